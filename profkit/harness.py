@@ -1,0 +1,77 @@
+"""The process a profiler launches: build the workload, warm it up outside any measured range,
+then run the measured iterations, each inside its own NVTX push/pop range, and write what it
+learned of the machine (GPU, versions, per-iteration wall times) to a JSON file.
+
+Run as ``python -m profkit.harness JOB.json``; the parent (``profkit.launch``) writes the job
+file. This module is the only one that imports torch at the top of a profiled process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m profkit.harness JOB.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(argv[0]).read_text())
+
+    from . import nvtx_ranges, workloads
+    from .errors import ProfkitError
+
+    try:
+        import torch
+
+        spec = workloads.Spec(**job["spec"])
+        if spec.device == "cuda" and not torch.cuda.is_available():
+            raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use --device cpu, or check the driver.")
+        module = workloads.load_module(Path(job["workload_path"]))
+        workloads.check_supported(module, spec, Path(job["workload_path"]))
+        step = workloads.prepare(module, spec)
+    except ProfkitError as exc:
+        print(f"profkit-harness: error: {exc.one_line()}", file=sys.stderr)
+        return 3
+
+    import nvtx
+
+    sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
+    info: dict = {
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device": spec.device,
+        "python": sys.version.split()[0],
+    }
+    if spec.device == "cuda":
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        info["gpu_name"] = props.name
+        info["compute_capability"] = f"{props.major}.{props.minor}"
+
+    t0 = time.perf_counter()
+    for _ in range(job["warmup"]):
+        step()
+    sync()
+    info["warmup_s"] = time.perf_counter() - t0
+
+    iter_ns = []
+    run_tag = job["tag"]
+    for i in range(job["iters"]):
+        start = time.perf_counter_ns()
+        nvtx.push_range(nvtx_ranges.iteration_range(run_tag, i), domain=nvtx_ranges.DOMAIN)
+        step()
+        sync()
+        nvtx.pop_range(domain=nvtx_ranges.DOMAIN)
+        iter_ns.append(time.perf_counter_ns() - start)
+    info["iteration_wall_ns"] = iter_ns
+    Path(job["info_path"]).write_text(json.dumps(info, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

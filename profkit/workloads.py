@@ -1,0 +1,194 @@
+"""The workload interface: what a workload file must provide, how built-ins and users' files
+are found and loaded, and how profkit applies precision and mode to what a file builds.
+
+A workload is a Python file with a ``build(spec)`` function. ``spec`` is a :class:`Spec`
+(batch size, precision, mode, device). ``build`` returns either
+
+* ``(model, inputs)``: an ``nn.Module`` and a tuple of example inputs built for
+  ``spec.batch_size`` on the CPU in fp32. profkit moves both to ``spec.device``, applies the
+  precision (casting the model and floating inputs, or autocast for ``amp``) and the mode
+  (eager, or ``torch.jit.trace`` for ``torchscript``), and times ``model(*inputs)`` under
+  ``torch.inference_mode``; or
+* a zero-argument callable: one step, already built for ``spec``, for workloads (training
+  steps, multi-op sequences) that apply precision and mode themselves.
+
+The file may also set ``DESCRIPTION`` (one line, shown by ``profkit workloads``) and
+``PRECISIONS`` / ``MODES`` (what it supports, if not all). Built-ins live in the repository's
+``workloads/`` folder. Nothing here imports torch at module import time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UsageError, WorkloadError
+
+PRECISIONS = ("fp32", "fp16", "bf16", "amp")
+MODES = ("eager", "torchscript")
+DEVICES = ("cuda", "cpu")
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "workloads"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a workload is asked to build."""
+
+    batch_size: int = 8
+    precision: str = "fp32"
+    mode: str = "eager"
+    device: str = "cuda"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def validate_spec(spec: Spec) -> None:
+    if spec.precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {spec.precision!r}", f"Choose one of {', '.join(PRECISIONS)}.")
+    if spec.mode not in MODES:
+        raise UsageError(f"unknown mode {spec.mode!r}", f"Choose one of {', '.join(MODES)}.")
+    if spec.device not in DEVICES:
+        raise UsageError(f"unknown device {spec.device!r}", f"Choose one of {', '.join(DEVICES)}.")
+    if spec.batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, not {spec.batch_size}")
+
+
+def builtin_names() -> list[str]:
+    if not BUILTIN_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def resolve(workload: str) -> tuple[str, Path]:
+    """Map a built-in name or a path to (workload name, file path)."""
+    looks_like_path = workload.endswith(".py") or "/" in workload or "\\" in workload
+    if looks_like_path:
+        path = Path(workload).expanduser()
+        if not path.is_file():
+            raise WorkloadError(f"workload file not found: {workload}")
+        return path.stem, path.resolve()
+    path = BUILTIN_DIR / f"{workload}.py"
+    if not re.fullmatch(r"[A-Za-z0-9_]+", workload) or not path.is_file():
+        names = ", ".join(builtin_names()) or "none installed"
+        raise WorkloadError(
+            f"unknown workload {workload!r}",
+            f"Built-ins: {names}; or give the path of a .py file that defines build(spec).",
+        )
+    return workload, path
+
+
+def load_module(path: Path):
+    """Import a workload file as a module and check that it defines build()."""
+    name = "profkit_workload_" + re.sub(r"\W", "_", path.stem)
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise WorkloadError(f"cannot load workload file {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: report, don't crash
+        raise WorkloadError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(module, "build", None)):
+        raise WorkloadError(f"workload file {path} defines no build(spec) function")
+    return module
+
+
+def describe(path: Path) -> str:
+    """The first line of a workload file's DESCRIPTION or docstring, without importing torch."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DESCRIPTION" for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return node.value.value.strip().splitlines()[0]
+    doc = ast.get_docstring(tree)
+    return doc.strip().splitlines()[0] if doc else ""
+
+
+def check_supported(module, spec: Spec, path: Path) -> None:
+    for attr, value in (("PRECISIONS", spec.precision), ("MODES", spec.mode)):
+        allowed = getattr(module, attr, None)
+        if allowed is not None and value not in allowed:
+            raise WorkloadError(
+                f"workload {path.stem} does not support {attr.lower()[:-1]} {value!r}",
+                f"It supports {', '.join(allowed)}.",
+            )
+
+
+def _dtype(precision: str):
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+
+
+def _cast(value, device, dtype):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.to(device)
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, device, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast(v, device, dtype) for k, v in value.items()}
+    return value
+
+
+def prepare(module, spec: Spec) -> Callable[[], Any]:
+    """Build the workload for ``spec`` and return one step as a zero-argument callable."""
+    import torch
+
+    try:
+        built = module.build(spec)
+    except Exception as exc:
+        raise WorkloadError(f"workload build(spec) failed: {type(exc).__name__}: {exc}") from exc
+    if callable(built) and not isinstance(built, torch.nn.Module):
+        return built
+    if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
+        raise WorkloadError(
+            "workload build(spec) must return (model, inputs) or a zero-argument step function"
+        )
+    model, inputs = built
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,)
+    device = torch.device(spec.device)
+    cast_dtype = None if spec.precision in ("fp32", "amp") else _dtype(spec.precision)
+    model = model.eval().to(device)
+    if cast_dtype is not None:
+        model = model.to(cast_dtype)
+    inputs = _cast(inputs, device, cast_dtype)
+
+    if spec.precision == "amp":
+        amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+        autocast = lambda: torch.autocast(device.type, dtype=amp_dtype)  # noqa: E731
+    else:
+        autocast = None
+
+    if spec.mode == "torchscript":
+        import warnings
+
+        with torch.no_grad(), warnings.catch_warnings():
+            # torch.jit is deprecated upstream; users still compare it with eager.
+            warnings.simplefilter("ignore", FutureWarning)
+            if autocast:
+                with autocast():
+                    model = torch.jit.trace(model, inputs, check_trace=False)
+            else:
+                model = torch.jit.trace(model, inputs, check_trace=False)
+
+    def step():
+        with torch.inference_mode():
+            if autocast:
+                with autocast():
+                    return model(*inputs)
+            return model(*inputs)
+
+    return step

@@ -1,0 +1,9 @@
+"""VGG16 (torchvision, random weights), one forward pass on 224x224 images."""
+
+
+def build(spec):
+    import torch
+    import torchvision
+
+    model = torchvision.models.vgg16(weights=None)
+    return model, (torch.randn(spec.batch_size, 3, 224, 224),)
