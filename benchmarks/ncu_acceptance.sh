@@ -1,0 +1,41 @@
+#!/bin/bash
+# Issue 2's acceptance runs on the GPU machine: each workload bare (the harness alone, same
+# batch/warm-up/iterations) and under `profkit run --tool ncu`, plus what the metric presets
+# cost on one workload. Writes summaries and timings under ${OUT:-/tmp/bench}.
+set -u
+OUTDIR=${OUT:-/tmp/bench}; mkdir -p "$OUTDIR"; DB=/tmp/bench-db/profkit.db; rm -rf /tmp/bench-db; mkdir -p /tmp/bench-db
+res="$OUTDIR/acceptance.txt"
+bare() { # workload precision batch
+  python3 - "$@" <<'PY'
+import json, subprocess, sys, time, tempfile, os
+from profkit import nvtx_ranges, workloads
+w, p, b = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d = tempfile.mkdtemp()
+job = {"spec": {"batch_size": b, "precision": p, "mode": "eager", "device": "cuda"},
+       "workload_path": str(workloads.resolve(w)[1]), "warmup": 3, "iters": 1,
+       "tag": nvtx_ranges.tag(w, p, "eager"), "info_path": os.path.join(d, "info.json")}
+open(os.path.join(d, "job.json"), "w").write(json.dumps(job))
+t = time.monotonic(); subprocess.run([sys.executable, "-m", "profkit.harness", os.path.join(d, "job.json")], check=True)
+wall = time.monotonic() - t
+info = json.load(open(job["info_path"]))
+print(f"bare {w} {p}: process {wall:.1f} s, measured iteration {info['iteration_wall_ns'][0]/1e6:.2f} ms")
+PY
+}
+prof() { # name args...
+  local n=$1; shift
+  local t0=$(date +%s%N)
+  profkit run "$@" --name "$n" --db "$DB" >"$OUTDIR/$n.txt" 2>&1; local rc=$?
+  local t1=$(date +%s%N)
+  echo "profkit run $* -> rc=$rc, wall $(( (t1 - t0) / 1000000 )) ms" | tee -a "$res"
+  profkit summary "$n" -f json --db "$DB" >"$OUTDIR/$n.summary.json" 2>>"$res"
+  python3 -c "import json;s=json.load(open('$OUTDIR/$n.summary.json'));print('  kernels',s['kernels'],'gpu_time_ns',s['gpu_time_ns'],'tc_pct',s['tensor_core_time_pct'],'by_prec',s['time_by_precision_ns'],'layout_ns',s['time_by_family_ns'].get('layout'))" >>"$res" 2>&1
+}
+for args in "vgg16 fp16 8" "vgg16 fp32 8" "resnet50 bf16 8"; do bare $args | tee -a "$res"; done
+prof vgg16-fp16 vgg16 --precision fp16 --tool ncu
+prof vgg16-fp32 vgg16 --precision fp32 --tool ncu
+prof resnet50-bf16 resnet50 --precision bf16
+prof vgg16-fp16-time vgg16 --precision fp16 --metrics time
+prof vgg16-fp16-full vgg16 --precision fp16 --metrics full
+grep -h "passes" /tmp/bench-db/profkit-runs/vgg16-fp16*/ncu.log | grep -o '[0-9]* pass' | sort | uniq -c | tee -a "$res"
+ls -la /tmp/bench-db/profkit-runs/*/report.ncu-rep | tee -a "$res"
+cp "$DB" "$OUTDIR/acceptance.db"

@@ -1,0 +1,5 @@
+"""``python -m profkit`` is the ``profkit`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,157 @@
+"""Verdicts for every launch: precision, tensor-core use, kernel family, and the evidence.
+
+The rules live in ``rules.toml`` beside this file (data); this module loads them and applies
+them. Hardware counters win where the run has them: the tensor-path op counters per source
+type say both whether a kernel used the tensor cores and in which precision. Names decide
+otherwise, and also give the precision of kernels that did no tensor math. Every verdict
+records its evidence (``metrics``, ``name`` or ``none``) and which counter or rule gave it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+RULES_PATH = Path(__file__).with_name("rules.toml")
+
+
+@dataclass(frozen=True)
+class NameRule:
+    id: str
+    description: str
+    regex: re.Pattern
+    precision: Any  # str, or {"group": g, "map": {...}}, or None
+    tensor_core: bool | None
+    family: str | None
+    examples: tuple[str, ...]
+
+    def precision_for(self, match: re.Match) -> str | None:
+        if isinstance(self.precision, dict):
+            return self.precision["map"].get(match.group(self.precision["group"]))
+        return self.precision
+
+
+@dataclass(frozen=True)
+class Verdict:
+    precision: str
+    tensor_core: bool | None
+    family: str | None
+    evidence: str
+    evidence_detail: str
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict:
+    data = tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
+    name_rules = tuple(
+        NameRule(
+            id=r["id"], description=r.get("description", ""), regex=re.compile(r["pattern"]),
+            precision=r.get("precision"), tensor_core=r.get("tensor_core"), family=r.get("family"),
+            examples=tuple(r.get("examples", ())),
+        )
+        for r in data.get("name_rule", [])
+    )
+    counters: dict[str, str] = {}
+    for table in data.get("counters", {}).values():
+        counters.update(table)
+    return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {})}
+
+
+def arch_key(compute_capability: str | None) -> str | None:
+    """'9.0' -> 'sm_90'."""
+    if not compute_capability:
+        return None
+    m = re.fullmatch(r"(\d+)\.(\d+)", compute_capability.strip())
+    return f"sm_{m.group(1)}{m.group(2)}" if m else None
+
+
+def metric_set(preset_or_list: str | None, compute_capability: str | None) -> tuple[str, list[str]]:
+    """Resolve ``--metrics``: a preset name for the chip, or a comma list of metric names.
+
+    Returns (label, metrics). ``gpu__time_duration.sum`` is always included.
+    """
+    sets = rules()["metric_sets"]
+    table = sets.get(arch_key(compute_capability) or "", sets["other"])
+    value = (preset_or_list or "default").strip()
+    if value == "default":
+        value = table["default"]
+    if "," not in value and "__" not in value:
+        if value not in table:
+            presets = ", ".join(k for k in table if k != "default")
+            raise UsageError(
+                f"no metric preset {value!r} for this GPU ({arch_key(compute_capability) or 'unknown chip'})",
+                f"Presets here: {presets}; or give a comma-separated list of ncu metric names.",
+            )
+        return value, list(table[value])
+    metrics = [m.strip() for m in value.split(",") if m.strip()]
+    if "gpu__time_duration.sum" not in metrics:
+        metrics.insert(0, "gpu__time_duration.sum")
+    return "custom", metrics
+
+
+@lru_cache(maxsize=65536)
+def by_name(name: str) -> tuple[str | None, bool | None, str | None, str, str]:
+    """(precision, tensor_core, family, rule ids for precision, rule id for tensor_core)."""
+    precision = tensor = family = None
+    p_rule = t_rule = ""
+    for rule in rules()["name_rules"]:
+        m = rule.regex.search(name)
+        if not m:
+            continue
+        if precision is None:
+            p = rule.precision_for(m)
+            if p is not None:
+                precision, p_rule = p, rule.id
+        if tensor is None and rule.tensor_core is not None:
+            tensor, t_rule = rule.tensor_core, rule.id
+        if family is None and rule.family is not None:
+            family = rule.family
+        if precision is not None and tensor is not None and family is not None:
+            break
+    return precision, tensor, family, p_rule, t_rule
+
+
+def classify_one(name: str, metrics: dict | None) -> Verdict:
+    precision, tensor, family, p_rule, t_rule = by_name(name)
+    counters = rules()["counters"]
+    measured = {m: counters[m] for m in (metrics or {}) if m in counters}
+    if measured:
+        used = sorted({counters[m] for m, v in metrics.items() if m in counters and v})
+        if used:
+            detail = "tensor-path ops: " + ", ".join(
+                f"{m}={metrics[m]:,.0f}" for m in sorted(measured) if metrics[m]
+            )
+            return Verdict(used[0] if len(used) == 1 else "mixed", True, family or "gemm", "metrics", detail)
+        types_measured = set(measured.values())
+        if tensor and precision and precision not in types_measured:
+            # The run did not count this kernel's type (e.g. fp8 with the 'tensor' preset).
+            return Verdict(precision, True, family, "name",
+                           f"rule {t_rule}; no {precision} tensor counter was collected")
+        detail = f"tensor-path ops = 0 for {', '.join(sorted(types_measured))}"
+        if p_rule:
+            detail += f"; precision from rule {p_rule}"
+        return Verdict(precision or "unknown", False, family, "metrics", detail)
+    if precision is None and tensor is None:
+        return Verdict("unknown", None, family, "none", "no counters and no name rule matched")
+    rules_used = ", ".join(dict.fromkeys(r for r in (t_rule, p_rule) if r))
+    return Verdict(precision or "unknown", tensor, family, "name", f"rule {rules_used}")
+
+
+def classify(df):
+    """Add precision, tensor_core, family, evidence and evidence_detail to a kernel table."""
+    import pandas as pd
+
+    verdicts = [classify_one(n, m) for n, m in zip(df["name"], df["metrics"])]
+    out = df.copy()
+    out["precision"] = pd.array([v.precision for v in verdicts], dtype="string")
+    out["tensor_core"] = pd.array([v.tensor_core for v in verdicts], dtype="boolean")
+    out["family"] = pd.array([v.family for v in verdicts], dtype="string")
+    out["evidence"] = pd.array([v.evidence for v in verdicts], dtype="string")
+    out["evidence_detail"] = pd.array([v.evidence_detail for v in verdicts], dtype="string")
+    return out

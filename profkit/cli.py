@@ -1,0 +1,328 @@
+"""The ``profkit`` command: parse options, call one library function, render the result, and
+turn expected errors into one line and a non-zero exit. No analysis lives here, and nothing
+heavy (torch, pandas) is imported before a command needs it, so ``profkit --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from .errors import ProfkitError
+
+app = typer.Typer(
+    name="profkit",
+    help="Profile PyTorch workloads under Nsight Compute and see, for every kernel, its precision "
+    "and whether it ran on the tensor cores.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_state: dict[str, Any] = {"verbose": False, "db": None}
+
+
+class Fmt(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+DbOpt = Annotated[
+    Optional[Path],
+    typer.Option("--db", envvar="PROFKIT_DB", help="Database file (default ./profkit.db; env PROFKIT_DB).",
+                 show_default=False),
+]
+FmtOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format.")]
+RunArg = Annotated[str, typer.Argument(help="Run name or id (see `profkit runs`).", show_default=False)]
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def handles_errors(fn: Callable) -> Callable:
+    """ProfkitError -> 'profkit: error: ...' and its exit code; tracebacks only with --verbose."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ProfkitError as exc:
+            if _state["verbose"]:
+                raise
+            _err(f"profkit: error: {exc.one_line()}")
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            _err("profkit: interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
+    db: DbOpt = None,
+) -> None:
+    _state["verbose"] = verbose
+    _state["db"] = db
+
+
+def _store(db: Optional[Path], create: bool = False):
+    from .store import Store
+
+    return Store(db or _state["db"], create=create)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _fmt_ns(ns: Any) -> str:
+    if ns is None:
+        return "-"
+    ns = int(ns)
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:,.3f} ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:,.1f} us"
+    return f"{ns} ns"
+
+
+def _tc(v: Any) -> str:
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def _write_csv(rows, columns: list[str]) -> None:
+    import csv
+
+    w = csv.DictWriter(sys.stdout, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+
+
+# ---------------------------------------------------------------------------------- run
+@app.command()
+@handles_errors
+def run(
+    workload: Annotated[str, typer.Argument(help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", show_default=False)],
+    tool: Annotated[str, typer.Option(help="Profiler to run under.")] = "ncu",
+    precision: Annotated[str, typer.Option(help="fp32, fp16, bf16 or amp.")] = "fp32",
+    mode: Annotated[str, typer.Option(help="eager or torchscript (torch.jit.trace).")] = "eager",
+    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
+    iters: Annotated[int, typer.Option(help="Measured iterations, each in its own NVTX range.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
+    device: Annotated[str, typer.Option(help="cuda or cpu.")] = "cuda",
+    metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (default, time, tensor, full) or a comma-separated list of metric names.", show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Option(help="Run name (default: workload-precision-mode-tool).", show_default=False)] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
+    db: DbOpt = None,
+) -> None:
+    """Run a workload under a profiler, store its kernels and print a summary."""
+    from .launch import Progress, RunRequest, run as do_run
+    from .workloads import Spec
+
+    store = _store(db, create=True)
+    console = _console()
+    req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device),
+                     tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout)
+    err_console = __import__("rich.console", fromlist=["Console"]).Console(stderr=True)
+    with err_console.status("starting") as status:
+        def on_kernel(index: int, kname: str, passes: Optional[int]) -> None:
+            status.update(f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each): {kname[:60]}")
+
+        row = do_run(store, req, Progress(on_kernel=on_kernel, on_stage=status.update))
+    _print_run_done(console, store, row)
+
+
+def _print_run_done(console, store, row: dict) -> None:
+    from .analyze.summary import summarize
+
+    info = json.loads(row["info"] or "{}")
+    summary = summarize(store.kernels_frame(row["id"]))
+    _render_summary(console, row, summary)
+    size = info.get("report_bytes")
+    raw = json.loads(row["raw_files"] or "{}")
+    if "ncu-rep" in raw:
+        console.print(f"report: {raw['ncu-rep']} ({size / 1e6:.2f} MB)" if size else f"report: {raw['ncu-rep']}")
+    console.print(f"profiled in {row['profiled_wall_s']:.1f} s; run stored as [bold]{row['name']}[/bold] in {store.path}")
+
+
+# ---------------------------------------------------------------------------------- import
+@app.command("import")
+@handles_errors
+def import_(
+    path: Annotated[Path, typer.Argument(help="A .ncu-rep report, or an ncu raw-page CSV export (.csv or .csv.gz).", show_default=False)],
+    name: Annotated[Optional[str], typer.Option(help="Run name (default: from the file name).", show_default=False)] = None,
+    db: DbOpt = None,
+) -> None:
+    """Import a capture made elsewhere as a new run; prints the run's name last."""
+    from .ingest import import_file
+
+    store = _store(db, create=True)
+    row, notes = import_file(store, path, name=name)
+    for note in notes:
+        _err(f"profkit: note: {note}")
+    _err(f"imported {row['kernel_count']} kernel launches ({_fmt_ns(row['gpu_time_ns'])} GPU time) from {path}")
+    print(row["name"])
+
+
+# ---------------------------------------------------------------------------------- runs
+RUN_LIST_COLUMNS = ["id", "name", "source", "workload", "precision", "mode", "tool", "gpu_name",
+                    "kernel_count", "gpu_time_ns", "finished_at"]
+
+
+@app.command()
+@handles_errors
+def runs(fmt: FmtOpt = Fmt.table, db: DbOpt = None) -> None:
+    """List the runs in the database."""
+    rows = _store(db).runs()
+    if fmt is Fmt.json:
+        print(json.dumps([{k: r[k] for k in RUN_LIST_COLUMNS} for r in rows], indent=2))
+        return
+    if fmt is Fmt.csv:
+        _write_csv(rows, RUN_LIST_COLUMNS)
+        return
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold")
+    for c in ("id", "name", "source", "workload", "prec", "mode", "tool", "gpu", "kernels", "gpu time", "finished"):
+        t.add_column(c, justify="right" if c in ("id", "kernels", "gpu time") else "left")
+    for r in rows:
+        t.add_row(str(r["id"]), r["name"], r["source"] or "", r["workload"] or "-", r["precision"] or "-",
+                  r["mode"] or "-", r["tool"] or "", r["gpu_name"] or "-", str(r["kernel_count"]),
+                  _fmt_ns(r["gpu_time_ns"]), (r["finished_at"] or "")[:19])
+    console = _console()
+    console.print(t if rows else "no runs yet: try `profkit run vgg16` or `profkit import REPORT.ncu-rep`")
+
+
+# ---------------------------------------------------------------------------------- kernels
+KERNEL_JSON_COLUMNS = ["launch_id", "kind", "name", "short_name", "duration_ns", "grid_x", "grid_y", "grid_z",
+                       "block_x", "block_y", "block_z", "stream", "device", "thread_id", "nvtx_range", "nvtx_path",
+                       "precision", "tensor_core", "family", "evidence", "evidence_detail", "metrics"]
+
+
+@app.command()
+@handles_errors
+def kernels(
+    run_ref: RunArg,
+    fmt: FmtOpt = Fmt.table,
+    limit: Annotated[Optional[int], typer.Option(help="Show at most this many launches (table only).", show_default=False)] = None,
+    db: DbOpt = None,
+) -> None:
+    """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
+    store = _store(db)
+    row = store.get_run(run_ref)
+    rows = store.iter_kernels(row["id"])
+    if fmt is Fmt.json:
+        # Streamed: one launch at a time, whatever the run's size.
+        out = sys.stdout
+        out.write("[")
+        for i, r in enumerate(rows):
+            out.write(("," if i else "") + "\n  " + json.dumps({k: r[k] for k in KERNEL_JSON_COLUMNS}))
+        out.write("\n]\n" if row["kernel_count"] else "]\n")
+        return
+    if fmt is Fmt.csv:
+        _write_csv(rows, KERNEL_JSON_COLUMNS)
+        return
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold", title=f"{row['name']}: {row['kernel_count']} launches")
+    for c in ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence"):
+        t.add_column(c, justify="right" if c in ("#", "duration") else "left", overflow="ellipsis",
+                     max_width=60 if c == "kernel" else None, no_wrap=True)
+    for i, r in enumerate(rows):
+        if limit is not None and i >= limit:
+            break
+        t.add_row(str(r["launch_id"]), r["short_name"] if len(r["name"]) > 60 else r["name"], _fmt_ns(r["duration_ns"]),
+                  f"{r['grid_x']},{r['grid_y']},{r['grid_z']}", f"{r['block_x']},{r['block_y']},{r['block_z']}",
+                  r["nvtx_range"] or "-", r["precision"], _tc(r["tensor_core"]), r["evidence"])
+    _console().print(t)
+
+
+# ---------------------------------------------------------------------------------- summary
+@app.command()
+@handles_errors
+def summary(
+    run_ref: RunArg,
+    fmt: FmtOpt = Fmt.table,
+    top: Annotated[int, typer.Option(help="How many kernels to list by time.")] = 10,
+    db: DbOpt = None,
+) -> None:
+    """Summarise a run: launches, GPU time, tensor-core share, time by precision."""
+    from .analyze.summary import summarize
+
+    store = _store(db)
+    row = store.get_run(run_ref)
+    s = summarize(store.kernels_frame(row["id"]), top=top)
+    if fmt is Fmt.json:
+        print(json.dumps({"run": row["name"], **s}, indent=2))
+        return
+    if fmt is Fmt.csv:
+        _write_csv(
+            [{"precision": p, "gpu_time_ns": ns, "kernels": s["kernels_by_precision"].get(p, 0)}
+             for p, ns in s["time_by_precision_ns"].items()],
+            ["precision", "gpu_time_ns", "kernels"],
+        )
+        return
+    _render_summary(_console(), row, s)
+
+
+def _render_summary(console, row: dict, s: dict) -> None:
+    from rich.table import Table
+
+    what = " ".join(str(x) for x in (row.get("workload"), row.get("precision"), row.get("mode")) if x)
+    console.print(f"[bold]{row['name']}[/bold]  {what}  {row.get('tool') or ''} on {row.get('gpu_name') or 'unknown GPU'}")
+    console.print(
+        f"{s['kernels']} kernel launches, {_fmt_ns(s['gpu_time_ns'])} GPU time; "
+        f"tensor cores: {s['tensor_core_kernels']} launches, [bold]{s['tensor_core_time_pct']:.1f}%[/bold] of GPU time"
+    )
+    ev = ", ".join(f"{k}: {v}" for k, v in s["evidence"].items())
+    console.print(f"verdicts from {ev}")
+    t = Table(box=None, header_style="bold")
+    t.add_column("precision")
+    t.add_column("launches", justify="right")
+    t.add_column("GPU time", justify="right")
+    t.add_column("share", justify="right")
+    for p, ns in s["time_by_precision_ns"].items():
+        share = 100.0 * ns / s["gpu_time_ns"] if s["gpu_time_ns"] else 0.0
+        t.add_row(p, str(s["kernels_by_precision"].get(p, 0)), _fmt_ns(ns), f"{share:.1f}%")
+    console.print(t)
+    if s["top_kernels"]:
+        k = Table(box=None, header_style="bold", title="top kernels by GPU time", title_justify="left")
+        for c in ("kernel", "launches", "time", "share", "prec", "TC"):
+            k.add_column(c, justify="right" if c in ("launches", "time", "share") else "left",
+                         max_width=70 if c == "kernel" else None, overflow="ellipsis", no_wrap=True)
+        for r in s["top_kernels"]:
+            k.add_row(r["name"], str(r["launches"]), _fmt_ns(r["total_ns"]), f"{r['pct']:.1f}%",
+                      r["precision"], _tc(r["tensor_core"]))
+        console.print(k)
+
+
+# ---------------------------------------------------------------------------------- workloads
+@app.command("workloads")
+@handles_errors
+def workloads_() -> None:
+    """List the built-in workloads."""
+    from .workloads import BUILTIN_DIR, builtin_names, describe
+
+    for n in builtin_names():
+        print(f"{n:16} {describe(BUILTIN_DIR / f'{n}.py')}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""What GPU this machine has, asked of nvidia-smi (cheap; no CUDA context, no torch)."""
+
+from __future__ import annotations
+
+import shutil
+
+from .errors import ProfkitError
+from .tools import runner
+
+
+def query() -> tuple[str, str] | None:
+    """(name, compute capability) of GPU 0, or None where nvidia-smi cannot tell."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = runner.capture([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], timeout=30)
+    except ProfkitError:
+        return None
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    if "," not in first:
+        return None
+    name, cc = (p.strip() for p in first.rsplit(",", 1))
+    return name, cc

@@ -1,0 +1,45 @@
+"""Importers: one module per export format, each producing the canonical kernel table
+(``profkit.parse.schema``). ``load(path)`` picks the importer from the file itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import BadExport
+from .schema import Capture
+
+__all__ = ["Capture", "detect", "load"]
+
+KINDS = {
+    "ncu-rep": "Nsight Compute report (.ncu-rep)",
+    "ncu-csv": "Nsight Compute raw-page CSV export (ncu --import X --csv --page raw)",
+}
+
+
+def detect(path: Path) -> str:
+    """Which importer reads ``path``: by content where the suffix could lie."""
+    if not path.exists():
+        raise BadExport(f"no such file: {path}")
+    if path.is_dir():
+        raise BadExport(f"{path} is a folder, not a profiler export")
+    name = path.name.lower()
+    if name.endswith(".ncu-rep"):
+        return "ncu-rep"
+    if name.endswith((".csv", ".csv.gz")):
+        return "ncu-csv"
+    raise BadExport(
+        f"don't know how to import {path.name}",
+        "profkit imports .ncu-rep reports and ncu raw-page CSV exports (.csv, .csv.gz).",
+    )
+
+
+def load(path: str | Path) -> Capture:
+    path = Path(path)
+    kind = detect(path)
+    if kind == "ncu-rep":
+        from .ncu_rep import read_ncu_rep
+
+        return read_ncu_rep(path)
+    from .ncu_csv import read_ncu_csv
+
+    return read_ncu_csv(path)

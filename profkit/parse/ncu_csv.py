@@ -1,0 +1,170 @@
+"""Nsight Compute raw-page CSV exports (``ncu --import X.ncu-rep --csv --page raw``), plain
+or gzipped, into the kernel table.
+
+The export has a header row, then a row of units (blank for unitless columns), then one row
+per profiled launch. Numbers may carry thousands separators ("110,240"); durations follow
+``--print-units`` (``ns`` with ``base``, ``us`` with decimals by default), so the units row is
+read and every time unit is scaled to nanoseconds. The NVTX column reads
+``<tid>  "domain:range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg" ...``, one quoted
+entry per open push/pop range, outermost first.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+from pathlib import Path
+
+from ..errors import BadExport
+from ..names import short_name
+from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path
+from .schema import Capture, frame
+
+REQUIRED = ("ID", "Kernel Name")
+_TRIPLE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_NVTX_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"')
+# domain:range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg, where Msg repeats the range.
+_NVTX_FIELDS = re.compile(r"^(?P<domain>[^:]*):(?P<range>.*):[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:(?P=range)$", re.S)
+
+
+def _open_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BadExport(f"cannot read {path}: {exc.strerror}") from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise BadExport(f"{path} is a damaged gzip file") from exc
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadExport(f"{path} is not a text CSV file") from exc
+
+
+def parse_number(text: str) -> float | None:
+    """'110,240' -> 110240.0; '' or 'n/a' -> None."""
+    text = text.strip().replace(",", "")
+    if not text or text.lower() in ("n/a", "nan", "-"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_nvtx(cell: str) -> tuple[int | None, list[tuple[str, str]]]:
+    """``'541  "profkit:a.iter0:none:...:a.iter0" '`` -> (541, [("profkit", "a.iter0")])."""
+    cell = cell.strip()
+    if not cell:
+        return None, []
+    head = cell.split(None, 1)[0]
+    tid = int(head) if head.isdigit() else None
+    ranges = []
+    for entry in _NVTX_ENTRY.findall(cell):
+        m = _NVTX_FIELDS.match(entry)
+        if m:
+            ranges.append((m.group("domain"), m.group("range")))
+        elif ":" in entry:
+            domain, rest = entry.split(":", 1)
+            ranges.append((domain, rest.split(":", 1)[0]))
+    return tid, ranges
+
+
+def _triple(text: str) -> tuple[int | None, int | None, int | None]:
+    m = _TRIPLE.match(text.strip())
+    return tuple(int(g) for g in m.groups()) if m else (None, None, None)  # type: ignore[return-value]
+
+
+def read_ncu_csv(path: Path) -> Capture:
+    text = _open_text(path)
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise BadExport(f"{path} is empty") from None
+    # ncu may print ==PROF== / ==WARNING== lines before the table when output was captured.
+    while header and header[0].startswith("=="):
+        header = next(reader, [])
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise BadExport(
+            f"{path.name} is not an ncu raw-page CSV export (no {', '.join(repr(c) for c in missing)} column)",
+            "Export one with: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv",
+        )
+    col = {name: i for i, name in enumerate(header)}
+    rows = list(reader)
+    units: dict[str, str] = {}
+    if rows and rows[0] and rows[0][col["ID"]].strip() == "":
+        units = {name: rows[0][i].strip() for name, i in col.items() if i < len(rows[0])}
+        rows = rows[1:]
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
+
+    nvtx_col = next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None)
+    metric_names = kernel_metric_names([n for n in header if "__" in n])
+    if DURATION not in col:
+        raise BadExport(f"{path.name} has no {DURATION} column", "Profile with --metrics that include it.")
+    metric_units: dict[str, str] = {}
+    scale: dict[str, float] = {}
+    for m in metric_names:
+        unit = units.get(m, "")
+        if unit in TIME_SCALE:
+            scale[m] = TIME_SCALE[unit]
+            metric_units[m] = "ns"
+        elif unit:
+            metric_units[m] = unit
+    if DURATION not in scale and units.get(DURATION):
+        raise BadExport(f"{path.name}: unknown time unit {units[DURATION]!r} for {DURATION}")
+
+    out = []
+    gpu_name = cc = None
+    for lineno, r in enumerate(rows, start=3 if units else 2):
+        if len(r) < len(header):
+            raise BadExport(f"{path.name}: row {lineno} has {len(r)} fields, the header has {len(header)}")
+        launch_id = parse_number(r[col["ID"]])
+        if launch_id is None:
+            raise BadExport(f"{path.name}: row {lineno} has no kernel ID")
+        metrics = {}
+        for m in metric_names:
+            v = parse_number(r[col[m]])
+            if v is not None:
+                v = v * scale.get(m, 1)
+                metrics[m] = int(round(v)) if v.is_integer() or m in scale else v
+        tid, ranges = parse_nvtx(r[col[nvtx_col]]) if nvtx_col else (None, [])
+        gx, gy, gz = _triple(r[col["Grid Size"]]) if "Grid Size" in col else (None, None, None)
+        bx, by, bz = _triple(r[col["Block Size"]]) if "Block Size" in col else (None, None, None)
+        name = r[col["Kernel Name"]]
+        duration = metrics.get(DURATION)
+        out.append(
+            dict(
+                launch_id=int(launch_id), kind="kernel", name=name, short_name=short_name(name),
+                duration_ns=int(round(duration)) if duration is not None else None,
+                grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
+                stream=_int(r, col, "Stream"), device=_int(r, col, "Device"), thread_id=tid,
+                nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges),
+                metrics=metrics,
+            )
+        )
+        if gpu_name is None and "device__attribute_display_name" in col:
+            gpu_name = r[col["device__attribute_display_name"]].strip() or None
+        if cc is None and "CC" in col:
+            cc = r[col["CC"]].strip() or None
+    df = frame(out)
+    if df["launch_id"].duplicated().any():
+        raise BadExport(f"{path.name} lists the same kernel ID twice; is it two exports pasted together?")
+    return Capture(
+        kernels=df, tool="ncu", gpu_name=gpu_name, compute_capability=cc,
+        source_format="ncu-csv", metric_units=metric_units,
+    )
+
+
+def _int(row: list[str], col: dict[str, int], name: str) -> int | None:
+    if name not in col:
+        return None
+    v = parse_number(row[col[name]])
+    return int(v) if v is not None else None

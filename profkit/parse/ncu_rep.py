@@ -1,0 +1,114 @@
+"""Nsight Compute reports (.ncu-rep) into the kernel table, through NVIDIA's ``ncu_report``
+package (PyPI ``ncu-report``), so that a report copied to a laptop imports without ncu.
+
+Names come as the reader demangles them (the full form, e.g. ``(int)4`` template
+arguments), which differs from the CSV export's simplified form; ``short_name`` is the
+normal form both agree on. Metric values keep the report's own base units (ns for time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import BadExport
+from ..names import short_name
+from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path
+from .schema import Capture, frame
+
+
+def _reader():
+    try:
+        import ncu_report
+    except ImportError as exc:  # pragma: no cover - a dependency, but say what to do
+        raise BadExport(
+            "reading .ncu-rep files needs NVIDIA's ncu-report package",
+            "pip install ncu-report, or export a CSV with: ncu --import X.ncu-rep --csv --page raw",
+        ) from exc
+    return ncu_report
+
+
+def _value(metric, ncu_report):
+    kind = metric.kind()
+    if kind == ncu_report.IMetric.ValueKind_STRING:
+        return metric.as_string()
+    if kind in (ncu_report.IMetric.ValueKind_UINT32, ncu_report.IMetric.ValueKind_UINT64):
+        return int(metric.as_uint64())
+    v = metric.as_double()
+    return int(v) if float(v).is_integer() else v
+
+
+def read_ncu_rep(path: Path) -> Capture:
+    ncu_report = _reader()
+    if path.stat().st_size == 0:
+        raise BadExport(f"{path} is empty")
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as exc:  # the reader raises plain exceptions for damaged files
+        raise BadExport(f"{path.name} could not be read as an Nsight Compute report: {exc}") from exc
+    if ctx is None or ctx.num_ranges() == 0:
+        raise BadExport(f"{path.name} holds no profiled kernels")
+
+    rows = []
+    metric_units: dict[str, str] = {}
+    gpu_name = cc = None
+    launch_id = 0
+    for ri in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(ri)
+        for ai in range(rng.num_actions()):
+            act = rng.action_by_idx(ai)
+            all_names = list(act.metric_names())
+            metrics = {}
+            for m in kernel_metric_names([n for n in all_names if "__" in n]):
+                metric = act[m]
+                if metric is None or not metric.has_value():
+                    continue
+                v = _value(metric, ncu_report)
+                if isinstance(v, str):
+                    continue
+                unit = metric.unit() or ""
+                if unit in TIME_SCALE:
+                    v = v * TIME_SCALE[unit]
+                    unit = "ns"
+                if unit:
+                    metric_units[m] = unit
+                metrics[m] = v
+
+            def launch(name):
+                metric = act[name]
+                return int(metric.as_uint64()) if metric is not None and metric.has_value() else None
+
+            ranges = []
+            state = act.nvtx_state()
+            if state is not None:
+                for did in state.domains():
+                    dom = state.domain_by_id(did)
+                    for text in dom.push_pop_ranges():
+                        ranges.append((dom.name(), text))
+            name = act.name(ncu_report.IAction.NameBase_DEMANGLED) or act.name()
+            duration = metrics.get(DURATION)
+            rows.append(
+                dict(
+                    launch_id=launch_id, kind="kernel", name=name,
+                    short_name=act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
+                    duration_ns=int(round(duration)) if duration is not None else None,
+                    grid_x=launch("launch__grid_dim_x"), grid_y=launch("launch__grid_dim_y"),
+                    grid_z=launch("launch__grid_dim_z"), block_x=launch("launch__block_dim_x"),
+                    block_y=launch("launch__block_dim_y"), block_z=launch("launch__block_dim_z"),
+                    stream=launch("launch__stream_id"), device=launch("launch__device_id"),
+                    thread_id=None, nvtx_range=ranges[-1][1] if ranges else None,
+                    nvtx_path=nvtx_path(ranges), metrics=metrics,
+                )
+            )
+            launch_id += 1
+            if gpu_name is None:
+                dn = act["device__attribute_display_name"]
+                gpu_name = dn.as_string() if dn is not None and dn.has_value() else None
+                major, minor = act["device__attribute_compute_capability_major"], act["device__attribute_compute_capability_minor"]
+                if major is not None and minor is not None and major.has_value():
+                    cc = f"{int(major.as_uint64())}.{int(minor.as_uint64())}"
+    if DURATION not in metric_units and rows and rows[0]["duration_ns"] is None:
+        raise BadExport(f"{path.name} has no {DURATION} values", "Profile with --metrics that include it.")
+    return Capture(
+        kernels=frame(rows), tool="ncu", gpu_name=gpu_name, compute_capability=cc,
+        source_format="ncu-rep", metric_units=metric_units,
+    )

@@ -1,0 +1,191 @@
+"""The SQLite database, written through sqlite-utils: one ``runs`` row per run or import and
+one ``kernels`` row per launch. A run and its kernels are written in one transaction, so a
+failure leaves the database as it was. Plain tables and JSON columns: ``sqlite-utils`` and
+``datasette`` browse it as it is.
+
+The database is ``./profkit.db`` unless ``--db`` or ``PROFKIT_DB`` says otherwise. Raw
+captures are kept beside it, in ``<db stem>-runs/<run name>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import RunExists, RunNotFound, StoreError, UsageError
+from .parse.schema import CLASSIFIED, COLUMNS
+
+DEFAULT_DB = "profkit.db"
+SCHEMA_VERSION = 1
+
+RUN_COLUMNS: dict[str, type] = {
+    "id": int,
+    "name": str,
+    "source": str,  # "run" (profkit launched it) or "import"
+    "status": str,
+    "workload": str,
+    "precision": str,
+    "mode": str,
+    "batch_size": int,
+    "iters": int,
+    "device": str,
+    "tool": str,
+    "tool_version": str,
+    "metric_set": str,
+    "metrics": str,  # JSON list
+    "gpu_name": str,
+    "compute_capability": str,
+    "command": str,  # JSON list
+    "started_at": str,
+    "finished_at": str,
+    "raw_files": str,  # JSON {kind: path}
+    "source_sha256": str,
+    "kernel_count": int,
+    "gpu_time_ns": int,
+    "profiled_wall_s": float,
+    "info": str,  # JSON: versions, per-iteration wall times, notes
+}
+
+KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
+for _col, _dtype in {**COLUMNS, **CLASSIFIED, "family": "string"}.items():
+    KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
+
+
+def db_path(db: str | os.PathLike | None) -> Path:
+    return Path(db or os.environ.get("PROFKIT_DB") or DEFAULT_DB).expanduser()
+
+
+def raw_dir(db: Path, run_name: str) -> Path:
+    return db.resolve().parent / f"{db.stem}-runs" / run_name
+
+
+class Store:
+    """A profkit database. ``Store(path, create=False)`` refuses a missing file."""
+
+    def __init__(self, path: str | os.PathLike | None = None, create: bool = True):
+        import sqlite_utils
+
+        self.path = db_path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"no database at {self.path}", "Run or import something first, or pass --db.")
+        if self.path.parent and not self.path.parent.exists():
+            raise StoreError(f"folder {self.path.parent} does not exist (for database {self.path})")
+        try:
+            self.db = sqlite_utils.Database(self.path)
+            self._ensure_schema()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+
+    def _ensure_schema(self) -> None:
+        tables = set(self.db.table_names())
+        if tables and "runs" not in tables:
+            raise StoreError(f"{self.path} is a SQLite database but not a profkit one (no runs table)")
+        if "runs" in tables:
+            return
+        with self.db.atomic():
+            self.db["runs"].create(RUN_COLUMNS, pk="id", not_null={"name"})
+            self.db["runs"].create_index(["name"], unique=True)
+            self.db["kernels"].create(KERNEL_COLUMNS, pk=("run_id", "launch_id"), foreign_keys=[("run_id", "runs", "id")])
+            self.db["kernels"].create_index(["run_id", "name"])
+            self.db["meta"].create({"key": str, "value": str}, pk="key")
+            self.db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
+
+    # ------------------------------------------------------------------ names
+    def unique_name(self, base: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.") or "run"
+        taken = {r["name"] for r in self.db.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
+        if base not in taken:
+            return base
+        n = 2
+        while f"{base}-{n}" in taken:
+            n += 1
+        return f"{base}-{n}"
+
+    def check_name_free(self, name: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.isdigit():
+            raise UsageError(
+                f"bad run name {name!r}",
+                "Use letters, digits, '.', '_' and '-', not only digits (a number means a run id).",
+            )
+        if self.db.execute("select 1 from runs where name = ?", [name]).fetchone():
+            raise RunExists(f"a run named {name!r} already exists in {self.path}", "Choose another --name.")
+
+    # ------------------------------------------------------------------ writing
+    def add_run(self, run: dict[str, Any], kernels) -> dict[str, Any]:
+        """Insert a run and its classified kernel table in one transaction; return the run row."""
+        run = dict(run)
+        for key in ("metrics", "command", "raw_files", "info"):
+            if key in run and not isinstance(run[key], str) and run[key] is not None:
+                run[key] = json.dumps(run[key])
+        run["kernel_count"] = int(len(kernels))
+        run["gpu_time_ns"] = int(kernels["duration_ns"].fillna(0).sum()) if len(kernels) else 0
+        run.setdefault("status", "ok")
+        with self.db.atomic():
+            self.check_name_free(run["name"])
+            run_id = self.db["runs"].insert(run).last_pk
+            self.db["kernels"].insert_all(_kernel_rows(kernels, run_id), batch_size=2000)
+        return self.get_run(str(run_id))
+
+    # ------------------------------------------------------------------ reading
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from runs order by id"))
+
+    def get_run(self, ref: str) -> dict[str, Any]:
+        ref = str(ref)
+        row = None
+        if ref.isdigit():
+            row = next(self.db.query("select * from runs where id = ?", [int(ref)]), None)
+        if row is None:
+            row = next(self.db.query("select * from runs where name = ?", [ref]), None)
+        if row is None:
+            names = [r["name"] for r in self.db.query("select name from runs order by id desc limit 5")]
+            hint = f"Recent runs: {', '.join(names)}." if names else "The database has no runs yet."
+            raise RunNotFound(f"no run {ref!r} in {self.path}", hint)
+        return row
+
+    def iter_kernels(self, run_id: int) -> Iterator[dict[str, Any]]:
+        """Kernel rows in launch order, streamed, with metrics decoded and tensor_core as bool."""
+        for row in self.db.query("select * from kernels where run_id = ? order by launch_id", [run_id]):
+            yield _decode_kernel(row)
+
+    def kernels_frame(self, run_id: int):
+        import pandas as pd
+
+        df = pd.read_sql_query(
+            "select * from kernels where run_id = ? order by launch_id", self.db.conn, params=[run_id]
+        )
+        df["metrics"] = df["metrics"].map(lambda s: json.loads(s) if s else {})
+        df["tensor_core"] = df["tensor_core"].astype("boolean")
+        return df
+
+
+def _kernel_rows(kernels, run_id: int) -> Iterator[dict[str, Any]]:
+    import pandas as pd
+
+    cols = [c for c in KERNEL_COLUMNS if c != "run_id" and c in kernels.columns]
+    for rec in kernels[cols].to_dict("records"):
+        row = {"run_id": run_id}
+        for k, v in rec.items():
+            if k == "metrics":
+                row[k] = json.dumps(v or {})
+            elif v is None or v is pd.NA or (isinstance(v, float) and v != v):
+                row[k] = None
+            elif isinstance(v, bool) or k == "tensor_core":
+                row[k] = int(bool(v))
+            elif hasattr(v, "item"):
+                row[k] = v.item()
+            else:
+                row[k] = v
+        yield row
+
+
+def _decode_kernel(row: dict[str, Any]) -> dict[str, Any]:
+    row = dict(row)
+    row["metrics"] = json.loads(row["metrics"]) if row.get("metrics") else {}
+    if row.get("tensor_core") is not None:
+        row["tensor_core"] = bool(row["tensor_core"])
+    return row

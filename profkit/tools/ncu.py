@@ -1,0 +1,87 @@
+"""Nsight Compute: find ``ncu``, read its version, build the profile and export command lines,
+and read its console output (progress, errors, "No kernels were profiled")."""
+
+from __future__ import annotations
+
+import glob
+import re
+import shutil
+from pathlib import Path
+
+from ..errors import NoKernelsProfiled, ToolFailed, ToolNotFound
+from . import runner
+
+_PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<index>\d+): .*?(?:- (?P<passes>\d+) pass)?')
+_VERSION = re.compile(r"Version\s+(\d[\d.]*)")
+
+
+def find() -> str:
+    """The ncu executable: PATH first, then the usual install folders."""
+    path = shutil.which("ncu")
+    if path:
+        return path
+    for pattern in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu"):
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[-1]
+    raise ToolNotFound(
+        "Nsight Compute (ncu) is not installed or not on PATH",
+        "Install Nsight Compute, or import a report made elsewhere with: profkit import REPORT.ncu-rep",
+    )
+
+
+def version(ncu: str) -> str:
+    out = runner.capture([ncu, "--version"])
+    m = _VERSION.search(out)
+    return m.group(1) if m else out.strip().splitlines()[-1]
+
+
+def profile_argv(
+    ncu: str, report: Path, nvtx_include: str, metrics: list[str], target: list[str],
+    import_sass: bool = False, extra: list[str] | None = None,
+) -> list[str]:
+    """``ncu`` command that profiles only the kernels inside the measured NVTX ranges."""
+    argv = [
+        ncu, "--target-processes", "all",
+        "--nvtx", "--nvtx-include", nvtx_include,
+        "--metrics", ",".join(metrics),
+        # The cubins ncu embeds by default make a report of a dozen kernels 33 MB; the
+        # kernel table needs none of them.
+        "--import-sass", "1" if import_sass else "0",
+        "--force-overwrite", "--export", str(report),
+    ]
+    return argv + list(extra or []) + list(target)
+
+
+def export_csv_argv(ncu: str, report: Path) -> list[str]:
+    """Raw page, one row per launch, base units (ns) so no unit guessing is needed."""
+    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def parse_progress(line: str) -> tuple[int, str, int | None] | None:
+    """'==PROF== Profiling "k" - 12: 0%....100% - 5 passes' -> (12, 'k', 5)."""
+    m = _PROGRESS.match(line)
+    if not m:
+        return None
+    return int(m.group("index")), m.group("name"), int(m.group("passes")) if m.group("passes") else None
+
+
+def check_result(result: runner.Result, report: Path, kernels_seen: int, nvtx_include: str) -> None:
+    """Turn ncu's ways of failing into one clear error each."""
+    errors = [l.split("==ERROR==", 1)[1].strip() for l in result.tail if "==ERROR==" in l]
+    log = f"ncu's log: {result.log_path}" if result.log_path else None
+    if any("No kernels were profiled" in l for l in result.tail) or (result.returncode == 0 and kernels_seen == 0):
+        raise NoKernelsProfiled(
+            f"ncu profiled no kernels: the NVTX filter {nvtx_include!r} matched no kernel launch",
+            "Did the workload run its measured iterations on the GPU? " + (log or ""),
+        )
+    if errors and ("ERR_NVGPUCTRPERM" in " ".join(errors) or "permission" in " ".join(errors).lower()):
+        raise ToolFailed(
+            f"ncu may not read the GPU's performance counters here: {errors[0]}",
+            "Run as root or allow profiling (NVreg_RestrictProfilingToAdminUsers=0), or use --tool torch.",
+        )
+    if result.returncode != 0 or errors:
+        what = errors[0] if errors else (result.tail[-1] if result.tail else "no output")
+        raise ToolFailed(f"ncu failed (exit {result.returncode}): {what}", log)
+    if not report.exists():
+        raise ToolFailed(f"ncu finished but wrote no report at {report}", log)

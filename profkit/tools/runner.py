@@ -1,0 +1,106 @@
+"""The only place profkit starts a subprocess: never through a shell, output streamed line by
+line to a callback (for progress) and to a log file, with an optional timeout, and Ctrl-C
+passed on to the child so that a profiler can write what it has."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import ToolFailed, ToolNotFound
+
+
+@dataclass
+class Result:
+    argv: list[str]
+    returncode: int
+    log_path: Path | None
+    tail: list[str]
+    wall_s: float
+
+
+def which(tool: str, hint: str) -> str:
+    path = shutil.which(tool)
+    if not path:
+        raise ToolNotFound(f"{tool} is not installed or not on PATH", hint)
+    return path
+
+
+def capture(argv: Sequence[str], timeout: float = 60) -> str:
+    """Run a short command and return its stdout; raise ToolFailed on a non-zero exit."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ToolFailed(f"{' '.join(argv[:3])} did not answer within {timeout:.0f} s") from exc
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip().splitlines()
+        raise ToolFailed(f"{' '.join(argv[:3])} failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
+    return proc.stdout
+
+
+def stream(
+    argv: Sequence[str],
+    log_path: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    keep: int = 40,
+) -> Result:
+    """Run ``argv`` to completion, feeding each output line (stdout and stderr merged) to
+    ``on_line`` and to ``log_path``. Returns the exit status and the last ``keep`` lines."""
+    argv = [str(a) for a in argv]
+    start = time.monotonic()
+    tail: list[str] = []
+    log = open(log_path, "w", encoding="utf-8", errors="replace") if log_path else None
+    try:
+        try:
+            proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                bufsize=1, env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if log:
+                    log.write(line)
+                line = line.rstrip("\n")
+                tail.append(line)
+                if len(tail) > keep:
+                    del tail[0]
+                if on_line:
+                    on_line(line)
+                if timeout and time.monotonic() - start > timeout:
+                    _stop(proc)
+                    raise ToolFailed(f"{Path(argv[0]).name} ran past {timeout:.0f} s and was stopped",
+                                     f"Its log is {log_path}." if log_path else None)
+            proc.wait()
+        except KeyboardInterrupt:
+            _stop(proc)
+            raise
+    finally:
+        if log:
+            log.close()
+    return Result(argv, proc.returncode, log_path, tail, time.monotonic() - start)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

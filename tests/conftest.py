@@ -1,0 +1,50 @@
+"""Shared fixtures and the skip rules for GPU and tool-dependent tests."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+NCU_DATA = DATA / "ncu"
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def has_ncu() -> bool:
+    from profkit.errors import ToolNotFound
+    from profkit.tools import ncu
+
+    try:
+        ncu.find()
+    except ToolNotFound:
+        return False
+    return True
+
+
+needs_gpu_ncu = pytest.mark.skipif(not (has_ncu() and has_cuda()), reason="needs a CUDA GPU and Nsight Compute (ncu)")
+needs_torch = pytest.mark.skipif(shutil.which("python3") is None or __import__("importlib").util.find_spec("torch") is None,
+                                 reason="needs PyTorch")
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "profkit.db"
+
+
+@pytest.fixture(scope="session")
+def ncu_rep_dir(tmp_path_factory):
+    """The committed .ncu-rep.gz captures, decompressed (the report reader needs a plain file)."""
+    out = tmp_path_factory.mktemp("ncu-rep")
+    for gz in NCU_DATA.glob("*.ncu-rep.gz"):
+        (out / gz.name[:-3]).write_bytes(gzip.decompress(gz.read_bytes()))
+    return out

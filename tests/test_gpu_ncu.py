@@ -1,0 +1,53 @@
+"""End to end under Nsight Compute. Skipped where there is no GPU or no ncu; run on the GPU
+machine before GPU work is called done."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from profkit.cli import app
+
+from .conftest import needs_gpu_ncu
+
+HERE = Path(__file__).parent
+runner = CliRunner()
+
+
+@needs_gpu_ncu
+def test_run_resnet18_fp16_two_iterations(db):
+    r = runner.invoke(app, ["run", "resnet18", "--precision", "fp16", "--batch-size", "2", "--iters", "2",
+                            "--name", "r18", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(runner.invoke(app, ["summary", "r18", "-f", "json", "--db", str(db)]).stdout)
+    ks = json.loads(runner.invoke(app, ["kernels", "r18", "-f", "json", "--db", str(db)]).stdout)
+    assert s["kernels"] == len(ks) > 0
+    ranges = {k["nvtx_range"] for k in ks}
+    assert ranges == {"resnet18.fp16.eager.iter0", "resnet18.fp16.eager.iter1"}
+    per_iter = [sum(k["nvtx_range"].endswith(f"iter{i}") for k in ks) for i in (0, 1)]
+    assert per_iter[0] == per_iter[1]
+    assert all(k["evidence"] == "metrics" for k in ks)
+    assert s["tensor_core_kernels"] > 0 and 0 < s["tensor_core_time_pct"] < 100
+    assert all(k["precision"] == "fp16" for k in ks if k["tensor_core"])
+    assert not any(k["tensor_core"] for k in ks if k["family"] in ("elementwise", "layout", "pooling", "norm"))
+    run = json.loads(runner.invoke(app, ["runs", "-f", "json", "--db", str(db)]).stdout)[0]
+    assert run["gpu_name"] and "H100" in run["gpu_name"] or run["gpu_name"]
+    rep = Path(str(db)).parent / "profkit-runs" / "r18" / "report.ncu-rep"
+    assert rep.exists() and rep.stat().st_size < 5_000_000
+
+
+@needs_gpu_ncu
+def test_no_kernels_profiled_is_an_error(db):
+    r = runner.invoke(app, ["run", str(HERE / "workloads" / "no_gpu_work.py"), "--db", str(db)])
+    assert r.exit_code != 0
+    assert "profiled no kernels" in r.stderr
+    assert json.loads(runner.invoke(app, ["runs", "-f", "json", "--db", str(db)]).stdout) == []
+
+
+@needs_gpu_ncu
+def test_broken_workload_is_one_line(db):
+    r = runner.invoke(app, ["run", str(HERE / "workloads" / "broken_build.py"), "--db", str(db)])
+    assert r.exit_code != 0
+    assert "weights file missing" in r.stderr and "Traceback" not in r.output
