@@ -36,8 +36,12 @@ class Fmt(str, Enum):
 
 DbOpt = Annotated[
     Optional[Path],
-    typer.Option("--db", envvar="PROFKIT_DB", help="Database file (default ./profkit.db; env PROFKIT_DB).",
-                 show_default=False),
+    typer.Option("--db", help="Database file (default: $PROFKIT_DB, else ./profkit.db).", show_default=False),
+]
+# Before the command, `profkit --db X ...` also reads PROFKIT_DB; a command's own --db wins.
+GlobalDbOpt = Annotated[
+    Optional[Path],
+    typer.Option("--db", envvar="PROFKIT_DB", help="Database file (default ./profkit.db).", show_default=False),
 ]
 FmtOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format.")]
 RunArg = Annotated[str, typer.Argument(help="Run name or id (see `profkit runs`).", show_default=False)]
@@ -69,7 +73,7 @@ def handles_errors(fn: Callable) -> Callable:
 @app.callback()
 def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
-    db: DbOpt = None,
+    db: GlobalDbOpt = None,
 ) -> None:
     _state["verbose"] = verbose
     _state["db"] = db

@@ -46,7 +46,7 @@ def read_ncu_rep(path: Path) -> Capture:
     except Exception as exc:  # the reader raises plain exceptions for damaged files
         raise BadExport(f"{path.name} could not be read as an Nsight Compute report: {exc}") from exc
     if ctx is None or ctx.num_ranges() == 0:
-        raise BadExport(f"{path.name} holds no profiled kernels")
+        raise BadExport(f"{path.name} could not be read as an Nsight Compute report, or holds no profiled kernels")
 
     rows = []
     metric_units: dict[str, str] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import NoKernelsProfiled, ToolFailed, ToolNotFound
 from . import runner
 
-_PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<index>\d+): .*?(?:- (?P<passes>\d+) pass)?')
+_PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<index>\d+):(?:.*- (?P<passes>\d+) pass)?')
 _VERSION = re.compile(r"Version\s+(\d[\d.]*)")
 
 

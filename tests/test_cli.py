@@ -1,0 +1,207 @@
+"""The CLI over real captures: import, runs, kernels, summary, the output contract, and one
+clear line for every bad input, with the database left as it was."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from profkit.cli import app
+
+from .conftest import NCU_DATA
+
+runner = CliRunner()
+CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
+
+
+def cli(*args, db=None):
+    argv = list(args) + (["--db", str(db)] if db else [])
+    return runner.invoke(app, argv)
+
+
+def run_count(db) -> int:
+    return sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0]
+
+
+def kernel_count(db) -> int:
+    return sqlite3.connect(db).execute("select count(*) from kernels").fetchone()[0]
+
+
+def test_import_prints_run_name_last(db):
+    r = cli("import", str(CSV), db=db)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip().splitlines()[-1] == "resnet18_fp16_eager"
+
+
+def test_import_report_without_ncu(db, ncu_rep_dir):
+    r = cli("import", str(ncu_rep_dir / "precision_zoo.ncu-rep"), "--name", "zoo", db=db)
+    assert r.exit_code == 0, r.output
+    s = json.loads(cli("summary", "zoo", "-f", "json", db=db).stdout)
+    assert s["kernels"] == 18
+
+
+def test_output_contract(db):
+    cli("import", str(CSV), "--name", "r", db=db)
+    ks = json.loads(cli("kernels", "r", "-f", "json", db=db).stdout)
+    assert len(ks) == 162
+    for k in ks:
+        assert isinstance(k["name"], str) and isinstance(k["duration_ns"], int)
+        assert k["nvtx_range"] == "resnet18.fp16.eager.iter0"
+        assert k["precision"] in ("fp32", "fp16") and k["tensor_core"] in (True, False)
+        assert k["evidence"] == "metrics"
+    s = json.loads(cli("summary", "r", "-f", "json", db=db).stdout)
+    assert s["kernels"] == 162
+    assert s["gpu_time_ns"] == sum(k["duration_ns"] for k in ks)
+    assert isinstance(s["gpu_time_ns"], int) and 0 <= s["tensor_core_time_pct"] <= 100
+    tc = sum(k["duration_ns"] for k in ks if k["tensor_core"])
+    assert s["tensor_core_time_pct"] == pytest.approx(100 * tc / s["gpu_time_ns"], abs=0.01)
+    assert sum(s["time_by_precision_ns"].values()) == s["gpu_time_ns"]
+    # By id as well as by name; csv and table forms work.
+    assert cli("summary", "1", "-f", "csv", db=db).stdout.startswith("precision,gpu_time_ns,kernels")
+    assert cli("kernels", "1", "-f", "csv", db=db).stdout.count("\n") == 163
+    assert "tensor cores" in cli("summary", "r", db=db).stdout
+    assert cli("kernels", "r", "--limit", "3", db=db).exit_code == 0
+    runs = json.loads(cli("runs", "-f", "json", db=db).stdout)
+    assert runs[0]["name"] == "r" and runs[0]["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    assert runs[0]["workload"] == "resnet18" and runs[0]["precision"] == "fp16"
+
+
+def test_db_from_environment_and_global_option(tmp_path, monkeypatch):
+    env_db = tmp_path / "env.db"
+    monkeypatch.setenv("PROFKIT_DB", str(env_db))
+    assert runner.invoke(app, ["import", str(CSV)]).exit_code == 0
+    assert run_count(env_db) == 1
+    other = tmp_path / "other.db"
+    assert runner.invoke(app, ["--db", str(other), "import", str(CSV)]).exit_code == 0
+    assert run_count(other) == 1 and run_count(env_db) == 1
+
+
+def test_second_import_makes_a_new_run(db):
+    first = cli("import", str(CSV), db=db).stdout.strip()
+    r = cli("import", str(CSV), db=db)
+    assert r.exit_code == 0
+    assert r.stdout.strip() == f"{first}-2"
+    assert "imported before as resnet18_fp16_eager" in r.stderr
+    assert run_count(db) == 2 and kernel_count(db) == 2 * 162
+
+
+def test_name_clash_refused_and_database_unchanged(db):
+    cli("import", str(CSV), "--name", "a", db=db)
+    before = (run_count(db), kernel_count(db))
+    r = cli("import", str(CSV), "--name", "a", db=db)
+    assert r.exit_code == 1 and "already exists" in r.stderr
+    assert (run_count(db), kernel_count(db)) == before
+
+
+def test_failure_while_writing_leaves_nothing(db, monkeypatch):
+    import profkit.store as store
+
+    cli("import", str(CSV), "--name", "a", db=db)
+    real = store._kernel_rows
+
+    def broken(kernels, run_id):
+        for i, row in enumerate(real(kernels, run_id)):
+            if i == 100:
+                raise OSError("disk full")
+            yield row
+
+    monkeypatch.setattr(store, "_kernel_rows", broken)
+    with pytest.raises(OSError):
+        runner.invoke(app, ["import", str(CSV), "--name", "b", "--db", str(db)], catch_exceptions=False)
+    assert run_count(db) == 1 and kernel_count(db) == 162
+
+
+def bad_inputs(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "trunc.csv.gz").write_bytes(gzip.compress(CSV.read_bytes() and b"x" * 1000)[:20])
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "empty.ncu-rep").write_bytes(b"")
+    (tmp_path / "junk.ncu-rep").write_bytes(b"not a report" * 100)
+    header_only = gzip.decompress(CSV.read_bytes()).decode().splitlines()[:2]
+    (tmp_path / "header.csv").write_text("\n".join(header_only) + "\n")
+    return {
+        "missing.csv": "no such file",
+        ".": "is a folder",
+        "notes.txt": "don't know how to import",
+        "empty.csv": "is empty",
+        "other.csv": "not an ncu raw-page CSV export",
+        "trunc.csv.gz": "damaged gzip",
+        "empty.ncu-rep": "is empty",
+        "junk.ncu-rep": "could not be read",
+        "header.csv": "holds no kernel rows",
+    }
+
+
+def test_bad_imports_one_line_each(tmp_path, db):
+    cli("import", str(CSV), "--name", "keep", db=db)
+    for name, message in bad_inputs(tmp_path).items():
+        r = cli("import", str(tmp_path / name), db=db)
+        assert r.exit_code == 1, (name, r.output)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], (name, r.stderr)
+        assert "Traceback" not in r.output
+    assert run_count(db) == 1 and kernel_count(db) == 162
+
+
+def test_other_bad_inputs(tmp_path, db):
+    cli("import", str(CSV), "--name", "keep", db=db)
+    cases = [
+        (["summary", "nosuch"], 1, "no run 'nosuch'"),
+        (["kernels", "99"], 1, "no run '99'"),
+        (["import", str(CSV), "--name", "bad name!"], 2, "bad run name"),
+        (["import", str(CSV), "--name", "123"], 2, "bad run name"),
+        (["run", "nosuch"], 1, "unknown workload"),
+        (["run", "resnet18", "--precision", "fp7"], 2, "unknown precision"),
+        (["run", "resnet18", "--mode", "jit"], 2, "unknown mode"),
+        (["run", "resnet18", "--batch-size", "0"], 2, "batch size"),
+        (["run", str(tmp_path / "nofile.py")], 1, "workload file not found"),
+    ]
+    for argv, code, message in cases:
+        r = cli(*argv, db=db)
+        assert r.exit_code == code, (argv, r.output)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
+    assert run_count(db) == 1
+
+
+def test_not_a_profkit_database(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 200)
+    r = cli("runs", db=junk)
+    assert r.exit_code == 1 and "not a usable SQLite database" in r.stderr
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("create table t (x)")
+    r = cli("runs", db=other)
+    assert r.exit_code == 1 and "not a profkit one" in r.stderr
+    r = cli("runs", db=tmp_path / "absent.db")
+    assert r.exit_code == 1 and "no database" in r.stderr
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_every_command_has_help():
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for command in ("run", "import", "runs", "kernels", "summary", "workloads"):
+        assert command in r.stdout
+        h = runner.invoke(app, [command, "--help"])
+        assert h.exit_code == 0 and len(h.stdout) > 200
+
+
+def test_help_imports_nothing_heavy():
+    code = ("import sys; from profkit.cli import app; from typer.testing import CliRunner; "
+            "CliRunner().invoke(app, ['--help']); "
+            "print(','.join(m for m in ('torch', 'pandas', 'sqlite_utils', 'ncu_report') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+def test_workloads_lists_builtins():
+    out = cli("workloads").stdout
+    for name in ("vgg16", "resnet50", "resnet18", "precision_zoo"):
+        assert name in out

@@ -1,0 +1,67 @@
+"""Each classification rule, over real kernel names from the captures in tests/data."""
+
+from __future__ import annotations
+
+import pytest
+
+from profkit.classify import by_name, classify_one, metric_set, rules
+from profkit.errors import UsageError
+from profkit.parse import load
+
+from .conftest import NCU_DATA
+
+RULES = rules()["name_rules"]
+
+
+@pytest.fixture(scope="module")
+def real_names() -> set[str]:
+    names: set[str] = set()
+    for f in NCU_DATA.glob("*.raw.csv.gz"):
+        names |= set(load(f).kernels["name"])
+    return names
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
+def test_rule_examples_are_real_and_classified_by_it(rule, real_names):
+    assert rule.examples, f"rule {rule.id} has no example"
+    for name in rule.examples:
+        assert name in real_names, f"{rule.id}: example not found in any capture: {name[:80]}"
+        m = rule.regex.search(name)
+        assert m, f"{rule.id} does not match its example {name[:80]}"
+        precision, tensor, family, p_rule, t_rule = by_name(name)
+        if rule.tensor_core is not None:
+            assert (tensor, t_rule) == (rule.tensor_core, rule.id)
+        if rule.precision is not None:
+            assert (precision, p_rule) == (rule.precision_for(m), rule.id)
+
+
+def test_rule_ids_unique():
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+
+
+def test_unknown_name_says_so():
+    v = classify_one("my_custom_kernel", {})
+    assert (v.precision, v.tensor_core, v.evidence) == ("unknown", None, "none")
+
+
+def test_counter_verdict_beats_the_name():
+    name = "void cudnn::nchwToNhwcKernel<__half, __half, float, 0, 1, 0>(cudnn::nchw2nhwc_params_t<T3>, const T1 *, T2 *)"
+    v = classify_one(name, {"sm__ops_path_tensor_src_fp16.sum": 0, "sm__inst_executed_pipe_tensor_op_hmma.sum": 128})
+    assert (v.tensor_core, v.evidence, v.precision) == (False, "metrics", "fp16")
+
+
+def test_uncounted_type_falls_back_to_the_name():
+    # The 'tensor' preset has no fp8 counter: an fp8 GEMM must not be called non-tensor.
+    v = classify_one("nvjet_sm90_qqtst_24x64_128x16_4x2_h_bz_algo2_TNN", {"sm__ops_path_tensor_src_fp16.sum": 0})
+    assert (v.tensor_core, v.precision, v.evidence) == (True, "fp8", "name")
+
+
+def test_metric_presets():
+    assert metric_set(None, "9.0")[0] == "full"
+    label, ms = metric_set("tensor", "9.0")
+    assert label == "tensor" and ms[0] == "gpu__time_duration.sum" and len(ms) == 5
+    assert metric_set(None, "8.0") == ("time", ["gpu__time_duration.sum"])
+    assert metric_set("sm__pipe_tensor_cycles_active.sum", "9.0")[1] == ["gpu__time_duration.sum", "sm__pipe_tensor_cycles_active.sum"]
+    with pytest.raises(UsageError):
+        metric_set("nosuch", "9.0")
