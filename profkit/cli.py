@@ -182,8 +182,9 @@ def import_(
 
 
 # ---------------------------------------------------------------------------------- runs
-RUN_LIST_COLUMNS = ["id", "name", "source", "workload", "precision", "mode", "tool", "gpu_name",
-                    "kernel_count", "gpu_time_ns", "finished_at"]
+RUN_LIST_COLUMNS = ["id", "name", "source", "workload", "precision", "mode", "batch_size", "iters", "tool",
+                    "tool_version", "metric_set", "gpu_name", "compute_capability", "kernel_count", "gpu_time_ns",
+                    "finished_at"]
 
 
 @app.command()
@@ -201,7 +202,7 @@ def runs(fmt: FmtOpt = Fmt.table, db: DbOpt = None) -> None:
 
     t = Table(box=None, header_style="bold")
     for c in ("id", "name", "source", "workload", "prec", "mode", "tool", "gpu", "kernels", "gpu time", "finished"):
-        t.add_column(c, justify="right" if c in ("id", "kernels", "gpu time") else "left")
+        t.add_column(c, justify="right" if c in ("id", "kernels", "gpu time") else "left", no_wrap=c != "gpu")
     for r in rows:
         t.add_row(str(r["id"]), r["name"], r["source"] or "", r["workload"] or "-", r["precision"] or "-",
                   r["mode"] or "-", r["tool"] or "", r["gpu_name"] or "-", str(r["kernel_count"]),
@@ -306,7 +307,8 @@ def _render_summary(console, row: dict, s: dict) -> None:
         k = Table(box=None, header_style="bold", title="top kernels by GPU time", title_justify="left")
         for c in ("kernel", "launches", "time", "share", "prec", "TC"):
             k.add_column(c, justify="right" if c in ("launches", "time", "share") else "left",
-                         max_width=70 if c == "kernel" else None, overflow="ellipsis", no_wrap=True)
+                         max_width=max(30, min(70, console.width - 40)) if c == "kernel" else None,
+                         overflow="ellipsis", no_wrap=True)
         for r in s["top_kernels"]:
             k.add_row(r["name"], str(r["launches"]), _fmt_ns(r["total_ns"]), f"{r['pct']:.1f}%",
                       r["precision"], _tc(r["tensor_core"]))

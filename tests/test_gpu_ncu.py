@@ -33,9 +33,10 @@ def test_run_resnet18_fp16_two_iterations(db):
     assert all(k["precision"] == "fp16" for k in ks if k["tensor_core"])
     assert not any(k["tensor_core"] for k in ks if k["family"] in ("elementwise", "layout", "pooling", "norm"))
     run = json.loads(runner.invoke(app, ["runs", "-f", "json", "--db", str(db)]).stdout)[0]
-    assert run["gpu_name"] and "H100" in run["gpu_name"] or run["gpu_name"]
+    assert run["gpu_name"] and run["compute_capability"]
     rep = Path(str(db)).parent / "profkit-runs" / "r18" / "report.ncu-rep"
-    assert rep.exists() and rep.stat().st_size < 5_000_000
+    # --import-sass 0: no embedded cubins (a default report of this run would be tens of MB).
+    assert rep.exists() and rep.stat().st_size < 15_000_000
 
 
 @needs_gpu_ncu
