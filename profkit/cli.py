@@ -133,13 +133,14 @@ def run(
     db: DbOpt = None,
 ) -> None:
     """Run a workload under a profiler, store its kernels and print a summary."""
-    from .launch import Progress, RunRequest, run as do_run
+    from .launch import Progress, RunRequest, check, run as do_run
     from .workloads import Spec
 
-    store = _store(db, create=True)
-    console = _console()
     req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device),
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout)
+    check(req)  # bad options fail before a database is created
+    store = _store(db, create=True)
+    console = _console()
     err_console = __import__("rich.console", fromlist=["Console"]).Console(stderr=True)
     with err_console.status("starting") as status:
         def on_kernel(index: int, kname: str, passes: Optional[int]) -> None:

@@ -51,8 +51,8 @@ class RunRequest:
     timeout_s: float | None = None
 
 
-def run(store: Store, req: RunRequest, progress: Progress | None = None) -> dict[str, Any]:
-    progress = progress or Progress()
+def check(req: RunRequest) -> tuple[str, Path]:
+    """Validate a request before anything is written; return the workload's (name, path)."""
     workloads.validate_spec(req.spec)
     if req.tool not in TOOLS:
         raise UsageError(f"unknown tool {req.tool!r}", f"Choose one of {', '.join(TOOLS)}.")
@@ -60,7 +60,12 @@ def run(store: Store, req: RunRequest, progress: Progress | None = None) -> dict
         raise UsageError("--iters must be at least 1 and --warmup at least 0")
     if req.spec.device != "cuda":
         raise UsageError("ncu profiles GPU kernels; --device cpu needs another tool")
-    wname, wpath = workloads.resolve(req.workload)
+    return workloads.resolve(req.workload)
+
+
+def run(store: Store, req: RunRequest, progress: Progress | None = None) -> dict[str, Any]:
+    progress = progress or Progress()
+    wname, wpath = check(req)
     if req.name is not None:
         store.check_name_free(req.name)
 

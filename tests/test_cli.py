@@ -168,6 +168,9 @@ def test_other_bad_inputs(tmp_path, db):
         assert r.exit_code == code, (argv, r.output)
         assert r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
     assert run_count(db) == 1
+    fresh = tmp_path / "fresh.db"
+    assert cli("run", "resnet18", "--precision", "fp7", db=fresh).exit_code == 2
+    assert not fresh.exists()
 
 
 def test_not_a_profkit_database(tmp_path):
