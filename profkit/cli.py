@@ -139,10 +139,11 @@ def run(
     req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device),
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout)
     check(req)  # bad options fail before a database is created
+    from rich.console import Console
+
     store = _store(db, create=True)
     console = _console()
-    err_console = __import__("rich.console", fromlist=["Console"]).Console(stderr=True)
-    with err_console.status("starting") as status:
+    with Console(stderr=True).status("starting") as status:
         def on_kernel(index: int, kname: str, passes: Optional[int]) -> None:
             status.update(f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each): {kname[:60]}")
 
@@ -244,16 +245,21 @@ def kernels(
     from rich.table import Table
 
     t = Table(box=None, header_style="bold", title=f"{row['name']}: {row['kernel_count']} launches")
+    # Everything but the kernel and range names keeps its full width; those two share the rest.
+    console = _console()
+    fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
+    spare = max(32, console.width - sum(fixed.values()) - 2 * 9)
+    widths = {**fixed, "kernel": spare * 2 // 3, "range": spare - spare * 2 // 3}
     for c in ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence"):
-        t.add_column(c, justify="right" if c in ("#", "duration") else "left", overflow="ellipsis",
-                     max_width=60 if c == "kernel" else None, no_wrap=True)
+        t.add_column(c, justify="right" if c in ("#", "duration") else "left", overflow="ellipsis", no_wrap=True,
+                     max_width=widths[c], min_width=min(widths[c], len(c)))
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             break
-        t.add_row(str(r["launch_id"]), r["short_name"] if len(r["name"]) > 60 else r["name"], _fmt_ns(r["duration_ns"]),
+        t.add_row(str(r["launch_id"]), r["name"].removeprefix("void "), _fmt_ns(r["duration_ns"]),
                   f"{r['grid_x']},{r['grid_y']},{r['grid_z']}", f"{r['block_x']},{r['block_y']},{r['block_z']}",
                   r["nvtx_range"] or "-", r["precision"], _tc(r["tensor_core"]), r["evidence"])
-    _console().print(t)
+    console.print(t)
 
 
 # ---------------------------------------------------------------------------------- summary

@@ -51,7 +51,7 @@ RUN_COLUMNS: dict[str, type] = {
 }
 
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
-for _col, _dtype in {**COLUMNS, **CLASSIFIED, "family": "string"}.items():
+for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
     KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 
 def summarize(df, top: int = 10) -> dict[str, Any]:
     """Summarise a classified kernel table. Times are integer nanoseconds."""
@@ -32,7 +34,7 @@ def summarize(df, top: int = 10) -> dict[str, Any]:
                 "name": name, "launches": int(r["launches"]), "total_ns": int(r["total_ns"]),
                 "pct": round(100.0 * r["total_ns"] / total, 2) if total else 0.0,
                 "precision": r["precision"],
-                "tensor_core": None if r["tensor_core"] is None or r["tensor_core"] is __import__("pandas").NA else bool(r["tensor_core"]),
+                "tensor_core": None if pd.isna(r["tensor_core"]) else bool(r["tensor_core"]),
                 "evidence": r["evidence"],
             })
     return {

@@ -21,11 +21,12 @@ nvtx_path           string    the whole push/pop stack, ``domain@outer/domain@in
 metrics             object    dict of metric name -> number (profiler counters), or {}
 precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
 tensor_core         boolean   True / False / <NA> when nothing tells
+family              string    gemm conv elementwise layout pooling norm reduce other, or <NA>
 evidence            string    ``metrics`` (counters decided), ``name`` (name rules), ``none``
 evidence_detail     string    which counters or which named rule gave the verdict
 ==================  ========  ==========================================================
 
-Importers fill everything up to ``metrics``; ``profkit.classify`` adds the last four.
+Importers fill everything up to ``metrics``; ``profkit.classify`` adds the last five.
 A :class:`Capture` carries the table plus what the file says about the run (GPU, tool).
 """
 
@@ -62,6 +63,7 @@ COLUMNS: dict[str, str] = {
 CLASSIFIED: dict[str, str] = {
     "precision": "string",
     "tensor_core": "boolean",
+    "family": "string",
     "evidence": "string",
     "evidence_detail": "string",
 }
