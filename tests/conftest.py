@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import shutil
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -32,8 +32,7 @@ def has_ncu() -> bool:
 
 
 needs_gpu_ncu = pytest.mark.skipif(not (has_ncu() and has_cuda()), reason="needs a CUDA GPU and Nsight Compute (ncu)")
-needs_torch = pytest.mark.skipif(shutil.which("python3") is None or __import__("importlib").util.find_spec("torch") is None,
-                                 reason="needs PyTorch")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch")
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ class Capture:
     notes: list[str] = field(default_factory=list)
 
 
-def frame(rows: list[dict]) :
+def frame(rows: list[dict]):
     """Build a kernel table with the canonical columns and dtypes from row dicts."""
     import pandas as pd
 
