@@ -26,14 +26,3 @@ def iteration_range(run_tag: str, i: int) -> str:
 def ncu_include_filter(run_tag: str) -> str:
     """``--nvtx-include`` value matching every measured iteration of ``run_tag`` (push/pop)."""
     return f"regex:{DOMAIN}@{re.escape(run_tag)}\\.iter[0-9]+/"
-
-
-def innermost(stack: str | None) -> str | None:
-    """The innermost range name of a ``domain@a/b/`` style NVTX stack, without the domain."""
-    if not stack:
-        return None
-    parts = [p for p in stack.split("/") if p]
-    if not parts:
-        return None
-    last = parts[-1]
-    return last.split("@", 1)[1] if "@" in last else last

@@ -40,12 +40,6 @@ def test_progress_lines_from_a_real_log():
     assert parsed[0][0] == 161 and parsed[0][2] == 8
 
 
-def test_innermost_range():
-    assert nvtx_ranges.innermost("profkit@a.iter0") == "a.iter0"
-    assert nvtx_ranges.innermost("outer/profkit@a.iter0/") == "a.iter0"
-    assert nvtx_ranges.innermost(None) is None
-
-
 def test_short_names_agree_across_demanglings(ncu_rep_dir):
     """The CSV's simplified demangling and the report reader's full one reduce to one name."""
     from profkit.parse import load

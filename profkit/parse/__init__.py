@@ -10,14 +10,8 @@ from .schema import Capture
 
 __all__ = ["Capture", "detect", "load"]
 
-KINDS = {
-    "ncu-rep": "Nsight Compute report (.ncu-rep)",
-    "ncu-csv": "Nsight Compute raw-page CSV export (ncu --import X --csv --page raw)",
-}
-
-
 def detect(path: Path) -> str:
-    """Which importer reads ``path``: by content where the suffix could lie."""
+    """Which importer reads ``path``, by its suffix; each importer then checks the content."""
     if not path.exists():
         raise BadExport(f"no such file: {path}")
     if path.is_dir():

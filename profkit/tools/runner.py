@@ -5,7 +5,6 @@ passed on to the child so that a profiler can write what it has."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -23,13 +22,6 @@ class Result:
     log_path: Path | None
     tail: list[str]
     wall_s: float
-
-
-def which(tool: str, hint: str) -> str:
-    path = shutil.which(tool)
-    if not path:
-        raise ToolNotFound(f"{tool} is not installed or not on PATH", hint)
-    return path
 
 
 def capture(argv: Sequence[str], timeout: float = 60) -> str:
