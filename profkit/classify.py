@@ -3,8 +3,11 @@
 The rules live in ``rules.toml`` beside this file (data); this module loads them and applies
 them. Hardware counters win where the run has them: the tensor-path op counters per source
 type say both whether a kernel used the tensor cores and in which precision. Names decide
-otherwise, and also give the precision of kernels that did no tensor math. Every verdict
-records its evidence (``metrics``, ``name`` or ``none``) and which counter or rule gave it.
+otherwise, and also give the precision of kernels that did no tensor math. Memcpy and memset
+rows do no math. CPU operators (``kind`` cpu_op) never use tensor cores; their precision
+comes from the input tensor types torch.profiler recorded, their family from op rules. Every
+verdict records its evidence (``metrics``, ``name``, ``dtypes`` or ``none``) and which
+counter or rule gave it.
 """
 
 from __future__ import annotations
@@ -60,7 +63,41 @@ def rules() -> dict:
     counters: dict[str, str] = {}
     for table in data.get("counters", {}).values():
         counters.update(table)
-    return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {})}
+    op_rules = tuple(
+        OpRule(id=r["id"], regex=re.compile(r["pattern"]), family=r["family"], examples=tuple(r.get("examples", ())))
+        for r in data.get("op_rule", [])
+    )
+    return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {}),
+            "op_rules": op_rules, "torch_types": data.get("torch_types", {})}
+
+
+@dataclass(frozen=True)
+class OpRule:
+    id: str
+    regex: re.Pattern
+    family: str
+    examples: tuple[str, ...]
+
+
+@lru_cache(maxsize=65536)
+def classify_op(name: str, input_types: str | None) -> Verdict:
+    """A CPU operator: precision from its tensor input types, family from the op rules."""
+    r = rules()
+    family, f_rule = None, ""
+    for rule in r["op_rules"]:
+        if rule.regex.search(name):
+            family, f_rule = rule.family, rule.id
+            break
+    types = [t for t in (input_types or "").split(",") if t]
+    mapped = list(dict.fromkeys(r["torch_types"][t] for t in types if t in r["torch_types"]))
+    floating = [p for p in mapped if p != "int8"]
+    where = f"; family from op rule {f_rule}" if f_rule else ""
+    if floating or mapped:
+        chosen = floating or mapped
+        precision = chosen[0] if len(chosen) == 1 else "mixed"
+        return Verdict(precision, False, family, "dtypes", f"input types {input_types}{where}")
+    detail = f"no floating-point tensor inputs ({input_types})" if types else "no tensor input types recorded"
+    return Verdict("unknown", False, family, "none", f"CPU operator: {detail}{where}")
 
 
 def arch_key(compute_capability: str | None) -> str | None:
@@ -143,11 +180,27 @@ def classify_one(name: str, metrics: dict | None) -> Verdict:
     return Verdict(precision or "unknown", tensor, family, "name", f"rule {rules_used}")
 
 
+COPY_VERDICT = {
+    kind: Verdict("unknown", False, "memory", "name", f"a {kind}: moves or fills memory, no math")
+    for kind in ("memcpy", "memset")
+}
+
+
+def classify_row(kind: str, name: str, metrics: dict | None, input_types: str | None) -> Verdict:
+    if kind == "cpu_op":
+        return classify_op(name, input_types)
+    if kind in COPY_VERDICT:
+        return COPY_VERDICT[kind]
+    return classify_one(name, metrics)
+
+
 def classify(df):
     """Add precision, tensor_core, family, evidence and evidence_detail to a kernel table."""
     import pandas as pd
 
-    verdicts = [classify_one(n, m) for n, m in zip(df["name"], df["metrics"])]
+    types = df["input_types"] if "input_types" in df.columns else [None] * len(df)
+    verdicts = [classify_row(k, n, m, None if t is pd.NA else t)
+                for k, n, m, t in zip(df["kind"], df["name"], df["metrics"], types)]
     out = df.copy()
     out["precision"] = pd.array([v.precision for v in verdicts], dtype="string")
     out["tensor_core"] = pd.array([v.tensor_core for v in verdicts], dtype="boolean")

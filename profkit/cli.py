@@ -18,8 +18,8 @@ from .errors import ProfkitError
 
 app = typer.Typer(
     name="profkit",
-    help="Profile PyTorch workloads under Nsight Compute and see, for every kernel, its precision "
-    "and whether it ran on the tensor cores.",
+    help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
+    "for every kernel, its precision and whether it ran on the tensor cores.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -120,34 +120,38 @@ def _write_csv(rows, columns: list[str]) -> None:
 @handles_errors
 def run(
     workload: Annotated[str, typer.Argument(help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", show_default=False)],
-    tool: Annotated[str, typer.Option(help="Profiler to run under.")] = "ncu",
+    tool: Annotated[str, typer.Option(help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch (torch.profiler).")] = "auto",
     precision: Annotated[str, typer.Option(help="fp32, fp16, bf16 or amp.")] = "fp32",
     mode: Annotated[str, typer.Option(help="eager or torchscript (torch.jit.trace).")] = "eager",
     batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
     iters: Annotated[int, typer.Option(help="Measured iterations, each in its own NVTX range.")] = 1,
     warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
-    device: Annotated[str, typer.Option(help="cuda or cpu.")] = "cuda",
+    device: Annotated[str, typer.Option(help="cuda, or cpu to profile CPU operators with torch.profiler.")] = "cuda",
     metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (default, time, tensor, full) or a comma-separated list of metric names.", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Run name (default: workload-precision-mode-tool).", show_default=False)] = None,
     timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
     db: DbOpt = None,
 ) -> None:
     """Run a workload under a profiler, store its kernels and print a summary."""
-    from .launch import Progress, RunRequest, check, run as do_run
+    from .launch import Progress, RunRequest, plan, run as do_run
     from .workloads import Spec
 
     req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device),
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout)
-    check(req)  # bad options fail before a database is created
+    checked = plan(req)  # bad options, and a tool that cannot run here, fail before a database is created
     from rich.console import Console
 
     store = _store(db, create=True)
     console = _console()
-    with Console(stderr=True).status("starting") as status:
+    err_console = Console(stderr=True)
+    with err_console.status("starting") as status:
         def on_kernel(index: int, kname: str, passes: Optional[int]) -> None:
             status.update(f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each): {kname[:60]}")
 
-        row = do_run(store, req, Progress(on_kernel=on_kernel, on_stage=status.update))
+        def on_note(text: str) -> None:
+            err_console.print(f"profkit: {text}", markup=False, highlight=False)
+
+        row = do_run(store, checked, Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
     _print_run_done(console, store, row)
 
 
@@ -159,8 +163,9 @@ def _print_run_done(console, store, row: dict) -> None:
     _render_summary(console, row, summary)
     size = info.get("report_bytes")
     raw = json.loads(row["raw_files"] or "{}")
-    if "ncu-rep" in raw:
-        console.print(f"report: {raw['ncu-rep']} ({size / 1e6:.2f} MB)" if size else f"report: {raw['ncu-rep']}")
+    report = next((raw[k] for k in ("ncu-rep", "nsys-rep", "kineto-json") if k in raw), None)
+    if report:
+        console.print(f"report: {report} ({size / 1e6:.2f} MB)" if size else f"report: {report}")
     console.print(f"profiled in {row['profiled_wall_s']:.1f} s; run stored as [bold]{row['name']}[/bold] in {store.path}")
 
 
@@ -168,7 +173,7 @@ def _print_run_done(console, store, row: dict) -> None:
 @app.command("import")
 @handles_errors
 def import_(
-    path: Annotated[Path, typer.Argument(help="A .ncu-rep report, or an ncu raw-page CSV export (.csv or .csv.gz).", show_default=False)],
+    path: Annotated[Path, typer.Argument(help="A .ncu-rep report, an ncu raw-page CSV export (.csv, .csv.gz), or a torch.profiler trace (.json, .json.gz).", show_default=False)],
     name: Annotated[Optional[str], typer.Option(help="Run name (default: from the file name).", show_default=False)] = None,
     db: DbOpt = None,
 ) -> None:
@@ -179,14 +184,16 @@ def import_(
     row, notes = import_file(store, path, name=name)
     for note in notes:
         _err(f"profkit: note: {note}")
-    _err(f"imported {row['kernel_count']} kernel launches ({_fmt_ns(row['gpu_time_ns'])} GPU time) from {path}")
+    what = "CPU operator calls" if row["activity"] == "cpu_op" else "kernel launches"
+    clock = "CPU self" if row["activity"] == "cpu_op" else "GPU"
+    _err(f"imported {row['kernel_count']} {what} ({_fmt_ns(row['gpu_time_ns'])} {clock} time) from {path}")
     print(row["name"])
 
 
 # ---------------------------------------------------------------------------------- runs
-RUN_LIST_COLUMNS = ["id", "name", "source", "workload", "precision", "mode", "batch_size", "iters", "tool",
-                    "tool_version", "metric_set", "gpu_name", "compute_capability", "kernel_count", "gpu_time_ns",
-                    "finished_at"]
+RUN_LIST_COLUMNS = ["id", "name", "source", "workload", "precision", "mode", "batch_size", "iters", "device",
+                    "tool", "tool_version", "metric_set", "gpu_name", "compute_capability", "activity",
+                    "kernel_count", "gpu_time_ns", "finished_at"]
 
 
 @app.command()
@@ -203,12 +210,14 @@ def runs(fmt: FmtOpt = Fmt.table, db: DbOpt = None) -> None:
     from rich.table import Table
 
     t = Table(box=None, header_style="bold")
-    for c in ("id", "name", "source", "workload", "prec", "mode", "tool", "gpu", "kernels", "gpu time", "finished"):
-        t.add_column(c, justify="right" if c in ("id", "kernels", "gpu time") else "left", no_wrap=c != "gpu")
+    for c in ("id", "name", "source", "workload", "prec", "mode", "tool", "gpu", "kernels", "time", "finished"):
+        t.add_column(c, justify="right" if c in ("id", "kernels", "time") else "left", no_wrap=c != "gpu")
     for r in rows:
+        cpu = r["activity"] == "cpu_op"
         t.add_row(str(r["id"]), r["name"], r["source"] or "", r["workload"] or "-", r["precision"] or "-",
-                  r["mode"] or "-", r["tool"] or "", r["gpu_name"] or "-", str(r["kernel_count"]),
-                  _fmt_ns(r["gpu_time_ns"]), (r["finished_at"] or "")[:19])
+                  r["mode"] or "-", r["tool"] or "", "CPU only" if cpu else (r["gpu_name"] or "-"),
+                  f"{r['kernel_count']} ops" if cpu else str(r["kernel_count"]),
+                  _fmt_ns(r["gpu_time_ns"]) + (" cpu" if cpu else ""), (r["finished_at"] or "")[:19])
     console = _console()
     console.print(t if rows else "no runs yet: try `profkit run vgg16` or `profkit import REPORT.ncu-rep`")
 
@@ -216,7 +225,7 @@ def runs(fmt: FmtOpt = Fmt.table, db: DbOpt = None) -> None:
 # ---------------------------------------------------------------------------------- kernels
 KERNEL_JSON_COLUMNS = ["launch_id", "kind", "name", "short_name", "duration_ns", "grid_x", "grid_y", "grid_z",
                        "block_x", "block_y", "block_z", "stream", "device", "thread_id", "nvtx_range", "nvtx_path",
-                       "precision", "tensor_core", "family", "evidence", "evidence_detail", "metrics"]
+                       "input_types", "precision", "tensor_core", "family", "evidence", "evidence_detail", "metrics"]
 
 
 @app.command()
@@ -244,22 +253,38 @@ def kernels(
         return
     from rich.table import Table
 
-    t = Table(box=None, header_style="bold", title=f"{row['name']}: {row['kernel_count']} launches")
+    cpu = row["activity"] == "cpu_op"
+    what = "CPU operator calls (self time)" if cpu else "launches"
+    t = Table(box=None, header_style="bold", title=f"{row['name']}: {row['kernel_count']} {what}")
     # Everything but the kernel and range names keeps its full width; those two share the rest.
     console = _console()
-    fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
-    spare = max(32, console.width - sum(fixed.values()) - 2 * 9)
-    widths = {**fixed, "kernel": spare * 2 // 3, "range": spare - spare * 2 // 3}
-    for c in ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence"):
-        t.add_column(c, justify="right" if c in ("#", "duration") else "left", overflow="ellipsis", no_wrap=True,
-                     max_width=widths[c], min_width=min(widths[c], len(c)))
+    if cpu:
+        fixed = {"#": 4, "self time": 11, "input types": 24, "prec": 7, "evidence": 8}
+        cols = ("#", "operator", "self time", "input types", "range", "prec", "evidence")
+    else:
+        fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
+        cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
+    spare = max(32, console.width - sum(fixed.values()) - 2 * len(cols))
+    widths = {**fixed, cols[1]: spare * 2 // 3, "range": spare - spare * 2 // 3}
+    for c in cols:
+        t.add_column(c, justify="right" if c in ("#", "duration", "self time") else "left", overflow="ellipsis",
+                     no_wrap=True, max_width=widths[c], min_width=min(widths[c], len(c)))
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             break
-        t.add_row(str(r["launch_id"]), r["name"].removeprefix("void "), _fmt_ns(r["duration_ns"]),
-                  f"{r['grid_x']},{r['grid_y']},{r['grid_z']}", f"{r['block_x']},{r['block_y']},{r['block_z']}",
-                  r["nvtx_range"] or "-", r["precision"], _tc(r["tensor_core"]), r["evidence"])
+        if cpu:
+            t.add_row(str(r["launch_id"]), r["name"], _fmt_ns(r["duration_ns"]), r["input_types"] or "-",
+                      r["nvtx_range"] or "-", r["precision"], r["evidence"])
+        else:
+            t.add_row(str(r["launch_id"]), r["name"].removeprefix("void "), _fmt_ns(r["duration_ns"]),
+                      _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
+                      _tc(r["tensor_core"]), r["evidence"])
     console.print(t)
+
+
+def _dims(r: dict, what: str) -> str:
+    xyz = [r[f"{what}_{a}"] for a in "xyz"]
+    return "-" if all(v is None for v in xyz) else ",".join("-" if v is None else str(v) for v in xyz)
 
 
 # ---------------------------------------------------------------------------------- summary
@@ -294,27 +319,34 @@ def _render_summary(console, row: dict, s: dict) -> None:
     from rich.table import Table
 
     what = " ".join(str(x) for x in (row.get("workload"), row.get("precision"), row.get("mode")) if x)
-    console.print(f"[bold]{row['name']}[/bold]  {what}  {row.get('tool') or ''} on {row.get('gpu_name') or 'unknown GPU'}")
-    console.print(
-        f"{s['kernels']} kernel launches, {_fmt_ns(s['gpu_time_ns'])} GPU time; "
-        f"tensor cores: {s['tensor_core_kernels']} launches, [bold]{s['tensor_core_time_pct']:.1f}%[/bold] of GPU time"
-    )
+    cpu = s.get("activity") == "cpu_op"
+    where = "the CPU (no GPU work recorded)" if cpu else (row.get("gpu_name") or "unknown GPU")
+    console.print(f"[bold]{row['name']}[/bold]  {what}  {row.get('tool') or ''} on {where}")
+    if cpu:
+        console.print(f"{s['kernels']} CPU operator calls, {_fmt_ns(s['gpu_time_ns'])} CPU self time; "
+                      "these are CPU operators, not GPU kernels: no tensor cores")
+    else:
+        console.print(
+            f"{s['kernels']} kernel launches, {_fmt_ns(s['gpu_time_ns'])} GPU time; "
+            f"tensor cores: {s['tensor_core_kernels']} launches, [bold]{s['tensor_core_time_pct']:.1f}%[/bold] of GPU time"
+        )
     ev = ", ".join(f"{k}: {v}" for k, v in s["evidence"].items())
     console.print(f"verdicts from {ev}")
     t = Table(box=None, header_style="bold")
     t.add_column("precision")
-    t.add_column("launches", justify="right")
-    t.add_column("GPU time", justify="right")
+    t.add_column("calls" if cpu else "launches", justify="right")
+    t.add_column("CPU time" if cpu else "GPU time", justify="right")
     t.add_column("share", justify="right")
     for p, ns in s["time_by_precision_ns"].items():
         share = 100.0 * ns / s["gpu_time_ns"] if s["gpu_time_ns"] else 0.0
         t.add_row(p, str(s["kernels_by_precision"].get(p, 0)), _fmt_ns(ns), f"{share:.1f}%")
     console.print(t)
     if s["top_kernels"]:
-        k = Table(box=None, header_style="bold", title="top kernels by GPU time", title_justify="left")
-        for c in ("kernel", "launches", "time", "share", "prec", "TC"):
-            k.add_column(c, justify="right" if c in ("launches", "time", "share") else "left",
-                         max_width=max(30, min(70, console.width - 40)) if c == "kernel" else None,
+        title = "top operators by CPU self time" if cpu else "top kernels by GPU time"
+        k = Table(box=None, header_style="bold", title=title, title_justify="left")
+        for c in ("operator" if cpu else "kernel", "calls" if cpu else "launches", "time", "share", "prec", "TC"):
+            k.add_column(c, justify="right" if c in ("launches", "calls", "time", "share") else "left",
+                         max_width=max(30, min(70, console.width - 40)) if c in ("kernel", "operator") else None,
                          overflow="ellipsis", no_wrap=True)
         for r in s["top_kernels"]:
             k.add_row(r["name"], str(r["launches"]), _fmt_ns(r["total_ns"]), f"{r['pct']:.1f}%",

@@ -2,6 +2,11 @@
 then run the measured iterations, each inside its own NVTX push/pop range, and write what it
 learned of the machine (GPU, versions, per-iteration wall times) to a JSON file.
 
+With ``"profiler": "torch"`` in the job, the harness is its own profiler: torch.profiler
+records the measured iterations only (CPU operators with their input types, and CUDA
+activity on a GPU), each also inside a ``record_function`` range of the same name, and the
+Kineto trace is written to the job's ``trace_path``.
+
 Run as ``python -m profkit.harness JOB.json``; the parent (``profkit.launch``) writes the job
 file. This module is the only one that imports torch at the top of a profiled process.
 """
@@ -59,18 +64,33 @@ def main(argv: list[str] | None = None) -> int:
     sync()
     info["warmup_s"] = time.perf_counter() - t0
 
-    iter_ns = []
+    iter_ns: list[int] = []
     run_tag = job["tag"]
-    for i in range(job["iters"]):
-        start = time.perf_counter_ns()
-        nvtx.push_range(nvtx_ranges.iteration_range(run_tag, i), domain=nvtx_ranges.DOMAIN)
-        step()
-        sync()
-        nvtx.pop_range(domain=nvtx_ranges.DOMAIN)
-        iter_ns.append(time.perf_counter_ns() - start)
+    torch_profiler = job.get("profiler") == "torch"
+    if torch_profiler:
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if spec.device == "cuda" else [])
+        with profile(activities=activities, record_shapes=True) as prof:
+            for i in range(job["iters"]):
+                with record_function(nvtx_ranges.iteration_range(run_tag, i)):
+                    _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
+        prof.export_chrome_trace(job["trace_path"])
+    else:
+        for i in range(job["iters"]):
+            _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
     info["iteration_wall_ns"] = iter_ns
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
     return 0
+
+
+def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: list[int]) -> None:
+    start = time.perf_counter_ns()
+    nvtx.push_range(nvtx_ranges.iteration_range(run_tag, i), domain=nvtx_ranges.DOMAIN)
+    step()
+    sync()
+    nvtx.pop_range(domain=nvtx_ranges.DOMAIN)
+    iter_ns.append(time.perf_counter_ns() - start)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def profkit_tag(kernels) -> dict[str, str]:
     """workload / precision / mode from profkit's own NVTX range names, where present."""
     paths = kernels["nvtx_path"].dropna()
     for path in paths.head(1):
-        m = re.search(r"profkit@([^/]+)\.iter\d+$", path)
+        m = re.search(r"(?:^|/)(?:profkit@)?([^/@]+)\.iter\d+$", path)
         if m:
             parts = m.group(1).split(".")
             if len(parts) == 3:
@@ -58,7 +58,9 @@ def store_capture(store: Store, capture: Capture, run: dict[str, Any]) -> dict[s
         info["notes"] = capture.notes
     info["profkit_version"] = __version__
     row["info"] = info
-    return store.add_run(row, kernels)
+    if capture.activity == "cpu_op":
+        row.setdefault("device", "cpu")
+    return store.add_run(row, kernels, capture.ranges)
 
 
 def import_file(store: Store, path: str | Path, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -73,7 +75,7 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> tupl
     if earlier:
         notes.append(f"the same file was imported before as {', '.join(earlier)}; this is a new run")
     base = path.name
-    for suffix in (".gz", ".csv", ".ncu-rep", ".raw"):
+    for suffix in (".gz", ".csv", ".json", ".ncu-rep", ".raw"):
         base = base[: -len(suffix)] if base.endswith(suffix) else base
     tag = profkit_tag(capture.kernels)
     run = {

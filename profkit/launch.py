@@ -2,8 +2,12 @@
 
 The workload runs in a child process (``profkit.harness``) so that the profiler sees a
 whole process, and so that torch is never imported by the CLI itself. The raw report, its
-CSV export, the job file and the profiler's log are kept in the run's folder beside the
+export, the job file and the profiler's log are kept in the run's folder beside the
 database; the database is written only once everything has been read.
+
+Tools: ``ncu`` (per-kernel counters), ``nsys`` (timeline), ``torch`` (torch.profiler, run by
+the harness itself: no Nsight install needed, and the only one that sees CPU operators), and
+``auto``, which picks the first of those that can work here and says why.
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import gpu, nvtx_ranges, workloads
-from .classify import metric_set
-from .errors import ToolFailed, UsageError, WorkloadError
+from .errors import ToolFailed, ToolNotFound, UsageError, WorkloadError
 from .ingest import now, store_capture
-from .parse.ncu_csv import read_ncu_csv
+from .parse.schema import Capture
 from .store import Store, raw_dir
-from .tools import ncu, runner
+from .tools import ncu, nsys, runner
 
-TOOLS = ("ncu",)
+TOOLS = ("auto", "ncu", "nsys", "torch")
+DRIVER_DIR = Path("/proc/driver/nvidia")  # present wherever the NVIDIA kernel driver is loaded
+GPU_ONLY = ("ncu", "nsys")
 
 
 @dataclass
@@ -33,17 +38,22 @@ class Progress:
     on_kernel: Callable[[int, str, int | None], None] | None = None
     on_stage: Callable[[str], None] | None = None
     on_line: Callable[[str], None] | None = None
+    on_note: Callable[[str], None] | None = None
 
     def stage(self, text: str) -> None:
         if self.on_stage:
             self.on_stage(text)
+
+    def note(self, text: str) -> None:
+        if self.on_note:
+            self.on_note(text)
 
 
 @dataclass
 class RunRequest:
     workload: str
     spec: workloads.Spec = field(default_factory=workloads.Spec)
-    tool: str = "ncu"
+    tool: str = "auto"
     iters: int = 1
     warmup: int = 3
     metrics: str | None = None
@@ -51,85 +61,225 @@ class RunRequest:
     timeout_s: float | None = None
 
 
+@dataclass
+class Plan:
+    """A checked request: the workload found and the tool chosen (and why)."""
+
+    req: RunRequest
+    workload: str
+    path: Path
+    tool: str
+    why: str
+
+
+def plan(req: RunRequest) -> Plan:
+    """Check a request and choose its tool, before anything is written."""
+    wname, wpath = check(req)
+    if req.tool == "auto":
+        tool, why = choose_tool(req.spec.device)
+        if req.metrics is not None and tool != "ncu":
+            raise UsageError(f"--metrics chooses ncu counters, but --tool auto chose {tool}: {why}")
+    else:
+        tool, why = req.tool, "chosen with --tool"
+    return Plan(req, wname, wpath, tool, why)
+
+
 def check(req: RunRequest) -> tuple[str, Path]:
-    """Validate a request before anything is written; return the workload's (name, path)."""
+    """Validate a request's options; return the workload's (name, path)."""
     workloads.validate_spec(req.spec)
     if req.tool not in TOOLS:
         raise UsageError(f"unknown tool {req.tool!r}", f"Choose one of {', '.join(TOOLS)}.")
     if req.iters < 1 or req.warmup < 0:
         raise UsageError("--iters must be at least 1 and --warmup at least 0")
-    if req.spec.device != "cuda":
-        raise UsageError("ncu profiles GPU kernels; --device cpu needs another tool")
+    if req.spec.device == "cpu" and req.tool in GPU_ONLY:
+        raise UsageError(f"{req.tool} profiles GPU work; --device cpu needs --tool torch (or auto)")
+    if req.metrics is not None and req.tool not in ("ncu", "auto"):
+        raise UsageError(f"--metrics chooses ncu counters; --tool {req.tool} collects none")
     return workloads.resolve(req.workload)
 
 
-def run(store: Store, req: RunRequest, progress: Progress | None = None) -> dict[str, Any]:
+def choose_tool(device: str) -> tuple[str, str]:
+    """``--tool auto``: ncu where it can read counters, else nsys, else torch. (tool, why)."""
+    if device == "cpu":
+        return "torch", "--device cpu: only torch.profiler sees CPU operators"
+    if not DRIVER_DIR.exists() and gpu.query() is None:
+        raise UsageError("no NVIDIA GPU or driver found here",
+                         "Profile CPU operators with --device cpu, or import a capture made elsewhere.")
+    try:
+        exe = ncu.find()
+    except ToolNotFound:
+        why_not = "ncu is not installed"
+    else:
+        ok, why = ncu.counters_readable()
+        if ok:
+            return "ncu", f"Nsight Compute is at {exe} and {why}"
+        why_not = f"ncu is installed but {why}"
+    try:
+        exe = nsys.find()
+    except ToolNotFound:
+        return "torch", f"{why_not} and nsys is not installed; torch.profiler needs neither"
+    return "nsys", f"{why_not}; Nsight Systems is at {exe}"
+
+
+@dataclass
+class _Job:
+    """One profiled process: what every tool's driver needs."""
+
+    req: RunRequest
+    workload: str
+    tag: str
+    folder: Path
+    job: dict[str, Any]
+    progress: Progress
+
+    @property
+    def job_path(self) -> Path:
+        return self.folder / "job.json"
+
+    def write(self) -> None:
+        self.job_path.write_text(json.dumps(self.job, indent=2))
+
+    def harness_argv(self) -> list[str]:
+        return [sys.executable, "-m", "profkit.harness", str(self.job_path)]
+
+    def info(self) -> dict[str, Any]:
+        path = Path(self.job["info_path"])
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def stream(self, argv: list[str], log: Path, on_line: Callable[[str], None] | None = None) -> tuple[runner.Result, float]:
+        """Run ``argv``; a workload error reported by the harness becomes a WorkloadError."""
+        harness_errors: list[str] = []
+
+        def line(text: str) -> None:
+            if text.startswith("profkit-harness: error:"):
+                harness_errors.append(text.split("error:", 1)[1].strip())
+            if on_line:
+                on_line(text)
+            if self.progress.on_line:
+                self.progress.on_line(text)
+
+        t0 = time.monotonic()
+        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s)
+        if harness_errors:
+            raise WorkloadError(harness_errors[0])
+        return result, time.monotonic() - t0
+
+
+def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> dict[str, Any]:
+    """Profile, import, classify and store one run; return its run row."""
     progress = progress or Progress()
-    wname, wpath = check(req)
+    p = request if isinstance(request, Plan) else plan(request)
+    req, wname, wpath, tool, why = p.req, p.workload, p.path, p.tool, p.why
     if req.name is not None:
         store.check_name_free(req.name)
+    if req.tool == "auto":
+        progress.note(f"tool: {tool} ({why})")
+
+    tag = nvtx_ranges.tag(wname, req.spec.precision, req.spec.mode)
+    suffix = "cpu" if req.spec.device == "cpu" else tool
+    name = req.name or store.unique_name(f"{wname}-{req.spec.precision}-{req.spec.mode}-{suffix}")
+    folder = raw_dir(store.path, name)
+    folder.mkdir(parents=True, exist_ok=True)
+    job = _Job(req, wname, tag, folder, {
+        "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
+        "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
+    }, progress)
+    started = now()
+    capture, row = DRIVERS[tool](job)
+    info = job.info()
+    if capture.gpu_name is None and req.spec.device == "cuda":
+        capture.gpu_name = info.get("gpu_name")
+        capture.compute_capability = info.get("compute_capability")
+    if not len(capture.kernels):
+        raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
+                         f"Its files are in {folder}.")
+    progress.stage("classifying and storing")
+    row = {
+        "name": name, "source": "run", "workload": wname, "precision": req.spec.precision,
+        "mode": req.spec.mode, "batch_size": req.spec.batch_size, "iters": req.iters,
+        "device": req.spec.device, "started_at": started,
+        **row,
+        "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {})},
+    }
+    return store_capture(store, capture, row)
+
+
+# ------------------------------------------------------------------------------ drivers
+# Each profiles job's process and returns (capture, run-row fields).
+
+def _profile_ncu(job: _Job) -> tuple[Capture, dict[str, Any]]:
+    from .classify import metric_set
+    from .parse.ncu_csv import read_ncu_csv
 
     exe = ncu.find()
     tool_version = ncu.version(exe)
     gpu_info = gpu.query()
-    cc = gpu_info[1] if gpu_info else None
-    set_label, metrics = metric_set(req.metrics, cc)
-
-    tag = nvtx_ranges.tag(wname, req.spec.precision, req.spec.mode)
-    name = req.name or store.unique_name(f"{wname}-{req.spec.precision}-{req.spec.mode}-{req.tool}")
-    folder = raw_dir(store.path, name)
-    folder.mkdir(parents=True, exist_ok=True)
-    report = folder / "report.ncu-rep"
-    job = {
-        "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
-        "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
-    }
-    (folder / "job.json").write_text(json.dumps(job, indent=2))
-    nvtx_filter = nvtx_ranges.ncu_include_filter(tag)
-    argv = ncu.profile_argv(exe, report, nvtx_filter, metrics,
-                            [sys.executable, "-m", "profkit.harness", str(folder / "job.json")])
-    started = now()
+    set_label, metrics = metric_set(job.req.metrics, gpu_info[1] if gpu_info else None)
+    report = job.folder / "report.ncu-rep"
+    job.write()
+    nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
+    argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv())
     seen = {"n": 0}
-    harness_errors: list[str] = []
 
     def on_line(line: str) -> None:
         p = ncu.parse_progress(line)
         if p:
             seen["n"] = p[0] + 1
-            if progress.on_kernel:
-                progress.on_kernel(*p)
-        elif line.startswith("profkit-harness: error:"):
-            harness_errors.append(line.split("error:", 1)[1].strip())
-        if progress.on_line:
-            progress.on_line(line)
+            if job.progress.on_kernel:
+                job.progress.on_kernel(*p)
 
-    progress.stage(f"profiling {wname} ({req.spec.precision}, {req.spec.mode}) under ncu, metrics: {set_label}")
-    t0 = time.monotonic()
-    result = runner.stream(argv, log_path=folder / "ncu.log", on_line=on_line, timeout=req.timeout_s)
-    wall = time.monotonic() - t0
-    if harness_errors:
-        raise WorkloadError(harness_errors[0])
+    spec = job.req.spec
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under ncu, metrics: {set_label}")
+    result, wall = job.stream(argv, job.folder / "ncu.log", on_line)
     ncu.check_result(result, report, seen["n"], nvtx_filter)
 
-    progress.stage("exporting the raw page to CSV")
-    csv_path = folder / "raw.csv"
+    job.progress.stage("exporting the raw page to CSV")
+    csv_path = job.folder / "raw.csv"
     csv_path.write_text(runner.capture(ncu.export_csv_argv(exe, report), timeout=900))
     capture = read_ncu_csv(csv_path)
     capture.tool_version = tool_version
     if capture.gpu_name is None and gpu_info:
         capture.gpu_name, capture.compute_capability = gpu_info
-    info_path = folder / "harness.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    if not len(capture.kernels):
-        raise ToolFailed(f"the CSV export of {report} holds no kernels")
-
-    progress.stage("classifying and storing")
-    row = {
-        "name": name, "source": "run", "workload": wname, "precision": req.spec.precision,
-        "mode": req.spec.mode, "batch_size": req.spec.batch_size, "iters": req.iters,
-        "device": req.spec.device, "metric_set": set_label, "metrics": metrics,
-        "command": argv, "started_at": started, "profiled_wall_s": round(wall, 3),
-        "raw_files": {"ncu-rep": str(report), "ncu-csv": str(csv_path), "log": str(folder / "ncu.log")},
-        "info": {"harness": info, "report_bytes": report.stat().st_size},
+    return capture, {
+        "metric_set": set_label, "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
+        "raw_files": {"ncu-rep": str(report), "ncu-csv": str(csv_path), "log": str(job.folder / "ncu.log")},
+        "info": {"report_bytes": report.stat().st_size},
     }
-    return store_capture(store, capture, row)
+
+
+def _profile_torch(job: _Job) -> tuple[Capture, dict[str, Any]]:
+    from .parse.kineto import read_kineto
+
+    trace = job.folder / "trace.json.gz"
+    job.job.update(profiler="torch", trace_path=str(trace))
+    job.write()
+    argv = job.harness_argv()
+    spec = job.req.spec
+    where = "CPU operators" if spec.device == "cpu" else "CPU operators and CUDA kernels"
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) with torch.profiler: {where}")
+    log = job.folder / "torch.log"
+    # Kineto's own chatter (and a GPU-less machine's "gpuGetDeviceCount failed") goes to the log.
+    result, wall = job.stream(argv, log)
+    if result.returncode != 0:
+        last = next((l for l in reversed(result.tail) if l.strip()), "no output")
+        raise ToolFailed(f"the profiled process failed (exit {result.returncode}): {last}", f"Its log is {log}.")
+    if not trace.exists():
+        raise ToolFailed(f"torch.profiler wrote no trace at {trace}", f"Its log is {log}.")
+    job.progress.stage("reading the trace")
+    capture = read_kineto(trace)
+    info = job.info()
+    capture.tool_version = info.get("torch_version")
+    return capture, {
+        "metric_set": None, "command": argv, "profiled_wall_s": round(wall, 3),
+        "raw_files": {"kineto-json": str(trace), "log": str(log)},
+        "info": {"report_bytes": trace.stat().st_size},
+    }
+
+
+def _profile_nsys(job: _Job) -> tuple[Capture, dict[str, Any]]:
+    raise ToolNotFound("--tool nsys is not built yet", "Use --tool ncu or --tool torch.")
+
+
+DRIVERS: dict[str, Callable[[_Job], tuple[Capture, dict[str, Any]]]] = {
+    "ncu": _profile_ncu, "torch": _profile_torch, "nsys": _profile_nsys,
+}

@@ -1,6 +1,7 @@
 """The SQLite database, written through sqlite-utils: one ``runs`` row per run or import and
-one ``kernels`` row per launch. A run and its kernels are written in one transaction, so a
-failure leaves the database as it was. Plain tables and JSON columns: ``sqlite-utils`` and
+one ``kernels`` row per launch (or CPU operator call), and one ``ranges`` row per NVTX or
+record_function range instance. A run, its kernels and its ranges are written in one
+transaction, so a failure leaves the database as it was. Plain tables and JSON columns: ``sqlite-utils`` and
 ``datasette`` browse it as it is.
 
 The database is ``./profkit.db`` unless ``--db`` or ``PROFKIT_DB`` says otherwise. Raw
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import RunExists, RunNotFound, StoreError, UsageError
-from .parse.schema import CLASSIFIED, COLUMNS
+from .parse.schema import CLASSIFIED, COLUMNS, RANGE_COLUMNS
 
 DEFAULT_DB = "profkit.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RUN_COLUMNS: dict[str, type] = {
     "id": int,
@@ -44,8 +45,9 @@ RUN_COLUMNS: dict[str, type] = {
     "finished_at": str,
     "raw_files": str,  # JSON {kind: path}
     "source_sha256": str,
-    "kernel_count": int,
-    "gpu_time_ns": int,
+    "activity": str,  # "kernel" (GPU kernels) or "cpu_op" (CPU operators, --device cpu)
+    "kernel_count": int,  # kernel launches, or CPU operator calls for activity cpu_op
+    "gpu_time_ns": int,  # their summed duration (CPU self time for activity cpu_op)
     "profiled_wall_s": float,
     "info": str,  # JSON: versions, per-iteration wall times, notes
 }
@@ -53,6 +55,7 @@ RUN_COLUMNS: dict[str, type] = {
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
 for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
     KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
+RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
 
 
 def db_path(db: str | os.PathLike | None) -> Path:
@@ -85,14 +88,41 @@ class Store:
         if tables and "runs" not in tables:
             raise StoreError(f"{self.path} is a SQLite database but not a profkit one (no runs table)")
         if "runs" in tables:
+            self._upgrade(tables)
             return
         with self.db.atomic():
             self.db["runs"].create(RUN_COLUMNS, pk="id", not_null={"name"})
             self.db["runs"].create_index(["name"], unique=True)
             self.db["kernels"].create(KERNEL_COLUMNS, pk=("run_id", "launch_id"), foreign_keys=[("run_id", "runs", "id")])
             self.db["kernels"].create_index(["run_id", "name"])
+            self._create_ranges()
             self.db["meta"].create({"key": str, "value": str}, pk="key")
             self.db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
+
+    def _create_ranges(self) -> None:
+        self.db["ranges"].create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"), foreign_keys=[("run_id", "runs", "id")])
+
+    def _upgrade(self, tables: set[str]) -> None:
+        """Bring a database written by an earlier profkit up to SCHEMA_VERSION."""
+        row = self.db.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
+        version = int(row[0]) if row else 1
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer profkit (schema {version}; this one reads {SCHEMA_VERSION})",
+                             "Upgrade profkit.")
+        if version == SCHEMA_VERSION:
+            return
+        with self.db.atomic():
+            runs_cols = set(self.db["runs"].columns_dict)
+            if "activity" not in runs_cols:
+                self.db["runs"].add_column("activity", str)
+                self.db.execute("update runs set activity = 'kernel'")
+            kernel_cols = set(self.db["kernels"].columns_dict)
+            for col, typ in KERNEL_COLUMNS.items():
+                if col not in kernel_cols:
+                    self.db["kernels"].add_column(col, typ)
+            if "ranges" not in tables:
+                self._create_ranges()
+            self.db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     # ------------------------------------------------------------------ names
     def unique_name(self, base: str) -> str:
@@ -115,19 +145,26 @@ class Store:
             raise RunExists(f"a run named {name!r} already exists in {self.path}", "Choose another --name.")
 
     # ------------------------------------------------------------------ writing
-    def add_run(self, run: dict[str, Any], kernels) -> dict[str, Any]:
-        """Insert a run and its classified kernel table in one transaction; return the run row."""
+    def add_run(self, run: dict[str, Any], kernels, ranges: list[dict] | None = None) -> dict[str, Any]:
+        """Insert a run, its classified kernel table and its ranges in one transaction; return
+        the run row."""
+        from .parse.schema import activity_of
+
         run = dict(run)
         for key in ("metrics", "command", "raw_files", "info"):
             if key in run and not isinstance(run[key], str) and run[key] is not None:
                 run[key] = json.dumps(run[key])
-        run["kernel_count"] = int(len(kernels))
-        run["gpu_time_ns"] = int(kernels["duration_ns"].fillna(0).sum()) if len(kernels) else 0
+        run["activity"] = activity_of(kernels)
+        main = kernels[kernels["kind"] == run["activity"]] if len(kernels) else kernels
+        run["kernel_count"] = int(len(main))
+        run["gpu_time_ns"] = int(main["duration_ns"].fillna(0).sum()) if len(main) else 0
         run.setdefault("status", "ok")
         with self.db.atomic():
             self.check_name_free(run["name"])
             run_id = self.db["runs"].insert(run).last_pk
             self.db["kernels"].insert_all(_kernel_rows(kernels, run_id), batch_size=2000)
+            if ranges:
+                self.db["ranges"].insert_all(({"run_id": run_id, **r} for r in ranges), batch_size=2000)
         return self.get_run(str(run_id))
 
     # ------------------------------------------------------------------ reading
@@ -151,6 +188,9 @@ class Store:
         """Kernel rows in launch order, streamed, with metrics decoded and tensor_core as bool."""
         for row in self.db.query("select * from kernels where run_id = ? order by launch_id", [run_id]):
             yield _decode_kernel(row)
+
+    def ranges(self, run_id: int) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from ranges where run_id = ? order by range_id", [run_id]))
 
     def kernels_frame(self, run_id: int):
         import pandas as pd

@@ -18,7 +18,7 @@ runner = CliRunner()
 
 @needs_gpu_ncu
 def test_run_resnet18_fp16_two_iterations(db):
-    r = runner.invoke(app, ["run", "resnet18", "--precision", "fp16", "--batch-size", "2", "--iters", "2",
+    r = runner.invoke(app, ["run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--iters", "2",
                             "--name", "r18", "--db", str(db)])
     assert r.exit_code == 0, r.output
     s = json.loads(runner.invoke(app, ["summary", "r18", "-f", "json", "--db", str(db)]).stdout)
@@ -41,7 +41,7 @@ def test_run_resnet18_fp16_two_iterations(db):
 
 @needs_gpu_ncu
 def test_no_kernels_profiled_is_an_error(db):
-    r = runner.invoke(app, ["run", str(HERE / "workloads" / "no_gpu_work.py"), "--db", str(db)])
+    r = runner.invoke(app, ["run", str(HERE / "workloads" / "no_gpu_work.py"), "--tool", "ncu", "--db", str(db)])
     assert r.exit_code != 0
     assert "profiled no kernels" in r.stderr
     assert json.loads(runner.invoke(app, ["runs", "-f", "json", "--db", str(db)]).stdout) == []

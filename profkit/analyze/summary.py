@@ -1,5 +1,6 @@
 """One run's summary: launch count, GPU time, the tensor-core share of it, and where the time
-went by precision, by family and by kernel."""
+went by precision, by family and by kernel. For a run of CPU operators (``--device cpu``) the
+same figures are over operator calls and their CPU self time, and ``activity`` says so."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pandas as pd
 
 def summarize(df, top: int = 10) -> dict[str, Any]:
     """Summarise a classified kernel table. Times are integer nanoseconds."""
-    kernels = df[df["kind"] == "kernel"] if "kind" in df.columns else df
+    from ..parse.schema import activity_of
+
+    activity = activity_of(df)
+    kernels = df[df["kind"] == activity]
     dur = kernels["duration_ns"].fillna(0).astype("int64")
     total = int(dur.sum())
     tc = kernels["tensor_core"].astype("boolean")
@@ -38,6 +42,7 @@ def summarize(df, top: int = 10) -> dict[str, Any]:
                 "evidence": r["evidence"],
             })
     return {
+        "activity": activity,
         "kernels": int(len(kernels)),
         "gpu_time_ns": total,
         "tensor_core_kernels": int(tc.fillna(False).sum()),

@@ -21,9 +21,12 @@ def detect(path: Path) -> str:
         return "ncu-rep"
     if name.endswith((".csv", ".csv.gz")):
         return "ncu-csv"
+    if name.endswith((".json", ".json.gz")):
+        return "kineto"
     raise BadExport(
         f"don't know how to import {path.name}",
-        "profkit imports .ncu-rep reports and ncu raw-page CSV exports (.csv, .csv.gz).",
+        "profkit imports .ncu-rep reports, ncu raw-page CSV exports (.csv, .csv.gz) and "
+        "torch.profiler traces (.json, .json.gz).",
     )
 
 
@@ -34,6 +37,10 @@ def load(path: str | Path) -> Capture:
         from .ncu_rep import read_ncu_rep
 
         return read_ncu_rep(path)
+    if kind == "kineto":
+        from .kineto import read_kineto
+
+        return read_kineto(path)
     from .ncu_csv import read_ncu_csv
 
     return read_ncu_csv(path)

@@ -4,6 +4,7 @@ and read its console output (progress, errors, "No kernels were profiled")."""
 from __future__ import annotations
 
 import glob
+import os
 import re
 import shutil
 from pathlib import Path
@@ -28,6 +29,31 @@ def find() -> str:
         "Nsight Compute (ncu) is not installed or not on PATH",
         "Install Nsight Compute, or import a report made elsewhere with: profkit import REPORT.ncu-rep",
     )
+
+
+DRIVER_PARAMS = Path("/proc/driver/nvidia/params")
+
+
+def counters_readable(params: Path = DRIVER_PARAMS, euid: int | None = None) -> tuple[bool, str]:
+    """Whether this user may read GPU performance counters, and how we know.
+
+    The NVIDIA driver restricts them to admin users unless ``RmProfilingAdminOnly`` is 0
+    (the ERR_NVGPUCTRPERM failure); root may always read them.
+    """
+    if euid is None and hasattr(os, "geteuid"):
+        euid = os.geteuid()
+    if euid == 0:
+        return True, "running as root, so GPU performance counters are readable"
+    try:
+        text = params.read_text()
+    except OSError:
+        return True, f"{params} is unreadable, so the counter permission is unknown; trying ncu"
+    m = re.search(r"RmProfilingAdminOnly:\s*(\d+)", text)
+    if m is None:
+        return True, f"{params} does not say whether counters are restricted; trying ncu"
+    if m.group(1) != "0":
+        return False, "the driver lets only admin users read GPU performance counters (RmProfilingAdminOnly: 1)"
+    return True, "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)"
 
 
 def version(ncu: str) -> str:

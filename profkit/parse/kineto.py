@@ -1,0 +1,227 @@
+"""torch.profiler (Kineto) traces: the Chrome-trace JSON that ``export_chrome_trace`` writes,
+plain or gzipped, from ``profkit run --tool torch`` or from anyone's own profiling.
+
+* A trace with GPU activity (``cat`` kernel, gpu_memcpy, gpu_memset) gives one row per
+  activity, in launch order. Each is tied to its launch call (cuda_runtime / cuda_driver
+  event with the same ``correlation``), whose thread and start place it in the
+  ``record_function`` ranges (``user_annotation``) open on that thread at the time.
+* A trace without GPU activity (``--device cpu``) gives one row per CPU operator
+  (``cpu_op``), ``kind`` ``cpu_op``, with its self time: its span less the spans of the
+  operators and ranges it called, as torch.profiler's own "Self CPU" column counts it.
+
+Timestamps in these files are microseconds with three decimals; they become integer ns.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadExport
+from ..names import short_name
+from .ranges import POINT, RANGE, LaunchIndex, OpenRange, attribute, range_rows
+from .schema import Capture, frame
+
+GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+OP_CATS = {"cpu_op", "operator"}
+RANGE_CATS = {"user_annotation"}
+# "Input type" entries that are not tensors.
+NOT_TENSOR_TYPES = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"}
+
+
+def _ns(us: Any) -> int:
+    return int(round(float(us) * 1000))
+
+
+def load_trace(path: Path) -> dict:
+    """The trace's JSON object, from .json or gzipped .json."""
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")) as f:
+            data = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadExport(f"{path.name} is not a readable JSON trace: {exc}") from exc
+    if isinstance(data, list):
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise BadExport(f"{path.name} is JSON but not a Chrome/Kineto trace (no traceEvents list)",
+                        "profkit imports traces written by torch.profiler's export_chrome_trace.")
+    return data
+
+
+def _input_types(args: dict) -> str | None:
+    types = args.get("Input type")
+    if not isinstance(types, list):
+        return None
+    seen = list(dict.fromkeys(t for t in types if isinstance(t, str) and t not in NOT_TENSOR_TYPES))
+    return ",".join(seen) or None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _xyz(v: Any) -> list[int | None]:
+    return [_int(x) for x in v[:3]] if isinstance(v, list) and len(v) >= 3 else [None, None, None]
+
+
+def read_kineto(path: str | Path) -> Capture:
+    path = Path(path)
+    data = load_trace(path)
+    gpu, ops, annotations, launches = [], [], [], {}
+    for e in data["traceEvents"]:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = str(e.get("cat", "")).lower()
+        if cat in GPU_KINDS or cat in OP_CATS or cat in RANGE_CATS or cat in LAUNCH_CATS:
+            try:
+                e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e.get("dur", 0))
+            except (KeyError, TypeError, ValueError):
+                raise BadExport(f"{path.name}: a {cat} event has no numeric ts/dur: {str(e)[:120]}") from None
+        if cat in GPU_KINDS:
+            gpu.append(e)
+        elif cat in OP_CATS:
+            ops.append(e)
+        elif cat in RANGE_CATS:
+            annotations.append(e)
+        elif cat in LAUNCH_CATS:
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launches[corr] = e
+    if gpu:
+        kernels, ranges, notes = _gpu_rows(gpu, launches, annotations, ops)
+    elif ops:
+        kernels, ranges, notes = _cpu_rows(ops, annotations)
+    else:
+        raise BadExport(f"{path.name} holds no GPU kernels and no CPU operators",
+                        "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
+    gpu_name = cc = None
+    props = data.get("deviceProperties") or []
+    if gpu and props:
+        dev = (gpu[0].get("args") or {}).get("device", 0)
+        p = next((p for p in props if p.get("id") == dev), props[0])
+        gpu_name = p.get("name")
+        if p.get("computeMajor") is not None:
+            cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}"
+    return Capture(kernels=frame(kernels), tool="torch", gpu_name=gpu_name, compute_capability=cc,
+                   source_format="kineto-json", notes=notes, ranges=ranges)
+
+
+def _range(e: dict) -> OpenRange:
+    return OpenRange(str(e.get("name", "")), None, _int(e.get("tid")), e["_start"], e["_start"] + e["_dur"],
+                     process=e.get("pid"))
+
+
+def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: list[dict]):
+    op_types = {}
+    for op in ops:
+        args = op.get("args") or {}
+        if "External id" in args:
+            op_types[args["External id"]] = _input_types(args)
+
+    def order(e: dict) -> tuple:
+        corr = (e.get("args") or {}).get("correlation")
+        launch = launches.get(corr)
+        return (launch["_start"] if launch else e["_start"], corr if isinstance(corr, int) else 0)
+
+    gpu.sort(key=order)
+    rows, timeline, index = [], [], LaunchIndex()
+    unlaunched = 0
+    for i, e in enumerate(gpu):
+        args = e.get("args") or {}
+        kind = GPU_KINDS[str(e.get("cat")).lower()]
+        launch = launches.get(args.get("correlation"))
+        grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
+        name = str(e.get("name", ""))
+        row = {
+            "launch_id": i, "kind": kind, "name": name, "short_name": short_name(name), "duration_ns": e["_dur"],
+            "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+            "block_x": block[0], "block_y": block[1], "block_z": block[2],
+            "stream": _int(args.get("stream")), "device": _int(args.get("device")),
+            "thread_id": _int(launch.get("tid")) if launch else None,
+            "nvtx_range": None, "nvtx_path": None, "metrics": {},
+            "input_types": op_types.get(args.get("External id")),
+        }
+        rows.append(row)
+        if launch is None:
+            unlaunched += 1
+            continue
+        thread = (launch.get("pid"), launch.get("tid"))
+        timeline.append((thread, launch["_start"], POINT, row))
+        if kind == "kernel":
+            index.add(launch.get("pid"), _int(launch.get("tid")), launch["_start"])
+    ranges = [_range(a) for a in annotations]
+    timeline += [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
+    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
+    for row, stack in attribute(timeline):
+        if stack:
+            row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
+        for r in stack:
+            r.gpu_ops += 1
+            if row["kind"] == "kernel":
+                r.kernels += 1
+                r.gpu_time_ns += row["duration_ns"]
+    index.freeze()
+    notes = []
+    if unlaunched:
+        notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
+    return rows, range_rows(ranges, index, gpu=True), notes
+
+
+def _cpu_rows(ops: list[dict], annotations: list[dict]):
+    # Self time: each thread's operators and ranges form a tree by time containment; an
+    # operator's self time is its span less its children's spans. As torch.profiler's own
+    # table does, an operator whose only child is the same operator (aten::div_ re-dispatching
+    # to aten::div_) counts as one call.
+    nodes = sorted(ops + annotations, key=lambda e: (str((e.get("pid"), e.get("tid"))), e["_start"], -e["_dur"]))
+    stack: list[dict] = []
+    thread = None
+    for e in nodes:
+        t = str((e.get("pid"), e.get("tid")))
+        if t != thread:
+            stack, thread = [], t
+        while stack and stack[-1]["_start"] + stack[-1]["_dur"] <= e["_start"]:
+            stack.pop()
+        e["_parent"] = stack[-1] if stack else None
+        e["_kids"] = []
+        if stack:
+            stack[-1]["_kids"].append(e)
+        stack.append(e)
+    for e in nodes:
+        p = e["_parent"]
+        if p is not None and p.get("name") == e.get("name") and len(p["_kids"]) == 1:
+            p["_kids"] = e["_kids"]
+            for k in e["_kids"]:
+                k["_parent"] = p
+            e["_merged"] = True
+    ops = [e for e in ops if not e.get("_merged")]
+    for e in ops:
+        e["_children"] = sum(k["_dur"] for k in e["_kids"])
+
+    ops.sort(key=lambda e: (e["_start"], -e["_dur"]))
+    rows, timeline, index = [], [], LaunchIndex()
+    for i, e in enumerate(ops):
+        name = str(e.get("name", ""))
+        row = {
+            "launch_id": i, "kind": "cpu_op", "name": name, "short_name": short_name(name),
+            "duration_ns": max(0, e["_dur"] - e["_children"]), "thread_id": _int(e.get("tid")),
+            "nvtx_range": None, "nvtx_path": None, "metrics": {}, "input_types": _input_types(e.get("args") or {}),
+        }
+        rows.append(row)
+        timeline.append(((e.get("pid"), e.get("tid")), e["_start"], POINT, row))
+        index.add(e.get("pid"), _int(e.get("tid")), e["_start"])
+    ranges = [_range(a) for a in annotations]
+    timeline += [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
+    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
+    for row, stack in attribute(timeline):
+        if stack:
+            row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
+        for r in stack:
+            r.kernels += 1
+            r.gpu_time_ns += row["duration_ns"]
+    index.freeze()
+    return rows, range_rows(ranges, index, gpu=False), []

@@ -1,0 +1,99 @@
+"""Range attribution shared by the timeline importers (torch.profiler traces, nsys exports).
+
+Push/pop ranges belong to the thread that pushed them. A GPU activity belongs to the ranges
+that were open *on its launching thread* when its launch call ran (the semantics of
+``nsys stats``' nvtx_kern_sum and nvtx_gpu_proj_sum); a CPU operator to the ranges open on
+its own thread when it started. Work that other threads launched while a range was open
+(autograd's backward thread, data loaders) is not the range's, and is counted apart as
+``other_thread_kernels``.
+
+Everything here streams: the caller feeds events sorted by (thread, start), so memory grows
+with the nesting depth and the number of ranges, not with the number of activities.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from typing import Iterable, Iterator
+
+# Sort order at equal start: ranges open before a point that starts with them is tested.
+RANGE, POINT = 0, 1
+
+
+class OpenRange:
+    """A range instance being attributed; becomes a RANGE_COLUMNS row."""
+
+    __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
+                 "gpu_time_ns", "process")
+
+    def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
+                 process: int | None = None):
+        self.name, self.domain, self.thread_id, self.start, self.end = name, domain, thread_id, start, end
+        self.process = process
+        self.path = ""
+        self.depth = 0
+        self.kernels = self.gpu_ops = self.gpu_time_ns = 0
+
+    def label(self) -> str:
+        return f"{self.domain}@{self.name}" if self.domain else self.name
+
+
+def attribute(events: Iterable[tuple]) -> Iterator[tuple[object, list[OpenRange]]]:
+    """Walk events sorted by (thread, start, RANGE before POINT, longer range first).
+
+    Each event is ``(thread, start, RANGE, OpenRange)`` or ``(thread, start, POINT, payload)``.
+    Yields ``(payload, stack)`` for every point, where ``stack`` is the list of ranges open on
+    that thread at that instant, outermost first. Ranges get their ``path`` and ``depth``.
+    """
+    stack: list[OpenRange] = []
+    thread = object()
+    for t, start, what, obj in events:
+        if t != thread:
+            stack, thread = [], t
+        while stack and stack[-1].end <= start:
+            stack.pop()
+        if what == RANGE:
+            obj.depth = len(stack)
+            obj.path = "/".join([r.label() for r in stack] + [obj.label()])
+            stack.append(obj)
+        else:
+            yield obj, stack
+
+
+class LaunchIndex:
+    """Launch times per process and per thread, to count what other threads launched while a
+    range was open. Add launches in any order, then ``freeze()``."""
+
+    def __init__(self) -> None:
+        self.by_process: dict[object, list[int]] = defaultdict(list)
+        self.by_thread: dict[tuple, list[int]] = defaultdict(list)
+
+    def add(self, process: object, thread: object, t: int) -> None:
+        self.by_process[process].append(t)
+        self.by_thread[(process, thread)].append(t)
+
+    def freeze(self) -> None:
+        for v in self.by_process.values():
+            v.sort()
+        for v in self.by_thread.values():
+            v.sort()
+
+    def others(self, process: object, thread: object, start: int, end: int) -> int:
+        def count(xs: list[int]) -> int:
+            return bisect.bisect_left(xs, end) - bisect.bisect_left(xs, start)
+
+        return count(self.by_process.get(process, [])) - count(self.by_thread.get((process, thread), []))
+
+
+def range_rows(ranges: list[OpenRange], launches: LaunchIndex | None, gpu: bool) -> list[dict]:
+    """RANGE_COLUMNS rows, in start order."""
+    rows = []
+    for i, r in enumerate(sorted(ranges, key=lambda r: (r.start, -r.end))):
+        rows.append({
+            "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
+            "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,
+            "kernels": r.kernels, "gpu_ops": r.gpu_ops if gpu else None, "gpu_time_ns": r.gpu_time_ns,
+            "other_thread_kernels": launches.others(r.process, r.thread_id, r.start, r.end) if launches else None,
+        })
+    return rows
