@@ -130,6 +130,8 @@ def run(
     metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (default, time, tensor, full) or a comma-separated list of metric names.", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Run name (default: workload-precision-mode-tool).", show_default=False)] = None,
     timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
+    cpu_sampling: Annotated[bool, typer.Option("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")] = False,
+    context_switches: Annotated[bool, typer.Option("--context-switches", help="nsys: trace the process's CPU context switches.")] = False,
     db: DbOpt = None,
 ) -> None:
     """Run a workload under a profiler, store its kernels and print a summary."""
@@ -137,7 +139,8 @@ def run(
     from .workloads import Spec
 
     req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device),
-                     tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout)
+                     tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout,
+                     cpu_sampling=cpu_sampling, context_switches=context_switches)
     checked = plan(req)  # bad options, and a tool that cannot run here, fail before a database is created
     from rich.console import Console
 
@@ -352,6 +355,56 @@ def _render_summary(console, row: dict, s: dict) -> None:
             k.add_row(r["name"], str(r["launches"]), _fmt_ns(r["total_ns"]), f"{r['pct']:.1f}%",
                       r["precision"], _tc(r["tensor_core"]))
         console.print(k)
+
+
+# ---------------------------------------------------------------------------------- ranges
+@app.command()
+@handles_errors
+def ranges(run_ref: RunArg, fmt: FmtOpt = Fmt.table, db: DbOpt = None) -> None:
+    """Per NVTX range: kernels launched in it, their GPU time, its wall time, and kernels other
+    threads launched while it was open."""
+    from .analyze.ranges import RANGE_FIELDS, run_ranges
+
+    store = _store(db)
+    row = store.get_run(run_ref)
+    rows = run_ranges(store, row)
+    if fmt is Fmt.json:
+        print(json.dumps(rows, indent=2))
+        return
+    if fmt is Fmt.csv:
+        _write_csv(rows, RANGE_FIELDS)
+        return
+    from rich.table import Table
+
+    cpu = row["activity"] == "cpu_op"
+    console = _console()
+    t = Table(box=None, header_style="bold", title=f"{row['name']}: {len(rows)} ranges", title_justify="left")
+    heads = ["range", "thread", "wall", "ops" if cpu else "kernels", "CPU time" if cpu else "GPU time"]
+    if not cpu:
+        heads[4:4] = ["GPU ops"]
+        heads.append("other threads")
+    for c in heads:
+        t.add_column(c, justify="left" if c == "range" else "right", overflow="ellipsis", no_wrap=True,
+                     max_width=max(30, console.width - 60) if c == "range" else None)
+    for r in rows:
+        cells = ["  " * (r["depth"] or 0) + (r["name"] or ""), str(r["thread_id"] or "-"), _fmt_ns(r["wall_ns"]),
+                 str(r["kernels"])]
+        if not cpu:
+            cells.append(str(r["gpu_ops"]))
+        cells.append(_fmt_ns(r["gpu_time_ns"]))
+        if not cpu:
+            cells.append("-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"]))
+        t.add_row(*cells)
+    console.print(t if rows else f"{row['name']} has no ranges")
+    others = sum(r["other_thread_kernels"] or 0 for r in rows if r["depth"] == 0)
+    if others:
+        console.print(
+            f"{others} kernels were launched by other threads of the process while these ranges were open: "
+            "a push/pop range belongs to the thread that opened it, and PyTorch's autograd engine runs the "
+            "backward pass on a thread of its own. Those kernels are not in the ranges' kernels or GPU time "
+            "(nor in what ncu's NVTX filter profiles); they are in the run's kernel table.")
+    elif rows and rows[0]["wall_ns"] is None:
+        console.print("ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch.")
 
 
 # ---------------------------------------------------------------------------------- workloads

@@ -77,8 +77,14 @@ def main(argv: list[str] | None = None) -> int:
                     _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
         prof.export_chrome_trace(job["trace_path"])
     else:
+        # Under nsys the capture range is cudaProfilerStart..Stop: the measured iterations only.
+        bracket = job.get("profiler") == "nsys" and spec.device == "cuda"
+        if bracket:
+            torch.cuda.profiler.start()
         for i in range(job["iters"]):
             _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
+        if bracket:
+            torch.cuda.profiler.stop()
     info["iteration_wall_ns"] = iter_ns
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
     return 0

@@ -59,6 +59,8 @@ class RunRequest:
     metrics: str | None = None
     name: str | None = None
     timeout_s: float | None = None
+    cpu_sampling: bool = False      # nsys only
+    context_switches: bool = False  # nsys only
 
 
 @dataclass
@@ -79,6 +81,8 @@ def plan(req: RunRequest) -> Plan:
         tool, why = choose_tool(req.spec.device)
         if req.metrics is not None and tool != "ncu":
             raise UsageError(f"--metrics chooses ncu counters, but --tool auto chose {tool}: {why}")
+        if (req.cpu_sampling or req.context_switches) and tool != "nsys":
+            raise UsageError(f"--cpu-sampling and --context-switches are nsys options, but --tool auto chose {tool}: {why}")
     else:
         tool, why = req.tool, "chosen with --tool"
     return Plan(req, wname, wpath, tool, why)
@@ -95,6 +99,8 @@ def check(req: RunRequest) -> tuple[str, Path]:
         raise UsageError(f"{req.tool} profiles GPU work; --device cpu needs --tool torch (or auto)")
     if req.metrics is not None and req.tool not in ("ncu", "auto"):
         raise UsageError(f"--metrics chooses ncu counters; --tool {req.tool} collects none")
+    if (req.cpu_sampling or req.context_switches) and req.tool not in ("nsys", "auto"):
+        raise UsageError(f"--cpu-sampling and --context-switches are nsys options, not {req.tool}'s")
     return workloads.resolve(req.workload)
 
 
@@ -190,7 +196,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     if capture.gpu_name is None and req.spec.device == "cuda":
         capture.gpu_name = info.get("gpu_name")
         capture.compute_capability = info.get("compute_capability")
-    if not len(capture.kernels):
+    if capture.kernels is not None and not len(capture.kernels):
         raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
                          f"Its files are in {folder}.")
     progress.stage("classifying and storing")
@@ -201,7 +207,11 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         **row,
         "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {})},
     }
-    return store_capture(store, capture, row)
+    row = store_capture(store, capture, row)
+    if not row["kernel_count"]:
+        store.delete_run(row["id"])
+        raise ToolFailed(f"{tool} recorded no kernels in the measured iterations", f"Its files are in {folder}.")
+    return row
 
 
 # ------------------------------------------------------------------------------ drivers
@@ -277,7 +287,40 @@ def _profile_torch(job: _Job) -> tuple[Capture, dict[str, Any]]:
 
 
 def _profile_nsys(job: _Job) -> tuple[Capture, dict[str, Any]]:
-    raise ToolNotFound("--tool nsys is not built yet", "Use --tool ncu or --tool torch.")
+    from .parse.nsys_sqlite import read_nsys_sqlite
+
+    exe = nsys.find()
+    tool_version = nsys.version(exe)
+    base = job.folder / "report"
+    # The harness brackets the measured iterations with cudaProfilerStart/Stop: the capture
+    # holds them (on every thread) and not the warm-up or cuDNN's autotuning.
+    job.job.update(profiler="nsys")
+    job.write()
+    argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.cpu_sampling, job.req.context_switches)
+    spec = job.req.spec
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under nsys")
+    log = job.folder / "nsys.log"
+    result, wall = job.stream(argv, log)
+    report = base.with_suffix(".nsys-rep")
+    qdstrm = base.with_suffix(".qdstrm")
+    if not report.exists() and qdstrm.exists():
+        why = next((l.strip() for l in result.tail if "importer" in l.lower() or "importation" in l.lower()),
+                   "nsys did not convert its raw stream")
+        job.progress.note(f"nsys left only {qdstrm.name} ({why}); converting it with nsys's importer")
+        report = nsys.import_qdstrm(qdstrm, exe)
+    if result.returncode != 0 or not report.exists():
+        last = next((l for l in reversed(result.tail) if l.strip()), "no output")
+        raise ToolFailed(f"nsys failed (exit {result.returncode}): {last}", f"Its log is {log}.")
+    job.progress.stage("exporting the report to SQLite")
+    sqlite_path = job.folder / "report.sqlite"
+    runner.capture(nsys.export_sqlite_argv(exe, report, sqlite_path), timeout=3600)
+    capture = read_nsys_sqlite(sqlite_path)
+    capture.tool_version = tool_version
+    return capture, {
+        "metric_set": None, "command": argv, "profiled_wall_s": round(wall, 3),
+        "raw_files": {"nsys-rep": str(report), "nsys-sqlite": str(sqlite_path), "log": str(log)},
+        "info": {"report_bytes": report.stat().st_size},
+    }
 
 
 DRIVERS: dict[str, Callable[[_Job], tuple[Capture, dict[str, Any]]]] = {

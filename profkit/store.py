@@ -145,27 +145,49 @@ class Store:
             raise RunExists(f"a run named {name!r} already exists in {self.path}", "Choose another --name.")
 
     # ------------------------------------------------------------------ writing
-    def add_run(self, run: dict[str, Any], kernels, ranges: list[dict] | None = None) -> dict[str, Any]:
-        """Insert a run, its classified kernel table and its ranges in one transaction; return
-        the run row."""
+    def add_run(self, run: dict[str, Any], kernels, ranges=None, late=None) -> dict[str, Any]:
+        """Insert a run, its classified kernels and its ranges in one transaction; return the run
+        row. ``kernels`` is a classified kernel table (DataFrame), or an iterator of classified
+        row dicts in launch order, written as it is read (for captures too big to hold);
+        ``ranges`` is a list of RANGE_COLUMNS rows, or a callable giving it once the kernels
+        have been read; ``late``, a callable giving run fields known only then."""
         from .parse.schema import activity_of
 
         run = dict(run)
         for key in ("metrics", "command", "raw_files", "info"):
             if key in run and not isinstance(run[key], str) and run[key] is not None:
                 run[key] = json.dumps(run[key])
-        run["activity"] = activity_of(kernels)
-        main = kernels[kernels["kind"] == run["activity"]] if len(kernels) else kernels
-        run["kernel_count"] = int(len(main))
-        run["gpu_time_ns"] = int(main["duration_ns"].fillna(0).sum()) if len(main) else 0
         run.setdefault("status", "ok")
+        streamed = not hasattr(kernels, "columns")
+        totals = {"activity": "kernel", "count": 0, "time": 0}
+        if not streamed:
+            run["activity"] = activity_of(kernels)
+            main = kernels[kernels["kind"] == run["activity"]] if len(kernels) else kernels
+            run["kernel_count"] = int(len(main))
+            run["gpu_time_ns"] = int(main["duration_ns"].fillna(0).sum()) if len(main) else 0
+            rows = lambda run_id: _kernel_rows(kernels, run_id)  # noqa: E731
+        else:
+            rows = lambda run_id: _counted(kernels, run_id, totals)  # noqa: E731
         with self.db.atomic():
             self.check_name_free(run["name"])
             run_id = self.db["runs"].insert(run).last_pk
-            self.db["kernels"].insert_all(_kernel_rows(kernels, run_id), batch_size=2000)
+            self.db["kernels"].insert_all(rows(run_id), batch_size=2000)
+            updates = dict(late() if late else {})
+            if streamed:
+                updates.update(activity=totals["activity"], kernel_count=totals["count"], gpu_time_ns=totals["time"])
+            if updates:
+                self.db["runs"].update(run_id, {k: json.dumps(v) if isinstance(v, (dict, list)) else v
+                                                for k, v in updates.items()})
+            ranges = ranges() if callable(ranges) else ranges
             if ranges:
                 self.db["ranges"].insert_all(({"run_id": run_id, **r} for r in ranges), batch_size=2000)
         return self.get_run(str(run_id))
+
+    def delete_run(self, run_id: int) -> None:
+        with self.db.atomic():
+            for table in ("kernels", "ranges"):
+                self.db.execute(f"delete from {table} where run_id = ?", [run_id])
+            self.db.execute("delete from runs where id = ?", [run_id])
 
     # ------------------------------------------------------------------ reading
     def runs(self) -> list[dict[str, Any]]:
@@ -221,6 +243,25 @@ def _kernel_rows(kernels, run_id: int) -> Iterator[dict[str, Any]]:
             else:
                 row[k] = v
         yield row
+
+
+def _counted(rows, run_id: int, totals: dict) -> Iterator[dict[str, Any]]:
+    """Stream classified row dicts into table rows, counting the run's main activity."""
+    from .parse.schema import KINDS
+
+    for r in rows:
+        if r["kind"] not in KINDS:
+            raise StoreError(f"unknown kind {r['kind']!r} in launch {r['launch_id']}")
+        if r["kind"] == "cpu_op":
+            totals["activity"] = "cpu_op"
+        if r["kind"] == totals["activity"]:
+            totals["count"] += 1
+            totals["time"] += r["duration_ns"] or 0
+        out = {"run_id": run_id, **r}
+        out["metrics"] = json.dumps(r.get("metrics") or {})
+        if out.get("tensor_core") is not None:
+            out["tensor_core"] = int(bool(out["tensor_core"]))
+        yield out
 
 
 def _decode_kernel(row: dict[str, Any]) -> dict[str, Any]:

@@ -47,3 +47,29 @@ def ncu_rep_dir(tmp_path_factory):
     for gz in NCU_DATA.glob("*.ncu-rep.gz"):
         (out / gz.name[:-3]).write_bytes(gzip.decompress(gz.read_bytes()))
     return out
+
+
+NSYS_DATA = DATA / "nsys"
+
+
+@pytest.fixture(scope="session")
+def nsys_dir(tmp_path_factory):
+    """The committed nsys SQLite exports (.sqlite.gz), decompressed."""
+    out = tmp_path_factory.mktemp("nsys")
+    for gz in NSYS_DATA.glob("*.sqlite.gz"):
+        (out / gz.name[:-3]).write_bytes(gzip.decompress(gz.read_bytes()))
+    return out
+
+
+def has_nsys() -> bool:
+    from profkit.errors import ToolNotFound
+    from profkit.tools import nsys
+
+    try:
+        nsys.find()
+    except ToolNotFound:
+        return False
+    return True
+
+
+needs_gpu_nsys = pytest.mark.skipif(not (has_nsys() and has_cuda()), reason="needs a CUDA GPU and Nsight Systems (nsys)")

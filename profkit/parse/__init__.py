@@ -23,16 +23,31 @@ def detect(path: Path) -> str:
         return "ncu-csv"
     if name.endswith((".json", ".json.gz")):
         return "kineto"
+    if name.endswith((".sqlite", ".db")):
+        return "nsys-sqlite"
+    if name.endswith(".nsys-rep"):
+        return "nsys-rep"
+    if name.endswith(".qdstrm"):
+        return "qdstrm"
     raise BadExport(
         f"don't know how to import {path.name}",
-        "profkit imports .ncu-rep reports, ncu raw-page CSV exports (.csv, .csv.gz) and "
-        "torch.profiler traces (.json, .json.gz).",
+        "profkit imports .ncu-rep reports, ncu raw-page CSV exports (.csv, .csv.gz), "
+        "torch.profiler traces (.json, .json.gz), and Nsight Systems reports (.nsys-rep, .qdstrm) "
+        "and their SQLite exports (.sqlite).",
     )
 
 
-def load(path: str | Path) -> Capture:
+def load(path: str | Path, workdir: Path | None = None) -> Capture:
+    """Read an export. Nsight Systems reports are first exported to SQLite (by nsys, into
+    ``workdir``, default beside the report); a .qdstrm is first converted by nsys's importer."""
     path = Path(path)
     kind = detect(path)
+    if kind in ("nsys-rep", "qdstrm", "nsys-sqlite"):
+        from .nsys_sqlite import read_nsys_sqlite
+
+        if kind != "nsys-sqlite":
+            path = export_nsys(path, workdir)
+        return read_nsys_sqlite(path)
     if kind == "ncu-rep":
         from .ncu_rep import read_ncu_rep
 
@@ -44,3 +59,27 @@ def load(path: str | Path) -> Capture:
     from .ncu_csv import read_ncu_csv
 
     return read_ncu_csv(path)
+
+
+def export_nsys(report: Path, workdir: Path | None = None) -> Path:
+    """.nsys-rep (or .qdstrm) -> SQLite export, through the nsys installed here."""
+    from ..errors import ToolNotFound
+    from ..tools import nsys, runner
+
+    try:
+        exe = nsys.find()
+    except ToolNotFound as exc:
+        raise ToolNotFound(
+            f"importing {report.name} needs Nsight Systems to export it, and {exc.message}",
+            f"Where nsys exists: nsys export --type sqlite {report.name}, then profkit import the .sqlite.",
+        ) from None
+    if report.stat().st_size == 0:
+        raise BadExport(f"{report} is empty")
+    if report.name.endswith(".qdstrm"):
+        report = nsys.import_qdstrm(report, exe)
+    out = (workdir or report.parent) / (report.name.removesuffix(".nsys-rep") + ".sqlite")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
+    if not out.exists():
+        raise BadExport(f"nsys export wrote no {out.name} for {report.name}")
+    return out

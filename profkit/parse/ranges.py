@@ -25,12 +25,13 @@ class OpenRange:
     """A range instance being attributed; becomes a RANGE_COLUMNS row."""
 
     __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
-                 "gpu_time_ns", "process")
+                 "gpu_time_ns", "process", "global_tid")
 
     def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
                  process: int | None = None):
         self.name, self.domain, self.thread_id, self.start, self.end = name, domain, thread_id, start, end
         self.process = process
+        self.global_tid = thread_id
         self.path = ""
         self.depth = 0
         self.kernels = self.gpu_ops = self.gpu_time_ns = 0

@@ -86,7 +86,7 @@ CLASSIFIED: dict[str, str] = {
 class Capture:
     """An imported capture: the kernel table and the run facts the file holds."""
 
-    kernels: Any  # pandas.DataFrame with COLUMNS
+    kernels: Any  # pandas.DataFrame with COLUMNS, or None when the capture is streamed (rows)
     tool: str
     tool_version: str | None = None
     gpu_name: str | None = None
@@ -95,11 +95,14 @@ class Capture:
     metric_units: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ranges: list[dict] = field(default_factory=list)  # rows with RANGE_COLUMNS
+    # A streamed capture (too big for a DataFrame): a callable yielding kernel-table row dicts
+    # in launch order; ``ranges`` and ``notes`` are complete once it is exhausted.
+    rows: Any = None
 
     @property
     def activity(self) -> str:
         """``cpu_op`` for a capture of CPU operators, else ``kernel``."""
-        return activity_of(self.kernels)
+        return "kernel" if self.kernels is None else activity_of(self.kernels)
 
 
 def activity_of(df) -> str:

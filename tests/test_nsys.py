@@ -1,0 +1,191 @@
+"""The Nsight Systems path over real H100 captures (an inference and an AMP training run),
+checked against ``nsys stats`` outputs made from the same files; schema checks; bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sqlite3
+from collections import Counter, defaultdict
+
+import pytest
+from typer.testing import CliRunner
+
+from profkit.cli import app
+from profkit.errors import BadExport
+from profkit.parse import load
+
+from .conftest import NSYS_DATA, has_nsys, needs_gpu_nsys
+
+CAPTURES = ["nsys_resnet18_fp16", "nsys_resnet18_train_amp"]
+runner = CliRunner()
+
+
+def cli(*args, db=None):
+    return runner.invoke(app, list(args) + (["--db", str(db)] if db else []))
+
+
+def oracle(name: str, report: str) -> list[dict]:
+    with open(NSYS_DATA / f"{name}_{report}.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read(path):
+    c = load(path)
+    rows = list(c.rows())
+    return c, rows
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_kernels_match_cuda_gpu_kern_sum(name, nsys_dir):
+    c, rows = read(nsys_dir / f"{name}.sqlite")
+    assert c.kernels is None  # streamed, never a DataFrame
+    mine = defaultdict(lambda: [0, 0])
+    for r in rows:
+        if r["kind"] == "kernel":
+            mine[r["name"]][0] += 1
+            mine[r["name"]][1] += r["duration_ns"]
+    expected = {o["Name"]: [int(o["Instances"]), int(o["Total Time (ns)"])] for o in oracle(name, "cuda_gpu_kern_sum")}
+    assert dict(mine) == expected
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_kinds_and_launch_order(name, nsys_dir):
+    path = nsys_dir / f"{name}.sqlite"
+    c, rows = read(path)
+    con = sqlite3.connect(path)
+    counts = {kind: con.execute(f"select count(*) from CUPTI_ACTIVITY_KIND_{kind.upper()}").fetchone()[0]
+              for kind in ("kernel", "memcpy", "memset")}
+    assert Counter(r["kind"] for r in rows) == counts
+    assert [r["launch_id"] for r in rows] == list(range(len(rows)))
+    assert all(r["thread_id"] is not None for r in rows)
+    k = next(r for r in rows if r["kind"] == "kernel")
+    assert k["short_name"] and k["grid_x"] and k["block_x"] and k["stream"] is not None
+    assert (c.gpu_name, c.compute_capability, c.tool) == ("NVIDIA H100 80GB HBM3", "9.0", "nsys")
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_ranges_match_nvtx_gpu_proj_sum(name, nsys_dir):
+    c, rows = read(nsys_dir / f"{name}.sqlite")
+    mine = {f"{r['domain']}:{r['name']}": r for r in c.ranges}
+    proj = oracle(name, "nvtx_gpu_proj_sum")
+    assert len(proj) == len(mine)
+    for o in proj:
+        r = mine[o["Range"]]
+        assert r["gpu_ops"] == int(o["Total GPU Ops"])
+        assert r["wall_ns"] == int(o["Total Range Time (ns)"])
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_kernels_per_range_match_nvtx_kern_sum(name, nsys_dir):
+    c, rows = read(nsys_dir / f"{name}.sqlite")
+    mine = defaultdict(lambda: [0, 0])
+    for r in rows:
+        if r["kind"] == "kernel" and r["nvtx_path"]:
+            key = (r["nvtx_path"].replace("@", ":"), r["name"])
+            mine[key][0] += 1
+            mine[key][1] += r["duration_ns"]
+    expected = {(o["NVTX Range"], o["Kernel Name"]): [int(o["Kern Inst"]), int(o["Total Time (ns)"])]
+                for o in oracle(name, "nvtx_kern_sum") if o["NVTX Range"]}
+    assert dict(mine) == expected
+    for r in c.ranges:
+        assert r["kernels"] == sum(v[0] for (rng, _), v in mine.items() if rng == f"{r['domain']}:{r['name']}")
+
+
+def test_training_step_backward_runs_on_another_thread(nsys_dir):
+    c, rows = read(nsys_dir / "nsys_resnet18_train_amp.sqlite")
+    main = {r["thread_id"] for r in rows if r["nvtx_range"]}
+    assert len(main) == 1
+    for r in c.ranges:
+        assert (r["kernels"], r["gpu_ops"]) == (182, 187)
+        # what other threads (autograd's) launched while the range was open
+        inside = [x for x in rows if x["kind"] == "kernel" and x["thread_id"] not in main]
+        assert r["other_thread_kernels"] == 238 and len(inside) >= 2 * 238
+
+
+def test_import_ranges_and_kernels_cli(nsys_dir, db):
+    r = cli("import", str(nsys_dir / "nsys_resnet18_train_amp.sqlite"), "--name", "t", db=db)
+    assert r.exit_code == 0, r.output
+    run = json.loads(cli("runs", "-f", "json", db=db).stdout)[0]
+    assert (run["tool"], run["workload"], run["precision"], run["kernel_count"]) == ("nsys", "resnet18_train", "amp", 2102)
+    ks = json.loads(cli("kernels", "t", "-f", "json", db=db).stdout)
+    assert Counter(k["kind"] for k in ks) == {"kernel": 2102, "memcpy": 199, "memset": 39}
+    assert {k["evidence"] for k in ks if k["kind"] == "kernel"} <= {"name", "none"}
+    assert all(k["tensor_core"] is False and k["family"] == "memory" for k in ks if k["kind"] != "kernel")
+    rs = json.loads(cli("ranges", "t", "-f", "json", db=db).stdout)
+    assert [(x["name"], x["kernels"], x["gpu_ops"], x["other_thread_kernels"]) for x in rs] == [
+        ("resnet18_train.amp.eager.iter0", 182, 187, 238), ("resnet18_train.amp.eager.iter1", 182, 187, 238)]
+    assert all(x["gpu_time_ns"] > 0 and x["wall_ns"] > x["gpu_time_ns"] for x in rs)
+    table = " ".join(cli("ranges", "t", db=db).stdout.split())
+    assert "476 kernels were launched by other threads" in table and "autograd" in table
+    s = json.loads(cli("summary", "t", "-f", "json", db=db).stdout)
+    assert s["kernels"] == 2102 and s["evidence"].keys() <= {"name", "none"}
+
+
+def test_ranges_for_ncu_and_torch_runs(db):
+    from .conftest import DATA
+
+    assert cli("import", str(DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz"), "--name", "n", db=db).exit_code == 0
+    rs = json.loads(cli("ranges", "n", "-f", "json", db=db).stdout)
+    assert [(x["name"], x["kernels"], x["wall_ns"]) for x in rs] == [("resnet18.fp16.eager.iter0", 162, None)]
+    assert cli("import", str(DATA / "torch" / "kineto_resnet18_fp16.json.gz"), "--name", "k", db=db).exit_code == 0
+    rs = json.loads(cli("ranges", "k", "-f", "json", db=db).stdout)
+    assert [x["kernels"] for x in rs] == [162, 162] and all(x["wall_ns"] for x in rs)
+    assert cli("ranges", "k", "-f", "csv", db=db).exit_code == 0
+
+
+def _copy(nsys_dir, tmp_path, sql: str):
+    p = tmp_path / "x.sqlite"
+    shutil.copy(nsys_dir / "nsys_resnet18_fp16.sqlite", p)
+    con = sqlite3.connect(p)
+    con.executescript(sql)
+    con.commit()
+    con.close()
+    return p
+
+
+def test_unknown_schema_refused(nsys_dir, tmp_path):
+    p = _copy(nsys_dir, tmp_path, "update META_DATA_EXPORT set value = '2' where name = 'EXPORT_SCHEMA_VERSION_MAJOR';"
+                                  "update META_DATA_EXPORT set value = '2.7.0' where name = 'EXPORT_SCHEMA_VERSION';")
+    with pytest.raises(BadExport, match="schema 2.7.0 is not a layout profkit knows"):
+        load(p)
+    p = _copy(nsys_dir, tmp_path, "alter table CUPTI_ACTIVITY_KIND_RUNTIME drop column correlationId;")
+    with pytest.raises(BadExport, match="CUPTI_ACTIVITY_KIND_RUNTIME lacks correlationId"):
+        load(p)
+
+
+def test_bad_nsys_inputs_one_line_each(nsys_dir, tmp_path, db):
+    assert cli("import", str(nsys_dir / "nsys_resnet18_fp16.sqlite"), "--name", "keep", db=db).exit_code == 0
+    plain = tmp_path / "plain.sqlite"
+    sqlite3.connect(plain).execute("create table t (x)")
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database" * 300)
+    no_kernels = _copy(nsys_dir, tmp_path, "drop table CUPTI_ACTIVITY_KIND_KERNEL;")
+    no_kernels.rename(tmp_path / "nokern.sqlite")
+    cases = {plain: "not an Nsight Systems export", tmp_path / "junk.sqlite": "not a readable SQLite file",
+             tmp_path / "nokern.sqlite": "holds no CUDA kernels", db: "not an Nsight Systems export"}
+    if not has_nsys():
+        (tmp_path / "r.nsys-rep").write_bytes(b"x")
+        (tmp_path / "r.qdstrm").write_bytes(b"x")
+        cases[tmp_path / "r.nsys-rep"] = "needs Nsight Systems"
+        cases[tmp_path / "r.qdstrm"] = "needs Nsight Systems"
+    for path, message in cases.items():
+        r = cli("import", str(path), db=db)
+        assert r.exit_code == 1 and r.stderr.count("\n") == 1 and message in r.stderr, (path, r.stderr)
+        assert "Traceback" not in r.output
+    assert [x["name"] for x in json.loads(cli("runs", "-f", "json", db=db).stdout)] == ["keep"]
+
+
+@needs_gpu_nsys
+def test_run_under_nsys(db):
+    r = cli("run", "resnet18_train", "--tool", "nsys", "--precision", "amp", "--batch-size", "2", "--iters", "2",
+            "--name", "tr", db=db)
+    assert r.exit_code == 0, r.output
+    rs = json.loads(cli("ranges", "tr", "-f", "json", db=db).stdout)
+    assert [x["name"] for x in rs] == ["resnet18_train.amp.eager.iter0", "resnet18_train.amp.eager.iter1"]
+    assert all(x["kernels"] > 0 and x["other_thread_kernels"] > 0 for x in rs)
+    ks = json.loads(cli("kernels", "tr", "-f", "json", db=db).stdout)
+    # cudaProfilerStart/Stop: the capture holds the measured iterations, not the warm-up.
+    in_ranges = sum(1 for k in ks if k["kind"] == "kernel" and k["nvtx_range"])
+    assert in_ranges == sum(x["kernels"] for x in rs)
+    assert sum(1 for k in ks if k["kind"] == "kernel") <= in_ranges + sum(x["other_thread_kernels"] for x in rs) + 50
