@@ -5,22 +5,7 @@
 set -u
 OUTDIR=${OUT:-/tmp/bench}; mkdir -p "$OUTDIR"; DB=/tmp/bench-db/profkit.db; rm -rf /tmp/bench-db; mkdir -p /tmp/bench-db
 res="$OUTDIR/acceptance.txt"
-bare() { # workload precision batch
-  python3 - "$@" <<'PY'
-import json, subprocess, sys, time, tempfile, os
-from profkit import nvtx_ranges, workloads
-w, p, b = sys.argv[1], sys.argv[2], int(sys.argv[3])
-d = tempfile.mkdtemp()
-job = {"spec": {"batch_size": b, "precision": p, "mode": "eager", "device": "cuda"},
-       "workload_path": str(workloads.resolve(w)[1]), "warmup": 3, "iters": 1,
-       "tag": nvtx_ranges.tag(w, p, "eager"), "info_path": os.path.join(d, "info.json")}
-open(os.path.join(d, "job.json"), "w").write(json.dumps(job))
-t = time.monotonic(); subprocess.run([sys.executable, "-m", "profkit.harness", os.path.join(d, "job.json")], check=True)
-wall = time.monotonic() - t
-info = json.load(open(job["info_path"]))
-print(f"bare {w} {p}: process {wall:.1f} s, measured iteration {info['iteration_wall_ns'][0]/1e6:.2f} ms")
-PY
-}
+bare() { python3 benchmarks/bare_run.py "$@"; }  # workload precision batch [iters]
 prof() { # name args...
   local n=$1; shift
   local t0=$(date +%s%N)

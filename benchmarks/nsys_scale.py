@@ -1,0 +1,111 @@
+"""Import a synthetic Nsight Systems capture of 2+ million kernels, made by replicating a real
+one (tests/data/nsys/nsys_resnet18_train_amp.sqlite.gz: 2,102 kernels, 199 copies, 39 sets,
+7,059 runtime calls, 2 NVTX ranges), and compare with a plain SQL aggregate over the same file.
+
+    python benchmarks/nsys_scale.py [--kernels 2000000] [--workdir /tmp/nsys-scale]
+
+Each copy shifts every timestamp by the capture's span and every correlation id by the
+largest one, so launches, GPU work and ranges stay consistent. Prints one JSON object with
+the figures that go in benchmarks/RESULTS.md: wall time and peak RSS of `profkit import`,
+of `profkit kernels --format json` (streamed to /dev/null), of `profkit ranges` and
+`profkit summary`, and the time of the SQL aggregate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "tests" / "data" / "nsys" / "nsys_resnet18_train_amp.sqlite.gz"
+GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def synthesize(out: Path, kernels: int) -> dict:
+    out.write_bytes(gzip.decompress(SOURCE.read_bytes()))
+    con = sqlite3.connect(out)
+    base = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    copies = -(-kernels // base)
+    lo = min(con.execute(f"select min(start) from {t}").fetchone()[0] for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",))
+    hi = max(con.execute(f"select max(end) from {t}").fetchone()[0] for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"))
+    span = hi - lo + 1000
+    corr = max(con.execute(f"select max(correlationId) from {t}").fetchone()[0]
+               for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",)) + 1
+    t0 = time.monotonic()
+    for table in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",):
+        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
+        sel = ", ".join({"start": "start + :s", "end": "end + :s", "correlationId": "correlationId + :c"}.get(c, c) for c in cols)
+        con.execute(f"create temp table src as select * from {table}")
+        for i in range(1, copies):
+            con.execute(f"insert into {table} ({', '.join(cols)}) select {sel} from src", {"s": i * span, "c": i * corr})
+        con.execute("drop table src")
+    cols = [r[1] for r in con.execute("pragma table_info(NVTX_EVENTS)")]
+    sel = ", ".join({"start": "start + :s", "end": "end + :s"}.get(c, c) for c in cols)
+    con.execute("create temp table src as select * from NVTX_EVENTS where eventType = 59")
+    for i in range(1, copies):
+        con.execute(f"insert into NVTX_EVENTS ({', '.join(cols)}) select {sel} from src", {"s": i * span})
+    con.commit()
+    n = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    ops = n + sum(con.execute(f"select count(*) from {t}").fetchone()[0] for t in GPU_TABLES[1:])
+    con.close()
+    return {"copies": copies, "kernels": n, "gpu_ops": ops, "ranges": 2 * copies, "file_mb": round(out.stat().st_size / 1e6),
+            "synth_s": round(time.monotonic() - t0, 1)}
+
+
+def timed(argv: list[str], stdout=subprocess.DEVNULL) -> dict:
+    """Wall time and peak RSS of a command, through GNU time."""
+    p = subprocess.run(["/usr/bin/time", "-v", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{argv} failed: {p.stderr[-2000:]}")
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1))
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", p.stderr)
+    h, m, s = (float(x) if x else 0.0 for x in wall.groups())
+    return {"wall_s": round(h * 3600 + m * 60 + s, 1), "peak_rss_mb": round(rss / 1024)}
+
+
+def sql_aggregate(path: Path) -> dict:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t0 = time.monotonic()
+    rows = con.execute("""select s.value, count(*), sum(k.end - k.start) from CUPTI_ACTIVITY_KIND_KERNEL k
+                          join StringIds s on s.id = k.demangledName group by k.demangledName""").fetchall()
+    agg = time.monotonic() - t0
+    t0 = time.monotonic()
+    joined = con.execute("""select count(*) from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME r
+                            on r.correlationId = k.correlationId""").fetchone()[0]
+    join = time.monotonic() - t0
+    return {"kern_sum_s": round(agg, 1), "names": len(rows), "launch_join_s": round(join, 1), "joined": joined}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernels", type=int, default=2_000_000)
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/nsys-scale"))
+    a = ap.parse_args()
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    a.workdir.mkdir(parents=True)
+    big, db = a.workdir / "synthetic.sqlite", a.workdir / "bench.db"
+    result = {"machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
+              "date": time.strftime("%Y-%m-%d")}
+    result["capture"] = synthesize(big, a.kernels)
+    result["sql_aggregate"] = sql_aggregate(big)
+    profkit = [sys.executable, "-m", "profkit"]
+    result["import"] = timed([*profkit, "import", str(big), "--name", "big", "--db", str(db)])
+    result["kernels_json"] = timed([*profkit, "kernels", "big", "--format", "json", "--db", str(db)])
+    result["ranges_json"] = timed([*profkit, "ranges", "big", "--format", "json", "--db", str(db)])
+    result["summary"] = timed([*profkit, "summary", "big", "--db", str(db)])
+    result["db_mb"] = round(db.stat().st_size / 1e6)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
