@@ -18,7 +18,7 @@ from profkit.parse import load
 
 from .conftest import NSYS_DATA, has_nsys, needs_gpu_nsys
 
-CAPTURES = ["nsys_resnet18_fp16", "nsys_resnet18_train_amp"]
+CAPTURES = ["nsys_resnet18_fp16", "nsys_resnet18_train_amp", "nsys_run_resnet18_train_amp"]
 runner = CliRunner()
 
 
@@ -77,7 +77,7 @@ def test_ranges_match_nvtx_gpu_proj_sum(name, nsys_dir):
         assert r["wall_ns"] == int(o["Total Range Time (ns)"])
 
 
-@pytest.mark.parametrize("name", CAPTURES)
+@pytest.mark.parametrize("name", CAPTURES[:2])
 def test_kernels_per_range_match_nvtx_kern_sum(name, nsys_dir):
     c, rows = read(nsys_dir / f"{name}.sqlite")
     mine = defaultdict(lambda: [0, 0])
@@ -102,6 +102,16 @@ def test_training_step_backward_runs_on_another_thread(nsys_dir):
         # what other threads (autograd's) launched while the range was open
         inside = [x for x in rows if x["kind"] == "kernel" and x["thread_id"] not in main]
         assert r["other_thread_kernels"] == 238 and len(inside) >= 2 * 238
+
+
+def test_capture_range_holds_only_the_measured_step(nsys_dir):
+    """Made by `profkit run resnet18_train --tool nsys --precision amp` (cudaProfilerApi capture
+    range): every kernel is the measured step's, launched in the range or by autograd's thread."""
+    c, rows = read(nsys_dir / "nsys_run_resnet18_train_amp.sqlite")
+    (r,) = c.ranges
+    kernels = [x for x in rows if x["kind"] == "kernel"]
+    assert (r["kernels"], r["gpu_ops"], r["other_thread_kernels"]) == (179, 182, 234)
+    assert len(kernels) == r["kernels"] + r["other_thread_kernels"] == 413
 
 
 def test_import_ranges_and_kernels_cli(nsys_dir, db):

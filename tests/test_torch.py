@@ -72,6 +72,25 @@ def test_gpu_trace_classified_by_name():
     assert not k[k["family"].isin(["elementwise", "layout", "pooling", "norm"])]["tensor_core"].fillna(False).any()
 
 
+def test_training_trace_made_by_profkit_run_tool_torch():
+    """`profkit run resnet18_train --tool torch --precision amp` on the H100: the backward pass
+    runs on autograd's thread, outside the main thread's record_function range; nsys saw the
+    same step the same way (tests/data/nsys/nsys_run_resnet18_train_amp: 179 + 234 kernels)."""
+    c = load(TORCH / "torch_run_resnet18_train_amp.json.gz")
+    k = c.kernels
+    outer = c.ranges[0]
+    assert (outer["name"], outer["kernels"], outer["gpu_ops"], outer["other_thread_kernels"]) == (
+        "resnet18_train.amp.eager.iter0", 179, 182, 234)
+    assert [(r["name"], r["depth"], r["kernels"]) for r in c.ranges[1:]] == [
+        ("Optimizer.zero_grad#SGD.zero_grad", 1, 0), ("Optimizer.step#SGD.step", 1, 3)]
+    threads = k["thread_id"].value_counts()
+    assert len(threads) == 2 and k[k["thread_id"] == outer["thread_id"]]["nvtx_range"].notna().all()
+    assert k[k["thread_id"] != outer["thread_id"]]["nvtx_range"].isna().all()
+    assert (k[(k["kind"] == "kernel") & (k["thread_id"] != outer["thread_id"])].shape[0]) == 234
+    # record_shapes: a kernel carries the tensor types of the operator that launched it
+    assert k["input_types"].notna().sum() > 300 and "c10::Half" in set(k["input_types"].dropna())
+
+
 # ------------------------------------------------------------------ CPU traces (no GPU)
 @pytest.mark.parametrize("name", CPU_TRACES)
 def test_cpu_operators_match_torch_profilers_own_table(name):
