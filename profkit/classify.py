@@ -191,7 +191,12 @@ def classify_row(kind: str, name: str, metrics: dict | None, input_types: str | 
         return classify_op(name, input_types)
     if kind in COPY_VERDICT:
         return COPY_VERDICT[kind]
-    return classify_one(name, metrics)
+    return classify_one(name, metrics) if metrics else _by_name_only(name)
+
+
+@lru_cache(maxsize=65536)
+def _by_name_only(name: str) -> Verdict:
+    return classify_one(name, None)
 
 
 def classify(df):

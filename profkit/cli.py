@@ -162,7 +162,7 @@ def _print_run_done(console, store, row: dict) -> None:
     from .analyze.summary import summarize
 
     info = json.loads(row["info"] or "{}")
-    summary = summarize(store.kernels_frame(row["id"]))
+    summary = summarize(store, row)
     _render_summary(console, row, summary)
     size = info.get("report_bytes")
     raw = json.loads(row["raw_files"] or "{}")
@@ -304,7 +304,7 @@ def summary(
 
     store = _store(db)
     row = store.get_run(run_ref)
-    s = summarize(store.kernels_frame(row["id"]), top=top)
+    s = summarize(store, row, top=top)
     if fmt is Fmt.json:
         print(json.dumps({"run": row["name"], **s}, indent=2))
         return

@@ -1,57 +1,60 @@
 """One run's summary: launch count, GPU time, the tensor-core share of it, and where the time
 went by precision, by family and by kernel. For a run of CPU operators (``--device cpu``) the
-same figures are over operator calls and their CPU self time, and ``activity`` says so."""
+same figures are over operator calls and their CPU self time, and ``activity`` says so.
+
+Computed in SQL over the run's rows of the kernel table, so a run of millions of launches is
+summarised in bounded memory.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 
+def summarize(store, run: dict[str, Any], top: int = 10) -> dict[str, Any]:
+    """Summarise a stored run. Times are integer nanoseconds."""
+    db = store.db
+    activity = run.get("activity") or "kernel"
+    where, args = "run_id = ? and kind = ?", [run["id"], activity]
 
-def summarize(df, top: int = 10) -> dict[str, Any]:
-    """Summarise a classified kernel table. Times are integer nanoseconds."""
-    from ..parse.schema import activity_of
+    def one(sql: str) -> tuple:
+        return db.execute(f"select {sql} from kernels where {where}", args).fetchone()
 
-    activity = activity_of(df)
-    kernels = df[df["kind"] == activity]
-    dur = kernels["duration_ns"].fillna(0).astype("int64")
-    total = int(dur.sum())
-    tc = kernels["tensor_core"].astype("boolean")
-    tc_time = int(dur[tc.fillna(False)].sum())
-    unknown_time = int(dur[tc.isna()].sum())
+    count, total, tc_count, tc_time, unknown_time = one(
+        "count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
+        "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
+        "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0)")
 
-    def by(col: str) -> dict[str, int]:
-        keys = kernels[col].astype("object").where(kernels[col].notna(), "unknown")
-        grouped = dur.groupby(keys).sum().sort_values(ascending=False)
-        return {str(k): int(v) for k, v in grouped.items()}
+    def by(col: str, default: str) -> tuple[dict[str, int], dict[str, int]]:
+        rows = db.execute(f"""select coalesce({col}, '{default}') as k, coalesce(sum(duration_ns), 0) as t, count(*)
+                              from kernels where {where} group by k order by t desc, k""", args).fetchall()
+        return {k: int(t) for k, t, _ in rows}, {k: int(n) for k, _, n in sorted(rows, key=lambda r: (-r[2], r[0]))}
 
-    counts = kernels["precision"].fillna("unknown").value_counts()
+    time_by_precision, kernels_by_precision = by("precision", "unknown")
+    time_by_family, _ = by("family", "unknown")
+    _, evidence = by("evidence", "none")
     top_rows = []
-    if len(kernels):
-        g = kernels.assign(_d=dur).groupby("name", sort=False)
-        agg = g.agg(launches=("_d", "size"), total_ns=("_d", "sum"), precision=("precision", "first"),
-                    tensor_core=("tensor_core", "first"), evidence=("evidence", "first"))
-        agg = agg.sort_values("total_ns", ascending=False).head(top)
-        for name, r in agg.iterrows():
-            top_rows.append({
-                "name": name, "launches": int(r["launches"]), "total_ns": int(r["total_ns"]),
-                "pct": round(100.0 * r["total_ns"] / total, 2) if total else 0.0,
-                "precision": r["precision"],
-                "tensor_core": None if pd.isna(r["tensor_core"]) else bool(r["tensor_core"]),
-                "evidence": r["evidence"],
-            })
+    # One min() aggregate: SQLite takes the bare columns from the name's first launch.
+    q = f"""select name, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision, tensor_core, evidence
+            from kernels where {where} group by name order by t desc, name limit ?"""
+    for name, _, n, t, precision, tensor_core, ev in db.execute(q, args + [top]):
+        top_rows.append({
+            "name": name, "launches": int(n), "total_ns": int(t),
+            "pct": round(100.0 * t / total, 2) if total else 0.0,
+            "precision": precision, "tensor_core": None if tensor_core is None else bool(tensor_core),
+            "evidence": ev,
+        })
     return {
         "activity": activity,
-        "kernels": int(len(kernels)),
-        "gpu_time_ns": total,
-        "tensor_core_kernels": int(tc.fillna(False).sum()),
-        "tensor_core_time_ns": tc_time,
+        "kernels": int(count),
+        "gpu_time_ns": int(total),
+        "tensor_core_kernels": int(tc_count),
+        "tensor_core_time_ns": int(tc_time),
         "tensor_core_time_pct": round(100.0 * tc_time / total, 2) if total else 0.0,
-        "unclassified_time_ns": unknown_time,
-        "time_by_precision_ns": by("precision"),
-        "kernels_by_precision": {str(k): int(v) for k, v in counts.items()},
-        "time_by_family_ns": by("family") if "family" in kernels.columns else {},
-        "evidence": {str(k): int(v) for k, v in kernels["evidence"].fillna("none").value_counts().items()},
+        "unclassified_time_ns": int(unknown_time),
+        "time_by_precision_ns": time_by_precision,
+        "kernels_by_precision": kernels_by_precision,
+        "time_by_family_ns": time_by_family,
+        "evidence": evidence,
         "top_kernels": top_rows,
     }
