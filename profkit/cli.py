@@ -335,6 +335,9 @@ def _render_summary(console, row: dict, s: dict) -> None:
         )
     ev = ", ".join(f"{k}: {v}" for k, v in s["evidence"].items())
     console.print(f"verdicts from {ev}")
+    if s.get("memory_ops"):
+        console.print("besides the kernels: " + ", ".join(
+            f"{v['count']} {k} ({_fmt_ns(v['time_ns'])})" for k, v in s["memory_ops"].items()))
     t = Table(box=None, header_style="bold")
     t.add_column("precision")
     t.add_column("calls" if cpu else "launches", justify="right")

@@ -131,6 +131,9 @@ def test_import_ranges_and_kernels_cli(nsys_dir, db):
     assert "476 kernels were launched by other threads" in table and "autograd" in table
     s = json.loads(cli("summary", "t", "-f", "json", db=db).stdout)
     assert s["kernels"] == 2102 and s["evidence"].keys() <= {"name", "none"}
+    assert {k: v["count"] for k, v in s["memory_ops"].items()} == {"memcpy": 199, "memset": 39}
+    assert s["memory_ops"]["memcpy"]["time_ns"] == sum(k["duration_ns"] for k in ks if k["kind"] == "memcpy")
+    assert "besides the kernels: 199 memcpy" in " ".join(cli("summary", "t", db=db).stdout.split())
 
 
 def test_ranges_for_ncu_and_torch_runs(db):

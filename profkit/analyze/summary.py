@@ -44,6 +44,9 @@ def summarize(store, run: dict[str, Any], top: int = 10) -> dict[str, Any]:
             "precision": precision, "tensor_core": None if tensor_core is None else bool(tensor_core),
             "evidence": ev,
         })
+    copies = {kind: {"count": int(n), "time_ns": int(t or 0)} for kind, n, t in db.execute(
+        "select kind, count(*), sum(duration_ns) from kernels where run_id = ? and kind in ('memcpy', 'memset') "
+        "group by kind order by kind", [run["id"]])}
     return {
         "activity": activity,
         "kernels": int(count),
@@ -57,4 +60,5 @@ def summarize(store, run: dict[str, Any], top: int = 10) -> dict[str, Any]:
         "time_by_family_ns": time_by_family,
         "evidence": evidence,
         "top_kernels": top_rows,
+        "memory_ops": copies,  # memcpy / memset: count and GPU time, apart from the kernels
     }
