@@ -6,15 +6,7 @@ set -u
 OUTDIR=${OUT:-/tmp/bench}; mkdir -p "$OUTDIR"; DB=/tmp/bench-db/profkit.db; rm -rf /tmp/bench-db; mkdir -p /tmp/bench-db
 res="$OUTDIR/acceptance.txt"
 bare() { python3 benchmarks/bare_run.py "$@"; }  # workload precision batch [iters]
-prof() { # name args...
-  local n=$1; shift
-  local t0=$(date +%s%N)
-  profkit run "$@" --name "$n" --db "$DB" >"$OUTDIR/$n.txt" 2>&1; local rc=$?
-  local t1=$(date +%s%N)
-  echo "profkit run $* -> rc=$rc, wall $(( (t1 - t0) / 1000000 )) ms" | tee -a "$res"
-  profkit summary "$n" -f json --db "$DB" >"$OUTDIR/$n.summary.json" 2>>"$res"
-  python3 -c "import json;s=json.load(open('$OUTDIR/$n.summary.json'));print('  kernels',s['kernels'],'gpu_time_ns',s['gpu_time_ns'],'tc_pct',s['tensor_core_time_pct'],'by_prec',s['time_by_precision_ns'],'layout_ns',s['time_by_family_ns'].get('layout'))" >>"$res" 2>&1
-}
+. "$(dirname "$0")/common.sh"
 for args in "vgg16 fp16 8" "vgg16 fp32 8" "resnet50 bf16 8"; do bare $args | tee -a "$res"; done
 prof vgg16-fp16 vgg16 --precision fp16 --tool ncu
 prof vgg16-fp32 vgg16 --precision fp32 --tool ncu

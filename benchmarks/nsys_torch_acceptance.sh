@@ -9,14 +9,7 @@ OUTDIR=${OUT:-/tmp/acc}; mkdir -p "$OUTDIR"; DB=/tmp/acc-db/profkit.db; rm -rf /
 RUNS=/tmp/acc-db/profkit-runs
 res="$OUTDIR/acceptance.txt"
 { echo "uid $(id -u)"; grep -i RmProfilingAdminOnly /proc/driver/nvidia/params; command -v ncu nsys; nsys --version; } >>"$res" 2>&1
-prof() { # name args...
-  local n=$1; shift
-  local t0=$(date +%s%N)
-  profkit run "$@" --name "$n" --db "$DB" >"$OUTDIR/$n.txt" 2>&1; local rc=$?
-  local t1=$(date +%s%N)
-  echo "profkit run $* -> rc=$rc, wall $(( (t1 - t0) / 1000000 )) ms" | tee -a "$res"
-  head -4 "$OUTDIR/$n.txt" >>"$res"
-}
+. "$(dirname "$0")/common.sh"
 python3 benchmarks/bare_run.py resnet50 fp16 8 3 | tee -a "$res"
 prof r50-nsys resnet50 --tool nsys --precision fp16 --iters 3
 profkit ranges r50-nsys --db "$DB" >>"$res" 2>&1

@@ -20,15 +20,20 @@ def has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def has_ncu() -> bool:
+def has_tool(module) -> bool:
     from profkit.errors import ToolNotFound
-    from profkit.tools import ncu
 
     try:
-        ncu.find()
+        module.find()
     except ToolNotFound:
         return False
     return True
+
+
+def has_ncu() -> bool:
+    from profkit.tools import ncu
+
+    return has_tool(ncu)
 
 
 needs_gpu_ncu = pytest.mark.skipif(not (has_ncu() and has_cuda()), reason="needs a CUDA GPU and Nsight Compute (ncu)")
@@ -62,14 +67,9 @@ def nsys_dir(tmp_path_factory):
 
 
 def has_nsys() -> bool:
-    from profkit.errors import ToolNotFound
     from profkit.tools import nsys
 
-    try:
-        nsys.find()
-    except ToolNotFound:
-        return False
-    return True
+    return has_tool(nsys)
 
 
 needs_gpu_nsys = pytest.mark.skipif(not (has_nsys() and has_cuda()), reason="needs a CUDA GPU and Nsight Systems (nsys)")

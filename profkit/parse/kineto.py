@@ -116,6 +116,24 @@ def _range(e: dict) -> OpenRange:
                      process=e.get("pid"))
 
 
+def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
+    """Give each point's row the innermost range open on its thread, and count it in every
+    open range: kernels (or CPU operators) with their time, and GPU operations of any kind."""
+    ranges = [_range(a) for a in annotations]
+    timeline = points + [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
+    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
+    for row, stack in attribute(timeline):
+        if stack:
+            row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
+        main = row["kind"] in ("kernel", "cpu_op")
+        for r in stack:
+            r.gpu_ops += row["kind"] != "cpu_op"
+            if main:
+                r.kernels += 1
+                r.gpu_time_ns += row["duration_ns"]
+    return ranges
+
+
 def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: list[dict]):
     op_types = {}
     for op in ops:
@@ -154,17 +172,7 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: lis
         timeline.append((thread, launch["_start"], POINT, row))
         if kind == "kernel":
             index.add(launch.get("pid"), _int(launch.get("tid")), launch["_start"])
-    ranges = [_range(a) for a in annotations]
-    timeline += [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
-    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
-    for row, stack in attribute(timeline):
-        if stack:
-            row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
-        for r in stack:
-            r.gpu_ops += 1
-            if row["kind"] == "kernel":
-                r.kernels += 1
-                r.gpu_time_ns += row["duration_ns"]
+    ranges = _place(timeline, annotations)
     index.freeze()
     notes = []
     if unlaunched:
@@ -214,14 +222,6 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]):
         rows.append(row)
         timeline.append(((e.get("pid"), e.get("tid")), e["_start"], POINT, row))
         index.add(e.get("pid"), _int(e.get("tid")), e["_start"])
-    ranges = [_range(a) for a in annotations]
-    timeline += [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
-    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
-    for row, stack in attribute(timeline):
-        if stack:
-            row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
-        for r in stack:
-            r.kernels += 1
-            r.gpu_time_ns += row["duration_ns"]
+    ranges = _place(timeline, annotations)
     index.freeze()
     return rows, range_rows(ranges, index, gpu=False), []

@@ -3,10 +3,8 @@ and read its console output (progress, errors, "No kernels were profiled")."""
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shutil
 from pathlib import Path
 
 from ..errors import NoKernelsProfiled, ToolFailed, ToolNotFound
@@ -14,17 +12,14 @@ from . import runner
 
 _PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<index>\d+):(?:.*- (?P<passes>\d+) pass)?')
 _VERSION = re.compile(r"Version\s+(\d[\d.]*)")
+SEARCH = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu")
 
 
 def find() -> str:
     """The ncu executable: PATH first, then the usual install folders."""
-    path = shutil.which("ncu")
+    path = runner.find_executable("ncu", SEARCH)
     if path:
         return path
-    for pattern in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu"):
-        hits = sorted(glob.glob(pattern))
-        if hits:
-            return hits[-1]
     raise ToolNotFound(
         "Nsight Compute (ncu) is not installed or not on PATH",
         "Install Nsight Compute, or import a report made elsewhere with: profkit import REPORT.ncu-rep",

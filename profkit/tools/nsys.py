@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import glob
 import re
-import shutil
 from pathlib import Path
 
 from ..errors import ToolFailed, ToolNotFound
@@ -24,13 +23,9 @@ SEARCH = (
 
 def find() -> str:
     """The nsys executable: PATH first, then the usual install folders."""
-    path = shutil.which("nsys")
+    path = runner.find_executable("nsys", SEARCH)
     if path:
         return path
-    for pattern in SEARCH:
-        hits = sorted(glob.glob(pattern))
-        if hits:
-            return hits[-1]
     raise ToolNotFound(
         "Nsight Systems (nsys) is not installed or not on PATH",
         "Install Nsight Systems, or import a capture made elsewhere with: profkit import REPORT.nsys-rep",

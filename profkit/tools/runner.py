@@ -4,7 +4,9 @@ passed on to the child so that a profiler can write what it has."""
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -22,6 +24,18 @@ class Result:
     log_path: Path | None
     tail: list[str]
     wall_s: float
+
+
+def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:
+    """``name`` on PATH, else the newest match of the install-folder glob ``patterns``."""
+    path = shutil.which(name)
+    if path:
+        return path
+    for pattern in patterns:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[-1]
+    return None
 
 
 def capture(argv: Sequence[str], timeout: float = 60) -> str:
