@@ -364,8 +364,7 @@ def _render_summary(console, row: dict, s: dict) -> None:
 @app.command()
 @handles_errors
 def ranges(run_ref: RunArg, fmt: FmtOpt = Fmt.table, db: DbOpt = None) -> None:
-    """Per NVTX range: kernels launched in it, their GPU time, its wall time, and kernels other
-    threads launched while it was open."""
+    """Per NVTX range: kernels launched in it, their GPU time, wall time, other threads' kernels."""
     from .analyze.ranges import RANGE_FIELDS, run_ranges
 
     store = _store(db)

@@ -85,6 +85,8 @@ def plan(req: RunRequest) -> Plan:
             raise UsageError(f"--cpu-sampling and --context-switches are nsys options, but --tool auto chose {tool}: {why}")
     else:
         tool, why = req.tool, "chosen with --tool"
+        if tool in GPU_ONLY:
+            {"ncu": ncu, "nsys": nsys}[tool].find()  # not installed: say so before anything is written
     return Plan(req, wname, wpath, tool, why)
 
 

@@ -155,6 +155,7 @@ def test_other_bad_inputs(tmp_path, db):
     cases = [
         (["summary", "nosuch"], 1, "no run 'nosuch'"),
         (["kernels", "99"], 1, "no run '99'"),
+        (["ranges", "nosuch"], 1, "no run 'nosuch'"),
         (["import", str(CSV), "--name", "bad name!"], 2, "bad run name"),
         (["import", str(CSV), "--name", "123"], 2, "bad run name"),
         (["run", "nosuch"], 1, "unknown workload"),
@@ -190,7 +191,7 @@ def test_not_a_profkit_database(tmp_path):
 def test_every_command_has_help():
     r = runner.invoke(app, ["--help"])
     assert r.exit_code == 0
-    for command in ("run", "import", "runs", "kernels", "summary", "workloads"):
+    for command in ("run", "import", "runs", "kernels", "summary", "ranges", "workloads"):
         assert command in r.stdout
         h = runner.invoke(app, [command, "--help"])
         assert h.exit_code == 0 and len(h.stdout) > 200

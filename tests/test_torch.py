@@ -225,6 +225,20 @@ def test_counter_permission_from_the_driver(tmp_path):
     assert ncu.counters_readable(tmp_path / "absent", euid=1000)[0] is True
 
 
+def test_missing_tool_before_any_database(tmp_path, monkeypatch):
+    from profkit.errors import ToolNotFound
+    from profkit.tools import nsys
+
+    def missing():
+        raise ToolNotFound("Nsight Systems (nsys) is not installed or not on PATH", "Install it.")
+
+    monkeypatch.setattr(nsys, "find", missing)
+    db = tmp_path / "fresh.db"
+    r = cli("run", "resnet18", "--tool", "nsys", db=db)
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "nsys) is not installed" in r.stderr
+    assert not db.exists()
+
+
 def test_bad_run_options_before_any_database(tmp_path):
     db = tmp_path / "fresh.db"
     for argv, message in [
@@ -234,6 +248,8 @@ def test_bad_run_options_before_any_database(tmp_path):
         (["run", "resnet18", "--device", "cpu", "--metrics", "time"], "--tool auto chose torch"),
         (["run", "resnet18", "--tool", "perf"], "unknown tool"),
         (["run", "resnet18", "--device", "tpu"], "unknown device"),
+        (["run", "resnet18", "--tool", "torch", "--cpu-sampling"], "nsys options"),
+        (["run", "resnet18", "--device", "cpu", "--context-switches"], "--tool auto chose torch"),
     ]:
         r = cli(*argv, db=db)
         assert r.exit_code == 2 and r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
