@@ -268,10 +268,11 @@ def kernels(
         fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
         cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
     spare = max(32, console.width - sum(fixed.values()) - 2 * len(cols))
+    keep = {"#": len(str(max(0, (row["kernel_count"] or 1) - 1))), "prec": 4, "TC": 3}  # never squeezed
     widths = {**fixed, cols[1]: spare * 2 // 3, "range": spare - spare * 2 // 3}
     for c in cols:
         t.add_column(c, justify="right" if c in ("#", "duration", "self time") else "left", overflow="ellipsis",
-                     no_wrap=True, max_width=widths[c], min_width=min(widths[c], len(c)))
+                     no_wrap=True, max_width=widths[c], min_width=keep.get(c, min(widths[c], len(c))))
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             break

@@ -34,9 +34,10 @@ def summarize(store, run: dict[str, Any], top: int = 10) -> dict[str, Any]:
     time_by_family, _ = by("family", "unknown")
     _, evidence = by("evidence", "none")
     top_rows = []
-    # One min() aggregate: SQLite takes the bare columns from the name's first launch.
+    # Per name and precision (a CPU operator's name says nothing of its types). One min()
+    # aggregate: SQLite takes the bare columns from the group's first launch.
     q = f"""select name, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision, tensor_core, evidence
-            from kernels where {where} group by name order by t desc, name limit ?"""
+            from kernels where {where} group by name, precision order by t desc, name limit ?"""
     for name, _, n, t, precision, tensor_core, ev in db.execute(q, args + [top]):
         top_rows.append({
             "name": name, "launches": int(n), "total_ns": int(t),
