@@ -257,8 +257,11 @@ def kernels(
     from rich.table import Table
 
     cpu = row["activity"] == "cpu_op"
-    what = "CPU operator calls (self time)" if cpu else "launches"
-    t = Table(box=None, header_style="bold", title=f"{row['name']}: {row['kernel_count']} {what}")
+    what = "CPU operator calls (self time)" if cpu else "kernel launches"
+    extra = store.db.execute("select count(*) from kernels where run_id = ? and kind in ('memcpy', 'memset')",
+                             [row["id"]]).fetchone()[0]
+    title = f"{row['name']}: {row['kernel_count']} {what}" + (f" and {extra} memcpy/memset" if extra else "")
+    t = Table(box=None, header_style="bold", title=title)
     # Everything but the kernel and range names keeps its full width; those two share the rest.
     console = _console()
     if cpu:
