@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import BadExport
 from ..names import short_name
-from .ranges import POINT, RANGE, LaunchIndex, OpenRange, attribute, range_rows
+from .ranges import POINT, RANGE, LaunchIndex, OpenRange, attribute, place, range_rows
 from .schema import Capture, frame
 
 GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -123,14 +123,7 @@ def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
     timeline = points + [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
     timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
     for row, stack in attribute(timeline):
-        if stack:
-            row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
-        main = row["kind"] in ("kernel", "cpu_op")
-        for r in stack:
-            r.gpu_ops += row["kind"] != "cpu_op"
-            if main:
-                r.kernels += 1
-                r.gpu_time_ns += row["duration_ns"]
+        place(row, stack)
     return ranges
 
 
@@ -177,7 +170,7 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: lis
     notes = []
     if unlaunched:
         notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
-    return rows, range_rows(ranges, index, gpu=True), notes
+    return rows, range_rows(ranges, index.others, gpu=True), notes
 
 
 def _cpu_rows(ops: list[dict], annotations: list[dict]):
@@ -224,4 +217,4 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]):
         index.add(e.get("pid"), _int(e.get("tid")), e["_start"])
     ranges = _place(timeline, annotations)
     index.freeze()
-    return rows, range_rows(ranges, index, gpu=False), []
+    return rows, range_rows(ranges, index.others, gpu=False), []

@@ -17,12 +17,13 @@ capture of millions of kernels imports in bounded memory.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from ..errors import BadExport
 from ..names import short_name
-from .ranges import OpenRange
+from .ranges import RANGE, OpenRange, attribute, place, range_rows
 from .schema import Capture
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
@@ -58,8 +59,17 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def check_schema(con: sqlite3.Connection, path: Path) -> dict[str, set[str]]:
-    """Refuse exports whose layout this reader does not know; return the tables' columns."""
+@dataclass
+class Schema:
+    """What an export holds: its tables, the columns of those this reader uses, its metadata."""
+
+    tables: set[str]
+    columns: dict[str, set[str]]
+    meta: dict[str, str]
+
+
+def check_schema(con: sqlite3.Connection, path: Path) -> Schema:
+    """Refuse exports whose layout this reader does not know."""
     tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table', 'view')")}
     if "META_DATA_EXPORT" not in tables:
         raise BadExport(f"{path.name} is SQLite but not an Nsight Systems export (no META_DATA_EXPORT table)",
@@ -88,11 +98,10 @@ def check_schema(con: sqlite3.Connection, path: Path) -> dict[str, set[str]]:
             raise BadExport(f"{path.name}: nsys export schema {version}: {table} lacks {', '.join(missing)}",
                             "This layout is not one profkit knows.")
         columns[table] = have
-    columns["_meta"] = {f"{k}={v}" for k, v in meta.items() if k in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")}
-    return columns
+    return Schema(tables, columns, meta)
 
 
-def _gpu_ops_sql(columns: dict[str, set[str]]) -> str:
+def _gpu_ops_sql(schema: Schema) -> str:
     """One SELECT over kernels, copies and sets with their launch calls, in launch order."""
     parts = ["""
         select 'kernel' as kind, k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid,
@@ -100,14 +109,14 @@ def _gpu_ops_sql(columns: dict[str, set[str]]) -> str:
         from CUPTI_ACTIVITY_KIND_KERNEL k
         left join StringIds dn on dn.id = k.demangledName
         left join StringIds sn on sn.id = k.shortName"""]
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in columns:
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in schema.columns:
         label = ("(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = m.copyKind)"
-                 if "ENUM_CUDA_MEMCPY_OPER" in columns.get("_tables", set()) else "m.copyKind")
+                 if "ENUM_CUDA_MEMCPY_OPER" in schema.tables else "m.copyKind")
         parts.append(f"""
         select 'memcpy', m.start, m.end, m.deviceId, m.streamId, m.correlationId, m.globalPid,
                '[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']', null, null, null, null, null, null, null
         from CUPTI_ACTIVITY_KIND_MEMCPY m""")
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in columns:
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in schema.columns:
         parts.append("""
         select 'memset', s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
                '[CUDA memset]', null, null, null, null, null, null, null
@@ -122,8 +131,9 @@ def _gpu_ops_sql(columns: dict[str, set[str]]) -> str:
         order by coalesce(r.start, ops.start), ops.correlationId"""
 
 
-def _ranges(con: sqlite3.Connection, columns: dict[str, set[str]]) -> list[OpenRange]:
-    if "NVTX_EVENTS" not in columns:
+def _ranges(con: sqlite3.Connection, schema: Schema) -> list[OpenRange]:
+    """The push/pop ranges, sorted by thread and start, with their paths and depths."""
+    if "NVTX_EVENTS" not in schema.columns:
         return []
     domains = {}
     for gtid, dom, text in con.execute(f"select globalTid, domainId, text from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"):
@@ -138,14 +148,8 @@ def _ranges(con: sqlite3.Connection, columns: dict[str, set[str]]) -> list[OpenR
         r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid))
         r.global_tid = gtid
         out.append(r)
-    # Paths and depths: per thread, ranges nest.
-    stack: list[OpenRange] = []
-    for r in out:
-        while stack and (stack[-1].global_tid != r.global_tid or stack[-1].end <= r.start):
-            stack.pop()
-        r.depth = len(stack)
-        r.path = "/".join([x.label() for x in stack] + [r.label()])
-        stack.append(r)
+    for _ in attribute((r.global_tid, r.start, RANGE, r) for r in out):  # sets paths and depths
+        pass
     return out
 
 
@@ -154,18 +158,17 @@ def read_nsys_sqlite(path: str | Path) -> Capture:
     ``capture.ranges`` (with per-range counts) once it has yielded the last one."""
     path = Path(path)
     con = connect(path)
-    columns = check_schema(con, path)
-    columns["_tables"] = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+    schema = check_schema(con, path)
     gpu_name = cc = None
-    if "TARGET_INFO_GPU" in columns:
+    if "TARGET_INFO_GPU" in schema.columns:
         row = con.execute("select name, computeMajor, computeMinor from TARGET_INFO_GPU order by id limit 1").fetchone()
         if row:
             gpu_name, cc = row[0], f"{row[1]}.{row[2]}" if row[1] is not None else None
-    meta = dict(x.split("=", 1) for x in columns["_meta"])
+    meta = schema.meta
     capture = Capture(kernels=None, tool="nsys", tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name,
                       compute_capability=cc, source_format="nsys-sqlite")
-    ranges = _ranges(con, columns)
-    sql = _gpu_ops_sql(columns)
+    ranges = _ranges(con, schema)
+    sql = _gpu_ops_sql(schema)
     # Until the rows are read the ranges are known but not counted.
     capture.ranges = [{"path": r.path, "name": r.name} for r in ranges]
 
@@ -190,7 +193,24 @@ def _attributed_rows(con: sqlite3.Connection, sql: str, ranges: list[OpenRange],
     open_by_thread: dict[int, list[OpenRange]] = {}
     launched: dict[int, int] = {}  # kernels launched so far, per process
     at_start: dict[int, int] = {}
-    others: dict[int, int] = {}
+    others: dict[int, int] = {}  # kernels the whole process launched while each range was open
+
+    def advance(t: float) -> None:
+        """Open and close the ranges whose start or end is at or before t."""
+        nonlocal ev
+        while ev < len(events) and events[ev][0] <= t:
+            _, is_start, i = events[ev]
+            r = ranges[i]
+            if is_start:
+                open_by_thread.setdefault(r.global_tid, []).append(r)
+                at_start[i] = launched.get(r.process, 0)
+            else:
+                stack = open_by_thread.get(r.global_tid, [])
+                if r in stack:
+                    stack.remove(r)
+                others[i] = launched.get(r.process, 0) - at_start.get(i, 0)
+            ev += 1
+
     unlaunched = 0
     cur = con.execute(sql)
     launch_id = 0
@@ -199,19 +219,7 @@ def _attributed_rows(con: sqlite3.Connection, sql: str, ranges: list[OpenRange],
         if not batch:
             break
         for (kind, start, end, dev, stream, corr, gpid, name, short, gx, gy, gz, bx, by, bz, l_start, l_tid) in batch:
-            t = l_start if l_start is not None else start
-            while ev < len(events) and events[ev][0] <= t:
-                _, is_start, i = events[ev]
-                r = ranges[i]
-                if is_start:
-                    open_by_thread.setdefault(r.global_tid, []).append(r)
-                    at_start[i] = launched.get(r.process, 0)
-                else:
-                    stack = open_by_thread.get(r.global_tid, [])
-                    if r in stack:
-                        stack.remove(r)
-                    others[i] = launched.get(r.process, 0) - at_start.get(i, 0)
-                ev += 1
+            advance(l_start if l_start is not None else start)
             name = name or ""
             row = {
                 "launch_id": launch_id, "kind": kind, "name": name, "short_name": short or short_name(name),
@@ -224,30 +232,14 @@ def _attributed_rows(con: sqlite3.Connection, sql: str, ranges: list[OpenRange],
             if l_tid is None:
                 unlaunched += 1
             else:
-                stack = open_by_thread.get(l_tid)
-                if stack:
-                    row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
-                    for r in stack:
-                        r.gpu_ops += 1
-                        if kind == "kernel":
-                            r.kernels += 1
-                            r.gpu_time_ns += row["duration_ns"]
+                place(row, open_by_thread.get(l_tid) or [])
                 if kind == "kernel":
                     pid = _pid(l_tid)
                     launched[pid] = launched.get(pid, 0) + 1
             yield row
-    for _, is_start, i in events[ev:]:
-        if is_start:
-            at_start[i] = launched.get(ranges[i].process, 0)
-        else:
-            others[i] = launched.get(ranges[i].process, 0) - at_start.get(i, 0)
-    order = sorted(range(len(ranges)), key=lambda i: (ranges[i].start, -ranges[i].end))
-    capture.ranges = [{
-        "range_id": n, "name": ranges[i].name, "domain": ranges[i].domain, "path": ranges[i].path,
-        "depth": ranges[i].depth, "thread_id": ranges[i].thread_id, "start_ns": ranges[i].start,
-        "wall_ns": ranges[i].end - ranges[i].start, "kernels": ranges[i].kernels, "gpu_ops": ranges[i].gpu_ops,
-        "gpu_time_ns": ranges[i].gpu_time_ns, "other_thread_kernels": others.get(i, 0) - ranges[i].kernels,
-    } for n, i in enumerate(order)]
+    advance(float("inf"))
+    index = {id(r): i for i, r in enumerate(ranges)}
+    capture.ranges = range_rows(ranges, lambda r: others.get(index[id(r)], 0) - r.kernels, gpu=True)
     if unlaunched:
         capture.notes.append(f"{unlaunched} GPU operations have no launch call in the export, so no range")
     con.close()

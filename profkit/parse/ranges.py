@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 # Sort order at equal start: ranges open before a point that starts with them is tested.
 RANGE, POINT = 0, 1
@@ -38,6 +38,23 @@ class OpenRange:
 
     def label(self) -> str:
         return f"{self.domain}@{self.name}" if self.domain else self.name
+
+    def count(self, kind: str, duration_ns: int) -> None:
+        """Count one activity attributed to this range: GPU operations of any kind, and
+        kernels (or CPU operators) with their time."""
+        if kind != "cpu_op":
+            self.gpu_ops += 1
+        if kind in ("kernel", "cpu_op"):
+            self.kernels += 1
+            self.gpu_time_ns += duration_ns
+
+
+def place(row: dict, stack: list[OpenRange]) -> None:
+    """Put a kernel-table row in the ranges open on its thread (outermost first)."""
+    if stack:
+        row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
+    for r in stack:
+        r.count(row["kind"], row["duration_ns"])
 
 
 def attribute(events: Iterable[tuple]) -> Iterator[tuple[object, list[OpenRange]]]:
@@ -80,14 +97,17 @@ class LaunchIndex:
         for v in self.by_thread.values():
             v.sort()
 
-    def others(self, process: object, thread: object, start: int, end: int) -> int:
+    def others(self, r: OpenRange) -> int:
+        """Launches by other threads of the range's process while it was open."""
+
         def count(xs: list[int]) -> int:
-            return bisect.bisect_left(xs, end) - bisect.bisect_left(xs, start)
+            return bisect.bisect_left(xs, r.end) - bisect.bisect_left(xs, r.start)
 
-        return count(self.by_process.get(process, [])) - count(self.by_thread.get((process, thread), []))
+        return count(self.by_process.get(r.process, [])) - count(self.by_thread.get((r.process, r.thread_id), []))
 
 
-def range_rows(ranges: list[OpenRange], launches: LaunchIndex | None, gpu: bool) -> list[dict]:
+def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRange], int | None],
+               gpu: bool) -> list[dict]:
     """RANGE_COLUMNS rows, in start order."""
     rows = []
     for i, r in enumerate(sorted(ranges, key=lambda r: (r.start, -r.end))):
@@ -95,6 +115,6 @@ def range_rows(ranges: list[OpenRange], launches: LaunchIndex | None, gpu: bool)
             "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
             "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,
             "kernels": r.kernels, "gpu_ops": r.gpu_ops if gpu else None, "gpu_time_ns": r.gpu_time_ns,
-            "other_thread_kernels": launches.others(r.process, r.thread_id, r.start, r.end) if launches else None,
+            "other_thread_kernels": other_thread_kernels(r),
         })
     return rows
