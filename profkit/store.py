@@ -151,33 +151,24 @@ class Store:
         row dicts in launch order, written as it is read (for captures too big to hold);
         ``ranges`` is a list of RANGE_COLUMNS rows, or a callable giving it once the kernels
         have been read; ``late``, a callable giving run fields known only then."""
-        from .parse.schema import activity_of
-
         run = dict(run)
         for key in ("metrics", "command", "raw_files", "info"):
             if key in run and not isinstance(run[key], str) and run[key] is not None:
                 run[key] = json.dumps(run[key])
         run.setdefault("status", "ok")
-        streamed = not hasattr(kernels, "columns")
-        totals = {"activity": "kernel", "count": 0, "time": 0}
-        if not streamed:
-            run["activity"] = activity_of(kernels)
-            main = kernels[kernels["kind"] == run["activity"]] if len(kernels) else kernels
-            run["kernel_count"] = int(len(main))
-            run["gpu_time_ns"] = int(main["duration_ns"].fillna(0).sum()) if len(main) else 0
-            rows = lambda run_id: _kernel_rows(kernels, run_id)  # noqa: E731
+        if hasattr(kernels, "columns"):
+            table_rows = lambda run_id: _kernel_rows(kernels, run_id)  # noqa: E731
         else:
-            rows = lambda run_id: _counted(kernels, run_id, totals)  # noqa: E731
+            table_rows = lambda run_id: _stream_rows(kernels, run_id)  # noqa: E731
+        totals = {"activity": "kernel", "count": 0, "time": 0}
         with self.db.atomic():
             self.check_name_free(run["name"])
             run_id = self.db["runs"].insert(run).last_pk
-            self._insert_kernels(rows(run_id))
+            self._insert_kernels(_counted(table_rows(run_id), totals))
             updates = dict(late() if late else {})
-            if streamed:
-                updates.update(activity=totals["activity"], kernel_count=totals["count"], gpu_time_ns=totals["time"])
-            if updates:
-                self.db["runs"].update(run_id, {k: json.dumps(v) if isinstance(v, (dict, list)) else v
-                                                for k, v in updates.items()})
+            updates.update(activity=totals["activity"], kernel_count=totals["count"], gpu_time_ns=totals["time"])
+            self.db["runs"].update(run_id, {k: json.dumps(v) if isinstance(v, (dict, list)) else v
+                                            for k, v in updates.items()})
             ranges = ranges() if callable(ranges) else ranges
             if ranges:
                 self.db["ranges"].insert_all(({"run_id": run_id, **r} for r in ranges), batch_size=2000)
@@ -250,23 +241,30 @@ def _kernel_rows(kernels, run_id: int) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def _counted(rows, run_id: int, totals: dict) -> Iterator[dict[str, Any]]:
-    """Stream classified row dicts into table rows, counting the run's main activity."""
+def _stream_rows(rows, run_id: int) -> Iterator[dict[str, Any]]:
+    """Classified row dicts, as a streamed capture yields them, into table rows."""
     from .parse.schema import KINDS
 
     for r in rows:
         if r["kind"] not in KINDS:
             raise StoreError(f"unknown kind {r['kind']!r} in launch {r['launch_id']}")
-        if r["kind"] == "cpu_op":
-            totals["activity"] = "cpu_op"
-        if r["kind"] == totals["activity"]:
-            totals["count"] += 1
-            totals["time"] += r["duration_ns"] or 0
         out = {"run_id": run_id, **r}
         out["metrics"] = json.dumps(r.get("metrics") or {})
         if out.get("tensor_core") is not None:
             out["tensor_core"] = int(bool(out["tensor_core"]))
         yield out
+
+
+def _counted(rows: Iterator[dict[str, Any]], totals: dict) -> Iterator[dict[str, Any]]:
+    """Pass table rows through, counting the run's main activity (kernels, or CPU operators:
+    a run's rows are never both) and its summed duration."""
+    for r in rows:
+        if r["kind"] == "cpu_op":
+            totals["activity"] = "cpu_op"
+        if r["kind"] == totals["activity"]:
+            totals["count"] += 1
+            totals["time"] += r["duration_ns"] or 0
+        yield r
 
 
 def _decode_kernel(row: dict[str, Any]) -> dict[str, Any]:
