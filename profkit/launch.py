@@ -289,6 +289,7 @@ def _profile_torch(job: _Job) -> tuple[Capture, dict[str, Any]]:
 
 
 def _profile_nsys(job: _Job) -> tuple[Capture, dict[str, Any]]:
+    from .parse import export_nsys
     from .parse.nsys_sqlite import read_nsys_sqlite
 
     exe = nsys.find()
@@ -314,8 +315,7 @@ def _profile_nsys(job: _Job) -> tuple[Capture, dict[str, Any]]:
         last = next((l for l in reversed(result.tail) if l.strip()), "no output")
         raise ToolFailed(f"nsys failed (exit {result.returncode}): {last}", f"Its log is {log}.")
     job.progress.stage("exporting the report to SQLite")
-    sqlite_path = job.folder / "report.sqlite"
-    runner.capture(nsys.export_sqlite_argv(exe, report, sqlite_path), timeout=3600)
+    sqlite_path = export_nsys(report, job.folder)
     capture = read_nsys_sqlite(sqlite_path)
     capture.tool_version = tool_version
     return capture, {
