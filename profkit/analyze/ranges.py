@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-RANGE_FIELDS = ["name", "domain", "path", "depth", "thread_id", "start_ns", "wall_ns", "kernels", "gpu_ops",
-                "gpu_time_ns", "other_thread_kernels"]
+from ..parse.schema import RANGE_COLUMNS
+
+RANGE_FIELDS = [c for c in RANGE_COLUMNS if c != "range_id"]
 
 
 def run_ranges(store, run: dict[str, Any]) -> list[dict[str, Any]]:
