@@ -1,8 +1,53 @@
 """profkit: run a PyTorch workload under a GPU profiler, keep one kernel table per run, and say
 for every kernel which precision it ran in and whether it used the tensor cores.
 
-The library is the product; ``profkit.cli`` is a thin shell over it. Importing this package
-must stay cheap (no torch, no pandas) so that ``profkit --help`` is instant.
+The library is the product; ``profkit.cli`` is a thin shell over it::
+
+    import profkit
+    db = profkit.open_db()                 # ./profkit.db, or $PROFKIT_DB
+    run = db.run("vgg16-fp16-eager-ncu")   # or db.import_file(...), or profkit.profile("vgg16", ...)
+    run.summary(); run.kernels(); run.ranges()
+
+Importing this package stays cheap (no torch, no pandas, nothing but these names, loaded when
+first used) so that ``profkit --help`` is instant.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# Public name -> module that defines it, imported on first use (PEP 562).
+_EXPORTS = {
+    "open_db": "api", "profile": "api", "Database": "api", "Run": "api",
+    "RunRecord": "records", "Summary": "records", "TopKernel": "records", "MemoryOps": "records",
+    "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
+    "Progress": "launch",
+    "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
+    "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
+    "RunNotFound": "errors", "RunExists": "errors", "StoreError": "errors", "ProfkitWarning": "errors",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from .api import Database, Run, open_db, profile
+    from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
+                         RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError, WorkloadError)
+    from .launch import Progress
+    from .parse.schema import ClassifiedRow, KernelRow, RangeRow
+    from .records import MemoryOps, RunRecord, Summary, TopKernel
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'profkit' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -17,9 +17,13 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import UsageError
+from .parse.schema import Capture, ClassifiedRow, KernelRow, frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RULES_PATH = Path(__file__).with_name("rules.toml")
 
@@ -199,17 +203,29 @@ def _by_name_only(name: str) -> Verdict:
     return classify_one(name, None)
 
 
-def classify(df):
-    """Add precision, tensor_core, family, evidence and evidence_detail to a kernel table."""
-    import pandas as pd
+def classify_rows(rows: Iterable[KernelRow]) -> Iterator[ClassifiedRow]:
+    """Each row with its verdict (precision, tensor_core, family, evidence, evidence_detail)."""
+    for r in rows:
+        v = classify_row(r["kind"], r["name"], r["metrics"], r["input_types"])
+        out: ClassifiedRow = {**r, "precision": v.precision, "tensor_core": v.tensor_core,  # type: ignore[typeddict-item]
+                              "family": v.family, "evidence": v.evidence, "evidence_detail": v.evidence_detail}
+        yield out
 
-    types = df["input_types"] if "input_types" in df.columns else [None] * len(df)
-    verdicts = [classify_row(k, n, m, None if t is pd.NA else t)
-                for k, n, m, t in zip(df["kind"], df["name"], df["metrics"], types)]
-    out = df.copy()
-    out["precision"] = pd.array([v.precision for v in verdicts], dtype="string")
-    out["tensor_core"] = pd.array([v.tensor_core for v in verdicts], dtype="boolean")
-    out["family"] = pd.array([v.family for v in verdicts], dtype="string")
-    out["evidence"] = pd.array([v.evidence for v in verdicts], dtype="string")
-    out["evidence_detail"] = pd.array([v.evidence_detail for v in verdicts], dtype="string")
-    return out
+
+def classified(capture: Capture[KernelRow]) -> Capture[ClassifiedRow]:
+    """The capture with its rows classified as they are read (ranges and notes shared)."""
+    return Capture(
+        rows=classify_rows(capture.rows), tool=capture.tool, source_format=capture.source_format,
+        tool_version=capture.tool_version, gpu_name=capture.gpu_name, compute_capability=capture.compute_capability,
+        metric_names=capture.metric_names, metric_units=capture.metric_units, notes=capture.notes,
+        ranges=capture.ranges, range_paths=capture.range_paths)
+
+
+def classify(df: "pd.DataFrame") -> "pd.DataFrame":
+    """A kernel table (DataFrame) with the verdict columns added: for notebooks and tests; the
+    import path classifies rows as they stream (``classified``)."""
+    records = df.astype(object).where(df.notna(), None).to_dict("records")
+    for r in records:
+        r["metrics"] = r.get("metrics") or {}
+        r.setdefault("input_types", None)
+    return frame(classify_rows(records), classified=True).set_axis(df.index)  # type: ignore[arg-type]

@@ -1,8 +1,23 @@
 """The one exception hierarchy. Every expected failure is a ProfkitError whose message says
 what happened, to which file or tool, and what to try; the CLI prints it as one line and exits
-non-zero. Anything else is a bug and keeps its traceback."""
+non-zero. Anything else is a bug and keeps its traceback.
+
+Library messages name the library's own parameters, in backticks (`` `iters` must be at least
+1``), never command-line flags: a notebook user passes ``iters=``. The CLI renders the same
+error with its flags (``--iters must be at least 1``) through :meth:`ProfkitError.one_line`.
+"""
 
 from __future__ import annotations
+
+import re
+from typing import Callable
+
+_PARAM = re.compile(r"`([a-z][a-z0-9_]*)`")
+
+
+def name_params(text: str, option: Callable[[str], str] | None) -> str:
+    """Library text with its `parameters` named as ``option`` names them (the CLI: flags)."""
+    return _PARAM.sub(lambda m: option(m.group(1)), text) if option else text
 
 
 class ProfkitError(Exception):
@@ -15,11 +30,16 @@ class ProfkitError(Exception):
         self.message = message
         self.hint = hint
 
-    def one_line(self) -> str:
+    def one_line(self, option: Callable[[str], str] | None = None) -> str:
+        """The message and hint on one line. ``option`` maps a parameter named in backticks to
+        what the caller calls it (the CLI: its flag); without it the backticks stay."""
         text = self.message.rstrip(".")
         if self.hint:
             text += f". {self.hint}"
-        return " ".join(text.split())
+        return name_params(" ".join(text.split()), option)
+
+    def __str__(self) -> str:
+        return self.one_line()
 
 
 class UsageError(ProfkitError):
@@ -48,12 +68,21 @@ class BadExport(ProfkitError):
     """A file to import is missing, of an unknown kind, or not laid out as expected."""
 
 
+class EmptyCapture(BadExport):
+    """A capture that holds no kernel launches and no CPU operator calls."""
+
+
 class RunNotFound(ProfkitError):
     """No run in the database has that name or id."""
 
 
 class RunExists(ProfkitError):
     """A run with that name is already in the database."""
+
+
+class ProfkitWarning(UserWarning):
+    """Something worth telling the caller that is no failure (a file imported twice, ...).
+    Library calls issue it with ``warnings.warn``; the CLI prints it as a note."""
 
 
 class StoreError(ProfkitError):

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
         spec = workloads.Spec(**job["spec"])
         if spec.device == "cuda" and not torch.cuda.is_available():
-            raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use --device cpu, or check the driver.")
+            raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
         module = workloads.load_module(Path(job["workload_path"]))
         workloads.check_supported(module, spec, Path(job["workload_path"]))
         step = workloads.prepare(module, spec)

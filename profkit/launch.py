@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import gpu, nvtx_ranges, workloads
-from .errors import ToolFailed, ToolNotFound, UsageError, WorkloadError
+from .choices import Tool, values
+from .errors import EmptyCapture, ToolFailed, ToolNotFound, UsageError, WorkloadError
 from .ingest import now, store_capture
-from .parse.schema import Capture
+from .parse.schema import Capture, KernelRow
+from .records import RunRecord
 from .store import Store, raw_dir
+from .store.database import RunFields
 from .tools import ncu, nsys, runner
 
-TOOLS = ("auto", "ncu", "nsys", "torch")
+TOOLS = values(Tool)
 DRIVER_DIR = Path("/proc/driver/nvidia")  # present wherever the NVIDIA kernel driver is loaded
 GPU_ONLY = ("ncu", "nsys")
 
@@ -80,11 +83,11 @@ def plan(req: RunRequest) -> Plan:
     if req.tool == "auto":
         tool, why = choose_tool(req.spec.device)
         if req.metrics is not None and tool != "ncu":
-            raise UsageError(f"--metrics chooses ncu counters, but --tool auto chose {tool}: {why}")
+            raise UsageError(f"`metrics` chooses ncu counters, but `tool` auto chose {tool}: {why}")
         if (req.cpu_sampling or req.context_switches) and tool != "nsys":
-            raise UsageError(f"--cpu-sampling and --context-switches are nsys options, but --tool auto chose {tool}: {why}")
+            raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, but `tool` auto chose {tool}: {why}")
     else:
-        tool, why = req.tool, "chosen with --tool"
+        tool, why = req.tool, "chosen with `tool`"
         if tool in GPU_ONLY:
             {"ncu": ncu, "nsys": nsys}[tool].find()  # not installed: say so before anything is written
     return Plan(req, wname, wpath, tool, why)
@@ -94,25 +97,29 @@ def check(req: RunRequest) -> tuple[str, Path]:
     """Validate a request's options; return the workload's (name, path)."""
     workloads.validate_spec(req.spec)
     if req.tool not in TOOLS:
-        raise UsageError(f"unknown tool {req.tool!r}", f"Choose one of {', '.join(TOOLS)}.")
-    if req.iters < 1 or req.warmup < 0:
-        raise UsageError("--iters must be at least 1 and --warmup at least 0")
+        raise UsageError(f"unknown `tool` {req.tool!r}", f"Choose one of {', '.join(TOOLS)}.")
+    if req.iters < 1:
+        raise UsageError(f"`iters` must be at least 1, not {req.iters}")
+    if req.warmup < 0:
+        raise UsageError(f"`warmup` must be at least 0, not {req.warmup}")
+    if req.timeout_s is not None and req.timeout_s <= 0:
+        raise UsageError(f"`timeout_s` must be a positive number of seconds, not {req.timeout_s}")
     if req.spec.device == "cpu" and req.tool in GPU_ONLY:
-        raise UsageError(f"{req.tool} profiles GPU work; --device cpu needs --tool torch (or auto)")
+        raise UsageError(f"{req.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
     if req.metrics is not None and req.tool not in ("ncu", "auto"):
-        raise UsageError(f"--metrics chooses ncu counters; --tool {req.tool} collects none")
+        raise UsageError(f"`metrics` chooses ncu counters; `tool` {req.tool} collects none")
     if (req.cpu_sampling or req.context_switches) and req.tool not in ("nsys", "auto"):
-        raise UsageError(f"--cpu-sampling and --context-switches are nsys options, not {req.tool}'s")
+        raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {req.tool}'s")
     return workloads.resolve(req.workload)
 
 
 def choose_tool(device: str) -> tuple[str, str]:
-    """``--tool auto``: ncu where it can read counters, else nsys, else torch. (tool, why)."""
+    """``tool`` auto: ncu where it can read counters, else nsys, else torch. (tool, why)."""
     if device == "cpu":
-        return "torch", "--device cpu: only torch.profiler sees CPU operators"
+        return "torch", "`device` cpu: only torch.profiler sees CPU operators"
     if not DRIVER_DIR.exists() and gpu.query() is None:
         raise UsageError("no NVIDIA GPU or driver found here",
-                         "Profile CPU operators with --device cpu, or import a capture made elsewhere.")
+                         "Profile CPU operators with `device` cpu, or import a capture made elsewhere.")
     try:
         exe = ncu.find()
     except ToolNotFound:
@@ -173,8 +180,8 @@ class _Job:
         return result, time.monotonic() - t0
 
 
-def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> dict[str, Any]:
-    """Profile, import, classify and store one run; return its run row."""
+def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> RunRecord:
+    """Profile, import, classify and store one run; return it."""
     progress = progress or Progress()
     p = request if isinstance(request, Plan) else plan(request)
     req, wname, wpath, tool, why = p.req, p.workload, p.path, p.tool, p.why
@@ -198,28 +205,25 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     if capture.gpu_name is None and req.spec.device == "cuda":
         capture.gpu_name = info.get("gpu_name")
         capture.compute_capability = info.get("compute_capability")
-    if capture.kernels is not None and not len(capture.kernels):
-        raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
-                         f"Its files are in {folder}.")
     progress.stage("classifying and storing")
-    row = {
+    fields: RunFields = {
         "name": name, "source": "run", "workload": wname, "precision": req.spec.precision,
         "mode": req.spec.mode, "batch_size": req.spec.batch_size, "iters": req.iters,
         "device": req.spec.device, "started_at": started,
-        **row,
+        **row,  # type: ignore[typeddict-item]
         "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {})},
     }
-    row = store_capture(store, capture, row)
-    if not row["kernel_count"]:
-        store.delete_run(row["id"])
-        raise ToolFailed(f"{tool} recorded no kernels in the measured iterations", f"Its files are in {folder}.")
-    return row
+    try:
+        return store_capture(store, capture, fields)
+    except EmptyCapture:
+        raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
+                         f"Its files are in {folder}.") from None
 
 
 # ------------------------------------------------------------------------------ drivers
 # Each profiles job's process and returns (capture, run-row fields).
 
-def _profile_ncu(job: _Job) -> tuple[Capture, dict[str, Any]]:
+def _profile_ncu(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     from .classify import metric_set
     from .parse.ncu_csv import read_ncu_csv
 
@@ -259,7 +263,7 @@ def _profile_ncu(job: _Job) -> tuple[Capture, dict[str, Any]]:
     }
 
 
-def _profile_torch(job: _Job) -> tuple[Capture, dict[str, Any]]:
+def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     from .parse.kineto import read_kineto
 
     trace = job.folder / "trace.json.gz"
@@ -288,7 +292,7 @@ def _profile_torch(job: _Job) -> tuple[Capture, dict[str, Any]]:
     }
 
 
-def _profile_nsys(job: _Job) -> tuple[Capture, dict[str, Any]]:
+def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     from .parse import export_nsys
     from .parse.nsys_sqlite import read_nsys_sqlite
 
@@ -325,6 +329,6 @@ def _profile_nsys(job: _Job) -> tuple[Capture, dict[str, Any]]:
     }
 
 
-DRIVERS: dict[str, Callable[[_Job], tuple[Capture, dict[str, Any]]]] = {
+DRIVERS: dict[str, Callable[[_Job], tuple[Capture[KernelRow], dict[str, Any]]]] = {
     "ncu": _profile_ncu, "torch": _profile_torch, "nsys": _profile_nsys,
 }

@@ -14,24 +14,27 @@ A workload is a Python file with a ``build(spec)`` function. ``spec`` is a :clas
 
 The file may also set ``DESCRIPTION`` (one line, shown by ``profkit workloads``) and
 ``PRECISIONS`` / ``MODES`` (what it supports, if not all). Built-ins live in the repository's
-``workloads/`` folder. Nothing here imports torch at module import time.
+``workloads/`` folder, which ships inside the wheel as the package ``profkit.builtin_workloads``
+(see :func:`builtin_dir`). Nothing here imports torch at module import time.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .choices import Device, Mode, Precision, values
 from .errors import UsageError, WorkloadError
 
-PRECISIONS = ("fp32", "fp16", "bf16", "amp")
-MODES = ("eager", "torchscript")
-DEVICES = ("cuda", "cpu")
+PRECISIONS = values(Precision)
+MODES = values(Mode)
+DEVICES = values(Device)
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "workloads"
+BUILTIN_PACKAGE = "profkit.builtin_workloads"
 
 
 @dataclass(frozen=True)
@@ -49,19 +52,57 @@ class Spec:
 
 def validate_spec(spec: Spec) -> None:
     if spec.precision not in PRECISIONS:
-        raise UsageError(f"unknown precision {spec.precision!r}", f"Choose one of {', '.join(PRECISIONS)}.")
+        raise UsageError(f"unknown `precision` {spec.precision!r}", f"Choose one of {', '.join(PRECISIONS)}.")
     if spec.mode not in MODES:
-        raise UsageError(f"unknown mode {spec.mode!r}", f"Choose one of {', '.join(MODES)}.")
+        raise UsageError(f"unknown `mode` {spec.mode!r}", f"Choose one of {', '.join(MODES)}.")
     if spec.device not in DEVICES:
-        raise UsageError(f"unknown device {spec.device!r}", f"Choose one of {', '.join(DEVICES)}.")
+        raise UsageError(f"unknown `device` {spec.device!r}", f"Choose one of {', '.join(DEVICES)}.")
     if spec.batch_size < 1:
-        raise UsageError(f"batch size must be at least 1, not {spec.batch_size}")
+        raise UsageError(f"`batch_size` must be at least 1, not {spec.batch_size}")
+
+
+@functools.cache
+def builtin_dir() -> Path | None:
+    """The folder holding the built-in workload files, or None where there is none.
+
+    Installed (wheel or editable), that is the package ``profkit.builtin_workloads``; in a source
+    checkout that was never installed, the ``workloads/`` folder beside the ``profkit`` package.
+    Workload files are handed to the harness by path, so only a real folder counts.
+    """
+    try:
+        from importlib.resources import files
+
+        root = files(BUILTIN_PACKAGE)
+    except ModuleNotFoundError:  # not installed: running from the source tree
+        root = None
+    if isinstance(root, Path) and root.is_dir():
+        return root.resolve()
+    fallback = Path(__file__).resolve().parent.parent / "workloads"
+    return fallback if fallback.is_dir() else None
 
 
 def builtin_names() -> list[str]:
-    if not BUILTIN_DIR.is_dir():
+    """The built-in workloads' names, sorted (modules whose names start with ``_`` are not)."""
+    folder = builtin_dir()
+    if folder is None:
         return []
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.py") if not p.stem.startswith("_"))
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.is_file())
+
+
+def builtin_path(name: str) -> Path:
+    """The file of the built-in workload ``name``; a WorkloadError if there is no such built-in."""
+    if name not in builtin_names():
+        names = ", ".join(builtin_names()) or "none installed"
+        raise WorkloadError(
+            f"unknown workload {name!r}",
+            f"Built-ins: {names}; or give the path of a .py file that defines build(spec).",
+        )
+    return builtin_dir() / f"{name}.py"
+
+
+def builtins() -> list[tuple[str, str]]:
+    """(name, one-line description) of each built-in workload, sorted by name; imports no torch."""
+    return [(name, describe(builtin_path(name))) for name in builtin_names()]
 
 
 def resolve(workload: str) -> tuple[str, Path]:
@@ -72,14 +113,7 @@ def resolve(workload: str) -> tuple[str, Path]:
         if not path.is_file():
             raise WorkloadError(f"workload file not found: {workload}")
         return path.stem, path.resolve()
-    path = BUILTIN_DIR / f"{workload}.py"
-    if not re.fullmatch(r"[A-Za-z0-9_]+", workload) or not path.is_file():
-        names = ", ".join(builtin_names()) or "none installed"
-        raise WorkloadError(
-            f"unknown workload {workload!r}",
-            f"Built-ins: {names}; or give the path of a .py file that defines build(spec).",
-        )
-    return workload, path
+    return workload, builtin_path(workload)
 
 
 def load_module(path: Path):

@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 DATA = Path(__file__).parent / "data"
 NCU_DATA = DATA / "ncu"
@@ -45,6 +46,34 @@ def db(tmp_path):
     return tmp_path / "profkit.db"
 
 
+_runner = CliRunner()
+
+
+def cli(*args, db=None):
+    """Invoke ``profkit ARGS [--db DB]`` in-process; the result has exit_code, stdout, stderr."""
+    from profkit.cli import app
+
+    return _runner.invoke(app, [str(a) for a in args] + (["--db", str(db)] if db else []))
+
+
+def cli_json(*args, db=None):
+    """``profkit ARGS --format json``, parsed; fails the test on a non-zero exit."""
+    import json
+
+    r = cli(*args, "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def one_line_error(result, message: str, code: int = 1) -> None:
+    """The way every bad input must end: exit ``code``, one line on stderr naming the problem,
+    no traceback."""
+    assert result.exit_code == code, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.fixture(scope="session")
 def ncu_rep_dir(tmp_path_factory):
     """The committed .ncu-rep.gz captures, decompressed (the report reader needs a plain file)."""
@@ -73,3 +102,12 @@ def has_nsys() -> bool:
 
 
 needs_gpu_nsys = pytest.mark.skipif(not (has_nsys() and has_cuda()), reason="needs a CUDA GPU and Nsight Systems (nsys)")
+
+
+def kernel_table(path, capture=None):
+    """The kernel table (a DataFrame, not yet classified) of a capture file, or of a capture
+    already loaded from it; its ranges are complete afterwards."""
+    from profkit.parse import load
+    from profkit.parse.schema import frame
+
+    return frame((capture or load(path)).rows)

@@ -1,10 +1,12 @@
-"""The CLI over real captures: import, runs, kernels, summary, the output contract, and one
-clear line for every bad input, with the database left as it was."""
+"""The CLI over real captures: import, runs, kernels, summary, the output contract, what a
+person sees in a terminal and through a pipe, and one clear line for every bad input, with
+the database left as it was."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,15 +16,10 @@ from typer.testing import CliRunner
 
 from profkit.cli import app
 
-from .conftest import NCU_DATA
+from .conftest import NCU_DATA, cli, cli_json, one_line_error
 
 runner = CliRunner()
 CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
-
-
-def cli(*args, db=None):
-    argv = list(args) + (["--db", str(db)] if db else [])
-    return runner.invoke(app, argv)
 
 
 def run_count(db) -> int:
@@ -99,24 +96,6 @@ def test_name_clash_refused_and_database_unchanged(db):
     assert (run_count(db), kernel_count(db)) == before
 
 
-def test_failure_while_writing_leaves_nothing(db, monkeypatch):
-    import profkit.store as store
-
-    cli("import", str(CSV), "--name", "a", db=db)
-    real = store._kernel_rows
-
-    def broken(kernels, run_id):
-        for i, row in enumerate(real(kernels, run_id)):
-            if i == 100:
-                raise OSError("disk full")
-            yield row
-
-    monkeypatch.setattr(store, "_kernel_rows", broken)
-    with pytest.raises(OSError):
-        runner.invoke(app, ["import", str(CSV), "--name", "b", "--db", str(db)], catch_exceptions=False)
-    assert run_count(db) == 1 and kernel_count(db) == 162
-
-
 def bad_inputs(tmp_path):
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
@@ -142,11 +121,7 @@ def bad_inputs(tmp_path):
 def test_bad_imports_one_line_each(tmp_path, db):
     cli("import", str(CSV), "--name", "keep", db=db)
     for name, message in bad_inputs(tmp_path).items():
-        r = cli("import", str(tmp_path / name), db=db)
-        assert r.exit_code == 1, (name, r.output)
-        lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], (name, r.stderr)
-        assert "Traceback" not in r.output
+        one_line_error(cli("import", str(tmp_path / name), db=db), message)
     assert run_count(db) == 1 and kernel_count(db) == 162
 
 
@@ -156,18 +131,21 @@ def test_other_bad_inputs(tmp_path, db):
         (["summary", "nosuch"], 1, "no run 'nosuch'"),
         (["kernels", "99"], 1, "no run '99'"),
         (["ranges", "nosuch"], 1, "no run 'nosuch'"),
-        (["import", str(CSV), "--name", "bad name!"], 2, "bad run name"),
-        (["import", str(CSV), "--name", "123"], 2, "bad run name"),
+        (["import", str(CSV), "--name", "bad name!"], 2, "bad run --name 'bad name!'"),
+        (["import", str(CSV), "--name", "123"], 2, "bad run --name"),
+        (["import", str(CSV), "--name", "keep"], 1, "Choose another --name"),
         (["run", "nosuch"], 1, "unknown workload"),
-        (["run", "resnet18", "--precision", "fp7"], 2, "unknown precision"),
-        (["run", "resnet18", "--mode", "jit"], 2, "unknown mode"),
-        (["run", "resnet18", "--batch-size", "0"], 2, "batch size"),
+        (["run", "resnet18", "--precision", "fp7"], 2, "Invalid value for '--precision': 'fp7' is not one of 'fp32'"),
+        (["run", "resnet18", "--mode", "jit"], 2, "Invalid value for '--mode'"),
+        (["run", "resnet18", "--batch-size", "zero"], 2, "Invalid value for '--batch-size'"),
         (["run", str(tmp_path / "nofile.py")], 1, "workload file not found"),
+        (["kernels"], 2, "Missing argument 'RUN'"),
+        (["kernels", "keep", "--format", "xml"], 2, "Invalid value for '--format'"),
+        (["summary", "keep", "--nope"], 2, "No such option: --nope"),
+        (["nosuchcommand"], 2, "No such command"),
     ]
     for argv, code, message in cases:
-        r = cli(*argv, db=db)
-        assert r.exit_code == code, (argv, r.output)
-        assert r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
+        one_line_error(cli(*argv, db=db), message, code)
     assert run_count(db) == 1
     fresh = tmp_path / "fresh.db"
     assert cli("run", "resnet18", "--precision", "fp7", db=fresh).exit_code == 2
@@ -195,6 +173,17 @@ def test_every_command_has_help():
         assert command in r.stdout
         h = runner.invoke(app, [command, "--help"])
         assert h.exit_code == 0 and len(h.stdout) > 200
+    assert runner.invoke(app, []).exit_code == 0 and "Usage" in runner.invoke(app, []).stdout
+    assert runner.invoke(app, ["--version"]).stdout.startswith("profkit ")
+
+
+def test_help_shows_the_choices():
+    """Options with a fixed set of values list them in --help (and the parser checks them)."""
+    text = " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    for choices in ("auto|ncu|nsys|torch", "fp32|fp16|bf16|amp", "eager|torchscript", "cuda|cpu"):
+        assert choices in text, choices
+    for command in ("kernels", "summary", "ranges", "runs"):
+        assert "table|json|csv" in runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
 
 
 def test_help_imports_nothing_heavy():
@@ -209,3 +198,52 @@ def test_workloads_lists_builtins():
     out = cli("workloads").stdout
     for name in ("vgg16", "resnet50", "resnet18", "precision_zoo"):
         assert name in out
+
+
+def _profkit(args, db, **kw):
+    """profkit as a user starts it, in its own process, with stdout a pipe (not a terminal)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PROFKIT_DB", "COLUMNS")}
+    return subprocess.run([sys.executable, "-m", "profkit", "--db", str(db), *args], capture_output=True,
+                          text=True, env=env, **kw)
+
+
+def test_piped_tables_cut_nothing(db):
+    """Piped to a file or `less`, runs, kernels and summary keep every character of every name."""
+    assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
+    names = [k["name"] for k in cli_json("kernels", "r", db=db)]
+    longest = max(names, key=len)
+    assert len(longest) > 1000  # a batch-norm kernel's demangled name
+    kernels = _profkit(["kernels", "r"], db).stdout
+    assert "…" not in kernels
+    assert all(n.removeprefix("void ") in kernels for n in names)
+    summary = _profkit(["summary", "r"], db).stdout
+    assert "…" not in summary and longest.removeprefix("void ") in summary.replace("void ", "")
+    runs = _profkit(["runs"], db).stdout
+    assert "…" not in runs and "NVIDIA H100 80GB HBM3" in runs and "2026-" in runs
+    ranges = _profkit(["ranges", "r"], db).stdout
+    assert "resnet18.fp16.eager.iter0" in ranges
+
+
+def test_terminal_tables_fit_the_window(db):
+    """In an 80-column terminal the kernel names are cut with an ellipsis instead."""
+    assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
+    import re
+
+    out = runner.invoke(app, ["kernels", "r", "--limit", "5", "--db", str(db)],
+                        env={"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}).stdout
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert "…" in plain and max(len(line) for line in plain.splitlines()) <= 80
+
+
+def test_closed_pipe_ends_quietly(db):
+    """`profkit kernels RUN | head -1`: no traceback, no 'Exception ignored', exit 0."""
+    assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
+    for args in (["kernels", "r"], ["kernels", "r", "-f", "json"], ["kernels", "r", "-f", "csv"], ["summary", "r"]):
+        env = {k: v for k, v in os.environ.items() if k != "PROFKIT_DB"}
+        p = subprocess.Popen([sys.executable, "-m", "profkit", "--db", str(db), *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        assert p.stdout.readline()
+        p.stdout.close()  # what `head -1` does once it has its line
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=60) == 0, (args, err)
+        assert err == "", (args, err)

@@ -17,7 +17,7 @@ RULES = rules()["name_rules"]
 def real_names() -> set[str]:
     names: set[str] = set()
     for f in NCU_DATA.glob("*.raw.csv.gz"):
-        names |= set(load(f).kernels["name"])
+        names |= {r["name"] for r in load(f).rows}
     return names
 
 

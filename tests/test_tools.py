@@ -44,7 +44,7 @@ def test_short_names_agree_across_demanglings(ncu_rep_dir):
     """The CSV's simplified demangling and the report reader's full one reduce to one name."""
     from profkit.parse import load
 
-    csv_names = load(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz").kernels["name"]
-    rep_names = load(ncu_rep_dir / "resnet18_fp32_eager.ncu-rep").kernels["name"]
+    csv_names = [r["name"] for r in load(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz").rows]
+    rep_names = [r["name"] for r in load(ncu_rep_dir / "resnet18_fp32_eager.ncu-rep").rows]
     assert any(a != b for a, b in zip(csv_names, rep_names))  # the forms do differ
     assert [short_name(n) for n in csv_names] == [short_name(n) for n in rep_names]

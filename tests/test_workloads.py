@@ -58,7 +58,7 @@ def test_file_without_build(tmp_path):
 
 def test_builtins_listed_without_torch():
     assert {"vgg16", "resnet50", "resnet18", "precision_zoo"} <= set(workloads.builtin_names())
-    assert "VGG16" in workloads.describe(workloads.BUILTIN_DIR / "vgg16.py")
+    assert "VGG16" in workloads.describe(workloads.builtin_path("vgg16"))
 
 
 @needs_torch

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import BadExport
 from ..names import short_name
 from .ranges import POINT, RANGE, LaunchIndex, OpenRange, attribute, place, range_rows
-from .schema import Capture, frame
+from .schema import Capture, KernelRow, RangeRow, kernel_row
 
 GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -69,7 +69,7 @@ def _xyz(v: Any) -> list[int | None]:
     return [_int(x) for x in v[:3]] if isinstance(v, list) and len(v) >= 3 else [None, None, None]
 
 
-def read_kineto(path: str | Path) -> Capture:
+def read_kineto(path: str | Path) -> Capture[KernelRow]:
     path = Path(path)
     data = load_trace(path)
     gpu, ops, annotations, launches = [], [], [], {}
@@ -107,8 +107,8 @@ def read_kineto(path: str | Path) -> Capture:
         gpu_name = p.get("name")
         if p.get("computeMajor") is not None:
             cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}"
-    return Capture(kernels=frame(kernels), tool="torch", gpu_name=gpu_name, compute_capability=cc,
-                   source_format="kineto-json", notes=notes, ranges=ranges)
+    return Capture(rows=iter(kernels), tool="torch", source_format="kineto-json", gpu_name=gpu_name,
+                   compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges])
 
 
 def _range(e: dict) -> OpenRange:
@@ -127,7 +127,8 @@ def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
     return ranges
 
 
-def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: list[dict]):
+def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
+              ops: list[dict]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
     op_types = {}
     for op in ops:
         args = op.get("args") or {}
@@ -140,7 +141,9 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: lis
         return (launch["_start"] if launch else e["_start"], corr if isinstance(corr, int) else 0)
 
     gpu.sort(key=order)
-    rows, timeline, index = [], [], LaunchIndex()
+    rows: list[KernelRow] = []
+    timeline: list[tuple] = []
+    index = LaunchIndex()
     unlaunched = 0
     for i, e in enumerate(gpu):
         args = e.get("args") or {}
@@ -148,15 +151,12 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: lis
         launch = launches.get(args.get("correlation"))
         grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
         name = str(e.get("name", ""))
-        row = {
-            "launch_id": i, "kind": kind, "name": name, "short_name": short_name(name), "duration_ns": e["_dur"],
-            "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
-            "block_x": block[0], "block_y": block[1], "block_z": block[2],
-            "stream": _int(args.get("stream")), "device": _int(args.get("device")),
-            "thread_id": _int(launch.get("tid")) if launch else None,
-            "nvtx_range": None, "nvtx_path": None, "metrics": {},
-            "input_types": op_types.get(args.get("External id")),
-        }
+        row = kernel_row(
+            i, kind, name, short_name(name), duration_ns=e["_dur"],
+            grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
+            stream=_int(args.get("stream")), device=_int(args.get("device")),
+            thread_id=_int(launch.get("tid")) if launch else None, input_types=op_types.get(args.get("External id")),
+        )
         rows.append(row)
         if launch is None:
             unlaunched += 1
@@ -173,7 +173,7 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict], ops: lis
     return rows, range_rows(ranges, index.others, gpu=True), notes
 
 
-def _cpu_rows(ops: list[dict], annotations: list[dict]):
+def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
     # Self time: each thread's operators and ranges form a tree by time containment; an
     # operator's self time is its span less its children's spans. As torch.profiler's own
     # table does, an operator whose only child is the same operator (aten::div_ re-dispatching
@@ -204,14 +204,15 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]):
         e["_children"] = sum(k["_dur"] for k in e["_kids"])
 
     ops.sort(key=lambda e: (e["_start"], -e["_dur"]))
-    rows, timeline, index = [], [], LaunchIndex()
+    rows: list[KernelRow] = []
+    timeline: list[tuple] = []
+    index = LaunchIndex()
     for i, e in enumerate(ops):
         name = str(e.get("name", ""))
-        row = {
-            "launch_id": i, "kind": "cpu_op", "name": name, "short_name": short_name(name),
-            "duration_ns": max(0, e["_dur"] - e["_children"]), "thread_id": _int(e.get("tid")),
-            "nvtx_range": None, "nvtx_path": None, "metrics": {}, "input_types": _input_types(e.get("args") or {}),
-        }
+        row = kernel_row(
+            i, "cpu_op", name, short_name(name), duration_ns=max(0, e["_dur"] - e["_children"]),
+            thread_id=_int(e.get("tid")), input_types=_input_types(e.get("args") or {}),
+        )
         rows.append(row)
         timeline.append(((e.get("pid"), e.get("tid")), e["_start"], POINT, row))
         index.add(e.get("pid"), _int(e.get("tid")), e["_start"])

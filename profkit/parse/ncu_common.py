@@ -4,6 +4,9 @@ how time units scale to nanoseconds, and how an NVTX push/pop stack is written."
 from __future__ import annotations
 
 import re
+from typing import Iterable
+
+from .schema import KernelRow
 
 # ncu's raw page carries every device attribute and profiler bookkeeping value on every row;
 # they describe the GPU, not the kernel, and would bloat each launch.
@@ -43,3 +46,9 @@ def nvtx_path(ranges: list[tuple[str, str]]) -> str | None:
         default = not domain or domain.startswith("<default")
         parts.append(name if default else f"{domain}@{name}")
     return "/".join(parts) if parts else None
+
+
+def path_list(rows: Iterable[KernelRow]) -> list[str]:
+    """The distinct NVTX stacks the launches were made in, in first-seen order: an ncu
+    capture's ranges as far as its kernels tell them."""
+    return list(dict.fromkeys(r["nvtx_path"] for r in rows if r["nvtx_path"]))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ..errors import BadExport
 from ..names import short_name
-from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path
-from .schema import Capture, frame
+from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path, path_list
+from .schema import Capture, KernelRow, kernel_row
 
 REQUIRED = ("ID", "Kernel Name")
 _TRIPLE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -79,7 +79,7 @@ def _triple(text: str) -> tuple[int | None, int | None, int | None]:
     return tuple(int(g) for g in m.groups()) if m else (None, None, None)  # type: ignore[return-value]
 
 
-def read_ncu_csv(path: Path) -> Capture:
+def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     text = _open_text(path)
     reader = csv.reader(io.StringIO(text))
     try:
@@ -121,7 +121,8 @@ def read_ncu_csv(path: Path) -> Capture:
     if DURATION not in scale and units.get(DURATION):
         raise BadExport(f"{path.name}: unknown time unit {units[DURATION]!r} for {DURATION}")
 
-    out = []
+    out: list[KernelRow] = []
+    seen_ids: set[int] = set()
     gpu_name = cc = None
     for lineno, r in enumerate(rows, start=3 if units else 2):
         if len(r) < len(header):
@@ -140,26 +141,23 @@ def read_ncu_csv(path: Path) -> Capture:
         bx, by, bz = _triple(r[col["Block Size"]]) if "Block Size" in col else (None, None, None)
         name = r[col["Kernel Name"]]
         duration = metrics.get(DURATION)
-        out.append(
-            dict(
-                launch_id=int(launch_id), kind="kernel", name=name, short_name=short_name(name),
-                duration_ns=int(round(duration)) if duration is not None else None,
-                grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
-                stream=_int(r, col, "Stream"), device=_int(r, col, "Device"), thread_id=tid,
-                nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges),
-                metrics=metrics,
-            )
-        )
+        if int(launch_id) in seen_ids:
+            raise BadExport(f"{path.name} lists the same kernel ID twice; is it two exports pasted together?")
+        seen_ids.add(int(launch_id))
+        out.append(kernel_row(
+            int(launch_id), "kernel", name, short_name(name),
+            duration_ns=int(round(duration)) if duration is not None else None,
+            grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
+            stream=_int(r, col, "Stream"), device=_int(r, col, "Device"), thread_id=tid,
+            nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
+        ))
         if gpu_name is None and "device__attribute_display_name" in col:
             gpu_name = r[col["device__attribute_display_name"]].strip() or None
         if cc is None and "CC" in col:
             cc = r[col["CC"]].strip() or None
-    df = frame(out)
-    if df["launch_id"].duplicated().any():
-        raise BadExport(f"{path.name} lists the same kernel ID twice; is it two exports pasted together?")
     return Capture(
-        kernels=df, tool="ncu", gpu_name=gpu_name, compute_capability=cc,
-        source_format="ncu-csv", metric_units=metric_units,
+        rows=iter(out), tool="ncu", source_format="ncu-csv", gpu_name=gpu_name, compute_capability=cc,
+        metric_names=sorted(metric_names), metric_units=metric_units, range_paths=path_list(out),
     )
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..errors import BadExport
 from ..names import short_name
-from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path
-from .schema import Capture, frame
+from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path, path_list
+from .schema import Capture, KernelRow, kernel_row
 
 
 def _reader():
@@ -37,7 +37,7 @@ def _value(metric, ncu_report):
     return int(v) if float(v).is_integer() else v
 
 
-def read_ncu_rep(path: Path) -> Capture:
+def read_ncu_rep(path: Path) -> Capture[KernelRow]:
     ncu_report = _reader()
     if path.stat().st_size == 0:
         raise BadExport(f"{path} is empty")
@@ -48,7 +48,8 @@ def read_ncu_rep(path: Path) -> Capture:
     if ctx is None or ctx.num_ranges() == 0:
         raise BadExport(f"{path.name} could not be read as an Nsight Compute report, or holds no profiled kernels")
 
-    rows = []
+    rows: list[KernelRow] = []
+    names: set[str] = set()
     metric_units: dict[str, str] = {}
     gpu_name = cc = None
     launch_id = 0
@@ -72,6 +73,7 @@ def read_ncu_rep(path: Path) -> Capture:
                 if unit:
                     metric_units[m] = unit
                 metrics[m] = v
+                names.add(m)
 
             def launch(name):
                 metric = act[name]
@@ -86,19 +88,15 @@ def read_ncu_rep(path: Path) -> Capture:
                         ranges.append((dom.name(), text))
             name = act.name(ncu_report.IAction.NameBase_DEMANGLED) or act.name()
             duration = metrics.get(DURATION)
-            rows.append(
-                dict(
-                    launch_id=launch_id, kind="kernel", name=name,
-                    short_name=act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
-                    duration_ns=int(round(duration)) if duration is not None else None,
-                    grid_x=launch("launch__grid_dim_x"), grid_y=launch("launch__grid_dim_y"),
-                    grid_z=launch("launch__grid_dim_z"), block_x=launch("launch__block_dim_x"),
-                    block_y=launch("launch__block_dim_y"), block_z=launch("launch__block_dim_z"),
-                    stream=launch("launch__stream_id"), device=launch("launch__device_id"),
-                    thread_id=None, nvtx_range=ranges[-1][1] if ranges else None,
-                    nvtx_path=nvtx_path(ranges), metrics=metrics,
-                )
-            )
+            rows.append(kernel_row(
+                launch_id, "kernel", name, act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
+                duration_ns=int(round(duration)) if duration is not None else None,
+                grid_x=launch("launch__grid_dim_x"), grid_y=launch("launch__grid_dim_y"),
+                grid_z=launch("launch__grid_dim_z"), block_x=launch("launch__block_dim_x"),
+                block_y=launch("launch__block_dim_y"), block_z=launch("launch__block_dim_z"),
+                stream=launch("launch__stream_id"), device=launch("launch__device_id"),
+                nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
+            ))
             launch_id += 1
             if gpu_name is None:
                 dn = act["device__attribute_display_name"]
@@ -109,6 +107,6 @@ def read_ncu_rep(path: Path) -> Capture:
     if DURATION not in metric_units and rows and rows[0]["duration_ns"] is None:
         raise BadExport(f"{path.name} has no {DURATION} values", "Profile with --metrics that include it.")
     return Capture(
-        kernels=frame(rows), tool="ncu", gpu_name=gpu_name, compute_capability=cc,
-        source_format="ncu-rep", metric_units=metric_units,
+        rows=iter(rows), tool="ncu", source_format="ncu-rep", gpu_name=gpu_name, compute_capability=cc,
+        metric_names=sorted(names), metric_units=metric_units, range_paths=path_list(rows),
     )

@@ -17,6 +17,8 @@ import bisect
 from collections import defaultdict
 from typing import Callable, Iterable, Iterator
 
+from .schema import KernelRow, RangeRow
+
 # Sort order at equal start: ranges open before a point that starts with them is tested.
 RANGE, POINT = 0, 1
 
@@ -49,12 +51,12 @@ class OpenRange:
             self.gpu_time_ns += duration_ns
 
 
-def place(row: dict, stack: list[OpenRange]) -> None:
+def place(row: KernelRow, stack: list[OpenRange]) -> None:
     """Put a kernel-table row in the ranges open on its thread (outermost first)."""
     if stack:
         row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
     for r in stack:
-        r.count(row["kind"], row["duration_ns"])
+        r.count(row["kind"], row["duration_ns"] or 0)
 
 
 def attribute(events: Iterable[tuple]) -> Iterator[tuple[object, list[OpenRange]]]:
@@ -107,9 +109,9 @@ class LaunchIndex:
 
 
 def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRange], int | None],
-               gpu: bool) -> list[dict]:
-    """RANGE_COLUMNS rows, in start order."""
-    rows = []
+               gpu: bool) -> list[RangeRow]:
+    """The capture's range rows, in start order."""
+    rows: list[RangeRow] = []
     for i, r in enumerate(sorted(ranges, key=lambda r: (r.start, -r.end))):
         rows.append({
             "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,

@@ -36,17 +36,22 @@ evidence            string    ``metrics`` (counters decided), ``name`` (name rul
 evidence_detail     string    which counters or which named rule gave the verdict
 ==================  ========  ==========================================================
 
-Importers fill everything up to ``input_types``; ``profkit.classify`` adds the last five.
-A :class:`Capture` carries the table plus what the file says about the run (GPU, tool), and
-the capture's ranges (see ``RANGE_COLUMNS``) where the tool recorded them.
+Importers yield rows with everything up to ``input_types`` (:class:`KernelRow`);
+``profkit.classify`` adds the last five (:class:`ClassifiedRow`). A :class:`Capture` carries
+the rows, what the file says about the run (GPU, tool), and the capture's ranges
+(:class:`RangeRow`) where the tool recorded them. :func:`frame` turns rows into the table as a
+pandas DataFrame with the dtypes above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, TypedDict, TypeVar
 
 from ..errors import BadExport
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "mixed", "unknown")
 EVIDENCE = ("metrics", "name", "dtypes", "none")
@@ -70,8 +75,8 @@ COLUMNS: dict[str, str] = {
     "thread_id": "Int64",
     "nvtx_range": "string",
     "nvtx_path": "string",
-    "metrics": "object",
     "input_types": "string",
+    "metrics": "object",
 }
 CLASSIFIED: dict[str, str] = {
     "precision": "string",
@@ -80,60 +85,116 @@ CLASSIFIED: dict[str, str] = {
     "evidence": "string",
     "evidence_detail": "string",
 }
+# The columns of a stored run's kernel table, in the order `kernels --format json` gives them.
+KERNEL_FIELDS: tuple[str, ...] = (*(c for c in COLUMNS if c != "metrics"), *CLASSIFIED, "metrics")
+
+
+class KernelRow(TypedDict):
+    """One row as an importer yields it (see the table above)."""
+
+    launch_id: int
+    kind: str
+    name: str
+    short_name: str
+    duration_ns: int | None
+    grid_x: int | None
+    grid_y: int | None
+    grid_z: int | None
+    block_x: int | None
+    block_y: int | None
+    block_z: int | None
+    stream: int | None
+    device: int | None
+    thread_id: int | None
+    nvtx_range: str | None
+    nvtx_path: str | None
+    input_types: str | None
+    metrics: dict[str, float]
+
+
+class ClassifiedRow(KernelRow):
+    """A row with its verdict, as the store keeps it and ``Run.iter_kernels()`` yields it."""
+
+    precision: str
+    tensor_core: bool | None
+    family: str | None
+    evidence: str
+    evidence_detail: str
+
+
+_COLUMN_SET = frozenset(COLUMNS)
+
+
+def kernel_row(launch_id: int, kind: str, name: str, short_name: str, **known: Any) -> KernelRow:
+    """A KernelRow with the fields an importer knows; the others are None (``metrics`` {})."""
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(launch_id=launch_id, kind=kind, name=name, short_name=short_name, metrics={})
+    if not known.keys() <= _COLUMN_SET:
+        raise TypeError(f"not kernel-table columns: {sorted(known.keys() - _COLUMN_SET)}")
+    row.update(known)
+    return row  # type: ignore[return-value]  # every key of KernelRow is set above
+
+
+class RangeRow(TypedDict):
+    """One NVTX push/pop or record_function range instance of a capture."""
+
+    range_id: int              # 0-based, in start order
+    name: str                  # the range's own text, no domain
+    domain: str | None         # NVTX domain, or None (default domain, record_function)
+    path: str                  # enclosing ranges and this one, as in the kernel table's nvtx_path
+    depth: int                 # 0 for an outermost range
+    thread_id: int | None      # the thread that pushed it
+    start_ns: int | None       # on the capture's clock
+    wall_ns: int | None        # end - start: the range's wall time
+    kernels: int               # kernel launches (or CPU operators) attributed to it, nested ranges included
+    gpu_ops: int | None        # kernels + memcpy + memset attributed to it (None for CPU captures)
+    gpu_time_ns: int           # summed duration of its kernels (CPU self time for CPU captures)
+    other_thread_kernels: int | None  # kernels other threads of the process launched while it was open
+
+
+# The ranges' columns and their SQL/JSON types, in RangeRow's order.
+RANGE_COLUMNS: dict[str, str] = {
+    "range_id": "int", "name": "str", "domain": "str", "path": "str", "depth": "int", "thread_id": "int",
+    "start_ns": "int", "wall_ns": "int", "kernels": "int", "gpu_ops": "int", "gpu_time_ns": "int",
+    "other_thread_kernels": "int",
+}
+# What `profkit ranges` and Run.ranges() give: everything but the stored id.
+RANGE_FIELDS: tuple[str, ...] = tuple(c for c in RANGE_COLUMNS if c != "range_id")
+
+RowT = TypeVar("RowT", KernelRow, ClassifiedRow)
 
 
 @dataclass
-class Capture:
-    """An imported capture: the kernel table and the run facts the file holds."""
+class Capture(Generic[RowT]):
+    """An imported capture: its rows, streamed, and the run facts the file holds.
 
-    kernels: Any  # pandas.DataFrame with COLUMNS, or None when the capture is streamed (rows)
+    ``rows`` is read once, in launch order. ``ranges`` and ``notes`` are lists that a streamed
+    importer (nsys) completes in place as the last row is read; ``range_paths``, the ranges'
+    paths, are known before. Classifying a capture (``profkit.classify.classified``) gives a
+    ``Capture[ClassifiedRow]`` sharing those lists.
+    """
+
+    rows: Iterator[RowT]
     tool: str
+    source_format: str
     tool_version: str | None = None
     gpu_name: str | None = None
     compute_capability: str | None = None
-    source_format: str = ""
+    metric_names: list[str] = field(default_factory=list)  # per-kernel counters the file has
     metric_units: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    ranges: list[dict] = field(default_factory=list)  # rows with RANGE_COLUMNS
-    # A streamed capture (too big for a DataFrame): a callable yielding kernel-table row dicts
-    # in launch order; ``ranges`` and ``notes`` are complete once it is exhausted.
-    rows: Any = None
-
-    @property
-    def activity(self) -> str:
-        """``cpu_op`` for a capture of CPU operators, else ``kernel``."""
-        return "kernel" if self.kernels is None else activity_of(self.kernels)
+    ranges: list[RangeRow] = field(default_factory=list)
+    range_paths: list[str] = field(default_factory=list)
 
 
-def activity_of(df) -> str:
-    """What a kernel table's rows are: ``cpu_op`` (CPU operators) or ``kernel`` (GPU work)."""
-    kinds = set(df["kind"].dropna()) if len(df) else set()
-    return "cpu_op" if kinds and kinds <= {"cpu_op"} else "kernel"
-
-
-# The ranges of a capture: one row per NVTX push/pop or record_function range instance.
-RANGE_COLUMNS: dict[str, str] = {
-    "range_id": "int",      # 0-based, in start order
-    "name": "str",          # the range's own text, no domain
-    "domain": "str",        # NVTX domain, or None (default domain, record_function)
-    "path": "str",          # enclosing ranges and this one, as in the kernel table's nvtx_path
-    "depth": "int",         # 0 for an outermost range
-    "thread_id": "int",     # the thread that pushed it
-    "start_ns": "int",      # on the capture's clock
-    "wall_ns": "int",       # end - start: the range's wall time
-    "kernels": "int",       # kernel launches (or CPU operators) attributed to it, nested ranges included
-    "gpu_ops": "int",       # kernels + memcpy + memset attributed to it (None for CPU captures)
-    "gpu_time_ns": "int",   # summed duration of its kernels (CPU self time for CPU captures)
-    "other_thread_kernels": "int",  # kernels other threads of the process launched while it was open
-}
-
-
-def frame(rows: list[dict]):
-    """Build a kernel table with the canonical columns and dtypes from row dicts."""
+def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool = False) -> "pd.DataFrame":
+    """The kernel table as a DataFrame with the documented dtypes (plus the verdict columns
+    when ``classified``), from rows."""
     import pandas as pd
 
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
-    for col, dtype in COLUMNS.items():
+    columns = {c: {**COLUMNS, **CLASSIFIED}[c] for c in (KERNEL_FIELDS if classified else COLUMNS)}
+    df = pd.DataFrame(list(rows), columns=list(columns))
+    for col, dtype in columns.items():
         if dtype != "object":
             df[col] = df[col].astype(dtype)
     if len(df):
@@ -141,25 +202,10 @@ def frame(rows: list[dict]):
     return df
 
 
-def validate(df, classified: bool = False) -> None:
-    """Raise BadExport if ``df`` is not a kernel table."""
-    wanted = dict(COLUMNS, **(CLASSIFIED if classified else {}))
-    missing = [c for c in wanted if c not in df.columns]
-    if missing:
-        raise BadExport(f"kernel table lacks columns: {', '.join(missing)}")
-    if df["launch_id"].duplicated().any():
-        raise BadExport("kernel table has duplicate launch ids")
-    kinds = set(df["kind"].dropna())
-    if kinds - set(KINDS):
-        raise BadExport(f"kernel table has unknown kinds: {sorted(kinds - set(KINDS))}")
-    if "cpu_op" in kinds and kinds & set(GPU_KINDS):
-        raise BadExport("kernel table mixes CPU operators and GPU activities")
-    if (df["duration_ns"].dropna() < 0).any():
-        raise BadExport("kernel table has negative durations")
-    if classified:
-        bad = set(df["precision"].dropna()) - set(PRECISIONS)
-        if bad:
-            raise BadExport(f"kernel table has unknown precisions: {sorted(bad)}")
-        bad = set(df["evidence"].dropna()) - set(EVIDENCE)
-        if bad:
-            raise BadExport(f"kernel table has unknown evidence values: {sorted(bad)}")
+def check_row(row: KernelRow) -> None:
+    """Raise BadExport for a row no importer should yield (the store checks each one)."""
+    if row["kind"] not in KINDS:
+        raise BadExport(f"launch {row['launch_id']} has unknown kind {row['kind']!r}")
+    duration = row["duration_ns"]
+    if duration is not None and duration < 0:
+        raise BadExport(f"launch {row['launch_id']} has a negative duration ({duration} ns)")

@@ -99,7 +99,7 @@ def check_result(result: runner.Result, report: Path, kernels_seen: int, nvtx_in
     if errors and ("ERR_NVGPUCTRPERM" in " ".join(errors) or "permission" in " ".join(errors).lower()):
         raise ToolFailed(
             f"ncu may not read the GPU's performance counters here: {errors[0]}",
-            "Run as root or allow profiling (NVreg_RestrictProfilingToAdminUsers=0), or use --tool torch.",
+            "Run as root or allow profiling (NVreg_RestrictProfilingToAdminUsers=0), or use `tool` torch.",
         )
     if result.returncode != 0 or errors:
         what = errors[0] if errors else (result.tail[-1] if result.tail else "no output")

@@ -1,4 +1,5 @@
-"""The ncu importers on real captures from the GPU machine (tests/data/ncu, see capture/)."""
+"""The ncu importers (profkit.parse.ncu_csv, ncu_rep) on real captures from the GPU machine
+(tests/data/ncu, see capture/), and the verdicts made from their counters."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from profkit.classify import classify, rules
 from profkit.parse import load
 from profkit.parse.ncu_csv import parse_number
 
-from .conftest import NCU_DATA
+from .conftest import NCU_DATA, kernel_table
 
 CAPTURES = ["precision_zoo", "resnet18_fp16_eager", "resnet18_fp32_eager", "resnet18_bf16_torchscript"]
 HMMA = "sm__inst_executed_pipe_tensor_op_hmma.sum"
@@ -24,8 +25,8 @@ def kernels_in_log(name: str) -> int:
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_every_launch_counted_once(name, ncu_rep_dir):
-    csv = load(NCU_DATA / f"{name}.raw.csv.gz").kernels
-    rep = load(ncu_rep_dir / f"{name}.ncu-rep").kernels
+    csv = kernel_table(NCU_DATA / f"{name}.raw.csv.gz")
+    rep = kernel_table(ncu_rep_dir / f"{name}.ncu-rep")
     assert len(csv) == len(rep) == kernels_in_log(name)
     assert list(csv["launch_id"]) == list(range(len(csv)))
     # Two independent readers of the same capture agree launch by launch.
@@ -38,14 +39,15 @@ def test_every_launch_counted_once(name, ncu_rep_dir):
 def test_units_row_and_thousands_separators():
     base = load(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz")
     auto = load(NCU_DATA / "resnet18_fp16_eager.raw-autounits.csv.gz")
+    base_k, auto_k = kernel_table(None, base), kernel_table(None, auto)
     raw = (NCU_DATA / "precision_zoo.raw-autounits.csv").read_text().splitlines()
     assert raw[1].split('","')[0] == '"' and '"us"' in raw[1]  # a units row, durations in us
     assert re.search(r'"\d{1,3}(,\d{3})+"', raw[2])  # numbers with thousands separators
     # base units give ns; auto units give us with decimals: both must land on the same ns.
-    assert list(base.kernels["duration_ns"]) == list(auto.kernels["duration_ns"])
+    assert list(base_k["duration_ns"]) == list(auto_k["duration_ns"])
     assert base.metric_units["gpu__time_duration.sum"] == "ns"
-    assert base.kernels["duration_ns"].max() > 10_000
-    zoo = load(NCU_DATA / "precision_zoo.raw.csv.gz").kernels
+    assert base_k["duration_ns"].max() > 10_000
+    zoo = kernel_table(NCU_DATA / "precision_zoo.raw.csv.gz")
     assert zoo.loc[0, "metrics"]["sm__ops_path_tensor_src_fp64.sum"] == 33_554_432  # "33,554,432"
 
 
@@ -58,7 +60,8 @@ def test_parse_number():
 def test_run_facts_from_the_file():
     cap = load(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz")
     assert cap.gpu_name == "NVIDIA H100 80GB HBM3" and cap.compute_capability == "9.0"
-    k = cap.kernels
+    k = kernel_table(None, cap)
+    assert cap.range_paths == ["profkit@resnet18.fp16.eager.iter0"]
     assert set(k["nvtx_range"]) == {"resnet18.fp16.eager.iter0"}
     assert set(k["nvtx_path"]) == {"profkit@resnet18.fp16.eager.iter0"}
     # Device attributes describe the GPU, not the kernel: not copied onto every launch.
@@ -72,7 +75,7 @@ def type_counters(metrics: dict) -> set[str]:
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_verdicts_match_the_counters(name):
-    k = classify(load(NCU_DATA / f"{name}.raw.csv.gz").kernels)
+    k = classify(kernel_table(NCU_DATA / f"{name}.raw.csv.gz"))
     assert (k["evidence"] == "metrics").all()
     for _, row in k.iterrows():
         used = type_counters(row["metrics"])
@@ -84,7 +87,7 @@ def test_verdicts_match_the_counters(name):
 @pytest.mark.parametrize("name", CAPTURES)
 def test_name_rules_agree_with_the_counters(name):
     """Stripped of its counters, every launch gets the same verdict from its name alone."""
-    with_counters = classify(load(NCU_DATA / f"{name}.raw.csv.gz").kernels)
+    with_counters = classify(kernel_table(NCU_DATA / f"{name}.raw.csv.gz"))
     names_only = with_counters.drop(columns=["precision", "tensor_core", "evidence"]).assign(metrics=[{}] * len(with_counters))
     names_only = classify(names_only)
     assert (names_only["evidence"] == "name").all()
@@ -95,7 +98,7 @@ def test_name_rules_agree_with_the_counters(name):
 def test_elementwise_and_layout_kernels_are_not_tensor_core():
     seen_trap = 0
     for name in CAPTURES:
-        k = classify(load(NCU_DATA / f"{name}.raw.csv.gz").kernels)
+        k = classify(kernel_table(NCU_DATA / f"{name}.raw.csv.gz"))
         memory_bound = k[k["family"].isin(["elementwise", "layout", "pooling", "norm", "reduce"])]
         assert len(memory_bound) and not memory_bound["tensor_core"].any()
         # The trap: Hopper's hmma instruction counter is non-zero for many of them.
@@ -104,7 +107,7 @@ def test_elementwise_and_layout_kernels_are_not_tensor_core():
 
 
 def test_precision_zoo_covers_every_precision():
-    k = classify(load(NCU_DATA / "precision_zoo.raw.csv.gz").kernels)
+    k = classify(kernel_table(NCU_DATA / "precision_zoo.raw.csv.gz"))
     tc = k[k["tensor_core"].fillna(False)]
     assert set(tc["precision"]) == {"fp64", "tf32", "fp16", "bf16", "fp8", "int8"}
     ffma = k[k["name"].str.contains("_ffma_")]

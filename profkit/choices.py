@@ -1,0 +1,41 @@
+"""The fixed sets of values profkit's options take, as enums: the one place they are listed.
+The library checks values against them, and the CLI shows and checks them in ``--help``
+(``--tool [auto|ncu|nsys|torch]``). Cheap to import: nothing but ``enum``."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Tool(str, Enum):
+    auto = "auto"    # ncu where it can read counters, else nsys, else torch
+    ncu = "ncu"      # Nsight Compute: per-kernel counters
+    nsys = "nsys"    # Nsight Systems: the timeline
+    torch = "torch"  # torch.profiler (Kineto)
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+    amp = "amp"      # torch.autocast: fp16 on CUDA, bf16 on the CPU
+
+
+class Mode(str, Enum):
+    eager = "eager"
+    torchscript = "torchscript"  # torch.jit.trace
+
+
+class Device(str, Enum):
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+def values(choices: type[Enum]) -> tuple[str, ...]:
+    return tuple(str(c.value) for c in choices)

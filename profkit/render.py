@@ -1,0 +1,281 @@
+"""Everything the ``profkit`` command prints, in one place: tables (rich), JSON and CSV of what
+the library returns. No analysis and no database access here: each function takes records
+(runs, kernel rows, summaries, range rows) and writes them.
+
+In a terminal, long kernel and range names are cut to fit the window with an ellipsis. When
+standard output is not a terminal (a file, a pipe to ``less`` or ``grep``) nothing is cut:
+tables take the width their contents need.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
+from .records import RUN_LIST_FIELDS, RunRecord, Summary
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+# Wide enough for any row; rich sizes a table to its contents, not to this.
+UNLIMITED_WIDTH = 1_000_000
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console that cuts nothing when its stream is not a terminal, and lets a closed
+    pipe end the command as the CLI ends it (rich's own way exits 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    c = _Console(stderr=stderr)
+    if not c.is_terminal:
+        c = _Console(stderr=stderr, width=UNLIMITED_WIDTH)
+    return c
+
+
+def add_row(t: Table, *cells: str) -> None:
+    """A table row of plain text: kernel names hold brackets ("[lambda() (instance 3)]") that
+    rich would otherwise take for markup and drop."""
+    from rich.text import Text
+
+    t.add_row(*(Text(c) for c in cells))
+
+
+def fits(c: Console) -> bool:
+    """Whether tables on ``c`` must fit a window (a terminal) rather than show everything."""
+    return c.width < UNLIMITED_WIDTH
+
+
+def table(c: Console, title: str | None = None, title_left: bool = False) -> Table:
+    from rich.table import Table
+
+    return Table(box=None, header_style="bold", title=title, title_justify="left" if title_left else "center")
+
+
+def fmt_ns(ns: Any) -> str:
+    if ns is None:
+        return "-"
+    ns = int(ns)
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:,.3f} ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:,.1f} us"
+    return f"{ns} ns"
+
+
+def _tc(v: bool | None) -> str:
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def _dims(r: Mapping[str, Any], what: str) -> str:
+    xyz = [r[f"{what}_{a}"] for a in "xyz"]
+    return "-" if all(v is None for v in xyz) else ",".join("-" if v is None else str(v) for v in xyz)
+
+
+def write_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2))
+
+
+def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    w = csv.DictWriter(sys.stdout, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+
+
+# ---------------------------------------------------------------------------------- runs
+def runs(records: Sequence[RunRecord], fmt: str) -> None:
+    rows = [{k: getattr(r, k) for k in RUN_LIST_FIELDS} for r in records]
+    if fmt == "json":
+        write_json(rows)
+        return
+    if fmt == "csv":
+        write_csv(rows, RUN_LIST_FIELDS)
+        return
+    c = console()
+    if not records:
+        c.print("no runs yet: try `profkit run vgg16` or `profkit import REPORT.ncu-rep`")
+        return
+    t = table(c)
+    for col in ("id", "name", "source", "workload", "prec", "mode", "tool", "gpu", "kernels", "time", "finished"):
+        t.add_column(col, justify="right" if col in ("id", "kernels", "time") else "left",
+                     no_wrap=col != "gpu" or not fits(c))
+    for r in records:
+        cpu = r.activity == "cpu_op"
+        add_row(t, str(r.id), r.name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
+                  r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
+                  f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
+                  fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19])
+    c.print(t)
+
+
+# ---------------------------------------------------------------------------------- kernels
+def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int | None = None,
+            memory_ops: int = 0) -> None:
+    """A run's kernel table. JSON and CSV are streamed, one launch at a time."""
+    if fmt == "json":
+        out = sys.stdout
+        out.write("[")
+        n = 0
+        for n, r in enumerate(rows, start=1):
+            out.write(("," if n > 1 else "") + "\n  " + json.dumps({k: r[k] for k in KERNEL_FIELDS}))  # type: ignore[literal-required]
+        out.write("\n]\n" if n else "]\n")
+        return
+    if fmt == "csv":
+        write_csv(rows, KERNEL_FIELDS)  # type: ignore[arg-type]
+        return
+    c = console()
+    cpu = run.activity == "cpu_op"
+    what = "CPU operator calls (self time)" if cpu else "kernel launches"
+    title = f"{run.name}: {run.kernel_count} {what}" + (f" and {memory_ops} memcpy/memset" if memory_ops else "")
+    t = table(c, title)
+    if cpu:
+        fixed = {"#": 4, "self time": 11, "input types": 24, "prec": 7, "evidence": 8}
+        cols: tuple[str, ...] = ("#", "operator", "self time", "input types", "range", "prec", "evidence")
+    else:
+        fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
+        cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
+    if fits(c):
+        # Everything but the kernel and range names keeps its full width; those two share the rest.
+        spare = max(32, c.width - sum(fixed.values()) - 2 * len(cols))
+        keep = {"#": len(str(max(0, (run.kernel_count or 1) - 1))), "prec": 4, "TC": 3}  # never squeezed
+        widths = {**fixed, cols[1]: spare * 2 // 3, "range": spare - spare * 2 // 3}
+        for col in cols:
+            t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left",
+                         overflow="ellipsis", no_wrap=True, max_width=widths[col],
+                         min_width=keep.get(col, min(widths[col], len(col))))
+    else:
+        for col in cols:
+            t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left", no_wrap=True)
+    for i, r in enumerate(rows):
+        if limit is not None and i >= limit:
+            break
+        if cpu:
+            add_row(t, str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
+                      r["nvtx_range"] or "-", r["precision"], r["evidence"])
+        else:
+            add_row(t, str(r["launch_id"]), r["name"].removeprefix("void "), fmt_ns(r["duration_ns"]),
+                      _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
+                      _tc(r["tensor_core"]), r["evidence"])
+    c.print(t)
+
+
+# ---------------------------------------------------------------------------------- summary
+def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> None:
+    if fmt == "json":
+        write_json(s.to_dict())
+        return
+    if fmt == "csv":
+        write_csv([{"precision": p, "gpu_time_ns": ns, "kernels": s.kernels_by_precision.get(p, 0)}
+                   for p, ns in s.time_by_precision_ns.items()], ["precision", "gpu_time_ns", "kernels"])
+        return
+    c = c or console()
+    what = " ".join(str(x) for x in (run.workload, run.precision, run.mode) if x)
+    cpu = s.activity == "cpu_op"
+    where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
+    c.print(f"[bold]{run.name}[/bold]  {what}  {run.tool or ''} on {where}")
+    if cpu:
+        c.print(f"{s.kernels} CPU operator calls, {fmt_ns(s.gpu_time_ns)} CPU self time; "
+                "these are CPU operators, not GPU kernels: no tensor cores")
+    else:
+        c.print(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time; "
+                f"tensor cores: {s.tensor_core_kernels} launches, [bold]{s.tensor_core_time_pct:.1f}%[/bold] of GPU time")
+    c.print("verdicts from " + ", ".join(f"{k}: {v}" for k, v in s.evidence.items()))
+    if s.memory_ops:
+        c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
+    t = table(c)
+    t.add_column("precision")
+    t.add_column("calls" if cpu else "launches", justify="right")
+    t.add_column("CPU time" if cpu else "GPU time", justify="right")
+    t.add_column("share", justify="right")
+    for p, ns in s.time_by_precision_ns.items():
+        share = 100.0 * ns / s.gpu_time_ns if s.gpu_time_ns else 0.0
+        add_row(t, p, str(s.kernels_by_precision.get(p, 0)), fmt_ns(ns), f"{share:.1f}%")
+    c.print(t)
+    if s.top_kernels:
+        k = table(c, "top operators by CPU self time" if cpu else "top kernels by GPU time", title_left=True)
+        for col in ("operator" if cpu else "kernel", "calls" if cpu else "launches", "time", "share", "prec", "TC"):
+            name_col = col in ("kernel", "operator")
+            k.add_column(col, justify="right" if col in ("launches", "calls", "time", "share") else "left",
+                         max_width=max(30, min(70, c.width - 40)) if name_col and fits(c) else None,
+                         overflow="ellipsis", no_wrap=True)
+        for r in s.top_kernels:
+            add_row(k, r.name, str(r.launches), fmt_ns(r.total_ns), f"{r.pct:.1f}%", r.precision or "-", _tc(r.tensor_core))
+        c.print(k)
+
+
+# ---------------------------------------------------------------------------------- ranges
+def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
+    out = [{k: r[k] for k in RANGE_FIELDS} for r in rows]  # type: ignore[literal-required]
+    if fmt == "json":
+        write_json(out)
+        return
+    if fmt == "csv":
+        write_csv(out, RANGE_FIELDS)
+        return
+    cpu = run.activity == "cpu_op"
+    c = console()
+    if not rows:
+        c.print(f"{run.name} has no ranges")
+        return
+    t = table(c, f"{run.name}: {len(rows)} ranges", title_left=True)
+    heads = ["range", "thread", "wall", "ops" if cpu else "kernels", "CPU time" if cpu else "GPU time"]
+    if not cpu:
+        heads[4:4] = ["GPU ops"]
+        heads.append("other threads")
+    for col in heads:
+        t.add_column(col, justify="left" if col == "range" else "right", overflow="ellipsis", no_wrap=True,
+                     max_width=max(30, c.width - 60) if col == "range" and fits(c) else None)
+    for r in rows:
+        cells = ["  " * (r["depth"] or 0) + (r["name"] or ""), str(r["thread_id"] or "-"), fmt_ns(r["wall_ns"]),
+                 str(r["kernels"])]
+        if not cpu:
+            cells.append(str(r["gpu_ops"]))
+        cells.append(fmt_ns(r["gpu_time_ns"]))
+        if not cpu:
+            cells.append("-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"]))
+        add_row(t, *cells)
+    c.print(t)
+    others = sum(r["other_thread_kernels"] or 0 for r in rows if r["depth"] == 0)
+    if others:
+        c.print(
+            f"{others} kernels were launched by other threads of the process while these ranges were open: "
+            "a push/pop range belongs to the thread that opened it, and PyTorch's autograd engine runs the "
+            "backward pass on a thread of its own. Those kernels are not in the ranges' kernels or GPU time "
+            "(nor in what ncu's NVTX filter profiles); they are in the run's kernel table.")
+    elif rows[0]["wall_ns"] is None:
+        c.print("ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch.")
+
+
+# ---------------------------------------------------------------------------------- run, import, workloads
+def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str) -> None:
+    c = console()
+    summary(run, s, "table", c)
+    size = run.info.get("report_bytes")
+    if report:
+        c.print(f"report: {report} ({size / 1e6:.2f} MB)" if size else f"report: {report}")
+    c.print(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as [bold]{run.name}[/bold] in {db_path}")
+
+
+def imported(run: RunRecord, source: str) -> None:
+    """What an import made: a line on stderr, and the new run's name last on stdout."""
+    cpu = run.activity == "cpu_op"
+    what, clock = ("CPU operator calls", "CPU self") if cpu else ("kernel launches", "GPU")
+    error(f"imported {run.kernel_count} {what} ({fmt_ns(run.gpu_time_ns)} {clock} time) from {source}")
+    print(run.name)
+
+
+def workloads(rows: Iterable[tuple[str, str]]) -> None:
+    for name, description in rows:
+        print(f"{name:16} {description}")
+
+
+def error(text: str) -> None:
+    print(text, file=sys.stderr)

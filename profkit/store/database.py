@@ -1,0 +1,339 @@
+"""profkit's SQLite database, written through sqlite-utils: one ``runs`` row per run or import,
+one ``kernels`` row per launch (or CPU operator call), and one ``ranges`` row per NVTX or
+record_function range instance. A run, its kernels and its ranges are written in one
+transaction through one entry point, :meth:`Store.add_run`, so a failure leaves the database
+as it was. Plain tables and JSON columns: ``sqlite-utils`` and ``datasette`` browse it as it is.
+
+The database is ``./profkit.db`` unless a path or ``PROFKIT_DB`` says otherwise. Raw
+captures are kept beside it, in ``<db stem>-runs/<run name>/``. Every query over it is a
+method here; the analyses call these and never write SQL of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, Iterator, TypedDict
+
+from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
+from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS,                              Capture, ClassifiedRow, RangeRow, check_row)
+from ..records import RunRecord
+
+DEFAULT_DB = "profkit.db"
+SCHEMA_VERSION = 2
+
+RUN_COLUMNS: dict[str, type] = {
+    "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
+    "batch_size": int, "iters": int, "device": str, "tool": str, "tool_version": str, "metric_set": str,
+    "metrics": str, "gpu_name": str, "compute_capability": str, "command": str, "started_at": str,
+    "finished_at": str, "raw_files": str, "source_sha256": str, "activity": str, "kernel_count": int,
+    "gpu_time_ns": int, "profiled_wall_s": float, "info": str,
+}  # documented on RunRecord; metrics, command, raw_files and info hold JSON
+JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
+
+KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
+for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
+    KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
+RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
+
+
+class RunFields(TypedDict, total=False):
+    """A new run's columns, as a caller of :meth:`Store.add_run` gives them (see RunRecord);
+    the store adds the id, the counts and the capture's notes."""
+
+    name: str
+    source: str
+    status: str
+    workload: str | None
+    precision: str | None
+    mode: str | None
+    batch_size: int | None
+    iters: int | None
+    device: str | None
+    tool: str | None
+    tool_version: str | None
+    metric_set: str | None
+    metrics: list[str]
+    gpu_name: str | None
+    compute_capability: str | None
+    command: list[str]
+    started_at: str
+    finished_at: str
+    raw_files: dict[str, str]
+    source_sha256: str
+    profiled_wall_s: float
+    info: dict[str, Any]
+
+
+def db_path(db: str | os.PathLike[str] | None) -> Path:
+    return Path(db or os.environ.get("PROFKIT_DB") or DEFAULT_DB).expanduser()
+
+
+def raw_dir(db: Path, run_name: str) -> Path:
+    return db.resolve().parent / f"{db.stem}-runs" / run_name
+
+
+class Store:
+    """A profkit database. ``Store(path, create=False)`` refuses a missing file."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
+        import sqlite_utils
+
+        self.path = db_path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"no database at {self.path}", "Run or import something first, or choose another `db`.")
+        if self.path.parent and not self.path.parent.exists():
+            raise StoreError(f"folder {self.path.parent} does not exist (for database {self.path})")
+        try:
+            self.db = sqlite_utils.Database(self.path)
+            self._ensure_schema()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _ensure_schema(self) -> None:
+        tables = set(self.db.table_names())
+        if tables and "runs" not in tables:
+            raise StoreError(f"{self.path} is a SQLite database but not a profkit one (no runs table)")
+        if "runs" in tables:
+            self._upgrade(tables)
+            return
+        with self.db.atomic():
+            self.db["runs"].create(RUN_COLUMNS, pk="id", not_null={"name"})  # type: ignore[union-attr]
+            self.db["runs"].create_index(["name"], unique=True)  # type: ignore[union-attr]
+            self.db["kernels"].create(KERNEL_COLUMNS, pk=("run_id", "launch_id"),  # type: ignore[union-attr]
+                                      foreign_keys=[("run_id", "runs", "id")])
+            self.db["kernels"].create_index(["run_id", "name"])  # type: ignore[union-attr]
+            self._create_ranges()
+            self.db["meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
+            self.db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
+
+    def _create_ranges(self) -> None:
+        self.db["ranges"].create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),  # type: ignore[union-attr]
+                                 foreign_keys=[("run_id", "runs", "id")])
+
+    def _upgrade(self, tables: set[str]) -> None:
+        """Bring a database written by an earlier profkit up to SCHEMA_VERSION."""
+        row = self.db.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
+        version = int(row[0]) if row else 1
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer profkit (schema {version}; this one reads {SCHEMA_VERSION})",
+                             "Upgrade profkit.")
+        if version == SCHEMA_VERSION:
+            return
+        with self.db.atomic():
+            runs_cols = set(self.db["runs"].columns_dict)
+            if "activity" not in runs_cols:
+                self.db["runs"].add_column("activity", str)  # type: ignore[union-attr]
+                self.db.execute("update runs set activity = 'kernel'")
+            kernel_cols = set(self.db["kernels"].columns_dict)
+            for col, typ in KERNEL_COLUMNS.items():
+                if col not in kernel_cols:
+                    self.db["kernels"].add_column(col, typ)  # type: ignore[union-attr]
+            if "ranges" not in tables:
+                self._create_ranges()
+            self.db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")  # type: ignore[union-attr]
+
+    # ------------------------------------------------------------------ names
+    def unique_name(self, base: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.") or "run"
+        taken = {r["name"] for r in self.db.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
+        if base not in taken:
+            return base
+        n = 2
+        while f"{base}-{n}" in taken:
+            n += 1
+        return f"{base}-{n}"
+
+    def check_name_free(self, name: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.isdigit():
+            raise UsageError(
+                f"bad run `name` {name!r}",
+                "Use letters, digits, '.', '_' and '-', not only digits (a number means a run id).",
+            )
+        if self.db.execute("select 1 from runs where name = ?", [name]).fetchone():
+            raise RunExists(f"a run named {name!r} already exists in {self.path}", "Choose another `name`.")
+
+    def runs_of_file(self, sha256: str) -> list[str]:
+        """Names of the runs imported from a file with this SHA-256."""
+        return [r["name"] for r in self.db.query("select name from runs where source_sha256 = ? order by id", [sha256])]
+
+    # ------------------------------------------------------------------ writing
+    def add_run(self, fields: RunFields, capture: Capture[ClassifiedRow]) -> RunRecord:
+        """Write a run, its classified rows and its ranges in one transaction; return the run.
+
+        The rows are written as they are read (a capture of millions of launches never sits in
+        memory); the capture's ranges and notes, complete once they have been read, follow.
+        The run's activity, kernel count and summed time are counted on the way.
+        """
+        row: dict[str, Any] = {"status": "ok", **fields}
+        info = dict(fields.get("info") or {})
+        for key in JSON_RUN_COLUMNS:
+            if key in row and row[key] is not None:
+                row[key] = json.dumps(row[key])
+        with self.db.atomic():
+            self.check_name_free(fields["name"])
+            run_id = self.db["runs"].insert(row).last_pk
+            activity, count, total = self._insert_kernels(run_id, capture.rows)
+            info["notes"] = list(capture.notes)
+            counted: dict[str, Any] = {"activity": activity, "kernel_count": count, "gpu_time_ns": total,
+                                       "info": json.dumps(info)}
+            if activity == "cpu_op" and not fields.get("device"):
+                counted["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
+            self.db["runs"].update(run_id, counted)
+            if capture.ranges:
+                self.db["ranges"].insert_all(({"run_id": run_id, **r} for r in capture.ranges), batch_size=2000)
+        return self.get_run(str(run_id))
+
+    def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
+        """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
+        value of every row, which made a 2-million-kernel import three times slower). Returns
+        the run's activity and the count and summed duration of its rows of that activity: a
+        run's rows are CPU operators or GPU work, never both."""
+        cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
+        sql = f"insert into kernels (run_id, {', '.join(cols)}) values (?, {', '.join('?' * len(cols))})"
+        batch: list[tuple[Any, ...]] = []
+        kinds: set[str] = set()
+        count = {"kernel": 0, "cpu_op": 0}
+        total = {"kernel": 0, "cpu_op": 0}
+        try:
+            for r in rows:
+                check_row(r)
+                kind = r["kind"]
+                kinds.add(kind)
+                if kind in count:
+                    count[kind] += 1
+                    total[kind] += r["duration_ns"] or 0
+                values: list[Any] = [run_id]
+                for c in cols:
+                    v = r[c]  # type: ignore[literal-required]
+                    if c == "metrics":
+                        v = json.dumps(v or {})
+                    elif c == "tensor_core" and v is not None:
+                        v = int(bool(v))
+                    values.append(v)
+                batch.append(tuple(values))
+                if len(batch) >= 5000:
+                    self.db.conn.executemany(sql, batch)
+                    batch = []
+            if batch:
+                self.db.conn.executemany(sql, batch)
+        except sqlite3.IntegrityError as exc:
+            raise BadExport(f"the capture lists a launch twice ({exc})") from exc
+        if "cpu_op" in kinds and kinds & set(GPU_KINDS):
+            raise BadExport("the capture mixes CPU operators and GPU activities")
+        activity = "cpu_op" if "cpu_op" in kinds else "kernel"
+        if not count[activity]:
+            raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
+        return activity, count[activity], total[activity]
+
+    def delete_run(self, run_id: int) -> None:
+        with self.db.atomic():
+            for table in ("kernels", "ranges"):
+                self.db.execute(f"delete from {table} where run_id = ?", [run_id])
+            self.db.execute("delete from runs where id = ?", [run_id])
+
+    # ------------------------------------------------------------------ reading runs
+    def runs(self) -> list[RunRecord]:
+        return [_run(r) for r in self.db.query("select * from runs order by id")]
+
+    def get_run(self, ref: str | int) -> RunRecord:
+        """A run by id (digits) or name."""
+        ref = str(ref)
+        row = None
+        if ref.isdigit():
+            row = next(self.db.query("select * from runs where id = ?", [int(ref)]), None)
+        if row is None:
+            row = next(self.db.query("select * from runs where name = ?", [ref]), None)
+        if row is None:
+            names = [r["name"] for r in self.db.query("select name from runs order by id desc limit 5")]
+            hint = f"Recent runs: {', '.join(names)}." if names else "The database has no runs yet."
+            raise RunNotFound(f"no run {ref!r} in {self.path}", hint)
+        return _run(row)
+
+    # ------------------------------------------------------------------ reading kernels
+    def iter_kernels(self, run_id: int) -> Iterator[ClassifiedRow]:
+        """Kernel rows in launch order, streamed, with metrics decoded and tensor_core as bool."""
+        for row in self.db.query("select * from kernels where run_id = ? order by launch_id", [run_id]):
+            yield _kernel(row)
+
+    def count_by_kind(self, run_id: int) -> dict[str, int]:
+        """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
+        return {k: int(n) for k, n in self.db.execute(
+            "select kind, count(*) from kernels where run_id = ? group by kind order by kind", [run_id])}
+
+    def totals(self, run_id: int, kind: str) -> dict[str, int]:
+        """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
+        and the time of launches whose tensor-core use is unknown."""
+        count, total, tc_count, tc_time, unknown_time = self.db.execute(
+            "select count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
+            "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
+            "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0) "
+            "from kernels where run_id = ? and kind = ?", [run_id, kind]).fetchone()
+        return {"count": int(count), "time_ns": int(total), "tensor_core_count": int(tc_count),
+                "tensor_core_time_ns": int(tc_time), "unknown_time_ns": int(unknown_time)}
+
+    GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
+
+    def grouped(self, run_id: int, by: str, kinds: Iterable[str], missing: str = "unknown") -> list[tuple[str, int, int]]:
+        """(value of ``by``, count, summed duration) over a run's rows of these kinds, largest
+        time first; a NULL value counts as ``missing``."""
+        if by not in self.GROUPABLE:
+            raise ValueError(f"cannot group kernels by {by!r}")
+        kinds = list(kinds)
+        q = f"""select coalesce({by}, ?) as k, count(*), coalesce(sum(duration_ns), 0) as t from kernels
+                where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by k order by t desc, k"""
+        return [(str(k), int(n), int(t)) for k, n, t in self.db.execute(q, [missing, run_id, *kinds])]
+
+    def top_names(self, run_id: int, kind: str, limit: int) -> list[dict[str, Any]]:
+        """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
+        summed time, and the tensor-core verdict and evidence of the first launch."""
+        # One min() aggregate: SQLite takes the bare columns from the group's first launch.
+        q = """select name, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision,
+                      tensor_core, evidence
+               from kernels where run_id = ? and kind = ? group by name, precision order by t desc, name limit ?"""
+        return [{"name": name, "launches": int(n), "total_ns": int(t), "precision": precision,
+                 "tensor_core": None if tc is None else bool(tc), "evidence": ev}
+                for name, _, n, t, precision, tc, ev in self.db.execute(q, [run_id, kind, limit])]
+
+    # ------------------------------------------------------------------ reading ranges
+    def ranges(self, run_id: int) -> list[RangeRow]:
+        """The ranges a timeline capture recorded, in start order."""
+        return [{k: r[k] for k in RANGE_COLUMNS} for r in  # type: ignore[misc]
+                self.db.query("select * from ranges where run_id = ? order by range_id", [run_id])]
+
+    def kernel_paths(self, run_id: int) -> list[dict[str, Any]]:
+        """Per NVTX stack the launches were made in (first launch first): the innermost range's
+        name, the launching thread, kernels, GPU operations and the kernels' summed time."""
+        q = """select nvtx_path, min(launch_id) as first, min(nvtx_range) as name, min(thread_id) as thread_id,
+                      sum(kind = 'kernel') as kernels, count(*) as gpu_ops,
+                      sum(case when kind = 'kernel' then duration_ns else 0 end) as gpu_time_ns
+               from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
+        return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
+                for r in self.db.query(q, [run_id])]
+
+
+def _run(row: dict[str, Any]) -> RunRecord:
+    row = dict(row)
+    for key in JSON_RUN_COLUMNS:
+        if row.get(key) is not None:
+            row[key] = json.loads(row[key])
+        else:
+            row.pop(key, None)
+    for key in ("activity", "kernel_count", "gpu_time_ns"):
+        if row.get(key) is None:
+            row.pop(key, None)
+    return RunRecord(**row)
+
+
+def _kernel(row: dict[str, Any]) -> ClassifiedRow:
+    out = {k: row[k] for k in KERNEL_FIELDS}
+    out["metrics"] = json.loads(row["metrics"]) if row["metrics"] else {}
+    if out["tensor_core"] is not None:
+        out["tensor_core"] = bool(out["tensor_core"])
+    return out  # type: ignore[return-value]  # KERNEL_FIELDS are ClassifiedRow's keys

@@ -1,0 +1,174 @@
+"""The SQL that reads Nsight Systems SQLite exports (``nsys export --type sqlite``): the one
+other database profkit reads, opened read-only. Every query over an export lives here, as the
+queries over profkit's own database live in ``database``; ``profkit.parse.nsys_sqlite`` turns
+what these return into kernel-table rows and ranges.
+
+* The layout is checked first: ``META_DATA_EXPORT`` must say schema 3.x, and each table and
+  column used is checked one by one (other layouts are refused in one line).
+* GPU work: ``CUPTI_ACTIVITY_KIND_KERNEL`` (names through ``StringIds``: demangled and short),
+  ``CUPTI_ACTIVITY_KIND_MEMCPY`` and ``_MEMSET``, each tied to its launch call in
+  ``CUPTI_ACTIVITY_KIND_RUNTIME`` by ``correlationId`` within the same process, in the order
+  of those calls, fetched in batches.
+* NVTX push/pop ranges and domain names from ``NVTX_EVENTS``; the GPU from ``TARGET_INFO_GPU``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import BadExport
+
+# Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
+# 2025.3 writes; the tables and columns used here are checked one by one as well.
+KNOWN_SCHEMA = {3: 0}
+REQUIRED = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                                   "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "correlationId"),
+    "StringIds": ("id", "value"),
+}
+OPTIONAL = {
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "copyKind"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid"),
+    "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid", "domainId"),
+    "TARGET_INFO_GPU": ("name", "computeMajor", "computeMinor"),
+}
+PUSH_POP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
+DOMAIN_CREATE = 75   # NvtxDomainCreate: text is the domain's name
+
+# One GPU operation and its launch call, as gpu_ops() yields it.
+GpuOp = tuple  # (kind, start, end, device, stream, correlation, global_pid, name, short_name,
+#                 grid x, y, z, block x, y, z, launch start, launch global_tid)
+
+
+@dataclass
+class Schema:
+    """What an export holds: its tables, the columns of those this reader uses, its metadata."""
+
+    tables: set[str]
+    columns: dict[str, set[str]]
+    meta: dict[str, str]
+
+
+class NsysExport:
+    """An nsys SQLite export, opened read-only and checked. Close it when done."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self.con.execute("select count(*) from sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
+        try:
+            self.schema = self._check_schema()
+        except BaseException:
+            self.con.close()
+            raise
+
+    def close(self) -> None:
+        self.con.close()
+
+    @property
+    def meta(self) -> dict[str, str]:
+        return self.schema.meta
+
+    def _check_schema(self) -> Schema:
+        """Refuse exports whose layout this reader does not know."""
+        name = self.path.name
+        tables = {r[0] for r in self.con.execute("select name from sqlite_master where type in ('table', 'view')")}
+        if "META_DATA_EXPORT" not in tables:
+            raise BadExport(f"{name} is SQLite but not an Nsight Systems export (no META_DATA_EXPORT table)",
+                            "Make one with: nsys export --type sqlite REPORT.nsys-rep")
+        meta = {str(k): str(v) for k, v in self.con.execute("select name, value from META_DATA_EXPORT")}
+        version = meta.get("EXPORT_SCHEMA_VERSION", "?")
+        try:
+            major, minor = int(meta["EXPORT_SCHEMA_VERSION_MAJOR"]), int(meta["EXPORT_SCHEMA_VERSION_MINOR"])
+        except (KeyError, ValueError):
+            raise BadExport(f"{name}: the nsys export does not say its schema version") from None
+        if major not in KNOWN_SCHEMA or minor < KNOWN_SCHEMA[major]:
+            raise BadExport(f"{name}: nsys export schema {version} is not a layout profkit knows",
+                            "profkit reads schema 3.x (tested with 3.20, nsys 2025.3); export with a matching nsys.")
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+            raise BadExport(f"{name} holds no CUDA kernels (no CUPTI_ACTIVITY_KIND_KERNEL table)",
+                            "Capture with CUDA tracing on: nsys profile -t cuda,nvtx ...")
+        columns: dict[str, set[str]] = {}
+        for table, cols in {**REQUIRED, **OPTIONAL}.items():
+            if table not in tables:
+                if table in REQUIRED:
+                    raise BadExport(f"{name}: nsys export schema {version} has no {table} table")
+                continue
+            have = {r[1] for r in self.con.execute(f"pragma table_info({table})")}
+            missing = [c for c in cols if c not in have]
+            if missing:
+                raise BadExport(f"{name}: nsys export schema {version}: {table} lacks {', '.join(missing)}",
+                                "This layout is not one profkit knows.")
+            columns[table] = have
+        return Schema(tables, columns, meta)
+
+    def gpu(self) -> tuple[str | None, str | None]:
+        """(name, compute capability) of the first GPU the export describes."""
+        if "TARGET_INFO_GPU" not in self.schema.columns:
+            return None, None
+        row = self.con.execute("select name, computeMajor, computeMinor from TARGET_INFO_GPU order by id limit 1").fetchone()
+        if not row:
+            return None, None
+        return row[0], (f"{row[1]}.{row[2]}" if row[1] is not None else None)
+
+    def domains(self) -> Iterator[tuple[int, int, str]]:
+        """(globalTid, domainId, domain name) for each NVTX domain created."""
+        if "NVTX_EVENTS" not in self.schema.columns:
+            return iter(())
+        return iter(self.con.execute(
+            f"select globalTid, domainId, text from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"))
+
+    def push_pop_ranges(self) -> Iterator[tuple[int, int, str | None, int, int]]:
+        """(start, end, text, globalTid, domainId) of every closed push/pop range, by thread and start."""
+        if "NVTX_EVENTS" not in self.schema.columns:
+            return iter(())
+        return iter(self.con.execute(f"""
+            select n.start, n.end, coalesce(n.text, s.value), n.globalTid, n.domainId
+            from NVTX_EVENTS n left join StringIds s on s.id = n.textId
+            where n.eventType in ({", ".join(map(str, PUSH_POP))}) and n.end is not null
+            order by n.globalTid, n.start, n.end desc"""))
+
+    def _gpu_ops_sql(self) -> str:
+        """One SELECT over kernels, copies and sets with their launch calls, in launch order."""
+        parts = ["""
+            select 'kernel' as kind, k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid,
+                   dn.value as name, sn.value as short, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ
+            from CUPTI_ACTIVITY_KIND_KERNEL k
+            left join StringIds dn on dn.id = k.demangledName
+            left join StringIds sn on sn.id = k.shortName"""]
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" in self.schema.columns:
+            label = ("(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = m.copyKind)"
+                     if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables else "m.copyKind")
+            parts.append(f"""
+            select 'memcpy', m.start, m.end, m.deviceId, m.streamId, m.correlationId, m.globalPid,
+                   '[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']', null, null, null, null, null, null, null
+            from CUPTI_ACTIVITY_KIND_MEMCPY m""")
+        if "CUPTI_ACTIVITY_KIND_MEMSET" in self.schema.columns:
+            parts.append("""
+            select 'memset', s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
+                   '[CUDA memset]', null, null, null, null, null, null, null
+            from CUPTI_ACTIVITY_KIND_MEMSET s""")
+        ops = " union all ".join(parts)
+        # A launch call is found by correlation id within the same process (ids restart per process).
+        return f"""
+            with ops as ({ops})
+            select ops.*, r.start as launch_start, r.globalTid as launch_tid
+            from ops left join CUPTI_ACTIVITY_KIND_RUNTIME r
+              on r.correlationId = ops.correlationId and (r.globalTid >> 24) = (ops.globalPid >> 24)
+            order by coalesce(r.start, ops.start), ops.correlationId"""
+
+    def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
+        """Every kernel, memcpy and memset with its launch call, in launch order, streamed."""
+        cur = self.con.execute(self._gpu_ops_sql())
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                return
+            yield from rows

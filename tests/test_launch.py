@@ -1,0 +1,145 @@
+"""profkit.launch: choosing the tool (``tool`` auto), checking a run's options before anything
+is written, and ``profkit run --device cpu`` end to end on this GPU-less machine, as the
+README's first command does it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profkit import launch
+from profkit.errors import UsageError
+from profkit.tools import ncu
+
+from .conftest import DATA, cli, cli_json, needs_torch, one_line_error
+
+
+# ------------------------------------------------------------------ --tool auto
+def test_auto_picks_torch_for_cpu():
+    assert launch.choose_tool("cpu")[0] == "torch"
+
+
+def test_auto_order(monkeypatch):
+    from profkit.errors import ToolNotFound
+    from profkit.tools import nsys
+
+    def missing():
+        raise ToolNotFound("nope")
+
+    monkeypatch.setattr(launch, "DRIVER_DIR", Path("/"))
+    monkeypatch.setattr(ncu, "find", lambda: "/x/ncu")
+    monkeypatch.setattr(nsys, "find", lambda: "/x/nsys")
+    monkeypatch.setattr(ncu, "counters_readable", lambda: (True, "counters readable"))
+    assert launch.choose_tool("cuda") == ("ncu", "Nsight Compute is at /x/ncu and counters readable")
+    monkeypatch.setattr(ncu, "counters_readable", lambda: (False, "restricted"))
+    tool, why = launch.choose_tool("cuda")
+    assert tool == "nsys" and "ncu is installed but restricted" in why
+    monkeypatch.setattr(nsys, "find", missing)
+    tool, why = launch.choose_tool("cuda")
+    assert tool == "torch" and "nsys is not installed" in why
+    monkeypatch.setattr(ncu, "find", missing)
+    assert launch.choose_tool("cuda")[1].startswith("ncu is not installed")
+
+
+def test_auto_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(launch, "DRIVER_DIR", Path("/nonexistent-driver"))
+    monkeypatch.setattr(launch.gpu, "query", lambda: None)
+    with pytest.raises(UsageError) as exc:
+        launch.choose_tool("cuda")
+    # The library names its own parameter; the CLI renders it as its flag.
+    assert "no NVIDIA GPU" in exc.value.one_line() and "with `device` cpu" in exc.value.one_line()
+    from profkit.cli import flag
+
+    assert "with --device cpu" in exc.value.one_line(flag) and "`" not in exc.value.one_line(flag)
+
+
+def test_counter_permission_from_the_driver(tmp_path):
+    params = tmp_path / "params"
+    params.write_text("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\n")
+    assert ncu.counters_readable(params, euid=1000)[0] is False
+    assert ncu.counters_readable(params, euid=0)[0] is True
+    params.write_text("RmProfilingAdminOnly: 0\n")
+    assert ncu.counters_readable(params, euid=1000) == (True, "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)")
+    assert ncu.counters_readable(tmp_path / "absent", euid=1000)[0] is True
+
+
+def test_missing_tool_before_any_database(tmp_path, monkeypatch):
+    from profkit.errors import ToolNotFound
+    from profkit.tools import nsys
+
+    def missing():
+        raise ToolNotFound("Nsight Systems (nsys) is not installed or not on PATH", "Install it.")
+
+    monkeypatch.setattr(nsys, "find", missing)
+    db = tmp_path / "fresh.db"
+    one_line_error(cli("run", "resnet18", "--tool", "nsys", db=db), "nsys) is not installed")
+    assert not db.exists()
+
+
+def test_bad_run_options_before_any_database(tmp_path):
+    db = tmp_path / "fresh.db"
+    for argv, message in [
+        (["run", "resnet18", "--device", "cpu", "--tool", "ncu"], "needs --tool torch"),
+        (["run", "resnet18", "--device", "cpu", "--tool", "nsys"], "needs --tool torch"),
+        (["run", "resnet18", "--tool", "torch", "--metrics", "time"], "collects none"),
+        (["run", "resnet18", "--device", "cpu", "--metrics", "time"], "--tool auto chose torch"),
+        (["run", "resnet18", "--tool", "perf"], "Invalid value for '--tool': 'perf' is not one of 'auto', 'ncu', 'nsys', 'torch'"),
+        (["run", "resnet18", "--device", "tpu"], "Invalid value for '--device'"),
+        (["run", "resnet18", "--iters", "0"], "--iters must be at least 1, not 0"),
+        (["run", "resnet18", "--warmup", "-1"], "--warmup must be at least 0"),
+        (["run", "resnet18", "--timeout", "0"], "--timeout must be a positive number of seconds"),
+        (["run", "resnet18", "--batch-size", "0"], "--batch-size must be at least 1"),
+        (["run", "resnet18", "--tool", "torch", "--cpu-sampling"], "nsys options"),
+        (["run", "resnet18", "--device", "cpu", "--context-switches"], "--tool auto chose torch"),
+    ]:
+        one_line_error(cli(*argv, db=db), message, code=2)
+    assert not db.exists()
+
+
+# ------------------------------------------------------------------ end to end on the CPU
+@needs_torch
+def test_run_on_cpu_then_summary_and_kernels(db):
+    r = cli("run", "resnet18", "--device", "cpu", "--iters", "1", "--batch-size", "2", db=db)
+    assert r.exit_code == 0, r.output
+    assert "tool: torch (--device cpu" in r.stderr and "CPU operator calls" in r.stdout
+    name = "resnet18-fp32-eager-cpu"
+    s = json.loads(cli("summary", name, "-f", "json", db=db).stdout)
+    ks = json.loads(cli("kernels", name, "-f", "json", db=db).stdout)
+    assert s["kernels"] == len(ks) > 100 and s["gpu_time_ns"] == sum(k["duration_ns"] for k in ks)
+    contract = json.loads(cli("kernels", name, "-f", "json", db=db).stdout)[0].keys()
+    ncu_run = cli("import", str(DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz"), "--name", "n", db=db)
+    assert ncu_run.exit_code == 0
+    assert json.loads(cli("kernels", "n", "-f", "json", db=db).stdout)[0].keys() == contract
+    assert set(json.loads(cli("summary", "n", "-f", "json", db=db).stdout)) == set(s)
+    assert {k["kind"] for k in ks} == {"cpu_op"} and {k["nvtx_range"] for k in ks} == {"resnet18.fp32.eager.iter0"}
+    assert {k["precision"] for k in ks if k["family"] == "conv"} == {"fp32"}
+    assert not any(k["tensor_core"] for k in ks)
+    assert cli("kernels", name, "--limit", "5", db=db).exit_code == 0
+    assert cli("summary", name, "-f", "csv", db=db).exit_code == 0
+    run = json.loads(cli("runs", "-f", "json", db=db).stdout)[0]
+    assert (run["device"], run["tool"], run["activity"], run["gpu_name"]) == ("cpu", "torch", "cpu_op", None)
+    assert (Path(str(db)).parent / "profkit-runs" / name / "trace.json.gz").exists()
+
+
+@needs_torch
+def test_readme_main_job_command_runs_on_a_machine_without_gpu(tmp_path):
+    """The README's first command, minus its pip install (CI has just run that), as a user types it."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    line = next(l for l in readme.splitlines() if l.startswith("pip install") and "profkit run" in l)
+    install, command = line.split(" && ", 1)
+    assert install == "pip install -e '.[torch]'"
+    env = {k: v for k, v in os.environ.items() if k != "PROFKIT_DB"}
+    p = subprocess.run(shlex.split(command), cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "CPU operator calls" in p.stdout and (tmp_path / "profkit.db").exists()
+    name = re.search(r"run stored as (\S+) in", p.stdout).group(1)
+    for sub in (["summary", name], ["kernels", name, "--limit", "3"]):
+        q = subprocess.run([sys.executable, "-m", "profkit", *sub], cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert q.returncode == 0, q.stderr

@@ -1,0 +1,181 @@
+"""profkit.store: the one entry point that writes a run (rows streamed, ranges and notes after
+them, all in one transaction), what it refuses, how runs and rows come back (typed, decoded),
+schema upgrades, and the rule that SQL lives in this package alone."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from profkit.classify import classified
+from profkit.errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
+from profkit.parse import load
+from profkit.parse.schema import KERNEL_FIELDS, Capture, kernel_row
+from profkit.records import RunRecord
+from profkit.store import Store
+from profkit.store.database import RUN_COLUMNS
+
+from .conftest import DATA, NCU_DATA
+
+CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
+PACKAGE = Path(__file__).parents[1] / "profkit"
+
+
+def counts(path) -> tuple[int, int, int]:
+    con = sqlite3.connect(path)
+    return tuple(con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("runs", "kernels", "ranges"))
+
+
+def add(store: Store, path, name: str) -> RunRecord:
+    return store.add_run({"name": name, "source": "import", "tool": "x"}, classified(load(path)))
+
+
+def test_add_run_writes_rows_ranges_and_counts(db):
+    store = Store(db)
+    capture = load(DATA / "torch" / "kineto_resnet18_fp16.json.gz")
+    run = store.add_run({"name": "k", "source": "import", "info": {"mine": 1}}, classified(capture))
+    assert isinstance(run, RunRecord) and (run.name, run.activity, run.kernel_count) == ("k", "kernel", 324)
+    rows = list(store.iter_kernels(run.id))
+    assert [r["launch_id"] for r in rows] == list(range(324)) and list(rows[0]) == list(KERNEL_FIELDS)
+    assert run.gpu_time_ns == sum(r["duration_ns"] for r in rows)
+    assert all(isinstance(r["metrics"], dict) and r["tensor_core"] in (True, False, None) for r in rows)
+    assert [r["kernels"] for r in store.ranges(run.id)] == [162, 162]
+    assert run.info["mine"] == 1 and isinstance(run.info["notes"], list)  # JSON columns come decoded
+    assert store.count_by_kind(run.id) == {"kernel": 324}
+
+
+def test_streamed_capture_ranges_and_notes_after_rows(db, nsys_dir):
+    """An nsys capture's ranges and notes are only complete once its rows are read: the store
+    writes them after the rows, in the same transaction."""
+    store = Store(db)
+    run = add(store, nsys_dir / "nsys_resnet18_train_amp.sqlite", "t")
+    assert [(r["kernels"], r["gpu_ops"], r["other_thread_kernels"]) for r in store.ranges(run.id)] == [(182, 187, 238)] * 2
+    assert any("nsys export schema" in n for n in run.info["notes"])
+    assert store.count_by_kind(run.id) == {"kernel": 2102, "memcpy": 199, "memset": 39}
+
+
+def test_failure_while_writing_leaves_nothing(db):
+    store = Store(db)
+    add(store, CSV, "a")
+    before = counts(db)
+    capture = load(CSV)
+    rows = capture.rows
+
+    def broken():
+        for i, row in enumerate(rows):
+            if i == 100:
+                raise OSError("disk full")
+            yield row
+
+    capture.rows = broken()
+    with pytest.raises(OSError):
+        store.add_run({"name": "b", "source": "import"}, classified(capture))
+    assert counts(db) == before
+
+
+def _capture(rows) -> Capture:
+    return classified(Capture(rows=iter(rows), tool="x", source_format="test"))
+
+
+@pytest.mark.parametrize("rows, error, message", [
+    ([], EmptyCapture, "no kernel launches and no CPU operator calls"),
+    ([kernel_row(0, "kernel", "k", "k", duration_ns=5), kernel_row(0, "kernel", "k", "k", duration_ns=5)],
+     BadExport, "lists a launch twice"),
+    ([kernel_row(0, "kernel", "k", "k", duration_ns=5), kernel_row(1, "cpu_op", "aten::mm", "mm", duration_ns=5)],
+     BadExport, "mixes CPU operators and GPU activities"),
+    ([kernel_row(0, "graph", "k", "k")], BadExport, "unknown kind 'graph'"),
+    ([kernel_row(0, "kernel", "k", "k", duration_ns=-1)], BadExport, "negative duration"),
+])
+def test_bad_captures_refused_and_nothing_written(db, rows, error, message):
+    store = Store(db)
+    add(store, CSV, "keep")
+    before = counts(db)
+    with pytest.raises(error, match=message):
+        store.add_run({"name": "bad", "source": "import"}, _capture(rows))
+    assert counts(db) == before
+
+
+def test_names(db):
+    store = Store(db)
+    add(store, CSV, "a")
+    assert store.unique_name("a") == "a-2" and store.unique_name("b c/d") == "b-c-d"
+    with pytest.raises(RunExists, match="Choose another `name`"):
+        add(store, CSV, "a")
+    for bad in ("bad name", "123", ""):
+        with pytest.raises(UsageError, match="bad run `name`"):
+            store.check_name_free(bad)
+
+
+def test_runs_come_back_typed(db):
+    from profkit.ingest import import_file
+
+    store = Store(db)
+    a = import_file(store, CSV, name="a")
+    assert store.get_run("a") == store.get_run(a.id) == store.get_run(str(a.id)) == store.runs()[0]
+    assert isinstance(a.metrics, list) and "gpu__time_duration.sum" in a.metrics
+    assert {f for f in RunRecord.__dataclass_fields__} == set(RUN_COLUMNS)
+    with pytest.raises(RunNotFound, match="no run 'zz'.*Recent runs: a"):
+        store.get_run("zz")
+
+
+def test_cpu_run_is_on_the_cpu(db):
+    run = add(Store(db), DATA / "torch" / "cpu_resnet18_fp32.json.gz", "c")
+    assert (run.activity, run.device, run.kernel_count) == ("cpu_op", "cpu", 850)
+
+
+def test_refuses_what_is_not_a_profkit_database(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite" * 200)
+    with pytest.raises(StoreError, match="not a usable SQLite database"):
+        Store(junk)
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("create table t (x)")
+    with pytest.raises(StoreError, match="not a profkit one"):
+        Store(other)
+    with pytest.raises(StoreError, match="no database at .*choose another `db`"):
+        Store(tmp_path / "absent.db", create=False)
+    assert not (tmp_path / "absent.db").exists()
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "no" / "folder.db")
+
+
+def test_upgrades_a_schema_1_database(db):
+    """A database from before CPU runs and ranges (schema 1) is brought up to date in place."""
+    store = Store(db)
+    add(store, CSV, "old")
+    store.close()
+    con = sqlite3.connect(db)
+    con.executescript("drop table ranges; drop table meta; alter table runs drop column activity;")
+    con.commit()
+    con.close()
+    store = Store(db)
+    assert store.get_run("old").activity == "kernel" and store.ranges(1) == []
+    assert add(store, DATA / "torch" / "kineto_resnet18_fp16.json.gz", "new").kernel_count == 324
+
+
+def test_newer_schema_refused(db):
+    Store(db).close()
+    con = sqlite3.connect(db)
+    con.execute("update meta set value = '99' where key = 'schema_version'")
+    con.commit()
+    with pytest.raises(StoreError, match="newer profkit"):
+        Store(db)
+
+
+SQL = re.compile(r"\b(select\s+.+\s+from|insert\s+into|create\s+table|delete\s+from|update\s+\w+\s+set|pragma\s+\w+)\b",
+                 re.IGNORECASE)
+
+
+def test_sql_lives_in_the_store_alone():
+    """Outside profkit/store/, no module imports sqlite3 or holds SQL."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "store":
+            continue
+        text = path.read_text()
+        if re.search(r"^\s*(import sqlite3|from sqlite3 )", text, re.M) or "sqlite_utils" in text or SQL.search(text):
+            offenders.append(str(path.relative_to(PACKAGE)))
+    assert offenders == []
