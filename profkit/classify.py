@@ -38,10 +38,11 @@ class NameRule:
     family: str | None
     examples: tuple[str, ...]
 
-    def precision_for(self, match: re.Match) -> str | None:
+    def precision_for(self, match: re.Match[str]) -> str | None:
         if isinstance(self.precision, dict):
-            return self.precision["map"].get(match.group(self.precision["group"]))
-        return self.precision
+            mapped: str | None = self.precision["map"].get(match.group(self.precision["group"]))
+            return mapped
+        return str(self.precision) if self.precision is not None else None
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def by_name(name: str) -> tuple[str | None, bool | None, str | None, str, str]:
 def classify_one(name: str, metrics: dict | None) -> Verdict:
     precision, tensor, family, p_rule, t_rule = by_name(name)
     counters = rules()["counters"]
-    measured = {m: counters[m] for m in (metrics or {}) if m in counters}
+    metrics = metrics or {}
+    measured = {m: counters[m] for m in metrics if m in counters}
     if measured:
         used = sorted({counters[m] for m, v in metrics.items() if m in counters and v})
         if used:
@@ -207,7 +209,7 @@ def classify_rows(rows: Iterable[KernelRow]) -> Iterator[ClassifiedRow]:
     """Each row with its verdict (precision, tensor_core, family, evidence, evidence_detail)."""
     for r in rows:
         v = classify_row(r["kind"], r["name"], r["metrics"], r["input_types"])
-        out: ClassifiedRow = {**r, "precision": v.precision, "tensor_core": v.tensor_core,  # type: ignore[typeddict-item]
+        out: ClassifiedRow = {**r, "precision": v.precision, "tensor_core": v.tensor_core,
                               "family": v.family, "evidence": v.evidence, "evidence_detail": v.evidence_detail}
         yield out
 

@@ -129,7 +129,7 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
         out.write("\n]\n" if n else "]\n")
         return
     if fmt == "csv":
-        write_csv(rows, KERNEL_FIELDS)  # type: ignore[arg-type]
+        write_csv(rows, KERNEL_FIELDS)
         return
     c = console()
     cpu = run.activity == "cpu_op"

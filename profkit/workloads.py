@@ -97,7 +97,9 @@ def builtin_path(name: str) -> Path:
             f"unknown workload {name!r}",
             f"Built-ins: {names}; or give the path of a .py file that defines build(spec).",
         )
-    return builtin_dir() / f"{name}.py"
+    folder = builtin_dir()
+    assert folder is not None  # builtin_names() found the name in it
+    return folder / f"{name}.py"
 
 
 def builtins() -> list[tuple[str, str]]:
@@ -185,7 +187,8 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
     except Exception as exc:
         raise WorkloadError(f"workload build(spec) failed: {type(exc).__name__}: {exc}") from exc
     if callable(built) and not isinstance(built, torch.nn.Module):
-        return built
+        user_step: Callable[[], Any] = built
+        return user_step
     if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
         raise WorkloadError(
             "workload build(spec) must return (model, inputs) or a zero-argument step function"

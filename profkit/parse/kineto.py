@@ -123,7 +123,7 @@ def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
     timeline = points + [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
     timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
     for row, stack in attribute(timeline):
-        place(row, stack)
+        place(row, stack)  # type: ignore[arg-type]  # the points' payloads are kernel rows
     return ranges
 
 

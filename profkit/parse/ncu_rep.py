@@ -9,6 +9,7 @@ normal form both agree on. Metric values keep the report's own base units (ns fo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..errors import BadExport
 from ..names import short_name
@@ -16,7 +17,7 @@ from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path, pa
 from .schema import Capture, KernelRow, kernel_row
 
 
-def _reader():
+def _reader() -> Any:
     try:
         import ncu_report
     except ImportError as exc:  # pragma: no cover - a dependency, but say what to do
@@ -27,10 +28,10 @@ def _reader():
     return ncu_report
 
 
-def _value(metric, ncu_report):
+def _value(metric: Any, ncu_report: Any) -> float | int | str:
     kind = metric.kind()
     if kind == ncu_report.IMetric.ValueKind_STRING:
-        return metric.as_string()
+        return str(metric.as_string())
     if kind in (ncu_report.IMetric.ValueKind_UINT32, ncu_report.IMetric.ValueKind_UINT64):
         return int(metric.as_uint64())
     v = metric.as_double()
@@ -75,7 +76,7 @@ def read_ncu_rep(path: Path) -> Capture[KernelRow]:
                 metrics[m] = v
                 names.add(m)
 
-            def launch(name):
+            def launch(name: str) -> int | None:
                 metric = act[name]
                 return int(metric.as_uint64()) if metric is not None and metric.has_value() else None
 

@@ -66,8 +66,8 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
     """
     events = sorted([(r.start, 1, i) for i, r in enumerate(ranges)] + [(r.end, 0, i) for i, r in enumerate(ranges)])
     ev = 0
-    open_by_thread: dict[int, list[OpenRange]] = {}
-    launched: dict[int, int] = {}  # kernels launched so far, per process
+    open_by_thread: dict[int | None, list[OpenRange]] = {}
+    launched: dict[int | None, int] = {}  # kernels launched so far, per process
     at_start: dict[int, int] = {}
     others: dict[int, int] = {}  # kernels the whole process launched while each range was open
 

@@ -196,7 +196,7 @@ def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool 
     df = pd.DataFrame(list(rows), columns=list(columns))
     for col, dtype in columns.items():
         if dtype != "object":
-            df[col] = df[col].astype(dtype)
+            df[col] = df[col].astype(dtype)  # type: ignore[call-overload]  # a dtype name from the table
     if len(df):
         df["metrics"] = df["metrics"].map(lambda m: m if isinstance(m, dict) else {})
     return df

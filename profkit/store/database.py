@@ -104,17 +104,17 @@ class Store:
             self._upgrade(tables)
             return
         with self.db.atomic():
-            self.db["runs"].create(RUN_COLUMNS, pk="id", not_null={"name"})  # type: ignore[union-attr]
-            self.db["runs"].create_index(["name"], unique=True)  # type: ignore[union-attr]
-            self.db["kernels"].create(KERNEL_COLUMNS, pk=("run_id", "launch_id"),  # type: ignore[union-attr]
+            self.db.table("runs").create(RUN_COLUMNS, pk="id", not_null={"name"})
+            self.db.table("runs").create_index(["name"], unique=True)
+            self.db.table("kernels").create(KERNEL_COLUMNS, pk=("run_id", "launch_id"),
                                       foreign_keys=[("run_id", "runs", "id")])
-            self.db["kernels"].create_index(["run_id", "name"])  # type: ignore[union-attr]
+            self.db.table("kernels").create_index(["run_id", "name"])
             self._create_ranges()
-            self.db["meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
-            self.db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
+            self.db.table("meta").create({"key": str, "value": str}, pk="key")
+            self.db.table("meta").insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
 
     def _create_ranges(self) -> None:
-        self.db["ranges"].create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),  # type: ignore[union-attr]
+        self.db.table("ranges").create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),
                                  foreign_keys=[("run_id", "runs", "id")])
 
     def _upgrade(self, tables: set[str]) -> None:
@@ -127,17 +127,17 @@ class Store:
         if version == SCHEMA_VERSION:
             return
         with self.db.atomic():
-            runs_cols = set(self.db["runs"].columns_dict)
+            runs_cols = set(self.db.table("runs").columns_dict)
             if "activity" not in runs_cols:
-                self.db["runs"].add_column("activity", str)  # type: ignore[union-attr]
+                self.db.table("runs").add_column("activity", str)
                 self.db.execute("update runs set activity = 'kernel'")
-            kernel_cols = set(self.db["kernels"].columns_dict)
+            kernel_cols = set(self.db.table("kernels").columns_dict)
             for col, typ in KERNEL_COLUMNS.items():
                 if col not in kernel_cols:
-                    self.db["kernels"].add_column(col, typ)  # type: ignore[union-attr]
+                    self.db.table("kernels").add_column(col, typ)
             if "ranges" not in tables:
                 self._create_ranges()
-            self.db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")  # type: ignore[union-attr]
+            self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     # ------------------------------------------------------------------ names
     def unique_name(self, base: str) -> str:
@@ -178,16 +178,16 @@ class Store:
                 row[key] = json.dumps(row[key])
         with self.db.atomic():
             self.check_name_free(fields["name"])
-            run_id = self.db["runs"].insert(row).last_pk
+            run_id = int(self.db.table("runs").insert(row).last_pk or 0)
             activity, count, total = self._insert_kernels(run_id, capture.rows)
             info["notes"] = list(capture.notes)
             counted: dict[str, Any] = {"activity": activity, "kernel_count": count, "gpu_time_ns": total,
                                        "info": json.dumps(info)}
             if activity == "cpu_op" and not fields.get("device"):
                 counted["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
-            self.db["runs"].update(run_id, counted)
+            self.db.table("runs").update(run_id, counted)
             if capture.ranges:
-                self.db["ranges"].insert_all(({"run_id": run_id, **r} for r in capture.ranges), batch_size=2000)
+                self.db.table("ranges").insert_all(({"run_id": run_id, **r} for r in capture.ranges), batch_size=2000)
         return self.get_run(str(run_id))
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
