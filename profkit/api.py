@@ -118,8 +118,10 @@ class Database:
         """One row per run (``RUN_LIST_FIELDS`` columns), oldest first."""
         import pandas as pd
 
-        return pd.DataFrame([{k: getattr(r, k) for k in RUN_LIST_FIELDS} for r in self.store.runs()],
-                            columns=list(RUN_LIST_FIELDS))
+        df = pd.DataFrame([{k: getattr(r, k) for k in RUN_LIST_FIELDS} for r in self.store.runs()],
+                          columns=list(RUN_LIST_FIELDS))
+        ints = {"id", "batch_size", "iters", "kernel_count", "gpu_time_ns"}
+        return df.astype({c: "Int64" if c in ints else "string" for c in RUN_LIST_FIELDS})
 
     def import_file(self, path: str | os.PathLike[str], name: str | None = None) -> Run:
         """Import an export made elsewhere (.ncu-rep, ncu CSV, .nsys-rep/.qdstrm/.sqlite, Kineto
