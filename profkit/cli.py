@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence
 import typer
 from typer.core import TyperGroup
 
-from . import render
 from .choices import Device, Format, Mode, Precision, Tool
 from .errors import ProfkitError, ProfkitWarning, name_params
 
 if TYPE_CHECKING:
     from .api import Database
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
 
 # Library parameter -> this command's flag, where the flag is not just "--" + the name.
 FLAGS = {"timeout_s": "--timeout"}
@@ -66,12 +69,12 @@ class OneLineErrors(TyperGroup):
             ctx = getattr(exc, "ctx", None)
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
             message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
-            render.error(f"profkit: error: {' '.join(message.split())}{where}")
+            _err(f"profkit: error: {' '.join(message.split())}{where}")
             sys.exit(getattr(exc, "exit_code", 2))
         except Exception as exc:
             if type(exc).__name__ != "Abort":
                 raise
-            render.error("profkit: interrupted")
+            _err("profkit: interrupted")
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -123,16 +126,16 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
                 fn(*args, **kwargs)
             for w in caught:
                 if issubclass(w.category, ProfkitWarning):
-                    render.error(f"profkit: note: {name_params(str(w.message), flag)}")
+                    _err(f"profkit: note: {name_params(str(w.message), flag)}")
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         except ProfkitError as exc:
             if _state["verbose"]:
                 raise
-            render.error(f"profkit: error: {exc.one_line(flag)}")
+            _err(f"profkit: error: {exc.one_line(flag)}")
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            render.error("profkit: interrupted")
+            _err("profkit: interrupted")
             raise typer.Exit(130) from None
         except BrokenPipeError:
             _quiet_pipe()
@@ -186,6 +189,7 @@ def run(
     db: DbOpt = None,
 ) -> None:
     """Run a workload under a profiler, store its kernels and print a summary."""
+    from . import render  # here, not at the top: --help need not pay for it
     from .api import profile
     from .launch import Progress
 
@@ -213,6 +217,7 @@ def import_(
     db: DbOpt = None,
 ) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last."""
+    from . import render  # here, not at the top: --help need not pay for it
     render.imported(_open(db, create=True).import_file(path, name=name), str(path))
 
 
@@ -221,6 +226,7 @@ def import_(
 @handles_errors
 def runs(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
     """List the runs in the database."""
+    from . import render  # here, not at the top: --help need not pay for it
     render.runs(_open(db).list_runs(), fmt.value)
 
 
@@ -234,6 +240,7 @@ def kernels(
     db: DbOpt = None,
 ) -> None:
     """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
+    from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
     counts = r.count_by_kind() if fmt is Format.table else {}
     render.kernels(r, r.iter_kernels(), fmt.value, limit=limit,
@@ -250,6 +257,7 @@ def summary(
     db: DbOpt = None,
 ) -> None:
     """Summarise a run: launches, GPU time, tensor-core share, time by precision."""
+    from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
     render.summary(r, r.summary(top=top), fmt.value)
 
@@ -259,6 +267,7 @@ def summary(
 @handles_errors
 def ranges(run_ref: RunArg, fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
     """Per NVTX range: kernels launched in it, their GPU time, wall time, other threads' kernels."""
+    from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
     render.ranges(r, r.range_rows(), fmt.value)
 
@@ -268,6 +277,7 @@ def ranges(run_ref: RunArg, fmt: FmtOpt = Format.table, db: DbOpt = None) -> Non
 @handles_errors
 def workloads_() -> None:
     """List the built-in workloads."""
+    from . import render  # here, not at the top: --help need not pay for it
     from .workloads import builtins
 
     render.workloads(builtins())
