@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from .errors import StoreError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
 from .records import RUN_LIST_FIELDS, RunRecord, Summary
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .launch import Progress
     from .store import Store
 
-__all__ = ["Database", "Run", "open_db", "profile"]
+__all__ = ["Database", "Run", "list_workloads", "open_db", "profile"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Run(RunRecord):
     def database(self) -> Database:
         """The database the run is stored in."""
         if self.db is None:
-            raise ValueError("this Run is not attached to a database")
+            raise StoreError(f"run {self.name!r} is not attached to a database", "Get runs from open_db(...).run().")
         return self.db
 
     def iter_kernels(self) -> Iterator[ClassifiedRow]:
@@ -132,7 +133,15 @@ class Database:
 
     def profile(self, workload: str, **options: Any) -> Run:
         """Profile a workload into this database; ``options`` as for :func:`profile`."""
+        options.pop("db", None)
         return profile(workload, db=self, **options)
+
+
+def list_workloads() -> list[tuple[str, str]]:
+    """The built-in workloads: (name, one-line description), by name."""
+    from .workloads import builtins
+
+    return builtins()
 
 
 def open_db(path: str | os.PathLike[str] | None = None, create: bool = True) -> Database:
@@ -174,5 +183,11 @@ def profile(
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout_s,
                      cpu_sampling=cpu_sampling, context_switches=context_switches)
     checked = plan(req)
-    database = db if isinstance(db, Database) else open_db(db, create=True)
-    return database._attach(run(database.store, checked, progress))
+    if isinstance(db, Database):
+        return db._attach(run(db.store, checked, progress))
+    database = open_db(db, create=True)
+    try:
+        return database._attach(run(database.store, checked, progress))
+    except BaseException:
+        database.store.discard_if_unused()  # a database this call made, and nothing stored in it
+        raise

@@ -30,12 +30,18 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-# Library parameter -> this command's flag, where the flag is not just "--" + the name.
-FLAGS = {"timeout_s": "--timeout"}
+# The library's parameters (as its messages name them, in backticks) -> this command's flags.
+FLAGS = {
+    **{p: "--" + p.replace("_", "-") for p in ("tool", "precision", "mode", "batch_size", "iters", "warmup", "device",
+                                              "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
+                                              "limit")},
+    "timeout_s": "--timeout",
+}
 
 
-def flag(param: str) -> str:
-    return FLAGS.get(param, "--" + param.replace("_", "-"))
+def flag(param: str) -> str | None:
+    """The flag for a library parameter; None for any other word."""
+    return FLAGS.get(param)
 
 
 def _parser_errors() -> tuple[type[Exception], ...]:
@@ -67,7 +73,7 @@ class OneLineErrors(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":  # `profkit` alone: the help, as Typer shows it
                 return super().main(["--help"], prog_name, complete_var, standalone_mode=True, **extra)
             ctx = getattr(exc, "ctx", None)
-            where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
             message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
             _err(f"profkit: error: {' '.join(message.split())}{where}")
             sys.exit(getattr(exc, "exit_code", 2))
@@ -120,15 +126,18 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        caught: list[warnings.WarningMessage] = []
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ProfkitWarning)
-                fn(*args, **kwargs)
-            for w in caught:
-                if issubclass(w.category, ProfkitWarning):
-                    _err(f"profkit: note: {name_params(str(w.message), flag)}")
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+                try:
+                    fn(*args, **kwargs)
+                finally:
+                    for w in caught:
+                        if issubclass(w.category, ProfkitWarning):
+                            _err(f"profkit: note: {name_params(str(w.message), flag)}")
+                        else:
+                            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         except ProfkitError as exc:
             if _state["verbose"]:
                 raise
@@ -212,13 +221,20 @@ def run(
 @app.command("import")
 @handles_errors
 def import_(
-    path: Annotated[Path, typer.Argument(help="A .ncu-rep report or ncu raw-page CSV (.csv, .csv.gz), a torch.profiler trace (.json, .json.gz), or an Nsight Systems report (.nsys-rep, .qdstrm) or its SQLite export (.sqlite).", show_default=False)],
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="A .ncu-rep report or ncu raw-page CSV (.csv, .csv.gz), a torch.profiler trace (.json, .json.gz), or an Nsight Systems report (.nsys-rep, .qdstrm) or its SQLite export (.sqlite).", show_default=False)],
     name: Annotated[Optional[str], typer.Option(help="Run name (default: from the file name).", show_default=False)] = None,
     db: DbOpt = None,
 ) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last."""
     from . import render  # here, not at the top: --help need not pay for it
-    render.imported(_open(db, create=True).import_file(path, name=name), str(path))
+
+    database = _open(db, create=True)
+    try:
+        done = database.import_file(path, name=name)
+    except BaseException:
+        database.store.discard_if_unused()  # made by this command, and nothing stored in it
+        raise
+    render.imported(done, str(path))
 
 
 # ---------------------------------------------------------------------------------- runs
@@ -236,7 +252,7 @@ def runs(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
 def kernels(
     run_ref: RunArg,
     fmt: FmtOpt = Format.table,
-    limit: Annotated[Optional[int], typer.Option(help="Show at most this many launches (table only).", show_default=False)] = None,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="Show at most this many launches (table only).", show_default=False)] = None,
     db: DbOpt = None,
 ) -> None:
     """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
@@ -253,7 +269,7 @@ def kernels(
 def summary(
     run_ref: RunArg,
     fmt: FmtOpt = Format.table,
-    top: Annotated[int, typer.Option(help="How many kernels to list by time.")] = 10,
+    top: Annotated[int, typer.Option(min=0, help="How many kernels to list by time.")] = 10,
     db: DbOpt = None,
 ) -> None:
     """Summarise a run: launches, GPU time, tensor-core share, time by precision."""
@@ -278,9 +294,9 @@ def ranges(run_ref: RunArg, fmt: FmtOpt = Format.table, db: DbOpt = None) -> Non
 def workloads_() -> None:
     """List the built-in workloads."""
     from . import render  # here, not at the top: --help need not pay for it
-    from .workloads import builtins
+    from .api import list_workloads
 
-    render.workloads(builtins())
+    render.workloads(list_workloads())
 
 
 def main() -> None:

@@ -15,9 +15,25 @@ from typing import Callable
 _PARAM = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
-def name_params(text: str, option: Callable[[str], str] | None) -> str:
-    """Library text with its `parameters` named as ``option`` names them (the CLI: flags)."""
-    return _PARAM.sub(lambda m: option(m.group(1)), text) if option else text
+def name_params(text: str, option: Callable[[str], str | None] | None) -> str:
+    """Library text with its `parameters` named as ``option`` names them (the CLI: flags).
+    A word ``option`` does not know (a user's own text in backticks) is left as it is."""
+    if option is None:
+        return text
+    return _PARAM.sub(lambda m: option(m.group(1)) or m.group(0), text)
+
+
+def require_int(param: str, value: object, minimum: int) -> None:
+    """A whole number (not a bool, not a float) of at least ``minimum``, or a UsageError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"`{param}` must be a whole number, not {value!r}")
+    if value < minimum:
+        raise UsageError(f"`{param}` must be at least {minimum}, not {value}")
+
+
+def require_choice(param: str, value: object, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise UsageError(f"unknown `{param}` {value!r}", f"Choose one of {', '.join(choices)}.")
 
 
 class ProfkitError(Exception):
@@ -30,7 +46,7 @@ class ProfkitError(Exception):
         self.message = message
         self.hint = hint
 
-    def one_line(self, option: Callable[[str], str] | None = None) -> str:
+    def one_line(self, option: Callable[[str], str | None] | None = None) -> str:
         """The message and hint on one line. ``option`` maps a parameter named in backticks to
         what the caller calls it (the CLI: its flag); without it the backticks stay."""
         text = self.message.rstrip(".")

@@ -88,5 +88,5 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
     run = store_capture(store, capture, fields)
     if earlier:
         warnings.warn(f"the same file was imported before as {', '.join(earlier)}; this is a new run",
-                      ProfkitWarning, stacklevel=2)
+                      ProfkitWarning, stacklevel=3)  # at the caller of Database.import_file
     return run

@@ -13,6 +13,8 @@ the harness itself: no Nsight install needed, and the only one that sees CPU ope
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,12 +23,12 @@ from typing import Any, Callable
 
 from . import gpu, nvtx_ranges, workloads
 from .choices import Tool, values
-from .errors import EmptyCapture, ToolFailed, ToolNotFound, UsageError, WorkloadError
+from .errors import EmptyCapture, ToolFailed, ToolNotFound, UsageError, WorkloadError, require_choice, require_int
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
 from .store import Store, raw_dir
-from .store.database import RunFields
+from .store.database import RunFields, check_run_name
 from .tools import ncu, nsys, runner
 
 TOOLS = values(Tool)
@@ -96,14 +98,18 @@ def plan(req: RunRequest) -> Plan:
 def check(req: RunRequest) -> tuple[str, Path]:
     """Validate a request's options; return the workload's (name, path)."""
     workloads.validate_spec(req.spec)
-    if req.tool not in TOOLS:
-        raise UsageError(f"unknown `tool` {req.tool!r}", f"Choose one of {', '.join(TOOLS)}.")
-    if req.iters < 1:
-        raise UsageError(f"`iters` must be at least 1, not {req.iters}")
-    if req.warmup < 0:
-        raise UsageError(f"`warmup` must be at least 0, not {req.warmup}")
-    if req.timeout_s is not None and req.timeout_s <= 0:
-        raise UsageError(f"`timeout_s` must be a positive number of seconds, not {req.timeout_s}")
+    require_choice("tool", req.tool, TOOLS)
+    require_int("iters", req.iters, 1)
+    require_int("warmup", req.warmup, 0)
+    t = req.timeout_s
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1):
+        raise UsageError(f"`timeout_s` must be a number of seconds, at least 1, not {t!r}")
+    if req.metrics is not None and not isinstance(req.metrics, str):
+        raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {req.metrics!r}")
+    if req.name is not None:
+        if not isinstance(req.name, str):
+            raise UsageError(f"`name` must be a string, not {req.name!r}")
+        check_run_name(req.name)
     if req.spec.device == "cpu" and req.tool in GPU_ONLY:
         raise UsageError(f"{req.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
     if req.metrics is not None and req.tool not in ("ncu", "auto"):
@@ -194,7 +200,9 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     suffix = "cpu" if req.spec.device == "cpu" else tool
     name = req.name or store.unique_name(f"{wname}-{req.spec.precision}-{req.spec.mode}-{suffix}")
     folder = raw_dir(store.path, name)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists():  # left by an earlier run of this name that was never stored: stale
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     job = _Job(req, wname, tag, folder, {
         "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
         "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),

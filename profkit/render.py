@@ -54,9 +54,20 @@ def fits(c: Console) -> bool:
 
 
 def table(c: Console, title: str | None = None, title_left: bool = False) -> Table:
+    """A plain table. Its title is centred over it in a terminal; piped, where a table may be
+    thousands of columns wide, it starts the line."""
     from rich.table import Table
+    from rich.text import Text
 
-    return Table(box=None, header_style="bold", title=title, title_justify="left" if title_left else "center")
+    return Table(box=None, header_style="bold", title=Text(title) if title else None,
+                 title_justify="left" if title_left or not fits(c) else "center")
+
+
+def escape(text: str) -> str:
+    """Text (a path, a GPU's or workload's name) safe to print through rich markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def fmt_ns(ns: Any) -> str:
@@ -112,7 +123,7 @@ def runs(records: Sequence[RunRecord], fmt: str) -> None:
         add_row(t, str(r.id), r.name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
                   r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
                   f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
-                  fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19])
+                  fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19 if fits(c) else None])
     c.print(t)
 
 
@@ -144,8 +155,10 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
         cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
     if fits(c):
         # Everything but the kernel and range names keeps its full width; those two share the rest.
+        digits = len(str(max(0, (run.kernel_count or 1) - 1)))
+        fixed["#"] = max(fixed["#"], digits)
         spare = max(32, c.width - sum(fixed.values()) - 2 * len(cols))
-        keep = {"#": len(str(max(0, (run.kernel_count or 1) - 1))), "prec": 4, "TC": 3}  # never squeezed
+        keep = {"#": digits, "prec": 4, "TC": 3}  # never squeezed
         widths = {**fixed, cols[1]: spare * 2 // 3, "range": spare - spare * 2 // 3}
         for col in cols:
             t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left",
@@ -180,7 +193,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
     what = " ".join(str(x) for x in (run.workload, run.precision, run.mode) if x)
     cpu = s.activity == "cpu_op"
     where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
-    c.print(f"[bold]{run.name}[/bold]  {what}  {run.tool or ''} on {where}")
+    c.print(f"[bold]{escape(run.name)}[/bold]  {escape(what)}  {escape(run.tool or '')} on {escape(where)}")
     if cpu:
         c.print(f"{s.kernels} CPU operator calls, {fmt_ns(s.gpu_time_ns)} CPU self time; "
                 "these are CPU operators, not GPU kernels: no tensor cores")
@@ -260,8 +273,9 @@ def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str) -> No
     summary(run, s, "table", c)
     size = run.info.get("report_bytes")
     if report:
-        c.print(f"report: {report} ({size / 1e6:.2f} MB)" if size else f"report: {report}")
-    c.print(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as [bold]{run.name}[/bold] in {db_path}")
+        c.print(f"report: {escape(report)} ({size / 1e6:.2f} MB)" if size else f"report: {escape(report)}")
+    c.print(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as [bold]{escape(run.name)}[/bold] in "
+            f"{escape(db_path)}")
 
 
 def imported(run: RunRecord, source: str) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .choices import Device, Mode, Precision, values
-from .errors import UsageError, WorkloadError
+from .errors import WorkloadError, require_choice, require_int
 
 PRECISIONS = values(Precision)
 MODES = values(Mode)
@@ -51,14 +51,10 @@ class Spec:
 
 
 def validate_spec(spec: Spec) -> None:
-    if spec.precision not in PRECISIONS:
-        raise UsageError(f"unknown `precision` {spec.precision!r}", f"Choose one of {', '.join(PRECISIONS)}.")
-    if spec.mode not in MODES:
-        raise UsageError(f"unknown `mode` {spec.mode!r}", f"Choose one of {', '.join(MODES)}.")
-    if spec.device not in DEVICES:
-        raise UsageError(f"unknown `device` {spec.device!r}", f"Choose one of {', '.join(DEVICES)}.")
-    if spec.batch_size < 1:
-        raise UsageError(f"`batch_size` must be at least 1, not {spec.batch_size}")
+    require_choice("precision", spec.precision, PRECISIONS)
+    require_choice("mode", spec.mode, MODES)
+    require_choice("device", spec.device, DEVICES)
+    require_int("batch_size", spec.batch_size, 1)
 
 
 @functools.cache
@@ -109,6 +105,8 @@ def builtins() -> list[tuple[str, str]]:
 
 def resolve(workload: str) -> tuple[str, Path]:
     """Map a built-in name or a path to (workload name, file path)."""
+    if not isinstance(workload, str) or not workload:
+        raise WorkloadError(f"a workload is a built-in's name or a .py file's path, not {workload!r}")
     looks_like_path = workload.endswith(".py") or "/" in workload or "\\" in workload
     if looks_like_path:
         path = Path(workload).expanduser()

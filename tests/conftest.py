@@ -49,11 +49,12 @@ def db(tmp_path):
 _runner = CliRunner()
 
 
-def cli(*args, db=None):
-    """Invoke ``profkit ARGS [--db DB]`` in-process; the result has exit_code, stdout, stderr."""
+def cli(*args, db=None, env=None):
+    """Invoke ``profkit ARGS [--db DB]`` in-process; the result has exit_code, stdout, stderr.
+    ``env`` adds environment variables (``COLUMNS``, ``TTY_COMPATIBLE``: a terminal's size)."""
     from profkit.cli import app
 
-    return _runner.invoke(app, [str(a) for a in args] + (["--db", str(db)] if db else []))
+    return _runner.invoke(app, [str(a) for a in args] + (["--db", str(db)] if db else []), env=env)
 
 
 def cli_json(*args, db=None):
@@ -72,6 +73,7 @@ def one_line_error(result, message: str, code: int = 1) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], result.stderr
     assert "Traceback" not in result.output
+    assert "`" not in lines[0], lines[0]  # the library's `param` marks became flags
 
 
 @pytest.fixture(scope="session")

@@ -107,15 +107,34 @@ def test_errors_name_parameters_not_flags(tmp_path):
     for options, message in [({"iters": 0}, "`iters` must be at least 1"), ({"warmup": -1}, "`warmup` must be"),
                              ({"precision": "fp7"}, "unknown `precision` 'fp7'"), ({"batch_size": 0}, "`batch_size`"),
                              ({"device": "cpu", "tool": "ncu"}, "`device` cpu needs `tool` torch"),
-                             ({"tool": "perf"}, "unknown `tool` 'perf'")]:
+                             ({"tool": "perf"}, "unknown `tool` 'perf'"), ({"iters": "2"}, "`iters` must be a whole number"),
+                             ({"batch_size": 1.5}, "`batch_size` must be a whole number"),
+                             ({"iters": True}, "`iters` must be a whole number"), ({"warmup": "x"}, "`warmup`"),
+                             ({"timeout_s": float("nan")}, "`timeout_s` must be a number of seconds"),
+                             ({"timeout_s": "5"}, "`timeout_s`"), ({"precision": None}, "unknown `precision` None"),
+                             ({"name": "1"}, "`name` '1' is not a usable run name"),
+                             ({"name": ".."}, "is not a usable run name")]:
         with pytest.raises(profkit.UsageError) as exc:
             profkit.profile("resnet18", db=tmp_path / "p.db", **options)
         assert message in str(exc.value) and "--" not in str(exc.value), str(exc.value)
     with pytest.raises(profkit.WorkloadError, match="unknown workload 'nosuch'"):
         profkit.profile("nosuch", db=tmp_path / "p.db")
+    with pytest.raises(profkit.WorkloadError, match="not 5"):
+        profkit.profile(5, db=tmp_path / "p.db")  # type: ignore[arg-type]
+    with pytest.raises(profkit.StoreError, match="not attached to a database"):
+        profkit.Run(id=1, name="x").kernels()
     assert not (tmp_path / "p.db").exists()  # options are checked before the database is made
     with pytest.raises(profkit.BadExport, match="don't know how to import"):
         profkit.open_db(tmp_path / "a.db").import_file(ROOT / "README.md")
+
+
+@needs_torch
+def test_failed_profile_leaves_no_database(tmp_path):
+    """A workload that fails in the profiled process: one WorkloadError, and the database this
+    call created is gone again (its files stay, for the log)."""
+    with pytest.raises(profkit.WorkloadError, match="weights file missing"):
+        profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=tmp_path / "p.db")
+    assert not (tmp_path / "p.db").exists()
 
 
 @needs_torch

@@ -12,13 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
-
-from profkit.cli import app
-
 from .conftest import NCU_DATA, cli, cli_json, one_line_error
 
-runner = CliRunner()
 CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
 
 
@@ -72,10 +67,10 @@ def test_output_contract(db):
 def test_db_from_environment_and_global_option(tmp_path, monkeypatch):
     env_db = tmp_path / "env.db"
     monkeypatch.setenv("PROFKIT_DB", str(env_db))
-    assert runner.invoke(app, ["import", str(CSV)]).exit_code == 0
+    assert cli("import", CSV).exit_code == 0
     assert run_count(env_db) == 1
     other = tmp_path / "other.db"
-    assert runner.invoke(app, ["--db", str(other), "import", str(CSV)]).exit_code == 0
+    assert cli("--db", other, "import", CSV).exit_code == 0
     assert run_count(other) == 1 and run_count(env_db) == 1
 
 
@@ -131,8 +126,11 @@ def test_other_bad_inputs(tmp_path, db):
         (["summary", "nosuch"], 1, "no run 'nosuch'"),
         (["kernels", "99"], 1, "no run '99'"),
         (["ranges", "nosuch"], 1, "no run 'nosuch'"),
-        (["import", str(CSV), "--name", "bad name!"], 2, "bad run --name 'bad name!'"),
-        (["import", str(CSV), "--name", "123"], 2, "bad run --name"),
+        (["import", str(CSV), "--name", "bad name!"], 2, "--name 'bad name!' is not a usable run name"),
+        (["import", str(CSV), "--name", "123"], 2, "--name '123' is not a usable run name"),
+        (["import", str(CSV), "--name", ".."], 2, "--name '..' is not a usable run name"),
+        (["summary", "keep", "--top", "-1"], 2, "Invalid value for '--top'"),
+        (["kernels", "keep", "--limit", "-3"], 2, "Invalid value for '--limit'"),
         (["import", str(CSV), "--name", "keep"], 1, "Choose another --name"),
         (["run", "nosuch"], 1, "unknown workload"),
         (["run", "resnet18", "--precision", "fp7"], 2, "Invalid value for '--precision': 'fp7' is not one of 'fp32'"),
@@ -167,23 +165,23 @@ def test_not_a_profkit_database(tmp_path):
 
 
 def test_every_command_has_help():
-    r = runner.invoke(app, ["--help"])
+    r = cli("--help")
     assert r.exit_code == 0
     for command in ("run", "import", "runs", "kernels", "summary", "ranges", "workloads"):
         assert command in r.stdout
-        h = runner.invoke(app, [command, "--help"])
+        h = cli(command, "--help")
         assert h.exit_code == 0 and len(h.stdout) > 200
-    assert runner.invoke(app, []).exit_code == 0 and "Usage" in runner.invoke(app, []).stdout
-    assert runner.invoke(app, ["--version"]).stdout.startswith("profkit ")
+    assert cli().exit_code == 0 and "Usage" in cli().stdout
+    assert cli("--version").stdout.startswith("profkit ")
 
 
 def test_help_shows_the_choices():
     """Options with a fixed set of values list them in --help (and the parser checks them)."""
-    text = " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    text = " ".join(cli("run", "--help", env={"COLUMNS": "200"}).stdout.split())
     for choices in ("auto|ncu|nsys|torch", "fp32|fp16|bf16|amp", "eager|torchscript", "cuda|cpu"):
         assert choices in text, choices
     for command in ("kernels", "summary", "ranges", "runs"):
-        assert "table|json|csv" in runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+        assert "table|json|csv" in cli(command, "--help", env={"COLUMNS": "200"}).stdout
 
 
 def test_help_imports_nothing_heavy():
@@ -229,8 +227,8 @@ def test_terminal_tables_fit_the_window(db):
     assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
     import re
 
-    out = runner.invoke(app, ["kernels", "r", "--limit", "5", "--db", str(db)],
-                        env={"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}).stdout
+    out = cli("kernels", "r", "--limit", "5", db=db,
+              env={"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}).stdout
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
     assert "…" in plain and max(len(line) for line in plain.splitlines()) <= 80
 
@@ -247,3 +245,58 @@ def test_closed_pipe_ends_quietly(db):
         err = p.stderr.read().decode()
         assert p.wait(timeout=60) == 0, (args, err)
         assert err == "", (args, err)
+
+
+def test_failed_commands_leave_no_database(tmp_path):
+    """A command that creates the database and then fails removes it again."""
+    for argv, message in [(["import", str(tmp_path / "missing.csv")], "no such file"),
+                          (["import", str(CSV), "--name", "12"], "not a usable run name")]:
+        fresh = tmp_path / "fresh.db"
+        r = cli(*argv, db=fresh)
+        assert r.exit_code != 0 and message in r.stderr and not fresh.exists(), (argv, r.stderr)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    one_line_error(cli("import", bad, db=tmp_path / "fresh.db"), "not a readable JSON trace")
+    assert not (tmp_path / "fresh.db").exists()
+
+
+def test_user_text_in_backticks_is_not_taken_for_a_flag():
+    from profkit.cli import flag
+    from profkit.errors import WorkloadError
+
+    exc = WorkloadError("workload build(spec) failed: ValueError: set `foo_bar` first", "Use `device` cpu.")
+    assert exc.one_line(flag) == "workload build(spec) failed: ValueError: set `foo_bar` first. Use --device cpu."
+
+
+def test_markup_in_names_is_printed_as_it_is(capsys):
+    """Rich markup characters in what the files say (GPU names, workloads, kernel names) are text."""
+    from profkit import render
+    from profkit.records import RunRecord, Summary, TopKernel
+
+    run = RunRecord(id=1, name="r", workload="[red]wl", precision="fp16", mode="eager", tool="torch",
+                    gpu_name="GPU [red]X[/red]")
+    top = TopKernel(name="k<[lambda() (instance 3)]>", launches=1, total_ns=5, pct=100.0, precision="fp16",
+                    tensor_core=False, evidence="name")
+    s = Summary(run="r", activity="kernel", kernels=1, gpu_time_ns=5, tensor_core_kernels=0, tensor_core_time_ns=0,
+                tensor_core_time_pct=0.0, unclassified_time_ns=0, time_by_precision_ns={"fp16": 5},
+                kernels_by_precision={"fp16": 1}, time_by_family_ns={"unknown": 5}, evidence={"name": 1},
+                top_kernels=[top], memory_ops={})
+    render.summary(run, s, "table")
+    out = capsys.readouterr().out
+    assert "[red]wl" in out and "GPU [red]X[/red]" in out and "k<[lambda() (instance 3)]>" in out
+
+
+def test_launch_index_never_cut(monkeypatch, capsys):
+    """In a narrow terminal a run of 123,456 launches still shows every launch's number whole."""
+    from profkit import render
+    from profkit.parse.schema import kernel_row
+    from profkit.records import RunRecord
+
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    rows = [{**kernel_row(123455, "kernel", "k" * 300, "k", duration_ns=5), "precision": "fp16", "tensor_core": False,
+             "family": None, "evidence": "name", "evidence_detail": ""}]
+    render.kernels(RunRecord(id=1, name="big", kernel_count=123456), rows, "table")
+    out = capsys.readouterr().out
+    assert "123455" in out and "…" in out

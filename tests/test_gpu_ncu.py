@@ -6,23 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from profkit.cli import app
-
-from .conftest import needs_gpu_ncu
+from .conftest import cli, cli_json, needs_gpu_ncu, one_line_error
 
 HERE = Path(__file__).parent
-runner = CliRunner()
 
 
 @needs_gpu_ncu
 def test_run_resnet18_fp16_two_iterations(db):
-    r = runner.invoke(app, ["run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--iters", "2",
-                            "--name", "r18", "--db", str(db)])
+    r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--iters", "2",
+            "--name", "r18", db=db)
     assert r.exit_code == 0, r.output
-    s = json.loads(runner.invoke(app, ["summary", "r18", "-f", "json", "--db", str(db)]).stdout)
-    ks = json.loads(runner.invoke(app, ["kernels", "r18", "-f", "json", "--db", str(db)]).stdout)
+    s = cli_json("summary", "r18", db=db)
+    ks = cli_json("kernels", "r18", db=db)
     assert s["kernels"] == len(ks) > 0
     ranges = {k["nvtx_range"] for k in ks}
     assert ranges == {"resnet18.fp16.eager.iter0", "resnet18.fp16.eager.iter1"}
@@ -32,7 +27,7 @@ def test_run_resnet18_fp16_two_iterations(db):
     assert s["tensor_core_kernels"] > 0 and 0 < s["tensor_core_time_pct"] < 100
     assert all(k["precision"] == "fp16" for k in ks if k["tensor_core"])
     assert not any(k["tensor_core"] for k in ks if k["family"] in ("elementwise", "layout", "pooling", "norm"))
-    run = json.loads(runner.invoke(app, ["runs", "-f", "json", "--db", str(db)]).stdout)[0]
+    run = cli_json("runs", db=db)[0]
     assert run["gpu_name"] and run["compute_capability"]
     rep = Path(str(db)).parent / "profkit-runs" / "r18" / "report.ncu-rep"
     # --import-sass 0: no embedded cubins (a default report of this run would be tens of MB).
@@ -41,14 +36,11 @@ def test_run_resnet18_fp16_two_iterations(db):
 
 @needs_gpu_ncu
 def test_no_kernels_profiled_is_an_error(db):
-    r = runner.invoke(app, ["run", str(HERE / "workloads" / "no_gpu_work.py"), "--tool", "ncu", "--db", str(db)])
-    assert r.exit_code != 0
-    assert "profiled no kernels" in r.stderr
-    assert json.loads(runner.invoke(app, ["runs", "-f", "json", "--db", str(db)]).stdout) == []
+    one_line_error(cli("run", HERE / "workloads" / "no_gpu_work.py", "--tool", "ncu", db=db), "profiled no kernels")
+    assert not db.exists()  # the command made it, stored nothing, and removed it
 
 
 @needs_gpu_ncu
 def test_broken_workload_is_one_line(db):
-    r = runner.invoke(app, ["run", str(HERE / "workloads" / "broken_build.py"), "--db", str(db)])
-    assert r.exit_code != 0
-    assert "weights file missing" in r.stderr and "Traceback" not in r.output
+    one_line_error(cli("run", HERE / "workloads" / "broken_build.py", db=db), "weights file missing")
+    assert not db.exists()

@@ -104,8 +104,8 @@ def test_names(db):
     assert store.unique_name("a") == "a-2" and store.unique_name("b c/d") == "b-c-d"
     with pytest.raises(RunExists, match="Choose another `name`"):
         add(store, CSV, "a")
-    for bad in ("bad name", "123", ""):
-        with pytest.raises(UsageError, match="bad run `name`"):
+    for bad in ("bad name", "123", "", ".", "..", ".hidden", "a/b"):
+        with pytest.raises(UsageError, match="`name` .* is not a usable run name"):
             store.check_name_free(bad)
 
 
@@ -179,3 +179,40 @@ def test_sql_lives_in_the_store_alone():
         if re.search(r"^\s*(import sqlite3|from sqlite3 )", text, re.M) or "sqlite_utils" in text or SQL.search(text):
             offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []
+
+
+def test_locked_database_is_one_error_not_a_traceback(db):
+    """Another process holds the write lock (or the file is read-only): a StoreError that says
+    so, and nothing half-written."""
+    store = Store(db)
+    add(store, CSV, "a")
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("begin immediate")
+    try:
+        with pytest.raises(StoreError, match="is locked by another process"):
+            add(store, CSV, "b")
+    finally:
+        other.execute("rollback")
+    assert counts(db)[0] == 1 and add(store, CSV, "b").name == "b"
+
+
+def test_empty_file_is_no_database_to_read(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreError, match="not a profkit database"):
+        Store(empty, create=False)
+    assert empty.stat().st_size == 0
+    with pytest.raises(StoreError, match="is a folder"):
+        Store(tmp_path)
+
+
+def test_discard_if_unused(tmp_path):
+    made = Store(tmp_path / "new.db")
+    assert made.created
+    made.discard_if_unused()
+    assert not (tmp_path / "new.db").exists()
+    kept = Store(tmp_path / "kept.db")
+    add(kept, CSV, "a")
+    kept.discard_if_unused()
+    assert (tmp_path / "kept.db").exists()
+    assert not Store(tmp_path / "kept.db").created

@@ -1,2 +1,2 @@
-"""Analyses over the kernel table: DataFrame (or rows) in, plain data out. Nothing here
-prints, plots or touches the database."""
+"""Analyses of stored runs: each takes the store and a run record, gets its data from the
+store's methods (no SQL here) and returns typed records. Nothing here prints or plots."""

@@ -9,6 +9,7 @@ summarised in bounded memory.
 
 from __future__ import annotations
 
+from ..errors import require_int
 from ..records import MemoryOps, RunRecord, Summary, TopKernel
 from ..store import Store
 
@@ -17,6 +18,7 @@ MEMORY_KINDS = ("memcpy", "memset")
 
 def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
     """Summarise a stored run. Times are integer nanoseconds."""
+    require_int("top", top, 0)
     activity = run.activity
     t = store.totals(run.id, activity)
     total = t["time_ns"]

@@ -71,7 +71,7 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
     except ToolNotFound as exc:
         raise ToolNotFound(
             f"importing {report.name} needs Nsight Systems to export it, and {exc.message}",
-            f"Where nsys exists: nsys export --type sqlite {report.name}, then profkit import the .sqlite.",
+            f"Where nsys exists: nsys export --type sqlite {report.name}, then import the .sqlite.",
         ) from None
     if report.stat().st_size == 0:
         raise BadExport(f"{report} is empty")

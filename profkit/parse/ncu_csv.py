@@ -108,7 +108,7 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     nvtx_col = next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None)
     metric_names = kernel_metric_names([n for n in header if "__" in n])
     if DURATION not in col:
-        raise BadExport(f"{path.name} has no {DURATION} column", "Profile with --metrics that include it.")
+        raise BadExport(f"{path.name} has no {DURATION} column", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
     metric_units: dict[str, str] = {}
     scale: dict[str, float] = {}
     for m in metric_names:

@@ -106,7 +106,7 @@ def read_ncu_rep(path: Path) -> Capture[KernelRow]:
                 if major is not None and minor is not None and major.has_value():
                     cc = f"{int(major.as_uint64())}.{int(minor.as_uint64())}"
     if DURATION not in metric_units and rows and rows[0]["duration_ns"] is None:
-        raise BadExport(f"{path.name} has no {DURATION} values", "Profile with --metrics that include it.")
+        raise BadExport(f"{path.name} has no {DURATION} values", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
     return Capture(
         rows=iter(rows), tool="ncu", source_format="ncu-rep", gpu_name=gpu_name, compute_capability=cc,
         metric_names=sorted(names), metric_units=metric_units, range_paths=path_list(rows),

@@ -76,6 +76,24 @@ def raw_dir(db: Path, run_name: str) -> Path:
     return db.resolve().parent / f"{db.stem}-runs" / run_name
 
 
+def check_run_name(name: str) -> None:
+    """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
+        raise UsageError(
+            f"`name` {name!r} is not a usable run name",
+            "Use letters, digits, '.', '_' and '-', starting with a letter, digit or '_', and not only digits "
+            "(a number means a run id).",
+        )
+
+
+def _unwritable(path: Path, exc: sqlite3.OperationalError) -> StoreError:
+    """An operational failure (read-only file, locked database, full disk) as one line."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{path} is locked by another process ({text})", "Try again once it has finished.")
+    return StoreError(f"cannot write to {path}: {text}", "Check the file's permissions and the free disk space.")
+
+
 class Store:
     """A profkit database. ``Store(path, create=False)`` refuses a missing file."""
 
@@ -83,23 +101,40 @@ class Store:
         import sqlite_utils
 
         self.path = db_path(path)
-        if not create and not self.path.exists():
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a folder, not a database file", "Choose a file for `db`.")
+        existed = self.path.exists()
+        if not create and not existed:
             raise StoreError(f"no database at {self.path}", "Run or import something first, or choose another `db`.")
         if self.path.parent and not self.path.parent.exists():
             raise StoreError(f"folder {self.path.parent} does not exist (for database {self.path})")
+        # True when this Store made the file: a command that then fails can remove it again.
+        self.created = not existed
         try:
             self.db = sqlite_utils.Database(self.path)
-            self._ensure_schema()
+            self._ensure_schema(create)
+        except sqlite3.OperationalError as exc:
+            raise _unwritable(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
 
     def close(self) -> None:
         self.db.close()
 
-    def _ensure_schema(self) -> None:
+    def discard_if_unused(self) -> None:
+        """Remove the database file if this Store created it and it holds no run: what a
+        command that failed before storing anything does, so that it leaves no empty database."""
+        if self.created and not self.db.execute("select count(*) from runs").fetchone()[0]:
+            self.close()
+            self.path.unlink(missing_ok=True)
+
+    def _ensure_schema(self, create: bool) -> None:
         tables = set(self.db.table_names())
         if tables and "runs" not in tables:
             raise StoreError(f"{self.path} is a SQLite database but not a profkit one (no runs table)")
+        if not tables and not create:
+            raise StoreError(f"{self.path} is not a profkit database (it holds no tables)",
+                             "Run or import something first, or choose another `db`.")
         if "runs" in tables:
             self._upgrade(tables)
             return
@@ -151,11 +186,7 @@ class Store:
         return f"{base}-{n}"
 
     def check_name_free(self, name: str) -> None:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.isdigit():
-            raise UsageError(
-                f"bad run `name` {name!r}",
-                "Use letters, digits, '.', '_' and '-', not only digits (a number means a run id).",
-            )
+        check_run_name(name)
         if self.db.execute("select 1 from runs where name = ?", [name]).fetchone():
             raise RunExists(f"a run named {name!r} already exists in {self.path}", "Choose another `name`.")
 
@@ -176,14 +207,20 @@ class Store:
         for key in JSON_RUN_COLUMNS:
             if key in row and row[key] is not None:
                 row[key] = json.dumps(row[key])
+        try:
+            return self._add_run(row, info, capture)
+        except sqlite3.OperationalError as exc:
+            raise _unwritable(self.path, exc) from exc
+
+    def _add_run(self, row: dict[str, Any], info: dict[str, Any], capture: Capture[ClassifiedRow]) -> RunRecord:
         with self.db.atomic():
-            self.check_name_free(fields["name"])
+            self.check_name_free(row["name"])
             run_id = int(self.db.table("runs").insert(row).last_pk or 0)
             activity, count, total = self._insert_kernels(run_id, capture.rows)
             info["notes"] = list(capture.notes)
             counted: dict[str, Any] = {"activity": activity, "kernel_count": count, "gpu_time_ns": total,
                                        "info": json.dumps(info)}
-            if activity == "cpu_op" and not fields.get("device"):
+            if activity == "cpu_op" and not row.get("device"):
                 counted["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
             self.db.table("runs").update(run_id, counted)
             if capture.ranges:
@@ -232,12 +269,6 @@ class Store:
             raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
         return activity, count[activity], total[activity]
 
-    def delete_run(self, run_id: int) -> None:
-        with self.db.atomic():
-            for table in ("kernels", "ranges"):
-                self.db.execute(f"delete from {table} where run_id = ?", [run_id])
-            self.db.execute("delete from runs where id = ?", [run_id])
-
     # ------------------------------------------------------------------ reading runs
     def runs(self) -> list[RunRecord]:
         return [_run(r) for r in self.db.query("select * from runs order by id")]
@@ -246,7 +277,7 @@ class Store:
         """A run by id (digits) or name."""
         ref = str(ref)
         row = None
-        if ref.isdigit():
+        if ref.isascii() and ref.isdigit():
             row = next(self.db.query("select * from runs where id = ?", [int(ref)]), None)
         if row is None:
             row = next(self.db.query("select * from runs where name = ?", [ref]), None)

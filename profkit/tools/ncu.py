@@ -22,7 +22,7 @@ def find() -> str:
         return path
     raise ToolNotFound(
         "Nsight Compute (ncu) is not installed or not on PATH",
-        "Install Nsight Compute, or import a report made elsewhere with: profkit import REPORT.ncu-rep",
+        "Install Nsight Compute, or import a report (.ncu-rep) made where it is installed",
     )
 
 

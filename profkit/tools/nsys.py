@@ -28,7 +28,7 @@ def find() -> str:
         return path
     raise ToolNotFound(
         "Nsight Systems (nsys) is not installed or not on PATH",
-        "Install Nsight Systems, or import a capture made elsewhere with: profkit import REPORT.nsys-rep",
+        "Install Nsight Systems, or import a capture (.nsys-rep) made where it is installed",
     )
 
 
