@@ -42,5 +42,9 @@ def test_no_kernels_profiled_is_an_error(db):
 
 @needs_gpu_ncu
 def test_broken_workload_is_one_line(db):
-    one_line_error(cli("run", HERE / "workloads" / "broken_build.py", db=db), "weights file missing")
+    r = cli("run", HERE / "workloads" / "broken_build.py", db=db)
+    # `--tool auto` says which tool it chose, then the one error line.
+    note, error = r.stderr.strip().splitlines()
+    assert note.startswith("profkit: tool: ") and r.exit_code == 1
+    assert error.startswith("profkit: error: ") and "weights file missing" in error and "Traceback" not in r.output
     assert not db.exists()
