@@ -130,14 +130,16 @@ def runs(records: Sequence[RunRecord], fmt: str) -> None:
 # ---------------------------------------------------------------------------------- kernels
 def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int | None = None,
             memory_ops: int = 0) -> None:
-    """A run's kernel table. JSON and CSV are streamed, one launch at a time."""
+    """A run's kernel table (rows with KERNEL_FIELDS, as the store yields them). JSON and CSV
+    are streamed, one launch at a time."""
     if fmt == "json":
-        out = sys.stdout
-        out.write("[")
+        write = sys.stdout.write
+        dumps = json.dumps
+        write("[")
         n = 0
         for n, r in enumerate(rows, start=1):
-            out.write(("," if n > 1 else "") + "\n  " + json.dumps({k: r[k] for k in KERNEL_FIELDS}))  # type: ignore[literal-required]
-        out.write("\n]\n" if n else "]\n")
+            write(("," if n > 1 else "") + "\n  " + dumps(r))
+        write("\n]\n" if n else "]\n")
         return
     if fmt == "csv":
         write_csv(rows, KERNEL_FIELDS)

@@ -289,9 +289,18 @@ class Store:
 
     # ------------------------------------------------------------------ reading kernels
     def iter_kernels(self, run_id: int) -> Iterator[ClassifiedRow]:
-        """Kernel rows in launch order, streamed, with metrics decoded and tensor_core as bool."""
-        for row in self.db.query("select * from kernels where run_id = ? order by launch_id", [run_id]):
-            yield _kernel(row)
+        """Kernel rows (KERNEL_FIELDS, in that order) in launch order, streamed, with metrics
+        decoded and tensor_core as bool."""
+        cur = self.db.execute(f"select {', '.join(KERNEL_FIELDS)} from kernels where run_id = ? order by launch_id",
+                              [run_id])
+        loads = json.loads
+        while batch := cur.fetchmany(5000):
+            for values in batch:
+                row = dict(zip(KERNEL_FIELDS, values))
+                row["metrics"] = loads(row["metrics"]) if row["metrics"] else {}
+                if row["tensor_core"] is not None:
+                    row["tensor_core"] = bool(row["tensor_core"])
+                yield row  # type: ignore[misc]  # KERNEL_FIELDS are ClassifiedRow's keys
 
     def count_by_kind(self, run_id: int) -> dict[str, int]:
         """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
@@ -361,10 +370,3 @@ def _run(row: dict[str, Any]) -> RunRecord:
             row.pop(key, None)
     return RunRecord(**row)
 
-
-def _kernel(row: dict[str, Any]) -> ClassifiedRow:
-    out = {k: row[k] for k in KERNEL_FIELDS}
-    out["metrics"] = json.loads(row["metrics"]) if row["metrics"] else {}
-    if out["tensor_core"] is not None:
-        out["tensor_core"] = bool(out["tensor_core"])
-    return out  # type: ignore[return-value]  # KERNEL_FIELDS are ClassifiedRow's keys
