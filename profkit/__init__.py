@@ -21,7 +21,8 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it, imported on first use (PEP 562).
 _EXPORTS = {
-    "open_db": "api", "profile": "api", "list_workloads": "api", "Database": "api", "Run": "api",
+    "open_db": "api", "profile": "api", "compare": "api", "list_workloads": "api", "Database": "api", "Run": "api",
+    "Comparison": "api", "Diff": "analyze.diff", "DiffRow": "analyze.diff",
     "RunRecord": "records", "Summary": "records", "TopKernel": "records", "MemoryOps": "records",
     "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
     "Progress": "launch",
@@ -32,7 +33,8 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
-    from .api import Database, Run, list_workloads, open_db, profile
+    from .analyze.diff import Diff, DiffRow
+    from .api import Comparison, Database, Run, compare, list_workloads, open_db, profile
     from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
                          RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError, WorkloadError)
     from .launch import Progress

@@ -17,19 +17,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from .errors import StoreError
+from .errors import StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
 from .records import RUN_LIST_FIELDS, RunRecord, Summary
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .analyze.diff import Diff
+
     from .launch import Progress
     from .store import Store
 
-__all__ = ["Database", "Run", "list_workloads", "open_db", "profile"]
+__all__ = ["Comparison", "Database", "Run", "compare", "list_workloads", "open_db", "profile"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ class Run(RunRecord):
 
         df = pd.DataFrame(self.range_rows(), columns=list(RANGE_COLUMNS))[list(RANGE_FIELDS)]
         return df.astype({c: "Int64" if RANGE_COLUMNS[c] == "int" else "string" for c in RANGE_FIELDS})
+
+    def diff(self, other: RunRecord, match: str = "exact", threshold_pct: float = 10.0) -> Diff:
+        """This run (A) against ``other`` (B): each kernel (``match`` exact), kind of work
+        (family) or launching operator (op) on both sides, with status and deltas, and the
+        headline totals. See ``profkit.analyze.diff``."""
+        from .analyze.diff import diff
+
+        return diff(self.database.store, self, other, match=match, threshold_pct=threshold_pct)
 
     def count_by_kind(self) -> dict[str, int]:
         """Rows of each kind: kernel, memcpy, memset (timeline tools) or cpu_op."""
@@ -131,10 +141,101 @@ class Database:
 
         return self._attach(import_file(self.store, Path(path), name=name))
 
+    def diff(self, a: str | int, b: str | int, match: str = "exact", threshold_pct: float = 10.0) -> Diff:
+        """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
+        return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)
+
     def profile(self, workload: str, **options: Any) -> Run:
         """Profile a workload into this database; ``options`` as for :func:`profile`."""
         options.pop("db", None)
         return profile(workload, db=self, **options)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Variants of one workload, profiled, and each diffed against the first."""
+
+    workload: str
+    match: str
+    labels: list[str]       # "fp16 eager", ... (what differs between the variants)
+    runs: list[Run]
+    diffs: list[Diff]       # runs[i + 1] against runs[0]
+
+    def variant_rows(self) -> list[dict[str, Any]]:
+        """One row per variant: its run, launches, GPU time, tensor-core share, and the counts
+        of rows added, removed and changed against the first (per iteration where it matters)."""
+        out = []
+        for i, (label, r) in enumerate(zip(self.labels, self.runs)):
+            d = self.diffs[i - 1] if i else None
+            t = d.totals if d else None
+            s = r.summary(top=0)
+            kernels = t["kernels_b"] if t else s.kernels
+            total = t["gpu_time_b_ns"] if t else s.gpu_time_ns
+            times = t["time_by_precision_b_ns"] if t else s.time_by_precision_ns
+            out.append({
+                "variant": label, "run": r.name, "kernels": kernels, "gpu_time_ns": total,
+                "tensor_core_time_pct": s.tensor_core_time_pct,
+                "by_precision": ", ".join(f"{p} {100 * v / total:.0f}%" for p, v in times.items() if total and v) or "-",
+                "added": t["status"]["added"] if t else "", "removed": t["status"]["removed"] if t else "",
+                "changed": t["status"]["changed"] if t else "",
+                "fused_kernels": len(t["fused_kernels"]) if t else "",
+            })
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "match": self.match, "variants": self.variant_rows(),
+                "diffs": [d.to_dict() for d in self.diffs]}
+
+
+def compare(
+    workload: str,
+    *,
+    modes: Sequence[str] = ("eager",),
+    precisions: Sequence[str] = ("fp32",),
+    match: str = "family",
+    threshold_pct: float = 10.0,
+    db: Database | str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> Comparison:
+    """Profile every (precision, mode) variant of ``workload`` and diff each against the first:
+    what ``profkit compare`` does. ``options`` are :func:`profile`'s (tool, batch_size, ...).
+    Every variant's options are checked before the first is profiled."""
+    from .analyze.diff import MATCHES
+    from .launch import RunRequest, plan
+    from .workloads import Spec
+
+    modes, precisions = list(modes), list(precisions)
+    if not modes or not precisions:
+        raise UsageError("`modes` and `precisions` each need at least one value")
+    if match not in MATCHES:
+        raise UsageError(f"unknown `match` {match!r}", f"Choose one of {', '.join(MATCHES)}.")
+    if "name" in options or "mode" in options or "precision" in options:
+        raise UsageError("compare names its runs and sets each variant's `mode` and `precision` itself; "
+                         "give `modes` and `precisions`")
+    variants = [(p, m) for p in dict.fromkeys(precisions) for m in dict.fromkeys(modes)]
+    if len(variants) < 2:
+        raise UsageError("compare needs at least two variants: give two `modes` or two `precisions`")
+    spec_keys = {"batch_size", "device", "compile_mode"}
+    for p, m in variants:  # all checked before anything runs
+        plan(RunRequest(workload=workload, spec=Spec(precision=p, mode=m, **{k: options[k] for k in spec_keys
+                                                                              if k in options}),
+                        **{k: v for k, v in options.items() if k not in spec_keys}))
+    labels = [" ".join(x for x, many in ((p, len(set(precisions)) > 1), (m, len(set(modes)) > 1)) if many)
+              for p, m in variants]
+    database = db if isinstance(db, Database) else open_db(db, create=True)
+    runs: list[Run] = []
+    try:
+        for (p, m), label in zip(variants, labels):
+            if progress:
+                progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
+            runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **options))
+    except BaseException:
+        if not isinstance(db, Database) and not runs:
+            database.store.discard_if_unused()
+        raise
+    diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
+    return Comparison(workload, match, labels, runs, diffs)
 
 
 def list_workloads() -> list[tuple[str, str]]:
@@ -162,6 +263,7 @@ def profile(
     iters: int = 1,
     warmup: int = 3,
     device: str = "cuda",
+    compile_mode: str = "default",
     metrics: str | None = None,
     name: str | None = None,
     timeout_s: float | None = None,
@@ -174,12 +276,15 @@ def profile(
     profiler, store its classified kernels as a run and return it: what ``profkit run`` does.
 
     ``tool`` is auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or
-    torch. The options are checked, and the tool chosen, before the database is created.
+    torch; ``mode`` eager, torchscript or compile (torch.compile with ``compile_mode``,
+    compiled in the warm-up). The options are checked, and the tool chosen, before the
+    database is created.
     """
     from .launch import RunRequest, plan, run
     from .workloads import Spec
 
-    req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device),
+    req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device,
+                                                  compile_mode=compile_mode),
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout_s,
                      cpu_sampling=cpu_sampling, context_switches=context_switches)
     checked = plan(req)

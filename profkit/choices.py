@@ -24,6 +24,13 @@ class Precision(str, Enum):
 class Mode(str, Enum):
     eager = "eager"
     torchscript = "torchscript"  # torch.jit.trace
+    compile = "compile"          # torch.compile, compiled during the warm-up
+
+
+class CompileMode(str, Enum):
+    default = "default"
+    reduce_overhead = "reduce-overhead"  # CUDA graphs
+    max_autotune = "max-autotune"
 
 
 class Device(str, Enum):

@@ -72,8 +72,35 @@ def rules() -> dict:
         OpRule(id=r["id"], regex=re.compile(r["pattern"]), family=r["family"], examples=tuple(r.get("examples", ())))
         for r in data.get("op_rule", [])
     )
+    work_rules = tuple(
+        WorkRule(id=r["id"], regex=re.compile(r["pattern"]), label=r["label"], examples=tuple(r.get("examples", ())))
+        for r in data.get("work_rule", [])
+    )
     return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {}),
-            "op_rules": op_rules, "torch_types": data.get("torch_types", {})}
+            "op_rules": op_rules, "torch_types": data.get("torch_types", {}), "work_rules": work_rules}
+
+
+@dataclass(frozen=True)
+class WorkRule:
+    id: str
+    regex: re.Pattern[str]
+    label: str
+    examples: tuple[str, ...]
+
+
+@lru_cache(maxsize=65536)
+def work_key(short_name: str, name: str = "") -> tuple[str, str]:
+    """(the work a kernel does, the work rule that said so): what ``diff --match family`` lines
+    up across autotuned tiles, template instances and generated names. Rules are tried on the
+    short name, then on the full name (``cutlass::Kernel<cutlass_tensorop_..._fprop_...>``
+    is only ``Kernel`` short). Without a rule: the short name with its digits wildcarded
+    (rule id "")."""
+    for text in (short_name, name):
+        for rule in rules()["work_rules"]:
+            m = rule.regex.search(text) if text else None
+            if m:
+                return rule.label.format(**{k: (v or "").lower() for k, v in m.groupdict().items()}), rule.id
+    return re.sub(r"\d+", "#", short_name), ""
 
 
 @dataclass(frozen=True)

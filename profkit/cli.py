@@ -14,13 +14,14 @@ import functools
 import os
 import sys
 import warnings
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence
 
 import typer
 from typer.core import TyperGroup
 
-from .choices import Device, Format, Mode, Precision, Tool
+from .choices import CompileMode, Device, Format, Mode, Precision, Tool
 from .errors import ProfkitError, ProfkitWarning, name_params
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ def _err(text: str) -> None:
 FLAGS = {
     **{p: "--" + p.replace("_", "-") for p in ("tool", "precision", "mode", "batch_size", "iters", "warmup", "device",
                                               "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
-                                              "limit")},
+                                              "limit", "compile_mode", "match", "modes", "precisions")},
+    "threshold_pct": "--threshold",
     "timeout_s": "--timeout",
 }
 
@@ -185,7 +187,8 @@ def run(
     workload: Annotated[str, typer.Argument(help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", show_default=False)],
     tool: Annotated[Tool, typer.Option(help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch (torch.profiler).")] = Tool.auto,
     precision: Annotated[Precision, typer.Option(help="Precision the workload runs in (amp: torch.autocast).")] = Precision.fp32,
-    mode: Annotated[Mode, typer.Option(help="eager, or torchscript (torch.jit.trace).")] = Mode.eager,
+    mode: Annotated[Mode, typer.Option(help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).")] = Mode.eager,
+    compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their kernels are traced one by one).")] = CompileMode.default,
     batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
     iters: Annotated[int, typer.Option(help="Measured iterations, each in its own NVTX range.")] = 1,
     warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
@@ -210,7 +213,8 @@ def run(
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
-        done = profile(workload, tool=tool.value, precision=precision.value, mode=mode.value, batch_size=batch_size,
+        done = profile(workload, tool=tool.value, precision=precision.value, mode=mode.value,
+                       compile_mode=compile_mode.value, batch_size=batch_size,
                        iters=iters, warmup=warmup, device=device.value, metrics=metrics, name=name, timeout_s=timeout,
                        cpu_sampling=cpu_sampling, context_switches=context_switches, db=db or _state["db"],
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
@@ -286,6 +290,73 @@ def ranges(run_ref: RunArg, fmt: FmtOpt = Format.table, db: DbOpt = None) -> Non
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
     render.ranges(r, r.range_rows(), fmt.value)
+
+
+# ---------------------------------------------------------------------------------- diff, compare
+class Match(str, Enum):
+    exact = "exact"
+    family = "family"
+    op = "op"
+
+
+ThresholdOpt = Annotated[float, typer.Option("--threshold", min=0, max=1000, help="Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and whose calls are equal is 'same'.")]
+
+
+@app.command("diff")
+@handles_errors
+def diff_(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The run to compare from (name or id).", show_default=False)],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with it.", show_default=False)],
+    match: Annotated[Match, typer.Option(help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), or by the PyTorch operator that launched them (op: torch.profiler runs).")] = Match.exact,
+    fmt: FmtOpt = Format.table,
+    threshold: ThresholdOpt = 10.0,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="Show at most this many rows (table only).", show_default=False)] = None,
+    all_rows: Annotated[bool, typer.Option("--all", help="Show unchanged rows too (table only).")] = False,
+    db: DbOpt = None,
+) -> None:
+    """What changed from RUN_A to RUN_B: kernels added, removed, faster or slower; tensor-core share; fusions."""
+    from . import render  # here, not at the top: --help need not pay for it
+
+    d = _open(db).diff(run_a, run_b, match=match.value, threshold_pct=threshold)
+    render.diff(d, fmt.value, limit=limit, show_same=all_rows)
+
+
+@app.command()
+@handles_errors
+def compare(
+    workload: Annotated[str, typer.Argument(help="A built-in workload or a .py file defining build(spec).", show_default=False)],
+    modes: Annotated[str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")] = "eager",
+    precisions: Annotated[str, typer.Option("--precisions", "--precision", help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
+    tool: Annotated[Tool, typer.Option(help="Profiler for every variant (auto: ncu where it can read counters, else nsys, else torch).")] = Tool.auto,
+    match: Annotated[Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")] = Match.family,
+    threshold: ThresholdOpt = 10.0,
+    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
+    iters: Annotated[int, typer.Option(help="Measured iterations per variant.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones (compilation happens here).")] = 3,
+    compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode for the compile variant.")] = CompileMode.default,
+    metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset or list (as for run).", show_default=False)] = None,
+    fmt: FmtOpt = Format.table,
+    db: DbOpt = None,
+) -> None:
+    """Profile a workload in several modes or precisions and show what changed against the first."""
+    from . import render  # here, not at the top: --help need not pay for it
+    from .api import compare as do_compare
+    from .launch import Progress
+
+    err = render.console(stderr=True)
+    with err.status("starting") as status:
+        def on_note(text: str) -> None:
+            err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
+
+        cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
+                         threshold_pct=threshold, db=db or _state["db"], tool=tool.value, batch_size=batch_size,
+                         iters=iters, warmup=warmup, compile_mode=compile_mode.value, metrics=metrics,
+                         progress=Progress(on_stage=status.update, on_note=on_note))
+    render.compare(cmp, fmt.value)
+
+
+def _list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 # ---------------------------------------------------------------------------------- workloads

@@ -59,10 +59,19 @@ def main(argv: list[str] | None = None) -> int:
         info["compute_capability"] = f"{props.major}.{props.minor}"
 
     t0 = time.perf_counter()
-    for _ in range(job["warmup"]):
-        step()
-    sync()
+    try:
+        for _ in range(job["warmup"]):
+            step()  # torch.compile compiles here, on the first call
+        sync()
+    except Exception as exc:  # the user's model, or the compiler on it
+        what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"profkit-harness: error: {what} {Path(job['workload_path']).stem} in {spec.precision}: "
+              f"{type(exc).__name__}: {first}", file=sys.stderr)
+        return 3
     info["warmup_s"] = time.perf_counter() - t0
+    if spec.mode == "compile":
+        info["compile_mode"] = spec.compile_mode
 
     iter_ns: list[int] = []
     run_tag = job["tag"]

@@ -101,6 +101,11 @@ def check(req: RunRequest) -> tuple[str, Path]:
     require_choice("tool", req.tool, TOOLS)
     require_int("iters", req.iters, 1)
     require_int("warmup", req.warmup, 0)
+    if req.spec.mode != "compile" and req.spec.compile_mode != "default":
+        raise UsageError(f"`compile_mode` {req.spec.compile_mode} is torch.compile's: it needs `mode` compile")
+    if req.spec.mode == "compile" and req.warmup < 1:
+        raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the compiler: "
+                         "`warmup` must be at least 1")
     t = req.timeout_s
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1):
         raise UsageError(f"`timeout_s` must be a number of seconds, at least 1, not {t!r}")
@@ -140,6 +145,18 @@ def choose_tool(device: str) -> tuple[str, str]:
     except ToolNotFound:
         return "torch", f"{why_not} and nsys is not installed; torch.profiler needs neither"
     return "nsys", f"{why_not}; Nsight Systems is at {exe}"
+
+
+# How each tool sees the kernels inside a replayed CUDA graph (torch.compile reduce-overhead).
+GRAPH_NOTE = {
+    "ncu": "ncu profiles each graph node as its own kernel (--graph-profiling node)",
+    "nsys": "nsys traces each graph node as its own kernel (--cuda-graph-trace node)",
+    "torch": "torch.profiler (CUPTI) records each kernel a graph launch runs",
+}
+
+
+def uses_graphs(spec: workloads.Spec) -> bool:
+    return spec.mode == "compile" and spec.compile_mode == "reduce-overhead"
 
 
 @dataclass
@@ -195,6 +212,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         store.check_name_free(req.name)
     if req.tool == "auto":
         progress.note(f"tool: {tool} ({why})")
+    if uses_graphs(req.spec):
+        progress.note(f"compile mode reduce-overhead replays CUDA graphs; {GRAPH_NOTE[tool]}")
 
     tag = nvtx_ranges.tag(wname, req.spec.precision, req.spec.mode)
     suffix = "cpu" if req.spec.device == "cpu" else tool
@@ -219,7 +238,9 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         "mode": req.spec.mode, "batch_size": req.spec.batch_size, "iters": req.iters,
         "device": req.spec.device, "started_at": started,
         **row,  # type: ignore[typeddict-item]
-        "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {})},
+        "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
+                 **({"compile_mode": req.spec.compile_mode} if req.spec.mode == "compile" else {}),
+                 **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
     }
     try:
         return store_capture(store, capture, fields)

@@ -19,7 +19,8 @@ def _strip_bracketed(text: str, open_: str, close: str) -> str:
 
 def short_name(name: str) -> str:
     """``void at::native::foo<(int)4, bar>(int, T2)`` -> ``foo``; a plain C name stays as it is."""
-    text = name.strip()
+    # Parenthesised parts of a qualified name are not parameters.
+    text = name.strip().replace("(anonymous namespace)::", "")
     if text.startswith("void "):
         text = text[5:]
     # Parameters first (they may hold templates), then template arguments.

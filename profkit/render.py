@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
@@ -20,6 +21,9 @@ from .records import RUN_LIST_FIELDS, RunRecord, Summary
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from .analyze.diff import Diff
+    from .api import Comparison
 
 # Wide enough for any row; rich sizes a table to its contents, not to this.
 UNLIMITED_WIDTH = 1_000_000
@@ -295,3 +299,150 @@ def workloads(rows: Iterable[tuple[str, str]]) -> None:
 
 def error(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------- diff, compare
+DIFF_CSV_FIELDS = ("name", "kind", "status", "calls_a", "calls_b", "time_a_ns", "time_b_ns", "mean_a_ns", "mean_b_ns",
+                   "delta_calls", "delta_time_ns", "delta_pct", "precision_a", "precision_b", "tensor_core_pct_a",
+                   "tensor_core_pct_b", "family", "variants_a", "variants_b")
+
+
+def _n(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) and not float(x).is_integer() else str(int(x))
+
+
+def _share(p: float | None) -> str:
+    return "-" if p is None else f"{p:.0f}%"
+
+
+def _by_precision(times: dict[str, float], total: float) -> str:
+    return ", ".join(f"{p} {100 * t / total:.0f}%" for p, t in times.items() if total and t) or "-"
+
+
+def headline(d: Diff) -> list[str]:
+    """The lines that say what changed between A and B, in words."""
+    t = d.totals
+    per = " per iteration" if t["per_iteration"] else ""
+    lines = [
+        f"A = {d.run_a} ({t['tool_a']}), B = {d.run_b} ({t['tool_b']}), matched by {d.match}"
+        + (f", per iteration (A {t['iterations_a']}, B {t['iterations_b']})" if t["per_iteration"] else ""),
+        f"launches{per}: {_n(t['kernels_a'])} -> {_n(t['kernels_b'])}; GPU time{per}: {fmt_ns(t['gpu_time_a_ns'])} -> "
+        f"{fmt_ns(t['gpu_time_b_ns'])}"
+        + (f" ({100 * (t['gpu_time_b_ns'] - t['gpu_time_a_ns']) / t['gpu_time_a_ns']:+.1f}%)" if t["gpu_time_a_ns"] else ""),
+        f"tensor-core share of GPU time: {t['tensor_core_time_pct_a']:.1f}% -> {t['tensor_core_time_pct_b']:.1f}%",
+        f"time by precision: {_by_precision(t['time_by_precision_a_ns'], t['gpu_time_a_ns'])} -> "
+        f"{_by_precision(t['time_by_precision_b_ns'], t['gpu_time_b_ns'])}",
+        "rows: " + ", ".join(f"{n} {s}" for s, n in t["status"].items()) + f" (noise threshold {d.threshold_pct:g}%)",
+    ]
+    if t["onto_tensor_cores"]:
+        lines.append("onto the tensor cores in B: " + ", ".join(
+            f"{x['name']} ({x['precision_b']}, {fmt_ns(x['time_b_ns'])})" for x in t["onto_tensor_cores"][:5])
+            + (f" and {len(t['onto_tensor_cores']) - 5} more" if len(t["onto_tensor_cores"]) > 5 else ""))
+    if t["off_tensor_cores"]:
+        lines.append("off the tensor cores in B: " + ", ".join(
+            f"{x['name']} ({x['precision_a']}, {fmt_ns(x['time_a_ns'])} in A)" for x in t["off_tensor_cores"][:5])
+            + (f" and {len(t['off_tensor_cores']) - 5} more" if len(t["off_tensor_cores"]) > 5 else ""))
+    if t["fused_kernels"]:
+        fused_ns = sum(x["time_b_ns"] for x in t["fused_kernels"])
+        fused_calls = sum(x["calls_b"] for x in t["fused_kernels"])
+        gone = t["replaced_by_fusion"]
+        lines.append(f"fused (Triton) kernels in B: {len(t['fused_kernels'])} kinds, {_n(fused_calls)} launches, "
+                     f"{fmt_ns(fused_ns)}; they replace {len(gone)} kinds of memory-bound kernels of A "
+                     f"({_n(sum(x['calls_a'] for x in gone))} launches, {fmt_ns(sum(x['time_a_ns'] for x in gone))}"
+                     + (": " + ", ".join(x["name"] for x in gone[:4]) + (" ..." if len(gone) > 4 else "") if gone else "")
+                     + ")")
+    lines += [f"note: {n}" for n in t["notes"]]
+    return lines
+
+
+def _signed_ns(x: float) -> str:
+    return ("+" if x > 0 else "-" if x < 0 else "") + fmt_ns(abs(x))
+
+
+def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -> None:
+    from rich.text import Text
+
+    if fmt == "json":
+        write_json(d.to_dict())
+        return
+    if fmt == "csv":
+        write_csv(({**asdict(r)} for r in d.rows), DIFF_CSV_FIELDS)
+        return
+    c = console()
+    for line in headline(d):
+        c.print(Text(line))
+    rows = [r for r in d.rows if show_same or r.status != "same"]
+    hidden = len(d.rows) - len(rows)
+    t = table(c)
+    name_col = {"exact": "kernel", "family": "work", "op": "operator"}[d.match]
+    cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
+    if d.match != "exact":
+        cols.append("variants A/B")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("status", name_col, "prec A->B") else "right", no_wrap=True,
+                     overflow="ellipsis", max_width=max(30, c.width - 90) if col == name_col and fits(c) else None)
+    for i, r in enumerate(rows):
+        if limit is not None and i >= limit:
+            break
+        cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
+                 fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
+                 f"{r.precision_a or '-'}->{r.precision_b or '-'}",
+                 f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
+        if d.match != "exact":
+            cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
+        add_row(t, *cells)
+    c.print(t)
+    shown = min(len(rows), limit) if limit is not None else len(rows)
+    if hidden or shown < len(rows):
+        c.print(Text(f"{shown} of {len(d.rows)} rows shown" + (f"; {hidden} unchanged rows hidden (--all shows them)"
+                                                                   if hidden else "")))
+
+
+def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
+    from rich.text import Text
+
+    if fmt == "json":
+        write_json(cmp.to_dict())
+        return
+    if fmt == "csv":
+        write_csv(cmp.variant_rows(), ("variant", "run", "kernels", "gpu_time_ns", "tensor_core_time_pct", "added",
+                                       "removed", "changed", "fused_kernels"))
+        return
+    c = console()
+    t = table(c, f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} (matched by {cmp.match})",
+              title_left=True)
+    for col in ("variant", "run", "launches", "GPU time", "TC share", "by precision", "added", "removed", "changed",
+                "fused"):
+        t.add_column(col, justify="left" if col in ("variant", "run", "by precision") else "right", no_wrap=True)
+    for v in cmp.variant_rows():
+        add_row(t, v["variant"], v["run"], _n(v["kernels"]), fmt_ns(v["gpu_time_ns"]), f"{v['tensor_core_time_pct']:.1f}%",
+                v["by_precision"], *(str(v[k]) if v[k] != "" else "-" for k in ("added", "removed", "changed",
+                                                                                   "fused_kernels")))
+    c.print(t)
+    for label, d in zip(cmp.labels[1:], cmp.diffs):
+        c.print(Text(f"\n{cmp.labels[0]} -> {label}", style="bold"))
+        for line in headline(d)[1:]:
+            c.print(Text("  " + line))
+    # One table of what changed: each row's time in every variant.
+    keys: dict[tuple[str, str], float] = {}
+    for d in cmp.diffs:
+        for r in d.rows:
+            if r.status != "same":
+                keys[(r.name, r.kind)] = max(keys.get((r.name, r.kind), 0.0), abs(r.delta_time_ns))
+    top = sorted(keys, key=lambda k: -keys[k])[:limit]
+    if not top:
+        return
+    w = table(c, f"what changed most (time per iteration, top {len(top)} of {len(keys)})", title_left=True)
+    w.add_column({"exact": "kernel", "family": "work", "op": "operator"}[cmp.match], no_wrap=True, overflow="ellipsis",
+                 max_width=max(30, c.width - 16 * len(cmp.labels)) if fits(c) else None)
+    for label in cmp.labels:
+        w.add_column(label, justify="right", no_wrap=True)
+    by_key = [{(r.name, r.kind): r for r in d.rows} for d in cmp.diffs]
+    for key in top:
+        first = next((m[key] for m in by_key if key in m), None)
+        cells = [key[0].removeprefix("void "), fmt_ns(first.time_a_ns) if first and first.calls_a else "-"]
+        for m in by_key:
+            row = m.get(key)
+            cells.append(fmt_ns(row.time_b_ns) if row and row.calls_b else "-")
+        add_row(w, *cells)
+    c.print(w)

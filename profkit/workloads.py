@@ -7,7 +7,8 @@ A workload is a Python file with a ``build(spec)`` function. ``spec`` is a :clas
 * ``(model, inputs)``: an ``nn.Module`` and a tuple of example inputs built for
   ``spec.batch_size`` on the CPU in fp32. profkit moves both to ``spec.device``, applies the
   precision (casting the model and floating inputs, or autocast for ``amp``) and the mode
-  (eager, or ``torch.jit.trace`` for ``torchscript``), and times ``model(*inputs)`` under
+  (eager, ``torch.jit.trace`` for ``torchscript``, or ``torch.compile`` with
+  ``spec.compile_mode`` for ``compile``), and times ``model(*inputs)`` under
   ``torch.inference_mode``; or
 * a zero-argument callable: one step, already built for ``spec``, for workloads (training
   steps, multi-op sequences) that apply precision and mode themselves.
@@ -27,12 +28,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .choices import Device, Mode, Precision, values
+from .choices import CompileMode, Device, Mode, Precision, values
 from .errors import WorkloadError, require_choice, require_int
 
 PRECISIONS = values(Precision)
 MODES = values(Mode)
 DEVICES = values(Device)
+COMPILE_MODES = values(CompileMode)
 
 BUILTIN_PACKAGE = "profkit.builtin_workloads"
 
@@ -45,6 +47,7 @@ class Spec:
     precision: str = "fp32"
     mode: str = "eager"
     device: str = "cuda"
+    compile_mode: str = "default"  # torch.compile's mode, for mode "compile"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +58,7 @@ def validate_spec(spec: Spec) -> None:
     require_choice("mode", spec.mode, MODES)
     require_choice("device", spec.device, DEVICES)
     require_int("batch_size", spec.batch_size, 1)
+    require_choice("compile_mode", spec.compile_mode, COMPILE_MODES)
 
 
 @functools.cache
@@ -185,7 +189,7 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
     except Exception as exc:
         raise WorkloadError(f"workload build(spec) failed: {type(exc).__name__}: {exc}") from exc
     if callable(built) and not isinstance(built, torch.nn.Module):
-        user_step: Callable[[], Any] = built
+        user_step: Callable[[], Any] = built  # applies spec's precision and mode itself
         return user_step
     if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
         raise WorkloadError(
@@ -207,6 +211,9 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
     else:
         autocast = None
 
+    if spec.mode == "compile":
+        # Compiled lazily: the first call (a warm-up iteration) compiles, never a measured one.
+        model = torch.compile(model, mode=spec.compile_mode)
     if spec.mode == "torchscript":
         import warnings
 

@@ -129,11 +129,12 @@ def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
 
 def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
               ops: list[dict]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
-    op_types = {}
+    op_types, op_names = {}, {}
     for op in ops:
         args = op.get("args") or {}
         if "External id" in args:
             op_types[args["External id"]] = _input_types(args)
+            op_names[args["External id"]] = str(op.get("name", "")) or None
 
     def order(e: dict) -> tuple:
         corr = (e.get("args") or {}).get("correlation")
@@ -156,6 +157,7 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
             grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
             stream=_int(args.get("stream")), device=_int(args.get("device")),
             thread_id=_int(launch.get("tid")) if launch else None, input_types=op_types.get(args.get("External id")),
+            op=op_names.get(args.get("External id")),
         )
         rows.append(row)
         if launch is None:

@@ -26,6 +26,8 @@ nvtx_path           string    the whole stack, ``domain@outer/domain@inner`` (no
                               for record_function ranges)
 input_types         string    tensor input types of the operator (torch.profiler with
                               shapes: ``c10::Half,float``), where known
+op                  string    the PyTorch operator that launched the kernel
+                              (``aten::cudnn_convolution``; torch.profiler runs), where known
 metrics             object    dict of metric name -> number (profiler counters), or {}
 precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
 tensor_core         boolean   True / False / <NA> when nothing tells (False for CPU ops)
@@ -36,7 +38,7 @@ evidence            string    ``metrics`` (counters decided), ``name`` (name rul
 evidence_detail     string    which counters or which named rule gave the verdict
 ==================  ========  ==========================================================
 
-Importers yield rows with everything up to ``input_types`` (:class:`KernelRow`);
+Importers yield rows with everything up to ``op`` (:class:`KernelRow`);
 ``profkit.classify`` adds the last five (:class:`ClassifiedRow`). A :class:`Capture` carries
 the rows, what the file says about the run (GPU, tool), and the capture's ranges
 (:class:`RangeRow`) where the tool recorded them. :func:`frame` turns rows into the table as a
@@ -76,6 +78,7 @@ COLUMNS: dict[str, str] = {
     "nvtx_range": "string",
     "nvtx_path": "string",
     "input_types": "string",
+    "op": "string",
     "metrics": "object",
 }
 CLASSIFIED: dict[str, str] = {
@@ -109,6 +112,7 @@ class KernelRow(TypedDict):
     nvtx_range: str | None
     nvtx_path: str | None
     input_types: str | None
+    op: str | None
     metrics: dict[str, float]
 
 

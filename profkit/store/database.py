@@ -23,7 +23,7 @@ from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE
 from ..records import RunRecord
 
 DEFAULT_DB = "profkit.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 2: CPU runs and ranges; 3: the kernels' launching operator (op)
 
 RUN_COLUMNS: dict[str, type] = {
     "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
@@ -340,6 +340,17 @@ class Store:
         return [{"name": name, "launches": int(n), "total_ns": int(t), "precision": precision,
                  "tensor_core": None if tc is None else bool(tc), "evidence": ev}
                 for name, _, n, t, precision, tc, ev in self.db.execute(q, [run_id, kind, limit])]
+
+    def kernel_groups(self, run_id: int) -> list[dict[str, Any]]:
+        """A run's rows grouped by (kind, name, launching operator): launches, summed time,
+        tensor-core time, the precisions seen (comma-joined), family and short name. What a
+        diff aligns; a run has far fewer of these than launches."""
+        q = """select kind, name, op, min(short_name) as short_name, min(family) as family, count(*) as calls,
+                      coalesce(sum(duration_ns), 0) as time_ns,
+                      coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0) as tc_time_ns,
+                      group_concat(distinct precision) as precisions
+               from kernels where run_id = ? group by kind, name, op order by min(launch_id)"""
+        return [dict(r) for r in self.db.query(q, [run_id])]
 
     # ------------------------------------------------------------------ reading ranges
     def ranges(self, run_id: int) -> list[RangeRow]:

@@ -65,6 +65,8 @@ def profile_argv(
     argv = [
         ncu, "--target-processes", "all",
         "--nvtx", "--nvtx-include", nvtx_include,
+        # Each CUDA graph node as its own kernel (ncu's default, said so that it stays so).
+        "--graph-profiling", "node",
         "--metrics", ",".join(metrics),
         # The cubins ncu embeds by default make a report of a dozen kernels 33 MB; the
         # kernel table needs none of them.

@@ -45,6 +45,8 @@ def profile_argv(nsys: str, out_base: Path, target: list[str], cpu_sampling: boo
     context switches are off unless asked for: with them one capture reached 2.4 GB."""
     return [
         nsys, "profile", "--trace", "cuda,nvtx",
+        # A CUDA graph's kernels one by one (torch.compile's reduce-overhead), not one opaque launch.
+        "--cuda-graph-trace", "node",
         "--sample", "process-tree" if cpu_sampling else "none",
         "--cpuctxsw", "process-tree" if context_switches else "none",
         *([] if cpu_sampling else ["--backtrace", "none"]),

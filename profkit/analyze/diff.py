@@ -1,0 +1,240 @@
+"""Two runs' kernel lists side by side: what appeared, vanished, or got faster or slower.
+
+Each run's rows are aggregated by a key and the two sides outer-joined:
+
+* ``exact``: the kernel's name. Names from different exports of the same kernel differ (ncu's
+  CSV simplifies the demangling, its report reader gives the full form, nsys and
+  torch.profiler another), so runs imported from different formats are matched on their
+  short names instead, and the diff says so.
+* ``family``: the work a kernel does (``profkit.classify.work_key``, rules in rules.toml):
+  autotuned tile sizes, template instances, cuDNN/cuBLAS/nvjet/CUTLASS variants and Triton's
+  generated names line up; each row keeps which variants each side used.
+* ``op``: the PyTorch operator that launched the kernel, where the run recorded it
+  (torch.profiler runs): which operator got faster when the kernels behind it changed names
+  entirely (a cuDNN convolution replaced by a Triton kernel).
+
+A row is ``added`` (only in B), ``removed`` (only in A), ``changed`` (the calls differ, or the
+time moved by more than the noise threshold: ``threshold_pct`` of A's time and at least
+``MIN_DELTA_NS``) or ``same``. When both runs know how many measured iterations they hold and
+the counts differ, calls and times are per iteration. Memcpy and memset rows take part; the
+totals count kernels (or CPU operators) only, as the summary does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..classify import work_key
+from ..errors import UsageError
+from ..records import RunRecord
+from ..store import Store
+from .ranges import run_ranges
+from .summary import summarize
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MATCHES = ("exact", "family", "op")
+DEFAULT_THRESHOLD_PCT = 10.0
+MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
+# Families whose kernels torch.compile fuses into generated (Triton) kernels.
+FUSABLE = ("elementwise", "norm", "reduce", "pooling", "layout", "memory")
+_ITER = re.compile(r"\.iter\d+$")
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One key (kernel name, work or operator) on both sides. Times are integer ns, or
+    per-iteration floats when the runs' iteration counts differ."""
+
+    name: str
+    kind: str
+    status: str                      # added, removed, changed, same
+    calls_a: float
+    calls_b: float
+    time_a_ns: float
+    time_b_ns: float
+    mean_a_ns: float | None
+    mean_b_ns: float | None
+    delta_calls: float
+    delta_time_ns: float
+    delta_pct: float | None          # of A's time; None for added rows
+    precision_a: str | None          # the precisions seen, comma-joined
+    precision_b: str | None
+    tensor_core_pct_a: float | None  # share of the row's time on tensor cores
+    tensor_core_pct_b: float | None
+    family: str | None
+    variants_a: list[str] = field(default_factory=list)  # kernel names behind the row, per side
+    variants_b: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Diff:
+    """``rows`` largest change first; ``totals`` the headline. ``to_dict()`` is what
+    ``profkit diff --format json`` prints."""
+
+    run_a: str
+    run_b: str
+    match: str
+    threshold_pct: float
+    rows: list[DiffRow]
+    totals: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_a": self.run_a, "run_b": self.run_b, "match": self.match, "threshold_pct": self.threshold_pct,
+                "rows": [asdict(r) for r in self.rows], "totals": self.totals}
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame (one row per key, DiffRow's fields as columns)."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(r) for r in self.rows], columns=list(DiffRow.__dataclass_fields__))
+
+
+def iterations(store: Store, run: RunRecord) -> int | None:
+    """How many measured iterations a run holds: what profkit ran, else the outermost ranges
+    named like profkit's (``<tag>.iterN``)."""
+    if run.iters:
+        return run.iters
+    n = sum(1 for r in run_ranges(store, run) if r["depth"] == 0 and _ITER.search(r["name"] or ""))
+    return n or None
+
+
+def _dialect(run: RunRecord) -> str:
+    """Which spelling of kernel names a run's import gave (see profkit.names)."""
+    formats = set(run.raw_files) & {"ncu-csv", "ncu-rep", "nsys-sqlite", "nsys-rep", "kineto-json"}
+    if "ncu-csv" in formats:
+        return "ncu-csv"
+    if "ncu-rep" in formats:
+        return "ncu-rep"
+    return "cupti"  # nsys and torch.profiler both name kernels as CUPTI demangles them
+
+
+def _key(group: dict[str, Any], match: str, by_short: bool) -> str:
+    if match == "family":
+        return work_key(group["short_name"] or group["name"], group["name"])[0]
+    if match == "op":
+        return group["op"] or f"(no operator) {group['short_name'] if by_short else group['name']}"
+    return str(group["short_name"] if by_short else group["name"])
+
+
+def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, str], dict[str, Any]]:
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in groups:
+        k = (_key(g, match, by_short), g["kind"])
+        s = out.setdefault(k, {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []})
+        s["calls"] += g["calls"] / scale
+        s["time"] += g["time_ns"] / scale
+        s["tc"] += g["tc_time_ns"] / scale
+        for p in (g["precisions"] or "").split(","):
+            if p and p not in s["precisions"]:
+                s["precisions"].append(p)
+        if g["family"] and g["family"] not in s["families"]:
+            s["families"].append(g["family"])
+        variant = g["short_name"] if by_short else g["name"]
+        if variant not in s["variants"]:
+            s["variants"].append(variant)
+    return out
+
+
+def _num(x: float) -> float:
+    """Whole numbers as int (JSON 162, not 162.0); per-iteration figures keep their fraction."""
+    return int(x) if float(x).is_integer() else round(x, 3)
+
+
+def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
+         threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Diff:
+    """Compare two stored runs' kernel lists (see the module's docstring)."""
+    if match not in MATCHES:
+        raise UsageError(f"unknown `match` {match!r}", f"Choose one of {', '.join(MATCHES)}.")
+    if isinstance(threshold_pct, bool) or not isinstance(threshold_pct, (int, float)) or not 0 <= threshold_pct < 1000:
+        raise UsageError(f"`threshold_pct` must be a percentage from 0 to 1000, not {threshold_pct!r}")
+    notes: list[str] = []
+    groups_a, groups_b = store.kernel_groups(run_a.id), store.kernel_groups(run_b.id)
+    if match == "op" and not (any(g["op"] for g in groups_a) and any(g["op"] for g in groups_b)):
+        lacking = [r.name for r, g in ((run_a, groups_a), (run_b, groups_b)) if not any(x["op"] for x in g)]
+        raise UsageError(f"run {' and '.join(repr(n) for n in lacking)} recorded no launching operators, so `match` op "
+                         "cannot align it", "Profile with `tool` torch (torch.profiler records them), or match exact or family.")
+    by_short = _dialect(run_a) != _dialect(run_b)
+    if by_short and match != "family":
+        notes.append(f"kernel names are spelt differently in {run_a.name}'s and {run_b.name}'s exports "
+                     f"({_dialect(run_a)} against {_dialect(run_b)}): kernels are matched on their short names")
+    iters_a, iters_b = iterations(store, run_a), iterations(store, run_b)
+    per_iteration = bool(iters_a and iters_b and iters_a != iters_b)
+    scale_a, scale_b = (float(iters_a or 1), float(iters_b or 1)) if per_iteration else (1.0, 1.0)
+    if per_iteration:
+        notes.append(f"{run_a.name} holds {iters_a} iterations and {run_b.name} {iters_b}: calls and times are per iteration")
+    if run_a.tool != run_b.tool and "ncu" in (run_a.tool, run_b.tool):
+        notes.append("one run is ncu's, which replays each kernel alone with its clocks locked to base: its durations "
+                     "are not comparable with a timeline tool's; compare calls, names and shares rather than times")
+    if run_a.activity != run_b.activity:
+        notes.append(f"{run_a.name} holds {run_a.activity} rows and {run_b.name} {run_b.activity} rows: "
+                     "CPU operators and GPU kernels do not line up")
+    side_a = _side(groups_a, match, by_short, scale_a)
+    side_b = _side(groups_b, match, by_short, scale_b)
+    rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct)
+            for key, kind in dict.fromkeys([*side_a, *side_b])]
+    rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
+    totals = _totals(store, run_a, run_b, rows, iters_a, iters_b, scale_a, scale_b)
+    totals["per_iteration"] = per_iteration
+    totals["notes"] = notes
+    return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
+
+
+def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float) -> DiffRow:
+    empty: dict[str, Any] = {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []}
+    sa, sb = a or empty, b or empty
+    d_time = sb["time"] - sa["time"]
+    if a is None:
+        status = "added"
+    elif b is None:
+        status = "removed"
+    elif round(sa["calls"], 6) != round(sb["calls"], 6) or (
+            abs(d_time) > threshold_pct / 100 * sa["time"] and abs(d_time) >= MIN_DELTA_NS):
+        status = "changed"
+    else:
+        status = "same"
+
+    def pct(s: dict[str, Any]) -> float | None:
+        return round(100 * s["tc"] / s["time"], 2) if s["time"] else None
+
+    return DiffRow(
+        name=key, kind=kind, status=status, calls_a=_num(sa["calls"]), calls_b=_num(sb["calls"]),
+        time_a_ns=_num(sa["time"]), time_b_ns=_num(sb["time"]),
+        mean_a_ns=_num(sa["time"] / sa["calls"]) if sa["calls"] else None,
+        mean_b_ns=_num(sb["time"] / sb["calls"]) if sb["calls"] else None,
+        delta_calls=_num(sb["calls"] - sa["calls"]), delta_time_ns=_num(d_time),
+        delta_pct=round(100 * d_time / sa["time"], 2) if sa["time"] else None,
+        precision_a=",".join(sa["precisions"]) or None, precision_b=",".join(sb["precisions"]) or None,
+        tensor_core_pct_a=pct(sa) if a else None, tensor_core_pct_b=pct(sb) if b else None,
+        family=",".join(dict.fromkeys(sa["families"] + sb["families"])) or None,
+        variants_a=list(sa["variants"]), variants_b=list(sb["variants"]),
+    )
+
+
+def _totals(store: Store, run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], iters_a: int | None,
+            iters_b: int | None, scale_a: float, scale_b: float) -> dict[str, Any]:
+    sa, sb = summarize(store, run_a, top=0), summarize(store, run_b, top=0)
+    main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
+    onto = [r for r in main if r.status != "removed" and not r.tensor_core_pct_a and r.tensor_core_pct_b]
+    off = [r for r in main if r.status != "added" and r.tensor_core_pct_a and not r.tensor_core_pct_b]
+    fused = [r for r in main if r.status == "added" and any(v.startswith("triton_") for v in r.variants_b)]
+    replaced = [r for r in main if r.status == "removed" and r.family in FUSABLE]
+    return {
+        "kernels_a": _num(sa.kernels / scale_a), "kernels_b": _num(sb.kernels / scale_b),
+        "gpu_time_a_ns": _num(sa.gpu_time_ns / scale_a), "gpu_time_b_ns": _num(sb.gpu_time_ns / scale_b),
+        "tensor_core_time_pct_a": sa.tensor_core_time_pct, "tensor_core_time_pct_b": sb.tensor_core_time_pct,
+        "time_by_precision_a_ns": {k: _num(v / scale_a) for k, v in sa.time_by_precision_ns.items()},
+        "time_by_precision_b_ns": {k: _num(v / scale_b) for k, v in sb.time_by_precision_ns.items()},
+        "iterations_a": iters_a, "iterations_b": iters_b,
+        "tool_a": run_a.tool, "tool_b": run_b.tool,
+        "status": {s: sum(1 for r in rows if r.status == s) for s in ("added", "removed", "changed", "same")},
+        "onto_tensor_cores": [{"name": r.name, "time_b_ns": r.time_b_ns, "precision_b": r.precision_b} for r in onto],
+        "off_tensor_cores": [{"name": r.name, "time_a_ns": r.time_a_ns, "precision_a": r.precision_a} for r in off],
+        "fused_kernels": [{"name": r.name, "calls_b": r.calls_b, "time_b_ns": r.time_b_ns, "variants_b": r.variants_b}
+                          for r in fused],
+        "replaced_by_fusion": ([{"name": r.name, "calls_a": r.calls_a, "time_a_ns": r.time_a_ns, "family": r.family}
+                                for r in replaced] if fused else []),
+    }
