@@ -202,7 +202,7 @@ def compare(
     what ``profkit compare`` does. ``options`` are :func:`profile`'s (tool, batch_size, ...).
     Every variant's options are checked before the first is profiled."""
     from .analyze.diff import MATCHES
-    from .launch import RunRequest, plan
+    from .launch import RunRequest, check, plan
     from .workloads import Spec
 
     modes, precisions = list(modes), list(precisions)
@@ -216,11 +216,22 @@ def compare(
     variants = [(p, m) for p in dict.fromkeys(precisions) for m in dict.fromkeys(modes)]
     if len(variants) < 2:
         raise UsageError("compare needs at least two variants: give two `modes` or two `precisions`")
+    compile_mode = options.pop("compile_mode", "default")
+
+    def variant_options(mode: str) -> dict[str, Any]:
+        """The options of one variant: torch.compile's mode only for the compile variant."""
+        return {**options, "compile_mode": compile_mode if mode == "compile" else "default"}
+
     spec_keys = {"batch_size", "device", "compile_mode"}
-    for p, m in variants:  # all checked before anything runs
-        plan(RunRequest(workload=workload, spec=Spec(precision=p, mode=m, **{k: options[k] for k in spec_keys
-                                                                              if k in options}),
-                        **{k: v for k, v in options.items() if k not in spec_keys}))
+    requests = []
+    for p, m in variants:
+        o = variant_options(m)
+        requests.append(RunRequest(workload=workload, spec=Spec(precision=p, mode=m, **{k: o[k] for k in spec_keys
+                                                                                         if k in o}),
+                                   **{k: v for k, v in o.items() if k not in spec_keys}))
+    for req in requests:  # every variant's options first, then the tool: all before anything runs
+        check(req)
+    plan(requests[0])
     labels = [" ".join(x for x, many in ((p, len(set(precisions)) > 1), (m, len(set(modes)) > 1)) if many)
               for p, m in variants]
     database = db if isinstance(db, Database) else open_db(db, create=True)
@@ -229,7 +240,7 @@ def compare(
         for (p, m), label in zip(variants, labels):
             if progress:
                 progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
-            runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **options))
+            runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(m)))
     except BaseException:
         if not isinstance(db, Database) and not runs:
             database.store.discard_if_unused()

@@ -73,7 +73,8 @@ def rules() -> dict:
         for r in data.get("op_rule", [])
     )
     work_rules = tuple(
-        WorkRule(id=r["id"], regex=re.compile(r["pattern"]), label=r["label"], examples=tuple(r.get("examples", ())))
+        WorkRule(id=r["id"], regex=re.compile(r["pattern"]), label=r["label"], examples=tuple(r.get("examples", ())),
+                 lowercase=bool(r.get("lowercase", False)))
         for r in data.get("work_rule", [])
     )
     return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {}),
@@ -86,6 +87,7 @@ class WorkRule:
     regex: re.Pattern[str]
     label: str
     examples: tuple[str, ...]
+    lowercase: bool = False
 
 
 @lru_cache(maxsize=65536)
@@ -99,7 +101,8 @@ def work_key(short_name: str, name: str = "") -> tuple[str, str]:
         for rule in rules()["work_rules"]:
             m = rule.regex.search(text) if text else None
             if m:
-                return rule.label.format(**{k: (v or "").lower() for k, v in m.groupdict().items()}), rule.id
+                groups = {k: (v or "").lower() if rule.lowercase else (v or "") for k, v in m.groupdict().items()}
+                return rule.label.format(**groups), rule.id
     return re.sub(r"\d+", "#", short_name), ""
 
 

@@ -331,6 +331,7 @@ def compare(
     match: Annotated[Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")] = Match.family,
     threshold: ThresholdOpt = 10.0,
     batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
+    device: Annotated[Device, typer.Option(help="cuda, or cpu to compare CPU operators with torch.profiler.")] = Device.cuda,
     iters: Annotated[int, typer.Option(help="Measured iterations per variant.")] = 1,
     warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones (compilation happens here).")] = 3,
     compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode for the compile variant.")] = CompileMode.default,
@@ -350,6 +351,7 @@ def compare(
 
         cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
                          threshold_pct=threshold, db=db or _state["db"], tool=tool.value, batch_size=batch_size,
+                         device=device.value,
                          iters=iters, warmup=warmup, compile_mode=compile_mode.value, metrics=metrics,
                          progress=Progress(on_stage=status.update, on_note=on_note))
     render.compare(cmp, fmt.value)

@@ -334,14 +334,11 @@ def headline(d: Diff) -> list[str]:
         f"{_by_precision(t['time_by_precision_b_ns'], t['gpu_time_b_ns'])}",
         "rows: " + ", ".join(f"{n} {s}" for s, n in t["status"].items()) + f" (noise threshold {d.threshold_pct:g}%)",
     ]
-    if t["onto_tensor_cores"]:
-        lines.append("onto the tensor cores in B: " + ", ".join(
-            f"{x['name']} ({x['precision_b']}, {fmt_ns(x['time_b_ns'])})" for x in t["onto_tensor_cores"][:5])
-            + (f" and {len(t['onto_tensor_cores']) - 5} more" if len(t["onto_tensor_cores"]) > 5 else ""))
-    if t["off_tensor_cores"]:
-        lines.append("off the tensor cores in B: " + ", ".join(
-            f"{x['name']} ({x['precision_a']}, {fmt_ns(x['time_a_ns'])} in A)" for x in t["off_tensor_cores"][:5])
-            + (f" and {len(t['off_tensor_cores']) - 5} more" if len(t["off_tensor_cores"]) > 5 else ""))
+    for key, where in (("onto_tensor_cores", "onto"), ("off_tensor_cores", "off")):
+        if t[key]:
+            lines.append(f"{where} the tensor cores in B: " + "; ".join(
+                f"{x['name']} ({x['precision_a'] or 'not in A'} -> {x['precision_b'] or 'not in B'})"
+                for x in t[key][:6]) + (f" and {len(t[key]) - 6} more" if len(t[key]) > 6 else ""))
     if t["fused_kernels"]:
         fused_ns = sum(x["time_b_ns"] for x in t["fused_kernels"])
         fused_calls = sum(x["calls_b"] for x in t["fused_kernels"])

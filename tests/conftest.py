@@ -113,3 +113,20 @@ def kernel_table(path, capture=None):
     from profkit.parse.schema import frame
 
     return frame((capture or load(path)).rows)
+
+
+DIFF_DATA = DATA / "diff"
+
+
+@pytest.fixture(scope="session")
+def diff_dir(tmp_path_factory):
+    """tests/data/diff with its nsys SQLite exports decompressed (the others import as they are)."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("diff")
+    for f in DIFF_DATA.iterdir():
+        if f.name.endswith(".sqlite.gz"):
+            (out / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
+        else:
+            shutil.copy(f, out / f.name)
+    return out

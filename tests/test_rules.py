@@ -8,15 +8,18 @@ from profkit.classify import by_name, classify_one, metric_set, rules
 from profkit.errors import UsageError
 from profkit.parse import load
 
-from .conftest import NCU_DATA
+from .conftest import DATA, NCU_DATA
 
 RULES = rules()["name_rules"]
+WORK_RULES = rules()["work_rules"]
+DIFF_DATA = DATA / "diff"
 
 
 @pytest.fixture(scope="module")
 def real_names() -> set[str]:
     names: set[str] = set()
-    for f in NCU_DATA.glob("*.raw.csv.gz"):
+    for f in [*NCU_DATA.glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.csv.gz"), *DIFF_DATA.glob("*.json.gz"),
+              DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz"]:
         names |= {r["name"] for r in load(f).rows}
     return names
 
@@ -65,3 +68,35 @@ def test_metric_presets():
     assert metric_set("sm__pipe_tensor_cycles_active.sum", "9.0")[1] == ["gpu__time_duration.sum", "sm__pipe_tensor_cycles_active.sum"]
     with pytest.raises(UsageError):
         metric_set("nosuch", "9.0")
+
+
+@pytest.fixture(scope="module")
+def real_short_names(real_names) -> set[str]:
+    from profkit.names import short_name
+
+    return {short_name(n) for n in real_names} | real_names
+
+
+@pytest.mark.parametrize("rule", WORK_RULES, ids=[r.id for r in WORK_RULES])
+def test_work_rule_examples_are_real_and_keyed_by_it(rule, real_short_names):
+    """Every work rule (what diff --match family lines up) has real names as examples, and
+    the examples of one rule fall into as few works as its label's groups allow."""
+    from profkit.classify import work_key
+
+    assert rule.examples, f"work rule {rule.id} has no example"
+    for name in rule.examples:
+        assert name in real_short_names, f"{rule.id}: example not found in any capture: {name[:80]}"
+        assert work_key(name, name)[1] == rule.id, name[:80]
+
+
+def test_tile_variants_share_a_work_key():
+    from profkit.classify import work_key
+
+    a = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn"
+    b = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn"
+    assert work_key(a)[0] == work_key(b)[0] == "cuDNN xmma conv fprop"
+    assert work_key("triton_poi_fused_convolution_0")[0] == work_key("triton_poi_fused_convolution_17")[0]
+    assert work_key("bn_fw_tr_1C11_singleread") == ("bn_fw_tr_#C#_singleread", "")
+    mangled = "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_Conv2dWgradOutput"
+    demangled = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_f16_s16816wgrad_optimized_f16>(T1::Params)"
+    assert work_key(mangled)[0] == work_key("Kernel", demangled)[0] == "CUTLASS conv wgrad"

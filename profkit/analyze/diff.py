@@ -31,7 +31,6 @@ from ..errors import UsageError
 from ..records import RunRecord
 from ..store import Store
 from .ranges import run_ranges
-from .summary import summarize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,7 +39,7 @@ MATCHES = ("exact", "family", "op")
 DEFAULT_THRESHOLD_PCT = 10.0
 MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
 # Families whose kernels torch.compile fuses into generated (Triton) kernels.
-FUSABLE = ("elementwise", "norm", "reduce", "pooling", "layout", "memory")
+FUSABLE = ("elementwise", "norm", "reduce", "pooling", "layout", "memory", "fused")
 _ITER = re.compile(r"\.iter\d+$")
 
 
@@ -93,13 +92,15 @@ class Diff:
         return pd.DataFrame([asdict(r) for r in self.rows], columns=list(DiffRow.__dataclass_fields__))
 
 
-def iterations(store: Store, run: RunRecord) -> int | None:
-    """How many measured iterations a run holds: what profkit ran, else the outermost ranges
-    named like profkit's (``<tag>.iterN``)."""
-    if run.iters:
-        return run.iters
-    n = sum(1 for r in run_ranges(store, run) if r["depth"] == 0 and _ITER.search(r["name"] or ""))
-    return n or None
+def iterations(store: Store, run: RunRecord) -> tuple[int | None, bool]:
+    """How many measured iterations a run holds (what profkit ran, else the outermost ranges
+    named like profkit's, ``<tag>.iterN``), and whether the capture also holds work outside
+    them (a warm-up captured too): kernels beyond those launched in the ranges or by other
+    threads while they were open."""
+    tops = [r for r in run_ranges(store, run) if r["depth"] == 0 and _ITER.search(r["name"] or "")]
+    n = run.iters or len(tops) or None
+    inside = sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in tops)
+    return n, bool(tops) and inside < run.kernel_count
 
 
 def _dialect(run: RunRecord) -> str:
@@ -152,7 +153,13 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     if isinstance(threshold_pct, bool) or not isinstance(threshold_pct, (int, float)) or not 0 <= threshold_pct < 1000:
         raise UsageError(f"`threshold_pct` must be a percentage from 0 to 1000, not {threshold_pct!r}")
     notes: list[str] = []
-    groups_a, groups_b = store.kernel_groups(run_a.id), store.kernel_groups(run_b.id)
+    (iters_a, outside_a), (iters_b, outside_b) = iterations(store, run_a), iterations(store, run_b)
+    for run, outside in ((run_a, outside_a), (run_b, outside_b)):
+        if outside:
+            notes.append(f"{run.name} also holds work outside its measured iterations (a warm-up captured too): "
+                         "only the kernels launched inside its iteration ranges are compared")
+    groups_a = store.kernel_groups(run_a.id, in_iterations=outside_a)
+    groups_b = store.kernel_groups(run_b.id, in_iterations=outside_b)
     if match == "op" and not (any(g["op"] for g in groups_a) and any(g["op"] for g in groups_b)):
         lacking = [r.name for r, g in ((run_a, groups_a), (run_b, groups_b)) if not any(x["op"] for x in g)]
         raise UsageError(f"run {' and '.join(repr(n) for n in lacking)} recorded no launching operators, so `match` op "
@@ -161,7 +168,6 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     if by_short and match != "family":
         notes.append(f"kernel names are spelt differently in {run_a.name}'s and {run_b.name}'s exports "
                      f"({_dialect(run_a)} against {_dialect(run_b)}): kernels are matched on their short names")
-    iters_a, iters_b = iterations(store, run_a), iterations(store, run_b)
     per_iteration = bool(iters_a and iters_b and iters_a != iters_b)
     scale_a, scale_b = (float(iters_a or 1), float(iters_b or 1)) if per_iteration else (1.0, 1.0)
     if per_iteration:
@@ -177,7 +183,7 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct)
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
-    totals = _totals(store, run_a, run_b, rows, iters_a, iters_b, scale_a, scale_b)
+    totals = _totals(store, run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b)
     totals["per_iteration"] = per_iteration
     totals["notes"] = notes
     return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
@@ -214,27 +220,59 @@ def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None
     )
 
 
-def _totals(store: Store, run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], iters_a: int | None,
-            iters_b: int | None, scale_a: float, scale_b: float) -> dict[str, Any]:
-    sa, sb = summarize(store, run_a, top=0), summarize(store, run_b, top=0)
+def _totals(store: Store, run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[dict[str, Any]],
+            groups_b: list[dict[str, Any]], iters_a: int | None, iters_b: int | None, scale_a: float,
+            scale_b: float) -> dict[str, Any]:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
-    onto = [r for r in main if r.status != "removed" and not r.tensor_core_pct_a and r.tensor_core_pct_b]
-    off = [r for r in main if r.status != "added" and r.tensor_core_pct_a and not r.tensor_core_pct_b]
+    ta, tb = _sums(groups_a, run_a.activity, scale_a), _sums(groups_b, run_b.activity, scale_b)
+    # Onto / off the tensor cores, by work (family key, whatever the match): work that used
+    # none in A and some in B, or that B alone does on them (fp16's nvjet GEMM where fp32 ran
+    # a gemv); and the reverse.
+    fam_a = _side(groups_a, "family", True, scale_a)
+    fam_b = _side(groups_b, "family", True, scale_b)
+    onto = [(k[0], fam_a.get(k), s) for k, s in fam_b.items() if k[1] == "kernel" and s["tc"]
+            and not (fam_a.get(k) or {}).get("tc")]
+    off = [(k[0], s, fam_b.get(k)) for k, s in fam_a.items() if k[1] == "kernel" and s["tc"]
+           and not (fam_b.get(k) or {}).get("tc")]
     fused = [r for r in main if r.status == "added" and any(v.startswith("triton_") for v in r.variants_b)]
     replaced = [r for r in main if r.status == "removed" and r.family in FUSABLE]
     return {
-        "kernels_a": _num(sa.kernels / scale_a), "kernels_b": _num(sb.kernels / scale_b),
-        "gpu_time_a_ns": _num(sa.gpu_time_ns / scale_a), "gpu_time_b_ns": _num(sb.gpu_time_ns / scale_b),
-        "tensor_core_time_pct_a": sa.tensor_core_time_pct, "tensor_core_time_pct_b": sb.tensor_core_time_pct,
-        "time_by_precision_a_ns": {k: _num(v / scale_a) for k, v in sa.time_by_precision_ns.items()},
-        "time_by_precision_b_ns": {k: _num(v / scale_b) for k, v in sb.time_by_precision_ns.items()},
+        "kernels_a": ta["kernels"], "kernels_b": tb["kernels"],
+        "gpu_time_a_ns": ta["time_ns"], "gpu_time_b_ns": tb["time_ns"],
+        "tensor_core_time_pct_a": ta["tensor_core_pct"], "tensor_core_time_pct_b": tb["tensor_core_pct"],
+        "time_by_precision_a_ns": ta["by_precision"], "time_by_precision_b_ns": tb["by_precision"],
         "iterations_a": iters_a, "iterations_b": iters_b,
         "tool_a": run_a.tool, "tool_b": run_b.tool,
         "status": {s: sum(1 for r in rows if r.status == s) for s in ("added", "removed", "changed", "same")},
-        "onto_tensor_cores": [{"name": r.name, "time_b_ns": r.time_b_ns, "precision_b": r.precision_b} for r in onto],
-        "off_tensor_cores": [{"name": r.name, "time_a_ns": r.time_a_ns, "precision_a": r.precision_a} for r in off],
+        "onto_tensor_cores": [_moved(f, a, b) for f, a, b in onto],
+        "off_tensor_cores": [_moved(f, a, b) for f, a, b in off],
         "fused_kernels": [{"name": r.name, "calls_b": r.calls_b, "time_b_ns": r.time_b_ns, "variants_b": r.variants_b}
                           for r in fused],
         "replaced_by_fusion": ([{"name": r.name, "calls_a": r.calls_a, "time_a_ns": r.time_a_ns, "family": r.family}
                                 for r in replaced] if fused else []),
     }
+
+
+def _sums(groups: list[dict[str, Any]], activity: str, scale: float) -> dict[str, Any]:
+    """The summary's headline figures over the compared rows: kernels (or CPU operators), their
+    time, its tensor-core share and its split by precision (largest first)."""
+    main = [g for g in groups if g["kind"] == activity]
+    total = sum(g["time_ns"] for g in main)
+    by_precision: dict[str, float] = {}
+    for g in main:
+        p = g["precisions"]  # one precision per group
+        by_precision[p] = by_precision.get(p, 0) + g["time_ns"]
+    return {"kernels": _num(sum(g["calls"] for g in main) / scale), "time_ns": _num(total / scale),
+            "tensor_core_pct": round(100 * sum(g["tc_time_ns"] for g in main) / total, 2) if total else 0.0,
+            "by_precision": {p: _num(t / scale) for p, t in sorted(by_precision.items(), key=lambda x: -x[1])}}
+
+
+def _moved(work: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
+    """One work whose tensor-core use differs: its time and precisions on each side (None
+    where a side does not do it)."""
+    def side(s: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+        return (_num(s["time"]), _num(s["tc"]), ",".join(s["precisions"]) or None) if s else (None, None, None)
+
+    (ta, tca, pa), (tb, tcb, pb) = side(a), side(b)
+    return {"name": work, "time_a_ns": ta, "time_b_ns": tb, "tensor_core_time_a_ns": tca,
+            "tensor_core_time_b_ns": tcb, "precision_a": pa, "precision_b": pb}

@@ -31,7 +31,8 @@ op                  string    the PyTorch operator that launched the kernel
 metrics             object    dict of metric name -> number (profiler counters), or {}
 precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
 tensor_core         boolean   True / False / <NA> when nothing tells (False for CPU ops)
-family              string    gemm conv elementwise layout pooling norm reduce memory other,
+family              string    gemm conv elementwise fused layout pooling norm reduce memory
+                              other (fused: torch.compile's generated Triton kernels),
                               or <NA>
 evidence            string    ``metrics`` (counters decided), ``name`` (name rules),
                               ``dtypes`` (a CPU operator's input types), ``none``

@@ -341,15 +341,17 @@ class Store:
                  "tensor_core": None if tc is None else bool(tc), "evidence": ev}
                 for name, _, n, t, precision, tc, ev in self.db.execute(q, [run_id, kind, limit])]
 
-    def kernel_groups(self, run_id: int) -> list[dict[str, Any]]:
-        """A run's rows grouped by (kind, name, launching operator): launches, summed time,
-        tensor-core time, the precisions seen (comma-joined), family and short name. What a
-        diff aligns; a run has far fewer of these than launches."""
-        q = """select kind, name, op, min(short_name) as short_name, min(family) as family, count(*) as calls,
+    def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[dict[str, Any]]:
+        """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
+        time, tensor-core time, family and short name. What a
+        diff aligns; a run has far fewer of these than launches. ``in_iterations``: only rows
+        launched inside a measured-iteration range (``<tag>.iterN``)."""
+        where = " and nvtx_path glob '*.iter[0-9]*'" if in_iterations else ""
+        q = f"""select kind, name, op, min(short_name) as short_name, min(family) as family, count(*) as calls,
                       coalesce(sum(duration_ns), 0) as time_ns,
                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0) as tc_time_ns,
-                      group_concat(distinct precision) as precisions
-               from kernels where run_id = ? group by kind, name, op order by min(launch_id)"""
+                      coalesce(precision, 'unknown') as precisions
+               from kernels where run_id = ?{where} group by kind, name, op, precisions order by min(launch_id)"""
         return [dict(r) for r in self.db.query(q, [run_id])]
 
     # ------------------------------------------------------------------ reading ranges
