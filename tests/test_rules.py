@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from profkit.classify import by_name, classify_one, metric_set, rules
@@ -18,6 +21,11 @@ DIFF_DATA = DATA / "diff"
 @pytest.fixture(scope="module")
 def real_names() -> set[str]:
     names: set[str] = set()
+    # The kernel names ncu reported in `profkit compare` runs on the H100 (benchmarks/compare).
+    for f in (Path(__file__).parents[1] / "benchmarks" / "compare").glob("*.json"):
+        data = json.loads(f.read_text())
+        if isinstance(data, dict):
+            names |= {v for r in data.get("rows", []) for v in r["variants_a"] + r["variants_b"]}
     for f in [*NCU_DATA.glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.csv.gz"), *DIFF_DATA.glob("*.json.gz"),
               DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz"]:
         names |= {r["name"] for r in load(f).rows}
