@@ -65,7 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         sync()
     except Exception as exc:  # the user's model, or the compiler on it
         what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        lines = [l.strip() for l in str(exc).strip().splitlines()] or [""]
+        first = lines[0][:300]
+        # TorchDynamo's errors say what went wrong on an "Explanation:" line below a generic one.
+        why = next((l for l in lines[1:] if l.startswith("Explanation:")), None)
+        if why:
+            first += f" ({why[:400]})"
+        cause = exc.__cause__  # the compiler may wrap the model's own error: name that one too
+        if cause is not None:
+            first += f" ({type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:300]})"
         print(f"profkit-harness: error: {what} {Path(job['workload_path']).stem} in {spec.precision}: "
               f"{type(exc).__name__}: {first}", file=sys.stderr)
         return 3

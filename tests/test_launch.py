@@ -145,3 +145,29 @@ def test_readme_main_job_command_runs_on_a_machine_without_gpu(tmp_path):
     for sub in (["summary", name], ["kernels", name, "--limit", "3"]):
         q = subprocess.run([sys.executable, "-m", "profkit", *sub], cwd=tmp_path, capture_output=True, text=True, env=env)
         assert q.returncode == 0, q.stderr
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["eager", "compile"])
+def test_a_model_that_fails_in_the_warm_up_is_one_line(tmp_path, mode):
+    """torch.compile compiles on the first warm-up call: a model it cannot run fails there, in
+    one line that names the compiler (or the warm-up) and the error, before anything is stored."""
+    db = tmp_path / "p.db"
+    r = cli("run", Path(__file__).parent / "workloads" / "forward_fails.py", "--device", "cpu", "--mode", mode,
+            "--tool", "torch", "--warmup", "1", "--batch-size", "2", db=db)
+    expected = "torch.compile (default) failed on forward_fails in fp32" if mode == "compile" else \
+        "the warm-up failed for forward_fails in fp32"
+    one_line_error(r, expected)
+    assert "same reduction dim" in r.stderr or "cannot be multiplied" in r.stderr
+    assert not db.exists()
+
+
+def test_compile_options_checked_before_anything_runs(tmp_path):
+    db = tmp_path / "p.db"
+    for argv, message in [
+        (["run", "resnet18", "--mode", "compile", "--warmup", "0"], "--warmup must be at least 1"),
+        (["run", "resnet18", "--compile-mode", "max-autotune"], "--compile-mode max-autotune is torch.compile's: it needs --mode compile"),
+        (["run", "resnet18", "--mode", "compile", "--compile-mode", "fastest"], "Invalid value for '--compile-mode'"),
+    ]:
+        one_line_error(cli(*argv, db=db), message, code=2)
+    assert not db.exists()
