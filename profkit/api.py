@@ -80,6 +80,9 @@ class Run(RunRecord):
         headline totals. See ``profkit.analyze.diff``."""
         from .analyze.diff import diff
 
+        if isinstance(other, Run) and other.db is not None and other.db.path.resolve() != self.database.path.resolve():
+            raise UsageError(f"{self.name} and {other.name} are in two databases ({self.database.path}, {other.db.path})",
+                             "Import both captures into one database to diff them.")
         return diff(self.database.store, self, other, match=match, threshold_pct=threshold_pct)
 
     def count_by_kind(self) -> dict[str, int]:
@@ -176,9 +179,9 @@ class Comparison:
                 "variant": label, "run": r.name, "kernels": kernels, "gpu_time_ns": total,
                 "tensor_core_time_pct": s.tensor_core_time_pct,
                 "by_precision": ", ".join(f"{p} {100 * v / total:.0f}%" for p, v in times.items() if total and v) or "-",
-                "added": t["status"]["added"] if t else "", "removed": t["status"]["removed"] if t else "",
-                "changed": t["status"]["changed"] if t else "",
-                "fused_kernels": len(t["fused_kernels"]) if t else "",
+                "added": t["status"]["added"] if t else None, "removed": t["status"]["removed"] if t else None,
+                "changed": t["status"]["changed"] if t else None,
+                "fused_kernels": len(t["fused_kernels"]) if t else None,
             })
         return out
 
@@ -205,7 +208,8 @@ def compare(
     from .launch import RunRequest, check, plan
     from .workloads import Spec
 
-    modes, precisions = list(modes), list(precisions)
+    modes = modes.split(",") if isinstance(modes, str) else list(modes)
+    precisions = precisions.split(",") if isinstance(precisions, str) else list(precisions)
     if not modes or not precisions:
         raise UsageError("`modes` and `precisions` each need at least one value")
     if match not in MATCHES:
@@ -217,6 +221,11 @@ def compare(
     if len(variants) < 2:
         raise UsageError("compare needs at least two variants: give two `modes` or two `precisions`")
     compile_mode = options.pop("compile_mode", "default")
+    if compile_mode != "default" and "compile" not in modes:
+        raise UsageError(f"`compile_mode` {compile_mode} is torch.compile's: it needs compile among the `modes`")
+    if match == "op" and options.get("tool", "auto") != "torch" and options.get("device", "cuda") != "cpu":
+        raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
+                         "records", "Use `tool` torch, or match exact or family.")
 
     def variant_options(mode: str) -> dict[str, Any]:
         """The options of one variant: torch.compile's mode only for the compile variant."""

@@ -74,7 +74,7 @@ def rules() -> dict:
     )
     work_rules = tuple(
         WorkRule(id=r["id"], regex=re.compile(r["pattern"]), label=r["label"], examples=tuple(r.get("examples", ())),
-                 lowercase=bool(r.get("lowercase", False)))
+                 lowercase=bool(r.get("lowercase", False)), operation=r.get("operation"))
         for r in data.get("work_rule", [])
     )
     return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {}),
@@ -88,6 +88,7 @@ class WorkRule:
     label: str
     examples: tuple[str, ...]
     lowercase: bool = False
+    operation: str | None = None  # "conv {pass}", "gemm": the same operation across libraries
 
 
 @lru_cache(maxsize=65536)
@@ -97,13 +98,29 @@ def work_key(short_name: str, name: str = "") -> tuple[str, str]:
     short name, then on the full name (``cutlass::Kernel<cutlass_tensorop_..._fprop_...>``
     is only ``Kernel`` short). Without a rule: the short name with its digits wildcarded
     (rule id "")."""
+    label, rule_id, _ = _work(short_name, name)
+    return label, rule_id
+
+
+@lru_cache(maxsize=65536)
+def operation_of(short_name: str, name: str = "") -> str:
+    """The operation a kernel implements, the same whichever library's kernel did it (``conv
+    fprop``: cuDNN xmma, implicit_convolve_sgemm, CUTLASS; ``gemm``: nvjet, sgemm, CUTLASS):
+    the rule's ``operation``, else the work."""
+    return _work(short_name, name)[2]
+
+
+def _work(short_name: str, name: str) -> tuple[str, str, str]:
     for text in (short_name, name):
         for rule in rules()["work_rules"]:
             m = rule.regex.search(text) if text else None
             if m:
                 groups = {k: (v or "").lower() if rule.lowercase else (v or "") for k, v in m.groupdict().items()}
-                return rule.label.format(**groups), rule.id
-    return re.sub(r"\d+", "#", short_name), ""
+                label = rule.label.format(**groups)
+                op_groups = {k: (v or "").lower() for k, v in m.groupdict().items()}
+                return label, rule.id, rule.operation.format(**op_groups) if rule.operation else label
+    label = re.sub(r"\d+", "#", short_name)
+    return label, "", label
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,13 @@ def check(req: RunRequest) -> tuple[str, Path]:
     require_int("warmup", req.warmup, 0)
     if req.spec.mode != "compile" and req.spec.compile_mode != "default":
         raise UsageError(f"`compile_mode` {req.spec.compile_mode} is torch.compile's: it needs `mode` compile")
+    if req.spec.compile_mode == "reduce-overhead":
+        if req.spec.device != "cuda":
+            raise UsageError("`compile_mode` reduce-overhead replays CUDA graphs: it needs `device` cuda")
+        if req.warmup < 3:
+            # CUDA graph trees run eagerly, then record, then replay: measure replays only.
+            raise UsageError("`compile_mode` reduce-overhead records its CUDA graphs during the first warm-up "
+                             f"iterations: `warmup` must be at least 3 so the measured ones replay them, not {req.warmup}")
     if req.spec.mode == "compile" and req.warmup < 1:
         raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the compiler: "
                          "`warmup` must be at least 1")

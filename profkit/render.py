@@ -337,8 +337,9 @@ def headline(d: Diff) -> list[str]:
     for key, where in (("onto_tensor_cores", "onto"), ("off_tensor_cores", "off")):
         if t[key]:
             lines.append(f"{where} the tensor cores in B: " + "; ".join(
-                f"{x['name']} ({x['precision_a'] or 'not in A'} -> {x['precision_b'] or 'not in B'})"
-                for x in t[key][:6]) + (f" and {len(t[key]) - 6} more" if len(t[key]) > 6 else ""))
+                f"{x['name']} ({x['tensor_core_pct_a']:.0f}% -> {x['tensor_core_pct_b']:.0f}% of its time; "
+                f"{', '.join(x['works_a'][:2])} in {x['precision_a']} -> {', '.join(x['works_b'][:2])} in {x['precision_b']})"
+                for x in t[key][:4]) + (f" and {len(t[key]) - 4} more" if len(t[key]) > 4 else ""))
     if t["fused_kernels"]:
         fused_ns = sum(x["time_b_ns"] for x in t["fused_kernels"])
         fused_calls = sum(x["calls_b"] for x in t["fused_kernels"])
@@ -413,8 +414,8 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
         t.add_column(col, justify="left" if col in ("variant", "run", "by precision") else "right", no_wrap=True)
     for v in cmp.variant_rows():
         add_row(t, v["variant"], v["run"], _n(v["kernels"]), fmt_ns(v["gpu_time_ns"]), f"{v['tensor_core_time_pct']:.1f}%",
-                v["by_precision"], *(str(v[k]) if v[k] != "" else "-" for k in ("added", "removed", "changed",
-                                                                                   "fused_kernels")))
+                v["by_precision"], *("-" if v[k] is None else str(v[k]) for k in ("added", "removed", "changed",
+                                                                                     "fused_kernels")))
     c.print(t)
     for label, d in zip(cmp.labels[1:], cmp.diffs):
         c.print(Text(f"\n{cmp.labels[0]} -> {label}", style="bold"))
@@ -429,7 +430,9 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
     top = sorted(keys, key=lambda k: -keys[k])[:limit]
     if not top:
         return
-    w = table(c, f"what changed most (time per iteration, top {len(top)} of {len(keys)})", title_left=True)
+    per = any(d.totals["per_iteration"] for d in cmp.diffs)
+    w = table(c, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of {len(keys)})",
+              title_left=True)
     w.add_column({"exact": "kernel", "family": "work", "op": "operator"}[cmp.match], no_wrap=True, overflow="ellipsis",
                  max_width=max(30, c.width - 16 * len(cmp.labels)) if fits(c) else None)
     for label in cmp.labels:

@@ -12,7 +12,7 @@ import pytest
 
 import profkit
 
-from .conftest import NCU_DATA, cli, cli_json, needs_torch, one_line_error
+from .conftest import DATA, NCU_DATA, cli, cli_json, needs_torch, one_line_error
 
 ROW_KEYS = {"name", "status", "calls_a", "calls_b", "time_a_ns", "time_b_ns", "variants_a", "variants_b"}
 TOTAL_KEYS = {"kernels_a", "kernels_b", "gpu_time_a_ns", "gpu_time_b_ns", "tensor_core_time_pct_a",
@@ -79,10 +79,12 @@ def test_fp32_against_fp16(runs):
     assert "tf32" in fprop.precision_a and fprop.precision_b == "fp16"
     exact = r["fp32"].diff(r["fp16"])
     assert exact.totals["status"]["same"] == 0  # every kernel is another template instance
-    # fp32's classifier GEMM ran on CUDA cores (a gemv); fp16's on tensor cores (nvjet).
-    onto = {x["name"]: x for x in t["onto_tensor_cores"]}
-    assert onto["cuBLAS nvjet GEMM"]["precision_b"] == "fp16" and onto["cuBLAS nvjet GEMM"]["time_a_ns"] is None
-    assert "cuDNN xmma conv fprop" not in onto  # TF32 on tensor cores in A already
+    # fp32's classifier GEMM ran on CUDA cores (a gemv); fp16's on tensor cores (nvjet). The
+    # convolutions were on the tensor cores in both (TF32, fp16): no move.
+    (onto,) = t["onto_tensor_cores"]
+    assert onto["name"] == "gemm" and onto["tensor_core_pct_a"] == 0 and onto["tensor_core_pct_b"] == 100
+    assert onto["works_a"] == ["cuBLAS gemmSN"] and onto["works_b"] == ["cuBLAS nvjet GEMM"]
+    assert onto["precision_a"] == "fp32" and onto["precision_b"] == "fp16"
     assert t["off_tensor_cores"] == []
 
 
@@ -189,3 +191,30 @@ def test_compare_on_the_cpu(tmp_path):
     one_line_error(cli("compare", "resnet18", "--modes", "eager", db=tmp_path / "x.db"), "at least two variants", 2)
     one_line_error(cli("compare", "resnet18", "--modes", "eager,jit", db=tmp_path / "x.db"), "unknown --mode 'jit'", 2)
     assert not (tmp_path / "x.db").exists()
+
+
+def test_refusals(runs, tmp_path):
+    db, r = runs
+    cpu = db.import_file(DATA / "torch" / "cpu_resnet18_fp32.json.gz", name="cpu")
+    with pytest.raises(profkit.UsageError, match="holds CPU operators and t_eager GPU kernels"):
+        cpu.diff(r["t_eager"])
+    with pytest.raises(profkit.UsageError, match="not 'x'"):
+        r["fp16"].diff("x")  # type: ignore[arg-type]
+    other = profkit.open_db(tmp_path / "other.db").import_file(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz")
+    with pytest.raises(profkit.UsageError, match="two databases"):
+        r["fp16"].diff(other)
+    bf16 = db.import_file(DATA / "torch" / "cpu_resnet18_bf16.json.gz", name="cpu_bf16")
+    d = cpu.diff(bf16, match="op")  # a CPU run's rows are the operators themselves
+    conv = by_name(d)["aten::mkldnn_convolution"]
+    assert conv.calls_a == conv.calls_b and conv.precision_a == "fp32" and conv.precision_b == "bf16"
+    with pytest.raises(profkit.UsageError, match="only torch.profiler records"):
+        profkit.compare("resnet18", modes="eager,torchscript", match="op", db=tmp_path / "c.db")
+    with pytest.raises(profkit.UsageError, match="needs compile among the `modes`"):
+        profkit.compare("resnet18", modes="eager,torchscript", compile_mode="max-autotune", db=tmp_path / "c.db")
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_ncu_against_nsys_status_follows_calls(runs):
+    _, r = runs
+    d = r["eager"].diff(r["heur"])  # same 162 kernels: ncu's locked clocks make every time differ
+    assert d.totals["status"]["changed"] == 0 and d.totals["status"]["same"] > 0

@@ -168,6 +168,10 @@ def test_compile_options_checked_before_anything_runs(tmp_path):
         (["run", "resnet18", "--mode", "compile", "--warmup", "0"], "--warmup must be at least 1"),
         (["run", "resnet18", "--compile-mode", "max-autotune"], "--compile-mode max-autotune is torch.compile's: it needs --mode compile"),
         (["run", "resnet18", "--mode", "compile", "--compile-mode", "fastest"], "Invalid value for '--compile-mode'"),
+        (["run", "resnet18", "--mode", "compile", "--compile-mode", "reduce-overhead", "--device", "cpu"],
+         "reduce-overhead replays CUDA graphs: it needs --device cuda"),
+        (["run", "resnet18", "--mode", "compile", "--compile-mode", "reduce-overhead", "--warmup", "2"],
+         "--warmup must be at least 3"),
     ]:
         one_line_error(cli(*argv, db=db), message, code=2)
     assert not db.exists()

@@ -26,7 +26,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..classify import work_key
+from ..classify import operation_of, work_key
 from ..errors import UsageError
 from ..records import RunRecord
 from ..store import Store
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 MATCHES = ("exact", "family", "op")
 DEFAULT_THRESHOLD_PCT = 10.0
 MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
+SHARE_MOVE_PCT = 20.0  # how far an operation's tensor-core share must move to say it moved
 # Families whose kernels torch.compile fuses into generated (Triton) kernels.
 FUSABLE = ("elementwise", "norm", "reduce", "pooling", "layout", "memory", "fused")
 _ITER = re.compile(r"\.iter\d+$")
@@ -117,6 +118,8 @@ def _key(group: dict[str, Any], match: str, by_short: bool) -> str:
     if match == "family":
         return work_key(group["short_name"] or group["name"], group["name"])[0]
     if match == "op":
+        if group["kind"] == "cpu_op":  # a CPU run's rows are the operators themselves
+            return str(group["name"])
         return group["op"] or f"(no operator) {group['short_name'] if by_short else group['name']}"
     return str(group["short_name"] if by_short else group["name"])
 
@@ -150,8 +153,16 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     """Compare two stored runs' kernel lists (see the module's docstring)."""
     if match not in MATCHES:
         raise UsageError(f"unknown `match` {match!r}", f"Choose one of {', '.join(MATCHES)}.")
-    if isinstance(threshold_pct, bool) or not isinstance(threshold_pct, (int, float)) or not 0 <= threshold_pct < 1000:
+    if isinstance(threshold_pct, bool) or not isinstance(threshold_pct, (int, float)) or not 0 <= threshold_pct <= 1000:
         raise UsageError(f"`threshold_pct` must be a percentage from 0 to 1000, not {threshold_pct!r}")
+    for run in (run_a, run_b):
+        if not isinstance(run, RunRecord):
+            raise UsageError(f"a diff compares two runs, not {run!r}", "Get runs with open_db(...).run(name).")
+    if run_a.activity != run_b.activity:
+        what = {"kernel": "GPU kernels", "cpu_op": "CPU operators"}
+        raise UsageError(f"{run_a.name} holds {what.get(run_a.activity, run_a.activity)} and {run_b.name} "
+                         f"{what.get(run_b.activity, run_b.activity)}: they do not line up",
+                         "Compare a CPU run with a CPU run, a GPU run with a GPU run.")
     notes: list[str] = []
     (iters_a, outside_a), (iters_b, outside_b) = iterations(store, run_a), iterations(store, run_b)
     for run, outside in ((run_a, outside_a), (run_b, outside_b)):
@@ -160,10 +171,12 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
                          "only the kernels launched inside its iteration ranges are compared")
     groups_a = store.kernel_groups(run_a.id, in_iterations=outside_a)
     groups_b = store.kernel_groups(run_b.id, in_iterations=outside_b)
-    if match == "op" and not (any(g["op"] for g in groups_a) and any(g["op"] for g in groups_b)):
-        lacking = [r.name for r, g in ((run_a, groups_a), (run_b, groups_b)) if not any(x["op"] for x in g)]
-        raise UsageError(f"run {' and '.join(repr(n) for n in lacking)} recorded no launching operators, so `match` op "
-                         "cannot align it", "Profile with `tool` torch (torch.profiler records them), or match exact or family.")
+    lacking = [r.name for r, g in ((run_a, groups_a), (run_b, groups_b))
+               if r.activity != "cpu_op" and not any(x["op"] for x in g)]
+    if match == "op" and lacking:
+        raise UsageError(f"{' and '.join(repr(n) for n in lacking)} recorded no launching operators, so `match` op "
+                         "cannot line their kernels up",
+                         "Profile with `tool` torch (torch.profiler records them), or match exact or family.")
     by_short = _dialect(run_a) != _dialect(run_b)
     if by_short and match != "family":
         notes.append(f"kernel names are spelt differently in {run_a.name}'s and {run_b.name}'s exports "
@@ -171,16 +184,16 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     per_iteration = bool(iters_a and iters_b and iters_a != iters_b)
     scale_a, scale_b = (float(iters_a or 1), float(iters_b or 1)) if per_iteration else (1.0, 1.0)
     if per_iteration:
-        notes.append(f"{run_a.name} holds {iters_a} iterations and {run_b.name} {iters_b}: calls and times are per iteration")
-    if run_a.tool != run_b.tool and "ncu" in (run_a.tool, run_b.tool):
+        notes.append(f"{run_a.name} holds {_plural(iters_a, 'iteration')} and {run_b.name} "
+                     f"{_plural(iters_b, 'iteration')}: calls and times are per iteration")
+    times_compare = not (run_a.tool != run_b.tool and "ncu" in (run_a.tool, run_b.tool))
+    if not times_compare:
         notes.append("one run is ncu's, which replays each kernel alone with its clocks locked to base: its durations "
-                     "are not comparable with a timeline tool's; compare calls, names and shares rather than times")
-    if run_a.activity != run_b.activity:
-        notes.append(f"{run_a.name} holds {run_a.activity} rows and {run_b.name} {run_b.activity} rows: "
-                     "CPU operators and GPU kernels do not line up")
+                     "are not comparable with a timeline tool's, so a row's status follows its calls alone; compare "
+                     "names, calls and shares rather than times")
     side_a = _side(groups_a, match, by_short, scale_a)
     side_b = _side(groups_b, match, by_short, scale_b)
-    rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct)
+    rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct, times_compare)
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
     totals = _totals(store, run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b)
@@ -189,7 +202,12 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
 
 
-def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float) -> DiffRow:
+def _plural(n: int | None, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float,
+         times_compare: bool = True) -> DiffRow:
     empty: dict[str, Any] = {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []}
     sa, sb = a or empty, b or empty
     d_time = sb["time"] - sa["time"]
@@ -198,7 +216,7 @@ def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None
     elif b is None:
         status = "removed"
     elif round(sa["calls"], 6) != round(sb["calls"], 6) or (
-            abs(d_time) > threshold_pct / 100 * sa["time"] and abs(d_time) >= MIN_DELTA_NS):
+            times_compare and abs(d_time) > threshold_pct / 100 * sa["time"] and abs(d_time) >= MIN_DELTA_NS):
         status = "changed"
     else:
         status = "same"
@@ -225,17 +243,23 @@ def _totals(store: Store, run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow
             scale_b: float) -> dict[str, Any]:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
     ta, tb = _sums(groups_a, run_a.activity, scale_a), _sums(groups_b, run_b.activity, scale_b)
-    # Onto / off the tensor cores, by work (family key, whatever the match): work that used
-    # none in A and some in B, or that B alone does on them (fp16's nvjet GEMM where fp32 ran
-    # a gemv); and the reverse.
-    fam_a = _side(groups_a, "family", True, scale_a)
-    fam_b = _side(groups_b, "family", True, scale_b)
-    onto = [(k[0], fam_a.get(k), s) for k, s in fam_b.items() if k[1] == "kernel" and s["tc"]
-            and not (fam_a.get(k) or {}).get("tc")]
-    off = [(k[0], s, fam_b.get(k)) for k, s in fam_a.items() if k[1] == "kernel" and s["tc"]
-           and not (fam_b.get(k) or {}).get("tc")]
+    # Onto / off the tensor cores, by operation (conv fprop, gemm, ...: whichever library's
+    # kernels did it on each side): an operation both runs do whose tensor-core share of time
+    # rose or fell by SHARE_MOVE_PCT points or more.
+    ops_a, ops_b = _by_operation(groups_a, scale_a), _by_operation(groups_b, scale_b)
+    onto, off = [], []
+    for op in ops_a.keys() & ops_b.keys():
+        a, b = ops_a[op], ops_b[op]
+        share_a, share_b = 100 * a["tc"] / a["time"] if a["time"] else 0.0, 100 * b["tc"] / b["time"] if b["time"] else 0.0
+        if share_b - share_a >= SHARE_MOVE_PCT:
+            onto.append((op, a, b))
+        elif share_a - share_b >= SHARE_MOVE_PCT:
+            off.append((op, a, b))
+    onto.sort(key=lambda x: -x[2]["time"])
+    off.sort(key=lambda x: -x[1]["time"])
     fused = [r for r in main if r.status == "added" and any(v.startswith("triton_") for v in r.variants_b)]
-    replaced = [r for r in main if r.status == "removed" and r.family in FUSABLE]
+    replaced = [r for r in main if r.status == "removed" and r.family
+                and set(r.family.split(",")) & set(FUSABLE)]
     return {
         "kernels_a": ta["kernels"], "kernels_b": tb["kernels"],
         "gpu_time_a_ns": ta["time_ns"], "gpu_time_b_ns": tb["time_ns"],
@@ -267,12 +291,31 @@ def _sums(groups: list[dict[str, Any]], activity: str, scale: float) -> dict[str
             "by_precision": {p: _num(t / scale) for p, t in sorted(by_precision.items(), key=lambda x: -x[1])}}
 
 
-def _moved(work: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
-    """One work whose tensor-core use differs: its time and precisions on each side (None
-    where a side does not do it)."""
-    def side(s: dict[str, Any] | None) -> tuple[Any, Any, Any]:
-        return (_num(s["time"]), _num(s["tc"]), ",".join(s["precisions"]) or None) if s else (None, None, None)
+def _by_operation(groups: list[dict[str, Any]], scale: float) -> dict[str, dict[str, Any]]:
+    """A run's kernels per operation: time, tensor-core time, precisions, works."""
+    out: dict[str, dict[str, Any]] = {}
+    for g in groups:
+        if g["kind"] != "kernel":
+            continue
+        short, name = g["short_name"] or g["name"], g["name"]
+        s = out.setdefault(operation_of(short, name), {"time": 0.0, "tc": 0.0, "precisions": [], "works": []})
+        s["time"] += g["time_ns"] / scale
+        s["tc"] += g["tc_time_ns"] / scale
+        if g["precisions"] not in s["precisions"]:
+            s["precisions"].append(g["precisions"])
+        work = work_key(short, name)[0]
+        if work not in s["works"]:
+            s["works"].append(work)
+    return out
 
-    (ta, tca, pa), (tb, tcb, pb) = side(a), side(b)
-    return {"name": work, "time_a_ns": ta, "time_b_ns": tb, "tensor_core_time_a_ns": tca,
-            "tensor_core_time_b_ns": tcb, "precision_a": pa, "precision_b": pb}
+
+def _moved(operation: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """An operation whose tensor-core share moved: its time, share, precisions and the works
+    (kernels) that did it on each side."""
+    def share(s: dict[str, Any]) -> float:
+        return round(100 * s["tc"] / s["time"], 2) if s["time"] else 0.0
+
+    return {"name": operation, "time_a_ns": _num(a["time"]), "time_b_ns": _num(b["time"]),
+            "tensor_core_pct_a": share(a), "tensor_core_pct_b": share(b),
+            "precision_a": ",".join(a["precisions"]), "precision_b": ",".join(b["precisions"]),
+            "works_a": a["works"], "works_b": b["works"]}
