@@ -48,3 +48,14 @@ def test_short_names_agree_across_demanglings(ncu_rep_dir):
     rep_names = [r["name"] for r in load(ncu_rep_dir / "resnet18_fp32_eager.ncu-rep").rows]
     assert any(a != b for a, b in zip(csv_names, rep_names))  # the forms do differ
     assert [short_name(n) for n in csv_names] == [short_name(n) for n in rep_names]
+
+
+def test_cuda_graphs_are_traced_per_node():
+    """torch.compile's reduce-overhead replays CUDA graphs: both Nsight tools must show the
+    graph's kernels one by one, not one opaque launch."""
+    from profkit.tools import nsys
+
+    argv = ncu.profile_argv("ncu", Path("r.ncu-rep"), "regex:x/", ["gpu__time_duration.sum"], ["python"])
+    assert argv[argv.index("--graph-profiling") + 1] == "node"
+    argv = nsys.profile_argv("nsys", Path("/r/report"), ["python"])
+    assert argv[argv.index("--cuda-graph-trace") + 1] == "node"
