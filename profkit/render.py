@@ -376,9 +376,7 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -
     cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
     if d.match != "exact":
         cols.append("variants A/B")
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("status", name_col, "prec A->B") else "right", no_wrap=True,
-                     overflow="ellipsis", max_width=max(30, c.width - 90) if col == name_col and fits(c) else None)
+    body = []
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             break
@@ -388,6 +386,15 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -
                  f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
         if d.match != "exact":
             cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
+        body.append(cells)
+    # Every column but the name keeps its whole width; the name takes what is left.
+    widths = [max([len(col)] + [len(b[i]) for b in body]) for i, col in enumerate(cols)]
+    spare = max(20, c.width - sum(w for i, w in enumerate(widths) if i != 1) - 2 * len(cols))
+    for i, col in enumerate(cols):
+        t.add_column(col, justify="left" if col in ("status", name_col, "prec A->B") else "right", no_wrap=True,
+                     overflow="ellipsis", min_width=None if i == 1 else widths[i],
+                     max_width=spare if i == 1 and fits(c) else None)
+    for cells in body:
         add_row(t, *cells)
     c.print(t)
     shown = min(len(rows), limit) if limit is not None else len(rows)
