@@ -167,7 +167,7 @@ def test_not_a_profkit_database(tmp_path):
 def test_every_command_has_help():
     r = cli("--help")
     assert r.exit_code == 0
-    for command in ("run", "import", "runs", "kernels", "summary", "ranges", "workloads"):
+    for command in ("run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "workloads"):
         assert command in r.stdout
         h = cli(command, "--help")
         assert h.exit_code == 0 and len(h.stdout) > 200
@@ -178,10 +178,12 @@ def test_every_command_has_help():
 def test_help_shows_the_choices():
     """Options with a fixed set of values list them in --help (and the parser checks them)."""
     text = " ".join(cli("run", "--help", env={"COLUMNS": "200"}).stdout.split())
-    for choices in ("auto|ncu|nsys|torch", "fp32|fp16|bf16|amp", "eager|torchscript", "cuda|cpu"):
+    for choices in ("auto|ncu|nsys|torch", "fp32|fp16|bf16|amp", "eager|torchscript|compile", "cuda|cpu"):
         assert choices in text, choices
-    for command in ("kernels", "summary", "ranges", "runs"):
+    for command in ("kernels", "summary", "ranges", "runs", "diff", "compare"):
         assert "table|json|csv" in cli(command, "--help", env={"COLUMNS": "200"}).stdout
+    assert "exact|family|op" in cli("diff", "--help", env={"COLUMNS": "200"}).stdout
+    assert "default|reduce-overhead|max-autotune" in text and "eager|torchscript|compile" in text
 
 
 def test_help_imports_nothing_heavy():
