@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 # Public name -> module that defines it, imported on first use (PEP 562).
 _EXPORTS = {
     "open_db": "api", "profile": "api", "compare": "api", "list_workloads": "api", "Database": "api", "Run": "api",
-    "Comparison": "api", "Diff": "analyze.diff", "DiffRow": "analyze.diff",
+    "Comparison": "api", "Diff": "analyze.diff", "DiffRow": "analyze.diff", "Finding": "analyze.findings",
     "RunRecord": "records", "Summary": "records", "TopKernel": "records", "MemoryOps": "records",
     "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
     "Progress": "launch",
@@ -34,6 +34,7 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from .analyze.diff import Diff, DiffRow
+    from .analyze.findings import Finding
     from .api import Comparison, Database, Run, compare, list_workloads, open_db, profile
     from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
                          RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError, WorkloadError)

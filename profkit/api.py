@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .analyze.diff import Diff
+    from .analyze.findings import Finding
 
     from .launch import Progress
     from .store import Store
@@ -84,6 +85,14 @@ class Run(RunRecord):
             raise UsageError(f"{self.name} and {other.name} are in two databases ({self.database.path}, {other.db.path})",
                              "Import both captures into one database to diff them.")
         return diff(self.database.store, self, other, match=match, threshold_pct=threshold_pct)
+
+    def findings(self) -> list[Finding]:
+        """What a performance engineer would point out (rules with thresholds in rules.toml):
+        half-precision work off the tensor cores, fp32 kernels in a half run, layout
+        conversions, fusable kernels, a launch-bound timeline, autograd's thread."""
+        from .analyze.findings import findings
+
+        return findings(self.database.store, self)
 
     def count_by_kind(self) -> dict[str, int]:
         """Rows of each kind: kernel, memcpy, memset (timeline tools) or cpu_op."""

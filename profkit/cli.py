@@ -280,6 +280,8 @@ def summary(
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
     render.summary(r, r.summary(top=top), fmt.value)
+    if fmt is Format.table:
+        render.findings(r.findings())
 
 
 # ---------------------------------------------------------------------------------- ranges

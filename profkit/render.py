@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from .analyze.diff import Diff
+    from .analyze.findings import Finding
     from .api import Comparison
 
 # Wide enough for any row; rich sizes a table to its contents, not to this.
@@ -453,3 +454,21 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
             cells.append(fmt_ns(row.time_b_ns) if row and row.calls_b else "-")
         add_row(w, *cells)
     c.print(w)
+
+
+def findings(found: Sequence[Finding]) -> None:
+    """The findings under a summary: what to look at, its evidence, the main kernels, advice."""
+    from rich.text import Text
+
+    if not found:
+        return
+    c = console()
+    c.print(Text("findings", style="bold"))
+    for f in found:
+        c.print(Text(f"- {f.title}: {f.detail}"))
+        for k in f.kernels[:3]:
+            name = str(k["name"]).removeprefix("void ")
+            if fits(c):
+                name = name[: max(20, c.width - 40)] + ("…" if len(name) > max(20, c.width - 40) else "")
+            c.print(Text(f"    {fmt_ns(k['time_ns'])} in {k['launches']} launches ({k['precision']}): {name}"))
+        c.print(Text(f"    try: {f.advice}"))

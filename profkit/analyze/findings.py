@@ -1,0 +1,167 @@
+"""What a performance engineer would point out in a run, each with its evidence and the kernels
+it is about: half-precision matrix work that missed the tensor cores, fp32 kernels in a
+half-precision run, time in layout conversions, memory-bound kernels fusion would remove, a
+launch-bound timeline, and kernels launched from autograd's thread.
+
+The findings' titles, advice and thresholds are data (``[[finding]]`` in rules.toml); the
+checks here read the store's aggregates (``Store.kernel_groups``) and the run's ranges. CPU
+runs (operators, not kernels) get none of these GPU findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+from ..classify import RULES_PATH
+from ..records import RunRecord
+from ..store import Store
+from .ranges import run_ranges
+
+HALF = ("fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to look at: what was seen (``detail``), how much of the run's GPU time it
+    covers, the kernels behind it (largest first) and what to try."""
+
+    id: str
+    title: str
+    detail: str
+    advice: str
+    time_ns: int
+    share_pct: float | None
+    kernels: list[dict[str, Any]] = field(default_factory=list)  # name, launches, time_ns, precision
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@lru_cache(maxsize=1)
+def finding_rules() -> dict[str, dict[str, Any]]:
+    import tomllib
+
+    data = tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
+    return {r["id"]: r for r in data.get("finding", [])}
+
+
+def findings(store: Store, run: RunRecord) -> list[Finding]:
+    """The findings that hold for a stored run, in the order rules.toml lists them."""
+    if run.activity != "kernel":
+        return []
+    groups = [g for g in store.kernel_groups(run.id) if g["kind"] == "kernel"]
+    total = sum(g["time_ns"] for g in groups)
+    if not total:
+        return []
+    ctx = _Context(run, groups, total, store)
+    out = []
+    for rule_id, rule in finding_rules().items():
+        check = CHECKS.get(rule_id)
+        if check is None:
+            raise ValueError(f"rules.toml has a finding {rule_id!r} that no check implements")
+        found = check(ctx, rule)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+@dataclass
+class _Context:
+    run: RunRecord
+    groups: list[dict[str, Any]]
+    total: int
+    store: Store
+
+    def half_run(self) -> bool:
+        """Whether the run was meant to be half precision: profkit's tag, else most of its time."""
+        if self.run.precision:
+            return self.run.precision in (*HALF, "amp")
+        half = sum(int(g["time_ns"]) for g in self.groups if g["precisions"] in HALF)
+        return bool(half >= 0.5 * self.total)
+
+    def finding(self, rule: dict[str, Any], detail: str, chosen: list[dict[str, Any]]) -> Finding:
+        time = sum(g["time_ns"] for g in chosen)
+        merged: dict[str, dict[str, Any]] = {}
+        for g in chosen:
+            k = merged.setdefault(g["name"], {"name": g["name"], "launches": 0, "time_ns": 0,
+                                              "precision": g["precisions"], "family": g["family"]})
+            k["launches"] += g["calls"]
+            k["time_ns"] += g["time_ns"]
+        kernels = sorted(merged.values(), key=lambda k: -k["time_ns"])
+        return Finding(rule["id"], rule["title"], detail, rule["advice"], int(time),
+                       round(100 * time / self.total, 2), kernels)
+
+    def share(self, chosen: list[dict[str, Any]]) -> float:
+        return 100.0 * sum(int(g["time_ns"]) for g in chosen) / self.total
+
+
+def _half_missed(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+    if not ctx.half_run():
+        return None
+    chosen = [g for g in ctx.groups if g["family"] in ("gemm", "conv") and g["precisions"] in HALF
+              and not g["tc_time_ns"]]
+    if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+        return None
+    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} half-precision GEMM/convolution launches took "
+                             f"{ctx.share(chosen):.1f}% of GPU time without tensor cores", chosen)
+
+
+def _fp32_in_half(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+    if not ctx.half_run():
+        return None
+    chosen = [g for g in ctx.groups if g["precisions"] == "fp32"]
+    if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+        return None
+    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
+                             "GPU time in a half-precision run", chosen)
+
+
+def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, dict[str, Any]], Finding | None]:
+    def check(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+        wanted = tuple(rule.get("families", families))
+        chosen = [g for g in ctx.groups if g["family"] in wanted]
+        if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+            return None
+        return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} {what} launches took {ctx.share(chosen):.1f}% "
+                                 "of GPU time", chosen)
+    return check
+
+
+def _launch_bound(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+    if ctx.run.info.get("compile_mode") == "reduce-overhead":
+        return None  # already replaying CUDA graphs: the advice is taken
+    tops = [r for r in run_ranges(ctx.store, ctx.run) if r["depth"] == 0 and r["wall_ns"]]
+    if not tops:
+        return None  # ncu records kernels, not a timeline
+    wall = sum(r["wall_ns"] or 0 for r in tops)
+    busy = sum(r["gpu_time_ns"] for r in tops)
+    per_iteration = sum(r["kernels"] for r in tops) / len(tops)
+    busy_pct = 100 * busy / wall if wall else 100.0
+    if busy_pct >= rule["max_busy_pct"] or per_iteration < rule["min_kernels_per_iteration"]:
+        return None
+    detail = (f"the GPU ran kernels {busy_pct:.0f}% of each range's wall time ({per_iteration:.0f} kernels per range, "
+              f"{busy / max(1, sum(r['kernels'] for r in tops)) / 1000:.1f} us each on average)")
+    return Finding(rule["id"], rule["title"], detail, rule["advice"], int(wall - busy), None, [])
+
+
+def _autograd_thread(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+    tops = [r for r in run_ranges(ctx.store, ctx.run) if r["depth"] == 0]
+    others = sum(r["other_thread_kernels"] or 0 for r in tops)
+    if others < rule["min_kernels"]:
+        return None
+    detail = (f"{others} kernels were launched by other threads of the process (autograd's backward pass) while "
+              f"the {len(tops)} measured ranges were open; {sum(r['kernels'] for r in tops)} on the ranges' own thread")
+    return Finding(rule["id"], rule["title"], detail, rule["advice"], 0, None, [])
+
+
+CHECKS: dict[str, Callable[[_Context, dict[str, Any]], Finding | None]] = {
+    "half_missed_tensor_cores": _half_missed,
+    "fp32_in_half_run": _fp32_in_half,
+    "layout_conversions": _by_family(("layout",), "NCHW <-> NHWC layout conversion"),
+    "fusable_kernels": _by_family(("elementwise", "norm", "layout", "memory"),
+                                  "batch-norm, activation, copy and layout"),
+    "launch_bound": _launch_bound,
+    "autograd_thread": _autograd_thread,
+}

@@ -1,0 +1,67 @@
+"""profkit.analyze.findings on real captures: each finding (rules.toml [[finding]]) is raised
+by a capture that shows it and not by one that does not."""
+
+from __future__ import annotations
+
+import pytest
+
+import profkit
+from profkit.analyze.findings import CHECKS, finding_rules
+
+from .conftest import DATA, NCU_DATA, cli
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory, diff_dir, nsys_dir):
+    db = profkit.open_db(tmp_path_factory.mktemp("f") / "f.db")
+    files = {
+        "fp16": NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
+        "vgg_fp16": NCU_DATA / "vgg16_fp16_eager.raw.csv.gz",
+        "eager": diff_dir / "r18_fp16_eager_torch.json.gz", "compile": diff_dir / "r18_fp16_compile_torch.json.gz",
+        "graphs": diff_dir / "r18_fp16_graphs_nsys.sqlite", "train": nsys_dir / "nsys_resnet18_train_amp.sqlite",
+        "infer": nsys_dir / "nsys_resnet18_fp16.sqlite", "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz",
+    }
+    runs = {k: db.import_file(f, name=k) for k, f in files.items()}
+    return {k: {f.id: f for f in r.findings()} for k, r in runs.items()}, db
+
+
+def test_every_rule_has_a_check():
+    assert set(finding_rules()) == set(CHECKS)
+
+
+@pytest.mark.parametrize("finding, triggers, quiet", [
+    # the first convolution over 3 channels in fp16 ran implicit_convolve_sgemm, no tensor cores;
+    # an fp32 run is no half-precision run, and the compiled run's convolutions all used them
+    ("half_missed_tensor_cores", ["fp16", "eager"], ["fp32", "compile"]),
+    # fp32 copy kernels (the input cast) in fp16 ResNet-18; VGG16 fp16 has none worth 5 %
+    ("fp32_in_half_run", ["fp16", "eager", "train"], ["vgg_fp16", "fp32"]),
+    ("layout_conversions", ["fp16", "fp32", "vgg_fp16", "eager"], ["compile", "graphs"]),
+    ("fusable_kernels", ["fp16", "eager", "train"], ["compile", "graphs"]),
+    # batch 2: the GPU idles most of each range, even replaying CUDA graphs; ncu records no timeline
+    ("launch_bound", ["eager", "infer", "compile", "graphs"], ["fp16", "vgg_fp16"]),
+    ("autograd_thread", ["train"], ["infer", "eager"]),
+])
+def test_finding_triggers_on_real_captures(found, finding, triggers, quiet):
+    by_run, _ = found
+    for run in triggers:
+        assert finding in by_run[run], (finding, run)
+    for run in quiet:
+        assert finding not in by_run[run], (finding, run)
+
+
+def test_evidence_and_kernels(found):
+    by_run, _ = found
+    f = by_run["fp16"]["half_missed_tensor_cores"]
+    assert [k["name"].split("<")[0] for k in f.kernels] == ["void implicit_convolve_sgemm"]
+    assert f.kernels[0]["launches"] == 1 and f.share_pct == pytest.approx(4.25)
+    lay = by_run["fp16"]["layout_conversions"]
+    assert lay.share_pct > 30 and all("Nhwc" in k["name"] or "Nchw" in k["name"] for k in lay.kernels)
+    assert "channels_last" in lay.advice
+    assert "476 kernels were launched by other threads" in by_run["train"]["autograd_thread"].detail
+    assert by_run["cpu"] == {}  # CPU operators: none of these GPU findings
+
+
+def test_summary_table_shows_findings(found):
+    _, db = found
+    text = " ".join(cli("summary", "fp16", db=db.path).stdout.split())
+    assert "findings" in text and "time in NCHW <-> NHWC layout conversions" in text and "channels_last" in text
