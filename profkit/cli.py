@@ -219,6 +219,7 @@ def run(
                        cpu_sampling=cpu_sampling, context_switches=context_switches, db=db or _state["db"],
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path))
+    render.findings(done.findings())
 
 
 # ---------------------------------------------------------------------------------- import
