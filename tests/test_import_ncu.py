@@ -112,3 +112,24 @@ def test_precision_zoo_covers_every_precision():
     assert set(tc["precision"]) == {"fp64", "tf32", "fp16", "bf16", "fp8", "int8"}
     ffma = k[k["name"].str.contains("_ffma_")]
     assert len(ffma) and not ffma["tensor_core"].any() and set(ffma["precision"]) == {"fp32"}
+
+
+def test_tensor_op_counters_against_2mnk():
+    """What the tensor-path op counters count, on products of known size (precision_zoo, batch 8:
+    256 x 256 x 256 matrices; conv 8x64x56x56, 64 -> 64 channels, 3x3): 2*M*N*K, multiplies and
+    adds, for the fp64, TF32 (HMMA) and int8 GEMMs and both convolutions; cuBLAS's nvjet
+    kernels (fp16, bf16, fp8) count 9/8 of it: they compute padded tiles."""
+    gemm = 2 * 256 ** 3
+    conv = 2 * 8 * 56 * 56 * 64 * 64 * 9
+    seen = {}
+    for r in load(NCU_DATA / "precision_zoo.raw.csv.gz").rows:
+        ops = {k: v for k, v in r["metrics"].items() if k.startswith("sm__ops_path_tensor") and v}
+        if ops:
+            ((counter, value),) = ops.items()
+            seen[(r["short_name"][:12], counter.split("src_")[-1].removesuffix(".sum"))] = value
+    assert seen[("sm90_xmma_ge", "fp64")] == gemm
+    assert seen[("Kernel2", "tf32_dst_fp32")] == gemm  # the TF32 GEMM (CUTLASS)
+    assert seen[("Kernel2", "int8")] == gemm
+    assert seen[("nvjet_sm90_h", "fp16")] == seen[("nvjet_sm90_t", "bf16_dst_fp32")] == gemm * 9 // 8
+    assert seen[("nvjet_sm90_q", "fp8")] == gemm * 9 // 8
+    assert seen[("sm80_xmma_fp", "tf32_dst_fp32")] == seen[("sm80_xmma_fp", "fp16")] == conv
