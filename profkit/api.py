@@ -15,6 +15,7 @@ subclasses whose messages name these functions' parameters.
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -178,19 +179,19 @@ class Comparison:
         of rows added, removed and changed against the first (per iteration where it matters)."""
         out = []
         for i, (label, r) in enumerate(zip(self.labels, self.runs)):
-            d = self.diffs[i - 1] if i else None
-            t = d.totals if d else None
-            s = r.summary(top=0)
-            kernels = t["kernels_b"] if t else s.kernels
-            total = t["gpu_time_b_ns"] if t else s.gpu_time_ns
-            times = t["time_by_precision_b_ns"] if t else s.time_by_precision_ns
+            # Every figure from the diffs' totals (the first variant is their side A), so that
+            # all of a row's figures count the same kernels.
+            t = self.diffs[max(0, i - 1)].totals
+            side = "b" if i else "a"
+            total = t[f"gpu_time_{side}_ns"]
+            times = t[f"time_by_precision_{side}_ns"]
             out.append({
-                "variant": label, "run": r.name, "kernels": kernels, "gpu_time_ns": total,
-                "tensor_core_time_pct": s.tensor_core_time_pct,
+                "variant": label, "run": r.name, "kernels": t[f"kernels_{side}"], "gpu_time_ns": total,
+                "tensor_core_time_pct": t[f"tensor_core_time_pct_{side}"],
                 "by_precision": ", ".join(f"{p} {100 * v / total:.0f}%" for p, v in times.items() if total and v) or "-",
-                "added": t["status"]["added"] if t else None, "removed": t["status"]["removed"] if t else None,
-                "changed": t["status"]["changed"] if t else None,
-                "fused_kernels": len(t["fused_kernels"]) if t else None,
+                "added": t["status"]["added"] if i else None, "removed": t["status"]["removed"] if i else None,
+                "changed": t["status"]["changed"] if i else None,
+                "fused_kernels": len(t["fused_kernels"]) if i else None,
             })
         return out
 
@@ -254,15 +255,12 @@ def compare(
               for p, m in variants]
     database = db if isinstance(db, Database) else open_db(db, create=True)
     runs: list[Run] = []
-    try:
+    # A database this call made is removed again if the first variant fails (nothing stored).
+    with nullcontext() if isinstance(db, Database) else database.store.discarded_on_failure():
         for (p, m), label in zip(variants, labels):
             if progress:
                 progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
             runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(m)))
-    except BaseException:
-        if not isinstance(db, Database) and not runs:
-            database.store.discard_if_unused()
-        raise
     diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
     return Comparison(workload, match, labels, runs, diffs)
 
@@ -320,8 +318,5 @@ def profile(
     if isinstance(db, Database):
         return db._attach(run(db.store, checked, progress))
     database = open_db(db, create=True)
-    try:
+    with database.store.discarded_on_failure():  # a database this call made, and nothing stored in it
         return database._attach(run(database.store, checked, progress))
-    except BaseException:
-        database.store.discard_if_unused()  # a database this call made, and nothing stored in it
-        raise

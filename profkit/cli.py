@@ -234,11 +234,8 @@ def import_(
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
-    try:
+    with database.store.discarded_on_failure():  # made by this command, and nothing stored in it
         done = database.import_file(path, name=name)
-    except BaseException:
-        database.store.discard_if_unused()  # made by this command, and nothing stored in it
-        raise
     render.imported(done, str(path))
 
 

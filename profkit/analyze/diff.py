@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..classify import operation_of, work_key
 from ..errors import UsageError
@@ -125,21 +125,26 @@ def _key(group: dict[str, Any], match: str, by_short: bool) -> str:
 
 
 def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, str], dict[str, Any]]:
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+    """One side of the diff: per (key, kind), calls, time, tensor-core time, precisions,
+    families and the kernel names behind it."""
+    return _aggregate(groups, lambda g: (_key(g, match, by_short), g["kind"]),
+                      lambda g: str(g["short_name"] if by_short else g["name"]), scale)
+
+
+def _aggregate(groups: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any],
+               variant: Callable[[dict[str, Any]], str], scale: float) -> dict[Any, dict[str, Any]]:
+    """Groups summed under ``key`` (per iteration when ``scale`` is the iteration count), with
+    the distinct precisions, families and ``variant`` names met, in first-seen order."""
+    out: dict[Any, dict[str, Any]] = {}
     for g in groups:
-        k = (_key(g, match, by_short), g["kind"])
-        s = out.setdefault(k, {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []})
+        s = out.setdefault(key(g), {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [],
+                                    "variants": []})
         s["calls"] += g["calls"] / scale
         s["time"] += g["time_ns"] / scale
         s["tc"] += g["tc_time_ns"] / scale
-        for p in (g["precisions"] or "").split(","):
-            if p and p not in s["precisions"]:
-                s["precisions"].append(p)
-        if g["family"] and g["family"] not in s["families"]:
-            s["families"].append(g["family"])
-        variant = g["short_name"] if by_short else g["name"]
-        if variant not in s["variants"]:
-            s["variants"].append(variant)
+        for field_, value in (("precisions", g["precisions"]), ("families", g["family"]), ("variants", variant(g))):
+            if value and value not in s[field_]:
+                s[field_].append(value)
     return out
 
 
@@ -196,7 +201,7 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct, times_compare)
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
-    totals = _totals(store, run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b)
+    totals = _totals(run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b)
     totals["per_iteration"] = per_iteration
     totals["notes"] = notes
     return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
@@ -238,7 +243,7 @@ def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None
     )
 
 
-def _totals(store: Store, run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[dict[str, Any]],
+def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[dict[str, Any]],
             groups_b: list[dict[str, Any]], iters_a: int | None, iters_b: int | None, scale_a: float,
             scale_b: float) -> dict[str, Any]:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
@@ -292,21 +297,11 @@ def _sums(groups: list[dict[str, Any]], activity: str, scale: float) -> dict[str
 
 
 def _by_operation(groups: list[dict[str, Any]], scale: float) -> dict[str, dict[str, Any]]:
-    """A run's kernels per operation: time, tensor-core time, precisions, works."""
-    out: dict[str, dict[str, Any]] = {}
-    for g in groups:
-        if g["kind"] != "kernel":
-            continue
-        short, name = g["short_name"] or g["name"], g["name"]
-        s = out.setdefault(operation_of(short, name), {"time": 0.0, "tc": 0.0, "precisions": [], "works": []})
-        s["time"] += g["time_ns"] / scale
-        s["tc"] += g["tc_time_ns"] / scale
-        if g["precisions"] not in s["precisions"]:
-            s["precisions"].append(g["precisions"])
-        work = work_key(short, name)[0]
-        if work not in s["works"]:
-            s["works"].append(work)
-    return out
+    """A run's kernels per operation (conv fprop, gemm, ...), with the works that did it as
+    its variants."""
+    return _aggregate([g for g in groups if g["kind"] == "kernel"],
+                      lambda g: operation_of(g["short_name"] or g["name"], g["name"]),
+                      lambda g: work_key(g["short_name"] or g["name"], g["name"])[0], scale)
 
 
 def _moved(operation: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -318,4 +313,4 @@ def _moved(operation: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, An
     return {"name": operation, "time_a_ns": _num(a["time"]), "time_b_ns": _num(b["time"]),
             "tensor_core_pct_a": share(a), "tensor_core_pct_b": share(b),
             "precision_a": ",".join(a["precisions"]), "precision_b": ",".join(b["precisions"]),
-            "works_a": a["works"], "works_b": b["works"]}
+            "works_a": a["variants"], "works_b": b["variants"]}

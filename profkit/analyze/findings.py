@@ -11,10 +11,11 @@ runs (operators, not kernels) get none of these GPU findings.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 from ..classify import RULES_PATH
+from ..parse.schema import RangeRow
 from ..records import RunRecord
 from ..store import Store
 from .ranges import run_ranges
@@ -74,6 +75,11 @@ class _Context:
     total: int
     store: Store
 
+    @cached_property
+    def top_ranges(self) -> list[RangeRow]:
+        """The run's outermost ranges (read once for every check that needs them)."""
+        return [r for r in run_ranges(self.store, self.run) if r["depth"] == 0]
+
     def half_run(self) -> bool:
         """Whether the run was meant to be half precision: profkit's tag, else most of its time."""
         if self.run.precision:
@@ -132,7 +138,7 @@ def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, dict
 def _launch_bound(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
     if ctx.run.info.get("compile_mode") == "reduce-overhead":
         return None  # already replaying CUDA graphs: the advice is taken
-    tops = [r for r in run_ranges(ctx.store, ctx.run) if r["depth"] == 0 and r["wall_ns"]]
+    tops = [r for r in ctx.top_ranges if r["wall_ns"]]
     if not tops:
         return None  # ncu records kernels, not a timeline
     wall = sum(r["wall_ns"] or 0 for r in tops)
@@ -147,7 +153,7 @@ def _launch_bound(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
 
 
 def _autograd_thread(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
-    tops = [r for r in run_ranges(ctx.store, ctx.run) if r["depth"] == 0]
+    tops = ctx.top_ranges
     others = sum(r["other_thread_kernels"] or 0 for r in tops)
     if others < rule["min_kernels"]:
         return None

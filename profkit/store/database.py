@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 import re
 import sqlite3
 from pathlib import Path
@@ -120,6 +121,15 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+    @contextmanager
+    def discarded_on_failure(self) -> Iterator[None]:
+        """Run the block; if it fails, ``discard_if_unused`` before the error goes on."""
+        try:
+            yield
+        except BaseException:
+            self.discard_if_unused()
+            raise
 
     def discard_if_unused(self) -> None:
         """Remove the database file if this Store created it and it holds no run: what a
