@@ -95,6 +95,16 @@ class Run(RunRecord):
 
         return findings(self.database.store, self)
 
+    def report(self, output: str | os.PathLike[str] | None = None, vs: Run | None = None, match: str = "exact",
+               threshold_pct: float = 10.0) -> Path:
+        """Write this run's self-contained HTML report (``reports/<name>.html`` unless
+        ``output``); with ``vs``, the two runs side by side with their diff. Returns its path."""
+        from .report import write_report
+
+        if vs is not None and vs.db is not None and vs.db.path.resolve() != self.database.path.resolve():
+            raise UsageError(f"{self.name} and {vs.name} are in two databases", "Import both captures into one database.")
+        return write_report(self, None if output is None else Path(output), vs, match, threshold_pct)
+
     def count_by_kind(self) -> dict[str, int]:
         """Rows of each kind: kernel, memcpy, memset (timeline tools) or cpu_op."""
         return self.database.store.count_by_kind(self.id)
@@ -158,6 +168,13 @@ class Database:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
         return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)
 
+    def write_index(self, folder: str | os.PathLike[str] = "reports") -> Path:
+        """Write ``<folder>/index.html`` linking every run's report (writing those the folder
+        lacks); return its path."""
+        from .report import write_index
+
+        return write_index(self, Path(folder))
+
     def profile(self, workload: str, **options: Any) -> Run:
         """Profile a workload into this database; ``options`` as for :func:`profile`."""
         options.pop("db", None)
@@ -194,6 +211,15 @@ class Comparison:
                 "fused_kernels": len(t["fused_kernels"]) if i else None,
             })
         return out
+
+    def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:
+        """Each variant side by side with the first (``<folder>/<first>_vs_<other>.html``),
+        matched as the comparison was; returns the paths."""
+        from .report import default_path
+
+        first = self.runs[0]
+        return [first.report(default_path(first, r, Path(folder)), vs=r, match=self.match,
+                             threshold_pct=self.diffs[0].threshold_pct) for r in self.runs[1:]]
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "match": self.match, "variants": self.variant_rows(),

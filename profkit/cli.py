@@ -35,7 +35,7 @@ def _err(text: str) -> None:
 FLAGS = {
     **{p: "--" + p.replace("_", "-") for p in ("tool", "precision", "mode", "batch_size", "iters", "warmup", "device",
                                               "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
-                                              "limit", "compile_mode", "match", "modes", "precisions")},
+                                              "limit", "compile_mode", "match", "modes", "precisions", "output", "vs")},
     "threshold_pct": "--threshold",
     "timeout_s": "--timeout",
 }
@@ -99,6 +99,7 @@ app = typer.Typer(
 
 _state: dict[str, Any] = {"verbose": False, "db": None}
 
+ReportOpt = Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML report under reports/ and print its path.")]
 DbOpt = Annotated[
     Optional[Path],
     typer.Option("--db", help="Database file (default: $PROFKIT_DB, else ./profkit.db).", show_default=False),
@@ -198,9 +199,10 @@ def run(
     timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
     cpu_sampling: Annotated[bool, typer.Option("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")] = False,
     context_switches: Annotated[bool, typer.Option("--context-switches", help="nsys: trace the process's CPU context switches.")] = False,
+    report: ReportOpt = True,
     db: DbOpt = None,
 ) -> None:
-    """Run a workload under a profiler, store its kernels and print a summary."""
+    """Run a workload under a profiler, store its kernels, print a summary and write its HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
     from .api import profile
     from .launch import Progress
@@ -220,6 +222,8 @@ def run(
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path))
     render.findings(done.findings())
+    if report:
+        render.report_written(done.report())
 
 
 # ---------------------------------------------------------------------------------- import
@@ -337,9 +341,11 @@ def compare(
     compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode for the compile variant.")] = CompileMode.default,
     metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset or list (as for run).", show_default=False)] = None,
     fmt: FmtOpt = Format.table,
+    report: ReportOpt = True,
     db: DbOpt = None,
 ) -> None:
-    """Profile a workload in several modes or precisions and show what changed against the first."""
+    """Profile a workload in several modes or precisions, show what changed against the first, and write
+    each variant's side-by-side HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
     from .api import compare as do_compare
     from .launch import Progress
@@ -355,6 +361,46 @@ def compare(
                          iters=iters, warmup=warmup, compile_mode=compile_mode.value, metrics=metrics,
                          progress=Progress(on_stage=status.update, on_note=on_note))
     render.compare(cmp, fmt.value)
+    if report:
+        for path in cmp.write_reports():
+            render.report_written(path, stderr=fmt is not Format.table)
+
+
+# ---------------------------------------------------------------------------------- report
+@app.command("report")
+@handles_errors
+def report_(
+    run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).", show_default=False)] = None,
+    vs: Annotated[Optional[str], typer.Option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/RUN_vs_RUN_B.html, or reports/index.html).", show_default=False)] = None,
+    index: Annotated[bool, typer.Option("--index", help="Write an index of every run in the database (and the run reports it links that are missing).")] = False,
+    match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")] = Match.exact,
+    threshold: ThresholdOpt = 10.0,
+    db: DbOpt = None,
+) -> None:
+    """Write a self-contained HTML kernel report: charts, findings, a sortable table; opens offline."""
+    from . import render  # here, not at the top: --help need not pay for it
+    from .errors import UsageError
+
+    database = _open(db)
+    if index:
+        if run_ref is not None or vs is not None:
+            raise UsageError("--index writes the index of every run: give it no RUN and no --vs")
+        if output is not None and output.suffix.lower() not in (".html", ".htm"):
+            raise UsageError(f"--index writes an .html file; {output} is not one", "Give -o a path ending in .html.")
+        from .report import write_index
+
+        folder = output.parent if output is not None else Path("reports")
+        path = write_index(database, folder)
+        if output is not None and output.name != "index.html":
+            path = path.replace(output)
+        render.report_written(path)
+        return
+    if run_ref is None:
+        raise UsageError("give the RUN to report on (or --index for every run)", "profkit runs lists them.")
+    r = database.run(run_ref)
+    other = database.run(vs) if vs is not None else None
+    render.report_written(r.report(output, vs=other, match=match.value, threshold_pct=threshold))
 
 
 def _list(text: str) -> list[str]:

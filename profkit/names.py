@@ -35,3 +35,33 @@ def short_name(name: str) -> str:
             break
     text = _strip_bracketed(text[:cut], "<", ">")
     return text.rsplit("::", 1)[-1].strip() or name
+
+
+# Function names that say nothing alone: the first template argument names the kernel
+# (``cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_..._align2>(T1::Params)``).
+_GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel", "kernel_entry"}
+
+
+def display_name(name: str, short: str | None = None) -> str:
+    """A readable label for charts and tables: the short name, or for generic ones (cutlass's
+    ``Kernel2``) the short name with its first template argument."""
+    short = short or short_name(name)
+    if short not in _GENERIC:
+        return short
+    text = name[name.find(short):]
+    lt = text.find("<")
+    if lt < 0:
+        return short
+    depth, arg = 0, []
+    for ch in text[lt + 1:]:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            if depth == 0:
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            break
+        arg.append(ch)
+    first = "".join(arg).strip()
+    return f"{short}<{first}>" if first else short

@@ -472,3 +472,8 @@ def findings(found: Sequence[Finding]) -> None:
                 name = name[: max(20, c.width - 40)] + ("…" if len(name) > max(20, c.width - 40) else "")
             c.print(Text(f"    {fmt_ns(k['time_ns'])} in {k['launches']} launches ({k['precision']}): {name}"))
         c.print(Text(f"    try: {f.advice}"))
+
+
+def report_written(path: Any, stderr: bool = False) -> None:
+    """Where a report was written (stderr when stdout carries JSON or CSV)."""
+    print(f"report: {path}", file=sys.stderr if stderr else sys.stdout)

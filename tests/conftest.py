@@ -130,3 +130,20 @@ def diff_dir(tmp_path_factory):
         else:
             shutil.copy(f, out / f.name)
     return out
+
+
+REPORT_DATA = DATA / "report"
+
+
+@pytest.fixture(scope="session")
+def report_dir(tmp_path_factory):
+    """tests/data/report's captures, nsys SQLite exports decompressed."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("report")
+    for f in REPORT_DATA.iterdir():
+        if f.name.endswith(".sqlite.gz"):
+            (out / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
+        else:
+            shutil.copy(f, out / f.name)
+    return out

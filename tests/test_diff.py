@@ -179,13 +179,17 @@ def test_noise_threshold(runs):
 
 
 @needs_torch
-def test_compare_on_the_cpu(tmp_path):
-    """`profkit compare` end to end where there is no GPU: eager against TorchScript on the CPU."""
+def test_compare_on_the_cpu(tmp_path, monkeypatch):
+    """`profkit compare` end to end where there is no GPU: eager against TorchScript on the CPU,
+    with the side-by-side report it writes."""
+    monkeypatch.chdir(tmp_path)
     r = cli("compare", "resnet18", "--modes", "eager,torchscript", "--device", "cpu", "--batch-size", "1",
             "--warmup", "1", db=tmp_path / "c.db")
     assert r.exit_code == 0, r.output
     text = " ".join(r.stdout.split())
     assert "resnet18: 2 variants, each against eager" in text and "eager -> torchscript" in text
+    written = [line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("report: ")]
+    assert len(written) == 1 and (tmp_path / written[0]).exists() and "_vs_" in written[0]
     runs = cli_json("runs", db=tmp_path / "c.db")
     assert [x["mode"] for x in runs] == ["eager", "torchscript"] and {x["device"] for x in runs} == {"cpu"}
     one_line_error(cli("compare", "resnet18", "--modes", "eager", db=tmp_path / "x.db"), "at least two variants", 2)

@@ -7,12 +7,13 @@ import pytest
 
 import profkit
 from profkit.analyze.findings import CHECKS, finding_rules
+from profkit.names import short_name
 
 from .conftest import DATA, NCU_DATA, cli
 
 
 @pytest.fixture(scope="module")
-def found(tmp_path_factory, diff_dir, nsys_dir):
+def found(tmp_path_factory, diff_dir, nsys_dir, report_dir):
     db = profkit.open_db(tmp_path_factory.mktemp("f") / "f.db")
     files = {
         "fp16": NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
@@ -20,6 +21,8 @@ def found(tmp_path_factory, diff_dir, nsys_dir):
         "eager": diff_dir / "r18_fp16_eager_torch.json.gz", "compile": diff_dir / "r18_fp16_compile_torch.json.gz",
         "graphs": diff_dir / "r18_fp16_graphs_nsys.sqlite", "train": nsys_dir / "nsys_resnet18_train_amp.sqlite",
         "infer": nsys_dir / "nsys_resnet18_fp16.sqlite", "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz",
+        "mnv2": report_dir / "mnv2_fp16_ncu.raw.csv.gz", "effb0": report_dir / "effb0_fp16_ncu.raw.csv.gz",
+        "r50_b64": report_dir / "r50_fp16_b64_nsys.sqlite",
     }
     runs = {k: db.import_file(f, name=k) for k, f in files.items()}
     return {k: {f.id: f for f in r.findings()} for k, r in runs.items()}, db
@@ -35,10 +38,14 @@ def test_every_rule_has_a_check():
     ("half_missed_tensor_cores", ["fp16", "eager"], ["fp32", "compile"]),
     # fp32 copy kernels (the input cast) in fp16 ResNet-18; VGG16 fp16 has none worth 5 %
     ("fp32_in_half_run", ["fp16", "eager", "train"], ["vgg_fp16", "fp32"]),
+    # MobileNetV2 and EfficientNet-B0 fp16: cuDNN's conv2d_c1_k1 and PyTorch's depthwise kernels;
+    # ResNets and VGG16 have no depthwise convolutions
+    ("depthwise_convolutions", ["mnv2", "effb0"], ["fp16", "vgg_fp16", "r50_b64", "eager"]),
     ("layout_conversions", ["fp16", "fp32", "vgg_fp16", "eager"], ["compile", "graphs"]),
     ("fusable_kernels", ["fp16", "eager", "train"], ["compile", "graphs"]),
-    # batch 2: the GPU idles most of each range, even replaying CUDA graphs; ncu records no timeline
-    ("launch_bound", ["eager", "infer", "compile", "graphs"], ["fp16", "vgg_fp16"]),
+    # batch 2: the GPU idles most of each range, even replaying CUDA graphs; ncu records no timeline;
+    # ResNet-50 at batch 64 keeps the GPU busy
+    ("launch_bound", ["eager", "infer", "compile", "graphs"], ["fp16", "vgg_fp16", "r50_b64"]),
     ("autograd_thread", ["train"], ["infer", "eager"]),
 ])
 def test_finding_triggers_on_real_captures(found, finding, triggers, quiet):
@@ -59,6 +66,14 @@ def test_evidence_and_kernels(found):
     assert "channels_last" in lay.advice
     assert "476 kernels were launched by other threads" in by_run["train"]["autograd_thread"].detail
     assert by_run["cpu"] == {}  # CPU operators: none of these GPU findings
+    dw = by_run["mnv2"]["depthwise_convolutions"]
+    # MobileNetV2 has 17 depthwise convolutions: 14 ran cuDNN's kernel, 3 PyTorch's
+    assert sorted((short_name(k["name"]), k["launches"]) for k in dw.kernels) == [
+        ("conv2d_c1_k1_nchw_shmem_tiling", 14), ("conv_depthwise2d_forward_kernel", 3)]
+    assert dw.share_pct == pytest.approx(11.1, abs=0.05) and "20.4% of its GPU time on tensor cores" in dw.detail
+    # the depthwise kernels are that finding's, not half_missed_tensor_cores'
+    assert not any("depthwise" in k["name"] or "c1_k1" in k["name"]
+                   for k in by_run["mnv2"]["half_missed_tensor_cores"].kernels)
 
 
 def test_summary_table_shows_findings(found):

@@ -107,11 +107,14 @@ def test_bad_run_options_before_any_database(tmp_path):
 
 # ------------------------------------------------------------------ end to end on the CPU
 @needs_torch
-def test_run_on_cpu_then_summary_and_kernels(db):
+def test_run_on_cpu_then_summary_and_kernels(db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the run's report goes to ./reports
     r = cli("run", "resnet18", "--device", "cpu", "--iters", "1", "--batch-size", "2", db=db)
     assert r.exit_code == 0, r.output
     assert "tool: torch (--device cpu" in r.stderr and "CPU operator calls" in r.stdout
     name = "resnet18-fp32-eager-cpu"
+    assert r.stdout.strip().splitlines()[-1] == f"report: reports/{name}.html"
+    assert "CPU operator report" in (tmp_path / "reports" / f"{name}.html").read_text()
     s = json.loads(cli("summary", name, "-f", "json", db=db).stdout)
     ks = json.loads(cli("kernels", name, "-f", "json", db=db).stdout)
     assert s["kernels"] == len(ks) > 100 and s["gpu_time_ns"] == sum(k["duration_ns"] for k in ks)

@@ -26,7 +26,7 @@ def real_names() -> set[str]:
         data = json.loads(f.read_text())
         if isinstance(data, dict):
             names |= {v for r in data.get("rows", []) for v in r["variants_a"] + r["variants_b"]}
-    for f in [*NCU_DATA.glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.csv.gz"), *DIFF_DATA.glob("*.json.gz"),
+    for f in [*NCU_DATA.glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.csv.gz"), *(DATA / "report").glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.json.gz"),
               DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz"]:
         names |= {r["name"] for r in load(f).rows}
     return names

@@ -10,6 +10,7 @@ runs (operators, not kernels) get none of these GPU findings.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Callable
@@ -106,8 +107,10 @@ class _Context:
 def _half_missed(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
     if not ctx.half_run():
         return None
+    # Depthwise convolutions never use tensor cores: their own finding says so.
+    depthwise = _depthwise_pattern()
     chosen = [g for g in ctx.groups if g["family"] in ("gemm", "conv") and g["precisions"] in HALF
-              and not g["tc_time_ns"]]
+              and not g["tc_time_ns"] and not depthwise.search(g["name"])]
     if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
         return None
     return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} half-precision GEMM/convolution launches took "
@@ -122,6 +125,21 @@ def _fp32_in_half(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
         return None
     return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
                              "GPU time in a half-precision run", chosen)
+
+
+@lru_cache(maxsize=1)
+def _depthwise_pattern() -> re.Pattern[str]:
+    return re.compile(finding_rules()["depthwise_convolutions"]["pattern"])
+
+
+def _depthwise(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+    chosen = [g for g in ctx.groups if _depthwise_pattern().search(g["name"])]
+    if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+        return None
+    tc = 100 * sum(g["tc_time_ns"] for g in ctx.groups) / ctx.total
+    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} depthwise/grouped convolution launches took "
+                             f"{ctx.share(chosen):.1f}% of GPU time on CUDA cores; the run had {tc:.1f}% of its GPU "
+                             "time on tensor cores", chosen)
 
 
 def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, dict[str, Any]], Finding | None]:
@@ -165,6 +183,7 @@ def _autograd_thread(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
 CHECKS: dict[str, Callable[[_Context, dict[str, Any]], Finding | None]] = {
     "half_missed_tensor_cores": _half_missed,
     "fp32_in_half_run": _fp32_in_half,
+    "depthwise_convolutions": _depthwise,
     "layout_conversions": _by_family(("layout",), "NCHW <-> NHWC layout conversion"),
     "fusable_kernels": _by_family(("elementwise", "norm", "layout", "memory"),
                                   "batch-norm, activation, copy and layout"),

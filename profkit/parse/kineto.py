@@ -153,7 +153,7 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
         grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
         name = str(e.get("name", ""))
         row = kernel_row(
-            i, kind, name, short_name(name), duration_ns=e["_dur"],
+            i, kind, name, short_name(name), duration_ns=e["_dur"], start_ns=e["_start"],
             grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
             stream=_int(args.get("stream")), device=_int(args.get("device")),
             thread_id=_int(launch.get("tid")) if launch else None, input_types=op_types.get(args.get("External id")),
@@ -213,6 +213,7 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow]
         name = str(e.get("name", ""))
         row = kernel_row(
             i, "cpu_op", name, short_name(name), duration_ns=max(0, e["_dur"] - e["_children"]),
+            start_ns=e["_start"],
             thread_id=_int(e.get("tid")), input_types=_input_types(e.get("args") or {}),
         )
         rows.append(row)

@@ -95,7 +95,7 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
             advance(l_start if l_start is not None else start)
             name = name or ""
             row = kernel_row(
-                launch_id, kind, name, short or short_name(name), duration_ns=end - start,
+                launch_id, kind, name, short or short_name(name), duration_ns=end - start, start_ns=start,
                 grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz, stream=stream, device=dev,
                 thread_id=l_tid & TID_MASK if l_tid is not None else None)
             launch_id += 1

@@ -15,6 +15,8 @@ short_name          string    the function's own name: no namespace, template or
                               the same across tools, so runs imported different ways match
 duration_ns         Int64     GPU duration in nanoseconds; for a CPU operator its self time
                               (its span less the spans of operators it called)
+start_ns            Int64     when it started, on the capture's clock (timeline tools:
+                              nsys, torch.profiler); None for ncu, which serialises kernels
 grid_x .. grid_z    Int64     grid dimensions (blocks)
 block_x .. block_z  Int64     block dimensions (threads)
 stream              Int64     CUDA stream id, where known
@@ -67,6 +69,7 @@ COLUMNS: dict[str, str] = {
     "name": "string",
     "short_name": "string",
     "duration_ns": "Int64",
+    "start_ns": "Int64",
     "grid_x": "Int64",
     "grid_y": "Int64",
     "grid_z": "Int64",
@@ -101,6 +104,7 @@ class KernelRow(TypedDict):
     name: str
     short_name: str
     duration_ns: int | None
+    start_ns: int | None
     grid_x: int | None
     grid_y: int | None
     grid_z: int | None

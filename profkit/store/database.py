@@ -17,14 +17,14 @@ from contextlib import contextmanager
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypedDict
+from typing import Any, Iterable, Iterator, Sequence, TypedDict
 
 from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
 from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS,                              Capture, ClassifiedRow, RangeRow, check_row)
 from ..records import RunRecord
 
 DEFAULT_DB = "profkit.db"
-SCHEMA_VERSION = 3  # 2: CPU runs and ranges; 3: the kernels' launching operator (op)
+SCHEMA_VERSION = 4  # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns
 
 RUN_COLUMNS: dict[str, type] = {
     "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
@@ -363,6 +363,71 @@ class Store:
                       coalesce(precision, 'unknown') as precisions
                from kernels where run_id = ?{where} group by kind, name, op, precisions order by min(launch_id)"""
         return [dict(r) for r in self.db.query(q, [run_id])]
+
+    def name_groups(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+        """A run's rows of one kind grouped by (name, precision), most time first: launches,
+        summed/min/max duration, launches on and off tensor cores, family, and the distinct
+        evidence kinds and details behind the verdicts (JSON lists). What the report's kernel
+        table shows."""
+        q = """select name, precision, min(short_name) as short_name, min(family) as family, count(*) as calls,
+                      coalesce(sum(duration_ns), 0) as time_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns,
+                      coalesce(sum(tensor_core = 1), 0) as tc_calls, coalesce(sum(tensor_core = 0), 0) as cuda_calls,
+                      json_group_array(distinct evidence) as evidences,
+                      json_group_array(distinct evidence_detail) as details, min(op) as op, min(launch_id) as first
+               from kernels where run_id = ? and kind = ? group by name, precision order by time_ns desc, name"""
+        out = []
+        for r in self.db.query(q, [run_id, kind]):
+            r = dict(r)
+            r["evidences"] = [e for e in json.loads(r["evidences"]) if e is not None]
+            r["details"] = [d for d in json.loads(r["details"]) if d]
+            out.append(r)
+        return out
+
+    def first_launches(self, run_id: int, kind: str, per_group: int) -> list[dict[str, Any]]:
+        """The first ``per_group`` launches of each (name, precision) group of one kind, in
+        launch order: where and how each ran (no counters)."""
+        cols = ("launch_id", "name", "precision", "duration_ns", "start_ns", "grid_x", "grid_y", "grid_z",
+                "block_x", "block_y", "block_z", "stream", "thread_id", "nvtx_range", "tensor_core", "evidence_detail")
+        q = f"""select {', '.join(cols)} from (
+                  select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
+                  from kernels where run_id = ? and kind = ?)
+               where nth <= ? order by launch_id"""
+        return [dict(zip(cols, r)) for r in self.db.execute(q, [run_id, kind, per_group])]
+
+    def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[dict[str, Any]]:
+        """Per kernel (name, precision) with any of ``metrics`` non-zero: launches, summed
+        duration of the launches that have the counters, and each metric's sum."""
+        if not metrics:
+            return []
+        sums = ", ".join(f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics)))
+        q = f"""select name, precision, min(short_name) as short_name, count(*) as calls,
+                       coalesce(sum(duration_ns), 0) as time_ns, {sums}
+                from kernels where run_id = ? and kind = 'kernel' and metrics != '{{}}'
+                group by name, precision order by time_ns desc, name"""
+        paths = [f'$."{m}"' for m in metrics]
+        out = []
+        for row in self.db.execute(q, [*paths, run_id]):
+            name, precision, short, calls, time_ns, *values = row
+            found = {m: float(v) for m, v in zip(metrics, values) if v}
+            if found:
+                out.append({"name": name, "precision": precision, "short_name": short, "calls": int(calls),
+                            "time_ns": int(time_ns), "metrics": found})
+        return out
+
+    def timeline(self, run_id: int, path: str | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """GPU rows with a start time launched in the NVTX stack ``path`` or below it (every
+        row when ``path`` is None), in start order, at most ``limit``; and how many there were."""
+        where = "run_id = ? and start_ns is not null and kind != 'cpu_op'"
+        args: list[Any] = [run_id]
+        if path is not None:
+            where += " and (nvtx_path = ? or substr(nvtx_path, 1, ?) = ?)"
+            args += [path, len(path) + 1, path + "/"]
+        total = int(self.db.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
+        cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "start_ns", "duration_ns",
+                "precision", "tensor_core")
+        rows = [dict(zip(cols, r)) for r in self.db.execute(
+            f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
+        return rows, total
 
     # ------------------------------------------------------------------ reading ranges
     def ranges(self, run_id: int) -> list[RangeRow]:

@@ -1,0 +1,198 @@
+"""What a report page shows, gathered from the library: a plain, JSON-able dict per page.
+
+No analysis here (the figures come from ``Run.summary()``, ``Run.findings()``, ``Run.diff()``,
+``analyze.throughput`` and the store's aggregates) and no HTML (``report.page`` renders these
+dicts). Kernel names and every other string from a capture pass through unchanged: the page
+escapes them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..analyze.throughput import throughput
+from ..names import display_name
+from ..render import fmt_ns
+
+if TYPE_CHECKING:
+    from ..api import Database, Run
+    from ..records import Summary
+
+LAUNCHES_PER_GROUP = 25     # launches listed inside each kernel group of the table
+TIMELINE_LIMIT = 3000       # bars in the one-iteration timeline
+RANGES_SHOWN = 30           # bars in the time-per-range chart
+_ITER = re.compile(r"\.iter\d+$")
+
+
+def _profkit_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def header(run: Run) -> dict[str, Any]:
+    """The run's identity: what ran, how, on what, when, and the command line."""
+    info = run.info or {}
+    return {
+        "name": run.name, "id": run.id, "source": run.source, "workload": run.workload, "precision": run.precision,
+        "mode": run.mode, "batch_size": run.batch_size, "iters": run.iters, "device": run.device,
+        "tool": run.tool, "tool_version": run.tool_version, "metric_set": run.metric_set,
+        "gpu_name": run.gpu_name, "compute_capability": run.compute_capability,
+        "date": run.finished_at or run.started_at, "command": shlex.join(run.command) if run.command else None,
+        "imported_from": info.get("source_path") or (run.raw_files or {}).get("source"),
+        "activity": run.activity, "database": str(run.database.path),
+    }
+
+
+def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:
+    """The four headline figures, each with the exact value ``summary --format json`` gives
+    (``key`` names the summary field) and the text shown."""
+    cpu = summary.activity == "cpu_op"
+    total = summary.gpu_time_ns
+    by_precision = summary.time_by_precision_ns
+    return [
+        {"key": "gpu_time_ns", "label": "CPU self time" if cpu else "GPU time", "value": total,
+         "text": fmt_ns(total), "basis": "measured"},
+        {"key": "kernels", "label": "operator calls" if cpu else "kernel launches", "value": summary.kernels,
+         "text": f"{summary.kernels:,}", "basis": "measured"},
+        {"key": "tensor_core_time_pct", "label": "time on tensor cores", "value": summary.tensor_core_time_pct,
+         "text": "n/a (CPU operators)" if cpu else f"{summary.tensor_core_time_pct:.1f}%", "basis": evidence_basis},
+        {"key": "time_by_precision_ns", "label": "time by precision", "value": by_precision,
+         "text": " · ".join(f"{p} {100 * t / total:.1f}%" for p, t in by_precision.items() if t) if total else "-",
+         "basis": "measured times; precision " + evidence_basis},
+    ]
+
+
+def _basis(summary: Summary) -> str:
+    """How the run's verdicts were reached: counters (measured) or names (inferred)."""
+    ev = {k: v for k, v in summary.evidence.items() if v}
+    if not ev:
+        return "no verdicts"
+    if set(ev) == {"metrics"}:
+        return "from hardware counters (measured)"
+    undecided = f"; nothing told for {ev['none']:,} launches" if "none" in ev else ""
+    told = [k for k in ev if k != "none"]
+    if not told:
+        return "nothing told (no counters, no name rule)"
+    if "metrics" not in told:
+        kinds = {"name": "kernel names", "dtypes": "operator input types"}
+        return "inferred from " + " and ".join(kinds.get(k, k) for k in told) + undecided
+    return f"from counters for {ev['metrics']:,} launches, names for the rest" + undecided
+
+
+def kernel_table(run: Run) -> dict[str, Any]:
+    """The kernel table: one row per (name, precision) with its first launches inside."""
+    store = run.database.store
+    groups = store.name_groups(run.id, run.activity)
+    total = sum(g["time_ns"] for g in groups) or 1
+    index = {(g["name"], g["precision"]): i for i, g in enumerate(groups)}
+    launches: list[list[Any]] = [[] for _ in groups]
+    for r in store.first_launches(run.id, run.activity, LAUNCHES_PER_GROUP):
+        dims = [r[k] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
+        launches[index[(r["name"], r["precision"])]].append([
+            r["launch_id"], r["duration_ns"],
+            "×".join(str(v) for v in dims[:3]) if dims[0] is not None else None,
+            "×".join(str(v) for v in dims[3:]) if dims[3] is not None else None,
+            r["stream"], r["thread_id"], r["nvtx_range"],
+            None if r["tensor_core"] is None else bool(r["tensor_core"]), r["evidence_detail"]])
+    rows = []
+    for g, inside in zip(groups, launches):
+        tc = "yes" if g["tc_calls"] == g["calls"] else "no" if g["cuda_calls"] == g["calls"] else \
+             "mixed" if g["tc_calls"] or g["cuda_calls"] else "unknown"
+        rows.append({"name": g["name"], "short": display_name(g["name"], g["short_name"]), "precision": g["precision"], "tc": tc,
+                     "family": g["family"], "op": g["op"], "evidence": g["evidences"], "details": g["details"],
+                     "launches": g["calls"], "time_ns": g["time_ns"], "mean_ns": g["time_ns"] / g["calls"],
+                     "min_ns": g["min_ns"], "max_ns": g["max_ns"], "pct": 100 * g["time_ns"] / total,
+                     "inside": inside})
+    return {"rows": rows, "launches_per_group": LAUNCHES_PER_GROUP}
+
+
+def range_times(run: Run) -> list[dict[str, Any]]:
+    """GPU time (CPU self time) per NVTX stack the launches were made in, most first."""
+    paths = sorted(run.database.store.kernel_paths(run.id), key=lambda p: -(p["gpu_time_ns"] or 0))
+    return [{"path": p["nvtx_path"], "name": p["name"], "kernels": p["kernels"], "time_ns": p["gpu_time_ns"] or 0}
+            for p in paths[:RANGES_SHOWN]]
+
+
+def timeline(run: Run) -> dict[str, Any]:
+    """One measured iteration's GPU work by stream, from a timeline capture (nsys, torch)."""
+    if run.activity == "cpu_op":
+        return {"bars": [], "note": "CPU runs record operators' self times, not a GPU timeline"}
+    if run.tool == "ncu":
+        return {"bars": [], "note": "ncu replays kernels one at a time and records no start times: "
+                                    "profile with --tool nsys or torch for a timeline"}
+    iteration = next((r for r in sorted(run.range_rows(), key=lambda r: (r["depth"], r["range_id"]))
+                      if _ITER.search(r["name"])), None)
+    path = iteration["path"] if iteration else None
+    rows, total = run.database.store.timeline(run.id, path, TIMELINE_LIMIT)
+    if not rows:
+        return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "
+                                    "again for a timeline)"}
+    t0 = min(r["start_ns"] for r in rows)
+    devices = {r["device"] for r in rows}
+    bars = []
+    for r in rows:
+        lane = f"stream {r['stream']}" if len(devices) < 2 else f"GPU {r['device']} stream {r['stream']}"
+        bars.append([lane, (r["start_ns"] - t0) / 1e3, (r["start_ns"] - t0 + (r["duration_ns"] or 0)) / 1e3,
+                     display_name(r["name"], r["short_name"]), r["kind"], r["precision"],
+                     None if r["tensor_core"] is None else bool(r["tensor_core"])])
+    what = f"iteration {iteration['name']}" if iteration else "the capture's first launches (no iteration ranges)"
+    note = f"{what}: {total:,} GPU operations"
+    if total > len(rows):
+        note += f", the first {len(rows):,} shown"
+    return {"bars": bars, "note": note, "span_us": max(b[2] for b in bars)}
+
+
+def _finding_dicts(run: Run) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in run.findings()]
+
+
+def run_page(run: Run) -> dict[str, Any]:
+    """Everything a single-run report shows."""
+    summary = run.summary(top=15)
+    tp = throughput(run.database.store, run)
+    return {
+        "page": "run", "title": f"{run.name}: {run.workload or 'capture'} kernel report",
+        "generated": _now(), "profkit_version": _profkit_version(),
+        "header": header(run), "summary": summary.to_dict(), "headline": headline(summary, _basis(summary)),
+        "memory_ops": {k: {"count": v.count, "time_ns": v.time_ns} for k, v in summary.memory_ops.items()},
+        "findings": _finding_dicts(run), "table": kernel_table(run), "ranges": range_times(run),
+        "timeline": timeline(run), "throughput": tp.to_dict() if tp else None,
+    }
+
+
+def vs_page(run_a: Run, run_b: Run, match: str = "exact", threshold_pct: float = 10.0) -> dict[str, Any]:
+    """Everything a side-by-side report of two runs shows: each run's header, headline and
+    findings, and their diff (``profkit diff``'s rows and totals)."""
+    d = run_a.diff(run_b, match=match, threshold_pct=threshold_pct)
+    sides = []
+    for run in (run_a, run_b):
+        summary = run.summary(top=15)
+        sides.append({"header": header(run), "summary": summary.to_dict(),
+                      "headline": headline(summary, _basis(summary)), "findings": _finding_dicts(run)})
+    diff = d.to_dict()
+    # Readable labels for the rows (exact matching keys rows by full kernel name).
+    diff["labels"] = [display_name(r.name) if d.match == "exact" else r.name for r in d.rows]
+    return {
+        "page": "vs", "title": f"{run_a.name} vs {run_b.name}", "generated": _now(),
+        "profkit_version": _profkit_version(), "sides": sides, "diff": diff,
+    }
+
+
+def index_page(db: Database, reports: dict[str, str]) -> dict[str, Any]:
+    """The database's runs, oldest first, each with the file name of its report."""
+    runs = []
+    for r in db.list_runs():
+        runs.append({"name": r.name, "id": r.id, "workload": r.workload, "precision": r.precision, "mode": r.mode,
+                     "tool": r.tool, "device": r.device, "gpu_name": r.gpu_name, "activity": r.activity,
+                     "kernels": r.kernel_count, "time_ns": r.gpu_time_ns, "time": fmt_ns(r.gpu_time_ns),
+                     "date": r.finished_at or r.started_at, "report": reports.get(r.name)})
+    return {"page": "index", "title": f"profkit runs in {db.path}", "generated": _now(),
+            "profkit_version": _profkit_version(), "database": str(db.path), "runs": runs}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

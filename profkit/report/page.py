@@ -1,0 +1,87 @@
+"""Render a report page (``report.model``'s dict) as one self-contained HTML file.
+
+Jinja2 autoescapes every string placed in the HTML, and the page's data reaches its scripts as
+JSON inside ``<script type="application/json">`` through Jinja2's ``tojson`` (which writes
+``<``, ``>``, ``&`` and ``'`` as ``\\u`` escapes, so no kernel name can close the element). The
+scripts build the table and charts with ``textContent`` and Chart.js's canvas, never
+``innerHTML``. A Content-Security-Policy allows only the page's own scripts (by hash) and no
+network at all. Chart.js (MIT) is vendored in ``report/vendor`` and inlined.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..errors import UsageError
+
+DEFAULT_DIR = Path("reports")
+
+
+def _asset(name: str) -> str:
+    return resources.files("profkit").joinpath("report", name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             loader=jinja2.FunctionLoader(lambda name: _asset(name)))
+    env.filters["ns"] = _fmt_ns
+    return env
+
+
+def _fmt_ns(ns: Any) -> str:
+    from ..render import fmt_ns
+
+    return fmt_ns(ns)
+
+
+def _csp_hash(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def render(model: dict[str, Any]) -> str:
+    """The page for a model from ``report.model`` (run, vs or index)."""
+    scripts = [_asset("vendor/chart.umd.min.js"), _asset("report.js")] if model["page"] != "index" else [_asset("report.js")]
+    for s in scripts:
+        if "</script" in s.lower():
+            raise ValueError("a bundled script contains '</script': it cannot be inlined")
+    csp = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
+           + " ".join(_csp_hash(s) for s in scripts))
+    template = _env().get_template("template.html")
+    return template.render(m=model, css=_asset("report.css"), scripts=scripts, csp=csp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write(html: str, path: Path) -> Path:
+    """Write a page atomically (a reader never sees half a file); make its folder."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(html)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a report is for sharing
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except IsADirectoryError:
+        raise UsageError(f"cannot write the report to {path}: it is a folder", "Give a file path to `output`.") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}",
+                         "Give a writable path to `output`.") from None
+    return path

@@ -1,0 +1,368 @@
+/* profkit report: builds the kernel table and the charts from the page's JSON data.
+ * Every string from a capture is put in the page with textContent (never innerHTML), and the
+ * charts draw on canvas. Chart.js (vendored, MIT) draws the charts where the page has it. */
+(function () {
+  "use strict";
+  var DATA = JSON.parse(document.getElementById("profkit-data").textContent);
+  var PAGE_SIZE = 50;
+  var COLORS = {fp64: "#6a3d9a", fp32: "#1f78b4", tf32: "#a6cee3", fp16: "#33a02c", bf16: "#b2df8a", fp8: "#ff7f00",
+                int8: "#fdbf6f", mixed: "#cab2d6", unknown: "#bbbbbb"};
+  var TC = {yes: "#2b8a3e", no: "#c92a2a", mixed: "#e67700", unknown: "#999999"};
+
+  // ---------------------------------------------------------------- formatting
+  function fmtNs(ns) {
+    if (ns === null || ns === undefined) return "-";
+    var a = Math.abs(ns), s = ns < 0 ? "-" : "";
+    if (a >= 1e6) return s + (a / 1e6).toLocaleString("en-US", {minimumFractionDigits: 3, maximumFractionDigits: 3}) + " ms";
+    if (a >= 1e3) return s + (a / 1e3).toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1}) + " us";
+    return s + Math.round(a) + " ns";
+  }
+  function fmtNum(n, digits) {
+    if (n === null || n === undefined) return "-";
+    return Number(n).toLocaleString("en-US", {maximumFractionDigits: digits === undefined ? 1 : digits});
+  }
+  function fmtPct(p) { return p === null || p === undefined ? "-" : p.toFixed(1) + "%"; }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) if (attrs[k] !== undefined && attrs[k] !== null) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function badge(kind, text, title) {
+    var b = el("span", {"class": "badge " + kind, title: title}, text);
+    return b;
+  }
+  function cut(s, n) { s = String(s || ""); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+
+  // ---------------------------------------------------------------- a sortable, filterable, paged table
+  // spec: {columns: [{key, label, num, fmt(row) -> text|Node, sortKey(row)}], rows, sort: {key, desc},
+  //        filters: [{key, label, values(row) -> [..]}], text(row) -> searchable text,
+  //        details(row) -> Node | null, rowClass(row)}
+  function makeTable(host, spec) {
+    var state = {sort: spec.sort || null, text: "", filters: {}, page: 0, open: {}};
+    var controls = el("div", {"class": "controls"});
+    var search = el("input", {type: "search", "class": "filter-text", placeholder: spec.placeholder || "filter by name",
+                              "aria-label": spec.placeholder || "filter by name"});
+    controls.appendChild(search);
+    (spec.filters || []).forEach(function (f) {
+      var seen = {};
+      spec.rows.forEach(function (r) { f.values(r).forEach(function (v) { seen[v] = (seen[v] || 0) + 1; }); });
+      var sel = el("select", {"class": "filter-select", "data-filter": f.key, "aria-label": f.label});
+      sel.appendChild(el("option", {value: ""}, f.label + ": all"));
+      Object.keys(seen).sort().forEach(function (v) { sel.appendChild(el("option", {value: v}, f.label + ": " + v + " (" + seen[v] + ")")); });
+      sel.addEventListener("change", function () { state.filters[f.key] = sel.value; state.page = 0; draw(); });
+      controls.appendChild(sel);
+    });
+    var info = el("span", {"class": "table-info"});
+    controls.appendChild(info);
+    host.appendChild(controls);
+    var table = el("table", {"class": "data"});
+    var thead = el("thead"), headRow = el("tr");
+    spec.columns.forEach(function (c) {
+      var th = el("th", {"data-key": c.key, "class": (c.num ? "num " : "") + "sortable", tabindex: "0", scope: "col"});
+      th.appendChild(el("span", null, c.label));
+      if (c.title) th.title = c.title;
+      function sortBy() {
+        if (state.sort && state.sort.key === c.key) state.sort = {key: c.key, desc: !state.sort.desc};
+        else state.sort = {key: c.key, desc: !!c.num};
+        state.page = 0; draw();
+      }
+      th.addEventListener("click", sortBy);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(); } });
+      headRow.appendChild(th);
+    });
+    thead.appendChild(headRow); table.appendChild(thead);
+    var tbody = el("tbody"); table.appendChild(tbody);
+    var wrap = el("div", {"class": "table-wrap"}); wrap.appendChild(table); host.appendChild(wrap);
+    var pager = el("div", {"class": "pager"});
+    var prev = el("button", {type: "button", "class": "prev"}, "‹ previous"), next = el("button", {type: "button", "class": "next"}, "next ›");
+    var pageInfo = el("span", {"class": "page-info"});
+    prev.addEventListener("click", function () { state.page -= 1; draw(); });
+    next.addEventListener("click", function () { state.page += 1; draw(); });
+    pager.appendChild(prev); pager.appendChild(pageInfo); pager.appendChild(next); host.appendChild(pager);
+    var timer = null;
+    search.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { state.text = search.value.toLowerCase(); state.page = 0; draw(); }, 120);
+    });
+    var texts = spec.rows.map(function (r) { return spec.text(r).toLowerCase(); });
+    spec.rows.forEach(function (r, i) { r.__i = i; });
+
+    function sortValue(c, r) { return c.sortKey ? c.sortKey(r) : r[c.key]; }
+    function visible() {
+      var rows = spec.rows.filter(function (r) {
+        if (state.text && texts[r.__i].indexOf(state.text) < 0) return false;
+        for (var k in state.filters) {
+          if (!state.filters[k]) continue;
+          var f = spec.filters.filter(function (x) { return x.key === k; })[0];
+          if (f.values(r).indexOf(state.filters[k]) < 0) return false;
+        }
+        return true;
+      });
+      if (state.sort) {
+        var c = spec.columns.filter(function (x) { return x.key === state.sort.key; })[0], dir = state.sort.desc ? -1 : 1;
+        rows = rows.map(function (r) { return [sortValue(c, r), r]; });
+        rows.sort(function (a, b) {
+          var x = a[0], y = b[0];
+          if (x === y) return a[1].__i - b[1].__i;
+          if (x === null || x === undefined) return 1;
+          if (y === null || y === undefined) return -1;
+          return (x < y ? -1 : 1) * dir;
+        });
+        rows = rows.map(function (p) { return p[1]; });
+      }
+      return rows;
+    }
+    function draw() {
+      var rows = visible(), pages = Math.max(1, Math.ceil(rows.length / PAGE_SIZE));
+      state.page = Math.max(0, Math.min(state.page, pages - 1));
+      var start = state.page * PAGE_SIZE, shown = rows.slice(start, start + PAGE_SIZE);
+      headRow.querySelectorAll("th").forEach(function (th) {
+        var on = state.sort && th.getAttribute("data-key") === state.sort.key;
+        th.setAttribute("aria-sort", on ? (state.sort.desc ? "descending" : "ascending") : "none");
+      });
+      tbody.textContent = "";
+      shown.forEach(function (r) {
+        var tr = el("tr", {"class": "row " + (spec.rowClass ? spec.rowClass(r) : ""), "data-index": r.__i});
+        spec.columns.forEach(function (c) {
+          var td = el("td", {"class": (c.num ? "num " : "") + (c.cls || ""), "data-key": c.key});
+          var v = c.fmt ? c.fmt(r) : r[c.key];
+          if (v instanceof Node) td.appendChild(v); else td.textContent = v === null || v === undefined ? "-" : String(v);
+          tr.appendChild(td);
+        });
+        tbody.appendChild(tr);
+        if (spec.details) {
+          tr.classList.add("expandable");
+          tr.tabIndex = 0;
+          var toggle = function () { state.open[r.__i] = !state.open[r.__i]; draw(); };
+          tr.addEventListener("click", toggle);
+          tr.addEventListener("keydown", function (e) { if (e.key === "Enter") toggle(); });
+          if (state.open[r.__i]) {
+            tr.classList.add("open");
+            var dtr = el("tr", {"class": "details"}), dtd = el("td", {colspan: spec.columns.length});
+            dtd.appendChild(spec.details(r)); dtr.appendChild(dtd); tbody.appendChild(dtr);
+          }
+        }
+      });
+      info.textContent = rows.length === spec.rows.length ? spec.rows.length + " rows"
+        : rows.length + " of " + spec.rows.length + " rows match";
+      pageInfo.textContent = rows.length ? "rows " + (start + 1) + "–" + (start + shown.length) + " of " + rows.length
+        : "no rows match";
+      prev.disabled = state.page === 0; next.disabled = state.page >= pages - 1;
+    }
+    draw();
+    return {draw: draw, state: state};
+  }
+
+  // ---------------------------------------------------------------- the run page
+  function tcBadge(tc) {
+    var text = {yes: "tensor cores", no: "CUDA cores", mixed: "mixed", unknown: "unknown"}[tc] || tc;
+    return badge("tc-" + tc, text);
+  }
+  function evidenceText(r) {
+    var kinds = {metrics: "counters", name: "name rule", dtypes: "input types", none: "nothing"};
+    return r.evidence.map(function (e) { return kinds[e] || e; }).join(", ") || "-";
+  }
+  function launchDetails(r, cpu) {
+    var box = el("div", {"class": "launches"});
+    var facts = el("p", {"class": "verdict"});
+    facts.appendChild(el("b", null, "Verdict: "));
+    facts.appendChild(document.createTextNode(r.precision + (cpu ? "" : ", " + ({yes: "on tensor cores", no: "on CUDA cores",
+      mixed: "partly on tensor cores", unknown: "tensor-core use unknown"}[r.tc])) + " — evidence: " + evidenceText(r) + "."));
+    box.appendChild(facts);
+    r.details.forEach(function (d) { box.appendChild(el("p", {"class": "evidence-detail"}, d)); });
+    box.appendChild(el("p", {"class": "kname full"}, r.name));
+    if (r.op) box.appendChild(el("p", {"class": "note"}, "launched by " + r.op));
+    var t = el("table", {"class": "plain"}), h = el("tr");
+    var cols = cpu ? ["call", "self time", "thread", "range"] : ["launch", "duration", "grid", "block", "stream", "range", "tensor cores", "evidence"];
+    cols.forEach(function (c) { h.appendChild(el("th", null, c)); });
+    var thead = el("thead"); thead.appendChild(h); t.appendChild(thead);
+    var tb = el("tbody");
+    r.inside.forEach(function (l) {
+      var tr = el("tr");
+      var cells = cpu ? [l[0], fmtNs(l[1]), l[5], l[6]]
+        : [l[0], fmtNs(l[1]), l[2], l[3], l[4], l[6], l[7] === null ? "-" : (l[7] ? "yes" : "no"), l[8]];
+      cells.forEach(function (v, i) { tr.appendChild(el("td", {"class": i < 2 ? "num" : ""}, v === null || v === undefined ? "-" : v)); });
+      tb.appendChild(tr);
+    });
+    t.appendChild(tb); box.appendChild(t);
+    if (r.launches > r.inside.length) {
+      box.appendChild(el("p", {"class": "note"}, "The first " + r.inside.length + " of " + r.launches.toLocaleString("en-US") +
+        (cpu ? " calls" : " launches") + "; profkit kernels " + DATA.header.name + " --format json lists every one."));
+    }
+    return box;
+  }
+  function runPage() {
+    var cpu = DATA.header.activity === "cpu_op";
+    var rows = DATA.table.rows;
+    var columns = [
+      {key: "name", label: cpu ? "operator" : "kernel", cls: "kname", sortKey: function (r) { return r.short || r.name; },
+       fmt: function (r) { var s = el("span", {title: r.name}, cut(r.short && !cpu ? r.short : r.name, 90)); return s; }},
+      {key: "precision", label: "precision", fmt: function (r) { return badge("p-" + r.precision, r.precision); }},
+    ];
+    if (!cpu) columns.push({key: "tc", label: "tensor cores", fmt: function (r) { return tcBadge(r.tc); }});
+    columns.push(
+      {key: "evidence", label: "evidence", sortKey: evidenceText, fmt: function (r) {
+        return badge("ev-" + (r.evidence[0] || "none"), evidenceText(r), r.details.join("\n")); }},
+      {key: "family", label: "family", fmt: function (r) { return r.family || "-"; }},
+      {key: "launches", label: cpu ? "calls" : "launches", num: true, fmt: function (r) { return fmtNum(r.launches, 0); }},
+      {key: "time_ns", label: cpu ? "self time" : "time", num: true, fmt: function (r) { return fmtNs(r.time_ns); }},
+      {key: "pct", label: "% time", num: true, fmt: function (r) { return fmtPct(r.pct); }},
+      {key: "mean_ns", label: "mean", num: true, fmt: function (r) { return fmtNs(r.mean_ns); }},
+      {key: "max_ns", label: "max", num: true, fmt: function (r) { return fmtNs(r.max_ns); }}
+    );
+    var filters = [{key: "precision", label: "precision", values: function (r) { return [r.precision]; }},
+                   {key: "family", label: "family", values: function (r) { return [r.family || "-"]; }}];
+    if (!cpu) filters.splice(1, 0, {key: "tc", label: "tensor cores", values: function (r) { return [r.tc]; }});
+    makeTable(document.getElementById("kernel-table"), {
+      columns: columns, rows: rows, sort: {key: "time_ns", desc: true}, filters: filters,
+      text: function (r) { return r.name + " " + (r.op || ""); }, details: function (r) { return launchDetails(r, cpu); },
+      placeholder: cpu ? "filter operators by name" : "filter kernels by name"
+    });
+    if (!window.Chart) return;
+    var top = rows.slice().sort(function (a, b) { return b.time_ns - a.time_ns; }).slice(0, 15);
+    bar("chart-top", top.map(function (r) { return cut(r.short || r.name, 48); }), [{
+      label: cpu ? "self time (ms)" : "GPU time (ms)", data: top.map(function (r) { return r.time_ns / 1e6; }),
+      backgroundColor: top.map(function (r) { return COLORS[r.precision] || COLORS.unknown; })}],
+      {indexAxis: "y", full: top.map(function (r) { return r.name + " (" + r.precision + ", " + (cpu ? "" : r.tc + " tensor cores, ") + r.launches + " launches)"; }),
+       xTitle: "ms"});
+    var s = DATA.summary, byP = s.time_by_precision_ns;
+    doughnut("chart-precision", Object.keys(byP), Object.keys(byP).map(function (k) { return byP[k] / 1e6; }),
+             Object.keys(byP).map(function (k) { return COLORS[k] || COLORS.unknown; }));
+    if (!cpu) {
+      var tc = s.tensor_core_time_ns, un = s.unclassified_time_ns, off = Math.max(0, s.gpu_time_ns - tc - un);
+      doughnut("chart-tensor", ["tensor cores", "CUDA cores", "unknown"], [tc / 1e6, off / 1e6, un / 1e6], [TC.yes, TC.no, TC.unknown]);
+    }
+    if (DATA.ranges.length) {
+      var rg = DATA.ranges;
+      bar("chart-ranges", rg.map(function (r) { return cut(r.name || r.path, 40); }), [{
+        label: cpu ? "self time (ms)" : "GPU time (ms)", data: rg.map(function (r) { return r.time_ns / 1e6; }), backgroundColor: "#4263eb"}],
+        {indexAxis: "y", full: rg.map(function (r) { return r.path + " (" + r.kernels + (cpu ? " operators)" : " kernels)"); }), xTitle: "ms"});
+    }
+    if (DATA.timeline.bars.length) timeline(DATA.timeline);
+  }
+
+  // ---------------------------------------------------------------- charts
+  var charts = [];
+  function bar(id, labels, datasets, opt) {
+    var c = document.getElementById(id);
+    if (!c) return;
+    var box = c.parentNode;
+    if (opt.indexAxis === "y") box.style.height = Math.max(160, 26 * labels.length + 60) + "px";
+    charts.push(new Chart(c, {type: "bar", data: {labels: labels, datasets: datasets}, options: {
+      indexAxis: opt.indexAxis || "x", maintainAspectRatio: false, animation: false, responsive: true,
+      plugins: {legend: {display: datasets.length > 1}, tooltip: {callbacks: {title: function (items) {
+        var i = items[0].dataIndex; return opt.full ? opt.full[i] : items[0].label; }}}},
+      scales: opt.indexAxis === "y" ? {x: {title: {display: !!opt.xTitle, text: opt.xTitle}}, y: {ticks: {autoSkip: false}}}
+                                    : {x: {stacked: !!opt.stacked},
+                                       y: {stacked: !!opt.stacked, title: {display: !!opt.xTitle, text: opt.xTitle}}}}}));
+  }
+  function doughnut(id, labels, values, colors) {
+    var c = document.getElementById(id);
+    if (!c) return;
+    charts.push(new Chart(c, {type: "doughnut", data: {labels: labels, datasets: [{data: values, backgroundColor: colors}]},
+      options: {maintainAspectRatio: false, animation: false, plugins: {legend: {position: "right"}, tooltip: {callbacks: {
+        label: function (it) { var sum = values.reduce(function (a, b) { return a + b; }, 0);
+          return it.label + ": " + it.raw.toFixed(3) + " ms (" + (sum ? 100 * it.raw / sum : 0).toFixed(1) + "%)"; }}}}}}));
+  }
+  function timeline(tl) {
+    var c = document.getElementById("chart-timeline");
+    var lanes = [], seen = {};
+    tl.bars.forEach(function (b) { if (!seen[b[0]]) { seen[b[0]] = 1; lanes.push(b[0]); } });
+    lanes.sort();
+    c.parentNode.style.height = Math.max(140, 48 * lanes.length + 70) + "px";
+    var groups = {"tensor cores": TC.yes, "CUDA cores": TC.no, "unknown": TC.unknown, "memcpy / memset": "#4263eb"};
+    var datasets = Object.keys(groups).map(function (g) { return {label: g, data: [], backgroundColor: groups[g],
+      borderColor: groups[g], borderWidth: 1, minBarLength: 2, barPercentage: 0.8, categoryPercentage: 1.0, grouped: false}; });
+    tl.bars.forEach(function (b) {
+      var g = b[4] !== "kernel" ? 3 : b[6] === true ? 0 : b[6] === false ? 1 : 2;
+      datasets[g].data.push({x: [b[1], b[2]], y: b[0], n: b[3], p: b[5]});
+    });
+    charts.push(new Chart(c, {type: "bar", data: {labels: lanes, datasets: datasets.filter(function (d) { return d.data.length; })},
+      options: {indexAxis: "y", maintainAspectRatio: false, animation: false, parsing: {xAxisKey: "x", yAxisKey: "y"},
+        plugins: {tooltip: {callbacks: {title: function (items) { return items[0].raw.n; },
+          label: function (it) { var r = it.raw.x; return it.dataset.label + ", " + (it.raw.p || "") + ": " + (r[1] - r[0]).toFixed(2) +
+            " us, at " + r[0].toFixed(1) + " us"; }}}},
+        scales: {x: {type: "linear", min: 0, max: tl.span_us, title: {display: true, text: "us from the iteration's first GPU operation"}},
+                 y: {type: "category", labels: lanes}}}}));
+  }
+
+  // ---------------------------------------------------------------- the side-by-side page
+  function vsPage() {
+    var d = DATA.diff, a = DATA.sides[0].header.name, b = DATA.sides[1].header.name;
+    var columns = [
+      {key: "name", label: d.match === "exact" ? "kernel" : d.match === "family" ? "work" : "operator", cls: "kname",
+       sortKey: function (r) { return d.labels[r.__i]; },
+       fmt: function (r) { return el("span", {title: r.name}, cut(d.labels[r.__i], 90)); }},
+      {key: "status", label: "status", fmt: function (r) { return badge("st-" + r.status, r.status); }},
+      {key: "kind", label: "kind"},
+      {key: "calls_a", label: "calls A", num: true, fmt: function (r) { return fmtNum(r.calls_a, 2); }},
+      {key: "calls_b", label: "calls B", num: true, fmt: function (r) { return fmtNum(r.calls_b, 2); }},
+      {key: "time_a_ns", label: "time A", num: true, fmt: function (r) { return fmtNs(r.time_a_ns); }},
+      {key: "time_b_ns", label: "time B", num: true, fmt: function (r) { return fmtNs(r.time_b_ns); }},
+      {key: "delta_time_ns", label: "Δ time", num: true, fmt: function (r) { return fmtNs(r.delta_time_ns); }},
+      {key: "delta_pct", label: "Δ %", num: true, fmt: function (r) { return r.delta_pct === null ? "new" : (r.delta_pct > 0 ? "+" : "") + r.delta_pct.toFixed(1) + "%"; }},
+      {key: "precision_a", label: "precision A → B", sortKey: function (r) { return (r.precision_a || "") + (r.precision_b || ""); },
+       fmt: function (r) { return (r.precision_a || "-") + " → " + (r.precision_b || "-"); }},
+      {key: "tensor_core_pct_a", label: "tensor cores A → B", sortKey: function (r) { return r.tensor_core_pct_b; },
+       fmt: function (r) { return fmtPct(r.tensor_core_pct_a) + " → " + fmtPct(r.tensor_core_pct_b); }}
+    ];
+    makeTable(document.getElementById("kernel-table"), {
+      columns: columns, rows: d.rows, sort: null,
+      filters: [{key: "status", label: "status", values: function (r) { return [r.status]; }},
+                {key: "kind", label: "kind", values: function (r) { return [r.kind]; }}],
+      text: function (r) { return r.name + " " + r.variants_a.join(" ") + " " + r.variants_b.join(" "); },
+      details: function (r) {
+        var box = el("div", {"class": "launches"});
+        [["A (" + a + ")", r.variants_a], ["B (" + b + ")", r.variants_b]].forEach(function (side) {
+          box.appendChild(el("p", null, side[0] + ": " + side[1].length + " kernel name" + (side[1].length === 1 ? "" : "s")));
+          var ul = el("ul", {"class": "variants"});
+          side[1].forEach(function (v) { ul.appendChild(el("li", {"class": "kname full"}, v)); });
+          box.appendChild(ul);
+        });
+        return box;
+      },
+      placeholder: "filter rows by name"
+    });
+    if (!window.Chart) return;
+    var t = d.totals, pa = t.time_by_precision_a_ns, pb = t.time_by_precision_b_ns, keys = [];
+    Object.keys(pa).concat(Object.keys(pb)).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });
+    bar("chart-vs-precision", ["A: " + cut(a, 30), "B: " + cut(b, 30)], keys.map(function (k) {
+      return {label: k, data: [(pa[k] || 0) / 1e6, (pb[k] || 0) / 1e6], backgroundColor: COLORS[k] || COLORS.unknown, stack: "t"}; }),
+      {xTitle: "ms", stacked: true});
+    var big = d.rows.slice().sort(function (x, y) { return Math.abs(y.delta_time_ns) - Math.abs(x.delta_time_ns); }).slice(0, 15);
+    bar("chart-vs-delta", big.map(function (r) { return cut(d.labels[r.__i], 48); }), [{label: "B − A (ms)",
+      data: big.map(function (r) { return r.delta_time_ns / 1e6; }),
+      backgroundColor: big.map(function (r) { return r.delta_time_ns > 0 ? TC.no : TC.yes; })}],
+      {indexAxis: "y", full: big.map(function (r) { return r.name + " (" + r.status + ")"; }), xTitle: "ms"});
+  }
+
+  // ---------------------------------------------------------------- the index page
+  function indexPage() {
+    makeTable(document.getElementById("kernel-table"), {
+      columns: [
+        {key: "name", label: "run", fmt: function (r) {
+          if (!r.report) return r.name;
+          var a = el("a", {href: encodeURIComponent(r.report)}, r.name); return a; }},
+        {key: "workload", label: "workload"}, {key: "precision", label: "precision"}, {key: "mode", label: "mode"},
+        {key: "tool", label: "tool"}, {key: "gpu_name", label: "GPU", fmt: function (r) { return r.activity === "cpu_op" ? "CPU" : r.gpu_name; }},
+        {key: "kernels", label: "launches", num: true, fmt: function (r) { return fmtNum(r.kernels, 0); }},
+        {key: "time_ns", label: "time", num: true, fmt: function (r) { return fmtNs(r.time_ns); }},
+        {key: "date", label: "date"}
+      ],
+      rows: DATA.runs, sort: null,
+      filters: [{key: "workload", label: "workload", values: function (r) { return [r.workload || "-"]; }},
+                {key: "tool", label: "tool", values: function (r) { return [r.tool || "-"]; }}],
+      text: function (r) { return [r.name, r.workload, r.precision, r.mode, r.tool, r.gpu_name].join(" "); },
+      placeholder: "filter runs"
+    });
+  }
+
+  try {
+    if (DATA.page === "run") runPage(); else if (DATA.page === "vs") vsPage(); else indexPage();
+    document.body.setAttribute("data-ready", "1");
+  } catch (e) {
+    document.body.setAttribute("data-error", String(e));
+    throw e;
+  }
+})();
