@@ -59,7 +59,8 @@ def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:
         {"key": "kernels", "label": "operator calls" if cpu else "kernel launches", "value": summary.kernels,
          "text": f"{summary.kernels:,}", "basis": "measured"},
         {"key": "tensor_core_time_pct", "label": "time on tensor cores", "value": summary.tensor_core_time_pct,
-         "text": "n/a (CPU operators)" if cpu else f"{summary.tensor_core_time_pct:.1f}%", "basis": evidence_basis},
+         "text": "n/a (CPU operators)" if cpu else f"{summary.tensor_core_time_pct:.1f}%",
+         "basis": "CPU operators use no tensor cores" if cpu else evidence_basis},
         {"key": "time_by_precision_ns", "label": "time by precision", "value": by_precision,
          "text": " · ".join(f"{p} {100 * t / total:.1f}%" for p, t in by_precision.items() if t) if total else "-",
          "basis": "measured times; precision " + evidence_basis},
@@ -124,10 +125,14 @@ def timeline(run: Run) -> dict[str, Any]:
     if run.tool == "ncu":
         return {"bars": [], "note": "ncu replays kernels one at a time and records no start times: "
                                     "profile with --tool nsys or torch for a timeline"}
-    iteration = next((r for r in sorted(run.range_rows(), key=lambda r: (r["depth"], r["range_id"]))
-                      if _ITER.search(r["name"])), None)
-    path = iteration["path"] if iteration else None
-    rows, total = run.database.store.timeline(run.id, path, TIMELINE_LIMIT)
+    # The first measured iteration: from its range's start to the next iteration's (the harness
+    # synchronises at the end of each), whichever thread launched the work (autograd's too).
+    iterations = sorted((r for r in run.range_rows() if r["depth"] == 0 and _ITER.search(r["name"])
+                         and r["start_ns"] is not None), key=lambda r: r["start_ns"])
+    iteration = iterations[0] if iterations else None
+    start = iteration["start_ns"] if iteration else None
+    end = iterations[1]["start_ns"] if len(iterations) > 1 else None
+    rows, total = run.database.store.timeline(run.id, start, end, TIMELINE_LIMIT)
     if not rows:
         return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "
                                     "again for a timeline)"}

@@ -414,14 +414,18 @@ class Store:
                             "time_ns": int(time_ns), "metrics": found})
         return out
 
-    def timeline(self, run_id: int, path: str | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """GPU rows with a start time launched in the NVTX stack ``path`` or below it (every
-        row when ``path`` is None), in start order, at most ``limit``; and how many there were."""
+    def timeline(self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """GPU rows that started in [start_ns, end_ns) on the capture's clock (either bound may
+        be None: open), launched by any thread, in start order, at most ``limit``; and how many
+        there were."""
         where = "run_id = ? and start_ns is not null and kind != 'cpu_op'"
         args: list[Any] = [run_id]
-        if path is not None:
-            where += " and (nvtx_path = ? or substr(nvtx_path, 1, ?) = ?)"
-            args += [path, len(path) + 1, path + "/"]
+        if start_ns is not None:
+            where += " and start_ns >= ?"
+            args.append(start_ns)
+        if end_ns is not None:
+            where += " and start_ns < ?"
+            args.append(end_ns)
         total = int(self.db.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
         cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "start_ns", "duration_ns",
                 "precision", "tensor_core")
@@ -437,10 +441,11 @@ class Store:
 
     def kernel_paths(self, run_id: int) -> list[dict[str, Any]]:
         """Per NVTX stack the launches were made in (first launch first): the innermost range's
-        name, the launching thread, kernels, GPU operations and the kernels' summed time."""
+        name, the launching thread, kernels (or CPU operators), GPU operations and the kernels'
+        summed time (CPU self time)."""
         q = """select nvtx_path, min(launch_id) as first, min(nvtx_range) as name, min(thread_id) as thread_id,
-                      sum(kind = 'kernel') as kernels, count(*) as gpu_ops,
-                      sum(case when kind = 'kernel' then duration_ns else 0 end) as gpu_time_ns
+                      sum(kind in ('kernel', 'cpu_op')) as kernels, count(*) as gpu_ops,
+                      sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
                 for r in self.db.query(q, [run_id])]
