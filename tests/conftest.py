@@ -118,18 +118,23 @@ def kernel_table(path, capture=None):
 DIFF_DATA = DATA / "diff"
 
 
-@pytest.fixture(scope="session")
-def diff_dir(tmp_path_factory):
-    """tests/data/diff with its nsys SQLite exports decompressed (the others import as they are)."""
+def _unpacked(src: Path, out: Path) -> Path:
+    """A copy of a tests/data folder with its nsys SQLite exports (.sqlite.gz) decompressed
+    (the importer reads them plain); the other files as they are."""
     import shutil
 
-    out = tmp_path_factory.mktemp("diff")
-    for f in DIFF_DATA.iterdir():
+    for f in src.iterdir():
         if f.name.endswith(".sqlite.gz"):
             (out / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
-        else:
+        elif f.is_file():
             shutil.copy(f, out / f.name)
     return out
+
+
+@pytest.fixture(scope="session")
+def diff_dir(tmp_path_factory):
+    """tests/data/diff, nsys SQLite exports decompressed."""
+    return _unpacked(DIFF_DATA, tmp_path_factory.mktemp("diff"))
 
 
 REPORT_DATA = DATA / "report"
@@ -138,12 +143,4 @@ REPORT_DATA = DATA / "report"
 @pytest.fixture(scope="session")
 def report_dir(tmp_path_factory):
     """tests/data/report's captures, nsys SQLite exports decompressed."""
-    import shutil
-
-    out = tmp_path_factory.mktemp("report")
-    for f in REPORT_DATA.iterdir():
-        if f.name.endswith(".sqlite.gz"):
-            (out / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
-        else:
-            shutil.copy(f, out / f.name)
-    return out
+    return _unpacked(REPORT_DATA, tmp_path_factory.mktemp("report"))
