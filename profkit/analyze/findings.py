@@ -97,11 +97,11 @@ class _Context:
             k["launches"] += g["calls"]
             k["time_ns"] += g["time_ns"]
         kernels = sorted(merged.values(), key=lambda k: -k["time_ns"])
-        return Finding(rule["id"], rule["title"], detail, rule["advice"], int(time),
-                       round(100 * time / self.total, 2), kernels)
+        return Finding(rule["id"], rule["title"], detail, rule["advice"], int(time), self.share(chosen), kernels)
 
     def share(self, chosen: list[dict[str, Any]]) -> float:
-        return 100.0 * sum(int(g["time_ns"]) for g in chosen) / self.total
+        """Percent of the run's time, rounded as Finding.share_pct is (so texts agree)."""
+        return round(100.0 * sum(int(g["time_ns"]) for g in chosen) / self.total, 2)
 
 
 def _half_missed(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
