@@ -69,7 +69,7 @@ def main() -> None:
         "vs_eager_ts": runs["r18_fp16_eager_ncu"].report(tmp / "vs_ts.html", vs=runs["r18_fp16_torchscript_ncu"]),
         "vs_eager_compile": runs["r18_fp16_eager_torch"].report(tmp / "vs_compile.html", vs=runs["r18_fp16_compile_torch"],
                                                                  match="family"),
-        "index": db.write_index(tmp),
+        "index": db.write_index(tmp / "index.html"),
     }
     with chromium.browser() as b:
         for name, path in pages.items():

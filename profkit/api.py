@@ -95,15 +95,17 @@ class Run(RunRecord):
 
         return findings(self.database.store, self)
 
-    def report(self, output: str | os.PathLike[str] | None = None, vs: Run | None = None, match: str = "exact",
-               threshold_pct: float = 10.0) -> Path:
+    def report(self, output: str | os.PathLike[str] | None = None, vs: Run | str | int | None = None,
+               match: str = "exact", threshold_pct: float = 10.0) -> Path:
         """Write this run's self-contained HTML report (``reports/<name>.html`` unless
-        ``output``); with ``vs``, the two runs side by side with their diff. Returns its path."""
+        ``output``); with ``vs`` (a Run, or a name or id in this database), the two runs side by
+        side with their diff (``reports/vs/<name>_vs_<other>.html``). Returns its path."""
         from .report import write_report
 
-        if vs is not None and vs.db is not None and vs.db.path.resolve() != self.database.path.resolve():
-            raise UsageError(f"{self.name} and {vs.name} are in two databases", "Import both captures into one database.")
-        return write_report(self, None if output is None else Path(output), vs, match, threshold_pct)
+        other = self.database.run(vs) if isinstance(vs, (str, int)) else vs
+        if other is not None and other.db is not None and other.db.path.resolve() != self.database.path.resolve():
+            raise UsageError(f"{self.name} and {other.name} are in two databases", "Import both captures into one database.")
+        return write_report(self, None if output is None else Path(output), other, match, threshold_pct)
 
     def count_by_kind(self) -> dict[str, int]:
         """Rows of each kind: kernel, memcpy, memset (timeline tools) or cpu_op."""
@@ -168,12 +170,12 @@ class Database:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
         return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)
 
-    def write_index(self, folder: str | os.PathLike[str] = "reports") -> Path:
-        """Write ``<folder>/index.html`` linking every run's report (writing those the folder
-        lacks); return its path."""
+    def write_index(self, output: str | os.PathLike[str] | None = None) -> Path:
+        """Write the index page (``reports/index.html`` unless ``output``) linking every run's
+        report in its folder, (re)writing the run pages that are missing or stale; return its path."""
         from .report import write_index
 
-        return write_index(self, Path(folder))
+        return write_index(self, None if output is None else Path(output))
 
     def profile(self, workload: str, **options: Any) -> Run:
         """Profile a workload into this database; ``options`` as for :func:`profile`."""
@@ -213,7 +215,7 @@ class Comparison:
         return out
 
     def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:
-        """Each variant side by side with the first (``<folder>/<first>_vs_<other>.html``),
+        """Each variant side by side with the first (``<folder>/vs/<first>_vs_<other>.html``),
         matched as the comparison was; returns the paths."""
         from .report import default_path
 

@@ -372,8 +372,8 @@ def compare(
 def report_(
     run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).", show_default=False)] = None,
     vs: Annotated[Optional[str], typer.Option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/RUN_vs_RUN_B.html, or reports/index.html).", show_default=False)] = None,
-    index: Annotated[bool, typer.Option("--index", help="Write an index of every run in the database (and the run reports it links that are missing).")] = False,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/vs/RUN_vs_RUN_B.html, or reports/index.html).", show_default=False)] = None,
+    index: Annotated[bool, typer.Option("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")] = False,
     match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")] = Match.exact,
     threshold: ThresholdOpt = 10.0,
     db: DbOpt = None,
@@ -386,16 +386,10 @@ def report_(
     if index:
         if run_ref is not None or vs is not None:
             raise UsageError("--index writes the index of every run: give it no RUN and no --vs")
-        if output is not None and output.suffix.lower() not in (".html", ".htm"):
-            raise UsageError(f"--index writes an .html file; {output} is not one", "Give -o a path ending in .html.")
-        from .report import write_index
-
-        folder = output.parent if output is not None else Path("reports")
-        path = write_index(database, folder)
-        if output is not None and output.name != "index.html":
-            path = path.replace(output)
-        render.report_written(path)
+        render.report_written(database.write_index(output))
         return
+    if vs is None and (match is not Match.exact or threshold != 10.0):
+        raise UsageError("--match and --threshold shape the diff of a side-by-side report: give --vs RUN_B too")
     if run_ref is None:
         raise UsageError("give the RUN to report on (or --index for every run)", "profkit runs lists them.")
     r = database.run(run_ref)

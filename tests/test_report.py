@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import os
 from html import unescape
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def reports(tmp_path_factory, diff_dir, report_dir):
     runs = {k: db.import_file(f, name=k) for k, f in files.items()}
     paths = {k: r.report(tmp / "out" / f"{k}.html") for k, r in runs.items()}
     paths["vs"] = runs["eager"].report(tmp / "out" / "vs.html", vs=runs["ts"])
-    paths["index"] = db.write_index(tmp / "out")
+    paths["index"] = db.write_index(tmp / "out" / "index.html")
     return db, runs, paths
 
 
@@ -162,10 +163,56 @@ def test_report_command(reports, tmp_path, monkeypatch):
     r = cli("report", "ncu", db=db.path)
     assert r.exit_code == 0 and r.stdout == "report: reports/ncu.html\n" and (tmp_path / "reports" / "ncu.html").exists()
     r = cli("report", "eager", "--vs", "ts", "--match", "family", db=db.path)
-    assert r.stdout == "report: reports/eager_vs_ts.html\n"
-    assert '"match": "family"' in (tmp_path / "reports" / "eager_vs_ts.html").read_text()
+    assert r.stdout == "report: reports/vs/eager_vs_ts.html\n"
+    assert '"match": "family"' in (tmp_path / "reports" / "vs" / "eager_vs_ts.html").read_text()
     r = cli("report", "--index", "-o", "all/runs.html", db=db.path)
     assert r.stdout == "report: all/runs.html\n" and (tmp_path / "all" / "ncu.html").exists()
+    assert not (tmp_path / "all" / "index.html").exists()
+
+
+def test_writing_keeps_what_is_there(reports, tmp_path):
+    """A symlink is written through, an existing file keeps its mode, and a pipe or a device is
+    never replaced by a file."""
+    _, runs, _ = reports
+    (tmp_path / "link.html").symlink_to(tmp_path / "target.html")
+    assert runs["ncu"].report(tmp_path / "link.html") == tmp_path / "link.html"
+    assert (tmp_path / "link.html").is_symlink()
+    assert (tmp_path / "target.html").stat().st_size > 100_000
+    private = tmp_path / "private.html"
+    private.write_text("x")
+    private.chmod(0o600)
+    runs["ncu"].report(private)
+    assert private.stat().st_mode & 0o777 == 0o600 and private.stat().st_size > 100_000
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(profkit.UsageError, match="not a regular file"):
+        runs["ncu"].report(tmp_path / "pipe")
+    with pytest.raises(profkit.UsageError, match="not a regular file"):
+        runs["ncu"].report("/dev/null")
+    assert Path("/dev/null").is_char_device()
+
+
+def test_index_pages_are_fresh_and_never_collide(tmp_path):
+    """The index rewrites a run's page unless it is that run's (another database's page of the
+    same name is not); a run named index has a page of its own; the index never overwrites one."""
+    a, b = profkit.open_db(tmp_path / "a.db"), profkit.open_db(tmp_path / "b.db")
+    a.import_file(NCU_DATA / "precision_zoo.raw.csv.gz", name="r")
+    b.import_file(DATA / "report" / "mnv2_fp16_ncu.raw.csv.gz", name="r")
+    b.import_file(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", name="index")
+    a.write_index(tmp_path / "out" / "index.html")
+    page = (tmp_path / "out" / "r.html").read_text()
+    assert "precision_zoo" in page and str((tmp_path / "a.db").resolve()) in page
+    before = (tmp_path / "out" / "r.html").stat().st_mtime_ns
+    a.write_index(tmp_path / "out" / "index.html")
+    assert (tmp_path / "out" / "r.html").stat().st_mtime_ns == before  # this run's page: kept
+    b.write_index(tmp_path / "out" / "index.html")
+    assert "mobilenet" in (tmp_path / "out" / "r.html").read_text()
+    run_index = b.run("index")
+    assert (tmp_path / "out" / f"index-run-{run_index.id}.html").exists()
+    assert "profkit runs" in (tmp_path / "out" / "index.html").read_text()
+    with pytest.raises(profkit.UsageError, match="would overwrite run r's report"):
+        b.write_index(tmp_path / "out" / "r.html")
+    with pytest.raises(profkit.UsageError, match="holds no runs"):
+        profkit.open_db(tmp_path / "empty.db").write_index(tmp_path / "e.html")
 
 
 def test_report_refusals(reports, tmp_path):
@@ -176,9 +223,12 @@ def test_report_refusals(reports, tmp_path):
         (["report", "nosuch"], 1, "no run 'nosuch'"),
         (["report", "ncu", "--vs", "nosuch"], 1, "no run 'nosuch'"),
         (["report", "ncu", "--index"], 2, "--index writes the index of every run: give it no RUN"),
-        (["report", "--index", "-o", str(tmp_path / "x.txt")], 2, "--index writes an .html file"),
+        (["report", "ncu", "--match", "family"], 2, "--match and --threshold shape the diff of a side-by-side report"),
+        (["report", "ncu", "--threshold", "5"], 2, "give --vs RUN_B too"),
+        (["report", "ncu", "-o", ""], 2, "no path to write the report to"),
         (["report", "ncu", "-o", str(tmp_path)], 2, "it is a folder. Give a file path to --output"),
-        (["report", "ncu", "-o", str(tmp_path / "file" / "x.html")], 2, "cannot write the report to"),
+        (["report", "ncu", "-o", str(tmp_path / "file" / "x.html")], 2, "file is a file, not a folder"),
+        (["report", "--index", "-o", str(tmp_path / "file" / "x.html")], 2, "file is a file, not a folder"),
         (["report", "cpu", "--vs", "ncu"], 2, "holds CPU operators"),
     ]:
         one_line_error(cli(*args, db=db.path), message, code)

@@ -2,6 +2,10 @@
 index of a database's runs. ``model`` gathers what a page shows from the library; ``page``
 renders it (Jinja2 template, inlined CSS, scripts and the vendored Chart.js).
 
+Default places, under ``reports/``: ``<run>.html``; ``vs/<run>_vs_<other>.html`` (a folder of
+their own, so no run's name can collide with a pair's); ``index.html`` (a run named ``index``
+gets ``index-run-<id>.html``).
+
 >>> run.report()                        # reports/<run>.html
 >>> run.report(vs=other, output="pr.html")
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import UsageError
 from .page import DEFAULT_DIR
 
 if TYPE_CHECKING:
@@ -20,8 +25,18 @@ __all__ = ["DEFAULT_DIR", "default_path", "write_index", "write_report"]
 
 
 def default_path(run: Run, vs: Run | None = None, folder: Path = DEFAULT_DIR) -> Path:
-    """``reports/<run>.html``, or ``reports/<run>_vs_<other>.html``."""
-    return folder / (f"{run.name}_vs_{vs.name}.html" if vs is not None else f"{run.name}.html")
+    """Where a report goes unless told: see the module's docstring."""
+    if vs is not None:
+        return folder / "vs" / f"{run.name}_vs_{vs.name}.html"
+    return folder / (f"index-run-{run.id}.html" if run.name == "index" else f"{run.name}.html")
+
+
+def identity(run: Run) -> str:
+    """What a run's page is of: the database, the run and the profkit that wrote it. Written in
+    the page's head so that an index reuses a page only if it is this run's, by this profkit."""
+    from .. import __version__
+
+    return f"{run.database.path.resolve()}|{run.id}|{run.name}|{run.finished_at}|{__version__}"
 
 
 def write_report(run: Run, output: str | Path | None = None, vs: Run | None = None, match: str = "exact",
@@ -30,19 +45,38 @@ def write_report(run: Run, output: str | Path | None = None, vs: Run | None = No
     from . import model, page
 
     data = model.vs_page(run, vs, match, threshold_pct) if vs is not None else model.run_page(run)
+    if vs is None:
+        data["identity"] = identity(run)
     return page.write(page.render(data), Path(output) if output is not None else default_path(run, vs))
 
 
-def write_index(db: Database, folder: str | Path = DEFAULT_DIR) -> Path:
-    """Write ``<folder>/index.html`` linking every run's report, writing the reports that the
-    folder does not have yet; return the index's path."""
+def _is_page_of(path: Path, run: Run) -> bool:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    from html import escape
+
+    return f'<meta name="profkit-report" content="{escape(identity(run))}">' in head
+
+
+def write_index(db: Database, output: str | Path | None = None) -> Path:
+    """Write the index page (``reports/index.html`` unless ``output``) linking every run's
+    report in the index's folder; a run's page there is written anew unless it is already this
+    run's, by this profkit. Returns the index's path."""
     from . import model, page
 
-    folder = Path(folder)
-    reports = {}
-    for run in db.list_runs():
-        path = default_path(run, folder=folder)
-        if not path.exists():
-            write_report(run, path)
-        reports[run.name] = path.name
-    return page.write(page.render(model.index_page(db, reports)), folder / "index.html")
+    index = Path(output) if output is not None else DEFAULT_DIR / "index.html"
+    folder = index.parent
+    runs = db.list_runs()
+    if not runs:
+        raise UsageError(f"{db.path} holds no runs: nothing to index", "Run or import something first.")
+    paths = {run.name: default_path(run, folder=folder) for run in runs}
+    for name, path in paths.items():
+        if path.resolve() == index.resolve():
+            raise UsageError(f"the index would overwrite run {name}'s report ({path})", "Give the index another name.")
+    for run in runs:
+        if not _is_page_of(paths[run.name], run):
+            write_report(run, paths[run.name])
+    return page.write(page.render(model.index_page(db, {n: p.name for n, p in paths.items()})), index)

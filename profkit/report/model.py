@@ -137,18 +137,25 @@ def timeline(run: Run) -> dict[str, Any]:
         return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "
                                     "again for a timeline)"}
     t0 = min(r["start_ns"] for r in rows)
-    devices = {r["device"] for r in rows}
-    bars = []
-    for r in rows:
-        lane = f"stream {r['stream']}" if len(devices) < 2 else f"GPU {r['device']} stream {r['stream']}"
-        bars.append([lane, (r["start_ns"] - t0) / 1e3, (r["start_ns"] - t0 + (r["duration_ns"] or 0)) / 1e3,
-                     display_name(r["name"], r["short_name"]), r["kind"], r["precision"],
-                     None if r["tensor_core"] is None else bool(r["tensor_core"])])
+    many_gpus = len({r["device"] for r in rows}) > 1
+
+    def lane(key: tuple[int, int]) -> str:
+        dev, stream = key
+        text = "stream ?" if stream < 0 else f"stream {stream}"
+        return f"GPU {dev if dev >= 0 else '?'} {text}" if many_gpus else text
+
+    def key(r: dict[str, Any]) -> tuple[int, int]:
+        return (-1 if r["device"] is None else r["device"], -1 if r["stream"] is None else r["stream"])
+
+    bars = [[lane(key(r)), (r["start_ns"] - t0) / 1e3, (r["start_ns"] - t0 + (r["duration_ns"] or 0)) / 1e3,
+             display_name(r["name"], r["short_name"]), r["kind"], r["precision"],
+             None if r["tensor_core"] is None else bool(r["tensor_core"])] for r in rows]
+    lane_names = [lane(k) for k in sorted({key(r) for r in rows})]  # by device, then stream number
     what = f"iteration {iteration['name']}" if iteration else "the capture's first launches (no iteration ranges)"
     note = f"{what}: {total:,} GPU operations"
     if total > len(rows):
         note += f", the first {len(rows):,} shown"
-    return {"bars": bars, "note": note, "span_us": max(b[2] for b in bars)}
+    return {"bars": bars, "note": note, "span_us": max(b[2] for b in bars), "lanes": lane_names}
 
 
 def _finding_dicts(run: Run) -> list[dict[str, Any]]:

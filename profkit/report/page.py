@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import stat
 import tempfile
 from functools import lru_cache
 from importlib import resources
@@ -35,6 +36,8 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              loader=jinja2.FunctionLoader(lambda name: _asset(name)))
     env.filters["ns"] = _fmt_ns
+    # Keep the data's order (time by precision is largest first); Jinja2 sorts keys by default.
+    env.policies["json.dumps_kwargs"] = {"sort_keys": False}
     return env
 
 
@@ -66,22 +69,46 @@ def _umask() -> int:
     return mask
 
 
+def _target(path: Path) -> tuple[Path, int]:
+    """Where to write, and with what mode: a symlink's target, keeping an existing file's mode;
+    anything that exists and is no regular file (a folder, a device, a pipe) is refused."""
+    if not str(path) or str(path) == ".":
+        raise UsageError("no path to write the report to", "Give a file path to `output`.")
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists():
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"cannot write the report to {path}: it is a folder", "Give a file path to `output`.")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"cannot write the report to {path}: it is not a regular file",
+                             "Give a file path to `output`.")
+        return path, stat.S_IMODE(st.st_mode)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"cannot write the report to {path}: {parent} is a file, not a folder",
+                                 "Give a file path to `output`.")
+            break
+    return path, 0o666 & ~_umask()  # a new report is for sharing (mkstemp would make it 0600)
+
+
 def write(html: str, path: Path) -> Path:
-    """Write a page atomically (a reader never sees half a file); make its folder."""
+    """Write a page atomically (a reader never sees half a file), making its folder; through a
+    symlink to its target; keeping an existing file's permissions. Returns the path given."""
+    target, mode = _target(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(html)
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a report is for sharing
-            os.replace(tmp, path)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    except IsADirectoryError:
-        raise UsageError(f"cannot write the report to {path}: it is a folder", "Give a file path to `output`.") from None
     except OSError as exc:
         raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}",
-                         "Give a writable path to `output`.") from None
+                         "Give a writable file path to `output`.") from None
     return path

@@ -267,9 +267,7 @@
   }
   function timeline(tl) {
     var c = document.getElementById("chart-timeline");
-    var lanes = [], seen = {};
-    tl.bars.forEach(function (b) { if (!seen[b[0]]) { seen[b[0]] = 1; lanes.push(b[0]); } });
-    lanes.sort();
+    var lanes = tl.lanes;  // by device and stream number
     c.parentNode.style.height = Math.max(140, 48 * lanes.length + 70) + "px";
     var groups = {"tensor cores": TC.yes, "CUDA cores": TC.no, "unknown": TC.unknown, "memcpy / memset": "#4263eb"};
     var datasets = Object.keys(groups).map(function (g) { return {label: g, data: [], backgroundColor: groups[g],
@@ -290,8 +288,10 @@
   // ---------------------------------------------------------------- the side-by-side page
   function vsPage() {
     var d = DATA.diff, a = DATA.sides[0].header.name, b = DATA.sides[1].header.name;
+    var cpu = DATA.sides[0].header.activity === "cpu_op";
     var columns = [
-      {key: "name", label: d.match === "exact" ? "kernel" : d.match === "family" ? "work" : "operator", cls: "kname",
+      {key: "name", label: d.match === "exact" ? (cpu ? "operator" : "kernel") : d.match === "family" ? "work" : "operator",
+       cls: "kname",
        sortKey: function (r) { return d.labels[r.__i]; },
        fmt: function (r) { return el("span", {title: r.name}, cut(d.labels[r.__i], 90)); }},
       {key: "status", label: "status", fmt: function (r) { return badge("st-" + r.status, r.status); }},
@@ -304,9 +304,10 @@
       {key: "delta_pct", label: "Δ %", num: true, fmt: function (r) { return r.delta_pct === null ? "new" : (r.delta_pct > 0 ? "+" : "") + r.delta_pct.toFixed(1) + "%"; }},
       {key: "precision_a", label: "precision A → B", sortKey: function (r) { return (r.precision_a || "") + (r.precision_b || ""); },
        fmt: function (r) { return (r.precision_a || "-") + " → " + (r.precision_b || "-"); }},
-      {key: "tensor_core_pct_a", label: "tensor cores A → B", sortKey: function (r) { return r.tensor_core_pct_b; },
-       fmt: function (r) { return fmtPct(r.tensor_core_pct_a) + " → " + fmtPct(r.tensor_core_pct_b); }}
     ];
+    if (!cpu) columns.push(
+      {key: "tensor_core_pct_a", label: "tensor cores A → B", sortKey: function (r) { return r.tensor_core_pct_b; },
+       fmt: function (r) { return fmtPct(r.tensor_core_pct_a) + " → " + fmtPct(r.tensor_core_pct_b); }});
     makeTable(document.getElementById("kernel-table"), {
       columns: columns, rows: d.rows, sort: null,
       filters: [{key: "status", label: "status", values: function (r) { return [r.status]; }},
