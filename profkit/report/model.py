@@ -128,7 +128,7 @@ def timeline(run: Run) -> dict[str, Any]:
     # The first measured iteration: from its range's start to the next iteration's (the harness
     # synchronises at the end of each), whichever thread launched the work (autograd's too).
     iterations = sorted((r for r in run.range_rows() if r["depth"] == 0 and _ITER.search(r["name"])
-                         and r["start_ns"] is not None), key=lambda r: r["start_ns"])
+                         and r["start_ns"] is not None), key=lambda r: r["start_ns"] or 0)
     iteration = iterations[0] if iterations else None
     start = iteration["start_ns"] if iteration else None
     end = iterations[1]["start_ns"] if len(iterations) > 1 else None
