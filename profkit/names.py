@@ -4,6 +4,8 @@ template arguments); ``short_name`` is the function's own name, which all of the
 
 from __future__ import annotations
 
+import re
+
 
 def _strip_bracketed(text: str, open_: str, close: str) -> str:
     out, depth = [], 0
@@ -40,28 +42,42 @@ def short_name(name: str) -> str:
 # Function names that say nothing alone: the first template argument names the kernel
 # (``cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_..._align2>(T1::Params)``).
 _GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel", "kernel_entry"}
+# PyTorch's elementwise and reduction launchers: the functor or function they run names them
+# (``vectorized_elementwise_kernel<4, at::CUDAFunctor_add<c10::Half>, ...>``).
+_LAUNCHERS = {"vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel", "reduce_kernel"}
+_WRAPPERS = {"void", "gpu_kernel_impl_nocast", "gpu_kernel_impl", "BinaryFunctor", "ReduceOp", "lambda", "operator",
+             "array", "TensorIteratorBase"}
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*[<(]")
 
 
-def display_name(name: str, short: str | None = None) -> str:
-    """A readable label for charts and tables: the short name, or for generic ones (cutlass's
-    ``Kernel2``) the short name with its first template argument."""
-    short = short or short_name(name)
-    if short not in _GENERIC:
-        return short
-    text = name[name.find(short):]
-    lt = text.find("<")
-    if lt < 0:
-        return short
+def _first_argument(text: str) -> str:
+    """The first template argument of ``name<...>``: up to its comma or closing '>'."""
     depth, arg = 0, []
-    for ch in text[lt + 1:]:
-        if ch == "<":
+    for ch in text[text.find("<") + 1:]:
+        if ch in "<(":
             depth += 1
-        elif ch == ">":
+        elif ch in ">)":
             if depth == 0:
                 break
             depth -= 1
         elif ch == "," and depth == 0:
             break
         arg.append(ch)
-    first = "".join(arg).strip()
-    return f"{short}<{first}>" if first else short
+    return "".join(arg).strip()
+
+
+def display_name(name: str, short: str | None = None) -> str:
+    """A readable label for charts and tables: the short name; for generic ones (cutlass's
+    ``Kernel2``) with their first template argument; for PyTorch's elementwise and reduction
+    launchers with the functor they run (``vectorized_elementwise_kernel<CUDAFunctor_add>``)."""
+    short = short or short_name(name)
+    text = name[name.find(short):] if short in name else ""
+    if "<" not in text:
+        return short
+    if short in _GENERIC:
+        first = _first_argument(text)
+        return f"{short}<{first}>" if first else short
+    if short in _LAUNCHERS:
+        called = next((m for m in _CALLED.findall(text[text.find("<") + 1:]) if m not in _WRAPPERS), None)
+        return f"{short}<{called}>" if called else short
+    return short

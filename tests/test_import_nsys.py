@@ -196,3 +196,30 @@ def test_run_under_nsys(db):
     in_ranges = sum(1 for k in ks if k["kind"] == "kernel" and k["nvtx_range"])
     assert in_ranges == sum(x["kernels"] for x in rs)
     assert sum(1 for k in ks if k["kind"] == "kernel") <= in_ranges + sum(x["other_thread_kernels"] for x in rs) + 50
+
+
+def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):
+    """A kernel name stored as a BLOB with bytes that are not UTF-8 (and an NVTX text that is not
+    UTF-8) imports as text with U+FFFD, and every output of the run works."""
+    import shutil
+    import sqlite3
+
+    import profkit
+
+    from .conftest import cli_json
+
+    path = tmp_path / "odd.sqlite"
+    shutil.copy(nsys_dir / "nsys_resnet18_fp16.sqlite", path)
+    con = sqlite3.connect(path)
+    kernel_name = con.execute("select demangledName from CUPTI_ACTIVITY_KIND_KERNEL limit 1").fetchone()[0]
+    con.execute("update StringIds set value = ? where id = ?", (b"odd<\xff\xfe>_kernel", kernel_name))
+    text_id = con.execute("select textId from NVTX_EVENTS where textId is not null limit 1").fetchone()[0]
+    con.execute("update StringIds set value = cast(? as text) where id = ?", (b"range\xff", text_id))
+    con.commit()
+    con.close()
+    db = profkit.open_db(tmp_path / "d.db")
+    run = db.import_file(path, name="odd")
+    assert "odd<\ufffd\ufffd>_kernel" in set(run.kernels()["name"])
+    assert any("\ufffd" in r["name"] for r in run.range_rows())
+    assert cli_json("kernels", "odd", db=db.path) and cli_json("ranges", "odd", db=db.path)
+    assert run.report(tmp_path / "odd.html").exists()

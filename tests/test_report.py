@@ -129,11 +129,13 @@ def test_throughput_from_counters(reports):
     _, runs, _ = reports
     t = throughput(runs["zoo"].database.store, runs["zoo"])
     assert t is not None and t.chip is not None and t.chip.name == "H100 SXM"
-    tf32 = next(k for k in t.kernels if k.short_name.startswith("sm80_xmma_fprop_implicit_gemm_tf32"))
+    tf32 = next(k for k in t.kernels if k.label.startswith("sm80_xmma_fprop_implicit_gemm_tf32"))
     # 2 x 924,844,032 multiply-adds of the 3x3 convolution over its measured duration
-    assert tf32.tensor_ops == 1_849_688_064 and tf32.achieved_tflops == pytest.approx(1_849_688_064 / tf32.time_ns / 1e3)
+    assert tf32.tensor_ops == 1_849_688_064 and tf32.unit == "TFLOP/s" and tf32.achieved_tflops == pytest.approx(1_849_688_064 / tf32.time_ns / 1e3)
     assert tf32.peak_tflops == 494.5 and tf32.peak_pct == pytest.approx(100 * tf32.achieved_tflops / 494.5)
     assert {k.precision for k in t.kernels} == {"fp64", "tf32", "fp16", "bf16", "fp8", "int8"}
+    assert {k.unit for k in t.kernels if k.precision == "int8"} == {"TOPS"}
+    assert t.run_rate["tf32"] == pytest.approx(t.tensor_ops["tf32"] / runs["zoo"].gpu_time_ns / 1e3)
     assert "--clock-control base" in t.notes[0]
     assert throughput(runs["nsys"].database.store, runs["nsys"]) is None  # no counters: no figures, no estimates
     assert throughput(runs["cpu"].database.store, runs["cpu"]) is None
@@ -147,6 +149,19 @@ def test_throughput_from_counters(reports):
 def test_chip_peaks(gpu, chip):
     found = chip_of(gpu)
     assert (found.name if found else None) == chip
+
+
+def test_display_names_tell_launchers_apart():
+    from profkit.names import display_name
+
+    assert display_name("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::Half>, "
+                        "std::array<char *, (unsigned long)3>>(int, T2, T3)") == "vectorized_elementwise_kernel<CUDAFunctor_add>"
+    assert display_name("void at::elementwise_kernel<128, 4, void at::gpu_kernel_impl_nocast<at::BinaryFunctor<c10::Half, "
+                        "c10::Half, c10::Half, binary_internal::MulFunctor<float>>>(at::TensorIteratorBase &, const T1 &)"
+                        "::[lambda(int) (instance 1)]>(int, T3)") == "elementwise_kernel<MulFunctor>"
+    assert display_name("void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align2>(T1::Params)") \
+        == "Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align2>"
+    assert display_name("nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT") == "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT"
 
 
 def test_index_links_every_run(reports):

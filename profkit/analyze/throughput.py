@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from ..classify import rules
+from ..names import display_name
 from ..records import RunRecord
 from ..store import Store
 
@@ -44,14 +45,15 @@ class KernelThroughput:
     """One kernel (name, precision)'s tensor work: counted ops over its measured time."""
 
     name: str
-    short_name: str
+    label: str                  # a readable name (profkit.names.display_name)
     precision: str              # the counter's input type (fp16, tf32, ...)
     launches: int
     time_ns: int
     tensor_ops: float           # measured: the counters' sum (two per multiply-add)
-    achieved_tflops: float      # measured: tensor_ops / time
+    achieved_tflops: float      # measured: tensor_ops / time (TOPS for int8)
     peak_tflops: float | None   # datasheet, for this precision on this chip
     peak_pct: float | None      # achieved / peak
+    unit: str                   # "TFLOP/s", or "TOPS" for integer work
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,9 +65,9 @@ class Throughput:
 
     chip: Chip | None
     kernels: list[KernelThroughput]
-    tensor_ops: float                   # all kernels' counted tensor ops
+    tensor_ops: dict[str, float]        # all kernels' counted tensor ops, per precision (most first)
     gpu_time_ns: int                    # the run's GPU time (every kernel)
-    run_tflops: float | None            # tensor_ops over gpu_time: the run's average
+    run_rate: dict[str, float]          # tensor_ops over the run's GPU time, per precision (TFLOP/s; TOPS for int8)
     notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,23 +103,29 @@ def throughput(store: Store, run: RunRecord) -> Throughput | None:
         return None
     chip = chip_of(run.gpu_name)
     kernels = []
-    total_ops = 0.0
+    total_ops: dict[str, float] = {}
     for g in store.metric_sums(run.id, names):
         ops_by_precision: dict[str, float] = {}
         for metric, value in g["metrics"].items():
             ops_by_precision[counters[metric]] = ops_by_precision.get(counters[metric], 0.0) + value
         for precision, ops in sorted(ops_by_precision.items(), key=lambda kv: -kv[1]):
-            total_ops += ops
+            total_ops[precision] = total_ops.get(precision, 0.0) + ops
             if not g["time_ns"]:
                 continue
             achieved = ops / g["time_ns"] / 1e3  # ops per ns = GFLOP/s; / 1e3 = TFLOP/s
             peak = chip.peaks_tflops.get(precision) if chip else None
             kernels.append(KernelThroughput(
-                g["name"], g["short_name"], precision, g["calls"], g["time_ns"], ops, achieved, peak,
-                100.0 * achieved / peak if peak else None))
+                g["name"], display_name(g["name"], g["short_name"]), precision, g["calls"], g["time_ns"], ops,
+                achieved, peak, 100.0 * achieved / peak if peak else None, unit(precision)))
     kernels.sort(key=lambda k: -k.tensor_ops)
     notes = [CLOCK_NOTE] if run.tool == "ncu" else []
     if chip is None:
         notes.append(f"peaks.toml lists no peak for {run.gpu_name or 'this GPU'}: achieved figures only")
-    return Throughput(chip, kernels, total_ops, run.gpu_time_ns,
-                      total_ops / run.gpu_time_ns / 1e3 if run.gpu_time_ns else None, notes)
+    ordered = dict(sorted(total_ops.items(), key=lambda kv: -kv[1]))
+    rate = {p: ops / run.gpu_time_ns / 1e3 for p, ops in ordered.items()} if run.gpu_time_ns else {}
+    return Throughput(chip, kernels, ordered, run.gpu_time_ns, rate, notes)
+
+
+def unit(precision: str) -> str:
+    """TOPS for integer tensor work, TFLOP/s for floating point."""
+    return "TOPS" if precision.startswith("int") else "TFLOP/s"

@@ -118,6 +118,25 @@ def range_times(run: Run) -> list[dict[str, Any]]:
             for p in paths[:RANGES_SHOWN]]
 
 
+def caveats(run: Run) -> dict[str, str]:
+    """What the headline and the range chart do not show by themselves: work captured outside
+    the measured iterations, and kernels other threads launched while the ranges were open."""
+    out = {}
+    tops = [r for r in run.range_rows() if r["depth"] == 0 and _ITER.search(r["name"])]
+    inside = sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in tops)
+    what = "operator calls" if run.activity == "cpu_op" else "kernel launches"
+    if tops and inside < run.kernel_count:
+        out["headline"] = (f"The capture also holds {run.kernel_count - inside:,} {what} outside its "
+                           f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
+                           "captured too); these figures count everything, as profkit summary does.")
+    others = sum(r["other_thread_kernels"] or 0 for r in run.range_rows() if r["depth"] == 0)
+    if others:
+        out["ranges"] = (f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "
+                         "launched while the ranges were open (autograd's backward pass, for one) are not in these "
+                         "bars; profkit ranges lists them.")
+    return out
+
+
 def timeline(run: Run) -> dict[str, Any]:
     """One measured iteration's GPU work by stream, from a timeline capture (nsys, torch)."""
     if run.activity == "cpu_op":
@@ -172,6 +191,7 @@ def run_page(run: Run) -> dict[str, Any]:
         "header": header(run), "summary": summary.to_dict(), "headline": headline(summary, _basis(summary)),
         "memory_ops": {k: {"count": v.count, "time_ns": v.time_ns} for k, v in summary.memory_ops.items()},
         "findings": _finding_dicts(run), "table": kernel_table(run), "ranges": range_times(run),
+        "caveats": caveats(run),
         "timeline": timeline(run), "throughput": tp.to_dict() if tp else None,
     }
 
@@ -200,7 +220,8 @@ def index_page(db: Database, reports: dict[str, str]) -> dict[str, Any]:
     for r in db.list_runs():
         runs.append({"name": r.name, "id": r.id, "workload": r.workload, "precision": r.precision, "mode": r.mode,
                      "tool": r.tool, "device": r.device, "gpu_name": r.gpu_name, "activity": r.activity,
-                     "kernels": r.kernel_count, "time_ns": r.gpu_time_ns, "time": fmt_ns(r.gpu_time_ns),
+                     "kernels": r.kernel_count, "time_ns": r.gpu_time_ns,
+                     "time": fmt_ns(r.gpu_time_ns) + (" CPU" if r.activity == "cpu_op" else ""),
                      "date": r.finished_at or r.started_at, "report": reports.get(r.name)})
     return {"page": "index", "title": f"profkit runs in {db.path}", "generated": _now(),
             "profkit_version": _profkit_version(), "database": str(db.path), "runs": runs}

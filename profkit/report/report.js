@@ -347,8 +347,8 @@
           var a = el("a", {href: encodeURIComponent(r.report)}, r.name); return a; }},
         {key: "workload", label: "workload"}, {key: "precision", label: "precision"}, {key: "mode", label: "mode"},
         {key: "tool", label: "tool"}, {key: "gpu_name", label: "GPU", fmt: function (r) { return r.activity === "cpu_op" ? "CPU" : r.gpu_name; }},
-        {key: "kernels", label: "launches", num: true, fmt: function (r) { return fmtNum(r.kernels, 0); }},
-        {key: "time_ns", label: "time", num: true, fmt: function (r) { return fmtNs(r.time_ns); }},
+        {key: "kernels", label: "launches (CPU: calls)", num: true, fmt: function (r) { return fmtNum(r.kernels, 0); }},
+        {key: "time_ns", label: "GPU time (CPU: self time)", num: true, fmt: function (r) { return r.time; }},
         {key: "date", label: "date"}
       ],
       rows: DATA.runs, sort: null,

@@ -60,6 +60,10 @@ class NsysExport:
         self.path = path
         try:
             self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            # Names and NVTX texts are the program's own strings: bytes that are not UTF-8 are
+            # shown as U+FFFD rather than failing the import (names are read `cast(... as text)`
+            # so that one stored as a BLOB reads as text too).
+            self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             self.con.execute("select count(*) from sqlite_master").fetchone()
         except sqlite3.DatabaseError as exc:
             raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
@@ -113,7 +117,7 @@ class NsysExport:
         """(name, compute capability) of the first GPU the export describes."""
         if "TARGET_INFO_GPU" not in self.schema.columns:
             return None, None
-        row = self.con.execute("select name, computeMajor, computeMinor from TARGET_INFO_GPU order by id limit 1").fetchone()
+        row = self.con.execute("select cast(name as text), computeMajor, computeMinor from TARGET_INFO_GPU order by id limit 1").fetchone()
         if not row:
             return None, None
         return row[0], (f"{row[1]}.{row[2]}" if row[1] is not None else None)
@@ -123,14 +127,14 @@ class NsysExport:
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
         return iter(self.con.execute(
-            f"select globalTid, domainId, text from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"))
+            f"select globalTid, domainId, cast(text as text) from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"))
 
     def push_pop_ranges(self) -> Iterator[tuple[int, int, str | None, int, int]]:
         """(start, end, text, globalTid, domainId) of every closed push/pop range, by thread and start."""
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
         return iter(self.con.execute(f"""
-            select n.start, n.end, coalesce(n.text, s.value), n.globalTid, n.domainId
+            select n.start, n.end, cast(coalesce(n.text, s.value) as text), n.globalTid, n.domainId
             from NVTX_EVENTS n left join StringIds s on s.id = n.textId
             where n.eventType in ({", ".join(map(str, PUSH_POP))}) and n.end is not null
             order by n.globalTid, n.start, n.end desc"""))
@@ -139,7 +143,7 @@ class NsysExport:
         """One SELECT over kernels, copies and sets with their launch calls, in launch order."""
         parts = ["""
             select 'kernel' as kind, k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid,
-                   dn.value as name, sn.value as short, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ
+                   cast(dn.value as text) as name, cast(sn.value as text) as short, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ
             from CUPTI_ACTIVITY_KIND_KERNEL k
             left join StringIds dn on dn.id = k.demangledName
             left join StringIds sn on sn.id = k.shortName"""]
