@@ -28,7 +28,8 @@ _EXPORTS = {
     "Progress": "launch",
     "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
     "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
-    "RunNotFound": "errors", "RunExists": "errors", "StoreError": "errors", "ProfkitWarning": "errors",
+    "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
+    "ProfkitWarning": "errors",
 }
 __all__ = ["__version__", *_EXPORTS]
 
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
     from .analyze.findings import Finding
     from .api import Comparison, Database, Run, compare, list_workloads, open_db, profile
     from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
-                         RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError, WorkloadError)
+                         RunIncomplete, RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError,
+                         WorkloadError)
     from .launch import Progress
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow
     from .records import MemoryOps, RunRecord, Summary, TopKernel

@@ -142,9 +142,19 @@ class Database:
     def _attach(self, record: RunRecord) -> Run:
         return Run(**{f.name: getattr(record, f.name) for f in fields(RunRecord)}, db=self)
 
-    def run(self, ref: str | int) -> Run:
-        """A run by name or id."""
-        return self._attach(self.store.get_run(ref))
+    def run(self, ref: str | int, complete: bool = True) -> Run:
+        """A run by name or id. Unless ``complete`` is False, a run that failed, was
+        interrupted or is still being written raises RunIncomplete (it has no kernels)."""
+        record = self.store.get_run(ref)
+        if complete and record.status not in (None, "ok"):
+            from .errors import RunIncomplete
+            from .store import raw_dir
+
+            why = (record.info or {}).get("error")
+            raise RunIncomplete(f"run {record.name!r} is {record.status}{': ' + why if why else ''}",
+                                f"It has no kernels; its files are in {raw_dir(self.path, record.name)}."
+                                if record.source == "run" else "It has no kernels yet.")
+        return self._attach(record)
 
     def list_runs(self) -> list[Run]:
         """Every run, oldest first."""

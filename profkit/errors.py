@@ -92,6 +92,11 @@ class RunNotFound(ProfkitError):
     """No run in the database has that name or id."""
 
 
+class RunIncomplete(RunNotFound):
+    """The run exists but was never stored complete: it failed, was interrupted, or is still
+    being written."""
+
+
 class RunExists(ProfkitError):
     """A run with that name is already in the database."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,11 +15,11 @@ from typing import Any
 from . import __version__
 from .classify import classified
 from .errors import ProfkitWarning
-from .parse import load
+from .parse import detect, load
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
 from .store import Store, raw_dir
-from .store.database import RunFields
+from .store.database import RunFields, check_run_name
 
 
 def now() -> str:
@@ -44,8 +45,9 @@ def profkit_tag(capture: Capture[KernelRow]) -> dict[str, str]:
     return {}
 
 
-def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields) -> RunRecord:
-    """Classify a capture's rows as they are read and write them as a run with ``fields``."""
+def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, reserved: RunRecord) -> RunRecord:
+    """Classify a capture's rows as they are read and write them into the ``reserved`` run,
+    with ``fields`` and what the capture says of itself."""
     row: RunFields = {
         "tool": capture.tool,
         "tool_version": capture.tool_version,
@@ -55,38 +57,47 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields) 
         "finished_at": now(),
     }
     row.update({k: v for k, v in fields.items() if v is not None})  # type: ignore[typeddict-item]
-    info: dict[str, Any] = dict(row.get("info") or {})
+    info: dict[str, Any] = {**reserved.info, **(row.get("info") or {})}
     if capture.metric_units:
         info["metric_units"] = capture.metric_units
     info["profkit_version"] = __version__
     row["info"] = info
-    return store.add_run(row, classified(capture))
+    return store.fill_run(reserved, classified(capture), row)
 
 
 def import_file(store: Store, path: str | Path, name: str | None = None) -> RunRecord:
-    """Import one export as a new run. A file imported before makes a new run all the same,
-    with a ProfkitWarning saying so."""
+    """Import one export as a new run. The run's name is reserved first (so that concurrent
+    imports never collide); if the import fails or is interrupted nothing of it stays. A file
+    imported before makes a new run all the same, with a ProfkitWarning saying so."""
     path = Path(path).expanduser()
+    detect(path)  # a missing, odd or unknown file is refused before anything is written
     if name is not None:
-        store.check_name_free(name)
+        check_run_name(name)
     base = path.name
     for suffix in (".gz", ".csv", ".json", ".sqlite", ".nsys-rep", ".qdstrm", ".ncu-rep", ".raw"):
         base = base[: -len(suffix)] if base.endswith(suffix) else base
-    name = name or store.unique_name(base)
-    capture = load(path, workdir=raw_dir(store.path, name))
     digest = sha256(path)
     earlier = store.runs_of_file(digest)
     fields: RunFields = {
-        "name": name,
         "source": "import",
         "started_at": now(),
-        "raw_files": {capture.source_format: str(path.resolve())},
         "source_sha256": digest,
         "info": {"imported_from": str(path.resolve())},
-        **profkit_tag(capture),  # type: ignore[typeddict-item]
     }
-    run = store_capture(store, capture, fields)
+    run = store.reserve(name, base, fields, status="importing")
+    workdir = raw_dir(store.path, run.name)
+    made = not workdir.exists()
+    try:
+        capture = load(path, workdir=workdir)
+        more: RunFields = {"raw_files": {capture.source_format: str(path.resolve())},
+                           **profkit_tag(capture)}  # type: ignore[typeddict-item]
+        done = store_capture(store, capture, more, reserved=run)
+    except BaseException:
+        store.delete_run(run.id)
+        if made:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
     if earlier:
         warnings.warn(f"the same file was imported before as {', '.join(earlier)}; this is a new run",
                       ProfkitWarning, stacklevel=3)  # at the caller of Database.import_file
-    return run
+    return done

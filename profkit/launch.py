@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 from . import gpu, nvtx_ranges, workloads
 from .choices import Tool, values
-from .errors import EmptyCapture, ToolFailed, ToolNotFound, UsageError, WorkloadError, require_choice, require_int
+from .errors import (EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, require_choice,
+                     require_int)
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
@@ -215,8 +216,6 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     progress = progress or Progress()
     p = request if isinstance(request, Plan) else plan(request)
     req, wname, wpath, tool, why = p.req, p.workload, p.path, p.tool, p.why
-    if req.name is not None:
-        store.check_name_free(req.name)
     if req.tool == "auto":
         progress.note(f"tool: {tool} ({why})")
     if uses_graphs(req.spec):
@@ -224,36 +223,53 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
 
     tag = nvtx_ranges.tag(wname, req.spec.precision, req.spec.mode)
     suffix = "cpu" if req.spec.device == "cpu" else tool
-    name = req.name or store.unique_name(f"{wname}-{req.spec.precision}-{req.spec.mode}-{suffix}")
-    folder = raw_dir(store.path, name)
-    if folder.exists():  # left by an earlier run of this name that was never stored: stale
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    job = _Job(req, wname, tag, folder, {
-        "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
-        "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
-    }, progress)
     started = now()
-    capture, row = DRIVERS[tool](job)
-    info = job.info()
-    if capture.gpu_name is None and req.spec.device == "cuda":
-        capture.gpu_name = info.get("gpu_name")
-        capture.compute_capability = info.get("compute_capability")
-    progress.stage("classifying and storing")
-    fields: RunFields = {
-        "name": name, "source": "run", "workload": wname, "precision": req.spec.precision,
-        "mode": req.spec.mode, "batch_size": req.spec.batch_size, "iters": req.iters,
-        "device": req.spec.device, "started_at": started,
-        **row,  # type: ignore[typeddict-item]
-        "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
-                 **({"compile_mode": req.spec.compile_mode} if req.spec.mode == "compile" else {}),
-                 **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
+    # The name (and so the raw folder) is taken atomically before anything runs: concurrent
+    # runs never share a folder or a name.
+    base_fields: RunFields = {
+        "source": "run", "workload": wname, "precision": req.spec.precision, "mode": req.spec.mode,
+        "batch_size": req.spec.batch_size, "iters": req.iters, "device": req.spec.device, "tool": tool,
+        "started_at": started,
     }
+    reserved = store.reserve(req.name, f"{wname}-{req.spec.precision}-{req.spec.mode}-{suffix}", base_fields,
+                             status="running")
+    name = reserved.name
+    folder = raw_dir(store.path, name)
     try:
-        return store_capture(store, capture, fields)
-    except EmptyCapture:
-        raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
-                         f"Its files are in {folder}.") from None
+        if folder.exists():  # left by an earlier run of this name that was never stored: stale
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        job = _Job(req, wname, tag, folder, {
+            "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
+            "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
+        }, progress)
+        capture, row = DRIVERS[tool](job)
+        info = job.info()
+        if capture.gpu_name is None and req.spec.device == "cuda":
+            capture.gpu_name = info.get("gpu_name")
+            capture.compute_capability = info.get("compute_capability")
+        progress.stage("classifying and storing")
+        fields: RunFields = {
+            **base_fields, "name": name,
+            **row,  # type: ignore[typeddict-item]
+            "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
+                     **({"compile_mode": req.spec.compile_mode} if req.spec.mode == "compile" else {}),
+                     **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
+        }
+        try:
+            return store_capture(store, capture, fields, reserved)
+        except EmptyCapture:
+            raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
+                             f"Its files are in {folder}.") from None
+    except BaseException as exc:
+        # The run keeps its row (failed or interrupted, with the error) and its raw files.
+        interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
+        text = "interrupted" if interrupted else (exc.one_line() if isinstance(exc, ProfkitError) else repr(exc))
+        try:
+            store.end_run(reserved.id, "interrupted" if interrupted else "failed", text)
+        except Exception:
+            pass  # the database's own trouble is the error to report; recovery marks it later
+        raise
 
 
 # ------------------------------------------------------------------------------ drivers

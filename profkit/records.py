@@ -19,7 +19,7 @@ class RunRecord:
     id: int
     name: str
     source: str | None = None               # "run" (profkit launched it) or "import"
-    status: str | None = None
+    status: str | None = None               # ok; running / importing (being written); failed / interrupted
     workload: str | None = None
     precision: str | None = None
     mode: str | None = None
@@ -48,7 +48,7 @@ class RunRecord:
 
 
 # What `profkit runs --format json` lists of each run.
-RUN_LIST_FIELDS = ("id", "name", "source", "workload", "precision", "mode", "batch_size", "iters", "device",
+RUN_LIST_FIELDS = ("id", "name", "status", "source", "workload", "precision", "mode", "batch_size", "iters", "device",
                    "tool", "tool_version", "metric_set", "gpu_name", "compute_capability", "activity",
                    "kernel_count", "gpu_time_ns", "finished_at")
 

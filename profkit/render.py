@@ -125,7 +125,8 @@ def runs(records: Sequence[RunRecord], fmt: str) -> None:
                      no_wrap=col != "gpu" or not fits(c))
     for r in records:
         cpu = r.activity == "cpu_op"
-        add_row(t, str(r.id), r.name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
+        name = r.name if r.status in (None, "ok") else f"{r.name} ({r.status})"
+        add_row(t, str(r.id), name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
                   r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
                   f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
                   fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19 if fits(c) else None])

@@ -129,12 +129,20 @@ def test_errors_name_parameters_not_flags(tmp_path):
 
 
 @needs_torch
-def test_failed_profile_leaves_no_database(tmp_path):
-    """A workload that fails in the profiled process: one WorkloadError, and the database this
-    call created is gone again (its files stay, for the log)."""
+def test_failed_profile_is_recorded_failed(tmp_path):
+    """A workload that fails in the profiled process: one WorkloadError; the run is recorded as
+    failed with the error, keeps its files (the log) and its name, and has no kernels."""
     with pytest.raises(profkit.WorkloadError, match="weights file missing"):
-        profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=tmp_path / "p.db")
-    assert not (tmp_path / "p.db").exists()
+        profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=tmp_path / "p.db",
+                        name="broken")
+    db = profkit.open_db(tmp_path / "p.db", create=False)
+    run = db.run("broken", complete=False)
+    assert run.status == "failed" and "weights file missing" in run.info["error"] and run.kernel_count == 0
+    assert (tmp_path / "p-runs" / "broken" / "harness.log").exists() or list((tmp_path / "p-runs" / "broken").iterdir())
+    with pytest.raises(profkit.RunIncomplete, match="run 'broken' is failed: .*weights file missing"):
+        db.run("broken")
+    with pytest.raises(profkit.RunExists, match=r"\(failed; it keeps its files\)"):
+        profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=db, name="broken")
 
 
 @needs_torch

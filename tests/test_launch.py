@@ -154,7 +154,8 @@ def test_readme_main_job_command_runs_on_a_machine_without_gpu(tmp_path):
 @pytest.mark.parametrize("mode", ["eager", "compile"])
 def test_a_model_that_fails_in_the_warm_up_is_one_line(tmp_path, mode):
     """torch.compile compiles on the first warm-up call: a model it cannot run fails there, in
-    one line that names the compiler (or the warm-up) and the error, before anything is stored."""
+    one line that names the compiler (or the warm-up) and the error; the run is recorded failed,
+    with no kernels."""
     db = tmp_path / "p.db"
     r = cli("run", Path(__file__).parent / "workloads" / "forward_fails.py", "--device", "cpu", "--mode", mode,
             "--tool", "torch", "--warmup", "1", "--batch-size", "2", db=db)
@@ -162,7 +163,8 @@ def test_a_model_that_fails_in_the_warm_up_is_one_line(tmp_path, mode):
         "the warm-up failed for forward_fails in fp32"
     one_line_error(r, expected)
     assert "same reduction dim" in r.stderr or "cannot be multiplied" in r.stderr
-    assert not db.exists()
+    runs = cli_json("runs", db=db)
+    assert [(x["status"], x["kernel_count"]) for x in runs] == [("failed", 0)]
 
 
 def test_compile_options_checked_before_anything_runs(tmp_path):

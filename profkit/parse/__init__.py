@@ -13,10 +13,16 @@ __all__ = ["Capture", "detect", "load"]
 def detect(path: Path) -> str:
     """Which importer reads ``path``, by its suffix; each importer then checks the content."""
     if not path.exists():
+        if path.is_symlink():
+            raise BadExport(f"{path} is a symbolic link that leads nowhere (a loop, or its target is gone)")
         raise BadExport(f"no such file: {path}")
     if path.is_dir():
         raise BadExport(f"{path} is a folder, not a profiler export")
+    if not path.is_file():
+        raise BadExport(f"{path} is not a regular file (a pipe or a device)", "Save the export to a file first.")
     name = path.name.lower()
+    if name.endswith((".ncu-rep.gz", ".sqlite.gz", ".nsys-rep.gz", ".qdstrm.gz")):
+        return "gzip"
     if name.endswith(".ncu-rep"):
         return "ncu-rep"
     if name.endswith((".csv", ".csv.gz")):
@@ -33,7 +39,7 @@ def detect(path: Path) -> str:
         f"don't know how to import {path.name}",
         "profkit imports .ncu-rep reports, ncu raw-page CSV exports (.csv, .csv.gz), "
         "torch.profiler traces (.json, .json.gz), and Nsight Systems reports (.nsys-rep, .qdstrm) "
-        "and their SQLite exports (.sqlite).",
+        "and their SQLite exports (.sqlite), and gzipped reports and exports (.ncu-rep.gz, .sqlite.gz).",
     )
 
 
@@ -42,6 +48,8 @@ def load(path: str | Path, workdir: Path | None = None) -> Capture:
     ``workdir``, default beside the report); a .qdstrm is first converted by nsys's importer."""
     path = Path(path)
     kind = detect(path)
+    if kind == "gzip":
+        return load(gunzip(path, workdir), workdir)
     if kind in ("nsys-rep", "qdstrm", "nsys-sqlite"):
         from .nsys_sqlite import read_nsys_sqlite
 
@@ -59,6 +67,26 @@ def load(path: str | Path, workdir: Path | None = None) -> Capture:
     from .ncu_csv import read_ncu_csv
 
     return read_ncu_csv(path)
+
+
+def gunzip(path: Path, workdir: Path | None = None) -> Path:
+    """A gzipped report or export, decompressed into ``workdir`` (a new temporary folder if
+    none): the report readers and SQLite need a plain file."""
+    import gzip
+    import shutil
+    import tempfile
+    import zlib
+
+    folder = workdir or Path(tempfile.mkdtemp(prefix="profkit-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / path.name[:-3]
+    try:
+        with gzip.open(path, "rb") as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except (OSError, EOFError, zlib.error) as exc:
+        out.unlink(missing_ok=True)
+        raise BadExport(f"{path.name} is not a readable gzip file: {exc}") from None
+    return out
 
 
 def export_nsys(report: Path, workdir: Path | None = None) -> Path:

@@ -69,7 +69,7 @@ def write_index(db: Database, output: str | Path | None = None) -> Path:
 
     index = Path(output) if output is not None else DEFAULT_DIR / "index.html"
     folder = index.parent
-    runs = db.list_runs()
+    runs = [r for r in db.list_runs() if r.status in (None, "ok")]
     if not runs:
         raise UsageError(f"{db.path} holds no runs: nothing to index", "Run or import something first.")
     paths = {run.name: default_path(run, folder=folder) for run in runs}

@@ -218,6 +218,8 @@ def index_page(db: Database, reports: dict[str, str]) -> dict[str, Any]:
     """The database's runs, oldest first, each with the file name of its report."""
     runs = []
     for r in db.list_runs():
+        if r.status not in (None, "ok"):
+            continue
         runs.append({"name": r.name, "id": r.id, "workload": r.workload, "precision": r.precision, "mode": r.mode,
                      "tool": r.tool, "device": r.device, "gpu_name": r.gpu_name, "activity": r.activity,
                      "kernels": r.kernel_count, "time_ns": r.gpu_time_ns,

@@ -1,8 +1,17 @@
 """profkit's SQLite database, written through sqlite-utils: one ``runs`` row per run or import,
 one ``kernels`` row per launch (or CPU operator call), and one ``ranges`` row per NVTX or
-record_function range instance. A run, its kernels and its ranges are written in one
-transaction through one entry point, :meth:`Store.add_run`, so a failure leaves the database
-as it was. Plain tables and JSON columns: ``sqlite-utils`` and ``datasette`` browse it as it is.
+record_function range instance. Plain tables and JSON columns: ``sqlite-utils`` and
+``datasette`` browse it as it is.
+
+Many profkit processes may use one database at once. It is in WAL mode (readers never wait
+for a writer), writers wait their turn (a busy timeout, ``PROFKIT_BUSY_TIMEOUT`` seconds,
+default 600) and write in short ``BEGIN IMMEDIATE`` transactions. A run's name is reserved
+atomically first (a ``runs`` row with status ``running`` or ``importing`` and its owner's
+host and pid); its kernels follow in batches; the last transaction fills in its counts and
+ranges and sets status ``ok``. Only ``ok`` runs are complete: a failed import leaves nothing,
+a failed or interrupted profiled run keeps its row (status ``failed`` / ``interrupted``, the
+error in ``info``) and its raw files but no kernels, and a row whose owner died (SIGKILL) is
+recovered so the next time the database is opened.
 
 The database is ``./profkit.db`` unless a path or ``PROFKIT_DB`` says otherwise. Raw
 captures are kept beside it, in ``<db stem>-runs/<run name>/``. Every query over it is a
@@ -13,9 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
 import re
+import socket
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, TypedDict
 
@@ -24,15 +34,19 @@ from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE
 from ..records import RunRecord
 
 DEFAULT_DB = "profkit.db"
-SCHEMA_VERSION = 4  # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns
+SCHEMA_VERSION = 5  # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner
+BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
+MAX_NAME = 120       # characters in a run name (it names a folder)
+# Run statuses: complete; being written (by the owner process); ended without kernels.
+OK, WRITING, ENDED = "ok", ("running", "importing"), ("failed", "interrupted")
 
 RUN_COLUMNS: dict[str, type] = {
     "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
     "batch_size": int, "iters": int, "device": str, "tool": str, "tool_version": str, "metric_set": str,
     "metrics": str, "gpu_name": str, "compute_capability": str, "command": str, "started_at": str,
     "finished_at": str, "raw_files": str, "source_sha256": str, "activity": str, "kernel_count": int,
-    "gpu_time_ns": int, "profiled_wall_s": float, "info": str,
-}  # documented on RunRecord; metrics, command, raw_files and info hold JSON
+    "gpu_time_ns": int, "profiled_wall_s": float, "info": str, "owner": str,
+}  # documented on RunRecord (but owner: "host:pid" of the process writing it); metrics, command, raw_files and info hold JSON
 JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
@@ -79,6 +93,8 @@ def raw_dir(db: Path, run_name: str) -> Path:
 
 def check_run_name(name: str) -> None:
     """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
+    if len(name) > MAX_NAME:
+        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
         raise UsageError(
             f"`name` {name!r} is not a usable run name",
@@ -91,7 +107,9 @@ def _unwritable(path: Path, exc: sqlite3.OperationalError) -> StoreError:
     """An operational failure (read-only file, locked database, full disk) as one line."""
     text = str(exc)
     if "locked" in text or "busy" in text:
-        return StoreError(f"{path} is locked by another process ({text})", "Try again once it has finished.")
+        return StoreError(f"{path} is locked by another process ({text}, after waiting "
+                          f"{float(os.environ.get('PROFKIT_BUSY_TIMEOUT') or 600):g} s)",
+                          "Try again once it has finished, or set PROFKIT_BUSY_TIMEOUT to wait longer.")
     return StoreError(f"cannot write to {path}: {text}", "Check the file's permissions and the free disk space.")
 
 
@@ -112,12 +130,44 @@ class Store:
         # True when this Store made the file: a command that then fails can remove it again.
         self.created = not existed
         try:
-            self.db = sqlite_utils.Database(self.path)
+            self.db = sqlite_utils.Database(self._connect())
             self._ensure_schema(create)
+            self._wal()
+            self._recover()
         except sqlite3.OperationalError as exc:
             raise _unwritable(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        """Autocommit connection (transactions are explicit), WAL, waiting for other writers."""
+        timeout = float(os.environ.get("PROFKIT_BUSY_TIMEOUT") or 600)
+        conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        conn.execute("pragma synchronous = normal")
+        return conn
+
+    def _wal(self) -> None:
+        """WAL mode (persistent in the file), set once the file is known to be profkit's."""
+        try:
+            if self.db.execute("pragma journal_mode").fetchone()[0].lower() != "wal":
+                self.db.execute("pragma journal_mode = wal")
+        except sqlite3.OperationalError:
+            pass  # a read-only file or folder: reading still works, and writing says why
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``) so that it waits its turn
+        behind other writers instead of failing when it would upgrade a read."""
+        conn = self.db.conn
+        conn.execute("begin immediate")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("rollback")
+            raise
+        else:
+            conn.execute("commit")
 
     def close(self) -> None:
         self.db.close()
@@ -148,7 +198,7 @@ class Store:
         if "runs" in tables:
             self._upgrade(tables)
             return
-        with self.db.atomic():
+        with self.write():
             self.db.table("runs").create(RUN_COLUMNS, pk="id", not_null={"name"})
             self.db.table("runs").create_index(["name"], unique=True)
             self.db.table("kernels").create(KERNEL_COLUMNS, pk=("run_id", "launch_id"),
@@ -165,17 +215,24 @@ class Store:
     def _upgrade(self, tables: set[str]) -> None:
         """Bring a database written by an earlier profkit up to SCHEMA_VERSION."""
         row = self.db.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
-        version = int(row[0]) if row else 1
+        value = row[0] if row else "1"
+        try:
+            version = int(value)
+        except (TypeError, ValueError):
+            raise StoreError(f"{self.path} has a schema version profkit does not know ({value!r})") from None
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer profkit (schema {version}; this one reads {SCHEMA_VERSION})",
                              "Upgrade profkit.")
         if version == SCHEMA_VERSION:
             return
-        with self.db.atomic():
+        with self.write():
             runs_cols = set(self.db.table("runs").columns_dict)
             if "activity" not in runs_cols:
                 self.db.table("runs").add_column("activity", str)
                 self.db.execute("update runs set activity = 'kernel'")
+            for col, typ in RUN_COLUMNS.items():
+                if col not in runs_cols and col != "activity":
+                    self.db.table("runs").add_column(col, typ)
             kernel_cols = set(self.db.table("kernels").columns_dict)
             for col, typ in KERNEL_COLUMNS.items():
                 if col not in kernel_cols:
@@ -186,7 +243,11 @@ class Store:
 
     # ------------------------------------------------------------------ names
     def unique_name(self, base: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.") or "run"
+        """``base`` made a usable run name, with ``-2``, ``-3``... if taken (read at this moment:
+        :meth:`reserve` takes the name under the write lock)."""
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.")[:MAX_NAME - 8].strip("-.") or "run"
+        if base.isdigit():
+            base = f"run-{base}"
         taken = {r["name"] for r in self.db.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
         if base not in taken:
             return base
@@ -197,51 +258,116 @@ class Store:
 
     def check_name_free(self, name: str) -> None:
         check_run_name(name)
-        if self.db.execute("select 1 from runs where name = ?", [name]).fetchone():
-            raise RunExists(f"a run named {name!r} already exists in {self.path}", "Choose another `name`.")
+        row = self.db.execute("select status from runs where name = ?", [name]).fetchone()
+        if row:
+            what = "" if row[0] == OK else f" ({row[0]}; it keeps its files)"
+            raise RunExists(f"a run named {name!r} already exists in {self.path}{what}", "Choose another `name`.")
 
     def runs_of_file(self, sha256: str) -> list[str]:
-        """Names of the runs imported from a file with this SHA-256."""
-        return [r["name"] for r in self.db.query("select name from runs where source_sha256 = ? order by id", [sha256])]
+        """Names of the complete runs imported from a file with this SHA-256."""
+        return [r["name"] for r in self.db.query("select name from runs where source_sha256 = ? and status = ? "
+                                                 "order by id", [sha256, OK])]
 
     # ------------------------------------------------------------------ writing
-    def add_run(self, fields: RunFields, capture: Capture[ClassifiedRow]) -> RunRecord:
-        """Write a run, its classified rows and its ranges in one transaction; return the run.
-
-        The rows are written as they are read (a capture of millions of launches never sits in
-        memory); the capture's ranges and notes, complete once they have been read, follow.
-        The run's activity, kernel count and summed time are counted on the way.
-        """
-        row: dict[str, Any] = {"status": "ok", **fields}
-        info = dict(fields.get("info") or {})
+    def reserve(self, name: str | None, base: str, fields: RunFields, status: str = "importing") -> RunRecord:
+        """Take a run name atomically: ``name`` (refused if taken) or the first free one made
+        from ``base``; insert the run's row with ``status`` (``running`` or ``importing``) and
+        this process as its owner. Nothing else may take the name from now on."""
+        row: dict[str, Any] = {**fields, "status": status, "owner": _owner()}
         for key in JSON_RUN_COLUMNS:
             if key in row and row[key] is not None:
                 row[key] = json.dumps(row[key])
         try:
-            return self._add_run(row, info, capture)
+            with self.write():
+                if name is not None:
+                    self.check_name_free(name)
+                row["name"] = name if name is not None else self.unique_name(base)
+                run_id = int(self.db.table("runs").insert(row).last_pk or 0)
         except sqlite3.OperationalError as exc:
             raise _unwritable(self.path, exc) from exc
+        return self.get_run(run_id)
 
-    def _add_run(self, row: dict[str, Any], info: dict[str, Any], capture: Capture[ClassifiedRow]) -> RunRecord:
-        with self.db.atomic():
-            self.check_name_free(row["name"])
-            run_id = int(self.db.table("runs").insert(row).last_pk or 0)
-            activity, count, total = self._insert_kernels(run_id, capture.rows)
-            info["notes"] = list(capture.notes)
-            counted: dict[str, Any] = {"activity": activity, "kernel_count": count, "gpu_time_ns": total,
-                                       "info": json.dumps(info)}
-            if activity == "cpu_op" and not row.get("device"):
-                counted["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
-            self.db.table("runs").update(run_id, counted)
-            if capture.ranges:
-                self.db.table("ranges").insert_all(({"run_id": run_id, **r} for r in capture.ranges), batch_size=2000)
-        return self.get_run(str(run_id))
+    def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
+        """Write a reserved run's classified rows (streamed, in batches of short transactions),
+        then in one last transaction its counts, ranges, notes, ``fields`` and status ``ok``.
+        If anything fails (or is interrupted) the rows written so far are removed again before
+        the error goes on; the run's row is the caller's to end (:meth:`end_run`,
+        :meth:`delete_run`)."""
+        try:
+            activity, count, total = self._insert_kernels(run.id, capture.rows)
+            info = {**run.info, **((fields or {}).get("info") or {}), "notes": list(capture.notes)}
+            update: dict[str, Any] = {k: (json.dumps(v) if k in JSON_RUN_COLUMNS and v is not None else v)
+                                      for k, v in (fields or {}).items() if k != "info"}
+            update.update(activity=activity, kernel_count=count, gpu_time_ns=total, info=json.dumps(info),
+                          status=OK, owner=None)
+            if activity == "cpu_op" and not (run.device or update.get("device")):
+                update["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
+            with self.write():
+                if capture.ranges:
+                    self.db.table("ranges").insert_all(({"run_id": run.id, **r} for r in capture.ranges),
+                                                       batch_size=2000)
+                self.db.table("runs").update(run.id, update)
+        except BaseException as exc:
+            self._clear_rows(run.id)
+            if isinstance(exc, sqlite3.OperationalError):
+                raise _unwritable(self.path, exc) from exc
+            raise
+        return self.get_run(run.id)
+
+    def add_run(self, fields: RunFields, capture: Capture[ClassifiedRow]) -> RunRecord:
+        """Reserve ``fields["name"]`` and write the capture as a complete run; on any failure
+        nothing of it stays. Returns the run."""
+        run = self.reserve(fields["name"], fields["name"], fields)
+        try:
+            return self.fill_run(run, capture)
+        except BaseException:
+            self.delete_run(run.id)
+            raise
+
+    def end_run(self, run_id: int, status: str, error: str) -> None:
+        """Mark a reserved run that ended without kernels (``failed`` or ``interrupted``),
+        with the error in its info; its row and raw files stay, its name stays taken."""
+        run = self.get_run(run_id)
+        info = {**run.info, "error": error}
+        with self.write():
+            self.db.table("runs").update(run_id, {"status": status, "owner": None, "info": json.dumps(info)})
+
+    def delete_run(self, run_id: int) -> None:
+        """Remove a run and everything of it from the database (not its raw files)."""
+        with self.write():
+            for table in ("kernels", "ranges"):
+                self.db.execute(f"delete from {table} where run_id = ?", [run_id])
+            self.db.execute("delete from runs where id = ?", [run_id])
+
+    def _clear_rows(self, run_id: int) -> None:
+        try:
+            with self.write():
+                for table in ("kernels", "ranges"):
+                    self.db.execute(f"delete from {table} where run_id = ?", [run_id])
+        except sqlite3.Error:
+            pass  # the recovery at the next open removes them
+
+    def _recover(self) -> None:
+        """Runs whose owner on this host is gone (killed mid-write): an import leaves nothing;
+        a profiled run is marked interrupted and keeps its row and raw files."""
+        stale = []
+        for r in self.db.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)):
+            host, _, pid = (r["owner"] or "").rpartition(":")
+            if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+                stale.append(r)
+        for r in stale:
+            if r["status"] == "importing":
+                self.delete_run(r["id"])
+            else:
+                self._clear_rows(r["id"])
+                self.end_run(r["id"], "interrupted", f"the profkit process {r['owner']} ended before the run was stored")
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
         """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
-        value of every row, which made a 2-million-kernel import three times slower). Returns
-        the run's activity and the count and summed duration of its rows of that activity: a
-        run's rows are CPU operators or GPU work, never both."""
+        value of every row, which made a 2-million-kernel import three times slower), one
+        transaction per BATCH_ROWS rows. Returns the run's activity and the count and summed
+        duration of its rows of that activity: a run's rows are CPU operators or GPU work,
+        never both."""
         cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
         sql = f"insert into kernels (run_id, {', '.join(cols)}) values (?, {', '.join('?' * len(cols))})"
         batch: list[tuple[Any, ...]] = []
@@ -265,11 +391,13 @@ class Store:
                         v = int(bool(v))
                     values.append(v)
                 batch.append(tuple(values))
-                if len(batch) >= 5000:
-                    self.db.conn.executemany(sql, batch)
+                if len(batch) >= BATCH_ROWS:
+                    with self.write():
+                        self.db.conn.executemany(sql, batch)
                     batch = []
             if batch:
-                self.db.conn.executemany(sql, batch)
+                with self.write():
+                    self.db.conn.executemany(sql, batch)
         except sqlite3.IntegrityError as exc:
             raise BadExport(f"the capture lists a launch twice ({exc})") from exc
         if "cpu_op" in kinds and kinds & set(GPU_KINDS):
@@ -451,8 +579,23 @@ class Store:
                 for r in self.db.query(q, [run_id])]
 
 
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _run(row: dict[str, Any]) -> RunRecord:
     row = dict(row)
+    row.pop("owner", None)
     for key in JSON_RUN_COLUMNS:
         if row.get(key) is not None:
             row[key] = json.loads(row[key])
