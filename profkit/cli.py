@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 import warnings
 from enum import Enum
@@ -146,6 +147,9 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
                 raise
             _err(f"profkit: error: {exc.one_line(flag)}")
             raise typer.Exit(exc.exit_code) from None
+        except Terminated:
+            _err("profkit: terminated (SIGTERM)")
+            raise typer.Exit(143) from None
         except KeyboardInterrupt:
             _err("profkit: interrupted")
             raise typer.Exit(130) from None
@@ -412,7 +416,18 @@ def workloads_() -> None:
     render.workloads(list_workloads())
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a job scheduler, `kill`): unwound like Ctrl-C, so that the profiler's process
+    group is stopped, nothing half-written stays and the run is marked; exit status 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the unwinding must not be cut short
+    raise Terminated()
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _on_sigterm)
     app()
 
 

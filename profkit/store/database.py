@@ -273,7 +273,7 @@ class Store:
         """Take a run name atomically: ``name`` (refused if taken) or the first free one made
         from ``base``; insert the run's row with ``status`` (``running`` or ``importing``) and
         this process as its owner. Nothing else may take the name from now on."""
-        row: dict[str, Any] = {**fields, "status": status, "owner": _owner()}
+        row: dict[str, Any] = {**fields, "status": status, "owner": _owner(), "kernel_count": 0, "gpu_time_ns": 0}
         for key in JSON_RUN_COLUMNS:
             if key in row and row[key] is not None:
                 row[key] = json.dumps(row[key])

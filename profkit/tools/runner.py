@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,7 @@ def stream(
     start = time.monotonic()
     tail: list[str] = []
     log = open(log_path, "w", encoding="utf-8", errors="replace") if log_path else None
+    timed_out = threading.Event()
     try:
         try:
             proc = subprocess.Popen(
@@ -75,6 +77,11 @@ def stream(
             )
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
+        # The timeout holds even for a child that prints nothing: a timer stops its group.
+        timer = threading.Timer(timeout, lambda: (timed_out.set(), _stop(proc))) if timeout else None
+        if timer:
+            timer.daemon = True
+            timer.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -86,14 +93,18 @@ def stream(
                     del tail[0]
                 if on_line:
                     on_line(line)
-                if timeout and time.monotonic() - start > timeout:
-                    _stop(proc)
-                    raise ToolFailed(f"{Path(argv[0]).name} ran past {timeout:.0f} s and was stopped",
-                                     f"Its log is {log_path}." if log_path else None)
             proc.wait()
-        except KeyboardInterrupt:
+        except BaseException:
+            # Ctrl-C, SIGTERM (raised as an exception by the CLI) or any failure here: the
+            # child's whole process group goes too (it runs in a session of its own).
             _stop(proc)
             raise
+        finally:
+            if timer:
+                timer.cancel()
+        if timed_out.is_set():
+            raise ToolFailed(f"{Path(argv[0]).name} ran past {timeout:.0f} s and was stopped",
+                             f"Its log is {log_path}." if log_path else None)
     finally:
         if log:
             log.close()
@@ -101,12 +112,15 @@ def stream(
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT to the child's process group (a profiler then writes what it has), SIGKILL to
+    the group if it is not gone in 10 s; then make sure nothing of the group is left."""
     try:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=10)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group outlived its leader
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
