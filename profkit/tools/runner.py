@@ -78,7 +78,11 @@ def stream(
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
         # The timeout holds even for a child that prints nothing: a timer stops its group.
-        timer = threading.Timer(timeout, lambda: (timed_out.set(), _stop(proc))) if timeout else None
+        def expire() -> None:
+            timed_out.set()
+            _stop(proc)
+
+        timer = threading.Timer(timeout, expire) if timeout else None
         if timer:
             timer.daemon = True
             timer.start()
