@@ -156,7 +156,7 @@ def test_bad_traces_one_line_each(tmp_path, db):
     (tmp_path / "badts.json").write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "x"}]}')
     (tmp_path / "trunc.json.gz").write_bytes(GPU_TRACE.read_bytes()[:500])
     cases = {"notjson.json": "not a readable JSON trace", "other.json": "not a Chrome/Kineto trace",
-             "nothing.json": "no GPU kernels and no CPU operators", "badts.json": "no numeric ts",
+             "nothing.json": "no GPU kernels and no CPU operators", "badts.json": "ts/dur 'x' is not a number",
              "trunc.json.gz": "not a readable JSON trace"}
     for f, message in cases.items():
         one_line_error(cli("import", str(tmp_path / f), db=db), message)

@@ -15,6 +15,7 @@ Timestamps in these files are microseconds with three decimals; they become inte
 from __future__ import annotations
 
 import gzip
+import math
 import json
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,13 @@ NOT_TENSOR_TYPES = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "No
 
 
 def _ns(us: Any) -> int:
-    return int(round(float(us) * 1000))
+    """Microseconds (a JSON number) -> integer ns; anything else (a bool, a string, a value
+    no int64 holds, NaN or infinity) raises ValueError."""
+    if isinstance(us, bool) or not isinstance(us, (int, float)):
+        raise ValueError(f"{us!r} is not a number")
+    if not math.isfinite(us) or abs(us) * 1000 >= 2 ** 62:
+        raise ValueError(f"{us!r} is not a finite time")
+    return int(round(us * 1000))
 
 
 def load_trace(path: Path) -> dict:
@@ -73,15 +80,31 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
     path = Path(path)
     data = load_trace(path)
     gpu, ops, annotations, launches = [], [], [], {}
-    for e in data["traceEvents"]:
+    for n, e in enumerate(data["traceEvents"]):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         cat = str(e.get("cat", "")).lower()
         if cat in GPU_KINDS or cat in OP_CATS or cat in RANGE_CATS or cat in LAUNCH_CATS:
+            where = f"{path.name}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})"
             try:
                 e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e.get("dur", 0))
-            except (KeyError, TypeError, ValueError):
-                raise BadExport(f"{path.name}: a {cat} event has no numeric ts/dur: {str(e)[:120]}") from None
+            except KeyError:
+                raise BadExport(f"{where} has no ts") from None
+            except ValueError as exc:
+                raise BadExport(f"{where}: ts/dur {exc}") from None
+            if e["_dur"] < 0:
+                raise BadExport(f"{where} has a negative duration ({e.get('dur')!r} us)")
+            for key in ("pid", "tid"):
+                if key in e and not isinstance(e[key], (int, str)) or isinstance(e.get(key), bool):
+                    raise BadExport(f"{where}: {key} is {e[key]!r}, not a number or a name")
+            if "args" in e and not isinstance(e["args"], dict):
+                raise BadExport(f"{where}: args is {type(e['args']).__name__}, not an object")
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None and _int(corr) is None:
+                raise BadExport(f"{where}: args.correlation is {corr!r}, not an integer")
+            ext = (e.get("args") or {}).get("External id")
+            if ext is not None and _int(ext) is None:
+                raise BadExport(f"{where}: args['External id'] is {ext!r}, not an integer")
         if cat in GPU_KINDS:
             gpu.append(e)
         elif cat in OP_CATS:
@@ -101,10 +124,12 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
                         "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
     gpu_name = cc = None
     props = data.get("deviceProperties") or []
+    if not isinstance(props, list) or not all(isinstance(p, dict) for p in props):
+        raise BadExport(f"{path.name}: deviceProperties is not a list of objects")
     if gpu and props:
         dev = (gpu[0].get("args") or {}).get("device", 0)
         p = next((p for p in props if p.get("id") == dev), props[0])
-        gpu_name = p.get("name")
+        gpu_name = str(p["name"]) if p.get("name") is not None else None
         if p.get("computeMajor") is not None:
             cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}"
     return Capture(rows=iter(kernels), tool="torch", source_format="kineto-json", gpu_name=gpu_name,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 import re
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def _open_text(path: Path) -> str:
 
 
 def parse_number(text: str) -> float | None:
-    """'110,240' -> 110240.0; '' or 'n/a' -> None."""
+    """'110,240' -> 110240.0; '' or 'n/a' -> None; anything else that is no number -> None."""
     text = text.strip().replace(",", "")
     if not text or text.lower() in ("n/a", "nan", "-"):
         return None
@@ -54,6 +55,22 @@ def parse_number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def _checked(text: str, field: str, where: str, integer: bool = False) -> float | None:
+    """A number of a column that must hold numbers: blank (ncu's '', 'n/a') is None; text that
+    is no finite number, a negative value or (``integer``) a fraction is refused in one line
+    naming the row and the column."""
+    v = parse_number(text)
+    if v is None:
+        if text.strip().replace(",", "").lower() in ("", "n/a", "nan", "-"):
+            return None
+        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a number")
+    if not math.isfinite(v) or v < 0 or abs(v) >= 2 ** 63:
+        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a finite non-negative number")
+    if integer and not v.is_integer():
+        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a whole number")
+    return v
 
 
 def parse_nvtx(cell: str) -> tuple[int | None, list[tuple[str, str]]]:
@@ -101,6 +118,11 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     if rows and rows[0] and rows[0][col["ID"]].strip() == "":
         units = {name: rows[0][i].strip() for name, i in col.items() if i < len(rows[0])}
         rows = rows[1:]
+    elif DURATION in col:
+        # Without the units row the durations' unit is unknown (ns, us or ms by --print-units):
+        # a guess would be off by 1000x.
+        raise BadExport(f"{path.name} has no units row below its header, so its durations' unit is unknown",
+                        "Export the whole raw page: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv")
     rows = [r for r in rows if any(c.strip() for c in r)]
     if not rows:
         raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
@@ -127,12 +149,15 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     for lineno, r in enumerate(rows, start=3 if units else 2):
         if len(r) < len(header):
             raise BadExport(f"{path.name}: row {lineno} has {len(r)} fields, the header has {len(header)}")
-        launch_id = parse_number(r[col["ID"]])
+        where = f"{path.name} row {lineno}"
+        launch_id = _checked(r[col["ID"]], "ID", where, integer=True)
         if launch_id is None:
-            raise BadExport(f"{path.name}: row {lineno} has no kernel ID")
+            raise BadExport(f"{where} has no kernel ID")
         metrics = {}
         for m in metric_names:
-            v = parse_number(r[col[m]])
+            v = _checked(r[col[m]], m, where) if m == DURATION else parse_number(r[col[m]])
+            if v is not None and not math.isfinite(v):
+                raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r}, not a finite number")
             if v is not None:
                 v = v * scale.get(m, 1)
                 metrics[m] = int(round(v)) if v.is_integer() or m in scale else v
@@ -148,7 +173,7 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
             int(launch_id), "kernel", name, short_name(name),
             duration_ns=int(round(duration)) if duration is not None else None,
             grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
-            stream=_int(r, col, "Stream"), device=_int(r, col, "Device"), thread_id=tid,
+            stream=_int(r, col, "Stream", where), device=_int(r, col, "Device", where), thread_id=tid,
             nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
         ))
         if gpu_name is None and "device__attribute_display_name" in col:
@@ -161,8 +186,8 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     )
 
 
-def _int(row: list[str], col: dict[str, int], name: str) -> int | None:
+def _int(row: list[str], col: dict[str, int], name: str, where: str) -> int | None:
     if name not in col:
         return None
-    v = parse_number(row[col[name]])
+    v = _checked(row[col[name]], name, where, integer=True)
     return int(v) if v is not None else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import BadExport
 
@@ -69,6 +69,7 @@ class NsysExport:
             raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
         try:
             self.schema = self._check_schema()
+            self._check_types()
         except BaseException:
             self.con.close()
             raise
@@ -79,6 +80,20 @@ class NsysExport:
     @property
     def meta(self) -> dict[str, str]:
         return self.schema.meta
+
+    def _check_types(self) -> None:
+        """Refuse an export whose times, threads or ids are not integers (SQLite stores whatever
+        it is given): one line naming the table, the column and the first such value."""
+        for table, columns in _INTEGER_COLUMNS.items():
+            if table not in self.schema.columns:
+                continue
+            for column in columns:
+                if column not in self.schema.columns[table]:
+                    continue
+                bad = self.con.execute(f"select {column} from {table} where typeof({column}) != 'integer' "
+                                       f"limit 1").fetchone()
+                if bad is not None:
+                    raise BadExport(f"{self.path.name}: {table} has {column} = {bad[0]!r}, not an integer")
 
     def _check_schema(self) -> Schema:
         """Refuse exports whose layout this reader does not know."""
@@ -133,11 +148,13 @@ class NsysExport:
         """(start, end, text, globalTid, domainId) of every closed push/pop range, by thread and start."""
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
-        return iter(self.con.execute(f"""
+        rows = self.con.execute(f"""
             select n.start, n.end, cast(coalesce(n.text, s.value) as text), n.globalTid, n.domainId
             from NVTX_EVENTS n left join StringIds s on s.id = n.textId
             where n.eventType in ({", ".join(map(str, PUSH_POP))}) and n.end is not null
-            order by n.globalTid, n.start, n.end desc"""))
+            order by n.globalTid, n.start, n.end desc""")
+        return (_checked(r, "NVTX_EVENTS", ((0, "start"), (1, "end"), (3, "globalTid")), self.path, ordered=(0, 1))
+                for r in rows)
 
     def _gpu_ops_sql(self) -> str:
         """One SELECT over kernels, copies and sets with their launch calls, in launch order."""
@@ -169,10 +186,44 @@ class NsysExport:
             order by coalesce(r.start, ops.start), ops.correlationId"""
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
-        """Every kernel, memcpy and memset with its launch call, in launch order, streamed."""
+        """Every kernel, memcpy and memset with its launch call, in launch order, streamed;
+        each checked: integer start and end (end not before start), thread and ids."""
         cur = self.con.execute(self._gpu_ops_sql())
         while True:
             rows = cur.fetchmany(batch)
             if not rows:
                 return
-            yield from rows
+            for r in rows:
+                yield _checked(r, f"CUPTI_ACTIVITY_KIND_{str(r[0]).upper()}", _GPU_OP_INTS, self.path, ordered=(1, 2),
+                               optional=_GPU_OP_OPTIONAL)
+
+
+# Columns that must hold integers in every row (NVTX end may be NULL: a range never closed).
+_INTEGER_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "globalPid"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
+    "NVTX_EVENTS": ("start", "eventType"),
+}
+
+# Integer columns of a gpu_ops row, and those that may be NULL (a launch call not captured).
+_GPU_OP_INTS = ((1, "start"), (2, "end"), (3, "deviceId"), (4, "streamId"), (15, "launch start"),
+                (16, "launch globalTid"))
+_GPU_OP_OPTIONAL = frozenset({3, 4, 15, 16})
+
+
+def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path, ordered: tuple[int, int],
+             optional: frozenset[int] = frozenset()) -> Any:
+    """The row, if its integer columns hold integers (NULL only where ``optional``) and it does
+    not end before it starts; else a BadExport naming the table, the column and the value."""
+    for i, column in ints:
+        v = row[i]
+        if v is None and i in optional:
+            continue
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise BadExport(f"{path.name}: {table} has {column} = {v!r}, not an integer")
+    start, end = row[ordered[0]], row[ordered[1]]
+    if end < start:
+        raise BadExport(f"{path.name}: {table} has an entry that ends before it starts (start {start}, end {end})")
+    return row
