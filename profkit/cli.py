@@ -10,9 +10,11 @@ A closed pipe (``profkit kernels RUN | head``) ends quietly.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import signal
+import sqlite3
 import sys
 import warnings
 from enum import Enum
@@ -156,6 +158,18 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
         except BrokenPipeError:
             _quiet_pipe()
             raise typer.Exit(0) from None
+        except sqlite3.DatabaseError as exc:  # a damaged page, met while reading (output may have begun)
+            if _state["verbose"]:
+                raise
+            sys.stdout.flush()
+            _err(f"profkit: error: the database is damaged or unreadable ({exc}); what was printed is incomplete")
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
+                raise
+            _quiet_pipe()  # Python's own flush at exit would fail again
+            _err(f"profkit: error: cannot write the output: {exc.strerror}")
+            raise typer.Exit(1) from None
 
     return wrapper
 
@@ -244,7 +258,19 @@ def import_(
     database = _open(db, create=True)
     with database.store.discarded_on_failure():  # made by this command, and nothing stored in it
         done = database.import_file(path, name=name)
-    render.imported(done, str(path))
+        # The result is printed before the command counts as done: if it cannot be written
+        # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
+        try:
+            render.imported(done, str(path))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            database.store.delete_run(done.id)
+            from .errors import StoreError
+
+            raise StoreError(f"cannot write the output ({exc.strerror or exc}); the import of {path} is undone",
+                             "Free the output's disk or send it elsewhere, then import again.") from None
 
 
 # ---------------------------------------------------------------------------------- runs

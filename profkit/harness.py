@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         workloads.check_supported(module, spec, Path(job["workload_path"]))
         step = workloads.prepare(module, spec)
     except ProfkitError as exc:
-        print(f"profkit-harness: error: {exc.one_line()}", file=sys.stderr)
-        return 3
+        return _fail(job, exc.one_line())
 
     import nvtx
 
@@ -74,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         cause = exc.__cause__  # the compiler may wrap the model's own error: name that one too
         if cause is not None:
             first += f" ({type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:300]})"
-        print(f"profkit-harness: error: {what} {Path(job['workload_path']).stem} in {spec.precision}: "
-              f"{type(exc).__name__}: {first}", file=sys.stderr)
-        return 3
+        return _fail(job, f"{what} {Path(job['workload_path']).stem} in {spec.precision}: {type(exc).__name__}: {first}")
     info["warmup_s"] = time.perf_counter() - t0
     if spec.mode == "compile":
         info["compile_mode"] = spec.compile_mode
@@ -114,6 +111,15 @@ def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: lis
     sync()
     nvtx.pop_range(domain=nvtx_ranges.DOMAIN)
     iter_ns.append(time.perf_counter_ns() - start)
+
+
+def _fail(job: dict, text: str) -> int:
+    """Report a workload error to profkit through the job's error file (not through output:
+    the workload may print anything) and to the log; exit status 3."""
+    print(f"profkit-harness: error: {text}", file=sys.stderr)
+    if job.get("error_path"):
+        Path(job["error_path"]).write_text(text, encoding="utf-8")
+    return 3
 
 
 if __name__ == "__main__":

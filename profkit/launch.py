@@ -193,12 +193,12 @@ class _Job:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def stream(self, argv: list[str], log: Path, on_line: Callable[[str], None] | None = None) -> tuple[runner.Result, float]:
-        """Run ``argv``; a workload error reported by the harness becomes a WorkloadError."""
-        harness_errors: list[str] = []
+        """Run ``argv``; a workload error the harness reports (in its error file, whatever the
+        workload itself prints) becomes a WorkloadError."""
+        error_file = Path(self.job["error_path"])
+        error_file.unlink(missing_ok=True)
 
         def line(text: str) -> None:
-            if text.startswith("profkit-harness: error:"):
-                harness_errors.append(text.split("error:", 1)[1].strip())
             if on_line:
                 on_line(text)
             if self.progress.on_line:
@@ -206,8 +206,8 @@ class _Job:
 
         t0 = time.monotonic()
         result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s)
-        if harness_errors:
-            raise WorkloadError(harness_errors[0])
+        if error_file.exists():
+            raise WorkloadError(error_file.read_text(encoding="utf-8", errors="replace").strip())
         return result, time.monotonic() - t0
 
 
@@ -242,6 +242,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         job = _Job(req, wname, tag, folder, {
             "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
             "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
+            "error_path": str(folder / "harness-error.txt"),
         }, progress)
         capture, row = DRIVERS[tool](job)
         info = job.info()

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from .analyze.findings import Finding
     from .api import Comparison
 
+# Rows in a `kernels` table unless --limit says otherwise (JSON and CSV stream every row).
+TABLE_MAX = 5000
 # Wide enough for any row; rich sizes a table to its contents, not to this.
 UNLIMITED_WIDTH = 1_000_000
 
@@ -175,9 +177,13 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     else:
         for col in cols:
             t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left", no_wrap=True)
+    # A table is built whole before it is printed: a huge run's would take minutes and GBs.
+    cap = limit if limit is not None else TABLE_MAX
+    shown = 0
     for i, r in enumerate(rows):
-        if limit is not None and i >= limit:
+        if i >= cap:
             break
+        shown += 1
         if cpu:
             add_row(t, str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
                       r["nvtx_range"] or "-", r["precision"], r["evidence"])
@@ -186,6 +192,10 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
                       _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
                       _tc(r["tensor_core"]), r["evidence"])
     c.print(t)
+    total = (run.kernel_count or 0) + memory_ops
+    if limit is None and shown < total:
+        print(f"profkit: the first {shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
+              "streams them all", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------------- summary

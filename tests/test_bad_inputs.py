@@ -271,3 +271,34 @@ def test_nsys_property(tmp_path, table_column, rowid, value):
     finally:
         con.close()
     _import_is_sound_or_refused(path, tmp_path)
+
+
+def test_damaged_database_while_streaming_is_one_line(tmp_path, report_dir):
+    """Pages damaged after the data was stored: `kernels --format json` stops with one line on
+    stderr and exit 1 (what it printed before is cut short, and says so), no traceback."""
+    db = tmp_path / "p.db"
+    assert cli("import", report_dir / "r50_fp16_b64_nsys.sqlite", "--name", "r", db=db).exit_code == 0
+    con = sqlite3.connect(db)
+    con.execute("pragma wal_checkpoint(truncate)")
+    con.close()
+    size = db.stat().st_size
+    with db.open("r+b") as f:
+        for offset in range(size // 2, size - 8192, 4096 * 7):
+            f.seek(offset + 100)
+            f.write(b"\xde\xad\xbe\xef" * 200)
+    one_line_error(cli("kernels", "r", "--format", "json", db=db), "the database is damaged or unreadable")
+
+
+def test_output_that_cannot_be_written_undoes_the_import(tmp_path):
+    """`import ... > /dev/full`: one line, exit 1, and the run is not stored (a retry makes no
+    duplicate)."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "p.db"
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "profkit", "--db", str(db), "import", str(NCU_CSV)],
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "cannot write the output (No space left on device); the import of" in p.stderr
+    assert profkit.open_db(db).list_runs() == []

@@ -180,3 +180,12 @@ def test_compile_options_checked_before_anything_runs(tmp_path):
     ]:
         one_line_error(cli(*argv, db=db), message, code=2)
     assert not db.exists()
+
+
+@needs_torch
+def test_workload_output_that_looks_like_an_error_is_not_one(tmp_path):
+    db = tmp_path / "p.db"
+    r = cli("run", Path(__file__).parent / "workloads" / "noisy_stderr.py", "--device", "cpu", "--warmup", "1",
+            "--no-report", "--name", "noisy", db=db)
+    assert r.exit_code == 0, r.output
+    assert cli_json("runs", db=db)[0]["status"] == "ok"
