@@ -431,6 +431,21 @@ def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+# ---------------------------------------------------------------------------------- doctor
+@app.command()
+@handles_errors
+def doctor(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
+    """Check what this machine can profile: GPU and driver, PyTorch, ncu and counter permission, nsys and its
+    importer, the database and disk space. One line each; exit 1 if any check fails."""
+    from . import render  # here, not at the top: --help need not pay for it
+    from .doctor import FAIL, checks
+
+    found = checks(db or _state["db"])
+    render.doctor(found, fmt.value)
+    if any(c.status == FAIL for c in found):
+        raise typer.Exit(1)
+
+
 # ---------------------------------------------------------------------------------- workloads
 @app.command("workloads")
 @handles_errors

@@ -488,3 +488,15 @@ def findings(found: Sequence[Finding]) -> None:
 def report_written(path: Any, stderr: bool = False) -> None:
     """Where a report was written (stderr when stdout carries JSON or CSV)."""
     print(f"report: {path}", file=sys.stderr if stderr else sys.stdout)
+
+
+def doctor(checks: Sequence[Any], fmt: str) -> None:
+    """One line a check: status, what was checked, what was found, and what to do."""
+    if fmt == "json":
+        write_json([c.to_dict() for c in checks])
+        return
+    if fmt == "csv":
+        write_csv([c.to_dict() for c in checks], ("name", "status", "detail", "advice"))
+        return
+    for c in checks:
+        print(f"{c.status:<4}  {c.name}: {c.detail}" + (f". {c.advice}" if c.advice else ""))

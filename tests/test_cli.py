@@ -167,7 +167,7 @@ def test_not_a_profkit_database(tmp_path):
 def test_every_command_has_help():
     r = cli("--help")
     assert r.exit_code == 0
-    for command in ("run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "workloads"):
+    for command in ("run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "report", "doctor", "workloads"):
         assert command in r.stdout
         h = cli(command, "--help")
         assert h.exit_code == 0 and len(h.stdout) > 200
