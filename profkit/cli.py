@@ -14,7 +14,6 @@ import errno
 import functools
 import os
 import signal
-import sqlite3
 import sys
 import warnings
 from enum import Enum
@@ -158,17 +157,20 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
         except BrokenPipeError:
             _quiet_pipe()
             raise typer.Exit(0) from None
-        except sqlite3.DatabaseError as exc:  # a damaged page, met while reading (output may have begun)
-            if _state["verbose"]:
-                raise
-            sys.stdout.flush()
-            _err(f"profkit: error: the database is damaged or unreadable ({exc}); what was printed is incomplete")
-            raise typer.Exit(1) from None
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
                 raise
             _quiet_pipe()  # Python's own flush at exit would fail again
             _err(f"profkit: error: cannot write the output: {exc.strerror}")
+            raise typer.Exit(1) from None
+        except Exception as exc:
+            from .store import is_database_error
+
+            if not is_database_error(exc) or _state["verbose"]:
+                raise
+            # A damaged page met while reading, after output may have begun.
+            sys.stdout.flush()
+            _err(f"profkit: error: the database is damaged or unreadable ({exc}); what was printed is incomplete")
             raise typer.Exit(1) from None
 
     return wrapper

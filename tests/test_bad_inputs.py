@@ -302,3 +302,28 @@ def test_output_that_cannot_be_written_undoes_the_import(tmp_path):
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "cannot write the output (No space left on device); the import of" in p.stderr
     assert profkit.open_db(db).list_runs() == []
+
+
+def test_run_names_are_safe_file_names_for_run_and_import(tmp_path):
+    db = tmp_path / "p.db"
+    for bad in ("..", ".", "-x", ".hidden", "a/b", "x" * 121, "12"):
+        one_line_error(cli("import", NCU_CSV, "--name", bad, db=db), "run name", 2)
+        one_line_error(cli("run", "resnet18", "--device", "cpu", "--name", bad, db=db), "run name", 2)
+    assert not db.exists()
+    runs = tmp_path / "p-runs"
+    runs.mkdir()
+    (runs / "out").symlink_to(tmp_path)
+    one_line_error(cli("import", NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz", "--name", "out", db=db),
+                   "leads outside")
+
+
+def test_huge_kernel_tables_are_cut_with_a_pointer(tmp_path, monkeypatch):
+    import profkit.render
+
+    monkeypatch.setattr(profkit.render, "TABLE_MAX", 100)
+    db = tmp_path / "p.db"
+    assert cli("import", NCU_CSV, "--name", "r", db=db).exit_code == 0
+    r = cli("kernels", "r", db=db)
+    assert r.exit_code == 0
+    assert "the first 100 of 162 rows; --limit N shows more, --format json or csv streams them all" in r.stderr
+    assert "the first" not in cli("kernels", "r", "--limit", "150", db=db).stderr

@@ -88,7 +88,15 @@ def db_path(db: str | os.PathLike[str] | None) -> Path:
 
 
 def raw_dir(db: Path, run_name: str) -> Path:
-    return db.resolve().parent / f"{db.stem}-runs" / run_name
+    """``<db stem>-runs/<run name>/`` beside the database; refused if it would lead elsewhere
+    (a name that is not a plain file name, or a run folder that is a link out)."""
+    check_run_name(run_name)
+    base = db.resolve().parent / f"{db.stem}-runs"
+    folder = base / run_name
+    if folder.resolve().parent != base.resolve():
+        raise StoreError(f"the raw folder of run {run_name!r} ({folder}) leads outside {base}",
+                         "Remove that link, or choose another `name`.")
+    return folder
 
 
 def check_run_name(name: str) -> None:
@@ -577,6 +585,12 @@ class Store:
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
                 for r in self.db.query(q, [run_id])]
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether an error is SQLite's own (a damaged or unreadable database), for callers that
+    must not import sqlite3 themselves."""
+    return isinstance(exc, sqlite3.DatabaseError)
 
 
 def _owner() -> str:
