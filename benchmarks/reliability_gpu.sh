@@ -19,8 +19,11 @@ echo "== --timeout 20 on an ncu run of resnet50 fp16"
 $P run resnet50 --tool ncu --precision fp16 --name tmo --timeout 20 --no-report >"$W/tmo.out" 2>&1; echo "rc=$?"
 tail -2 "$W/tmo.out"; sleep 1; left; integrity
 echo "== SIGINT 25 s into an nsys run, then import of what it kept"
-$P run resnet50 --tool nsys --precision fp16 --iters 50 --name int --no-report >"$W/int.out" 2>&1 &
-PID=$!; sleep 25; kill -INT $PID; wait $PID; echo "rc=$?"; tail -2 "$W/int.out"; sleep 1; left; integrity
+$P run resnet50 --tool nsys --precision fp16 --batch-size 64 --iters 400 --name int --no-report >"$W/int.out" 2>&1 &
+PID=$!
+for i in $(seq 100); do pgrep -f "profkit.harness" >/dev/null && break; sleep 0.2; done
+sleep 8; echo "  SIGINT while: [$(pgrep -af 'nsys profile|profkit.harness' | grep -v pgrep | cut -c1-80 | tr '\n' ';')]"
+kill -INT $PID; wait $PID; echo "rc=$?"; tail -2 "$W/int.out"; sleep 1; left; integrity
 ls "$W/p-runs/int"
 for f in "$W"/p-runs/int/report.nsys-rep "$W"/p-runs/term/report.ncu-rep; do
   [ -f "$f" ] && { $P import "$f" --name "re-$(basename $(dirname $f))" 2>&1 | tail -1; echo "re-import rc=$?"; }

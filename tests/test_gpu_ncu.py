@@ -37,7 +37,8 @@ def test_run_resnet18_fp16_two_iterations(db):
 @needs_gpu_ncu
 def test_no_kernels_profiled_is_an_error(db):
     one_line_error(cli("run", HERE / "workloads" / "no_gpu_work.py", "--tool", "ncu", db=db), "profiled no kernels")
-    assert not db.exists()  # the command made it, stored nothing, and removed it
+    # recorded as failed, with the error, and no kernels (its log stays in its raw folder)
+    assert [(r["status"], r["kernel_count"]) for r in cli_json("runs", db=db)] == [("failed", 0)]
 
 
 @needs_gpu_ncu
@@ -47,4 +48,4 @@ def test_broken_workload_is_one_line(db):
     note, error = r.stderr.strip().splitlines()
     assert note.startswith("profkit: tool: ") and r.exit_code == 1
     assert error.startswith("profkit: error: ") and "weights file missing" in error and "Traceback" not in r.output
-    assert not db.exists()
+    assert [(r["status"], r["kernel_count"]) for r in cli_json("runs", db=db)] == [("failed", 0)]
