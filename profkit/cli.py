@@ -81,11 +81,26 @@ class OneLineErrors(TyperGroup):
             message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
             _err(f"profkit: error: {' '.join(message.split())}{where}")
             sys.exit(getattr(exc, "exit_code", 2))
+        except BrokenPipeError:
+            _quiet_pipe()
+            sys.exit(0)
+        except SystemExit as exc:
+            # Rich or Click met a closed pipe themselves (printing the help to `| head -1`): they
+            # point stdout at /dev/null (or wrap it) and exit 1; a reader gone is no error here.
+            if exc.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or _stdout_is_devnull()):
+                _quiet_pipe()
+                sys.exit(0)
+            raise
         except Exception as exc:
             if type(exc).__name__ != "Abort":
                 raise
             _err("profkit: interrupted")
             sys.exit(130)
+        try:
+            sys.stdout.flush()  # here, not at exit: a reader gone (`--help | head -1`) ends quietly
+        except BrokenPipeError:
+            _quiet_pipe()
+            code = 0
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -123,6 +138,14 @@ def _quiet_pipe() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # not a real file (tests)
         pass
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (out.st_dev, out.st_ino) == (null.st_dev, null.st_ino)
 
 
 def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:

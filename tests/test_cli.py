@@ -302,3 +302,14 @@ def test_launch_index_never_cut(monkeypatch, capsys):
     render.kernels(RunRecord(id=1, name="big", kernel_count=123456), rows, "table")
     out = capsys.readouterr().out
     assert "123455" in out and "…" in out
+
+
+def test_help_into_a_closed_pipe_is_quiet():
+    """`profkit --help | head -1`: exit 0, nothing on stderr (Rich and Click exit 1 there)."""
+    import subprocess
+    import sys
+
+    for args in (["--help"], ["kernels", "--help"]):
+        p = subprocess.run(f"{sys.executable} -m profkit {' '.join(args)} | head -1 >/dev/null; "
+                           "echo ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True, text=True)
+        assert p.stdout.strip() == "0" and p.stderr == "", (args, p.stdout, p.stderr)
