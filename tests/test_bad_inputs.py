@@ -69,6 +69,16 @@ def kineto_edit(tmp: Path, edit) -> Path:
     return path
 
 
+def _kineto_text(tmp: Path, edit) -> Path:
+    """The trace's text edited (for what JSON itself cannot say, like Infinity)."""
+    text = gzip.decompress(KINETO.read_bytes()).decode()
+    edited = edit(text)
+    assert edited != text
+    path = tmp / "edited.json"
+    path.write_text(edited)
+    return path
+
+
 def nsys_edit(tmp: Path, *statements: str, params: tuple = ()) -> Path:
     path = tmp / "edited.sqlite"
     path.write_bytes(gzip.decompress(NSYS.read_bytes()))
@@ -119,6 +129,8 @@ CASES = {
                         "ts/dur True is not a number"),
     "kineto huge dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=1e30)),
                         "ts/dur 1e+30 is not a finite time"),
+    "kineto Infinity dur": (lambda t: _kineto_text(t, lambda text: text.replace('"dur": 28.864', '"dur": Infinity', 1)),
+                            "is not a finite time"),
     "kineto negative range": (lambda t: kineto_edit(t, lambda k: first_event(k, "user_annotation").update(dur=-3)),
                               "(user_annotation 'resnet18.fp16.eager.iter0') has a negative duration"),
     "kineto correlation list": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel")["args"].update(
@@ -327,3 +339,15 @@ def test_huge_kernel_tables_are_cut_with_a_pointer(tmp_path, monkeypatch):
     assert r.exit_code == 0
     assert "the first 100 of 162 rows; --limit N shows more, --format json or csv streams them all" in r.stderr
     assert "the first" not in cli("kernels", "r", "--limit", "150", db=db).stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "resnet18", "--device", "cpu", "--timeout", "0"], "--timeout must be a number of seconds, at least 1"),
+    (["run", "resnet18", "--device", "cpu", "--timeout", "-5"], "--timeout must be a number of seconds, at least 1"),
+    (["summary", "good", "--top", "-1"], "Invalid value for '--top'"),
+    (["kernels", "good", "--limit", "-5"], "Invalid value for '--limit'"),
+    (["diff", "good", "good", "--threshold", "-1"], "Invalid value for '--threshold'"),
+])
+def test_numeric_options_are_range_checked(seeded, args, message):
+    one_line_error(cli(*args, db=seeded), message, 2)
+    unchanged(seeded)
