@@ -125,8 +125,6 @@ class Store:
     """A profkit database. ``Store(path, create=False)`` refuses a missing file."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
-        import sqlite_utils
-
         self.path = db_path(path)
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a folder, not a database file", "Choose a file for `db`.")
@@ -137,8 +135,9 @@ class Store:
             raise StoreError(f"folder {self.path.parent} does not exist (for database {self.path})")
         # True when this Store made the file: a command that then fails can remove it again.
         self.created = not existed
+        self._db: Any = None
         try:
-            self.db = sqlite_utils.Database(self._connect())
+            self.conn = self._connect()
             self._ensure_schema(create)
             self._wal()
             self._recover()
@@ -146,6 +145,38 @@ class Store:
             raise _unwritable(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+
+    @property
+    def db(self) -> Any:
+        """sqlite-utils over the same connection, made on first use: creating tables, adding
+        columns, bulk inserts. (sqlite-utils imports pandas and numpy when they are installed,
+        half a second that reading commands need not pay: they use the connection directly.)"""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[dict[str, Any]]:
+        """Rows as dicts, streamed."""
+        cur = self.conn.execute(sql, params)
+        names = [d[0] for d in cur.description or ()]
+        for row in cur:
+            yield dict(zip(names, row))
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def _insert(self, table: str, row: dict[str, Any]) -> int:
+        cols = list(row)
+        cur = self.conn.execute(f"insert into {table} ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
+                                [row[c] for c in cols])
+        return int(cur.lastrowid or 0)
+
+    def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:
+        cols = list(values)
+        self.conn.execute(f"update {table} set {', '.join(c + ' = ?' for c in cols)} where id = ?",
+                          [*(values[c] for c in cols), row_id])
 
     def _connect(self) -> sqlite3.Connection:
         """Autocommit connection (transactions are explicit), WAL, waiting for other writers."""
@@ -157,8 +188,8 @@ class Store:
     def _wal(self) -> None:
         """WAL mode (persistent in the file), set once the file is known to be profkit's."""
         try:
-            if self.db.execute("pragma journal_mode").fetchone()[0].lower() != "wal":
-                self.db.execute("pragma journal_mode = wal")
+            if self.execute("pragma journal_mode").fetchone()[0].lower() != "wal":
+                self.execute("pragma journal_mode = wal")
         except sqlite3.OperationalError:
             pass  # a read-only file or folder: reading still works, and writing says why
 
@@ -166,7 +197,7 @@ class Store:
     def write(self) -> Iterator[None]:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``) so that it waits its turn
         behind other writers instead of failing when it would upgrade a read."""
-        conn = self.db.conn
+        conn = self.conn
         conn.execute("begin immediate")
         try:
             yield
@@ -178,7 +209,7 @@ class Store:
             conn.execute("commit")
 
     def close(self) -> None:
-        self.db.close()
+        self.conn.close()
 
     @contextmanager
     def discarded_on_failure(self) -> Iterator[None]:
@@ -192,12 +223,12 @@ class Store:
     def discard_if_unused(self) -> None:
         """Remove the database file if this Store created it and it holds no run: what a
         command that failed before storing anything does, so that it leaves no empty database."""
-        if self.created and not self.db.execute("select count(*) from runs").fetchone()[0]:
+        if self.created and not self.execute("select count(*) from runs").fetchone()[0]:
             self.close()
             self.path.unlink(missing_ok=True)
 
     def _ensure_schema(self, create: bool) -> None:
-        tables = set(self.db.table_names())
+        tables = {r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")}
         if tables and "runs" not in tables:
             raise StoreError(f"{self.path} is a SQLite database but not a profkit one (no runs table)")
         if not tables and not create:
@@ -222,7 +253,7 @@ class Store:
 
     def _upgrade(self, tables: set[str]) -> None:
         """Bring a database written by an earlier profkit up to SCHEMA_VERSION."""
-        row = self.db.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
+        row = self.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
         value = row[0] if row else "1"
         try:
             version = int(value)
@@ -237,7 +268,7 @@ class Store:
             runs_cols = set(self.db.table("runs").columns_dict)
             if "activity" not in runs_cols:
                 self.db.table("runs").add_column("activity", str)
-                self.db.execute("update runs set activity = 'kernel'")
+                self.execute("update runs set activity = 'kernel'")
             for col, typ in RUN_COLUMNS.items():
                 if col not in runs_cols and col != "activity":
                     self.db.table("runs").add_column(col, typ)
@@ -256,7 +287,7 @@ class Store:
         base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.")[:MAX_NAME - 8].strip("-.") or "run"
         if base.isdigit():
             base = f"run-{base}"
-        taken = {r["name"] for r in self.db.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
+        taken = {r["name"] for r in self.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
         if base not in taken:
             return base
         n = 2
@@ -266,14 +297,14 @@ class Store:
 
     def check_name_free(self, name: str) -> None:
         check_run_name(name)
-        row = self.db.execute("select status from runs where name = ?", [name]).fetchone()
+        row = self.execute("select status from runs where name = ?", [name]).fetchone()
         if row:
             what = "" if row[0] == OK else f" ({row[0]}; it keeps its files)"
             raise RunExists(f"a run named {name!r} already exists in {self.path}{what}", "Choose another `name`.")
 
     def runs_of_file(self, sha256: str) -> list[str]:
         """Names of the complete runs imported from a file with this SHA-256."""
-        return [r["name"] for r in self.db.query("select name from runs where source_sha256 = ? and status = ? "
+        return [r["name"] for r in self.query("select name from runs where source_sha256 = ? and status = ? "
                                                  "order by id", [sha256, OK])]
 
     # ------------------------------------------------------------------ writing
@@ -290,7 +321,7 @@ class Store:
                 if name is not None:
                     self.check_name_free(name)
                 row["name"] = name if name is not None else self.unique_name(base)
-                run_id = int(self.db.table("runs").insert(row).last_pk or 0)
+                run_id = self._insert("runs", row)
         except sqlite3.OperationalError as exc:
             raise _unwritable(self.path, exc) from exc
         return self.get_run(run_id)
@@ -314,7 +345,7 @@ class Store:
                 if capture.ranges:
                     self.db.table("ranges").insert_all(({"run_id": run.id, **r} for r in capture.ranges),
                                                        batch_size=2000)
-                self.db.table("runs").update(run.id, update)
+                self._update("runs", run.id, update)
         except BaseException as exc:
             self._clear_rows(run.id)
             if isinstance(exc, sqlite3.OperationalError):
@@ -338,20 +369,20 @@ class Store:
         run = self.get_run(run_id)
         info = {**run.info, "error": error}
         with self.write():
-            self.db.table("runs").update(run_id, {"status": status, "owner": None, "info": json.dumps(info)})
+            self._update("runs", run_id, {"status": status, "owner": None, "info": json.dumps(info)})
 
     def delete_run(self, run_id: int) -> None:
         """Remove a run and everything of it from the database (not its raw files)."""
         with self.write():
             for table in ("kernels", "ranges"):
-                self.db.execute(f"delete from {table} where run_id = ?", [run_id])
-            self.db.execute("delete from runs where id = ?", [run_id])
+                self.execute(f"delete from {table} where run_id = ?", [run_id])
+            self.execute("delete from runs where id = ?", [run_id])
 
     def _clear_rows(self, run_id: int) -> None:
         try:
             with self.write():
                 for table in ("kernels", "ranges"):
-                    self.db.execute(f"delete from {table} where run_id = ?", [run_id])
+                    self.execute(f"delete from {table} where run_id = ?", [run_id])
         except sqlite3.Error:
             pass  # the recovery at the next open removes them
 
@@ -359,7 +390,7 @@ class Store:
         """Runs whose owner on this host is gone (killed mid-write): an import leaves nothing;
         a profiled run is marked interrupted and keeps its row and raw files."""
         stale = []
-        for r in self.db.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)):
+        for r in self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)):
             host, _, pid = (r["owner"] or "").rpartition(":")
             if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
                 stale.append(r)
@@ -401,11 +432,11 @@ class Store:
                 batch.append(tuple(values))
                 if len(batch) >= BATCH_ROWS:
                     with self.write():
-                        self.db.conn.executemany(sql, batch)
+                        self.conn.executemany(sql, batch)
                     batch = []
             if batch:
                 with self.write():
-                    self.db.conn.executemany(sql, batch)
+                    self.conn.executemany(sql, batch)
         except sqlite3.IntegrityError as exc:
             raise BadExport(f"the capture lists a launch twice ({exc})") from exc
         if "cpu_op" in kinds and kinds & set(GPU_KINDS):
@@ -417,18 +448,18 @@ class Store:
 
     # ------------------------------------------------------------------ reading runs
     def runs(self) -> list[RunRecord]:
-        return [_run(r) for r in self.db.query("select * from runs order by id")]
+        return [_run(r) for r in self.query("select * from runs order by id")]
 
     def get_run(self, ref: str | int) -> RunRecord:
         """A run by id (digits) or name."""
         ref = str(ref)
         row = None
         if ref.isascii() and ref.isdigit():
-            row = next(self.db.query("select * from runs where id = ?", [int(ref)]), None)
+            row = next(self.query("select * from runs where id = ?", [int(ref)]), None)
         if row is None:
-            row = next(self.db.query("select * from runs where name = ?", [ref]), None)
+            row = next(self.query("select * from runs where name = ?", [ref]), None)
         if row is None:
-            names = [r["name"] for r in self.db.query("select name from runs order by id desc limit 5")]
+            names = [r["name"] for r in self.query("select name from runs order by id desc limit 5")]
             hint = f"Recent runs: {', '.join(names)}." if names else "The database has no runs yet."
             raise RunNotFound(f"no run {ref!r} in {self.path}", hint)
         return _run(row)
@@ -437,7 +468,7 @@ class Store:
     def iter_kernels(self, run_id: int) -> Iterator[ClassifiedRow]:
         """Kernel rows (KERNEL_FIELDS, in that order) in launch order, streamed, with metrics
         decoded and tensor_core as bool."""
-        cur = self.db.execute(f"select {', '.join(KERNEL_FIELDS)} from kernels where run_id = ? order by launch_id",
+        cur = self.execute(f"select {', '.join(KERNEL_FIELDS)} from kernels where run_id = ? order by launch_id",
                               [run_id])
         loads = json.loads
         while batch := cur.fetchmany(5000):
@@ -450,13 +481,13 @@ class Store:
 
     def count_by_kind(self, run_id: int) -> dict[str, int]:
         """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
-        return {k: int(n) for k, n in self.db.execute(
+        return {k: int(n) for k, n in self.execute(
             "select kind, count(*) from kernels where run_id = ? group by kind order by kind", [run_id])}
 
     def totals(self, run_id: int, kind: str) -> dict[str, int]:
         """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
         and the time of launches whose tensor-core use is unknown."""
-        count, total, tc_count, tc_time, unknown_time = self.db.execute(
+        count, total, tc_count, tc_time, unknown_time = self.execute(
             "select count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
             "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
             "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0) "
@@ -474,7 +505,7 @@ class Store:
         kinds = list(kinds)
         q = f"""select coalesce({by}, ?) as k, count(*), coalesce(sum(duration_ns), 0) as t from kernels
                 where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by k order by t desc, k"""
-        return [(str(k), int(n), int(t)) for k, n, t in self.db.execute(q, [missing, run_id, *kinds])]
+        return [(str(k), int(n), int(t)) for k, n, t in self.execute(q, [missing, run_id, *kinds])]
 
     def top_names(self, run_id: int, kind: str, limit: int) -> list[dict[str, Any]]:
         """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
@@ -485,7 +516,7 @@ class Store:
                from kernels where run_id = ? and kind = ? group by name, precision order by t desc, name limit ?"""
         return [{"name": name, "launches": int(n), "total_ns": int(t), "precision": precision,
                  "tensor_core": None if tc is None else bool(tc), "evidence": ev}
-                for name, _, n, t, precision, tc, ev in self.db.execute(q, [run_id, kind, limit])]
+                for name, _, n, t, precision, tc, ev in self.execute(q, [run_id, kind, limit])]
 
     def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[dict[str, Any]]:
         """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
@@ -498,7 +529,7 @@ class Store:
                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0) as tc_time_ns,
                       coalesce(precision, 'unknown') as precisions
                from kernels where run_id = ?{where} group by kind, name, op, precisions order by min(launch_id)"""
-        return [dict(r) for r in self.db.query(q, [run_id])]
+        return [dict(r) for r in self.query(q, [run_id])]
 
     def name_groups(self, run_id: int, kind: str) -> list[dict[str, Any]]:
         """A run's rows of one kind grouped by (name, precision), most time first: launches,
@@ -512,7 +543,7 @@ class Store:
                       json_group_array(distinct evidence_detail) as details, min(op) as op, min(launch_id) as first
                from kernels where run_id = ? and kind = ? group by name, precision order by time_ns desc, name"""
         out = []
-        for r in self.db.query(q, [run_id, kind]):
+        for r in self.query(q, [run_id, kind]):
             r = dict(r)
             r["evidences"] = [e for e in json.loads(r["evidences"]) if e is not None]
             r["details"] = [d for d in json.loads(r["details"]) if d]
@@ -528,7 +559,7 @@ class Store:
                   select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
                   from kernels where run_id = ? and kind = ?)
                where nth <= ? order by launch_id"""
-        return [dict(zip(cols, r)) for r in self.db.execute(q, [run_id, kind, per_group])]
+        return [dict(zip(cols, r)) for r in self.execute(q, [run_id, kind, per_group])]
 
     def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[dict[str, Any]]:
         """Per kernel (name, precision) with any of ``metrics`` non-zero: launches, summed
@@ -542,7 +573,7 @@ class Store:
                 group by name, precision order by time_ns desc, name"""
         paths = [f'$."{m}"' for m in metrics]
         out = []
-        for row in self.db.execute(q, [*paths, run_id]):
+        for row in self.execute(q, [*paths, run_id]):
             name, precision, short, calls, time_ns, *values = row
             found = {m: float(v) for m, v in zip(metrics, values) if v}
             if found:
@@ -562,10 +593,10 @@ class Store:
         if end_ns is not None:
             where += " and start_ns < ?"
             args.append(end_ns)
-        total = int(self.db.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
+        total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
         cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "start_ns", "duration_ns",
                 "precision", "tensor_core")
-        rows = [dict(zip(cols, r)) for r in self.db.execute(
+        rows = [dict(zip(cols, r)) for r in self.execute(
             f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
         return rows, total
 
@@ -573,7 +604,7 @@ class Store:
     def ranges(self, run_id: int) -> list[RangeRow]:
         """The ranges a timeline capture recorded, in start order."""
         return [{k: r[k] for k in RANGE_COLUMNS} for r in  # type: ignore[misc]
-                self.db.query("select * from ranges where run_id = ? order by range_id", [run_id])]
+                self.query("select * from ranges where run_id = ? order by range_id", [run_id])]
 
     def kernel_paths(self, run_id: int) -> list[dict[str, Any]]:
         """Per NVTX stack the launches were made in (first launch first): the innermost range's
@@ -584,7 +615,7 @@ class Store:
                       sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
-                for r in self.db.query(q, [run_id])]
+                for r in self.query(q, [run_id])]
 
 
 def is_database_error(exc: BaseException) -> bool:
