@@ -15,7 +15,6 @@ subclasses whose messages name these functions' parameters.
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -293,12 +292,11 @@ def compare(
               for p, m in variants]
     database = db if isinstance(db, Database) else open_db(db, create=True)
     runs: list[Run] = []
-    # A database this call made is removed again if the first variant fails (nothing stored).
-    with nullcontext() if isinstance(db, Database) else database.store.discarded_on_failure():
-        for (p, m), label in zip(variants, labels):
-            if progress:
-                progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
-            runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(m)))
+    # (A new database file is made only when the first variant stores its run.)
+    for (p, m), label in zip(variants, labels):
+        if progress:
+            progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
+        runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(m)))
     diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
     return Comparison(workload, match, labels, runs, diffs)
 
@@ -355,6 +353,5 @@ def profile(
     checked = plan(req)
     if isinstance(db, Database):
         return db._attach(run(db.store, checked, progress))
-    database = open_db(db, create=True)
-    with database.store.discarded_on_failure():  # a database this call made, and nothing stored in it
-        return database._attach(run(database.store, checked, progress))
+    database = open_db(db, create=True)  # the file is made when the run is reserved, not before
+    return database._attach(run(database.store, checked, progress))

@@ -281,21 +281,20 @@ def import_(
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
-    with database.store.discarded_on_failure():  # made by this command, and nothing stored in it
-        done = database.import_file(path, name=name)
-        # The result is printed before the command counts as done: if it cannot be written
-        # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
-        try:
-            render.imported(done, str(path))
-            sys.stdout.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            database.store.delete_run(done.id)
-            from .errors import StoreError
+    done = database.import_file(path, name=name)  # the database file is made when the run is reserved
+    # The result is printed before the command counts as done: if it cannot be written
+    # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
+    try:
+        render.imported(done, str(path))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        database.store.delete_run(done.id)
+        from .errors import StoreError
 
-            raise StoreError(f"cannot write the output ({exc.strerror or exc}); the import of {path} is undone",
-                             "Free the output's disk or send it elsewhere, then import again.") from None
+        raise StoreError(f"cannot write the output ({exc.strerror or exc}); the import of {path} is undone",
+                         "Free the output's disk or send it elsewhere, then import again.") from None
 
 
 # ---------------------------------------------------------------------------------- runs

@@ -70,25 +70,29 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
     imports never collide); if the import fails or is interrupted nothing of it stays. A file
     imported before makes a new run all the same, with a ProfkitWarning saying so."""
     path = Path(path).expanduser()
-    detect(path)  # a missing, odd or unknown file is refused before anything is written
+    kind = detect(path)  # a missing, odd or unknown file is refused before anything is written
     if name is not None:
         check_run_name(name)
     base = path.name
     for suffix in (".gz", ".csv", ".json", ".sqlite", ".nsys-rep", ".qdstrm", ".ncu-rep", ".raw"):
         base = base[: -len(suffix)] if base.endswith(suffix) else base
     digest = sha256(path)
-    earlier = store.runs_of_file(digest)
+    # Exports read in place are read (and refused, if bad) before the run is reserved, so that a
+    # bad file never makes a database; reports that are first converted need the run's folder.
+    capture = None if kind in ("gzip", "nsys-rep", "qdstrm") else load(path)
     fields: RunFields = {
         "source": "import",
         "started_at": now(),
         "source_sha256": digest,
         "info": {"imported_from": str(path.resolve())},
     }
+    earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")
     workdir = raw_dir(store.path, run.name)
     made = not workdir.exists()
     try:
-        capture = load(path, workdir=workdir)
+        if capture is None:
+            capture = load(path, workdir=workdir)
         more: RunFields = {"raw_files": {capture.source_format: str(path.resolve())},
                            **profkit_tag(capture)}  # type: ignore[typeddict-item]
         done = store_capture(store, capture, more, reserved=run)

@@ -143,9 +143,10 @@ def _wait_for(db: Path, status: str, timeout: float = 120) -> None:
     raise AssertionError(f"no run reached status {status}")
 
 
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,pgid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if "profkit.harness" in line]
+def _children(folder: Path) -> list[int]:
+    """The profiled (harness) processes of runs under ``folder``: their job file is there."""
+    out = subprocess.run(["ps", "-e", "-ww", "-o", "pid=,args="], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "profkit.harness" in line and str(folder) in line]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -181,15 +182,15 @@ def test_signal_during_a_cpu_run(tmp_path, sig):
               "--no-report", db=db)
     _wait_for(db, "running")
     deadline = time.monotonic() + 60
-    while not _children(p.pid) and time.monotonic() < deadline:
+    while not _children(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _children(p.pid), "the harness never started"
+    assert _children(tmp_path), "the harness never started"
     p.send_signal(sig)
     rc, out, err = finish(p)
     assert rc == (130 if sig == signal.SIGINT else 143), err
     assert "Traceback" not in err
     time.sleep(0.5)
-    assert _children(p.pid) == []
+    assert _children(tmp_path) == []
     assert consistent(db) == {"cut": ("interrupted", 0)}
     assert (tmp_path / "p-runs" / "cut" / "job.json").exists()
 

@@ -157,7 +157,7 @@ def test_upgrades_a_schema_1_database(db):
 
 
 def test_newer_schema_refused(db):
-    Store(db).close()
+    Store(db).runs()  # made on first use
     con = sqlite3.connect(db)
     con.execute("update meta set value = '99' where key = 'schema_version'")
     con.commit()
@@ -207,13 +207,12 @@ def test_empty_file_is_no_database_to_read(tmp_path):
         Store(tmp_path)
 
 
-def test_discard_if_unused(tmp_path):
-    made = Store(tmp_path / "new.db")
-    assert made.created
-    made.discard_if_unused()
+def test_a_new_database_is_made_when_first_used(tmp_path):
+    """Opening a new path makes no file; the first use makes it. No profkit ever removes a
+    database file (another process may have it open)."""
+    store = Store(tmp_path / "new.db")
     assert not (tmp_path / "new.db").exists()
-    kept = Store(tmp_path / "kept.db")
-    add(kept, CSV, "a")
-    kept.discard_if_unused()
-    assert (tmp_path / "kept.db").exists()
-    assert not Store(tmp_path / "kept.db").created
+    assert store.runs() == [] and (tmp_path / "new.db").exists()
+    store.close()
+    Store(tmp_path / "unused.db").close()
+    assert not (tmp_path / "unused.db").exists()

@@ -133,18 +133,31 @@ class Store:
             raise StoreError(f"no database at {self.path}", "Run or import something first, or choose another `db`.")
         if self.path.parent and not self.path.parent.exists():
             raise StoreError(f"folder {self.path.parent} does not exist (for database {self.path})")
-        # True when this Store made the file: a command that then fails can remove it again.
-        self.created = not existed
+        self._create = create
         self._db: Any = None
+        self._conn: sqlite3.Connection | None = None
+        # An existing file is checked now; a new one is made only when first used, so that a
+        # command that fails before it stores anything leaves no database behind (and no
+        # process ever removes a database file another may have open).
+        if existed:
+            self._open()
+
+    def _open(self) -> sqlite3.Connection:
         try:
-            self.conn = self._connect()
-            self._ensure_schema(create)
+            self._conn = self._connect()
+            self._ensure_schema(self._create)
             self._wal()
             self._recover()
         except sqlite3.OperationalError as exc:
             raise _unwritable(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+        return self._conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, opening (and for a new database, making) the file on first use."""
+        return self._conn if self._conn is not None else self._open()
 
     @property
     def db(self) -> Any:
@@ -198,6 +211,8 @@ class Store:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``) so that it waits its turn
         behind other writers instead of failing when it would upgrade a read."""
         conn = self.conn
+        if conn.in_transaction:
+            conn.execute("rollback")  # left open by an interrupt between its begin and its end
         conn.execute("begin immediate")
         try:
             yield
@@ -209,26 +224,14 @@ class Store:
             conn.execute("commit")
 
     def close(self) -> None:
-        self.conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
-    @contextmanager
-    def discarded_on_failure(self) -> Iterator[None]:
-        """Run the block; if it fails, ``discard_if_unused`` before the error goes on."""
-        try:
-            yield
-        except BaseException:
-            self.discard_if_unused()
-            raise
-
-    def discard_if_unused(self) -> None:
-        """Remove the database file if this Store created it and it holds no run: what a
-        command that failed before storing anything does, so that it leaves no empty database."""
-        if self.created and not self.execute("select count(*) from runs").fetchone()[0]:
-            self.close()
-            self.path.unlink(missing_ok=True)
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")}
 
     def _ensure_schema(self, create: bool) -> None:
-        tables = {r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")}
+        tables = self._tables()
         if tables and "runs" not in tables:
             raise StoreError(f"{self.path} is a SQLite database but not a profkit one (no runs table)")
         if not tables and not create:
@@ -238,6 +241,8 @@ class Store:
             self._upgrade(tables)
             return
         with self.write():
+            if "runs" in self._tables():  # another process made it meanwhile (under the same lock)
+                return
             self.db.table("runs").create(RUN_COLUMNS, pk="id", not_null={"name"})
             self.db.table("runs").create_index(["name"], unique=True)
             self.db.table("kernels").create(KERNEL_COLUMNS, pk=("run_id", "launch_id"),
@@ -265,6 +270,10 @@ class Store:
         if version == SCHEMA_VERSION:
             return
         with self.write():
+            now = self.conn.execute("select value from meta where key = 'schema_version'").fetchone() \
+                if "meta" in self._tables() else None
+            if now and str(now[0]) == str(SCHEMA_VERSION):
+                return  # another process upgraded it meanwhile
             runs_cols = set(self.db.table("runs").columns_dict)
             if "activity" not in runs_cols:
                 self.db.table("runs").add_column("activity", str)
