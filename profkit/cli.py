@@ -140,6 +140,12 @@ def _quiet_pipe() -> None:
         pass
 
 
+def _ignore_signals() -> None:
+    """Cleanup is done and the exit status chosen: a further Ctrl-C or SIGTERM changes neither."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def _stdout_is_devnull() -> bool:
     try:
         out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
@@ -172,9 +178,11 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
             _err(f"profkit: error: {exc.one_line(flag)}")
             raise typer.Exit(exc.exit_code) from None
         except Terminated:
+            _ignore_signals()
             _err("profkit: terminated (SIGTERM)")
             raise typer.Exit(143) from None
         except KeyboardInterrupt:
+            _ignore_signals()
             _err("profkit: interrupted")
             raise typer.Exit(130) from None
         except BrokenPipeError:

@@ -121,6 +121,15 @@ CASES = {
                               "gpu__time_duration.sum is '-5', not a finite non-negative number"),
     "ncu ID infinite": (lambda t: ncu_edit(t, "ID", "inf"), "ID is 'inf', not a finite non-negative number"),
     "ncu ID fraction": (lambda t: ncu_edit(t, "ID", "1.5"), "ID is '1.5', not a whole number"),
+    "ncu grid too large": (lambda t: ncu_edit(t, "Grid Size", "(99999999999999999999999, 2, 1)"),
+                           "Grid Size is '(99999999999999999999999, 2, 1)', not three whole numbers"),
+    "ncu grid negative": (lambda t: ncu_edit(t, "Grid Size", "(-5, 2, 1)"), "Grid Size is '(-5, 2, 1)'"),
+    "ncu duration nan": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "nan"), "is 'nan', not a number"),
+    "ncu duration of a year": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "31536000000000000"),
+                               "more than a day: not a real duration"),
+    "ncu column twice": (lambda t: write_csv(t / "edited.csv", [r + [r[ncu_rows()[0].index("gpu__time_duration.sum")]]
+                                                               for r in ncu_rows()]),
+                         "has the column 'gpu__time_duration.sum' more than once"),
     "ncu nothing to import": (lambda t: write_csv(t / "edited.csv", ncu_rows()[:2]), "holds no kernel rows"),
     # Kineto
     "kineto negative dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=-5)),
@@ -131,6 +140,12 @@ CASES = {
                         "ts/dur 1e+30 is not a finite time"),
     "kineto Infinity dur": (lambda t: _kineto_text(t, lambda text: text.replace('"dur": 28.864', '"dur": Infinity', 1)),
                             "is not a finite time"),
+    "kineto no dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").pop("dur")),
+                      "has no dur (a complete event needs ts and dur)"),
+    "kineto name not text": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(name=5)),
+                             "name is 5, not a string"),
+    "kineto nested too deep": (lambda t: (t / "edited.json").write_text("[" * 100_000) and t / "edited.json",
+                               "nested too deeply"),
     "kineto negative range": (lambda t: kineto_edit(t, lambda k: first_event(k, "user_annotation").update(dur=-3)),
                               "(user_annotation 'resnet18.fp16.eager.iter0') has a negative duration"),
     "kineto correlation list": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel")["args"].update(
@@ -151,6 +166,8 @@ CASES = {
                             "CUPTI_ACTIVITY_KIND_RUNTIME has globalTid = 'x', not an integer"),
     "nsys globalTid null": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_RUNTIME set globalTid = NULL"),
                             "CUPTI_ACTIVITY_KIND_RUNTIME has globalTid = None, not an integer"),
+    "nsys end past 2^63": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = 9223372036854775807 "
+                                                  "where rowid = 3"), "more than a day: not a real duration"),
     "nsys no kernels": (lambda t: nsys_edit(t, "delete from CUPTI_ACTIVITY_KIND_KERNEL"),
                         "the capture holds no kernel launches"),
 }

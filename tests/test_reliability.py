@@ -173,10 +173,13 @@ def test_signal_during_a_large_import(tmp_path, sig):
 
 
 @needs_torch
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_a_cpu_run(tmp_path, sig):
-    """SIGINT or SIGTERM to `profkit run --device cpu` while it profiles: no harness process is
-    left, the run is recorded interrupted with its raw folder, and the database is consistent."""
+@pytest.mark.parametrize("sigs", [(signal.SIGINT,), (signal.SIGTERM,), (signal.SIGINT, signal.SIGINT),
+                                  (signal.SIGINT, signal.SIGTERM)], ids=["int", "term", "int-int", "int-term"])
+def test_signal_during_a_cpu_run(tmp_path, sigs):
+    """SIGINT or SIGTERM (or two signals 50 ms apart, the second while profkit stops its child)
+    to `profkit run --device cpu` while it profiles: no harness process is left, the run is
+    recorded interrupted with its raw folder, and the database is consistent."""
+    sig = sigs[0]
     db = tmp_path / "p.db"
     p = start("run", "resnet18", "--device", "cpu", "--batch-size", "8", "--warmup", "50", "--name", "cut",
               "--no-report", db=db)
@@ -185,7 +188,10 @@ def test_signal_during_a_cpu_run(tmp_path, sig):
     while not _children(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _children(tmp_path), "the harness never started"
-    p.send_signal(sig)
+    for i, one in enumerate(sigs):
+        if i:
+            time.sleep(0.05)
+        p.send_signal(one)
     rc, out, err = finish(p)
     assert rc == (130 if sig == signal.SIGINT else 143), err
     assert "Traceback" not in err

@@ -52,6 +52,8 @@ def load_trace(path: Path) -> dict:
             data = json.load(f)
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadExport(f"{path.name} is not a readable JSON trace: {exc}") from exc
+    except RecursionError:
+        raise BadExport(f"{path.name} is nested too deeply to be a Chrome/Kineto trace") from None
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
@@ -86,10 +88,12 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
         cat = str(e.get("cat", "")).lower()
         if cat in GPU_KINDS or cat in OP_CATS or cat in RANGE_CATS or cat in LAUNCH_CATS:
             where = f"{path.name}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})"
+            if not isinstance(e.get("name"), str):
+                raise BadExport(f"{where}: name is {e.get('name')!r}, not a string")
             try:
-                e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e.get("dur", 0))
-            except KeyError:
-                raise BadExport(f"{where} has no ts") from None
+                e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e["dur"])
+            except KeyError as missing:
+                raise BadExport(f"{where} has no {missing.args[0]} (a complete event needs ts and dur)") from None
             except ValueError as exc:
                 raise BadExport(f"{where}: ts/dur {exc}") from None
             if e["_dur"] < 0:

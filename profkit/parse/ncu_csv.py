@@ -63,7 +63,7 @@ def _checked(text: str, field: str, where: str, integer: bool = False) -> float 
     naming the row and the column."""
     v = parse_number(text)
     if v is None:
-        if text.strip().replace(",", "").lower() in ("", "n/a", "nan", "-"):
+        if text.strip().replace(",", "").lower() in ("", "n/a", "-"):
             return None
         raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a number")
     if not math.isfinite(v) or v < 0 or abs(v) >= 2 ** 63:
@@ -91,9 +91,14 @@ def parse_nvtx(cell: str) -> tuple[int | None, list[tuple[str, str]]]:
     return tid, ranges
 
 
-def _triple(text: str) -> tuple[int | None, int | None, int | None]:
+def _triple(text: str, field: str = "", where: str = "") -> tuple[int | None, int | None, int | None]:
+    """'(8, 2, 1)' -> (8, 2, 1); blank -> Nones; anything else (negative, huge, text) refused."""
+    if not text.strip() or text.strip().lower() == "n/a":
+        return (None, None, None)
     m = _TRIPLE.match(text.strip())
-    return tuple(int(g) for g in m.groups()) if m else (None, None, None)  # type: ignore[return-value]
+    if not m or any(int(g) >= 2 ** 31 for g in m.groups()):
+        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not three whole numbers (x, y, z)")
+    return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
 
 
 def read_ncu_csv(path: Path) -> Capture[KernelRow]:
@@ -112,6 +117,9 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
             f"{path.name} is not an ncu raw-page CSV export (no {', '.join(repr(c) for c in missing)} column)",
             "Export one with: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv",
         )
+    twice = sorted({n for n in header if n and header.count(n) > 1})
+    if twice:
+        raise BadExport(f"{path.name} has the column {twice[0]!r} more than once", "Export the raw page again.")
     col = {name: i for i, name in enumerate(header)}
     rows = list(reader)
     units: dict[str, str] = {}
@@ -160,10 +168,12 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
                 raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r}, not a finite number")
             if v is not None:
                 v = v * scale.get(m, 1)
+                if abs(v) >= 2 ** 63:
+                    raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r} {units.get(m, '')}, too large")
                 metrics[m] = int(round(v)) if v.is_integer() or m in scale else v
         tid, ranges = parse_nvtx(r[col[nvtx_col]]) if nvtx_col else (None, [])
-        gx, gy, gz = _triple(r[col["Grid Size"]]) if "Grid Size" in col else (None, None, None)
-        bx, by, bz = _triple(r[col["Block Size"]]) if "Block Size" in col else (None, None, None)
+        gx, gy, gz = _triple(r[col["Grid Size"]], "Grid Size", where) if "Grid Size" in col else (None, None, None)
+        bx, by, bz = _triple(r[col["Block Size"]], "Block Size", where) if "Block Size" in col else (None, None, None)
         name = r[col["Kernel Name"]]
         duration = metrics.get(DURATION)
         if int(launch_id) in seen_ids:

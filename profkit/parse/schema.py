@@ -211,6 +211,9 @@ def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool 
     return df
 
 
+MAX_DURATION_NS = 86_400 * 10 ** 9  # no kernel or operator call lasts a day
+
+
 def check_row(row: KernelRow) -> None:
     """Raise BadExport for a row no importer should yield (the store checks each one)."""
     if row["kind"] not in KINDS:
@@ -218,3 +221,5 @@ def check_row(row: KernelRow) -> None:
     duration = row["duration_ns"]
     if duration is not None and duration < 0:
         raise BadExport(f"launch {row['launch_id']} has a negative duration ({duration} ns)")
+    if duration is not None and duration > MAX_DURATION_NS:
+        raise BadExport(f"launch {row['launch_id']} lasts {duration:,} ns, more than a day: not a real duration")

@@ -359,6 +359,8 @@ class Store:
             self._clear_rows(run.id)
             if isinstance(exc, sqlite3.OperationalError):
                 raise _unwritable(self.path, exc) from exc
+            if isinstance(exc, OverflowError):  # a value, or the run's summed time, past 2^63
+                raise BadExport(f"the capture holds a number too large to store ({exc})") from None
             raise
         return self.get_run(run.id)
 

@@ -69,6 +69,22 @@ def stream(
     tail: list[str] = []
     log = open(log_path, "w", encoding="utf-8", errors="replace") if log_path else None
     timed_out = threading.Event()
+    # While the child runs, Ctrl-C and SIGTERM do not unwind this process at some random line
+    # (a second signal could then skip the cleanup and leave the child running): they stop
+    # the child's process group (SIGINT, so a profiler writes what it has; SIGKILL on a second
+    # signal), the loop below ends when the child has gone, and the signal is raised again
+    # afterwards, through the handler that was there before (KeyboardInterrupt, or the CLI's).
+    received: list[int] = []
+    child: list[subprocess.Popen] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        if child:
+            _signal_group(child[0], signal.SIGINT if len(received) == 1 else signal.SIGKILL)
+
+    handled = (signal.SIGINT, signal.SIGTERM)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, on_signal) for s in handled} if main_thread else {}
     try:
         try:
             proc = subprocess.Popen(
@@ -77,6 +93,10 @@ def stream(
             )
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
+        child.append(proc)
+        if received:  # a signal came while the child was being started
+            _signal_group(proc, signal.SIGINT)
+
         # The timeout holds even for a child that prints nothing: a timer stops its group.
         def expire() -> None:
             timed_out.set()
@@ -99,25 +119,51 @@ def stream(
                     on_line(line)
             proc.wait()
         except BaseException:
-            # Ctrl-C, SIGTERM (raised as an exception by the CLI) or any failure here: the
-            # child's whole process group goes too (it runs in a session of its own).
+            # Any failure here: the child's whole process group goes too (it runs in a
+            # session of its own, so nothing else would stop it).
             _stop(proc)
             raise
         finally:
             if timer:
                 timer.cancel()
+        if received:
+            _stop(proc)  # whatever of its group outlived it
         if timed_out.is_set():
             raise ToolFailed(f"{Path(argv[0]).name} ran past {timeout:.0f} s and was stopped",
                              f"Its log is {log_path}." if log_path else None)
     finally:
         if log:
             log.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if received:
+        signal.raise_signal(received[0])  # now, through the handler this process had before
     return Result(argv, proc.returncode, log_path, tail, time.monotonic() - start)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGINT to the child's process group (a profiler then writes what it has), SIGKILL to
-    the group if it is not gone in 10 s; then make sure nothing of the group is left."""
+    the group if it is not gone in 10 s; then make sure nothing of the group is left. A second
+    Ctrl-C or SIGTERM meanwhile waits until this is done (it must not leave the child running)."""
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        _stop_group(proc)
+    finally:
+        if main_thread:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=10)
