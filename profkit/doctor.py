@@ -13,7 +13,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ProfkitError
 
@@ -74,68 +74,74 @@ def check_torch(has_gpu: bool) -> tuple[Check, bool]:
                  "Check CUDA_VISIBLE_DEVICES and the driver; --device cpu still works."), False
 
 
+def _find_tool(module: Any, name: str, product: str, use: str) -> tuple[str | None, Check]:
+    """(the executable, or None, and its check line): found and answering with a version?"""
+    try:
+        exe = module.find()
+    except ProfkitError:
+        return None, Check(name, WARN, f"{product} ({name}) not found", f"Install {product} {use}.")
+    try:
+        version = module.version(exe)
+    except ProfkitError as exc:
+        return None, Check(name, FAIL, f"{exe} does not run: {exc.message}", f"Reinstall {product}.")
+    return exe, Check(name, OK, f"{exe}, version {version}")
+
+
+def _tool_checks(module: Any, name: str, product: str, use: str, trial: str,
+                 try_it: Callable[[str], Check], torch_gpu: bool) -> list[Check]:
+    """The tool's own line, then the line of trying it on a tiny kernel (where there is a GPU)."""
+    exe, found = _find_tool(module, name, product, use)
+    if exe is None:
+        return [found]
+    if not torch_gpu:
+        return [found, Check(trial, WARN, "not tried: PyTorch sees no GPU to run a tiny kernel on")]
+    return [found, try_it(exe)]
+
+
 def check_ncu(torch_gpu: bool) -> list[Check]:
     from .tools import ncu
 
-    try:
-        exe = ncu.find()
-    except ProfkitError:
-        return [Check("ncu", WARN, "Nsight Compute (ncu) not found", "Install Nsight Compute for counter-backed "
-                      "verdicts; --tool nsys or torch work without it.")]
-    try:
-        version = ncu.version(exe)
-    except ProfkitError as exc:
-        return [Check("ncu", FAIL, f"{exe} does not run: {exc.message}", "Reinstall Nsight Compute.")]
-    out = [Check("ncu", OK, f"{exe}, version {version}")]
-    if not torch_gpu:
-        out.append(Check("ncu counters", WARN, "not tried: PyTorch sees no GPU to run a kernel on"))
-        return out
+    return _tool_checks(ncu, "ncu", "Nsight Compute", "for counter-backed verdicts; --tool nsys or torch work "
+                        "without it", "ncu counters", _try_ncu, torch_gpu)
+
+
+def _try_ncu(exe: str) -> Check:
     rc, text = _run([exe, "--metrics", "gpu__time_duration.sum", "--target-processes", "all", sys.executable, "-c",
                      TINY], timeout=300)
     if "ERR_NVGPUCTRPERM" in text:
-        out.append(Check("ncu counters", FAIL, "ERR_NVGPUCTRPERM: this user may not read the GPU's counters",
-                         "Run as root, or allow it: options nvidia NVreg_RestrictProfilingToAdminUsers=0 "
-                         "(https://developer.nvidia.com/ERR_NVGPUCTRPERM); --tool nsys or torch meanwhile."))
-    elif rc == 0 and "gpu__time_duration.sum" in text:
-        out.append(Check("ncu counters", OK, "a tiny kernel profiled with gpu__time_duration.sum"))
-    else:
-        last = [l for l in text.strip().splitlines() if l.strip()][-1:] or ["no output"]
-        out.append(Check("ncu counters", FAIL, f"ncu could not profile a tiny kernel (exit {rc}): {last[0][:200]}",
-                         "Run that ncu command by hand to see why."))
-    return out
+        return Check("ncu counters", FAIL, "ERR_NVGPUCTRPERM: this user may not read the GPU's counters",
+                     "Run as root, or allow it: options nvidia NVreg_RestrictProfilingToAdminUsers=0 "
+                     "(https://developer.nvidia.com/ERR_NVGPUCTRPERM); --tool nsys or torch meanwhile.")
+    if rc == 0 and "gpu__time_duration.sum" in text:
+        return Check("ncu counters", OK, "a tiny kernel profiled with gpu__time_duration.sum")
+    return Check("ncu counters", FAIL, f"ncu could not profile a tiny kernel (exit {rc}): {_last_line(text)}",
+                 "Run that ncu command by hand to see why.")
+
+
+def _last_line(text: str) -> str:
+    return ([line for line in text.strip().splitlines() if line.strip()][-1:] or ["no output"])[0][:200]
 
 
 def check_nsys(torch_gpu: bool) -> list[Check]:
     from .tools import nsys
 
-    try:
-        exe = nsys.find()
-    except ProfkitError:
-        return [Check("nsys", WARN, "Nsight Systems (nsys) not found", "Install Nsight Systems for timelines of "
-                      "training steps and CUDA graphs; --tool torch gives a timeline without it.")]
-    try:
-        version = nsys.version(exe)
-    except ProfkitError as exc:
-        return [Check("nsys", FAIL, f"{exe} does not run: {exc.message}", "Reinstall Nsight Systems.")]
-    out = [Check("nsys", OK, f"{exe}, version {version}")]
-    if not torch_gpu:
-        out.append(Check("nsys import", WARN, "not tried: PyTorch sees no GPU to capture"))
-        return out
+    return _tool_checks(nsys, "nsys", "Nsight Systems", "for timelines of training steps and CUDA graphs; "
+                        "--tool torch gives a timeline without it", "nsys import", _try_nsys, torch_gpu)
+
+
+def _try_nsys(exe: str) -> Check:
     with tempfile.TemporaryDirectory(prefix="profkit-doctor-") as tmp:
         rep = Path(tmp) / "tiny"
         rc, text = _run([exe, "profile", "--trace", "cuda", "--sample", "none", "--cpuctxsw", "none", "--output",
                          str(rep), "--force-overwrite", "true", sys.executable, "-c", TINY], timeout=300)
         if rep.with_suffix(".nsys-rep").exists():
-            out.append(Check("nsys import", OK, "a tiny capture became a .nsys-rep"))
-        elif rep.with_suffix(".qdstrm").exists():
-            out.append(Check("nsys import", FAIL, "nsys left a raw .qdstrm: its importer (QdstrmImporter) cannot run",
-                             "In containers it usually lacks libdw.so.1: install elfutils / libdw1; profkit imports "
-                             "a .qdstrm once the importer runs."))
-        else:
-            last = [l for l in text.strip().splitlines() if l.strip()][-1:] or ["no output"]
-            out.append(Check("nsys import", FAIL, f"nsys could not capture a tiny kernel (exit {rc}): {last[0][:200]}",
-                             "Run that nsys command by hand to see why."))
-    return out
+            return Check("nsys import", OK, "a tiny capture became a .nsys-rep")
+        if rep.with_suffix(".qdstrm").exists():
+            return Check("nsys import", FAIL, "nsys left a raw .qdstrm: its importer (QdstrmImporter) cannot run",
+                         "In containers it usually lacks libdw.so.1: install elfutils / libdw1; profkit imports "
+                         "a .qdstrm once the importer runs.")
+        return Check("nsys import", FAIL, f"nsys could not capture a tiny kernel (exit {rc}): {_last_line(text)}",
+                     "Run that nsys command by hand to see why.")
 
 
 def check_database(db: str | os.PathLike[str] | None) -> list[Check]:
