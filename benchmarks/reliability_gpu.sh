@@ -18,8 +18,10 @@ ls "$W/p-runs/term"
 echo "== --timeout 20 on an ncu run of resnet50 fp16"
 $P run resnet50 --tool ncu --precision fp16 --name tmo --timeout 20 --no-report >"$W/tmo.out" 2>&1; echo "rc=$?"
 tail -2 "$W/tmo.out"; sleep 1; left; integrity
-echo "== SIGINT 25 s into an nsys run, then import of what it kept"
-$P run resnet50 --tool nsys --precision fp16 --batch-size 64 --iters 400 --name int --no-report >"$W/int.out" 2>&1 &
+echo "== SIGINT while an nsys run profiles, then import of what it kept"
+# A background job of a non-interactive bash ignores SIGINT; this launcher restores the default.
+DFL='import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'
+python3 -c "$DFL" $P run resnet50 --tool nsys --precision fp16 --batch-size 64 --iters 400 --name int --no-report >"$W/int.out" 2>&1 &
 PID=$!
 for i in $(seq 100); do pgrep -f "profkit.harness" >/dev/null && break; sleep 0.2; done
 sleep 8; echo "  SIGINT while: [$(pgrep -af 'nsys profile|profkit.harness' | grep -v pgrep | cut -c1-80 | tr '\n' ';')]"

@@ -82,8 +82,10 @@ def stream(
         if child:
             _signal_group(child[0], signal.SIGINT if len(received) == 1 else signal.SIGKILL)
 
-    handled = (signal.SIGINT, signal.SIGTERM)
     main_thread = threading.current_thread() is threading.main_thread()
+    # A signal this process ignores (SIG_IGN: a background job of a non-interactive shell
+    # ignores SIGINT) stays ignored.
+    handled = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
     previous = {s: signal.signal(s, on_signal) for s in handled} if main_thread else {}
     try:
         try:
