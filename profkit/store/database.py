@@ -405,12 +405,16 @@ class Store:
             host, _, pid = (r["owner"] or "").rpartition(":")
             if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
                 stale.append(r)
-        for r in stale:
-            if r["status"] == "importing":
-                self.delete_run(r["id"])
-            else:
-                self._clear_rows(r["id"])
-                self.end_run(r["id"], "interrupted", f"the profkit process {r['owner']} ended before the run was stored")
+        try:
+            for r in stale:
+                if r["status"] == "importing":
+                    self.delete_run(r["id"])
+                else:
+                    self._clear_rows(r["id"])
+                    self.end_run(r["id"], "interrupted",
+                                 f"the profkit process {r['owner']} ended before the run was stored")
+        except sqlite3.OperationalError:
+            pass  # a read-only database: reading it still works; a writer recovers the rows later
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
         """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
