@@ -37,8 +37,9 @@ DEFAULT_DB = "profkit.db"
 SCHEMA_VERSION = 5  # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 MAX_NAME = 120       # characters in a run name (it names a folder)
-# Run statuses: complete; being written (by the owner process); ended without kernels.
-OK, WRITING, ENDED = "ok", ("running", "importing"), ("failed", "interrupted")
+# Run statuses: complete, and being written by the owner process. (A run that ended without
+# kernels is "failed" or "interrupted".)
+OK, WRITING = "ok", ("running", "importing")
 
 RUN_COLUMNS: dict[str, type] = {
     "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
@@ -111,12 +112,16 @@ def check_run_name(name: str) -> None:
         )
 
 
+def _busy_timeout() -> float:
+    """Seconds a writer waits for another's lock: ``PROFKIT_BUSY_TIMEOUT``, default 600."""
+    return float(os.environ.get("PROFKIT_BUSY_TIMEOUT") or 600)
+
+
 def _unwritable(path: Path, exc: sqlite3.OperationalError) -> StoreError:
     """An operational failure (read-only file, locked database, full disk) as one line."""
     text = str(exc)
     if "locked" in text or "busy" in text:
-        return StoreError(f"{path} is locked by another process ({text}, after waiting "
-                          f"{float(os.environ.get('PROFKIT_BUSY_TIMEOUT') or 600):g} s)",
+        return StoreError(f"{path} is locked by another process ({text}, after waiting {_busy_timeout():g} s)",
                           "Try again once it has finished, or set PROFKIT_BUSY_TIMEOUT to wait longer.")
     return StoreError(f"cannot write to {path}: {text}", "Check the file's permissions and the free disk space.")
 
@@ -193,8 +198,7 @@ class Store:
 
     def _connect(self) -> sqlite3.Connection:
         """Autocommit connection (transactions are explicit), WAL, waiting for other writers."""
-        timeout = float(os.environ.get("PROFKIT_BUSY_TIMEOUT") or 600)
-        conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None, check_same_thread=False)
         conn.execute("pragma synchronous = normal")
         return conn
 
@@ -256,23 +260,26 @@ class Store:
         self.db.table("ranges").create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),
                                  foreign_keys=[("run_id", "runs", "id")])
 
-    def _upgrade(self, tables: set[str]) -> None:
-        """Bring a database written by an earlier profkit up to SCHEMA_VERSION."""
-        row = self.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
+    def _schema_version(self) -> int:
+        """The schema version the file says it has (1: written before versions were kept)."""
+        row = self.execute("select value from meta where key = 'schema_version'").fetchone() \
+            if "meta" in self._tables() else None
         value = row[0] if row else "1"
         try:
-            version = int(value)
+            return int(value)
         except (TypeError, ValueError):
             raise StoreError(f"{self.path} has a schema version profkit does not know ({value!r})") from None
+
+    def _upgrade(self, tables: set[str]) -> None:
+        """Bring a database written by an earlier profkit up to SCHEMA_VERSION."""
+        version = self._schema_version()
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer profkit (schema {version}; this one reads {SCHEMA_VERSION})",
                              "Upgrade profkit.")
         if version == SCHEMA_VERSION:
             return
         with self.write():
-            now = self.conn.execute("select value from meta where key = 'schema_version'").fetchone() \
-                if "meta" in self._tables() else None
-            if now and str(now[0]) == str(SCHEMA_VERSION):
+            if self._schema_version() == SCHEMA_VERSION:
                 return  # another process upgraded it meanwhile
             runs_cols = set(self.db.table("runs").columns_dict)
             if "activity" not in runs_cols:
@@ -321,10 +328,7 @@ class Store:
         """Take a run name atomically: ``name`` (refused if taken) or the first free one made
         from ``base``; insert the run's row with ``status`` (``running`` or ``importing``) and
         this process as its owner. Nothing else may take the name from now on."""
-        row: dict[str, Any] = {**fields, "status": status, "owner": _owner(), "kernel_count": 0, "gpu_time_ns": 0}
-        for key in JSON_RUN_COLUMNS:
-            if key in row and row[key] is not None:
-                row[key] = json.dumps(row[key])
+        row = _encoded({**fields, "status": status, "owner": _owner(), "kernel_count": 0, "gpu_time_ns": 0})
         try:
             with self.write():
                 if name is not None:
@@ -344,10 +348,8 @@ class Store:
         try:
             activity, count, total = self._insert_kernels(run.id, capture.rows)
             info = {**run.info, **((fields or {}).get("info") or {}), "notes": list(capture.notes)}
-            update: dict[str, Any] = {k: (json.dumps(v) if k in JSON_RUN_COLUMNS and v is not None else v)
-                                      for k, v in (fields or {}).items() if k != "info"}
-            update.update(activity=activity, kernel_count=count, gpu_time_ns=total, info=json.dumps(info),
-                          status=OK, owner=None)
+            update = _encoded({**(fields or {}), "activity": activity, "kernel_count": count, "gpu_time_ns": total,
+                               "info": info, "status": OK, "owner": None})
             if activity == "cpu_op" and not (run.device or update.get("device")):
                 update["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
             with self.write():
@@ -380,22 +382,25 @@ class Store:
         run = self.get_run(run_id)
         info = {**run.info, "error": error}
         with self.write():
-            self._update("runs", run_id, {"status": status, "owner": None, "info": json.dumps(info)})
+            self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
 
     def delete_run(self, run_id: int) -> None:
         """Remove a run and everything of it from the database (not its raw files)."""
         with self.write():
-            for table in ("kernels", "ranges"):
-                self.execute(f"delete from {table} where run_id = ?", [run_id])
+            self._delete_rows(run_id)
             self.execute("delete from runs where id = ?", [run_id])
 
     def _clear_rows(self, run_id: int) -> None:
+        """Remove a run's kernel and range rows, keeping its row; best effort."""
         try:
             with self.write():
-                for table in ("kernels", "ranges"):
-                    self.execute(f"delete from {table} where run_id = ?", [run_id])
+                self._delete_rows(run_id)
         except sqlite3.Error:
             pass  # the recovery at the next open removes them
+
+    def _delete_rows(self, run_id: int) -> None:
+        for table in ("kernels", "ranges"):
+            self.execute(f"delete from {table} where run_id = ?", [run_id])
 
     def _recover(self) -> None:
         """Runs whose owner on this host is gone (killed mid-write): an import leaves nothing;
@@ -637,6 +642,11 @@ def is_database_error(exc: BaseException) -> bool:
     """Whether an error is SQLite's own (a damaged or unreadable database), for callers that
     must not import sqlite3 themselves."""
     return isinstance(exc, sqlite3.DatabaseError)
+
+
+def _encoded(row: dict[str, Any]) -> dict[str, Any]:
+    """A runs row with its JSON columns (metrics, command, raw_files, info) as JSON text."""
+    return {k: json.dumps(v) if k in JSON_RUN_COLUMNS and v is not None else v for k, v in row.items()}
 
 
 def _owner() -> str:
