@@ -152,27 +152,12 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGINT to the child's process group (a profiler then writes what it has), SIGKILL to
-    the group if it is not gone in 10 s; then make sure nothing of the group is left. A second
-    Ctrl-C or SIGTERM meanwhile waits until this is done (it must not leave the child running)."""
-    blocked = {signal.SIGINT, signal.SIGTERM}
-    main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread:
-        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    the group if it is not gone in 10 s; then make sure nothing of the group is left. (While
+    ``stream`` runs, Ctrl-C and SIGTERM reach its own handler, so they cannot cut this short.)"""
+    _signal_group(proc, signal.SIGINT)
     try:
-        _stop_group(proc)
-    finally:
-        if main_thread:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+    except subprocess.TimeoutExpired:
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group outlived its leader
-    except (ProcessLookupError, PermissionError):
-        pass
+    _signal_group(proc, signal.SIGKILL)  # whatever of the group outlived its leader
     proc.wait()
