@@ -22,7 +22,6 @@ totals count kernels (or CPU operators) only, as the summary does.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -30,7 +29,7 @@ from ..classify import operation_of, work_key
 from ..errors import UsageError
 from ..records import RunRecord
 from ..store import Store
-from .ranges import run_ranges
+from .ranges import iteration_ranges, launches_outside, run_ranges
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,7 +40,6 @@ MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whate
 SHARE_MOVE_PCT = 20.0  # how far an operation's tensor-core share must move to say it moved
 # Families whose kernels torch.compile fuses into generated (Triton) kernels.
 FUSABLE = ("elementwise", "norm", "reduce", "pooling", "layout", "memory", "fused")
-_ITER = re.compile(r"\.iter\d+$")
 
 
 @dataclass(frozen=True)
@@ -98,10 +96,8 @@ def iterations(store: Store, run: RunRecord) -> tuple[int | None, bool]:
     named like profkit's, ``<tag>.iterN``), and whether the capture also holds work outside
     them (a warm-up captured too): kernels beyond those launched in the ranges or by other
     threads while they were open."""
-    tops = [r for r in run_ranges(store, run) if r["depth"] == 0 and _ITER.search(r["name"] or "")]
-    n = run.iters or len(tops) or None
-    inside = sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in tops)
-    return n, bool(tops) and inside < run.kernel_count
+    tops = iteration_ranges(run_ranges(store, run))
+    return run.iters or len(tops) or None, bool(tops) and launches_outside(tops, run.kernel_count) > 0
 
 
 def _dialect(run: RunRecord) -> str:

@@ -8,9 +8,25 @@ NVTX stacks (``Store.kernel_paths``), with counts and GPU time only.
 
 from __future__ import annotations
 
+import re
+from typing import Iterable
+
 from ..parse.schema import RangeRow
 from ..records import RunRecord
 from ..store import Store
+
+_ITER = re.compile(r"\.iter\d+$")  # profkit's measured-iteration ranges: <tag>.iterN
+
+
+def iteration_ranges(ranges: Iterable[RangeRow]) -> list[RangeRow]:
+    """The measured iterations: outermost ranges named like profkit's (``<tag>.iterN``)."""
+    return [r for r in ranges if r["depth"] == 0 and _ITER.search(r["name"] or "")]
+
+
+def launches_outside(iterations: list[RangeRow], kernel_count: int) -> int:
+    """Launches a run holds beyond those made in its iteration ranges, or by other threads while
+    they were open: a warm-up (or other work) the capture holds too."""
+    return max(0, kernel_count - sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in iterations))
 
 
 def run_ranges(store: Store, run: RunRecord) -> list[RangeRow]:

@@ -8,11 +8,11 @@ escapes them.
 
 from __future__ import annotations
 
-import re
 import shlex
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..analyze.ranges import iteration_ranges, launches_outside
 from ..analyze.throughput import throughput
 from ..names import display_name
 from ..render import fmt_ns
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 LAUNCHES_PER_GROUP = 25     # launches listed inside each kernel group of the table
 TIMELINE_LIMIT = 3000       # bars in the one-iteration timeline
 RANGES_SHOWN = 30           # bars in the time-per-range chart
-_ITER = re.compile(r"\.iter\d+$")
 
 
 def _profkit_version() -> str:
@@ -122,14 +121,15 @@ def caveats(run: Run) -> dict[str, str]:
     """What the headline and the range chart do not show by themselves: work captured outside
     the measured iterations, and kernels other threads launched while the ranges were open."""
     out = {}
-    tops = [r for r in run.range_rows() if r["depth"] == 0 and _ITER.search(r["name"])]
-    inside = sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in tops)
+    ranges = run.range_rows()
+    tops = iteration_ranges(ranges)
+    outside = launches_outside(tops, run.kernel_count)
     what = "operator calls" if run.activity == "cpu_op" else "kernel launches"
-    if tops and inside < run.kernel_count:
-        out["headline"] = (f"The capture also holds {run.kernel_count - inside:,} {what} outside its "
+    if tops and outside:
+        out["headline"] = (f"The capture also holds {outside:,} {what} outside its "
                            f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
                            "captured too); these figures count everything, as profkit summary does.")
-    others = sum(r["other_thread_kernels"] or 0 for r in run.range_rows() if r["depth"] == 0)
+    others = sum(r["other_thread_kernels"] or 0 for r in ranges if r["depth"] == 0)
     if others:
         out["ranges"] = (f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "
                          "launched while the ranges were open (autograd's backward pass, for one) are not in these "
@@ -146,8 +146,8 @@ def timeline(run: Run) -> dict[str, Any]:
                                     "profile with --tool nsys or torch for a timeline"}
     # The first measured iteration: from its range's start to the next iteration's (the harness
     # synchronises at the end of each), whichever thread launched the work (autograd's too).
-    iterations = sorted((r for r in run.range_rows() if r["depth"] == 0 and _ITER.search(r["name"])
-                         and r["start_ns"] is not None), key=lambda r: r["start_ns"] or 0)
+    iterations = sorted((r for r in iteration_ranges(run.range_rows()) if r["start_ns"] is not None),
+                        key=lambda r: r["start_ns"] or 0)
     iteration = iterations[0] if iterations else None
     start = iteration["start_ns"] if iteration else None
     end = iterations[1]["start_ns"] if len(iterations) > 1 else None
