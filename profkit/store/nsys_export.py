@@ -90,7 +90,8 @@ class NsysExport:
             for column in columns:
                 if column not in self.schema.columns[table]:
                     continue
-                bad = self.con.execute(f"select {column} from {table} where typeof({column}) != 'integer' "
+                allowed = "('integer', 'null')" if column in _NULLABLE.get(table, ()) else "('integer')"
+                bad = self.con.execute(f"select {column} from {table} where typeof({column}) not in {allowed} "
                                        f"limit 1").fetchone()
                 if bad is not None:
                     raise BadExport(f"{self.path.name}: {table} has {column} = {bad[0]!r}, not an integer")
@@ -186,41 +187,41 @@ class NsysExport:
             order by coalesce(r.start, ops.start), ops.correlationId"""
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
-        """Every kernel, memcpy and memset with its launch call, in launch order, streamed;
-        each checked: integer start and end (end not before start), thread and ids."""
+        """Every kernel, memcpy and memset with its launch call, in launch order, streamed.
+        Their columns' types were checked over whole tables when the export was opened
+        (``_check_types``); each row is checked here to end no earlier than it starts."""
         cur = self.con.execute(self._gpu_ops_sql())
         while True:
             rows = cur.fetchmany(batch)
             if not rows:
                 return
             for r in rows:
-                yield _checked(r, f"CUPTI_ACTIVITY_KIND_{str(r[0]).upper()}", _GPU_OP_INTS, self.path, ordered=(1, 2),
-                               optional=_GPU_OP_OPTIONAL)
+                if r[2] < r[1]:
+                    raise BadExport(f"{self.path.name}: CUPTI_ACTIVITY_KIND_{str(r[0]).upper()} has an entry that "
+                                    f"ends before it starts (start {r[1]}, end {r[2]})")
+                yield r
 
 
 # Columns that must hold integers in every row (NVTX end may be NULL: a range never closed).
 _INTEGER_COLUMNS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid"),
-    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "globalPid"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
     "NVTX_EVENTS": ("start", "eventType"),
 }
+# Of those, the ones that may also be NULL (a copy or set with no device or stream recorded).
+_NULLABLE = {
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("deviceId", "streamId"),
+}
 
-# Integer columns of a gpu_ops row, and those that may be NULL (a launch call not captured).
-_GPU_OP_INTS = ((1, "start"), (2, "end"), (3, "deviceId"), (4, "streamId"), (15, "launch start"),
-                (16, "launch globalTid"))
-_GPU_OP_OPTIONAL = frozenset({3, 4, 15, 16})
 
-
-def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path, ordered: tuple[int, int],
-             optional: frozenset[int] = frozenset()) -> Any:
-    """The row, if its integer columns hold integers (NULL only where ``optional``) and it does
-    not end before it starts; else a BadExport naming the table, the column and the value."""
+def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path, ordered: tuple[int, int]) -> Any:
+    """The row, if its integer columns hold integers and it does not end before it starts;
+    else a BadExport naming the table, the column and the value."""
     for i, column in ints:
         v = row[i]
-        if v is None and i in optional:
-            continue
         if not isinstance(v, int) or isinstance(v, bool):
             raise BadExport(f"{path.name}: {table} has {column} = {v!r}, not an integer")
     start, end = row[ordered[0]], row[ordered[1]]
