@@ -101,9 +101,7 @@ class Run(RunRecord):
         side with their diff (``reports/vs/<name>_vs_<other>.html``). Returns its path."""
         from .report import write_report
 
-        other = self.database.run(vs) if isinstance(vs, (str, int)) else vs
-        if other is not None and other.db is not None and other.db.path.resolve() != self.database.path.resolve():
-            raise UsageError(f"{self.name} and {other.name} are in two databases", "Import both captures into one database.")
+        other = self.database.run(vs) if isinstance(vs, (str, int)) else vs  # (two databases: diff refuses)
         return write_report(self, None if output is None else Path(output), other, match, threshold_pct)
 
     def count_by_kind(self) -> dict[str, int]:
