@@ -4,6 +4,8 @@ schema upgrades, and the rule that SQL lives in this package alone."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -18,7 +20,7 @@ from profkit.records import RunRecord
 from profkit.store import Store
 from profkit.store.database import RUN_COLUMNS
 
-from .conftest import DATA, NCU_DATA
+from .conftest import DATA, NCU_DATA, cli_json
 
 CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
 PACKAGE = Path(__file__).parents[1] / "profkit"
@@ -154,6 +156,51 @@ def test_upgrades_a_schema_1_database(db):
     store = Store(db)
     assert store.get_run("old").activity == "kernel" and store.ranges(1) == []
     assert add(store, DATA / "torch" / "kineto_resnet18_fp16.json.gz", "new").kernel_count == 324
+
+
+STORE_DATA = DATA / "store"
+
+
+def _schema5_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "schema5.db"
+    path.write_bytes(gzip.decompress((STORE_DATA / "schema5.db.gz").read_bytes()))
+    return path
+
+
+def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
+    """A database written before texts were kept once (schema 5, by profkit a820881) is moved
+    to strings + kernel_rows in place; kernels (both JSON paths), summaries and ranges come
+    back as that profkit printed them, keys in the same order."""
+    path = _schema5_copy(tmp_path)
+    store = Store(path)
+    tables = {r[0]: r[1] for r in sqlite3.connect(path).execute("select name, type from sqlite_master")}
+    assert tables["kernels"] == "view" and tables["kernel_rows"] == "table" and tables["strings"] == "table"
+    for run_name in ("ncu-vgg16", "nsys-r18", "cpu-r18"):
+        old = json.loads(gzip.decompress((STORE_DATA / f"schema5_{run_name}.kernels.json.gz").read_bytes()))
+        run = store.get_run(run_name)
+        from_sql = [json.loads(t) for t in store.iter_kernels_json(run.id)]
+        from_rows = list(store.iter_kernels(run.id))
+        assert from_sql == old and from_rows == old, run_name
+        assert [list(r) for r in from_sql] == [list(r) for r in old]  # key order too
+        summary = json.loads((STORE_DATA / f"schema5_{run_name}.summary.json").read_text())
+        assert cli_json("summary", run_name, "-f", "json", db=path) == summary, run_name
+        assert cli_json("kernels", run_name, "-f", "json", db=path) == old, run_name
+    ranges = json.loads((STORE_DATA / "schema5_nsys-r18.ranges.json").read_text())
+    assert cli_json("ranges", "nsys-r18", "-f", "json", db=path) == ranges
+    # A new run goes in beside the migrated ones.
+    assert add(store, CSV, "after").kernel_count == 162
+
+
+def test_texts_are_kept_once(db):
+    """Each kernel name, range and verdict text is stored once however many launches share it."""
+    store = Store(db)
+    add(store, DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz", "a")
+    add(store, DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz", "b")
+    con = sqlite3.connect(db)
+    distinct = con.execute("select count(distinct name) from kernels").fetchone()[0]
+    names = con.execute("select count(*) from strings where id in (select name_id from kernel_rows)").fetchone()[0]
+    assert names == distinct and con.execute("select count(*) from strings").fetchone()[0] < 200
+    assert con.execute("select count(*) from kernel_rows").fetchone()[0] == 2 * 1038
 
 
 def test_newer_schema_refused(db):

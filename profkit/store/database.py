@@ -1,7 +1,10 @@
 """profkit's SQLite database, written through sqlite-utils: one ``runs`` row per run or import,
 one ``kernels`` row per launch (or CPU operator call), and one ``ranges`` row per NVTX or
-record_function range instance. Plain tables and JSON columns: ``sqlite-utils`` and
-``datasette`` browse it as it is.
+record_function range instance. ``kernels`` is a view: launches are stored in ``kernel_rows``
+with their texts (kernel names, ranges, operators, families, verdict details) kept once in
+``strings`` and referenced by id, so a database is no larger than the capture it came from;
+the view joins them back into the documented kernel table. Plain tables, views and JSON
+columns: ``sqlite-utils`` and ``datasette`` browse it as it is.
 
 Many profkit processes may use one database at once. It is in WAL mode (readers never wait
 for a writer), writers wait their turn (a busy timeout, ``PROFKIT_BUSY_TIMEOUT`` seconds,
@@ -34,7 +37,9 @@ from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE
 from ..records import RunRecord
 
 DEFAULT_DB = "profkit.db"
-SCHEMA_VERSION = 5  # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner
+# 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner;
+# 6: texts kept once in `strings`, launches in `kernel_rows`, `kernels` a view
+SCHEMA_VERSION = 6
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 MAX_NAME = 120       # characters in a run name (it names a folder)
 # Run statuses: complete, and being written by the owner process. (A run that ended without
@@ -53,6 +58,18 @@ JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
 for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
     KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
+# Text columns of the kernel table kept once in ``strings`` and referenced by id (column
+# ``<name>_id`` in ``kernel_rows``): a capture repeats the same few thousand names, ranges,
+# operators and verdict texts over millions of launches.
+INTERNED = ("name", "short_name", "nvtx_range", "nvtx_path", "input_types", "op", "family", "evidence_detail")
+STORED_COLUMNS: dict[str, type] = {(f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
+                                   for c, t in KERNEL_COLUMNS.items()}
+# The kernels view: kernel_rows with each id replaced by its text, the columns and order of
+# the table it replaced (schema 5); metrics '{}' where none were stored (NULL).
+KERNELS_VIEW = "create view kernels as select " + ", ".join(
+    f"s_{c}.text as {c}" if c in INTERNED else ("coalesce(k.metrics, '{}') as metrics" if c == "metrics" else f"k.{c}")
+    for c in KERNEL_COLUMNS) + " from kernel_rows k " + " ".join(
+    f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
 RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
 
 
@@ -249,12 +266,34 @@ class Store:
                 return
             self.db.table("runs").create(RUN_COLUMNS, pk="id", not_null={"name"})
             self.db.table("runs").create_index(["name"], unique=True)
-            self.db.table("kernels").create(KERNEL_COLUMNS, pk=("run_id", "launch_id"),
-                                      foreign_keys=[("run_id", "runs", "id")])
-            self.db.table("kernels").create_index(["run_id", "name"])
+            self._create_kernel_rows()
             self._create_ranges()
             self.db.table("meta").create({"key": str, "value": str}, pk="key")
             self.db.table("meta").insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
+
+    def _create_kernel_rows(self) -> None:
+        """``strings``, ``kernel_rows`` (one row per launch, clustered by run and launch: no
+        rowid, no second copy of the key) and the ``kernels`` view over them."""
+        self.execute("create table strings (id integer primary key, text text not null unique)")
+        cols = ", ".join(f"{c} {'integer' if t is int else 'text'}" for c, t in STORED_COLUMNS.items())
+        self.execute(f"create table kernel_rows ({cols}, primary key (run_id, launch_id), "
+                     "foreign key (run_id) references runs (id)) without rowid")
+        self.execute("create index kernel_rows_name on kernel_rows (run_id, name_id)")
+        self.execute(KERNELS_VIEW)
+
+    def _migrate_kernels(self) -> None:
+        """Schema 5 -> 6: move the ``kernels`` table's rows into ``strings`` and
+        ``kernel_rows`` (in launch order) and put the view in its place."""
+        self.execute("alter table kernels rename to kernels_old")
+        self._create_kernel_rows()
+        for c in INTERNED:
+            self.execute(f"insert or ignore into strings (text) select distinct {c} from kernels_old "
+                         f"where {c} is not null")
+        select = ", ".join(f"(select id from strings where text = o.{c})" if c in INTERNED else
+                           ("nullif(o.metrics, '{}')" if c == "metrics" else f"o.{c}") for c in KERNEL_COLUMNS)
+        self.execute(f"insert into kernel_rows ({', '.join(STORED_COLUMNS)}) select {select} from kernels_old o "
+                     "order by o.run_id, o.launch_id")
+        self.execute("drop table kernels_old")
 
     def _create_ranges(self) -> None:
         self.db.table("ranges").create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),
@@ -288,10 +327,12 @@ class Store:
             for col, typ in RUN_COLUMNS.items():
                 if col not in runs_cols and col != "activity":
                     self.db.table("runs").add_column(col, typ)
-            kernel_cols = set(self.db.table("kernels").columns_dict)
-            for col, typ in KERNEL_COLUMNS.items():
-                if col not in kernel_cols:
-                    self.db.table("kernels").add_column(col, typ)
+            if "kernel_rows" not in tables:  # schema 5 or earlier: the kernels were a table
+                kernel_cols = set(self.db.table("kernels").columns_dict)
+                for col, typ in KERNEL_COLUMNS.items():
+                    if col not in kernel_cols:
+                        self.db.table("kernels").add_column(col, typ)
+                self._migrate_kernels()
             if "ranges" not in tables:
                 self._create_ranges()
             self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
@@ -399,7 +440,7 @@ class Store:
             pass  # the recovery at the next open removes them
 
     def _delete_rows(self, run_id: int) -> None:
-        for table in ("kernels", "ranges"):
+        for table in ("kernel_rows", "ranges"):
             self.execute(f"delete from {table} where run_id = ?", [run_id])
 
     def _recover(self) -> None:
@@ -424,15 +465,30 @@ class Store:
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
         """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
         value of every row, which made a 2-million-kernel import three times slower), one
-        transaction per BATCH_ROWS rows. Returns the run's activity and the count and summed
-        duration of its rows of that activity: a run's rows are CPU operators or GPU work,
-        never both."""
+        transaction per BATCH_ROWS rows, texts replaced by their ids in ``strings``. Returns
+        the run's activity and the count and summed duration of its rows of that activity: a
+        run's rows are CPU operators or GPU work, never both."""
         cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
-        sql = f"insert into kernels (run_id, {', '.join(cols)}) values (?, {', '.join('?' * len(cols))})"
-        batch: list[tuple[Any, ...]] = []
+        sql = (f"insert into kernel_rows (run_id, {', '.join(c for c in STORED_COLUMNS if c != 'run_id')}) "
+               f"values (?, {', '.join('?' * len(cols))})")
+        text_at = [i + 1 for i, c in enumerate(cols) if c in INTERNED]  # positions in a row's values
+        ids: dict[str, int] = {}
+        dumps = json.dumps
+        batch: list[list[Any]] = []
         kinds: set[str] = set()
         count = {"kernel": 0, "cpu_op": 0}
         total = {"kernel": 0, "cpu_op": 0}
+
+        def flush() -> None:
+            with self.write():
+                self._intern(ids, {v for values in batch for i in text_at if (v := values[i]) is not None
+                                   and v not in ids})
+                for values in batch:
+                    for i in text_at:
+                        if (v := values[i]) is not None:
+                            values[i] = ids[v]
+                self.conn.executemany(sql, batch)
+
         try:
             for r in rows:
                 check_row(r)
@@ -445,18 +501,16 @@ class Store:
                 for c in cols:
                     v = r[c]  # type: ignore[literal-required]
                     if c == "metrics":
-                        v = json.dumps(v or {})
+                        v = dumps(v) if v else None
                     elif c == "tensor_core" and v is not None:
                         v = int(bool(v))
                     values.append(v)
-                batch.append(tuple(values))
+                batch.append(values)
                 if len(batch) >= BATCH_ROWS:
-                    with self.write():
-                        self.conn.executemany(sql, batch)
+                    flush()
                     batch = []
             if batch:
-                with self.write():
-                    self.conn.executemany(sql, batch)
+                flush()
         except sqlite3.IntegrityError as exc:
             raise BadExport(f"the capture lists a launch twice ({exc})") from exc
         if "cpu_op" in kinds and kinds & set(GPU_KINDS):
@@ -465,6 +519,15 @@ class Store:
         if not count[activity]:
             raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
         return activity, count[activity], total[activity]
+
+    def _intern(self, ids: dict[str, int], texts: set[str]) -> None:
+        """Put ``texts`` in ``strings`` (those not there yet) and their ids in ``ids``; inside a
+        write transaction."""
+        if not texts:
+            return
+        self.conn.executemany("insert or ignore into strings (text) values (?)", ((t,) for t in texts))
+        for t in texts:
+            ids[t] = self.execute("select id from strings where text = ?", [t]).fetchone()[0]
 
     # ------------------------------------------------------------------ reading runs
     def runs(self) -> list[RunRecord]:
@@ -498,6 +561,19 @@ class Store:
                 if row["tensor_core"] is not None:
                     row["tensor_core"] = bool(row["tensor_core"])
                 yield row  # type: ignore[misc]  # KERNEL_FIELDS are ClassifiedRow's keys
+
+    def iter_kernels_json(self, run_id: int) -> Iterator[str]:
+        """The rows of :meth:`iter_kernels` as JSON objects (one text each, same keys, order and
+        values), made by SQLite itself: the fast path of ``kernels --format json``."""
+        def field(c: str) -> str:
+            if c == "tensor_core":
+                return "case tensor_core when 1 then json('true') when 0 then json('false') end"
+            return "json(metrics)" if c == "metrics" else c
+        obj = "json_object(" + ", ".join(f"'{c}', {field(c)}" for c in KERNEL_FIELDS) + ")"
+        cur = self.execute(f"select {obj} from kernels where run_id = ? order by launch_id", [run_id])
+        while batch := cur.fetchmany(5000):
+            for (text,) in batch:
+                yield text
 
     def count_by_kind(self, run_id: int) -> dict[str, int]:
         """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
