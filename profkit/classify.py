@@ -78,6 +78,7 @@ def rules() -> dict:
         for r in data.get("work_rule", [])
     )
     return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {}),
+            "ncu_plans": data.get("ncu_plans", {}),
             "op_rules": op_rules, "torch_types": data.get("torch_types", {}), "work_rules": work_rules}
 
 
@@ -184,6 +185,12 @@ def metric_set(preset_or_list: str | None, compute_capability: str | None) -> tu
     return "custom", metrics
 
 
+def per_function_plan(compute_capability: str | None) -> bool:
+    """Whether ncu's default on this chip is the per-function plan (``ncu_plans`` in
+    rules.toml): counters on each kernel function's first launch, every launch timed."""
+    return bool(rules()["ncu_plans"].get(arch_key(compute_capability) or "") == "per-function")
+
+
 @lru_cache(maxsize=65536)
 def by_name(name: str) -> tuple[str | None, bool | None, str | None, str, str]:
     """(precision, tensor_core, family, rule ids for precision, rule id for tensor_core)."""
@@ -253,8 +260,13 @@ def _by_name_only(name: str) -> Verdict:
 
 
 def classify_rows(rows: Iterable[KernelRow]) -> Iterator[ClassifiedRow]:
-    """Each row with its verdict (precision, tensor_core, family, evidence, evidence_detail)."""
+    """Each row with its verdict (precision, tensor_core, family, evidence, evidence_detail).
+    A row that already has one (an importer that judged a function once for all its launches,
+    ``parse.ncu_plan``) passes through as it is."""
     for r in rows:
+        if "evidence" in r:
+            yield cast(ClassifiedRow, r)
+            continue
         v = classify_row(r["kind"], r["name"], r["metrics"], r["input_types"])
         out = cast(ClassifiedRow, r)  # the same dict, completed here: millions of rows stream past
         out["precision"] = v.precision
@@ -271,7 +283,7 @@ def classified(capture: Capture[KernelRow]) -> Capture[ClassifiedRow]:
         rows=classify_rows(capture.rows), tool=capture.tool, source_format=capture.source_format,
         tool_version=capture.tool_version, gpu_name=capture.gpu_name, compute_capability=capture.compute_capability,
         metric_names=capture.metric_names, metric_units=capture.metric_units, notes=capture.notes,
-        ranges=capture.ranges, range_paths=capture.range_paths)
+        ranges=capture.ranges, range_paths=capture.range_paths, bulk=capture.bulk)
 
 
 def classify(df: "pd.DataFrame") -> "pd.DataFrame":

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
         module = workloads.load_module(Path(job["workload_path"]))
         workloads.check_supported(module, spec, Path(job["workload_path"]))
+        _gpu_lock(job, "prepare")
         step = workloads.prepare(module, spec)
     except ProfkitError as exc:
         return _fail(job, exc.one_line())
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         info["gpu_name"] = props.name
         info["compute_capability"] = f"{props.major}.{props.minor}"
 
+    _gpu_lock(job, "warmup")
     t0 = time.perf_counter()
     try:
         for _ in range(job["warmup"]):
@@ -95,10 +97,18 @@ def main(argv: list[str] | None = None) -> int:
         bracket = job.get("profiler") == "nsys" and spec.device == "cuda"
         if bracket:
             torch.cuda.profiler.start()
+        timer = _kernel_timer(job, info)
         for i in range(job["iters"]):
+            if timer:
+                timer.mark(f"iter{i}.start")
             _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
+            if timer:
+                timer.mark(f"iter{i}.end")
         if bracket:
             torch.cuda.profiler.stop()
+        if timer:
+            timer.stop()
+            timer.write(Path(job["kernel_times_path"]))
     info["iteration_wall_ns"] = iter_ns
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
     return 0
@@ -111,6 +121,48 @@ def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: lis
     sync()
     nvtx.pop_range(domain=nvtx_ranges.DOMAIN)
     iter_ns.append(time.perf_counter_ns() - start)
+
+
+def _gpu_lock(job: dict, stage: str) -> None:
+    """With ``gpu_lock`` in the job: wait for that lock file at ``gpu_lock_at`` (``prepare``:
+    before the workload is built, which may already run it, as TorchScript's tracing does; or
+    ``warmup``), and hold it to the end of the process. ncu's per-function plan runs two
+    harnesses at once: one under ncu, counting, which locks before ``prepare``, and one timing
+    every launch through CUPTI, which locks before ``warmup``. Their imports and model building
+    overlap; nothing of the counting process runs on the GPU while the timing one warms up and
+    measures, so its times are the workload's alone."""
+    if not job.get("gpu_lock") or job.get("gpu_lock_at", "prepare") != stage:
+        return
+    import fcntl
+
+    handle = open(job["gpu_lock"], "a")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    _HELD.append(handle)
+
+
+_HELD: list = []  # the lock's open file, kept (and so held) until the process ends
+
+
+def _kernel_timer(job: dict, info: dict):
+    """With ``kernel_times_path`` in the job (ncu's per-function plan): CUPTI's activity
+    records time every kernel of the measured iterations; None, and the reason in ``info``,
+    where CUPTI cannot be used."""
+    if not job.get("kernel_times_path"):
+        return None
+    import threading
+
+    from .kernel_timer import CuptiUnavailable, KernelTimer
+
+    # CUPTI names a launching thread by its pthread id; the kernel table by its OS thread id.
+    info["thread_ids"] = {str(threading.get_ident()): threading.get_native_id()}
+
+    try:
+        timer = KernelTimer()
+        timer.start()
+    except CuptiUnavailable as exc:
+        info["kernel_timer_error"] = str(exc)
+        return None
+    return timer
 
 
 def _fail(job: dict, text: str) -> int:

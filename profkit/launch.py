@@ -276,44 +276,115 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
 # ------------------------------------------------------------------------------ drivers
 # Each profiles job's process and returns (capture, run-row fields).
 
-def _profile_ncu(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
-    from .classify import metric_set
+def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[KernelRow], dict[str, Any]]:
+    """ncu with the chip's default plan, or the ``metrics`` asked for on every launch.
+
+    The per-function plan (the default where rules.toml's ``ncu_plans`` names it for the
+    chip): ncu counts only the first launch of each kernel function, and a second harness,
+    started at the same time and taking turns with it on the GPU, times every launch through
+    CUPTI (``parse.ncu_plan`` joins them). CUPTI cannot time launches inside ncu's own process:
+    ncu holds CUPTI's one subscriber there. If the timing harness fails, every launch is
+    profiled instead, as ``metrics`` full would."""
+    from .classify import metric_set, per_function_plan
     from .parse.ncu_csv import read_ncu_csv
+    from .parse.ncu_plan import read_per_function
 
     exe = ncu.find()
     tool_version = ncu.version(exe)
     gpu_info = gpu.query()
-    set_label, metrics = metric_set(job.req.metrics, gpu_info[1] if gpu_info else None)
+    cc = gpu_info[1] if gpu_info else None
+    set_label, metrics = metric_set(job.req.metrics, cc)
+    if per_function is None:
+        per_function = job.req.metrics is None and per_function_plan(cc)
     report = job.folder / "report.ncu-rep"
+    times = job.folder / "kernel_times.json"
+    timer_job = job.folder / "job-times.json"
+    for stale in (times, timer_job):
+        stale.unlink(missing_ok=True)
+    job.job.pop("gpu_lock", None)
+    if per_function:
+        job.job["gpu_lock"] = str(job.folder / "gpu.lock")
+        timer_job.write_text(json.dumps({
+            **job.job, "kernel_times_path": str(times), "info_path": str(job.folder / "harness-times.json"),
+            "error_path": str(job.folder / "harness-times-error.txt"), "gpu_lock_at": "warmup"}, indent=2))
     job.write()
     nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
-    argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv())
+    argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv(),
+                            extra=ncu.PER_FUNCTION if per_function else None)
     seen = {"n": 0}
 
     def on_line(line: str) -> None:
         p = ncu.parse_progress(line)
         if p:
-            seen["n"] = p[0] + 1
+            index, name, passes = p
+            seen["n"] = index + 1 if index is not None else seen["n"] + 1
             if job.progress.on_kernel:
-                job.progress.on_kernel(*p)
+                job.progress.on_kernel(seen["n"] - 1, name, passes)
 
     spec = job.req.spec
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under ncu, metrics: {set_label}")
-    result, wall = job.stream(argv, job.folder / "ncu.log", on_line)
+    what = (f"{set_label} on the first launch of each kernel function, every launch timed by a second process"
+            if per_function else set_label)
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under ncu, metrics: {what}")
+    timer_log = job.folder / "harness-times.log"
+    if per_function:
+        with runner.Background([sys.executable, "-m", "profkit.harness", str(timer_job)], timer_log) as timer:
+            result, _ = job.stream(argv, job.folder / "ncu.log", on_line)
+            timer_result = timer.wait(timeout=job.req.timeout_s)
+        wall = timer_result.wall_s  # both processes: the timer started first and ends last
+    else:
+        result, wall = job.stream(argv, job.folder / "ncu.log", on_line)
     ncu.check_result(result, report, seen["n"], nvtx_filter)
+    raw_files = {"ncu-rep": str(report), "log": str(job.folder / "ncu.log")}
+    plan: dict[str, Any] = {"launches": "every launch in the measured iterations", "durations": "ncu"}
 
     job.progress.stage("exporting the raw page to CSV")
     csv_path = job.folder / "raw.csv"
     csv_path.write_text(runner.capture(ncu.export_csv_argv(exe, report), timeout=900))
-    capture = read_ncu_csv(csv_path)
+    raw_files["ncu-csv"] = str(csv_path)
+    if per_function:
+        if timer_result.returncode != 0 or not times.exists():
+            error = job.folder / "harness-times-error.txt"
+            why = (error.read_text(errors="replace").strip() if error.exists() else
+                   _timer_error(job.folder / "harness-times.json") or
+                   next((l for l in reversed(timer_result.tail) if l.strip()), f"exit {timer_result.returncode}"))
+            job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch "
+                              "under ncu instead")
+            capture, row = _profile_ncu(job, per_function=False)
+            row["info"] = {**row.get("info", {}), "per_function_plan_failed": why}
+            return capture, row
+        mangled = job.folder / "raw-mangled.csv"
+        mangled.write_text(runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900))
+        raw_files.update({"ncu-csv-mangled": str(mangled), "kernel-times": str(times), "times-log": str(timer_log)})
+        timer_info = _json_or_empty(job.folder / "harness-times.json")
+        thread_ids = {int(k): int(v) for k, v in (timer_info.get("thread_ids") or {}).items()}
+        capture = read_per_function(csv_path, mangled, times, job.tag, nvtx_ranges.DOMAIN, thread_ids)
+        set_label = f"{set_label} per function"
+        plan = {"launches": "the first launch of each kernel function (ncu --kernel-id ::regex:.:1, mangled names); "
+                            "its verdict is every launch's of that function",
+                "durations": "cupti", "profiled_launches": seen["n"],
+                "timed_by": "a second harness process, taking turns with ncu's on the GPU (CUPTI activity records)"}
+    else:
+        capture = read_ncu_csv(csv_path)
     capture.tool_version = tool_version
     if capture.gpu_name is None and gpu_info:
         capture.gpu_name, capture.compute_capability = gpu_info
     return capture, {
         "metric_set": set_label, "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
-        "raw_files": {"ncu-rep": str(report), "ncu-csv": str(csv_path), "log": str(job.folder / "ncu.log")},
-        "info": {"report_bytes": report.stat().st_size},
+        "raw_files": raw_files, "info": {"report_bytes": report.stat().st_size, "ncu_plan": plan},
     }
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _timer_error(info_path: Path) -> str | None:
+    error = _json_or_empty(info_path).get("kernel_timer_error")
+    return str(error) if error else None
 
 
 def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:

@@ -47,6 +47,13 @@ class RunRecord:
         return {f.name: getattr(self, f.name) for f in fields(RunRecord)}
 
 
+def ncu_timed(run: RunRecord) -> bool:
+    """Whether a run's durations are ncu's own (each kernel replayed alone, clocks locked to
+    base) rather than times as the kernels ran (nsys, torch.profiler, and CUPTI in ncu's
+    per-function plan)."""
+    return run.tool == "ncu" and (run.info.get("ncu_plan") or {}).get("durations") != "cupti"
+
+
 # What `profkit runs --format json` lists of each run.
 RUN_LIST_FIELDS = ("id", "name", "status", "source", "workload", "precision", "mode", "batch_size", "iters", "device",
                    "tool", "tool_version", "metric_set", "gpu_name", "compute_capability", "activity",

@@ -5,6 +5,7 @@ outputs made from the same files; schema checks; bad input; a live ``--tool nsys
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import shutil
 import sqlite3
@@ -223,3 +224,27 @@ def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):
     assert any("\ufffd" in r["name"] for r in run.range_rows())
     assert cli_json("kernels", "odd", db=db.path) and cli_json("ranges", "odd", db=db.path)
     assert run.report(tmp_path / "odd.html").exists()
+
+
+@pytest.mark.parametrize("name", ["nsys_resnet18_fp16", "nsys_resnet18_train_amp", "nsys_run_resnet18_train_amp"])
+def test_bulk_import_equals_the_streamed_rows(tmp_path, name):
+    """The store writes an nsys export in SQL (Capture.bulk); the streamed rows are the same
+    table, range rows included."""
+    from profkit.classify import classified
+    from profkit.parse import load
+    from profkit.store import Store
+
+    path = NSYS_DATA / f"{name}.sqlite.gz"
+    plain = tmp_path / "export.sqlite"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    rows = list(load(plain).rows)
+    streamed = classified(load(plain))
+    streamed.bulk = None
+    store = Store(tmp_path / "a.db")
+    via_rows = store.add_run({"name": "rows", "source": "import"}, streamed)
+    via_sql = store.add_run({"name": "sql", "source": "import"}, classified(load(plain)))
+    assert list(store.iter_kernels(via_sql.id)) == list(store.iter_kernels(via_rows.id))
+    assert [r["launch_id"] for r in rows] == list(range(len(rows)))
+    assert store.ranges(via_sql.id) == store.ranges(via_rows.id)
+    assert (via_sql.kernel_count, via_sql.gpu_time_ns, via_sql.info["notes"]) == \
+        (via_rows.kernel_count, via_rows.gpu_time_ns, via_rows.info["notes"])

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..classify import operation_of, work_key
 from ..errors import UsageError
-from ..records import RunRecord
+from ..records import RunRecord, ncu_timed
 from ..store import Store
 from .ranges import iteration_ranges, launches_outside, run_ranges
 
@@ -187,7 +187,7 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     if per_iteration:
         notes.append(f"{run_a.name} holds {_plural(iters_a, 'iteration')} and {run_b.name} "
                      f"{_plural(iters_b, 'iteration')}: calls and times are per iteration")
-    times_compare = not (run_a.tool != run_b.tool and "ncu" in (run_a.tool, run_b.tool))
+    times_compare = ncu_timed(run_a) == ncu_timed(run_b)
     if not times_compare:
         notes.append("one run is ncu's, which replays each kernel alone with its clocks locked to base: its durations "
                      "are not comparable with a timeline tool's, so a row's status follows its calls alone; compare "

@@ -14,10 +14,11 @@ imports in bounded memory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
+from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from ..store.nsys_export import NsysExport
+from ..store.nsys_export import MEMSET_KEY, NsysExport, insert_gpu_ops, name_key_memcpy
 from .ranges import RANGE, OpenRange, attribute, place, range_rows
 from .schema import Capture, KernelRow, kernel_row
 
@@ -52,8 +53,88 @@ def read_nsys_sqlite(path: str | Path) -> Capture[KernelRow]:
         rows=iter(()), tool="nsys", source_format="nsys-sqlite", tool_version=meta.get("EXPORT_PRODUCT_VERSION"),
         gpu_name=gpu_name, compute_capability=cc, range_paths=[r.path for r in ranges])
     capture.rows = _attributed_rows(export, ranges, capture)
+    capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture)
     capture.notes.append(f"nsys export schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
     return capture
+
+
+def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
+          capture: Capture[KernelRow]) -> tuple[str, int, int]:
+    """The rows of ``_attributed_rows``, written by SQL straight from the export into the
+    store (``nsys_export.insert_gpu_ops``): Python computes what is per name (the verdict,
+    the short name) and per range (the innermost open range on each thread from each instant
+    on), SQLite the rest. Sets the ranges' counts and the capture's range rows."""
+    try:
+        names = []
+        for key, name, short in export.kernel_names():
+            name = name or ""
+            v = classify_row("kernel", name, None, None)
+            names.append((key if key is not None else -2, name, short or short_name(name), v.precision,
+                          v.tensor_core, v.family, v.evidence, v.evidence_detail))
+        for copy_kind, name in export.copy_kinds():
+            v = COPY_VERDICT["memcpy"]
+            names.append((name_key_memcpy(copy_kind), name, short_name(name), v.precision, v.tensor_core, v.family,
+                           v.evidence, v.evidence_detail))
+        if export.has_memsets():
+            v = COPY_VERDICT["memset"]
+            names.append((MEMSET_KEY, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
+                          v.family, v.evidence, v.evidence_detail))
+        parents, segments = _segments(ranges)
+        result = insert_gpu_ops(
+            store, run_id, export, names, [(i, r.name, r.path) for i, r in enumerate(ranges)], segments,
+            [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)])
+    finally:
+        export.close()
+    for ix, kind, n, t in result["per_range"]:
+        i: int | None = ix
+        while i is not None:
+            r = ranges[i]
+            r.gpu_ops += n
+            if kind == "kernel":
+                r.kernels += n
+                r.gpu_time_ns += t
+            i = parents[i]
+    launched = result["launched"]
+    index = {id(r): i for i, r in enumerate(ranges)}
+    capture.ranges.extend(range_rows(ranges, lambda r: launched.get(index[id(r)], 0) - r.kernels, gpu=True))
+    if result["unlaunched"]:
+        capture.notes.append(f"{result['unlaunched']} GPU operations have no launch call in the export, so no range")
+    count, total = result["by_kind"].get("kernel", (0, 0))
+    return "kernel", count, total
+
+
+def _segments(ranges: list[OpenRange]) -> tuple[list[int | None], list[tuple[int, int, int | None]]]:
+    """Each range's parent (index, or None), and per thread the innermost open range from each
+    instant on: (globalTid, start, range index or None), where a range is open at t when
+    start <= t < end (as the streamed walk has it)."""
+    parents: list[int | None] = [None] * len(ranges)
+    by_thread: dict[int, list[int]] = {}
+    for i, r in enumerate(ranges):
+        by_thread.setdefault(int(r.global_tid or 0), []).append(i)
+    segments: list[tuple[int, int, int | None]] = []
+    for gtid, members in by_thread.items():
+        members.sort(key=lambda i: (ranges[i].start, -ranges[i].end))
+        times = sorted({t for i in members for t in (ranges[i].start, ranges[i].end)})
+        stack: list[int] = []
+        nxt = 0
+        top: object = object()
+        for t in times:
+            while stack and ranges[stack[-1]].end <= t:
+                stack.pop()
+            while nxt < len(members) and ranges[members[nxt]].start <= t:
+                i = members[nxt]
+                nxt += 1
+                while stack and ranges[stack[-1]].end <= ranges[i].start:
+                    stack.pop()
+                parents[i] = stack[-1] if stack else None
+                stack.append(i)
+            while stack and ranges[stack[-1]].end <= t:
+                stack.pop()
+            now = stack[-1] if stack else None
+            if now != top:
+                segments.append((gtid, t, now))
+                top = now
+    return parents, segments
 
 
 def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow]) -> Iterator[KernelRow]:

@@ -51,7 +51,7 @@ pandas DataFrame with the dtypes above.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypedDict, TypeVar
 
 from ..errors import BadExport
 
@@ -181,6 +181,12 @@ class Capture(Generic[RowT]):
     importer (nsys) completes in place as the last row is read; ``range_paths``, the ranges'
     paths, are known before. Classifying a capture (``profkit.classify.classified``) gives a
     ``Capture[ClassifiedRow]`` sharing those lists.
+
+    ``bulk``, where an importer has one (nsys exports), writes the same rows, classified,
+    straight from the file into the store in SQL, without passing each through Python: the
+    store calls ``bulk(store, run_id)`` instead of reading ``rows``, and it returns the run's
+    (activity, count, summed duration) as the store's own insert does. ``rows`` stays the
+    streamed equivalent (tests check that both give the same table).
     """
 
     rows: Iterator[RowT]
@@ -194,6 +200,7 @@ class Capture(Generic[RowT]):
     notes: list[str] = field(default_factory=list)
     ranges: list[RangeRow] = field(default_factory=list)
     range_paths: list[str] = field(default_factory=list)
+    bulk: Callable[[Any, int], tuple[str, int, int]] | None = None
 
 
 def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool = False) -> "pd.DataFrame":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..analyze.ranges import iteration_ranges, launches_outside
 from ..analyze.throughput import throughput
 from ..names import display_name
+from ..records import ncu_timed
 from ..render import fmt_ns
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def timeline(run: Run) -> dict[str, Any]:
     """One measured iteration's GPU work by stream, from a timeline capture (nsys, torch)."""
     if run.activity == "cpu_op":
         return {"bars": [], "note": "CPU runs record operators' self times, not a GPU timeline"}
-    if run.tool == "ncu":
+    if ncu_timed(run):
         return {"bars": [], "note": "ncu replays kernels one at a time and records no start times: "
                                     "profile with --tool nsys or torch for a timeline"}
     # The first measured iteration: from its range's start to the next iteration's (the harness

@@ -276,9 +276,9 @@ class Store:
         rowid, no second copy of the key) and the ``kernels`` view over them."""
         self.execute("create table strings (id integer primary key, text text not null unique)")
         cols = ", ".join(f"{c} {'integer' if t is int else 'text'}" for c, t in STORED_COLUMNS.items())
+        # No other index: every query reads one run's rows, which the key clusters.
         self.execute(f"create table kernel_rows ({cols}, primary key (run_id, launch_id), "
                      "foreign key (run_id) references runs (id)) without rowid")
-        self.execute("create index kernel_rows_name on kernel_rows (run_id, name_id)")
         self.execute(KERNELS_VIEW)
 
     def _migrate_kernels(self) -> None:
@@ -387,7 +387,12 @@ class Store:
         the error goes on; the run's row is the caller's to end (:meth:`end_run`,
         :meth:`delete_run`)."""
         try:
-            activity, count, total = self._insert_kernels(run.id, capture.rows)
+            if capture.bulk is not None:
+                activity, count, total = capture.bulk(self, run.id)
+                if not count:
+                    raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
+            else:
+                activity, count, total = self._insert_kernels(run.id, capture.rows)
             info = {**run.info, **((fields or {}).get("info") or {}), "notes": list(capture.notes)}
             update = _encoded({**(fields or {}), "activity": activity, "kernel_count": count, "gpu_time_ns": total,
                                "info": info, "status": OK, "owner": None})
@@ -519,6 +524,13 @@ class Store:
         if not count[activity]:
             raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
         return activity, count[activity], total[activity]
+
+    def intern(self, texts: Iterable[str]) -> dict[str, int]:
+        """The ids of ``texts`` in ``strings``, adding those not there yet; inside a write
+        transaction (a bulk importer's)."""
+        ids: dict[str, int] = {}
+        self._intern(ids, set(texts))
+        return ids
 
     def _intern(self, ids: dict[str, int], texts: set[str]) -> None:
         """Put ``texts`` in ``strings`` (those not there yet) and their ids in ``ids``; inside a

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import BadExport
+from ..parse.schema import MAX_DURATION_NS
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
 # 2025.3 writes; the tables and columns used here are checked one by one as well.
@@ -87,14 +88,14 @@ class NsysExport:
         for table, columns in _INTEGER_COLUMNS.items():
             if table not in self.schema.columns:
                 continue
-            for column in columns:
-                if column not in self.schema.columns[table]:
-                    continue
-                allowed = "('integer', 'null')" if column in _NULLABLE.get(table, ()) else "('integer')"
-                bad = self.con.execute(f"select {column} from {table} where typeof({column}) not in {allowed} "
-                                       f"limit 1").fetchone()
-                if bad is not None:
-                    raise BadExport(f"{self.path.name}: {table} has {column} = {bad[0]!r}, not an integer")
+            present = [c for c in columns if c in self.schema.columns[table]]
+            tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
+            # One scan of the table for all its columns; the column at fault is named after.
+            bad = self.con.execute(f"select {', '.join(present)} from {table} where {' or '.join(tests)} "
+                                   "limit 1").fetchone() if present else None
+            if bad is not None:
+                column, value = next((c, v) for c, v in zip(present, bad) if not _integer(v, c in _NULLABLE.get(table, ())))
+                raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, not an integer")
 
     def _check_schema(self) -> Schema:
         """Refuse exports whose layout this reader does not know."""
@@ -157,6 +158,27 @@ class NsysExport:
         return (_checked(r, "NVTX_EVENTS", ((0, "start"), (1, "end"), (3, "globalTid")), self.path, ordered=(0, 1))
                 for r in rows)
 
+    def kernel_names(self) -> Iterator[tuple[int | None, str | None, str | None]]:
+        """(demangledName id, demangled name, short name) of each kernel name launched."""
+        return iter(self.con.execute("""
+            select k.demangledName, cast(dn.value as text), cast(min(sn.value) as text)
+            from (select distinct demangledName, shortName from CUPTI_ACTIVITY_KIND_KERNEL) k
+            left join StringIds dn on dn.id = k.demangledName left join StringIds sn on sn.id = k.shortName
+            group by k.demangledName"""))
+
+    def copy_kinds(self) -> Iterator[tuple[int | None, str]]:
+        """(copyKind, the copy's name as the rows have it) of each kind of copy made."""
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" not in self.schema.columns:
+            return iter(())
+        label = ("(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = m.copyKind)"
+                 if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables else "m.copyKind")
+        return iter(self.con.execute(f"""
+            select m.copyKind, '[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']'
+            from (select distinct copyKind from CUPTI_ACTIVITY_KIND_MEMCPY) m"""))
+
+    def has_memsets(self) -> bool:
+        return "CUPTI_ACTIVITY_KIND_MEMSET" in self.schema.columns
+
     def _gpu_ops_sql(self) -> str:
         """One SELECT over kernels, copies and sets with their launch calls, in launch order."""
         parts = ["""
@@ -210,6 +232,13 @@ _INTEGER_COLUMNS = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
     "NVTX_EVENTS": ("start", "eventType"),
 }
+_ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
+
+
+def _integer(value: Any, nullable: bool) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (nullable and value is None)
+
+
 # Of those, the ones that may also be NULL (a copy or set with no device or stream recorded).
 _NULLABLE = {
     "CUPTI_ACTIVITY_KIND_MEMCPY": ("deviceId", "streamId"),
@@ -228,3 +257,128 @@ def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path
     if end < start:
         raise BadExport(f"{path.name}: {table} has an entry that ends before it starts (start {start}, end {end})")
     return row
+
+
+# ------------------------------------------------------------------------------ bulk import
+def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
+                   segments: list[tuple], windows: list[tuple]) -> dict[str, Any]:
+    """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
+    file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
+
+    ``names``: (key, name, short name, precision, tensor_core, family, evidence, detail) per
+    operation name, the key being the export's demangledName id for kernels and
+    ``name_key_memcpy(copyKind)`` / ``MEMSET_KEY`` for copies and sets. ``ranges``: (index,
+    name, path) per push/pop range. ``segments``: (globalTid, start, range index or None), per
+    thread the innermost open range from ``start`` on. ``windows``: (range index, process,
+    start, end). Returns the operations counted by kind (count, time), per innermost range
+    and kind (count, time), the kernels each range's process launched in its window, and the
+    operations with no launch call. One write transaction: nothing stays if it fails."""
+    con = store.conn
+    ops_sql = _ops_sql(export)
+    # The operations' working table in memory, not in a temporary file (~90 bytes a row).
+    con.execute("pragma temp_store = memory")
+    try:
+        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows)
+    finally:
+        if con.in_transaction:
+            con.execute("rollback")
+        if any(r[1] == "src" for r in con.execute("pragma database_list")):
+            con.execute("detach database src")
+        con.execute("pragma temp_store = default")
+
+
+def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[tuple],
+                    ranges: list[tuple], segments: list[tuple], windows: list[tuple]) -> dict[str, Any]:
+    from .database import KERNEL_COLUMNS, STORED_COLUMNS
+
+    with store.write():
+        ids = store.intern({t for row in names for t in (row[1], row[2], row[5], row[7]) if t is not None} |
+                           {t for row in ranges for t in row[1:] if t is not None})
+        con.execute("attach database ? as src", [f"file:{export.path}?mode=ro"])
+        try:
+            con.execute("create temp table nm (key integer primary key, name_id, short_id, precision, tensor_core, "
+                        "family_id, evidence, detail_id)")
+            con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?)", (
+                (k, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d)) for k, n, sh, p, tc, f, ev, d in names))
+            con.execute("create temp table rg (ix integer primary key, range_id, path_id)")
+            con.executemany("insert into temp.rg values (?, ?, ?)", ((i, ids.get(n), ids.get(p)) for i, n, p in ranges))
+            con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
+            con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
+            con.execute(f"create temp table ops as {ops_sql}")
+            bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
+            if bad:
+                raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
+                                f"ends before it starts (start {bad[1]}, end {bad[2]})")
+            long = con.execute("select seq, end - start from temp.ops where end - start > ? limit 1",
+                               [MAX_DURATION_NS]).fetchone()
+            if long:
+                raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
+            source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
+                      "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
+                      "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev",
+                      "thread_id": f"o.ltid & {0xFFFFFF}", "nvtx_range": "rg.range_id", "nvtx_path": "rg.path_id",
+                      "input_types": "null", "op": "null", "metrics": "null", "precision": "n.precision",
+                      "tensor_core": "n.tensor_core", "family": "n.family_id", "evidence": "n.evidence",
+                      "evidence_detail": "n.detail_id", "name": "n.name_id", "short_name": "n.short_id"}
+            assert set(source) == set(KERNEL_COLUMNS)
+            cols = ", ".join(STORED_COLUMNS)
+            values = ", ".join(source[c] for c in KERNEL_COLUMNS)
+            con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
+                        "join temp.nm n on n.key = o.key left join temp.rg rg on rg.ix = o.rix order by o.seq", [run_id])
+            by_kind = {k: (int(n), int(t or 0)) for k, n, t in con.execute(
+                "select kind, count(*), sum(end - start) from temp.ops group by kind")}
+            per_range = [(int(i), k, int(n), int(t or 0)) for i, k, n, t in con.execute(
+                "select rix, kind, count(*), sum(end - start) from temp.ops where rix is not null group by rix, kind")]
+            unlaunched = int(con.execute("select count(*) from temp.ops where ltid is null").fetchone()[0])
+            launched: dict[int, int] = {}
+            if windows:
+                con.execute("create index temp.ops_launch on ops (lpid, lstart) where kind = 'kernel'")
+                for ix, pid, start, end in windows:
+                    launched[ix] = int(con.execute(
+                        "select count(*) from temp.ops where kind = 'kernel' and lpid = ? and lstart >= ? and lstart < ?",
+                        [pid, start, end]).fetchone()[0])
+        finally:
+            for table in ("ops", "nm", "rg", "seg"):
+                con.execute(f"drop table if exists temp.{table}")
+    return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
+
+
+MEMSET_KEY = -1
+
+
+def name_key_memcpy(copy_kind: int | None) -> int:
+    """The ``names`` key of a copy of this kind (negative, apart from kernels' string ids)."""
+    return -1000 - (copy_kind if copy_kind is not None else 999)
+
+
+def _ops_sql(export: NsysExport) -> str:
+    """The GPU operations with their launch calls, numbered in launch order, each with the
+    innermost push/pop range open on its launching thread then (``temp.seg``)."""
+    cols = export.schema.columns
+    parts = ["""
+        select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.start, k.end, k.deviceId as dev,
+               k.streamId as stream, k.correlationId as corr, k.globalPid as gpid,
+               k.gridX as gx, k.gridY as gy, k.gridZ as gz, k.blockX as bx, k.blockY as by, k.blockZ as bz
+        from src.CUPTI_ACTIVITY_KIND_KERNEL k"""]
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in cols:
+        parts.append("""
+        select 'memcpy', -1000 - coalesce(m.copyKind, 999), m.start, m.end, m.deviceId, m.streamId, m.correlationId,
+               m.globalPid, null, null, null, null, null, null
+        from src.CUPTI_ACTIVITY_KIND_MEMCPY m""")
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in cols:
+        parts.append(f"""
+        select 'memset', {MEMSET_KEY}, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
+               null, null, null, null, null, null
+        from src.CUPTI_ACTIVITY_KIND_MEMSET s""")
+    ops = " union all ".join(parts)
+    return f"""
+        with ops as ({ops}),
+        launched as (
+            select ops.*, r.start as lstart, r.globalTid as ltid
+            from ops left join src.CUPTI_ACTIVITY_KIND_RUNTIME r
+              on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
+        select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, start, end, dev,
+               stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
+               (select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
+                order by s.start desc limit 1) as rix
+        from launched"""

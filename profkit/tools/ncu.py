@@ -10,7 +10,9 @@ from pathlib import Path
 from ..errors import NoKernelsProfiled, ToolFailed, ToolNotFound
 from . import runner
 
-_PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<index>\d+):(?:.*- (?P<passes>\d+) pass)?')
+_PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)"(?: - (?P<index>\d+))?:(?:.*- (?P<passes>\d+) pass)?')
+# With --kernel-id, ncu names the kernel by its id (context:stream:name:invocation), no index.
+_KERNEL_ID = re.compile(r"^\d+:\d+:(?P<name>.+):\d+$")
 _VERSION = re.compile(r"Version\s+(\d[\d.]*)")
 SEARCH = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu")
 
@@ -76,17 +78,29 @@ def profile_argv(
     return argv + list(extra or []) + list(target)
 
 
-def export_csv_argv(ncu: str, report: Path) -> list[str]:
-    """Raw page, one row per launch, base units (ns) so no unit guessing is needed."""
-    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"]
+# profkit's per-function plan: the first launch of each kernel function inside the NVTX
+# filter, a function being a mangled name (so each template instance is one).
+PER_FUNCTION = ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1"]
 
 
-def parse_progress(line: str) -> tuple[int, str, int | None] | None:
-    """'==PROF== Profiling "k" - 12: 0%....100% - 5 passes' -> (12, 'k', 5)."""
+def export_csv_argv(ncu: str, report: Path, mangled: bool = False) -> list[str]:
+    """Raw page, one row per launch, base units (ns) so no unit guessing is needed; with
+    ``mangled``, kernel names as the binary has them (what CUPTI reports)."""
+    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
+            *(["--print-kernel-base", "mangled"] if mangled else [])]
+
+
+def parse_progress(line: str) -> tuple[int | None, str, int | None] | None:
+    """'==PROF== Profiling "k" - 12: 0%....100% - 5 passes' -> (12, 'k', 5); with a kernel-id
+    filter, '==PROF== Profiling "1:7:k:1": 0%....100% - 7 passes' -> (None, 'k', 7)."""
     m = _PROGRESS.match(line)
     if not m:
         return None
-    return int(m.group("index")), m.group("name"), int(m.group("passes")) if m.group("passes") else None
+    name = m.group("name")
+    if m.group("index") is None and (k := _KERNEL_ID.match(name)):
+        name = k.group("name")
+    index = int(m.group("index")) if m.group("index") is not None else None
+    return index, name, int(m.group("passes")) if m.group("passes") else None
 
 
 def check_result(result: runner.Result, report: Path, kernels_seen: int, nvtx_include: str) -> None:

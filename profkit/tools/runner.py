@@ -143,6 +143,44 @@ def stream(
     return Result(argv, proc.returncode, log_path, tail, time.monotonic() - start)
 
 
+class Background:
+    """A child started beside the one ``stream`` runs (``with Background(argv, log) as b: ...
+    stream(...); b.wait()``): output to its log file, its own session, and stopped with its
+    whole group if the block is left before it ended (an error, Ctrl-C, a timeout)."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None):
+        self.argv = [str(a) for a in argv]
+        self.log_path = log_path
+        self.start = time.monotonic()
+        self._log = open(log_path, "w", encoding="utf-8", errors="replace")
+        try:
+            self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **(env or {})}, start_new_session=True)
+        except FileNotFoundError as exc:
+            self._log.close()
+            raise ToolNotFound(f"{self.argv[0]} is not installed or not on PATH") from exc
+
+    def __enter__(self) -> "Background":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            _stop(self.proc)
+        self._log.close()
+
+    def wait(self, timeout: float | None = None, keep: int = 40) -> Result:
+        """Wait for the child (at most ``timeout`` s, then stop it: ToolFailed)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(self.proc)
+            raise ToolFailed(f"{Path(self.argv[0]).name} ran past its time and was stopped",
+                             f"Its log is {self.log_path}.") from None
+        self._log.flush()
+        lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return Result(self.argv, self.proc.returncode, self.log_path, lines[-keep:], time.monotonic() - self.start)
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)

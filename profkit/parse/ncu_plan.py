@@ -1,0 +1,153 @@
+"""ncu's per-function plan into the kernel table: counters of one launch per kernel function,
+times of every launch.
+
+Tensor-path counters decide a verdict per kernel *function* (measured on H100 against the
+7-pass preset launch by launch: benchmarks/RESULTS.md), so profkit's default ncu run
+profiles only the first launch of each function in the measured iterations (``--kernel-id
+::regex:.:1`` with ``--kernel-name-base mangled``: every template instance is its own
+function) and the harness records every kernel's GPU start and end through CUPTI's activity
+API in the same process (``profkit.kernel_timer``). This module joins the two:
+
+* one row per kernel CUPTI saw inside a measured iteration's window, in launch order
+  (CUPTI's correlation ids), with CUPTI's start, duration, grid, block, stream and device;
+* a function's first launch carries ncu's counters for it; every launch of the function has
+  the verdict those counters give, and the launches that were not profiled say in
+  ``evidence_detail`` which launch's counters decided it;
+* a function ncu did not profile (launched from another thread, which ncu's per-thread NVTX
+  filter does not see) keeps its mangled name and a verdict from name rules alone.
+
+The iterations become range rows (with their CUPTI start and wall time), so the run has a
+timeline like nsys's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator, cast
+
+from ..classify import classify_one
+from ..errors import BadExport
+from ..names import short_name
+from .ncu_csv import read_ncu_csv
+from .schema import Capture, ClassifiedRow, KernelRow, RangeRow, kernel_row
+
+DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function): {detail}"
+
+
+def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, run_tag: str,
+                      domain: str, thread_ids: dict[int, int] | None = None) -> Capture[KernelRow]:
+    """A classified capture (rows carry their verdicts) from ncu's two raw-page exports of the
+    same report (names demangled, and mangled) and the harness's CUPTI kernel times.
+    ``thread_ids`` maps CUPTI's thread ids (pthread ids) to OS thread ids where known; other
+    threads' launches have no thread id."""
+    profiled = read_ncu_csv(csv_path)
+    rows = list(profiled.rows)
+    mangled = list(read_ncu_csv(mangled_csv_path).rows)
+    if len(mangled) != len(rows):
+        raise BadExport(f"{mangled_csv_path.name} and {csv_path.name} list different launches")
+    functions: dict[str, KernelRow] = {}
+    for m, r in zip(mangled, rows):
+        functions.setdefault(m["name"], r)
+    try:
+        raw = times_path.read_bytes()
+        times = json.loads(gzip.decompress(raw) if times_path.suffix == ".gz" else raw)
+        marks = [(str(label), int(ts)) for label, ts in times["marks"]]
+        kernels = times["kernels"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BadExport(f"{times_path} is not a readable kernel-times file: {exc}") from None
+    windows = _windows(marks)
+    capture: Capture[KernelRow] = Capture(
+        rows=iter(()), tool="ncu", source_format="ncu-csv+cupti", gpu_name=profiled.gpu_name,
+        compute_capability=profiled.compute_capability, metric_names=profiled.metric_names,
+        metric_units=profiled.metric_units)
+    ids = thread_ids or {}
+    for k in kernels:
+        k["os_thread"] = ids.get(k.get("thread")) if k.get("thread") is not None else None
+    out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes)
+    capture.rows = cast(Iterator[KernelRow], iter(out))
+    capture.ranges.extend(ranges)
+    capture.range_paths = [r["path"] for r in ranges]
+    unprofiled = {r["name"] for r in out if r["evidence"] != "metrics"}
+    if unprofiled:
+        capture.notes.append(f"{len(unprofiled)} kernel functions ran outside ncu's NVTX filter (another thread): "
+                             "their verdicts come from names")
+    return capture
+
+
+def _windows(marks: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
+    """(iteration, start, end) from the harness's ``iterN.start`` / ``iterN.end`` marks."""
+    starts = {label[:-6]: ts for label, ts in marks if label.endswith(".start")}
+    out = []
+    for label, ts in marks:
+        if label.endswith(".end") and label[:-4] in starts:
+            out.append((int(label[4:-4]), starts[label[:-4]], ts))
+    return sorted(out)
+
+
+def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, KernelRow],
+          run_tag: str, domain: str, thread_ids: dict[int, int],
+          notes: list[str]) -> tuple[list[ClassifiedRow], list[RangeRow]]:
+    placed = []
+    for k in kernels:
+        it = next((i for i, s, e in windows if s <= int(k["start"]) <= e), None)
+        if it is not None:
+            placed.append((int(k["correlation"]), it, k))
+    placed.sort(key=lambda p: (p[0], p[2]["start"]))
+    # The thread that opened the iteration ranges: the one that launched the kernels ncu's
+    # per-thread filter profiled (CUPTI's runtime records name each launch's thread, where
+    # CUPTI gave them; without them every kernel counts as the main thread's).
+    threads = Counter(k.get("thread") for _, _, k in placed if k["name"] in functions and k.get("thread") is not None)
+    main_thread = threads.most_common(1)[0][0] if threads else None
+    first: dict[str, int] = {}  # mangled name -> launch id of its profiled launch
+    verdicts: dict[str, Any] = {}
+    out: list[ClassifiedRow] = []
+    per_iter: dict[int, list[int]] = {}
+    for launch_id, (_, it, k) in enumerate(placed):
+        mangled = k["name"]
+        ncu_row = functions.get(mangled)
+        name = ncu_row["name"] if ncu_row else mangled
+        grid, block = k["grid"], k["block"]
+        thread = k.get("thread")
+        on_main = main_thread is None or thread is None or thread == main_thread
+        range_name = f"{run_tag}.iter{it}"
+        row = kernel_row(
+            launch_id, "kernel", name, ncu_row["short_name"] if ncu_row else short_name(name),
+            duration_ns=int(k["end"]) - int(k["start"]), start_ns=int(k["start"]),
+            grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
+            stream=k.get("stream"), device=k.get("device"), thread_id=k.get("os_thread"),
+            nvtx_range=range_name if on_main else None, nvtx_path=f"{domain}@{range_name}" if on_main else None)
+        if ncu_row is not None and mangled not in first:
+            first[mangled] = launch_id
+            row["metrics"] = dict(ncu_row["metrics"])
+            verdicts[mangled] = classify_one(name, ncu_row["metrics"])
+            v = verdicts[mangled]
+            detail = v.evidence_detail
+        elif ncu_row is not None:
+            v = verdicts[mangled]
+            detail = DETAIL_SHARED.format(launch=first[mangled], detail=v.evidence_detail)
+        else:
+            v = classify_one(name, None)
+            detail = v.evidence_detail
+        done = cast(ClassifiedRow, row)
+        done["precision"], done["tensor_core"], done["family"] = v.precision, v.tensor_core, v.family
+        done["evidence"], done["evidence_detail"] = v.evidence, detail
+        out.append(done)
+        per_iter.setdefault(it, []).append(launch_id)
+    missing = sorted(set(functions) - set(first))
+    if missing:
+        notes.append(f"ncu profiled {len(missing)} kernel functions that CUPTI did not time inside the measured "
+                     f"iterations (first: {missing[0][:80]})")
+    ranges: list[RangeRow] = []
+    for i, (it, s, e) in enumerate(windows):
+        ids = per_iter.get(it, [])
+        mine = [out[j] for j in ids if out[j]["nvtx_path"]]
+        ranges.append({
+            "range_id": i, "name": f"{run_tag}.iter{it}", "domain": domain, "path": f"{domain}@{run_tag}.iter{it}",
+            "depth": 0, "thread_id": thread_ids.get(main_thread) if main_thread is not None else None,
+            "start_ns": s, "wall_ns": e - s, "kernels": len(mine),
+            "gpu_ops": len(mine), "gpu_time_ns": sum(r["duration_ns"] or 0 for r in mine),
+            "other_thread_kernels": len(ids) - len(mine)})
+    return out, ranges
