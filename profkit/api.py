@@ -52,6 +52,11 @@ class Run(RunRecord):
         """The run's kernel-table rows in launch order, streamed: for runs of millions of launches."""
         return self.database.store.iter_kernels(self.id)
 
+    def iter_kernels_json(self) -> Iterator[str]:
+        """The rows of :meth:`iter_kernels` as JSON objects, one text each, made by SQLite:
+        what ``profkit kernels --format json`` streams."""
+        return self.database.store.iter_kernels_json(self.id)
+
     def kernels(self) -> pd.DataFrame:
         """The run's kernel table (``profkit.parse.schema`` documents its columns and dtypes)."""
         return frame(self.iter_kernels(), classified=True)

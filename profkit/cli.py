@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import os
+import re
 import signal
 import sys
 import warnings
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .choices import CompileMode, Device, Format, Mode, Precision, Tool
 from .errors import ProfkitError, ProfkitWarning, name_params
@@ -65,7 +67,33 @@ def _parser_errors() -> tuple[type[Exception], ...]:
 
 class OneLineErrors(TyperGroup):
     """The parser's usage errors (unknown option, bad value, missing argument) as one line,
-    like every other error; ``profkit`` alone prints the help."""
+    like every other error; ``profkit`` alone prints the help. Its parameters' values are
+    converted as ProfkitCommand's are, and the command list of its help shows each command's
+    first paragraph whole."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        quick_values(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        quick_values([option])
+        return option
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # Click's plain help cuts a command's summary to the rest of a line, or at its first
+        # full stop; Typer's rich help, which profkit showed before, printed the whole first
+        # paragraph of the docstring. So does this, wrapped by Click's formatter.
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            text = cmd.short_help or (cmd.help or "").split("\n\n")[0]
+            rows.append((name, " ".join(text.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -104,6 +132,126 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+# ---------------------------------------------------------------------------------- parameter values
+# Typer 0.29 converts each parameter's value (its default, an environment variable, what the
+# command line gave) through a pydantic TypeAdapter, and importing pydantic takes ~0.2 s, more
+# than all the rest of `profkit summary`. Every parameter profkit has is a bool, str, int,
+# float, Path or Enum (Optional or not). For those, Typer's converter is put behind a quick one
+# that takes the ordinary spellings (any str; digits; a plain decimal; a path passing Typer's
+# own checks; a choice Typer's own matcher knows) to what Typer makes of them, and hands
+# anything else (an out-of-range number, "1e3", "+5", an unknown choice, a path failing a
+# check) to Typer's converter, so its results and its messages stay Typer's.
+# tests/test_cli_values.py compares the two on many values. Where Typer's internals are not as
+# in 0.29 (Typer before 0.29 converted with Click's types, without pydantic), nothing changes.
+_ASK_TYPER = object()
+_DIGITS = re.compile(r"[0-9]{1,18}")
+_DECIMAL = re.compile(r"[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15}")
+
+
+class QuickValue:
+    """Typer's runtime converter for one parameter (what its ``get_runtime_param`` returns; only
+    ``coerce`` is called): ``quick`` converts a value or returns ``_ASK_TYPER`` (or fails), and
+    then Typer's own converter, built on first need, converts it instead."""
+
+    def __init__(self, quick: Callable[[Any, Any, Any], Any], build_typers: Callable[[], Any]) -> None:
+        self.quick = quick
+        self.build_typers = build_typers
+        self.typers: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # as Typer's RuntimeParam.coerce does for a single value
+            return None
+        try:
+            out = self.quick(value, param, ctx)
+        except Exception:  # a check failed: Typer's converter says how, in its own words
+            out = _ASK_TYPER
+        if out is not _ASK_TYPER:
+            return out
+        if self.typers is None:
+            self.typers = self.build_typers()
+        return self.typers.coerce(value, param=param, ctx=ctx)
+
+
+@functools.cache
+def _typer_internals() -> tuple[Any, Any, Any, Any] | None:
+    """The parts of Typer quick_values uses, or None where this Typer has not got them as 0.29
+    has them."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+        from typer._param_types import coerce_cli_choice, coerce_cli_path
+        from typer.core import _TyperParameter
+    except ImportError:
+        return None
+    if (not callable(getattr(_TyperParameter, "get_runtime_param", None))
+            or list(inspect.signature(RuntimeParam.coerce).parameters) != ["self", "value", "param", "ctx"]):
+        return None
+    return _TyperParameter, build_runtime_param, coerce_cli_choice, coerce_cli_path
+
+
+def _quick(desc: Any, coerce_cli_choice: Any, coerce_cli_path: Any) -> Callable[[Any, Any, Any], Any] | None:
+    """The quick conversion for a parameter of Typer's type ``desc``, or None for another type."""
+    t, info = desc.annotation, desc.parameter_info
+    if info.parser is not None or desc.file_annotation is not None:
+        return None
+    if t is bool:
+        # Typer passes a flag's bool on itself; an unset --help (None) and a str (from an
+        # environment variable) come here, the str for Typer's converter.
+        return lambda v, p, c: v if type(v) is bool else _ASK_TYPER
+    if t is str:
+        return lambda v, p, c: v if type(v) is str else _ASK_TYPER
+    if (t is int or t is float) and not info.clamp:
+        pattern = _DIGITS if t is int else _DECIMAL
+        lo, hi = info.min, info.max
+
+        def number(v: Any, p: Any, c: Any) -> Any:
+            if (type(v) is str and pattern.fullmatch(v)) or type(v) is t or (t is float and type(v) is int):
+                n = t(v)
+                if (lo is None or n >= lo) and (hi is None or n <= hi):
+                    return n
+            return _ASK_TYPER
+        return number
+    if t is Path and info.path_type is None:
+        # Typer makes the str a Path (with pydantic), then checks it with coerce_cli_path.
+        return lambda v, p, c: (coerce_cli_path(Path(v), info, path_type=Path, param=p, ctx=c)
+                                if type(v) is str and v and "\0" not in v else _ASK_TYPER)
+    if isinstance(t, type) and issubclass(t, Enum):
+        # What Typer's pydantic validator for a choice calls.
+        choices, case_sensitive = tuple(t), info.case_sensitive
+        return lambda v, p, c: coerce_cli_choice(v, choices=choices, case_sensitive=case_sensitive, ctx=c)
+    return None
+
+
+def quick_values(params: Sequence[Any]) -> None:
+    """Put a QuickValue in front of the converter of each bool, str, int, float, Path and Enum
+    parameter in ``params``; any other parameter keeps Typer's converter alone."""
+    internals = _typer_internals()
+    if internals is None:
+        return
+    typer_parameter, build_runtime_param, coerce_cli_choice, coerce_cli_path = internals
+    for param in params:
+        desc = getattr(param, "type_descriptor", None)
+        if (not isinstance(param, typer_parameter) or desc is None or getattr(param, "_runtime_param", 0) is not None
+                or param.multiple or param.nargs != 1):
+            continue
+        quick = _quick(desc, coerce_cli_choice, coerce_cli_path)
+        if quick is not None:
+            setattr(param, "_runtime_param", QuickValue(quick, functools.partial(build_runtime_param, desc)))
+
+
+class ProfkitCommand(TyperCommand):
+    """Every profkit command (set below, after the last one): its parameters' values, and its
+    --help option's, are converted by ``quick_values``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        quick_values(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        quick_values([option])
+        return option
+
+
 app = typer.Typer(
     name="profkit",
     cls=OneLineErrors,
@@ -112,6 +260,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help, not Rich's panels: typer.rich_utils imports rich's markdown, syntax
+    # and traceback modules, ~0.2 s of every `--help`. The help says the same words
+    # (OneLineErrors.format_commands keeps each command's summary whole).
+    rich_markup_mode=None,
 )
 
 _state: dict[str, Any] = {"verbose": False, "db": None}
@@ -326,6 +478,9 @@ def kernels(
     """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
+    if fmt is Format.json:
+        render.json_array(r.iter_kernels_json())  # each row's JSON made by SQLite: millions of rows
+        return
     counts = r.count_by_kind() if fmt is Format.table else {}
     render.kernels(r, r.iter_kernels(), fmt.value, limit=limit,
                    memory_ops=counts.get("memcpy", 0) + counts.get("memset", 0))
@@ -487,6 +642,13 @@ def workloads_() -> None:
     from .api import list_workloads
 
     render.workloads(list_workloads())
+
+
+# Every command is a ProfkitCommand; set here once, so that a command added later is one too
+# (`app.command()` records Typer's own class where it is given none).
+for _info in app.registered_commands:
+    if _info.cls is None or _info.cls is TyperCommand:
+        _info.cls = ProfkitCommand
 
 
 class Terminated(KeyboardInterrupt):

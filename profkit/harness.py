@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.profiler.stop()
         if timer:
             timer.stop()
+        _release_gpu_lock()  # the other harness may start its GPU work while this one writes
+        if timer:
             timer.write(Path(job["kernel_times_path"]))
     info["iteration_wall_ns"] = iter_ns
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
@@ -126,11 +128,11 @@ def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: lis
 def _gpu_lock(job: dict, stage: str) -> None:
     """With ``gpu_lock`` in the job: wait for that lock file at ``gpu_lock_at`` (``prepare``:
     before the workload is built, which may already run it, as TorchScript's tracing does; or
-    ``warmup``), and hold it to the end of the process. ncu's per-function plan runs two
-    harnesses at once: one under ncu, counting, which locks before ``prepare``, and one timing
-    every launch through CUPTI, which locks before ``warmup``. Their imports and model building
-    overlap; nothing of the counting process runs on the GPU while the timing one warms up and
-    measures, so its times are the workload's alone."""
+    ``warmup``), and hold it until the measured iterations are done. ncu's per-function plan
+    runs two harnesses at once: one under ncu, counting, and one timing every launch through
+    CUPTI, which locks before ``warmup``. Their imports and model building overlap; nothing of
+    the counting process runs on the GPU while the timing one warms up and measures, so its
+    times are the workload's alone."""
     if not job.get("gpu_lock") or job.get("gpu_lock_at", "prepare") != stage:
         return
     import fcntl
@@ -140,7 +142,16 @@ def _gpu_lock(job: dict, stage: str) -> None:
     _HELD.append(handle)
 
 
-_HELD: list = []  # the lock's open file, kept (and so held) until the process ends
+_HELD: list = []  # the lock's open file, kept (and so held) until released
+
+
+def _release_gpu_lock() -> None:
+    import fcntl
+
+    while _HELD:
+        handle = _HELD.pop()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
 
 
 def _kernel_timer(job: dict, info: dict):

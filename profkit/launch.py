@@ -302,8 +302,12 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     for stale in (times, timer_job):
         stale.unlink(missing_ok=True)
     job.job.pop("gpu_lock", None)
+    job.job.pop("gpu_lock_at", None)
     if per_function:
+        # The counting harness may build its model while the timing one measures, unless
+        # building it runs it (TorchScript's tracing): then it waits before that too.
         job.job["gpu_lock"] = str(job.folder / "gpu.lock")
+        job.job["gpu_lock_at"] = "warmup" if job.req.spec.mode == "eager" else "prepare"
         timer_job.write_text(json.dumps({
             **job.job, "kernel_times_path": str(times), "info_path": str(job.folder / "harness-times.json"),
             "error_path": str(job.folder / "harness-times-error.txt"), "gpu_lock_at": "warmup"}, indent=2))

@@ -4,23 +4,29 @@ the library returns. No analysis and no database access here: each function take
 
 In a terminal, long kernel and range names are cut to fit the window with an ellipsis. When
 standard output is not a terminal (a file, a pipe to ``less`` or ``grep``) nothing is cut:
-tables take the width their contents need.
+tables take the width their contents need. There tables and plain lines are written as rich
+would write them, without rich (``PlainConsole``): importing rich and laying a table out with
+it took longer than all the rest of ``profkit kernels``.
 """
 
 from __future__ import annotations
 
+import builtins
 import csv
 import json
+import os
+import re
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
 
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
 from .records import RUN_LIST_FIELDS, RunRecord, Summary
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console as RichConsole
+    from rich.table import Table as RichTable
+    from rich.text import Text as RichText
 
     from .analyze.diff import Diff
     from .analyze.findings import Finding
@@ -32,27 +38,129 @@ TABLE_MAX = 5000
 UNLIMITED_WIDTH = 1_000_000
 
 
-def console(stderr: bool = False) -> Console:
-    """A rich console that cuts nothing when its stream is not a terminal, and lets a closed
-    pipe end the command as the CLI ends it (rich's own way exits 1)."""
+def _rich_console(stderr: bool, width: int | None = None) -> RichConsole:
     from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError
 
-    c = _Console(stderr=stderr)
+    return _Console(stderr=stderr, width=width)
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console that cuts nothing when its stream is not a terminal, and lets a closed
+    pipe end the command as the CLI ends it (rich's own way exits 1). Where rich would see no
+    terminal, a PlainConsole, which makes the rich one only if something but a plain table is
+    printed."""
+    stream = sys.stderr if stderr else sys.stdout
+    if _surely_no_terminal(stream):
+        return PlainConsole(stderr)
+    c = _rich_console(stderr)
     if not c.is_terminal:
-        c = _Console(stderr=stderr, width=UNLIMITED_WIDTH)
+        c = _rich_console(stderr, width=UNLIMITED_WIDTH)
     return c
+
+
+def _surely_no_terminal(stream: Any) -> bool:
+    """Whether rich's console would take ``stream`` for no terminal (rich's Console.is_terminal,
+    read without importing rich); False wherever that is in doubt (Windows, Jupyter, a stream
+    rich itself proxies, FORCE_COLOR), which only costs the time of importing rich."""
+    if sys.platform == "win32" or hasattr(builtins, "get_ipython") or "DATABRICKS_RUNTIME_VERSION" in os.environ:
+        return False
+    if stream is None or type(stream).__module__.startswith("rich"):
+        return False
+    tty_compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if tty_compatible in ("0", "1"):
+        return tty_compatible == "0"
+    if "FORCE_COLOR" in os.environ:
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return isatty is None or not isatty()
+    except ValueError:  # a closed stream: rich says no terminal too
+        return True
+
+
+class PlainConsole:
+    """The console for a stream that is no terminal. There rich adds no colour and, at
+    UNLIMITED_WIDTH, cuts nothing, so what ``_plain_lines`` can lay out as rich would (a Table,
+    a line of plain text) is written here; anything else (a status line, other markup, a
+    character rich counts otherwise) goes to the rich console, made on first need."""
+
+    is_terminal = False
+    width = UNLIMITED_WIDTH
+
+    def __init__(self, stderr: bool = False) -> None:
+        self.stderr = stderr
+        self._rich: RichConsole | None = None
+
+    @property
+    def rich(self) -> RichConsole:
+        if self._rich is None:
+            self._rich = _rich_console(self.stderr, width=UNLIMITED_WIDTH)
+        return self._rich
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        lines = _plain_lines(objects[0]) if len(objects) == 1 and not options else None
+        if lines is None:
+            self.rich.print(*objects, **options)
+            return
+        out: TextIO = sys.stderr if self.stderr else sys.stdout
+        out.write("".join(line + "\n" for line in lines))
+        out.flush()  # as rich does after each print
+
+    def __getattr__(self, name: str) -> Any:  # status(), rule(), ...: the rich console's
+        return getattr(self.rich, name)
+
+
+Console = Union["RichConsole", PlainConsole]
+
+# Where rich would replace an emoji code (":thumbs_up:") in printed text, and the one markup
+# tag profkit prints; a "[" or a backslash anywhere else is left to rich.
+_EMOJI_CODE = re.compile(r":\S*:")
+_BOLD_TAG = re.compile(r"\[(/?)bold\]")
+
+
+def _plain_lines(obj: Any) -> list[str] | None:
+    """What a colourless rich console at UNLIMITED_WIDTH prints for ``obj``, where that is
+    plain to see (a Table whose plain_lines can tell; printable ASCII without emoji codes, as
+    a str whose only markup is [bold]...[/bold] or as a Text), else None."""
+    if isinstance(obj, Table):
+        return obj.plain_lines()
+    if isinstance(obj, str):
+        if not (obj.isascii() and obj.isprintable()) or "\\" in obj or _EMOJI_CODE.search(obj):
+            return None
+        depth = 0
+        for tag in _BOLD_TAG.finditer(obj):
+            depth += -1 if tag.group(1) else 1
+            if depth not in (0, 1):
+                return None
+        text = _BOLD_TAG.sub("", obj)
+        return [text] if depth == 0 and "[" not in text and not _EMOJI_CODE.search(text) else None
+    if isinstance(obj, Text):
+        return [obj.plain] if obj.plain.isascii() and obj.plain.isprintable() else None
+    return None
+
+
+class Text:
+    """A line of text printed as it is (no markup, no emoji codes) in a style, as rich's
+    ``Text(text, style=...)``; printed on a rich console it is that rich Text."""
+
+    def __init__(self, text: str, style: str = "") -> None:
+        self.plain = text
+        self.style = style
+
+    def __rich__(self) -> RichText:
+        from rich.text import Text as RichText
+
+        return RichText(self.plain, style=self.style)
 
 
 def add_row(t: Table, *cells: str) -> None:
     """A table row of plain text: kernel names hold brackets ("[lambda() (instance 3)]") that
     rich would otherwise take for markup and drop."""
-    from rich.text import Text
-
-    t.add_row(*(Text(c) for c in cells))
+    t.add_row(*cells)
 
 
 def fits(c: Console) -> bool:
@@ -63,15 +171,87 @@ def fits(c: Console) -> bool:
 def table(c: Console, title: str | None = None, title_left: bool = False) -> Table:
     """A plain table. Its title is centred over it in a terminal; piped, where a table may be
     thousands of columns wide, it starts the line."""
-    from rich.table import Table
-    from rich.text import Text
+    return Table(title, title_justify="left" if title_left or not fits(c) else "center")
 
-    return Table(box=None, header_style="bold", title=Text(title) if title else None,
-                 title_justify="left" if title_left or not fits(c) else "center")
+
+class Table:
+    """A table with no borders, a bold header and plain-text cells, with rich Table's
+    ``add_column`` options. On a rich console it is printed as that rich Table (``__rich__``);
+    on a PlainConsole, ``plain_lines`` lays it out as rich would, where it can tell. (Rich
+    measures and lays out each cell through several layers: ~1 ms a row of `profkit kernels`.)"""
+
+    # The add_column options plain_lines knows; a column with any other goes to rich.
+    PLAIN_OPTIONS = frozenset({"justify", "no_wrap", "overflow", "min_width", "max_width"})
+
+    def __init__(self, title: str | None = None, title_justify: str = "center") -> None:
+        self.title = title
+        self.title_justify = title_justify
+        self.columns: list[tuple[str, dict[str, Any]]] = []
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_column(self, header: str, **options: Any) -> None:
+        self.columns.append((header, options))
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def __rich__(self) -> RichTable:
+        from rich.table import Table as RichTable
+        from rich.text import Text as RichText
+
+        t = RichTable(box=None, header_style="bold", title=RichText(self.title) if self.title else None,
+                      title_justify=self.title_justify)  # type: ignore[arg-type]
+        for header, options in self.columns:
+            t.add_column(header, **options)
+        for row in self.rows:
+            t.add_row(*(RichText(c) for c in row))
+        return t
+
+    def plain_lines(self) -> list[str] | None:
+        """The lines rich writes for this table on a console with no colour and UNLIMITED_WIDTH,
+        or None where that takes rich to tell: a character rich does not count as one cell
+        (non-ASCII, a tab, a control character), a header rich would read as markup or emoji,
+        a column too narrow for a cell, a centred or over-long title."""
+        if not self.columns or any(len(row) != len(self.columns) for row in self.rows):
+            return None
+        headers = [h for h, _ in self.columns]
+        if any("[" in h or ":" in h for h in headers) or self.title_justify != "left" and self.title:
+            return None
+        if not all(c.isascii() and c.isprintable() for row in self.rows for c in row):
+            return None
+        if not all(h.isascii() and h.isprintable() for h in headers + [self.title or ""]):
+            return None
+        # Each column as wide as its longest cell, plus one space either side; rich's
+        # min_width and max_width clamp that, and a clamp below a cell would cut it.
+        widths, aligns = [], []
+        for i, (header, options) in enumerate(self.columns):
+            if not self.PLAIN_OPTIONS.issuperset(options) or options.get("justify", "left") not in ("left", "right"):
+                return None
+            natural = max([len(header)] + [len(row[i]) for row in self.rows]) + 2
+            width = natural
+            if options.get("min_width") is not None:
+                width = max(width, options["min_width"] + 2)
+            if options.get("max_width") is not None:
+                width = min(width, options["max_width"] + 2)
+            if width < natural:
+                return None
+            widths.append(width - 2)
+            aligns.append(options.get("justify", "left"))
+        table_width = sum(w + 2 for w in widths)
+        if table_width > UNLIMITED_WIDTH or self.title and len(self.title) > table_width:
+            return None
+        lines = [self.title.ljust(table_width)] if self.title else []
+        for row in [tuple(headers)] + self.rows:
+            # rich strips a right-justified cell's trailing spaces; a left one keeps them
+            lines.append("".join(" " + (c.rstrip().rjust(w) if a == "right" else c.ljust(w)) + " "
+                                 for c, w, a in zip(row, widths, aligns)))
+        return lines
 
 
 def escape(text: str) -> str:
     """Text (a path, a GPU's or workload's name) safe to print through rich markup."""
+    if "[" not in text and "\\" not in text:  # nothing rich's escape would change
+        return text
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
@@ -99,6 +279,23 @@ def _dims(r: Mapping[str, Any], what: str) -> str:
 
 def write_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2))
+
+
+def json_array(objects: Iterable[str], batch: int = 5000) -> None:
+    """A JSON array of objects given as JSON texts, one per line, streamed."""
+    write = sys.stdout.write
+    write("[")
+    pending: list[str] = []
+    first = True
+    for text in objects:
+        pending.append(text)
+        if len(pending) >= batch:
+            write(("\n  " if first else ",\n  ") + ",\n  ".join(pending))
+            first, pending = False, []
+    if pending:
+        write(("\n  " if first else ",\n  ") + ",\n  ".join(pending))
+        first = False
+    write("]\n" if first else "\n]\n")
 
 
 def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
@@ -141,13 +338,7 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     """A run's kernel table (rows with KERNEL_FIELDS, as the store yields them). JSON and CSV
     are streamed, one launch at a time."""
     if fmt == "json":
-        write = sys.stdout.write
-        dumps = json.dumps
-        write("[")
-        n = 0
-        for n, r in enumerate(rows, start=1):
-            write(("," if n > 1 else "") + "\n  " + dumps(r))
-        write("\n]\n" if n else "]\n")
+        json_array(json.dumps(r) for r in rows)
         return
     if fmt == "csv":
         write_csv(rows, KERNEL_FIELDS)
@@ -370,8 +561,6 @@ def _signed_ns(x: float) -> str:
 
 
 def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -> None:
-    from rich.text import Text
-
     if fmt == "json":
         write_json(d.to_dict())
         return
@@ -416,8 +605,6 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -
 
 
 def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
-    from rich.text import Text
-
     if fmt == "json":
         write_json(cmp.to_dict())
         return
@@ -469,8 +656,6 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
 
 def findings(found: Sequence[Finding]) -> None:
     """The findings under a summary: what to look at, its evidence, the main kernels, advice."""
-    from rich.text import Text
-
     if not found:
         return
     c = console()

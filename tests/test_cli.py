@@ -165,12 +165,24 @@ def test_not_a_profkit_database(tmp_path):
 
 
 def test_every_command_has_help():
-    r = cli("--help")
+    """Each command is listed with its docstring's whole first paragraph (not cut at the end of
+    a line, as Click's plain help would), and its own --help shows all of the docstring."""
+    import inspect
+
+    from profkit.cli import app
+
+    r = cli("--help", env={"COLUMNS": "80"})
     assert r.exit_code == 0
-    for command in ("run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "report", "doctor", "workloads"):
-        assert command in r.stdout
+    listing = " ".join(r.stdout.split())
+    docs = {info.name or info.callback.__name__: inspect.getdoc(info.callback) for info in app.registered_commands}
+    assert set(docs) == {"run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "report", "doctor",
+                         "workloads"}
+    for command, doc in docs.items():
+        assert doc, command
+        assert f"{command} {' '.join(doc.split(chr(10) * 2)[0].split())}" in listing, command
         h = cli(command, "--help")
-        assert h.exit_code == 0 and len(h.stdout) > 200
+        assert h.exit_code == 0 and h.stdout.startswith(f"Usage: profkit {command} [OPTIONS]")
+        assert " ".join(doc.split()) in " ".join(h.stdout.split()) and "--help" in h.stdout, command
     assert cli().exit_code == 0 and "Usage" in cli().stdout
     assert cli("--version").stdout.startswith("profkit ")
 

@@ -49,3 +49,32 @@ def test_broken_workload_is_one_line(db):
     assert note.startswith("profkit: tool: ") and r.exit_code == 1
     assert error.startswith("profkit: error: ") and "weights file missing" in error and "Traceback" not in r.output
     assert [(r["status"], r["kernel_count"]) for r in cli_json("runs", db=db)] == [("failed", 0)]
+
+
+@needs_gpu_ncu
+def test_default_plan_counts_each_function_once_and_times_every_launch(db):
+    """Hopper's default: ncu counts each kernel function's first launch, a second harness times
+    every launch (CUPTI); TorchScript (whose tracing runs the model) waits its turn from the
+    start. `--metrics full` profiles every launch instead, with ncu's own durations."""
+    import profkit
+
+    r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--mode", "torchscript", "--batch-size", "2",
+            "--name", "ts", db=db)
+    assert r.exit_code == 0, r.output
+    run = profkit.open_db(db).run("ts")
+    plan = run.info["ncu_plan"]
+    assert plan["durations"] == "cupti" and run.metric_set == "full per function"
+    ks = cli_json("kernels", "ts", db=db)
+    counted = [k for k in ks if k["metrics"]]
+    assert len(counted) == plan["profiled_launches"] == len({k["name"] for k in ks}) < len(ks)
+    assert all(k["start_ns"] and k["duration_ns"] and k["evidence"] == "metrics" for k in ks)
+    assert sum("counters of launch" in k["evidence_detail"] for k in ks) == len(ks) - len(counted)
+    assert all(k["nvtx_range"] == "resnet18.fp16.torchscript.iter0" for k in ks)
+    assert len(run.range_rows()) == 1 and run.range_rows()[0]["kernels"] == len(ks)
+
+    r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--metrics", "full",
+            "--name", "every", db=db)
+    assert r.exit_code == 0, r.output
+    every = profkit.open_db(db).run("every")
+    assert every.info["ncu_plan"]["durations"] == "ncu" and every.metric_set == "full"
+    assert all(k["metrics"] and k["start_ns"] is None for k in cli_json("kernels", "every", db=db))

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..classify import rules
 from ..names import display_name
-from ..records import RunRecord
+from ..records import RunRecord, ncu_timed
 from ..store import Store
 
 # ncu's default clock control, which the share's note names (profkit passes none).
@@ -118,7 +118,7 @@ def throughput(store: Store, run: RunRecord) -> Throughput | None:
                 g["name"], display_name(g["name"], g["short_name"]), precision, g["calls"], g["time_ns"], ops,
                 achieved, peak, 100.0 * achieved / peak if peak else None, unit(precision)))
     kernels.sort(key=lambda k: -k.tensor_ops)
-    notes = [CLOCK_NOTE] if run.tool == "ncu" else []
+    notes = [CLOCK_NOTE] if ncu_timed(run) else []
     if chip is None:
         notes.append(f"peaks.toml lists no peak for {run.gpu_name or 'this GPU'}: achieved figures only")
     ordered = dict(sorted(total_ops.items(), key=lambda kv: -kv[1]))

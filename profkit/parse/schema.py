@@ -15,8 +15,9 @@ short_name          string    the function's own name: no namespace, template or
                               the same across tools, so runs imported different ways match
 duration_ns         Int64     GPU duration in nanoseconds; for a CPU operator its self time
                               (its span less the spans of operators it called)
-start_ns            Int64     when it started, on the capture's clock (timeline tools:
-                              nsys, torch.profiler); None for ncu, which serialises kernels
+start_ns            Int64     when it started, on the capture's clock (nsys, torch.profiler,
+                              and CUPTI in ncu's per-function plan); None where ncu
+                              profiled every launch (it serialises and replays them)
 grid_x .. grid_z    Int64     grid dimensions (blocks)
 block_x .. block_z  Int64     block dimensions (threads)
 stream              Int64     CUDA stream id, where known
