@@ -82,3 +82,24 @@ def test_the_plan_is_per_chip_data():
 
     assert per_function_plan("9.0") and not per_function_plan("8.0") and not per_function_plan(None)
     assert ncu.PER_FUNCTION == ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1"]
+
+
+def test_a_stored_per_function_run_has_a_timeline_and_compares_with_timelines(tmp_path):
+    """Its durations are CUPTI's, as the kernels ran: the report draws its iteration, and a diff
+    against ncu's replayed durations (every launch profiled) says they do not compare."""
+    import profkit
+    from profkit.report.model import timeline
+
+    db = profkit.open_db(tmp_path / "p.db")
+    store = db.store
+    plan = {"durations": "cupti", "profiled_launches": 16}
+    run = store.add_run({"name": "plan", "source": "run", "tool": "ncu", "info": {"ncu_plan": plan}},
+                        classified(per_function("vgg16")))
+    every = store.add_run({"name": "every", "source": "run", "tool": "ncu"},
+                          classified(read_ncu_csv(PLAN / "vgg16_fp16_full_every_launch.raw.csv.gz")))
+    drawn = timeline(db.run(run.name))
+    assert len(drawn["bars"]) == 90 and drawn["note"].startswith("iteration vgg16.fp16.eager.iter0: 90")
+    assert timeline(db.run(every.name))["bars"] == []
+    d = db.diff("plan", "every")
+    assert any("not comparable" in n for n in d.totals["notes"])
+    assert {r.status for r in d.rows} == {"same"}  # same kernels, same calls: status from calls alone

@@ -189,9 +189,11 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
                      f"{_plural(iters_b, 'iteration')}: calls and times are per iteration")
     times_compare = ncu_timed(run_a) == ncu_timed(run_b)
     if not times_compare:
-        notes.append("one run is ncu's, which replays each kernel alone with its clocks locked to base: its durations "
-                     "are not comparable with a timeline tool's, so a row's status follows its calls alone; compare "
-                     "names, calls and shares rather than times")
+        replayed = run_a if ncu_timed(run_a) else run_b
+        notes.append(f"{replayed.name}'s durations are ncu's, which replays each kernel alone with its clocks locked "
+                     "to base: they are not comparable with times as the kernels ran (a timeline tool's, or ncu's "
+                     "default per-function plan's), so a row's status follows its calls alone; compare names, calls "
+                     "and shares rather than times")
     side_a = _side(groups_a, match, by_short, scale_a)
     side_b = _side(groups_b, match, by_short, scale_b)
     rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct, times_compare)
