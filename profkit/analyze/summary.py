@@ -26,7 +26,8 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
     def pct(ns: int) -> float:
         return round(100.0 * ns / total, 2) if total else 0.0
 
-    by_precision = store.grouped(run.id, "precision", [activity])
+    groups = store.breakdown(run.id, ("precision", "family", "evidence"), [activity], {"evidence": "none"})
+    by_precision = groups["precision"]
     top_rows = [TopKernel(name=r["name"], launches=r["launches"], total_ns=r["total_ns"], pct=pct(r["total_ns"]),
                           precision=r["precision"], tensor_core=r["tensor_core"], evidence=r["evidence"])
                 for r in store.top_names(run.id, activity, top)]
@@ -41,9 +42,8 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
         unclassified_time_ns=t["unknown_time_ns"],
         time_by_precision_ns={k: ns for k, _, ns in by_precision},
         kernels_by_precision={k: n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))},
-        time_by_family_ns={k: ns for k, _, ns in store.grouped(run.id, "family", [activity])},
-        evidence={k: n for k, n, _ in sorted(store.grouped(run.id, "evidence", [activity], missing="none"),
-                                             key=lambda r: (-r[1], r[0]))},
+        time_by_family_ns={k: ns for k, _, ns in groups["family"]},
+        evidence={k: n for k, n, _ in sorted(groups["evidence"], key=lambda r: (-r[1], r[0]))},
         top_kernels=top_rows,
         memory_ops={k: MemoryOps(count=n, time_ns=ns)
                     for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},

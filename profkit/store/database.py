@@ -608,23 +608,57 @@ class Store:
     def grouped(self, run_id: int, by: str, kinds: Iterable[str], missing: str = "unknown") -> list[tuple[str, int, int]]:
         """(value of ``by``, count, summed duration) over a run's rows of these kinds, largest
         time first; a NULL value counts as ``missing``."""
-        if by not in self.GROUPABLE:
-            raise ValueError(f"cannot group kernels by {by!r}")
+        return self.breakdown(run_id, (by,), kinds, missing)[by]
+
+    def breakdown(self, run_id: int, bys: Sequence[str], kinds: Iterable[str],
+                  missing: str | dict[str, str] = "unknown") -> dict[str, list[tuple[str, int, int]]]:
+        """:meth:`grouped` for several columns in one pass over the run's rows (texts by their
+        ids, read once each): ``missing`` names a NULL value, for all or per column."""
+        bad = [b for b in bys if b not in self.GROUPABLE]
+        if bad:
+            raise ValueError(f"cannot group kernels by {bad[0]!r}")
         kinds = list(kinds)
-        q = f"""select coalesce({by}, ?) as k, count(*), coalesce(sum(duration_ns), 0) as t from kernels
-                where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by k order by t desc, k"""
-        return [(str(k), int(n), int(t)) for k, n, t in self.execute(q, [missing, run_id, *kinds])]
+        cols = [f"{b}_id" if b in INTERNED else b for b in bys]
+        q = f"""select {', '.join(cols)}, count(*), coalesce(sum(duration_ns), 0) from kernel_rows
+                where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by {', '.join(cols)}"""
+        combos = self.execute(q, [run_id, *kinds]).fetchall()
+        texts = self._texts({v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None})
+        out = {}
+        for i, b in enumerate(bys):
+            acc: dict[str, list[int]] = {}
+            absent = missing if isinstance(missing, str) else missing.get(b, "unknown")
+            for row in combos:
+                v = row[i]
+                key = absent if v is None else (texts[v] if b in INTERNED else str(v))
+                cell = acc.setdefault(key, [0, 0])
+                cell[0] += int(row[-2])
+                cell[1] += int(row[-1])
+            out[b] = sorted(((k, n, t) for k, (n, t) in acc.items()), key=lambda r: (-r[2], r[0]))
+        return out
+
+    def _texts(self, ids: Iterable[int]) -> dict[int, str]:
+        """The texts of these ``strings`` ids."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            out.update(self.execute(f"select id, text from strings where id in ({', '.join('?' * len(chunk))})",
+                                    chunk).fetchall())
+        return out
 
     def top_names(self, run_id: int, kind: str, limit: int) -> list[dict[str, Any]]:
         """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
         summed time, and the tensor-core verdict and evidence of the first launch."""
         # One min() aggregate: SQLite takes the bare columns from the group's first launch.
-        q = """select name, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision,
+        q = """select name_id, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision,
                       tensor_core, evidence
-               from kernels where run_id = ? and kind = ? group by name, precision order by t desc, name limit ?"""
+               from kernel_rows where run_id = ? and kind = ? group by name_id, precision"""
+        groups = self.execute(q, [run_id, kind]).fetchall()
+        texts = self._texts({g[0] for g in groups if g[0] is not None})
+        named = sorted(((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0]))[:limit]
         return [{"name": name, "launches": int(n), "total_ns": int(t), "precision": precision,
                  "tensor_core": None if tc is None else bool(tc), "evidence": ev}
-                for name, _, n, t, precision, tc, ev in self.execute(q, [run_id, kind, limit])]
+                for name, _, n, t, precision, tc, ev in named]
 
     def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[dict[str, Any]]:
         """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
