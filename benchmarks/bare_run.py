@@ -28,9 +28,10 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "profkit.harness", os.path.join(d, "job.json")], check=True)
     wall = time.monotonic() - t
     with open(job["info_path"]) as f:
-        its = [ns / 1e6 for ns in json.load(f)["iteration_wall_ns"]]
+        info = json.load(f)
+    its = [ns / 1e6 for ns in info["iteration_wall_ns"]]
     print(f"bare {w} {p} batch {b}: process {wall:.1f} s, measured iterations "
-          + ", ".join(f"{ms:.2f}" for ms in its) + " ms")
+          + ", ".join(f"{ms:.2f}" for ms in its) + f" ms; stages (s): {info.get('stages_s')}")
 
 
 if __name__ == "__main__":

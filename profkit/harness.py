@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m profkit.harness JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text())
+    # Seconds since the process began its work, at each stage: where a profiled run's time goes.
+    began = time.perf_counter()
+    stages: dict[str, float] = {}
+
+    def stage(name: str) -> None:
+        stages[name] = round(time.perf_counter() - began, 3)
 
     from . import nvtx_ranges, workloads
     from .errors import ProfkitError
@@ -32,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
 
+        stage("torch_imported")
         spec = workloads.Spec(**job["spec"])
         if spec.device == "cuda" and not torch.cuda.is_available():
             raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
@@ -39,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         workloads.check_supported(module, spec, Path(job["workload_path"]))
         _gpu_lock(job, "prepare")
         step = workloads.prepare(module, spec)
+        stage("built")
     except ProfkitError as exc:
         return _fail(job, exc.one_line())
 
@@ -59,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         info["compute_capability"] = f"{props.major}.{props.minor}"
 
     _gpu_lock(job, "warmup")
+    stage("gpu_turn")
     t0 = time.perf_counter()
     try:
         for _ in range(job["warmup"]):
@@ -77,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             first += f" ({type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:300]})"
         return _fail(job, f"{what} {Path(job['workload_path']).stem} in {spec.precision}: {type(exc).__name__}: {first}")
     info["warmup_s"] = time.perf_counter() - t0
+    stage("warmed_up")
     if spec.mode == "compile":
         info["compile_mode"] = spec.compile_mode
 
@@ -111,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         _release_gpu_lock()  # the other harness may start its GPU work while this one writes
         if timer:
             timer.write(Path(job["kernel_times_path"]))
+    stage("measured")
     info["iteration_wall_ns"] = iter_ns
+    info["stages_s"] = stages
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
     return 0
 

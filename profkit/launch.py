@@ -342,6 +342,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     plan: dict[str, Any] = {"launches": "every launch in the measured iterations", "durations": "ncu"}
 
     job.progress.stage("exporting the raw page to CSV")
+    exported = time.monotonic()
     csv_path = job.folder / "raw.csv"
     csv_path.write_text(runner.capture(ncu.export_csv_argv(exe, report), timeout=900))
     raw_files["ncu-csv"] = str(csv_path)
@@ -366,7 +367,11 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         plan = {"launches": "the first launch of each kernel function (ncu --kernel-id ::regex:.:1, mangled names); "
                             "its verdict is every launch's of that function",
                 "durations": "cupti", "profiled_launches": seen["n"],
-                "timed_by": "a second harness process, taking turns with ncu's on the GPU (CUPTI activity records)"}
+                "timed_by": "a second harness process, taking turns with ncu's on the GPU (CUPTI activity records)",
+                # Where the time went (s): both processes, ncu's CSV exports and the join.
+                "wall_s": {"profile": round(wall, 3), "export_and_join": round(time.monotonic() - exported, 3),
+                           "ncu_harness": _json_or_empty(Path(job.job["info_path"])).get("stages_s"),
+                           "timing_harness": timer_info.get("stages_s")}}
     else:
         capture = read_ncu_csv(csv_path)
     capture.tool_version = tool_version
