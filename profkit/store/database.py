@@ -662,16 +662,43 @@ class Store:
 
     def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[dict[str, Any]]:
         """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
-        time, tensor-core time, family and short name. What a
+        time, tensor-core time, family and short name (the least of each group's). What a
         diff aligns; a run has far fewer of these than launches. ``in_iterations``: only rows
         launched inside a measured-iteration range (``<tag>.iterN``)."""
-        where = " and nvtx_path glob '*.iter[0-9]*'" if in_iterations else ""
-        q = f"""select kind, name, op, min(short_name) as short_name, min(family) as family, count(*) as calls,
-                      coalesce(sum(duration_ns), 0) as time_ns,
-                      coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0) as tc_time_ns,
-                      coalesce(precision, 'unknown') as precisions
-               from kernels where run_id = ?{where} group by kind, name, op, precisions order by min(launch_id)"""
-        return [dict(r) for r in self.query(q, [run_id])]
+        args: list[Any] = [run_id]
+        where = ""
+        if in_iterations:
+            paths = [r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")]
+            where = f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"
+            args += paths
+        # Grouped on ids in one pass over kernel_rows; the few groups are named and merged here.
+        q = f"""select kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id, min(launch_id),
+                       count(*), coalesce(sum(duration_ns), 0),
+                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0)
+                from kernel_rows where run_id = ?{where}
+                group by kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id"""
+        rows = self.execute(q, args).fetchall()
+        texts = self._texts({i for r in rows for i in (r[1], r[2], r[4], r[5]) if i is not None})
+        merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for kind, name, op, precision, short, family, first, calls, time_ns, tc_ns in rows:
+            key = (kind, texts.get(name), texts.get(op), precision)
+            g = merged.get(key)
+            if g is None:
+                merged[key] = {"kind": kind, "name": key[1], "op": key[2], "short_name": texts.get(short),
+                               "family": texts.get(family), "calls": calls, "time_ns": time_ns, "tc_time_ns": tc_ns,
+                               "precisions": precision, "first": first}
+                continue
+            g["calls"] += calls
+            g["time_ns"] += time_ns
+            g["tc_time_ns"] += tc_ns
+            g["first"] = min(g["first"], first)
+            for col, value in (("short_name", texts.get(short)), ("family", texts.get(family))):
+                if value is not None and (g[col] is None or value < g[col]):
+                    g[col] = value
+        out = sorted(merged.values(), key=lambda g: g["first"])
+        for g in out:
+            del g["first"]
+        return out
 
     def name_groups(self, run_id: int, kind: str) -> list[dict[str, Any]]:
         """A run's rows of one kind grouped by (name, precision), most time first: launches,
