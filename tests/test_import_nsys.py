@@ -248,3 +248,17 @@ def test_bulk_import_equals_the_streamed_rows(tmp_path, name):
     assert store.ranges(via_sql.id) == store.ranges(via_rows.id)
     assert (via_sql.kernel_count, via_sql.gpu_time_ns, via_sql.info["notes"]) == \
         (via_rows.kernel_count, via_rows.gpu_time_ns, via_rows.info["notes"])
+
+
+def test_paths_with_uri_characters(tmp_path):
+    """The export is opened, and attached to the database, by a `file:` URI: a folder or file
+    named with ?, #, % or spaces is still that file."""
+    folder = tmp_path / "a ?#%b"
+    folder.mkdir()
+    export = folder / "ex port#1?.sqlite"
+    export.write_bytes(gzip.decompress((NSYS_DATA / "nsys_resnet18_fp16.sqlite.gz").read_bytes()))
+    db = folder / "p#?.db"
+    r = cli("import", export, "--name", "odd", db=db)
+    assert r.exit_code == 0, r.output
+    assert cli_json("summary", "odd", db=db)["kernels"] == 913
+    assert not any("file:" in p.name or "mode=ro" in p.name for p in folder.iterdir())  # no stray files

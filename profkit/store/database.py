@@ -215,7 +215,10 @@ class Store:
 
     def _connect(self) -> sqlite3.Connection:
         """Autocommit connection (transactions are explicit), WAL, waiting for other writers."""
-        conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None, check_same_thread=False)
+        # Opened as a URI so that an export can be ATTACHed read-only by URI (nsys_export) on
+        # every SQLite build, not only those that read URIs by default.
+        conn = sqlite3.connect(file_uri(self.path), timeout=_busy_timeout(), isolation_level=None,
+                               check_same_thread=False, uri=True)
         conn.execute("pragma synchronous = normal")
         return conn
 
@@ -785,6 +788,14 @@ class Store:
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
                 for r in self.query(q, [run_id])]
+
+
+def file_uri(path: Path, read_only: bool = False) -> str:
+    """A SQLite ``file:`` URI for ``path``: every character a URI reserves (``?``, ``#``, ``%``,
+    spaces) escaped, so that a file named so is the file opened."""
+    from urllib.parse import quote
+
+    return f"file:{quote(str(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")
 
 
 def is_database_error(exc: BaseException) -> bool:

@@ -60,7 +60,7 @@ class NsysExport:
     def __init__(self, path: Path):
         self.path = path
         try:
-            self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self.con = sqlite3.connect(_ro_uri(path), uri=True)
             # Names and NVTX texts are the program's own strings: bytes that are not UTF-8 are
             # shown as U+FFFD rather than failing the import (names are read `cast(... as text)`
             # so that one stored as a BLOB reads as text too).
@@ -294,7 +294,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
     with store.write():
         ids = store.intern({t for row in names for t in (row[1], row[2], row[5], row[7]) if t is not None} |
                            {t for row in ranges for t in row[1:] if t is not None})
-        con.execute("attach database ? as src", [f"file:{export.path}?mode=ro"])
+        con.execute("attach database ? as src", [_ro_uri(export.path)])
         try:
             con.execute("create temp table nm (key integer primary key, name_id, short_id, precision, tensor_core, "
                         "family_id, evidence, detail_id)")
@@ -341,6 +341,12 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             for table in ("ops", "nm", "rg", "seg"):
                 con.execute(f"drop table if exists temp.{table}")
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
+
+
+def _ro_uri(path: Path) -> str:
+    from .database import file_uri
+
+    return file_uri(path, read_only=True)
 
 
 MEMSET_KEY = -1
