@@ -103,3 +103,23 @@ def test_a_stored_per_function_run_has_a_timeline_and_compares_with_timelines(tm
     d = db.diff("plan", "every")
     assert any("not comparable" in n for n in d.totals["notes"])
     assert {r.status for r in d.rows} == {"same"}  # same kernels, same calls: status from calls alone
+
+
+@pytest.mark.parametrize("damage", ["not json", "[]", '{"marks": [], "kernels": [1]}', "record without start",
+                                    "grid none"])
+def test_a_damaged_kernel_times_file_is_one_clear_error(tmp_path, damage):
+    import gzip
+    import json
+
+    from profkit.errors import BadExport
+
+    times = json.loads(gzip.decompress((PLAN / "vgg16_fp16.kernel_times.json.gz").read_bytes()))
+    if damage == "record without start":
+        damage = json.dumps({"marks": times["marks"], "kernels": [{"name": "x"}]})
+    elif damage == "grid none":
+        damage = json.dumps({"marks": times["marks"], "kernels": [{**times["kernels"][0], "grid": None}]})
+    path = tmp_path / "kernel_times.json"
+    path.write_text(damage)
+    with pytest.raises(BadExport, match="kernel-times file|kernel record"):
+        read_per_function(PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz", path,
+                          "vgg16.fp16.eager", "profkit")

@@ -65,15 +65,22 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
         metric_units=profiled.metric_units)
     ids = thread_ids or {}
     for k in kernels:
-        k["os_thread"] = ids.get(k.get("thread")) if k.get("thread") is not None else None
-    out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes)
+        if not isinstance(k, dict):
+            raise BadExport(f"{times_path} has a kernel record that is not an object: {str(k)[:80]}")
+        thread = k.get("thread")
+        k["os_thread"] = ids.get(thread) if isinstance(thread, int) else None
+    try:
+        out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise BadExport(f"{times_path} has a kernel record profkit cannot read ({type(exc).__name__}: {exc})") from None
     capture.rows = cast(Iterator[KernelRow], iter(out))
     capture.ranges.extend(ranges)
     capture.range_paths = [r["path"] for r in ranges]
     unprofiled = {r["name"] for r in out if r["evidence"] != "metrics"}
     if unprofiled:
-        capture.notes.append(f"{len(unprofiled)} kernel functions ran outside ncu's NVTX filter (another thread): "
-                             "their verdicts come from names")
+        capture.notes.append(f"ncu counted no launch of {len(unprofiled)} kernel functions the timing process ran "
+                             "(launched by another thread, outside ncu's per-thread NVTX filter, or a different kernel "
+                             "choice): their verdicts come from names")
     return capture
 
 
