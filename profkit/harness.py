@@ -176,8 +176,9 @@ def _kernel_timer(job: dict, info: dict):
 
     from .kernel_timer import CuptiUnavailable, KernelTimer
 
-    # CUPTI names a launching thread by its pthread id; the kernel table by its OS thread id.
-    info["thread_ids"] = {str(threading.get_ident()): threading.get_native_id()}
+    # CUPTI names a launching thread by the low 32 bits of its pthread id; the kernel table by
+    # its OS thread id.
+    info["thread_ids"] = {str(threading.get_ident() & 0xFFFFFFFF): threading.get_native_id()}
 
     try:
         timer = KernelTimer()

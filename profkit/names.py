@@ -5,6 +5,8 @@ template arguments); ``short_name`` is the function's own name, which all of the
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from typing import Any
 
 
 def _strip_bracketed(text: str, open_: str, close: str) -> str:
@@ -81,3 +83,44 @@ def display_name(name: str, short: str | None = None) -> str:
         called = next((m for m in _CALLED.findall(text[text.find("<") + 1:]) if m not in _WRAPPERS), None)
         return f"{short}<{called}>" if called else short
     return short
+
+
+@lru_cache(maxsize=1)
+def _cxa_demangle() -> Any:
+    """The C++ runtime's ``__cxa_demangle`` (libstdc++), or None where it cannot be loaded."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        fn = lib.__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free = ctypes.CDLL(None).free
+    free.argtypes = [ctypes.c_void_p]
+    return fn, free
+
+
+@lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """A mangled C++ name (``_Z...``, as CUPTI reports kernels) demangled by the C++ runtime's
+    own demangler, the form nsys and torch.profiler show; the name as it is where it is not
+    mangled or no demangler can be loaded."""
+    if not name.startswith("_Z"):
+        return name
+    loaded = _cxa_demangle()
+    if loaded is None:
+        return name
+    import ctypes
+
+    fn, free = loaded
+    status = ctypes.c_int(-1)
+    out = fn(name.encode(errors="replace"), None, None, ctypes.byref(status))
+    if not out:
+        return name
+    try:
+        return ctypes.string_at(out).decode(errors="replace") if status.value == 0 else name
+    finally:
+        free(out)

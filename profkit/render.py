@@ -282,8 +282,12 @@ def write_json(obj: Any) -> None:
 
 
 def json_array(objects: Iterable[str], batch: int = 5000) -> None:
-    """A JSON array of objects given as JSON texts, one per line, streamed."""
+    """A JSON array of objects given as JSON texts, one per line, streamed. Where standard
+    output cannot take every character (not UTF-8), each object is written with non-ASCII
+    characters escaped instead, as json.dumps writes them."""
     write = sys.stdout.write
+    if (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "") != "utf8":
+        objects = (json.dumps(json.loads(text)) if not text.isascii() else text for text in objects)
     write("[")
     pending: list[str] = []
     first = True

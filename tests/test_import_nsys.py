@@ -227,9 +227,12 @@ def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["nsys_resnet18_fp16", "nsys_resnet18_train_amp", "nsys_run_resnet18_train_amp"])
-def test_bulk_import_equals_the_streamed_rows(tmp_path, name):
+@pytest.mark.parametrize("edit", [None, "crossing", "zero-length", "two short names", "copy kinds"])
+def test_bulk_import_equals_the_streamed_rows(tmp_path, name, edit):
     """The store writes an nsys export in SQL (Capture.bulk); the streamed rows are the same
-    table, range rows included."""
+    table, range rows included. Also with a range of another domain that crosses the
+    iteration ranges on the same thread (push/pop stacks are per domain), and with a range
+    that ends when it starts (it holds nothing)."""
     from profkit.classify import classified
     from profkit.parse import load
     from profkit.store import Store
@@ -237,6 +240,27 @@ def test_bulk_import_equals_the_streamed_rows(tmp_path, name):
     path = NSYS_DATA / f"{name}.sqlite.gz"
     plain = tmp_path / "export.sqlite"
     plain.write_bytes(gzip.decompress(path.read_bytes()))
+    if edit in ("two short names", "copy kinds"):
+        con = sqlite3.connect(plain)
+        if edit == "two short names":  # one kernel's short name id swapped for another's
+            other = con.execute("select max(shortName) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+            con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set shortName = ? where rowid = "
+                        "(select min(rowid) from CUPTI_ACTIVITY_KIND_KERNEL where shortName != ?)", [other, other])
+        else:  # a copy of a kind the export's enum does not name
+            con.execute("update CUPTI_ACTIVITY_KIND_MEMCPY set copyKind = 999 where rowid = "
+                        "(select max(rowid) from CUPTI_ACTIVITY_KIND_MEMCPY)")
+        con.commit()
+        con.close()
+    elif edit:
+        con = sqlite3.connect(plain)
+        start, end, tid = con.execute("select start, end, globalTid from NVTX_EVENTS where eventType = 59 "
+                                      "order by start desc limit 1").fetchone()
+        first = start - (end - start) // 3 if edit == "crossing" else start + (end - start) // 2
+        last = start + (end - start) // 3 if edit == "crossing" else first
+        con.execute("insert into NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) values (?, ?, 59, ?, ?, 0)",
+                    [first, last, f"user {edit}", tid])
+        con.commit()
+        con.close()
     rows = list(load(plain).rows)
     streamed = classified(load(plain))
     streamed.bulk = None

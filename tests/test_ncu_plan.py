@@ -123,3 +123,27 @@ def test_a_damaged_kernel_times_file_is_one_clear_error(tmp_path, damage):
     with pytest.raises(BadExport, match="kernel-times file|kernel record"):
         read_per_function(PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz", path,
                           "vgg16.fp16.eager", "profkit")
+
+
+def test_a_function_ncu_did_not_count_is_demangled_and_judged_by_name():
+    """Launches of a function ncu did not profile (another thread's, or another kernel choice)
+    get the C++ runtime's demangling of CUPTI's name and a verdict from the name rules."""
+    import gzip
+    import json
+
+    from profkit.names import demangle, short_name
+    from profkit.parse.ncu_plan import _join, _windows
+
+    mangled = list(read_ncu_csv(PLAN / "vgg16_fp16.raw-mangled.csv.gz").rows)
+    demangled = list(read_ncu_csv(PLAN / "vgg16_fp16.raw.csv.gz").rows)
+    functions = {m["name"]: r for m, r in zip(mangled, demangled)}
+    dropped = mangled[1]["name"]  # PyTorch's elementwise add in fp16
+    del functions[dropped]
+    times = json.loads(gzip.decompress((PLAN / "vgg16_fp16.kernel_times.json.gz").read_bytes()))
+    notes: list[str] = []
+    rows, _ = _join(times["kernels"], _windows([tuple(m) for m in times["marks"]]), functions,
+                    "vgg16.fp16.eager", "profkit", {}, notes)
+    mine = [r for r in rows if r["evidence"] == "name"]
+    assert mine and {r["name"] for r in mine} == {demangle(dropped)} != {dropped}
+    assert short_name(demangle(dropped)) == demangled[1]["short_name"] == "elementwise_kernel"
+    assert {(r["precision"], r["tensor_core"], r["family"]) for r in mine} == {("fp16", False, "elementwise")}

@@ -14,7 +14,7 @@ API in the same process (``profkit.kernel_timer``). This module joins the two:
   the verdict those counters give, and the launches that were not profiled say in
   ``evidence_detail`` which launch's counters decided it;
 * a function ncu did not profile (launched from another thread, which ncu's per-thread NVTX
-  filter does not see) keeps its mangled name and a verdict from name rules alone.
+  filter does not see) is named as the C++ runtime demangles it and judged by name rules.
 
 The iterations become range rows (with their CUPTI start and wall time), so the run has a
 timeline like nsys's.
@@ -30,7 +30,7 @@ from typing import Any, Iterator, cast
 
 from ..classify import classify_one
 from ..errors import BadExport
-from ..names import short_name
+from ..names import demangle, short_name
 from .ncu_csv import read_ncu_csv
 from .schema import Capture, ClassifiedRow, KernelRow, RangeRow, kernel_row
 
@@ -56,9 +56,11 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
         times = json.loads(gzip.decompress(raw) if times_path.suffix == ".gz" else raw)
         marks = [(str(label), int(ts)) for label, ts in times["marks"]]
         kernels = times["kernels"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        windows = _windows(marks)
+        if not isinstance(kernels, list):
+            raise TypeError("its kernels are not a list")
+    except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise BadExport(f"{times_path} is not a readable kernel-times file: {exc}") from None
-    windows = _windows(marks)
     capture: Capture[KernelRow] = Capture(
         rows=iter(()), tool="ncu", source_format="ncu-csv+cupti", gpu_name=profiled.gpu_name,
         compute_capability=profiled.compute_capability, metric_names=profiled.metric_names,
@@ -71,7 +73,7 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
         k["os_thread"] = ids.get(thread) if isinstance(thread, int) else None
     try:
         out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BadExport(f"{times_path} has a kernel record profkit cannot read ({type(exc).__name__}: {exc})") from None
     capture.rows = cast(Iterator[KernelRow], iter(out))
     capture.ranges.extend(ranges)
@@ -115,7 +117,7 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
     for launch_id, (_, it, k) in enumerate(placed):
         mangled = k["name"]
         ncu_row = functions.get(mangled)
-        name = ncu_row["name"] if ncu_row else mangled
+        name = ncu_row["name"] if ncu_row else demangle(mangled)
         grid, block = k["grid"], k["block"]
         thread = k.get("thread")
         on_main = main_thread is None or thread is None or thread == main_thread

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from ..store.nsys_export import MEMSET_KEY, NsysExport, insert_gpu_ops, name_key_memcpy
+from ..store.nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport, insert_gpu_ops
 from .ranges import RANGE, OpenRange, attribute, place, range_rows
 from .schema import Capture, KernelRow, kernel_row
 
@@ -66,34 +66,33 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
     on), SQLite the rest. Sets the ranges' counts and the capture's range rows."""
     try:
         names = []
-        for key, name, short in export.kernel_names():
+        for key, sn, name, short in export.kernel_names():
             name = name or ""
             v = classify_row("kernel", name, None, None)
-            names.append((key if key is not None else -2, name, short or short_name(name), v.precision,
+            names.append((key if key is not None else -2, sn, name, short or short_name(name), v.precision,
                           v.tensor_core, v.family, v.evidence, v.evidence_detail))
         for copy_kind, name in export.copy_kinds():
             v = COPY_VERDICT["memcpy"]
-            names.append((name_key_memcpy(copy_kind), name, short_name(name), v.precision, v.tensor_core, v.family,
-                           v.evidence, v.evidence_detail))
+            names.append((MEMCPY_KEY, copy_kind, name, short_name(name), v.precision, v.tensor_core,
+                          v.family, v.evidence, v.evidence_detail))
         if export.has_memsets():
             v = COPY_VERDICT["memset"]
-            names.append((MEMSET_KEY, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
+            names.append((MEMSET_KEY, None, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
                           v.family, v.evidence, v.evidence_detail))
-        parents, segments = _segments(ranges)
-        result = insert_gpu_ops(
-            store, run_id, export, names, [(i, r.name, r.path) for i, r in enumerate(ranges)], segments,
-            [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)])
+        states, segments = _segments(ranges)
+        # Each state is named by its innermost range, as a row is.
+        tops = [(k, ranges[members[-1]].name, ranges[members[-1]].path) for k, members in enumerate(states)]
+        result = insert_gpu_ops(store, run_id, export, names, tops, segments,
+                                [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)])
     finally:
         export.close()
-    for ix, kind, n, t in result["per_range"]:
-        i: int | None = ix
-        while i is not None:
+    for state, kind, n, t in result["per_range"]:
+        for i in states[state]:  # every range open on the launching thread then, as the streamed walk counts
             r = ranges[i]
             r.gpu_ops += n
             if kind == "kernel":
                 r.kernels += n
                 r.gpu_time_ns += t
-            i = parents[i]
     launched = result["launched"]
     index = {id(r): i for i, r in enumerate(ranges)}
     capture.ranges.extend(range_rows(ranges, lambda r: launched.get(index[id(r)], 0) - r.kernels, gpu=True))
@@ -103,38 +102,50 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
     return "kernel", count, total
 
 
-def _segments(ranges: list[OpenRange]) -> tuple[list[int | None], list[tuple[int, int, int | None]]]:
-    """Each range's parent (index, or None), and per thread the innermost open range from each
-    instant on: (globalTid, start, range index or None), where a range is open at t when
-    start <= t < end (as the streamed walk has it)."""
-    parents: list[int | None] = [None] * len(ranges)
-    by_thread: dict[int, list[int]] = {}
-    for i, r in enumerate(ranges):
-        by_thread.setdefault(int(r.global_tid or 0), []).append(i)
+def _range_events(ranges: list[OpenRange]) -> list[tuple[int, int, int]]:
+    """(time, 1 for a start or 0 for an end, range index), in the order the walk applies them:
+    at one instant ends before starts. A range that ends when it starts holds nothing and is
+    never open."""
+    spans = [(i, r) for i, r in enumerate(ranges) if r.end > r.start]
+    return sorted([(r.start, 1, i) for i, r in spans] + [(r.end, 0, i) for i, r in spans])
+
+
+def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int, int, int | None]]]:
+    """The streamed walk's open ranges per thread, as data for SQL: the distinct states (the
+    ranges open on a thread, in the order they opened: innermost last) and per thread the state
+    from each instant on, (globalTid, start, state index or None)."""
+    open_by_thread: dict[int, list[int]] = {}
+    state_ids: dict[tuple[int, ...], int] = {}
+    states: list[list[int]] = []
+    last: dict[int, int | None] = {}
     segments: list[tuple[int, int, int | None]] = []
-    for gtid, members in by_thread.items():
-        members.sort(key=lambda i: (ranges[i].start, -ranges[i].end))
-        times = sorted({t for i in members for t in (ranges[i].start, ranges[i].end)})
-        stack: list[int] = []
-        nxt = 0
-        top: object = object()
-        for t in times:
-            while stack and ranges[stack[-1]].end <= t:
-                stack.pop()
-            while nxt < len(members) and ranges[members[nxt]].start <= t:
-                i = members[nxt]
-                nxt += 1
-                while stack and ranges[stack[-1]].end <= ranges[i].start:
-                    stack.pop()
-                parents[i] = stack[-1] if stack else None
+    events = _range_events(ranges)
+    k = 0
+    while k < len(events):
+        t = events[k][0]
+        touched = set()
+        while k < len(events) and events[k][0] == t:  # every event at this instant, then the state
+            _, is_start, i = events[k]
+            gtid = int(ranges[i].global_tid or 0)
+            stack = open_by_thread.setdefault(gtid, [])
+            if is_start:
                 stack.append(i)
-            while stack and ranges[stack[-1]].end <= t:
-                stack.pop()
-            now = stack[-1] if stack else None
-            if now != top:
-                segments.append((gtid, t, now))
-                top = now
-    return parents, segments
+            elif i in stack:
+                stack.remove(i)
+            touched.add(gtid)
+            k += 1
+        for g in sorted(touched):
+            now = tuple(open_by_thread[g])
+            sid = None
+            if now:
+                sid = state_ids.get(now)
+                if sid is None:
+                    sid = state_ids[now] = len(states)
+                    states.append(list(now))
+            if last.get(g, -1) != sid:
+                segments.append((g, t, sid))
+                last[g] = sid
+    return states, segments
 
 
 def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow]) -> Iterator[KernelRow]:
@@ -145,7 +156,7 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
     a running count of kernel launches gives, at each range's end, how many kernels the whole
     process launched while it was open; less the range's own, that is other_thread_kernels.
     """
-    events = sorted([(r.start, 1, i) for i, r in enumerate(ranges)] + [(r.end, 0, i) for i, r in enumerate(ranges)])
+    events = _range_events(ranges)
     ev = 0
     open_by_thread: dict[int | None, list[OpenRange]] = {}
     launched: dict[int | None, int] = {}  # kernels launched so far, per process

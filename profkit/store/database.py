@@ -24,6 +24,7 @@ method here; the analyses call these and never write SQL of their own.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -277,26 +278,30 @@ class Store:
     def _create_kernel_rows(self) -> None:
         """``strings``, ``kernel_rows`` (one row per launch, clustered by run and launch: no
         rowid, no second copy of the key) and the ``kernels`` view over them."""
+        self._create_kernel_tables()
+        self.execute(KERNELS_VIEW)
+
+    def _create_kernel_tables(self) -> None:
         self.execute("create table strings (id integer primary key, text text not null unique)")
         cols = ", ".join(f"{c} {'integer' if t is int else 'text'}" for c, t in STORED_COLUMNS.items())
         # No other index: every query reads one run's rows, which the key clusters.
         self.execute(f"create table kernel_rows ({cols}, primary key (run_id, launch_id), "
                      "foreign key (run_id) references runs (id)) without rowid")
-        self.execute(KERNELS_VIEW)
 
     def _migrate_kernels(self) -> None:
-        """Schema 5 -> 6: move the ``kernels`` table's rows into ``strings`` and
-        ``kernel_rows`` (in launch order) and put the view in its place."""
-        self.execute("alter table kernels rename to kernels_old")
-        self._create_kernel_rows()
+        """Schema 5 -> 6: copy the ``kernels`` table's rows into ``strings`` and ``kernel_rows``
+        (in launch order), drop it and put the view in its place (a user's own views over
+        ``kernels`` read the view from then on)."""
+        self._create_kernel_tables()
         for c in INTERNED:
-            self.execute(f"insert or ignore into strings (text) select distinct {c} from kernels_old "
+            self.execute(f"insert or ignore into strings (text) select distinct {c} from kernels "
                          f"where {c} is not null")
         select = ", ".join(f"(select id from strings where text = o.{c})" if c in INTERNED else
                            ("nullif(o.metrics, '{}')" if c == "metrics" else f"o.{c}") for c in KERNEL_COLUMNS)
-        self.execute(f"insert into kernel_rows ({', '.join(STORED_COLUMNS)}) select {select} from kernels_old o "
+        self.execute(f"insert into kernel_rows ({', '.join(STORED_COLUMNS)}) select {select} from kernels o "
                      "order by o.run_id, o.launch_id")
-        self.execute("drop table kernels_old")
+        self.execute("drop table kernels")
+        self.execute(KERNELS_VIEW)
 
     def _create_ranges(self) -> None:
         self.db.table("ranges").create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),
@@ -320,6 +325,20 @@ class Store:
                              "Upgrade profkit.")
         if version == SCHEMA_VERSION:
             return
+        kinds = dict(self.execute("select name, type from sqlite_master where name in ('kernels', 'kernel_rows')").fetchall())
+        if kinds.get("kernels") != "table" and "kernel_rows" not in kinds:
+            raise StoreError(f"{self.path} says schema {version} but its kernels are not a table: not a layout "
+                             "profkit wrote")
+        try:
+            self._upgrade_to_current(tables)
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                raise StoreError(f"{self.path} was written by an earlier profkit (schema {version}) and is upgraded "
+                                 f"in place the first time it is opened, but it cannot be written ({exc})",
+                                 "Open it once where it is writable (or as its owner).") from exc
+            raise
+
+    def _upgrade_to_current(self, tables: set[str]) -> None:
         with self.write():
             if self._schema_version() == SCHEMA_VERSION:
                 return  # another process upgraded it meanwhile
@@ -509,7 +528,7 @@ class Store:
                 for c in cols:
                     v = r[c]  # type: ignore[literal-required]
                     if c == "metrics":
-                        v = dumps(v) if v else None
+                        v = _metrics_json(v) if v else None
                     elif c == "tensor_core" and v is not None:
                         v = int(bool(v))
                     values.append(v)
@@ -788,6 +807,15 @@ class Store:
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
                 for r in self.query(q, [run_id])]
+
+
+def _metrics_json(metrics: dict[str, Any]) -> str:
+    """A row's metrics as JSON text; a value that is not a finite number (NaN, infinity: not
+    JSON) is stored as null."""
+    try:
+        return json.dumps(metrics, allow_nan=False)
+    except ValueError:
+        return json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in metrics.items()})
 
 
 def file_uri(path: Path, read_only: bool = False) -> str:

@@ -158,13 +158,12 @@ class NsysExport:
         return (_checked(r, "NVTX_EVENTS", ((0, "start"), (1, "end"), (3, "globalTid")), self.path, ordered=(0, 1))
                 for r in rows)
 
-    def kernel_names(self) -> Iterator[tuple[int | None, str | None, str | None]]:
-        """(demangledName id, demangled name, short name) of each kernel name launched."""
+    def kernel_names(self) -> Iterator[tuple[int | None, int | None, str | None, str | None]]:
+        """(demangledName id, shortName id, demangled name, short name) of each pair launched."""
         return iter(self.con.execute("""
-            select k.demangledName, cast(dn.value as text), cast(min(sn.value) as text)
+            select k.demangledName, k.shortName, cast(dn.value as text), cast(sn.value as text)
             from (select distinct demangledName, shortName from CUPTI_ACTIVITY_KIND_KERNEL) k
-            left join StringIds dn on dn.id = k.demangledName left join StringIds sn on sn.id = k.shortName
-            group by k.demangledName"""))
+            left join StringIds dn on dn.id = k.demangledName left join StringIds sn on sn.id = k.shortName"""))
 
     def copy_kinds(self) -> Iterator[tuple[int | None, str]]:
         """(copyKind, the copy's name as the rows have it) of each kind of copy made."""
@@ -226,8 +225,9 @@ class NsysExport:
 
 # Columns that must hold integers in every row (NVTX end may be NULL: a range never closed).
 _INTEGER_COLUMNS = {
-    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId",
+                                   "demangledName", "shortName"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId", "copyKind"),
     "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
     "NVTX_EVENTS": ("start", "eventType"),
@@ -241,7 +241,8 @@ def _integer(value: Any, nullable: bool) -> bool:
 
 # Of those, the ones that may also be NULL (a copy or set with no device or stream recorded).
 _NULLABLE = {
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ("deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("demangledName", "shortName"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("deviceId", "streamId", "copyKind"),
     "CUPTI_ACTIVITY_KIND_MEMSET": ("deviceId", "streamId"),
 }
 
@@ -265,9 +266,10 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
 
-    ``names``: (key, name, short name, precision, tensor_core, family, evidence, detail) per
-    operation name, the key being the export's demangledName id for kernels and
-    ``name_key_memcpy(copyKind)`` / ``MEMSET_KEY`` for copies and sets. ``ranges``: (index,
+    ``names``: (key, shortName id, name, short name, precision, tensor_core, family, evidence,
+    detail) per operation name, the key being the export's demangledName id for kernels (with
+    their shortName id), ``MEMCPY_KEY`` with the copyKind for copies and ``MEMSET_KEY`` for
+    sets. ``ranges``: (index,
     name, path) per push/pop range. ``segments``: (globalTid, start, range index or None), per
     thread the innermost open range from ``start`` on. ``windows``: (range index, process,
     start, end). Returns the operations counted by kind (count, time), per innermost range
@@ -275,8 +277,11 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
     operations with no launch call. One write transaction: nothing stays if it fails."""
     con = store.conn
     ops_sql = _ops_sql(export)
-    # The operations' working table in memory, not in a temporary file (~90 bytes a row).
-    con.execute("pragma temp_store = memory")
+    # The operations' working table (~250 bytes a row) in memory for an export of up to
+    # IN_MEMORY_BYTES (about a million kernels), faster; in a temporary file above, so that
+    # memory stays bounded whatever the capture's size.
+    small = export.path.stat().st_size <= IN_MEMORY_BYTES
+    con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
     try:
         return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows)
     finally:
@@ -292,14 +297,15 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
     from .database import KERNEL_COLUMNS, STORED_COLUMNS
 
     with store.write():
-        ids = store.intern({t for row in names for t in (row[1], row[2], row[5], row[7]) if t is not None} |
+        ids = store.intern({t for row in names for t in (row[2], row[3], row[6], row[8]) if t is not None} |
                            {t for row in ranges for t in row[1:] if t is not None})
         con.execute("attach database ? as src", [_ro_uri(export.path)])
         try:
-            con.execute("create temp table nm (key integer primary key, name_id, short_id, precision, tensor_core, "
-                        "family_id, evidence, detail_id)")
-            con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?)", (
-                (k, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d)) for k, n, sh, p, tc, f, ev, d in names))
+            con.execute("create temp table nm (key integer, sn integer, name_id, short_id, precision, tensor_core, "
+                        "family_id, evidence, detail_id, primary key (key, sn))")
+            con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+                (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
+                for k, sn, n, sh, p, tc, f, ev, d in names))
             con.execute("create temp table rg (ix integer primary key, range_id, path_id)")
             con.executemany("insert into temp.rg values (?, ?, ?)", ((i, ids.get(n), ids.get(p)) for i, n, p in ranges))
             con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
@@ -324,7 +330,8 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             cols = ", ".join(STORED_COLUMNS)
             values = ", ".join(source[c] for c in KERNEL_COLUMNS)
             con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
-                        "join temp.nm n on n.key = o.key left join temp.rg rg on rg.ix = o.rix order by o.seq", [run_id])
+                        "join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix order by o.seq",
+                        [run_id])
             by_kind = {k: (int(n), int(t or 0)) for k, n, t in con.execute(
                 "select kind, count(*), sum(end - start) from temp.ops group by kind")}
             per_range = [(int(i), k, int(n), int(t or 0)) for i, k, n, t in con.execute(
@@ -349,12 +356,12 @@ def _ro_uri(path: Path) -> str:
     return file_uri(path, read_only=True)
 
 
+IN_MEMORY_BYTES = 256 << 20
+
+# The ``names`` keys of copies (their second key is the copyKind) and sets: negative, apart
+# from kernels' string ids (and -2, a kernel with no name).
 MEMSET_KEY = -1
-
-
-def name_key_memcpy(copy_kind: int | None) -> int:
-    """The ``names`` key of a copy of this kind (negative, apart from kernels' string ids)."""
-    return -1000 - (copy_kind if copy_kind is not None else 999)
+MEMCPY_KEY = -1000
 
 
 def _ops_sql(export: NsysExport) -> str:
@@ -362,18 +369,19 @@ def _ops_sql(export: NsysExport) -> str:
     innermost push/pop range open on its launching thread then (``temp.seg``)."""
     cols = export.schema.columns
     parts = ["""
-        select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.start, k.end, k.deviceId as dev,
+        select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
+               k.deviceId as dev,
                k.streamId as stream, k.correlationId as corr, k.globalPid as gpid,
                k.gridX as gx, k.gridY as gy, k.gridZ as gz, k.blockX as bx, k.blockY as by, k.blockZ as bz
         from src.CUPTI_ACTIVITY_KIND_KERNEL k"""]
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in cols:
-        parts.append("""
-        select 'memcpy', -1000 - coalesce(m.copyKind, 999), m.start, m.end, m.deviceId, m.streamId, m.correlationId,
+        parts.append(f"""
+        select 'memcpy', {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,
                m.globalPid, null, null, null, null, null, null
         from src.CUPTI_ACTIVITY_KIND_MEMCPY m""")
     if "CUPTI_ACTIVITY_KIND_MEMSET" in cols:
         parts.append(f"""
-        select 'memset', {MEMSET_KEY}, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
+        select 'memset', {MEMSET_KEY}, null, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
                null, null, null, null, null, null
         from src.CUPTI_ACTIVITY_KIND_MEMSET s""")
     ops = " union all ".join(parts)
@@ -383,7 +391,7 @@ def _ops_sql(export: NsysExport) -> str:
             select ops.*, r.start as lstart, r.globalTid as ltid
             from ops left join src.CUPTI_ACTIVITY_KIND_RUNTIME r
               on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
-        select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, start, end, dev,
+        select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, sn, start, end, dev,
                stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
                (select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
                 order by s.start desc limit 1) as rix
