@@ -70,6 +70,7 @@ def test_default_plan_counts_each_function_once_and_times_every_launch(db):
     assert all(k["start_ns"] and k["duration_ns"] and k["evidence"] == "metrics" for k in ks)
     assert sum("counters of launch" in k["evidence_detail"] for k in ks) == len(ks) - len(counted)
     assert all(k["nvtx_range"] == "resnet18.fp16.torchscript.iter0" for k in ks)
+    assert len({k["thread_id"] for k in ks}) == 1 and ks[0]["thread_id"]  # CUPTI's thread, as an OS thread id
     assert len(run.range_rows()) == 1 and run.range_rows()[0]["kernels"] == len(ks)
 
     r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--metrics", "full",

@@ -263,3 +263,34 @@ def test_a_new_database_is_made_when_first_used(tmp_path):
     store.close()
     Store(tmp_path / "unused.db").close()
     assert not (tmp_path / "unused.db").exists()
+
+def test_migration_keeps_a_users_view_over_kernels(tmp_path):
+    path = _schema5_copy(tmp_path)
+    con = sqlite3.connect(path)
+    con.execute("create view per_name as select name, count(*) as n from kernels group by name")
+    con.commit()
+    before = sorted(con.execute("select * from per_name").fetchall())
+    con.close()
+    Store(path).runs()
+    assert sorted(sqlite3.connect(path).execute("select * from per_name").fetchall()) == before
+
+
+def test_a_schema_5_database_whose_kernels_are_a_view_is_refused(tmp_path):
+    path = _schema5_copy(tmp_path)
+    con = sqlite3.connect(path)
+    con.executescript("alter table kernels rename to k5; create view kernels as select * from k5;")
+    con.close()
+    with pytest.raises(StoreError, match="kernels are not a table"):
+        Store(path)
+
+
+def test_metrics_that_are_not_numbers_are_stored_as_null(db):
+    """NaN or infinity (a report reader may pass them through) is not JSON: stored as null, so
+    both JSON paths print the row."""
+    store = Store(db)
+    row = kernel_row(0, "kernel", "k", "k", duration_ns=5, metrics={"a": float("nan"), "b": float("inf"), "c": 2})
+    run = store.add_run({"name": "nan", "source": "import"}, classified(Capture(rows=iter([row]), tool="ncu",
+                                                                               source_format="test")))
+    (text,) = list(store.iter_kernels_json(run.id))
+    assert json.loads(text)["metrics"] == {"a": None, "b": None, "c": 2}
+    assert next(store.iter_kernels(run.id))["metrics"] == {"a": None, "b": None, "c": 2}
