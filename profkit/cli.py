@@ -637,11 +637,11 @@ def doctor(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
 @app.command("workloads")
 @handles_errors
 def workloads_() -> None:
-    """List the built-in workloads."""
+    """List the built-in workloads, with the precisions and modes each supports."""
     from . import render  # here, not at the top: --help need not pay for it
-    from .api import list_workloads
+    from .workloads import catalog
 
-    render.workloads(list_workloads())
+    render.workloads(catalog())
 
 
 # Every command is a ProfkitCommand; set here once, so that a command added later is one too

@@ -499,9 +499,15 @@ def imported(run: RunRecord, source: str) -> None:
     print(run.name)
 
 
-def workloads(rows: Iterable[tuple[str, str]]) -> None:
-    for name, description in rows:
-        print(f"{name:16} {description}")
+def workloads(rows: Sequence[Mapping[str, Any]]) -> None:
+    """The catalog: each workload's name, what it supports and what it is."""
+    width = max([len(r["name"]) for r in rows] + [8])
+    precisions = max([len(",".join(r["precisions"])) for r in rows] + [10])
+    modes = max([len(",".join(r["modes"])) for r in rows] + [5])
+    print(f"{'workload':{width}}  {'precisions':{precisions}}  {'modes':{modes}}  description")
+    for r in rows:
+        print(f"{r['name']:{width}}  {','.join(r['precisions']):{precisions}}  {','.join(r['modes']):{modes}}  "
+              f"{r['description']}")
 
 
 def error(text: str) -> None:

@@ -107,6 +107,32 @@ def builtins() -> list[tuple[str, str]]:
     return [(name, describe(builtin_path(name))) for name in builtin_names()]
 
 
+def supports(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The precisions and modes a workload file says it supports (``PRECISIONS``, ``MODES``;
+    all where it says nothing), read without running it."""
+    import ast
+
+    found: dict[str, tuple[str, ...]] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if getattr(target, "id", None) in ("PRECISIONS", "MODES"):
+                    try:
+                        found[target.id] = tuple(ast.literal_eval(node.value))  # type: ignore[attr-defined]
+                    except ValueError:
+                        pass
+    return found.get("PRECISIONS", PRECISIONS), found.get("MODES", MODES)
+
+
+def catalog() -> list[dict[str, Any]]:
+    """Each built-in workload: name, description, and the precisions and modes it supports."""
+    out = []
+    for name, description in builtins():
+        precisions, modes = supports(builtin_path(name))
+        out.append({"name": name, "description": description, "precisions": list(precisions), "modes": list(modes)})
+    return out
+
+
 def resolve(workload: str) -> tuple[str, Path]:
     """Map a built-in name or a path to (workload name, file path)."""
     if not isinstance(workload, str) or not workload:

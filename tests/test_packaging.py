@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILTINS = {"vgg16", "resnet50", "resnet18", "resnet18_train", "precision_zoo"}
+BUILTINS = {"precision_zoo", "resnet18", "resnet18_train", "resnet50", "resnet50_train", "vgg16", "mobilenet_v2",
+            "efficientnet_b0", "bert_encoder", "bert_encoder_train", "gpt_decoder"}
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("torchvision") is None,

@@ -81,3 +81,49 @@ def test_harness_reports_workload_errors(tmp_path):
     (tmp_path / "job.json").write_text(json.dumps(job))
     p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True, text=True)
     assert p.returncode == 3 and p.stderr.strip().startswith("profkit-harness: error:")
+
+
+CATALOG_ON_CPU = [  # (workload, precision, mode, output shape): batch 1, a step each
+    ("mobilenet_v2", "fp32", "eager", (1, 1000)), ("mobilenet_v2", "bf16", "torchscript", (1, 1000)),
+    ("efficientnet_b0", "fp32", "torchscript", (1, 1000)), ("efficientnet_b0", "bf16", "eager", (1, 1000)),
+    ("bert_encoder", "fp32", "torchscript", (1, 128, 768)), ("bert_encoder", "bf16", "eager", (1, 128, 768)),
+    ("gpt_decoder", "fp32", "eager", (1, 128, 50257)), ("gpt_decoder", "amp", "torchscript", (1, 128, 50257)),
+    ("resnet50_train", "fp32", "eager", ()), ("bert_encoder_train", "fp32", "eager", ()),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("name, precision, mode, shape", CATALOG_ON_CPU)
+def test_catalog_workloads_step_on_cpu(name, precision, mode, shape):
+    """The catalog's models and training steps build and step on the CPU (a training step
+    returns its loss)."""
+    import warnings
+
+    _, path = workloads.resolve(name)
+    module = workloads.load_module(path)
+    spec = workloads.Spec(batch_size=1, precision=precision, mode=mode, device="cpu")
+    workloads.check_supported(module, spec, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracing a transformer warns about its control flow
+        step = workloads.prepare(module, spec)
+        out = step()
+        step()
+    assert tuple(out.shape) == shape and bool(out.isfinite().all())
+
+
+@pytest.mark.parametrize("name, precision, mode", [("resnet50_train", "fp16", "eager"),
+                                                   ("bert_encoder_train", "fp32", "torchscript")])
+def test_a_training_step_refuses_what_it_does_not_support(name, precision, mode):
+    _, path = workloads.resolve(name)
+    spec = workloads.Spec(batch_size=1, precision=precision, mode=mode, device="cpu")
+    with pytest.raises(WorkloadError, match="supports"):
+        workloads.check_supported(workloads.load_module(path), spec, path)
+
+
+def test_the_catalog_lists_what_each_workload_supports():
+    """`profkit workloads`: every catalog model, with its precisions and modes, read without torch."""
+    rows = {r["name"]: r for r in workloads.catalog()}
+    assert {"vgg16", "resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "bert_encoder", "gpt_decoder",
+            "resnet18_train", "resnet50_train", "bert_encoder_train"} <= set(rows)
+    assert rows["resnet50_train"]["precisions"] == ["fp32", "amp"] and rows["resnet50_train"]["modes"] == ["eager"]
+    assert rows["gpt_decoder"]["modes"] == ["eager", "torchscript", "compile"]

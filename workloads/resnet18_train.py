@@ -9,23 +9,9 @@ def build(spec):
     import torch
     import torchvision
 
-    dev = torch.device(spec.device)
-    model = torchvision.models.resnet18(weights=None).to(dev).train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(spec.batch_size, 3, 224, 224, device=dev)
-    y = torch.randint(0, 1000, (spec.batch_size,), device=dev)
-    amp = spec.precision == "amp"
-    amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
-    scaler = torch.amp.GradScaler(dev.type, enabled=amp and dev.type == "cuda")
-    loss_fn = torch.nn.CrossEntropyLoss()
+    from profkit.steps import training_step
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):
-            loss = loss_fn(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        return loss
-
-    return step
+    x = torch.randn(spec.batch_size, 3, 224, 224)
+    y = torch.randint(0, 1000, (spec.batch_size,))
+    return training_step(torchvision.models.resnet18(weights=None), spec, (x,), y,
+                         lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9), torch.nn.CrossEntropyLoss())

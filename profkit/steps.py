@@ -1,0 +1,35 @@
+"""Training steps on synthetic batches, shared by the built-in training workloads: forward,
+loss, backward and optimizer step, with ``--precision amp`` as users apply it (the forward
+under autocast, the loss scaled by a GradScaler; fp16 on a GPU, bf16 on a CPU, where no
+scaler is needed). Imported by workload files inside the profiled process only."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
+                  optimizer: Callable[[Any], Any], loss: Callable[[Any, Any], Any]) -> Callable[[], Any]:
+    """One step of ``model`` (built on the CPU in fp32) on ``inputs`` and ``targets`` (moved to
+    ``spec.device``): zero the gradients, forward, ``loss(output, targets)``, backward, step."""
+    import torch
+
+    dev = torch.device(spec.device)
+    model = model.to(dev).train()
+    inputs = tuple(x.to(dev) for x in inputs)
+    targets = targets.to(dev)
+    opt = optimizer(model.parameters())
+    amp = spec.precision == "amp"
+    amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
+    scaler = torch.amp.GradScaler(dev.type, enabled=amp and dev.type == "cuda")
+
+    def step() -> Any:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):
+            value = loss(model(*inputs), targets)
+        scaler.scale(value).backward()
+        scaler.step(opt)
+        scaler.update()
+        return value
+
+    return step
