@@ -33,3 +33,14 @@ def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
         return value
 
     return step
+
+
+def image_classifier_step(model: Any, spec: Any, classes: int = 1000, size: int = 224) -> Callable[[], Any]:
+    """:func:`training_step` of an image classifier on random ``size`` x ``size`` images and
+    labels, with SGD (momentum 0.9) and cross-entropy: the torchvision training workloads."""
+    import torch
+
+    x = torch.randn(spec.batch_size, 3, size, size)
+    y = torch.randint(0, classes, (spec.batch_size,))
+    return training_step(model, spec, (x,), y, lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9),
+                         torch.nn.CrossEntropyLoss())
