@@ -269,12 +269,12 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
     ``names``: (key, shortName id, name, short name, precision, tensor_core, family, evidence,
     detail) per operation name, the key being the export's demangledName id for kernels (with
     their shortName id), ``MEMCPY_KEY`` with the copyKind for copies and ``MEMSET_KEY`` for
-    sets. ``ranges``: (index,
-    name, path) per push/pop range. ``segments``: (globalTid, start, range index or None), per
-    thread the innermost open range from ``start`` on. ``windows``: (range index, process,
-    start, end). Returns the operations counted by kind (count, time), per innermost range
-    and kind (count, time), the kernels each range's process launched in its window, and the
-    operations with no launch call. One write transaction: nothing stays if it fails."""
+    sets. ``ranges``: (state index, name, path) of the innermost range of each state, a state
+    being a set of ranges open on a thread at once. ``segments``: (globalTid, start, state index
+    or None), per thread the state from ``start`` on. ``windows``: (range index, process, start,
+    end). Returns the operations counted by kind (count, time), per state and kind (count,
+    time), the kernels each range's process launched in its window, and the operations with no
+    launch call. One write transaction: nothing stays if it fails."""
     con = store.conn
     ops_sql = _ops_sql(export)
     # The operations' working table (~250 bytes a row) in memory for an export of up to
