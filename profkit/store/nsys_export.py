@@ -169,11 +169,16 @@ class NsysExport:
         """(copyKind, the copy's name as the rows have it) of each kind of copy made."""
         if "CUPTI_ACTIVITY_KIND_MEMCPY" not in self.schema.columns:
             return iter(())
-        label = ("(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = m.copyKind)"
-                 if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables else "m.copyKind")
         return iter(self.con.execute(f"""
-            select m.copyKind, '[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']'
+            select m.copyKind, {self._copy_name("m")}
             from (select distinct copyKind from CUPTI_ACTIVITY_KIND_MEMCPY) m"""))
+
+    def _copy_name(self, alias: str) -> str:
+        """SQL for a copy's name as the kernel table has it (``[CUDA memcpy Host-to-Device]``),
+        from its copyKind through the export's enum where it has one."""
+        label = (f"(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = {alias}.copyKind)"
+                 if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables else f"{alias}.copyKind")
+        return f"'[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']'"
 
     def has_memsets(self) -> bool:
         return "CUPTI_ACTIVITY_KIND_MEMSET" in self.schema.columns
@@ -187,11 +192,9 @@ class NsysExport:
             left join StringIds dn on dn.id = k.demangledName
             left join StringIds sn on sn.id = k.shortName"""]
         if "CUPTI_ACTIVITY_KIND_MEMCPY" in self.schema.columns:
-            label = ("(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = m.copyKind)"
-                     if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables else "m.copyKind")
             parts.append(f"""
             select 'memcpy', m.start, m.end, m.deviceId, m.streamId, m.correlationId, m.globalPid,
-                   '[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']', null, null, null, null, null, null, null
+                   {self._copy_name("m")}, null, null, null, null, null, null, null
             from CUPTI_ACTIVITY_KIND_MEMCPY m""")
         if "CUPTI_ACTIVITY_KIND_MEMSET" in self.schema.columns:
             parts.append("""
