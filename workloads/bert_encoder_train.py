@@ -6,17 +6,14 @@ MODES = ("eager",)
 
 
 def build(spec):
-    import importlib.util
     from pathlib import Path
 
     import torch
 
     from profkit.steps import training_step
+    from profkit.workloads import load_module
 
-    # The encoder is bert_encoder.py's, beside this file.
-    where = importlib.util.spec_from_file_location("bert_encoder", Path(__file__).with_name("bert_encoder.py"))
-    bert = importlib.util.module_from_spec(where)
-    where.loader.exec_module(bert)
+    bert = load_module(Path(__file__).with_name("bert_encoder.py"))  # the encoder beside this file
 
     class Classifier(torch.nn.Module):
         def __init__(self) -> None:
