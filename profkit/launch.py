@@ -341,26 +341,28 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     raw_files = {"ncu-rep": str(report), "log": str(job.folder / "ncu.log")}
     plan: dict[str, Any] = {"launches": "every launch in the measured iterations", "durations": "ncu"}
 
-    job.progress.stage("exporting the raw page to CSV")
-    exported = time.monotonic()
-    csv_path = job.folder / "raw.csv"
-    csv_path.write_text(runner.capture(ncu.export_csv_argv(exe, report), timeout=900))
-    raw_files["ncu-csv"] = str(csv_path)
     if per_function:
+        timer_info = _json_or_empty(job.folder / "harness-times.json")
         if timer_result.returncode != 0 or not times.exists():
             error = job.folder / "harness-times-error.txt"
             why = (error.read_text(errors="replace").strip() if error.exists() else
-                   _timer_error(job.folder / "harness-times.json") or
+                   timer_info.get("kernel_timer_error") or
                    next((l for l in reversed(timer_result.tail) if l.strip()), f"exit {timer_result.returncode}"))
             job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch "
                               "under ncu instead")
             capture, row = _profile_ncu(job, per_function=False)
             row["info"] = {**row.get("info", {}), "per_function_plan_failed": why}
             return capture, row
+
+    job.progress.stage("exporting the raw page to CSV")
+    exported = time.monotonic()
+    csv_path = job.folder / "raw.csv"
+    csv_path.write_text(runner.capture(ncu.export_csv_argv(exe, report), timeout=900))
+    raw_files["ncu-csv"] = str(csv_path)
+    if per_function:
         mangled = job.folder / "raw-mangled.csv"
         mangled.write_text(runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900))
         raw_files.update({"ncu-csv-mangled": str(mangled), "kernel-times": str(times), "times-log": str(timer_log)})
-        timer_info = _json_or_empty(job.folder / "harness-times.json")
         thread_ids = {int(k): int(v) for k, v in (timer_info.get("thread_ids") or {}).items()}
         capture = read_per_function(csv_path, mangled, times, job.tag, nvtx_ranges.DOMAIN, thread_ids)
         set_label = f"{set_label} per function"
@@ -370,7 +372,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
                 "timed_by": "a second harness process, taking turns with ncu's on the GPU (CUPTI activity records)",
                 # Where the time went (s): both processes, ncu's CSV exports and the join.
                 "wall_s": {"profile": round(wall, 3), "export_and_join": round(time.monotonic() - exported, 3),
-                           "ncu_harness": _json_or_empty(Path(job.job["info_path"])).get("stages_s"),
+                           "ncu_harness": job.info().get("stages_s"),
                            "timing_harness": timer_info.get("stages_s")}}
     else:
         capture = read_ncu_csv(csv_path)
@@ -389,11 +391,6 @@ def _json_or_empty(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _timer_error(info_path: Path) -> str | None:
-    error = _json_or_empty(info_path).get("kernel_timer_error")
-    return str(error) if error else None
 
 
 def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
