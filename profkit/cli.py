@@ -397,7 +397,7 @@ def run(
     iters: Annotated[int, typer.Option(help="Measured iterations, each in its own NVTX range.")] = 1,
     warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
     device: Annotated[Device, typer.Option(help="cuda, or cpu to profile CPU operators with torch.profiler.")] = Device.cuda,
-    metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (default, time, tensor, full) or a comma-separated list of metric names.", show_default=False)] = None,
+    metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of metric names, profiled on every launch. Left out: the chip's default; on Hopper, the tensor counters on the first launch of each kernel function and every launch timed by CUPTI.", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Run name (default: workload-precision-mode-tool).", show_default=False)] = None,
     timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
     cpu_sampling: Annotated[bool, typer.Option("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")] = False,
