@@ -37,6 +37,7 @@ class NameRule:
     tensor_core: bool | None
     family: str | None
     examples: tuple[str, ...]
+    precision_from_inputs: bool = False  # names carry no type: the launching operator's input types tell
 
     def precision_for(self, match: re.Match[str]) -> str | None:
         if isinstance(self.precision, dict):
@@ -61,7 +62,7 @@ def rules() -> dict:
         NameRule(
             id=r["id"], description=r.get("description", ""), regex=re.compile(r["pattern"]),
             precision=r.get("precision"), tensor_core=r.get("tensor_core"), family=r.get("family"),
-            examples=tuple(r.get("examples", ())),
+            examples=tuple(r.get("examples", ())), precision_from_inputs=r.get("precision_from") == "inputs",
         )
         for r in data.get("name_rule", [])
     )
@@ -142,15 +143,33 @@ def classify_op(name: str, input_types: str | None) -> Verdict:
             family, f_rule = rule.family, rule.id
             break
     types = [t for t in (input_types or "").split(",") if t]
-    mapped = list(dict.fromkeys(r["torch_types"][t] for t in types if t in r["torch_types"]))
-    floating = [p for p in mapped if p != "int8"]
+    precision = types_precision(input_types)
     where = f"; family from op rule {f_rule}" if f_rule else ""
-    if floating or mapped:
-        chosen = floating or mapped
-        precision = chosen[0] if len(chosen) == 1 else "mixed"
+    if precision:
         return Verdict(precision, False, family, "dtypes", f"input types {input_types}{where}")
     detail = f"no floating-point tensor inputs ({input_types})" if types else "no tensor input types recorded"
     return Verdict("unknown", False, family, "none", f"CPU operator: {detail}{where}")
+
+
+def types_precision(input_types: str | None) -> str | None:
+    """The precision of torch.profiler's input types (``c10::Half,c10::Half``): the floating
+    type's, ``mixed`` for several; None where no tensor type is known."""
+    table = rules()["torch_types"]
+    mapped = list(dict.fromkeys(table[t] for t in (input_types or "").split(",") if t in table))
+    chosen = [p for p in mapped if p != "int8"] or mapped
+    if not chosen:
+        return None
+    return str(chosen[0]) if len(chosen) == 1 else "mixed"
+
+
+@lru_cache(maxsize=65536)
+def inputs_rule(name: str) -> str | None:
+    """The first rule matching ``name`` that takes its precision from the launching operator's
+    input types (kernels whose names carry no type: Triton's, cuDNN's SDPA), or None."""
+    for rule in rules()["name_rules"]:
+        if rule.precision_from_inputs and rule.regex.search(name):
+            return str(rule.id)
+    return None
 
 
 def arch_key(compute_capability: str | None) -> str | None:
@@ -251,7 +270,24 @@ def classify_row(kind: str, name: str, metrics: dict | None, input_types: str | 
         return classify_op(name, input_types)
     if kind in COPY_VERDICT:
         return COPY_VERDICT[kind]
-    return classify_one(name, metrics) if metrics else _by_name_only(name)
+    if metrics:
+        return classify_one(name, metrics)
+    v = _by_name_only(name)
+    if input_types and v.precision == "unknown":
+        return _from_inputs(name, input_types, v)
+    return v
+
+
+@lru_cache(maxsize=65536)
+def _from_inputs(name: str, input_types: str, v: Verdict) -> Verdict:
+    """A kernel whose name carries no type, judged with the input types of the operator that
+    launched it (a timeline run's): Triton kernels of torch.compile, cuDNN's SDPA."""
+    rule = inputs_rule(name)
+    precision = types_precision(input_types) if rule else None
+    if not precision:
+        return v
+    return Verdict(precision, v.tensor_core, v.family, "name",
+                   f"{v.evidence_detail}; precision from the launching operator's input types ({input_types})")
 
 
 @lru_cache(maxsize=65536)

@@ -27,7 +27,11 @@ def real_names() -> set[str]:
         if isinstance(data, dict):
             names |= {v for r in data.get("rows", []) for v in r["variants_a"] + r["variants_b"]}
     for f in [*NCU_DATA.glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.csv.gz"), *(DATA / "report").glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.json.gz"),
-              DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz"]:
+              DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz",
+              *(DATA / "steps").glob("*.raw.csv.gz"), *(DATA / "steps").glob("*.json.gz"),
+              *(DATA / "attention").glob("*.raw.csv.gz"), *(DATA / "attention").glob("*.json.gz")]:
+        if "kernel_times" in f.name:
+            continue
         names |= {r["name"] for r in load(f).rows}
     return names
 
@@ -108,3 +112,30 @@ def test_tile_variants_share_a_work_key():
     mangled = "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_Conv2dWgradOutput"
     demangled = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_f16_s16816wgrad_optimized_f16>(T1::Params)"
     assert work_key(mangled)[0] == work_key("Kernel", demangled)[0] == "CUTLASS conv wgrad"
+
+
+def _counted_rows() -> list[dict]:
+    """Every launch ncu counted the tensor-path ops of, across the captures in tests/data."""
+    counters = rules()["counters"]
+    files = sorted({*DATA.rglob("*.raw.csv.gz"), *DATA.rglob("*.raw.csv")})
+    out = []
+    for f in files:
+        if "mangled" in f.name:  # the same launches as its demangled twin
+            continue
+        out += [r for r in load(f).rows if any(m in counters for m in (r["metrics"] or {}))]
+    return out
+
+
+def test_every_name_rule_gives_the_counter_verdict_on_the_kernels_it_matches():
+    """Across every ncu launch with tensor-path counters in tests/data (attention in fp16, bf16
+    and fp32 among them): where the name rules say tensor cores or not, the counters agree,
+    and where a tensor-core kernel's name gives a precision, it is the counters'."""
+    rows = _counted_rows()
+    assert len(rows) > 1500
+    wrong = {}
+    for r in rows:
+        v = classify_one(r["name"], r["metrics"])
+        precision, tensor, _, p_rule, t_rule = by_name(r["name"])
+        if (tensor is not None and tensor != v.tensor_core) or (v.tensor_core and precision not in (None, v.precision)):
+            wrong[r["name"][:100]] = (precision, tensor, p_rule, t_rule, v.precision, v.tensor_core)
+    assert not wrong

@@ -109,11 +109,11 @@ def _half_missed(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
         return None
     # Depthwise convolutions never use tensor cores: their own finding says so.
     depthwise = _depthwise_pattern()
-    chosen = [g for g in ctx.groups if g["family"] in ("gemm", "conv") and g["precisions"] in HALF
+    chosen = [g for g in ctx.groups if g["family"] in ("gemm", "conv", "attention") and g["precisions"] in HALF
               and not g["tc_time_ns"] and not depthwise.search(g["name"])]
     if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
         return None
-    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} half-precision GEMM/convolution launches took "
+    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} half-precision GEMM/convolution/attention launches took "
                              f"{ctx.share(chosen):.1f}% of GPU time without tensor cores", chosen)
 
 
