@@ -26,6 +26,7 @@ _EXPORTS = {
     "RunRecord": "records", "Summary": "records", "TopKernel": "records", "MemoryOps": "records",
     "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
     "Progress": "launch",
+    "bench": "api", "BenchRecord": "records", "BenchRow": "records", "BenchNotFound": "errors",
     "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
     "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
     "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
@@ -40,9 +41,11 @@ if TYPE_CHECKING:
     from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
                          RunIncomplete, RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError,
                          WorkloadError)
+    from .api import bench
+    from .errors import BenchNotFound
     from .launch import Progress
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow
-    from .records import MemoryOps, RunRecord, Summary, TopKernel
+    from .records import BenchRecord, BenchRow, MemoryOps, RunRecord, Summary, TopKernel
 
 
 def __getattr__(name: str) -> Any:

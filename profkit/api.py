@@ -30,9 +30,10 @@ if TYPE_CHECKING:
     from .analyze.findings import Finding
 
     from .launch import Progress
+    from .records import BenchRecord
     from .store import Store
 
-__all__ = ["Comparison", "Database", "Run", "compare", "list_workloads", "open_db", "profile"]
+__all__ = ["Comparison", "Database", "Run", "bench", "compare", "list_workloads", "open_db", "profile"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,15 @@ class Database:
         options.pop("db", None)
         return profile(workload, db=self, **options)
 
+    # ------------------------------------------------------------------ benchmarks (profkit bench)
+    def benches(self) -> list[BenchRecord]:
+        """Every stored benchmark (see :func:`bench`) with its rows, oldest first."""
+        return self.store.benches()
+
+    def bench(self, bench_id: int | str) -> BenchRecord:
+        """A stored benchmark by id; BenchNotFound if there is none."""
+        return self.store.get_bench(bench_id)
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -277,14 +287,21 @@ def compare(
         raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
                          "records", "Use `tool` torch, or match exact or family.")
 
-    def variant_options(mode: str) -> dict[str, Any]:
-        """The options of one variant: torch.compile's mode only for the compile variant."""
-        return {**options, "compile_mode": compile_mode if mode == "compile" else "default"}
+    keep_bn = options.pop("keep_bn_fp32", False)
+    if keep_bn and not {"fp16", "bf16"} & set(precisions):
+        raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or bf16 "
+                         "among the `precisions`")
 
-    spec_keys = {"batch_size", "device", "compile_mode"}
+    def variant_options(precision: str, mode: str) -> dict[str, Any]:
+        """The options of one variant: torch.compile's mode only for the compile variant, BatchNorm
+        kept in fp32 only for the variants cast to fp16 or bf16."""
+        return {**options, "compile_mode": compile_mode if mode == "compile" else "default",
+                "keep_bn_fp32": bool(keep_bn) and precision in ("fp16", "bf16")}
+
+    spec_keys = {"batch_size", "device", "compile_mode", "keep_bn_fp32", "channels_last", "cudnn_benchmark"}
     requests = []
     for p, m in variants:
-        o = variant_options(m)
+        o = variant_options(p, m)
         requests.append(RunRequest(workload=workload, spec=Spec(precision=p, mode=m, **{k: o[k] for k in spec_keys
                                                                                          if k in o}),
                                    **{k: v for k, v in o.items() if k not in spec_keys}))
@@ -299,7 +316,7 @@ def compare(
     for (p, m), label in zip(variants, labels):
         if progress:
             progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
-        runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(m)))
+        runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(p, m)))
     diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
     return Comparison(workload, match, labels, runs, diffs)
 
@@ -330,6 +347,9 @@ def profile(
     warmup: int = 3,
     device: str = "cuda",
     compile_mode: str = "default",
+    keep_bn_fp32: bool = False,
+    channels_last: bool = False,
+    cudnn_benchmark: bool = False,
     metrics: str | None = None,
     name: str | None = None,
     timeout_s: float | None = None,
@@ -343,14 +363,17 @@ def profile(
 
     ``tool`` is auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or
     torch; ``mode`` eager, torchscript or compile (torch.compile with ``compile_mode``,
-    compiled in the warm-up). The options are checked, and the tool chosen, before the
-    database is created.
+    compiled in the warm-up). ``keep_bn_fp32`` (fp16/bf16) puts BatchNorm layers back in fp32
+    after the cast; ``channels_last`` lays the model and its 4-D inputs out channels-last;
+    ``cudnn_benchmark`` lets cuDNN time its algorithms (in the warm-up). The options are
+    checked, and the tool chosen, before the database is created.
     """
     from .launch import RunRequest, plan, run
     from .workloads import Spec
 
     req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device,
-                                                  compile_mode=compile_mode),
+                                                  compile_mode=compile_mode, keep_bn_fp32=keep_bn_fp32,
+                                                  channels_last=channels_last, cudnn_benchmark=cudnn_benchmark),
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout_s,
                      cpu_sampling=cpu_sampling, context_switches=context_switches)
     checked = plan(req)
@@ -358,3 +381,36 @@ def profile(
         return db._attach(run(db.store, checked, progress))
     database = open_db(db, create=True)  # the file is made when the run is reserved, not before
     return database._attach(run(database.store, checked, progress))
+
+
+# ---------------------------------------------------------------------------------- bench
+def bench(
+    workload: str,
+    *,
+    precisions: str | Sequence[str] = ("fp32",),
+    modes: str | Sequence[str] = ("eager",),
+    batch_size: int = 8,
+    iters: int = 20,
+    warmup: int = 5,
+    device: str = "cuda",
+    timeout_s: float | None = None,
+    db: Database | str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> BenchRecord:
+    """Time ``workload`` in every combination of ``precisions`` x ``modes``, each in its own
+    process, and store the benchmark: what ``profkit bench`` does. Returns a
+    :class:`profkit.records.BenchRecord` whose rows give, per combination, the median and
+    spread of the ``iters`` iterations after ``warmup`` (CUDA events on a GPU), items per
+    second, peak GPU memory and, for workloads that build ``(model, inputs)``, how the output
+    agrees with fp32 eager's (max abs diff, top-1). ``timeout_s`` stops one combination's
+    process. The options, the workload, the machine and the database are checked before
+    anything runs; a combination that fails at run time is a row with status failed and its
+    error (``record.ok`` is then False). Nothing is stored unless every combination has ended.
+    """
+    from .benchmark import plan, run
+
+    checked = plan(workload, precisions=precisions, modes=modes, batch_size=batch_size, iters=iters, warmup=warmup,
+                   device=device, timeout_s=timeout_s)
+    database = db if isinstance(db, Database) else open_db(db, create=True)
+    database.store.check_writable()
+    return run(database.store, checked, progress)

@@ -39,7 +39,8 @@ def _err(text: str) -> None:
 FLAGS = {
     **{p: "--" + p.replace("_", "-") for p in ("tool", "precision", "mode", "batch_size", "iters", "warmup", "device",
                                               "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
-                                              "limit", "compile_mode", "match", "modes", "precisions", "output", "vs")},
+                                              "limit", "compile_mode", "match", "modes", "precisions", "output", "vs",
+                                              "keep_bn_fp32", "channels_last", "cudnn_benchmark")},
     "threshold_pct": "--threshold",
     "timeout_s": "--timeout",
 }
@@ -279,6 +280,9 @@ GlobalDbOpt = Annotated[
     typer.Option("--db", envvar="PROFKIT_DB", help="Database file (default ./profkit.db).", show_default=False),
 ]
 FmtOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+KeepBnOpt = Annotated[bool, typer.Option("--keep-bn-fp32", help="With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand).")]
+ChannelsLastOpt = Annotated[bool, typer.Option("--channels-last", help="Lay the model and its 4-D image inputs out in torch.channels_last.")]
+CudnnBenchOpt = Annotated[bool, typer.Option("--cudnn-benchmark", help="Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest.")]
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run name or id (see `profkit runs`).", show_default=False)]
 
 
@@ -397,6 +401,9 @@ def run(
     iters: Annotated[int, typer.Option(help="Measured iterations, each in its own NVTX range.")] = 1,
     warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
     device: Annotated[Device, typer.Option(help="cuda, or cpu to profile CPU operators with torch.profiler.")] = Device.cuda,
+    keep_bn_fp32: KeepBnOpt = False,
+    channels_last: ChannelsLastOpt = False,
+    cudnn_benchmark: CudnnBenchOpt = False,
     metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of metric names, profiled on every launch. Left out: the chip's default; on Hopper, the tensor counters on the first launch of each kernel function and every launch timed by CUPTI.", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Run name (default: workload-precision-mode-tool).", show_default=False)] = None,
     timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
@@ -419,7 +426,8 @@ def run(
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         done = profile(workload, tool=tool.value, precision=precision.value, mode=mode.value,
-                       compile_mode=compile_mode.value, batch_size=batch_size,
+                       compile_mode=compile_mode.value, keep_bn_fp32=keep_bn_fp32, channels_last=channels_last,
+                       cudnn_benchmark=cudnn_benchmark, batch_size=batch_size,
                        iters=iters, warmup=warmup, device=device.value, metrics=metrics, name=name, timeout_s=timeout,
                        cpu_sampling=cpu_sampling, context_switches=context_switches, db=db or _state["db"],
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
@@ -556,6 +564,9 @@ def compare(
     iters: Annotated[int, typer.Option(help="Measured iterations per variant.")] = 1,
     warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones (compilation happens here).")] = 3,
     compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode for the compile variant.")] = CompileMode.default,
+    keep_bn_fp32: KeepBnOpt = False,
+    channels_last: ChannelsLastOpt = False,
+    cudnn_benchmark: CudnnBenchOpt = False,
     metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset or list (as for run).", show_default=False)] = None,
     fmt: FmtOpt = Format.table,
     report: ReportOpt = True,
@@ -576,6 +587,7 @@ def compare(
                          threshold_pct=threshold, db=db or _state["db"], tool=tool.value, batch_size=batch_size,
                          device=device.value,
                          iters=iters, warmup=warmup, compile_mode=compile_mode.value, metrics=metrics,
+                         keep_bn_fp32=keep_bn_fp32, channels_last=channels_last, cudnn_benchmark=cudnn_benchmark,
                          progress=Progress(on_stage=status.update, on_note=on_note))
     render.compare(cmp, fmt.value)
     if report:
@@ -616,6 +628,61 @@ def report_(
 
 def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+# ---------------------------------------------------------------------------------- bench
+@app.command()
+@handles_errors
+def bench(
+    workload: Annotated[Optional[str], typer.Argument(metavar="WORKLOAD", help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", show_default=False)] = None,
+    precisions: Annotated[str, typer.Option("--precisions", "--precision", help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")] = "fp32",
+    modes: Annotated[str, typer.Option(help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")] = "eager",
+    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload (items per iteration).")] = 8,
+    iters: Annotated[int, typer.Option(help="Timed iterations per combination, after the warm-up.")] = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed iterations first (torch.compile compiles here).")] = 5,
+    device: Annotated[Device, typer.Option(help="cuda (timed with CUDA events), or cpu (give small --iters and --batch-size).")] = Device.cuda,
+    fmt: FmtOpt = Format.table,
+    list_: Annotated[bool, typer.Option("--list", help="List the stored benchmarks instead of running one.")] = False,
+    show: Annotated[Optional[int], typer.Option("--show", metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)] = None,
+    db: DbOpt = None,
+) -> None:
+    """Time a workload in each precision and mode, and print the grid of modes x precisions: median time
+    per iteration and its spread, items/s, peak GPU memory, agreement with fp32 eager.
+
+    Each combination runs in its own process, timed after its warm-up (CUDA events on a GPU). The
+    benchmark is stored (--list, --show ID); a combination that fails is a row with its error, and the
+    command then exits 1."""
+    from . import render  # here, not at the top: --help need not pay for it
+    from .errors import UsageError
+
+    if list_ or show is not None:
+        if workload is not None or (list_ and show is not None):
+            raise UsageError("--list and --show read stored benchmarks: give either alone, with no WORKLOAD")
+        database = _open(db)
+        if list_:
+            render.benches(database.benches(), fmt.value)
+        elif show is not None:
+            render.bench(database.bench(show), fmt.value)
+        return
+    if workload is None:
+        raise UsageError("give the WORKLOAD to benchmark (see profkit workloads), or --list")
+    from .api import bench as do_bench
+    from .launch import Progress
+
+    err = render.console(stderr=True)
+    with err.status("starting") as status:
+        def on_note(text: str) -> None:
+            err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
+
+        done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), batch_size=batch_size,
+                        iters=iters, warmup=warmup, device=device.value, db=db or _state["db"],
+                        progress=Progress(on_stage=status.update, on_note=on_note))
+    render.bench(done, fmt.value)
+    if not done.ok:
+        failed = [r for r in done.rows if r.status != "ok" and not r.reference_only]
+        _err(f"profkit: error: {len(failed)} of {sum(not r.reference_only for r in done.rows)} combinations failed "
+             f"(stored as benchmark {done.id})")
+        raise typer.Exit(1)
 
 
 # ---------------------------------------------------------------------------------- doctor

@@ -108,3 +108,7 @@ class ProfkitWarning(UserWarning):
 
 class StoreError(ProfkitError):
     """The database cannot be opened or is not a profkit database."""
+
+
+class BenchNotFound(ProfkitError):
+    """No stored benchmark (``profkit bench``) has that id."""

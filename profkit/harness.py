@@ -1,11 +1,15 @@
 """The process a profiler launches: build the workload, warm it up outside any measured range,
-then run the measured iterations, each inside its own NVTX push/pop range, and write what it
+then run the measured iterations, each inside its own NVTX start/end range (the process's,
+not a thread's: see ``nvtx_ranges``), and write what it
 learned of the machine (GPU, versions, per-iteration wall times) to a JSON file.
 
 With ``"profiler": "torch"`` in the job, the harness is its own profiler: torch.profiler
 records the measured iterations only (CPU operators with their input types, and CUDA
 activity on a GPU), each also inside a ``record_function`` range of the same name, and the
 Kineto trace is written to the job's ``trace_path``.
+
+With ``"profiler": "bench"`` (``profkit bench``) it times each measured iteration instead
+(``_bench``).
 
 Run as ``python -m profkit.harness JOB.json``; the parent (``profkit.launch``) writes the job
 file. This module is the only one that imports torch at the top of a profiled process.
@@ -25,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m profkit.harness JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text())
+    if job.get("profiler") == "bench":  # profkit bench: times iterations; no profiler, no ranges
+        return _bench(job)
     # Seconds since the process began its work, at each stage: where a profiled run's time goes.
     began = time.perf_counter()
     stages: dict[str, float] = {}
@@ -45,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         module = workloads.load_module(Path(job["workload_path"]))
         workloads.check_supported(module, spec, Path(job["workload_path"]))
         _gpu_lock(job, "prepare")
+        # The same weights and inputs in every run of a workload, whichever tool: a training
+        # step's AMP loss scaler then overflows (and skips the optimizer) in the same steps.
+        torch.manual_seed(0)
         step = workloads.prepare(module, spec)
         stage("built")
     except ProfkitError as exc:
@@ -92,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
 
     iter_ns: list[int] = []
     run_tag = job["tag"]
+    scaler = getattr(step, "scaler", None)  # an AMP training step's GradScaler (profkit.steps)
+    scale_before = scaler.get_scale() if scaler is not None else None
     torch_profiler = job.get("profiler") == "torch"
     if torch_profiler:
         from torch.profiler import ProfilerActivity, profile, record_function
@@ -122,18 +133,27 @@ def main(argv: list[str] | None = None) -> int:
         if timer:
             timer.write(Path(job["kernel_times_path"]))
     stage("measured")
+    if scaler is not None and scale_before:
+        import math
+
+        # Each overflow halves the scale (it grows only every 2000 clean steps).
+        skipped = round(math.log2(scale_before / scaler.get_scale())) if scaler.get_scale() else len(iter_ns)
+        info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
     info["iteration_wall_ns"] = iter_ns
+    info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
     info["stages_s"] = stages
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
     return 0
 
 
 def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: list[int]) -> None:
+    # A start/end range: the process's, so the kernels other threads launch in the step
+    # (autograd's backward) are in it for ncu's filter and for nsys (see nvtx_ranges).
     start = time.perf_counter_ns()
-    nvtx.push_range(nvtx_ranges.iteration_range(run_tag, i), domain=nvtx_ranges.DOMAIN)
+    handle = nvtx.start_range(nvtx_ranges.iteration_range(run_tag, i), domain=nvtx_ranges.DOMAIN)
     step()
     sync()
-    nvtx.pop_range(domain=nvtx_ranges.DOMAIN)
+    nvtx.end_range(handle)
     iter_ns.append(time.perf_counter_ns() - start)
 
 
@@ -196,6 +216,118 @@ def _fail(job: dict, text: str) -> int:
     if job.get("error_path"):
         Path(job["error_path"]).write_text(text, encoding="utf-8")
     return 3
+
+
+# ------------------------------------------------------------------------------ profkit bench
+def _bench(job: dict) -> int:
+    """``"profiler": "bench"``: no profiler, no ranges, no GPU lock. Seed torch before the build
+    (every combination of a benchmark gets the same weights and inputs), build, run ``warmup``
+    iterations (torch.compile compiles there), then time each of ``iters`` iterations alone:
+    CUDA events recorded around it and waited for on a GPU, ``time.perf_counter_ns`` on the CPU.
+    Writes to ``info_path`` the times, the peak GPU memory of the measured iterations (the peak
+    is reset after the warm-up to what is allocated then, weights included) and whether the
+    workload built ``(model, inputs)``; for those, the last iteration's output (its first
+    tensor) as an fp32 CPU tensor at ``output_path``, which the parent compares with fp32
+    eager's. A step function's return value is its own (a loss, or nothing): not compared."""
+    from . import workloads
+    from .errors import ProfkitError
+
+    path = Path(job["workload_path"])
+    began = time.perf_counter()
+    try:
+        import torch
+
+        spec = workloads.Spec(**job["spec"])
+        if spec.device == "cuda" and not torch.cuda.is_available():
+            raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
+        module = workloads.load_module(path)
+        workloads.check_supported(module, spec, path)
+        built_model: list[bool] = []
+        build = module.build
+
+        def observed_build(s):  # what prepare() is given tells a model from a step function
+            built = build(s)
+            built_model.append(isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module))
+            return built
+
+        module.build = observed_build
+        torch.manual_seed(0)
+        step = workloads.prepare(module, spec)
+    except ProfkitError as exc:
+        return _fail(job, exc.one_line())
+    except Exception as exc:  # torch.jit.trace runs the model while it builds
+        asked = job["spec"]
+        return _fail(job, f"preparing {path.stem} in {asked.get('precision')}, {asked.get('mode')} failed: "
+                          f"{_error_line(exc)}")
+
+    cuda = spec.device == "cuda"
+    info: dict = {
+        "torch_version": torch.__version__, "cuda_version": torch.version.cuda, "device": spec.device,
+        "python": sys.version.split()[0], "model": bool(built_model and built_model[0]),
+        "gpu_name": torch.cuda.get_device_name() if cuda else None,
+    }
+    iter_ns: list[int] = []
+    phase = "warm-up"
+    out = None
+    try:
+        for _ in range(job["warmup"]):
+            out = step()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        info["build_and_warmup_s"] = round(time.perf_counter() - began, 3)
+        phase = "measured iterations"
+        for _ in range(job["iters"]):
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = step()
+                end.record()
+                end.synchronize()
+                iter_ns.append(round(start.elapsed_time(end) * 1e6))  # ms -> ns
+            else:
+                t0 = time.perf_counter_ns()
+                out = step()
+                iter_ns.append(time.perf_counter_ns() - t0)
+    except Exception as exc:  # the user's model, or the compiler on it
+        what = (f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" and phase == "warm-up"
+                else f"the {phase} failed for")
+        return _fail(job, f"{what} {path.stem} in {spec.precision}, {spec.mode}: {_error_line(exc)}")
+    info["iter_ns"] = iter_ns
+    info["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
+    output = _first_tensor(out, torch) if info["model"] else None
+    if output is not None:
+        torch.save(output.detach().to("cpu", torch.float32).clone(), job["output_path"])
+    info["output_saved"] = output is not None
+    Path(job["info_path"]).write_text(json.dumps(info, indent=2))
+    return 0
+
+
+def _first_tensor(value, torch):
+    """A model's output tensor: itself, or the first tensor in a tuple, list or dict (logits
+    first, as models return them); None if it holds none."""
+    if isinstance(value, torch.Tensor):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    for item in items:
+        found = _first_tensor(item, torch)
+        if found is not None:
+            return found
+    return None
+
+
+def _error_line(exc: BaseException) -> str:
+    """An exception as one line: its type and first line, TorchDynamo's "Explanation:" line,
+    and the error it wraps (the model's own, under the compiler's)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()] or [""]
+    text = f"{type(exc).__name__}: {lines[0][:300]}"
+    why = next((line for line in lines[1:] if line.startswith("Explanation:")), None)
+    if why:
+        text += f" ({why[:400]})"
+    cause = exc.__cause__
+    if cause is not None:
+        text += f" ({type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:300]})"
+    return text
 
 
 if __name__ == "__main__":

@@ -96,6 +96,10 @@ def plan(req: RunRequest) -> Plan:
     return Plan(req, wname, wpath, tool, why)
 
 
+# How a run's default name shows the options that are on (after its precision).
+OPTION_NAMES = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark": "cudnnbench"}
+
+
 def check(req: RunRequest) -> tuple[str, Path]:
     """Validate a request's options; return the workload's (name, path)."""
     workloads.validate_spec(req.spec)
@@ -129,7 +133,9 @@ def check(req: RunRequest) -> tuple[str, Path]:
         raise UsageError(f"`metrics` chooses ncu counters; `tool` {req.tool} collects none")
     if (req.cpu_sampling or req.context_switches) and req.tool not in ("nsys", "auto"):
         raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {req.tool}'s")
-    return workloads.resolve(req.workload)
+    wname, wpath = workloads.resolve(req.workload)
+    workloads.check_declared(wpath, req.spec)
+    return wname, wpath
 
 
 def choose_tool(device: str) -> tuple[str, str]:
@@ -211,6 +217,17 @@ class _Job:
         return result, time.monotonic() - t0
 
 
+def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progress: Progress) -> _Job:
+    """The job of one harness process for ``req`` (``workload`` from the file ``path``), with the
+    files it writes in ``folder``: what every tool's driver, and ``profkit bench``, starts."""
+    tag = nvtx_ranges.tag(workload, req.spec.precision, req.spec.mode)
+    return _Job(req, workload, tag, folder, {
+        "spec": req.spec.as_dict(), "workload_path": str(path), "warmup": req.warmup,
+        "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
+        "error_path": str(folder / "harness-error.txt"),
+    }, progress)
+
+
 def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> RunRecord:
     """Profile, import, classify and store one run; return it."""
     progress = progress or Progress()
@@ -221,7 +238,6 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     if uses_graphs(req.spec):
         progress.note(f"compile mode reduce-overhead replays CUDA graphs; {GRAPH_NOTE[tool]}")
 
-    tag = nvtx_ranges.tag(wname, req.spec.precision, req.spec.mode)
     suffix = "cpu" if req.spec.device == "cpu" else tool
     started = now()
     # The name (and so the raw folder) is taken atomically before anything runs: concurrent
@@ -231,7 +247,9 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         "batch_size": req.spec.batch_size, "iters": req.iters, "device": req.spec.device, "tool": tool,
         "started_at": started,
     }
-    reserved = store.reserve(req.name, f"{wname}-{req.spec.precision}-{req.spec.mode}-{suffix}", base_fields,
+    options = req.spec.options()
+    default_name = "-".join([wname, req.spec.precision, *(OPTION_NAMES[k] for k in options), req.spec.mode, suffix])
+    reserved = store.reserve(req.name, default_name, base_fields,
                              status="running")
     name = reserved.name
     folder = raw_dir(store.path, name)
@@ -239,13 +257,15 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         if folder.exists():  # left by an earlier run of this name that was never stored: stale
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        job = _Job(req, wname, tag, folder, {
-            "spec": req.spec.as_dict(), "workload_path": str(wpath), "warmup": req.warmup,
-            "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
-            "error_path": str(folder / "harness-error.txt"),
-        }, progress)
+        job = harness_job(req, wname, wpath, folder, progress)
         capture, row = DRIVERS[tool](job)
         info = job.info()
+        if info.get("amp_skipped_steps"):
+            text = (f"the AMP loss scaler found inf/NaN gradients and skipped the optimizer step in "
+                    f"{info['amp_skipped_steps']} of {req.iters} measured iterations: those launched no optimizer "
+                    "kernels (more warm-up lets the scale settle)")
+            progress.note(text)
+            capture.notes.append(text)
         if capture.gpu_name is None and req.spec.device == "cuda":
             capture.gpu_name = info.get("gpu_name")
             capture.compute_capability = info.get("compute_capability")
@@ -255,6 +275,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             **row,  # type: ignore[typeddict-item]
             "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
                      **({"compile_mode": req.spec.compile_mode} if req.spec.mode == "compile" else {}),
+                     **({"options": options} if options else {}),
                      **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
         }
         try:
@@ -364,7 +385,8 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         mangled.write_text(runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900))
         raw_files.update({"ncu-csv-mangled": str(mangled), "kernel-times": str(times), "times-log": str(timer_log)})
         thread_ids = {int(k): int(v) for k, v in (timer_info.get("thread_ids") or {}).items()}
-        capture = read_per_function(csv_path, mangled, times, job.tag, nvtx_ranges.DOMAIN, thread_ids)
+        capture = read_per_function(csv_path, mangled, times, job.tag, nvtx_ranges.DOMAIN, thread_ids,
+                                    process_wide=timer_info.get("iteration_ranges") == "process")
         set_label = f"{set_label} per function"
         plan = {"launches": "the first launch of each kernel function (ncu --kernel-id ::regex:.:1, mangled names); "
                             "its verdict is every launch's of that function",

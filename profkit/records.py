@@ -106,3 +106,70 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# ---------------------------------------------------------------------------------- benchmarks
+# What ``spread_ms`` is, as the tables and the JSON say it.
+SPREAD = "semi-interquartile range: (p75_ms - p25_ms) / 2 of the per-iteration times"
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One (precision, mode) combination of a benchmark (``profkit bench``). Times are the
+    measured iterations' (after the warm-up) in milliseconds: CUDA events on a GPU,
+    ``time.perf_counter_ns`` on the CPU. None where the combination failed or a figure does
+    not apply (peak memory on the CPU; agreement for step functions and the reference itself)."""
+
+    precision: str
+    mode: str
+    status: str                             # ok, or failed (``error`` says why, in one line)
+    reference_only: bool = False            # fp32 eager, run only as the reference for agreement
+    error: str | None = None
+    median_ms: float | None = None
+    spread_ms: float | None = None          # see SPREAD
+    p25_ms: float | None = None
+    p75_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    items_per_s: float | None = None        # batch_size / median seconds
+    s_per_item: float | None = None         # median seconds / batch_size
+    peak_memory_bytes: int | None = None    # torch.cuda.max_memory_allocated over the measured iterations
+    max_abs_diff: float | None = None       # largest |output - fp32 eager output|, inference workloads
+    top1_agreement: float | None = None     # share of positions whose argmax over the last dim agrees
+    note: str | None = None                 # why agreement is n/a, where it is
+    iter_ns: list[int] = field(default_factory=list)  # each measured iteration's time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """A benchmark of one workload over precisions x modes; ``to_dict()`` is what
+    ``profkit bench --format json`` prints. ``id`` is None until it is stored."""
+
+    id: int | None
+    workload: str
+    batch_size: int
+    device: str
+    iters: int
+    warmup: int
+    precisions: list[str]
+    modes: list[str]
+    created_at: str
+    rows: list[BenchRow]                    # modes outer, precisions inner; the reference last
+    gpu_name: str | None = None
+    torch_version: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # workload file, python and CUDA versions
+
+    @property
+    def ok(self) -> bool:
+        """Whether every combination asked for ran (the reference's failure only makes agreement n/a)."""
+        return all(r.status == "ok" for r in self.rows if not r.reference_only)
+
+    def row(self, precision: str, mode: str) -> BenchRow | None:
+        return next((r for r in self.rows if r.precision == precision and r.mode == mode), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rows"}
+        return {**out, "spread": SPREAD, "rows": [r.to_dict() for r in self.rows]}

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
 
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
-from .records import RUN_LIST_FIELDS, RunRecord, Summary
+from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, RunRecord, Summary
 
 if TYPE_CHECKING:
     from rich.console import Console as RichConsole
@@ -403,7 +403,10 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
                    for p, ns in s.time_by_precision_ns.items()], ["precision", "gpu_time_ns", "kernels"])
         return
     c = c or console()
-    what = " ".join(str(x) for x in (run.workload, run.precision, run.mode) if x)
+    from .workloads import option_labels
+
+    options = option_labels((run.info or {}).get("options"))
+    what = " ".join(str(x) for x in (run.workload, run.precision, *options, run.mode) if x)
     cpu = s.activity == "cpu_op"
     where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
     c.print(f"[bold]{escape(run.name)}[/bold]  {escape(what)}  {escape(run.tool or '')} on {escape(where)}")
@@ -695,3 +698,102 @@ def doctor(checks: Sequence[Any], fmt: str) -> None:
         return
     for c in checks:
         print(f"{c.status:<4}  {c.name}: {c.detail}" + (f". {c.advice}" if c.advice else ""))
+
+
+# ---------------------------------------------------------------------------------- bench
+BENCH_CSV_FIELDS = ("precision", "mode", "status", "reference_only", "median_ms", "spread_ms", "p25_ms", "p75_ms",
+                    "min_ms", "max_ms", "items_per_s", "s_per_item", "peak_memory_bytes", "max_abs_diff",
+                    "top1_agreement", "note", "error")
+BENCH_LIST_FIELDS = ("id", "workload", "batch_size", "device", "gpu_name", "torch_version", "iters", "warmup",
+                     "precisions", "modes", "combinations", "failed", "created_at")
+
+
+def _bench_ms(median: float | None, spread: float | None = None) -> str:
+    """A median time in milliseconds with as many decimals as its size calls for, and its
+    spread with the same: ``12.3 ms (±0.4)``."""
+    if median is None:
+        return "-"
+    decimals = 0 if median >= 100 else 1 if median >= 10 else 2 if median >= 1 else 3
+    text = f"{median:,.{decimals}f} ms"
+    return text if spread is None else f"{text} (±{spread:,.{decimals}f})"
+
+
+def _bench_label(r: BenchRow) -> str:
+    return f"{r.precision} {r.mode}" + (" (reference)" if r.reference_only else "")
+
+
+def bench(b: BenchRecord, fmt: str) -> None:
+    """A benchmark: the grid of median times (one row per mode, one column per precision),
+    then one row per combination with its figures, then what failed and why agreement is n/a."""
+    if fmt == "json":
+        write_json(b.to_dict())
+        return
+    if fmt == "csv":
+        write_csv((r.to_dict() for r in b.rows), BENCH_CSV_FIELDS)
+        return
+    c = console()
+    where = "CPU" if b.device == "cpu" else (b.gpu_name or "GPU")
+    c.print(Text(f"{b.workload}, batch {b.batch_size}, on {where}" + (f", torch {b.torch_version}" if b.torch_version
+                                                                      else "")
+                 + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
+                 + (f" (benchmark {b.id})" if b.id is not None else "")))
+    c.print(Text("median time per iteration (± half the interquartile range), one row per mode:"))
+    grid = table(c)
+    grid.add_column("mode", no_wrap=True)
+    for p in b.precisions:
+        grid.add_column(p, justify="right", no_wrap=True)
+    for m in b.modes:
+        cells = [m]
+        for p in b.precisions:
+            r = b.row(p, m)
+            cells.append("-" if r is None else _bench_ms(r.median_ms, r.spread_ms) if r.status == "ok" else r.status)
+        add_row(grid, *cells)
+    c.print(grid)
+    c.print(Text("each combination:"))
+    detail = table(c)
+    cols = ("combination", "median", "±", "min", "max", "items/s", "s/item", "peak MiB", "max abs diff", "top-1")
+    for col in cols:
+        detail.add_column(col, justify="left" if col == "combination" else "right", no_wrap=True)
+    for r in b.rows:
+        if r.status != "ok":
+            add_row(detail, _bench_label(r), r.status, *("-" * (len(cols) - 2)))
+            continue
+        add_row(detail, _bench_label(r), _bench_ms(r.median_ms), _bench_ms(r.spread_ms).removesuffix(" ms"),
+                _bench_ms(r.min_ms), _bench_ms(r.max_ms),
+                "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
+                "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
+                "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
+                "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
+                "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%")
+    c.print(detail)
+    notes = dict.fromkeys(r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a"))
+    for note in notes:
+        c.print(Text(f"agreement with fp32 eager: {note}"))
+    for r in b.rows:
+        if r.status != "ok":
+            c.print(Text(f"{_bench_label(r)} failed: {r.error}"))
+
+
+def benches(records: Sequence[BenchRecord], fmt: str) -> None:
+    """The stored benchmarks, one line each (``--format json``: each whole, rows included)."""
+    if fmt == "json":
+        write_json([b.to_dict() for b in records])
+        return
+    rows = [{**{k: getattr(b, k) for k in BENCH_LIST_FIELDS if hasattr(b, k)},
+             "combinations": sum(not r.reference_only for r in b.rows),
+             "failed": sum(r.status != "ok" and not r.reference_only for r in b.rows)} for b in records]
+    if fmt == "csv":
+        write_csv(rows, BENCH_LIST_FIELDS)
+        return
+    c = console()
+    if not records:
+        c.print("no benchmarks yet: try `profkit bench resnet18 --device cpu --batch-size 1 --iters 5 --warmup 1`")
+        return
+    t = table(c)
+    for col in ("id", "workload", "batch", "on", "precisions", "modes", "ok", "created"):
+        t.add_column(col, justify="right" if col in ("id", "batch", "ok") else "left", no_wrap=True)
+    for b, row in zip(records, rows):
+        add_row(t, str(b.id), b.workload, str(b.batch_size), "CPU" if b.device == "cpu" else (b.gpu_name or "GPU"),
+                ",".join(b.precisions), ",".join(b.modes), f"{row['combinations'] - row['failed']}/{row['combinations']}",
+                b.created_at[:19])
+    c.print(t)

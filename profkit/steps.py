@@ -17,6 +17,9 @@ def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
     dev = torch.device(spec.device)
     model = model.to(dev).train()
     inputs = tuple(x.to(dev) for x in inputs)
+    if getattr(spec, "channels_last", False):  # the workload says CHANNELS_LAST = True: images here
+        model = model.to(memory_format=torch.channels_last)
+        inputs = tuple(x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in inputs)
     targets = targets.to(dev)
     opt = optimizer(model.parameters())
     amp = spec.precision == "amp"
@@ -32,6 +35,9 @@ def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
         scaler.update()
         return value
 
+    # The harness reads the loss scale before and after the measured steps (outside them: the
+    # read syncs): each step whose gradients overflowed halved it and skipped the optimizer.
+    step.scaler = scaler if scaler.is_enabled() else None  # type: ignore[attr-defined]
     return step
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .choices import CompileMode, Device, Mode, Precision, values
-from .errors import WorkloadError, require_choice, require_int
+from .errors import UsageError, WorkloadError, require_choice, require_int
 
 PRECISIONS = values(Precision)
 MODES = values(Mode)
@@ -48,9 +48,25 @@ class Spec:
     mode: str = "eager"
     device: str = "cuda"
     compile_mode: str = "default"  # torch.compile's mode, for mode "compile"
+    keep_bn_fp32: bool = False     # fp16/bf16: BatchNorm layers keep fp32 weights (cuDNN takes mixed inputs)
+    channels_last: bool = False    # model and 4-D inputs in torch.channels_last memory format
+    cudnn_benchmark: bool = False  # torch.backends.cudnn.benchmark: cuDNN times its algorithms first
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def options(self) -> dict[str, bool]:
+        """The layout and library options that are on (what a run records beside precision and mode)."""
+        return {k: True for k in OPTIONS if getattr(self, k)}
+
+
+# The options beyond precision and mode, with how runs and tables show them.
+OPTIONS = {"keep_bn_fp32": "BatchNorm fp32", "channels_last": "channels-last", "cudnn_benchmark": "cuDNN benchmark"}
+
+
+def option_labels(options: dict[str, Any] | None) -> list[str]:
+    """How a run's recorded options read (BatchNorm fp32, channels-last, ...)."""
+    return [OPTIONS.get(k, k) for k, on in (options or {}).items() if on]
 
 
 def validate_spec(spec: Spec) -> None:
@@ -59,6 +75,15 @@ def validate_spec(spec: Spec) -> None:
     require_choice("device", spec.device, DEVICES)
     require_int("batch_size", spec.batch_size, 1)
     require_choice("compile_mode", spec.compile_mode, COMPILE_MODES)
+    for option in OPTIONS:
+        if not isinstance(getattr(spec, option), bool):
+            raise UsageError(f"`{option}` is true or false, not {getattr(spec, option)!r}")
+    if spec.keep_bn_fp32 and spec.precision not in ("fp16", "bf16"):
+        raise UsageError(
+            f"`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16, not in {spec.precision}",
+            "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.")
+    if spec.cudnn_benchmark and spec.device != "cuda":
+        raise UsageError("`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda")
 
 
 @functools.cache
@@ -107,21 +132,39 @@ def builtins() -> list[tuple[str, str]]:
     return [(name, describe(builtin_path(name))) for name in builtin_names()]
 
 
-def supports(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The precisions and modes a workload file says it supports (``PRECISIONS``, ``MODES``;
-    all where it says nothing), read without running it."""
+def declared(path: Path) -> dict[str, Any]:
+    """What a workload file declares at its top level (``PRECISIONS``, ``MODES``,
+    ``CHANNELS_LAST``), read without running it."""
     import ast
 
-    found: dict[str, tuple[str, ...]] = {}
+    found: dict[str, Any] = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if getattr(target, "id", None) in ("PRECISIONS", "MODES"):
+                if getattr(target, "id", None) in ("PRECISIONS", "MODES", "CHANNELS_LAST"):
                     try:
-                        found[target.id] = tuple(ast.literal_eval(node.value))  # type: ignore[attr-defined]
+                        found[target.id] = ast.literal_eval(node.value)  # type: ignore[attr-defined]
                     except ValueError:
                         pass
-    return found.get("PRECISIONS", PRECISIONS), found.get("MODES", MODES)
+    return found
+
+
+def supports(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The precisions and modes a workload file says it supports (``PRECISIONS``, ``MODES``;
+    all where it says nothing), read without running it."""
+    found = declared(path)
+    return tuple(found.get("PRECISIONS", PRECISIONS)), tuple(found.get("MODES", MODES))
+
+
+def check_declared(path: Path, spec: Spec) -> None:
+    """Refuse, before anything runs, what a workload file says it does not support."""
+    import types
+
+    try:
+        found = declared(path)
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return  # loading it will say what is wrong
+    check_supported(types.SimpleNamespace(**found), spec, path)
 
 
 def catalog() -> list[dict[str, Any]]:
@@ -183,6 +226,28 @@ def check_supported(module, spec: Spec, path: Path) -> None:
                 f"workload {path.stem} does not support {attr.lower()[:-1]} {value!r}",
                 f"It supports {', '.join(allowed)}.",
             )
+    if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is False:
+        raise WorkloadError(f"workload {path.stem} has no image (4-D) tensors to lay out channels-last",
+                            "Leave out `channels_last` for it.")
+
+
+def _channels_last_step(module, spec: Spec, path: Path) -> None:
+    """A workload that builds its own step applies ``channels_last`` itself, if its file says it
+    does (``CHANNELS_LAST = True``); otherwise the option would silently do nothing."""
+    if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is not True:
+        raise WorkloadError(f"workload {path.stem} builds its own step and does not say that it applies channels-last",
+                            "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.")
+
+
+def keep_batchnorm_fp32(model) -> None:
+    """Put ``model``'s BatchNorm layers back in fp32 after a cast to fp16/bf16, as users do by
+    hand (``.half()`` then ``bn.float()``): cuDNN's batch norm takes half inputs with fp32
+    weights, and running statistics keep their precision."""
+    import torch
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.float()
 
 
 def _dtype(precision: str):
@@ -206,16 +271,43 @@ def _cast(value, device, dtype):
     return value
 
 
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _cast_memory(value, memory_format):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.contiguous(memory_format=memory_format) if value.dim() == 4 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_memory(v, memory_format) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_memory(v, memory_format) for k, v in value.items()}
+    return value
+
+
 def prepare(module, spec: Spec) -> Callable[[], Any]:
     """Build the workload for ``spec`` and return one step as a zero-argument callable."""
     import torch
 
+    if spec.device == "cuda":
+        torch.backends.cudnn.benchmark = spec.cudnn_benchmark
     try:
         built = module.build(spec)
     except Exception as exc:
         raise WorkloadError(f"workload build(spec) failed: {type(exc).__name__}: {exc}") from exc
     if callable(built) and not isinstance(built, torch.nn.Module):
-        user_step: Callable[[], Any] = built  # applies spec's precision and mode itself
+        user_step: Callable[[], Any] = built  # applies spec's precision, mode and options itself
+        _channels_last_step(module, spec, Path(getattr(module, "__file__", "") or "workload"))
         return user_step
     if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
         raise WorkloadError(
@@ -229,7 +321,17 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
     model = model.eval().to(device)
     if cast_dtype is not None:
         model = model.to(cast_dtype)
+        if spec.keep_bn_fp32:
+            keep_batchnorm_fp32(model)
     inputs = _cast(inputs, device, cast_dtype)
+    if spec.channels_last:
+        images = [x for x in _tensors(inputs) if x.dim() == 4 and x.is_floating_point()]
+        if not images:
+            raise WorkloadError(f"`channels_last` lays out 4-D image tensors, and workload "
+                                f"{Path(getattr(module, '__file__', '') or 'workload').stem}'s inputs have none",
+                                "Leave out `channels_last` for it.")
+        model = model.to(memory_format=torch.channels_last)
+        inputs = _cast_memory(inputs, torch.channels_last)
 
     if spec.precision == "amp":
         amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16

@@ -186,17 +186,19 @@ def test_bad_nsys_inputs_one_line_each(nsys_dir, tmp_path, db):
 
 @needs_gpu_nsys
 def test_run_under_nsys(db):
+    """A training step under nsys: profkit's iteration ranges are start/end ranges, the
+    process's, so each holds the whole step, the backward kernels autograd's thread launched
+    included; the capture (cudaProfilerStart/Stop) holds nothing else."""
     r = cli("run", "resnet18_train", "--tool", "nsys", "--precision", "amp", "--batch-size", "2", "--iters", "2",
             "--name", "tr", db=db)
     assert r.exit_code == 0, r.output
     rs = json.loads(cli("ranges", "tr", "-f", "json", db=db).stdout)
     assert [x["name"] for x in rs] == ["resnet18_train.amp.eager.iter0", "resnet18_train.amp.eager.iter1"]
-    assert all(x["kernels"] > 0 and x["other_thread_kernels"] > 0 for x in rs)
+    assert all(x["kernels"] > 0 and x["other_thread_kernels"] == 0 for x in rs)
     ks = json.loads(cli("kernels", "tr", "-f", "json", db=db).stdout)
-    # cudaProfilerStart/Stop: the capture holds the measured iterations, not the warm-up.
-    in_ranges = sum(1 for k in ks if k["kind"] == "kernel" and k["nvtx_range"])
-    assert in_ranges == sum(x["kernels"] for x in rs)
-    assert sum(1 for k in ks if k["kind"] == "kernel") <= in_ranges + sum(x["other_thread_kernels"] for x in rs) + 50
+    kernels = [k for k in ks if k["kind"] == "kernel"]
+    assert all(k["nvtx_range"] for k in kernels) and len(kernels) == sum(x["kernels"] for x in rs)
+    assert len({k["thread_id"] for k in kernels}) == 2  # the main thread and autograd's
 
 
 def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):

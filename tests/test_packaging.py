@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTINS = {"precision_zoo", "resnet18", "resnet18_train", "resnet50", "resnet50_train", "vgg16", "mobilenet_v2",
-            "efficientnet_b0", "bert_encoder", "bert_encoder_train", "gpt_decoder"}
+            "efficientnet_b0", "bert_encoder", "bert_encoder_train", "gpt_decoder", "attention_zoo"}
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("torchvision") is None,

@@ -27,10 +27,14 @@ def test_filter_matches_the_ranges_the_harness_opens():
     tag = nvtx_ranges.tag("my model", "fp16", "eager")
     assert tag == "my_model.fp16.eager" and "/" not in tag
     filt = nvtx_ranges.ncu_include_filter(tag)
-    assert filt.startswith("regex:profkit@") and filt.endswith("/")
-    pattern = re.compile(filt[len("regex:profkit@"):-1])
+    # No trailing "/": that would select push/pop ranges; the iterations are start/end ranges,
+    # the process's (ncu then profiles every thread's kernels in them: tests/test_steps.py).
+    assert filt.startswith("regex:profkit@") and not filt.endswith("/")
+    pattern = re.compile(filt[len("regex:profkit@"):])
     assert pattern.fullmatch(nvtx_ranges.iteration_range(tag, 12))
     assert not pattern.fullmatch(nvtx_ranges.iteration_range("other.fp16.eager", 0))
+    assert nvtx_ranges.is_iteration_range(nvtx_ranges.iteration_range(tag, 3))
+    assert not nvtx_ranges.is_iteration_range("Optimizer.step#SGD.step")
 
 
 def test_progress_lines_from_a_real_log():

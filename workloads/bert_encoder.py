@@ -1,5 +1,7 @@
 """Transformer encoder the size of BERT-base (12 layers, width 768, 12 heads, GELU feed-forward 3072), one forward pass over 128 tokens."""
 
+CHANNELS_LAST = False  # no image tensors to lay out
+
 LAYERS, WIDTH, HEADS, FFN, TOKENS = 12, 768, 12, 3072, 128
 
 

@@ -3,6 +3,8 @@ With --precision amp the forward runs under autocast with a GradScaler."""
 
 PRECISIONS = ("fp32", "amp")
 MODES = ("eager",)
+CHANNELS_LAST = False  # no image tensors to lay out
+TOKENS = 128  # sequence length
 
 
 def build(spec):
@@ -24,7 +26,7 @@ def build(spec):
         def forward(self, x):
             return self.head(self.encoder(x)[:, 0])
 
-    x = torch.randn(spec.batch_size, bert.TOKENS, bert.WIDTH)
+    x = torch.randn(spec.batch_size, TOKENS, bert.WIDTH)
     y = torch.randint(0, 2, (spec.batch_size,))
     return training_step(Classifier(), spec, (x,), y, lambda params: torch.optim.AdamW(params, lr=1e-4),
                          torch.nn.CrossEntropyLoss())

@@ -1,5 +1,7 @@
 """Decoder-only language model the size of GPT-2 small's blocks (width 768, 12 heads, 4 blocks), causal self-attention over 128 tokens, token embedding to next-token logits."""
 
+CHANNELS_LAST = False  # no image tensors to lay out
+
 BLOCKS, WIDTH, HEADS, TOKENS, VOCAB = 4, 768, 12, 128, 50257
 
 

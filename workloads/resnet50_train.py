@@ -3,6 +3,8 @@ With --precision amp the forward runs under autocast with a GradScaler."""
 
 PRECISIONS = ("fp32", "amp")
 MODES = ("eager",)
+CHANNELS_LAST = True  # build(spec) applies spec.channels_last (profkit.steps)
+SIZE = 224  # image height and width
 
 
 def build(spec):
@@ -10,4 +12,4 @@ def build(spec):
 
     from profkit.steps import image_classifier_step
 
-    return image_classifier_step(torchvision.models.resnet50(weights=None), spec)
+    return image_classifier_step(torchvision.models.resnet50(weights=None), spec, size=SIZE)

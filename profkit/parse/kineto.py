@@ -4,7 +4,9 @@ plain or gzipped, from ``profkit run --tool torch`` or from anyone's own profili
 * A trace with GPU activity (``cat`` kernel, gpu_memcpy, gpu_memset) gives one row per
   activity, in launch order. Each is tied to its launch call (cuda_runtime / cuda_driver
   event with the same ``correlation``), whose thread and start place it in the
-  ``record_function`` ranges (``user_annotation``) open on that thread at the time.
+  ``record_function`` ranges (``user_annotation``) open on that thread at the time, and in
+  profkit's iteration ranges (``<tag>.iterN``) open in its process: those hold a whole step,
+  whichever thread launched its work (autograd's backward runs on a thread of its own).
 * A trace without GPU activity (``--device cpu``) gives one row per CPU operator
   (``cpu_op``), ``kind`` ``cpu_op``, with its self time: its span less the spans of the
   operators and ranges it called, as torch.profiler's own "Self CPU" column counts it.
@@ -22,6 +24,7 @@ from typing import Any
 
 from ..errors import BadExport
 from ..names import short_name
+from ..nvtx_ranges import is_iteration_range
 from .ranges import POINT, RANGE, LaunchIndex, OpenRange, attribute, place, range_rows
 from .schema import Capture, KernelRow, RangeRow, kernel_row
 
@@ -141,19 +144,34 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
 
 
 def _range(e: dict) -> OpenRange:
-    return OpenRange(str(e.get("name", "")), None, _int(e.get("tid")), e["_start"], e["_start"] + e["_dur"],
-                     process=e.get("pid"))
+    name = str(e.get("name", ""))
+    return OpenRange(name, None, _int(e.get("tid")), e["_start"], e["_start"] + e["_dur"],
+                     process=e.get("pid"), process_wide=is_iteration_range(name))
 
 
 def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
-    """Give each point's row the innermost range open on its thread, and count it in every
-    open range: kernels (or CPU operators) with their time, and GPU operations of any kind."""
+    """Give each point's row the innermost range open for its thread (its own ranges and its
+    process's iteration ranges), and count it in every open range: kernels (or CPU operators)
+    with their time, and GPU operations of any kind."""
     ranges = [_range(a) for a in annotations]
-    timeline = points + [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges)]
+    timeline = points + [((a.get("pid"), a.get("tid")), r.start, RANGE, r)
+                         for a, r in zip(annotations, ranges) if not r.process_wide]
+    # A process-wide range opens on every thread of its process (one object: counted once).
+    threads: dict[Any, set] = {}
+    for thread, *_ in timeline:
+        threads.setdefault(thread[0], set()).add(thread)
+    for a, r in zip(annotations, ranges):
+        if r.process_wide:
+            timeline += [(thread, r.start, RANGE, r) for thread in threads.get(a.get("pid"), {(a.get("pid"), a.get("tid"))})]
     timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
     for row, stack in attribute(timeline):
         place(row, stack)  # type: ignore[arg-type]  # the points' payloads are kernel rows
     return ranges
+
+
+def _others(index: LaunchIndex) -> Any:
+    """Other threads' launches in a range: none for a process-wide range, which counts them."""
+    return lambda r: 0 if r.process_wide else index.others(r)
 
 
 def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
@@ -201,7 +219,7 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
     notes = []
     if unlaunched:
         notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
-    return rows, range_rows(ranges, index.others, gpu=True), notes
+    return rows, range_rows(ranges, _others(index), gpu=True), notes
 
 
 def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
@@ -250,4 +268,4 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow]
         index.add(e.get("pid"), _int(e.get("tid")), e["_start"])
     ranges = _place(timeline, annotations)
     index.freeze()
-    return rows, range_rows(ranges, index.others, gpu=False), []
+    return rows, range_rows(ranges, _others(index), gpu=False), []

@@ -1,5 +1,6 @@
 """What the two Nsight Compute importers share: which metrics belong in the kernel table,
-how time units scale to nanoseconds, and how an NVTX push/pop stack is written."""
+how time units scale to nanoseconds, and how a launch's NVTX ranges (start/end, then push/pop)
+are written."""
 
 from __future__ import annotations
 

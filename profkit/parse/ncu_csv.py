@@ -4,9 +4,11 @@ or gzipped, into the kernel table.
 The export has a header row, then a row of units (blank for unitless columns), then one row
 per profiled launch. Numbers may carry thousands separators ("110,240"); durations follow
 ``--print-units`` (``ns`` with ``base``, ``us`` with decimals by default), so the units row is
-read and every time unit is scaled to nanoseconds. The NVTX column reads
+read and every time unit is scaled to nanoseconds. The push/pop NVTX column reads
 ``<tid>  "domain:range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg" ...``, one quoted
-entry per open push/pop range, outermost first.
+entry per open push/pop range, outermost first; the start/end column (``Id:Domain:Start/Stop_Range:...``)
+``"<id>:domain:range:..." ...``, one entry per open start/end range. A launch's ranges are its
+start/end ranges (the process's, outermost) then its thread's push/pop ranges.
 """
 
 from __future__ import annotations
@@ -91,6 +93,12 @@ def parse_nvtx(cell: str) -> tuple[int | None, list[tuple[str, str]]]:
     return tid, ranges
 
 
+def parse_start_end(cell: str) -> list[tuple[str, str]]:
+    """``' "0:profkit:a.iter0:none:...:a.iter0" '`` -> [("profkit", "a.iter0")]: the start/end
+    ranges open at a launch (each entry led by ncu's range id)."""
+    return parse_nvtx(" ".join(f'"{e.split(":", 1)[1]}"' for e in _NVTX_ENTRY.findall(cell) if ":" in e))[1]
+
+
 def _triple(text: str, field: str = "", where: str = "") -> tuple[int | None, int | None, int | None]:
     """'(8, 2, 1)' -> (8, 2, 1); blank -> Nones; anything else (negative, huge, text) refused."""
     if not text.strip() or text.strip().lower() == "n/a":
@@ -136,6 +144,7 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
         raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
 
     nvtx_col = next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None)
+    start_end_col = next((n for n in header if n.startswith("Id:Domain:Start/Stop_Range")), None)
     metric_names = kernel_metric_names([n for n in header if "__" in n])
     if DURATION not in col:
         raise BadExport(f"{path.name} has no {DURATION} column", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
@@ -172,6 +181,8 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
                     raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r} {units.get(m, '')}, too large")
                 metrics[m] = int(round(v)) if v.is_integer() or m in scale else v
         tid, ranges = parse_nvtx(r[col[nvtx_col]]) if nvtx_col else (None, [])
+        if start_end_col:
+            ranges = parse_start_end(r[col[start_end_col]]) + ranges
         gx, gy, gz = _triple(r[col["Grid Size"]], "Grid Size", where) if "Grid Size" in col else (None, None, None)
         bx, by, bz = _triple(r[col["Block Size"]], "Block Size", where) if "Block Size" in col else (None, None, None)
         name = r[col["Kernel Name"]]

@@ -13,8 +13,11 @@ API in the same process (``profkit.kernel_timer``). This module joins the two:
 * a function's first launch carries ncu's counters for it; every launch of the function has
   the verdict those counters give, and the launches that were not profiled say in
   ``evidence_detail`` which launch's counters decided it;
-* a function ncu did not profile (launched from another thread, which ncu's per-thread NVTX
-  filter does not see) is named as the C++ runtime demangles it and judged by name rules.
+* a function ncu did not profile (in older runs, whose push/pop iteration ranges ncu's
+  filter saw on the main thread only: one launched from another thread) is named as the C++
+  runtime demangles it and judged by name rules. Iterations in start/end ranges (profkit's
+  now) are the process's: ncu counts every thread's functions, and every kernel timed in an
+  iteration's window is the iteration's.
 
 The iterations become range rows (with their CUPTI start and wall time), so the run has a
 timeline like nsys's.
@@ -38,11 +41,15 @@ DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function)
 
 
 def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, run_tag: str,
-                      domain: str, thread_ids: dict[int, int] | None = None) -> Capture[KernelRow]:
+                      domain: str, thread_ids: dict[int, int] | None = None,
+                      process_wide: bool = False) -> Capture[KernelRow]:
     """A classified capture (rows carry their verdicts) from ncu's two raw-page exports of the
     same report (names demangled, and mangled) and the harness's CUPTI kernel times.
     ``thread_ids`` maps CUPTI's thread ids (pthread ids) to OS thread ids where known; other
-    threads' launches have no thread id."""
+    threads' launches have no thread id. With ``process_wide`` (iterations in start/end
+    ranges, as profkit opens them now) every kernel launched in an iteration's window is the
+    iteration's, from whichever thread; without (older push/pop runs), only the main thread's
+    are, and the others count as other threads' kernels."""
     profiled = read_ncu_csv(csv_path)
     rows = list(profiled.rows)
     mangled = list(read_ncu_csv(mangled_csv_path).rows)
@@ -72,7 +79,7 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
         thread = k.get("thread")
         k["os_thread"] = ids.get(thread) if isinstance(thread, int) else None
     try:
-        out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes)
+        out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes, process_wide)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BadExport(f"{times_path} has a kernel record profkit cannot read ({type(exc).__name__}: {exc})") from None
     capture.rows = cast(Iterator[KernelRow], iter(out))
@@ -81,8 +88,8 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
     unprofiled = {r["name"] for r in out if r["evidence"] != "metrics"}
     if unprofiled:
         capture.notes.append(f"ncu counted no launch of {len(unprofiled)} kernel functions the timing process ran "
-                             "(launched by another thread, outside ncu's per-thread NVTX filter, or a different kernel "
-                             "choice): their verdicts come from names")
+                             "(a different kernel choice between the two processes, or, in older runs, launched by another "
+                             "thread, outside ncu's per-thread NVTX filter): their verdicts come from names")
     return capture
 
 
@@ -98,7 +105,7 @@ def _windows(marks: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
 
 def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, KernelRow],
           run_tag: str, domain: str, thread_ids: dict[int, int],
-          notes: list[str]) -> tuple[list[ClassifiedRow], list[RangeRow]]:
+          notes: list[str], process_wide: bool = False) -> tuple[list[ClassifiedRow], list[RangeRow]]:
     placed = []
     for k in kernels:
         it = next((i for i, s, e in windows if s <= int(k["start"]) <= e), None)
@@ -120,7 +127,7 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
         name = ncu_row["name"] if ncu_row else demangle(mangled)
         grid, block = k["grid"], k["block"]
         thread = k.get("thread")
-        on_main = main_thread is None or thread is None or thread == main_thread
+        on_main = process_wide or main_thread is None or thread is None or thread == main_thread
         range_name = f"{run_tag}.iter{it}"
         row = kernel_row(
             launch_id, "kernel", name, ncu_row["short_name"] if ncu_row else short_name(name),

@@ -82,9 +82,12 @@ def read_ncu_rep(path: Path) -> Capture[KernelRow]:
 
             ranges = []
             state = act.nvtx_state()
-            if state is not None:
-                for did in state.domains():
-                    dom = state.domain_by_id(did)
+            if state is not None:  # the process's start/end ranges (outermost), then the thread's push/pop ones
+                doms = [state.domain_by_id(did) for did in state.domains()]
+                for dom in doms:
+                    for text in (dom.start_end_ranges() if hasattr(dom, "start_end_ranges") else ()):
+                        ranges.append((dom.name(), text))
+                for dom in doms:
                     for text in dom.push_pop_ranges():
                         ranges.append((dom.name(), text))
             name = act.name(ncu_report.IAction.NameBase_DEMANGLED) or act.name()

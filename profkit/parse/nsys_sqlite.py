@@ -4,7 +4,9 @@
   in the order of their launch calls (the queries are in ``profkit.store.nsys_export``).
 * The NVTX push/pop ranges open on the launch call's thread when it started are the
   operation's ranges: the semantics of ``nsys stats``' nvtx_kern_sum and nvtx_gpu_proj_sum.
-  Start/end ranges, which belong to no thread, are not used.
+  Start/end ranges belong to no thread: every operation that any thread of their process
+  launched while one was open is the range's (profkit's iteration ranges are start/end ones,
+  so that a training step's backward kernels, launched by autograd's thread, count).
 
 Nothing loads a whole table into Python: the operations come in launch order, batch by batch,
 and a walk over the (few) ranges attributes them on the way. A capture of millions of kernels
@@ -19,7 +21,7 @@ from typing import Any, Iterator
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..store.nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport, insert_gpu_ops
-from .ranges import RANGE, OpenRange, attribute, place, range_rows
+from .ranges import RANGE, OpenRange, attribute, merged, nest_in_process_ranges, place, range_rows
 from .schema import Capture, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -29,16 +31,27 @@ def _pid(global_id: int) -> int:
     return (global_id >> 24) & TID_MASK
 
 
+def _process_tid(global_tid: int) -> int:
+    """The key of a process's start/end ranges: its threads' globalTid with the thread part zero."""
+    return global_tid - (global_tid & TID_MASK)
+
+
 def _ranges(export: NsysExport) -> list[OpenRange]:
-    """The push/pop ranges, sorted by thread and start, with their paths and depths."""
+    """The push/pop and start/end ranges, sorted by walk key (thread, or process for start/end
+    ranges) and start, with their paths and depths."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
     out = []
-    for start, end, text, gtid, dom in export.push_pop_ranges():
-        r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid))
-        r.global_tid = gtid
+    for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
+        r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid),
+                      process_wide=bool(process_wide))
+        # The walk's key: the thread's globalTid, or for a start/end range its process's (the
+        # globalTid with the thread part zero, which no thread has): the SQL import's too.
+        r.global_tid = _process_tid(gtid) if process_wide else gtid
         out.append(r)
+    out.sort(key=lambda r: (r.global_tid, r.start, -r.end))
     for _ in attribute((r.global_tid, r.start, RANGE, r) for r in out):  # sets paths and depths
         pass
+    nest_in_process_ranges(out)
     return out
 
 
@@ -112,14 +125,34 @@ def _range_events(ranges: list[OpenRange]) -> list[tuple[int, int, int]]:
 
 def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int, int, int | None]]]:
     """The streamed walk's open ranges per thread, as data for SQL: the distinct states (the
-    ranges open on a thread, in the order they opened: innermost last) and per thread the state
-    from each instant on, (globalTid, start, state index or None)."""
+    ranges open for a thread, its process's start/end ranges and its own, in the order they
+    opened: innermost last) and per thread, and per process (its key), the state from each
+    instant on, (globalTid, start, state index or None)."""
     open_by_thread: dict[int, list[int]] = {}
     state_ids: dict[tuple[int, ...], int] = {}
     states: list[list[int]] = []
     last: dict[int, int | None] = {}
     segments: list[tuple[int, int, int | None]] = []
+    threads_of: dict[int, set[int]] = {}  # per process key, the threads with ranges of their own
+    for r in ranges:
+        if not r.process_wide:
+            threads_of.setdefault(_process_tid(int(r.global_tid or 0)), set()).add(int(r.global_tid or 0))
     events = _range_events(ranges)
+
+    def state(g: int) -> int | None:
+        """A thread's ranges merged with its process's (a process key: its own alone); None
+        for a thread with none of its own open, whose operations take the process's state."""
+        own = open_by_thread.get(g, [])
+        if not own:
+            return None
+        p = _process_tid(g)
+        now = tuple(own) if p == g else tuple(r for r in _merged_ix(ranges, open_by_thread.get(p, []), own))
+        sid = state_ids.get(now)
+        if sid is None:
+            sid = state_ids[now] = len(states)
+            states.append(list(now))
+        return sid
+
     k = 0
     while k < len(events):
         t = events[k][0]
@@ -133,26 +166,28 @@ def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int,
             elif i in stack:
                 stack.remove(i)
             touched.add(gtid)
+            if ranges[i].process_wide:  # the threads with their own ranges see the change too
+                touched.update(threads_of.get(gtid, ()))
             k += 1
         for g in sorted(touched):
-            now = tuple(open_by_thread[g])
-            sid = None
-            if now:
-                sid = state_ids.get(now)
-                if sid is None:
-                    sid = state_ids[now] = len(states)
-                    states.append(list(now))
+            sid = state(g)
             if last.get(g, -1) != sid:
                 segments.append((g, t, sid))
                 last[g] = sid
     return states, segments
 
 
+def _merged_ix(ranges: list[OpenRange], process_open: list[int], thread_open: list[int]) -> list[int]:
+    """:func:`merged` over range indexes."""
+    return sorted(process_open + thread_open, key=lambda i: (ranges[i].start, -ranges[i].end))
+
+
 def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow]) -> Iterator[KernelRow]:
     """Walk GPU operations in launch order beside the ranges' starts and ends in time order.
 
     Per thread, the open push/pop ranges form a stack; an operation whose launch call started
-    at t on thread T belongs to the ranges open on T at t (start <= t < end). Per process,
+    at t on thread T belongs to the ranges open on T at t (start <= t < end), and to the
+    start/end ranges of T's process open at t (a stack of their own). Per process,
     a running count of kernel launches gives, at each range's end, how many kernels the whole
     process launched while it was open; less the range's own, that is other_thread_kernels.
     """
@@ -194,7 +229,7 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
             if l_tid is None:
                 unlaunched += 1
             else:
-                place(row, open_by_thread.get(l_tid) or [])
+                place(row, merged(open_by_thread.get(_process_tid(l_tid)), open_by_thread.get(l_tid)))
                 if kind == "kernel":
                     pid = _pid(l_tid)
                     launched[pid] = launched.get(pid, 0) + 1

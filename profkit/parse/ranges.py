@@ -3,9 +3,15 @@
 Push/pop ranges belong to the thread that pushed them. A GPU activity belongs to the ranges
 that were open *on its launching thread* when its launch call ran (the semantics of
 ``nsys stats``' nvtx_kern_sum and nvtx_gpu_proj_sum); a CPU operator to the ranges open on
-its own thread when it started. Work that other threads launched while a range was open
-(autograd's backward thread, data loaders) is not the range's, and is counted apart as
+its own thread when it started. Work that other threads launched while a push/pop range was
+open (autograd's backward thread, data loaders) is not the range's, and is counted apart as
 ``other_thread_kernels``.
+
+Process-wide ranges (NVTX start/end ranges, and profkit's own iteration ranges in a
+torch.profiler trace) belong to no thread: everything any thread of the process launched
+while one was open is its, which is how profkit counts a whole training step. A walk keys them
+by their process (:func:`process_key`), and an activity's ranges are its process's open ones
+and its thread's, in the order they opened (:func:`merged`).
 
 Everything here streams: the caller feeds events sorted by (thread, start), so memory grows
 with the nesting depth and the number of ranges, not with the number of activities.
@@ -15,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .schema import KernelRow, RangeRow
 
@@ -27,13 +33,15 @@ class OpenRange:
     """A range instance being attributed; becomes a RANGE_COLUMNS row."""
 
     __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
-                 "gpu_time_ns", "process", "global_tid")
+                 "gpu_time_ns", "process", "global_tid", "process_wide")
 
     def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
-                 process: int | None = None):
+                 process: int | None = None, process_wide: bool = False):
         self.name, self.domain, self.thread_id, self.start, self.end = name, domain, thread_id, start, end
         self.process = process
-        self.global_tid = thread_id
+        self.process_wide = process_wide
+        # The walk's key: the thread, or for a process-wide range its process (process_key).
+        self.global_tid: Any = process_key(process) if process_wide else thread_id
         self.path = ""
         self.depth = 0
         self.kernels = self.gpu_ops = self.gpu_time_ns = 0
@@ -49,6 +57,39 @@ class OpenRange:
         if kind in ("kernel", "cpu_op"):
             self.kernels += 1
             self.gpu_time_ns += duration_ns
+
+
+def process_key(process: object) -> tuple[str, object]:
+    """The walk key of a process's process-wide ranges (never a thread's key)."""
+    return ("process", process)
+
+
+def merged(process_open: list[OpenRange] | None, thread_open: list[OpenRange] | None) -> list[OpenRange]:
+    """The ranges open for a thread: its process's and its own, outermost (earliest) first."""
+    if not process_open:
+        return thread_open or []
+    if not thread_open:
+        return process_open
+    return sorted(process_open + thread_open, key=lambda r: (r.start, -r.end))
+
+
+def nest_in_process_ranges(ranges: list[OpenRange]) -> None:
+    """Give each thread's range (after :func:`attribute` set its own path) the process-wide
+    ranges open when it started as outer ranges: path and depth."""
+    by_process: dict[object, list[OpenRange]] = defaultdict(list)
+    for r in ranges:
+        if r.process_wide:
+            by_process[r.process].append(r)
+    if not by_process:
+        return
+    for r in ranges:
+        if r.process_wide:
+            continue
+        outer = [p for p in by_process.get(r.process, ()) if p.start <= r.start < p.end]
+        if outer:
+            outer.sort(key=lambda p: (p.start, -p.end))
+            r.path = "/".join([p.label() for p in outer] + [r.path])
+            r.depth += len(outer)
 
 
 def place(row: KernelRow, stack: list[OpenRange]) -> None:

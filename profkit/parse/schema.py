@@ -23,8 +23,10 @@ block_x .. block_z  Int64     block dimensions (threads)
 stream              Int64     CUDA stream id, where known
 device              Int64     device index, where known
 thread_id           Int64     OS thread that launched it (or ran it), where known
-nvtx_range          string    innermost NVTX push/pop (or torch record_function) range open
-                              on the launching thread when the launch call ran, no domain
+nvtx_range          string    innermost NVTX range open for the launch call when it ran: the
+                              launching thread's push/pop (or torch record_function) ranges
+                              and its process's start/end ranges (profkit's iterations), no
+                              domain
 nvtx_path           string    the whole stack, ``domain@outer/domain@inner`` (no ``domain@``
                               for record_function ranges)
 input_types         string    tensor input types of the operator (torch.profiler with
@@ -34,11 +36,13 @@ op                  string    the PyTorch operator that launched the kernel
 metrics             object    dict of metric name -> number (profiler counters), or {}
 precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
 tensor_core         boolean   True / False / <NA> when nothing tells (False for CPU ops)
-family              string    gemm conv elementwise fused layout pooling norm reduce memory
-                              other (fused: torch.compile's generated Triton kernels),
+family              string    gemm conv attention elementwise fused layout pooling norm reduce
+                              memory other (fused: torch.compile's generated Triton kernels),
                               or <NA>
-evidence            string    ``metrics`` (counters decided), ``name`` (name rules),
-                              ``dtypes`` (a CPU operator's input types), ``none``
+evidence            string    ``metrics`` (counters decided), ``name`` (name rules; for a
+                              Triton or cuDNN SDPA kernel in a timeline run, the precision
+                              from the launching operator's input types, as the detail
+                              says), ``dtypes`` (a CPU operator's input types), ``none``
 evidence_detail     string    which counters or which named rule gave the verdict
 ==================  ========  ==========================================================
 

@@ -17,6 +17,7 @@ from ..analyze.throughput import throughput
 from ..names import display_name
 from ..records import ncu_timed
 from ..render import fmt_ns
+from ..workloads import option_labels
 
 if TYPE_CHECKING:
     from ..api import Database, Run
@@ -44,7 +45,9 @@ def header(run: Run) -> dict[str, Any]:
         "date": run.finished_at or run.started_at, "command": shlex.join(run.command) if run.command else None,
         "imported_from": info.get("source_path") or (run.raw_files or {}).get("source"),
         "activity": run.activity, "database": str(run.database.path),
+        "options": option_labels(info.get("options")),
     }
+
 
 
 def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:

@@ -3,8 +3,10 @@ one ``kernels`` row per launch (or CPU operator call), and one ``ranges`` row pe
 record_function range instance. ``kernels`` is a view: launches are stored in ``kernel_rows``
 with their texts (kernel names, ranges, operators, families, verdict details) kept once in
 ``strings`` and referenced by id, so a database is no larger than the capture it came from;
-the view joins them back into the documented kernel table. Plain tables, views and JSON
-columns: ``sqlite-utils`` and ``datasette`` browse it as it is.
+the view joins them back into the documented kernel table. A benchmark (``profkit bench``) is
+one ``benches`` row and a ``bench_rows`` row per (precision, mode) combination, written in one
+transaction. Plain tables, views and JSON columns: ``sqlite-utils`` and ``datasette`` browse it
+as it is.
 
 Many profkit processes may use one database at once. It is in WAL mode (readers never wait
 for a writer), writers wait their turn (a busy timeout, ``PROFKIT_BUSY_TIMEOUT`` seconds,
@@ -33,14 +35,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, TypedDict
 
-from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
+from ..errors import BadExport, BenchNotFound, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
 from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS,                              Capture, ClassifiedRow, RangeRow, check_row)
-from ..records import RunRecord
+from ..records import BenchRecord, BenchRow, RunRecord
 
 DEFAULT_DB = "profkit.db"
 # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner;
-# 6: texts kept once in `strings`, launches in `kernel_rows`, `kernels` a view
-SCHEMA_VERSION = 6
+# 6: texts kept once in `strings`, launches in `kernel_rows`, `kernels` a view; 7: `benches`, `bench_rows`
+SCHEMA_VERSION = 7
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 MAX_NAME = 120       # characters in a run name (it names a folder)
 # Run statuses: complete, and being written by the owner process. (A run that ended without
@@ -72,6 +74,22 @@ KERNELS_VIEW = "create view kernels as select " + ", ".join(
     for c in KERNEL_COLUMNS) + " from kernel_rows k " + " ".join(
     f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
 RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
+
+# Benchmarks (``profkit bench``, schema 7): one ``benches`` row each (the fields of
+# records.BenchRecord; precisions, modes and info hold JSON) and one ``bench_rows`` row per
+# combination (records.BenchRow's fields; iter_ns holds JSON, reference_only 0 or 1), in the
+# order ``seq`` the benchmark ran them.
+BENCH_COLUMNS: dict[str, type] = {
+    "id": int, "workload": str, "batch_size": int, "device": str, "iters": int, "warmup": int, "precisions": str,
+    "modes": str, "created_at": str, "gpu_name": str, "torch_version": str, "info": str,
+}
+JSON_BENCH_COLUMNS = ("precisions", "modes", "info")
+BENCH_ROW_COLUMNS: dict[str, type] = {
+    "bench_id": int, "seq": int, "precision": str, "mode": str, "status": str, "reference_only": int, "error": str,
+    "median_ms": float, "spread_ms": float, "p25_ms": float, "p75_ms": float, "min_ms": float, "max_ms": float,
+    "items_per_s": float, "s_per_item": float, "peak_memory_bytes": int, "max_abs_diff": float,
+    "top1_agreement": float, "note": str, "iter_ns": str,
+}
 
 
 class RunFields(TypedDict, total=False):
@@ -272,6 +290,7 @@ class Store:
             self.db.table("runs").create_index(["name"], unique=True)
             self._create_kernel_rows()
             self._create_ranges()
+            self._create_benches()
             self.db.table("meta").create({"key": str, "value": str}, pk="key")
             self.db.table("meta").insert({"key": "schema_version", "value": str(SCHEMA_VERSION)})
 
@@ -357,6 +376,8 @@ class Store:
                 self._migrate_kernels()
             if "ranges" not in tables:
                 self._create_ranges()
+            if "benches" not in tables:  # schema 6 or earlier
+                self._create_benches()
             self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     # ------------------------------------------------------------------ names
@@ -808,6 +829,67 @@ class Store:
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
                 for r in self.query(q, [run_id])]
 
+    # ------------------------------------------------------------------ benchmarks (profkit bench)
+    def _create_benches(self) -> None:
+        self.db.table("benches").create(BENCH_COLUMNS, pk="id", not_null={"workload"})
+        self.db.table("bench_rows").create(BENCH_ROW_COLUMNS, pk=("bench_id", "seq"),
+                                           foreign_keys=[("bench_id", "benches", "id")])
+        self.db.table("bench_rows").create_index(["bench_id", "precision", "mode"], unique=True)
+
+    def check_writable(self) -> None:
+        """Refuse now a database that would refuse a write later: what ``profkit bench`` checks
+        before its combinations run, so that their results are not lost at the end. A new
+        database's folder must be writable (the file is still made only when first written)."""
+        if not self.path.exists():
+            folder = self.path.parent
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise StoreError(f"cannot make {self.path}: folder {folder} is not writable",
+                                 "Choose another `db`, or check the folder's permissions.")
+            return
+        try:
+            with self.write():
+                self.execute("delete from bench_rows where 0")  # a write statement that changes nothing
+        except sqlite3.OperationalError as exc:
+            raise _unwritable(self.path, exc) from exc
+
+    def add_bench(self, bench: BenchRecord) -> BenchRecord:
+        """Store a benchmark and its rows in one transaction (all or nothing); return it with its id."""
+        head = {k: getattr(bench, k) for k in BENCH_COLUMNS if k != "id"}
+        head = {k: json.dumps(v) if k in JSON_BENCH_COLUMNS else v for k, v in head.items()}
+        try:
+            with self.write():
+                bench_id = self._insert("benches", head)
+                for seq, r in enumerate(bench.rows):
+                    row = {k: getattr(r, k) for k in BENCH_ROW_COLUMNS if k not in ("bench_id", "seq")}
+                    row.update(bench_id=bench_id, seq=seq, reference_only=int(r.reference_only),
+                               iter_ns=json.dumps(r.iter_ns))
+                    self._insert("bench_rows", row)
+        except sqlite3.IntegrityError as exc:
+            raise UsageError(f"a benchmark has one row per precision and mode ({exc})") from None
+        except sqlite3.OperationalError as exc:
+            raise _unwritable(self.path, exc) from exc
+        return self.get_bench(bench_id)
+
+    def benches(self) -> list[BenchRecord]:
+        """Every stored benchmark with its rows, oldest first."""
+        rows: dict[int, list[BenchRow]] = {}
+        for r in self.query("select * from bench_rows order by bench_id, seq"):
+            rows.setdefault(r["bench_id"], []).append(_bench_row(r))
+        return [_bench(b, rows.get(b["id"], [])) for b in self.query("select * from benches order by id")]
+
+    def get_bench(self, bench_id: int | str) -> BenchRecord:
+        """A stored benchmark by id."""
+        ref = str(bench_id)
+        row = next(self.query("select * from benches where id = ?", [int(ref)]), None) \
+            if ref.isascii() and ref.isdigit() else None
+        if row is None:
+            ids = [str(r["id"]) for r in self.query("select id from benches order by id desc limit 5")]
+            hint = (f"Recent benchmarks: {', '.join(ids)}." if ids else "The database has no benchmarks yet.")
+            raise BenchNotFound(f"no benchmark {ref!r} in {self.path}", hint)
+        rows = [_bench_row(r) for r in self.query("select * from bench_rows where bench_id = ? order by seq",
+                                                  [row["id"]])]
+        return _bench(row, rows)
+
 
 def _metrics_json(metrics: dict[str, Any]) -> str:
     """A row's metrics as JSON text; a value that is not a finite number (NaN, infinity: not
@@ -849,6 +931,18 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _bench(row: dict[str, Any], rows: list[BenchRow]) -> BenchRecord:
+    values = {k: json.loads(v) if k in JSON_BENCH_COLUMNS and v is not None else v for k, v in row.items()}
+    return BenchRecord(**values, rows=rows)
+
+
+def _bench_row(row: dict[str, Any]) -> BenchRow:
+    values = {k: v for k, v in row.items() if k not in ("bench_id", "seq")}
+    values["reference_only"] = bool(values["reference_only"])
+    values["iter_ns"] = json.loads(values["iter_ns"] or "[]")
+    return BenchRow(**values)
 
 
 def _run(row: dict[str, Any]) -> RunRecord:

@@ -9,7 +9,7 @@ what these return into kernel-table rows and ranges.
   ``CUPTI_ACTIVITY_KIND_MEMCPY`` and ``_MEMSET``, each tied to its launch call in
   ``CUPTI_ACTIVITY_KIND_RUNTIME`` by ``correlationId`` within the same process, in the order
   of those calls, fetched in batches.
-* NVTX push/pop ranges and domain names from ``NVTX_EVENTS``; the GPU from ``TARGET_INFO_GPU``.
+* NVTX push/pop and start/end ranges and domain names from ``NVTX_EVENTS``; the GPU from ``TARGET_INFO_GPU``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ OPTIONAL = {
     "TARGET_INFO_GPU": ("name", "computeMajor", "computeMinor"),
 }
 PUSH_POP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
+START_END = (60,)    # NvtxStartEndRange: a process's range, bound to no thread
 DOMAIN_CREATE = 75   # NvtxDomainCreate: text is the domain's name
 
 # One GPU operation and its launch call, as gpu_ops() yields it.
@@ -146,14 +147,17 @@ class NsysExport:
         return iter(self.con.execute(
             f"select globalTid, domainId, cast(text as text) from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"))
 
-    def push_pop_ranges(self) -> Iterator[tuple[int, int, str | None, int, int]]:
-        """(start, end, text, globalTid, domainId) of every closed push/pop range, by thread and start."""
+    def nvtx_ranges(self) -> Iterator[tuple[int, int, str | None, int, int, int]]:
+        """(start, end, text, globalTid, domainId, 1 for a start/end range else 0) of every closed
+        push/pop and start/end range, by thread and start (a start/end range's thread is the one
+        that started it)."""
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
         rows = self.con.execute(f"""
-            select n.start, n.end, cast(coalesce(n.text, s.value) as text), n.globalTid, n.domainId
+            select n.start, n.end, cast(coalesce(n.text, s.value) as text), n.globalTid, n.domainId,
+                   n.eventType in ({", ".join(map(str, START_END))})
             from NVTX_EVENTS n left join StringIds s on s.id = n.textId
-            where n.eventType in ({", ".join(map(str, PUSH_POP))}) and n.end is not null
+            where n.eventType in ({", ".join(map(str, PUSH_POP + START_END))}) and n.end is not null
             order by n.globalTid, n.start, n.end desc""")
         return (_checked(r, "NVTX_EVENTS", ((0, "start"), (1, "end"), (3, "globalTid")), self.path, ordered=(0, 1))
                 for r in rows)
@@ -369,7 +373,9 @@ MEMCPY_KEY = -1000
 
 def _ops_sql(export: NsysExport) -> str:
     """The GPU operations with their launch calls, numbered in launch order, each with the
-    innermost push/pop range open on its launching thread then (``temp.seg``)."""
+    innermost range open for its launching thread then (``temp.seg``): the thread's own state
+    where it has ranges of its own open, else its process's (start/end ranges, keyed by the
+    globalTid with the thread part zero)."""
     cols = export.schema.columns
     parts = ["""
         select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
@@ -396,6 +402,8 @@ def _ops_sql(export: NsysExport) -> str:
               on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
         select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, sn, start, end, dev,
                stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
-               (select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
-                order by s.start desc limit 1) as rix
+               coalesce((select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
+                         order by s.start desc limit 1),
+                        (select s.ix from temp.seg s where s.gtid = launched.ltid - (launched.ltid & {0xFFFFFF})
+                           and s.start <= launched.lstart order by s.start desc limit 1)) as rix
         from launched"""

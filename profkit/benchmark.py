@@ -1,0 +1,288 @@
+"""``profkit bench``: time a workload in each (precision, mode) combination asked for and make
+the table people make by hand, modes x precisions, with how each combination's output agrees
+with fp32 eager's.
+
+Each combination runs in its own harness process (``profkit.harness`` with ``"profiler":
+"bench"``, started through ``tools.runner`` like every profiled run): torch seeded before the
+build, so every combination gets the same weights and inputs; ``warmup`` iterations (where
+torch.compile compiles), then ``iters`` iterations timed one by one (CUDA events on a GPU,
+``time.perf_counter_ns`` on the CPU). Each row gets the median and spread of those times
+(:data:`profkit.records.SPREAD`), items per second, seconds per item and peak GPU memory.
+For a workload that builds ``(model, inputs)`` the output of the last iteration is compared
+with fp32 eager's (run as a reference where it was not asked for): the largest absolute
+difference, and the share of positions whose argmax over the last dimension agrees (top-1).
+A workload that builds its own step (a training step) has no output to compare.
+
+Everything is checked before anything runs; a combination that fails at run time (a compiler
+error) is recorded as failed with its one-line error while the others go on. The benchmark is
+stored in one transaction at the end, so an interrupted one leaves nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence, TypedDict
+
+from . import gpu, launch, workloads
+from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int
+from .ingest import now
+from .launch import Progress, RunRequest
+from .records import BenchRecord, BenchRow
+from .store import Store
+
+REFERENCE = ("fp32", "eager")  # (precision, mode) every output is compared with
+# torch.compile needs a compiler where it runs: Inductor builds C++ for the CPU; on a GPU,
+# Triton builds its launcher in C. (environment variable, then the commands tried in order)
+COMPILERS = {"cpu": ("CXX", ("c++", "g++", "clang++")), "cuda": ("CC", ("cc", "gcc", "clang"))}
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """A checked benchmark: the workload found, and one request per combination asked for, in
+    the order they run and are shown (modes outer, precisions inner)."""
+
+    workload: str
+    path: Path
+    precisions: list[str]
+    modes: list[str]
+    requests: list[RunRequest]
+
+    @property
+    def spec(self) -> workloads.Spec:
+        return self.requests[0].spec
+
+    @property
+    def iters(self) -> int:
+        return self.requests[0].iters
+
+    @property
+    def warmup(self) -> int:
+        return self.requests[0].warmup
+
+
+def _values(param: str, given: str | Sequence[str], choices: tuple[str, ...]) -> list[str]:
+    items = given.split(",") if isinstance(given, str) else list(given)
+    for item in items:
+        if not isinstance(item, str):
+            raise UsageError(f"`{param}` must be names, not {item!r}")
+    out = list(dict.fromkeys(i.strip() for i in items if i.strip()))
+    if not out:
+        raise UsageError(f"`{param}` needs at least one value", f"Choose from {', '.join(choices)}.")
+    for item in out:
+        require_choice(param, item, choices)
+    return out
+
+
+def compiler(device: str) -> str | None:
+    """The compiler torch.compile would use on ``device``, or None where there is none."""
+    variable, names = COMPILERS[device]
+    given = os.environ.get(variable)
+    for name in ([given] if given else []) + list(names):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: str | Sequence[str] = ("eager",),
+         batch_size: int = 8, iters: int = 20, warmup: int = 5, device: str = "cuda",
+         timeout_s: float | None = None) -> BenchPlan:
+    """Check a benchmark's options, the workload and what it supports, and this machine (a GPU
+    for ``device`` cuda, a compiler for torch.compile, PyTorch), before anything runs or is
+    written. Raises a ProfkitError that names the first problem."""
+    precision_list = _values("precisions", precisions, workloads.PRECISIONS)
+    mode_list = _values("modes", modes, workloads.MODES)
+    require_int("batch_size", batch_size, 1)
+    require_int("iters", iters, 1)
+    require_int("warmup", warmup, 0)
+    require_choice("device", device, workloads.DEVICES)
+    requests = [RunRequest(workload=workload, spec=workloads.Spec(batch_size=batch_size, precision=p, mode=m,
+                                                                  device=device),
+                           iters=iters, warmup=warmup, timeout_s=timeout_s)
+                for m in mode_list for p in precision_list]
+    name, path = workloads.resolve(workload)
+    supported_precisions, supported_modes = workloads.supports(path)
+    for what, asked, supported in (("precision", precision_list, supported_precisions),
+                                   ("mode", mode_list, supported_modes)):
+        for value in asked:
+            if value not in supported:
+                raise WorkloadError(f"workload {name} does not support {what} {value!r}",
+                                    f"It supports {', '.join(supported)}.")
+    if "compile" in mode_list and warmup < 1:
+        raise UsageError("`modes` compile compiles in the warm-up, so that no timed iteration holds the compiler: "
+                         "`warmup` must be at least 1")
+    for req in requests:  # every other rule a profiled run has
+        launch.check(req)
+    if "compile" in mode_list and compiler(device) is None:
+        variable, names = COMPILERS[device]
+        what = "a C++ compiler for Inductor's CPU code" if device == "cpu" else "a C compiler for Triton"
+        raise UsageError(f"`modes` compile needs {what}, and none was found (${variable}, {', '.join(names)})",
+                         "Install one, or leave compile out of `modes`.")
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("a benchmark runs the workload, which needs PyTorch", "pip install 'profkit[torch]'.")
+    if device == "cuda" and not launch.DRIVER_DIR.exists() and gpu.query() is None:
+        raise UsageError("no NVIDIA GPU or driver found here", "Benchmark on the CPU with `device` cpu.")
+    return BenchPlan(name, path, precision_list, mode_list, requests)
+
+
+def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -> BenchRecord:
+    """Run every combination of a checked benchmark (and the fp32 eager reference where the
+    outputs need one), compare outputs, store the benchmark in one transaction and return it."""
+    progress = progress or Progress()
+    p = bench_plan
+    measured: list[tuple[BenchRow, dict[str, Any], Path | None]] = []
+    with tempfile.TemporaryDirectory(prefix="profkit-bench-") as tmp:
+        for i, req in enumerate(p.requests):
+            progress.stage(f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of {len(p.requests)}): "
+                           f"building, {p.warmup} warm-up and {p.iters} timed iterations")
+            measured.append(_measure(p, req, Path(tmp) / f"{i}", progress))
+        asked = {(r.precision, r.mode): (r, out) for r, _, out in measured}
+        models = [info.get("model") for r, info, _ in measured if r.status == "ok"]
+        reference: BenchRow | None = None
+        ref_output: Path | None = None
+        why_none = None
+        if any(models):
+            if REFERENCE in asked:
+                reference, ref_output = asked[REFERENCE]
+            elif all(v in s for v, s in zip(REFERENCE, workloads.supports(p.path))):
+                progress.note(f"running {p.workload} in fp32 eager too: the reference the outputs are compared with")
+                req = replace(p.requests[0], spec=replace(p.spec, precision="fp32", mode="eager",
+                                                          compile_mode="default"))
+                progress.stage(f"{p.workload} in fp32, eager (the reference)")
+                row, ref_info, ref_output = _measure(p, req, Path(tmp) / "reference", progress)
+                reference = replace(row, reference_only=True)
+                measured.append((reference, ref_info, ref_output))
+            else:
+                why_none = "n/a: the workload does not support fp32 eager, the reference"
+            if reference is not None and reference.status != "ok":
+                why_none = "n/a: the fp32 eager reference failed"
+        rows = [_agreement(row, info, out, ref_output, why_none) for row, info, out in measured]
+    info = next((i for r, i, _ in measured if r.status == "ok"), {})
+    record = BenchRecord(
+        id=None, workload=p.workload, batch_size=p.spec.batch_size, device=p.spec.device, iters=p.iters,
+        warmup=p.warmup, precisions=p.precisions, modes=p.modes, created_at=now(), rows=rows,
+        gpu_name=info.get("gpu_name"), torch_version=info.get("torch_version"),
+        info={"workload_path": str(p.path), "python": info.get("python") or sys.version.split()[0],
+              "cuda_version": info.get("cuda_version")},
+    )
+    progress.stage("storing")
+    return store.add_bench(record)
+
+
+def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) -> tuple[BenchRow, dict[str, Any],
+                                                                                          Path | None]:
+    """One combination in its own harness process: its row (timings; failed with the error's
+    one line where it failed), what the harness wrote, and its saved output, if any."""
+    precision, mode = req.spec.precision, req.spec.mode
+    folder.mkdir()
+    job = launch.harness_job(req, p.workload, p.path, folder, progress)
+    output = folder / "output.pt"
+    job.job.update(profiler="bench", output_path=str(output))
+    job.write()
+    log = folder / "harness.log"
+
+    def failed(error: str) -> tuple[BenchRow, dict[str, Any], None]:
+        progress.note(f"{precision} {mode} failed: {error}")
+        return BenchRow(precision, mode, "failed", error=error), {}, None
+
+    try:
+        result, _ = job.stream(job.harness_argv(), log)
+    except ProfkitError as exc:  # the workload's error (from the harness's error file), or the timeout
+        return failed(exc.one_line())
+    if result.returncode != 0:
+        last = next((line.strip() for line in reversed(result.tail) if line.strip()), "no output")
+        return failed(f"the benchmark process failed (exit {result.returncode}): {last[:300]}")
+    info = job.info()
+    times = info.get("iter_ns")
+    if not times or not all(isinstance(t, int) and t >= 0 for t in times):
+        return failed("the benchmark process wrote no iteration times")
+    s = stats(times)
+    seconds = s["median_ms"] / 1e3
+    batch = req.spec.batch_size
+    row = BenchRow(precision, mode, "ok", **s,
+                   items_per_s=_sig(batch / seconds) if seconds > 0 else None, s_per_item=_sig(seconds / batch),
+                   peak_memory_bytes=info.get("peak_memory_bytes"), iter_ns=list(times))
+    return row, info, output if info.get("output_saved") and output.exists() else None
+
+
+class Stats(TypedDict):
+    """Iteration times in milliseconds (BenchRow's fields of the same names)."""
+
+    median_ms: float
+    spread_ms: float
+    p25_ms: float
+    p75_ms: float
+    min_ms: float
+    max_ms: float
+
+
+def stats(iter_ns: Sequence[int]) -> Stats:
+    """Median, quartiles, extremes and spread (half the interquartile range) of the iteration
+    times, in milliseconds. Quartiles interpolate linearly between the sorted times (numpy's
+    default), so a handful of iterations still give figures."""
+    ms = sorted(n / 1e6 for n in iter_ns)
+
+    def quantile(q: float) -> float:
+        at = q * (len(ms) - 1)
+        lo = math.floor(at)
+        hi = min(lo + 1, len(ms) - 1)
+        return ms[lo] + (ms[hi] - ms[lo]) * (at - lo)
+
+    p25, p75 = quantile(0.25), quantile(0.75)
+    return {"median_ms": round(quantile(0.5), 6), "spread_ms": round((p75 - p25) / 2, 6), "p25_ms": round(p25, 6),
+            "p75_ms": round(p75, 6), "min_ms": round(ms[0], 6), "max_ms": round(ms[-1], 6)}
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def _agreement(row: BenchRow, info: dict[str, Any], output: Path | None, reference: Path | None,
+               why_none: str | None) -> BenchRow:
+    """``row`` with its output compared with the reference's, or a note saying why it is not."""
+    if row.status != "ok":
+        return row
+    if not info.get("model"):
+        return replace(row, note="n/a: the workload builds its own step (no model output to compare)")
+    if why_none:
+        return replace(row, note=why_none)
+    if output is None or reference is None:
+        return replace(row, note="n/a: the model's output holds no tensor")
+    diff, top1, note = agreement(_load(output), _load(reference))
+    if row.reference_only or (row.precision, row.mode) == REFERENCE:
+        note = note or "the reference"
+    return replace(row, max_abs_diff=diff, top1_agreement=top1, note=note)
+
+
+def _load(path: Path) -> Any:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def agreement(output: Any, reference: Any) -> tuple[float | None, float | None, str | None]:
+    """How an output tensor agrees with the reference's (both fp32): the largest absolute
+    difference, the share of positions whose argmax over the last dimension is the same
+    (top-1; None where the last dimension has one value), and a note where they cannot be
+    compared."""
+    import torch
+
+    if tuple(output.shape) != tuple(reference.shape):
+        return None, None, f"n/a: output shape {tuple(output.shape)} differs from fp32 eager's {tuple(reference.shape)}"
+    if output.numel() == 0:
+        return None, None, "n/a: the output is empty"
+    for what, t in (("the output", output), ("fp32 eager's output", reference)):
+        if not bool(torch.isfinite(t).all()):
+            return None, None, f"n/a: {what} holds NaN or infinity"
+    diff = float((output - reference).abs().max())
+    if output.dim() == 0 or output.shape[-1] < 2:
+        return diff, None, None
+    top1 = float((output.argmax(-1) == reference.argmax(-1)).double().mean())
+    return diff, top1, None
