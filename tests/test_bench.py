@@ -272,3 +272,18 @@ def test_a_schema_6_database_gets_the_bench_tables(tmp_path):
     assert store.benches() == [] and SCHEMA_VERSION == 7
     assert sqlite3.connect(path).execute("select value from meta where key = 'schema_version'").fetchone() == ("7",)
     assert store.add_bench(_bench()).id == 1
+
+
+@pytest.mark.skipif(not __import__("tests.conftest", fromlist=["has_cuda"]).has_cuda(), reason="needs a CUDA GPU")
+def test_on_the_gpu_cuda_events_peak_memory_and_agreement(tmp_path):
+    """On a GPU: CUDA-event times, peak memory per combination, fp16 agreeing with fp32 eager."""
+    db = tmp_path / "g.db"
+    r = cli("bench", "resnet18", "--precisions", "fp32,fp16", "--modes", "eager,torchscript", "--batch-size", "2",
+            "--iters", "5", "--warmup", "2", "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    assert {(x["precision"], x["mode"]) for x in rows} == {("fp32", "eager"), ("fp16", "eager"), ("fp32", "torchscript"),
+                                                           ("fp16", "torchscript")}
+    for x in rows:
+        assert x["status"] == "ok" and x["median_ms"] > 0 and x["peak_memory_bytes"] > 0
+        assert x["max_abs_diff"] is not None and x["top1_agreement"] >= 0.5

@@ -139,3 +139,33 @@ def test_every_name_rule_gives_the_counter_verdict_on_the_kernels_it_matches():
         if (tensor is not None and tensor != v.tensor_core) or (v.tensor_core and precision not in (None, v.precision)):
             wrong[r["name"][:100]] = (precision, tensor, p_rule, t_rule, v.precision, v.tensor_core)
     assert not wrong
+
+
+# Timeline captures beside ncu captures of the same workload and precision (tests/data/attention).
+PAIRS = [("attention_zoo_fp16", "fp16"), ("attention_zoo_bf16", "bf16"), ("bert_encoder_fp16", "fp16"),
+         ("bert_encoder_bf16", "bf16"), ("gpt_decoder_fp16_compile", "fp16"), ("resnet18_bf16_compile", "bf16")]
+
+
+@pytest.mark.parametrize("name, precision", PAIRS)
+def test_kernels_whose_names_carry_no_type_take_the_launching_operators_and_agree_with_the_counters(name, precision):
+    """cuDNN's SDPA kernel (named f16 for bf16 too) and torch.compile's Triton kernels: in a
+    torch.profiler run their precision comes from the launching operator's input types, and
+    the verdict agrees with the counters ncu read for the same kernel in the same workload:
+    tensor cores or not, and the precision where the counters saw tensor work (the run's
+    precision where they did none)."""
+    from profkit.classify import classify_row, inputs_rule
+
+    folder = DATA / "attention"
+    counted = {}
+    for r in load(folder / f"{name}.ncu.raw.csv.gz").rows:
+        counted.setdefault(r["name"], classify_one(r["name"], r["metrics"]))
+    seen = 0
+    for r in load(folder / f"{name}.torch.json.gz").rows:
+        if r["kind"] != "kernel" or not inputs_rule(r["name"]) or r["name"] not in counted:
+            continue
+        v, c = classify_row("kernel", r["name"], None, r["input_types"]), counted[r["name"]]
+        assert v.evidence == "name" and "input types" in v.evidence_detail
+        assert v.tensor_core == c.tensor_core
+        assert v.precision == (c.precision if c.tensor_core else precision), r["name"]
+        seen += 1
+    assert seen

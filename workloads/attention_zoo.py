@@ -1,4 +1,4 @@
-"""Scaled dot-product attention through each backend PyTorch has (flash, memory-efficient, cuDNN, math) at BERT-base shapes in the precision given, plus an fp8 GEMM with row-wise scales (CUTLASS 3 on Hopper): a reference for what attention kernels are called and what the counters say about them."""
+"""Scaled dot-product attention through each backend PyTorch has (flash, memory-efficient, cuDNN, math) at BERT-base shapes in the precision given, plus on Hopper an fp8 GEMM with row-wise scales and a bf16 grouped GEMM (CUTLASS 3 in PyTorch): a reference for what attention and library kernels are called and what the counters say about them."""
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 MODES = ("eager",)
@@ -39,6 +39,17 @@ def build(spec):
         except RuntimeError:
             fp8 = None
 
+    grouped = None  # torch._grouped_mm: a mixture-of-experts style bf16 GEMM per group
+    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (9, 0) and hasattr(torch, "_grouped_mm"):
+        ga = torch.randn(4 * 64, 128, device=dev, dtype=torch.bfloat16)
+        gb = torch.randn(4, 128, 256, device=dev, dtype=torch.bfloat16).transpose(-2, -1).contiguous().transpose(-2, -1)
+        offs = torch.arange(64, 4 * 64 + 1, 64, device=dev, dtype=torch.int32)
+        try:
+            torch._grouped_mm(ga, gb, offs=offs)
+            grouped = (ga, gb, offs)
+        except RuntimeError:
+            grouped = None
+
     def step():
         with torch.inference_mode():
             for backend, causal in usable:
@@ -47,5 +58,7 @@ def build(spec):
             if fp8 is not None:
                 a, b, sa, sb = fp8
                 torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+            if grouped is not None:
+                torch._grouped_mm(grouped[0], grouped[1], offs=grouped[2])
 
     return step
