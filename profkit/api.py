@@ -288,6 +288,8 @@ def compare(
                          "records", "Use `tool` torch, or match exact or family.")
 
     keep_bn = options.pop("keep_bn_fp32", False)
+    if not isinstance(keep_bn, bool):
+        raise UsageError(f"`keep_bn_fp32` is true or false, not {keep_bn!r}")
     if keep_bn and not {"fp16", "bf16"} & set(precisions):
         raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or bf16 "
                          "among the `precisions`")

@@ -134,18 +134,37 @@ def builtins() -> list[tuple[str, str]]:
 
 def declared(path: Path) -> dict[str, Any]:
     """What a workload file declares at its top level (``PRECISIONS``, ``MODES``,
-    ``CHANNELS_LAST``), read without running it."""
+    ``CHANNELS_LAST``), read without running it. A file that does not parse, or defines no
+    ``build``, is a WorkloadError (as loading it would be)."""
     import ast
 
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        raise WorkloadError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}") from None
     found: dict[str, Any] = {}
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    has_build = False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "build":
+            has_build = True
+        if isinstance(node, (ast.ImportFrom, ast.Import)):  # `from x import build`, or `*`: it may
+            has_build = has_build or any((a.asname or a.name) in ("build", "*") for a in node.names)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.Import,
+                                 ast.ImportFrom, ast.Expr)):
+            has_build = True  # defined under an `if` or `try`: let loading the file decide
         if isinstance(node, ast.Assign):
             for target in node.targets:
+                if getattr(target, "id", None) == "build":
+                    has_build = True
                 if getattr(target, "id", None) in ("PRECISIONS", "MODES", "CHANNELS_LAST"):
                     try:
-                        found[target.id] = ast.literal_eval(node.value)  # type: ignore[attr-defined]
+                        value = ast.literal_eval(node.value)
                     except ValueError:
-                        pass
+                        continue
+                    # MODES = "eager" means the one mode, not its letters.
+                    found[target.id] = (value,) if isinstance(value, str) else value  # type: ignore[attr-defined]
+    if not has_build:
+        raise WorkloadError(f"workload file {path} defines no build(spec) function")
     return found
 
 
@@ -162,7 +181,7 @@ def check_declared(path: Path, spec: Spec) -> None:
 
     try:
         found = declared(path)
-    except (SyntaxError, UnicodeDecodeError, OSError):
+    except OSError:
         return  # loading it will say what is wrong
     check_supported(types.SimpleNamespace(**found), spec, path)
 
@@ -221,6 +240,8 @@ def describe(path: Path) -> str:
 def check_supported(module, spec: Spec, path: Path) -> None:
     for attr, value in (("PRECISIONS", spec.precision), ("MODES", spec.mode)):
         allowed = getattr(module, attr, None)
+        if isinstance(allowed, str):
+            allowed = (allowed,)
         if allowed is not None and value not in allowed:
             raise WorkloadError(
                 f"workload {path.stem} does not support {attr.lower()[:-1]} {value!r}",
@@ -239,15 +260,16 @@ def _channels_last_step(module, spec: Spec, path: Path) -> None:
                             "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.")
 
 
-def keep_batchnorm_fp32(model) -> None:
+def keep_batchnorm_fp32(model) -> int:
     """Put ``model``'s BatchNorm layers back in fp32 after a cast to fp16/bf16, as users do by
     hand (``.half()`` then ``bn.float()``): cuDNN's batch norm takes half inputs with fp32
-    weights, and running statistics keep their precision."""
+    weights, and running statistics keep their precision. Returns how many there were."""
     import torch
 
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-            m.float()
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in layers:
+        m.float()
+    return len(layers)
 
 
 def _dtype(precision: str):
@@ -307,7 +329,11 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
         raise WorkloadError(f"workload build(spec) failed: {type(exc).__name__}: {exc}") from exc
     if callable(built) and not isinstance(built, torch.nn.Module):
         user_step: Callable[[], Any] = built  # applies spec's precision, mode and options itself
-        _channels_last_step(module, spec, Path(getattr(module, "__file__", "") or "workload"))
+        where = Path(getattr(module, "__file__", "") or "workload")
+        _channels_last_step(module, spec, where)
+        if spec.keep_bn_fp32:
+            raise WorkloadError(f"workload {where.stem} builds its own step, so profkit casts no model whose BatchNorm "
+                                "it could keep in fp32", "Leave out `keep_bn_fp32` for it.")
         return user_step
     if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
         raise WorkloadError(
@@ -321,8 +347,9 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
     model = model.eval().to(device)
     if cast_dtype is not None:
         model = model.to(cast_dtype)
-        if spec.keep_bn_fp32:
-            keep_batchnorm_fp32(model)
+        if spec.keep_bn_fp32 and not keep_batchnorm_fp32(model):
+            raise WorkloadError(f"workload {Path(getattr(module, '__file__', '') or 'workload').stem} has no BatchNorm "
+                                "layers to keep in fp32", "Leave out `keep_bn_fp32` for it.")
     inputs = _cast(inputs, device, cast_dtype)
     if spec.channels_last:
         images = [x for x in _tensors(inputs) if x.dim() == 4 and x.is_floating_point()]

@@ -165,3 +165,14 @@ def test_import_profkit_stays_cheap():
         assert getattr(profkit, name) is not None
     with pytest.raises(AttributeError):
         profkit.nosuch  # noqa: B018
+
+
+def test_compare_checks_keep_bn_fp32_is_a_bool(tmp_path):
+    import profkit
+    from profkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="`keep_bn_fp32` is true or false"):
+        profkit.compare("resnet18", precisions=("fp32", "fp16"), device="cpu", keep_bn_fp32="no", db=tmp_path / "d.db")
+    with pytest.raises(UsageError, match="needs fp16 or bf16"):
+        profkit.compare("resnet18", precisions=("fp32", "amp"), device="cpu", keep_bn_fp32=True, db=tmp_path / "d.db")
+    assert not (tmp_path / "d.db").exists()

@@ -86,3 +86,85 @@ def test_every_tool_counts_every_kernel_of_the_step(workload, tmp_path):
     # ncu counted every kernel function of the step, the backward pass's included: every
     # launch's verdict comes from counters.
     assert {r["evidence"] for r in ncu_rows} == {"metrics"}
+
+
+@pytest.mark.skipif(not (__import__("tests.conftest", fromlist=["x"]).has_ncu()
+                         and __import__("tests.conftest", fromlist=["x"]).has_nsys()
+                         and __import__("tests.conftest", fromlist=["x"]).has_cuda()),
+                    reason="needs a CUDA GPU, ncu and nsys")
+def test_on_the_gpu_every_tool_counts_the_same_step(tmp_path):
+    """Live: one AMP ResNet-18 step under ncu (default plan), nsys and torch.profiler: the same
+    kernel count per step from each, every kernel of each run inside the step."""
+    from .conftest import cli, cli_json
+
+    db = tmp_path / "steps.db"
+    counts = {}
+    for tool in ("ncu", "nsys", "torch"):
+        r = cli("run", "resnet18_train", "--precision", "amp", "--batch-size", "2", "--tool", tool, "--name", tool,
+                "--no-report", db=db)
+        assert r.exit_code == 0, r.output
+        steps = [x for x in cli_json("ranges", tool, db=db) if x["depth"] == 0]
+        kernels = [k for k in cli_json("kernels", tool, db=db) if k["kind"] == "kernel"]
+        assert len(steps) == 1 and steps[0]["kernels"] == len(kernels) and all(k["nvtx_range"] for k in kernels)
+        counts[tool] = len(kernels)
+    assert len(set(counts.values())) == 1, counts
+
+
+@pytest.mark.skipif(not __import__("tests.conftest", fromlist=["x"]).has_cuda(), reason="needs a CUDA GPU")
+def test_on_the_gpu_layout_and_library_options_run_and_are_recorded(tmp_path):
+    """fp16 with BatchNorm kept in fp32, channels-last and cuDNN's benchmark mode, under
+    torch.profiler: the run works and records its options; channels-last removes cuDNN's
+    NCHW<->NHWC layout kernels."""
+    import profkit
+
+    from .conftest import cli
+
+    db = tmp_path / "opts.db"
+    r = cli("run", "resnet18", "--precision", "fp16", "--tool", "torch", "--batch-size", "2", "--keep-bn-fp32",
+            "--channels-last", "--cudnn-benchmark", "--no-report", db=db)
+    assert r.exit_code == 0, r.output
+    r = cli("run", "resnet18", "--precision", "fp16", "--tool", "torch", "--batch-size", "2", "--no-report", db=db)
+    assert r.exit_code == 0, r.output
+    opts, plain = profkit.open_db(db).run("resnet18-fp16-bnfp32-cl-cudnnbench-eager-torch"), \
+        profkit.open_db(db).run("resnet18-fp16-eager-torch")
+    assert opts.info["options"] == {"keep_bn_fp32": True, "channels_last": True, "cudnn_benchmark": True}
+    layout = lambda run: (run.kernels()["family"] == "layout").sum()  # noqa: E731
+    assert layout(opts) < layout(plain)
+
+
+@pytest.mark.parametrize("edit", ["crossing", "spanning"])
+def test_other_ranges_that_cross_or_span_the_steps_leave_them_whole(edit, tmp_path):
+    """A user range on autograd's thread that crosses from one step into the next, or spans
+    both (torch.profiler), and a start/end range crossing the step boundary (nsys): each step
+    stays an outermost range holding its own 420 kernels, counted once."""
+    from profkit.parse.nsys_sqlite import read_nsys_sqlite
+
+    trace = json.loads(gzip.decompress((STEPS / "resnet18_train_amp.torch.json.gz").read_bytes()))
+    steps = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation" and ".iter" in e["name"]]
+    other = next(e["tid"] for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime" and e["tid"] != steps[0]["tid"])
+    start = steps[0]["ts"] + steps[0]["dur"] - 3000 if edit == "crossing" else steps[0]["ts"] - 10
+    end = start + 6000 if edit == "crossing" else steps[1]["ts"] + steps[1]["dur"] + 10
+    trace["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "hook", "pid": steps[0]["pid"],
+                                 "tid": other, "ts": start, "dur": end - start, "args": {}})
+    edited = tmp_path / "trace.json"
+    edited.write_text(json.dumps(trace))
+    capture = read_kineto(edited)
+    rows = list(capture.rows)
+    assert _per_step(capture.ranges, "resnet18_train") == [420, 420]
+    assert sum(1 for r in rows if r["kind"] == "kernel" and ".iter" in (r["nvtx_path"] or "")) == 840
+
+    export = _plain(STEPS / "resnet18_train_amp.nsys.sqlite.gz", tmp_path)
+    con = sqlite3.connect(export)
+    (s0, e0, g), (s1, e1, _) = con.execute("select start, end, globalTid from NVTX_EVENTS where eventType = 60 "
+                                          "order by start").fetchall()
+    span = (e0 - (e0 - s0) // 3, s1 + (e1 - s1) // 3) if edit == "crossing" else (s0 - 10, e1 + 10)
+    con.execute("insert into NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) values (?, ?, 60, 'prefetch', ?, 0)",
+                [*span, g])
+    con.commit()
+    con.close()
+    nsys = read_nsys_sqlite(export)
+    list(nsys.rows)
+    steps_seen = [r for r in nsys.ranges if ".iter" in r["name"]]
+    assert [r["kernels"] for r in steps_seen] == [420, 420]
+    # A range holding both steps is their outer range; one that crosses is neither's.
+    assert {r["depth"] for r in steps_seen} == ({0} if edit == "crossing" else {1})

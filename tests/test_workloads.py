@@ -116,8 +116,8 @@ def test_every_catalog_workload_steps_on_cpu_in_every_precision_and_mode_it_supp
         warnings.simplefilter("ignore")  # tracing a transformer warns about its control flow
         out = workloads.prepare(module, spec)()
     outs = [out] if isinstance(out, torch.Tensor) else [t for t in (out or []) if isinstance(t, torch.Tensor)]
-    if name == "precision_zoo":
-        return  # ignores --precision: its step runs one product per precision, and returns nothing
+    if name.endswith("_zoo"):
+        return  # reference workloads: their steps run one call per precision or backend, and return nothing
     assert outs and all(bool(o.float().isfinite().all()) for o in outs)
     if name.endswith("_train"):
         assert outs[0].dim() == 0  # the loss
@@ -151,3 +151,50 @@ def test_the_catalog_lists_what_each_workload_supports():
             "resnet18_train", "resnet50_train", "bert_encoder_train"} <= set(rows)
     assert rows["resnet50_train"]["precisions"] == ["fp32", "amp"] and rows["resnet50_train"]["modes"] == ["eager"]
     assert rows["gpt_decoder"]["modes"] == ["eager", "torchscript", "compile"]
+
+
+@needs_torch
+@pytest.mark.parametrize("name, spec, message", [
+    ("bert_encoder", dict(precision="fp16", keep_bn_fp32=True), "has no BatchNorm layers"),
+    ("precision_zoo", dict(precision="fp16", keep_bn_fp32=True), "builds its own step"),
+    ("precision_zoo", dict(channels_last=True), "does not say that it applies channels-last"),
+    (str(HERE / "workloads" / "tiny_classifier.py"), dict(channels_last=True), "inputs have none"),
+])
+def test_options_that_cannot_apply_fail_when_built(name, spec, message):
+    """An option that would silently do nothing is refused when the workload is built."""
+    _, path = workloads.resolve(name)
+    with pytest.raises(WorkloadError, match=message):
+        workloads.prepare(workloads.load_module(path), workloads.Spec(batch_size=1, device="cpu", **spec))
+
+
+@needs_torch
+def test_options_apply_on_the_cpu():
+    """--keep-bn-fp32 leaves BatchNorm in fp32 inside an fp16 model; --channels-last lays the
+    input out channels-last; a training step applies channels-last itself."""
+    import torch
+
+    module = workloads.load_module(workloads.resolve("resnet18")[1])
+    module.SIZE = 32
+    spec = workloads.Spec(batch_size=2, precision="bf16", device="cpu", keep_bn_fp32=True, channels_last=True)
+    out = workloads.prepare(module, spec)()
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 1000)
+    train = workloads.load_module(workloads.resolve("resnet18_train")[1])
+    train.SIZE = 32
+    loss = workloads.prepare(train, workloads.Spec(batch_size=2, precision="amp", device="cpu", channels_last=True))()
+    assert loss.dim() == 0 and bool(loss.isfinite())
+
+
+def test_what_a_file_declares_is_read_without_running_it(tmp_path):
+    f = tmp_path / "w.py"
+    f.write_text('MODES = "eager"\nCHANNELS_LAST = False\ndef build(spec):\n    pass\n')
+    assert workloads.declared(f) == {"MODES": ("eager",), "CHANNELS_LAST": False}
+    workloads.check_declared(f, workloads.Spec(device="cpu"))  # the one mode, not its letters
+    with pytest.raises(WorkloadError, match="does not support mode 'compile'. It supports eager"):
+        workloads.check_declared(f, workloads.Spec(device="cpu", mode="compile"))
+    with pytest.raises(WorkloadError, match="no image"):
+        workloads.check_declared(f, workloads.Spec(device="cpu", channels_last=True))
+    f.write_text("def build(:\n")
+    with pytest.raises(WorkloadError, match="failed to import: SyntaxError"):
+        workloads.declared(f)
+    f.write_text("from elsewhere import *\n")
+    assert workloads.declared(f) == {}  # `build` may come from there: loading it decides

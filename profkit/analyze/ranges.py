@@ -19,8 +19,11 @@ _ITER = re.compile(r"\.iter\d+$")  # profkit's measured-iteration ranges: <tag>.
 
 
 def iteration_ranges(ranges: Iterable[RangeRow]) -> list[RangeRow]:
-    """The measured iterations: outermost ranges named like profkit's (``<tag>.iterN``)."""
-    return [r for r in ranges if r["depth"] == 0 and _ITER.search(r["name"] or "")]
+    """The measured iterations: the outermost of the ranges named like profkit's
+    (``<tag>.iterN``); a user's range may hold them all."""
+    named = [r for r in ranges if _ITER.search(r["name"] or "")]
+    top = min((r["depth"] for r in named), default=0)
+    return [r for r in named if r["depth"] == top]
 
 
 def launches_outside(iterations: list[RangeRow], kernel_count: int) -> int:

@@ -20,12 +20,13 @@ import gzip
 import math
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import BadExport
 from ..names import short_name
 from ..nvtx_ranges import is_iteration_range
-from .ranges import POINT, RANGE, LaunchIndex, OpenRange, attribute, place, range_rows
+from .ranges import (POINT, RANGE, LaunchIndex, OpenRange, attribute, merged, nest_in_process_ranges, place,
+                     range_rows)
 from .schema import Capture, KernelRow, RangeRow, kernel_row
 
 GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -154,18 +155,27 @@ def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
     process's iteration ranges), and count it in every open range: kernels (or CPU operators)
     with their time, and GPU operations of any kind."""
     ranges = [_range(a) for a in annotations]
-    timeline = points + [((a.get("pid"), a.get("tid")), r.start, RANGE, r)
-                         for a, r in zip(annotations, ranges) if not r.process_wide]
-    # A process-wide range opens on every thread of its process (one object: counted once).
-    threads: dict[Any, set] = {}
-    for thread, *_ in timeline:
-        threads.setdefault(thread[0], set()).add(thread)
-    for a, r in zip(annotations, ranges):
-        if r.process_wide:
-            timeline += [(thread, r.start, RANGE, r) for thread in threads.get(a.get("pid"), {(a.get("pid"), a.get("tid"))})]
+    own = [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges) if not r.process_wide]
+    own.sort(key=lambda x: (str(x[0]), x[1], -x[3].end))
+    process = sorted((r for r in ranges if r.process_wide), key=lambda r: (str(r.process), r.start, -r.end))
+    # Paths: the process's ranges among themselves, each thread's among its own, then each
+    # thread range under the process ranges open when it began.
+    for _ in attribute((r.global_tid, r.start, RANGE, r) for r in process):
+        pass
+    for _ in attribute(own):
+        pass
+    nest_in_process_ranges(ranges)
+    by_process: dict[Any, list[OpenRange]] = {}
+    for r in process:
+        by_process.setdefault(r.process, []).append(r)
+    # A point's payload becomes (row, process, time), to find its process's open ranges.
+    timeline: list[tuple[Any, Any, int, Any]] = [(thread, t, POINT, (row, thread[0], t)) for thread, t, _, row in points]
+    timeline += own
     timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
-    for row, stack in attribute(timeline):
-        place(row, stack)  # type: ignore[arg-type]  # the points' payloads are kernel rows
+    for payload, stack in attribute(timeline, paths=False):
+        row, pid, t = cast(tuple, payload)
+        around = [r for r in by_process.get(pid, ()) if r.start <= t < r.end] if by_process else []
+        place(row, merged(around, stack))
     return ranges
 
 

@@ -100,26 +100,32 @@ def place(row: KernelRow, stack: list[OpenRange]) -> None:
         r.count(row["kind"], row["duration_ns"] or 0)
 
 
-def attribute(events: Iterable[tuple]) -> Iterator[tuple[object, list[OpenRange]]]:
+def attribute(events: Iterable[tuple], paths: bool = True) -> Iterator[tuple[object, list[OpenRange]]]:
     """Walk events sorted by (thread, start, RANGE before POINT, longer range first).
 
     Each event is ``(thread, start, RANGE, OpenRange)`` or ``(thread, start, POINT, payload)``.
-    Yields ``(payload, stack)`` for every point, where ``stack`` is the list of ranges open on
-    that thread at that instant, outermost first. Ranges get their ``path`` and ``depth``.
+    Yields ``(payload, open)`` for every point, where ``open`` is the list of ranges open on
+    that thread at that instant (start <= t < end), outermost (earliest) first. With ``paths``
+    ranges get their ``path`` and ``depth``: the ranges that contain them whole are their
+    outer ones. Push/pop ranges always nest; start/end ranges may cross (one opens inside
+    another and ends after it), and neither is then the other's parent, nor does one keep the
+    other open past its end.
     """
-    stack: list[OpenRange] = []
+    open_: list[OpenRange] = []
     thread = object()
     for t, start, what, obj in events:
         if t != thread:
-            stack, thread = [], t
-        while stack and stack[-1].end <= start:
-            stack.pop()
+            open_, thread = [], t
+        if open_ and min(r.end for r in open_) <= start:
+            open_ = [r for r in open_ if r.end > start]
         if what == RANGE:
-            obj.depth = len(stack)
-            obj.path = "/".join([r.label() for r in stack] + [obj.label()])
-            stack.append(obj)
+            if paths:
+                outer = [r for r in open_ if r.end >= obj.end]
+                obj.depth = len(outer)
+                obj.path = "/".join([r.label() for r in outer] + [obj.label()])
+            open_.append(obj)
         else:
-            yield obj, stack
+            yield obj, open_
 
 
 class LaunchIndex:
