@@ -84,16 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         sync()
     except Exception as exc:  # the user's model, or the compiler on it
         what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
-        lines = [l.strip() for l in str(exc).strip().splitlines()] or [""]
-        first = lines[0][:300]
-        # TorchDynamo's errors say what went wrong on an "Explanation:" line below a generic one.
-        why = next((l for l in lines[1:] if l.startswith("Explanation:")), None)
-        if why:
-            first += f" ({why[:400]})"
-        cause = exc.__cause__  # the compiler may wrap the model's own error: name that one too
-        if cause is not None:
-            first += f" ({type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:300]})"
-        return _fail(job, f"{what} {Path(job['workload_path']).stem} in {spec.precision}: {type(exc).__name__}: {first}")
+        return _fail(job, f"{what} {Path(job['workload_path']).stem} in {spec.precision}: {_error_line(exc)}")
     info["warmup_s"] = time.perf_counter() - t0
     stage("warmed_up")
     if spec.mode == "compile":
@@ -317,8 +308,9 @@ def _first_tensor(value, torch):
 
 
 def _error_line(exc: BaseException) -> str:
-    """An exception as one line: its type and first line, TorchDynamo's "Explanation:" line,
-    and the error it wraps (the model's own, under the compiler's)."""
+    """An exception as one line: its type and first line, TorchDynamo's "Explanation:" line
+    (its errors say what went wrong there, below a generic first line), and the error it wraps
+    (the compiler may wrap the model's own: name that one too)."""
     lines = [line.strip() for line in str(exc).strip().splitlines()] or [""]
     text = f"{type(exc).__name__}: {lines[0][:300]}"
     why = next((line for line in lines[1:] if line.startswith("Explanation:")), None)
