@@ -91,12 +91,23 @@ def compiler(device: str) -> str | None:
     return None
 
 
+# (batch size, timed iterations, warm-up iterations) where they are not given: what suits a GPU,
+# and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.
+DEFAULTS = {"cuda": (8, 20, 5), "cpu": (1, 3, 1)}
+
+
 def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: str | Sequence[str] = ("eager",),
-         batch_size: int = 8, iters: int = 20, warmup: int = 5, device: str = "cuda",
+         batch_size: int | None = None, iters: int | None = None, warmup: int | None = None, device: str = "cuda",
          timeout_s: float | None = None) -> BenchPlan:
     """Check a benchmark's options, the workload and what it supports, and this machine (a GPU
     for ``device`` cuda, a compiler for torch.compile, PyTorch), before anything runs or is
-    written. Raises a ProfkitError that names the first problem."""
+    written. Raises a ProfkitError that names the first problem. ``batch_size``, ``iters``
+    and ``warmup`` left out take ``DEFAULTS`` for the device."""
+    require_choice("device", device, workloads.DEVICES)
+    default_batch, default_iters, default_warmup = DEFAULTS[device]
+    batch_size = default_batch if batch_size is None else batch_size
+    iters = default_iters if iters is None else iters
+    warmup = default_warmup if warmup is None else warmup
     precision_list = _values("precisions", precisions, workloads.PRECISIONS)
     mode_list = _values("modes", modes, workloads.MODES)
     require_int("batch_size", batch_size, 1)

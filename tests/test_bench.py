@@ -287,3 +287,14 @@ def test_on_the_gpu_cuda_events_peak_memory_and_agreement(tmp_path):
     for x in rows:
         assert x["status"] == "ok" and x["median_ms"] > 0 and x["peak_memory_bytes"] > 0
         assert x["max_abs_diff"] is not None and x["top1_agreement"] >= 0.5
+
+
+def test_the_cpu_gets_small_defaults():
+    """Left out, batch size, timed and warm-up iterations are the device's: small on the CPU."""
+    pytest.importorskip("torch")
+    from profkit import benchmark
+
+    p = benchmark.plan("resnet18", device="cpu")
+    assert (p.requests[0].spec.batch_size, p.iters, p.warmup) == benchmark.DEFAULTS["cpu"] == (1, 3, 1)
+    p = benchmark.plan("resnet18", device="cpu", batch_size=4, iters=7, warmup=0)
+    assert (p.requests[0].spec.batch_size, p.iters, p.warmup) == (4, 7, 0)
