@@ -26,7 +26,7 @@ _EXPORTS = {
     "RunRecord": "records", "Summary": "records", "TopKernel": "records", "MemoryOps": "records",
     "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
     "Progress": "launch",
-    "bench": "api", "BenchRecord": "records", "BenchRow": "records", "BenchNotFound": "errors",
+    "bench": "api", "sweep": "api", "BenchRecord": "records", "BenchRow": "records", "BenchNotFound": "errors",
     "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
     "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
     "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
                          RunIncomplete, RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError,
                          WorkloadError)
-    from .api import bench
+    from .api import bench, sweep
     from .errors import BenchNotFound
     from .launch import Progress
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow

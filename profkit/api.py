@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .errors import StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
@@ -29,11 +29,12 @@ if TYPE_CHECKING:
     from .analyze.diff import Diff
     from .analyze.findings import Finding
 
+    from .cluster import SweepResult
     from .launch import Progress
     from .records import BenchRecord
     from .store import Store
 
-__all__ = ["Comparison", "Database", "Run", "bench", "compare", "list_workloads", "open_db", "profile"]
+__all__ = ["Comparison", "Database", "Run", "bench", "compare", "list_workloads", "open_db", "profile", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -416,3 +417,45 @@ def bench(
     database = db if isinstance(db, Database) else open_db(db, create=True)
     database.store.check_writable()
     return run(database.store, checked, progress)
+
+
+def sweep(
+    workloads: str | Sequence[str],
+    *,
+    precisions: str | Sequence[str] = ("fp32",),
+    modes: str | Sequence[str] = ("eager",),
+    tools: str | Sequence[str] = ("auto",),
+    address: str | None = None,
+    workers: int | None = None,
+    batch_size: int = 8,
+    iters: int = 1,
+    warmup: int = 3,
+    device: str = "cuda",
+    timeout_s: float | None = None,
+    db: Database | str | os.PathLike[str] | None = None,
+    on_result: Callable[[Any, int, int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> "SweepResult":
+    """Profile every cell of ``workloads`` x ``precisions`` x ``modes`` x ``tools`` (one
+    :func:`profile` each) on Dask: a local cluster with one worker per GPU, or the scheduler at
+    ``address``; without Dask installed, one after another here. Every run is stored in ``db``
+    by this process as it finishes; a failed job is a failed run with its error and logs, and
+    the others go on. Cells a workload does not support are skipped (in the result, with why).
+    ``on_result(result, done, total)`` is called as each job ends. Returns a
+    :class:`profkit.cluster.SweepResult`."""
+    from .cluster import plan, run
+    from .errors import require_int
+
+    from .cluster import INSTALL_HINT, _dask
+
+    if workers is not None:
+        require_int("workers", workers, 1)
+    if address and _dask() is None:
+        raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
+                         f"Install it: {INSTALL_HINT}")
+    checked = plan(workloads, precisions, modes, tools, batch_size=batch_size, iters=iters, warmup=warmup,
+                   device=device, timeout_s=timeout_s)
+    database = db if isinstance(db, Database) else open_db(db, create=True)
+    database.store.check_writable()
+    return run(database.store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
+

@@ -40,7 +40,8 @@ FLAGS = {
     **{p: "--" + p.replace("_", "-") for p in ("tool", "precision", "mode", "batch_size", "iters", "warmup", "device",
                                               "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
                                               "limit", "compile_mode", "match", "modes", "precisions", "output", "vs",
-                                              "keep_bn_fp32", "channels_last", "cudnn_benchmark")},
+                                              "keep_bn_fp32", "channels_last", "cudnn_benchmark", "workloads",
+                                              "tools", "address", "workers")},
     "threshold_pct": "--threshold",
     "timeout_s": "--timeout",
 }
@@ -697,6 +698,44 @@ def doctor(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
     found = checks(db or _state["db"])
     render.doctor(found, fmt.value)
     if any(c.status == FAIL for c in found):
+        raise typer.Exit(1)
+
+
+# ---------------------------------------------------------------------------------- sweep
+@app.command()
+@handles_errors
+def sweep(
+    workloads: Annotated[str, typer.Option(help="Comma-separated built-in workloads or .py files.", show_default=False)],
+    precisions: Annotated[str, typer.Option(help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
+    modes: Annotated[str, typer.Option(help="Comma-separated modes: eager, torchscript, compile.")] = "eager",
+    tools: Annotated[str, typer.Option(help="Comma-separated tools: auto, ncu, nsys, torch.")] = "auto",
+    address: Annotated[Optional[str], typer.Option(help="A Dask scheduler (tcp://host:8786) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False)] = None,
+    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workloads.")] = 8,
+    iters: Annotated[int, typer.Option(help="Measured iterations per run.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
+    device: Annotated[Device, typer.Option(help="cuda, or cpu (torch.profiler runs).")] = Device.cuda,
+    timeout: Annotated[Optional[float], typer.Option(help="Stop each job's profiler after this many seconds.", show_default=False)] = None,
+    fmt: FmtOpt = Format.table,
+    db: DbOpt = None,
+) -> None:
+    """Profile a matrix of workloads x precisions x modes x tools, one `profkit run` per cell, on
+    every local GPU at once (or a Dask cluster); every run lands in one database as it finishes.
+    A failed job is stored with its error and logs and the others go on (exit 1 at the end)."""
+    from . import render  # here, not at the top: --help need not pay for it
+    from .api import sweep as do_sweep
+
+    def on_note(text: str) -> None:
+        _err(f"profkit: {name_params(text, flag)}")
+
+    def on_result(res: Any, i: int, total: int) -> None:
+        _err(render.sweep_progress(res, i, total))
+
+    result = do_sweep(workloads, precisions=precisions, modes=modes, tools=tools, address=address, workers=workers,
+                      batch_size=batch_size, iters=iters, warmup=warmup, device=device.value, timeout_s=timeout,
+                      db=db or _state["db"], on_result=on_result, on_note=on_note)
+    render.sweep(result, fmt.value)
+    if result.failed():
         raise typer.Exit(1)
 
 

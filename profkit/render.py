@@ -797,3 +797,36 @@ def benches(records: Sequence[BenchRecord], fmt: str) -> None:
                 ",".join(b.precisions), ",".join(b.modes), f"{row['combinations'] - row['failed']}/{row['combinations']}",
                 b.created_at[:19])
     c.print(t)
+
+
+# ---------------------------------------------------------------------------------- sweep
+def sweep_progress(res: Any, done: int, total: int) -> str:
+    """One line as a sweep's job ends (on stderr)."""
+    where = f" on {res.worker}" if res.worker else ""
+    took = f" in {res.wall_s:.0f} s" if res.wall_s is not None else ""
+    what = f"run {res.run}" if res.status == "ok" else f"FAILED: {res.error}"
+    return f"[{done}/{total}] {res.job.label()}{where}{took}: {what}"
+
+
+def sweep(result: Any, fmt: str) -> None:
+    """A sweep's jobs: one row each (skipped cells too), then the engine and wall time."""
+    rows = list(result.to_dict()["jobs"])
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    fields = ["workload", "precision", "mode", "tool", "status", "run", "worker", "wall_s", "error"]
+    if fmt == "csv":
+        write_csv(rows, fields)
+        return
+    c = console()
+    t = table(c)
+    for col in ("workload", "precision", "mode", "tool", "status", "run", "worker", "wall", "error"):
+        t.add_column(col, justify="right" if col == "wall" else "left")
+    for r in rows:
+        add_row(t, str(r["workload"]), r["precision"], r["mode"], r["tool"], r["status"], r["run"] or "-",
+                r["worker"] or "-", f"{r['wall_s']:.0f} s" if r["wall_s"] is not None else "-",
+                (r["error"] or "")[:80])
+    c.print(t)
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("ok", "failed", "skipped")}
+    c.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
+            f"{result.engine}, {result.wall_s:.0f} s wall")

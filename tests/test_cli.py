@@ -176,7 +176,7 @@ def test_every_command_has_help():
     listing = " ".join(r.stdout.split())
     docs = {info.name or info.callback.__name__: inspect.getdoc(info.callback) for info in app.registered_commands}
     assert set(docs) == {"run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "report", "doctor",
-                         "workloads", "bench"}
+                         "workloads", "bench", "sweep"}
     for command, doc in docs.items():
         assert doc, command
         assert f"{command} {' '.join(doc.split(chr(10) * 2)[0].split())}" in listing, command

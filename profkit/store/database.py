@@ -465,6 +465,11 @@ class Store:
             self.delete_run(run.id)
             raise
 
+    def set_raw_files(self, run_id: int, files: dict[str, str]) -> None:
+        """Record where a run's kept files are (``profkit sweep`` moves a job's folder here)."""
+        with self.write():
+            self._update("runs", run_id, _encoded({"raw_files": files}))
+
     def end_run(self, run_id: int, status: str, error: str) -> None:
         """Mark a reserved run that ended without kernels (``failed`` or ``interrupted``),
         with the error in its info; its row and raw files stay, its name stays taken."""

@@ -1,0 +1,365 @@
+"""``profkit sweep`` (the engine behind it): a matrix of profiled runs (workloads x precisions x modes x tools), each a
+``profkit run``, handed to Dask (``distributed``) with one GPU per task.
+
+Why Dask: its scheduler and workers are plain Python packages (pure-Python wheels plus a few
+common compiled ones), so they install from carried wheels on a machine without network, start
+in seconds, and the same code runs on a local cluster (one worker process per GPU, each seeing
+only its GPU through ``CUDA_VISIBLE_DEVICES``) or on any cluster whose scheduler address is
+given. Ray would bring a far larger runtime for no gain here: a sweep's tasks are a few dozen
+independent processes, not a data pipeline.
+
+Every job runs where a worker is, into a database and raw folder of its own (a temporary
+folder), and comes back as one archive; this process is the only writer of the sweep's
+database, storing each run (or, for a job that failed, a failed run with its error and its
+logs) as its result arrives. Without Dask installed, the jobs run one after another here.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from . import launch, workloads
+from .choices import Tool, values
+from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int
+from .records import RunRecord
+from .store import Store
+from .store.database import RunFields, raw_dir
+
+TOOLS = values(Tool)
+# Kept off in every worker profkit starts: a program using NVLink multicast can take a shared
+# host's GPUs out of service.
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+INSTALL_HINT = "pip install 'profkit[cluster]'"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cell of the matrix: ``profkit run WORKLOAD --precision P --mode M --tool T``."""
+
+    workload: str
+    precision: str
+    mode: str
+    tool: str
+
+    def label(self) -> str:
+        return f"{self.workload} {self.precision} {self.mode} {self.tool}"
+
+
+@dataclass
+class JobResult:
+    """What became of a job: its run in the sweep's database (ok or failed), or why it was
+    skipped; where it ran and how long it took."""
+
+    job: Job
+    status: str                       # ok, failed, skipped
+    run: str | None = None            # the run's name in the database
+    error: str | None = None
+    worker: str | None = None         # host, and GPU where one was assigned
+    wall_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self.job), **{k: v for k, v in asdict(self).items() if k != "job"}}
+
+
+@dataclass
+class SweepPlan:
+    """A checked matrix: the jobs to run (with their requests) and the ones skipped, with why."""
+
+    jobs: list[tuple[Job, launch.RunRequest]]
+    skipped: list[JobResult]
+    device: str
+
+
+@dataclass
+class SweepResult:
+    results: list[JobResult] = field(default_factory=list)
+    engine: str = "in turn"           # "dask (local, N workers)", "dask (ADDRESS)" or "in turn"
+    wall_s: float = 0.0
+
+    def failed(self) -> list[JobResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "wall_s": round(self.wall_s, 3), "jobs": [r.to_dict() for r in self.results]}
+
+
+def _list(param: str, given: str | Sequence[str], choices: tuple[str, ...] | None = None) -> list[str]:
+    items = [x.strip() for x in given.split(",")] if isinstance(given, str) else list(given)
+    if not items or any(not isinstance(x, str) or not x for x in items):
+        raise UsageError(f"`{param}` needs one or more comma-separated values, not {given!r}")
+    if choices is not None:
+        for x in items:
+            require_choice(param, x, choices)
+    return list(dict.fromkeys(items))
+
+
+def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = ("fp32",),
+         modes: str | Sequence[str] = ("eager",), tools: str | Sequence[str] = ("auto",), *,
+         batch_size: int = 8, iters: int = 1, warmup: int = 3, device: str = "cuda",
+         timeout_s: float | None = None) -> SweepPlan:
+    """Check a sweep before anything runs: every value, every workload (found, and parsed), and
+    each cell's options as ``profkit run`` checks them. A cell its workload says it does not
+    support is skipped (with the workload's own reason), not an error: a matrix over several
+    workloads rarely fits all of them."""
+    names = _list("workloads", workload_list)
+    precision_list = _list("precisions", precisions, workloads.PRECISIONS)
+    mode_list = _list("modes", modes, workloads.MODES)
+    tool_list = _list("tools", tools, TOOLS)
+    require_choice("device", device, workloads.DEVICES)
+    require_int("batch_size", batch_size, 1)
+    jobs, skipped = [], []
+    for name in names:
+        for p in precision_list:
+            for m in mode_list:
+                for t in tool_list:
+                    job = Job(name, p, m, t)
+                    req = launch.RunRequest(workload=name, spec=workloads.Spec(batch_size=batch_size, precision=p,
+                                                                               mode=m, device=device),
+                                            tool=t, iters=iters, warmup=warmup, timeout_s=timeout_s)
+                    try:
+                        launch.check(req)
+                    except WorkloadError as exc:
+                        if "does not support" not in exc.message:
+                            raise
+                        skipped.append(JobResult(job, "skipped", error=exc.one_line()))
+                        continue
+                    jobs.append((job, req))
+    if not jobs:
+        raise UsageError("no cell of the sweep's matrix can run: " + "; ".join(r.error or "" for r in skipped[:3]))
+    return SweepPlan(jobs, skipped, device)
+
+
+# ---------------------------------------------------------------------------------- workers
+def run_job(request: dict[str, Any]) -> dict[str, Any]:
+    """Run one job where this process is (a Dask worker, or here): ``profkit run`` into a
+    temporary database and raw folder, returned as one gzipped tar archive with the outcome.
+    Never raises for the job's own failure: that is the result."""
+    started = time.perf_counter()
+    folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-"))
+    status, error = "ok", None
+    try:
+        spec = workloads.Spec(**request["spec"])
+        req = launch.RunRequest(workload=request["workload"], spec=spec, tool=request["tool"],
+                                iters=request["iters"], warmup=request["warmup"], timeout_s=request.get("timeout_s"))
+        store = Store(folder / "job.db")
+        try:
+            launch.run(store, req)
+        except ProfkitError as exc:
+            status, error = "failed", exc.one_line()
+        except Exception as exc:  # a bug, or the machine: still one job's result
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            store.close()
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+            tar.add(folder, arcname="job")
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return {"status": status, "error": error, "archive": archive.getvalue(),
+                "worker": socket.gethostname() + (f" GPU {gpu}" if gpu not in (None, "") else ""),
+                "wall_s": round(time.perf_counter() - started, 3)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _request(req: launch.RunRequest) -> dict[str, Any]:
+    return {"workload": req.workload, "spec": req.spec.as_dict(), "tool": req.tool, "iters": req.iters,
+            "warmup": req.warmup, "timeout_s": req.timeout_s}
+
+
+# ----------------------------------------------------------------------------- the one writer
+def store_result(store: Store, job: Job, outcome: dict[str, Any]) -> JobResult:
+    """Put a job's outcome into the sweep's database: its run, with its raw folder moved beside
+    the database (rows and ranges copied as they were classified), or a failed run with the
+    error and the job's logs. Returns the job's result."""
+    result = JobResult(job, outcome["status"], error=outcome.get("error"), worker=outcome.get("worker"),
+                       wall_s=outcome.get("wall_s"))
+    with tempfile.TemporaryDirectory(prefix="profkit-sweep-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(outcome["archive"]), mode="r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        folder = Path(tmp) / "job"
+        job_db = folder / "job.db"
+        source = Store(job_db, create=False) if job_db.exists() else None
+        try:
+            runs = source.runs() if source is not None else []
+            done = next((r for r in runs if r.status == "ok"), None)
+            if outcome["status"] == "ok" and done is not None and source is not None:
+                result.run = _copy_run(store, source, done).name
+            else:
+                result.status = "failed"
+                result.run = _failed_run(store, job, runs[0] if runs else None, result.error or "failed").name
+        finally:
+            if source is not None:
+                source.close()
+        if result.run is not None:
+            old = raw_dir(job_db, runs[0].name) if runs else None
+            if old is not None and old.is_dir():
+                dest = raw_dir(store.path, result.run)
+                if dest.exists():
+                    shutil.rmtree(dest)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(old), dest)
+                if result.status == "failed":  # its logs, for the failed run
+                    store.set_raw_files(store.get_run(result.run).id,
+                                        {f.name: str(f) for f in sorted(dest.iterdir()) if f.is_file()})
+    return result
+
+
+def _copy_run(store: Store, source: Store, run: RunRecord) -> RunRecord:
+    from .parse.schema import Capture
+
+    fields: RunFields = {k: v for k, v in run.to_dict().items()  # type: ignore[assignment]
+                         if k not in ("id", "name", "status", "kernel_count", "gpu_time_ns", "activity")}
+    reserved = store.reserve(None, run.name, fields, status="importing")
+    fields["raw_files"] = _moved(run.raw_files or {}, source.path, run.name, raw_dir(store.path, reserved.name))
+    capture: Capture[Any] = Capture(rows=source.iter_kernels(run.id), tool=run.tool or "", source_format="profkit",
+                                    metric_names=list(run.metrics), notes=list(run.info.get("notes") or []),
+                                    ranges=source.ranges(run.id))
+    try:
+        return store.fill_run(reserved, capture, fields)
+    except BaseException:
+        store.delete_run(reserved.id)
+        raise
+
+
+def _moved(files: dict[str, str], job_db: Path, run_name: str, dest: Path) -> dict[str, str]:
+    """A job's kept-file paths (made in the worker's temporary folder, wherever that was) as
+    they are once its raw folder is ``dest``."""
+    marker = f"{job_db.stem}-runs{os.sep}{run_name}{os.sep}"
+    return {k: str(dest / v.split(marker, 1)[1]) if marker in v else v for k, v in files.items()}
+
+
+def _failed_run(store: Store, job: Job, run: RunRecord | None, error: str) -> RunRecord:
+    fields: RunFields = {"source": "run", "workload": job.workload, "precision": job.precision, "mode": job.mode,
+                         "tool": job.tool}
+    if run is not None:
+        fields.update({k: v for k, v in run.to_dict().items()  # type: ignore[typeddict-item]
+                       if k in ("batch_size", "iters", "device", "started_at", "command", "tool")})
+    base = run.name if run is not None else "-".join([job.workload, job.precision, job.mode, job.tool])
+    reserved = store.reserve(None, base, fields, status="running")
+    store.end_run(reserved.id, "failed", error)
+    return store.get_run(reserved.id)
+
+
+# ---------------------------------------------------------------------------------- engines
+def local_gpus() -> int:
+    """GPUs on this machine (``nvidia-smi -L``), 0 where there is none or no driver."""
+    from .tools import runner
+
+    try:
+        listing = runner.capture(["nvidia-smi", "-L"], timeout=20)
+    except ProfkitError:
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+
+
+def _dask() -> Any | None:
+    try:
+        import distributed
+    except ImportError:
+        return None
+    return distributed
+
+
+def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: int | None = None,
+        on_result: Callable[[JobResult, int, int], None] | None = None,
+        on_note: Callable[[str], None] | None = None) -> SweepResult:
+    """Run a checked sweep and store every job's outcome as it arrives. ``address``: a Dask
+    scheduler to hand the jobs to (its workers must each see one GPU and offer the resource
+    ``GPU=1``); without it a local cluster with one worker per GPU (``workers`` for the CPU,
+    default 2). Without Dask installed the jobs run one after another here."""
+    note = on_note or (lambda text: None)
+    started = time.perf_counter()
+    out = SweepResult(results=list(sweep.skipped))
+    total = len(sweep.jobs)
+    if workers is not None:
+        require_int("workers", workers, 1)
+    dask = _dask()
+    if dask is None:
+        if address:
+            raise UsageError(f"`address` hands the jobs to a Dask scheduler, and Dask is not installed",
+                             f"Install it: {INSTALL_HINT}")
+        note(f"Dask is not installed: running the {total} jobs one after another ({INSTALL_HINT} runs them on "
+             "every local GPU at once)")
+        out.engine = "in turn"
+        for i, (job, req) in enumerate(sweep.jobs, start=1):
+            res = store_result(store, job, run_job(_request(req)))
+            out.results.append(res)
+            if on_result:
+                on_result(res, i, total)
+        out.wall_s = time.perf_counter() - started
+        return out
+    with _client(dask, address, workers, sweep.device) as (client, engine, gpu):
+        out.engine = engine
+        futures = {client.submit(run_job, _request(req), key=f"profkit-{i}-{job.label().replace(' ', '-')}",
+                                 resources={"GPU": 1} if gpu else None, pure=False): job
+                   for i, (job, req) in enumerate(sweep.jobs)}
+        for i, future in enumerate(dask.as_completed(futures), start=1):
+            job = futures[future]
+            try:
+                outcome = future.result()
+            except Exception as exc:  # the worker died under the job
+                res = JobResult(job, "failed", error=f"the worker running it failed: {type(exc).__name__}: {exc}")
+                res.run = _failed_run(store, job, None, res.error or "failed").name
+            else:
+                res = store_result(store, job, outcome)
+            out.results.append(res)
+            if on_result:
+                on_result(res, i, total)
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+class _client:
+    """A Dask client: to ``address``, or to a local cluster of one single-threaded worker
+    process per GPU (each seeing only its own), or ``workers`` of them for the CPU."""
+
+    def __init__(self, dask: Any, address: str | None, workers: int | None, device: str):
+        self.dask, self.address, self.workers, self.device = dask, address, workers, device
+        self.cluster: Any = None
+        self.client: Any = None
+
+    def __enter__(self) -> tuple[Any, str, bool]:
+        dask = self.dask
+        if self.address:
+            self.client = dask.Client(self.address, timeout="30s")
+            return self.client, f"dask ({self.address})", self.device == "cuda"
+        gpus = local_gpus() if self.device == "cuda" else 0
+        if self.device == "cuda" and not gpus:
+            raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
+                             "Use `device` cpu, or give a scheduler `address`.")
+        count = self.workers or (gpus if gpus else 2)
+        if gpus and count > gpus:
+            raise UsageError(f"`workers` {count}, but this machine has {gpus} GPUs: one worker per GPU")
+        specs = {}
+        for i in range(count):
+            env = dict(NO_MULTICAST)
+            options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40}
+            if gpus:
+                env["CUDA_VISIBLE_DEVICES"] = str(i)
+                options["resources"] = {"GPU": 1}
+            specs[f"worker-{i}"] = {"cls": dask.Nanny, "options": options}
+        self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler,
+                                                                  "options": {"dashboard_address": None}},
+                                        silence_logs=40)
+        self.client = dask.Client(self.cluster)
+        what = f"{count} GPUs" if gpus else f"{count} CPU workers"
+        return self.client, f"dask (local, {what})", bool(gpus)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def iter_rows(result: SweepResult) -> Iterator[dict[str, Any]]:
+    yield from (r.to_dict() for r in result.results)

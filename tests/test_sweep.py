@@ -1,0 +1,99 @@
+"""profkit sweep (profkit.cluster): a matrix of runs on Dask's local mode with 2 workers, one
+database written by one writer, failed jobs stored with their logs, cells a workload does not
+support skipped, the same jobs in turn without Dask, and one line for every bad input."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from profkit import cluster
+
+from .conftest import cli, needs_torch, one_line_error
+
+WORKLOADS = Path(__file__).parent / "workloads"
+TINY = str(WORKLOADS / "tiny_classifier.py")    # fails in bf16, at run time
+CPU = ("--device", "cpu", "--batch-size", "2", "--iters", "1", "--warmup", "1", "--tools", "torch")
+
+
+def runs(db: Path) -> list[dict]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("select name, status, kernel_count, raw_files, info from runs order by name")]
+
+
+@needs_torch
+def test_a_sweep_on_dask_local_mode_with_two_workers(tmp_path):
+    pytest.importorskip("distributed")
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", f"{TINY},resnet18_train", "--precisions", "fp32,bf16", *CPU, "--workers", "2",
+            "-f", "json", db=db)
+    assert r.exit_code == 1, r.output  # one job failed: the others went on
+    out = json.loads(r.stdout)
+    assert out["engine"] == "dask (local, 2 CPU workers)"
+    by = {(Path(j["workload"]).stem, j["precision"]): j for j in out["jobs"]}
+    assert by[("resnet18_train", "bf16")]["status"] == "skipped" and "supports fp32, amp" in by[("resnet18_train", "bf16")]["error"]
+    assert by[("tiny_classifier", "bf16")]["status"] == "failed" and "no bf16 kernel" in by[("tiny_classifier", "bf16")]["error"]
+    assert by[("tiny_classifier", "fp32")]["status"] == by[("resnet18_train", "fp32")]["status"] == "ok"
+    # Progress came as the jobs ended, on stderr.
+    assert sum(line.startswith("[") and "/3] " in line for line in r.stderr.splitlines()) == 3
+    stored = {x["name"]: x for x in runs(db)}
+    assert set(stored) == {"tiny_classifier-fp32-eager-cpu", "tiny_classifier-bf16-eager-cpu", "resnet18_train-fp32-eager-cpu"}
+    ok = stored["resnet18_train-fp32-eager-cpu"]
+    assert ok["status"] == "ok" and ok["kernel_count"] > 0
+    for path in json.loads(ok["raw_files"]).values():  # the job's files, moved beside the database
+        assert Path(path).is_file() and Path(path).parent == tmp_path / "s-runs" / "resnet18_train-fp32-eager-cpu"
+    failed = stored["tiny_classifier-bf16-eager-cpu"]
+    assert failed["status"] == "failed" and "no bf16 kernel" in json.loads(failed["info"])["error"]
+    logs = json.loads(failed["raw_files"])
+    assert "torch.log" in logs and Path(logs["torch.log"]).is_file()
+    # The runs read as any run does.
+    assert cli("summary", "resnet18_train-fp32-eager-cpu", db=db).exit_code == 0
+
+
+@needs_torch
+def test_without_dask_the_jobs_run_in_turn_and_say_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "_dask", lambda: None)
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", TINY, "--precisions", "fp32", "--modes", "eager,torchscript", *CPU, db=db)
+    assert r.exit_code == 0, r.output
+    assert "pip install 'profkit[cluster]'" in r.stderr and "one after another" in r.stderr
+    assert [(x["name"], x["status"]) for x in runs(db)] == [("tiny_classifier-fp32-eager-cpu", "ok"),
+                                                            ("tiny_classifier-fp32-torchscript-cpu", "ok")]
+    assert "2 ok, 0 failed, 0 skipped; in turn" in r.stdout
+
+
+def test_moved_paths_follow_the_raw_folder(tmp_path):
+    files = {"log": "/tmp/profkit-sweep-x1/job-runs/r1/torch.log", "other": "/elsewhere/file"}
+    moved = cluster._moved(files, Path("/tmp/whatever/job.db"), "r1", tmp_path / "s-runs" / "r1-2")
+    assert moved == {"log": str(tmp_path / "s-runs" / "r1-2" / "torch.log"), "other": "/elsewhere/file"}
+
+
+BAD = {  # (arguments, message, exit status: 2 for usage, 1 for what the workload or machine says)
+    "unknown precision": (["--workloads", "resnet18", "--precisions", "fp64"], "--precisions", 2),
+    "unknown tool": (["--workloads", "resnet18", "--tools", "vtune"], "--tools", 2),
+    "empty workloads": (["--workloads", ","], "--workloads", 2),
+    "unknown workload": (["--workloads", "nosuch"], "unknown workload 'nosuch'", 1),
+    "bad file": (["--workloads", "/nonexistent/model.py"], "workload file not found", 1),
+    "nothing can run": (["--workloads", "resnet18_train", "--precisions", "fp16"], "no cell of the sweep's matrix can run", 2),
+    "workers 0": (["--workloads", "resnet18", "--workers", "0", "--device", "cpu"], "--workers must be at least 1", 2),
+    "ncu on the CPU": (["--workloads", "resnet18", "--tools", "ncu", "--device", "cpu"], "ncu profiles GPU work", 2),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_inputs_are_one_line_and_store_nothing(case, tmp_path):
+    args, message, code = BAD[case]
+    db = tmp_path / "s.db"
+    one_line_error(cli("sweep", *args, db=db), message, code)
+    assert not db.exists()
+
+
+def test_an_address_without_dask_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "_dask", lambda: None)
+    one_line_error(cli("sweep", "--workloads", TINY, *CPU, "--address", "tcp://127.0.0.1:1", db=tmp_path / "s.db"),
+                   "pip install 'profkit[cluster]'", 2)
+    assert not (tmp_path / "s.db").exists()
