@@ -14,5 +14,5 @@ def test_readme_test_command_is_what_ci_runs():
     install, *checks = [part.strip() for part in line.split("&&")]
     ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
     ci_commands = [re.sub(r"^python3 ", "python ", l) for l in ci if l.startswith("python3 -m")]
-    assert ci_commands[0].endswith("-e '.[torch,test]'") and install.endswith("-e '.[torch,test]'")
+    assert ci_commands[0].endswith("-e '.[torch,test,cluster]'") and install.endswith("-e '.[torch,test,cluster]'")
     assert ci_commands[1:] == checks == ["python -m mypy", "python -m pytest -q"]
