@@ -330,8 +330,18 @@ class _client:
     def __enter__(self) -> tuple[Any, str, bool]:
         dask = self.dask
         if self.address:
-            self.client = dask.Client(self.address, timeout="30s")
-            return self.client, f"dask ({self.address})", self.device == "cuda"
+            try:
+                self.client = dask.Client(self.address, timeout="10s")
+            except OSError as exc:
+                raise UsageError(f"no Dask scheduler answered at {self.address} ({exc})",
+                                 "Check the address, or leave out `address` to use this machine's GPUs.") from None
+            gpu = self.device == "cuda"
+            workers = self.client.scheduler_info().get("workers", {}).values()
+            if gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
+                self.client.close()
+                raise UsageError(f"no worker of the Dask scheduler at {self.address} offers the resource GPU, so "
+                                 "no job could start", "Start one dask worker per GPU there, with its GPU visible and: --nthreads 1 --resources GPU=1.")
+            return self.client, f"dask ({self.address})", gpu
         gpus = local_gpus() if self.device == "cuda" else 0
         if self.device == "cuda" and not gpus:
             raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
@@ -359,6 +369,7 @@ class _client:
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
 
 
 def iter_rows(result: SweepResult) -> Iterator[dict[str, Any]]:

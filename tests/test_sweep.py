@@ -97,3 +97,14 @@ def test_an_address_without_dask_is_one_line(tmp_path, monkeypatch):
     one_line_error(cli("sweep", "--workloads", TINY, *CPU, "--address", "tcp://127.0.0.1:1", db=tmp_path / "s.db"),
                    "pip install 'profkit[cluster]'", 2)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_scheduler_whose_workers_offer_no_gpu_is_refused_before_any_job(tmp_path):
+    """`--address` of a Dask scheduler whose workers do not offer the resource GPU: GPU jobs
+    could never start there, so the sweep says so at once (one line) instead of waiting."""
+    distributed = pytest.importorskip("distributed")
+    db = tmp_path / "s.db"
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as local:
+        one_line_error(cli("sweep", "--workloads", "resnet18", "--tools", "nsys", "--address", local.scheduler_address,
+                           db=db), "offers the resource GPU", 2)
+    assert not db.exists() or runs(db) == []
