@@ -443,10 +443,8 @@ def sweep(
     the others go on. Cells a workload does not support are skipped (in the result, with why).
     ``on_result(result, done, total)`` is called as each job ends. Returns a
     :class:`profkit.cluster.SweepResult`."""
-    from .cluster import plan, run
+    from .cluster import INSTALL_HINT, _dask, plan, run
     from .errors import require_int
-
-    from .cluster import INSTALL_HINT, _dask
 
     if workers is not None:
         require_int("workers", workers, 1)
@@ -455,6 +453,15 @@ def sweep(
                          f"Install it: {INSTALL_HINT}")
     checked = plan(workloads, precisions, modes, tools, batch_size=batch_size, iters=iters, warmup=warmup,
                    device=device, timeout_s=timeout_s)
+    if address is None:  # the jobs run on this machine: its GPUs and tools, checked first
+        from .cluster import local_gpus
+        from .launch import plan as plan_run
+
+        if device == "cuda" and not local_gpus():
+            raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
+                             "Use `device` cpu, or give a scheduler `address`.")
+        for _, req, _ in checked.jobs:
+            plan_run(req)
     database = db if isinstance(db, Database) else open_db(db, create=True)
     database.store.check_writable()
     return run(database.store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)

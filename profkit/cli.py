@@ -324,11 +324,13 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
                 try:
                     fn(*args, **kwargs)
                 finally:
-                    for w in caught:
+                    # A copy: inside catch_warnings(record=True) showwarning appends to `caught`
+                    # itself, so looping over the live list would never end.
+                    for w in list(caught):
                         if issubclass(w.category, ProfkitWarning):
                             _err(f"profkit: note: {name_params(str(w.message), flag)}")
                         else:
-                            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+                            _err(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip())
         except ProfkitError as exc:
             if _state["verbose"]:
                 raise
@@ -767,8 +769,26 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+def _die_with_parent() -> None:
+    """A `profkit sweep` job (PROFKIT_PARENT_PID set by its worker): SIGTERM when that worker
+    dies (Linux's PR_SET_PDEATHSIG), so an interrupted sweep leaves no job running; the
+    SIGTERM handler then stops the job's profiler and marks its run."""
+    parent = os.environ.get("PROFKIT_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # it died before the call: go now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
+    _die_with_parent()
     app()
 
 

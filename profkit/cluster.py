@@ -20,6 +20,7 @@ import io
 import os
 import shutil
 import socket
+import sys
 import tarfile
 import tempfile
 import time
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from . import launch, workloads
 from .choices import Tool, values
-from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int
+from .errors import ProfkitError, StoreError, UsageError, WorkloadError, require_choice, require_int
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields, raw_dir
@@ -74,7 +75,7 @@ class JobResult:
 class SweepPlan:
     """A checked matrix: the jobs to run (with their requests) and the ones skipped, with why."""
 
-    jobs: list[tuple[Job, launch.RunRequest]]
+    jobs: list[tuple[Job, launch.RunRequest, Path]]  # with the workload's file
     skipped: list[JobResult]
     device: str
 
@@ -121,18 +122,18 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
         for p in precision_list:
             for m in mode_list:
                 for t in tool_list:
-                    job = Job(name, p, m, t)
                     req = launch.RunRequest(workload=name, spec=workloads.Spec(batch_size=batch_size, precision=p,
                                                                                mode=m, device=device),
                                             tool=t, iters=iters, warmup=warmup, timeout_s=timeout_s)
                     try:
-                        launch.check(req)
+                        wname, path = launch.check(req)
                     except WorkloadError as exc:
                         if "does not support" not in exc.message:
                             raise
-                        skipped.append(JobResult(job, "skipped", error=exc.one_line()))
+                        skipped.append(JobResult(Job(workloads.resolve(name)[0], p, m, t), "skipped",
+                                                 error=exc.one_line()))
                         continue
-                    jobs.append((job, req))
+                    jobs.append((Job(wname, p, m, t), req, path))
     if not jobs:
         raise UsageError("no cell of the sweep's matrix can run: " + "; ".join(r.error or "" for r in skipped[:3]))
     return SweepPlan(jobs, skipped, device)
@@ -140,25 +141,31 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
 
 # ---------------------------------------------------------------------------------- workers
 def run_job(request: dict[str, Any]) -> dict[str, Any]:
-    """Run one job where this process is (a Dask worker, or here): ``profkit run`` into a
+    """Run one job where this process is (a Dask worker, or here): ``profkit run`` in a child
+    process (which dies with this one: an interrupted sweep leaves no job running) into a
     temporary database and raw folder, returned as one gzipped tar archive with the outcome.
     Never raises for the job's own failure: that is the result."""
+    from .tools import runner
+
     started = time.perf_counter()
-    folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-"))
-    status, error = "ok", None
+    scratch = request.get("scratch")
+    if scratch:
+        Path(scratch).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-", dir=scratch if scratch else None))
+    spec = request["spec"]
+    argv = [sys.executable, "-m", "profkit", "--db", str(folder / "job.db"), "run", request["workload"],
+            "--tool", request["tool"], "--precision", spec["precision"], "--mode", spec["mode"],
+            "--compile-mode", spec["compile_mode"], "--batch-size", str(spec["batch_size"]),
+            "--iters", str(request["iters"]), "--warmup", str(request["warmup"]), "--device", spec["device"],
+            "--no-report", *(["--timeout", str(request["timeout_s"])] if request.get("timeout_s") else [])]
     try:
-        spec = workloads.Spec(**request["spec"])
-        req = launch.RunRequest(workload=request["workload"], spec=spec, tool=request["tool"],
-                                iters=request["iters"], warmup=request["warmup"], timeout_s=request.get("timeout_s"))
-        store = Store(folder / "job.db")
-        try:
-            launch.run(store, req)
-        except ProfkitError as exc:
-            status, error = "failed", exc.one_line()
-        except Exception as exc:  # a bug, or the machine: still one job's result
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-        finally:
-            store.close()
+        with runner.Background(argv, folder / "job.log", env={"PROFKIT_PARENT_PID": str(os.getpid())}) as child:
+            done = child.wait()
+        status, error = "ok", None
+        if done.returncode != 0:
+            status = "failed"
+            error = next((line.split("profkit: error: ", 1)[1] for line in reversed(done.tail)
+                          if "profkit: error: " in line), None) or f"profkit run exited {done.returncode}"
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
             tar.add(folder, arcname="job")
@@ -170,9 +177,12 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _request(req: launch.RunRequest) -> dict[str, Any]:
-    return {"workload": req.workload, "spec": req.spec.as_dict(), "tool": req.tool, "iters": req.iters,
-            "warmup": req.warmup, "timeout_s": req.timeout_s}
+def _request(req: launch.RunRequest, path: Path, scratch: Path | None) -> dict[str, Any]:
+    """What a worker needs to run a job: the workload's resolved path for a user's file (a
+    worker elsewhere has another current folder), a built-in's name as it is."""
+    workload = str(path) if path.parent != (workloads.builtin_dir() or Path("/nonexistent")) else req.workload
+    return {"workload": workload, "spec": req.spec.as_dict(), "tool": req.tool, "iters": req.iters,
+            "warmup": req.warmup, "timeout_s": req.timeout_s, "scratch": str(scratch) if scratch else None}
 
 
 # ----------------------------------------------------------------------------- the one writer
@@ -191,25 +201,33 @@ def store_result(store: Store, job: Job, outcome: dict[str, Any]) -> JobResult:
         try:
             runs = source.runs() if source is not None else []
             done = next((r for r in runs if r.status == "ok"), None)
+            old = raw_dir(job_db, runs[0].name) if runs else folder / "no-run"
+            if not old.is_dir():
+                old.mkdir()
+            if (folder / "job.log").exists():  # the job's own output: its log, with the run's
+                shutil.move(str(folder / "job.log"), old / "sweep-job.log")
             if outcome["status"] == "ok" and done is not None and source is not None:
-                result.run = _copy_run(store, source, done).name
+                copied = _copy_run(store, source, done)
+                result.run = copied.name
             else:
                 result.status = "failed"
-                result.run = _failed_run(store, job, runs[0] if runs else None, result.error or "failed").name
-        finally:
-            if source is not None:
-                source.close()
-        if result.run is not None:
-            old = raw_dir(job_db, runs[0].name) if runs else None
-            if old is not None and old.is_dir():
-                dest = raw_dir(store.path, result.run)
+                copied = _failed_run(store, job, runs[0] if runs else None, result.error or "failed")
+                result.run = copied.name
+            dest = raw_dir(store.path, copied.name)
+            try:
                 if dest.exists():
                     shutil.rmtree(dest)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(old), dest)
-                if result.status == "failed":  # its logs, for the failed run
-                    store.set_raw_files(store.get_run(result.run).id,
-                                        {f.name: str(f) for f in sorted(dest.iterdir()) if f.is_file()})
+            except OSError as exc:
+                store.set_raw_files(copied.id, {})
+                raise StoreError(f"run {copied.name} is stored, but its files could not be put in {dest} ({exc})",
+                                 "Make that folder writable; the sweep stopped here.") from None
+            if result.status == "failed":  # its logs, for the failed run
+                store.set_raw_files(copied.id, {f.name: str(f) for f in sorted(dest.iterdir()) if f.is_file()})
+        finally:
+            if source is not None:
+                source.close()
     return result
 
 
@@ -275,47 +293,57 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
     """Run a checked sweep and store every job's outcome as it arrives. ``address``: a Dask
     scheduler to hand the jobs to (its workers must each see one GPU and offer the resource
     ``GPU=1``); without it a local cluster with one worker per GPU (``workers`` for the CPU,
-    default 2). Without Dask installed the jobs run one after another here."""
+    default 2). Without Dask installed the jobs run one after another here. Jobs run here
+    keep their temporary folders beside the database, removed at the end whatever happens."""
     note = on_note or (lambda text: None)
     started = time.perf_counter()
     out = SweepResult(results=list(sweep.skipped))
     total = len(sweep.jobs)
-    if workers is not None:
-        require_int("workers", workers, 1)
-    dask = _dask()
-    if dask is None:
-        if address:
-            raise UsageError(f"`address` hands the jobs to a Dask scheduler, and Dask is not installed",
-                             f"Install it: {INSTALL_HINT}")
-        note(f"Dask is not installed: running the {total} jobs one after another ({INSTALL_HINT} runs them on "
-             "every local GPU at once)")
-        out.engine = "in turn"
-        for i, (job, req) in enumerate(sweep.jobs, start=1):
-            res = store_result(store, job, run_job(_request(req)))
-            out.results.append(res)
-            if on_result:
-                on_result(res, i, total)
-        out.wall_s = time.perf_counter() - started
-        return out
-    with _client(dask, address, workers, sweep.device) as (client, engine, gpu):
-        out.engine = engine
-        futures = {client.submit(run_job, _request(req), key=f"profkit-{i}-{job.label().replace(' ', '-')}",
-                                 resources={"GPU": 1} if gpu else None, pure=False): job
-                   for i, (job, req) in enumerate(sweep.jobs)}
-        for i, future in enumerate(dask.as_completed(futures), start=1):
-            job = futures[future]
+    scratch = None if address else store.path.resolve().parent / f"{store.path.stem}-runs" / ".sweep-scratch"
+    try:
+        dask = _dask()
+        if dask is None:
+            if address:
+                raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
+                                 f"Install it: {INSTALL_HINT}")
+            note(f"Dask is not installed: running the {total} jobs one after another ({INSTALL_HINT} runs them "
+                 "on every local GPU at once)")
+            out.engine = "in turn"
+            for i, (job, req, path) in enumerate(sweep.jobs, start=1):
+                res = store_result(store, job, run_job(_request(req, path, scratch)))
+                out.results.append(res)
+                if on_result:
+                    on_result(res, i, total)
+            return out
+        with _client(dask, address, workers, sweep.device) as (client, engine, gpu):
+            out.engine = engine
+            futures = {client.submit(run_job, _request(req, path, scratch), pure=False,
+                                     key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
+                                     resources={"GPU": 1} if gpu else None): job
+                       for i, (job, req, path) in enumerate(sweep.jobs)}
             try:
-                outcome = future.result()
-            except Exception as exc:  # the worker died under the job
-                res = JobResult(job, "failed", error=f"the worker running it failed: {type(exc).__name__}: {exc}")
-                res.run = _failed_run(store, job, None, res.error or "failed").name
-            else:
-                res = store_result(store, job, outcome)
-            out.results.append(res)
-            if on_result:
-                on_result(res, i, total)
-    out.wall_s = time.perf_counter() - started
-    return out
+                for i, future in enumerate(dask.as_completed(list(futures)), start=1):
+                    job = futures.pop(future)  # and the archive goes with the future, once stored
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:  # the worker died under the job
+                        res = JobResult(job, "failed",
+                                        error=f"the worker running it failed: {type(exc).__name__}: {exc}")
+                        res.run = _failed_run(store, job, None, res.error or "failed").name
+                    else:
+                        res = store_result(store, job, outcome)
+                    future.release()
+                    out.results.append(res)
+                    if on_result:
+                        on_result(res, i, total)
+            finally:
+                if futures:  # interrupted: the jobs still running stop with their workers
+                    client.cancel(list(futures), force=True)
+        return out
+    finally:
+        out.wall_s = time.perf_counter() - started
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 class _client:
@@ -332,7 +360,7 @@ class _client:
         if self.address:
             try:
                 self.client = dask.Client(self.address, timeout="10s")
-            except OSError as exc:
+            except (OSError, ValueError, TypeError) as exc:
                 raise UsageError(f"no Dask scheduler answered at {self.address} ({exc})",
                                  "Check the address, or leave out `address` to use this machine's GPUs.") from None
             gpu = self.device == "cuda"
@@ -352,14 +380,15 @@ class _client:
         specs = {}
         for i in range(count):
             env = dict(NO_MULTICAST)
-            options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40}
+            # Bound to this host only, and no dashboard: a local cluster runs code it is sent.
+            options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40, "host": "127.0.0.1",
+                                       "dashboard": False}
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
                 options["resources"] = {"GPU": 1}
             specs[f"worker-{i}"] = {"cls": dask.Nanny, "options": options}
-        self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler,
-                                                                  "options": {"dashboard_address": None}},
-                                        silence_logs=40)
+        self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler, "options": {
+            "host": "127.0.0.1", "dashboard": False, "dashboard_address": None}}, silence_logs=40)
         self.client = dask.Client(self.cluster)
         what = f"{count} GPUs" if gpus else f"{count} CPU workers"
         return self.client, f"dask (local, {what})", bool(gpus)
