@@ -325,3 +325,24 @@ def test_help_into_a_closed_pipe_is_quiet():
         p = subprocess.run(f"{sys.executable} -m profkit {' '.join(args)} | head -1 >/dev/null; "
                            "echo ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True, text=True)
         assert p.stdout.strip() == "0" and p.stderr == "", (args, p.stdout, p.stderr)
+
+
+def test_a_foreign_warning_inside_a_command_is_shown_once_and_the_command_ends():
+    """A library's own warning (not profkit's) raised inside a command is printed once to
+    stderr; showing it must not feed the list being shown (that looped without end)."""
+    import threading
+    import warnings
+
+    from profkit import cli as cli_module
+
+    calls = []
+
+    @cli_module.handles_errors
+    def command() -> None:
+        warnings.warn("port 8787 is already in use", UserWarning)
+        calls.append(1)
+
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (command(), done.set()), daemon=True)
+    worker.start()
+    assert done.wait(10) and calls == [1]
