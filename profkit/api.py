@@ -397,6 +397,9 @@ def bench(
     warmup: int | None = None,
     device: str = "cuda",
     timeout_s: float | None = None,
+    keep_bn_fp32: bool = False,
+    channels_last: bool = False,
+    cudnn_benchmark: bool = False,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
 ) -> BenchRecord:
@@ -413,7 +416,8 @@ def bench(
     from .benchmark import plan, run
 
     checked = plan(workload, precisions=precisions, modes=modes, batch_size=batch_size, iters=iters, warmup=warmup,
-                   device=device, timeout_s=timeout_s)
+                   device=device, timeout_s=timeout_s, keep_bn_fp32=keep_bn_fp32, channels_last=channels_last,
+                   cudnn_benchmark=cudnn_benchmark)
     database = db if isinstance(db, Database) else open_db(db, create=True)
     database.store.check_writable()
     return run(database.store, checked, progress)

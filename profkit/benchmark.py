@@ -98,11 +98,14 @@ DEFAULTS = {"cuda": (8, 20, 5), "cpu": (1, 3, 1)}
 
 def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: str | Sequence[str] = ("eager",),
          batch_size: int | None = None, iters: int | None = None, warmup: int | None = None, device: str = "cuda",
-         timeout_s: float | None = None) -> BenchPlan:
+         timeout_s: float | None = None, keep_bn_fp32: bool = False, channels_last: bool = False,
+         cudnn_benchmark: bool = False) -> BenchPlan:
     """Check a benchmark's options, the workload and what it supports, and this machine (a GPU
     for ``device`` cuda, a compiler for torch.compile, PyTorch), before anything runs or is
     written. Raises a ProfkitError that names the first problem. ``batch_size``, ``iters``
-    and ``warmup`` left out take ``DEFAULTS`` for the device."""
+    and ``warmup`` left out take ``DEFAULTS`` for the device. ``keep_bn_fp32``,
+    ``channels_last`` and ``cudnn_benchmark`` are ``profkit run``'s options, for every
+    combination (BatchNorm kept in fp32 in the fp16 and bf16 ones)."""
     require_choice("device", device, workloads.DEVICES)
     default_batch, default_iters, default_warmup = DEFAULTS[device]
     batch_size = default_batch if batch_size is None else batch_size
@@ -114,8 +117,16 @@ def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: s
     require_int("iters", iters, 1)
     require_int("warmup", warmup, 0)
     require_choice("device", device, workloads.DEVICES)
-    requests = [RunRequest(workload=workload, spec=workloads.Spec(batch_size=batch_size, precision=p, mode=m,
-                                                                  device=device),
+    for option, on in (("keep_bn_fp32", keep_bn_fp32), ("channels_last", channels_last),
+                       ("cudnn_benchmark", cudnn_benchmark)):
+        if not isinstance(on, bool):
+            raise UsageError(f"`{option}` is true or false, not {on!r}")
+    if keep_bn_fp32 and not {"fp16", "bf16"} & set(precision_list):
+        raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or "
+                         "bf16 among the `precisions`")
+    requests = [RunRequest(workload=workload, spec=workloads.Spec(
+                    batch_size=batch_size, precision=p, mode=m, device=device, channels_last=channels_last,
+                    cudnn_benchmark=cudnn_benchmark, keep_bn_fp32=keep_bn_fp32 and p in ("fp16", "bf16")),
                            iters=iters, warmup=warmup, timeout_s=timeout_s)
                 for m in mode_list for p in precision_list]
     name, path = workloads.resolve(workload)
@@ -165,7 +176,7 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
             elif all(v in s for v, s in zip(REFERENCE, workloads.supports(p.path))):
                 progress.note(f"running {p.workload} in fp32 eager too: the reference the outputs are compared with")
                 req = replace(p.requests[0], spec=replace(p.spec, precision="fp32", mode="eager",
-                                                          compile_mode="default"))
+                                                          compile_mode="default", keep_bn_fp32=False))
                 progress.stage(f"{p.workload} in fp32, eager (the reference)")
                 row, ref_info, ref_output = _measure(p, req, Path(tmp) / "reference", progress)
                 reference = replace(row, reference_only=True)
@@ -181,7 +192,8 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
         warmup=p.warmup, precisions=p.precisions, modes=p.modes, created_at=now(), rows=rows,
         gpu_name=info.get("gpu_name"), torch_version=info.get("torch_version"),
         info={"workload_path": str(p.path), "python": info.get("python") or sys.version.split()[0],
-              "cuda_version": info.get("cuda_version")},
+              "cuda_version": info.get("cuda_version"),
+              **({"options": options} if (options := {k: True for r in p.requests for k in r.spec.options()}) else {})},
     )
     progress.stage("storing")
     return store.add_bench(record)

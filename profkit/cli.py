@@ -644,6 +644,9 @@ def bench(
     iters: Annotated[Optional[int], typer.Option(help="Timed iterations per combination, after the warm-up. Default: 20 on a GPU, 3 on the CPU.", show_default=False)] = None,
     warmup: Annotated[Optional[int], typer.Option(help="Untimed iterations first (torch.compile compiles here). Default: 5 on a GPU, 1 on the CPU.", show_default=False)] = None,
     device: Annotated[Device, typer.Option(help="cuda (timed with CUDA events), or cpu (with small defaults).")] = Device.cuda,
+    keep_bn_fp32: KeepBnOpt = False,
+    channels_last: ChannelsLastOpt = False,
+    cudnn_benchmark: CudnnBenchOpt = False,
     fmt: FmtOpt = Format.table,
     list_: Annotated[bool, typer.Option("--list", help="List the stored benchmarks instead of running one.")] = False,
     show: Annotated[Optional[int], typer.Option("--show", metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)] = None,
@@ -678,7 +681,8 @@ def bench(
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), batch_size=batch_size,
-                        iters=iters, warmup=warmup, device=device.value, db=db or _state["db"],
+                        iters=iters, warmup=warmup, device=device.value, keep_bn_fp32=keep_bn_fp32,
+                        channels_last=channels_last, cudnn_benchmark=cudnn_benchmark, db=db or _state["db"],
                         progress=Progress(on_stage=status.update, on_note=on_note))
     render.bench(done, fmt.value)
     if not done.ok:

@@ -733,7 +733,10 @@ def bench(b: BenchRecord, fmt: str) -> None:
         return
     c = console()
     where = "CPU" if b.device == "cpu" else (b.gpu_name or "GPU")
-    c.print(Text(f"{b.workload}, batch {b.batch_size}, on {where}" + (f", torch {b.torch_version}" if b.torch_version
+    from .workloads import option_labels
+
+    options = "".join(f", {label}" for label in option_labels((b.info or {}).get("options")))
+    c.print(Text(f"{b.workload}{options}, batch {b.batch_size}, on {where}" + (f", torch {b.torch_version}" if b.torch_version
                                                                       else "")
                  + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
                  + (f" (benchmark {b.id})" if b.id is not None else "")))

@@ -298,3 +298,22 @@ def test_the_cpu_gets_small_defaults():
     assert (p.requests[0].spec.batch_size, p.iters, p.warmup) == benchmark.DEFAULTS["cpu"] == (1, 3, 1)
     p = benchmark.plan("resnet18", device="cpu", batch_size=4, iters=7, warmup=0)
     assert (p.requests[0].spec.batch_size, p.iters, p.warmup) == (4, 7, 0)
+
+
+@needs_torch
+def test_layout_and_library_options_apply_to_every_combination(tmp_path):
+    """--channels-last and --keep-bn-fp32 (fp16/bf16 combinations only; the fp32 eager reference
+    keeps its BatchNorm as it is) are recorded with the benchmark and shown in its header;
+    --keep-bn-fp32 with no half precision asked is refused first."""
+    db = tmp_path / "b.db"
+    r = cli("bench", "resnet18", "--precisions", "bf16", "--channels-last", "--keep-bn-fp32", "--device", "cpu",
+            "--iters", "1", "--warmup", "0", db=db)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0].startswith("resnet18, BatchNorm fp32, channels-last, batch 1, on CPU")
+    shown = json.loads(cli("bench", "--show", "1", "-f", "json", db=db).stdout)
+    assert shown["info"]["options"] == {"channels_last": True, "keep_bn_fp32": True}
+    assert [(x["precision"], x["reference_only"], x["status"]) for x in shown["rows"]] == [("bf16", False, "ok"),
+                                                                                          ("fp32", True, "ok")]
+    one_line_error(cli("bench", "resnet18", "--keep-bn-fp32", "--device", "cpu", db=tmp_path / "c.db"),
+                   "needs fp16 or bf16 among the --precisions", 2)
+    assert not (tmp_path / "c.db").exists()
