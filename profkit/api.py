@@ -331,6 +331,13 @@ def list_workloads() -> list[tuple[str, str]]:
     return builtins()
 
 
+def _writable(db: Database | str | os.PathLike[str] | None) -> Database:
+    """``db`` opened (or made), refused before anything runs if it cannot be written."""
+    database = db if isinstance(db, Database) else open_db(db, create=True)
+    database.store.check_writable()
+    return database
+
+
 def open_db(path: str | os.PathLike[str] | None = None, create: bool = True) -> Database:
     """Open (or, with ``create``, make) a profkit database. ``path`` defaults to
     ``$PROFKIT_DB``, else ``./profkit.db``."""
@@ -418,9 +425,7 @@ def bench(
     checked = plan(workload, precisions=precisions, modes=modes, batch_size=batch_size, iters=iters, warmup=warmup,
                    device=device, timeout_s=timeout_s, keep_bn_fp32=keep_bn_fp32, channels_last=channels_last,
                    cudnn_benchmark=cudnn_benchmark)
-    database = db if isinstance(db, Database) else open_db(db, create=True)
-    database.store.check_writable()
-    return run(database.store, checked, progress)
+    return run(_writable(db).store, checked, progress)
 
 
 def sweep(
@@ -458,15 +463,13 @@ def sweep(
     checked = plan(workloads, precisions, modes, tools, batch_size=batch_size, iters=iters, warmup=warmup,
                    device=device, timeout_s=timeout_s)
     if address is None:  # the jobs run on this machine: its GPUs and tools, checked first
-        from .cluster import local_gpus
+        from .gpu import count
         from .launch import plan as plan_run
 
-        if device == "cuda" and not local_gpus():
+        if device == "cuda" and not count():
             raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
                              "Use `device` cpu, or give a scheduler `address`.")
         for _, req, _ in checked.jobs:
             plan_run(req)
-    database = db if isinstance(db, Database) else open_db(db, create=True)
-    database.store.check_writable()
-    return run(database.store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
+    return run(_writable(db).store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence, TypedDict
 
 from . import gpu, launch, workloads
-from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int
+from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int, require_values
 from .ingest import now
 from .launch import Progress, RunRequest
 from .records import BenchRecord, BenchRow
@@ -67,19 +67,6 @@ class BenchPlan:
         return self.requests[0].warmup
 
 
-def _values(param: str, given: str | Sequence[str], choices: tuple[str, ...]) -> list[str]:
-    items = given.split(",") if isinstance(given, str) else list(given)
-    for item in items:
-        if not isinstance(item, str):
-            raise UsageError(f"`{param}` must be names, not {item!r}")
-    out = list(dict.fromkeys(i.strip() for i in items if i.strip()))
-    if not out:
-        raise UsageError(f"`{param}` needs at least one value", f"Choose from {', '.join(choices)}.")
-    for item in out:
-        require_choice(param, item, choices)
-    return out
-
-
 def compiler(device: str) -> str | None:
     """The compiler torch.compile would use on ``device``, or None where there is none."""
     variable, names = COMPILERS[device]
@@ -111,12 +98,11 @@ def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: s
     batch_size = default_batch if batch_size is None else batch_size
     iters = default_iters if iters is None else iters
     warmup = default_warmup if warmup is None else warmup
-    precision_list = _values("precisions", precisions, workloads.PRECISIONS)
-    mode_list = _values("modes", modes, workloads.MODES)
+    precision_list = require_values("precisions", precisions, workloads.PRECISIONS)
+    mode_list = require_values("modes", modes, workloads.MODES)
     require_int("batch_size", batch_size, 1)
     require_int("iters", iters, 1)
     require_int("warmup", warmup, 0)
-    require_choice("device", device, workloads.DEVICES)
     for option, on in (("keep_bn_fp32", keep_bn_fp32), ("channels_last", channels_last),
                        ("cudnn_benchmark", cudnn_benchmark)):
         if not isinstance(on, bool):

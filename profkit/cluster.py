@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from . import launch, workloads
+from . import gpu, launch, workloads
 from .choices import Tool, values
-from .errors import ProfkitError, StoreError, UsageError, WorkloadError, require_choice, require_int
+from .errors import (ProfkitError, StoreError, UsageError, WorkloadError, require_choice, require_int,
+                     require_values)
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields, raw_dir
@@ -93,16 +94,6 @@ class SweepResult:
         return {"engine": self.engine, "wall_s": round(self.wall_s, 3), "jobs": [r.to_dict() for r in self.results]}
 
 
-def _list(param: str, given: str | Sequence[str], choices: tuple[str, ...] | None = None) -> list[str]:
-    items = [x.strip() for x in given.split(",")] if isinstance(given, str) else list(given)
-    if not items or any(not isinstance(x, str) or not x for x in items):
-        raise UsageError(f"`{param}` needs one or more comma-separated values, not {given!r}")
-    if choices is not None:
-        for x in items:
-            require_choice(param, x, choices)
-    return list(dict.fromkeys(items))
-
-
 def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = ("fp32",),
          modes: str | Sequence[str] = ("eager",), tools: str | Sequence[str] = ("auto",), *,
          batch_size: int = 8, iters: int = 1, warmup: int = 3, device: str = "cuda",
@@ -111,10 +102,10 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
     each cell's options as ``profkit run`` checks them. A cell its workload says it does not
     support is skipped (with the workload's own reason), not an error: a matrix over several
     workloads rarely fits all of them."""
-    names = _list("workloads", workload_list)
-    precision_list = _list("precisions", precisions, workloads.PRECISIONS)
-    mode_list = _list("modes", modes, workloads.MODES)
-    tool_list = _list("tools", tools, TOOLS)
+    names = require_values("workloads", workload_list, blanks=False)
+    precision_list = require_values("precisions", precisions, workloads.PRECISIONS, blanks=False)
+    mode_list = require_values("modes", modes, workloads.MODES, blanks=False)
+    tool_list = require_values("tools", tools, TOOLS, blanks=False)
     require_choice("device", device, workloads.DEVICES)
     require_int("batch_size", batch_size, 1)
     jobs, skipped = [], []
@@ -169,9 +160,9 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
             tar.add(folder, arcname="job")
-        gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         return {"status": status, "error": error, "archive": archive.getvalue(),
-                "worker": socket.gethostname() + (f" GPU {gpu}" if gpu not in (None, "") else ""),
+                "worker": socket.gethostname() + (f" GPU {visible}" if visible not in (None, "") else ""),
                 "wall_s": round(time.perf_counter() - started, 3)}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -268,17 +259,6 @@ def _failed_run(store: Store, job: Job, run: RunRecord | None, error: str) -> Ru
 
 
 # ---------------------------------------------------------------------------------- engines
-def local_gpus() -> int:
-    """GPUs on this machine (``nvidia-smi -L``), 0 where there is none or no driver."""
-    from .tools import runner
-
-    try:
-        listing = runner.capture(["nvidia-smi", "-L"], timeout=20)
-    except ProfkitError:
-        return 0
-    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
-
-
 def _dask() -> Any | None:
     try:
         import distributed
@@ -315,11 +295,11 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
                 if on_result:
                     on_result(res, i, total)
             return out
-        with _client(dask, address, workers, sweep.device) as (client, engine, gpu):
+        with _client(dask, address, workers, sweep.device) as (client, engine, per_gpu):
             out.engine = engine
             futures = {client.submit(run_job, _request(req, path, scratch), pure=False,
                                      key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
-                                     resources={"GPU": 1} if gpu else None): job
+                                     resources={"GPU": 1} if per_gpu else None): job
                        for i, (job, req, path) in enumerate(sweep.jobs)}
             try:
                 for i, future in enumerate(dask.as_completed(list(futures)), start=1):
@@ -363,14 +343,14 @@ class _client:
             except (OSError, ValueError, TypeError) as exc:
                 raise UsageError(f"no Dask scheduler answered at {self.address} ({exc})",
                                  "Check the address, or leave out `address` to use this machine's GPUs.") from None
-            gpu = self.device == "cuda"
+            per_gpu = self.device == "cuda"
             workers = self.client.scheduler_info().get("workers", {}).values()
-            if gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
+            if per_gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
                 self.client.close()
                 raise UsageError(f"no worker of the Dask scheduler at {self.address} offers the resource GPU, so "
                                  "no job could start", "Start one dask worker per GPU there, with its GPU visible and: --nthreads 1 --resources GPU=1.")
-            return self.client, f"dask ({self.address})", gpu
-        gpus = local_gpus() if self.device == "cuda" else 0
+            return self.client, f"dask ({self.address})", per_gpu
+        gpus = gpu.count() if self.device == "cuda" else 0
         if self.device == "cuda" and not gpus:
             raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
                              "Use `device` cpu, or give a scheduler `address`.")

@@ -36,6 +36,27 @@ def require_choice(param: str, value: object, choices: tuple[str, ...]) -> None:
         raise UsageError(f"unknown `{param}` {value!r}", f"Choose one of {', '.join(choices)}.")
 
 
+def require_values(param: str, given: object, choices: tuple[str, ...] | None = None, *,
+                   blanks: bool = True) -> list[str]:
+    """A comma-separated string or a sequence of names -> the names, stripped, each once, in
+    the order given; each one of ``choices`` where there are choices. Blank items are skipped,
+    or (``blanks=False``) refused; none left is a UsageError."""
+    items = given.split(",") if isinstance(given, str) else list(given)  # type: ignore[call-overload]
+    if not blanks and (not items or any(not isinstance(x, str) or not x.strip() for x in items)):
+        raise UsageError(f"`{param}` needs one or more comma-separated values, not {given!r}")
+    for item in items:
+        if not isinstance(item, str):
+            raise UsageError(f"`{param}` must be names, not {item!r}")
+    out = list(dict.fromkeys(i.strip() for i in items if i.strip()))
+    if not out:
+        raise UsageError(f"`{param}` needs at least one value",
+                         f"Choose from {', '.join(choices)}." if choices else None)
+    for item in out:
+        if choices is not None:
+            require_choice(param, item, choices)
+    return out
+
+
 class ProfkitError(Exception):
     """Base of every error profkit expects. ``exit_code`` is what the CLI exits with."""
 

@@ -22,3 +22,15 @@ def query() -> tuple[str, str] | None:
         return None
     name, cc = (p.strip() for p in first.rsplit(",", 1))
     return name, cc
+
+
+def count() -> int:
+    """How many GPUs this machine has (``nvidia-smi -L``), 0 where there is none or no driver."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        listing = runner.capture([smi, "-L"], timeout=20)
+    except ProfkitError:
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))

@@ -21,6 +21,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,23 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     def stage(name: str) -> None:
         stages[name] = round(time.perf_counter() - began, 3)
 
-    from . import nvtx_ranges, workloads
+    from . import nvtx_ranges
     from .errors import ProfkitError
 
     try:
         import torch
 
         stage("torch_imported")
-        spec = workloads.Spec(**job["spec"])
-        if spec.device == "cuda" and not torch.cuda.is_available():
-            raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
-        module = workloads.load_module(Path(job["workload_path"]))
-        workloads.check_supported(module, spec, Path(job["workload_path"]))
-        _gpu_lock(job, "prepare")
-        # The same weights and inputs in every run of a workload, whichever tool: a training
-        # step's AMP loss scaler then overflows (and skips the optimizer) in the same steps.
-        torch.manual_seed(0)
-        step = workloads.prepare(module, spec)
+        spec, step = _build(job)
         stage("built")
     except ProfkitError as exc:
         return _fail(job, exc.one_line())
@@ -62,18 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     import nvtx
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
-    info: dict = {
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda,
-        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "device": spec.device,
-        "python": sys.version.split()[0],
-    }
-    if spec.device == "cuda":
-        idx = torch.cuda.current_device()
-        props = torch.cuda.get_device_properties(idx)
-        info["gpu_name"] = props.name
-        info["compute_capability"] = f"{props.major}.{props.minor}"
+    info = _machine(torch, spec)
 
     _gpu_lock(job, "warmup")
     stage("gpu_turn")
@@ -135,6 +116,46 @@ def main(argv: list[str] | None = None) -> int:
     info["stages_s"] = stages
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
     return 0
+
+
+def _build(job: dict, observe: Callable[[Any], None] | None = None) -> tuple[Any, Callable[[], Any]]:
+    """The job's spec and its workload built for it: the GPU checked, the file loaded and held
+    to what it declares (``observe`` sees the module first), torch seeded, the step prepared."""
+    import torch
+
+    from . import workloads
+    from .errors import ProfkitError
+
+    spec = workloads.Spec(**job["spec"])
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
+    path = Path(job["workload_path"])
+    module = workloads.load_module(path)
+    workloads.check_supported(module, spec, path)
+    if observe is not None:
+        observe(module)
+    _gpu_lock(job, "prepare")
+    # The same weights and inputs in every run of a workload, whichever tool (and in every
+    # combination of a benchmark): a training step's AMP loss scaler then overflows (and
+    # skips the optimizer) in the same steps.
+    torch.manual_seed(0)
+    return spec, workloads.prepare(module, spec)
+
+
+def _machine(torch: Any, spec: Any) -> dict[str, Any]:
+    """What the process ran on: versions, and the GPU where it used one."""
+    info: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device": spec.device,
+        "python": sys.version.split()[0],
+    }
+    if spec.device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info["gpu_name"] = props.name
+        info["compute_capability"] = f"{props.major}.{props.minor}"
+    return info
 
 
 def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: list[int]) -> None:
@@ -220,30 +241,26 @@ def _bench(job: dict) -> int:
     workload built ``(model, inputs)``; for those, the last iteration's output (its first
     tensor) as an fp32 CPU tensor at ``output_path``, which the parent compares with fp32
     eager's. A step function's return value is its own (a loss, or nothing): not compared."""
-    from . import workloads
     from .errors import ProfkitError
 
     path = Path(job["workload_path"])
     began = time.perf_counter()
+    built_model: list[bool] = []
     try:
         import torch
 
-        spec = workloads.Spec(**job["spec"])
-        if spec.device == "cuda" and not torch.cuda.is_available():
-            raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
-        module = workloads.load_module(path)
-        workloads.check_supported(module, spec, path)
-        built_model: list[bool] = []
-        build = module.build
+        def observe(module: Any) -> None:  # what prepare() is given tells a model from a step function
+            build = module.build
 
-        def observed_build(s):  # what prepare() is given tells a model from a step function
-            built = build(s)
-            built_model.append(isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module))
-            return built
+            def observed_build(s):
+                built = build(s)
+                built_model.append(isinstance(built, tuple) and len(built) == 2
+                                   and isinstance(built[0], torch.nn.Module))
+                return built
 
-        module.build = observed_build
-        torch.manual_seed(0)
-        step = workloads.prepare(module, spec)
+            module.build = observed_build
+
+        spec, step = _build(job, observe)
     except ProfkitError as exc:
         return _fail(job, exc.one_line())
     except Exception as exc:  # torch.jit.trace runs the model while it builds
@@ -252,11 +269,7 @@ def _bench(job: dict) -> int:
                           f"{_error_line(exc)}")
 
     cuda = spec.device == "cuda"
-    info: dict = {
-        "torch_version": torch.__version__, "cuda_version": torch.version.cuda, "device": spec.device,
-        "python": sys.version.split()[0], "model": bool(built_model and built_model[0]),
-        "gpu_name": torch.cuda.get_device_name() if cuda else None,
-    }
+    info = {**_machine(torch, spec), "model": bool(built_model and built_model[0])}
     iter_ns: list[int] = []
     phase = "warm-up"
     out = None

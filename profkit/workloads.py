@@ -278,43 +278,25 @@ def _dtype(precision: str):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
 
 
+def _map_tensors(value, fn):
+    """``value`` with ``fn`` applied to every tensor in it (inside lists, tuples and dicts)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
 def _cast(value, device, dtype):
-    import torch
+    def cast(t):
+        t = t.to(device)
+        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
 
-    if isinstance(value, torch.Tensor):
-        value = value.to(device)
-        if dtype is not None and value.is_floating_point():
-            value = value.to(dtype)
-        return value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast(v, device, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast(v, device, dtype) for k, v in value.items()}
-    return value
-
-
-def _tensors(value) -> list:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
-
-
-def _cast_memory(value, memory_format):
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.contiguous(memory_format=memory_format) if value.dim() == 4 else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast_memory(v, memory_format) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast_memory(v, memory_format) for k, v in value.items()}
-    return value
+    return _map_tensors(value, cast)
 
 
 def prepare(module, spec: Spec) -> Callable[[], Any]:
@@ -327,9 +309,9 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
         built = module.build(spec)
     except Exception as exc:
         raise WorkloadError(f"workload build(spec) failed: {type(exc).__name__}: {exc}") from exc
+    where = Path(getattr(module, "__file__", "") or "workload")  # for messages
     if callable(built) and not isinstance(built, torch.nn.Module):
         user_step: Callable[[], Any] = built  # applies spec's precision, mode and options itself
-        where = Path(getattr(module, "__file__", "") or "workload")
         _channels_last_step(module, spec, where)
         if spec.keep_bn_fp32:
             raise WorkloadError(f"workload {where.stem} builds its own step, so profkit casts no model whose BatchNorm "
@@ -348,17 +330,19 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
     if cast_dtype is not None:
         model = model.to(cast_dtype)
         if spec.keep_bn_fp32 and not keep_batchnorm_fp32(model):
-            raise WorkloadError(f"workload {Path(getattr(module, '__file__', '') or 'workload').stem} has no BatchNorm "
+            raise WorkloadError(f"workload {where.stem} has no BatchNorm "
                                 "layers to keep in fp32", "Leave out `keep_bn_fp32` for it.")
     inputs = _cast(inputs, device, cast_dtype)
     if spec.channels_last:
-        images = [x for x in _tensors(inputs) if x.dim() == 4 and x.is_floating_point()]
+        tensors: list = []
+        _map_tensors(inputs, tensors.append)
+        images = [t for t in tensors if t.dim() == 4 and t.is_floating_point()]
         if not images:
-            raise WorkloadError(f"`channels_last` lays out 4-D image tensors, and workload "
-                                f"{Path(getattr(module, '__file__', '') or 'workload').stem}'s inputs have none",
+            raise WorkloadError(f"`channels_last` lays out 4-D image tensors, and workload {where.stem}'s inputs "
+                                "have none",
                                 "Leave out `channels_last` for it.")
         model = model.to(memory_format=torch.channels_last)
-        inputs = _cast_memory(inputs, torch.channels_last)
+        inputs = _map_tensors(inputs, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t)
 
     if spec.precision == "amp":
         amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16

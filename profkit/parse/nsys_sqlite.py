@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..store.nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport, insert_gpu_ops
-from .ranges import RANGE, OpenRange, attribute, merged, nest_in_process_ranges, place, range_rows
+from .ranges import RANGE, OpenRange, attribute, merged, nest_in_process_ranges, outer_first, place, range_rows
 from .schema import Capture, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -179,7 +179,7 @@ def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int,
 
 def _merged_ix(ranges: list[OpenRange], process_open: list[int], thread_open: list[int]) -> list[int]:
     """:func:`merged` over range indexes."""
-    return sorted(process_open + thread_open, key=lambda i: (ranges[i].start, -ranges[i].end))
+    return sorted(process_open + thread_open, key=lambda i: outer_first(ranges[i]))
 
 
 def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow]) -> Iterator[KernelRow]:

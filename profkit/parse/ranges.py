@@ -64,13 +64,18 @@ def process_key(process: object) -> tuple[str, object]:
     return ("process", process)
 
 
+def outer_first(r: OpenRange) -> tuple[int, int]:
+    """Sort key of ranges open at once: the earlier started first, the longer at a tie."""
+    return (r.start, -r.end)
+
+
 def merged(process_open: list[OpenRange] | None, thread_open: list[OpenRange] | None) -> list[OpenRange]:
     """The ranges open for a thread: its process's and its own, outermost (earliest) first."""
     if not process_open:
         return thread_open or []
     if not thread_open:
         return process_open
-    return sorted(process_open + thread_open, key=lambda r: (r.start, -r.end))
+    return sorted(process_open + thread_open, key=outer_first)
 
 
 def nest_in_process_ranges(ranges: list[OpenRange]) -> None:
@@ -87,7 +92,7 @@ def nest_in_process_ranges(ranges: list[OpenRange]) -> None:
             continue
         outer = [p for p in by_process.get(r.process, ()) if p.start <= r.start < p.end]
         if outer:
-            outer.sort(key=lambda p: (p.start, -p.end))
+            outer.sort(key=outer_first)
             r.path = "/".join([p.label() for p in outer] + [r.path])
             r.depth += len(outer)
 
@@ -159,7 +164,7 @@ def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRang
                gpu: bool) -> list[RangeRow]:
     """The capture's range rows, in start order."""
     rows: list[RangeRow] = []
-    for i, r in enumerate(sorted(ranges, key=lambda r: (r.start, -r.end))):
+    for i, r in enumerate(sorted(ranges, key=outer_first)):
         rows.append({
             "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
             "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,
