@@ -27,6 +27,8 @@ _EXPORTS = {
     "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
     "Progress": "launch",
     "bench": "api", "sweep": "api", "BenchRecord": "records", "BenchRow": "records", "BenchNotFound": "errors",
+    "RankReport": "records", "RankFigures": "records", "IterationSkew": "records", "RankIteration": "records",
+    "RankDifference": "records",
     "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
     "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
     "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
     from .errors import BenchNotFound
     from .launch import Progress
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow
-    from .records import BenchRecord, BenchRow, MemoryOps, RunRecord, Summary, TopKernel
+    from .records import (BenchRecord, BenchRow, IterationSkew, MemoryOps, RankDifference, RankFigures, RankIteration,
+                          RankReport, RunRecord, Summary, TopKernel)
 
 
 def __getattr__(name: str) -> Any:

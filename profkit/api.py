@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .errors import StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
-from .records import RUN_LIST_FIELDS, RunRecord, Summary
+from .records import RUN_LIST_FIELDS, RankReport, RunRecord, Summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,6 +68,14 @@ class Run(RunRecord):
         from .analyze.summary import summarize
 
         return summarize(self.database.store, self, top=top)
+
+    def ranks(self) -> RankReport | None:
+        """A distributed run's ranks side by side (``--nproc-per-node``): per rank its GPU time
+        and NCCL time with the share that overlapped compute, each iteration's skew and who
+        waited for whom, and how the ranks' kernels differ. None for a single process."""
+        from .analyze.ranks import rank_report
+
+        return rank_report(self.database.store, self)
 
     def range_rows(self) -> list[RangeRow]:
         """The run's ranges as rows (see ``profkit.parse.schema.RangeRow``), in start order."""
@@ -365,6 +373,7 @@ def profile(
     timeout_s: float | None = None,
     cpu_sampling: bool = False,
     context_switches: bool = False,
+    nproc_per_node: int = 1,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
 ) -> Run:
@@ -377,6 +386,10 @@ def profile(
     after the cast; ``channels_last`` lays the model and its 4-D inputs out channels-last;
     ``cudnn_benchmark`` lets cuDNN time its algorithms (in the warm-up). The options are
     checked, and the tool chosen, before the database is created.
+
+    ``nproc_per_node`` N > 1 runs the workload as N ranks of a distributed job (torchrun, one
+    GPU each; gloo on the CPU) under nsys or torch: one run, a ``rank`` on every kernel row
+    and range; its summary has per-rank figures (``Summary.ranks``).
     """
     from .launch import RunRequest, plan, run
     from .workloads import Spec
@@ -385,7 +398,7 @@ def profile(
                                                   compile_mode=compile_mode, keep_bn_fp32=keep_bn_fp32,
                                                   channels_last=channels_last, cudnn_benchmark=cudnn_benchmark),
                      tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout_s,
-                     cpu_sampling=cpu_sampling, context_switches=context_switches)
+                     cpu_sampling=cpu_sampling, context_switches=context_switches, nproc_per_node=nproc_per_node)
     checked = plan(req)
     if isinstance(db, Database):
         return db._attach(run(db.store, checked, progress))

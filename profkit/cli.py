@@ -41,7 +41,7 @@ FLAGS = {
                                               "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
                                               "limit", "compile_mode", "match", "modes", "precisions", "output", "vs",
                                               "keep_bn_fp32", "channels_last", "cudnn_benchmark", "workloads",
-                                              "tools", "address", "workers")},
+                                              "tools", "address", "workers", "nproc_per_node")},
     "threshold_pct": "--threshold",
     "timeout_s": "--timeout",
 }
@@ -412,6 +412,7 @@ def run(
     timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
     cpu_sampling: Annotated[bool, typer.Option("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")] = False,
     context_switches: Annotated[bool, typer.Option("--context-switches", help="nsys: trace the process's CPU context switches.")] = False,
+    nproc_per_node: Annotated[int, typer.Option(help="Ranks of a distributed job on this machine (one GPU each), started by torchrun and profiled together as one run (nsys or torch), with a rank on every kernel.")] = 1,
     report: ReportOpt = True,
     db: DbOpt = None,
 ) -> None:
@@ -432,7 +433,8 @@ def run(
                        compile_mode=compile_mode.value, keep_bn_fp32=keep_bn_fp32, channels_last=channels_last,
                        cudnn_benchmark=cudnn_benchmark, batch_size=batch_size,
                        iters=iters, warmup=warmup, device=device.value, metrics=metrics, name=name, timeout_s=timeout,
-                       cpu_sampling=cpu_sampling, context_switches=context_switches, db=db or _state["db"],
+                       cpu_sampling=cpu_sampling, context_switches=context_switches, nproc_per_node=nproc_per_node,
+                       db=db or _state["db"],
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path))
     render.findings(done.findings())

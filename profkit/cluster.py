@@ -37,9 +37,6 @@ from .store import Store
 from .store.database import RunFields, raw_dir
 
 TOOLS = values(Tool)
-# Kept off in every worker profkit starts: a program using NVLink multicast can take a shared
-# host's GPUs out of service.
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 INSTALL_HINT = "pip install 'profkit[cluster]'"
 
 
@@ -359,7 +356,7 @@ class _client:
             raise UsageError(f"`workers` {count}, but this machine has {gpus} GPUs: one worker per GPU")
         specs = {}
         for i in range(count):
-            env = dict(NO_MULTICAST)
+            env = dict(gpu.NO_MULTICAST)
             # Bound to this host only, and no dashboard: a local cluster runs code it is sent.
             options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40, "host": "127.0.0.1",
                                        "dashboard": False}

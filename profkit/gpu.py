@@ -7,6 +7,11 @@ import shutil
 from .errors import ProfkitError
 from .tools import runner
 
+# Set in every environment profkit starts for work on several GPUs (torchrun's ranks, sweep
+# workers): NVLink multicast off. A program that uses it can take a shared host's GPUs out of
+# service.
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
 
 def query() -> tuple[str, str] | None:
     """(name, compute capability) of GPU 0, or None where nvidia-smi cannot tell."""

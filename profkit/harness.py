@@ -11,6 +11,14 @@ Kineto trace is written to the job's ``trace_path``.
 With ``"profiler": "bench"`` (``profkit bench``) it times each measured iteration instead
 (``_bench``).
 
+Started by torchrun (``profkit run --nproc-per-node N``: the job says ``nproc_per_node``), it is
+one rank of a distributed job: it takes the GPU of its LOCAL_RANK, joins the process group
+(NCCL on GPUs, gloo on the CPU) before the workload is built, so that the workload can wrap
+its model in DistributedDataParallel, and writes its files with ``.rank<RANK>`` in their names
+(:func:`rank_file`). The ranks wait for each other (on a CPU-side gloo group: no GPU work)
+before the measured iterations and after them, so that each profiler's window holds every
+rank's iterations.
+
 Run as ``python -m profkit.harness JOB.json``; the parent (``profkit.launch``) writes the job
 file. This module is the only one that imports torch at the top of a profiled process.
 """
@@ -18,6 +26,7 @@ file. This module is the only one that imports torch at the top of a profiled pr
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m profkit.harness JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text())
+    ranks = _rank_of_job(job)
+    if ranks is not None:
+        job = _per_rank_job(job, ranks["rank"])
     if job.get("profiler") == "bench":  # profkit bench: times iterations; no profiler, no ranges
         return _bench(job)
     # Seconds since the process began its work, at each stage: where a profiled run's time goes.
@@ -46,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         stage("torch_imported")
+        barrier = _join_process_group(torch, job, ranks) if ranks is not None else (lambda: None)
         spec, step = _build(job)
         stage("built")
     except ProfkitError as exc:
@@ -54,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     import nvtx
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
-    info = _machine(torch, spec)
+    info = {**_machine(torch, spec), "pid": os.getpid(), **(ranks or {})}
 
     _gpu_lock(job, "warmup")
     stage("gpu_turn")
@@ -76,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     scaler = getattr(step, "scaler", None)  # an AMP training step's GradScaler (profkit.steps)
     scale_before = scaler.get_scale() if scaler is not None else None
     torch_profiler = job.get("profiler") == "torch"
+    barrier()  # every rank starts its measured iterations together
     if torch_profiler:
         from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -97,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
             if timer:
                 timer.mark(f"iter{i}.end")
+        barrier()  # the capture ends once every rank's iterations have
         if bracket:
             torch.cuda.profiler.stop()
         if timer:
@@ -115,7 +130,66 @@ def main(argv: list[str] | None = None) -> int:
     info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
     info["stages_s"] = stages
     Path(job["info_path"]).write_text(json.dumps(info, indent=2))
+    if ranks is not None:
+        barrier()
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
     return 0
+
+
+# ------------------------------------------------------------------------------ distributed jobs
+def rank_file(path: str, rank: int) -> str:
+    """The file of ``rank`` for one the job names: ``harness.json`` -> ``harness.rank1.json``,
+    ``trace.json.gz`` -> ``trace.rank1.json.gz``."""
+    p = Path(path)
+    stem, dot, rest = p.name.partition(".")
+    return str(p.with_name(f"{stem}.rank{rank}{dot}{rest}"))
+
+
+RANK_FILES = ("info_path", "error_path", "trace_path")
+
+
+def _rank_of_job(job: dict) -> dict[str, int] | None:
+    """rank, local_rank and world_size where torchrun started this process for a job of
+    several processes; None otherwise."""
+    if int(job.get("nproc_per_node") or 1) <= 1 or "RANK" not in os.environ:
+        return None
+    return {"rank": int(os.environ["RANK"]), "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
+            "world_size": int(os.environ.get("WORLD_SIZE", 1))}
+
+
+def _per_rank_job(job: dict, rank: int) -> dict:
+    return {**job, **{k: rank_file(job[k], rank) for k in RANK_FILES if job.get(k)}}
+
+
+def _join_process_group(torch: Any, job: dict, ranks: dict[str, int]) -> Callable[[], None]:
+    """Take this rank's GPU and join the default process group (NCCL on GPUs, gloo on the
+    CPU) from torchrun's environment; return a barrier of every rank that runs on the CPU (a
+    gloo group), so that waiting launches no GPU work into a capture."""
+    import torch.distributed as dist
+
+    from .errors import ProfkitError
+
+    cuda = job["spec"].get("device") == "cuda"
+    try:
+        if cuda:
+            if not torch.cuda.is_available():
+                raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
+            if ranks["local_rank"] >= torch.cuda.device_count():
+                raise ProfkitError(f"rank {ranks['rank']} needs GPU {ranks['local_rank']}, but PyTorch sees "
+                                   f"{torch.cuda.device_count()}")
+            torch.cuda.set_device(ranks["local_rank"])
+            dist.init_process_group("nccl", device_id=torch.device("cuda", ranks["local_rank"]))
+            group = dist.new_group(backend="gloo")
+        else:
+            dist.init_process_group("gloo")
+            group = None
+    except ProfkitError:
+        raise
+    except Exception as exc:
+        raise ProfkitError(f"rank {ranks['rank']} could not join the process group: {_error_line(exc)}") from None
+    return lambda: dist.barrier(group=group)
 
 
 def _build(job: dict, observe: Callable[[Any], None] | None = None) -> tuple[Any, Callable[[], Any]]:

@@ -25,6 +25,7 @@ from . import gpu, nvtx_ranges, workloads
 from .choices import Tool, values
 from .errors import (EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, require_choice,
                      require_int)
+from .harness import rank_file
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
@@ -33,6 +34,7 @@ from .store.database import RunFields, check_run_name
 from .tools import ncu, nsys, runner
 
 TOOLS = values(Tool)
+MAX_RANKS = 64
 DRIVER_DIR = Path("/proc/driver/nvidia")  # present wherever the NVIDIA kernel driver is loaded
 GPU_ONLY = ("ncu", "nsys")
 
@@ -67,6 +69,7 @@ class RunRequest:
     timeout_s: float | None = None
     cpu_sampling: bool = False      # nsys only
     context_switches: bool = False  # nsys only
+    nproc_per_node: int = 1         # >1: ranks of a distributed job, started by torchrun
 
 
 @dataclass
@@ -83,8 +86,15 @@ class Plan:
 def plan(req: RunRequest) -> Plan:
     """Check a request and choose its tool, before anything is written."""
     wname, wpath = check(req)
+    if req.nproc_per_node > 1 and req.spec.device == "cuda":
+        have = gpu.count()
+        if have < req.nproc_per_node:
+            raise UsageError(f"`nproc_per_node` {req.nproc_per_node} runs a rank on each of {req.nproc_per_node} GPUs, "
+                             f"but this machine has {have}")
     if req.tool == "auto":
         tool, why = choose_tool(req.spec.device)
+        if req.nproc_per_node > 1 and tool == "ncu":
+            tool, why = _timeline_tool(why)
         if req.metrics is not None and tool != "ncu":
             raise UsageError(f"`metrics` chooses ncu counters, but `tool` auto chose {tool}: {why}")
         if (req.cpu_sampling or req.context_switches) and tool != "nsys":
@@ -133,9 +143,28 @@ def check(req: RunRequest) -> tuple[str, Path]:
         raise UsageError(f"`metrics` chooses ncu counters; `tool` {req.tool} collects none")
     if (req.cpu_sampling or req.context_switches) and req.tool not in ("nsys", "auto"):
         raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {req.tool}'s")
+    require_int("nproc_per_node", req.nproc_per_node, 1)
+    if req.nproc_per_node > MAX_RANKS:
+        raise UsageError(f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {req.nproc_per_node}")
+    if req.nproc_per_node > 1:
+        if req.tool == "ncu" or req.metrics is not None:
+            raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels one "
+                             "by one, serialised and replayed", "Use `tool` nsys (or torch) for a distributed job.")
+        if req.spec.mode == "torchscript":
+            raise UsageError("`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
+                             "Use `mode` eager or compile.")
     wname, wpath = workloads.resolve(req.workload)
     workloads.check_declared(wpath, req.spec)
     return wname, wpath
+
+
+def _timeline_tool(ncu_why: str) -> tuple[str, str]:
+    """``tool`` auto for a job of several ranks, where it would have chosen ncu: nsys, else torch."""
+    try:
+        exe = nsys.find()
+    except ToolNotFound:
+        return "torch", "several ranks: ncu profiles one process's kernels one by one, and nsys is not installed"
+    return "nsys", f"several ranks: ncu profiles one process's kernels one by one; Nsight Systems is at {exe}"
 
 
 def choose_tool(device: str) -> tuple[str, str]:
@@ -191,18 +220,45 @@ class _Job:
     def write(self) -> None:
         self.job_path.write_text(json.dumps(self.job, indent=2))
 
+    @property
+    def ranks(self) -> int:
+        return self.req.nproc_per_node
+
     def harness_argv(self) -> list[str]:
+        """The harness's command line; for several ranks, torchrun's (one machine, a free
+        port: concurrent jobs do not meet) starting it once per rank."""
+        if self.ranks > 1:
+            return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc-per-node={self.ranks}", "-m", "profkit.harness", str(self.job_path)]
         return [sys.executable, "-m", "profkit.harness", str(self.job_path)]
 
+    def rank_paths(self, key: str) -> dict[int, Path]:
+        """The file each rank wrote for the job's ``key`` (info_path, trace_path...): one, the
+        job's own, for a single process."""
+        if self.ranks <= 1:
+            return {0: Path(self.job[key])}
+        return {r: Path(rank_file(self.job[key], r)) for r in range(self.ranks)}
+
     def info(self) -> dict[str, Any]:
-        path = Path(self.job["info_path"])
-        return json.loads(path.read_text()) if path.exists() else {}
+        """What the harness wrote of the machine and the run; for several ranks, rank 0's, with
+        ``ranks``: each rank's pid, GPU, iteration times (and skipped AMP steps)."""
+        infos: dict[int, dict[str, Any]] = {r: _json_or_empty(p) for r, p in self.rank_paths("info_path").items()
+                                            if p.exists()}
+        if self.ranks <= 1:
+            return infos.get(0, {})
+        keep = ("rank", "local_rank", "pid", "iteration_wall_ns", "amp_skipped_steps", "gpu_name", "warmup_s")
+        return {**infos.get(0, {}), "ranks": [{k: i[k] for k in keep if k in i} for _, i in sorted(infos.items())]}
+
+    def rank_pids(self) -> dict[int, int]:
+        """{pid: rank} of the ranks that wrote their info."""
+        return {int(i["pid"]): int(i["rank"]) for i in self.info().get("ranks", []) if "pid" in i and "rank" in i}
 
     def stream(self, argv: list[str], log: Path, on_line: Callable[[str], None] | None = None) -> tuple[runner.Result, float]:
         """Run ``argv``; a workload error the harness reports (in its error file, whatever the
         workload itself prints) becomes a WorkloadError."""
-        error_file = Path(self.job["error_path"])
-        error_file.unlink(missing_ok=True)
+        error_files = list(self.rank_paths("error_path").values())
+        for f in error_files:
+            f.unlink(missing_ok=True)
 
         def line(text: str) -> None:
             if on_line:
@@ -211,9 +267,22 @@ class _Job:
                 self.progress.on_line(text)
 
         t0 = time.monotonic()
-        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s)
-        if error_file.exists():
-            raise WorkloadError(error_file.read_text(encoding="utf-8", errors="replace").strip())
+        env = dict(gpu.NO_MULTICAST) if self.ranks > 1 else None
+        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s, env=env)
+        errors = {r: f.read_text(encoding="utf-8", errors="replace").strip()
+                  for r, f in enumerate(error_files) if f.exists()}
+        if errors:
+            if self.ranks <= 1:
+                raise WorkloadError(errors[0])
+            texts = list(dict.fromkeys(errors.values()))
+            who = "every rank" if len(errors) == self.ranks and len(texts) == 1 else \
+                "rank " + ", ".join(str(r) for r in sorted(errors))
+            raise WorkloadError(f"{who}: {texts[0]}" + (f" (and {len(texts) - 1} other errors)" if len(texts) > 1 else ""))
+        if self.ranks > 1 and result.returncode != 0:
+            last = next((l for l in reversed(result.tail) if "error" in l.lower() and l.strip()),
+                        next((l for l in reversed(result.tail) if l.strip()), "no output"))
+            raise ToolFailed(f"torchrun's ranks failed (exit {result.returncode}): {last.strip()[:300]}",
+                             f"The log is {log}.")
         return result, time.monotonic() - t0
 
 
@@ -224,7 +293,7 @@ def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progre
     return _Job(req, workload, tag, folder, {
         "spec": req.spec.as_dict(), "workload_path": str(path), "warmup": req.warmup,
         "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
-        "error_path": str(folder / "harness-error.txt"),
+        "error_path": str(folder / "harness-error.txt"), "nproc_per_node": req.nproc_per_node,
     }, progress)
 
 
@@ -248,7 +317,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         "started_at": started,
     }
     options = req.spec.options()
-    default_name = "-".join([wname, req.spec.precision, *(OPTION_NAMES[k] for k in options), req.spec.mode, suffix])
+    default_name = "-".join([wname, req.spec.precision, *(OPTION_NAMES[k] for k in options), req.spec.mode, suffix,
+                             *([f"{req.nproc_per_node}ranks"] if req.nproc_per_node > 1 else [])])
     reserved = store.reserve(req.name, default_name, base_fields,
                              status="running")
     name = reserved.name
@@ -276,6 +346,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
                      **({"compile_mode": req.spec.compile_mode} if req.spec.mode == "compile" else {}),
                      **({"options": options} if options else {}),
+                     **({"world_size": req.nproc_per_node} if req.nproc_per_node > 1 else {}),
                      **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
         }
         try:
@@ -424,23 +495,33 @@ def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     argv = job.harness_argv()
     spec = job.req.spec
     where = "CPU operators" if spec.device == "cpu" else "CPU operators and CUDA kernels"
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) with torch.profiler: {where}")
+    ranks = f", {job.ranks} ranks under torchrun" if job.ranks > 1 else ""
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}{ranks}) with torch.profiler: {where}")
     log = job.folder / "torch.log"
     # Kineto's own chatter (and a GPU-less machine's "gpuGetDeviceCount failed") goes to the log.
     result, wall = job.stream(argv, log)
     if result.returncode != 0:
         last = next((l for l in reversed(result.tail) if l.strip()), "no output")
         raise ToolFailed(f"the profiled process failed (exit {result.returncode}): {last}", f"Its log is {log}.")
-    if not trace.exists():
-        raise ToolFailed(f"torch.profiler wrote no trace at {trace}", f"Its log is {log}.")
-    job.progress.stage("reading the trace")
-    capture = read_kineto(trace)
+    traces = job.rank_paths("trace_path")
+    for t in traces.values():
+        if not t.exists():
+            raise ToolFailed(f"torch.profiler wrote no trace at {t}", f"Its log is {log}.")
+    job.progress.stage("reading the trace" if job.ranks <= 1 else f"reading the {job.ranks} ranks' traces")
+    if job.ranks > 1:
+        from .parse.ranks import merge_ranks
+
+        capture = merge_ranks({r: read_kineto(t) for r, t in traces.items()})
+        raw = {"kineto-json": str(traces[0]), **{f"kineto-json-rank{r}": str(t) for r, t in traces.items()}}
+    else:
+        capture = read_kineto(trace)
+        raw = {"kineto-json": str(trace)}
     info = job.info()
     capture.tool_version = info.get("torch_version")
     return capture, {
         "metric_set": None, "command": argv, "profiled_wall_s": round(wall, 3),
-        "raw_files": {"kineto-json": str(trace), "log": str(log)},
-        "info": {"report_bytes": trace.stat().st_size},
+        "raw_files": {**raw, "log": str(log)},
+        "info": {"report_bytes": sum(t.stat().st_size for t in traces.values())},
     }
 
 
@@ -457,7 +538,8 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     job.write()
     argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.cpu_sampling, job.req.context_switches)
     spec = job.req.spec
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under nsys")
+    ranks = f", {job.ranks} ranks under torchrun" if job.ranks > 1 else ""
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}{ranks}) under nsys")
     log = job.folder / "nsys.log"
     result, wall = job.stream(argv, log)
     report = base.with_suffix(".nsys-rep")
@@ -472,7 +554,10 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
         raise ToolFailed(f"nsys failed (exit {result.returncode}): {last}", f"Its log is {log}.")
     job.progress.stage("exporting the report to SQLite")
     sqlite_path = export_nsys(report, job.folder)
-    capture = read_nsys_sqlite(sqlite_path)
+    pids = job.rank_pids()
+    if job.ranks > 1 and len(pids) < job.ranks:
+        raise ToolFailed(f"only {len(pids)} of {job.ranks} ranks wrote what they ran", f"The log is {log}.")
+    capture = read_nsys_sqlite(sqlite_path, ranks=pids)
     capture.tool_version = tool_version
     return capture, {
         "metric_set": None, "command": argv, "profiled_wall_s": round(wall, 3),

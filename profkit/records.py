@@ -103,6 +103,85 @@ class Summary:
     evidence: dict[str, int]                    # launches per kind of evidence
     top_kernels: list[TopKernel]
     memory_ops: dict[str, MemoryOps]            # memcpy / memset, apart from the kernels
+    ranks: RankReport | None = None             # a distributed job's per-rank figures; None for one process
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------- ranks
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank of a distributed run (``--nproc-per-node``). Communication is the kernels of
+    ``family`` communication (NCCL) on GPUs; on the CPU, gloo's collective ranges
+    (``gloo:all_reduce``: gloo does the work on threads of its own, the c10d operators only
+    hand it over), their count and wall time. Times are integer nanoseconds."""
+
+    rank: int
+    devices: list[int]                      # the GPUs its kernels ran on
+    kernels: int                            # launches (CPU operator calls)
+    gpu_time_ns: int                        # their summed duration (CPU self time)
+    comm_kernels: int
+    comm_time_ns: int
+    compute_time_ns: int                    # gpu_time_ns less the communication kernels' (operators') time
+    # Of comm_time_ns, how long a compute kernel of the same rank ran on the same GPU at the
+    # same time (both as unions of intervals: concurrent kernels count once). None where the
+    # run has no kernel start times, or for CPU operators.
+    comm_overlap_ns: int | None
+    comm_overlap_pct: float | None
+
+
+@dataclass(frozen=True)
+class RankIteration:
+    """One rank's part of one measured iteration."""
+
+    rank: int
+    start_ns: int | None                    # its iteration range's start, on the capture's clock
+    wall_ns: int | None
+    kernels: int                            # launched inside it (any thread of the rank's process)
+    gpu_time_ns: int
+    comm_time_ns: int
+
+
+@dataclass(frozen=True)
+class IterationSkew:
+    """One measured iteration across the ranks. In data-parallel training every rank meets
+    the others in the gradient all-reduce: a rank that gets there first waits inside the NCCL
+    kernels, so its communication time grows by the wait. The rank with the least
+    communication time in an iteration is the one the others waited for (``waited_for``),
+    and ``wait_ns`` is how much longer the most-waiting rank spent in communication."""
+
+    iteration: str                          # the iteration range's name (<tag>.iterN)
+    start_skew_ns: int | None               # latest rank's start less the earliest's
+    end_skew_ns: int | None                 # latest rank's end less the earliest's
+    waited_for: int | None
+    wait_ns: int | None
+    ranks: list[RankIteration]
+
+
+@dataclass(frozen=True)
+class RankDifference:
+    """How one rank's kernels differ from rank 0's: ``kernels`` lists (name, precision) pairs
+    launched a different number of times (0 where one side has none), ``precisions`` the
+    kernel names run in other precisions than rank 0's."""
+
+    rank: int
+    vs: int
+    kernels: list[dict[str, Any]]           # {name, precision, launches, vs_launches}
+    precisions: list[dict[str, Any]]        # {name, precisions, vs_precisions}
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """A distributed run's ranks side by side: what ``summary``, ``ranges`` and the report show."""
+
+    world_size: int
+    activity: str
+    ranks: list[RankFigures]
+    iterations: list[IterationSkew]
+    differences: list[RankDifference]       # ranks whose kernels differ from rank 0's
+    same_kernels: bool                      # every rank launched the same kernels, as often, in the same precisions
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

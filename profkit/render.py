@@ -21,7 +21,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
 
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
-from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, RunRecord, Summary
+from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
 
 if TYPE_CHECKING:
     from rich.console import Console as RichConsole
@@ -438,6 +438,70 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
         for r in s.top_kernels:
             add_row(k, r.name, str(r.launches), fmt_ns(r.total_ns), f"{r.pct:.1f}%", r.precision or "-", _tc(r.tensor_core))
         c.print(k)
+    if s.ranks is not None:
+        ranks(s.ranks, c)
+
+
+# ---------------------------------------------------------------------------------- ranks
+def ranks(rep: RankReport, c: Console) -> None:
+    """A distributed run's ranks: figures per rank, each iteration's skew, rank differences."""
+    cpu = rep.activity == "cpu_op"
+    comm = "collectives" if cpu else "NCCL"
+    t = table(c, f"{rep.world_size} ranks", title_left=True)
+    heads = ["rank", "GPU", "kernels", "GPU time", "compute", comm, f"{comm} share", "overlapped"]
+    if cpu:
+        heads = ["rank", "ops", "CPU time", "compute", "collectives", f"{comm} wall"]
+    for col in heads:
+        t.add_column(col, justify="left" if col in ("rank", "GPU") else "right")
+    for f in rep.ranks:
+        share = f"{100.0 * f.comm_time_ns / f.gpu_time_ns:.1f}%" if f.gpu_time_ns else "-"
+        if cpu:
+            add_row(t, str(f.rank), str(f.kernels), fmt_ns(f.gpu_time_ns), fmt_ns(f.compute_time_ns),
+                    str(f.comm_kernels), fmt_ns(f.comm_time_ns))
+        else:
+            over = "-" if f.comm_overlap_pct is None else f"{f.comm_overlap_pct:.1f}%"
+            add_row(t, str(f.rank), ",".join(map(str, f.devices)) or "-", str(f.kernels), fmt_ns(f.gpu_time_ns),
+                    fmt_ns(f.compute_time_ns), fmt_ns(f.comm_time_ns), share, over)
+    c.print(t)
+    if cpu:
+        c.print("collectives: gloo's all-reduce and broadcast ranges, run on gloo's own threads beside the operators")
+    else:
+        c.print(f"overlapped: the share of a rank's {comm} time during which a compute kernel of its own ran on its GPU")
+    if rep.iterations:
+        iterations(rep.iterations, c)
+    for note in rep.notes:
+        c.print(f"note: {escape(note)}")
+    if rep.same_kernels:
+        c.print(f"every rank launched the same {'operators' if cpu else 'kernels'}, as often, in the same precisions")
+    for d in rep.differences:
+        more = sum(x["launches"] for x in d.kernels) - sum(x["vs_launches"] for x in d.kernels)
+        c.print(f"rank {d.rank} differs from rank {d.vs}: {len(d.kernels)} kernels launched a different number of "
+                f"times ({more:+d} launches in all), {len(d.precisions)} in other precisions")
+        for x in d.precisions[:5]:
+            c.print(f"  {escape(x['name'][:90])}: {'/'.join(x['precisions'])} vs {'/'.join(x['vs_precisions'])}")
+        for x in d.kernels[:5]:
+            c.print(f"  {escape(x['name'][:90])} ({x['precision']}): {x['launches']} vs {x['vs_launches']}")
+
+
+def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> None:
+    """Each measured iteration across the ranks: start and end skew, each rank's wall time, and
+    (from the kernels) whom the others waited for."""
+    waits = comm and any(r.waited_for is not None for r in rows)
+    rank_ids = sorted({p.rank for r in rows for p in r.ranks})
+    t = table(c, "iterations across ranks", title_left=True)
+    for col in ["iteration", "start skew", "end skew", *(f"rank {i} wall" for i in rank_ids),
+                *(["waited for", "wait"] if waits else [])]:
+        t.add_column(col, justify="left" if col == "iteration" else "right")
+    for r in rows:
+        walls = {p.rank: p.wall_ns for p in r.ranks}
+        cells = [r.iteration, fmt_ns(r.start_skew_ns), fmt_ns(r.end_skew_ns), *(fmt_ns(walls.get(i)) for i in rank_ids)]
+        if waits:
+            cells += ["-" if r.waited_for is None else f"rank {r.waited_for}", fmt_ns(r.wait_ns)]
+        add_row(t, *cells)
+    c.print(t)
+    if waits:
+        c.print("waited for: the rank with the least communication time in the iteration; the others reached the "
+                "all-reduce first and waited inside it (wait: the most-waiting rank's communication time less its)")
 
 
 # ---------------------------------------------------------------------------------- ranges
@@ -454,8 +518,10 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
     if not rows:
         c.print(f"{run.name} has no ranges")
         return
+    ranked = any(r.get("rank") is not None for r in rows)
     t = table(c, f"{run.name}: {len(rows)} ranges", title_left=True)
-    heads = ["range", "thread", "wall", "ops" if cpu else "kernels", "CPU time" if cpu else "GPU time"]
+    heads = [*(["rank"] if ranked else []), "range", "thread", "wall", "ops" if cpu else "kernels",
+             "CPU time" if cpu else "GPU time"]
     if not cpu:
         heads[4:4] = ["GPU ops"]
         heads.append("other threads")
@@ -463,7 +529,8 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
         t.add_column(col, justify="left" if col == "range" else "right", overflow="ellipsis", no_wrap=True,
                      max_width=max(30, c.width - 60) if col == "range" and fits(c) else None)
     for r in rows:
-        cells = ["  " * (r["depth"] or 0) + (r["name"] or ""), str(r["thread_id"] or "-"), fmt_ns(r["wall_ns"]),
+        cells = [*([str(r["rank"]) if r.get("rank") is not None else "-"] if ranked else []),
+                 "  " * (r["depth"] or 0) + (r["name"] or ""), str(r["thread_id"] or "-"), fmt_ns(r["wall_ns"]),
                  str(r["kernels"])]
         if not cpu:
             cells.append(str(r["gpu_ops"]))
@@ -472,6 +539,12 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
             cells.append("-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"]))
         add_row(t, *cells)
     c.print(t)
+    if ranked:
+        from .analyze.ranks import iteration_skew
+
+        skew = iteration_skew(rows)
+        if skew:
+            iterations(skew, c, comm=False)
     others = sum(r["other_thread_kernels"] or 0 for r in rows if r["depth"] == 0)
     if others:
         c.print(

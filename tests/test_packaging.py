@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILTINS = {"precision_zoo", "resnet18", "resnet18_train", "resnet50", "resnet50_train", "vgg16", "mobilenet_v2",
+BUILTINS = {"precision_zoo", "resnet18", "resnet18_train", "resnet50", "resnet50_train", "resnet50_ddp_train", "vgg16", "mobilenet_v2",
             "efficientnet_b0", "bert_encoder", "bert_encoder_train", "gpt_decoder", "attention_zoo"}
 
 pytestmark = pytest.mark.skipif(

@@ -14,7 +14,9 @@ import pytest
 
 from profkit.classify import classified
 from profkit.errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
+from profkit.ingest import store_capture
 from profkit.parse import load
+from profkit.parse.ranks import merge_ranks
 from profkit.parse.schema import KERNEL_FIELDS, Capture, kernel_row
 from profkit.records import RunRecord
 from profkit.store import Store
@@ -167,28 +169,66 @@ def _schema5_copy(tmp_path: Path) -> Path:
     return path
 
 
+def _ranked(row: dict) -> dict:
+    """A kernel row as schema 8 prints it: ``rank`` (None: one process) after ``device``."""
+    out = {}
+    for k, v in row.items():
+        out[k] = v
+        if k == "device":
+            out["rank"] = None
+    return out
+
+
 def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
     """A database written before texts were kept once (schema 5, by profkit a820881) is moved
     to strings + kernel_rows in place; kernels (both JSON paths), summaries and ranges come
-    back as that profkit printed them, keys in the same order."""
+    back as that profkit printed them, keys in the same order, with schema 8's ``rank`` (None)."""
     path = _schema5_copy(tmp_path)
     store = Store(path)
     tables = {r[0]: r[1] for r in sqlite3.connect(path).execute("select name, type from sqlite_master")}
     assert tables["kernels"] == "view" and tables["kernel_rows"] == "table" and tables["strings"] == "table"
     for run_name in ("ncu-vgg16", "nsys-r18", "cpu-r18"):
-        old = json.loads(gzip.decompress((STORE_DATA / f"schema5_{run_name}.kernels.json.gz").read_bytes()))
+        old = [_ranked(r) for r in json.loads(gzip.decompress((STORE_DATA / f"schema5_{run_name}.kernels.json.gz").read_bytes()))]
         run = store.get_run(run_name)
         from_sql = [json.loads(t) for t in store.iter_kernels_json(run.id)]
         from_rows = list(store.iter_kernels(run.id))
         assert from_sql == old and from_rows == old, run_name
         assert [list(r) for r in from_sql] == [list(r) for r in old]  # key order too
         summary = json.loads((STORE_DATA / f"schema5_{run_name}.summary.json").read_text())
-        assert cli_json("summary", run_name, "-f", "json", db=path) == summary, run_name
+        assert cli_json("summary", run_name, "-f", "json", db=path) == {**summary, "ranks": None}, run_name
         assert cli_json("kernels", run_name, "-f", "json", db=path) == old, run_name
     ranges = json.loads((STORE_DATA / "schema5_nsys-r18.ranges.json").read_text())
-    assert cli_json("ranges", "nsys-r18", "-f", "json", db=path) == ranges
+    assert cli_json("ranges", "nsys-r18", "-f", "json", db=path) == [{**r, "rank": None} for r in ranges]
     # A new run goes in beside the migrated ones.
     assert add(store, CSV, "after").kernel_count == 162
+
+
+def test_migrates_a_schema_7_database_adding_rank(tmp_path):
+    """A database written before distributed runs (schema 7, profkit 0a4521b) gets ``rank`` in
+    kernel_rows (the kernels view after ``device``) and in ranges, in place; its runs read back
+    as a fresh import of the same captures does, and a new run with ranks goes in beside them."""
+    path = tmp_path / "schema7.db"
+    path.write_bytes(gzip.decompress((STORE_DATA / "schema7.db.gz").read_bytes()))
+    store = Store(path)
+    con = sqlite3.connect(path)
+    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "8"
+    view = [r[1] for r in con.execute("pragma table_info(kernels)")]
+    assert view[view.index("device") + 1] == "rank"
+    assert "rank" in [r[1] for r in con.execute("pragma table_info(ranges)")]
+    fresh = Store(tmp_path / "fresh.db")
+    for name, source in (("nsys-r18", DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"),
+                         ("cpu-r18", DATA / "torch" / "cpu_resnet18_fp32.json.gz")):
+        new = add(fresh, source, name)
+        old = store.get_run(name)
+        assert list(store.iter_kernels_json(old.id)) == list(fresh.iter_kernels_json(new.id))
+        assert store.ranges(old.id) == fresh.ranges(new.id)
+        assert all(r["rank"] is None for r in store.ranges(old.id))
+        assert cli_json("summary", name, db=path) == cli_json("summary", name, db=tmp_path / "fresh.db")
+    cpu = DATA / "ddp" / "cpu_resnet50_ddp_train_fp32"
+    reserved = store.reserve(None, "ddp", {"name": "ddp", "source": "run", "info": {"world_size": 2}}, status="running")
+    ranked = store_capture(store, merge_ranks({r: load(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}),
+                           {"name": "ddp", "source": "run", "info": {"world_size": 2}}, reserved)
+    assert {r["rank"] for r in store.iter_kernels(ranked.id)} == {0, 1}
 
 
 def test_texts_are_kept_once(db):

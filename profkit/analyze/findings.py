@@ -1,7 +1,8 @@
 """What a performance engineer would point out in a run, each with its evidence and the kernels
 it is about: half-precision matrix work that missed the tensor cores, fp32 kernels in a
-half-precision run, time in layout conversions, memory-bound kernels fusion would remove, a
-launch-bound timeline, and kernels launched from autograd's thread.
+half-precision run, NCCL communication of a distributed run left exposed (no compute beside
+it), time in layout conversions, memory-bound kernels fusion would remove, a launch-bound
+timeline, and kernels launched from autograd's thread.
 
 The findings' titles, advice and thresholds are data (``[[finding]]`` in rules.toml); the
 checks here read the store's aggregates (``Store.kernel_groups``) and the run's ranges. CPU
@@ -19,7 +20,9 @@ from ..classify import RULES_PATH
 from ..parse.schema import RangeRow
 from ..records import RunRecord
 from ..store import Store
+from ..render import fmt_ns
 from .ranges import run_ranges
+from .ranks import COMM, rank_report
 
 HALF = ("fp16", "bf16")
 
@@ -120,11 +123,29 @@ def _half_missed(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
 def _fp32_in_half(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
     if not ctx.half_run():
         return None
-    chosen = [g for g in ctx.groups if g["precisions"] == "fp32"]
+    skip = set(rule.get("except_families", ()))
+    chosen = [g for g in ctx.groups if g["precisions"] == "fp32" and g["family"] not in skip]
     if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
         return None
     return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
                              "GPU time in a half-precision run", chosen)
+
+
+def _exposed_communication(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+    report = rank_report(ctx.store, ctx.run)
+    if report is None or not any(f.comm_overlap_ns is not None for f in report.ranks):
+        return None
+    exposed = {f.rank: f.comm_time_ns - (f.comm_overlap_ns or 0) for f in report.ranks}
+    total = sum(exposed.values())
+    share = round(100.0 * total / ctx.total, 2)
+    if share < rule["min_share_pct"]:
+        return None
+    per_rank = ", ".join(f"rank {f.rank} {fmt_ns(exposed[f.rank])} of {fmt_ns(f.comm_time_ns)}" for f in report.ranks)
+    detail = (f"NCCL kernels ran {fmt_ns(total)} ({share:.1f}% of GPU time) with no compute kernel of their rank beside "
+              f"them on its GPU: {per_rank}")
+    chosen = [g for g in ctx.groups if g["family"] == COMM]
+    found = ctx.finding(rule, detail, chosen)
+    return Finding(found.id, found.title, detail, found.advice, total, share, found.kernels)
 
 
 @lru_cache(maxsize=1)
@@ -183,6 +204,7 @@ def _autograd_thread(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
 CHECKS: dict[str, Callable[[_Context, dict[str, Any]], Finding | None]] = {
     "half_missed_tensor_cores": _half_missed,
     "fp32_in_half_run": _fp32_in_half,
+    "exposed_communication": _exposed_communication,
     "depthwise_convolutions": _depthwise,
     "layout_conversions": _by_family(("layout",), "NCHW <-> NHWC layout conversion"),
     "fusable_kernels": _by_family(("elementwise", "norm", "layout", "memory"),

@@ -44,6 +44,6 @@ def run_ranges(store: Store, run: RunRecord) -> list[RangeRow]:
             "range_id": i, "name": g["name"], "domain": leaf.split("@", 1)[0] if "@" in leaf else None,
             "path": path, "depth": path.count("/"), "thread_id": g["thread_id"], "start_ns": None, "wall_ns": None,
             "kernels": int(g["kernels"]), "gpu_ops": int(g["gpu_ops"]), "gpu_time_ns": int(g["gpu_time_ns"] or 0),
-            "other_thread_kernels": None,
+            "other_thread_kernels": None, "rank": None,
         })
     return out

@@ -1,5 +1,6 @@
 """One run's summary: launch count, GPU time, the tensor-core share of it, and where the time
-went by precision, by family and by kernel. For a run of CPU operators (``device`` cpu) the
+went by precision, by family and by kernel; for a distributed run (``--nproc-per-node``) the
+same per rank, with its communication (``analyze.ranks``). For a run of CPU operators (``device`` cpu) the
 same figures are over operator calls and their CPU self time, and ``activity`` says so.
 
 The figures are aggregates the store computes in SQL over the run's rows of the kernel table
@@ -12,6 +13,7 @@ from __future__ import annotations
 from ..errors import require_int
 from ..records import MemoryOps, RunRecord, Summary, TopKernel
 from ..store import Store
+from .ranks import rank_report
 
 MEMORY_KINDS = ("memcpy", "memset")
 
@@ -47,4 +49,5 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
         top_kernels=top_rows,
         memory_ops={k: MemoryOps(count=n, time_ns=ns)
                     for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},
+        ranks=rank_report(store, run),
     )

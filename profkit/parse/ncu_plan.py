@@ -165,5 +165,5 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
             "depth": 0, "thread_id": thread_ids.get(main_thread) if main_thread is not None else None,
             "start_ns": s, "wall_ns": e - s, "kernels": len(mine),
             "gpu_ops": len(mine), "gpu_time_ns": sum(r["duration_ns"] or 0 for r in mine),
-            "other_thread_kernels": len(ids) - len(mine)})
+            "other_thread_kernels": len(ids) - len(mine), "rank": None})
     return out, ranges

@@ -36,7 +36,7 @@ def _process_tid(global_tid: int) -> int:
     return global_tid - (global_tid & TID_MASK)
 
 
-def _ranges(export: NsysExport) -> list[OpenRange]:
+def _ranges(export: NsysExport, ranks: dict[int, int]) -> list[OpenRange]:
     """The push/pop and start/end ranges, sorted by walk key (thread, or process for start/end
     ranges) and start, with their paths and depths."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
@@ -47,6 +47,7 @@ def _ranges(export: NsysExport) -> list[OpenRange]:
         # The walk's key: the thread's globalTid, or for a start/end range its process's (the
         # globalTid with the thread part zero, which no thread has): the SQL import's too.
         r.global_tid = _process_tid(gtid) if process_wide else gtid
+        r.rank = ranks.get(_pid(gtid))
         out.append(r)
     out.sort(key=lambda r: (r.global_tid, r.start, -r.end))
     for _ in attribute((r.global_tid, r.start, RANGE, r) for r in out):  # sets paths and depths
@@ -55,24 +56,27 @@ def _ranges(export: NsysExport) -> list[OpenRange]:
     return out
 
 
-def read_nsys_sqlite(path: str | Path) -> Capture[KernelRow]:
+def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> Capture[KernelRow]:
     """A streamed Capture: its rows come in launch order, and ``capture.ranges`` (with per-range
-    counts) is filled once the last one has been read."""
+    counts) is filled once the last one has been read. ``ranks``: for a capture of a
+    distributed job (one report of every rank's process), each process's rank by its pid:
+    the rows' and ranges' ``rank``."""
+    ranks = ranks or {}
     export = NsysExport(Path(path))
     gpu_name, cc = export.gpu()
     meta = export.meta
-    ranges = _ranges(export)
+    ranges = _ranges(export, ranks)
     capture: Capture[KernelRow] = Capture(
         rows=iter(()), tool="nsys", source_format="nsys-sqlite", tool_version=meta.get("EXPORT_PRODUCT_VERSION"),
         gpu_name=gpu_name, compute_capability=cc, range_paths=[r.path for r in ranges])
-    capture.rows = _attributed_rows(export, ranges, capture)
-    capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture)
+    capture.rows = _attributed_rows(export, ranges, capture, ranks)
+    capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture, ranks)
     capture.notes.append(f"nsys export schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
     return capture
 
 
 def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
-          capture: Capture[KernelRow]) -> tuple[str, int, int]:
+          capture: Capture[KernelRow], ranks: dict[int, int]) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
     store (``nsys_export.insert_gpu_ops``): Python computes what is per name (the verdict,
     the short name) and per range (the innermost open range on each thread from each instant
@@ -96,7 +100,7 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
         # Each state is named by its innermost range, as a row is.
         tops = [(k, ranges[members[-1]].name, ranges[members[-1]].path) for k, members in enumerate(states)]
         result = insert_gpu_ops(store, run_id, export, names, tops, segments,
-                                [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)])
+                                [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)], ranks)
     finally:
         export.close()
     for state, kind, n, t in result["per_range"]:
@@ -182,7 +186,8 @@ def _merged_ix(ranges: list[OpenRange], process_open: list[int], thread_open: li
     return sorted(process_open + thread_open, key=lambda i: outer_first(ranges[i]))
 
 
-def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow]) -> Iterator[KernelRow]:
+def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow],
+                     ranks: dict[int, int]) -> Iterator[KernelRow]:
     """Walk GPU operations in launch order beside the ranges' starts and ends in time order.
 
     Per thread, the open push/pop ranges form a stack; an operation whose launch call started
@@ -217,13 +222,14 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
     unlaunched = 0
     launch_id = 0
     try:
-        for (kind, start, end, dev, stream, _corr, _gpid, name, short, gx, gy, gz, bx, by, bz, l_start,
+        for (kind, start, end, dev, stream, _corr, gpid, name, short, gx, gy, gz, bx, by, bz, l_start,
              l_tid) in export.gpu_ops():
             advance(l_start if l_start is not None else start)
             name = name or ""
             row = kernel_row(
                 launch_id, kind, name, short or short_name(name), duration_ns=end - start, start_ns=start,
                 grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz, stream=stream, device=dev,
+                rank=ranks.get(_pid(gpid)) if gpid is not None else None,
                 thread_id=l_tid & TID_MASK if l_tid is not None else None)
             launch_id += 1
             if l_tid is None:

@@ -33,13 +33,14 @@ class OpenRange:
     """A range instance being attributed; becomes a RANGE_COLUMNS row."""
 
     __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
-                 "gpu_time_ns", "process", "global_tid", "process_wide")
+                 "gpu_time_ns", "process", "global_tid", "process_wide", "rank")
 
     def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
                  process: int | None = None, process_wide: bool = False):
         self.name, self.domain, self.thread_id, self.start, self.end = name, domain, thread_id, start, end
         self.process = process
         self.process_wide = process_wide
+        self.rank: int | None = None  # the process's rank in a distributed job, where known
         # The walk's key: the thread, or for a process-wide range its process (process_key).
         self.global_tid: Any = process_key(process) if process_wide else thread_id
         self.path = ""
@@ -169,6 +170,6 @@ def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRang
             "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
             "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,
             "kernels": r.kernels, "gpu_ops": r.gpu_ops if gpu else None, "gpu_time_ns": r.gpu_time_ns,
-            "other_thread_kernels": other_thread_kernels(r),
+            "other_thread_kernels": other_thread_kernels(r), "rank": r.rank,
         })
     return rows

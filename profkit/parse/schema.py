@@ -22,6 +22,8 @@ grid_x .. grid_z    Int64     grid dimensions (blocks)
 block_x .. block_z  Int64     block dimensions (threads)
 stream              Int64     CUDA stream id, where known
 device              Int64     device index, where known
+rank                Int64     the process's rank in a distributed job (``--nproc-per-node``:
+                              torchrun's RANK), None for a single-process run
 thread_id           Int64     OS thread that launched it (or ran it), where known
 nvtx_range          string    innermost NVTX range open for the launch call when it ran: the
                               launching thread's push/pop (or torch record_function) ranges
@@ -37,8 +39,9 @@ metrics             object    dict of metric name -> number (profiler counters),
 precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
 tensor_core         boolean   True / False / <NA> when nothing tells (False for CPU ops)
 family              string    gemm conv attention elementwise fused layout pooling norm reduce
-                              memory other (fused: torch.compile's generated Triton kernels),
-                              or <NA>
+                              memory communication other (fused: torch.compile's generated
+                              Triton kernels; communication: NCCL kernels, collective
+                              operators), or <NA>
 evidence            string    ``metrics`` (counters decided), ``name`` (name rules; for a
                               Triton or cuDNN SDPA kernel in a timeline run, the precision
                               from the launching operator's input types, as the detail
@@ -83,6 +86,7 @@ COLUMNS: dict[str, str] = {
     "block_z": "Int64",
     "stream": "Int64",
     "device": "Int64",
+    "rank": "Int64",
     "thread_id": "Int64",
     "nvtx_range": "string",
     "nvtx_path": "string",
@@ -118,6 +122,7 @@ class KernelRow(TypedDict):
     block_z: int | None
     stream: int | None
     device: int | None
+    rank: int | None
     thread_id: int | None
     nvtx_range: str | None
     nvtx_path: str | None
@@ -164,13 +169,14 @@ class RangeRow(TypedDict):
     gpu_ops: int | None        # kernels + memcpy + memset attributed to it (None for CPU captures)
     gpu_time_ns: int           # summed duration of its kernels (CPU self time for CPU captures)
     other_thread_kernels: int | None  # kernels other threads of the process launched while it was open
+    rank: int | None           # the process's rank in a distributed job, None for one process
 
 
 # The ranges' columns and their SQL/JSON types, in RangeRow's order.
 RANGE_COLUMNS: dict[str, str] = {
     "range_id": "int", "name": "str", "domain": "str", "path": "str", "depth": "int", "thread_id": "int",
     "start_ns": "int", "wall_ns": "int", "kernels": "int", "gpu_ops": "int", "gpu_time_ns": "int",
-    "other_thread_kernels": "int",
+    "other_thread_kernels": "int", "rank": "int",
 }
 # What `profkit ranges` and Run.ranges() give: everything but the stored id.
 RANGE_FIELDS: tuple[str, ...] = tuple(c for c in RANGE_COLUMNS if c != "range_id")

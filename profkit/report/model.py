@@ -150,31 +150,40 @@ def timeline(run: Run) -> dict[str, Any]:
                                     "profile with --tool nsys or torch for a timeline"}
     # The first measured iteration: from its range's start to the next iteration's (the harness
     # synchronises at the end of each), whichever thread launched the work (autograd's too).
-    iterations = sorted((r for r in iteration_ranges(run.range_rows()) if r["start_ns"] is not None),
-                        key=lambda r: r["start_ns"] or 0)
-    iteration = iterations[0] if iterations else None
-    start = iteration["start_ns"] if iteration else None
-    end = iterations[1]["start_ns"] if len(iterations) > 1 else None
+    # A distributed run has each iteration once per rank: from the earliest rank's start.
+    starts: dict[str, int] = {}
+    for r in iteration_ranges(run.range_rows()):
+        if r["start_ns"] is not None:
+            starts[r["name"]] = min(starts.get(r["name"], r["start_ns"]), r["start_ns"])
+    iterations = sorted(starts.items(), key=lambda kv: kv[1])
+    iteration = iterations[0][0] if iterations else None
+    start = iterations[0][1] if iterations else None
+    end = iterations[1][1] if len(iterations) > 1 else None
     rows, total = run.database.store.timeline(run.id, start, end, TIMELINE_LIMIT)
     if not rows:
         return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "
                                     "again for a timeline)"}
     t0 = min(r["start_ns"] for r in rows)
     many_gpus = len({r["device"] for r in rows}) > 1
+    ranked = any(r["rank"] is not None for r in rows)
 
-    def lane(key: tuple[int, int]) -> str:
-        dev, stream = key
+    def lane(key: tuple[int, int, int]) -> str:
+        rank, dev, stream = key
         text = "stream ?" if stream < 0 else f"stream {stream}"
-        return f"GPU {dev if dev >= 0 else '?'} {text}" if many_gpus else text
+        text = f"GPU {dev if dev >= 0 else '?'} {text}" if many_gpus else text
+        return f"rank {rank} · {text}" if ranked else text
 
-    def key(r: dict[str, Any]) -> tuple[int, int]:
-        return (-1 if r["device"] is None else r["device"], -1 if r["stream"] is None else r["stream"])
+    def key(r: dict[str, Any]) -> tuple[int, int, int]:
+        return (-1 if r["rank"] is None else r["rank"], -1 if r["device"] is None else r["device"],
+                -1 if r["stream"] is None else r["stream"])
 
     bars = [[lane(key(r)), (r["start_ns"] - t0) / 1e3, (r["start_ns"] - t0 + (r["duration_ns"] or 0)) / 1e3,
              display_name(r["name"], r["short_name"]), r["kind"], r["precision"],
              None if r["tensor_core"] is None else bool(r["tensor_core"])] for r in rows]
-    lane_names = [lane(k) for k in sorted({key(r) for r in rows})]  # by device, then stream number
-    what = f"iteration {iteration['name']}" if iteration else "the capture's first launches (no iteration ranges)"
+    lane_names = [lane(k) for k in sorted({key(r) for r in rows})]  # by rank, device, then stream number
+    what = f"iteration {iteration}" if iteration else "the capture's first launches (no iteration ranges)"
+    if ranked:
+        what += " on every rank"
     note = f"{what}: {total:,} GPU operations"
     if total > len(rows):
         note += f", the first {len(rows):,} shown"

@@ -41,8 +41,9 @@ from ..records import BenchRecord, BenchRow, RunRecord
 
 DEFAULT_DB = "profkit.db"
 # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner;
-# 6: texts kept once in `strings`, launches in `kernel_rows`, `kernels` a view; 7: `benches`, `bench_rows`
-SCHEMA_VERSION = 7
+# 6: texts kept once in `strings`, launches in `kernel_rows`, `kernels` a view; 7: `benches`, `bench_rows`;
+# 8: `rank` in kernel_rows (and the view, after `device`) and in ranges
+SCHEMA_VERSION = 8
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 MAX_NAME = 120       # characters in a run name (it names a folder)
 # Run statuses: complete, and being written by the owner process. (A run that ended without
@@ -374,8 +375,17 @@ class Store:
                     if col not in kernel_cols:
                         self.db.table("kernels").add_column(col, typ)
                 self._migrate_kernels()
+            elif "rank" not in self.db.table("kernel_rows").columns_dict:  # schema 6 or 7
+                self.execute("alter table kernel_rows add column rank integer")
+                self.execute("drop view if exists kernels")
+                self.execute(KERNELS_VIEW)
             if "ranges" not in tables:
                 self._create_ranges()
+            else:
+                range_cols = set(self.db.table("ranges").columns_dict)
+                for col, typ in RANGE_TABLE_COLUMNS.items():
+                    if col not in range_cols:
+                        self.db.table("ranges").add_column(col, typ)
             if "benches" not in tables:  # schema 6 or earlier
                 self._create_benches()
             self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
@@ -811,7 +821,7 @@ class Store:
             where += " and start_ns < ?"
             args.append(end_ns)
         total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
-        cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "start_ns", "duration_ns",
+        cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
                 "precision", "tensor_core")
         rows = [dict(zip(cols, r)) for r in self.execute(
             f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
@@ -833,6 +843,54 @@ class Store:
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
         return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
                 for r in self.query(q, [run_id])]
+
+    # ------------------------------------------------------------------ reading ranks (distributed runs)
+    def _string_id(self, text: str) -> int:
+        row = self.execute("select id from strings where text = ?", [text]).fetchone()
+        return int(row[0]) if row else -1
+
+    def rank_totals(self, run_id: int, kind: str, family: str) -> list[dict[str, Any]]:
+        """Per rank (in order) of a run's rows of one kind: launches, summed duration, the
+        launches and time of ``family`` (communication), and the devices they ran on."""
+        fid = self._string_id(family)
+        q = """select rank, count(*), coalesce(sum(duration_ns), 0), coalesce(sum(family_id = ?), 0),
+                      coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0),
+                      group_concat(distinct device)
+               from kernel_rows where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
+        return [{"rank": int(r), "kernels": int(n), "time_ns": int(t), "family_kernels": int(fn), "family_ns": int(ft),
+                 "devices": sorted({int(d) for d in (devs or "").split(",") if d})}
+                for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])]
+
+    def rank_intervals(self, run_id: int, family: str) -> Iterator[tuple[int, int | None, int, int, bool]]:
+        """(rank, device, start_ns, duration_ns, of ``family``) of a run's kernels that have a
+        start time, ordered by rank, device and start: streamed."""
+        fid = self._string_id(family)
+        cur = self.execute("""select rank, device, start_ns, coalesce(duration_ns, 0), family_id = ? from kernel_rows
+                              where run_id = ? and kind = 'kernel' and rank is not null and start_ns is not null
+                              order by rank, device, start_ns""", [fid, run_id])
+        while batch := cur.fetchmany(5000):
+            for rank, device, start, duration, of_family in batch:
+                yield int(rank), device, int(start), int(duration), bool(of_family)
+
+    def rank_path_times(self, run_id: int, kind: str, family: str) -> list[dict[str, Any]]:
+        """Per rank and NVTX stack of a run's rows of one kind: launches, summed duration and
+        the time of ``family``."""
+        fid = self._string_id(family)
+        rows = self.execute("""select rank, nvtx_path_id, count(*), coalesce(sum(duration_ns), 0),
+                                      coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0)
+                               from kernel_rows where run_id = ? and kind = ? and rank is not null
+                               group by rank, nvtx_path_id""", [fid, run_id, kind]).fetchall()
+        texts = self._texts({r[1] for r in rows if r[1] is not None})
+        return [{"rank": int(r), "nvtx_path": texts.get(p) if p is not None else None, "kernels": int(n),
+                 "time_ns": int(t), "family_ns": int(ft)} for r, p, n, t, ft in rows]
+
+    def rank_name_counts(self, run_id: int, kind: str) -> list[tuple[int, str, str, int]]:
+        """(rank, name, precision, launches) of a run's rows of one kind."""
+        rows = self.execute("""select rank, name_id, coalesce(precision, 'unknown'), count(*) from kernel_rows
+                               where run_id = ? and kind = ? and rank is not null group by rank, name_id, precision""",
+                            [run_id, kind]).fetchall()
+        texts = self._texts({r[1] for r in rows if r[1] is not None})
+        return [(int(r), texts.get(n, ""), p, int(c)) for r, n, p, c in rows]
 
     # ------------------------------------------------------------------ benchmarks (profkit bench)
     def _create_benches(self) -> None:

@@ -269,7 +269,7 @@ def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path
 
 # ------------------------------------------------------------------------------ bulk import
 def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
-                   segments: list[tuple], windows: list[tuple]) -> dict[str, Any]:
+                   segments: list[tuple], windows: list[tuple], ranks: dict[int, int] | None = None) -> dict[str, Any]:
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
 
@@ -279,7 +279,8 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
     sets. ``ranges``: (state index, name, path) of the innermost range of each state, a state
     being a set of ranges open on a thread at once. ``segments``: (globalTid, start, state index
     or None), per thread the state from ``start`` on. ``windows``: (range index, process, start,
-    end). Returns the operations counted by kind (count, time), per state and kind (count,
+    end). ``ranks``: the rank of each process (pid) of a distributed job, for the rows' ``rank``.
+    Returns the operations counted by kind (count, time), per state and kind (count,
     time), the kernels each range's process launched in its window, and the operations with no
     launch call. One write transaction: nothing stays if it fails."""
     con = store.conn
@@ -290,7 +291,7 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
     small = export.path.stat().st_size <= IN_MEMORY_BYTES
     con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
     try:
-        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows)
+        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows, ranks or {})
     finally:
         if con.in_transaction:
             con.execute("rollback")
@@ -300,7 +301,8 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
 
 
 def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[tuple],
-                    ranges: list[tuple], segments: list[tuple], windows: list[tuple]) -> dict[str, Any]:
+                    ranges: list[tuple], segments: list[tuple], windows: list[tuple],
+                    ranks: dict[int, int]) -> dict[str, Any]:
     from .database import KERNEL_COLUMNS, STORED_COLUMNS
 
     with store.write():
@@ -317,6 +319,8 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             con.executemany("insert into temp.rg values (?, ?, ?)", ((i, ids.get(n), ids.get(p)) for i, n, p in ranges))
             con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
             con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
+            con.execute("create temp table rk (pid integer primary key, rank integer)")
+            con.executemany("insert into temp.rk values (?, ?)", ranks.items())
             con.execute(f"create temp table ops as {ops_sql}")
             bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
             if bad:
@@ -328,7 +332,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                 raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
             source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
                       "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
-                      "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev",
+                      "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
                       "thread_id": f"o.ltid & {0xFFFFFF}", "nvtx_range": "rg.range_id", "nvtx_path": "rg.path_id",
                       "input_types": "null", "op": "null", "metrics": "null", "precision": "n.precision",
                       "tensor_core": "n.tensor_core", "family": "n.family_id", "evidence": "n.evidence",
@@ -337,7 +341,8 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             cols = ", ".join(STORED_COLUMNS)
             values = ", ".join(source[c] for c in KERNEL_COLUMNS)
             con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
-                        "join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix order by o.seq",
+                        "join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
+                        "left join temp.rk rk on rk.pid = o.pid order by o.seq",
                         [run_id])
             by_kind = {k: (int(n), int(t or 0)) for k, n, t in con.execute(
                 "select kind, count(*), sum(end - start) from temp.ops group by kind")}
@@ -352,7 +357,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                         "select count(*) from temp.ops where kind = 'kernel' and lpid = ? and lstart >= ? and lstart < ?",
                         [pid, start, end]).fetchone()[0])
         finally:
-            for table in ("ops", "nm", "rg", "seg"):
+            for table in ("ops", "nm", "rg", "seg", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
 
@@ -402,6 +407,7 @@ def _ops_sql(export: NsysExport) -> str:
               on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
         select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, sn, start, end, dev,
                stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
+               (gpid >> 24) & {0xFFFFFF} as pid,
                coalesce((select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
                          order by s.start desc limit 1),
                         (select s.ix from temp.seg s where s.gtid = launched.ltid - (launched.ltid & {0xFFFFFF})

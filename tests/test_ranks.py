@@ -1,0 +1,319 @@
+"""Distributed runs (``profkit run --nproc-per-node N``): every rank's kernels in one run with a
+``rank``, and the per-rank figures (GPU time, NCCL time and its overlap with compute,
+iteration skew, rank differences).
+
+Captures in tests/data/ddp are real: `profkit run resnet50_ddp_train --precision amp
+--nproc-per-node 2 --iters 1 --batch-size 8` on two H200s (nsys, and torch.profiler: one trace
+per rank), with each rank's harness file (its pid) and `nsys stats`' kernel summary as the
+oracle; and the same workload on this machine's CPU with gloo under torch.profiler. The live
+CPU test runs two gloo ranks here."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from profkit.analyze.ranks import _differences, _intersection, rank_report
+from profkit.classify import classified
+from profkit.ingest import store_capture
+from profkit.parse.kineto import read_kineto
+from profkit.parse.nsys_sqlite import read_nsys_sqlite
+from profkit.parse.ranks import merge_ranks
+from profkit.parse.schema import frame
+from profkit.store import Store
+
+from .conftest import DATA, cli, cli_json, needs_gpu_nsys, needs_torch, one_line_error
+
+DDP = DATA / "ddp"
+NSYS = "nsys_resnet50_ddp_train_amp"
+TORCH = "torch_resnet50_ddp_train_amp"
+
+
+def _pids(prefix: str) -> dict[int, int]:
+    infos = [json.loads((DDP / f"{prefix}.harness.rank{r}.json").read_text()) for r in (0, 1)]
+    return {i["pid"]: i["rank"] for i in infos}
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ddp") / f"{NSYS}.sqlite"
+    out.write_bytes(gzip.decompress((DDP / f"{NSYS}.sqlite.gz").read_bytes()))
+    return out
+
+
+def _store(db: Path, capture, name: str, world_size: int = 2):
+    store = Store(db)
+    fields = {"name": name, "source": "run", "workload": "resnet50_ddp_train", "precision": "amp", "mode": "eager",
+              "device": "cuda", "info": {"world_size": world_size}}
+    reserved = store.reserve(None, name, fields, status="running")  # type: ignore[arg-type]
+    return store, store_capture(store, capture, fields, reserved)  # type: ignore[arg-type]
+
+
+def _oracle(export: Path) -> dict[int, dict[str, int]]:
+    """Per process of the export (SQL): kernels, their summed time and the NCCL kernels' time."""
+    con = sqlite3.connect(export)
+    out = {}
+    for pid, n, t, nccl in con.execute(
+            "select (k.globalPid >> 24) & 16777215, count(*), sum(k.end - k.start), "
+            "sum(case when s.value like 'nccl%' then k.end - k.start else 0 end) "
+            "from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.shortName group by 1"):
+        out[pid] = {"kernels": n, "time_ns": t, "nccl_ns": nccl}
+    con.close()
+    return out
+
+
+def test_an_nsys_capture_of_every_rank_gets_each_kernel_its_rank(export, db):
+    pids = _pids(NSYS)
+    oracle = _oracle(export)
+    assert set(oracle) == set(pids)  # the capture holds both ranks' processes, and only them
+    streamed = frame(read_nsys_sqlite(export, ranks=pids).rows)
+    for pid, rank in pids.items():
+        mine = streamed[streamed["rank"] == rank]
+        kernels = mine[mine["kind"] == "kernel"]
+        assert len(kernels) == oracle[pid]["kernels"] and int(kernels["duration_ns"].sum()) == oracle[pid]["time_ns"]
+    assert streamed["rank"].notna().all()
+    # nsys stats' own kernel summary of the report: the same kernels and time over both ranks.
+    with open(DDP / f"{NSYS}_cuda_gpu_kern_sum.csv") as f:
+        stats = list(csv.DictReader(f))
+    kernels = streamed[streamed["kind"] == "kernel"]
+    assert sum(int(r["Instances"]) for r in stats) == len(kernels)
+    assert sum(int(r["Total Time (ns)"]) for r in stats) == int(kernels["duration_ns"].sum())
+    # The SQL bulk path writes the same rows as the streamed one, rank included.
+    store, run = _store(db, read_nsys_sqlite(export, ranks=pids), "ddp")
+    stored = frame(store.iter_kernels(run.id), classified=True)
+    assert stored["rank"].tolist() == streamed["rank"].tolist()
+    assert stored["launch_id"].tolist() == streamed["launch_id"].tolist()
+    ranges = store.ranges(run.id)
+    iterations = [r for r in ranges if r["name"].endswith(".iter0")]
+    assert sorted(r["rank"] for r in iterations) == [0, 1] and all(r["rank"] is not None for r in ranges)
+
+
+def test_nccl_kernels_are_communication_on_the_cuda_cores(export, db):
+    store, run = _store(db, read_nsys_sqlite(export, ranks=_pids(NSYS)), "ddp")
+    k = frame(store.iter_kernels(run.id), classified=True)
+    nccl = k[k["name"].str.startswith("nccl")]
+    assert len(nccl) and set(nccl["family"]) == {"communication"} and not nccl["tensor_core"].any()
+    reduce = nccl[nccl["name"].str.contains("AllReduce_Sum_f32")]
+    assert set(reduce["precision"]) == {"fp32"}  # AMP's gradients are the parameters' fp32
+    assert set(nccl[nccl["name"].str.contains("Broadcast")]["precision"]) == {"unknown"}
+    # AMP's all-reduce in fp32 is not a missed cast: the fp32 finding leaves NCCL out.
+    findings = {f.id: f for f in __import__("profkit.analyze.findings", fromlist=["x"]).findings(store, run)}
+    fp32 = findings.get("fp32_in_half_run")
+    assert fp32 is None or not any(x["name"].startswith("nccl") for x in fp32.kernels)
+
+
+def _union(intervals):
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _overlap_brute(kernels) -> int:
+    """Time an NCCL kernel and a compute kernel ran at once on one GPU, by elementary segments."""
+    total = 0
+    for _, g in kernels.groupby("device"):
+        spans = [(int(s), int(s) + int(d), f == "communication") for s, d, f in
+                 zip(g["start_ns"], g["duration_ns"], g["family"].fillna(""))]
+        points = sorted({p for s, e, _ in spans for p in (s, e)})
+        for a, b in zip(points, points[1:]):
+            comm = any(s <= a and e >= b for s, e, c in spans if c)
+            compute = any(s <= a and e >= b for s, e, c in spans if not c)
+            if comm and compute:
+                total += b - a
+    return total
+
+
+def test_rank_figures_agree_with_the_kernel_table(export, db):
+    pids = _pids(NSYS)
+    store, run = _store(db, read_nsys_sqlite(export, ranks=pids), "ddp")
+    report = rank_report(store, run)
+    assert report is not None and report.world_size == 2 and [f.rank for f in report.ranks] == [0, 1]
+    k = frame(store.iter_kernels(run.id), classified=True)
+    k = k[k["kind"] == "kernel"]
+    oracle = _oracle(export)
+    for f in report.ranks:
+        mine = k[k["rank"] == f.rank]
+        pid = next(p for p, r in pids.items() if r == f.rank)
+        assert f.devices == [f.rank]  # each rank on the GPU of its local rank
+        assert (f.kernels, f.gpu_time_ns, f.comm_time_ns) == (oracle[pid]["kernels"], oracle[pid]["time_ns"],
+                                                              oracle[pid]["nccl_ns"])
+        assert f.compute_time_ns == f.gpu_time_ns - f.comm_time_ns and f.comm_kernels > 0
+        assert f.comm_overlap_ns == _overlap_brute(mine) and 0 < f.comm_overlap_ns < f.comm_time_ns
+        assert f.comm_overlap_pct == round(100 * f.comm_overlap_ns / f.comm_time_ns, 1)
+    # The iteration, from NVTX's own start/end events of each process.
+    con = sqlite3.connect(export)
+    spans = {pids[(g >> 24) & 0xFFFFFF]: (s, e) for s, e, g in con.execute(
+        "select start, end, globalTid from NVTX_EVENTS where eventType = 60")}
+    con.close()
+    (it,) = report.iterations
+    assert it.start_skew_ns == abs(spans[0][0] - spans[1][0]) and it.end_skew_ns == abs(spans[0][1] - spans[1][1])
+    assert [(p.rank, p.start_ns, p.wall_ns) for p in it.ranks] == [(r, s, e - s) for r, (s, e) in sorted(spans.items())]
+    comm = {p.rank: p.comm_time_ns for p in it.ranks}
+    assert it.waited_for == min(comm, key=lambda r: comm[r]) and it.wait_ns == max(comm.values()) - min(comm.values())
+    assert sum(p.kernels for p in it.ranks) == len(k)  # every kernel of the capture is in its rank's iteration
+    assert report.same_kernels and report.differences == []
+
+
+def test_torch_profiler_traces_of_each_rank_merge_into_one_run(db, export):
+    traces = {r: DDP / f"{TORCH}.rank{r}.json.gz" for r in (0, 1)}
+    alone = {r: frame(read_kineto(t).rows) for r, t in traces.items()}
+    merged = merge_ranks({r: read_kineto(t) for r, t in traces.items()})
+    store, run = _store(db, merged, "ddp-torch")
+    k = frame(store.iter_kernels(run.id), classified=True)
+    assert k["launch_id"].tolist() == list(range(len(k)))
+    for r, rows in alone.items():
+        mine = k[k["rank"] == r]
+        assert mine["name"].tolist() == rows["name"].tolist()  # each rank's rows, in its own launch order
+        assert mine["duration_ns"].tolist() == rows["duration_ns"].tolist()
+    ranges = store.ranges(run.id)
+    assert sorted(r["rank"] for r in ranges if r["name"].endswith(".iter0")) == [0, 1]
+    assert [r["range_id"] for r in ranges] == list(range(len(ranges)))
+    # The same step under nsys: every rank launched the same kernels, as many.
+    nsys = frame(read_nsys_sqlite(export, ranks=_pids(NSYS)).rows)
+    for r in (0, 1):
+        assert (k[(k["rank"] == r) & (k["kind"] == "kernel")].shape[0]
+                == nsys[(nsys["rank"] == r) & (nsys["kind"] == "kernel")].shape[0])
+    report = rank_report(store, run)
+    assert report is not None and report.same_kernels and all(f.comm_kernels for f in report.ranks)
+
+
+def test_rank_differences_name_the_kernels_and_precisions():
+    counts = [(0, "gemm_a", "fp16", 4), (0, "gemm_b", "fp16", 2), (0, "add", "fp32", 10),
+              (1, "gemm_a", "fp16", 4), (1, "gemm_b", "fp32", 2), (1, "add", "fp32", 9)]
+    (d,) = _differences(counts)
+    assert d.rank == 1 and d.vs == 0
+    assert d.precisions == [{"name": "gemm_b", "precisions": ["fp32"], "vs_precisions": ["fp16"]}]
+    assert {(x["name"], x["precision"], x["launches"], x["vs_launches"]) for x in d.kernels} == {
+        ("add", "fp32", 9, 10), ("gemm_b", "fp16", 0, 2), ("gemm_b", "fp32", 2, 0)}
+    assert _differences([(0, "a", "fp16", 1), (1, "a", "fp16", 1)]) == []
+
+
+def test_interval_intersection():
+    assert _intersection(_union([(0, 10), (20, 30)]), _union([(5, 25)])) == 10
+    assert _intersection([], [[0, 5]]) == 0
+
+
+def test_a_single_process_run_has_no_rank_report(db):
+    store, run = _store(db, read_kineto(DDP / f"{TORCH}.rank0.json.gz"), "one", world_size=1)
+    assert rank_report(store, run) is None
+    assert cli_json("summary", "one", db=db)["ranks"] is None
+
+
+@pytest.mark.parametrize("page", ["summary", "ranges", "report"])
+def test_what_the_commands_show_of_the_ranks(export, db, tmp_path, page):
+    _store(db, read_nsys_sqlite(export, ranks=_pids(NSYS)), "ddp")
+    if page == "summary":
+        s = cli_json("summary", "ddp", db=db)
+        assert [r["rank"] for r in s["ranks"]["ranks"]] == [0, 1]
+        text = cli("summary", "ddp", db=db).stdout
+        assert "2 ranks" in text and "overlapped" in text and "waited for" in text
+        assert "every rank launched the same kernels" in text
+    elif page == "ranges":
+        rows = cli_json("ranges", "ddp", db=db)
+        assert all(r["rank"] in (0, 1) for r in rows)
+        text = cli("ranges", "ddp", db=db).stdout
+        assert "iterations across ranks" in text and "start skew" in text
+    else:
+        out = tmp_path / "ddp.html"
+        r = cli("report", "ddp", "--output", out, db=db)
+        assert r.exit_code == 0, r.output
+        html = out.read_text()
+        assert 'id="ranks"' in html and 'id="iteration-skew"' in html and 'id="rank-same"' in html
+
+
+@needs_torch
+def test_two_gloo_ranks_on_the_cpu_under_torch_profiler(db, tmp_path):
+    """The acceptance's CPU test: the DDP workload as two processes (torchrun, gloo) under
+    torch.profiler, stored as one run with both ranks."""
+    r = cli("run", "resnet50_ddp_train", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
+            "--batch-size", 1, "--iters", 1, "--warmup", 1, "--no-report", db=db)
+    assert r.exit_code == 0, r.output
+    name = "resnet50_ddp_train-fp32-eager-cpu-2ranks"
+    k = cli_json("kernels", name, db=db)
+    per_rank = Counter(row["rank"] for row in k)
+    assert set(per_rank) == {0, 1} and per_rank[0] == per_rank[1]
+    collectives = [row for row in k if row["family"] == "communication"]
+    assert {row["rank"] for row in collectives} == {0, 1}
+    assert {row["name"] for row in collectives} >= {"c10d::allreduce_"}
+    s = cli_json("summary", name, db=db)
+    ranks = s["ranks"]
+    assert ranks["world_size"] == 2 and [f["rank"] for f in ranks["ranks"]] == [0, 1]
+    assert all(f["comm_kernels"] and f["comm_time_ns"] > 0 for f in ranks["ranks"])  # gloo's all-reduce ranges
+    assert len(ranks["iterations"]) == 1 and ranks["iterations"][0]["start_skew_ns"] is not None
+    runs = cli_json("runs", db=db)
+    assert runs[0]["kernel_count"] == len(k)
+    run = Store(db).get_run(name)
+    assert run.info["world_size"] == 2 and [x["rank"] for x in run.info["harness"]["ranks"]] == [0, 1]
+    assert {"kineto-json-rank0", "kineto-json-rank1"} <= set(run.raw_files)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--nproc-per-node", 0), "--nproc-per-node must be"),
+    (("--nproc-per-node", 65, "--device", "cpu"), "--nproc-per-node is at most 64"),
+    (("--nproc-per-node", 2, "--tool", "ncu"), "ncu profiles one process's kernels one by one"),
+    (("--nproc-per-node", 2, "--metrics", "full"), "ncu profiles one process's kernels one by one"),
+    (("--nproc-per-node", 2, "--device", "cpu", "--mode", "torchscript"), "TorchScript cannot trace"),
+])
+def test_bad_rank_requests_are_one_line_and_make_no_database(db, args, message):
+    one_line_error(cli("run", "resnet50_ddp_train", *args, db=db), message, code=2)
+    assert not db.exists()
+
+
+def test_more_ranks_than_gpus_is_refused(db, monkeypatch):
+    from profkit import gpu
+
+    monkeypatch.setattr(gpu, "count", lambda: 1)
+    one_line_error(cli("run", "resnet50_ddp_train", "--nproc-per-node", 2, "--tool", "torch", db=db),
+                   "runs a rank on each of 2 GPUs, but this machine has 1", code=2)
+    assert not db.exists()
+
+
+@needs_gpu_nsys
+def test_on_two_gpus_a_ddp_step_under_nsys_and_torch(tmp_path):
+    """On a machine with 2 GPUs: both tools see both ranks, the same kernels per rank, NCCL."""
+    from profkit import gpu
+
+    if gpu.count() < 2:
+        pytest.skip("needs 2 GPUs")
+    db = tmp_path / "gpu.db"
+    for tool in ("nsys", "torch"):
+        r = cli("run", "resnet50_ddp_train", "--precision", "amp", "--nproc-per-node", 2, "--tool", tool,
+                "--iters", 2, "--batch-size", 16, "--no-report", db=db)
+        assert r.exit_code == 0, r.output
+    counts = {}
+    for tool in ("nsys", "torch"):
+        s = cli_json("summary", f"resnet50_ddp_train-amp-eager-{tool}-2ranks", db=db)["ranks"]
+        assert [f["devices"] for f in s["ranks"]] == [[0], [1]]
+        assert all(f["comm_kernels"] > 0 and f["comm_overlap_ns"] is not None for f in s["ranks"])
+        assert len(s["iterations"]) == 2 and s["same_kernels"]
+        counts[tool] = [f["kernels"] for f in s["ranks"]]
+    assert counts["nsys"] == counts["torch"]
+
+
+@needs_torch
+def test_a_rank_that_fails_is_named_and_the_others_are_stopped(db, tmp_path):
+    """One rank's workload error ends the job (torchrun stops the rank waiting for it): one
+    line naming the rank and the error, and the run kept as failed."""
+    workload = tmp_path / "half_broken.py"
+    workload.write_text(
+        "def build(spec):\n"
+        "    import torch, torch.distributed as dist\n"
+        "    if dist.get_rank() == 1:\n"
+        "        raise RuntimeError('rank one cannot build')\n"
+        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+    r = cli("run", workload, "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2, "--batch-size", 2,
+            "--no-report", "--timeout", 120, db=db)
+    one_line_error(r, "rank 1: ", code=1)
+    assert "rank one cannot build" in r.stderr
+    (run,) = Store(db).runs()
+    assert run.status == "failed" and "rank 1" in run.info["error"]
