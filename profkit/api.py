@@ -406,6 +406,22 @@ def profile(
     return database._attach(run(database.store, checked, progress))
 
 
+def _skip_auto_twins(checked: Any, chosen: list[str]) -> None:
+    """Skip a sweep's ``auto`` cells whose choice here is a tool the sweep also names for the
+    same workload, precision and mode: the same run twice."""
+    from .cluster import JobResult
+
+    named = {(job.workload, job.precision, job.mode, job.tool) for job, _, _ in checked.jobs if job.tool != "auto"}
+    keep = []
+    for (job, req, path), tool in zip(checked.jobs, chosen):
+        if job.tool == "auto" and (job.workload, job.precision, job.mode, tool) in named:
+            checked.skipped.append(JobResult(job, "skipped", error=f"auto chooses {tool} here, which the sweep runs "
+                                                                   "already for this cell"))
+            continue
+        keep.append((job, req, path))
+    checked.jobs[:] = keep
+
+
 # ---------------------------------------------------------------------------------- bench
 def bench(
     workload: str,
@@ -470,6 +486,9 @@ def sweep(
 
     if workers is not None:
         require_int("workers", workers, 1)
+        if address:
+            raise UsageError("`workers` sizes the local cluster; with `address` the scheduler's own workers run the "
+                             "jobs", "Leave out `workers`, or `address` to run on this machine.")
     if address and _dask() is None:
         raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
                          f"Install it: {INSTALL_HINT}")
@@ -482,7 +501,7 @@ def sweep(
         if device == "cuda" and not count():
             raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
                              "Use `device` cpu, or give a scheduler `address`.")
-        for _, req, _ in checked.jobs:
-            plan_run(req)
+        tools_chosen = [plan_run(req).tool for _, req, _ in checked.jobs]
+        _skip_auto_twins(checked, tools_chosen)
     return run(_writable(db).store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
 

@@ -323,6 +323,38 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+CONNECT_S = 10  # how long a scheduler has to answer
+
+
+def _connect(dask: Any, address: str) -> Any:
+    """A client of the Dask scheduler at ``address``, or one line saying it did not answer. The
+    connection is made on a thread of its own and waited for: a service at that address that
+    takes the connection but never speaks Dask's protocol would hold Dask's handshake (and its
+    own timeout) forever."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = dask.Client(address, timeout=f"{CONNECT_S}s")
+        except BaseException as exc:  # handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=connect, name="profkit-dask-connect", daemon=True)
+    thread.start()
+    thread.join(CONNECT_S + 5)
+    hint = "Check the address, or leave out `address` to use this machine's GPUs."
+    if thread.is_alive():
+        raise UsageError(f"nothing at {address} answered as a Dask scheduler within {CONNECT_S + 5} s", hint)
+    error = box.get("error")
+    if isinstance(error, (OSError, ValueError, TypeError)):
+        raise UsageError(f"no Dask scheduler answered at {address} ({error})", hint)
+    if error is not None:
+        raise error
+    return box["client"]
+
+
 class _client:
     """A Dask client: to ``address``, or to a local cluster of one single-threaded worker
     process per GPU (each seeing only its own), or ``workers`` of them for the CPU."""
@@ -335,11 +367,7 @@ class _client:
     def __enter__(self) -> tuple[Any, str, bool]:
         dask = self.dask
         if self.address:
-            try:
-                self.client = dask.Client(self.address, timeout="10s")
-            except (OSError, ValueError, TypeError) as exc:
-                raise UsageError(f"no Dask scheduler answered at {self.address} ({exc})",
-                                 "Check the address, or leave out `address` to use this machine's GPUs.") from None
+            self.client = _connect(dask, self.address)
             per_gpu = self.device == "cuda"
             workers = self.client.scheduler_info().get("workers", {}).values()
             if per_gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):

@@ -317,3 +317,45 @@ def test_a_rank_that_fails_is_named_and_the_others_are_stopped(db, tmp_path):
     assert "rank one cannot build" in r.stderr
     (run,) = Store(db).runs()
     assert run.status == "failed" and "rank 1" in run.info["error"]
+
+
+def test_the_ranks_section_in_chromium(export, db, tmp_path):
+    """The report of a two-rank nsys run as a person sees it: a row and a bar per rank (compute,
+    NCCL overlapped, NCCL exposed, as long as the figures say), the iteration skew, and the
+    timeline with a lane per rank and stream."""
+    from . import chromium
+
+    if chromium.available():
+        pytest.skip(chromium.available())
+    store, run = _store(db, read_nsys_sqlite(export, ranks=_pids(NSYS)), "ddp")
+    out = tmp_path / "ddp.html"
+    assert cli("report", "ddp", "--output", out, db=db).exit_code == 0
+    report = rank_report(store, run)
+    assert report is not None
+    with chromium.browser() as b:
+        opened = chromium.open_report(b, out)
+        assert opened.errors == [] and opened.requests == []
+        page = opened.page
+        rows = page.locator("#rank-table tbody tr")
+        assert rows.count() == 2
+        longest = max(f.gpu_time_ns for f in report.ranks)
+        for i, f in enumerate(report.ranks):
+            row = rows.nth(i)
+            assert row.is_visible() and row.get_attribute("data-rank") == str(f.rank)
+            assert int(row.get_attribute("data-comm-ns") or 0) == f.comm_time_ns
+            assert int(row.get_attribute("data-overlap-ns") or 0) == f.comm_overlap_ns
+            cells = row.locator("td").all_inner_texts()
+            assert cells[0] == str(f.rank) and cells[1] == str(f.devices[0]) and f"{f.comm_overlap_pct:.1f}%" in cells[6]
+            bar = row.locator(".rankbar").bounding_box()
+            assert bar is not None
+            for cls, ns in (("b-compute", f.compute_time_ns), ("b-overlap", f.comm_overlap_ns),
+                            ("b-exposed", f.comm_time_ns - (f.comm_overlap_ns or 0))):
+                box = row.locator(f".{cls}").bounding_box()
+                width = box["width"] if box else 0.0
+                assert abs(width - bar["width"] * ns / longest) <= 1.5, (f.rank, cls)
+        skew = page.locator("#iteration-skew tbody tr")
+        assert skew.count() == 1 and "rank" in skew.nth(0).inner_text()
+        assert page.locator("#rank-same").is_visible()
+        lanes = page.evaluate("() => Chart.getChart(document.getElementById('chart-timeline')).data.labels")
+        assert {lane.split(" · ")[0] for lane in lanes} == {"rank 0", "rank 1"}
+        page.locator("#ranks").screenshot(path=str(tmp_path / "ranks.png"))

@@ -81,6 +81,8 @@ BAD = {  # (arguments, message, exit status: 2 for usage, 1 for what the workloa
     "nothing can run": (["--workloads", "resnet18_train", "--precisions", "fp16"], "no cell of the sweep's matrix can run", 2),
     "workers 0": (["--workloads", "resnet18", "--workers", "0", "--device", "cpu"], "--workers must be at least 1", 2),
     "ncu on the CPU": (["--workloads", "resnet18", "--tools", "ncu", "--device", "cpu"], "ncu profiles GPU work", 2),
+    "workers with address": (["--workloads", "resnet18", "--workers", "2", "--address", "tcp://127.0.0.1:1"],
+                             "--workers sizes the local cluster; with --address", 2),
 }
 
 
@@ -108,3 +110,51 @@ def test_a_scheduler_whose_workers_offer_no_gpu_is_refused_before_any_job(tmp_pa
         one_line_error(cli("sweep", "--workloads", "resnet18", "--tools", "nsys", "--address", local.scheduler_address,
                            db=db), "offers the resource GPU", 2)
     assert not db.exists() or runs(db) == []
+
+
+def test_an_address_where_nothing_speaks_dask_is_one_line(tmp_path, monkeypatch):
+    """A service that takes the connection and never answers (not a Dask scheduler) would hold
+    Dask's handshake forever: the sweep gives up after its own deadline, with one line."""
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held: list = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    monkeypatch.setattr(cluster, "CONNECT_S", 1)
+    t0 = time.monotonic()
+    try:
+        r = cli("sweep", "--workloads", TINY, *CPU, "--address", f"tcp://127.0.0.1:{server.getsockname()[1]}",
+                db=tmp_path / "s.db")
+    finally:
+        stop.set()
+        server.close()
+    one_line_error(r, "as a Dask scheduler within 6 s", 2)
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "s.db").exists()
+
+
+@needs_torch
+def test_an_auto_cell_that_chooses_a_tool_the_sweep_names_runs_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "_dask", lambda: None)  # in turn: the same planning, no cluster to start
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", TINY, "--device", "cpu", "--batch-size", "2", "--iters", "1", "--warmup", "1",
+            "--tools", "auto,torch", "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    jobs = {j["tool"]: j for j in json.loads(r.stdout)["jobs"]}
+    assert {t: j["status"] for t, j in jobs.items()} == {"torch": "ok", "auto": "skipped"}
+    assert "auto chooses torch here" in jobs["auto"]["error"]
+    assert [x["name"] for x in runs(db)] == ["tiny_classifier-fp32-eager-cpu"]
