@@ -780,16 +780,10 @@ def _die_with_parent() -> None:
     dies (Linux's PR_SET_PDEATHSIG), so an interrupted sweep leaves no job running; the
     SIGTERM handler then stops the job's profiler and marks its run."""
     parent = os.environ.get("PROFKIT_PARENT_PID")
-    if not parent or not sys.platform.startswith("linux"):
-        return
-    import ctypes
+    if parent and parent.isdigit():
+        from .tools.runner import die_with_parent
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if str(os.getppid()) != parent:  # it died before the call: go now
-        os.kill(os.getpid(), signal.SIGTERM)
+        die_with_parent(int(parent), signal.SIGTERM)
 
 
 def main() -> None:

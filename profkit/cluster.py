@@ -323,6 +323,18 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook, run in each worker process of the local cluster: a terminal's Ctrl-C
+    goes to every process of its group, the workers included, and the sweep process stops the
+    cluster (and its jobs) itself; a worker that took the signal too would end with Dask's
+    KeyboardInterrupt traceback on the terminal."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 CONNECT_S = 10  # how long a scheduler has to answer
 
 
@@ -387,7 +399,7 @@ class _client:
             env = dict(gpu.NO_MULTICAST)
             # Bound to this host only, and no dashboard: a local cluster runs code it is sent.
             options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40, "host": "127.0.0.1",
-                                       "dashboard": False}
+                                       "dashboard": False, "preload": [__name__]}  # dask_setup below
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
                 options["resources"] = {"GPU": 1}

@@ -41,6 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(argv[0]).read_text())
     ranks = _rank_of_job(job)
     if ranks is not None:
+        import signal
+
+        from .tools.runner import die_with_parent
+
+        # torchrun starts each rank in a session of its own: a timeout or Ctrl-C that ends
+        # torchrun's process group would not reach a rank waiting in a collective.
+        die_with_parent(os.getppid(), signal.SIGKILL)
         job = _per_rank_job(job, ranks["rank"])
     if job.get("profiler") == "bench":  # profkit bench: times iterations; no profiler, no ranges
         return _bench(job)

@@ -144,3 +144,43 @@ REPORT_DATA = DATA / "report"
 def report_dir(tmp_path_factory):
     """tests/data/report's captures, nsys SQLite exports decompressed."""
     return _unpacked(REPORT_DATA, tmp_path_factory.mktemp("report"))
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of this machine's processes that mention ``text`` (a test's temporary
+    folder) or run in a folder under it (Dask's workers, started from the test's folder, name
+    no path): what a run or sweep left running."""
+    import os
+
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if (text in args or cwd.startswith(text)) and proc.name != str(os.getpid()):
+            found.append(args)
+    return found
+
+
+def ctrl_c(argv: list[str], cwd, after_s: float, timeout: float = 90.0):
+    """Start ``argv`` as a terminal would (a process group of its own, SIGINT not ignored),
+    then press Ctrl-C: SIGINT to the whole group after ``after_s``. Returns (exit status,
+    stderr, seconds it took to end after the signal)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(after_s)
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+    return proc.returncode, err, time.monotonic() - t0

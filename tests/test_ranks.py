@@ -359,3 +359,46 @@ def test_the_ranks_section_in_chromium(export, db, tmp_path):
         lanes = page.evaluate("() => Chart.getChart(document.getElementById('chart-timeline')).data.labels")
         assert {lane.split(" · ")[0] for lane in lanes} == {"rank 0", "rank 1"}
         page.locator("#ranks").screenshot(path=str(tmp_path / "ranks.png"))
+
+
+@needs_torch
+def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path):
+    """A terminal's Ctrl-C during a two-rank run (one rank stuck in its build, the other waiting
+    for it): torchrun's ranks are in sessions of their own, and still all of them end; the run
+    is marked interrupted, with one line and no traceback."""
+    import sys
+
+    from .conftest import ctrl_c, processes_mentioning
+
+    (tmp_path / "stuck.py").write_text(
+        "def build(spec):\n"
+        "    import time, torch, torch.distributed as dist\n"
+        "    if dist.get_rank() == 1:\n"
+        "        time.sleep(600)\n"
+        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+    code, err, took = ctrl_c([sys.executable, "-m", "profkit", "--db", str(tmp_path / "p.db"), "run", "stuck.py",
+                              "--device", "cpu", "--tool", "torch", "--nproc-per-node", "2", "--batch-size", "2",
+                              "--no-report"], tmp_path, after_s=8)
+    assert code == 130 and err.strip().splitlines()[-1] == "profkit: interrupted" and "Traceback" not in err, err
+    assert took < 30
+    assert processes_mentioning(str(tmp_path)) == []
+    (run,) = Store(tmp_path / "p.db").runs()
+    assert run.status == "interrupted"
+
+
+@needs_torch
+def test_a_timeout_stops_every_rank(tmp_path, db):
+    (tmp_path / "stuck.py").write_text(
+        "def build(spec):\n"
+        "    import time, torch, torch.distributed as dist\n"
+        "    if dist.get_rank() == 1:\n"
+        "        time.sleep(600)\n"
+        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+    from .conftest import processes_mentioning
+
+    r = cli("run", tmp_path / "stuck.py", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
+            "--batch-size", 2, "--no-report", "--timeout", 8, db=db)
+    one_line_error(r, "ran past 8 s and was stopped", code=1)
+    assert processes_mentioning(str(tmp_path)) == []
+    (run,) = Store(db).runs()
+    assert run.status == "failed"

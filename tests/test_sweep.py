@@ -158,3 +158,24 @@ def test_an_auto_cell_that_chooses_a_tool_the_sweep_names_runs_once(tmp_path, mo
     assert {t: j["status"] for t, j in jobs.items()} == {"torch": "ok", "auto": "skipped"}
     assert "auto chooses torch here" in jobs["auto"]["error"]
     assert [x["name"] for x in runs(db)] == ["tiny_classifier-fp32-eager-cpu"]
+
+
+@needs_torch
+def test_ctrl_c_ends_a_sweep_at_once_with_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the sweep and its local cluster's workers alike: the sweep
+    stops every job and the cluster, says so in one line (no worker's traceback), and leaves no
+    process and no scratch folder; the runs finished before it stay."""
+    pytest.importorskip("distributed")
+    import sys
+
+    from .conftest import ctrl_c, processes_mentioning
+
+    code, err, took = ctrl_c([sys.executable, "-m", "profkit", "--db", str(tmp_path / "s.db"), "sweep", "--workloads",
+                              "resnet18,resnet50", "--precisions", "fp32,bf16", "--tools", "torch", "--device", "cpu",
+                              "--batch-size", "2", "--iters", "1", "--warmup", "1", "--workers", "2"], tmp_path,
+                             after_s=12)
+    assert code == 130 and err.strip().splitlines()[-1] == "profkit: interrupted", err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert took < 30
+    assert processes_mentioning(str(tmp_path)) == []
+    assert not (tmp_path / "s-runs" / ".sweep-scratch").exists()

@@ -27,6 +27,25 @@ class Result:
     wall_s: float
 
 
+def die_with_parent(parent: int, sig: int) -> None:
+    """Have Linux send this process ``sig`` when ``parent`` (its parent now) dies
+    (PR_SET_PDEATHSIG), and send it now if that parent is already gone; elsewhere nothing. For
+    processes that a parent's group kill does not reach (a sweep's jobs, torchrun's ranks,
+    each in a session of its own)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the call: go now
+        os.kill(os.getpid(), sig)
+
+
 def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:
     """``name`` on PATH, else the newest match of the install-folder glob ``patterns``."""
     path = shutil.which(name)
