@@ -361,6 +361,16 @@ def test_the_ranks_section_in_chromium(export, db, tmp_path):
         page.locator("#ranks").screenshot(path=str(tmp_path / "ranks.png"))
 
 
+def _stuck_on_rank_1(folder: Path) -> None:
+    """stuck.py: a workload whose rank 1 never finishes building (rank 0 waits for it)."""
+    (folder / "stuck.py").write_text(
+        "def build(spec):\n"
+        "    import time, torch, torch.distributed as dist\n"
+        "    if dist.get_rank() == 1:\n"
+        "        time.sleep(600)\n"
+        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+
+
 @needs_torch
 def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path):
     """A terminal's Ctrl-C during a two-rank run (one rank stuck in its build, the other waiting
@@ -370,12 +380,7 @@ def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path):
 
     from .conftest import ctrl_c, processes_mentioning
 
-    (tmp_path / "stuck.py").write_text(
-        "def build(spec):\n"
-        "    import time, torch, torch.distributed as dist\n"
-        "    if dist.get_rank() == 1:\n"
-        "        time.sleep(600)\n"
-        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+    _stuck_on_rank_1(tmp_path)
     code, err, took = ctrl_c([sys.executable, "-m", "profkit", "--db", str(tmp_path / "p.db"), "run", "stuck.py",
                               "--device", "cpu", "--tool", "torch", "--nproc-per-node", "2", "--batch-size", "2",
                               "--no-report"], tmp_path, after_s=8)
@@ -388,12 +393,7 @@ def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path):
 
 @needs_torch
 def test_a_timeout_stops_every_rank(tmp_path, db):
-    (tmp_path / "stuck.py").write_text(
-        "def build(spec):\n"
-        "    import time, torch, torch.distributed as dist\n"
-        "    if dist.get_rank() == 1:\n"
-        "        time.sleep(600)\n"
-        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+    _stuck_on_rank_1(tmp_path)
     from .conftest import processes_mentioning
 
     r = cli("run", tmp_path / "stuck.py", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
