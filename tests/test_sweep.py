@@ -179,3 +179,24 @@ def test_ctrl_c_ends_a_sweep_at_once_with_one_line(tmp_path):
     assert took < 30
     assert processes_mentioning(str(tmp_path)) == []
     assert not (tmp_path / "s-runs" / ".sweep-scratch").exists()
+
+
+def test_on_two_gpus_the_jobs_run_on_both(tmp_path):
+    """On a machine with 2 GPUs (and nsys): the local cluster has a worker per GPU and the jobs
+    run on both, each stored with its kernels."""
+    pytest.importorskip("distributed")
+    from profkit import gpu
+
+    from .conftest import has_cuda, has_nsys
+
+    if not (has_cuda() and has_nsys()) or gpu.count() < 2:
+        pytest.skip("needs 2 GPUs and nsys")
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", "resnet18", "--precisions", "fp32,fp16", "--tools", "nsys,torch", "--iters", "1",
+            "--batch-size", "4", "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["engine"].startswith("dask (local, 2 GPUs")
+    assert all(j["status"] == "ok" for j in out["jobs"]) and len(out["jobs"]) == 4
+    assert {j["worker"].rsplit(" ", 1)[-1] for j in out["jobs"]} == {"0", "1"}
+    assert all(x["status"] == "ok" and x["kernel_count"] > 0 for x in runs(db))
