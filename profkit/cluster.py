@@ -35,6 +35,7 @@ from .errors import (ProfkitError, StoreError, UsageError, WorkloadError, requir
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields, raw_dir
+from .tools import runner
 
 TOOLS = values(Tool)
 INSTALL_HINT = "pip install 'profkit[cluster]'"
@@ -133,8 +134,6 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
     process (which dies with this one: an interrupted sweep leaves no job running) into a
     temporary database and raw folder, returned as one gzipped tar archive with the outcome.
     Never raises for the job's own failure: that is the result."""
-    from .tools import runner
-
     started = time.perf_counter()
     scratch = request.get("scratch")
     if scratch:
@@ -396,7 +395,7 @@ class _client:
             raise UsageError(f"`workers` {count}, but this machine has {gpus} GPUs: one worker per GPU")
         specs = {}
         for i in range(count):
-            env = dict(gpu.NO_MULTICAST)
+            env = dict(runner.NO_MULTICAST)  # the Nanny's worker process (Dask starts it)
             # Bound to this host only, and no dashboard: a local cluster runs code it is sent.
             options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40, "host": "127.0.0.1",
                                        "dashboard": False, "preload": [__name__]}  # dask_setup below

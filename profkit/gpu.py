@@ -7,11 +7,6 @@ import shutil
 from .errors import ProfkitError
 from .tools import runner
 
-# Set in every environment profkit starts for work on several GPUs (torchrun's ranks, sweep
-# workers): NVLink multicast off. A program that uses it can take a shared host's GPUs out of
-# service.
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-
 
 def query() -> tuple[str, str] | None:
     """(name, compute capability) of GPU 0, or None where nvidia-smi cannot tell."""
@@ -39,3 +34,20 @@ def count() -> int:
     except ProfkitError:
         return 0
     return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+
+
+def visible(count: int) -> int:
+    """How many of ``count`` GPUs a CUDA program started from here sees: CUDA_VISIBLE_DEVICES
+    (indexes or UUIDs, comma-separated; CUDA stops at the first it cannot use) where set."""
+    import os
+
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return count
+    shown = 0
+    for item in value.split(","):
+        item = item.strip()
+        if not item or (item.lstrip("-").isdigit() and not 0 <= int(item) < count):
+            break
+        shown += 1
+    return min(shown, count)

@@ -46,8 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         from .tools.runner import die_with_parent
 
         # torchrun starts each rank in a session of its own: a timeout or Ctrl-C that ends
-        # torchrun's process group would not reach a rank waiting in a collective.
+        # torchrun's process group would not reach a rank waiting in a collective. And when
+        # torchrun stops its ranks (SIGINT, SIGTERM), a rank blocked in a collective never gets
+        # back to Python to raise KeyboardInterrupt: it ends at once instead.
         die_with_parent(os.getppid(), signal.SIGKILL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         job = _per_rank_job(job, ranks["rank"])
     if job.get("profiler") == "bench":  # profkit bench: times iterations; no profiler, no ranges
         return _bench(job)
@@ -58,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     def stage(name: str) -> None:
         stages[name] = round(time.perf_counter() - began, 3)
 
-    from . import nvtx_ranges
     from .errors import ProfkitError
 
     try:
@@ -70,8 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         stage("built")
     except ProfkitError as exc:
         return _fail(job, exc.one_line())
-
-    import nvtx
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
     info = {**_machine(torch, spec), "pid": os.getpid(), **(ranks or {})}
@@ -92,12 +93,45 @@ def main(argv: list[str] | None = None) -> int:
         info["compile_mode"] = spec.compile_mode
 
     iter_ns: list[int] = []
-    run_tag = job["tag"]
     scaler = getattr(step, "scaler", None)  # an AMP training step's GradScaler (profkit.steps)
     scale_before = scaler.get_scale() if scaler is not None else None
-    torch_profiler = job.get("profiler") == "torch"
     barrier()  # every rank starts its measured iterations together
-    if torch_profiler:
+    try:
+        _measure(job, spec, step, sync, barrier, info, iter_ns)
+    except Exception as exc:  # the user's model in a measured iteration
+        return _fail(job, f"a measured iteration failed for {Path(job['workload_path']).stem} in {spec.precision}: "
+                          f"{_error_line(exc)}")
+    stage("measured")
+    if scaler is not None and scale_before:
+        import math
+
+        # Each overflow halves the scale (it grows only every 2000 clean steps).
+        skipped = round(math.log2(scale_before / scaler.get_scale())) if scaler.get_scale() else len(iter_ns)
+        info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
+    info["iteration_wall_ns"] = iter_ns
+    info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
+    info["stages_s"] = stages
+    Path(job["info_path"]).write_text(json.dumps(info, indent=2))
+    if ranks is not None:
+        barrier()
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return 0
+
+
+def _measure(job: dict, spec: Any, step: Callable[[], Any], sync: Callable[[], None], barrier: Callable[[], None],
+             info: dict[str, Any], iter_ns: list[int]) -> None:
+    """The measured iterations, each in its NVTX range, under the job's profiler: torch.profiler
+    here (the trace written), or between cudaProfilerStart and Stop for nsys, or timed by
+    CUPTI for ncu's per-function plan."""
+    import nvtx
+    import torch
+
+    from . import nvtx_ranges
+
+    run_tag = job["tag"]
+    if job.get("profiler") == "torch":
         from torch.profiler import ProfilerActivity, profile, record_function
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if spec.device == "cuda" else [])
@@ -126,23 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         _release_gpu_lock()  # the other harness may start its GPU work while this one writes
         if timer:
             timer.write(Path(job["kernel_times_path"]))
-    stage("measured")
-    if scaler is not None and scale_before:
-        import math
-
-        # Each overflow halves the scale (it grows only every 2000 clean steps).
-        skipped = round(math.log2(scale_before / scaler.get_scale())) if scaler.get_scale() else len(iter_ns)
-        info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
-    info["iteration_wall_ns"] = iter_ns
-    info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
-    info["stages_s"] = stages
-    Path(job["info_path"]).write_text(json.dumps(info, indent=2))
-    if ranks is not None:
-        barrier()
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
-    return 0
 
 
 # ------------------------------------------------------------------------------ distributed jobs
@@ -172,8 +189,9 @@ def _per_rank_job(job: dict, rank: int) -> dict:
 
 def _join_process_group(torch: Any, job: dict, ranks: dict[str, int]) -> Callable[[], None]:
     """Take this rank's GPU and join the default process group (NCCL on GPUs, gloo on the
-    CPU) from torchrun's environment; return a barrier of every rank that runs on the CPU (a
-    gloo group), so that waiting launches no GPU work into a capture."""
+    CPU) from torchrun's environment; a workload's own ``init_process_group`` then does
+    nothing. Return a barrier of every rank that runs on the CPU (a gloo group), so that
+    waiting launches no GPU work into a capture."""
     import torch.distributed as dist
 
     from .errors import ProfkitError
@@ -196,6 +214,14 @@ def _join_process_group(torch: Any, job: dict, ranks: dict[str, int]) -> Callabl
         raise
     except Exception as exc:
         raise ProfkitError(f"rank {ranks['rank']} could not join the process group: {_error_line(exc)}") from None
+
+    # A DDP script joins the group itself first thing: in a workload run here, the group is
+    # joined already, and its own call does nothing (rather than fail "twice").
+    def already_joined(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    dist.init_process_group = already_joined
+    dist.distributed_c10d.init_process_group = already_joined
     return lambda: dist.barrier(group=group)
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,9 +90,12 @@ def plan(req: RunRequest) -> Plan:
     wname, wpath = check(req)
     if req.nproc_per_node > 1 and req.spec.device == "cuda":
         have = gpu.count()
-        if have < req.nproc_per_node:
+        visible = gpu.visible(have)
+        if visible < req.nproc_per_node:
+            where = f"this machine has {have}" if visible == have else \
+                f"CUDA_VISIBLE_DEVICES shows {visible} of this machine's {have}"
             raise UsageError(f"`nproc_per_node` {req.nproc_per_node} runs a rank on each of {req.nproc_per_node} GPUs, "
-                             f"but this machine has {have}")
+                             f"but {where}")
     if req.tool == "auto":
         tool, why = choose_tool(req.spec.device)
         if req.nproc_per_node > 1 and tool == "ncu":
@@ -228,9 +233,17 @@ class _Job:
         """The harness's command line; for several ranks, torchrun's (one machine, a free
         port: concurrent jobs do not meet) starting it once per rank."""
         if self.ranks > 1:
-            return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            return [sys.executable, "-m", "profkit.torchrun", "--standalone",
                     f"--nproc-per-node={self.ranks}", "-m", "profkit.harness", str(self.job_path)]
         return [sys.executable, "-m", "profkit.harness", str(self.job_path)]
+
+    def env(self) -> dict[str, str] | None:
+        """What the profiled process's environment adds (runner's adds NVLink multicast off):
+        for ranks on the CPU, OMP_NUM_THREADS as this machine's cores shared out among them,
+        unless it is set (torchrun would make it 1: every rank on one core)."""
+        if self.ranks > 1 and self.req.spec.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // self.ranks))}
+        return None
 
     def rank_paths(self, key: str) -> dict[int, Path]:
         """The file each rank wrote for the job's ``key`` (info_path, trace_path...): one, the
@@ -267,23 +280,62 @@ class _Job:
                 self.progress.on_line(text)
 
         t0 = time.monotonic()
-        env = dict(gpu.NO_MULTICAST) if self.ranks > 1 else None
-        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s, env=env)
-        errors = {r: f.read_text(encoding="utf-8", errors="replace").strip()
-                  for r, f in enumerate(error_files) if f.exists()}
+        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s, env=self.env())
+        # Each rank's error, first written first: when one rank fails, the others fail after it
+        # in their collectives ("connection closed by peer"), and the first is the cause.
+        errors = sorted(((f.stat().st_mtime_ns, r, f.read_text(encoding="utf-8", errors="replace").strip())
+                         for r, f in enumerate(error_files) if f.exists()))
         if errors:
             if self.ranks <= 1:
-                raise WorkloadError(errors[0])
-            texts = list(dict.fromkeys(errors.values()))
-            who = "every rank" if len(errors) == self.ranks and len(texts) == 1 else \
-                "rank " + ", ".join(str(r) for r in sorted(errors))
-            raise WorkloadError(f"{who}: {texts[0]}" + (f" (and {len(texts) - 1} other errors)" if len(texts) > 1 else ""))
+                raise WorkloadError(errors[0][2])
+            _, first, text = errors[0]
+            texts = {t for _, _, t in errors}
+            if len(errors) == self.ranks and len(texts) == 1:
+                raise WorkloadError(f"every rank: {text}")
+            after = sorted(r for _, r, _ in errors[1:])
+            # A rank that ended without an error of its own (killed, os._exit) left the others
+            # failing in their collectives: say so beside theirs.
+            silent = [f"rank {r} {how} without an error of its own" for r, how in _torchrun_failures(result.tail)
+                      if all(r != e for _, e, _ in errors)]
+            raise WorkloadError(f"rank {first}: {text}" + "".join(
+                f" ({x})" for x in ([f"then rank {', '.join(map(str, after))} failed too"] if after else []) + silent))
         if self.ranks > 1 and result.returncode != 0:
-            last = next((l for l in reversed(result.tail) if "error" in l.lower() and l.strip()),
-                        next((l for l in reversed(result.tail) if l.strip()), "no output"))
-            raise ToolFailed(f"torchrun's ranks failed (exit {result.returncode}): {last.strip()[:300]}",
+            raise ToolFailed(f"torchrun's ranks failed (exit {result.returncode}): {_torchrun_cause(result.tail)}",
                              f"The log is {log}.")
         return result, time.monotonic() - t0
+
+
+def _torchrun_failures(tail: list[str]) -> list[tuple[int, str]]:
+    """The failed ranks torchrun's summary lists ("rank : N", "exitcode : C" in each entry),
+    its root cause (first observed failure) first, each with how it ended."""
+    found: list[tuple[int, str]] = []
+    rank: int | None = None
+    root = next((i for i, line in enumerate(tail) if "Root Cause" in line), len(tail))
+    for line in tail[root:] + tail[:root]:
+        key, _, value = line.strip().partition(":")
+        word = value.strip().split(" ")[0] if value.strip() else ""
+        if key.strip() == "rank" and word.isdigit():
+            rank = int(word)
+        elif key.strip() == "exitcode" and rank is not None and word.lstrip("-").isdigit():
+            n = int(word)
+            try:
+                how = f"was killed by {signal.Signals(-n).name}" if n < 0 else f"exited with status {n}"
+            except ValueError:
+                how = f"was killed by signal {-n}"
+            if all(r != rank for r, _ in found):
+                found.append((rank, how))
+            rank = None
+    return found
+
+
+def _torchrun_cause(tail: list[str]) -> str:
+    """What torchrun says of its first failed rank: the rank and how it ended; else the last
+    line of output."""
+    failures = _torchrun_failures(tail)
+    if failures:
+        rank, how = failures[0]
+        return f"rank {rank} {how} (no error of its own: see the log)"
+    return next((l.strip() for l in reversed(tail) if l.strip()), "no output")[:300]
 
 
 def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progress: Progress) -> _Job:

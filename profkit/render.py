@@ -561,7 +561,11 @@ def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str) -> No
     c = console()
     summary(run, s, "table", c)
     size = run.info.get("report_bytes")
-    if report:
+    traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
+    if report and traces > 1:  # rank 0's trace, with the others beside it
+        c.print(f"report: {escape(report)} and {traces - 1} more ranks' traces beside it"
+                + (f" ({size / 1e6:.2f} MB in all)" if size else ""))
+    elif report:
         c.print(f"report: {escape(report)} ({size / 1e6:.2f} MB)" if size else f"report: {escape(report)}")
     c.print(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as [bold]{escape(run.name)}[/bold] in "
             f"{escape(db_path)}")

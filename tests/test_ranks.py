@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -402,3 +403,95 @@ def test_a_timeout_stops_every_rank(tmp_path, db):
     assert processes_mentioning(str(tmp_path)) == []
     (run,) = Store(db).runs()
     assert run.status == "failed"
+
+
+def test_a_rank_without_kernels_is_not_the_same(export, db):
+    """Rank 1's process left out of the mapping (its rows have no rank): the report says rank 1
+    launched nothing and differs by everything, never that every rank launched the same."""
+    only0 = {p: r for p, r in _pids(NSYS).items() if r == 0}
+    store, run = _store(db, read_nsys_sqlite(export, ranks=only0), "only0")
+    report = rank_report(store, run)
+    assert report is not None and [f.rank for f in report.ranks] == [0]
+    assert not report.same_kernels and "no kernels from rank 1 of 2" in report.notes[0]
+    (d,) = report.differences
+    assert d.rank == 1 and all(x["launches"] == 0 and x["vs_launches"] > 0 for x in d.kernels)
+    assert "every rank launched the same" not in cli("summary", "only0", db=db).stdout
+
+
+def test_the_iteration_table_keeps_its_columns_when_a_rank_misses_an_iteration(db, tmp_path):
+    """A rank without an iteration's range: the report's iteration table still has a wall and
+    a collectives cell per rank in every row (dashes where the rank has none)."""
+    cpu = DDP / "cpu_resnet50_ddp_train_fp32"
+    store, run = _store(db, merge_ranks({r: read_kineto(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}), "cpu")
+    con = sqlite3.connect(db)
+    con.execute("delete from ranges where run_id = ? and rank = 0 and name like '%.iter0'", [run.id])
+    con.commit()
+    con.close()
+    out = tmp_path / "cpu.html"
+    assert cli("report", "cpu", "--output", out, db=db).exit_code == 0
+    html = out.read_text()
+    table = html[html.index('id="iteration-skew"'):]
+    table = table[:table.index("</table>")]
+    head = table[:table.index("</thead>")]
+    columns = len(re.findall(r"<th[ >]", head))
+    assert columns == 3 + 2 * 2 + 2  # iteration, skews, wall and collectives per rank, waited for, wait
+    rows = table[table.index("<tbody>"):].split("<tr>")[1:]
+    assert len(rows) == 1 and all(len(re.findall(r"<td[ >]", row)) == columns for row in rows)
+
+
+@needs_torch
+def test_a_ddp_script_that_joins_the_group_itself_runs(db, tmp_path):
+    """A workload written as DDP scripts are (it calls init_process_group first thing) runs as
+    ranks: the group is joined already, and its call does nothing. The CPU ranks share the
+    machine's cores (torchrun alone would give each one thread)."""
+    (tmp_path / "own_init.py").write_text(
+        "import os\n"
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "from torch.distributed import init_process_group\n\n"
+        "def build(spec):\n"
+        "    init_process_group('gloo')\n"
+        "    dist.init_process_group(backend='gloo', init_method='env://')\n"
+        "    from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "    model = DDP(torch.nn.Linear(8, 8))\n"
+        "    x = torch.randn(spec.batch_size, 8)\n"
+        "    threads = os.environ.get('OMP_NUM_THREADS')\n"
+        "    def step():\n"
+        "        assert threads == str(max(1, (os.cpu_count() or 1) // 2)), threads\n"
+        "        model(x).sum().backward()\n"
+        "    return step\n")
+    r = cli("run", tmp_path / "own_init.py", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
+            "--batch-size", 2, "--warmup", 1, "--no-report", db=db)
+    assert r.exit_code == 0, r.output
+    s = cli_json("summary", "own_init-fp32-eager-cpu-2ranks", db=db)["ranks"]
+    assert [f["rank"] for f in s["ranks"]] == [0, 1] and s["same_kernels"]
+
+
+def test_ranks_beyond_the_visible_gpus_are_refused(db, monkeypatch):
+    from profkit import gpu
+
+    monkeypatch.setattr(gpu, "count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    one_line_error(cli("run", "resnet50_ddp_train", "--nproc-per-node", 2, "--tool", "torch", db=db),
+                   "CUDA_VISIBLE_DEVICES shows 1 of this machine's 2", code=2)
+    assert not db.exists()
+
+
+def test_every_process_profkit_starts_has_nvlink_multicast_off(tmp_path, monkeypatch):
+    """Single-process runs, bench and tools included: the runner sets it for every child (over
+    whatever this environment says)."""
+    import sys
+
+    from profkit.tools import runner
+
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+    code = "import os; print(' '.join(os.environ.get(k, '-') for k in ('NCCL_NVLS_ENABLE', " \
+           "'TORCH_SYMM_MEM_DISABLE_MULTICAST', 'NVSHMEM_DISABLE_NVLS')))"
+    assert runner.capture([sys.executable, "-c", code]).split() == ["0", "1", "1"]
+    lines: list[str] = []
+    runner.stream([sys.executable, "-c", code], on_line=lines.append)
+    assert lines == ["0 1 1"]
+    log = tmp_path / "bg.log"
+    with runner.Background([sys.executable, "-c", code], log) as child:
+        child.wait(timeout=60)
+    assert log.read_text().split() == ["0", "1", "1"]

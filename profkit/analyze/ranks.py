@@ -55,7 +55,7 @@ def rank_report(store: Store, run: RunRecord) -> RankReport | None:
     if figures and not any(f.comm_kernels for f in figures):
         notes.append("no rank launched communication kernels (NCCL) or collective operators: does the workload wrap "
                      "its model in DistributedDataParallel (profkit.steps.data_parallel)?")
-    differences = _differences(store.rank_name_counts(run.id, activity))
+    differences = _differences(store.rank_name_counts(run.id, activity), range(size))
     iterations = _iterations(ranges, path_times, cpu=activity == "cpu_op")
     return RankReport(world_size=size, activity=activity, ranks=figures, iterations=iterations,
                       differences=differences, same_kernels=not differences, notes=notes)
@@ -193,11 +193,15 @@ def _iteration_of(path: str | None, names: set[str]) -> str | None:
 
 
 # ---------------------------------------------------------------------------------- differences
-def _differences(counts: Iterable[tuple[int, str, str, int]]) -> list[RankDifference]:
+def _differences(counts: Iterable[tuple[int, str, str, int]], ranks: Iterable[int] = ()) -> list[RankDifference]:
+    """How each rank's (name, precision) launch counts differ from the lowest rank's; ``ranks``
+    that launched nothing at all differ by everything."""
     per_rank: dict[int, dict[tuple[str, str], int]] = defaultdict(dict)
+    for rank in ranks:
+        per_rank[rank] = {}
     for rank, name, precision, n in counts:
         per_rank[rank][(name, precision)] = n
-    if not per_rank:
+    if not any(per_rank.values()):
         return []
     base_rank = min(per_rank)
     base = per_rank[base_rank]

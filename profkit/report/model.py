@@ -150,15 +150,23 @@ def timeline(run: Run) -> dict[str, Any]:
                                     "profile with --tool nsys or torch for a timeline"}
     # The first measured iteration: from its range's start to the next iteration's (the harness
     # synchronises at the end of each), whichever thread launched the work (autograd's too).
-    # A distributed run has each iteration once per rank: from the earliest rank's start.
-    starts: dict[str, int] = {}
+    # A distributed run has each iteration once per rank: from the earliest rank's start to the
+    # latest rank's end.
+    spans: dict[str, list[int | None]] = {}
     for r in iteration_ranges(run.range_rows()):
-        if r["start_ns"] is not None:
-            starts[r["name"]] = min(starts.get(r["name"], r["start_ns"]), r["start_ns"])
-    iterations = sorted(starts.items(), key=lambda kv: kv[1])
+        if r["start_ns"] is None:
+            continue
+        end_ns = r["start_ns"] + r["wall_ns"] if r["wall_ns"] is not None else None
+        span = spans.setdefault(r["name"], [r["start_ns"], end_ns])
+        span[0] = min(span[0] or r["start_ns"], r["start_ns"])
+        span[1] = None if span[1] is None or end_ns is None else max(span[1], end_ns)
+    iterations = sorted(spans.items(), key=lambda kv: kv[1][0] or 0)
     iteration = iterations[0][0] if iterations else None
-    start = iterations[0][1] if iterations else None
-    end = iterations[1][1] if len(iterations) > 1 else None
+    start = iterations[0][1][0] if iterations else None
+    end = iterations[0][1][1] if iterations else None
+    if len(iterations) > 1:  # and up to the next iteration (work queued in this one may run past its end)
+        following = iterations[1][1][0]
+        end = following if end is None or following is None else max(end, following)
     rows, total = run.database.store.timeline(run.id, start, end, TIMELINE_LIMIT)
     if not rows:
         return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "

@@ -1,6 +1,7 @@
 """The only place profkit starts a subprocess: never through a shell, output streamed line by
 line to a callback (for progress) and to a log file, with an optional timeout, and Ctrl-C
-passed on to the child so that a profiler can write what it has."""
+passed on to the child so that a profiler can write what it has. Every child's environment
+has NVLink multicast off (:data:`NO_MULTICAST`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import ToolFailed, ToolNotFound
+
+
+# In every environment profkit starts (profiled processes, torchrun's ranks, sweep jobs and
+# workers): NVLink multicast off. A program that uses it can take a shared host's GPUs out of
+# service.
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A child's environment: this one's, multicast off, and ``extra``."""
+    return {**os.environ, **NO_MULTICAST, **(extra or {})}
 
 
 @dataclass
@@ -61,7 +73,7 @@ def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:
 def capture(argv: Sequence[str], timeout: float = 60) -> str:
     """Run a short command and return its stdout; raise ToolFailed on a non-zero exit."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=child_env())
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
     except subprocess.TimeoutExpired as exc:
@@ -110,7 +122,7 @@ def stream(
         try:
             proc = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                bufsize=1, env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+                bufsize=1, env=child_env(env), cwd=cwd, start_new_session=True,
             )
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
@@ -174,7 +186,7 @@ class Background:
         self._log = open(log_path, "w", encoding="utf-8", errors="replace")
         try:
             self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **(env or {})}, start_new_session=True)
+                                         env=child_env(env), start_new_session=True)
         except FileNotFoundError as exc:
             self._log.close()
             raise ToolNotFound(f"{self.argv[0]} is not installed or not on PATH") from exc
