@@ -363,42 +363,56 @@ def test_the_ranks_section_in_chromium(export, db, tmp_path):
 
 
 def _stuck_on_rank_1(folder: Path) -> None:
-    """stuck.py: a workload whose rank 1 never finishes building (rank 0 waits for it)."""
+    """stuck.py: a workload whose rank 1 never finishes building (rank 0 waits for it in the
+    barrier); deadlock.py: one whose ranks both wait to receive from the other in a measured
+    iteration (blocked in gloo, never back in Python)."""
     (folder / "stuck.py").write_text(
         "def build(spec):\n"
         "    import time, torch, torch.distributed as dist\n"
         "    if dist.get_rank() == 1:\n"
         "        time.sleep(600)\n"
         "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+    (folder / "deadlock.py").write_text(
+        "def build(spec):\n"
+        "    import torch, torch.distributed as dist\n"
+        "    calls = [0]\n"
+        "    def step():\n"
+        "        calls[0] += 1\n"
+        "        if calls[0] > 1:\n"
+        "            dist.recv(torch.zeros(1), src=1 - dist.get_rank())\n"
+        "    return step\n")
 
 
 @needs_torch
-def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path):
-    """A terminal's Ctrl-C during a two-rank run (one rank stuck in its build, the other waiting
-    for it): torchrun's ranks are in sessions of their own, and still all of them end; the run
-    is marked interrupted, with one line and no traceback."""
+@pytest.mark.parametrize("workload", ["stuck.py", "deadlock.py"])
+def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path, workload):
+    """A terminal's Ctrl-C during a two-rank run (one rank stuck in its build and the other
+    waiting for it, or both blocked in a collective): torchrun's ranks are in sessions of their
+    own, and still all of them end at once; the run is marked interrupted, with one line and no
+    traceback."""
     import sys
 
     from .conftest import ctrl_c, processes_mentioning
 
     _stuck_on_rank_1(tmp_path)
-    code, err, took = ctrl_c([sys.executable, "-m", "profkit", "--db", str(tmp_path / "p.db"), "run", "stuck.py",
+    code, err, took = ctrl_c([sys.executable, "-m", "profkit", "--db", str(tmp_path / "p.db"), "run", workload,
                               "--device", "cpu", "--tool", "torch", "--nproc-per-node", "2", "--batch-size", "2",
                               "--no-report"], tmp_path, after_s=8)
     assert code == 130 and err.strip().splitlines()[-1] == "profkit: interrupted" and "Traceback" not in err, err
-    assert took < 30
+    assert took < 15
     assert processes_mentioning(str(tmp_path)) == []
     (run,) = Store(tmp_path / "p.db").runs()
     assert run.status == "interrupted"
 
 
 @needs_torch
-def test_a_timeout_stops_every_rank(tmp_path, db):
+@pytest.mark.parametrize("workload", ["stuck.py", "deadlock.py"])
+def test_a_timeout_stops_every_rank(tmp_path, db, workload):
     _stuck_on_rank_1(tmp_path)
     from .conftest import processes_mentioning
 
-    r = cli("run", tmp_path / "stuck.py", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
-            "--batch-size", 2, "--no-report", "--timeout", 8, db=db)
+    r = cli("run", tmp_path / workload, "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
+            "--batch-size", 2, "--warmup", 1, "--iters", 2, "--no-report", "--timeout", 8, db=db)
     one_line_error(r, "ran past 8 s and was stopped", code=1)
     assert processes_mentioning(str(tmp_path)) == []
     (run,) = Store(db).runs()
