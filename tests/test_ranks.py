@@ -379,7 +379,7 @@ def _stuck_on_rank_1(folder: Path) -> None:
         "    def step():\n"
         "        calls[0] += 1\n"
         "        if calls[0] > 1:\n"
-        "            dist.recv(torch.zeros(1), src=1 - dist.get_rank())\n"
+        "            dist.recv(torch.zeros(1, device=spec.device), src=1 - dist.get_rank())\n"
         "    return step\n")
 
 
@@ -509,3 +509,23 @@ def test_every_process_profkit_starts_has_nvlink_multicast_off(tmp_path, monkeyp
     with runner.Background([sys.executable, "-c", code], log) as child:
         child.wait(timeout=60)
     assert log.read_text().split() == ["0", "1", "1"]
+
+
+@needs_gpu_nsys
+def test_on_two_gpus_a_timeout_under_nsys_leaves_nothing_running(tmp_path, db):
+    """Both ranks waiting on each other in NCCL under nsys: the timeout ends nsys, torchrun dies
+    with it and its ranks with torchrun; nothing is left holding the GPUs."""
+    from profkit import gpu
+
+    from .conftest import processes_mentioning
+
+    if gpu.count() < 2:
+        pytest.skip("needs 2 GPUs")
+    _stuck_on_rank_1(tmp_path)
+    r = cli("run", tmp_path / "deadlock.py", "--tool", "nsys", "--nproc-per-node", 2, "--batch-size", 2,
+            "--warmup", 1, "--iters", 2, "--no-report", "--timeout", 30, db=db)
+    assert r.exit_code == 1 and "ran past 30 s" in r.stderr, r.output
+    import time
+
+    time.sleep(3)
+    assert processes_mentioning(str(tmp_path)) == []
