@@ -147,6 +147,7 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
             "--no-report", *(["--timeout", str(request["timeout_s"])] if request.get("timeout_s") else [])]
     try:
         with runner.Background(argv, folder / "job.log", env={"PROFKIT_PARENT_PID": str(os.getpid())}) as child:
+            (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
             done = child.wait()
         status, error = "ok", None
         if done.returncode != 0:
@@ -319,7 +320,43 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
     finally:
         out.wall_s = time.perf_counter() - started
         if scratch is not None:
+            _wait_for_jobs(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+JOB_PID = "job.pid"  # in a local job's folder: its `profkit run` process
+JOB_END_S = 30       # how long an interrupted sweep waits for its jobs to stop their profilers
+
+
+def _wait_for_jobs(scratch: Path) -> None:
+    """Wait until the jobs this machine ran have ended. An interrupted sweep closes its cluster,
+    and each job, told by SIGTERM as its worker goes, stops its profiler and ends within
+    seconds; the sweep ends after them, so it leaves nothing running."""
+    pids = []
+    for f in scratch.glob(f"*/{JOB_PID}"):
+        try:
+            pids.append(int(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    deadline = time.monotonic() + JOB_END_S
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _running(p)]
+        if pids:
+            time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process is alive (a zombie, ended but not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def dask_setup(worker: Any) -> None:
