@@ -340,23 +340,9 @@ def _wait_for_jobs(scratch: Path) -> None:
             continue
     deadline = time.monotonic() + JOB_END_S
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if _running(p)]
+        pids = [p for p in pids if runner.alive(p)]
         if pids:
             time.sleep(0.1)
-
-
-def _running(pid: int) -> bool:
-    """Whether a process is alive (a zombie, ended but not yet reaped, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def dask_setup(worker: Any) -> None:
@@ -451,7 +437,6 @@ class _client:
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
-
 
 
 def iter_rows(result: SweepResult) -> Iterator[dict[str, Any]]:

@@ -38,6 +38,7 @@ from typing import Any, Iterable, Iterator, Sequence, TypedDict
 from ..errors import BadExport, BenchNotFound, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
 from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS,                              Capture, ClassifiedRow, RangeRow, check_row)
 from ..records import BenchRecord, BenchRow, RunRecord
+from ..tools.runner import alive
 
 DEFAULT_DB = "profkit.db"
 # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner;
@@ -512,7 +513,7 @@ class Store:
         stale = []
         for r in self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)):
             host, _, pid = (r["owner"] or "").rpartition(":")
-            if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+            if host == socket.gethostname() and pid.isdigit() and not alive(int(pid)):
                 stale.append(r)
         try:
             for r in stale:
@@ -984,16 +985,6 @@ def _encoded(row: dict[str, Any]) -> dict[str, Any]:
 
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _bench(row: dict[str, Any], rows: list[BenchRow]) -> BenchRecord:

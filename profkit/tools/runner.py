@@ -58,6 +58,21 @@ def die_with_parent(parent: int, sig: int) -> None:
         os.kill(os.getpid(), sig)
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine is running (a zombie, ended but not yet reaped,
+    is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): alive, as kill says
+
+
 def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:
     """``name`` on PATH, else the newest match of the install-folder glob ``patterns``."""
     path = shutil.which(name)
