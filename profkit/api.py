@@ -406,22 +406,6 @@ def profile(
     return database._attach(run(database.store, checked, progress))
 
 
-def _skip_auto_twins(checked: Any, chosen: list[str]) -> None:
-    """Skip a sweep's ``auto`` cells whose choice here is a tool the sweep also names for the
-    same workload, precision and mode: the same run twice."""
-    from .cluster import JobResult
-
-    named = {(job.workload, job.precision, job.mode, job.tool) for job, _, _ in checked.jobs if job.tool != "auto"}
-    keep = []
-    for (job, req, path), tool in zip(checked.jobs, chosen):
-        if job.tool == "auto" and (job.workload, job.precision, job.mode, tool) in named:
-            checked.skipped.append(JobResult(job, "skipped", error=f"auto chooses {tool} here, which the sweep runs "
-                                                                   "already for this cell"))
-            continue
-        keep.append((job, req, path))
-    checked.jobs[:] = keep
-
-
 # ---------------------------------------------------------------------------------- bench
 def bench(
     workload: str,
@@ -481,7 +465,7 @@ def sweep(
     the others go on. Cells a workload does not support are skipped (in the result, with why).
     ``on_result(result, done, total)`` is called as each job ends. Returns a
     :class:`profkit.cluster.SweepResult`."""
-    from .cluster import INSTALL_HINT, _dask, plan, run
+    from .cluster import INSTALL_HINT, _dask, plan, run, skip_auto_twins
     from .errors import require_int
 
     if workers is not None:
@@ -502,6 +486,6 @@ def sweep(
             raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
                              "Use `device` cpu, or give a scheduler `address`.")
         tools_chosen = [plan_run(req).tool for _, req, _ in checked.jobs]
-        _skip_auto_twins(checked, tools_chosen)
+        skip_auto_twins(checked, tools_chosen)
     return run(_writable(db).store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
 

@@ -128,6 +128,20 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
     return SweepPlan(jobs, skipped, device)
 
 
+def skip_auto_twins(sweep: SweepPlan, chosen: list[str]) -> None:
+    """Skip the ``auto`` cells whose tool ``chosen`` here (one per job, in order) is one the sweep
+    also names for the same workload, precision and mode: the same run twice."""
+    named = {(job.workload, job.precision, job.mode, job.tool) for job, _, _ in sweep.jobs if job.tool != "auto"}
+    keep = []
+    for (job, req, path), tool in zip(sweep.jobs, chosen):
+        if job.tool == "auto" and (job.workload, job.precision, job.mode, tool) in named:
+            sweep.skipped.append(JobResult(job, "skipped", error=f"auto chooses {tool} here, which the sweep runs "
+                                                                 "already for this cell"))
+            continue
+        keep.append((job, req, path))
+    sweep.jobs[:] = keep
+
+
 # ---------------------------------------------------------------------------------- workers
 def run_job(request: dict[str, Any]) -> dict[str, Any]:
     """Run one job where this process is (a Dask worker, or here): ``profkit run`` in a child

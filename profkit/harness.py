@@ -199,8 +199,7 @@ def _join_process_group(torch: Any, job: dict, ranks: dict[str, int]) -> Callabl
     cuda = job["spec"].get("device") == "cuda"
     try:
         if cuda:
-            if not torch.cuda.is_available():
-                raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
+            _need_cuda(torch)
             if ranks["local_rank"] >= torch.cuda.device_count():
                 raise ProfkitError(f"rank {ranks['rank']} needs GPU {ranks['local_rank']}, but PyTorch sees "
                                    f"{torch.cuda.device_count()}")
@@ -231,11 +230,10 @@ def _build(job: dict, observe: Callable[[Any], None] | None = None) -> tuple[Any
     import torch
 
     from . import workloads
-    from .errors import ProfkitError
 
     spec = workloads.Spec(**job["spec"])
-    if spec.device == "cuda" and not torch.cuda.is_available():
-        raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
+    if spec.device == "cuda":
+        _need_cuda(torch)
     path = Path(job["workload_path"])
     module = workloads.load_module(path)
     workloads.check_supported(module, spec, path)
@@ -247,6 +245,13 @@ def _build(job: dict, observe: Callable[[Any], None] | None = None) -> tuple[Any
     # skips the optimizer) in the same steps.
     torch.manual_seed(0)
     return spec, workloads.prepare(module, spec)
+
+
+def _need_cuda(torch: Any) -> None:
+    from .errors import ProfkitError
+
+    if not torch.cuda.is_available():
+        raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
 
 
 def _machine(torch: Any, spec: Any) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def plan(req: RunRequest) -> Plan:
     if req.tool == "auto":
         tool, why = choose_tool(req.spec.device)
         if req.nproc_per_node > 1 and tool == "ncu":
-            tool, why = _timeline_tool(why)
+            tool, why = _timeline_tool()
         if req.metrics is not None and tool != "ncu":
             raise UsageError(f"`metrics` chooses ncu counters, but `tool` auto chose {tool}: {why}")
         if (req.cpu_sampling or req.context_switches) and tool != "nsys":
@@ -163,7 +163,7 @@ def check(req: RunRequest) -> tuple[str, Path]:
     return wname, wpath
 
 
-def _timeline_tool(ncu_why: str) -> tuple[str, str]:
+def _timeline_tool() -> tuple[str, str]:
     """``tool`` auto for a job of several ranks, where it would have chosen ncu: nsys, else torch."""
     try:
         exe = nsys.find()
@@ -560,14 +560,14 @@ def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
         if not t.exists():
             raise ToolFailed(f"torch.profiler wrote no trace at {t}", f"Its log is {log}.")
     job.progress.stage("reading the trace" if job.ranks <= 1 else f"reading the {job.ranks} ranks' traces")
+    raw = {"kineto-json": str(traces[0])}
     if job.ranks > 1:
         from .parse.ranks import merge_ranks
 
         capture = merge_ranks({r: read_kineto(t) for r, t in traces.items()})
-        raw = {"kineto-json": str(traces[0]), **{f"kineto-json-rank{r}": str(t) for r, t in traces.items()}}
+        raw.update({f"kineto-json-rank{r}": str(t) for r, t in traces.items()})
     else:
-        capture = read_kineto(trace)
-        raw = {"kineto-json": str(trace)}
+        capture = read_kineto(traces[0])
     info = job.info()
     capture.tool_version = info.get("torch_version")
     return capture, {

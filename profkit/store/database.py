@@ -363,33 +363,31 @@ class Store:
         with self.write():
             if self._schema_version() == SCHEMA_VERSION:
                 return  # another process upgraded it meanwhile
-            runs_cols = set(self.db.table("runs").columns_dict)
-            if "activity" not in runs_cols:
+            if "activity" not in self.db.table("runs").columns_dict:
                 self.db.table("runs").add_column("activity", str)
                 self.execute("update runs set activity = 'kernel'")
-            for col, typ in RUN_COLUMNS.items():
-                if col not in runs_cols and col != "activity":
-                    self.db.table("runs").add_column(col, typ)
+            self._add_columns("runs", RUN_COLUMNS)
             if "kernel_rows" not in tables:  # schema 5 or earlier: the kernels were a table
-                kernel_cols = set(self.db.table("kernels").columns_dict)
-                for col, typ in KERNEL_COLUMNS.items():
-                    if col not in kernel_cols:
-                        self.db.table("kernels").add_column(col, typ)
+                self._add_columns("kernels", KERNEL_COLUMNS)
                 self._migrate_kernels()
-            elif "rank" not in self.db.table("kernel_rows").columns_dict:  # schema 6 or 7
-                self.execute("alter table kernel_rows add column rank integer")
-                self.execute("drop view if exists kernels")
+            elif self._add_columns("kernel_rows", STORED_COLUMNS):  # schema 6 or 7: rank
+                self.execute("drop view if exists kernels")  # the view names every column: made anew
                 self.execute(KERNELS_VIEW)
             if "ranges" not in tables:
                 self._create_ranges()
             else:
-                range_cols = set(self.db.table("ranges").columns_dict)
-                for col, typ in RANGE_TABLE_COLUMNS.items():
-                    if col not in range_cols:
-                        self.db.table("ranges").add_column(col, typ)
+                self._add_columns("ranges", RANGE_TABLE_COLUMNS)
             if "benches" not in tables:  # schema 6 or earlier
                 self._create_benches()
             self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _add_columns(self, table: str, columns: dict[str, type]) -> list[str]:
+        """Add to ``table`` those of ``columns`` it lacks (an earlier schema's table); return them."""
+        have = set(self.db.table(table).columns_dict)
+        added = [c for c in columns if c not in have]
+        for col in added:
+            self.db.table(table).add_column(col, columns[col])
+        return added
 
     # ------------------------------------------------------------------ names
     def unique_name(self, base: str) -> str:
