@@ -298,8 +298,8 @@ def _quiet_pipe() -> None:
 
 
 def _ignore_signals() -> None:
-    """Cleanup is done and the exit status chosen: a further Ctrl-C or SIGTERM changes neither."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    """Cleanup is done and the exit status chosen: a further stop signal changes neither."""
+    for sig in (signal.SIGINT, *TERMINATING):
         signal.signal(sig, signal.SIG_IGN)
 
 
@@ -336,10 +336,10 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
                 raise
             _err(f"profkit: error: {exc.one_line(flag)}")
             raise typer.Exit(exc.exit_code) from None
-        except Terminated:
+        except Terminated as exc:
             _ignore_signals()
-            _err("profkit: terminated (SIGTERM)")
-            raise typer.Exit(143) from None
+            _err(f"profkit: terminated ({signal.Signals(exc.signum).name})")
+            raise typer.Exit(128 + exc.signum) from None
         except KeyboardInterrupt:
             _ignore_signals()
             _err("profkit: interrupted")
@@ -765,30 +765,46 @@ for _info in app.registered_commands:
         _info.cls = ProfkitCommand
 
 
+# Stop profkit as SIGTERM does: a job scheduler or `kill`, the terminal closed (SIGHUP), Ctrl-\.
+TERMINATING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a job scheduler, `kill`): unwound like Ctrl-C, so that the profiler's process
-    group is stopped, nothing half-written stays and the run is marked; exit status 143."""
+    """SIGTERM, SIGHUP or SIGQUIT: unwound like Ctrl-C, so that the profiler's process group is
+    stopped, nothing half-written stays and the run is marked; exit status 128 + the signal's
+    number (143 for SIGTERM)."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the unwinding must not be cut short
-    raise Terminated()
+def _on_terminate(signum: int, frame: object) -> None:
+    for sig in TERMINATING:  # once: the unwinding must not be cut short
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
 
 
-def _die_with_parent() -> None:
-    """A `profkit sweep` job (PROFKIT_PARENT_PID set by its worker): SIGTERM when that worker
-    dies (Linux's PR_SET_PDEATHSIG), so an interrupted sweep leaves no job running; the
-    SIGTERM handler then stops the job's profiler and marks its run."""
-    parent = os.environ.get("PROFKIT_PARENT_PID")
-    if parent and parent.isdigit():
-        from .tools.runner import die_with_parent
+def _parent_gone() -> None:
+    """The profkit process that started this one (a sweep's worker) has died: stop as SIGTERM
+    stops (the profiler's group is stopped, the run marked), and for certain soon after."""
+    import time
 
-        die_with_parent(int(parent), signal.SIGTERM)
+    from .tools.runner import GRACE_S
+
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(3 * GRACE_S)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    _die_with_parent()
+    for sig in TERMINATING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup profkit ...` keeps SIGHUP ignored
+            signal.signal(sig, _on_terminate)
+    if "PROFKIT_LIFELINE" in os.environ:  # started by profkit (a sweep's job): it dies with its starter
+        from .tools.runner import watch_lifeline
+
+        watch_lifeline(_parent_gone)
     app()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import socket
 import sys
 import tarfile
@@ -160,7 +161,7 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
             "--iters", str(request["iters"]), "--warmup", str(request["warmup"]), "--device", spec["device"],
             "--no-report", *(["--timeout", str(request["timeout_s"])] if request.get("timeout_s") else [])]
     try:
-        with runner.Background(argv, folder / "job.log", env={"PROFKIT_PARENT_PID": str(os.getpid())}) as child:
+        with runner.Background(argv, folder / "job.log") as child:  # it dies with this process (its lifeline)
             (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
             done = child.wait()
         status, error = "ok", None
@@ -339,13 +340,15 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
 
 
 JOB_PID = "job.pid"  # in a local job's folder: its `profkit run` process
-JOB_END_S = 30       # how long an interrupted sweep waits for its jobs to stop their profilers
+JOB_END_S = 15       # how long an interrupted sweep waits for its jobs to stop their profilers (then kills them)
 
 
 def _wait_for_jobs(scratch: Path) -> None:
     """Wait until the jobs this machine ran have ended. An interrupted sweep closes its cluster,
-    and each job, told by SIGTERM as its worker goes, stops its profiler and ends within
-    seconds; the sweep ends after them, so it leaves nothing running."""
+    and each job, told by SIGTERM as its worker goes (its lifeline), stops its profiler and
+    ends within seconds (SIGKILL for its profiler's group after runner.GRACE_S); one still
+    there after JOB_END_S is killed. The sweep ends after them, so it leaves nothing running
+    and never removes a folder a job still writes in."""
     pids = []
     for f in scratch.glob(f"*/{JOB_PID}"):
         try:
@@ -357,18 +360,39 @@ def _wait_for_jobs(scratch: Path) -> None:
         pids = [p for p in pids if runner.alive(p)]
         if pids:
             time.sleep(0.1)
+    for pid in pids:  # still there: each job leads its own process group (and its profiler dies with it)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    while any(runner.alive(p) for p in pids):
+        time.sleep(0.1)
 
 
-def dask_setup(worker: Any) -> None:
-    """Dask's preload hook, run in each worker process of the local cluster: a terminal's Ctrl-C
-    goes to every process of its group, the workers included, and the sweep process stops the
-    cluster (and its jobs) itself; a worker that took the signal too would end with Dask's
-    KeyboardInterrupt traceback on the terminal."""
+def dask_setup(server: Any) -> None:
+    """Dask's preload hook, run in the local cluster's scheduler (in this process) and in each
+    worker process once it has started. No HTTP server: Dask starts one on every scheduler and
+    worker whatever ``dashboard`` says (health and metrics routes; the routes are emptied in
+    :class:`_client`), and nothing of a sweep is served over HTTP. In a worker: a terminal's
+    Ctrl-C goes to every process of its group, the workers included, and the sweep process
+    stops the cluster (and its jobs) itself, so the worker drops SIGINT (a handler that does
+    nothing, not SIG_IGN: its jobs must start with the default); and the worker dies with the
+    sweep, however the sweep ends (its lifeline)."""
     import signal
     import threading
 
+    http = getattr(server, "http_server", None)
+    if http is not None:
+        http.stop()
+    if type(server).__name__ == "Scheduler":
+        return
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _drop)
+    runner.watch_lifeline(lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def _drop(signum: int, frame: object) -> None:
+    """SIGINT in a local worker: the sweep stops the cluster (see :func:`dask_setup`)."""
 
 
 CONNECT_S = 10  # how long a scheduler has to answer
@@ -411,6 +435,7 @@ class _client:
         self.dask, self.address, self.workers, self.device = dask, address, workers, device
         self.cluster: Any = None
         self.client: Any = None
+        self._config: Any = None
 
     def __enter__(self) -> tuple[Any, str, bool]:
         dask = self.dask
@@ -430,27 +455,52 @@ class _client:
         count = self.workers or (gpus if gpus else 2)
         if gpus and count > gpus:
             raise UsageError(f"`workers` {count}, but this machine has {gpus} GPUs: one worker per GPU")
+        # A local cluster runs any code it is sent, so only this process may send it: mutual
+        # TLS with a key made now and held in memory only (another user of this machine can
+        # reach 127.0.0.1, but has no certificate the scheduler accepts), bound to this host,
+        # and no HTTP server (dask_setup).
+        security = self._security()
+        from dask import config as dask_config
+
+        self._config = dask_config.set({"distributed.scheduler.http.routes": [],
+                                          "distributed.worker.http.routes": []})
+        self._config.__enter__()
+        common: dict[str, Any] = {"host": "127.0.0.1", "protocol": "tls://", "security": security,
+                                  "dashboard": False, "preload": [__name__]}  # dask_setup above
         specs = {}
         for i in range(count):
-            env = dict(runner.NO_MULTICAST)  # the Nanny's worker process (Dask starts it)
-            # Bound to this host only, and no dashboard: a local cluster runs code it is sent.
-            options: dict[str, Any] = {"nthreads": 1, "env": env, "silence_logs": 40, "host": "127.0.0.1",
-                                       "dashboard": False, "preload": [__name__]}  # dask_setup below
+            # The Nanny's worker process (Dask starts it): multicast off, and the sweep's lifeline.
+            env = {**runner.NO_MULTICAST, runner.LIFELINE: runner.lifeline()[1]}
+            options: dict[str, Any] = {**common, "nthreads": 1, "env": env, "silence_logs": 40}
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
                 options["resources"] = {"GPU": 1}
             specs[f"worker-{i}"] = {"cls": dask.Nanny, "options": options}
         self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler, "options": {
-            "host": "127.0.0.1", "dashboard": False, "dashboard_address": None}}, silence_logs=40)
-        self.client = dask.Client(self.cluster)
+            **common, "dashboard_address": None}}, silence_logs=40, security=security)
+        self.client = dask.Client(self.cluster, security=security)
         what = f"{count} GPUs" if gpus else f"{count} CPU workers"
         return self.client, f"dask (local, {what})", bool(gpus)
 
+    @staticmethod
+    def _security() -> Any:
+        from distributed.security import Security
+
+        try:
+            return Security.temporary()
+        except ImportError:
+            raise UsageError("a local sweep secures its Dask cluster with TLS, and the cryptography package is "
+                             "not installed", f"Install it: {INSTALL_HINT}") from None
+
     def __exit__(self, *exc: Any) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        try:
+            if self.client is not None:
+                self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        finally:
+            if self._config is not None:
+                self._config.__exit__(None, None, None)
 
 
 def iter_rows(result: SweepResult) -> Iterator[dict[str, Any]]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,11 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m profkit.harness JOB.json", file=sys.stderr)
         return 2
+    from .tools.runner import watch_lifeline
+
+    # Whatever ends the profkit that started this process (SIGKILL, the OOM killer), this
+    # process and its group (the profiler above it, any workers below) end at once with it.
+    watch_lifeline(lambda: os.killpg(os.getpgrp(), signal.SIGKILL))
     job = json.loads(Path(argv[0]).read_text())
     ranks = _rank_of_job(job)
     if ranks is not None:
-        import signal
-
         from .tools.runner import die_with_parent
 
         # torchrun starts each rank in a session of its own: a timeout or Ctrl-C that ends

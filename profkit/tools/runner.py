@@ -1,7 +1,15 @@
 """The only place profkit starts a subprocess: never through a shell, output streamed line by
 line to a callback (for progress) and to a log file, with an optional timeout, and Ctrl-C
 passed on to the child so that a profiler can write what it has. Every child's environment
-has NVLink multicast off (:data:`NO_MULTICAST`)."""
+has NVLink multicast off (:data:`NO_MULTICAST`).
+
+However profkit ends, nothing it started goes on: every child starts with the default
+disposition of SIGINT, SIGTERM, SIGHUP and SIGQUIT (whatever this process ignores), a stop
+escalates to SIGKILL of the child's whole process group after :data:`GRACE_S`, and every
+child holds the read end of this process's *lifeline*, a pipe whose write end only this
+process holds: when it dies, however (SIGKILL, the OOM killer), the pipe reads end-of-file and
+the children that watch it (:func:`watch_lifeline`: profkit's harness, its ranks and sweep
+jobs) stop at once."""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ import glob
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -25,9 +34,84 @@ from ..errors import ToolFailed, ToolNotFound
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
+# The signals that stop profkit (and that its children must not have inherited as ignored).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
+
+LIFELINE = "PROFKIT_LIFELINE"  # "fd:inode:pid" of the lifeline's read end, in every child's environment (cli.main reads it by name)
+_lifeline: list[int] = []  # [read fd, write fd], made once per process
+
+
+def lifeline() -> tuple[int, str]:
+    """This process's lifeline: (its read end, for ``pass_fds``; the value of
+    :data:`LIFELINE` that lets a child find it). The write end is never inherited (close on
+    exec) and never closed: it closes when this process dies, whatever kills it."""
+    if not _lifeline:
+        _lifeline.extend(os.pipe())  # both ends close on exec; pass_fds hands the read end on
+    fd = _lifeline[0]
+    return fd, f"{fd}:{os.fstat(fd).st_ino}:{os.getpid()}"
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A child's environment: this one's, multicast off, and ``extra``."""
-    return {**os.environ, **NO_MULTICAST, **(extra or {})}
+    """A child's environment: this one's, multicast off, this process's lifeline, and ``extra``."""
+    return {**os.environ, **NO_MULTICAST, LIFELINE: lifeline()[1], **(extra or {})}
+
+
+def watch_lifeline(on_gone: Callable[[], None], poll_s: float = 0.5) -> bool:
+    """In a child profkit started: call ``on_gone`` (on a daemon thread) as soon as the profkit
+    process that started it has died. It reads the lifeline's pipe where the child still has it
+    (any launcher between them, ncu or nsys, may have closed it), else checks that process's pid
+    every ``poll_s``. Returns whether there was a parent to watch."""
+    value = os.environ.get(LIFELINE, "")
+    parts = value.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return False
+    fd, inode, pid = (int(p) for p in parts)
+    try:
+        st = os.fstat(fd)
+        have_pipe = st.st_ino == inode and stat.S_ISFIFO(st.st_mode)
+    except OSError:
+        have_pipe = False
+
+    def watch() -> None:
+        if have_pipe:
+            try:
+                while os.read(fd, 1):
+                    pass  # nobody writes; only end-of-file (the parent gone) ends the read
+            except OSError:
+                pass
+        else:
+            while alive(pid):
+                time.sleep(poll_s)
+        on_gone()
+
+    threading.Thread(target=watch, name="profkit-lifeline", daemon=True).start()
+    return True
+
+
+def _popen(argv: list[str], env: dict[str, str] | None, **kwargs: object) -> subprocess.Popen:
+    """Start ``argv`` with the default disposition of :data:`STOP_SIGNALS`, whatever this
+    process ignores (a shell starts background jobs with SIGINT ignored, ``nohup`` SIGHUP):
+    exec keeps an ignored signal ignored but resets a handled one, so for the moment of the
+    start an ignored signal is handled by a handler that does nothing (it stays ignored here).
+    Signals can be changed on the main thread only; elsewhere (a Dask worker's job thread) the
+    process that starts children must not ignore them. The child gets the lifeline."""
+    fd, _ = lifeline()
+    swapped = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                signal.signal(sig, _ignore)
+                swapped.append(sig)
+    try:
+        return subprocess.Popen(argv, env=child_env(env), pass_fds=(fd,), **kwargs)  # type: ignore[call-overload,no-any-return]
+    finally:
+        for sig in swapped:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A signal this process ignores, while a child starts (see :func:`_popen`)."""
 
 
 @dataclass
@@ -88,15 +172,24 @@ def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:
 def capture(argv: Sequence[str], timeout: float = 60) -> str:
     """Run a short command and return its stdout; raise ToolFailed on a non-zero exit."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=child_env())
+        proc = _popen(list(argv), None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                      start_new_session=True)
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
+    try:
+        out, err_text = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
+        _signal_group(proc, signal.SIGKILL)
+        proc.communicate()
         raise ToolFailed(f"{' '.join(argv[:3])} did not answer within {timeout:.0f} s") from exc
+    except BaseException:
+        _signal_group(proc, signal.SIGKILL)  # Ctrl-C or SIGTERM here: the command goes too
+        proc.wait()
+        raise
     if proc.returncode != 0:
-        err = (proc.stderr or proc.stdout).strip().splitlines()
+        err = str(err_text or out).strip().splitlines()
         raise ToolFailed(f"{' '.join(argv[:3])} failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
-    return proc.stdout
+    return str(out)
 
 
 def stream(
@@ -115,35 +208,37 @@ def stream(
     tail: list[str] = []
     log = open(log_path, "w", encoding="utf-8", errors="replace") if log_path else None
     timed_out = threading.Event()
-    # While the child runs, Ctrl-C and SIGTERM do not unwind this process at some random line
-    # (a second signal could then skip the cleanup and leave the child running): they stop
-    # the child's process group (SIGINT, so a profiler writes what it has; SIGKILL on a second
-    # signal), the loop below ends when the child has gone, and the signal is raised again
-    # afterwards, through the handler that was there before (KeyboardInterrupt, or the CLI's).
+    # While the child runs, a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) does not unwind
+    # this process at some random line (a second signal could then skip the cleanup and leave
+    # the child running): it stops the child's process group (SIGINT, so a profiler writes what
+    # it has; SIGKILL on a second signal, or after GRACE_S whatever the child does with SIGINT),
+    # the loop below ends when the child has gone, and the signal is raised again afterwards,
+    # through the handler that was there before (KeyboardInterrupt, or the CLI's). A signal
+    # this process ignores (SIG_IGN: SIGINT in a background job of a shell, SIGHUP under
+    # nohup) stays ignored here; the child starts with the default for each.
     received: list[int] = []
     child: list[subprocess.Popen] = []
+    kill_timer: list[threading.Timer] = []
 
     def on_signal(signum: int, frame: object) -> None:
+        if signum in ignored:
+            return
         received.append(signum)
         if child:
-            _signal_group(child[0], signal.SIGINT if len(received) == 1 else signal.SIGKILL)
+            _stop_soon(child[0], len(received), kill_timer)
 
     main_thread = threading.current_thread() is threading.main_thread()
-    # A signal this process ignores (SIG_IGN: a background job of a non-interactive shell
-    # ignores SIGINT) stays ignored.
-    handled = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
-    previous = {s: signal.signal(s, on_signal) for s in handled} if main_thread else {}
+    ignored = {s for s in STOP_SIGNALS if signal.getsignal(s) is signal.SIG_IGN} if main_thread else set()
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS} if main_thread else {}
     try:
         try:
-            proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                bufsize=1, env=child_env(env), cwd=cwd, start_new_session=True,
-            )
+            proc = _popen(argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                          bufsize=1, cwd=cwd, start_new_session=True)
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
         child.append(proc)
         if received:  # a signal came while the child was being started
-            _signal_group(proc, signal.SIGINT)
+            _stop_soon(proc, 1, kill_timer)
 
         # The timeout holds even for a child that prints nothing: a timer stops its group.
         def expire() -> None:
@@ -174,6 +269,8 @@ def stream(
         finally:
             if timer:
                 timer.cancel()
+            for t in kill_timer:
+                t.cancel()
         if received:
             _stop(proc)  # whatever of its group outlived it
         if timed_out.is_set():
@@ -200,8 +297,7 @@ class Background:
         self.start = time.monotonic()
         self._log = open(log_path, "w", encoding="utf-8", errors="replace")
         try:
-            self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                         env=child_env(env), start_new_session=True)
+            self.proc = _popen(self.argv, env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         except FileNotFoundError as exc:
             self._log.close()
             raise ToolNotFound(f"{self.argv[0]} is not installed or not on PATH") from exc
@@ -227,6 +323,19 @@ class Background:
         return Result(self.argv, self.proc.returncode, self.log_path, lines[-keep:], time.monotonic() - self.start)
 
 
+def _stop_soon(proc: subprocess.Popen, nth: int, timers: list[threading.Timer]) -> None:
+    """The ``nth`` stop signal while ``proc`` runs: SIGINT to its group the first time, with
+    SIGKILL to follow after GRACE_S; SIGKILL at once on a second."""
+    if nth > 1:
+        _signal_group(proc, signal.SIGKILL)
+        return
+    _signal_group(proc, signal.SIGINT)
+    timer = threading.Timer(GRACE_S, _signal_group, (proc, signal.SIGKILL))
+    timer.daemon = True
+    timer.start()
+    timers.append(timer)
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
@@ -236,11 +345,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGINT to the child's process group (a profiler then writes what it has), SIGKILL to
-    the group if it is not gone in 10 s; then make sure nothing of the group is left. (While
+    the group if it is not gone in GRACE_S; then make sure nothing of the group is left. (While
     ``stream`` runs, Ctrl-C and SIGTERM reach its own handler, so they cannot cut this short.)"""
     _signal_group(proc, signal.SIGINT)
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=GRACE_S)
     except subprocess.TimeoutExpired:
         pass
     _signal_group(proc, signal.SIGKILL)  # whatever of the group outlived its leader

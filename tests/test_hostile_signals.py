@@ -1,0 +1,262 @@
+"""However profkit ends, nothing it started goes on (issue 21, item 1; the sweep's security,
+item 5). Every case runs real processes and sends real signals: SIGTERM to a profkit whose
+SIGINT is ignored (a shell's background job), SIGHUP and SIGQUIT, SIGKILL of profkit itself,
+and a sweep stopped by SIGTERM or SIGKILL; then no process of the run may be left within 15 s,
+and the run is stored as interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import needs_torch
+
+WORKLOADS = Path(__file__).parent / "workloads"
+STUBBORN = str(WORKLOADS / "stubborn.py")  # ignores SIGINT and never finishes building
+PROFKIT = [sys.executable, "-m", "profkit"]
+LEFT_S = 15  # nothing may be left this long after any signal
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    out = subprocess.run(["ps", "-e", "-ww", "-o", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    procs = {}
+    for line in out.splitlines():
+        pid, ppid, *args = line.split(None, 2)
+        procs[int(pid)] = (int(ppid), args[0] if args else "")
+    return procs
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and every process below it now."""
+    procs, found, todo = _processes(), set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += [p for p, (ppid, _) in procs.items() if ppid == pid and p not in found]
+    return found & set(procs)
+
+
+def _alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            out.add(pid)
+    return out
+
+
+def _all_gone(pids: set[int], seconds: float = LEFT_S) -> set[int]:
+    """The processes of ``pids`` still running after ``seconds`` (none, we hope)."""
+    deadline = time.monotonic() + seconds
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(pids)
+
+
+def _wait_for(check, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        hit = check()
+        if hit:
+            return hit
+        time.sleep(0.2)
+    raise AssertionError(f"{what} never happened")
+
+
+def _harnesses(folder: Path) -> set[int]:
+    """The profiled (harness) processes of runs under ``folder``: their job file is there."""
+    return {pid for pid, (_, args) in _processes().items() if "profkit.harness" in args and str(folder) in args}
+
+
+def _sig_ignored(pid: int, sig: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
+    raise AssertionError("no SigIgn line")
+
+
+def _runs(db: Path) -> dict[str, str]:
+    out = subprocess.run([*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return {r["name"]: r["status"] for r in json.loads(out.stdout)}
+
+
+def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = ()) -> subprocess.Popen:
+    """``profkit run`` as a shell would start it, with the signals ``ignore``d (a background job
+    of a non-interactive shell ignores SIGINT)."""
+
+    def ignoring() -> None:
+        for sig in ignore:
+            signal.signal(sig, signal.SIG_IGN)
+
+    return subprocess.Popen([*PROFKIT, "--db", str(db), "run", workload, "--device", "cpu", "--tool", "torch",
+                             "--batch-size", "2", "--no-report", "--name", "cut", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignoring,
+                            start_new_session=True)
+
+
+@needs_torch
+def test_sigterm_with_sigint_ignored_stops_the_run_and_its_children_get_default_signals(tmp_path):
+    """`profkit run W &` from a script, then `kill -TERM`: profkit ignores SIGINT, its harness
+    must not (it starts with the default), so the run stops at once and is kept interrupted."""
+    db = tmp_path / "p.db"
+    p = _start_run(db, "resnet18", "--warmup", "100000", ignore=(signal.SIGINT,))
+    harness = _wait_for(lambda: _harnesses(tmp_path), "the harness starting")
+    pid = next(iter(harness))
+    assert not _sig_ignored(pid, signal.SIGINT) and not _sig_ignored(pid, signal.SIGHUP)
+    tree = _tree(p.pid)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=LEFT_S)
+    assert p.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "profkit: terminated (SIGTERM)" and "Traceback" not in err
+    assert _all_gone(tree) == set()
+    assert _runs(db) == {"cut": "interrupted"}
+
+
+@needs_torch
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=["term", "hup", "quit"])
+def test_a_child_that_ignores_sigint_is_killed_after_the_grace_period(tmp_path, sig):
+    """Whatever the workload does with SIGINT, a stop ends in SIGKILL of the whole group: SIGHUP
+    (the terminal closed) and SIGQUIT stop profkit as SIGTERM does, with exit 128 + signal."""
+    db = tmp_path / "p.db"
+    p = _start_run(db, STUBBORN, ignore=(signal.SIGINT,))
+    harness = _wait_for(lambda: _harnesses(tmp_path), "the harness starting")
+    _wait_for(lambda: all(_sig_ignored(h, signal.SIGINT) for h in harness), "the workload ignoring SIGINT")
+    tree = _tree(p.pid)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=LEFT_S)
+    assert p.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1] == f"profkit: terminated ({signal.Signals(sig).name})", err
+    assert _all_gone(tree) == set()
+    assert _runs(db) == {"cut": "interrupted"}
+
+
+@needs_torch
+def test_nohup_keeps_sighup_ignored(tmp_path):
+    """`nohup profkit run ...`: SIGHUP is ignored and the run goes on (stopped here by SIGTERM)."""
+    db = tmp_path / "p.db"
+    p = _start_run(db, "resnet18", "--warmup", "100000", ignore=(signal.SIGHUP,))
+    _wait_for(lambda: _harnesses(tmp_path), "the harness starting")
+    tree = _tree(p.pid)
+    p.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert p.poll() is None and _alive(tree) == tree
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=LEFT_S)
+    assert p.returncode == 143 and _all_gone(tree) == set()
+
+
+@needs_torch
+@pytest.mark.parametrize("workload", ["resnet18", STUBBORN], ids=["resnet18", "stubborn"])
+def test_sigkill_of_profkit_ends_its_harness(tmp_path, workload):
+    """SIGKILL (or the OOM killer) on `profkit run`: its harness, in a session of its own, dies
+    with it (the lifeline), and the next profkit to open the database marks the run."""
+    db = tmp_path / "p.db"
+    p = _start_run(db, workload, "--warmup", "100000")
+    harness = _wait_for(lambda: _harnesses(tmp_path), "the harness starting")
+    tree = _tree(p.pid) | harness
+    p.kill()
+    p.communicate()
+    assert _all_gone(tree) == set()
+    assert _runs(db) == {"cut": "interrupted"}
+
+
+def test_a_child_whose_lifeline_was_closed_watches_the_pid(tmp_path):
+    """A launcher between profkit and its harness (ncu, nsys) may close the lifeline's pipe: the
+    harness then watches profkit's pid instead. Here a shell closes every inherited descriptor
+    above 2 before starting a child that watches, and the parent is killed."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "from profkit.tools import runner\n"
+        "child = ('import time\\nfrom profkit.tools.runner import watch_lifeline\\n'\n"
+        "         'import os, signal\\nassert watch_lifeline(lambda: os.kill(os.getpid(), signal.SIGKILL), poll_s=0.1)\\n'\n"
+        "         'time.sleep(600)\\n')\n"
+        "fd, _ = runner.lifeline()\n"
+        "p = subprocess.Popen(['bash', '-c', f'exec {fd}<&- ; exec \"$0\" -c \"$1\"', sys.executable, child],\n"
+        "                     env=runner.child_env(), pass_fds=(fd,))\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    time.sleep(1.0)
+    assert _alive({child}) == {child}
+    parent.kill()
+    parent.communicate()
+    assert _all_gone({child}, 5) == set()
+
+
+# ------------------------------------------------------------------------------------ sweeps
+def _start_sweep(db: Path, workloads: str, workers: int = 1) -> subprocess.Popen:
+    return subprocess.Popen([*PROFKIT, "--db", str(db), "sweep", "--workloads", workloads, "--device", "cpu",
+                             "--tools", "torch", "--batch-size", "2", "--iters", "1", "--warmup", "100000",
+                             "--workers", str(workers)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@needs_torch
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["term", "int", "kill"])
+def test_a_stopped_sweep_leaves_nothing_running(tmp_path, sig):
+    """A sweep stopped while its jobs profile (SIGTERM, Ctrl-C or SIGKILL): its Dask workers, the
+    jobs' `profkit run` processes and their harnesses (one of them ignores SIGINT) are all gone
+    within 15 s, and no scratch folder is removed under a live job."""
+    pytest.importorskip("distributed")
+    db = tmp_path / "s.db"
+    p = _start_sweep(db, f"resnet18,{STUBBORN}", workers=2)
+    _wait_for(lambda: len(_harnesses(tmp_path)) == 2, "both jobs' harnesses starting", timeout=180)
+    tree = _tree(p.pid) | _harnesses(tmp_path)
+    assert len(tree) >= 7  # the sweep, 2 workers, 2 jobs, 2 harnesses (and Dask's helpers)
+    if sig == signal.SIGINT:
+        os.killpg(p.pid, sig)  # as a terminal sends it: to the whole foreground group
+    else:
+        p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    if sig != signal.SIGKILL:
+        assert p.returncode == 128 + sig, err
+        assert "Traceback" not in err, err
+        assert _all_gone(tree, 1) == set()  # the sweep itself waited for every job
+    else:
+        assert _all_gone(tree) == set()
+
+
+def test_the_local_cluster_takes_work_only_from_the_sweep(tmp_path):
+    """Another user of this machine can reach 127.0.0.1, so the local cluster speaks mutual TLS
+    with a key only the sweep holds: a client without it (plain TCP, or TLS with a certificate
+    of its own) cannot connect, and no process of the cluster serves HTTP."""
+    distributed = pytest.importorskip("distributed")
+    import http.client
+
+    from profkit import cluster
+
+    with cluster._client(distributed, None, 1, "cpu") as (client, engine, per_gpu):
+        address = client.scheduler.address
+        assert address.startswith("tls://127.0.0.1:")
+        port = int(address.rsplit(":", 1)[1])
+        assert client.submit(lambda: 41 + 1).result() == 42  # the sweep's own client works
+        for attempt in (f"tcp://127.0.0.1:{port}", address):
+            kwargs = {"security": distributed.security.Security.temporary()} if attempt.startswith("tls") else {}
+            with pytest.raises((OSError, TimeoutError, ValueError)):
+                distributed.Client(attempt, timeout="3s", **kwargs)
+        # every listening TCP port of this process and the workers: none answers HTTP
+        import psutil
+
+        pids = {os.getpid(), *(c.pid for c in psutil.Process().children(recursive=True))}
+        ports = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.pid in pids}
+        assert port in ports
+        for each in ports:
+            conn = http.client.HTTPConnection("127.0.0.1", each, timeout=3)
+            with pytest.raises((http.client.HTTPException, OSError)):
+                conn.request("GET", "/health")
+                conn.getresponse()
+            conn.close()
