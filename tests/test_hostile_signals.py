@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import needs_torch
+from .conftest import has_cuda, has_ncu, has_nsys, needs_torch
 
 WORKLOADS = Path(__file__).parent / "workloads"
 STUBBORN = str(WORKLOADS / "stubborn.py")  # ignores SIGINT and never finishes building
@@ -92,7 +92,8 @@ def _runs(db: Path) -> dict[str, str]:
     return {r["name"]: r["status"] for r in json.loads(out.stdout)}
 
 
-def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = ()) -> subprocess.Popen:
+def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = (),
+               where: tuple[str, ...] = ("--device", "cpu", "--tool", "torch")) -> subprocess.Popen:
     """``profkit run`` as a shell would start it, with the signals ``ignore``d (a background job
     of a non-interactive shell ignores SIGINT)."""
 
@@ -100,7 +101,7 @@ def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = (
         for sig in ignore:
             signal.signal(sig, signal.SIG_IGN)
 
-    return subprocess.Popen([*PROFKIT, "--db", str(db), "run", workload, "--device", "cpu", "--tool", "torch",
+    return subprocess.Popen([*PROFKIT, "--db", str(db), "run", workload, *where,
                              "--batch-size", "2", "--no-report", "--name", "cut", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignoring,
                             start_new_session=True)
@@ -195,6 +196,44 @@ def test_a_child_whose_lifeline_was_closed_watches_the_pid(tmp_path):
     parent.kill()
     parent.communicate()
     assert _all_gone({child}, 5) == set()
+
+
+def _lifeline_kept(pid: int) -> bool:
+    """Whether process ``pid`` still holds its lifeline's pipe (a launcher may close it)."""
+    env = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+    fd, inode, _ = env["PROFKIT_LIFELINE"].split(":")
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}") == f"pipe:[{inode}]"
+    except OSError:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["ncu", "nsys"])
+@pytest.mark.parametrize("case", ["term-int-ignored", "hup-stubborn", "kill"])
+def test_signals_under_a_profiler_on_the_gpu(tmp_path, tool, case):
+    """The same cases under ncu and nsys on a GPU: SIGTERM to a profkit that ignores SIGINT,
+    SIGHUP with a workload that ignores SIGINT, SIGKILL of profkit. Nothing of the run (profiler,
+    harness) is left within 15 s, and the run is stored as interrupted."""
+    if not has_cuda() or not (has_ncu() if tool == "ncu" else has_nsys()):
+        pytest.skip(f"needs a CUDA GPU and {tool}")
+    db = tmp_path / "p.db"
+    workload = STUBBORN if case == "hup-stubborn" else "resnet18"
+    p = _start_run(db, workload, "--warmup", "100000", "--precision", "fp16",
+                   ignore=(signal.SIGINT,) if case != "kill" else (), where=("--device", "cuda", "--tool", tool))
+    harness = _wait_for(lambda: _harnesses(tmp_path), "the harness starting", timeout=180)
+    time.sleep(3.0)  # well inside the warm-up: the profiler attached, the GPU in use
+    pid = next(iter(harness))
+    print(f"{tool}: the harness {'kept' if _lifeline_kept(pid) else 'lost'} the lifeline's pipe")
+    tree = _tree(p.pid) | harness
+    sig = {"term-int-ignored": signal.SIGTERM, "hup-stubborn": signal.SIGHUP, "kill": signal.SIGKILL}[case]
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    if sig != signal.SIGKILL:
+        assert p.returncode == 128 + sig, err
+        assert "Traceback" not in err, err
+    assert _all_gone(tree) == set()
+    assert _runs(db) == {"cut": "interrupted"}
 
 
 # ------------------------------------------------------------------------------------ sweeps
