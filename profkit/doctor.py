@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
@@ -35,11 +34,14 @@ class Check:
 
 
 def _run(argv: list[str], timeout: float = 120) -> tuple[int, str]:
+    from .errors import ProfkitError
+    from .tools import runner
+
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        rc, out, err = runner.probe(argv, timeout)
+    except (OSError, ProfkitError) as exc:
         return -1, str(exc)
-    return p.returncode, p.stdout + p.stderr
+    return rc, out + err
 
 
 def check_gpu() -> tuple[Check, bool]:

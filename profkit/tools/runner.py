@@ -169,15 +169,16 @@ def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:
     return None
 
 
-def capture(argv: Sequence[str], timeout: float = 60) -> str:
-    """Run a short command and return its stdout; raise ToolFailed on a non-zero exit."""
+def probe(argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
+    """Run a short command to its end: (exit status, stdout, stderr). Raises ToolNotFound, or
+    ToolFailed when it does not end within ``timeout`` (then its whole group is killed)."""
     try:
         proc = _popen(list(argv), None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                      start_new_session=True)
+                      errors="replace", start_new_session=True)
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
     try:
-        out, err_text = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         _signal_group(proc, signal.SIGKILL)
         proc.communicate()
@@ -186,10 +187,16 @@ def capture(argv: Sequence[str], timeout: float = 60) -> str:
         _signal_group(proc, signal.SIGKILL)  # Ctrl-C or SIGTERM here: the command goes too
         proc.wait()
         raise
-    if proc.returncode != 0:
-        err = str(err_text or out).strip().splitlines()
-        raise ToolFailed(f"{' '.join(argv[:3])} failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
-    return str(out)
+    return proc.returncode, str(out), str(err)
+
+
+def capture(argv: Sequence[str], timeout: float = 60) -> str:
+    """Run a short command and return its stdout; raise ToolFailed on a non-zero exit."""
+    rc, out, err_text = probe(argv, timeout)
+    if rc != 0:
+        err = (err_text or out).strip().splitlines()
+        raise ToolFailed(f"{' '.join(argv[:3])} failed (exit {rc}): {err[-1] if err else 'no output'}")
+    return out
 
 
 def stream(
