@@ -102,7 +102,7 @@ class NsysExport:
                 column, value = next((c, v) for c, v in zip(present, values)
                                      if not _integer(v, c in _NULLABLE.get(table, ()))
                                      or (c in _LAUNCH_DIMS and not 0 <= v < 2 ** 31))
-                what = "not an integer" if not _integer(value, True) else "not a whole number from 0 to 2^31 - 1"
+                what = "not an integer" if not _integer(value, False) else "not a whole number from 0 to 2^31 - 1"
                 raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})")
 
     def _check_once(self) -> None:
