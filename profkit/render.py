@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import csv
+import io
 import json
 import os
 import re
@@ -303,10 +304,23 @@ def json_array(objects: Iterable[str], batch: int = 5000) -> None:
 
 
 def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
-    w = csv.DictWriter(sys.stdout, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    """RFC 4180 CSV, records ended by "\n": a field holding "\r" or "\n" (a kernel or range
+    name may) is quoted, so that every CSV reader sees one record per row. (csv quotes only the
+    characters of its line terminator; each record is written with "\r\n" and ended "\n".)"""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\r\n")
+    out = sys.stdout
+
+    def emit() -> None:
+        out.write(buf.getvalue()[:-2] + "\n")
+        buf.seek(0)
+        buf.truncate()
+
     w.writeheader()
+    emit()
     for r in rows:
         w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+        emit()
 
 
 # ---------------------------------------------------------------------------------- runs

@@ -72,20 +72,24 @@ def load(path: str | Path, workdir: Path | None = None) -> Capture:
 def gunzip(path: Path, workdir: Path | None = None) -> Path:
     """A gzipped report or export, decompressed into ``workdir`` (a new temporary folder if
     none): the report readers and SQLite need a plain file."""
-    import gzip
     import shutil
     import tempfile
-    import zlib
+
+    from .gzipped import GZIP_ERRORS, open_capped
 
     folder = workdir or Path(tempfile.mkdtemp(prefix="profkit-"))
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / path.name[:-3]
     try:
-        with gzip.open(path, "rb") as src, open(out, "wb") as dst:
+        # Streamed to disk, and refused once past gzipped.limit_for (a gzip bomb fills no disk).
+        with open_capped(path) as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-    except (OSError, EOFError, zlib.error) as exc:
+    except GZIP_ERRORS as exc:
         out.unlink(missing_ok=True)
         raise BadExport(f"{path.name} is not a readable gzip file: {exc}") from None
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
     return out
 
 

@@ -16,7 +16,6 @@ Timestamps in these files are microseconds with three decimals; they become inte
 
 from __future__ import annotations
 
-import gzip
 import math
 import json
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Any, cast
 from ..errors import BadExport
 from ..names import short_name
 from ..nvtx_ranges import is_iteration_range
-from .ranges import (POINT, RANGE, LaunchIndex, OpenRange, attribute, merged, nest_in_process_ranges, place,
-                     range_rows)
+from .gzipped import GZIP_ERRORS, open_text
+from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
+                     nest_in_process_ranges, place, range_rows)
 from .schema import Capture, KernelRow, RangeRow, kernel_row
 
 GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -50,11 +50,11 @@ def _ns(us: Any) -> int:
 def load_trace(path: Path) -> dict:
     """The trace's JSON object, from .json or gzipped .json."""
     try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")) as f:
+        # A gzipped trace is read through gzipped.open_text, which refuses one that expands
+        # past its bound (json.load holds the whole text, and its objects, in memory).
+        with open_text(path) as f:
             data = json.load(f)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (*GZIP_ERRORS, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadExport(f"{path.name} is not a readable JSON trace: {exc}") from exc
     except RecursionError:
         raise BadExport(f"{path.name} is nested too deeply to be a Chrome/Kineto trace") from None
@@ -150,10 +150,11 @@ def _range(e: dict) -> OpenRange:
                      process=e.get("pid"), process_wide=is_iteration_range(name))
 
 
-def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
+def _place(points: list[tuple], annotations: list[dict], notes: list[str]) -> list[OpenRange]:
     """Give each point's row the innermost range open for its thread (its own ranges and its
     process's iteration ranges), and count it in every open range: kernels (or CPU operators)
-    with their time, and GPU operations of any kind."""
+    with their time, and GPU operations of any kind. Ranges nested too deep are left out
+    (``ranges.MAX_DEPTH``, a note in ``notes``)."""
     ranges = [_range(a) for a in annotations]
     own = [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges) if not r.process_wide]
     own.sort(key=lambda x: (str(x[0]), x[1], -x[3].end))
@@ -164,6 +165,9 @@ def _place(points: list[tuple], annotations: list[dict]) -> list[OpenRange]:
         pass
     for _ in attribute(own):
         pass
+    ranges = kept(ranges, notes)
+    own = [x for x in own if x[3].depth < MAX_DEPTH]
+    process = [r for r in process if r.depth < MAX_DEPTH]
     nest_in_process_ranges(ranges)
     by_process: dict[Any, list[OpenRange]] = {}
     for r in process:
@@ -224,9 +228,9 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
         timeline.append((thread, launch["_start"], POINT, row))
         if kind == "kernel":
             index.add(launch.get("pid"), _int(launch.get("tid")), launch["_start"])
-    ranges = _place(timeline, annotations)
+    notes: list[str] = []
+    ranges = _place(timeline, annotations, notes)
     index.freeze()
-    notes = []
     if unlaunched:
         notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
     return rows, range_rows(ranges, _others(index), gpu=True), notes
@@ -276,6 +280,7 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow]
         rows.append(row)
         timeline.append(((e.get("pid"), e.get("tid")), e["_start"], POINT, row))
         index.add(e.get("pid"), _int(e.get("tid")), e["_start"])
-    ranges = _place(timeline, annotations)
+    notes: list[str] = []
+    ranges = _place(timeline, annotations, notes)
     index.freeze()
-    return rows, range_rows(ranges, _others(index), gpu=False), []
+    return rows, range_rows(ranges, _others(index), gpu=False), notes

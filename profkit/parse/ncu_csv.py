@@ -14,14 +14,15 @@ start/end ranges (the process's, outermost) then its thread's push/pop ranges.
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import math
 import re
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import BadExport
 from ..names import short_name
+from .gzipped import GZIP_ERRORS, open_text
 from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path, path_list
 from .schema import Capture, KernelRow, kernel_row
 
@@ -32,37 +33,62 @@ _NVTX_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _NVTX_FIELDS = re.compile(r"^(?P<domain>[^:]*):(?P<range>.*):[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:(?P=range)$", re.S)
 
 
-def _open_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise BadExport(f"cannot read {path}: {exc.strerror}") from exc
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise BadExport(f"{path} is a damaged gzip file") from exc
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise BadExport(f"{path} is not a text CSV file") from exc
+# csv's own bound on a field (128 KiB) raised to this: a long template name or NVTX stack fits,
+# a damaged or hostile file is refused in one line.
+MAX_FIELD = 16 << 20
 
 
-def parse_number(text: str) -> float | None:
-    """'110,240' -> 110240.0; '' or 'n/a' -> None; anything else that is no number -> None."""
+@contextmanager
+def _rows(path: Path) -> Iterator[Iterator[list[str]]]:
+    """The file's CSV records, streamed (a gzipped file through ``gzipped.open_capped``, which
+    refuses one that expands past its bound); damaged files are refused in one line."""
+    previous = csv.field_size_limit(MAX_FIELD)
+    try:
+        with open_text(path, encoding="utf-8-sig") as f:
+            def records() -> Iterator[list[str]]:
+                reader = csv.reader(f)
+                while True:
+                    try:
+                        row = next(reader)
+                    except StopIteration:
+                        return
+                    except csv.Error as exc:
+                        text = str(exc)
+                        if "field larger than field limit" in text:
+                            text = f"a field is longer than {MAX_FIELD >> 20} MiB"
+                        raise BadExport(f"{path.name} line {reader.line_num}: not readable as CSV ({text})") from None
+                    except UnicodeDecodeError:
+                        raise BadExport(f"{path.name} is not a text CSV file") from None
+                    except GZIP_ERRORS as exc:
+                        raise BadExport(f"{path.name} is a damaged gzip file ({exc})") from None
+                    yield row
+
+            yield records()
+    finally:
+        csv.field_size_limit(previous)
+
+
+_INTEGER = re.compile(r"^\+?[0-9]+$")
+
+
+def parse_number(text: str) -> float | int | None:
+    """'110,240' -> 110240 (an int, exact however large); '1.5' -> 1.5; '' or 'n/a' -> None;
+    anything else that is no number -> None."""
     text = text.strip().replace(",", "")
     if not text or text.lower() in ("n/a", "nan", "-"):
         return None
+    if _INTEGER.match(text):
+        return int(text)
     try:
         return float(text)
     except ValueError:
         return None
 
 
-def _checked(text: str, field: str, where: str, integer: bool = False) -> float | None:
+def _checked(text: str, field: str, where: str, integer: bool = False) -> float | int | None:
     """A number of a column that must hold numbers: blank (ncu's '', 'n/a') is None; text that
     is no finite number, a negative value or (``integer``) a fraction is refused in one line
-    naming the row and the column."""
+    naming the row and the column. Whole numbers written as such are read exactly (an int)."""
     v = parse_number(text)
     if v is None:
         if text.strip().replace(",", "").lower() in ("", "n/a", "-"):
@@ -70,8 +96,12 @@ def _checked(text: str, field: str, where: str, integer: bool = False) -> float 
         raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a number")
     if not math.isfinite(v) or v < 0 or abs(v) >= 2 ** 63:
         raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a finite non-negative number")
-    if integer and not v.is_integer():
-        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a whole number")
+    if integer and isinstance(v, float):
+        if not v.is_integer():
+            raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a whole number")
+        if v >= 2 ** 53:  # a float this large is no longer exact
+            raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not written as a whole number")
+        return int(v)
     return v
 
 
@@ -110,15 +140,19 @@ def _triple(text: str, field: str = "", where: str = "") -> tuple[int | None, in
 
 
 def read_ncu_csv(path: Path) -> Capture[KernelRow]:
-    text = _open_text(path)
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise BadExport(f"{path} is empty") from None
+    """Read the export, streamed: records are read and checked one at a time, only the kernel
+    table's values kept (ncu's raw page carries hundreds of columns per launch)."""
+    with _rows(path) as records:
+        return _read(path, records)
+
+
+def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
+    header = next(records, None)
+    if header is None:
+        raise BadExport(f"{path} is empty")
     # ncu may print ==PROF== / ==WARNING== lines before the table when output was captured.
     while header and header[0].startswith("=="):
-        header = next(reader, [])
+        header = next(records, [])
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise BadExport(
@@ -129,19 +163,17 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     if twice:
         raise BadExport(f"{path.name} has the column {twice[0]!r} more than once", "Export the raw page again.")
     col = {name: i for i, name in enumerate(header)}
-    rows = list(reader)
+    first = next(records, None)
     units: dict[str, str] = {}
-    if rows and rows[0] and rows[0][col["ID"]].strip() == "":
-        units = {name: rows[0][i].strip() for name, i in col.items() if i < len(rows[0])}
-        rows = rows[1:]
-    elif DURATION in col:
+    if first is not None and len(first) > col["ID"] and first[col["ID"]].strip() == "":
+        units = {name: first[i].strip() for name, i in col.items() if i < len(first)}
+        first = None
+    elif DURATION in col and first is not None:
         # Without the units row the durations' unit is unknown (ns, us or ms by --print-units):
         # a guess would be off by 1000x.
         raise BadExport(f"{path.name} has no units row below its header, so its durations' unit is unknown",
                         "Export the whole raw page: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv")
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
+    rows = _non_blank(first, records)
 
     nvtx_col = next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None)
     start_end_col = next((n for n in header if n.startswith("Id:Domain:Start/Stop_Range")), None)
@@ -149,7 +181,7 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
     if DURATION not in col:
         raise BadExport(f"{path.name} has no {DURATION} column", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
     metric_units: dict[str, str] = {}
-    scale: dict[str, float] = {}
+    scale: dict[str, int] = {}
     for m in metric_names:
         unit = units.get(m, "")
         if unit in TIME_SCALE:
@@ -170,16 +202,16 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
         launch_id = _checked(r[col["ID"]], "ID", where, integer=True)
         if launch_id is None:
             raise BadExport(f"{where} has no kernel ID")
-        metrics = {}
+        metrics: dict[str, float | int] = {}
         for m in metric_names:
-            v = _checked(r[col[m]], m, where) if m == DURATION else parse_number(r[col[m]])
-            if v is not None and not math.isfinite(v):
-                raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r}, not a finite number")
+            # Every kept metric is a counter or a time: text, a negative or an infinite value is
+            # refused (it would be dropped or summed into the wrong figures).
+            v = _checked(r[col[m]], m, where)
             if v is not None:
                 v = v * scale.get(m, 1)
                 if abs(v) >= 2 ** 63:
                     raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r} {units.get(m, '')}, too large")
-                metrics[m] = int(round(v)) if v.is_integer() or m in scale else v
+                metrics[m] = v if isinstance(v, int) else (int(round(v)) if v.is_integer() or m in scale else v)
         tid, ranges = parse_nvtx(r[col[nvtx_col]]) if nvtx_col else (None, [])
         if start_end_col:
             ranges = parse_start_end(r[col[start_end_col]]) + ranges
@@ -187,11 +219,13 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
         bx, by, bz = _triple(r[col["Block Size"]], "Block Size", where) if "Block Size" in col else (None, None, None)
         name = r[col["Kernel Name"]]
         duration = metrics.get(DURATION)
-        if int(launch_id) in seen_ids:
-            raise BadExport(f"{path.name} lists the same kernel ID twice; is it two exports pasted together?")
-        seen_ids.add(int(launch_id))
+        launch = int(launch_id)
+        if launch in seen_ids:
+            raise BadExport(f"{path.name} lists the same kernel ID twice ({launch}, {where}); "
+                            "is it two exports pasted together?")
+        seen_ids.add(launch)
         out.append(kernel_row(
-            int(launch_id), "kernel", name, short_name(name),
+            launch, "kernel", name, short_name(name),
             duration_ns=int(round(duration)) if duration is not None else None,
             grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
             stream=_int(r, col, "Stream", where), device=_int(r, col, "Device", where), thread_id=tid,
@@ -201,10 +235,21 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
             gpu_name = r[col["device__attribute_display_name"]].strip() or None
         if cc is None and "CC" in col:
             cc = r[col["CC"]].strip() or None
+    if not out:
+        raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
     return Capture(
         rows=iter(out), tool="ncu", source_format="ncu-csv", gpu_name=gpu_name, compute_capability=cc,
         metric_names=sorted(metric_names), metric_units=metric_units, range_paths=path_list(out),
     )
+
+
+def _non_blank(first: list[str] | None, records: Iterator[list[str]]) -> Iterator[list[str]]:
+    """The records after the header and units row, blank ones skipped."""
+    if first is not None and any(c.strip() for c in first):
+        yield first
+    for r in records:
+        if any(c.strip() for c in r):
+            yield r
 
 
 def _int(row: list[str], col: dict[str, int], name: str, where: str) -> int | None:

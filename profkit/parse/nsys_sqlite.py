@@ -21,7 +21,8 @@ from typing import Any, Iterator
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..store.nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport, insert_gpu_ops
-from .ranges import RANGE, OpenRange, attribute, merged, nest_in_process_ranges, outer_first, place, range_rows
+from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
+                     range_rows)
 from .schema import Capture, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -36,9 +37,9 @@ def _process_tid(global_tid: int) -> int:
     return global_tid - (global_tid & TID_MASK)
 
 
-def _ranges(export: NsysExport, ranks: dict[int, int]) -> list[OpenRange]:
+def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> list[OpenRange]:
     """The push/pop and start/end ranges, sorted by walk key (thread, or process for start/end
-    ranges) and start, with their paths and depths."""
+    ranges) and start, with their paths and depths; those nested too deep left out (a note)."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
     out = []
     for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
@@ -52,6 +53,7 @@ def _ranges(export: NsysExport, ranks: dict[int, int]) -> list[OpenRange]:
     out.sort(key=lambda r: (r.global_tid, r.start, -r.end))
     for _ in attribute((r.global_tid, r.start, RANGE, r) for r in out):  # sets paths and depths
         pass
+    out = kept(out, notes)
     nest_in_process_ranges(out)
     return out
 
@@ -65,13 +67,19 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
     export = NsysExport(Path(path))
     gpu_name, cc = export.gpu()
     meta = export.meta
-    ranges = _ranges(export, ranks)
+    notes: list[str] = []
+    try:
+        ranges = _ranges(export, ranks, notes)
+    except BaseException:
+        export.close()
+        raise
     capture: Capture[KernelRow] = Capture(
         rows=iter(()), tool="nsys", source_format="nsys-sqlite", tool_version=meta.get("EXPORT_PRODUCT_VERSION"),
         gpu_name=gpu_name, compute_capability=cc, range_paths=[r.path for r in ranges])
     capture.rows = _attributed_rows(export, ranges, capture, ranks)
     capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture, ranks)
     capture.notes.append(f"nsys export schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
+    capture.notes.extend(notes)
     return capture
 
 

@@ -27,6 +27,11 @@ from .schema import KernelRow, RangeRow
 
 # Sort order at equal start: ranges open before a point that starts with them is tested.
 RANGE, POINT = 0, 1
+# Ranges nested deeper than this (on one thread, or among a process's start/end ranges) are
+# left out, with a note: each range's path names all its outer ranges, so without a bound a
+# capture of n nested ranges would take time and space quadratic in n. Real captures nest
+# a few dozen deep at most.
+MAX_DEPTH = 128
 
 
 class OpenRange:
@@ -128,10 +133,25 @@ def attribute(events: Iterable[tuple], paths: bool = True) -> Iterator[tuple[obj
             if paths:
                 outer = [r for r in open_ if r.end >= obj.end]
                 obj.depth = len(outer)
+                if obj.depth >= MAX_DEPTH:
+                    # Too deep (see MAX_DEPTH): no path, and never open, so that the ranges
+                    # inside it are too deep as well; the caller leaves them out (kept()).
+                    obj.path = ""
+                    continue
                 obj.path = "/".join([r.label() for r in outer] + [obj.label()])
             open_.append(obj)
         else:
             yield obj, open_
+
+
+def kept(ranges: list[OpenRange], notes: list[str]) -> list[OpenRange]:
+    """The ranges :func:`attribute` gave a path, less those nested too deep (MAX_DEPTH), with
+    a note saying how many were left out."""
+    out = [r for r in ranges if r.depth < MAX_DEPTH]
+    if len(out) < len(ranges):
+        notes.append(f"{len(ranges) - len(out)} ranges nested more than {MAX_DEPTH} deep were left out; "
+                     f"their work counts in the ranges around them")
+    return out
 
 
 class LaunchIndex:

@@ -72,6 +72,7 @@ class NsysExport:
         try:
             self.schema = self._check_schema()
             self._check_types()
+            self._check_once()
         except BaseException:
             self.con.close()
             raise
@@ -91,12 +92,40 @@ class NsysExport:
                 continue
             present = [c for c in columns if c in self.schema.columns[table]]
             tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
+            bounded = [c for c in present if c in _LAUNCH_DIMS]
+            tests += [f"{c} < 0 or {c} >= {2 ** 31}" for c in bounded]
             # One scan of the table for all its columns; the column at fault is named after.
-            bad = self.con.execute(f"select {', '.join(present)} from {table} where {' or '.join(tests)} "
+            bad = self.con.execute(f"select rowid, {', '.join(present)} from {table} where {' or '.join(tests)} "
                                    "limit 1").fetchone() if present else None
             if bad is not None:
-                column, value = next((c, v) for c, v in zip(present, bad) if not _integer(v, c in _NULLABLE.get(table, ())))
-                raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, not an integer")
+                rowid, values = bad[0], bad[1:]
+                column, value = next((c, v) for c, v in zip(present, values)
+                                     if not _integer(v, c in _NULLABLE.get(table, ()))
+                                     or (c in _LAUNCH_DIMS and not 0 <= v < 2 ** 31))
+                what = "not an integer" if not _integer(value, False) else "not a whole number from 0 to 2^31 - 1"
+                raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})")
+
+    def _check_once(self) -> None:
+        """Refuse an export that lists one launch call, or one GPU operation, twice (two exports
+        merged, or an edited one): the join of operations to their calls would count them again.
+        A CUDA graph's kernels share their launch's correlationId, so an operation is the same
+        one only when its process, device, stream, start and correlationId all repeat."""
+        name = self.path.name
+        twice = self.con.execute(
+            "select correlationId, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME "
+            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1").fetchone()
+        if twice:
+            raise BadExport(f"{name}: CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId {twice[0]} "
+                            f"twice (globalTid {twice[1]}); is it two exports merged?")
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            if table not in self.schema.columns:
+                continue
+            twice = self.con.execute(
+                f"select correlationId, start, min(rowid), max(rowid) from {table} "
+                "group by globalPid, deviceId, streamId, start, correlationId having count(*) > 1 limit 1").fetchone()
+            if twice:
+                raise BadExport(f"{name}: {table} lists the same operation twice (rows {twice[2]} and {twice[3]}: "
+                                f"correlationId {twice[0]}, start {twice[1]}); is it two exports merged?")
 
     def _check_schema(self) -> Schema:
         """Refuse exports whose layout this reader does not know."""
@@ -233,12 +262,15 @@ class NsysExport:
 # Columns that must hold integers in every row (NVTX end may be NULL: a range never closed).
 _INTEGER_COLUMNS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId",
-                                   "demangledName", "shortName"),
+                                   "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY",
+                                   "blockZ"),
     "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId", "copyKind"),
     "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
     "NVTX_EVENTS": ("start", "eventType"),
 }
+# Of those, the launch's grid and block sizes: also from 0 to 2^31 - 1 (as ncu's CSV reader takes them).
+_LAUNCH_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 _ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
 
 
