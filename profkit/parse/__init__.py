@@ -77,14 +77,17 @@ def gunzip(path: Path, workdir: Path | None = None) -> Path:
     import tempfile
     import zlib
 
+    from ..files import open_new
+
     folder = workdir or Path(tempfile.mkdtemp(prefix="profkit-"))
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / path.name[:-3]
+    dst = open_new(out)  # never through a link, never into a file that is there already
     try:
-        with gzip.open(path, "rb") as src, open(out, "wb") as dst:
+        with dst, gzip.open(path, "rb") as src:
             shutil.copyfileobj(src, dst, 1 << 20)
     except (OSError, EOFError, zlib.error) as exc:
-        out.unlink(missing_ok=True)
+        out.unlink(missing_ok=True)  # made above
         raise BadExport(f"{path.name} is not a readable gzip file: {exc}") from None
     return out
 
@@ -107,6 +110,10 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         report = nsys.import_qdstrm(report, exe)
     out = (workdir or report.parent) / (report.name.removesuffix(".nsys-rep") + ".sqlite")
     out.parent.mkdir(parents=True, exist_ok=True)
+    if out.is_symlink():  # nsys would write through it
+        from ..errors import StoreError
+
+        raise StoreError(f"{out} is a link, and profkit does not write through links", "Remove it and try again.")
     runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")
