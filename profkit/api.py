@@ -160,11 +160,10 @@ class Database:
         record = self.store.get_run(ref)
         if complete and record.status not in (None, "ok"):
             from .errors import RunIncomplete
-            from .store import raw_dir
 
             why = (record.info or {}).get("error")
             raise RunIncomplete(f"run {record.name!r} is {record.status}{': ' + why if why else ''}",
-                                f"It has no kernels; its files are in {raw_dir(self.path, record.name)}."
+                                f"It has no kernels; its files are in {self.store.run_folder(record)}."
                                 if record.source == "run" else "It has no kernels yet.")
         return self._attach(record)
 

@@ -35,7 +35,7 @@ from .errors import (ProfkitError, StoreError, UsageError, WorkloadError, requir
                      require_values)
 from .records import RunRecord
 from .store import Store
-from .store.database import RunFields, raw_dir
+from .store.database import RunFields
 from .tools import runner
 
 TOOLS = values(Tool)
@@ -204,29 +204,29 @@ def store_result(store: Store, job: Job, outcome: dict[str, Any]) -> JobResult:
         try:
             runs = source.runs() if source is not None else []
             done = next((r for r in runs if r.status == "ok"), None)
-            old = raw_dir(job_db, runs[0].name) if runs else folder / "no-run"
-            if not old.is_dir():
+            old = source.run_folder(runs[0]) if source is not None and runs else folder / "no-run"
+            if not old.is_dir():  # in this temporary folder
                 old.mkdir()
             if (folder / "job.log").exists():  # the job's own output: its log, with the run's
                 shutil.move(str(folder / "job.log"), old / "sweep-job.log")
+            dest: Path | None = None
             if outcome["status"] == "ok" and done is not None and source is not None:
-                copied = _copy_run(store, source, done)
+                copied, dest = _copy_run(store, source, done)
                 result.run = copied.name
             else:
                 result.status = "failed"
                 copied = _failed_run(store, job, runs[0] if runs else None, result.error or "failed")
                 result.run = copied.name
-            dest = raw_dir(store.path, copied.name)
-            try:
-                if dest.exists():
-                    shutil.rmtree(dest)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(old), dest)
-            except OSError as exc:
+            try:  # into the run's folder, made for it (empty): nothing else is overwritten
+                dest = dest or store.reserve_folder(copied)
+                for entry in sorted(old.iterdir()):
+                    shutil.move(str(entry), dest / entry.name)
+            except (OSError, StoreError) as exc:
                 store.set_raw_files(copied.id, {})
-                raise StoreError(f"run {copied.name} is stored, but its files could not be put in {dest} ({exc})",
+                where = dest or f"its folder beside {store.path}"
+                raise StoreError(f"run {copied.name} is stored, but its files could not be put in {where} ({exc})",
                                  "Make that folder writable; the sweep stopped here.") from None
-            if result.status == "failed":  # its logs, for the failed run
+            if result.status == "failed" and dest is not None:  # its logs, for the failed run
                 store.set_raw_files(copied.id, {f.name: str(f) for f in sorted(dest.iterdir()) if f.is_file()})
         finally:
             if source is not None:
@@ -234,27 +234,29 @@ def store_result(store: Store, job: Job, outcome: dict[str, Any]) -> JobResult:
     return result
 
 
-def _copy_run(store: Store, source: Store, run: RunRecord) -> RunRecord:
+def _copy_run(store: Store, source: Store, run: RunRecord) -> tuple[RunRecord, Path]:
+    """A job's run copied into the sweep's database, and the raw folder made for it there."""
     from .parse.schema import Capture
 
     fields: RunFields = {k: v for k, v in run.to_dict().items()  # type: ignore[assignment]
-                         if k not in ("id", "name", "status", "kernel_count", "gpu_time_ns", "activity")}
+                         if k not in ("id", "name", "status", "kernel_count", "gpu_time_ns", "activity", "folder")}
     reserved = store.reserve(None, run.name, fields, status="importing")
-    fields["raw_files"] = _moved(run.raw_files or {}, source.path, run.name, raw_dir(store.path, reserved.name))
-    capture: Capture[Any] = Capture(rows=source.iter_kernels(run.id), tool=run.tool or "", source_format="profkit",
-                                    metric_names=list(run.metrics), notes=list(run.info.get("notes") or []),
-                                    ranges=source.ranges(run.id))
     try:
-        return store.fill_run(reserved, capture, fields)
+        dest = store.reserve_folder(reserved)
+        fields["raw_files"] = _moved(run.raw_files or {}, source.path, source.run_folder(run).name, dest)
+        capture: Capture[Any] = Capture(rows=source.iter_kernels(run.id), tool=run.tool or "",
+                                        source_format="profkit", metric_names=list(run.metrics),
+                                        notes=list(run.info.get("notes") or []), ranges=source.ranges(run.id))
+        return store.fill_run(reserved, capture, fields), dest
     except BaseException:
         store.delete_run(reserved.id)
         raise
 
 
-def _moved(files: dict[str, str], job_db: Path, run_name: str, dest: Path) -> dict[str, str]:
-    """A job's kept-file paths (made in the worker's temporary folder, wherever that was) as
-    they are once its raw folder is ``dest``."""
-    marker = f"{job_db.stem}-runs{os.sep}{run_name}{os.sep}"
+def _moved(files: dict[str, str], job_db: Path, folder_name: str, dest: Path) -> dict[str, str]:
+    """A job's kept-file paths (made in the worker's temporary folder, wherever that was, in
+    its run's folder ``folder_name``) as they are once its raw folder is ``dest``."""
+    marker = f"{job_db.stem}-runs{os.sep}{folder_name}{os.sep}"
     return {k: str(dest / v.split(marker, 1)[1]) if marker in v else v for k, v in files.items()}
 
 

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .files import write_new
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     info["iteration_wall_ns"] = iter_ns
     info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
     info["stages_s"] = stages
-    Path(job["info_path"]).write_text(json.dumps(info, indent=2))
+    write_new(job["info_path"], json.dumps(info, indent=2), replace=True)
     if ranks is not None:
         barrier()
         import torch.distributed as dist
@@ -342,7 +344,7 @@ def _fail(job: dict, text: str) -> int:
     the workload may print anything) and to the log; exit status 3."""
     print(f"profkit-harness: error: {text}", file=sys.stderr)
     if job.get("error_path"):
-        Path(job["error_path"]).write_text(text, encoding="utf-8")
+        write_new(job["error_path"], text, replace=True)
     return 3
 
 
@@ -419,7 +421,7 @@ def _bench(job: dict) -> int:
     if output is not None:
         torch.save(output.detach().to("cpu", torch.float32).clone(), job["output_path"])
     info["output_saved"] = output is not None
-    Path(job["info_path"]).write_text(json.dumps(info, indent=2))
+    write_new(job["info_path"], json.dumps(info, indent=2), replace=True)
     return 0
 
 

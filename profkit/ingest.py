@@ -18,7 +18,7 @@ from .errors import ProfkitWarning
 from .parse import detect, load
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
-from .store import Store, raw_dir
+from .store import Store
 from .store.database import RunFields, check_run_name
 
 
@@ -88,17 +88,17 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
     }
     earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")
-    workdir = raw_dir(store.path, run.name)
-    made = not workdir.exists()
+    workdir = None
     try:
-        if capture is None:
+        if capture is None:  # decompressed or exported into a folder made for this run alone
+            workdir = store.reserve_folder(run)
             capture = load(path, workdir=workdir)
         more: RunFields = {"raw_files": {capture.source_format: str(path.resolve())},
                            **profkit_tag(capture)}  # type: ignore[typeddict-item]
         done = store_capture(store, capture, more, reserved=run)
     except BaseException:
         store.delete_run(run.id)
-        if made:
+        if workdir is not None:  # made by this import, above
             shutil.rmtree(workdir, ignore_errors=True)
         raise
     if earlier:

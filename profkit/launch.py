@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -27,11 +26,12 @@ from . import gpu, nvtx_ranges, workloads
 from .choices import Tool, values
 from .errors import (EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, require_choice,
                      require_int)
+from .files import write_new
 from .harness import rank_file
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
-from .store import Store, raw_dir
+from .store import Store
 from .store.database import RunFields, check_run_name
 from .tools import ncu, nsys, runner
 
@@ -223,7 +223,7 @@ class _Job:
         return self.folder / "job.json"
 
     def write(self) -> None:
-        self.job_path.write_text(json.dumps(self.job, indent=2))
+        write_new(self.job_path, json.dumps(self.job, indent=2), replace=True)
 
     @property
     def ranks(self) -> int:
@@ -374,11 +374,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     reserved = store.reserve(req.name, default_name, base_fields,
                              status="running")
     name = reserved.name
-    folder = raw_dir(store.path, name)
     try:
-        if folder.exists():  # left by an earlier run of this name that was never stored: stale
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
         job = harness_job(req, wname, wpath, folder, progress)
         capture, row = DRIVERS[tool](job)
         info = job.info()
@@ -452,9 +449,9 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         # building it runs it (TorchScript's tracing): then it waits before that too.
         job.job["gpu_lock"] = str(job.folder / "gpu.lock")
         job.job["gpu_lock_at"] = "warmup" if job.req.spec.mode == "eager" else "prepare"
-        timer_job.write_text(json.dumps({
+        write_new(timer_job, json.dumps({
             **job.job, "kernel_times_path": str(times), "info_path": str(job.folder / "harness-times.json"),
-            "error_path": str(job.folder / "harness-times-error.txt"), "gpu_lock_at": "warmup"}, indent=2))
+            "error_path": str(job.folder / "harness-times-error.txt"), "gpu_lock_at": "warmup"}, indent=2), replace=True)
     job.write()
     nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
     argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv(),
@@ -501,11 +498,11 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     job.progress.stage("exporting the raw page to CSV")
     exported = time.monotonic()
     csv_path = job.folder / "raw.csv"
-    csv_path.write_text(runner.capture(ncu.export_csv_argv(exe, report), timeout=900))
+    write_new(csv_path, runner.capture(ncu.export_csv_argv(exe, report), timeout=900), replace=True)
     raw_files["ncu-csv"] = str(csv_path)
     if per_function:
         mangled = job.folder / "raw-mangled.csv"
-        mangled.write_text(runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900))
+        write_new(mangled, runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900), replace=True)
         raw_files.update({"ncu-csv-mangled": str(mangled), "kernel-times": str(times), "times-log": str(timer_log)})
         thread_ids = {int(k): int(v) for k, v in (timer_info.get("thread_ids") or {}).items()}
         capture = read_per_function(csv_path, mangled, times, job.tag, nvtx_ranges.DOMAIN, thread_ids,

@@ -42,6 +42,7 @@ class RunRecord:
     gpu_time_ns: int = 0                    # their summed duration (CPU self time for cpu_op)
     profiled_wall_s: float | None = None
     info: dict[str, Any] = field(default_factory=dict)     # versions, iteration times, notes
+    folder: str | None = None               # its raw folder in <db stem>-runs/ (None: its name, or none made)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(RunRecord)}

@@ -353,8 +353,10 @@ def test_run_names_are_safe_file_names_for_run_and_import(tmp_path):
     runs = tmp_path / "p-runs"
     runs.mkdir()
     (runs / "out").symlink_to(tmp_path)
-    one_line_error(cli("import", NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz", "--name", "out", db=db),
-                   "leads outside")
+    # A link where the run's folder would be is left alone: the run's folder is made anew beside it.
+    assert cli("import", NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz", "--name", "out", db=db).exit_code == 0
+    assert not (tmp_path / "resnet18_fp16_eager.ncu-rep").exists() and (runs / "out").is_symlink()
+    assert (runs / "out-2" / "resnet18_fp16_eager.ncu-rep").is_file()
 
 
 def test_huge_kernel_tables_are_cut_with_a_pointer(tmp_path, monkeypatch):

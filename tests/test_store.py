@@ -20,7 +20,7 @@ from profkit.parse.ranks import merge_ranks
 from profkit.parse.schema import KERNEL_FIELDS, Capture, kernel_row
 from profkit.records import RunRecord
 from profkit.store import Store
-from profkit.store.database import RUN_COLUMNS
+from profkit.store.database import RUN_COLUMNS, SCHEMA_VERSION
 
 from .conftest import DATA, NCU_DATA, cli_json
 
@@ -211,7 +211,7 @@ def test_migrates_a_schema_7_database_adding_rank(tmp_path):
     path.write_bytes(gzip.decompress((STORE_DATA / "schema7.db.gz").read_bytes()))
     store = Store(path)
     con = sqlite3.connect(path)
-    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "8"
+    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     view = [r[1] for r in con.execute("pragma table_info(kernels)")]
     assert view[view.index("device") + 1] == "rank"
     assert "rank" in [r[1] for r in con.execute("pragma table_info(ranges)")]

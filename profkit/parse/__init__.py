@@ -75,17 +75,19 @@ def gunzip(path: Path, workdir: Path | None = None) -> Path:
     import shutil
     import tempfile
 
+    from ..files import open_new
     from .gzipped import GZIP_ERRORS, open_capped
 
     folder = workdir or Path(tempfile.mkdtemp(prefix="profkit-"))
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / path.name[:-3]
+    dst = open_new(out)  # never through a link, never into a file that is there already
     try:
         # Streamed to disk, and refused once past gzipped.limit_for (a gzip bomb fills no disk).
-        with open_capped(path) as src, open(out, "wb") as dst:
+        with dst, open_capped(path) as src:
             shutil.copyfileobj(src, dst, 1 << 20)
     except GZIP_ERRORS as exc:
-        out.unlink(missing_ok=True)
+        out.unlink(missing_ok=True)  # made above
         raise BadExport(f"{path.name} is not a readable gzip file: {exc}") from None
     except BaseException:
         out.unlink(missing_ok=True)
@@ -111,6 +113,10 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         report = nsys.import_qdstrm(report, exe)
     out = (workdir or report.parent) / (report.name.removesuffix(".nsys-rep") + ".sqlite")
     out.parent.mkdir(parents=True, exist_ok=True)
+    if out.is_symlink():  # nsys would write through it
+        from ..errors import StoreError
+
+        raise StoreError(f"{out} is a link, and profkit does not write through links", "Remove it and try again.")
     runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")

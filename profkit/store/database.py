@@ -16,15 +16,24 @@ host and pid); its kernels follow in batches; the last transaction fills in its 
 ranges and sets status ``ok``. Only ``ok`` runs are complete: a failed import leaves nothing,
 a failed or interrupted profiled run keeps its row (status ``failed`` / ``interrupted``, the
 error in ``info``) and its raw files but no kernels, and a row whose owner died (SIGKILL) is
-recovered so the next time the database is opened.
+recovered so the next time the database is opened. An owner holds a lock (``flock``) on
+``<db file name>-locks/<run id>.lock`` from the moment its row exists until the run ends, and
+the kernel drops it when the process dies, in whatever PID namespace or container it ran: a
+run is recovered only by a process that takes that lock itself, never on a pid check alone
+(except rows of an earlier profkit, which made no lock: those are recovered, as then, when
+their owner's pid is gone on the same host). Run ids are never reused.
 
 The database is ``./profkit.db`` unless a path or ``PROFKIT_DB`` says otherwise. Raw
-captures are kept beside it, in ``<db stem>-runs/<run name>/``. Every query over it is a
-method here; the analyses call these and never write SQL of their own.
+captures are kept beside it, in ``<db stem>-runs/<run name>/``, a folder made as exclusively
+as the name (:meth:`Store.reserve_folder`): where that folder exists already (another
+database of the same stem, something left or put there) the run's is ``<run name>-2`` and so
+on, recorded in its ``folder``. Every query over it is a method here; the analyses call these
+and never write SQL of their own.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -43,8 +52,9 @@ from ..tools.runner import alive
 DEFAULT_DB = "profkit.db"
 # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner;
 # 6: texts kept once in `strings`, launches in `kernel_rows`, `kernels` a view; 7: `benches`, `bench_rows`;
-# 8: `rank` in kernel_rows (and the view, after `device`) and in ranges
-SCHEMA_VERSION = 8
+# 8: `rank` in kernel_rows (and the view, after `device`) and in ranges; 9: `folder` in runs (its raw
+# folder's name), run ids never reused (meta `max_run_id`), owners that hold a lock
+SCHEMA_VERSION = 9
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 MAX_NAME = 120       # characters in a run name (it names a folder)
 # Run statuses: complete, and being written by the owner process. (A run that ended without
@@ -56,8 +66,11 @@ RUN_COLUMNS: dict[str, type] = {
     "batch_size": int, "iters": int, "device": str, "tool": str, "tool_version": str, "metric_set": str,
     "metrics": str, "gpu_name": str, "compute_capability": str, "command": str, "started_at": str,
     "finished_at": str, "raw_files": str, "source_sha256": str, "activity": str, "kernel_count": int,
-    "gpu_time_ns": int, "profiled_wall_s": float, "info": str, "owner": str,
-}  # documented on RunRecord (but owner: "host:pid" of the process writing it); metrics, command, raw_files and info hold JSON
+    "gpu_time_ns": int, "profiled_wall_s": float, "info": str, "owner": str, "folder": str,
+}  # documented on RunRecord (but owner: "host:pid" of the process writing it, "host:pid+lock" where it holds
+# the run's lock file, see Store._recover); metrics, command, raw_files and info hold JSON
+LOCKED = "+lock"     # an owner that holds its run's lock (schema 9 on); without it, an owner of an earlier profkit
+MAX_FOLDERS = 1000   # names a run's raw folder tries (<name>, <name>-2, ...) before it gives up
 JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
@@ -127,15 +140,25 @@ def db_path(db: str | os.PathLike[str] | None) -> Path:
 
 
 def raw_dir(db: Path, run_name: str) -> Path:
-    """``<db stem>-runs/<run name>/`` beside the database; refused if it would lead elsewhere
+    """``<db stem>-runs/<run name>/`` beside the database (the folder a run of an earlier
+    profkit has; a run's own is :meth:`Store.run_folder`); refused if it would lead elsewhere
     (a name that is not a plain file name, or a run folder that is a link out)."""
     check_run_name(run_name)
+    return _in_runs(db, run_name)
+
+
+def _in_runs(db: Path, folder_name: str) -> Path:
     base = db.resolve().parent / f"{db.stem}-runs"
-    folder = base / run_name
-    if folder.resolve().parent != base.resolve():
-        raise StoreError(f"the raw folder of run {run_name!r} ({folder}) leads outside {base}",
-                         "Remove that link, or choose another `name`.")
+    folder = base / folder_name
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", folder_name) or folder.resolve().parent != base.resolve():
+        raise StoreError(f"the raw folder {folder} leads outside {base}", "Remove that link, or choose another `name`.")
     return folder
+
+
+# Run locks this process holds, by lock file path (any Store of this process releases them): flock
+# locks belong to an open file, so another open of the same file (another process, or another
+# Store here) cannot take them while the owner lives.
+_HELD: dict[str, int] = {}
 
 
 def check_run_name(name: str) -> None:
@@ -380,6 +403,14 @@ class Store:
             if "benches" not in tables:  # schema 6 or earlier
                 self._create_benches()
             self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+            self._set_max_run_id()
+
+    def _set_max_run_id(self) -> None:
+        """Record the highest run id given so far (meta ``max_run_id``): a new run's id is above
+        it, so the id of a deleted run is never given again (runs has no AUTOINCREMENT)."""
+        self.execute("insert or replace into meta (key, value) values ('max_run_id', "
+                     "(select max(coalesce((select max(id) from runs), 0), "
+                     "coalesce((select cast(value as integer) from meta where key = 'max_run_id'), 0))))")
 
     def _add_columns(self, table: str, columns: dict[str, type]) -> list[str]:
         """Add to ``table`` those of ``columns`` it lacks (an earlier schema's table); return them."""
@@ -421,16 +452,108 @@ class Store:
         """Take a run name atomically: ``name`` (refused if taken) or the first free one made
         from ``base``; insert the run's row with ``status`` (``running`` or ``importing``) and
         this process as its owner. Nothing else may take the name from now on."""
-        row = _encoded({**fields, "status": status, "owner": _owner(), "kernel_count": 0, "gpu_time_ns": 0})
+        row = _encoded({**fields, "status": status, "owner": _owner() + LOCKED, "kernel_count": 0, "gpu_time_ns": 0})
+        row.pop("folder", None)
+        run_id = 0
         try:
             with self.write():
                 if name is not None:
                     self.check_name_free(name)
                 row["name"] = name if name is not None else self.unique_name(base)
-                run_id = self._insert("runs", row)
-        except sqlite3.OperationalError as exc:
-            raise _unwritable(self.path, exc) from exc
+                self._set_max_run_id()
+                run_id = row["id"] = int(self.execute(
+                    "select cast(value as integer) + 1 from meta where key = 'max_run_id'").fetchone()[0])
+                # The lock is held before the row can be seen: a reader never finds a new run unlocked.
+                self._lock(run_id)
+                self._insert("runs", row)
+                self._set_max_run_id()
+        except BaseException as exc:
+            if run_id:
+                self._unlock(run_id)
+            if isinstance(exc, sqlite3.OperationalError):
+                raise _unwritable(self.path, exc) from exc
+            raise
         return self.get_run(run_id)
+
+    # ------------------------------------------------------------------ run locks and raw folders
+    def _lock_path(self, run_id: int) -> Path:
+        return self.path.resolve().parent / f"{self.path.name}-locks" / f"{run_id}.lock"
+
+    def _lock(self, run_id: int) -> None:
+        """Take run ``run_id``'s lock (held until :meth:`_unlock` or this process ends)."""
+        path = self._lock_path(run_id)
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot make the lock file {path}: {exc.strerror}",
+                             "Check the folder's permissions and the free disk space.") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot lock {path}: {exc.strerror}",
+                             "Another process holds it; check what else uses this database.") from None
+        _HELD[str(path)] = fd
+
+    def _unlock(self, run_id: int) -> None:
+        """Give up a run's lock, if this process holds it: the file goes first, then the lock."""
+        path = self._lock_path(run_id)
+        fd = _HELD.pop(str(path), None)
+        if fd is not None:
+            path.unlink(missing_ok=True)
+            os.close(fd)
+
+    def _dead_owner_lock(self, run_id: int) -> int | None:
+        """The lock of a run whose owner is gone, taken (an open file to close), or None while
+        its owner holds it (or its lock file is missing: nothing proves the owner dead)."""
+        try:
+            fd = os.open(self._lock_path(run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def run_folder(self, run: RunRecord) -> Path:
+        """A run's raw folder: the one made for it (:meth:`reserve_folder`), or for a run of an
+        earlier profkit (none recorded) ``<db stem>-runs/<run name>/``."""
+        return _in_runs(self.path, run.folder) if run.folder else raw_dir(self.path, run.name)
+
+    def reserve_folder(self, run: RunRecord) -> Path:
+        """Make a reserved run's raw folder, as exclusively as its name: ``<db stem>-runs/<name>/``,
+        or where that exists already (a database of the same stem has a run of that name, a
+        folder was left or put there) ``<name>-2``, ``<name>-3``... Made now by this process
+        (``os.mkdir``, never an existing folder) and recorded with the run. profkit deletes or
+        overwrites no folder it did not make for the run."""
+        base = self.path.resolve().parent / f"{self.path.stem}-runs"
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            for n in range(1, MAX_FOLDERS + 1):
+                folder = base / (run.name if n == 1 else f"{run.name}-{n}")
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    continue
+                break
+            else:
+                raise StoreError(f"no free raw folder for run {run.name!r} in {base} ({MAX_FOLDERS} names taken)",
+                                 "Clear out that folder, or use another database.")
+        except OSError as exc:
+            raise StoreError(f"cannot make the raw folder of run {run.name!r} in {base}: {exc.strerror or exc}",
+                             "Check the folder's permissions and the free disk space.") from None
+        try:
+            with self.write():
+                self._update("runs", run.id, {"folder": folder.name})
+        except BaseException as exc:
+            folder.rmdir()  # made just now, and still empty
+            if isinstance(exc, sqlite3.OperationalError):
+                raise _unwritable(self.path, exc) from exc
+            raise
+        return folder
 
     def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
         """Write a reserved run's classified rows (streamed, in batches of short transactions),
@@ -462,6 +585,7 @@ class Store:
             if isinstance(exc, OverflowError):  # a value, or the run's summed time, past 2^63
                 raise BadExport(f"the capture holds a number too large to store ({exc})") from None
             raise
+        self._unlock(run.id)
         return self.get_run(run.id)
 
     def add_run(self, fields: RunFields, capture: Capture[ClassifiedRow]) -> RunRecord:
@@ -486,12 +610,15 @@ class Store:
         info = {**run.info, "error": error}
         with self.write():
             self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
+        self._unlock(run_id)
 
     def delete_run(self, run_id: int) -> None:
-        """Remove a run and everything of it from the database (not its raw files)."""
+        """Remove a run and everything of it from the database (not its raw files); its id is
+        never given again."""
         with self.write():
             self._delete_rows(run_id)
             self.execute("delete from runs where id = ?", [run_id])
+        self._unlock(run_id)
 
     def _clear_rows(self, run_id: int) -> None:
         """Remove a run's kernel and range rows, keeping its row; best effort."""
@@ -506,23 +633,47 @@ class Store:
             self.execute(f"delete from {table} where run_id = ?", [run_id])
 
     def _recover(self) -> None:
-        """Runs whose owner on this host is gone (killed mid-write): an import leaves nothing;
-        a profiled run is marked interrupted and keeps its row and raw files."""
-        stale = []
-        for r in self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)):
-            host, _, pid = (r["owner"] or "").rpartition(":")
-            if host == socket.gethostname() and pid.isdigit() and not alive(int(pid)):
-                stale.append(r)
-        try:
-            for r in stale:
-                if r["status"] == "importing":
-                    self.delete_run(r["id"])
-                else:
-                    self._clear_rows(r["id"])
-                    self.end_run(r["id"], "interrupted",
-                                 f"the profkit process {r['owner']} ended before the run was stored")
-        except sqlite3.OperationalError:
-            pass  # a read-only database: reading it still works; a writer recovers the rows later
+        """Runs whose owner is gone (killed mid-write): an import leaves nothing; a profiled run
+        is marked interrupted and keeps its row and raw files. An owner is proved gone by taking
+        its run's lock (the kernel released it when the owner died), in whatever PID namespace
+        either process runs: a pid is no proof (another namespace's pids are not seen here).
+        An owner of an earlier profkit (no lock, no ``+lock`` in ``owner``) is gone when its pid
+        is gone on this host, as then."""
+        rows = list(self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)))
+        for r in rows:
+            owner = r["owner"] or ""
+            fd = None
+            if owner.endswith(LOCKED):
+                fd = self._dead_owner_lock(r["id"])
+                if fd is None:
+                    continue  # alive (or its lock file was removed: nothing proves it dead)
+            else:
+                host, _, pid = owner.rpartition(":")
+                if not (host == socket.gethostname() and pid.isdigit() and not alive(int(pid))):
+                    continue
+            try:
+                self._recover_run(r["id"], owner)
+            except sqlite3.OperationalError:
+                pass  # a read-only database: reading it still works; a writer recovers the rows later
+            finally:
+                if fd is not None:
+                    self._lock_path(r["id"]).unlink(missing_ok=True)
+                    os.close(fd)
+
+    def _recover_run(self, run_id: int, owner: str) -> None:
+        """In one transaction, if the run is still being written by ``owner``: an import is
+        deleted, a profiled run marked interrupted (its rows removed)."""
+        with self.write():
+            row = self.execute("select status, owner, info from runs where id = ?", [run_id]).fetchone()
+            if row is None or row[0] not in WRITING or row[1] != owner:
+                return  # it ended meanwhile
+            self._delete_rows(run_id)
+            if row[0] == "importing":
+                self.execute("delete from runs where id = ?", [run_id])
+                return
+            info = {**json.loads(row[2] or "{}"),
+                    "error": f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored"}
+            self._update("runs", run_id, _encoded({"status": "interrupted", "owner": None, "info": info}))
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
         """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every

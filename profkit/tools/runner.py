@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import ToolFailed, ToolNotFound
+from ..files import open_new
 
 
 # In every environment profkit starts (profiled processes, torchrun's ranks, sweep jobs and
@@ -213,7 +214,7 @@ def stream(
     argv = [str(a) for a in argv]
     start = time.monotonic()
     tail: list[str] = []
-    log = open(log_path, "w", encoding="utf-8", errors="replace") if log_path else None
+    log = open_new(log_path, "w", replace=True, encoding="utf-8", errors="replace") if log_path else None
     timed_out = threading.Event()
     # While the child runs, a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) does not unwind
     # this process at some random line (a second signal could then skip the cleanup and leave
@@ -302,7 +303,7 @@ class Background:
         self.argv = [str(a) for a in argv]
         self.log_path = log_path
         self.start = time.monotonic()
-        self._log = open(log_path, "w", encoding="utf-8", errors="replace")
+        self._log = open_new(log_path, "w", replace=True, encoding="utf-8", errors="replace")
         try:
             self.proc = _popen(self.argv, env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         except FileNotFoundError as exc:
