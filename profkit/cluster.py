@@ -293,8 +293,12 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
     started = time.perf_counter()
     out = SweepResult(results=list(sweep.skipped))
     total = len(sweep.jobs)
-    scratch = None if address else store.path.resolve().parent / f"{store.path.stem}-runs" / ".sweep-scratch"
+    scratch = None
     try:
+        if not address:  # this sweep's own folder (a second sweep beside the same database has another)
+            runs_dir = store.path.resolve().parent / f"{store.path.stem}-runs"
+            runs_dir.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=runs_dir))
         dask = _dask()
         if dask is None:
             if address:
