@@ -58,7 +58,9 @@ def _is_page_of(path: Path, run: Run) -> bool:
         return False
     from html import escape
 
-    return f'<meta name="profkit-report" content="{escape(identity(run))}">' in head
+    from .page import printable
+
+    return f'<meta name="profkit-report" content="{printable(escape(identity(run)))}">' in head
 
 
 def write_index(db: Database, output: str | Path | None = None) -> Path:
