@@ -89,8 +89,10 @@ def installed(tmp_path_factory) -> Installed:
     if sys.prefix != sys.base_prefix:
         # Run from inside a venv, --system-site-packages shows only the base interpreter's
         # packages: show this venv's too (after the new venv's own, as the system's would be).
+        # No comprehension on that line: a .pth line is exec'd inside a function of site.py, and
+        # before Python 3.12 a comprehension there cannot see the `site` the line imported.
         dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
-        (inst.purelib / "_outer_venv.pth").write_text(f"import site; [site.addsitedir(d) for d in {dirs!r}]\n")
+        (inst.purelib / "_outer_venv.pth").write_text(f"import site; list(map(site.addsitedir, {dirs!r}))\n")
     inst.run([inst.python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", "-q", inst.wheel], empty)
     inst.run([inst.python, "-m", "pip", "check"], empty)
     return inst
