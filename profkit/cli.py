@@ -639,7 +639,7 @@ def compare(
 def report_(
     run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).", show_default=False)] = None,
     vs: Annotated[Optional[str], typer.Option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/vs/RUN_vs_RUN_B.html, or reports/index.html).", show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)] = None,
     index: Annotated[bool, typer.Option("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")] = False,
     match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")] = Match.exact,
     threshold: ThresholdOpt = 10.0,
