@@ -113,7 +113,7 @@ class Run(RunRecord):
                match: str = "exact", threshold_pct: float = 10.0) -> Path:
         """Write this run's self-contained HTML report (``reports/<name>.html`` unless
         ``output``); with ``vs`` (a Run, or a name or id in this database), the two runs side by
-        side with their diff (``reports/vs/<name>_vs_<other>.html``). Returns its path."""
+        side with their diff (``reports/vs/<name>+<other>.html``). Returns its path."""
         from .report import write_report
 
         other = self.database.run(vs) if isinstance(vs, (str, int)) else vs  # (two databases: diff refuses)
@@ -245,7 +245,7 @@ class Comparison:
         return out
 
     def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:
-        """Each variant side by side with the first (``<folder>/vs/<first>_vs_<other>.html``),
+        """Each variant side by side with the first (``<folder>/vs/<first>+<other>.html``),
         matched as the comparison was; returns the paths."""
         from .report import default_path
 

@@ -11,8 +11,10 @@ A closed pipe (``profkit kernels RUN | head``) ends quietly.
 from __future__ import annotations
 
 import errno
+import fcntl
 import functools
 import inspect
+import io
 import os
 import re
 import signal
@@ -101,6 +103,12 @@ class OneLineErrors(TyperGroup):
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        unusable = _unusable_stdout()
+        if unusable:  # said before anything is done: no command then stores what it could not print
+            _err(f"profkit: error: {unusable}: nothing could be printed. Give it an output (a file, a pipe, "
+                 "or >/dev/null to discard it)")
+            sys.exit(1)
+        _printable_output()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _parser_errors() as exc:
@@ -297,6 +305,31 @@ def _quiet_pipe() -> None:
         pass
 
 
+def _unusable_stdout() -> str | None:
+    """Why standard output cannot be written (``profkit runs >&-``: closed, Python's
+    ``sys.stdout`` is None; ``1</dev/null``: open for reading only), or None."""
+    if sys.stdout is None:
+        return "standard output is closed"
+    try:
+        flags = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # not a real file (tests)
+        return None
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        return "standard output is open for reading only"
+    return None
+
+
+def _printable_output() -> None:
+    """A path whose bytes are not UTF-8 (a surrogate escape in Python's str) prints with an
+    escape (``\\udcff``), as on stderr, instead of failing to encode."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, io.UnsupportedOperation):
+            pass
+
+
 def _ignore_signals() -> None:
     """Cleanup is done and the exit status chosen: a further stop signal changes neither."""
     for sig in (signal.SIGINT, *TERMINATING):
@@ -348,7 +381,7 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
             _quiet_pipe()
             raise typer.Exit(0) from None
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
+            if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
                 raise
             _quiet_pipe()  # Python's own flush at exit would fail again
             _err(f"profkit: error: cannot write the output: {exc.strerror}")
@@ -606,7 +639,7 @@ def compare(
 def report_(
     run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).", show_default=False)] = None,
     vs: Annotated[Optional[str], typer.Option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/vs/RUN_vs_RUN_B.html, or reports/index.html).", show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)] = None,
     index: Annotated[bool, typer.Option("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")] = False,
     match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")] = Match.exact,
     threshold: ThresholdOpt = 10.0,

@@ -37,6 +37,9 @@ from .tools import ncu, nsys, runner
 
 TOOLS = values(Tool)
 MAX_RANKS = 64
+# The longest `timeout_s` (30 days): any longer one is refused, never silently not applied (a
+# timer of 1e308 s overflows the wait it is made of).
+MAX_TIMEOUT_S = 30 * 24 * 3600
 DRIVER_DIR = Path("/proc/driver/nvidia")  # present wherever the NVIDIA kernel driver is loaded
 GPU_ONLY = ("ncu", "nsys")
 
@@ -134,8 +137,10 @@ def check(req: RunRequest) -> tuple[str, Path]:
         raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the compiler: "
                          "`warmup` must be at least 1")
     t = req.timeout_s
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1):
-        raise UsageError(f"`timeout_s` must be a number of seconds, at least 1, not {t!r}")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1
+                          or t > MAX_TIMEOUT_S):
+        raise UsageError(f"`timeout_s` must be a number of seconds, at least 1 and at most {MAX_TIMEOUT_S} (30 days), "
+                         f"not {t!r}", "Leave it out for no time limit.")
     if req.metrics is not None and not isinstance(req.metrics, str):
         raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {req.metrics!r}")
     if req.name is not None:

@@ -189,9 +189,9 @@ def test_compare_on_the_cpu(tmp_path, monkeypatch):
     text = " ".join(r.stdout.split())
     assert "resnet18: 2 variants, each against eager" in text and "eager -> torchscript" in text
     written = [line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("report: ")]
-    assert len(written) == 1 and (tmp_path / written[0]).exists() and "_vs_" in written[0]
     runs = cli_json("runs", db=tmp_path / "c.db")
     assert [x["mode"] for x in runs] == ["eager", "torchscript"] and {x["device"] for x in runs} == {"cpu"}
+    assert written == [f"reports/vs/{runs[0]['name']}+{runs[1]['name']}.html"] and (tmp_path / written[0]).exists()
     one_line_error(cli("compare", "resnet18", "--modes", "eager", db=tmp_path / "x.db"), "at least two variants", 2)
     one_line_error(cli("compare", "resnet18", "--modes", "eager,jit", db=tmp_path / "x.db"), "unknown --mode 'jit'", 2)
     assert not (tmp_path / "x.db").exists()

@@ -2,8 +2,9 @@
 profkit lists and runs its built-in workloads from an empty folder, importing nothing from the
 source tree.
 
-The environment sees the system's site-packages (torch is far too big to install per test), so
-the editable install of profkit there is visible too: the wheel goes in with
+The environment sees the packages of the Python running the tests (torch is far too big to
+install per test): the system's site-packages, or, run from a venv, that venv's. So the
+editable install of profkit there is visible too: the wheel goes in with
 ``--ignore-installed``, and the tests check that the copy imported is the venv's.
 """
 
@@ -81,16 +82,24 @@ def installed(tmp_path_factory) -> Installed:
           "--disable-pip-version-check", "-q", "-w", dist, src], cwd=empty)
     (inst.wheel,) = dist.glob("profkit-*.whl")
 
-    # No pip of its own: the system's pip (visible through --system-site-packages) installs
-    # into the venv, which is what sys.prefix names when the venv's python runs it.
-    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", inst.venv], cwd=empty)
+    # No pip of its own: the pip this Python sees (the system's, through --system-site-packages,
+    # or this venv's, below) installs into the venv, which is what sys.prefix names when the
+    # venv's python runs it.
+    in_venv = sys.prefix != sys.base_prefix
+    _run([sys.executable, "-m", "venv", *([] if in_venv else ["--system-site-packages"]), "--without-pip", inst.venv],
+         cwd=empty)
     inst.purelib = Path(inst.run([inst.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                  empty).stdout.strip()).resolve()
-    if sys.prefix != sys.base_prefix:
-        # Run from inside a venv, --system-site-packages shows only the base interpreter's
-        # packages: show this venv's too (after the new venv's own, as the system's would be).
+    if in_venv:
+        # Run from inside a venv (the README's set-up): the new venv sees what this one sees,
+        # this venv's packages (and the base interpreter's only where this venv does), after its
+        # own. Not --system-site-packages: the base interpreter's own packages (a distribution's
+        # python3-gi, older copies of this venv's) need not agree with them, and `pip check`
+        # below would fail on a conflict that is not profkit's.
+        # No comprehension on the .pth line: it is exec'd inside a function of site.py, and
+        # before Python 3.12 a comprehension there cannot see the `site` the line imported.
         dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
-        (inst.purelib / "_outer_venv.pth").write_text(f"import site; [site.addsitedir(d) for d in {dirs!r}]\n")
+        (inst.purelib / "_outer_venv.pth").write_text(f"import site; list(map(site.addsitedir, {dirs!r}))\n")
     inst.run([inst.python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", "-q", inst.wheel], empty)
     inst.run([inst.python, "-m", "pip", "check"], empty)
     return inst

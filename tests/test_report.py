@@ -178,8 +178,8 @@ def test_report_command(reports, tmp_path, monkeypatch):
     r = cli("report", "ncu", db=db.path)
     assert r.exit_code == 0 and r.stdout == "report: reports/ncu.html\n" and (tmp_path / "reports" / "ncu.html").exists()
     r = cli("report", "eager", "--vs", "ts", "--match", "family", db=db.path)
-    assert r.stdout == "report: reports/vs/eager_vs_ts.html\n"
-    assert '"match": "family"' in (tmp_path / "reports" / "vs" / "eager_vs_ts.html").read_text()
+    assert r.stdout == "report: reports/vs/eager+ts.html\n"
+    assert '"match": "family"' in (tmp_path / "reports" / "vs" / "eager+ts.html").read_text()
     r = cli("report", "--index", "-o", "all/runs.html", db=db.path)
     assert r.stdout == "report: all/runs.html\n" and (tmp_path / "all" / "ncu.html").exists()
     assert not (tmp_path / "all" / "index.html").exists()
@@ -222,7 +222,7 @@ def test_index_pages_are_fresh_and_never_collide(tmp_path):
     b.write_index(tmp_path / "out" / "index.html")
     assert "mobilenet" in (tmp_path / "out" / "r.html").read_text()
     run_index = b.run("index")
-    assert (tmp_path / "out" / f"index-run-{run_index.id}.html").exists()
+    assert (tmp_path / "out" / f"index+{run_index.id}.html").exists()
     assert "profkit runs" in (tmp_path / "out" / "index.html").read_text()
     with pytest.raises(profkit.UsageError, match="would overwrite run r's report"):
         b.write_index(tmp_path / "out" / "r.html")

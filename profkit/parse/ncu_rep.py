@@ -8,8 +8,12 @@ normal form both agree on. Metric values keep the report's own base units (ns fo
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import BadExport
 from ..names import short_name
@@ -38,8 +42,49 @@ def _value(metric: Any, ncu_report: Any) -> float | int | str:
     return int(v) if float(v).is_integer() else v
 
 
+@contextmanager
+def _reader_log() -> Iterator[None]:
+    """The reader's C++ parser logs what it cannot parse in a damaged file straight to file
+    descriptor 2 (absl's ``E0000 ... Can't parse message ...`` lines): while it reads, that
+    goes to a scratch file instead, so that the file's one-line error is all a user sees."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        with tempfile.TemporaryFile() as scratch:
+            os.dup2(scratch.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def _damaged(path: Path, what: str) -> BadExport:
+    return BadExport(f"{path.name} is damaged or incomplete ({what}); an ncu run stopped while writing it leaves "
+                     "such a file", "Profile again, or import the report of a run that finished.")
+
+
 def read_ncu_rep(path: Path) -> Capture[KernelRow]:
+    """The kernel table of a report. A damaged or truncated file (the reader then returns
+    launches without a name or metrics, or fails inside) is a BadExport."""
     ncu_report = _reader()
+    try:
+        with _reader_log():
+            return _read(path, ncu_report)
+    except BadExport:
+        raise
+    except (AttributeError, TypeError, ValueError, ArithmeticError, LookupError, RuntimeError, MemoryError) as exc:
+        # What NVIDIA's reader does with bytes it cannot make sense of: values of the wrong
+        # kind, None where an object was, or its own exceptions.
+        raise _damaged(path, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _read(path: Path, ncu_report: Any) -> Capture[KernelRow]:
     if path.stat().st_size == 0:
         raise BadExport(f"{path} is empty")
     try:
@@ -58,6 +103,8 @@ def read_ncu_rep(path: Path) -> Capture[KernelRow]:
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             act = rng.action_by_idx(ai)
+            if act is None or not act.name():  # what a report cut short ends with
+                raise _damaged(path, f"kernel launch {launch_id + 1} has no name")
             all_names = list(act.metric_names())
             metrics = {}
             for m in kernel_metric_names([n for n in all_names if "__" in n]):

@@ -2,9 +2,11 @@
 index of a database's runs. ``model`` gathers what a page shows from the library; ``page``
 renders it (Jinja2 template, inlined CSS, scripts and the vendored Chart.js).
 
-Default places, under ``reports/``: ``<run>.html``; ``vs/<run>_vs_<other>.html`` (a folder of
-their own, so no run's name can collide with a pair's); ``index.html`` (a run named ``index``
-gets ``index-run-<id>.html``).
+Default places, under ``reports/``: ``<run>.html``; ``vs/<run>+<other>.html`` (a folder of
+their own, so no run's page can collide with a pair's); ``index.html`` (a run named ``index``
+gets ``index+<id>.html``). A run name never holds a ``+`` (letters, digits, ``.``, ``_`` and
+``-`` only), so each run and each ordered pair has a page of its own: no run's page is the
+index's, and no two pairs share one (``x_vs_y`` with ``z`` and ``x`` with ``y_vs_z`` differ).
 
 >>> run.report()                        # reports/<run>.html
 >>> run.report(vs=other, output="pr.html")
@@ -23,12 +25,18 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_DIR", "default_path", "write_index", "write_report"]
 
+INDEX = "index"  # the index page's name, index.html
+SEPARATOR = "+"  # in no run name (check_run_name): it joins a pair's names, and a run named index to its id
+
 
 def default_path(run: Run, vs: Run | None = None, folder: Path = DEFAULT_DIR) -> Path:
     """Where a report goes unless told: see the module's docstring."""
     if vs is not None:
-        return folder / "vs" / f"{run.name}_vs_{vs.name}.html"
-    return folder / (f"index-run-{run.id}.html" if run.name == "index" else f"{run.name}.html")
+        return folder / "vs" / f"{run.name}{SEPARATOR}{vs.name}.html"
+    # Any case: on a file system that ignores case (macOS, Windows) Index.html is index.html.
+    if run.name.lower() == INDEX.lower():
+        return folder / f"{run.name}{SEPARATOR}{run.id}.html"
+    return folder / f"{run.name}.html"
 
 
 def identity(run: Run) -> str:
@@ -58,7 +66,9 @@ def _is_page_of(path: Path, run: Run) -> bool:
         return False
     from html import escape
 
-    return f'<meta name="profkit-report" content="{escape(identity(run))}">' in head
+    from .page import printable
+
+    return f'<meta name="profkit-report" content="{printable(escape(identity(run)))}">' in head
 
 
 def write_index(db: Database, output: str | Path | None = None) -> Path:
@@ -67,7 +77,7 @@ def write_index(db: Database, output: str | Path | None = None) -> Path:
     run's, by this profkit. Returns the index's path."""
     from . import model, page
 
-    index = Path(output) if output is not None else DEFAULT_DIR / "index.html"
+    index = Path(output) if output is not None else DEFAULT_DIR / f"{INDEX}.html"
     folder = index.parent
     runs = [r for r in db.list_runs() if r.status in (None, "ok")]
     if not runs:

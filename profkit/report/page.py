@@ -93,9 +93,16 @@ def _target(path: Path) -> tuple[Path, int]:
     return path, 0o666 & ~_umask()  # a new report is for sharing (mkstemp would make it 0600)
 
 
+def printable(text: str) -> str:
+    """Text that UTF-8 can hold: a file name's bytes that are not UTF-8 (surrogate escapes in
+    a path, as Python reads them) written as escapes (``\\udcff``), as profkit prints them."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def write(html: str, path: Path) -> Path:
     """Write a page atomically (a reader never sees half a file), making its folder; through a
     symlink to its target; keeping an existing file's permissions. Returns the path given."""
+    html = printable(html)
     target, mode = _target(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -173,9 +173,33 @@ def check_run_name(name: str) -> None:
         )
 
 
+# SQLite keeps its busy timeout in milliseconds in a C int: a longer one becomes no wait at all.
+MAX_BUSY_TIMEOUT_S = (2**31 - 1) // 1000  # 2147483 s, about 24 days
+MAX_ID = 2**63 - 1  # SQLite's largest integer: no run or benchmark id is larger
+
+
+def as_id(ref: str) -> int | None:
+    """The id a reference spells (ASCII digits, at most SQLite's largest integer), or None: a
+    longer number names no row (and would overflow SQLite's integer)."""
+    if ref.isascii() and ref.isdigit() and len(ref) <= len(str(MAX_ID)) and int(ref) <= MAX_ID:
+        return int(ref)
+    return None
+
+
 def _busy_timeout() -> float:
-    """Seconds a writer waits for another's lock: ``PROFKIT_BUSY_TIMEOUT``, default 600."""
-    return float(os.environ.get("PROFKIT_BUSY_TIMEOUT") or 600)
+    """Seconds a writer waits for another's lock: ``PROFKIT_BUSY_TIMEOUT``, default 600; a value
+    that is not a number of seconds from 0 to MAX_BUSY_TIMEOUT_S is a UsageError."""
+    text = os.environ.get("PROFKIT_BUSY_TIMEOUT") or ""
+    if not text.strip():
+        return 600.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 <= value <= MAX_BUSY_TIMEOUT_S):  # also NaN
+        raise UsageError(f"PROFKIT_BUSY_TIMEOUT must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT_S}, "
+                         f"not {text!r}", "Unset it to wait the default 600 s.")
+    return value
 
 
 def _unwritable(path: Path, exc: sqlite3.OperationalError) -> StoreError:
@@ -192,6 +216,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
         self.path = db_path(path)
+        _busy_timeout()  # a bad PROFKIT_BUSY_TIMEOUT is refused before anything is done
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a folder, not a database file", "Choose a file for `db`.")
         existed = self.path.exists()
@@ -757,8 +782,8 @@ class Store:
         """A run by id (digits) or name."""
         ref = str(ref)
         row = None
-        if ref.isascii() and ref.isdigit():
-            row = next(self.query("select * from runs where id = ?", [int(ref)]), None)
+        if (run_id := as_id(ref)) is not None:
+            row = next(self.query("select * from runs where id = ?", [run_id]), None)
         if row is None:
             row = next(self.query("select * from runs where name = ?", [ref]), None)
         if row is None:
@@ -1093,8 +1118,8 @@ class Store:
     def get_bench(self, bench_id: int | str) -> BenchRecord:
         """A stored benchmark by id."""
         ref = str(bench_id)
-        row = next(self.query("select * from benches where id = ?", [int(ref)]), None) \
-            if ref.isascii() and ref.isdigit() else None
+        row = next(self.query("select * from benches where id = ?", [bid]), None) \
+            if (bid := as_id(ref)) is not None else None
         if row is None:
             ids = [str(r["id"]) for r in self.query("select id from benches order by id desc limit 5")]
             hint = (f"Recent benchmarks: {', '.join(ids)}." if ids else "The database has no benchmarks yet.")
@@ -1118,7 +1143,9 @@ def file_uri(path: Path, read_only: bool = False) -> str:
     spaces) escaped, so that a file named so is the file opened."""
     from urllib.parse import quote
 
-    return f"file:{quote(str(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")
+    # The path's bytes, as the file system has them: a name that is not UTF-8 (a str with
+    # surrogate escapes) is percent-escaped byte by byte, and SQLite opens those bytes.
+    return f"file:{quote(os.fsencode(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")
 
 
 def is_database_error(exc: BaseException) -> bool:
