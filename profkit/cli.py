@@ -336,6 +336,17 @@ def _ignore_signals() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+def _stopped(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or a stop signal ended the command: say so in one line; the exit status (130, or
+    128 + the signal's number)."""
+    _ignore_signals()
+    if isinstance(exc, Terminated):
+        _err(f"profkit: terminated ({signal.Signals(exc.signum).name})")
+        return 128 + exc.signum
+    _err("profkit: interrupted")
+    return 130
+
+
 def _stdout_is_devnull() -> bool:
     try:
         out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
@@ -369,14 +380,8 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
                 raise
             _err(f"profkit: error: {exc.one_line(flag)}")
             raise typer.Exit(exc.exit_code) from None
-        except Terminated as exc:
-            _ignore_signals()
-            _err(f"profkit: terminated ({signal.Signals(exc.signum).name})")
-            raise typer.Exit(128 + exc.signum) from None
-        except KeyboardInterrupt:
-            _ignore_signals()
-            _err("profkit: interrupted")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or Terminated (SIGTERM, SIGHUP, SIGQUIT)
+            raise typer.Exit(_stopped(exc)) from None
         except BrokenPipeError:
             _quiet_pipe()
             raise typer.Exit(0) from None
@@ -831,14 +836,17 @@ def _parent_gone() -> None:
 
 
 def main() -> None:
-    for sig in TERMINATING:
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup profkit ...` keeps SIGHUP ignored
-            signal.signal(sig, _on_terminate)
-    if "PROFKIT_LIFELINE" in os.environ:  # started by profkit (a sweep's job): it dies with its starter
-        from .tools.runner import watch_lifeline
+    try:
+        for sig in TERMINATING:
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup profkit ...` keeps SIGHUP ignored
+                signal.signal(sig, _on_terminate)
+        if "PROFKIT_LIFELINE" in os.environ:  # started by profkit (a sweep's job): it dies with its starter
+            from .tools.runner import watch_lifeline
 
-        watch_lifeline(_parent_gone)
-    app()
+            watch_lifeline(_parent_gone)
+        app()
+    except KeyboardInterrupt as exc:  # before a command's own handling began (start-up), or after it
+        sys.exit(_stopped(exc))
 
 
 if __name__ == "__main__":

@@ -296,9 +296,7 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
     scratch = None
     try:
         if not address:  # this sweep's own folder (a second sweep beside the same database has another)
-            runs_dir = store.path.resolve().parent / f"{store.path.stem}-runs"
-            runs_dir.mkdir(parents=True, exist_ok=True)
-            scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=runs_dir))
+            scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=store.runs_base()))
         dask = _dask()
         if dask is None:
             if address:

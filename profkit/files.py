@@ -1,9 +1,11 @@
 """How profkit makes the files it keeps in a run's folder: each one new, never written
-through a link or into a file someone else put there (``O_CREAT | O_EXCL | O_NOFOLLOW``)."""
+through a link or into a file someone else put there (``O_CREAT | O_EXCL | O_NOFOLLOW``); and
+which folders beside a database it trusts with them (:func:`untrusted`)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,3 +43,27 @@ def write_new(path: str | os.PathLike[str], data: str | bytes, *, replace: bool 
     else:
         with open_new(path, "wb", replace=replace) as f:
             f.write(data)
+
+
+def untrusted(folder: Path) -> str | None:
+    """Why ``folder`` (one profkit keeps files or locks in: ``<db stem>-runs``, ``<db>-locks``)
+    is not to be trusted, or None. Trusted: a folder (or a link to one, the link itself this
+    user's) owned by this user or root, that no one else may rename things in (not writable by
+    group or others, unless sticky like /tmp). Anything else could be a link or folder another
+    user planted beside a database in a shared place, to have profkit write elsewhere or to
+    swap a lock file under a live run."""
+    me = os.geteuid()
+    try:
+        link = os.lstat(folder)
+        st = os.stat(folder)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
+        return "is a link another user made"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if st.st_uid not in (me, 0):
+        return "belongs to another user"
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return "may be changed by other users (writable by them, and not sticky)"
+    return None

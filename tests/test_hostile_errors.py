@@ -283,9 +283,9 @@ def test_every_run_and_pair_has_its_own_page(tmp_path, monkeypatch):
 
 
 def test_index_of_a_run_named_index(tmp_path):
+    """The index and a run named index, written in either order, keep both pages."""
     from profkit.report import default_path
 
-    """The index and a run named index, written in either order, keep both pages."""
     d = profkit.open_db(tmp_path / "i.db")
     run = d.import_file(ZOO_CSV, name="index")
     out = tmp_path / "out"
@@ -296,3 +296,17 @@ def test_index_of_a_run_named_index(tmp_path):
     assert "profkit runs in" in index.read_text()
     run.report(page)
     assert "profkit runs in" in index.read_text()
+
+
+def test_a_pair_of_the_longest_names_has_its_page(tmp_path):
+    """Two runs with names as long as a name may be: their side-by-side page is written (the
+    page's own name is legal, and the temporary file it is written through is short)."""
+    from profkit.store.database import MAX_NAME
+
+    db = tmp_path / "p.db"
+    a, b = "a" * MAX_NAME, "b" * MAX_NAME
+    for name in (a, b):
+        assert cli("import", ZOO_CSV, "--name", name, db=db).exit_code == 0
+    r = cli("report", a, "--vs", b, "-o", tmp_path / "vs" / f"{a}+{b}.html", db=db)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "vs" / f"{a}+{b}.html").is_file()

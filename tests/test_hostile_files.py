@@ -331,3 +331,81 @@ def test_an_earlier_schema_opens_and_gives_new_ids(tmp_path):
     store.delete_run(top)
     store.close()
     assert imported(path, NSYS_GZ, "new").get_run("new").id == top + 1
+
+
+# ---------------------------------------------- folders another user planted beside a database
+NOBODY = 65534
+
+
+def _planted_link(at: Path, target: Path) -> None:
+    """A link at ``at`` to ``target`` as another user (nobody) would plant it in a shared folder."""
+    target.mkdir(exist_ok=True)
+    at.symlink_to(target)
+    os.lchown(at, NOBODY, NOBODY)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants another user's files: needs root")
+@pytest.mark.parametrize("which", ["p-runs", "p.db-locks"])
+def test_a_folder_planted_by_another_user_is_refused(tmp_path, which):
+    """A `<stem>-runs` or `<db>-locks` link another user put beside the database (in /tmp, say)
+    would have the runs' files written elsewhere, or let that user swap a lock file under a live
+    run: a run or import that would use it is refused in one line, and nothing is stored."""
+    db = tmp_path / "p.db"
+    imported(db, NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "first").close()
+    before = runs_json(db)
+    if which == "p.db-locks":
+        shutil.rmtree(tmp_path / which)
+    _planted_link(tmp_path / which, tmp_path / "elsewhere")
+    one_line_error(cli("import", NSYS_GZ, "--name", "second", db=db), "is a link another user made")
+    assert runs_json(db) == before and not list((tmp_path / "elsewhere").iterdir())
+
+
+@pytest.mark.parametrize("which", ["p-runs", "p.db-locks"])
+def test_a_folder_others_may_change_is_refused(tmp_path, which):
+    """The same for a folder anyone may write in (and not sticky): another user could rename a
+    run's folder or lock file away and put their own in its place."""
+    db = tmp_path / "p.db"
+    imported(db, NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "first").close()
+    before = runs_json(db)
+    (tmp_path / which).mkdir(exist_ok=True)
+    os.chmod(tmp_path / which, 0o777)
+    one_line_error(cli("import", NSYS_GZ, "--name", "second", db=db), "may be changed by other users")
+    assert runs_json(db) == before
+    os.chmod(tmp_path / which, 0o1777)  # sticky, as /tmp: nobody renames what is not theirs
+    assert cli("import", NSYS_GZ, "--name", "second", db=db).exit_code == 0
+
+
+def test_a_lock_folder_others_may_change_proves_nothing(tmp_path):
+    """A reader does not recover a run on a lock taken in a folder another user could have
+    changed (they could have swapped the live owner's lock file for a free one)."""
+    db = tmp_path / "p.db"
+    p, run_id = _writer(db, "importing")
+    try:
+        locks = tmp_path / "p.db-locks"
+        os.chmod(locks, 0o777)
+        os.rename(locks / f"{run_id}.lock", locks / "moved")  # what such a user could do
+        (locks / f"{run_id}.lock").touch()
+        Store(db).close()
+        assert _statuses(db) == {"importing": "importing"}
+    finally:
+        _kill(p)
+
+
+def test_a_recovery_that_cannot_write_keeps_the_lock_file(tmp_path, monkeypatch):
+    """A reader that proves an owner dead but cannot write (a read-only database) leaves the
+    run, and its lock file, for a writer to recover later."""
+    db = tmp_path / "p.db"
+    p, run_id = _writer(db, "running")
+    _kill(p)
+    lock = tmp_path / "p.db-locks" / f"{run_id}.lock"
+    assert lock.exists()
+
+    def read_only(*args, **kwargs):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(Store, "_recover_run", read_only)
+    Store(db).close()
+    assert lock.exists() and _statuses(db) == {"running": "running"}
+    monkeypatch.undo()
+    Store(db).close()
+    assert not lock.exists() and _statuses(db) == {"running": "interrupted"}

@@ -20,18 +20,10 @@ from profkit.parse.gzipped import MAX_RATIO, MIN_LIMIT
 from profkit.parse.ranges import MAX_DEPTH
 
 from .conftest import DATA, cli, cli_json, one_line_error
-from .test_bad_inputs import NCU_CSV, NSYS, ncu_edit, ncu_rows, nsys_edit, unchanged, write_csv
+from .test_bad_inputs import NCU_CSV, NSYS, ncu_edit, ncu_rows, nsys_edit, seeded, unchanged, write_csv  # noqa: F401 (seeded: a fixture)
 
 KINETO = DATA / "torch" / "kineto_resnet18_fp16.json.gz"
 TENSOR = "sm__ops_path_tensor_src_fp16.sum"
-
-
-@pytest.fixture
-def seeded(tmp_path):
-    """A database with one good run (the ncu CSV's 162 kernels); see test_bad_inputs.unchanged."""
-    db = tmp_path / "p.db"
-    assert cli("import", NCU_CSV, "--name", "good", db=db).exit_code == 0
-    return db
 
 
 def content(db: Path) -> str:

@@ -86,6 +86,34 @@ def _sig_ignored(pid: int, sig: int) -> bool:
     raise AssertionError("no SigIgn line")
 
 
+@pytest.fixture(autouse=True)
+def _no_leftovers(tmp_path):
+    """Whatever a failing test leaves running (its profkit and everything below it, and any
+    harness of its folder) is killed at the end, so that it cannot load the machine for hours."""
+    started: list[subprocess.Popen] = []
+    real = subprocess.Popen
+
+    class Tracked(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            started.append(self)
+
+    subprocess.Popen = Tracked  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        subprocess.Popen = real  # type: ignore[misc]
+        left = set()
+        for p in started:
+            left |= _tree(p.pid) if p.poll() is None else set()
+        left |= _harnesses(tmp_path)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def _runs(db: Path) -> dict[str, str]:
     out = subprocess.run([*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -299,3 +327,38 @@ def test_the_local_cluster_takes_work_only_from_the_sweep(tmp_path):
                 conn.request("GET", "/health")
                 conn.getresponse()
             conn.close()
+
+
+# ------------------------------------------------------------ a lifeline that is not a parent's
+@pytest.mark.parametrize("value", ["3:1:999999", "99999999999999999999:1:1", "3:1:99999999999999999999",
+                                   "x:y:z", "1:2", f"0:0:{os.getpid()}"])
+def test_a_stale_or_forged_lifeline_is_ignored(tmp_path, value):
+    """PROFKIT_LIFELINE inherited by a process profkit did not start for it (a shell opened from
+    a workload), stale or forged: profkit works as ever, and a harness given it kills no one (a
+    process beside it in its group lives on). Only an ancestor's lifeline is watched."""
+    env = {**os.environ, "PROFKIT_LIFELINE": value}
+    out = subprocess.run([*PROFKIT, "workloads"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    script = tmp_path / "group.sh"
+    script.write_text(f"sleep 30 &\n{sys.executable} -m profkit.harness {tmp_path / 'none.json'}\necho harness $?\n"
+                      "kill %1\n")
+    out = subprocess.run(["setsid", "bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0 and "harness 1" in out.stdout, (out.stdout, out.stderr)
+
+
+def test_a_stop_signal_during_start_up_is_one_line(monkeypatch, capsys):
+    """SIGTERM before a command's own handling is in place (while the CLI starts): one line and
+    128 + the signal, not a traceback."""
+    from profkit import cli
+
+    def stopped() -> None:
+        raise cli.Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(cli, "app", stopped)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 143
+    assert capsys.readouterr().err == "profkit: terminated (SIGTERM)\n"
+    for sig in (signal.SIGINT, *cli.TERMINATING):  # main() left them ignored, as a stopped command does
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)

@@ -45,7 +45,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, TypedDict
 
 from ..errors import BadExport, BenchNotFound, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
-from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS,                              Capture, ClassifiedRow, RangeRow, check_row)
+from ..files import untrusted
+from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS, Capture, ClassifiedRow,
+                            RangeRow, check_row)
 from ..records import BenchRecord, BenchRow, RunRecord
 from ..tools.runner import alive
 
@@ -508,7 +510,15 @@ class Store:
         """Take run ``run_id``'s lock (held until :meth:`_unlock` or this process ends)."""
         path = self._lock_path(run_id)
         try:
-            path.parent.mkdir(exist_ok=True)
+            path.parent.mkdir(mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the lock folder {path.parent}: {exc.strerror}",
+                             "Check the folder's permissions and the free disk space.") from None
+        why = untrusted(path.parent)
+        if why:
+            raise StoreError(f"the lock folder {path.parent} {why}",
+                             "Remove it (profkit makes its own), or use a database in a folder of your own.")
+        try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot make the lock file {path}: {exc.strerror}",
@@ -531,9 +541,13 @@ class Store:
 
     def _dead_owner_lock(self, run_id: int) -> int | None:
         """The lock of a run whose owner is gone, taken (an open file to close), or None while
-        its owner holds it (or its lock file is missing: nothing proves the owner dead)."""
+        its owner holds it (or its lock file is missing, or in a folder another user could have
+        swapped it in: nothing proves the owner dead)."""
+        path = self._lock_path(run_id)
+        if untrusted(path.parent):
+            return None
         try:
-            fd = os.open(self._lock_path(run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None
         try:
@@ -548,15 +562,30 @@ class Store:
         earlier profkit (none recorded) ``<db stem>-runs/<run name>/``."""
         return _in_runs(self.path, run.folder) if run.folder else raw_dir(self.path, run.name)
 
+    def runs_base(self) -> Path:
+        """``<db stem>-runs/`` beside the database, made if missing, and refused (a StoreError)
+        where it is not this user's to trust (:func:`profkit.files.untrusted`: a link or folder
+        another user put there would have the runs' files written elsewhere)."""
+        base = self.path.resolve().parent / f"{self.path.stem}-runs"
+        try:
+            base.mkdir(mode=0o755, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the folder of runs' files {base}: {exc.strerror or exc}",
+                             "Check the folder's permissions and the free disk space.") from None
+        why = untrusted(base)
+        if why:
+            raise StoreError(f"the folder of runs' files {base} {why}",
+                             "Remove it (profkit makes its own), or use a database in a folder of your own.")
+        return base
+
     def reserve_folder(self, run: RunRecord) -> Path:
         """Make a reserved run's raw folder, as exclusively as its name: ``<db stem>-runs/<name>/``,
         or where that exists already (a database of the same stem has a run of that name, a
         folder was left or put there) ``<name>-2``, ``<name>-3``... Made now by this process
         (``os.mkdir``, never an existing folder) and recorded with the run. profkit deletes or
         overwrites no folder it did not make for the run."""
-        base = self.path.resolve().parent / f"{self.path.stem}-runs"
+        base = self.runs_base()
         try:
-            base.mkdir(parents=True, exist_ok=True)
             for n in range(1, MAX_FOLDERS + 1):
                 folder = base / (run.name if n == 1 else f"{run.name}-{n}")
                 try:
@@ -676,29 +705,36 @@ class Store:
                 host, _, pid = owner.rpartition(":")
                 if not (host == socket.gethostname() and pid.isdigit() and not alive(int(pid))):
                     continue
+            ended = False
             try:
-                self._recover_run(r["id"], owner)
+                ended = self._recover_run(r["id"], owner)
             except sqlite3.OperationalError:
                 pass  # a read-only database: reading it still works; a writer recovers the rows later
             finally:
                 if fd is not None:
-                    self._lock_path(r["id"]).unlink(missing_ok=True)
+                    if ended:  # the lock file goes with the run's recovery, never before it
+                        try:
+                            self._lock_path(r["id"]).unlink(missing_ok=True)
+                        except OSError:
+                            pass  # a read-only folder: the file stays, harmless
                     os.close(fd)
 
-    def _recover_run(self, run_id: int, owner: str) -> None:
+    def _recover_run(self, run_id: int, owner: str) -> bool:
         """In one transaction, if the run is still being written by ``owner``: an import is
-        deleted, a profiled run marked interrupted (its rows removed)."""
+        deleted, a profiled run marked interrupted (its rows removed). True once the run is no
+        longer ``owner``'s to write (recovered here, or it ended meanwhile)."""
         with self.write():
             row = self.execute("select status, owner, info from runs where id = ?", [run_id]).fetchone()
             if row is None or row[0] not in WRITING or row[1] != owner:
-                return  # it ended meanwhile
+                return True  # it ended meanwhile
             self._delete_rows(run_id)
             if row[0] == "importing":
                 self.execute("delete from runs where id = ?", [run_id])
-                return
+                return True
             info = {**json.loads(row[2] or "{}"),
                     "error": f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored"}
             self._update("runs", run_id, _encoded({"status": "interrupted", "owner": None, "info": info}))
+        return True
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
         """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every

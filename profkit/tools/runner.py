@@ -65,13 +65,18 @@ def watch_lifeline(on_gone: Callable[[], None], poll_s: float = 0.5) -> bool:
     every ``poll_s``. Returns whether there was a parent to watch."""
     value = os.environ.get(LIFELINE, "")
     parts = value.split(":")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) < 19 for p in parts):
         return False
     fd, inode, pid = (int(p) for p in parts)
+    # Only a profkit that is this process's ancestor is watched: a value inherited by something
+    # profkit did not start for this purpose (a shell opened from a workload), stale or forged,
+    # is no parent of this process and is ignored.
+    if pid not in _ancestors():
+        return False
     try:
         st = os.fstat(fd)
         have_pipe = st.st_ino == inode and stat.S_ISFIFO(st.st_mode)
-    except OSError:
+    except (OSError, OverflowError):
         have_pipe = False
 
     def watch() -> None:
@@ -88,6 +93,20 @@ def watch_lifeline(on_gone: Callable[[], None], poll_s: float = 0.5) -> bool:
 
     threading.Thread(target=watch, name="profkit-lifeline", daemon=True).start()
     return True
+
+
+def _ancestors() -> list[int]:
+    """This process's parent, its parent's parent, ... up to init (Linux's /proc; elsewhere
+    the parent alone)."""
+    out: list[int] = []
+    pid = os.getppid()
+    while pid > 1 and pid not in out and len(out) < 512:
+        out.append(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return out
 
 
 def _popen(argv: list[str], env: dict[str, str] | None, **kwargs: object) -> subprocess.Popen:
