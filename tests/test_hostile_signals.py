@@ -120,6 +120,14 @@ def _runs(db: Path) -> dict[str, str]:
     return {r["name"]: r["status"] for r in json.loads(out.stdout)}
 
 
+def _kept(db: Path) -> bool:
+    """The interrupted run kept its raw folder with its job file and the profiler's log."""
+    out = subprocess.run([*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True)
+    run = json.loads(out.stdout)[0]
+    folder = db.parent / f"{db.stem}-runs" / (run.get("folder") or run["name"])
+    return (folder / "job.json").is_file() and any(folder.glob("*.log"))
+
+
 def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = (),
                where: tuple[str, ...] = ("--device", "cpu", "--tool", "torch")) -> subprocess.Popen:
     """``profkit run`` as a shell would start it, with the signals ``ignore``d (a background job
@@ -150,7 +158,7 @@ def test_sigterm_with_sigint_ignored_stops_the_run_and_its_children_get_default_
     assert p.returncode == 143, err
     assert err.strip().splitlines()[-1] == "profkit: terminated (SIGTERM)" and "Traceback" not in err
     assert _all_gone(tree) == set()
-    assert _runs(db) == {"cut": "interrupted"}
+    assert _runs(db) == {"cut": "interrupted"} and _kept(db)
 
 
 @needs_torch
@@ -168,7 +176,7 @@ def test_a_child_that_ignores_sigint_is_killed_after_the_grace_period(tmp_path, 
     assert p.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == f"profkit: terminated ({signal.Signals(sig).name})", err
     assert _all_gone(tree) == set()
-    assert _runs(db) == {"cut": "interrupted"}
+    assert _runs(db) == {"cut": "interrupted"} and _kept(db)
 
 
 @needs_torch
@@ -198,7 +206,7 @@ def test_sigkill_of_profkit_ends_its_harness(tmp_path, workload):
     p.kill()
     p.communicate()
     assert _all_gone(tree) == set()
-    assert _runs(db) == {"cut": "interrupted"}
+    assert _runs(db) == {"cut": "interrupted"} and _kept(db)
 
 
 def test_a_child_whose_lifeline_was_closed_watches_the_pid(tmp_path):
@@ -261,7 +269,26 @@ def test_signals_under_a_profiler_on_the_gpu(tmp_path, tool, case):
         assert p.returncode == 128 + sig, err
         assert "Traceback" not in err, err
     assert _all_gone(tree) == set()
-    assert _runs(db) == {"cut": "interrupted"}
+    assert _runs(db) == {"cut": "interrupted"} and _kept(db)
+
+
+def test_a_child_whose_starter_died_before_it_watched_still_goes(tmp_path):
+    """profkit killed before its child got to watch the lifeline (the child is no longer its
+    descendant then): the pipe, already closed, still ends the child."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        "from profkit.tools import runner\n"
+        "child = ('import time, os, signal\\ntime.sleep(2)\\nfrom profkit.tools.runner import watch_lifeline\\n'\n"
+        "         'assert watch_lifeline(lambda: os.kill(os.getpid(), signal.SIGKILL))\\ntime.sleep(600)\\n')\n"
+        "fd, _ = runner.lifeline()\n"
+        "p = subprocess.Popen([sys.executable, '-c', child], env=runner.child_env(), pass_fds=(fd,),\n"
+        "                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid, flush=True)\n")
+    parent = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    child = int(parent.stdout)
+    assert _alive({child}) == {child}  # the parent is gone, the child not yet watching
+    assert _all_gone({child}, 10) == set()
 
 
 # ------------------------------------------------------------------------------------ sweeps
@@ -293,6 +320,7 @@ def test_a_stopped_sweep_leaves_nothing_running(tmp_path, sig):
         assert p.returncode == 128 + sig, err
         assert "Traceback" not in err, err
         assert _all_gone(tree, 1) == set()  # the sweep itself waited for every job
+        assert not list((tmp_path / "s-runs").glob(".sweep-*"))  # and removed its folder after them
     else:
         assert _all_gone(tree) == set()
 

@@ -68,16 +68,17 @@ def watch_lifeline(on_gone: Callable[[], None], poll_s: float = 0.5) -> bool:
     if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) < 19 for p in parts):
         return False
     fd, inode, pid = (int(p) for p in parts)
-    # Only a profkit that is this process's ancestor is watched: a value inherited by something
-    # profkit did not start for this purpose (a shell opened from a workload), stale or forged,
-    # is no parent of this process and is ignored.
-    if pid not in _ancestors():
-        return False
     try:
         st = os.fstat(fd)
         have_pipe = st.st_ino == inode and stat.S_ISFIFO(st.st_mode)
     except (OSError, OverflowError):
         have_pipe = False
+    # Without the pipe, only a profkit that is this process's ancestor is watched: a value
+    # inherited by something profkit did not start for this purpose, stale or forged, names
+    # no parent of this process and is ignored. (The pipe itself is proof enough: it ends when
+    # its profkit does, even one that died before this process got here.)
+    if not have_pipe and pid not in _ancestors():
+        return False
 
     def watch() -> None:
         if have_pipe:
