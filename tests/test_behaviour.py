@@ -1,0 +1,111 @@
+"""Issue 22's acceptance, "behaviour unchanged": what profkit prints as JSON for every committed
+capture (`runs`, `kernels`, `summary`, `ranges`, `diff` in each --match, `bench --show`) was
+recorded before the refactor moved anything (tests/data/behaviour/golden.json.gz, by
+tests/data/behaviour/record.py); here the same recording is made again and must equal it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import DATA
+
+_spec = importlib.util.spec_from_file_location("behaviour_record", DATA / "behaviour" / "record.py")
+assert _spec is not None and _spec.loader is not None
+recorder = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(recorder)
+
+GOLDEN = recorder.load()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> dict[str, Any]:
+    """Every capture imported into a fresh database in a temporary folder, and every output, as
+    stored (long kernel lists shortened the same way)."""
+    return recorder.compact(recorder.record(tmp_path_factory.mktemp("behaviour")))
+
+
+def first_difference(got: Any, want: Any, path: str = "") -> str | None:
+    """Where ``got`` first differs from ``want`` (a JSON path, both values), or None."""
+    if type(got) is not type(want):  # 1 and 1.0, or 0 and False, are a change of output too
+        return f"{path or '$'}: {got!r} ({type(got).__name__}), recorded {want!r} ({type(want).__name__})"
+    if isinstance(want, dict):
+        for key in want:
+            if key not in got:
+                return f"{path}.{key}: missing, recorded {want[key]!r}"
+            found = first_difference(got[key], want[key], f"{path}.{key}")
+            if found:
+                return found
+        extra = [k for k in got if k not in want]
+        return f"{path or '$'}: new key {extra[0]!r} = {got[extra[0]]!r}" if extra else None
+    if isinstance(want, list):
+        for i, (g, w) in enumerate(zip(got, want)):
+            found = first_difference(g, w, f"{path}[{i}]")
+            if found:
+                return found
+        if len(got) != len(want):
+            return f"{path or '$'}: {len(got)} items, recorded {len(want)}"
+        return None
+    return None if got == want else f"{path or '$'}: {got!r}, recorded {want!r}"
+
+
+def check(got: Any, want: Any, what: str, command: str) -> None:
+    found = first_difference(got, want)
+    if found and ".sha256" in found:
+        found += (f" (the rows between the first and last {recorder.EDGE} differ; record.py --out FILE records "
+                  f"them in full with FULL_ROWS raised)")
+    assert found is None, f"{what}: `profkit {command} -f json` differs from the recording at {found}"
+
+
+def test_every_committed_capture_is_recorded():
+    """Each file under tests/data is a recorded capture or named in NOT_CAPTURES (with what it is)."""
+    left_out = []
+    for f in sorted(DATA.rglob("*")):
+        rel = f.relative_to(DATA).as_posix()
+        if f.is_file() and rel not in recorder.CAPTURES and not any(
+                rel.startswith(k) if k.endswith("/") else k in rel for k in recorder.NOT_CAPTURES):
+            left_out.append(rel)
+    assert left_out == [], "captures the recording leaves out (add them to CAPTURES and record again)"
+    names = [recorder.run_name(c) for c in recorder.CAPTURES]
+    assert len(set(names)) == len(names)
+    assert list(GOLDEN["captures"])[:len(names)] == names
+
+
+def test_runs(recorded):
+    check(recorded["runs"], GOLDEN["runs"], "every run", "runs")
+
+
+@pytest.mark.parametrize("run", list(GOLDEN["captures"]))
+def test_kernels_summary_ranges(recorded, run):
+    assert run in recorded["captures"], f"{run}: not recorded now"
+    for command, want in GOLDEN["captures"][run].items():
+        check(recorded["captures"][run][command], want, run, f"{command} {run}")
+
+
+@pytest.mark.parametrize("pair", list(GOLDEN["diff"]))
+def test_diff(recorded, pair):
+    a, b, match = pair.split()
+    assert pair in recorded["diff"], f"{pair}: not recorded now"
+    check(recorded["diff"][pair], GOLDEN["diff"][pair], f"{a} against {b}", f"diff {a} {b} --match {match}")
+
+
+def test_bench_show(recorded):
+    check(recorded["bench"], GOLDEN["bench"], "tests/data/behaviour/bench.db.gz", "bench --show 1")
+
+
+def test_the_check_names_the_first_difference():
+    """The messages above: a changed, missing, new or retyped field, and a shorter list."""
+    want = {"exit": 0, "json": [{"launch_id": 0, "duration_ns": 5}, {"launch_id": 1, "duration_ns": 7}]}
+    assert first_difference(want, want) is None
+    got = {"exit": 0, "json": [{"launch_id": 0, "duration_ns": 5}, {"launch_id": 1, "duration_ns": 8}]}
+    assert first_difference(got, want) == ".json[1].duration_ns: 8, recorded 7"
+    assert first_difference({"exit": 0, "json": want["json"][:1]}, want) == ".json: 1 items, recorded 2"
+    assert first_difference({"exit": 0}, want).startswith(".json: missing")
+    assert first_difference({**want, "x": 1}, want) == "$: new key 'x' = 1"
+    assert first_difference({"exit": 0.0, "json": want["json"]}, want) == ".exit: 0.0 (float), recorded 0 (int)"
+    with pytest.raises(AssertionError, match=r"r18: `profkit kernels r18 -f json` differs from the recording at "
+                                             r"\.json\[1\]\.duration_ns: 8, recorded 7"):
+        check(got, want, "r18", "kernels r18")
