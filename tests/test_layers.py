@@ -151,3 +151,14 @@ def test_no_import_cycle() -> None:
 def test_find_cycle_reports_the_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def layers_text() -> str:
+    """LAYERS as README.md's architecture section shows them: top first, one line each."""
+    width = max(len(name) for name, _ in LAYERS)
+    return "\n".join(f"{name:<{width}}  {', '.join(entries)}" for name, entries in reversed(LAYERS))
+
+
+def test_the_readme_shows_these_layers() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"```\n{layers_text()}\n```" in readme, "README.md's layers differ from LAYERS: paste\n" + layers_text()
