@@ -96,10 +96,14 @@ class Run(RunRecord):
         headline totals. See ``profkit.analyze.diff``."""
         from .analyze.diff import diff
 
+        self._same_database(other)
+        return diff(self.database.store, self, other, match=match, threshold_pct=threshold_pct)
+
+    def _same_database(self, other: RunRecord) -> None:
+        """Refuse ``other`` if it is a run of another database: its ids mean nothing in this one."""
         if isinstance(other, Run) and other.db is not None and other.db.path.resolve() != self.database.path.resolve():
             raise UsageError(f"{self.name} and {other.name} are in two databases ({self.database.path}, {other.db.path})",
                              "Import both captures into one database to diff them.")
-        return diff(self.database.store, self, other, match=match, threshold_pct=threshold_pct)
 
     def findings(self) -> list[Finding]:
         """What a performance engineer would point out (rules with thresholds in rules.toml):
@@ -116,8 +120,11 @@ class Run(RunRecord):
         side with their diff (``reports/vs/<name>+<other>.html``). Returns its path."""
         from .report import write_report
 
-        other = self.database.run(vs) if isinstance(vs, (str, int)) else vs  # (two databases: diff refuses)
-        return write_report(self, None if output is None else Path(output), other, match, threshold_pct)
+        other = self.database.run(vs) if isinstance(vs, (str, int)) else vs
+        if other is not None:
+            self._same_database(other)  # as diff does
+        return write_report(self.database.store, self, None if output is None else Path(output), other, match,
+                            threshold_pct)
 
     def count_by_kind(self) -> dict[str, int]:
         """Rows of each kind: kernel, memcpy, memset (timeline tools) or cpu_op."""
@@ -196,7 +203,7 @@ class Database:
         report in its folder, (re)writing the run pages that are missing or stale; return its path."""
         from .report import write_index
 
-        return write_index(self, None if output is None else Path(output))
+        return write_index(self.store, None if output is None else Path(output))
 
     def profile(self, workload: str, **options: Any) -> Run:
         """Profile a workload into this database; ``options`` as for :func:`profile`."""

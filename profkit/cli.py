@@ -406,7 +406,7 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .version import __version__
 
         print(f"profkit {__version__}")
         raise typer.Exit(0)

@@ -1,6 +1,7 @@
 """How profkit makes the files it keeps in a run's folder: each one new, never written
 through a link or into a file someone else put there (``O_CREAT | O_EXCL | O_NOFOLLOW``); and
-which folders beside a database it trusts with them (:func:`untrusted`)."""
+which folders beside a database it trusts with them (:func:`untrusted`); and how a file is
+named to SQLite (:func:`file_uri`)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,13 @@ def untrusted(folder: Path) -> str | None:
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         return "may be changed by other users (writable by them, and not sticky)"
     return None
+
+
+def file_uri(path: Path, read_only: bool = False) -> str:
+    """A SQLite ``file:`` URI for ``path``: every character a URI reserves (``?``, ``#``, ``%``,
+    spaces) escaped, so that a file named so is the file opened."""
+    from urllib.parse import quote
+
+    # The path's bytes, as the file system has them: a name that is not UTF-8 (a str with
+    # surrogate escapes) is percent-escaped byte by byte, and SQLite opens those bytes.
+    return f"file:{quote(os.fsencode(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")

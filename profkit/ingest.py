@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .classify import classified
 from .errors import ProfkitWarning
 from .parse import detect, load
@@ -20,6 +19,7 @@ from .parse.schema import Capture, KernelRow
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields, check_run_name
+from .version import __version__
 
 
 def now() -> str:

@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
 
+from .formatting import fmt_ns
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
 from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
 
@@ -256,17 +257,6 @@ def escape(text: str) -> str:
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
-
-
-def fmt_ns(ns: Any) -> str:
-    if ns is None:
-        return "-"
-    ns = int(ns)
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:,.3f} ms"
-    if ns >= 1_000:
-        return f"{ns / 1e3:,.1f} us"
-    return f"{ns} ns"
 
 
 def _tc(v: bool | None) -> str:

@@ -1,7 +1,9 @@
-"""Shared fixtures and the skip rules for GPU and tool-dependent tests."""
+"""Shared fixtures, and the markers (gpu, ncu, nsys, torch) that select and skip the tests that
+need a GPU, a profiler or PyTorch."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib.util
 from pathlib import Path
@@ -13,6 +15,7 @@ DATA = Path(__file__).parent / "data"
 NCU_DATA = DATA / "ncu"
 
 
+@functools.cache
 def has_cuda() -> bool:
     try:
         import torch
@@ -37,8 +40,47 @@ def has_ncu() -> bool:
     return has_tool(ncu)
 
 
-needs_gpu_ncu = pytest.mark.skipif(not (has_ncu() and has_cuda()), reason="needs a CUDA GPU and Nsight Compute (ncu)")
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch")
+def has_nsys() -> bool:
+    from profkit.tools import nsys
+
+    return has_tool(nsys)
+
+
+def has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+# What each marker of pyproject.toml needs, cheapest check first (has_cuda imports torch). A
+# test with the marker is skipped, when it is set up, where that is missing; so a marker is
+# both what `pytest -m gpu` / `-m "not gpu"` select by and the skip rule.
+REQUIREMENTS = {"ncu": (has_ncu, "Nsight Compute (ncu)"), "nsys": (has_nsys, "Nsight Systems (nsys)"),
+                "torch": (has_torch, "PyTorch"), "gpu": (has_cuda, "a CUDA GPU")}
+
+
+def pytest_runtest_setup(item):
+    for marker, (present, what) in REQUIREMENTS.items():
+        if item.get_closest_marker(marker) is not None and not present():
+            pytest.skip(f"needs {what}")
+
+
+def needs(*markers: str):
+    """A decorator that marks a test with ``markers`` (gpu, ncu, nsys, torch), and so skips it
+    where one of them is missing (pytest_runtest_setup)."""
+    marks = [getattr(pytest.mark, m) for m in markers]
+    assert set(markers) <= set(REQUIREMENTS), markers
+
+    def apply(test):
+        for mark in marks:
+            test = mark(test)
+        return test
+    return apply
+
+
+needs_torch = needs("torch")
+needs_gpu = needs("gpu", "torch")  # CUDA through PyTorch
+needs_gpu_ncu = needs("gpu", "ncu", "torch")
+needs_gpu_nsys = needs("gpu", "nsys", "torch")
+needs_gpu_ncu_nsys = needs("gpu", "ncu", "nsys", "torch")
 
 
 @pytest.fixture
@@ -97,13 +139,6 @@ def nsys_dir(tmp_path_factory):
     return out
 
 
-def has_nsys() -> bool:
-    from profkit.tools import nsys
-
-    return has_tool(nsys)
-
-
-needs_gpu_nsys = pytest.mark.skipif(not (has_nsys() and has_cuda()), reason="needs a CUDA GPU and Nsight Systems (nsys)")
 
 
 def kernel_table(path, capture=None):

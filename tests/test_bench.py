@@ -18,7 +18,7 @@ from profkit.errors import UsageError
 from profkit.records import BenchRecord, BenchRow
 from profkit.store import Store
 
-from .conftest import cli, needs_torch, one_line_error
+from .conftest import cli, needs_gpu, needs_torch, one_line_error
 
 WORKLOADS = Path(__file__).parent / "workloads"
 TINY = str(WORKLOADS / "tiny_classifier.py")       # fails in bf16, at run time
@@ -275,7 +275,7 @@ def test_a_schema_6_database_gets_the_bench_tables(tmp_path):
     assert store.add_bench(_bench()).id == 1
 
 
-@pytest.mark.skipif(not __import__("tests.conftest", fromlist=["has_cuda"]).has_cuda(), reason="needs a CUDA GPU")
+@needs_gpu
 def test_on_the_gpu_cuda_events_peak_memory_and_agreement(tmp_path):
     """On a GPU: CUDA-event times, peak memory per combination, fp16 agreeing with fp32 eager."""
     db = tmp_path / "g.db"
@@ -290,6 +290,7 @@ def test_on_the_gpu_cuda_events_peak_memory_and_agreement(tmp_path):
         assert x["max_abs_diff"] is not None and x["top1_agreement"] >= 0.5
 
 
+@needs_torch
 def test_the_cpu_gets_small_defaults():
     """Left out, batch size, timed and warm-up iterations are the device's: small on the CPU."""
     pytest.importorskip("torch")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 
 from profkit.doctor import checks
 
-from .conftest import NCU_DATA, cli, cli_json, has_cuda, has_ncu, has_nsys
+from .conftest import NCU_DATA, cli, cli_json, needs_gpu_ncu_nsys
 
 
 def test_doctor_lines_and_database(tmp_path):
@@ -35,7 +34,7 @@ def test_doctor_fails_on_an_unusable_database(tmp_path):
     assert r.exit_code == 1 and "its folder" in r.stdout
 
 
-@pytest.mark.skipif(not (has_cuda() and has_ncu() and has_nsys()), reason="needs a CUDA GPU, ncu and nsys")
+@needs_gpu_ncu_nsys
 def test_doctor_on_a_gpu_machine(tmp_path):
     found = {c.name: c for c in checks(tmp_path / "p.db")}
     assert all(c.status == "ok" for c in found.values()), [c for c in found.values() if c.status != "ok"]

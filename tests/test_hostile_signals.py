@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import has_cuda, has_ncu, has_nsys, needs_torch
+from .conftest import has_cuda, has_ncu, has_nsys, needs_gpu, needs_torch
 
 WORKLOADS = Path(__file__).parent / "workloads"
 STUBBORN = str(WORKLOADS / "stubborn.py")  # ignores SIGINT and never finishes building
@@ -244,8 +244,8 @@ def _lifeline_kept(pid: int) -> bool:
         return False
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("tool", ["ncu", "nsys"])
+@needs_gpu
+@pytest.mark.parametrize("tool", [pytest.param("ncu", marks=pytest.mark.ncu), pytest.param("nsys", marks=pytest.mark.nsys)])
 @pytest.mark.parametrize("case", ["term-int-ignored", "hup-stubborn", "kill"])
 def test_signals_under_a_profiler_on_the_gpu(tmp_path, tool, case):
     """The same cases under ncu and nsys on a GPU: SIGTERM to a profkit that ignores SIGINT,

@@ -1,4 +1,4 @@
-"""The Nsight Systems importer (profkit.parse.nsys_sqlite over profkit.store.nsys_export) on
+"""The Nsight Systems importer (profkit.parse.nsys_sqlite over profkit.parse.nsys_export) on
 real H100 captures (an inference and an AMP training run), checked against ``nsys stats``
 outputs made from the same files; schema checks; bad input; a live ``--tool nsys`` run."""
 

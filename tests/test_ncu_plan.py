@@ -97,9 +97,9 @@ def test_a_stored_per_function_run_has_a_timeline_and_compares_with_timelines(tm
                         classified(per_function("vgg16")))
     every = store.add_run({"name": "every", "source": "run", "tool": "ncu"},
                           classified(read_ncu_csv(PLAN / "vgg16_fp16_full_every_launch.raw.csv.gz")))
-    drawn = timeline(db.run(run.name))
+    drawn = timeline(db.store, db.run(run.name))
     assert len(drawn["bars"]) == 90 and drawn["note"].startswith("iteration vgg16.fp16.eager.iter0: 90")
-    assert timeline(db.run(every.name))["bars"] == []
+    assert timeline(db.store, db.run(every.name))["bars"] == []
     d = db.diff("plan", "every")
     assert any("not comparable" in n for n in d.totals["notes"])
     assert {r.status for r in d.rows} == {"same"}  # same kernels, same calls: status from calls alone

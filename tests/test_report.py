@@ -98,7 +98,7 @@ def test_headline_is_the_summary(reports):
     db, runs, _ = reports
     for name in ("ncu", "nsys", "cpu"):
         summary = cli_json("summary", name, "--top", "15", db=db.path)
-        page = model.run_page(runs[name])
+        page = model.run_page(runs[name].database.store, runs[name])
         assert page["summary"] == summary
         assert {h["key"]: h["value"] for h in page["headline"]} == {k: summary[k] for k in (
             "gpu_time_ns", "kernels", "tensor_core_time_pct", "time_by_precision_ns")}
@@ -106,7 +106,7 @@ def test_headline_is_the_summary(reports):
 
 def test_kernel_table_groups_launches(reports):
     _, runs, _ = reports
-    table = model.kernel_table(runs["nsys"])
+    table = model.kernel_table(runs["nsys"].database.store, runs["nsys"])
     assert sum(r["launches"] for r in table["rows"]) == runs["nsys"].kernel_count
     assert sum(r["time_ns"] for r in table["rows"]) == runs["nsys"].gpu_time_ns
     bn = table["rows"][0]
@@ -118,11 +118,11 @@ def test_kernel_table_groups_launches(reports):
 
 def test_timeline_of_one_iteration(reports):
     _, runs, _ = reports
-    tl = model.timeline(runs["nsys"])
+    tl = model.timeline(runs["nsys"].database.store, runs["nsys"])
     assert tl["note"] == "iteration resnet50.fp16.eager.iter0: 370 GPU operations"
     assert {b[0] for b in tl["bars"]} == {"stream 7"} and tl["bars"][0][1] == 0.0
     assert all(b[2] >= b[1] for b in tl["bars"]) and tl["span_us"] < 10_000
-    assert "ncu replays kernels" in model.timeline(runs["ncu"])["note"] and not model.timeline(runs["cpu"])["bars"]
+    assert "ncu replays kernels" in model.timeline(runs["ncu"].database.store, runs["ncu"])["note"] and not model.timeline(runs["cpu"].database.store, runs["cpu"])["bars"]
 
 
 def test_throughput_from_counters(reports):
@@ -310,7 +310,7 @@ def test_run_report_in_chromium(reports, browser, kind):
     page = opened(browser, paths[kind])
     summary = cli_json("summary", kind, db=db.path)
     _check_headline(page, summary)
-    rows = model.kernel_table(runs[kind])["rows"]
+    rows = model.kernel_table(runs[kind].database.store, runs[kind])["rows"]
     _check_sort_and_filter(page, rows, lambda r: r["name"])
     # a select filter: every row shown has that precision
     page.select_option('#kernel-table select[data-filter="precision"]', rows[0]["precision"])

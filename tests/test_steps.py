@@ -20,7 +20,7 @@ from profkit.parse.ncu_csv import read_ncu_csv
 from profkit.parse.ncu_plan import read_per_function
 from profkit.parse.nsys_sqlite import read_nsys_sqlite
 
-from .conftest import DATA
+from .conftest import DATA, needs_gpu, needs_gpu_ncu_nsys
 
 STEPS = DATA / "steps"
 WORKLOADS = sorted({p.name.split("_amp.")[0] for p in STEPS.glob("*_amp.nsys.sqlite.gz")})
@@ -88,10 +88,7 @@ def test_every_tool_counts_every_kernel_of_the_step(workload, tmp_path):
     assert {r["evidence"] for r in ncu_rows} == {"metrics"}
 
 
-@pytest.mark.skipif(not (__import__("tests.conftest", fromlist=["x"]).has_ncu()
-                         and __import__("tests.conftest", fromlist=["x"]).has_nsys()
-                         and __import__("tests.conftest", fromlist=["x"]).has_cuda()),
-                    reason="needs a CUDA GPU, ncu and nsys")
+@needs_gpu_ncu_nsys
 def test_on_the_gpu_every_tool_counts_the_same_step(tmp_path):
     """Live: one AMP ResNet-18 step under ncu (default plan), nsys and torch.profiler: the same
     kernel count per step from each, every kernel of each run inside the step."""
@@ -110,7 +107,7 @@ def test_on_the_gpu_every_tool_counts_the_same_step(tmp_path):
     assert len(set(counts.values())) == 1, counts
 
 
-@pytest.mark.skipif(not __import__("tests.conftest", fromlist=["x"]).has_cuda(), reason="needs a CUDA GPU")
+@needs_gpu
 def test_on_the_gpu_layout_and_library_options_run_and_are_recorded(tmp_path):
     """fp16 with BatchNorm kept in fp32, channels-last and cuDNN's benchmark mode, under
     torch.profiler: the run works and records its options; channels-last removes cuDNN's

@@ -256,11 +256,19 @@ SQL = re.compile(r"\b(select\s+.+\s+from|insert\s+into|create\s+table|delete\s+f
                  re.IGNORECASE)
 
 
+WRITES = re.compile(r"\b(insert\s+into|create\s+(temp\s+)?(table|index|view)|delete\s+from|update\s+\w+\s+set|attach)\b",
+                    re.IGNORECASE)
+
+
 def test_sql_lives_in_the_store_alone():
-    """Outside profkit/store/, no module imports sqlite3 or holds SQL."""
+    """Outside profkit/store/ (profkit's own database), no module imports sqlite3 or holds SQL,
+    but for the reader of the one foreign database profkit reads, parse/nsys_export.py, which
+    only reads (an export opened read-only)."""
     offenders = []
+    reader = PACKAGE / "parse" / "nsys_export.py"
+    assert not WRITES.search(reader.read_text()) and "read_only=True" in reader.read_text()
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parent.name == "store":
+        if path.parent.name == "store" or path == reader:
             continue
         text = path.read_text()
         if re.search(r"^\s*(import sqlite3|from sqlite3 )", text, re.M) or "sqlite_utils" in text or SQL.search(text):

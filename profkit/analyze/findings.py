@@ -17,10 +17,10 @@ from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 from ..classify import RULES_PATH
+from ..formatting import fmt_ns
 from ..parse.schema import RangeRow
 from ..records import RunRecord
 from ..store import Store
-from ..render import fmt_ns
 from .ranges import run_ranges
 from .ranks import COMM, rank_report
 

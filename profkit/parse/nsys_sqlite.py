@@ -1,7 +1,7 @@
 """Nsight Systems SQLite exports (``nsys export --type sqlite``) into kernel-table rows, streamed.
 
 * GPU work: every kernel, memcpy and memset, one row each, ``kind`` kernel, memcpy or memset,
-  in the order of their launch calls (the queries are in ``profkit.store.nsys_export``).
+  in the order of their launch calls (the queries are in ``profkit.parse.nsys_export``).
 * The NVTX push/pop ranges open on the launch call's thread when it started are the
   operation's ranges: the semantics of ``nsys stats``' nvtx_kern_sum and nvtx_gpu_proj_sum.
   Start/end ranges belong to no thread: every operation that any thread of their process
@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from ..store.nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport, insert_gpu_ops
+from .nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
                      range_rows)
 from .schema import Capture, KernelRow, kernel_row
@@ -86,7 +86,7 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
 def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
           capture: Capture[KernelRow], ranks: dict[int, int]) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
-    store (``nsys_export.insert_gpu_ops``): Python computes what is per name (the verdict,
+    store (``Store.insert_gpu_ops``, the store given): Python computes what is per name (the verdict,
     the short name) and per range (the innermost open range on each thread from each instant
     on), SQLite the rest. Sets the ranges' counts and the capture's range rows."""
     try:
@@ -107,7 +107,7 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
         states, segments = _segments(ranges)
         # Each state is named by its innermost range, as a row is.
         tops = [(k, ranges[members[-1]].name, ranges[members[-1]].path) for k, members in enumerate(states)]
-        result = insert_gpu_ops(store, run_id, export, names, tops, segments,
+        result = store.insert_gpu_ops(run_id, export, names, tops, segments,
                                 [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)], ranks)
     finally:
         export.close()

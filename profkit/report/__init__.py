@@ -21,7 +21,8 @@ from ..errors import UsageError
 from .page import DEFAULT_DIR
 
 if TYPE_CHECKING:
-    from ..api import Database, Run
+    from ..records import RunRecord
+    from ..store import Store
 
 __all__ = ["DEFAULT_DIR", "default_path", "write_index", "write_report"]
 
@@ -29,7 +30,7 @@ INDEX = "index"  # the index page's name, index.html
 SEPARATOR = "+"  # in no run name (check_run_name): it joins a pair's names, and a run named index to its id
 
 
-def default_path(run: Run, vs: Run | None = None, folder: Path = DEFAULT_DIR) -> Path:
+def default_path(run: RunRecord, vs: RunRecord | None = None, folder: Path = DEFAULT_DIR) -> Path:
     """Where a report goes unless told: see the module's docstring."""
     if vs is not None:
         return folder / "vs" / f"{run.name}{SEPARATOR}{vs.name}.html"
@@ -39,26 +40,27 @@ def default_path(run: Run, vs: Run | None = None, folder: Path = DEFAULT_DIR) ->
     return folder / f"{run.name}.html"
 
 
-def identity(run: Run) -> str:
+def identity(store: Store, run: RunRecord) -> str:
     """What a run's page is of: the database, the run and the profkit that wrote it. Written in
     the page's head so that an index reuses a page only if it is this run's, by this profkit."""
-    from .. import __version__
+    from ..version import __version__
 
-    return f"{run.database.path.resolve()}|{run.id}|{run.name}|{run.finished_at}|{__version__}"
+    return f"{store.path.resolve()}|{run.id}|{run.name}|{run.finished_at}|{__version__}"
 
 
-def write_report(run: Run, output: str | Path | None = None, vs: Run | None = None, match: str = "exact",
-                 threshold_pct: float = 10.0) -> Path:
-    """Write the run's report (side by side with ``vs`` when given); return its path."""
+def write_report(store: Store, run: RunRecord, output: str | Path | None = None, vs: RunRecord | None = None,
+                 match: str = "exact", threshold_pct: float = 10.0) -> Path:
+    """Write the report of ``store``'s run (side by side with ``vs``, of the same store, when
+    given); return its path."""
     from . import model, page
 
-    data = model.vs_page(run, vs, match, threshold_pct) if vs is not None else model.run_page(run)
+    data = model.vs_page(store, run, vs, match, threshold_pct) if vs is not None else model.run_page(store, run)
     if vs is None:
-        data["identity"] = identity(run)
+        data["identity"] = identity(store, run)
     return page.write(page.render(data), Path(output) if output is not None else default_path(run, vs))
 
 
-def _is_page_of(path: Path, run: Run) -> bool:
+def _is_page_of(store: Store, path: Path, run: RunRecord) -> bool:
     try:
         with path.open("r", encoding="utf-8", errors="replace") as f:
             head = f.read(4096)
@@ -68,10 +70,10 @@ def _is_page_of(path: Path, run: Run) -> bool:
 
     from .page import printable
 
-    return f'<meta name="profkit-report" content="{printable(escape(identity(run)))}">' in head
+    return f'<meta name="profkit-report" content="{printable(escape(identity(store, run)))}">' in head
 
 
-def write_index(db: Database, output: str | Path | None = None) -> Path:
+def write_index(store: Store, output: str | Path | None = None) -> Path:
     """Write the index page (``reports/index.html`` unless ``output``) linking every run's
     report in the index's folder; a run's page there is written anew unless it is already this
     run's, by this profkit. Returns the index's path."""
@@ -79,14 +81,14 @@ def write_index(db: Database, output: str | Path | None = None) -> Path:
 
     index = Path(output) if output is not None else DEFAULT_DIR / f"{INDEX}.html"
     folder = index.parent
-    runs = [r for r in db.list_runs() if r.status in (None, "ok")]
+    runs = [r for r in store.runs() if r.status in (None, "ok")]
     if not runs:
-        raise UsageError(f"{db.path} holds no runs: nothing to index", "Run or import something first.")
+        raise UsageError(f"{store.path} holds no runs: nothing to index", "Run or import something first.")
     paths = {run.name: default_path(run, folder=folder) for run in runs}
     for name, path in paths.items():
         if path.resolve() == index.resolve():
             raise UsageError(f"the index would overwrite run {name}'s report ({path})", "Give the index another name.")
     for run in runs:
-        if not _is_page_of(paths[run.name], run):
-            write_report(run, paths[run.name])
-    return page.write(page.render(model.index_page(db, {n: p.name for n, p in paths.items()})), index)
+        if not _is_page_of(store, paths[run.name], run):
+            write_report(store, run, paths[run.name])
+    return page.write(page.render(model.index_page(store, {n: p.name for n, p in paths.items()})), index)

@@ -1,7 +1,8 @@
 """What a report page shows, gathered from the library: a plain, JSON-able dict per page.
 
-No analysis here (the figures come from ``Run.summary()``, ``Run.findings()``, ``Run.diff()``,
-``analyze.throughput`` and the store's aggregates) and no HTML (``report.page`` renders these
+No analysis here (the figures come from ``profkit.analyze``'s functions, the ones behind
+``Run.summary()``, ``Run.findings()`` and ``Run.diff()``, and the store's aggregates; each
+function takes the store and a run's record, as the analyses do) and no HTML (``report.page`` renders these
 dicts). Kernel names and every other string from a capture pass through unchanged: the page
 escapes them.
 """
@@ -12,16 +13,19 @@ import shlex
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..analyze.ranges import iteration_ranges, launches_outside
+from ..analyze.diff import diff as diff_runs
+from ..analyze.findings import findings as run_findings
+from ..analyze.ranges import iteration_ranges, launches_outside, run_ranges
+from ..analyze.summary import summarize
 from ..analyze.throughput import throughput
+from ..formatting import fmt_ns
 from ..names import display_name
 from ..records import ncu_timed
-from ..render import fmt_ns
 from ..workloads import option_labels
 
 if TYPE_CHECKING:
-    from ..api import Database, Run
-    from ..records import Summary
+    from ..records import RunRecord, Summary
+    from ..store import Store
 
 LAUNCHES_PER_GROUP = 25     # launches listed inside each kernel group of the table
 TIMELINE_LIMIT = 3000       # bars in the one-iteration timeline
@@ -29,12 +33,12 @@ RANGES_SHOWN = 30           # bars in the time-per-range chart
 
 
 def _profkit_version() -> str:
-    from .. import __version__
+    from ..version import __version__
 
     return __version__
 
 
-def header(run: Run) -> dict[str, Any]:
+def header(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run's identity: what ran, how, on what, when, and the command line."""
     info = run.info or {}
     return {
@@ -44,7 +48,7 @@ def header(run: Run) -> dict[str, Any]:
         "gpu_name": run.gpu_name, "compute_capability": run.compute_capability,
         "date": run.finished_at or run.started_at, "command": shlex.join(run.command) if run.command else None,
         "imported_from": info.get("source_path") or (run.raw_files or {}).get("source"),
-        "activity": run.activity, "database": str(run.database.path),
+        "activity": run.activity, "database": str(store.path),
         "options": option_labels(info.get("options")),
     }
 
@@ -87,9 +91,8 @@ def _basis(summary: Summary) -> str:
     return f"from counters for {ev['metrics']:,} launches, names for the rest" + undecided
 
 
-def kernel_table(run: Run) -> dict[str, Any]:
+def kernel_table(store: Store, run: RunRecord) -> dict[str, Any]:
     """The kernel table: one row per (name, precision) with its first launches inside."""
-    store = run.database.store
     groups = store.name_groups(run.id, run.activity)
     total = sum(g["time_ns"] for g in groups) or 1
     index = {(g["name"], g["precision"]): i for i, g in enumerate(groups)}
@@ -114,18 +117,18 @@ def kernel_table(run: Run) -> dict[str, Any]:
     return {"rows": rows, "launches_per_group": LAUNCHES_PER_GROUP}
 
 
-def range_times(run: Run) -> list[dict[str, Any]]:
+def range_times(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     """GPU time (CPU self time) per NVTX stack the launches were made in, most first."""
-    paths = sorted(run.database.store.kernel_paths(run.id), key=lambda p: -(p["gpu_time_ns"] or 0))
+    paths = sorted(store.kernel_paths(run.id), key=lambda p: -(p["gpu_time_ns"] or 0))
     return [{"path": p["nvtx_path"], "name": p["name"], "kernels": p["kernels"], "time_ns": p["gpu_time_ns"] or 0}
             for p in paths[:RANGES_SHOWN]]
 
 
-def caveats(run: Run) -> dict[str, str]:
+def caveats(store: Store, run: RunRecord) -> dict[str, str]:
     """What the headline and the range chart do not show by themselves: work captured outside
     the measured iterations, and kernels other threads launched while the ranges were open."""
     out = {}
-    ranges = run.range_rows()
+    ranges = run_ranges(store, run)
     tops = iteration_ranges(ranges)
     outside = launches_outside(tops, run.kernel_count)
     what = "operator calls" if run.activity == "cpu_op" else "kernel launches"
@@ -141,7 +144,7 @@ def caveats(run: Run) -> dict[str, str]:
     return out
 
 
-def timeline(run: Run) -> dict[str, Any]:
+def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
     """One measured iteration's GPU work by stream, from a timeline capture (nsys, torch)."""
     if run.activity == "cpu_op":
         return {"bars": [], "note": "CPU runs record operators' self times, not a GPU timeline"}
@@ -153,7 +156,7 @@ def timeline(run: Run) -> dict[str, Any]:
     # A distributed run has each iteration once per rank: from the earliest rank's start to the
     # latest rank's end.
     spans: dict[str, list[int | None]] = {}
-    for r in iteration_ranges(run.range_rows()):
+    for r in iteration_ranges(run_ranges(store, run)):
         if r["start_ns"] is None:
             continue
         end_ns = r["start_ns"] + r["wall_ns"] if r["wall_ns"] is not None else None
@@ -167,7 +170,7 @@ def timeline(run: Run) -> dict[str, Any]:
     if len(iterations) > 1:  # and up to the next iteration (work queued in this one may run past its end)
         following = iterations[1][1][0]
         end = following if end is None or following is None else max(end, following)
-    rows, total = run.database.store.timeline(run.id, start, end, TIMELINE_LIMIT)
+    rows, total = store.timeline(run.id, start, end, TIMELINE_LIMIT)
     if not rows:
         return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "
                                     "again for a timeline)"}
@@ -198,34 +201,35 @@ def timeline(run: Run) -> dict[str, Any]:
     return {"bars": bars, "note": note, "span_us": max(b[2] for b in bars), "lanes": lane_names}
 
 
-def _finding_dicts(run: Run) -> list[dict[str, Any]]:
-    return [f.to_dict() for f in run.findings()]
+def _finding_dicts(store: Store, run: RunRecord) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in run_findings(store, run)]
 
 
-def run_page(run: Run) -> dict[str, Any]:
+def run_page(store: Store, run: RunRecord) -> dict[str, Any]:
     """Everything a single-run report shows."""
-    summary = run.summary(top=15)
-    tp = throughput(run.database.store, run)
+    summary = summarize(store, run, top=15)
+    tp = throughput(store, run)
     return {
         "page": "run", "title": f"{run.name}: {run.workload or 'capture'} kernel report",
         "generated": _now(), "profkit_version": _profkit_version(),
-        "header": header(run), "summary": summary.to_dict(), "headline": headline(summary, _basis(summary)),
+        "header": header(store, run), "summary": summary.to_dict(), "headline": headline(summary, _basis(summary)),
         "memory_ops": {k: {"count": v.count, "time_ns": v.time_ns} for k, v in summary.memory_ops.items()},
-        "findings": _finding_dicts(run), "table": kernel_table(run), "ranges": range_times(run),
-        "caveats": caveats(run),
-        "timeline": timeline(run), "throughput": tp.to_dict() if tp else None,
+        "findings": _finding_dicts(store, run), "table": kernel_table(store, run), "ranges": range_times(store, run),
+        "caveats": caveats(store, run),
+        "timeline": timeline(store, run), "throughput": tp.to_dict() if tp else None,
     }
 
 
-def vs_page(run_a: Run, run_b: Run, match: str = "exact", threshold_pct: float = 10.0) -> dict[str, Any]:
-    """Everything a side-by-side report of two runs shows: each run's header, headline and
-    findings, and their diff (``profkit diff``'s rows and totals)."""
-    d = run_a.diff(run_b, match=match, threshold_pct=threshold_pct)
+def vs_page(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
+            threshold_pct: float = 10.0) -> dict[str, Any]:
+    """Everything a side-by-side report of two runs of ``store`` shows: each run's header,
+    headline and findings, and their diff (``profkit diff``'s rows and totals)."""
+    d = diff_runs(store, run_a, run_b, match=match, threshold_pct=threshold_pct)
     sides = []
     for run in (run_a, run_b):
-        summary = run.summary(top=15)
-        sides.append({"header": header(run), "summary": summary.to_dict(),
-                      "headline": headline(summary, _basis(summary)), "findings": _finding_dicts(run)})
+        summary = summarize(store, run, top=15)
+        sides.append({"header": header(store, run), "summary": summary.to_dict(),
+                      "headline": headline(summary, _basis(summary)), "findings": _finding_dicts(store, run)})
     diff = d.to_dict()
     # Readable labels for the rows (exact matching keys rows by full kernel name).
     diff["labels"] = [display_name(r.name) if d.match == "exact" else r.name for r in d.rows]
@@ -235,10 +239,10 @@ def vs_page(run_a: Run, run_b: Run, match: str = "exact", threshold_pct: float =
     }
 
 
-def index_page(db: Database, reports: dict[str, str]) -> dict[str, Any]:
+def index_page(store: Store, reports: dict[str, str]) -> dict[str, Any]:
     """The database's runs, oldest first, each with the file name of its report."""
     runs = []
-    for r in db.list_runs():
+    for r in store.runs():
         if r.status not in (None, "ok"):
             continue
         runs.append({"name": r.name, "id": r.id, "workload": r.workload, "precision": r.precision, "mode": r.mode,
@@ -246,8 +250,8 @@ def index_page(db: Database, reports: dict[str, str]) -> dict[str, Any]:
                      "kernels": r.kernel_count, "time_ns": r.gpu_time_ns,
                      "time": fmt_ns(r.gpu_time_ns) + (" CPU" if r.activity == "cpu_op" else ""),
                      "date": r.finished_at or r.started_at, "report": reports.get(r.name)})
-    return {"page": "index", "title": f"profkit runs in {db.path}", "generated": _now(),
-            "profkit_version": _profkit_version(), "database": str(db.path), "runs": runs}
+    return {"page": "index", "title": f"profkit runs in {store.path}", "generated": _now(),
+            "profkit_version": _profkit_version(), "database": str(store.path), "runs": runs}
 
 
 def _now() -> str:

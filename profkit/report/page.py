@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 
 from ..errors import UsageError
+from ..formatting import fmt_ns
 
 DEFAULT_DIR = Path("reports")
 
@@ -35,16 +36,10 @@ def _asset(name: str) -> str:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              loader=jinja2.FunctionLoader(lambda name: _asset(name)))
-    env.filters["ns"] = _fmt_ns
+    env.filters["ns"] = fmt_ns
     # Keep the data's order (time by precision is largest first); Jinja2 sorts keys by default.
     env.policies["json.dumps_kwargs"] = {"sort_keys": False}
     return env
-
-
-def _fmt_ns(ns: Any) -> str:
-    from ..render import fmt_ns
-
-    return fmt_ns(ns)
 
 
 def _csp_hash(script: str) -> str:

@@ -1,7 +1,9 @@
-"""Every SQL statement profkit runs lives in this package: ``database`` is profkit's own
-SQLite database (runs, their kernel tables and ranges, written through sqlite-utils), and
-``nsys_export`` reads Nsight Systems' SQLite exports. No other module imports sqlite3 or
-holds SQL: importers and analyses get rows and figures from these classes' methods."""
+"""Every SQL statement on profkit's own database lives in this package: ``database`` is
+profkit's SQLite database (runs, their kernel tables and ranges, written through sqlite-utils),
+``layout`` the kernel table's stored columns, and ``nsys_import`` the bulk import of an Nsight
+Systems export (ATTACHed read-only). The one other database profkit reads, an nsys export, has
+its reader with the parsers (``profkit.parse.nsys_export``). No other module imports sqlite3
+or holds SQL: importers and analyses get rows and figures from these classes' methods."""
 
 from .database import DEFAULT_DB, Store, db_path, is_database_error, raw_dir
 

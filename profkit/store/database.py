@@ -42,14 +42,18 @@ import socket
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, TypedDict
 
 from ..errors import BadExport, BenchNotFound, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
-from ..files import untrusted
-from ..parse.schema import (CLASSIFIED, COLUMNS, GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS, Capture, ClassifiedRow,
+from ..files import file_uri, untrusted
+from ..parse.schema import (GPU_KINDS, KERNEL_FIELDS, RANGE_COLUMNS, Capture, ClassifiedRow,
                             RangeRow, check_row)
+from ..processes import alive
 from ..records import BenchRecord, BenchRow, RunRecord
-from ..tools.runner import alive
+from .layout import INTERNED, KERNEL_COLUMNS, STORED_COLUMNS
+
+if TYPE_CHECKING:
+    from ..parse.nsys_export import NsysExport
 
 DEFAULT_DB = "profkit.db"
 # 2: CPU runs and ranges; 3: the kernels' launching operator (op); 4: start_ns; 5: owner;
@@ -75,15 +79,6 @@ LOCKED = "+lock"     # an owner that holds its run's lock (schema 9 on); without
 MAX_FOLDERS = 1000   # names a run's raw folder tries (<name>, <name>-2, ...) before it gives up
 JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 
-KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
-for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
-    KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
-# Text columns of the kernel table kept once in ``strings`` and referenced by id (column
-# ``<name>_id`` in ``kernel_rows``): a capture repeats the same few thousand names, ranges,
-# operators and verdict texts over millions of launches.
-INTERNED = ("name", "short_name", "nvtx_range", "nvtx_path", "input_types", "op", "family", "evidence_detail")
-STORED_COLUMNS: dict[str, type] = {(f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
-                                   for c, t in KERNEL_COLUMNS.items()}
 # The kernels view: kernel_rows with each id replaced by its text, the columns and order of
 # the table it replaced (schema 5); metrics '{}' where none were stored (NULL).
 KERNELS_VIEW = "create view kernels as select " + ", ".join(
@@ -286,7 +281,7 @@ class Store:
 
     def _connect(self) -> sqlite3.Connection:
         """Autocommit connection (transactions are explicit), WAL, waiting for other writers."""
-        # Opened as a URI so that an export can be ATTACHed read-only by URI (nsys_export) on
+        # Opened as a URI so that an export can be ATTACHed read-only by URI (nsys_import) on
         # every SQLite build, not only those that read URIs by default.
         conn = sqlite3.connect(file_uri(self.path), timeout=_busy_timeout(), isolation_level=None,
                                check_same_thread=False, uri=True)
@@ -608,6 +603,14 @@ class Store:
                 raise _unwritable(self.path, exc) from exc
             raise
         return folder
+
+    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
+                       segments: list[tuple], windows: list[tuple], ranks: dict[int, int] | None = None) -> dict[str, Any]:
+        """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
+        file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
+        from .nsys_import import insert_gpu_ops
+
+        return insert_gpu_ops(self, run_id, export, names, ranges, segments, windows, ranks)
 
     def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
         """Write a reserved run's classified rows (streamed, in batches of short transactions),
@@ -1172,16 +1175,6 @@ def _metrics_json(metrics: dict[str, Any]) -> str:
         return json.dumps(metrics, allow_nan=False)
     except ValueError:
         return json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in metrics.items()})
-
-
-def file_uri(path: Path, read_only: bool = False) -> str:
-    """A SQLite ``file:`` URI for ``path``: every character a URI reserves (``?``, ``#``, ``%``,
-    spaces) escaped, so that a file named so is the file opened."""
-    from urllib.parse import quote
-
-    # The path's bytes, as the file system has them: a name that is not UTF-8 (a str with
-    # surrogate escapes) is percent-escaped byte by byte, and SQLite opens those bytes.
-    return f"file:{quote(os.fsencode(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")
 
 
 def is_database_error(exc: BaseException) -> bool:

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 from ..errors import ToolFailed, ToolNotFound
 from ..files import open_new
+from ..processes import alive  # here for runner.alive
 
 
 # In every environment profkit starts (profiled processes, torchrun's ranks, sweep jobs and
@@ -161,21 +162,6 @@ def die_with_parent(parent: int, sig: int) -> None:
         return
     if os.getppid() != parent:  # it died before the call: go now
         os.kill(os.getpid(), sig)
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` of this machine is running (a zombie, ended but not yet reaped,
-    is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): alive, as kill says
 
 
 def find_executable(name: str, patterns: Sequence[str] = ()) -> str | None:

@@ -1,7 +1,8 @@
-"""The SQL that reads Nsight Systems SQLite exports (``nsys export --type sqlite``): the one
-other database profkit reads, opened read-only. Every query over an export lives here, as the
-queries over profkit's own database live in ``database``; ``profkit.parse.nsys_sqlite`` turns
-what these return into kernel-table rows and ranges.
+"""The reader of Nsight Systems SQLite exports (``nsys export --type sqlite``): the one other
+database profkit reads, opened read-only. Every query that reads an export alone lives here
+(a reader of a foreign file, with the parsers); ``profkit.parse.nsys_sqlite`` turns what these
+return into kernel-table rows and ranges, and ``profkit.store.nsys_import`` copies an export's
+GPU operations into profkit's own database in SQL (the bulk import).
 
 * The layout is checked first: ``META_DATA_EXPORT`` must say schema 3.x, and each table and
   column used is checked one by one (other layouts are refused in one line).
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import BadExport
-from ..parse.schema import MAX_DURATION_NS
+from ..files import file_uri
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
 # 2025.3 writes; the tables and columns used here are checked one by one as well.
@@ -61,7 +62,7 @@ class NsysExport:
     def __init__(self, path: Path):
         self.path = path
         try:
-            self.con = sqlite3.connect(_ro_uri(path), uri=True)
+            self.con = sqlite3.connect(file_uri(path, read_only=True), uri=True)
             # Names and NVTX texts are the program's own strings: bytes that are not UTF-8 are
             # shown as U+FFFD rather than failing the import (names are read `cast(... as text)`
             # so that one stored as a BLOB reads as text too).
@@ -299,149 +300,7 @@ def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path
     return row
 
 
-# ------------------------------------------------------------------------------ bulk import
-def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
-                   segments: list[tuple], windows: list[tuple], ranks: dict[int, int] | None = None) -> dict[str, Any]:
-    """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
-    file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
-
-    ``names``: (key, shortName id, name, short name, precision, tensor_core, family, evidence,
-    detail) per operation name, the key being the export's demangledName id for kernels (with
-    their shortName id), ``MEMCPY_KEY`` with the copyKind for copies and ``MEMSET_KEY`` for
-    sets. ``ranges``: (state index, name, path) of the innermost range of each state, a state
-    being a set of ranges open on a thread at once. ``segments``: (globalTid, start, state index
-    or None), per thread the state from ``start`` on. ``windows``: (range index, process, start,
-    end). ``ranks``: the rank of each process (pid) of a distributed job, for the rows' ``rank``.
-    Returns the operations counted by kind (count, time), per state and kind (count,
-    time), the kernels each range's process launched in its window, and the operations with no
-    launch call. One write transaction: nothing stays if it fails."""
-    con = store.conn
-    ops_sql = _ops_sql(export)
-    # The operations' working table (~250 bytes a row) in memory for an export of up to
-    # IN_MEMORY_BYTES (about a million kernels), faster; in a temporary file above, so that
-    # memory stays bounded whatever the capture's size.
-    small = export.path.stat().st_size <= IN_MEMORY_BYTES
-    con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
-    try:
-        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows, ranks or {})
-    finally:
-        if con.in_transaction:
-            con.execute("rollback")
-        if any(r[1] == "src" for r in con.execute("pragma database_list")):
-            con.execute("detach database src")
-        con.execute("pragma temp_store = default")
-
-
-def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[tuple],
-                    ranges: list[tuple], segments: list[tuple], windows: list[tuple],
-                    ranks: dict[int, int]) -> dict[str, Any]:
-    from .database import KERNEL_COLUMNS, STORED_COLUMNS
-
-    with store.write():
-        ids = store.intern({t for row in names for t in (row[2], row[3], row[6], row[8]) if t is not None} |
-                           {t for row in ranges for t in row[1:] if t is not None})
-        con.execute("attach database ? as src", [_ro_uri(export.path)])
-        try:
-            con.execute("create temp table nm (key integer, sn integer, name_id, short_id, precision, tensor_core, "
-                        "family_id, evidence, detail_id, primary key (key, sn))")
-            con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
-                (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
-                for k, sn, n, sh, p, tc, f, ev, d in names))
-            con.execute("create temp table rg (ix integer primary key, range_id, path_id)")
-            con.executemany("insert into temp.rg values (?, ?, ?)", ((i, ids.get(n), ids.get(p)) for i, n, p in ranges))
-            con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
-            con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
-            con.execute("create temp table rk (pid integer primary key, rank integer)")
-            con.executemany("insert into temp.rk values (?, ?)", ranks.items())
-            con.execute(f"create temp table ops as {ops_sql}")
-            bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
-            if bad:
-                raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
-                                f"ends before it starts (start {bad[1]}, end {bad[2]})")
-            long = con.execute("select seq, end - start from temp.ops where end - start > ? limit 1",
-                               [MAX_DURATION_NS]).fetchone()
-            if long:
-                raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
-            source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
-                      "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
-                      "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
-                      "thread_id": f"o.ltid & {0xFFFFFF}", "nvtx_range": "rg.range_id", "nvtx_path": "rg.path_id",
-                      "input_types": "null", "op": "null", "metrics": "null", "precision": "n.precision",
-                      "tensor_core": "n.tensor_core", "family": "n.family_id", "evidence": "n.evidence",
-                      "evidence_detail": "n.detail_id", "name": "n.name_id", "short_name": "n.short_id"}
-            assert set(source) == set(KERNEL_COLUMNS)
-            cols = ", ".join(STORED_COLUMNS)
-            values = ", ".join(source[c] for c in KERNEL_COLUMNS)
-            con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
-                        "join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
-                        "left join temp.rk rk on rk.pid = o.pid order by o.seq",
-                        [run_id])
-            by_kind = {k: (int(n), int(t or 0)) for k, n, t in con.execute(
-                "select kind, count(*), sum(end - start) from temp.ops group by kind")}
-            per_range = [(int(i), k, int(n), int(t or 0)) for i, k, n, t in con.execute(
-                "select rix, kind, count(*), sum(end - start) from temp.ops where rix is not null group by rix, kind")]
-            unlaunched = int(con.execute("select count(*) from temp.ops where ltid is null").fetchone()[0])
-            launched: dict[int, int] = {}
-            if windows:
-                con.execute("create index temp.ops_launch on ops (lpid, lstart) where kind = 'kernel'")
-                for ix, pid, start, end in windows:
-                    launched[ix] = int(con.execute(
-                        "select count(*) from temp.ops where kind = 'kernel' and lpid = ? and lstart >= ? and lstart < ?",
-                        [pid, start, end]).fetchone()[0])
-        finally:
-            for table in ("ops", "nm", "rg", "seg", "rk"):
-                con.execute(f"drop table if exists temp.{table}")
-    return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
-
-
-def _ro_uri(path: Path) -> str:
-    from .database import file_uri
-
-    return file_uri(path, read_only=True)
-
-
-IN_MEMORY_BYTES = 256 << 20
-
 # The ``names`` keys of copies (their second key is the copyKind) and sets: negative, apart
 # from kernels' string ids (and -2, a kernel with no name).
 MEMSET_KEY = -1
 MEMCPY_KEY = -1000
-
-
-def _ops_sql(export: NsysExport) -> str:
-    """The GPU operations with their launch calls, numbered in launch order, each with the
-    innermost range open for its launching thread then (``temp.seg``): the thread's own state
-    where it has ranges of its own open, else its process's (start/end ranges, keyed by the
-    globalTid with the thread part zero)."""
-    cols = export.schema.columns
-    parts = ["""
-        select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
-               k.deviceId as dev,
-               k.streamId as stream, k.correlationId as corr, k.globalPid as gpid,
-               k.gridX as gx, k.gridY as gy, k.gridZ as gz, k.blockX as bx, k.blockY as by, k.blockZ as bz
-        from src.CUPTI_ACTIVITY_KIND_KERNEL k"""]
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in cols:
-        parts.append(f"""
-        select 'memcpy', {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,
-               m.globalPid, null, null, null, null, null, null
-        from src.CUPTI_ACTIVITY_KIND_MEMCPY m""")
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in cols:
-        parts.append(f"""
-        select 'memset', {MEMSET_KEY}, null, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
-               null, null, null, null, null, null
-        from src.CUPTI_ACTIVITY_KIND_MEMSET s""")
-    ops = " union all ".join(parts)
-    return f"""
-        with ops as ({ops}),
-        launched as (
-            select ops.*, r.start as lstart, r.globalTid as ltid
-            from ops left join src.CUPTI_ACTIVITY_KIND_RUNTIME r
-              on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
-        select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, sn, start, end, dev,
-               stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
-               (gpid >> 24) & {0xFFFFFF} as pid,
-               coalesce((select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
-                         order by s.start desc limit 1),
-                        (select s.ix from temp.seg s where s.gtid = launched.ltid - (launched.ltid & {0xFFFFFF})
-                           and s.start <= launched.lstart order by s.start desc limit 1)) as rix
-        from launched"""
