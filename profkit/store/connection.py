@@ -23,7 +23,6 @@ def db_path(db: str | os.PathLike[str] | None) -> Path:
     return Path(db or os.environ.get("PROFKIT_DB") or DEFAULT_DB).expanduser()
 
 
-
 # SQLite keeps its busy timeout in milliseconds in a C int: a longer one becomes no wait at all.
 MAX_BUSY_TIMEOUT_S = (2**31 - 1) // 1000  # 2147483 s, about 24 days
 MAX_ID = 2**63 - 1  # SQLite's largest integer: no run or benchmark id is larger

@@ -62,6 +62,17 @@ class RunFields(TypedDict, total=False):
     info: dict[str, Any]
 
 
+def check_run_name(name: str) -> None:
+    """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
+    if len(name) > MAX_NAME:
+        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
+        raise UsageError(
+            f"`name` {name!r} is not a usable run name",
+            "Use letters, digits, '.', '_' and '-', starting with a letter, digit or '_', and not only digits "
+            "(a number means a run id).",
+        )
+
 
 def raw_dir(db: Path, run_name: str) -> Path:
     """``<db stem>-runs/<run name>/`` beside the database (the folder a run of an earlier
@@ -83,19 +94,6 @@ def _in_runs(db: Path, folder_name: str) -> Path:
 # locks belong to an open file, so another open of the same file (another process, or another
 # Store here) cannot take them while the owner lives.
 _HELD: dict[str, int] = {}
-
-
-def check_run_name(name: str) -> None:
-    """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
-    if len(name) > MAX_NAME:
-        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
-        raise UsageError(
-            f"`name` {name!r} is not a usable run name",
-            "Use letters, digits, '.', '_' and '-', starting with a letter, digit or '_', and not only digits "
-            "(a number means a run id).",
-        )
-
 
 
 class Runs(Writes):
@@ -416,7 +414,6 @@ def _encoded(row: dict[str, Any]) -> dict[str, Any]:
 
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
 
 
 def _run(row: dict[str, Any]) -> RunRecord:
