@@ -265,8 +265,8 @@ def test_a_schema_6_database_gets_the_bench_tables(tmp_path):
     path = tmp_path / "p.db"
     Store(path).add_bench(_bench())
     con = sqlite3.connect(path)
-    con.executescript("drop table bench_rows; drop table benches; "
-                      "update meta set value = '6' where key = 'schema_version';")
+    con.executescript("drop table bench_rows; drop table benches; drop table _sqlite_migrations; "
+                      "update meta set value = '6' where key = 'schema_version';")  # a schema 6 database
     con.close()
     store = Store(path)
     assert store.benches() == [] and SCHEMA_VERSION >= 7

@@ -1,9 +1,13 @@
 """Every SQL statement on profkit's own database lives in this package: ``database`` is
-profkit's SQLite database (runs, their kernel tables and ranges, written through sqlite-utils),
-``layout`` the kernel table's stored columns, and ``nsys_import`` the bulk import of an Nsight
-Systems export (ATTACHed read-only). The one other database profkit reads, an nsys export, has
-its reader with the parsers (``profkit.parse.nsys_export``). No other module imports sqlite3
-or holds SQL: importers and analyses get rows and figures from these classes' methods."""
+profkit's SQLite database (``Store``: runs, their kernel tables and ranges, written through
+sqlite-utils), made of one module per concern: ``connection`` (the file, WAL, write
+transactions), ``migrations`` (the layout as named, ordered steps recorded in the database),
+``runs`` (a run's life), ``writes`` (kernel rows in bulk), ``queries`` (what the analyses
+read) and ``benches``; ``layout`` holds every table's stored columns, and ``nsys_import`` the
+bulk import of an Nsight Systems export (ATTACHed read-only). The one other database profkit
+reads, an nsys export, has its reader with the parsers (``profkit.parse.nsys_export``). No
+other module imports sqlite3 or holds SQL: importers and analyses get rows and figures from
+``Store``'s methods."""
 
 from .database import DEFAULT_DB, Store, db_path, is_database_error, raw_dir
 

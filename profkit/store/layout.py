@@ -1,9 +1,21 @@
-"""The layout of profkit's kernel table as stored: shared by ``database`` (profkit's database)
-and ``nsys_import`` (the bulk import of an nsys export)."""
+"""The layout of profkit's tables as stored: the columns of ``runs``, ``kernel_rows`` (the
+kernel table, its texts interned in ``strings``) and the ``kernels`` view over it, ``ranges``,
+``benches`` and ``bench_rows``. Shared by ``migrations`` (which makes them), the writers and
+readers of each table, and ``nsys_import`` (the bulk import of an nsys export)."""
 
 from __future__ import annotations
 
-from ..parse.schema import CLASSIFIED, COLUMNS
+from ..parse.schema import CLASSIFIED, COLUMNS, RANGE_COLUMNS
+
+RUN_COLUMNS: dict[str, type] = {
+    "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
+    "batch_size": int, "iters": int, "device": str, "tool": str, "tool_version": str, "metric_set": str,
+    "metrics": str, "gpu_name": str, "compute_capability": str, "command": str, "started_at": str,
+    "finished_at": str, "raw_files": str, "source_sha256": str, "activity": str, "kernel_count": int,
+    "gpu_time_ns": int, "profiled_wall_s": float, "info": str, "owner": str, "folder": str,
+}  # documented on RunRecord (but owner: "host:pid" of the process writing it, "host:pid+lock" where it holds
+# the run's lock file, see Store._recover); metrics, command, raw_files and info hold JSON
+JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
 for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
@@ -14,3 +26,27 @@ for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
 INTERNED = ("name", "short_name", "nvtx_range", "nvtx_path", "input_types", "op", "family", "evidence_detail")
 STORED_COLUMNS: dict[str, type] = {(f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
                                    for c, t in KERNEL_COLUMNS.items()}
+
+# The kernels view: kernel_rows with each id replaced by its text, the columns and order of
+# the table it replaced (schema 5); metrics '{}' where none were stored (NULL).
+KERNELS_VIEW = "create view kernels as select " + ", ".join(
+    f"s_{c}.text as {c}" if c in INTERNED else ("coalesce(k.metrics, '{}') as metrics" if c == "metrics" else f"k.{c}")
+    for c in KERNEL_COLUMNS) + " from kernel_rows k " + " ".join(
+    f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
+RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
+
+# Benchmarks (``profkit bench``, schema 7): one ``benches`` row each (the fields of
+# records.BenchRecord; precisions, modes and info hold JSON) and one ``bench_rows`` row per
+# combination (records.BenchRow's fields; iter_ns holds JSON, reference_only 0 or 1), in the
+# order ``seq`` the benchmark ran them.
+BENCH_COLUMNS: dict[str, type] = {
+    "id": int, "workload": str, "batch_size": int, "device": str, "iters": int, "warmup": int, "precisions": str,
+    "modes": str, "created_at": str, "gpu_name": str, "torch_version": str, "info": str,
+}
+JSON_BENCH_COLUMNS = ("precisions", "modes", "info")
+BENCH_ROW_COLUMNS: dict[str, type] = {
+    "bench_id": int, "seq": int, "precision": str, "mode": str, "status": str, "reference_only": int, "error": str,
+    "median_ms": float, "spread_ms": float, "p25_ms": float, "p75_ms": float, "min_ms": float, "max_ms": float,
+    "items_per_s": float, "s_per_item": float, "peak_memory_bytes": int, "max_abs_diff": float,
+    "top1_agreement": float, "note": str, "iter_ns": str,
+}

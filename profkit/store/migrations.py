@@ -1,0 +1,270 @@
+"""profkit's database layout as a named, ordered list of steps (``STEPS``), each applied once
+to a database, in order, in a write transaction of its own together with the record of it:
+a row in ``_sqlite_migrations`` (the table and columns of sqlite-utils' ``Migrations``, set
+``profkit``: id, name, applied_at). A new database gets every step, from the first (``runs``).
+A step brings its part of the layout to today's and does nothing where that is already there
+(the first step of a new database makes today's ``runs``, so the later steps that add columns
+to it find them): a database of any earlier profkit reaches the same layout as a new one.
+
+Each step also has the schema version it brings the database to (its place in the list), and
+``meta``'s ``schema_version`` is kept at the last applied step's, as earlier profkits wrote it:
+they refuse a database of a newer schema than theirs, so a step added here is a new version
+to them too. A database written before steps were recorded (schema 1 to 9: no record table;
+schema 1 had no ``meta``) has had the steps up to its version: those are recorded, with no
+time, in the transaction of the first step it still needs. One that is up to date is read as
+it is, without writing (a read-only file opens). A database of a newer profkit (a schema
+version above ``SCHEMA_VERSION``, or a step recorded that this profkit does not know) is
+refused in one line.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import StoreError
+from .connection import Connection
+from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW, RANGE_TABLE_COLUMNS,
+                     RUN_COLUMNS, STORED_COLUMNS)
+
+MIGRATIONS_TABLE = "_sqlite_migrations"
+MIGRATION_SET = "profkit"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One change of the layout: ``apply`` makes it, inside the step's write transaction."""
+
+    name: str
+    version: int  # the schema version a database has once this step (and those before it) is applied
+    apply: Callable[[Connection], None]
+
+
+STEPS: list[Step] = []
+
+
+def step(func: Callable[[Connection], None]) -> Callable[[Connection], None]:
+    """Append ``func`` to STEPS under its own name (the next schema version)."""
+    STEPS.append(Step(func.__name__, len(STEPS) + 1, func))
+    return func
+
+
+# ------------------------------------------------------------------ the steps, oldest first
+@step
+def runs(s: Connection) -> None:
+    """Schema 1: ``runs`` (a run's name taken once), and ``meta`` (made by the recording)."""
+    if "runs" not in s._tables():
+        s.db.table("runs").create(RUN_COLUMNS, pk="id", not_null={"name"})
+        s.db.table("runs").create_index(["name"], unique=True)
+
+
+@step
+def cpu_runs_and_ranges(s: Connection) -> None:
+    """Schema 2: a run's ``activity`` (the runs before it were of kernels) and ``ranges``."""
+    if "activity" not in _columns(s, "runs"):
+        s.db.table("runs").add_column("activity", str)
+        s.execute("update runs set activity = 'kernel'")
+    if "ranges" not in s._tables():
+        s.db.table("ranges").create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),
+                                    foreign_keys=[("run_id", "runs", "id")])
+
+
+@step
+def kernel_op(s: Connection) -> None:
+    """Schema 3: the kernels' launching operator (``op``), where the kernels are still a table."""
+    if _kind(s, "kernels") == "table":
+        _add_columns(s, "kernels", {"op": KERNEL_COLUMNS["op"]})
+
+
+@step
+def kernel_start_ns(s: Connection) -> None:
+    """Schema 4: the kernels' ``start_ns``, where the kernels are still a table."""
+    if _kind(s, "kernels") == "table":
+        _add_columns(s, "kernels", {"start_ns": KERNEL_COLUMNS["start_ns"]})
+
+
+@step
+def run_owner(s: Connection) -> None:
+    """Schema 5: a run's ``owner`` (the process writing it)."""
+    _add_columns(s, "runs", {"owner": RUN_COLUMNS["owner"]})
+
+
+@step
+def strings_and_kernel_rows(s: Connection) -> None:
+    """Schema 6: texts kept once in ``strings``, launches in ``kernel_rows`` (one row per launch,
+    clustered by run and launch: no rowid, no second copy of the key) and ``kernels`` a view
+    over them. A ``kernels`` table of an earlier profkit is copied in (in launch order; the
+    columns it lacks are added first), dropped and the view put in its place (a user's own
+    views over ``kernels`` read the view from then on)."""
+    if _kind(s, "kernel_rows") == "table":
+        return
+    old = _kind(s, "kernels") == "table"
+    if old:
+        _add_columns(s, "kernels", KERNEL_COLUMNS)
+    s.execute("create table strings (id integer primary key, text text not null unique)")
+    cols = ", ".join(f"{c} {'integer' if t is int else 'text'}" for c, t in STORED_COLUMNS.items())
+    # No other index: every query reads one run's rows, which the key clusters.
+    s.execute(f"create table kernel_rows ({cols}, primary key (run_id, launch_id), "
+              "foreign key (run_id) references runs (id)) without rowid")
+    if old:
+        for c in INTERNED:
+            s.execute(f"insert or ignore into strings (text) select distinct {c} from kernels where {c} is not null")
+        select = ", ".join(f"(select id from strings where text = o.{c})" if c in INTERNED else
+                           ("nullif(o.metrics, '{}')" if c == "metrics" else f"o.{c}") for c in KERNEL_COLUMNS)
+        s.execute(f"insert into kernel_rows ({', '.join(STORED_COLUMNS)}) select {select} from kernels o "
+                  "order by o.run_id, o.launch_id")
+        s.execute("drop table kernels")
+    s.execute(KERNELS_VIEW)
+
+
+@step
+def benches(s: Connection) -> None:
+    """Schema 7: ``benches`` and ``bench_rows`` (profkit bench), one row per precision and mode."""
+    if "benches" not in s._tables():
+        s.db.table("benches").create(BENCH_COLUMNS, pk="id", not_null={"workload"})
+        s.db.table("bench_rows").create(BENCH_ROW_COLUMNS, pk=("bench_id", "seq"),
+                                        foreign_keys=[("bench_id", "benches", "id")])
+        s.db.table("bench_rows").create_index(["bench_id", "precision", "mode"], unique=True)
+
+
+@step
+def ranks(s: Connection) -> None:
+    """Schema 8: ``rank`` in kernel_rows (the view, which names every column, made anew: rank
+    after ``device``) and in ranges."""
+    if _add_columns(s, "kernel_rows", STORED_COLUMNS):
+        s.execute("drop view if exists kernels")
+        s.execute(KERNELS_VIEW)
+    _add_columns(s, "ranges", RANGE_TABLE_COLUMNS)
+
+
+@step
+def run_folders_and_ids(s: Connection) -> None:
+    """Schema 9: a run's raw ``folder``, and run ids never given twice (meta ``max_run_id``).
+    (Owners that hold their run's lock say so in ``owner``: no column.)"""
+    _add_columns(s, "runs", RUN_COLUMNS)
+    set_max_run_id(s)
+
+
+SCHEMA_VERSION = len(STEPS)
+
+
+# ------------------------------------------------------------------ helpers of the steps
+def set_max_run_id(s: Connection) -> None:
+    """Record the highest run id given so far (meta ``max_run_id``): a new run's id is above
+    it, so the id of a deleted run is never given again (runs has no AUTOINCREMENT)."""
+    s.execute("insert or replace into meta (key, value) values ('max_run_id', "
+              "(select max(coalesce((select max(id) from runs), 0), "
+              "coalesce((select cast(value as integer) from meta where key = 'max_run_id'), 0))))")
+
+
+def _columns(s: Connection, table: str) -> set[str]:
+    return {r[1] for r in s.execute(f"pragma table_info({table})")}
+
+
+def _kind(s: Connection, name: str) -> str | None:
+    """'table', 'view' or None: what ``name`` is in the database."""
+    row = s.execute("select type from sqlite_master where name = ?", [name]).fetchone()
+    return str(row[0]) if row else None
+
+
+def _add_columns(s: Connection, table: str, columns: dict[str, type]) -> list[str]:
+    """Add to ``table`` those of ``columns`` it lacks (an earlier schema's table); return them."""
+    have = _columns(s, table)
+    added = [c for c in columns if c not in have]
+    for col in added:
+        s.db.table(table).add_column(col, columns[col])
+    return added
+
+
+# ------------------------------------------------------------------ applying them
+def schema_version(s: Connection) -> int:
+    """The schema version the file says it has (1: written before versions were kept; 0: a new
+    database, no ``runs`` yet)."""
+    tables = s._tables()
+    if "runs" not in tables:
+        return 0
+    row = s.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
+    value = row[0] if row else "1"
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise StoreError(f"{s.path} has a schema version profkit does not know ({value!r})") from None
+
+
+def recorded(s: Connection) -> list[str]:
+    """The names of the steps the database records as applied, in order (read only)."""
+    if MIGRATIONS_TABLE not in s._tables():
+        return []
+    return [r[0] for r in s.execute(f"select name from {MIGRATIONS_TABLE} where migration_set = ? order by id",
+                                    [MIGRATION_SET])]
+
+
+def applied(s: Connection) -> set[str]:
+    """The steps the database has had: those recorded, and those its schema version implies
+    (a database written before steps were recorded)."""
+    version = schema_version(s)
+    return set(recorded(s)) | {st.name for st in STEPS if st.version <= version}
+
+
+def ensure_schema(s: Connection, create: bool) -> None:
+    """Bring the database to today's layout: every step it has not had, in order; nothing
+    written where it has had them all. Refuses a file that is not profkit's, an empty one
+    where ``create`` is false, and a database of a newer profkit."""
+    tables = s._tables()
+    if tables and "runs" not in tables:
+        raise StoreError(f"{s.path} is a SQLite database but not a profkit one (no runs table)")
+    if not tables and not create:
+        raise StoreError(f"{s.path} is not a profkit database (it holds no tables)",
+                         "Run or import something first, or choose another `db`.")
+    version = schema_version(s)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{s.path} was written by a newer profkit (schema {version}; this one reads {SCHEMA_VERSION})",
+                         "Upgrade profkit.")
+    known = {st.name for st in STEPS}
+    unknown = [name for name in recorded(s) if name not in known]
+    if unknown:
+        raise StoreError(f"{s.path} was written by a newer profkit (its layout step {unknown[0]!r} is not one this "
+                         "profkit knows)", "Upgrade profkit.")
+    done = applied(s)
+    pending = [st for st in STEPS if st.name not in done]
+    if not pending:
+        return
+    if tables and MIGRATIONS_TABLE not in tables:  # an earlier profkit's: its kernels are a table or kernel_rows
+        if _kind(s, "kernels") != "table" and _kind(s, "kernel_rows") is None:
+            raise StoreError(f"{s.path} says schema {version} but its kernels are not a table: not a layout "
+                             "profkit wrote")
+    try:
+        for st in pending:
+            _apply(s, st)
+    except sqlite3.OperationalError as exc:
+        if tables and ("readonly" in str(exc) or "read-only" in str(exc)):
+            raise StoreError(f"{s.path} was written by an earlier profkit (schema {version}) and is upgraded "
+                             f"in place the first time it is opened, but it cannot be written ({exc})",
+                             "Open it once where it is writable (or as its owner).") from exc
+        raise
+
+
+def _apply(s: Connection, st: Step) -> None:
+    """One step and its record in one write transaction, unless another process applied it
+    meanwhile (read again under the write lock). The steps an earlier profkit applied (its
+    schema version's) are recorded with the first."""
+    with s.write():
+        have = recorded(s)
+        done = applied(s)
+        if st.name in done:
+            return
+        s.db.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
+        version = schema_version(s)
+        st.apply(s)
+        if MIGRATIONS_TABLE not in s._tables():  # as sqlite-utils' Migrations makes it
+            s.db.table(MIGRATIONS_TABLE).create({"id": int, "migration_set": str, "name": str, "applied_at": str},
+                                                pk="id")
+            s.db.table(MIGRATIONS_TABLE).create_index(["migration_set", "name"], unique=True)
+        earlier = [(x.name, None) for x in STEPS if x.name in done and x.name not in have]  # no time known
+        now = str(datetime.datetime.now(datetime.timezone.utc))
+        s.conn.executemany(f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values (?, ?, ?)",
+                           [(MIGRATION_SET, name, at) for name, at in [*earlier, (st.name, now)]])
+        s.execute("insert or replace into meta (key, value) values ('schema_version', ?)",
+                  [str(max(version, st.version))])

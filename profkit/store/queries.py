@@ -1,0 +1,292 @@
+"""The analyses' queries over profkit's database: a run's kernel rows streamed (as rows or as
+SQLite-made JSON), their totals and groupings (on ``kernel_rows`` by text ids where a run has
+millions of rows, named after), the timeline, ranges and NVTX stacks, and the per-rank figures
+of a distributed run. The analyses call these and hold no SQL of their own."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Iterator, Sequence
+
+from ..parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, ClassifiedRow, RangeRow
+from .connection import Connection
+from .layout import INTERNED
+
+
+class Queries(Connection):
+    """Reading a run's rows and figures."""
+
+    # ------------------------------------------------------------------ reading kernels
+    def iter_kernels(self, run_id: int) -> Iterator[ClassifiedRow]:
+        """Kernel rows (KERNEL_FIELDS, in that order) in launch order, streamed, with metrics
+        decoded and tensor_core as bool."""
+        cur = self.execute(f"select {', '.join(KERNEL_FIELDS)} from kernels where run_id = ? order by launch_id",
+                              [run_id])
+        loads = json.loads
+        while batch := cur.fetchmany(5000):
+            for values in batch:
+                row = dict(zip(KERNEL_FIELDS, values))
+                row["metrics"] = loads(row["metrics"]) if row["metrics"] else {}
+                if row["tensor_core"] is not None:
+                    row["tensor_core"] = bool(row["tensor_core"])
+                yield row  # type: ignore[misc]  # KERNEL_FIELDS are ClassifiedRow's keys
+
+    def iter_kernels_json(self, run_id: int) -> Iterator[str]:
+        """The rows of :meth:`iter_kernels` as JSON objects (one text each, same keys, order and
+        values), made by SQLite itself: the fast path of ``kernels --format json``."""
+        def field(c: str) -> str:
+            if c == "tensor_core":
+                return "case tensor_core when 1 then json('true') when 0 then json('false') end"
+            return "json(metrics)" if c == "metrics" else c
+        obj = "json_object(" + ", ".join(f"'{c}', {field(c)}" for c in KERNEL_FIELDS) + ")"
+        cur = self.execute(f"select {obj} from kernels where run_id = ? order by launch_id", [run_id])
+        while batch := cur.fetchmany(5000):
+            for (text,) in batch:
+                yield text
+
+    def count_by_kind(self, run_id: int) -> dict[str, int]:
+        """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
+        return {k: int(n) for k, n in self.execute(
+            "select kind, count(*) from kernels where run_id = ? group by kind order by kind", [run_id])}
+
+    def totals(self, run_id: int, kind: str) -> dict[str, int]:
+        """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
+        and the time of launches whose tensor-core use is unknown."""
+        count, total, tc_count, tc_time, unknown_time = self.execute(
+            "select count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
+            "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
+            "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0) "
+            "from kernels where run_id = ? and kind = ?", [run_id, kind]).fetchone()
+        return {"count": int(count), "time_ns": int(total), "tensor_core_count": int(tc_count),
+                "tensor_core_time_ns": int(tc_time), "unknown_time_ns": int(unknown_time)}
+
+    GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
+
+    def grouped(self, run_id: int, by: str, kinds: Iterable[str], missing: str = "unknown") -> list[tuple[str, int, int]]:
+        """(value of ``by``, count, summed duration) over a run's rows of these kinds, largest
+        time first; a NULL value counts as ``missing``."""
+        return self.breakdown(run_id, (by,), kinds, missing)[by]
+
+    def breakdown(self, run_id: int, bys: Sequence[str], kinds: Iterable[str],
+                  missing: str | dict[str, str] = "unknown") -> dict[str, list[tuple[str, int, int]]]:
+        """:meth:`grouped` for several columns in one pass over the run's rows (texts by their
+        ids, read once each): ``missing`` names a NULL value, for all or per column."""
+        bad = [b for b in bys if b not in self.GROUPABLE]
+        if bad:
+            raise ValueError(f"cannot group kernels by {bad[0]!r}")
+        kinds = list(kinds)
+        cols = [f"{b}_id" if b in INTERNED else b for b in bys]
+        q = f"""select {', '.join(cols)}, count(*), coalesce(sum(duration_ns), 0) from kernel_rows
+                where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by {', '.join(cols)}"""
+        combos = self.execute(q, [run_id, *kinds]).fetchall()
+        texts = self._texts({v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None})
+        out = {}
+        for i, b in enumerate(bys):
+            acc: dict[str, list[int]] = {}
+            absent = missing if isinstance(missing, str) else missing.get(b, "unknown")
+            for row in combos:
+                v = row[i]
+                key = absent if v is None else (texts[v] if b in INTERNED else str(v))
+                cell = acc.setdefault(key, [0, 0])
+                cell[0] += int(row[-2])
+                cell[1] += int(row[-1])
+            out[b] = sorted(((k, n, t) for k, (n, t) in acc.items()), key=lambda r: (-r[2], r[0]))
+        return out
+
+    def _texts(self, ids: Iterable[int]) -> dict[int, str]:
+        """The texts of these ``strings`` ids."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            out.update(self.execute(f"select id, text from strings where id in ({', '.join('?' * len(chunk))})",
+                                    chunk).fetchall())
+        return out
+
+    def top_names(self, run_id: int, kind: str, limit: int) -> list[dict[str, Any]]:
+        """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
+        summed time, and the tensor-core verdict and evidence of the first launch."""
+        # One min() aggregate: SQLite takes the bare columns from the group's first launch.
+        q = """select name_id, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision,
+                      tensor_core, evidence
+               from kernel_rows where run_id = ? and kind = ? group by name_id, precision"""
+        groups = self.execute(q, [run_id, kind]).fetchall()
+        texts = self._texts({g[0] for g in groups if g[0] is not None})
+        named = sorted(((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0]))[:limit]
+        return [{"name": name, "launches": int(n), "total_ns": int(t), "precision": precision,
+                 "tensor_core": None if tc is None else bool(tc), "evidence": ev}
+                for name, _, n, t, precision, tc, ev in named]
+
+    def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[dict[str, Any]]:
+        """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
+        time, tensor-core time, family and short name (the least of each group's). What a
+        diff aligns; a run has far fewer of these than launches. ``in_iterations``: only rows
+        launched inside a measured-iteration range (``<tag>.iterN``)."""
+        args: list[Any] = [run_id]
+        where = ""
+        if in_iterations:
+            paths = [r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")]
+            where = f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"
+            args += paths
+        # Grouped on ids in one pass over kernel_rows; the few groups are named and merged here.
+        q = f"""select kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id, min(launch_id),
+                       count(*), coalesce(sum(duration_ns), 0),
+                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0)
+                from kernel_rows where run_id = ?{where}
+                group by kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id"""
+        rows = self.execute(q, args).fetchall()
+        texts = self._texts({i for r in rows for i in (r[1], r[2], r[4], r[5]) if i is not None})
+        merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for kind, name, op, precision, short, family, first, calls, time_ns, tc_ns in rows:
+            key = (kind, texts.get(name), texts.get(op), precision)
+            g = merged.get(key)
+            if g is None:
+                merged[key] = {"kind": kind, "name": key[1], "op": key[2], "short_name": texts.get(short),
+                               "family": texts.get(family), "calls": calls, "time_ns": time_ns, "tc_time_ns": tc_ns,
+                               "precisions": precision, "first": first}
+                continue
+            g["calls"] += calls
+            g["time_ns"] += time_ns
+            g["tc_time_ns"] += tc_ns
+            g["first"] = min(g["first"], first)
+            for col, value in (("short_name", texts.get(short)), ("family", texts.get(family))):
+                if value is not None and (g[col] is None or value < g[col]):
+                    g[col] = value
+        out = sorted(merged.values(), key=lambda g: g["first"])
+        for g in out:
+            del g["first"]
+        return out
+
+    def name_groups(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+        """A run's rows of one kind grouped by (name, precision), most time first: launches,
+        summed/min/max duration, launches on and off tensor cores, family, and the distinct
+        evidence kinds and details behind the verdicts (JSON lists). What the report's kernel
+        table shows."""
+        q = """select name, precision, min(short_name) as short_name, min(family) as family, count(*) as calls,
+                      coalesce(sum(duration_ns), 0) as time_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns,
+                      coalesce(sum(tensor_core = 1), 0) as tc_calls, coalesce(sum(tensor_core = 0), 0) as cuda_calls,
+                      json_group_array(distinct evidence) as evidences,
+                      json_group_array(distinct evidence_detail) as details, min(op) as op, min(launch_id) as first
+               from kernels where run_id = ? and kind = ? group by name, precision order by time_ns desc, name"""
+        out = []
+        for r in self.query(q, [run_id, kind]):
+            r = dict(r)
+            r["evidences"] = [e for e in json.loads(r["evidences"]) if e is not None]
+            r["details"] = [d for d in json.loads(r["details"]) if d]
+            out.append(r)
+        return out
+
+    def first_launches(self, run_id: int, kind: str, per_group: int) -> list[dict[str, Any]]:
+        """The first ``per_group`` launches of each (name, precision) group of one kind, in
+        launch order: where and how each ran (no counters)."""
+        cols = ("launch_id", "name", "precision", "duration_ns", "start_ns", "grid_x", "grid_y", "grid_z",
+                "block_x", "block_y", "block_z", "stream", "thread_id", "nvtx_range", "tensor_core", "evidence_detail")
+        q = f"""select {', '.join(cols)} from (
+                  select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
+                  from kernels where run_id = ? and kind = ?)
+               where nth <= ? order by launch_id"""
+        return [dict(zip(cols, r)) for r in self.execute(q, [run_id, kind, per_group])]
+
+    def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[dict[str, Any]]:
+        """Per kernel (name, precision) with any of ``metrics`` non-zero: launches, summed
+        duration of the launches that have the counters, and each metric's sum."""
+        if not metrics:
+            return []
+        sums = ", ".join(f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics)))
+        q = f"""select name, precision, min(short_name) as short_name, count(*) as calls,
+                       coalesce(sum(duration_ns), 0) as time_ns, {sums}
+                from kernels where run_id = ? and kind = 'kernel' and metrics != '{{}}'
+                group by name, precision order by time_ns desc, name"""
+        paths = [f'$."{m}"' for m in metrics]
+        out = []
+        for row in self.execute(q, [*paths, run_id]):
+            name, precision, short, calls, time_ns, *values = row
+            found = {m: float(v) for m, v in zip(metrics, values) if v}
+            if found:
+                out.append({"name": name, "precision": precision, "short_name": short, "calls": int(calls),
+                            "time_ns": int(time_ns), "metrics": found})
+        return out
+
+    def timeline(self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """GPU rows that started in [start_ns, end_ns) on the capture's clock (either bound may
+        be None: open), launched by any thread, in start order, at most ``limit``; and how many
+        there were."""
+        where = "run_id = ? and start_ns is not null and kind != 'cpu_op'"
+        args: list[Any] = [run_id]
+        if start_ns is not None:
+            where += " and start_ns >= ?"
+            args.append(start_ns)
+        if end_ns is not None:
+            where += " and start_ns < ?"
+            args.append(end_ns)
+        total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
+        cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
+                "precision", "tensor_core")
+        rows = [dict(zip(cols, r)) for r in self.execute(
+            f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
+        return rows, total
+
+    # ------------------------------------------------------------------ reading ranges
+    def ranges(self, run_id: int) -> list[RangeRow]:
+        """The ranges a timeline capture recorded, in start order."""
+        return [{k: r[k] for k in RANGE_COLUMNS} for r in  # type: ignore[misc]
+                self.query("select * from ranges where run_id = ? order by range_id", [run_id])]
+
+    def kernel_paths(self, run_id: int) -> list[dict[str, Any]]:
+        """Per NVTX stack the launches were made in (first launch first): the innermost range's
+        name, the launching thread, kernels (or CPU operators), GPU operations and the kernels'
+        summed time (CPU self time)."""
+        q = """select nvtx_path, min(launch_id) as first, min(nvtx_range) as name, min(thread_id) as thread_id,
+                      sum(kind in ('kernel', 'cpu_op')) as kernels, count(*) as gpu_ops,
+                      sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
+               from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
+        return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
+                for r in self.query(q, [run_id])]
+
+    # ------------------------------------------------------------------ reading ranks (distributed runs)
+    def _string_id(self, text: str) -> int:
+        row = self.execute("select id from strings where text = ?", [text]).fetchone()
+        return int(row[0]) if row else -1
+
+    def rank_totals(self, run_id: int, kind: str, family: str) -> list[dict[str, Any]]:
+        """Per rank (in order) of a run's rows of one kind: launches, summed duration, the
+        launches and time of ``family`` (communication), and the devices they ran on."""
+        fid = self._string_id(family)
+        q = """select rank, count(*), coalesce(sum(duration_ns), 0), coalesce(sum(family_id = ?), 0),
+                      coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0),
+                      group_concat(distinct device)
+               from kernel_rows where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
+        return [{"rank": int(r), "kernels": int(n), "time_ns": int(t), "family_kernels": int(fn), "family_ns": int(ft),
+                 "devices": sorted({int(d) for d in (devs or "").split(",") if d})}
+                for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])]
+
+    def rank_intervals(self, run_id: int, family: str) -> Iterator[tuple[int, int | None, int, int, bool]]:
+        """(rank, device, start_ns, duration_ns, of ``family``) of a run's kernels that have a
+        start time, ordered by rank, device and start: streamed."""
+        fid = self._string_id(family)
+        cur = self.execute("""select rank, device, start_ns, coalesce(duration_ns, 0), family_id = ? from kernel_rows
+                              where run_id = ? and kind = 'kernel' and rank is not null and start_ns is not null
+                              order by rank, device, start_ns""", [fid, run_id])
+        while batch := cur.fetchmany(5000):
+            for rank, device, start, duration, of_family in batch:
+                yield int(rank), device, int(start), int(duration), bool(of_family)
+
+    def rank_path_times(self, run_id: int, kind: str, family: str) -> list[dict[str, Any]]:
+        """Per rank and NVTX stack of a run's rows of one kind: launches, summed duration and
+        the time of ``family``."""
+        fid = self._string_id(family)
+        rows = self.execute("""select rank, nvtx_path_id, count(*), coalesce(sum(duration_ns), 0),
+                                      coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0)
+                               from kernel_rows where run_id = ? and kind = ? and rank is not null
+                               group by rank, nvtx_path_id""", [fid, run_id, kind]).fetchall()
+        texts = self._texts({r[1] for r in rows if r[1] is not None})
+        return [{"rank": int(r), "nvtx_path": texts.get(p) if p is not None else None, "kernels": int(n),
+                 "time_ns": int(t), "family_ns": int(ft)} for r, p, n, t, ft in rows]
+
+    def rank_name_counts(self, run_id: int, kind: str) -> list[tuple[int, str, str, int]]:
+        """(rank, name, precision, launches) of a run's rows of one kind."""
+        rows = self.execute("""select rank, name_id, coalesce(precision, 'unknown'), count(*) from kernel_rows
+                               where run_id = ? and kind = ? and rank is not null group by rank, name_id, precision""",
+                            [run_id, kind]).fetchall()
+        texts = self._texts({r[1] for r in rows if r[1] is not None})
+        return [(int(r), texts.get(n, ""), p, int(c)) for r, n, p, c in rows]

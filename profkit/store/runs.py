@@ -1,0 +1,431 @@
+"""A run's life in profkit's database: its name reserved atomically (a ``runs`` row with status
+``running`` or ``importing``, its owner's host and pid, and the run's lock held), its raw folder
+made as exclusively as the name, its kernels written (``writes``), and its end: ``ok`` with its
+counts and ranges, ``failed`` / ``interrupted`` keeping its row and files, or deleted. A row
+whose owner died is recovered when the database is next opened, by a process that takes the
+run's lock itself (see ``database``'s description). Runs read back as ``RunRecord``s."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import socket
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict
+
+from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
+from ..files import untrusted
+from ..parse.schema import Capture, ClassifiedRow
+from ..processes import alive
+from ..records import RunRecord
+from .connection import as_id, unwritable
+from .layout import JSON_RUN_COLUMNS
+from .migrations import set_max_run_id
+from .writes import Writes
+
+MAX_NAME = 120       # characters in a run name (it names a folder)
+# Run statuses: complete, and being written by the owner process. (A run that ended without
+# kernels is "failed" or "interrupted".)
+OK, WRITING = "ok", ("running", "importing")
+LOCKED = "+lock"     # an owner that holds its run's lock (schema 9 on); without it, an owner of an earlier profkit
+MAX_FOLDERS = 1000   # names a run's raw folder tries (<name>, <name>-2, ...) before it gives up
+
+
+class RunFields(TypedDict, total=False):
+    """A new run's columns, as a caller of :meth:`Store.add_run` gives them (see RunRecord);
+    the store adds the id, the counts and the capture's notes."""
+
+    name: str
+    source: str
+    status: str
+    workload: str | None
+    precision: str | None
+    mode: str | None
+    batch_size: int | None
+    iters: int | None
+    device: str | None
+    tool: str | None
+    tool_version: str | None
+    metric_set: str | None
+    metrics: list[str]
+    gpu_name: str | None
+    compute_capability: str | None
+    command: list[str]
+    started_at: str
+    finished_at: str
+    raw_files: dict[str, str]
+    source_sha256: str
+    profiled_wall_s: float
+    info: dict[str, Any]
+
+
+def check_run_name(name: str) -> None:
+    """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
+    if len(name) > MAX_NAME:
+        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
+        raise UsageError(
+            f"`name` {name!r} is not a usable run name",
+            "Use letters, digits, '.', '_' and '-', starting with a letter, digit or '_', and not only digits "
+            "(a number means a run id).",
+        )
+
+
+def raw_dir(db: Path, run_name: str) -> Path:
+    """``<db stem>-runs/<run name>/`` beside the database (the folder a run of an earlier
+    profkit has; a run's own is :meth:`Store.run_folder`); refused if it would lead elsewhere
+    (a name that is not a plain file name, or a run folder that is a link out)."""
+    check_run_name(run_name)
+    return _in_runs(db, run_name)
+
+
+def _in_runs(db: Path, folder_name: str) -> Path:
+    base = db.resolve().parent / f"{db.stem}-runs"
+    folder = base / folder_name
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", folder_name) or folder.resolve().parent != base.resolve():
+        raise StoreError(f"the raw folder {folder} leads outside {base}", "Remove that link, or choose another `name`.")
+    return folder
+
+
+# Run locks this process holds, by lock file path (any Store of this process releases them): flock
+# locks belong to an open file, so another open of the same file (another process, or another
+# Store here) cannot take them while the owner lives.
+_HELD: dict[str, int] = {}
+
+
+class Runs(Writes):
+    """Reserving, writing, ending, recovering and reading runs."""
+
+    # ------------------------------------------------------------------ names
+    def unique_name(self, base: str) -> str:
+        """``base`` made a usable run name, with ``-2``, ``-3``... if taken (read at this moment:
+        :meth:`reserve` takes the name under the write lock)."""
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.")[:MAX_NAME - 8].strip("-.") or "run"
+        if base.isdigit():
+            base = f"run-{base}"
+        taken = {r["name"] for r in self.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
+        if base not in taken:
+            return base
+        n = 2
+        while f"{base}-{n}" in taken:
+            n += 1
+        return f"{base}-{n}"
+
+    def check_name_free(self, name: str) -> None:
+        check_run_name(name)
+        row = self.execute("select status from runs where name = ?", [name]).fetchone()
+        if row:
+            what = "" if row[0] == OK else f" ({row[0]}; it keeps its files)"
+            raise RunExists(f"a run named {name!r} already exists in {self.path}{what}", "Choose another `name`.")
+
+    def runs_of_file(self, sha256: str) -> list[str]:
+        """Names of the complete runs imported from a file with this SHA-256."""
+        return [r["name"] for r in self.query("select name from runs where source_sha256 = ? and status = ? "
+                                                 "order by id", [sha256, OK])]
+
+    # ------------------------------------------------------------------ writing
+    def reserve(self, name: str | None, base: str, fields: RunFields, status: str = "importing") -> RunRecord:
+        """Take a run name atomically: ``name`` (refused if taken) or the first free one made
+        from ``base``; insert the run's row with ``status`` (``running`` or ``importing``) and
+        this process as its owner. Nothing else may take the name from now on."""
+        row = _encoded({**fields, "status": status, "owner": _owner() + LOCKED, "kernel_count": 0, "gpu_time_ns": 0})
+        row.pop("folder", None)
+        run_id = 0
+        try:
+            with self.write():
+                if name is not None:
+                    self.check_name_free(name)
+                row["name"] = name if name is not None else self.unique_name(base)
+                set_max_run_id(self)
+                run_id = row["id"] = int(self.execute(
+                    "select cast(value as integer) + 1 from meta where key = 'max_run_id'").fetchone()[0])
+                # The lock is held before the row can be seen: a reader never finds a new run unlocked.
+                self._lock(run_id)
+                self._insert("runs", row)
+                set_max_run_id(self)
+        except BaseException as exc:
+            if run_id:
+                self._unlock(run_id)
+            if isinstance(exc, sqlite3.OperationalError):
+                raise unwritable(self.path, exc) from exc
+            raise
+        return self.get_run(run_id)
+
+    # ------------------------------------------------------------------ run locks and raw folders
+    def _lock_path(self, run_id: int) -> Path:
+        return self.path.resolve().parent / f"{self.path.name}-locks" / f"{run_id}.lock"
+
+    def _lock(self, run_id: int) -> None:
+        """Take run ``run_id``'s lock (held until :meth:`_unlock` or this process ends)."""
+        path = self._lock_path(run_id)
+        try:
+            path.parent.mkdir(mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the lock folder {path.parent}: {exc.strerror}",
+                             "Check the folder's permissions and the free disk space.") from None
+        why = untrusted(path.parent)
+        if why:
+            raise StoreError(f"the lock folder {path.parent} {why}",
+                             "Remove it (profkit makes its own), or use a database in a folder of your own.")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot make the lock file {path}: {exc.strerror}",
+                             "Check the folder's permissions and the free disk space.") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot lock {path}: {exc.strerror}",
+                             "Another process holds it; check what else uses this database.") from None
+        _HELD[str(path)] = fd
+
+    def _unlock(self, run_id: int) -> None:
+        """Give up a run's lock, if this process holds it: the file goes first, then the lock."""
+        path = self._lock_path(run_id)
+        fd = _HELD.pop(str(path), None)
+        if fd is not None:
+            path.unlink(missing_ok=True)
+            os.close(fd)
+
+    def _dead_owner_lock(self, run_id: int) -> int | None:
+        """The lock of a run whose owner is gone, taken (an open file to close), or None while
+        its owner holds it (or its lock file is missing, or in a folder another user could have
+        swapped it in: nothing proves the owner dead)."""
+        path = self._lock_path(run_id)
+        if untrusted(path.parent):
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def run_folder(self, run: RunRecord) -> Path:
+        """A run's raw folder: the one made for it (:meth:`reserve_folder`), or for a run of an
+        earlier profkit (none recorded) ``<db stem>-runs/<run name>/``."""
+        return _in_runs(self.path, run.folder) if run.folder else raw_dir(self.path, run.name)
+
+    def runs_base(self) -> Path:
+        """``<db stem>-runs/`` beside the database, made if missing, and refused (a StoreError)
+        where it is not this user's to trust (:func:`profkit.files.untrusted`: a link or folder
+        another user put there would have the runs' files written elsewhere)."""
+        base = self.path.resolve().parent / f"{self.path.stem}-runs"
+        try:
+            base.mkdir(mode=0o755, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the folder of runs' files {base}: {exc.strerror or exc}",
+                             "Check the folder's permissions and the free disk space.") from None
+        why = untrusted(base)
+        if why:
+            raise StoreError(f"the folder of runs' files {base} {why}",
+                             "Remove it (profkit makes its own), or use a database in a folder of your own.")
+        return base
+
+    def reserve_folder(self, run: RunRecord) -> Path:
+        """Make a reserved run's raw folder, as exclusively as its name: ``<db stem>-runs/<name>/``,
+        or where that exists already (a database of the same stem has a run of that name, a
+        folder was left or put there) ``<name>-2``, ``<name>-3``... Made now by this process
+        (``os.mkdir``, never an existing folder) and recorded with the run. profkit deletes or
+        overwrites no folder it did not make for the run."""
+        base = self.runs_base()
+        try:
+            for n in range(1, MAX_FOLDERS + 1):
+                folder = base / (run.name if n == 1 else f"{run.name}-{n}")
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    continue
+                break
+            else:
+                raise StoreError(f"no free raw folder for run {run.name!r} in {base} ({MAX_FOLDERS} names taken)",
+                                 "Clear out that folder, or use another database.")
+        except OSError as exc:
+            raise StoreError(f"cannot make the raw folder of run {run.name!r} in {base}: {exc.strerror or exc}",
+                             "Check the folder's permissions and the free disk space.") from None
+        try:
+            with self.write():
+                self._update("runs", run.id, {"folder": folder.name})
+        except BaseException as exc:
+            folder.rmdir()  # made just now, and still empty
+            if isinstance(exc, sqlite3.OperationalError):
+                raise unwritable(self.path, exc) from exc
+            raise
+        return folder
+
+    def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
+        """Write a reserved run's classified rows (streamed, in batches of short transactions),
+        then in one last transaction its counts, ranges, notes, ``fields`` and status ``ok``.
+        If anything fails (or is interrupted) the rows written so far are removed again before
+        the error goes on; the run's row is the caller's to end (:meth:`end_run`,
+        :meth:`delete_run`)."""
+        try:
+            if capture.bulk is not None:
+                activity, count, total = capture.bulk(self, run.id)
+                if not count:
+                    raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
+            else:
+                activity, count, total = self._insert_kernels(run.id, capture.rows)
+            info = {**run.info, **((fields or {}).get("info") or {}), "notes": list(capture.notes)}
+            update = _encoded({**(fields or {}), "activity": activity, "kernel_count": count, "gpu_time_ns": total,
+                               "info": info, "status": OK, "owner": None})
+            if activity == "cpu_op" and not (run.device or update.get("device")):
+                update["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
+            with self.write():
+                if capture.ranges:
+                    self.db.table("ranges").insert_all(({"run_id": run.id, **r} for r in capture.ranges),
+                                                       batch_size=2000)
+                self._update("runs", run.id, update)
+        except BaseException as exc:
+            self._clear_rows(run.id)
+            if isinstance(exc, sqlite3.OperationalError):
+                raise unwritable(self.path, exc) from exc
+            if isinstance(exc, OverflowError):  # a value, or the run's summed time, past 2^63
+                raise BadExport(f"the capture holds a number too large to store ({exc})") from None
+            raise
+        self._unlock(run.id)
+        return self.get_run(run.id)
+
+    def add_run(self, fields: RunFields, capture: Capture[ClassifiedRow]) -> RunRecord:
+        """Reserve ``fields["name"]`` and write the capture as a complete run; on any failure
+        nothing of it stays. Returns the run."""
+        run = self.reserve(fields["name"], fields["name"], fields)
+        try:
+            return self.fill_run(run, capture)
+        except BaseException:
+            self.delete_run(run.id)
+            raise
+
+    def set_raw_files(self, run_id: int, files: dict[str, str]) -> None:
+        """Record where a run's kept files are (``profkit sweep`` moves a job's folder here)."""
+        with self.write():
+            self._update("runs", run_id, _encoded({"raw_files": files}))
+
+    def end_run(self, run_id: int, status: str, error: str) -> None:
+        """Mark a reserved run that ended without kernels (``failed`` or ``interrupted``),
+        with the error in its info; its row and raw files stay, its name stays taken."""
+        run = self.get_run(run_id)
+        info = {**run.info, "error": error}
+        with self.write():
+            self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
+        self._unlock(run_id)
+
+    def delete_run(self, run_id: int) -> None:
+        """Remove a run and everything of it from the database (not its raw files); its id is
+        never given again."""
+        with self.write():
+            self._delete_rows(run_id)
+            self.execute("delete from runs where id = ?", [run_id])
+        self._unlock(run_id)
+
+    def _clear_rows(self, run_id: int) -> None:
+        """Remove a run's kernel and range rows, keeping its row; best effort."""
+        try:
+            with self.write():
+                self._delete_rows(run_id)
+        except sqlite3.Error:
+            pass  # the recovery at the next open removes them
+
+    def _delete_rows(self, run_id: int) -> None:
+        for table in ("kernel_rows", "ranges"):
+            self.execute(f"delete from {table} where run_id = ?", [run_id])
+
+    def _recover(self) -> None:
+        """Runs whose owner is gone (killed mid-write): an import leaves nothing; a profiled run
+        is marked interrupted and keeps its row and raw files. An owner is proved gone by taking
+        its run's lock (the kernel released it when the owner died), in whatever PID namespace
+        either process runs: a pid is no proof (another namespace's pids are not seen here).
+        An owner of an earlier profkit (no lock, no ``+lock`` in ``owner``) is gone when its pid
+        is gone on this host, as then."""
+        rows = list(self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)))
+        for r in rows:
+            owner = r["owner"] or ""
+            fd = None
+            if owner.endswith(LOCKED):
+                fd = self._dead_owner_lock(r["id"])
+                if fd is None:
+                    continue  # alive (or its lock file was removed: nothing proves it dead)
+            else:
+                host, _, pid = owner.rpartition(":")
+                if not (host == socket.gethostname() and pid.isdigit() and not alive(int(pid))):
+                    continue
+            ended = False
+            try:
+                ended = self._recover_run(r["id"], owner)
+            except sqlite3.OperationalError:
+                pass  # a read-only database: reading it still works; a writer recovers the rows later
+            finally:
+                if fd is not None:
+                    if ended:  # the lock file goes with the run's recovery, never before it
+                        try:
+                            self._lock_path(r["id"]).unlink(missing_ok=True)
+                        except OSError:
+                            pass  # a read-only folder: the file stays, harmless
+                    os.close(fd)
+
+    def _recover_run(self, run_id: int, owner: str) -> bool:
+        """In one transaction, if the run is still being written by ``owner``: an import is
+        deleted, a profiled run marked interrupted (its rows removed). True once the run is no
+        longer ``owner``'s to write (recovered here, or it ended meanwhile)."""
+        with self.write():
+            row = self.execute("select status, owner, info from runs where id = ?", [run_id]).fetchone()
+            if row is None or row[0] not in WRITING or row[1] != owner:
+                return True  # it ended meanwhile
+            self._delete_rows(run_id)
+            if row[0] == "importing":
+                self.execute("delete from runs where id = ?", [run_id])
+                return True
+            info = {**json.loads(row[2] or "{}"),
+                    "error": f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored"}
+            self._update("runs", run_id, _encoded({"status": "interrupted", "owner": None, "info": info}))
+        return True
+
+    # ------------------------------------------------------------------ reading runs
+    def runs(self) -> list[RunRecord]:
+        return [_run(r) for r in self.query("select * from runs order by id")]
+
+    def get_run(self, ref: str | int) -> RunRecord:
+        """A run by id (digits) or name."""
+        ref = str(ref)
+        row = None
+        if (run_id := as_id(ref)) is not None:
+            row = next(self.query("select * from runs where id = ?", [run_id]), None)
+        if row is None:
+            row = next(self.query("select * from runs where name = ?", [ref]), None)
+        if row is None:
+            names = [r["name"] for r in self.query("select name from runs order by id desc limit 5")]
+            hint = f"Recent runs: {', '.join(names)}." if names else "The database has no runs yet."
+            raise RunNotFound(f"no run {ref!r} in {self.path}", hint)
+        return _run(row)
+
+
+def _encoded(row: dict[str, Any]) -> dict[str, Any]:
+    """A runs row with its JSON columns (metrics, command, raw_files, info) as JSON text."""
+    return {k: json.dumps(v) if k in JSON_RUN_COLUMNS and v is not None else v for k, v in row.items()}
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _run(row: dict[str, Any]) -> RunRecord:
+    row = dict(row)
+    row.pop("owner", None)
+    for key in JSON_RUN_COLUMNS:
+        if row.get(key) is not None:
+            row[key] = json.loads(row[key])
+        else:
+            row.pop(key, None)
+    for key in ("activity", "kernel_count", "gpu_time_ns"):
+        if row.get(key) is None:
+            row.pop(key, None)
+    return RunRecord(**row)
+

@@ -1,0 +1,117 @@
+"""Bulk writes of a run's kernel rows: streamed in batches of short write transactions (other
+writers get their turn between them), texts interned in ``strings``; and the way in of an
+nsys export's bulk import (``nsys_import``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..errors import BadExport, EmptyCapture
+from ..parse.schema import GPU_KINDS, ClassifiedRow, check_row
+from .connection import Connection
+from .layout import INTERNED, KERNEL_COLUMNS, STORED_COLUMNS
+
+if TYPE_CHECKING:
+    from ..parse.nsys_export import NsysExport
+
+BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
+
+
+class Writes(Connection):
+    """Writing kernel rows (the run's row around them is ``runs``')."""
+
+    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
+                       segments: list[tuple], windows: list[tuple], ranks: dict[int, int] | None = None) -> dict[str, Any]:
+        """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
+        file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
+        from .nsys_import import insert_gpu_ops
+
+        return insert_gpu_ops(self, run_id, export, names, ranges, segments, windows, ranks)
+
+
+    def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
+        """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
+        value of every row, which made a 2-million-kernel import three times slower), one
+        transaction per BATCH_ROWS rows, texts replaced by their ids in ``strings``. Returns
+        the run's activity and the count and summed duration of its rows of that activity: a
+        run's rows are CPU operators or GPU work, never both."""
+        cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
+        sql = (f"insert into kernel_rows (run_id, {', '.join(c for c in STORED_COLUMNS if c != 'run_id')}) "
+               f"values (?, {', '.join('?' * len(cols))})")
+        text_at = [i + 1 for i, c in enumerate(cols) if c in INTERNED]  # positions in a row's values
+        ids: dict[str, int] = {}
+        dumps = json.dumps
+        batch: list[list[Any]] = []
+        kinds: set[str] = set()
+        count = {"kernel": 0, "cpu_op": 0}
+        total = {"kernel": 0, "cpu_op": 0}
+
+        def flush() -> None:
+            with self.write():
+                self._intern(ids, {v for values in batch for i in text_at if (v := values[i]) is not None
+                                   and v not in ids})
+                for values in batch:
+                    for i in text_at:
+                        if (v := values[i]) is not None:
+                            values[i] = ids[v]
+                self.conn.executemany(sql, batch)
+
+        try:
+            for r in rows:
+                check_row(r)
+                kind = r["kind"]
+                kinds.add(kind)
+                if kind in count:
+                    count[kind] += 1
+                    total[kind] += r["duration_ns"] or 0
+                values: list[Any] = [run_id]
+                for c in cols:
+                    v = r[c]  # type: ignore[literal-required]
+                    if c == "metrics":
+                        v = _metrics_json(v) if v else None
+                    elif c == "tensor_core" and v is not None:
+                        v = int(bool(v))
+                    values.append(v)
+                batch.append(values)
+                if len(batch) >= BATCH_ROWS:
+                    flush()
+                    batch = []
+            if batch:
+                flush()
+        except sqlite3.IntegrityError as exc:
+            raise BadExport(f"the capture lists a launch twice ({exc})") from exc
+        if "cpu_op" in kinds and kinds & set(GPU_KINDS):
+            raise BadExport("the capture mixes CPU operators and GPU activities")
+        activity = "cpu_op" if "cpu_op" in kinds else "kernel"
+        if not count[activity]:
+            raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
+        return activity, count[activity], total[activity]
+
+    def intern(self, texts: Iterable[str]) -> dict[str, int]:
+        """The ids of ``texts`` in ``strings``, adding those not there yet; inside a write
+        transaction (a bulk importer's)."""
+        ids: dict[str, int] = {}
+        self._intern(ids, set(texts))
+        return ids
+
+    def _intern(self, ids: dict[str, int], texts: set[str]) -> None:
+        """Put ``texts`` in ``strings`` (those not there yet) and their ids in ``ids``; inside a
+        write transaction."""
+        if not texts:
+            return
+        self.conn.executemany("insert or ignore into strings (text) values (?)", ((t,) for t in texts))
+        for t in texts:
+            ids[t] = self.execute("select id from strings where text = ?", [t]).fetchone()[0]
+
+
+def _metrics_json(metrics: dict[str, Any]) -> str:
+    """A row's metrics as JSON text; a value that is not a finite number (NaN, infinity: not
+    JSON) is stored as null."""
+    try:
+        return json.dumps(metrics, allow_nan=False)
+    except ValueError:
+        return json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in metrics.items()})
+

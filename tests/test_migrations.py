@@ -1,0 +1,219 @@
+"""profkit.store.migrations: the database's layout as a named, ordered list of steps recorded in
+the database (``_sqlite_migrations``, set ``profkit``). A new database gets every step; a
+database of an earlier profkit (the committed schema 5 and 7 ones, and schema 9 as the profkit
+before steps were recorded left it) gets those it lacks, with those its schema version implies
+recorded, and reaches the layout of a new one; an up-to-date one is opened without a write
+(read-only too); one of a newer profkit is refused in one line, unchanged."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from profkit.errors import StoreError
+from profkit.ingest import import_file
+from profkit.store import Store
+from profkit.store.migrations import MIGRATIONS_TABLE, SCHEMA_VERSION, STEPS
+
+from .conftest import DATA, NCU_DATA, cli, cli_json, one_line_error
+
+STORE_DATA = DATA / "store"
+CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
+NAMES = [st.name for st in STEPS]
+
+
+def record(path: Path) -> list[tuple[str, str, bool]]:
+    """(set, step, whether a time is recorded) per recorded step, in order."""
+    con = sqlite3.connect(path)
+    try:
+        return [(s, n, at is not None) for s, n, at in
+                con.execute(f"select migration_set, name, applied_at from {MIGRATIONS_TABLE} order by id")]
+    finally:
+        con.close()
+
+
+def layout(path: Path) -> dict[str, list[tuple]]:
+    """Every table's and view's columns (name, type, not null, key) and every index's columns,
+    but the record of steps'. A table's columns in any order (a column a step adds comes last),
+    a view's in order (the ``kernels`` view puts ``rank`` after ``device`` whatever the table)."""
+    con = sqlite3.connect(path)
+    try:
+        out: dict[str, list[tuple]] = {}
+        for name, kind in con.execute("select name, type from sqlite_master where name not like 'sqlite_%' "
+                                      f"and name not like '%{MIGRATIONS_TABLE}%'"):
+            pragma = "index_info" if kind == "index" else "table_info"
+            out[f"{kind} {name}"] = [tuple(r[1:]) if kind == "index" else (r[1], r[2], r[3], r[5])
+                                     for r in con.execute(f"pragma {pragma}({name})")]
+            if kind == "table":
+                out[f"{kind} {name}"].sort()
+        return out
+    finally:
+        con.close()
+
+
+def version(path: Path) -> str:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("select value from meta where key = 'schema_version'").fetchone()[0]
+    finally:
+        con.close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def no_writes(monkeypatch) -> None:
+    """Any write transaction from now on fails the test."""
+    def refuse(self):
+        raise AssertionError("a write transaction on opening an up-to-date database")
+
+    monkeypatch.setattr(Store, "write", refuse)
+
+
+def read_only(monkeypatch) -> None:
+    """Stores open their file read-only (SQLite's mode=ro: root's tests cannot chmod it away)."""
+    def connect(self):
+        return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+
+    monkeypatch.setattr(Store, "_connect", connect)
+
+
+def old_copy(tmp_path: Path, schema: int) -> Path:
+    path = tmp_path / f"schema{schema}.db"
+    path.write_bytes(gzip.decompress((STORE_DATA / f"schema{schema}.db.gz").read_bytes()))
+    return path
+
+
+def test_the_steps_are_named_once_and_numbered_in_order():
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 9
+    assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
+    assert NAMES[0] == "runs" and NAMES[-1] == "run_folders_and_ids"
+
+
+def test_a_new_database_records_every_step(db):
+    Store(db).runs()  # made on first use
+    assert record(db) == [("profkit", n, True) for n in NAMES]
+    assert version(db) == str(SCHEMA_VERSION)
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+    assert [m.name for m in Migrations("profkit").applied(Database(db))] == NAMES  # sqlite-utils reads the record
+    assert {"table runs", "table kernel_rows", "view kernels", "table strings", "table ranges", "table benches",
+            "table bench_rows", "table meta"} <= set(layout(db))
+
+
+@pytest.mark.parametrize("schema", [5, 7])
+def test_each_committed_old_database_upgrades_and_lists_every_step(tmp_path, schema):
+    """The steps up to the database's schema are recorded without a time (an earlier profkit
+    applied them), the others with theirs; the layout is then a new database's."""
+    path = old_copy(tmp_path, schema)
+    con = sqlite3.connect(path)
+    assert MIGRATIONS_TABLE not in {r[0] for r in con.execute("select name from sqlite_master")}
+    assert con.execute("select value from meta where key = 'schema_version'").fetchone() == (str(schema),)
+    con.close()
+    runs = [r.name for r in Store(path).runs()]
+    assert record(path) == [("profkit", n, i + 1 > schema) for i, n in enumerate(NAMES)]
+    assert version(path) == str(SCHEMA_VERSION)
+    Store(tmp_path / "new.db").runs()
+    assert layout(path) == layout(tmp_path / "new.db")
+    assert [r["name"] for r in cli_json("runs", db=path)] == runs and runs
+
+
+@pytest.mark.parametrize("schema", [5, 7, SCHEMA_VERSION])
+def test_opening_again_applies_nothing(tmp_path, monkeypatch, schema):
+    path = old_copy(tmp_path, schema) if schema != SCHEMA_VERSION else tmp_path / "new.db"
+    store = Store(path)
+    store.runs()
+    store.close()
+    before = (record(path), sha256(path))
+    no_writes(monkeypatch)
+    again = Store(path)
+    assert again.runs() == Store(path).runs()
+    again.close()
+    assert (record(path), sha256(path)) == before
+
+
+def test_an_up_to_date_database_opens_read_only(db, monkeypatch):
+    store = Store(db)
+    import_file(store, CSV, name="a")
+    store.close()
+    before = sha256(db)
+    read_only(monkeypatch)
+    assert [r.name for r in Store(db, create=False).runs()] == ["a"]
+    assert sha256(db) == before
+
+
+def test_a_schema_9_database_of_the_profkit_before_steps_opens_as_it_is(db, monkeypatch):
+    """The profkit before steps were recorded left schema 9 and no record: it is up to date,
+    so it opens without a write (read-only too) and gets no record until it needs a step."""
+    store = Store(db)
+    import_file(store, CSV, name="a")
+    store.close()
+    con = sqlite3.connect(db)
+    con.execute(f"drop table {MIGRATIONS_TABLE}")
+    con.commit()
+    con.close()
+    before = sha256(db)
+    with monkeypatch.context() as m:
+        no_writes(m)
+        read_only(m)
+        assert [r.name for r in Store(db).runs()] == ["a"]
+    assert sha256(db) == before and MIGRATIONS_TABLE not in layout(db)
+
+
+def test_a_step_left_out_is_applied_and_recorded_with_the_earlier_ones(db):
+    """A database at schema 8 (no record) gets the last step only; 1 to 8 are recorded with it."""
+    Store(db).runs()
+    con = sqlite3.connect(db)
+    con.executescript(f"drop table {MIGRATIONS_TABLE}; alter table runs drop column folder; "
+                      "delete from meta where key = 'max_run_id'; update meta set value = '8' where key = 'schema_version';")
+    con.close()
+    Store(db).runs()
+    assert record(db) == [("profkit", n, n == NAMES[-1]) for n in NAMES]
+    assert version(db) == str(SCHEMA_VERSION)
+    assert "folder" in [c[0] for c in layout(db)["table runs"]]
+
+
+def test_an_old_database_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    path = old_copy(tmp_path, 7)
+    before = sha256(path)
+    read_only(monkeypatch)
+    with pytest.raises(StoreError, match=r"written by an earlier profkit \(schema 7\) and is upgraded in place"):
+        Store(path)
+    assert sha256(path) == before
+
+
+@pytest.mark.parametrize("change, message", [
+    (f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('profkit', 'from_the_future', 'x')",
+     "its layout step 'from_the_future' is not one this profkit knows"),
+    ("update meta set value = '10' where key = 'schema_version'", f"schema 10; this one reads {SCHEMA_VERSION}"),
+])
+def test_a_database_of_a_newer_profkit_is_refused_in_one_line(db, change, message):
+    store = Store(db)
+    import_file(store, CSV, name="a")
+    store.close()
+    con = sqlite3.connect(db)
+    con.execute(change)
+    con.commit()
+    con.close()
+    before = sha256(db)
+    one_line_error(cli("runs", db=db), f"was written by a newer profkit ({message})")
+    with pytest.raises(StoreError, match="Upgrade profkit"):
+        Store(db)
+    assert sha256(db) == before
+
+
+def test_another_set_in_the_record_is_left_alone(db):
+    """The record is sqlite-utils' table: another tool's migration set in it is not profkit's."""
+    Store(db).runs()
+    con = sqlite3.connect(db)
+    con.execute(f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('mine', 'x', 'y')")
+    con.commit()
+    con.close()
+    assert Store(db).runs() == []
+    assert ("mine", "x", True) in record(db)
