@@ -47,7 +47,7 @@ def header(store: Store, run: RunRecord) -> dict[str, Any]:
         "tool": run.tool, "tool_version": run.tool_version, "metric_set": run.metric_set,
         "gpu_name": run.gpu_name, "compute_capability": run.compute_capability,
         "date": run.finished_at or run.started_at, "command": shlex.join(run.command) if run.command else None,
-        "imported_from": info.get("source_path") or (run.raw_files or {}).get("source"),
+        "imported_from": info.get("imported_from"), "imported_sha256": run.source_sha256,
         "activity": run.activity, "database": str(store.path),
         "options": option_labels(info.get("options")),
     }

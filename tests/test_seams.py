@@ -1,0 +1,34 @@
+"""Issue 22, typed seams: what crosses between profkit's layers is a typed record, and the
+facts one layer writes are the ones the next reads (an imported run's report says where the
+capture came from)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from html import unescape
+from pathlib import Path
+
+import profkit
+from profkit.report import model
+
+from .conftest import NCU_DATA
+
+
+def _page_text(path: Path) -> str:
+    return unescape(re.sub(r"<[^>]+>", " ", path.read_text()))
+
+
+def test_report_of_an_imported_run_says_where_it_came_from(tmp_path):
+    src = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
+    db = profkit.open_db(tmp_path / "r.db")
+    run = db.import_file(src, name="r18")
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    head = model.header(db.store, run)
+    assert head["imported_from"] == str(src.resolve()) and head["imported_sha256"] == digest
+    text = _page_text(run.report(tmp_path / "r18.html"))
+    assert "imported from" in text and str(src.resolve()) in text and digest in text
+    # the side-by-side page names both sides' files
+    other = db.import_file(NCU_DATA / "resnet18_bf16_torchscript.raw.csv.gz", name="ts")
+    vs = _page_text(run.report(tmp_path / "vs.html", vs=other))
+    assert src.name in vs and "resnet18_bf16_torchscript.raw.csv.gz" in vs
