@@ -32,3 +32,25 @@ def test_report_of_an_imported_run_says_where_it_came_from(tmp_path):
     other = db.import_file(NCU_DATA / "resnet18_bf16_torchscript.raw.csv.gz", name="ts")
     vs = _page_text(run.report(tmp_path / "vs.html", vs=other))
     assert src.name in vs and "resnet18_bf16_torchscript.raw.csv.gz" in vs
+
+
+def test_diff_totals_are_a_typed_record(tmp_path, diff_dir):
+    from dataclasses import fields, is_dataclass
+
+    from profkit.analyze.diff import DiffTotals, FusedKernel, StatusCounts
+
+    from .conftest import cli_json
+
+    db = profkit.open_db(tmp_path / "d.db")
+    a = db.import_file(diff_dir / "r18_fp16_eager_torch.json.gz", name="eager")
+    b = db.import_file(diff_dir / "r18_fp16_compile_torch.json.gz", name="compile")
+    d = a.diff(b, match="family")
+    t = d.totals
+    assert isinstance(t, DiffTotals) and isinstance(t.status, StatusCounts)
+    assert t.fused_kernels and all(isinstance(x, FusedKernel) for x in t.fused_kernels)
+    # one serialisation: the record's to_dict() is the command's JSON, field for field and in order
+    out = cli_json("diff", "eager", "compile", "--match", "family", db=db.path)
+    assert list(out["totals"]) == [f.name for f in fields(DiffTotals)] and out["totals"] == t.to_dict()
+    assert all(not is_dataclass(v) for v in t.to_dict().values())
+    # each side's figures by name
+    assert t.side("b").kernels == t.kernels_b and t.side("a").time_by_precision_ns == t.time_by_precision_a_ns
