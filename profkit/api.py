@@ -168,7 +168,7 @@ class Database:
         if complete and record.status not in (None, "ok"):
             from .errors import RunIncomplete
 
-            why = (record.info or {}).get("error")
+            why = record.info.error
             raise RunIncomplete(f"run {record.name!r} is {record.status}{': ' + why if why else ''}",
                                 f"It has no kernels; its files are in {self.store.run_folder(record)}."
                                 if record.source == "run" else "It has no kernels yet.")

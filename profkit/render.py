@@ -409,7 +409,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
     c = c or console()
     from .workloads import option_labels
 
-    options = option_labels((run.info or {}).get("options"))
+    options = option_labels(run.info.options)
     what = " ".join(str(x) for x in (run.workload, run.precision, *options, run.mode) if x)
     cpu = s.activity == "cpu_op"
     where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
@@ -564,7 +564,7 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
 def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str) -> None:
     c = console()
     summary(run, s, "table", c)
-    size = run.info.get("report_bytes")
+    size = run.info.report_bytes
     traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
     if report and traces > 1:  # rank 0's trace, with the others beside it
         c.print(f"report: {escape(report)} and {traces - 1} more ranks' traces beside it"

@@ -5,6 +5,7 @@ capture came from)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from html import unescape
 from pathlib import Path
@@ -54,3 +55,26 @@ def test_diff_totals_are_a_typed_record(tmp_path, diff_dir):
     assert all(not is_dataclass(v) for v in t.to_dict().values())
     # each side's figures by name
     assert t.side("b").kernels == t.kernels_b and t.side("a").time_by_precision_ns == t.time_by_precision_a_ns
+
+
+def test_run_info_is_a_typed_record(tmp_path):
+    from profkit.records import RunInfo, RunRecord
+
+    src = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
+    db = profkit.open_db(tmp_path / "i.db")
+    run = db.import_file(src, name="r18")
+    info = run.info
+    assert isinstance(info, RunInfo) and info.imported_from == str(src.resolve()) and info.extra == {}
+    assert info.profkit_version == profkit.__version__ and isinstance(info.notes, list) and info.error is None
+    # the mapping view and to_dict() are the JSON stored, in its order
+    stored = next(db.store.query("select info from runs where id = ?", [run.id]))["info"]
+    assert json.dumps(info.to_dict()) == stored and dict(info) == json.loads(stored) and info["notes"] == info.notes
+    # keys it does not know (an older or newer database's) are kept, in place; nulls stay null
+    old = RunInfo.from_dict({"zeta": 1, "imported_from": "/x.csv", "error": None, "alpha": [2]})
+    assert old.imported_from == "/x.csv" and old.extra == {"zeta": 1, "alpha": [2]}
+    assert list(old.to_dict().items()) == [("zeta", 1), ("imported_from", "/x.csv"), ("error", None), ("alpha", [2])]
+    assert RunRecord(id=1, name="r", info={"world_size": 2}).info.world_size == 2
+    # a failed run's error reads by name
+    failed = db.store.reserve(None, "broken", {"source": "run"}, status="running")
+    db.store.end_run(failed.id, "failed", "it broke")
+    assert db.store.get_run(failed.id).info.error == "it broke"
