@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypedDict
 
+from .parse.schema import Evidence, Precision
+
 
 class ToolChoice(TypedDict):
     """Which tool profiled a run of ``--tool auto`` (or the one asked for), and why."""
@@ -155,9 +157,9 @@ class TopKernel:
     launches: int
     total_ns: int
     pct: float                  # of the run's GPU time (CPU self time for CPU runs)
-    precision: str | None
+    precision: Precision | None
     tensor_core: bool | None
-    evidence: str | None
+    evidence: Evidence | None   # its first launch's
 
 
 @dataclass(frozen=True)
@@ -184,10 +186,10 @@ class Summary:
     tensor_core_time_ns: int
     tensor_core_time_pct: float
     unclassified_time_ns: int                   # kernels whose tensor-core use nothing told
-    time_by_precision_ns: dict[str, int]        # largest first
-    kernels_by_precision: dict[str, int]        # most first
+    time_by_precision_ns: dict[Precision, int]  # largest first
+    kernels_by_precision: dict[Precision, int]  # most first
     time_by_family_ns: dict[str, int]
-    evidence: dict[str, int]                    # launches per kind of evidence
+    evidence: dict[Evidence, int]               # launches per kind of evidence
     top_kernels: list[TopKernel]
     memory_ops: dict[str, MemoryOps]            # memcpy / memset, apart from the kernels
     ranks: RankReport | None = None             # a distributed job's per-rank figures; None for one process

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
 
 from .formatting import fmt_ns
-from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
+from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
 from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
 
 if TYPE_CHECKING:
@@ -723,7 +723,7 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
         for line in headline(d)[1:]:
             c.print(Text("  " + line))
     # One table of what changed: each row's time in every variant.
-    keys: dict[tuple[str, str], float] = {}
+    keys: dict[tuple[str, Kind], float] = {}
     for d in cmp.diffs:
         for r in d.rows:
             if r.status != "same":

@@ -78,3 +78,44 @@ def test_run_info_is_a_typed_record(tmp_path):
     failed = db.store.reserve(None, "broken", {"source": "run"}, status="running")
     db.store.end_run(failed.id, "failed", "it broke")
     assert db.store.get_run(failed.id).info.error == "it broke"
+
+
+def test_precision_kind_and_evidence_are_literal_types(tmp_path, monkeypatch):
+    import dataclasses
+    from typing import get_args, get_type_hints
+
+    import pytest
+
+    from profkit import classify
+    from profkit.parse.schema import (EVIDENCE, KINDS, PRECISIONS, ClassifiedRow, Evidence, Kind, KernelRow,
+                                      Precision)
+    from profkit.records import TopKernel
+
+    assert get_args(Precision) == PRECISIONS and get_args(Evidence) == EVIDENCE and get_args(Kind) == KINDS
+    assert get_type_hints(KernelRow)["kind"] == Kind
+    hints = get_type_hints(ClassifiedRow)
+    assert (hints["precision"], hints["evidence"]) == (Precision, Evidence)
+    verdict = get_type_hints(classify.Verdict)
+    assert (verdict["precision"], verdict["evidence"]) == (Precision, Evidence)
+    assert get_type_hints(TopKernel)["precision"] == Precision | None
+    # every stored verdict is one of the values
+    db = profkit.open_db(tmp_path / "l.db")
+    run = db.import_file(NCU_DATA / "precision_zoo.raw.csv.gz", name="zoo")
+    rows = list(run.iter_kernels())
+    assert rows and all(r["kind"] in KINDS and r["precision"] in PRECISIONS and r["evidence"] in EVIDENCE
+                        for r in rows)
+    # the rules are a frozen record, and a rules file naming a precision that is not one is refused
+    r = classify.rules()
+    assert isinstance(r, classify.Rules) and set(r.counters.values()) <= set(PRECISIONS)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.counters = {}  # type: ignore[misc]
+    bad = tmp_path / "rules.toml"
+    bad.write_text(classify.RULES_PATH.read_text().replace('f16 = "fp16"', 'f16 = "fp17"', 1))
+    monkeypatch.setattr(classify, "RULES_PATH", bad)
+    classify.rules.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="fp17"):
+            classify.rules()
+    finally:
+        monkeypatch.undo()
+        classify.rules.cache_clear()

@@ -23,10 +23,11 @@ totals count kernels (or CPU operators) only, as the summary does.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from ..classify import operation_of, work_key
 from ..errors import UsageError
+from ..parse.schema import Kind
 from ..records import RunRecord, ncu_timed
 from ..store import Store
 from .ranges import iteration_ranges, launches_outside, run_ranges
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MATCHES = ("exact", "family", "op")
+Status = Literal["added", "removed", "changed", "same"]
 DEFAULT_THRESHOLD_PCT = 10.0
 MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
 SHARE_MOVE_PCT = 20.0  # how far an operation's tensor-core share must move to say it moved
@@ -48,8 +50,8 @@ class DiffRow:
     per-iteration floats when the runs' iteration counts differ."""
 
     name: str
-    kind: str
-    status: str                      # added, removed, changed, same
+    kind: Kind                       # kernel, memcpy, memset or cpu_op
+    status: Status
     calls_a: float
     calls_b: float
     time_a_ns: float
@@ -219,7 +221,7 @@ def _key(group: dict[str, Any], match: str, by_short: bool) -> str:
     return str(group["short_name"] if by_short else group["name"])
 
 
-def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, str], dict[str, Any]]:
+def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, Kind], dict[str, Any]]:
     """One side of the diff: per (key, kind), calls, time, tensor-core time, precisions,
     families and the kernel names behind it."""
     return _aggregate(groups, lambda g: (_key(g, match, by_short), g["kind"]),
@@ -307,11 +309,12 @@ def _plural(n: int | None, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float,
+def _row(key: str, kind: Kind, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float,
          times_compare: bool = True) -> DiffRow:
     empty: dict[str, Any] = {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []}
     sa, sb = a or empty, b or empty
     d_time = sb["time"] - sa["time"]
+    status: Status
     if a is None:
         status = "added"
     elif b is None:
