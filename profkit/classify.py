@@ -32,7 +32,7 @@ RULES_PATH = Path(__file__).with_name("rules.toml")
 class NameRule:
     id: str
     description: str
-    regex: re.Pattern
+    regex: re.Pattern[str]
     precision: Any  # a Precision, or {"group": g, "map": {...: Precision}}, or None (checked on load)
     tensor_core: bool | None
     family: str | None
@@ -156,7 +156,7 @@ def _work(short_name: str, name: str) -> tuple[str, str, str]:
 @dataclass(frozen=True)
 class OpRule:
     id: str
-    regex: re.Pattern
+    regex: re.Pattern[str]
     family: str
     examples: tuple[str, ...]
 
@@ -262,7 +262,7 @@ def by_name(name: str) -> tuple[Precision | None, bool | None, str | None, str, 
     return precision, tensor, family, p_rule, t_rule
 
 
-def classify_one(name: str, metrics: dict | None) -> Verdict:
+def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
     precision, tensor, family, p_rule, t_rule = by_name(name)
     counters = rules().counters
     metrics = metrics or {}
@@ -295,7 +295,7 @@ COPY_VERDICT = {
 }
 
 
-def classify_row(kind: str, name: str, metrics: dict | None, input_types: str | None) -> Verdict:
+def classify_row(kind: str, name: str, metrics: dict[str, float] | None, input_types: str | None) -> Verdict:
     if kind == "cpu_op":
         return classify_op(name, input_types)
     if kind in COPY_VERDICT:
