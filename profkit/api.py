@@ -168,7 +168,7 @@ class Database:
         if complete and record.status not in (None, "ok"):
             from .errors import RunIncomplete
 
-            why = (record.info or {}).get("error")
+            why = record.info.error
             raise RunIncomplete(f"run {record.name!r} is {record.status}{': ' + why if why else ''}",
                                 f"It has no kernels; its files are in {self.store.run_folder(record)}."
                                 if record.source == "run" else "It has no kernels yet.")
@@ -238,16 +238,16 @@ class Comparison:
             # Every figure from the diffs' totals (the first variant is their side A), so that
             # all of a row's figures count the same kernels.
             t = self.diffs[max(0, i - 1)].totals
-            side = "b" if i else "a"
-            total = t[f"gpu_time_{side}_ns"]
-            times = t[f"time_by_precision_{side}_ns"]
+            side = t.side("b" if i else "a")
+            total = side.gpu_time_ns
             out.append({
-                "variant": label, "run": r.name, "kernels": t[f"kernels_{side}"], "gpu_time_ns": total,
-                "tensor_core_time_pct": t[f"tensor_core_time_pct_{side}"],
-                "by_precision": ", ".join(f"{p} {100 * v / total:.0f}%" for p, v in times.items() if total and v) or "-",
-                "added": t["status"]["added"] if i else None, "removed": t["status"]["removed"] if i else None,
-                "changed": t["status"]["changed"] if i else None,
-                "fused_kernels": len(t["fused_kernels"]) if i else None,
+                "variant": label, "run": r.name, "kernels": side.kernels, "gpu_time_ns": total,
+                "tensor_core_time_pct": side.tensor_core_time_pct,
+                "by_precision": ", ".join(f"{p} {100 * v / total:.0f}%" for p, v in side.time_by_precision_ns.items()
+                                          if total and v) or "-",
+                "added": t.status.added if i else None, "removed": t.status.removed if i else None,
+                "changed": t.status.changed if i else None,
+                "fused_kernels": len(t.fused_kernels) if i else None,
             })
         return out
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, cast
 
 from .errors import UsageError
-from .parse.schema import Capture, ClassifiedRow, KernelRow, frame
+from .parse.schema import PRECISIONS, Capture, ClassifiedRow, Evidence, KernelRow, Precision, frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,32 +32,58 @@ RULES_PATH = Path(__file__).with_name("rules.toml")
 class NameRule:
     id: str
     description: str
-    regex: re.Pattern
-    precision: Any  # str, or {"group": g, "map": {...}}, or None
+    regex: re.Pattern[str]
+    precision: Any  # a Precision, or {"group": g, "map": {...: Precision}}, or None (checked on load)
     tensor_core: bool | None
     family: str | None
     examples: tuple[str, ...]
     precision_from_inputs: bool = False  # names carry no type: the launching operator's input types tell
 
-    def precision_for(self, match: re.Match[str]) -> str | None:
+    def precision_for(self, match: re.Match[str]) -> Precision | None:
         if isinstance(self.precision, dict):
-            mapped: str | None = self.precision["map"].get(match.group(self.precision["group"]))
+            mapped: Precision | None = self.precision["map"].get(match.group(self.precision["group"]))
             return mapped
-        return str(self.precision) if self.precision is not None else None
+        return cast("Precision | None", self.precision)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    precision: str
+    precision: Precision
     tensor_core: bool | None
     family: str | None
-    evidence: str
+    evidence: Evidence
     evidence_detail: str
 
 
+@dataclass(frozen=True)
+class Rules:
+    """rules.toml, read once (:func:`rules`): the name rules (precision, tensor cores and
+    family from a kernel's name), the counters (ncu metric -> the precision its tensor-path
+    ops are), the metric presets and ncu plans per chip, the operator rules (a CPU operator's
+    family), torch.profiler's input types (-> precision) and the work rules (``diff --match
+    family``). Every precision it names is one of ``PRECISIONS`` (checked on load)."""
+
+    name_rules: tuple[NameRule, ...]
+    counters: dict[str, Precision]
+    metric_sets: dict[str, dict[str, Any]]     # chip (sm_90, other) -> preset -> metric list; "default" -> preset
+    ncu_plans: dict[str, str]                  # chip -> "per-function" where that is ncu's default plan
+    op_rules: tuple[OpRule, ...]
+    torch_types: dict[str, Precision]
+    work_rules: tuple[WorkRule, ...]
+
+
+def _precisions(where: str, values: Iterable[Any]) -> None:
+    bad = sorted({str(v) for v in values if v not in PRECISIONS})
+    if bad:
+        raise ValueError(f"{RULES_PATH}: {where} names unknown precisions {bad}: not one of {', '.join(PRECISIONS)}")
+
+
 @lru_cache(maxsize=1)
-def rules() -> dict:
+def rules() -> Rules:
     data = tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
+    for r in data.get("name_rule", []):
+        p = r.get("precision")
+        _precisions(f"name rule {r['id']}", p["map"].values() if isinstance(p, dict) else [] if p is None else [p])
     name_rules = tuple(
         NameRule(
             id=r["id"], description=r.get("description", ""), regex=re.compile(r["pattern"]),
@@ -66,9 +92,11 @@ def rules() -> dict:
         )
         for r in data.get("name_rule", [])
     )
-    counters: dict[str, str] = {}
+    counters: dict[str, Precision] = {}
     for table in data.get("counters", {}).values():
         counters.update(table)
+    _precisions("counters", counters.values())
+    _precisions("torch_types", data.get("torch_types", {}).values())
     op_rules = tuple(
         OpRule(id=r["id"], regex=re.compile(r["pattern"]), family=r["family"], examples=tuple(r.get("examples", ())))
         for r in data.get("op_rule", [])
@@ -78,9 +106,9 @@ def rules() -> dict:
                  lowercase=bool(r.get("lowercase", False)), operation=r.get("operation"))
         for r in data.get("work_rule", [])
     )
-    return {"name_rules": name_rules, "counters": counters, "metric_sets": data.get("metric_sets", {}),
-            "ncu_plans": data.get("ncu_plans", {}),
-            "op_rules": op_rules, "torch_types": data.get("torch_types", {}), "work_rules": work_rules}
+    return Rules(name_rules=name_rules, counters=counters, metric_sets=data.get("metric_sets", {}),
+                 ncu_plans=data.get("ncu_plans", {}), op_rules=op_rules, torch_types=data.get("torch_types", {}),
+                 work_rules=work_rules)
 
 
 @dataclass(frozen=True)
@@ -114,7 +142,7 @@ def operation_of(short_name: str, name: str = "") -> str:
 
 def _work(short_name: str, name: str) -> tuple[str, str, str]:
     for text in (short_name, name):
-        for rule in rules()["work_rules"]:
+        for rule in rules().work_rules:
             m = rule.regex.search(text) if text else None
             if m:
                 groups = {k: (v or "").lower() if rule.lowercase else (v or "") for k, v in m.groupdict().items()}
@@ -128,7 +156,7 @@ def _work(short_name: str, name: str) -> tuple[str, str, str]:
 @dataclass(frozen=True)
 class OpRule:
     id: str
-    regex: re.Pattern
+    regex: re.Pattern[str]
     family: str
     examples: tuple[str, ...]
 
@@ -138,7 +166,7 @@ def classify_op(name: str, input_types: str | None) -> Verdict:
     """A CPU operator: precision from its tensor input types, family from the op rules."""
     r = rules()
     family, f_rule = None, ""
-    for rule in r["op_rules"]:
+    for rule in r.op_rules:
         if rule.regex.search(name):
             family, f_rule = rule.family, rule.id
             break
@@ -151,22 +179,22 @@ def classify_op(name: str, input_types: str | None) -> Verdict:
     return Verdict("unknown", False, family, "none", f"CPU operator: {detail}{where}")
 
 
-def types_precision(input_types: str | None) -> str | None:
+def types_precision(input_types: str | None) -> Precision | None:
     """The precision of torch.profiler's input types (``c10::Half,c10::Half``): the floating
     type's, ``mixed`` for several; None where no tensor type is known."""
-    table = rules()["torch_types"]
+    table = rules().torch_types
     mapped = list(dict.fromkeys(table[t] for t in (input_types or "").split(",") if t in table))
     chosen = [p for p in mapped if p != "int8"] or mapped
     if not chosen:
         return None
-    return str(chosen[0]) if len(chosen) == 1 else "mixed"
+    return chosen[0] if len(chosen) == 1 else "mixed"
 
 
 @lru_cache(maxsize=65536)
 def inputs_rule(name: str) -> str | None:
     """The first rule matching ``name`` that takes its precision from the launching operator's
     input types (kernels whose names carry no type: Triton's, cuDNN's SDPA), or None."""
-    for rule in rules()["name_rules"]:
+    for rule in rules().name_rules:
         if rule.precision_from_inputs and rule.regex.search(name):
             return str(rule.id)
     return None
@@ -185,7 +213,7 @@ def metric_set(preset_or_list: str | None, compute_capability: str | None) -> tu
 
     Returns (label, metrics). ``gpu__time_duration.sum`` is always included.
     """
-    sets = rules()["metric_sets"]
+    sets = rules().metric_sets
     table = sets.get(arch_key(compute_capability) or "", sets["other"])
     value = (preset_or_list or "default").strip()
     if value == "default":
@@ -207,15 +235,17 @@ def metric_set(preset_or_list: str | None, compute_capability: str | None) -> tu
 def per_function_plan(compute_capability: str | None) -> bool:
     """Whether ncu's default on this chip is the per-function plan (``ncu_plans`` in
     rules.toml): counters on each kernel function's first launch, every launch timed."""
-    return bool(rules()["ncu_plans"].get(arch_key(compute_capability) or "") == "per-function")
+    return bool(rules().ncu_plans.get(arch_key(compute_capability) or "") == "per-function")
 
 
 @lru_cache(maxsize=65536)
-def by_name(name: str) -> tuple[str | None, bool | None, str | None, str, str]:
+def by_name(name: str) -> tuple[Precision | None, bool | None, str | None, str, str]:
     """(precision, tensor_core, family, rule ids for precision, rule id for tensor_core)."""
-    precision = tensor = family = None
+    precision: Precision | None = None
+    tensor: bool | None = None
+    family: str | None = None
     p_rule = t_rule = ""
-    for rule in rules()["name_rules"]:
+    for rule in rules().name_rules:
         m = rule.regex.search(name)
         if not m:
             continue
@@ -232,9 +262,9 @@ def by_name(name: str) -> tuple[str | None, bool | None, str | None, str, str]:
     return precision, tensor, family, p_rule, t_rule
 
 
-def classify_one(name: str, metrics: dict | None) -> Verdict:
+def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
     precision, tensor, family, p_rule, t_rule = by_name(name)
-    counters = rules()["counters"]
+    counters = rules().counters
     metrics = metrics or {}
     measured = {m: counters[m] for m in metrics if m in counters}
     if measured:
@@ -265,7 +295,7 @@ COPY_VERDICT = {
 }
 
 
-def classify_row(kind: str, name: str, metrics: dict | None, input_types: str | None) -> Verdict:
+def classify_row(kind: str, name: str, metrics: dict[str, float] | None, input_types: str | None) -> Verdict:
     if kind == "cpu_op":
         return classify_op(name, input_types)
     if kind in COPY_VERDICT:

@@ -16,7 +16,7 @@ from .classify import classified
 from .errors import ProfkitWarning
 from .parse import detect, load
 from .parse.schema import Capture, KernelRow
-from .records import RunRecord
+from .records import RunInfo, RunRecord
 from .store import Store
 from .store.database import RunFields, check_run_name
 from .version import __version__
@@ -57,7 +57,7 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, 
         "finished_at": now(),
     }
     row.update({k: v for k, v in fields.items() if v is not None})  # type: ignore[typeddict-item]
-    info: dict[str, Any] = {**reserved.info, **(row.get("info") or {})}
+    info: dict[str, Any] = {**reserved.info.to_dict(), **(row.get("info") or {})}
     if capture.metric_units:
         info["metric_units"] = capture.metric_units
     info["profkit_version"] = __version__
@@ -84,7 +84,7 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
         "source": "import",
         "started_at": now(),
         "source_sha256": digest,
-        "info": {"imported_from": str(path.resolve())},
+        "info": RunInfo(imported_from=str(path.resolve())).to_dict(),
     }
     earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")

@@ -8,8 +8,89 @@ of these, so the library and the command cannot disagree.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
+
+from .parse.schema import Evidence, Precision
+
+
+class ToolChoice(TypedDict):
+    """Which tool profiled a run of ``--tool auto`` (or the one asked for), and why."""
+
+    tool: str
+    why: str
+
+
+class NcuPlan(TypedDict, total=False):
+    """How an ncu run was profiled: ``durations`` "ncu" (each kernel replayed alone, clocks
+    locked) or "cupti" (the per-function plan: times as the kernels ran, from a second
+    process); ``launches`` which launches ncu profiled, in words; the per-function plan also
+    ``profiled_launches``, ``timed_by`` and ``wall_s`` (seconds per stage)."""
+
+    launches: str
+    durations: str
+    profiled_launches: int
+    timed_by: str
+    wall_s: dict[str, Any]
+
+
+_INFO_INTERNAL = ("extra", "present")
+
+
+@dataclass(frozen=True)
+class RunInfo(Mapping[str, Any]):
+    """A run's ``info``: what profkit knows of it beyond the columns. Each key profkit writes
+    is a field (None where the run has none); keys it does not know (an older or newer
+    profkit's, a caller's own) are kept in ``extra``. ``to_dict()`` is the JSON stored in the
+    runs table, keys in the order they were read; the record also reads as that mapping
+    (``info["notes"]``, ``{**info, ...}``), so the store merges it as JSON."""
+
+    # imported runs (profkit.ingest)
+    imported_from: str | None = None            # the imported file's absolute path (its sha256: RunRecord.source_sha256)
+    metric_units: dict[str, str] | None = None  # counter -> the unit ncu's CSV gave it
+    # every stored run
+    profkit_version: str | None = None          # the profkit that stored it
+    notes: list[str] | None = None              # what the parser or the store noticed, one line each
+    error: str | None = None                    # why a failed / interrupted run did not finish
+    # runs profkit profiled (profkit.launch)
+    harness: dict[str, Any] | None = None       # the harness's own info file: machine, versions, iteration times
+    tool_choice: ToolChoice | None = None
+    report_bytes: int | None = None             # size of the tool's raw report(s), bytes
+    ncu_plan: NcuPlan | None = None
+    per_function_plan_failed: str | None = None  # why ncu's per-function plan fell back to every launch
+    compile_mode: str | None = None             # torch.compile's mode, for mode compile
+    options: dict[str, bool] | None = None      # workload options asked for (channels_last, ...)
+    world_size: int | None = None               # ranks, for --nproc-per-node above 1
+    cuda_graphs: str | None = None              # how the tool saw CUDA graph launches, where the workload used them
+    extra: dict[str, Any] = field(default_factory=dict)  # keys profkit does not write, kept as read
+    present: tuple[str, ...] = field(default=(), repr=False, compare=False)  # the keys read, in order
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> RunInfo:
+        """The record of a stored ``info`` (decoded JSON); unknown keys go to ``extra``."""
+        data = dict(data or {})
+        known = {f.name for f in fields(cls)} - set(_INFO_INTERNAL)
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   extra={k: v for k, v in data.items() if k not in known}, present=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: the keys read, in their order (a null read stays null), then the
+        fields set since, in field order, then ``extra``'s new keys."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)
+                  if f.name not in _INFO_INTERNAL and (getattr(self, f.name) is not None or f.name in self.present)}
+        values.update(self.extra)
+        order = {k: i for i, k in enumerate(self.present)}
+        return dict(sorted(values.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
 
 
 @dataclass(frozen=True)
@@ -41,18 +122,25 @@ class RunRecord:
     kernel_count: int = 0                   # kernel launches, or CPU operator calls for cpu_op
     gpu_time_ns: int = 0                    # their summed duration (CPU self time for cpu_op)
     profiled_wall_s: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)     # versions, iteration times, notes
+    info: RunInfo = field(default_factory=RunInfo)          # versions, iteration times, notes (see RunInfo)
     folder: str | None = None               # its raw folder in <db stem>-runs/ (None: its name, or none made)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.info, RunInfo):  # the store's decoded JSON column
+            object.__setattr__(self, "info", RunInfo.from_dict(self.info))
+
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(RunRecord)}
+        """The record as JSON-able values (``info`` as its JSON object)."""
+        out = {f.name: getattr(self, f.name) for f in fields(RunRecord)}
+        out["info"] = self.info.to_dict()
+        return out
 
 
 def ncu_timed(run: RunRecord) -> bool:
     """Whether a run's durations are ncu's own (each kernel replayed alone, clocks locked to
     base) rather than times as the kernels ran (nsys, torch.profiler, and CUPTI in ncu's
     per-function plan)."""
-    return run.tool == "ncu" and (run.info.get("ncu_plan") or {}).get("durations") != "cupti"
+    return run.tool == "ncu" and (run.info.ncu_plan or {}).get("durations") != "cupti"
 
 
 # What `profkit runs --format json` lists of each run.
@@ -69,9 +157,9 @@ class TopKernel:
     launches: int
     total_ns: int
     pct: float                  # of the run's GPU time (CPU self time for CPU runs)
-    precision: str | None
+    precision: Precision | None
     tensor_core: bool | None
-    evidence: str | None
+    evidence: Evidence | None   # its first launch's
 
 
 @dataclass(frozen=True)
@@ -98,10 +186,10 @@ class Summary:
     tensor_core_time_ns: int
     tensor_core_time_pct: float
     unclassified_time_ns: int                   # kernels whose tensor-core use nothing told
-    time_by_precision_ns: dict[str, int]        # largest first
-    kernels_by_precision: dict[str, int]        # most first
+    time_by_precision_ns: dict[Precision, int]  # largest first
+    kernels_by_precision: dict[Precision, int]  # most first
     time_by_family_ns: dict[str, int]
-    evidence: dict[str, int]                    # launches per kind of evidence
+    evidence: dict[Evidence, int]               # launches per kind of evidence
     top_kernels: list[TopKernel]
     memory_ops: dict[str, MemoryOps]            # memcpy / memset, apart from the kernels
     ranks: RankReport | None = None             # a distributed job's per-rank figures; None for one process

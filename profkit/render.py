@@ -22,7 +22,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
 
 from .formatting import fmt_ns
-from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, RangeRow
+from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
 from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
 
 if TYPE_CHECKING:
@@ -409,7 +409,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
     c = c or console()
     from .workloads import option_labels
 
-    options = option_labels((run.info or {}).get("options"))
+    options = option_labels(run.info.options)
     what = " ".join(str(x) for x in (run.workload, run.precision, *options, run.mode) if x)
     cpu = s.activity == "cpu_op"
     where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
@@ -564,7 +564,7 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
 def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str) -> None:
     c = console()
     summary(run, s, "table", c)
-    size = run.info.get("report_bytes")
+    size = run.info.report_bytes
     traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
     if report and traces > 1:  # rank 0's trace, with the others beside it
         c.print(f"report: {escape(report)} and {traces - 1} more ranks' traces beside it"
@@ -619,34 +619,35 @@ def _by_precision(times: dict[str, float], total: float) -> str:
 def headline(d: Diff) -> list[str]:
     """The lines that say what changed between A and B, in words."""
     t = d.totals
-    per = " per iteration" if t["per_iteration"] else ""
+    per = " per iteration" if t.per_iteration else ""
     lines = [
-        f"A = {d.run_a} ({t['tool_a']}), B = {d.run_b} ({t['tool_b']}), matched by {d.match}"
-        + (f", per iteration (A {t['iterations_a']}, B {t['iterations_b']})" if t["per_iteration"] else ""),
-        f"launches{per}: {_n(t['kernels_a'])} -> {_n(t['kernels_b'])}; GPU time{per}: {fmt_ns(t['gpu_time_a_ns'])} -> "
-        f"{fmt_ns(t['gpu_time_b_ns'])}"
-        + (f" ({100 * (t['gpu_time_b_ns'] - t['gpu_time_a_ns']) / t['gpu_time_a_ns']:+.1f}%)" if t["gpu_time_a_ns"] else ""),
-        f"tensor-core share of GPU time: {t['tensor_core_time_pct_a']:.1f}% -> {t['tensor_core_time_pct_b']:.1f}%",
-        f"time by precision: {_by_precision(t['time_by_precision_a_ns'], t['gpu_time_a_ns'])} -> "
-        f"{_by_precision(t['time_by_precision_b_ns'], t['gpu_time_b_ns'])}",
-        "rows: " + ", ".join(f"{n} {s}" for s, n in t["status"].items()) + f" (noise threshold {d.threshold_pct:g}%)",
+        f"A = {d.run_a} ({t.tool_a}), B = {d.run_b} ({t.tool_b}), matched by {d.match}"
+        + (f", per iteration (A {t.iterations_a}, B {t.iterations_b})" if t.per_iteration else ""),
+        f"launches{per}: {_n(t.kernels_a)} -> {_n(t.kernels_b)}; GPU time{per}: {fmt_ns(t.gpu_time_a_ns)} -> "
+        f"{fmt_ns(t.gpu_time_b_ns)}"
+        + (f" ({100 * (t.gpu_time_b_ns - t.gpu_time_a_ns) / t.gpu_time_a_ns:+.1f}%)" if t.gpu_time_a_ns else ""),
+        f"tensor-core share of GPU time: {t.tensor_core_time_pct_a:.1f}% -> {t.tensor_core_time_pct_b:.1f}%",
+        f"time by precision: {_by_precision(t.time_by_precision_a_ns, t.gpu_time_a_ns)} -> "
+        f"{_by_precision(t.time_by_precision_b_ns, t.gpu_time_b_ns)}",
+        "rows: " + ", ".join(f"{n} {s}" for s, n in asdict(t.status).items())
+        + f" (noise threshold {d.threshold_pct:g}%)",
     ]
-    for key, where in (("onto_tensor_cores", "onto"), ("off_tensor_cores", "off")):
-        if t[key]:
+    for moved, where in ((t.onto_tensor_cores, "onto"), (t.off_tensor_cores, "off")):
+        if moved:
             lines.append(f"{where} the tensor cores in B: " + "; ".join(
-                f"{x['name']} ({x['tensor_core_pct_a']:.0f}% -> {x['tensor_core_pct_b']:.0f}% of its time; "
-                f"{', '.join(x['works_a'][:2])} in {x['precision_a']} -> {', '.join(x['works_b'][:2])} in {x['precision_b']})"
-                for x in t[key][:4]) + (f" and {len(t[key]) - 4} more" if len(t[key]) > 4 else ""))
-    if t["fused_kernels"]:
-        fused_ns = sum(x["time_b_ns"] for x in t["fused_kernels"])
-        fused_calls = sum(x["calls_b"] for x in t["fused_kernels"])
-        gone = t["replaced_by_fusion"]
-        lines.append(f"fused (Triton) kernels in B: {len(t['fused_kernels'])} kinds, {_n(fused_calls)} launches, "
+                f"{x.name} ({x.tensor_core_pct_a:.0f}% -> {x.tensor_core_pct_b:.0f}% of its time; "
+                f"{', '.join(x.works_a[:2])} in {x.precision_a} -> {', '.join(x.works_b[:2])} in {x.precision_b})"
+                for x in moved[:4]) + (f" and {len(moved) - 4} more" if len(moved) > 4 else ""))
+    if t.fused_kernels:
+        fused_ns = sum(x.time_b_ns for x in t.fused_kernels)
+        fused_calls = sum(x.calls_b for x in t.fused_kernels)
+        gone = t.replaced_by_fusion
+        lines.append(f"fused (Triton) kernels in B: {len(t.fused_kernels)} kinds, {_n(fused_calls)} launches, "
                      f"{fmt_ns(fused_ns)}; they replace {len(gone)} kinds of memory-bound kernels of A "
-                     f"({_n(sum(x['calls_a'] for x in gone))} launches, {fmt_ns(sum(x['time_a_ns'] for x in gone))}"
-                     + (": " + ", ".join(x["name"] for x in gone[:4]) + (" ..." if len(gone) > 4 else "") if gone else "")
+                     f"({_n(sum(x.calls_a for x in gone))} launches, {fmt_ns(sum(x.time_a_ns for x in gone))}"
+                     + (": " + ", ".join(x.name for x in gone[:4]) + (" ..." if len(gone) > 4 else "") if gone else "")
                      + ")")
-    lines += [f"note: {n}" for n in t["notes"]]
+    lines += [f"note: {n}" for n in t.notes]
     return lines
 
 
@@ -722,7 +723,7 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
         for line in headline(d)[1:]:
             c.print(Text("  " + line))
     # One table of what changed: each row's time in every variant.
-    keys: dict[tuple[str, str], float] = {}
+    keys: dict[tuple[str, Kind], float] = {}
     for d in cmp.diffs:
         for r in d.rows:
             if r.status != "same":
@@ -730,7 +731,7 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
     top = sorted(keys, key=lambda k: -keys[k])[:limit]
     if not top:
         return
-    per = any(d.totals["per_iteration"] for d in cmp.diffs)
+    per = any(d.totals.per_iteration for d in cmp.diffs)
     w = table(c, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of {len(keys)})",
               title_left=True)
     w.add_column({"exact": "kernel", "family": "work", "op": "operator"}[cmp.match], no_wrap=True, overflow="ellipsis",

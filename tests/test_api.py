@@ -18,6 +18,7 @@ import pytest
 
 import profkit
 from profkit.parse.schema import CLASSIFIED, COLUMNS, KERNEL_FIELDS, RANGE_FIELDS
+from profkit.records import RunInfo
 
 from .conftest import DATA, NCU_DATA, cli_json, needs_torch
 
@@ -81,7 +82,7 @@ def test_library_and_command_agree(db, path):
 def test_run_fields_are_decoded(db):
     run = profkit.open_db(db).import_file(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", name="r")
     assert isinstance(run, profkit.Run) and isinstance(run, profkit.RunRecord)
-    assert isinstance(run.info, dict) and isinstance(run.raw_files, dict) and isinstance(run.metrics, list)
+    assert isinstance(run.info, RunInfo) and isinstance(run.raw_files, dict) and isinstance(run.metrics, list)
     assert run.raw_files == {"ncu-csv": str((NCU_DATA / "resnet18_fp16_eager.raw.csv.gz").resolve())}
     assert (run.workload, run.precision, run.mode, run.tool, run.activity) == ("resnet18", "fp16", "eager", "ncu", "kernel")
     again = profkit.open_db(db).run("r")

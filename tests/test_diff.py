@@ -42,10 +42,10 @@ def test_eager_against_torchscript(runs):
     """TorchScript (torch.jit.trace) launched the very same kernels as eager."""
     _, r = runs
     d = r["eager"].diff(r["ts"])
-    assert (d.totals["kernels_a"], d.totals["kernels_b"]) == (162, 162)
-    assert d.totals["status"]["added"] == d.totals["status"]["removed"] == 0
-    assert all(x.calls_a == x.calls_b for x in d.rows) and d.totals["notes"] == []
-    assert abs(d.totals["gpu_time_b_ns"] - d.totals["gpu_time_a_ns"]) < 0.05 * d.totals["gpu_time_a_ns"]
+    assert (d.totals.kernels_a, d.totals.kernels_b) == (162, 162)
+    assert d.totals.status.added == d.totals.status.removed == 0
+    assert all(x.calls_a == x.calls_b for x in d.rows) and d.totals.notes == []
+    assert abs(d.totals.gpu_time_b_ns - d.totals.gpu_time_a_ns) < 0.05 * d.totals.gpu_time_a_ns
 
 
 def test_autotuned_tile_variants(runs):
@@ -53,13 +53,13 @@ def test_autotuned_tile_variants(runs):
     (added/removed), family matching lines them up and keeps each side's variants."""
     _, r = runs
     exact = r["heur"].diff(r["tuned"])
-    assert exact.totals["kernels_a"] == exact.totals["kernels_b"] == 162
+    assert exact.totals.kernels_a == exact.totals.kernels_b == 162
     added = {x.name for x in exact.rows if x.status == "added"}
     removed = {x.name for x in exact.rows if x.status == "removed"}
     assert any("implicit_convolve_sgemm<__half, __half, (int)128" in n for n in added)
     assert any("implicit_convolve_sgemm<__half, __half, (int)1024" in n for n in removed)
     family = r["heur"].diff(r["tuned"], match="family")
-    assert family.totals["status"]["added"] == family.totals["status"]["removed"] == 0
+    assert family.totals.status.added == family.totals.status.removed == 0
     sgemm = by_name(family)["cuDNN implicit_convolve_sgemm conv"]
     assert sgemm.calls_a == sgemm.calls_b == 1 and sgemm.variants_a != sgemm.variants_b
     fprop = by_name(family)["cuDNN xmma conv fprop"]
@@ -73,19 +73,19 @@ def test_fp32_against_fp16(runs):
     _, r = runs
     d = r["fp32"].diff(r["fp16"], match="family")
     t = d.totals
-    assert t["tensor_core_time_pct_a"] == pytest.approx(39.31) and t["tensor_core_time_pct_b"] == pytest.approx(23.09)
-    assert set(t["time_by_precision_a_ns"]) == {"fp32", "tf32"} and set(t["time_by_precision_b_ns"]) == {"fp16", "fp32"}
+    assert t.tensor_core_time_pct_a == pytest.approx(39.31) and t.tensor_core_time_pct_b == pytest.approx(23.09)
+    assert set(t.time_by_precision_a_ns) == {"fp32", "tf32"} and set(t.time_by_precision_b_ns) == {"fp16", "fp32"}
     fprop = by_name(d)["cuDNN xmma conv fprop"]
     assert "tf32" in fprop.precision_a and fprop.precision_b == "fp16"
     exact = r["fp32"].diff(r["fp16"])
-    assert exact.totals["status"]["same"] == 0  # every kernel is another template instance
+    assert exact.totals.status.same == 0  # every kernel is another template instance
     # fp32's classifier GEMM ran on CUDA cores (a gemv); fp16's on tensor cores (nvjet). The
     # convolutions were on the tensor cores in both (TF32, fp16): no move.
-    (onto,) = t["onto_tensor_cores"]
-    assert onto["name"] == "gemm" and onto["tensor_core_pct_a"] == 0 and onto["tensor_core_pct_b"] == 100
-    assert onto["works_a"] == ["cuBLAS gemmSN"] and onto["works_b"] == ["cuBLAS nvjet GEMM"]
-    assert onto["precision_a"] == "fp32" and onto["precision_b"] == "fp16"
-    assert t["off_tensor_cores"] == []
+    (onto,) = t.onto_tensor_cores
+    assert onto.name == "gemm" and onto.tensor_core_pct_a == 0 and onto.tensor_core_pct_b == 100
+    assert onto.works_a == ["cuBLAS gemmSN"] and onto.works_b == ["cuBLAS nvjet GEMM"]
+    assert onto.precision_a == "fp32" and onto.precision_b == "fp16"
+    assert t.off_tensor_cores == []
 
 
 @pytest.mark.parametrize("match", ["exact", "family"])
@@ -94,7 +94,7 @@ def test_a_run_against_itself(runs, match):
     for key in ("fp16", "heur", "t_compile"):
         d = r[key].diff(r[key], match=match)
         assert {x.status for x in d.rows} == {"same"} and all(x.delta_time_ns == 0 for x in d.rows)
-        assert d.totals["onto_tensor_cores"] == d.totals["off_tensor_cores"] == [] and d.totals["notes"] == []
+        assert d.totals.onto_tensor_cores == d.totals.off_tensor_cores == [] and d.totals.notes == []
 
 
 def test_ncu_against_nsys(runs):
@@ -103,10 +103,10 @@ def test_ncu_against_nsys(runs):
     _, r = runs
     d = r["fp16"].diff(r["nsys3"])
     t = d.totals
-    assert t["per_iteration"] and (t["iterations_a"], t["iterations_b"]) == (1, 3)
-    assert t["kernels_a"] == t["kernels_b"] == 162
-    assert any("short names" in n for n in t["notes"]) and any("clocks locked" in n for n in t["notes"])
-    assert t["status"]["added"] == t["status"]["removed"] == 0
+    assert t.per_iteration and (t.iterations_a, t.iterations_b) == (1, 3)
+    assert t.kernels_a == t.kernels_b == 162
+    assert any("short names" in n for n in t.notes) and any("clocks locked" in n for n in t.notes)
+    assert t.status.added == t.status.removed == 0
     assert all(x.calls_a == x.calls_b for x in d.rows)
 
 
@@ -115,9 +115,9 @@ def test_eager_against_compile_fusions(runs):
     _, r = runs
     d = r["t_eager"].diff(r["t_compile"], match="family")
     t = d.totals
-    assert (t["kernels_a"], t["kernels_b"]) == (162, 57)
-    assert t["fused_kernels"] and all(x["name"].startswith("Triton ") for x in t["fused_kernels"])
-    replaced = {x["name"] for x in t["replaced_by_fusion"]}
+    assert (t.kernels_a, t.kernels_b) == (162, 57)
+    assert t.fused_kernels and all(x.name.startswith("Triton ") for x in t.fused_kernels)
+    replaced = {x.name for x in t.replaced_by_fusion}
     assert {"cuDNN layout nchwToNhwc", "vectorized_elementwise_kernel", "batch_norm_transform_input_kernel"} <= replaced
     triton = [x for x in d.rows if x.name.startswith("Triton ")]
     assert triton and all(x.status == "added" and x.tensor_core_pct_b == 0 for x in triton)
@@ -143,7 +143,7 @@ def test_cuda_graph_kernels_are_traced_one_by_one(runs):
     g = r["graphs"]
     assert g.kernel_count == 116 and g.count_by_kind()["kernel"] == 116  # 58 per iteration, 2 iterations
     d = r["heur"].diff(g, match="family")
-    assert d.totals["per_iteration"] and d.totals["kernels_b"] == 58 and d.totals["fused_kernels"]
+    assert d.totals.per_iteration and d.totals.kernels_b == 58 and d.totals.fused_kernels
 
 
 def test_json_contract_and_command(runs, tmp_path):
@@ -170,7 +170,7 @@ def test_noise_threshold(runs):
     _, r = runs
     loose = r["heur"].diff(r["tuned"], threshold_pct=50.0)
     strict = r["heur"].diff(r["tuned"], threshold_pct=0.0)
-    assert loose.totals["status"]["same"] > strict.totals["status"]["same"]
+    assert loose.totals.status.same > strict.totals.status.same
     with pytest.raises(profkit.UsageError, match="`threshold_pct`"):
         r["heur"].diff(r["tuned"], threshold_pct=-5)
     frame = loose.frame()
@@ -221,4 +221,4 @@ def test_refusals(runs, tmp_path):
 def test_ncu_against_nsys_status_follows_calls(runs):
     _, r = runs
     d = r["eager"].diff(r["heur"])  # same 162 kernels: ncu's locked clocks make every time differ
-    assert d.totals["status"]["changed"] == 0 and d.totals["status"]["same"] > 0
+    assert d.totals.status.changed == 0 and d.totals.status.same > 0

@@ -123,11 +123,11 @@ def test_op_rule_examples_are_real():
         names |= {r["name"] for r in load(TORCH / f"{n}.json.gz").rows}
     for f in (DATA / "ddp").glob("cpu_*.rank*.json.gz"):  # a data-parallel step's collectives (gloo)
         names |= {r["name"] for r in load(f).rows}
-    for rule in rules()["op_rules"]:
+    for rule in rules().op_rules:
         assert rule.examples, rule.id
         for ex in rule.examples:
             assert ex in names, (rule.id, ex)
-            first = next(r for r in rules()["op_rules"] if r.regex.search(ex))
+            first = next(r for r in rules().op_rules if r.regex.search(ex))
             assert first.id == rule.id, (ex, first.id)
 
 

@@ -69,7 +69,7 @@ def test_run_facts_from_the_file():
 
 
 def type_counters(metrics: dict) -> set[str]:
-    counters = rules()["counters"]
+    counters = rules().counters
     return {counters[m] for m, v in metrics.items() if m in counters and v}
 
 

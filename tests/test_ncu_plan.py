@@ -101,7 +101,7 @@ def test_a_stored_per_function_run_has_a_timeline_and_compares_with_timelines(tm
     assert len(drawn["bars"]) == 90 and drawn["note"].startswith("iteration vgg16.fp16.eager.iter0: 90")
     assert timeline(db.store, db.run(every.name))["bars"] == []
     d = db.diff("plan", "every")
-    assert any("not comparable" in n for n in d.totals["notes"])
+    assert any("not comparable" in n for n in d.totals.notes)
     assert {r.status for r in d.rows} == {"same"}  # same kernels, same calls: status from calls alone
 
 

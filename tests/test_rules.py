@@ -13,8 +13,8 @@ from profkit.parse import load
 
 from .conftest import DATA, NCU_DATA
 
-RULES = rules()["name_rules"]
-WORK_RULES = rules()["work_rules"]
+RULES = rules().name_rules
+WORK_RULES = rules().work_rules
 DIFF_DATA = DATA / "diff"
 
 
@@ -121,7 +121,7 @@ def test_tile_variants_share_a_work_key():
 
 def _counted_rows() -> list[dict]:
     """Every launch ncu counted the tensor-path ops of, across the captures in tests/data."""
-    counters = rules()["counters"]
+    counters = rules().counters
     files = sorted({*DATA.rglob("*.raw.csv.gz"), *DATA.rglob("*.raw.csv")})
     out = []
     for f in files:

@@ -23,10 +23,11 @@ totals count kernels (or CPU operators) only, as the summary does.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from ..classify import operation_of, work_key
 from ..errors import UsageError
+from ..parse.schema import Kind
 from ..records import RunRecord, ncu_timed
 from ..store import Store
 from .ranges import iteration_ranges, launches_outside, run_ranges
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MATCHES = ("exact", "family", "op")
+Status = Literal["added", "removed", "changed", "same"]
 DEFAULT_THRESHOLD_PCT = 10.0
 MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
 SHARE_MOVE_PCT = 20.0  # how far an operation's tensor-core share must move to say it moved
@@ -48,8 +50,8 @@ class DiffRow:
     per-iteration floats when the runs' iteration counts differ."""
 
     name: str
-    kind: str
-    status: str                      # added, removed, changed, same
+    kind: Kind                       # kernel, memcpy, memset or cpu_op
+    status: Status
     calls_a: float
     calls_b: float
     time_a_ns: float
@@ -69,6 +71,105 @@ class DiffRow:
 
 
 @dataclass(frozen=True)
+class StatusCounts:
+    """How many rows of the diff have each status."""
+
+    added: int
+    removed: int
+    changed: int
+    same: int
+
+
+@dataclass(frozen=True)
+class MovedOperation:
+    """An operation (conv fprop, gemm, ...) both runs do whose tensor-core share of time rose
+    or fell by ``SHARE_MOVE_PCT`` points or more. Times as the rows' (ns, per iteration where
+    the runs' iteration counts differ); shares are percentages of the operation's time."""
+
+    name: str
+    time_a_ns: float
+    time_b_ns: float
+    tensor_core_pct_a: float
+    tensor_core_pct_b: float
+    precision_a: str                 # the precisions seen, comma-joined
+    precision_b: str
+    works_a: list[str]               # the works (kernel families) that did it on each side
+    works_b: list[str]
+
+
+@dataclass(frozen=True)
+class FusedKernel:
+    """A row only B has whose kernels torch.compile generated (Triton's ``triton_*``)."""
+
+    name: str
+    calls_b: float
+    time_b_ns: float
+    variants_b: list[str]
+
+
+@dataclass(frozen=True)
+class ReplacedKernel:
+    """A row only A has, of a family (elementwise, norm, ...) such fused kernels replace."""
+
+    name: str
+    calls_a: float
+    time_a_ns: float
+    family: str
+
+
+@dataclass(frozen=True)
+class DiffSide:
+    """One side's headline figures of :class:`DiffTotals` (``DiffTotals.side("a")``)."""
+
+    kernels: float
+    gpu_time_ns: float
+    tensor_core_time_pct: float
+    time_by_precision_ns: dict[str, float]
+    iterations: int | None
+    tool: str | None
+
+
+@dataclass(frozen=True)
+class DiffTotals:
+    """The diff's headline, side A then side B. Counts and times cover kernels (or CPU
+    operators for a CPU run) only, as the summary does; memcpy/memset rows are left out.
+    ``kernels_*`` are launches (operator calls) and ``*_ns`` integer nanoseconds, both per
+    iteration (floats, rounded to 3 places) when ``per_iteration``. ``to_dict()`` is the
+    ``totals`` of ``profkit diff --format json``."""
+
+    kernels_a: float                            # launches (CPU operator calls)
+    kernels_b: float
+    gpu_time_a_ns: float                        # their summed duration (CPU self time)
+    gpu_time_b_ns: float
+    tensor_core_time_pct_a: float               # % of that time on tensor cores (0.0 when none)
+    tensor_core_time_pct_b: float
+    time_by_precision_a_ns: dict[str, float]    # precision -> time, largest first
+    time_by_precision_b_ns: dict[str, float]
+    iterations_a: int | None                    # measured iterations the run holds, None when unknown
+    iterations_b: int | None
+    tool_a: str | None                          # ncu, nsys or torch
+    tool_b: str | None
+    status: StatusCounts                        # rows per status
+    onto_tensor_cores: list[MovedOperation]     # operations B runs on tensor cores more, most time (B) first
+    off_tensor_cores: list[MovedOperation]      # and less, most time (A) first
+    fused_kernels: list[FusedKernel]            # B's added Triton kernels
+    replaced_by_fusion: list[ReplacedKernel]    # A's removed fusable kernels (empty unless fused_kernels)
+    per_iteration: bool = False                 # the runs' iteration counts differ: figures per iteration
+    notes: list[str] = field(default_factory=list)  # what to know to read the diff (matching, warm-ups, ncu times)
+
+    def side(self, which: str) -> DiffSide:
+        """Side ``"a"`` or ``"b"``'s figures."""
+        if which not in ("a", "b"):
+            raise ValueError(f"a diff's sides are 'a' and 'b', not {which!r}")
+        return DiffSide(*(getattr(self, f"{f}_{which}{unit}") for f, unit in (
+            ("kernels", ""), ("gpu_time", "_ns"), ("tensor_core_time_pct", ""), ("time_by_precision", "_ns"),
+            ("iterations", ""), ("tool", ""))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Diff:
     """``rows`` largest change first; ``totals`` the headline. ``to_dict()`` is what
     ``profkit diff --format json`` prints."""
@@ -78,11 +179,11 @@ class Diff:
     match: str
     threshold_pct: float
     rows: list[DiffRow]
-    totals: dict[str, Any]
+    totals: DiffTotals
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_a": self.run_a, "run_b": self.run_b, "match": self.match, "threshold_pct": self.threshold_pct,
-                "rows": [asdict(r) for r in self.rows], "totals": self.totals}
+                "rows": [asdict(r) for r in self.rows], "totals": self.totals.to_dict()}
 
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (one row per key, DiffRow's fields as columns)."""
@@ -120,7 +221,7 @@ def _key(group: dict[str, Any], match: str, by_short: bool) -> str:
     return str(group["short_name"] if by_short else group["name"])
 
 
-def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, str], dict[str, Any]]:
+def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, Kind], dict[str, Any]]:
     """One side of the diff: per (key, kind), calls, time, tensor-core time, precisions,
     families and the kernel names behind it."""
     return _aggregate(groups, lambda g: (_key(g, match, by_short), g["kind"]),
@@ -199,9 +300,8 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct, times_compare)
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
-    totals = _totals(run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b)
-    totals["per_iteration"] = per_iteration
-    totals["notes"] = notes
+    totals = _totals(run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b, per_iteration,
+                     notes)
     return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
 
 
@@ -209,11 +309,12 @@ def _plural(n: int | None, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float,
+def _row(key: str, kind: Kind, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float,
          times_compare: bool = True) -> DiffRow:
     empty: dict[str, Any] = {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []}
     sa, sb = a or empty, b or empty
     d_time = sb["time"] - sa["time"]
+    status: Status
     if a is None:
         status = "added"
     elif b is None:
@@ -243,7 +344,7 @@ def _row(key: str, kind: str, a: dict[str, Any] | None, b: dict[str, Any] | None
 
 def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[dict[str, Any]],
             groups_b: list[dict[str, Any]], iters_a: int | None, iters_b: int | None, scale_a: float,
-            scale_b: float) -> dict[str, Any]:
+            scale_b: float, per_iteration: bool, notes: list[str]) -> DiffTotals:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
     ta, tb = _sums(groups_a, run_a.activity, scale_a), _sums(groups_b, run_b.activity, scale_b)
     # Onto / off the tensor cores, by operation (conv fprop, gemm, ...: whichever library's
@@ -263,21 +364,21 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
     fused = [r for r in main if r.status == "added" and any(v.startswith("triton_") for v in r.variants_b)]
     replaced = [r for r in main if r.status == "removed" and r.family
                 and set(r.family.split(",")) & set(FUSABLE)]
-    return {
-        "kernels_a": ta["kernels"], "kernels_b": tb["kernels"],
-        "gpu_time_a_ns": ta["time_ns"], "gpu_time_b_ns": tb["time_ns"],
-        "tensor_core_time_pct_a": ta["tensor_core_pct"], "tensor_core_time_pct_b": tb["tensor_core_pct"],
-        "time_by_precision_a_ns": ta["by_precision"], "time_by_precision_b_ns": tb["by_precision"],
-        "iterations_a": iters_a, "iterations_b": iters_b,
-        "tool_a": run_a.tool, "tool_b": run_b.tool,
-        "status": {s: sum(1 for r in rows if r.status == s) for s in ("added", "removed", "changed", "same")},
-        "onto_tensor_cores": [_moved(f, a, b) for f, a, b in onto],
-        "off_tensor_cores": [_moved(f, a, b) for f, a, b in off],
-        "fused_kernels": [{"name": r.name, "calls_b": r.calls_b, "time_b_ns": r.time_b_ns, "variants_b": r.variants_b}
-                          for r in fused],
-        "replaced_by_fusion": ([{"name": r.name, "calls_a": r.calls_a, "time_a_ns": r.time_a_ns, "family": r.family}
-                                for r in replaced] if fused else []),
-    }
+    return DiffTotals(
+        kernels_a=ta["kernels"], kernels_b=tb["kernels"],
+        gpu_time_a_ns=ta["time_ns"], gpu_time_b_ns=tb["time_ns"],
+        tensor_core_time_pct_a=ta["tensor_core_pct"], tensor_core_time_pct_b=tb["tensor_core_pct"],
+        time_by_precision_a_ns=ta["by_precision"], time_by_precision_b_ns=tb["by_precision"],
+        iterations_a=iters_a, iterations_b=iters_b,
+        tool_a=run_a.tool, tool_b=run_b.tool,
+        status=StatusCounts(*(sum(1 for r in rows if r.status == st) for st in ("added", "removed", "changed", "same"))),
+        onto_tensor_cores=[_moved(f, a, b) for f, a, b in onto],
+        off_tensor_cores=[_moved(f, a, b) for f, a, b in off],
+        fused_kernels=[FusedKernel(r.name, r.calls_b, r.time_b_ns, r.variants_b) for r in fused],
+        replaced_by_fusion=([ReplacedKernel(r.name, r.calls_a, r.time_a_ns, r.family or "") for r in replaced]
+                            if fused else []),
+        per_iteration=per_iteration, notes=notes,
+    )
 
 
 def _sums(groups: list[dict[str, Any]], activity: str, scale: float) -> dict[str, Any]:
@@ -302,13 +403,11 @@ def _by_operation(groups: list[dict[str, Any]], scale: float) -> dict[str, dict[
                       lambda g: work_key(g["short_name"] or g["name"], g["name"])[0], scale)
 
 
-def _moved(operation: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def _moved(operation: str, a: dict[str, Any], b: dict[str, Any]) -> MovedOperation:
     """An operation whose tensor-core share moved: its time, share, precisions and the works
     (kernels) that did it on each side."""
     def share(s: dict[str, Any]) -> float:
         return round(100 * s["tc"] / s["time"], 2) if s["time"] else 0.0
 
-    return {"name": operation, "time_a_ns": _num(a["time"]), "time_b_ns": _num(b["time"]),
-            "tensor_core_pct_a": share(a), "tensor_core_pct_b": share(b),
-            "precision_a": ",".join(a["precisions"]), "precision_b": ",".join(b["precisions"]),
-            "works_a": a["variants"], "works_b": b["variants"]}
+    return MovedOperation(operation, _num(a["time"]), _num(b["time"]), share(a), share(b), ",".join(a["precisions"]),
+                          ",".join(b["precisions"]), a["variants"], b["variants"])

@@ -175,7 +175,7 @@ def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, dict
 
 
 def _launch_bound(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
-    if ctx.run.info.get("compile_mode") == "reduce-overhead":
+    if ctx.run.info.compile_mode == "reduce-overhead":
         return None  # already replaying CUDA graphs: the advice is taken
     tops = [r for r in ctx.top_ranges if r["wall_ns"]]
     if not tops:

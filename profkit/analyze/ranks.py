@@ -23,7 +23,7 @@ COMM = "communication"  # the family of NCCL kernels and collective operators (r
 
 def world_size(run: RunRecord) -> int:
     """How many ranks a run had (1 for a single process)."""
-    value = (run.info or {}).get("world_size")
+    value = run.info.world_size
     return value if isinstance(value, int) and value > 1 else 1
 
 

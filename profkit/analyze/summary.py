@@ -10,7 +10,10 @@ summarised in bounded memory.
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..errors import require_int
+from ..parse.schema import Evidence, Precision
 from ..records import MemoryOps, RunRecord, Summary, TopKernel
 from ..store import Store
 from .ranks import rank_report
@@ -42,10 +45,11 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
         tensor_core_time_ns=t["tensor_core_time_ns"],
         tensor_core_time_pct=pct(t["tensor_core_time_ns"]),
         unclassified_time_ns=t["unknown_time_ns"],
-        time_by_precision_ns={k: ns for k, _, ns in by_precision},
-        kernels_by_precision={k: n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))},
+        # the store's texts are the classifier's verdicts (parse.schema's Precision, Evidence)
+        time_by_precision_ns={cast(Precision, k): ns for k, _, ns in by_precision},
+        kernels_by_precision={cast(Precision, k): n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))},
         time_by_family_ns={k: ns for k, _, ns in groups["family"]},
-        evidence={k: n for k, n, _ in sorted(groups["evidence"], key=lambda r: (-r[1], r[0]))},
+        evidence={cast(Evidence, k): n for k, n, _ in sorted(groups["evidence"], key=lambda r: (-r[1], r[0]))},
         top_kernels=top_rows,
         memory_ops={k: MemoryOps(count=n, time_ns=ns)
                     for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},

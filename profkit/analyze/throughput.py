@@ -97,7 +97,7 @@ def chip_of(gpu_name: str | None) -> Chip | None:
 
 def throughput(store: Store, run: RunRecord) -> Throughput | None:
     """The run's tensor throughput from its counters, or None when the capture has none."""
-    counters: dict[str, str] = rules()["counters"]
+    counters: dict[str, str] = dict(rules().counters)
     names = [m for m in run.metrics if m in counters]
     if run.activity != "kernel" or not names:
         return None

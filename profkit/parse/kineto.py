@@ -27,9 +27,9 @@ from ..nvtx_ranges import is_iteration_range
 from .gzipped import GZIP_ERRORS, open_text
 from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
                      nest_in_process_ranges, place, range_rows)
-from .schema import Capture, KernelRow, RangeRow, kernel_row
+from .schema import Capture, KernelRow, Kind, RangeRow, kernel_row
 
-GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+GPU_KINDS: dict[str, Kind] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 OP_CATS = {"cpu_op", "operator"}
 RANGE_CATS = {"user_annotation"}

@@ -59,17 +59,22 @@ pandas DataFrame with the dtypes above.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Literal, TypedDict, TypeVar, get_args
 
 from ..errors import BadExport
 
 if TYPE_CHECKING:
     import pandas as pd
 
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "mixed", "unknown")
-EVIDENCE = ("metrics", "name", "dtypes", "none")
-KINDS = ("kernel", "memcpy", "memset", "cpu_op")
-GPU_KINDS = ("kernel", "memcpy", "memset")
+# The values of the table's kind, precision and evidence columns (documented above), as types
+# and as the tuples checked against at run time.
+Kind = Literal["kernel", "memcpy", "memset", "cpu_op"]
+Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "mixed", "unknown"]
+Evidence = Literal["metrics", "name", "dtypes", "none"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)
+KINDS: tuple[Kind, ...] = get_args(Kind)
+GPU_KINDS: tuple[Kind, ...] = ("kernel", "memcpy", "memset")
 
 COLUMNS: dict[str, str] = {
     "launch_id": "int64",
@@ -109,7 +114,7 @@ class KernelRow(TypedDict):
     """One row as an importer yields it (see the table above)."""
 
     launch_id: int
-    kind: str
+    kind: Kind
     name: str
     short_name: str
     duration_ns: int | None
@@ -134,17 +139,17 @@ class KernelRow(TypedDict):
 class ClassifiedRow(KernelRow):
     """A row with its verdict, as the store keeps it and ``Run.iter_kernels()`` yields it."""
 
-    precision: str
+    precision: Precision
     tensor_core: bool | None
     family: str | None
-    evidence: str
+    evidence: Evidence
     evidence_detail: str
 
 
 _COLUMN_SET = frozenset(COLUMNS)
 
 
-def kernel_row(launch_id: int, kind: str, name: str, short_name: str, **known: Any) -> KernelRow:
+def kernel_row(launch_id: int, kind: Kind, name: str, short_name: str, **known: Any) -> KernelRow:
     """A KernelRow with the fields an importer knows; the others are None (``metrics`` {})."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(launch_id=launch_id, kind=kind, name=name, short_name=short_name, metrics={})

@@ -40,16 +40,15 @@ def _profkit_version() -> str:
 
 def header(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run's identity: what ran, how, on what, when, and the command line."""
-    info = run.info or {}
     return {
         "name": run.name, "id": run.id, "source": run.source, "workload": run.workload, "precision": run.precision,
         "mode": run.mode, "batch_size": run.batch_size, "iters": run.iters, "device": run.device,
         "tool": run.tool, "tool_version": run.tool_version, "metric_set": run.metric_set,
         "gpu_name": run.gpu_name, "compute_capability": run.compute_capability,
         "date": run.finished_at or run.started_at, "command": shlex.join(run.command) if run.command else None,
-        "imported_from": info.get("source_path") or (run.raw_files or {}).get("source"),
+        "imported_from": run.info.imported_from, "imported_sha256": run.source_sha256,
         "activity": run.activity, "database": str(store.path),
-        "options": option_labels(info.get("options")),
+        "options": option_labels(run.info.options),
     }
 
 
