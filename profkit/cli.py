@@ -317,7 +317,9 @@ class OneLineErrors(click.Group):
                 _quiet_pipe()
                 sys.exit(0)
             raise
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C or a stop signal while Click parsed
+                raise exc.__cause__ from None  # main() says which, with its exit status
             _err("profkit: interrupted")
             sys.exit(130)
         try:
