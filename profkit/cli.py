@@ -1,7 +1,13 @@
 """The ``profkit`` command: parse options, call the library (``profkit.api``), hand what it
 returns to ``profkit.render``, and turn expected errors into one line and a non-zero exit.
-No analysis and no SQL live here, and nothing heavy (torch, pandas) is imported before a
+No analysis and no SQL live here, and nothing heavy (torch, pandas, rich) is imported before a
 command needs it, so ``profkit --help`` is instant.
+
+The command line is plain Click, through its public API only: each option's value is
+converted by one of the small ParamTypes below (no pydantic, whose import alone took longer
+than all the rest of ``profkit summary``), and the help is laid out as Typer's plain help laid
+it out before (tests/test_cli_values.py checks the values and messages against what Typer
+made of them).
 
 Every bad input ends in one line on stderr: the library's errors (their parameter names
 become this command's flags) and the usage errors Click finds (unknown option, bad choice).
@@ -13,7 +19,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
-import inspect
 import io
 import os
 import re
@@ -22,10 +27,9 @@ import sys
 import warnings
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
 
-import typer
-from typer.core import TyperCommand, TyperGroup
+import click
 
 from .choices import CompileMode, Device, Format, Mode, Precision, Tool
 from .errors import ProfkitError, ProfkitWarning, name_params
@@ -54,37 +58,219 @@ def flag(param: str) -> str | None:
     return FLAGS.get(param)
 
 
-def _parser_errors() -> tuple[type[Exception], ...]:
-    """The base classes of the usage errors Typer's parser raises: its own (Typer 0.2x ships
-    its own copy of Click) and, for older Typer, Click's."""
-    found: list[type[Exception]] = []
-    if hasattr(typer, "TyperException"):
-        found.append(typer.TyperException)
+# ---------------------------------------------------------------------------------- parameter values
+# What each kind of value accepts, and the messages for what it does not, are those of the
+# Typer (0.29, converting with pydantic) that profkit's command line stood on before: an int is
+# digits with an optional sign, single underscores between digits and a zero fraction ("5.0"),
+# around spaces; a float is what Python's float() reads, with those underscores; a choice is
+# one of its values exactly. tests/test_cli_values.py compares them with Typer's, recorded.
+_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_DIGITS = r"[0-9]+(?:_[0-9]+)*"
+_FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?"
+                    r"|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+_SPACE = " \t\n\r\f\v"
+
+
+class Value(click.ParamType):
+    """A kind of option value: ``label`` is how the help shows it (``<int>``)."""
+
+    label = "str"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        return value
+
+
+def _unicode(value: str, kind: Value, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
+    """``value``, failing where it holds an undecodable byte (a surrogate escape)."""
     try:
-        import click
-    except ImportError:
-        pass
-    else:
-        found.append(click.ClickException)
-    return tuple(found)
+        value.encode()
+    except UnicodeEncodeError:
+        kind.fail("Input should be a valid string, unable to parse raw data as a unicode string", param, ctx)
+    return value
 
 
-class OneLineErrors(TyperGroup):
+class Number(Value):
+    """An int or a float, within ``lo`` and ``hi`` where given."""
+
+    def __init__(self, kind: type, lo: Optional[float] = None, hi: Optional[float] = None) -> None:
+        self.kind, self.lo, self.hi = kind, lo, hi
+        self.name = kind.__name__
+        self.label = self.name + (" range" if lo is not None or hi is not None else "")
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, str):
+            text = _unicode(value, self, param, ctx).strip(_SPACE)
+            if self.kind is int:
+                if not _INT.fullmatch(text):
+                    self.fail("Input should be a valid integer, unable to parse string as an integer", param, ctx)
+                try:
+                    value = int(text.partition(".")[0].replace("_", ""))
+                except ValueError:  # longer than Python reads (4300 digits)
+                    self.fail("Unable to parse input string as an integer, exceeded maximum size", param, ctx)
+            else:
+                if not _FLOAT.fullmatch(text):
+                    self.fail("Input should be a valid number, unable to parse string as a number", param, ctx)
+                value = float(text.replace("_", ""))
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(f"Value {value!r} is not a valid {self.name}.", param, ctx)
+        else:
+            value = self.kind(value)
+        if self.hi is not None and not value <= self.hi:  # NaN fails here first, as it did
+            self.fail(f"Input should be less than or equal to {self.hi}", param, ctx)
+        if self.lo is not None and not value >= self.lo:
+            self.fail(f"Input should be greater than or equal to {self.lo}", param, ctx)
+        return value
+
+
+class PathValue(Value):
+    label = "path"
+    name = "path"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, Path):
+            return value
+        if "\0" in value:
+            self.fail("embedded null byte", param, ctx)
+        return Path(value)
+
+
+class Choice(Value):
+    """One of an Enum's values, exactly as written; the member is the option's value."""
+
+    def __init__(self, enum: type[Enum]) -> None:
+        self.enum = enum
+        self.name = enum.__name__
+        self.label = "|".join(str(m.value) for m in enum)
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, self.enum):
+            return value
+        for member in self.enum:
+            if value == member.value:
+                return member
+        choices = ", ".join(repr(m.value) for m in self.enum)
+        self.fail(f"{value!r} is not one of {choices}.", param, ctx)
+
+
+def _value(kind: Any, lo: Optional[float], hi: Optional[float]) -> Value:
+    if kind is int or kind is float:
+        return Number(kind, lo, hi)
+    if kind is Path:
+        return PathValue()
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return Choice(kind)
+    return Value()
+
+
+def _range(lo: Optional[float], hi: Optional[float]) -> str | None:
+    if lo is None and hi is None:
+        return None
+    return f"x<={hi}" if lo is None else f"x>={lo}" if hi is None else f"{lo}<=x<={hi}"
+
+
+class Option(click.Option):
+    """An option whose help reads ``--top <int range>  How many ...  [default: 10; x>=0]``."""
+
+    def __init__(self, decls: Sequence[str], *, lo: Optional[float] = None, hi: Optional[float] = None,
+                 **attrs: Any) -> None:
+        super().__init__(decls, **attrs)
+        self.lo, self.hi = lo, hi
+        self.declared_default = attrs.get("default")  # None where none was given
+
+    def get_error_hint(self, ctx: Optional[click.Context]) -> str:
+        hint = " / ".join(f"'{o}'" for o in self.opts)
+        return f"{hint} (env var: '{self.envvar}')" if self.envvar else hint
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        def names(opts: Sequence[str]) -> str:
+            text = ", ".join(sorted(opts, key=lambda o: len(o) - len(o.lstrip("-"))))
+            if self.is_flag:
+                return text
+            return f"{text} {self.metavar or '<' + getattr(self.type, 'label', 'str') + '>'}"
+
+        extra = []
+        if self.envvar:
+            extra.append(f"env var: {self.envvar}")
+        default = self.declared_default
+        if self.show_default and default is not None:
+            if isinstance(default, Enum):
+                extra.append(f"default: {default.value}")
+            elif self.is_flag and self.secondary_opts:
+                extra.append(f"default: {(self.opts if default else self.secondary_opts)[0].lstrip('-')}")
+            elif not (self.is_flag and not default):
+                extra.append(f"default: {default}")
+        extra += [r for r in (_range(self.lo, self.hi),) if r]
+        if self.required:
+            extra.append("required")
+        help = self.help or ""
+        if extra:
+            help = f"{help}  [{'; '.join(extra)}]" if help else f"[{'; '.join(extra)}]"
+        return " / ".join(names(o) for o in (self.opts, self.secondary_opts) if o), help
+
+
+class Argument(click.Argument):
+    """An argument with help (``RUN <str>  Run name or id ...  [required]``), shown in usage as
+    ``{RUN}`` (required) or ``[RUN]``."""
+
+    def __init__(self, decls: Sequence[str], *, help: str = "", **attrs: Any) -> None:
+        super().__init__(decls, **attrs)
+        self.help = help
+
+    def display(self) -> str:
+        return self.metavar or self.name or ""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        help = self.help + ("  [required]" if self.required else "")
+        return f"{self.display()} <{getattr(self.type, 'label', 'str')}>", help
+
+    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [f"{{{self.display()}}}" if self.required else f"[{self.display()}]"]
+
+    def get_error_hint(self, ctx: Optional[click.Context]) -> str:
+        return f"'{self.display()}'"
+
+
+def option(*decls: str, type: Any = str, default: Any = None, help: str = "", show_default: bool = True,
+           min: Optional[float] = None, max: Optional[float] = None, **attrs: Any) -> Callable[[Any], Any]:
+    """An option (``type``: str, int, float, Path or an Enum; ``min`` and ``max`` bound a number)."""
+    if default is not None:  # (Click takes an explicit default None for a value: --workloads would not be missed)
+        attrs["default"] = default
+    return click.option(*decls, cls=Option, type=_value(type, min, max), help=help, show_default=show_default,
+                        lo=min, hi=max, **attrs)
+
+
+def switch(*decls: str, help: str, default: bool = False, **attrs: Any) -> Callable[[Any], Any]:
+    """A flag (``--all``), or a pair of them (``--report/--no-report``)."""
+    return click.option(*decls, cls=Option, is_flag=True, default=default, help=help, show_default=True, **attrs)
+
+
+def argument(name: str, help: str, metavar: Optional[str] = None, required: bool = True,
+             type: Any = str) -> Callable[[Any], Any]:
+    """An argument (a str, or ``type``), ``metavar`` its name in the help (else ``name``)."""
+    return click.argument(name, cls=Argument, type=_value(type, None, None), metavar=metavar, required=required,
+                          help=help)
+
+
+class Command(click.Command):
+    """A profkit command: its help lists its arguments, then its options."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = [(p.param_type_name, p.get_help_record(ctx)) for p in self.get_params(ctx)]
+        for kind, title in (("argument", "Arguments"), ("option", "Options")):
+            rows = [r for k, r in records if k == kind and r is not None]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class OneLineErrors(click.Group):
     """The parser's usage errors (unknown option, bad value, missing argument) as one line,
-    like every other error; ``profkit`` alone prints the help. Its parameters' values are
-    converted as ProfkitCommand's are, and the command list of its help shows each command's
-    first paragraph whole."""
+    like every other error; ``profkit`` alone prints the help. The command list of its help
+    shows each command's first paragraph whole."""
 
-    def __init__(self, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        quick_values(self.params)
+    command_class = Command
 
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        quick_values([option])
-        return option
-
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Click's plain help cuts a command's summary to the rest of a line, or at its first
         # full stop; Typer's rich help, which profkit showed before, printed the whole first
         # paragraph of the docstring. So does this, wrapped by Click's formatter.
@@ -99,7 +285,10 @@ class OneLineErrors(TyperGroup):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order they are defined, not sorted
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -111,14 +300,13 @@ class OneLineErrors(TyperGroup):
         _printable_output()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except _parser_errors() as exc:
-            if type(exc).__name__ == "NoArgsIsHelpError":  # `profkit` alone: the help, as Typer shows it
-                return super().main(["--help"], prog_name, complete_var, standalone_mode=True, **extra)
+        except click.exceptions.NoArgsIsHelpError:  # `profkit` alone: the help
+            return super().main(["--help"], prog_name, complete_var, standalone_mode=True, **extra)
+        except click.ClickException as exc:
             ctx = getattr(exc, "ctx", None)
             where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-            message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
-            _err(f"profkit: error: {' '.join(message.split())}{where}")
-            sys.exit(getattr(exc, "exit_code", 2))
+            _err(f"profkit: error: {' '.join(_usage_message(exc).split())}{where}")
+            sys.exit(exc.exit_code)
         except BrokenPipeError:
             _quiet_pipe()
             sys.exit(0)
@@ -129,9 +317,9 @@ class OneLineErrors(TyperGroup):
                 _quiet_pipe()
                 sys.exit(0)
             raise
-        except Exception as exc:
-            if type(exc).__name__ != "Abort":
-                raise
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C or a stop signal while Click parsed
+                raise exc.__cause__ from None  # main() says which, with its exit status
             _err("profkit: interrupted")
             sys.exit(130)
         try:
@@ -142,157 +330,58 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-# ---------------------------------------------------------------------------------- parameter values
-# Typer 0.29 converts each parameter's value (its default, an environment variable, what the
-# command line gave) through a pydantic TypeAdapter, and importing pydantic takes ~0.2 s, more
-# than all the rest of `profkit summary`. Every parameter profkit has is a bool, str, int,
-# float, Path or Enum (Optional or not). For those, Typer's converter is put behind a quick one
-# that takes the ordinary spellings (any str; digits; a plain decimal; a path passing Typer's
-# own checks; a choice Typer's own matcher knows) to what Typer makes of them, and hands
-# anything else (an out-of-range number, "1e3", "+5", an unknown choice, a path failing a
-# check) to Typer's converter, so its results and its messages stay Typer's.
-# tests/test_cli_values.py compares the two on many values. Where Typer's internals are not as
-# in 0.29 (Typer before 0.29 converted with Click's types, without pydantic), nothing changes.
-_ASK_TYPER = object()
-_DIGITS = re.compile(r"[0-9]{1,18}")
-_DECIMAL = re.compile(r"[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15}")
+_EXTRA_ARGUMENTS = re.compile(r"Got unexpected extra arguments? \(")
 
 
-class QuickValue:
-    """Typer's runtime converter for one parameter (what its ``get_runtime_param`` returns; only
-    ``coerce`` is called): ``quick`` converts a value or returns ``_ASK_TYPER`` (or fails), and
-    then Typer's own converter, built on first need, converts it instead."""
-
-    def __init__(self, quick: Callable[[Any, Any, Any], Any], build_typers: Callable[[], Any]) -> None:
-        self.quick = quick
-        self.build_typers = build_typers
-        self.typers: Any = None
-
-    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-        if value is None:  # as Typer's RuntimeParam.coerce does for a single value
-            return None
-        try:
-            out = self.quick(value, param, ctx)
-        except Exception:  # a check failed: Typer's converter says how, in its own words
-            out = _ASK_TYPER
-        if out is not _ASK_TYPER:
-            return out
-        if self.typers is None:
-            self.typers = self.build_typers()
-        return self.typers.coerce(value, param=param, ctx=ctx)
+def _usage_message(exc: click.ClickException) -> str:
+    """Click's message for a usage error, worded as profkit's command line (on Typer) has
+    always worded it: ``No such option: --to (Possible options: --top)``, ``Got unexpected
+    extra argument(s) (a b)``."""
+    if isinstance(exc, click.NoSuchOption):
+        possible = f" (Possible options: {', '.join(sorted(exc.possibilities))})" if exc.possibilities else ""
+        return f"No such option: {exc.option_name}{possible}"
+    return _EXTRA_ARGUMENTS.sub("Got unexpected extra argument(s) (", exc.format_message(), count=1)
 
 
-@functools.cache
-def _typer_internals() -> tuple[Any, Any, Any, Any] | None:
-    """The parts of Typer quick_values uses, or None where this Typer has not got them as 0.29
-    has them."""
-    try:
-        from typer._coercion import RuntimeParam, build_runtime_param
-        from typer._param_types import coerce_cli_choice, coerce_cli_path
-        from typer.core import _TyperParameter
-    except ImportError:
-        return None
-    if (not callable(getattr(_TyperParameter, "get_runtime_param", None))
-            or list(inspect.signature(RuntimeParam.coerce).parameters) != ["self", "value", "param", "ctx"]):
-        return None
-    return _TyperParameter, build_runtime_param, coerce_cli_choice, coerce_cli_path
+def _exit(code: int) -> NoReturn:
+    """End the command with exit status ``code`` (Click's way, so the status is kept)."""
+    click.get_current_context().exit(code)
 
-
-def _quick(desc: Any, coerce_cli_choice: Any, coerce_cli_path: Any) -> Callable[[Any, Any, Any], Any] | None:
-    """The quick conversion for a parameter of Typer's type ``desc``, or None for another type."""
-    t, info = desc.annotation, desc.parameter_info
-    if info.parser is not None or desc.file_annotation is not None:
-        return None
-    if t is bool:
-        # Typer passes a flag's bool on itself; an unset --help (None) and a str (from an
-        # environment variable) come here, the str for Typer's converter.
-        return lambda v, p, c: v if type(v) is bool else _ASK_TYPER
-    if t is str:
-        return lambda v, p, c: v if type(v) is str else _ASK_TYPER
-    if (t is int or t is float) and not info.clamp:
-        pattern = _DIGITS if t is int else _DECIMAL
-        lo, hi = info.min, info.max
-
-        def number(v: Any, p: Any, c: Any) -> Any:
-            if (type(v) is str and pattern.fullmatch(v)) or type(v) is t or (t is float and type(v) is int):
-                n = t(v)
-                if (lo is None or n >= lo) and (hi is None or n <= hi):
-                    return n
-            return _ASK_TYPER
-        return number
-    if t is Path and info.path_type is None:
-        # Typer makes the str a Path (with pydantic), then checks it with coerce_cli_path.
-        return lambda v, p, c: (coerce_cli_path(Path(v), info, path_type=Path, param=p, ctx=c)
-                                if type(v) is str and v and "\0" not in v else _ASK_TYPER)
-    if isinstance(t, type) and issubclass(t, Enum):
-        # What Typer's pydantic validator for a choice calls.
-        choices, case_sensitive = tuple(t), info.case_sensitive
-        return lambda v, p, c: coerce_cli_choice(v, choices=choices, case_sensitive=case_sensitive, ctx=c)
-    return None
-
-
-def quick_values(params: Sequence[Any]) -> None:
-    """Put a QuickValue in front of the converter of each bool, str, int, float, Path and Enum
-    parameter in ``params``; any other parameter keeps Typer's converter alone."""
-    internals = _typer_internals()
-    if internals is None:
-        return
-    typer_parameter, build_runtime_param, coerce_cli_choice, coerce_cli_path = internals
-    for param in params:
-        desc = getattr(param, "type_descriptor", None)
-        if (not isinstance(param, typer_parameter) or desc is None or getattr(param, "_runtime_param", 0) is not None
-                or param.multiple or param.nargs != 1):
-            continue
-        quick = _quick(desc, coerce_cli_choice, coerce_cli_path)
-        if quick is not None:
-            setattr(param, "_runtime_param", QuickValue(quick, functools.partial(build_runtime_param, desc)))
-
-
-class ProfkitCommand(TyperCommand):
-    """Every profkit command (set below, after the last one): its parameters' values, and its
-    --help option's, are converted by ``quick_values``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        quick_values(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        quick_values([option])
-        return option
-
-
-app = typer.Typer(
-    name="profkit",
-    cls=OneLineErrors,
-    help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
-    "for every kernel, its precision and whether it ran on the tensor cores.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Click's plain help, not Rich's panels: typer.rich_utils imports rich's markdown, syntax
-    # and traceback modules, ~0.2 s of every `--help`. The help says the same words
-    # (OneLineErrors.format_commands keeps each command's summary whole).
-    rich_markup_mode=None,
-)
 
 _state: dict[str, Any] = {"verbose": False, "db": None}
 
-ReportOpt = Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML report under reports/ and print its path.")]
-DbOpt = Annotated[
-    Optional[Path],
-    typer.Option("--db", help="Database file (default: $PROFKIT_DB, else ./profkit.db).", show_default=False),
-]
-# Before the command, `profkit --db X ...` also reads PROFKIT_DB; a command's own --db wins.
-GlobalDbOpt = Annotated[
-    Optional[Path],
-    typer.Option("--db", envvar="PROFKIT_DB", help="Database file (default ./profkit.db).", show_default=False),
-]
-FmtOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-KeepBnOpt = Annotated[bool, typer.Option("--keep-bn-fp32", help="With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand).")]
-ChannelsLastOpt = Annotated[bool, typer.Option("--channels-last", help="Lay the model and its 4-D image inputs out in torch.channels_last.")]
-CudnnBenchOpt = Annotated[bool, typer.Option("--cudnn-benchmark", help="Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest.")]
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run name or id (see `profkit runs`).", show_default=False)]
+REPORT_HELP = "Write the HTML report under reports/ and print its path."
+DB_HELP = "Database file (default: $PROFKIT_DB, else ./profkit.db)."
+RUN_HELP = "Run name or id (see `profkit runs`)."
+KEEP_BN_HELP = "With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand)."
+CHANNELS_LAST_HELP = "Lay the model and its 4-D image inputs out in torch.channels_last."
+CUDNN_BENCH_HELP = "Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest."
+THRESHOLD_HELP = ("Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and "
+                  "whose calls are equal is 'same'.")
+
+
+def db_option(fn: Any) -> Any:
+    return option("--db", type=Path, help=DB_HELP, show_default=False)(fn)
+
+
+def fmt_option(fn: Any) -> Any:
+    return option("--format", "-f", "fmt", type=Format, default=Format.table, help="Output format.")(fn)
+
+
+def threshold_option(fn: Any) -> Any:
+    return option("--threshold", type=float, default=10.0, min=0, max=1000, help=THRESHOLD_HELP)(fn)
+
+
+def run_argument(fn: Any) -> Any:
+    return argument("run_ref", RUN_HELP, metavar="RUN")(fn)
+
+
+def torch_switches(fn: Any) -> Any:
+    """--keep-bn-fp32, --channels-last, --cudnn-benchmark: how the workload is set up."""
+    for decorate in reversed((switch("--keep-bn-fp32", help=KEEP_BN_HELP), switch("--channels-last", help=CHANNELS_LAST_HELP),
+                              switch("--cudnn-benchmark", help=CUDNN_BENCH_HELP))):
+        fn = decorate(fn)
+    return fn
 
 
 def _quiet_pipe() -> None:
@@ -379,18 +468,18 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
             if _state["verbose"]:
                 raise
             _err(f"profkit: error: {exc.one_line(flag)}")
-            raise typer.Exit(exc.exit_code) from None
+            _exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or Terminated (SIGTERM, SIGHUP, SIGQUIT)
-            raise typer.Exit(_stopped(exc)) from None
+            _exit(_stopped(exc))
         except BrokenPipeError:
             _quiet_pipe()
-            raise typer.Exit(0) from None
+            _exit(0)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
                 raise
             _quiet_pipe()  # Python's own flush at exit would fail again
             _err(f"profkit: error: cannot write the output: {exc.strerror}")
-            raise typer.Exit(1) from None
+            _exit(1)
         except Exception as exc:
             from .store import is_database_error
 
@@ -399,26 +488,30 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
             # A damaged page met while reading, after output may have begun.
             sys.stdout.flush()
             _err(f"profkit: error: the database is damaged or unreadable ({exc}); what was printed is incomplete")
-            raise typer.Exit(1) from None
+            _exit(1)
 
     return wrapper
 
-
-def _version(value: bool) -> None:
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
         from .version import __version__
 
         print(f"profkit {__version__}")
-        raise typer.Exit(0)
+        ctx.exit(0)
 
 
-@app.callback()
-def _main(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
-    db: GlobalDbOpt = None,
-    version: Annotated[bool, typer.Option("--version", help="Print profkit's version and exit.", callback=_version,
-                                          is_eager=True)] = False,
-) -> None:
+@click.group(
+    name="profkit",
+    cls=OneLineErrors,
+    help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
+    "for every kernel, its precision and whether it ran on the tensor cores.",
+    no_args_is_help=True,
+)
+@switch("--verbose", "-v", help="Show tracebacks for errors.")
+# Before the command, `profkit --db X ...` also reads PROFKIT_DB; a command's own --db wins.
+@option("--db", type=Path, envvar="PROFKIT_DB", help="Database file (default ./profkit.db).", show_default=False)
+@switch("--version", help="Print profkit's version and exit.", callback=_version, is_eager=True, expose_value=False)
+def app(verbose: bool, db: Optional[Path]) -> None:
     _state["verbose"] = verbose
     _state["db"] = db
 
@@ -430,30 +523,30 @@ def _open(db: Optional[Path], create: bool = False) -> Database:
 
 
 # ---------------------------------------------------------------------------------- run
-@app.command()
+@app.command("run")
+@argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec).")
+@option("--tool", type=Tool, default=Tool.auto, help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch (torch.profiler).")
+@option("--precision", type=Precision, default=Precision.fp32, help="Precision the workload runs in (amp: torch.autocast).")
+@option("--mode", type=Mode, default=Mode.eager, help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).")
+@option("--compile-mode", type=CompileMode, default=CompileMode.default, help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their kernels are traced one by one).")
+@option("--batch-size", type=int, default=8, help="Batch size passed to the workload.")
+@option("--iters", type=int, default=1, help="Measured iterations, each in its own NVTX range.")
+@option("--warmup", type=int, default=3, help="Unprofiled iterations before the measured ones.")
+@option("--device", type=Device, default=Device.cuda, help="cuda, or cpu to profile CPU operators with torch.profiler.")
+@torch_switches
+@option("--metrics", help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of metric names, profiled on every launch. Left out: the chip's default; on Hopper, the tensor counters on the first launch of each kernel function and every launch timed by CUPTI.", show_default=False)
+@option("--name", help="Run name (default: workload-precision-mode-tool).", show_default=False)
+@option("--timeout", type=float, help="Stop the profiler after this many seconds.", show_default=False)
+@switch("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")
+@switch("--context-switches", help="nsys: trace the process's CPU context switches.")
+@option("--nproc-per-node", type=int, default=1, help="Ranks of a distributed job on this machine (one GPU each), started by torchrun and profiled together as one run (nsys or torch), with a rank on every kernel.")
+@switch("--report/--no-report", help=REPORT_HELP, default=True)
+@db_option
 @handles_errors
-def run(
-    workload: Annotated[str, typer.Argument(help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", show_default=False)],
-    tool: Annotated[Tool, typer.Option(help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch (torch.profiler).")] = Tool.auto,
-    precision: Annotated[Precision, typer.Option(help="Precision the workload runs in (amp: torch.autocast).")] = Precision.fp32,
-    mode: Annotated[Mode, typer.Option(help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).")] = Mode.eager,
-    compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their kernels are traced one by one).")] = CompileMode.default,
-    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
-    iters: Annotated[int, typer.Option(help="Measured iterations, each in its own NVTX range.")] = 1,
-    warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
-    device: Annotated[Device, typer.Option(help="cuda, or cpu to profile CPU operators with torch.profiler.")] = Device.cuda,
-    keep_bn_fp32: KeepBnOpt = False,
-    channels_last: ChannelsLastOpt = False,
-    cudnn_benchmark: CudnnBenchOpt = False,
-    metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of metric names, profiled on every launch. Left out: the chip's default; on Hopper, the tensor counters on the first launch of each kernel function and every launch timed by CUPTI.", show_default=False)] = None,
-    name: Annotated[Optional[str], typer.Option(help="Run name (default: workload-precision-mode-tool).", show_default=False)] = None,
-    timeout: Annotated[Optional[float], typer.Option(help="Stop the profiler after this many seconds.", show_default=False)] = None,
-    cpu_sampling: Annotated[bool, typer.Option("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")] = False,
-    context_switches: Annotated[bool, typer.Option("--context-switches", help="nsys: trace the process's CPU context switches.")] = False,
-    nproc_per_node: Annotated[int, typer.Option(help="Ranks of a distributed job on this machine (one GPU each), started by torchrun and profiled together as one run (nsys or torch), with a rank on every kernel.")] = 1,
-    report: ReportOpt = True,
-    db: DbOpt = None,
-) -> None:
+def run(workload: str, tool: Tool, precision: Precision, mode: Mode, compile_mode: CompileMode, batch_size: int,
+        iters: int, warmup: int, device: Device, keep_bn_fp32: bool, channels_last: bool, cudnn_benchmark: bool,
+        metrics: Optional[str], name: Optional[str], timeout: Optional[float], cpu_sampling: bool,
+        context_switches: bool, nproc_per_node: int, report: bool, db: Optional[Path]) -> None:
     """Run a workload under a profiler, store its kernels, print a summary and write its HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
     from .api import profile
@@ -482,12 +575,11 @@ def run(
 
 # ---------------------------------------------------------------------------------- import
 @app.command("import")
+@argument("path", "A .ncu-rep report or ncu raw-page CSV (.csv, .csv.gz), a torch.profiler trace (.json, .json.gz), or an Nsight Systems report (.nsys-rep, .qdstrm) or its SQLite export (.sqlite).", metavar="PATH", type=Path)
+@option("--name", help="Run name (default: from the file name).", show_default=False)
+@db_option
 @handles_errors
-def import_(
-    path: Annotated[Path, typer.Argument(metavar="PATH", help="A .ncu-rep report or ncu raw-page CSV (.csv, .csv.gz), a torch.profiler trace (.json, .json.gz), or an Nsight Systems report (.nsys-rep, .qdstrm) or its SQLite export (.sqlite).", show_default=False)],
-    name: Annotated[Optional[str], typer.Option(help="Run name (default: from the file name).", show_default=False)] = None,
-    db: DbOpt = None,
-) -> None:
+def import_(path: Path, name: Optional[str], db: Optional[Path]) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last."""
     from . import render  # here, not at the top: --help need not pay for it
 
@@ -509,23 +601,24 @@ def import_(
 
 
 # ---------------------------------------------------------------------------------- runs
-@app.command()
+@app.command("runs")
+@fmt_option
+@db_option
 @handles_errors
-def runs(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
+def runs(fmt: Format, db: Optional[Path]) -> None:
     """List the runs in the database."""
     from . import render  # here, not at the top: --help need not pay for it
     render.runs(_open(db).list_runs(), fmt.value)
 
 
 # ---------------------------------------------------------------------------------- kernels
-@app.command()
+@app.command("kernels")
+@run_argument
+@fmt_option
+@option("--limit", type=int, min=0, help="Show at most this many launches (table only).", show_default=False)
+@db_option
 @handles_errors
-def kernels(
-    run_ref: RunArg,
-    fmt: FmtOpt = Format.table,
-    limit: Annotated[Optional[int], typer.Option(min=0, help="Show at most this many launches (table only).", show_default=False)] = None,
-    db: DbOpt = None,
-) -> None:
+def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path]) -> None:
     """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
@@ -538,14 +631,13 @@ def kernels(
 
 
 # ---------------------------------------------------------------------------------- summary
-@app.command()
+@app.command("summary")
+@run_argument
+@fmt_option
+@option("--top", type=int, default=10, min=0, help="How many kernels to list by time.")
+@db_option
 @handles_errors
-def summary(
-    run_ref: RunArg,
-    fmt: FmtOpt = Format.table,
-    top: Annotated[int, typer.Option(min=0, help="How many kernels to list by time.")] = 10,
-    db: DbOpt = None,
-) -> None:
+def summary(run_ref: str, fmt: Format, top: int, db: Optional[Path]) -> None:
     """Summarise a run: launches, GPU time, tensor-core share, time by precision."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
@@ -555,9 +647,12 @@ def summary(
 
 
 # ---------------------------------------------------------------------------------- ranges
-@app.command()
+@app.command("ranges")
+@run_argument
+@fmt_option
+@db_option
 @handles_errors
-def ranges(run_ref: RunArg, fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
+def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
     """Per NVTX range: kernels launched in it, their GPU time, wall time, other threads' kernels."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
@@ -571,21 +666,19 @@ class Match(str, Enum):
     op = "op"
 
 
-ThresholdOpt = Annotated[float, typer.Option("--threshold", min=0, max=1000, help="Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and whose calls are equal is 'same'.")]
-
 
 @app.command("diff")
+@argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")
+@argument("run_b", "The run to compare with it.", metavar="RUN_B")
+@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), or by the PyTorch operator that launched them (op: torch.profiler runs).")
+@fmt_option
+@threshold_option
+@option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)
+@switch("--all", "all_rows", help="Show unchanged rows too (table only).")
+@db_option
 @handles_errors
-def diff_(
-    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The run to compare from (name or id).", show_default=False)],
-    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with it.", show_default=False)],
-    match: Annotated[Match, typer.Option(help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), or by the PyTorch operator that launched them (op: torch.profiler runs).")] = Match.exact,
-    fmt: FmtOpt = Format.table,
-    threshold: ThresholdOpt = 10.0,
-    limit: Annotated[Optional[int], typer.Option(min=0, help="Show at most this many rows (table only).", show_default=False)] = None,
-    all_rows: Annotated[bool, typer.Option("--all", help="Show unchanged rows too (table only).")] = False,
-    db: DbOpt = None,
-) -> None:
+def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, limit: Optional[int], all_rows: bool,
+          db: Optional[Path]) -> None:
     """What changed from RUN_A to RUN_B: kernels added, removed, faster or slower; tensor-core share; fusions."""
     from . import render  # here, not at the top: --help need not pay for it
 
@@ -593,28 +686,28 @@ def diff_(
     render.diff(d, fmt.value, limit=limit, show_same=all_rows)
 
 
-@app.command()
+@app.command("compare")
+@argument("workload", "A built-in workload or a .py file defining build(spec).")
+@option("--modes", default="eager", help="Comma-separated modes to profile: eager, torchscript, compile.")
+@option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
+@option("--tool", type=Tool, default=Tool.auto, help="Profiler for every variant (auto: ncu where it can read counters, else nsys, else torch).")
+@option("--match", type=Match, default=Match.family, help="How the diffs line kernels up (see `profkit diff --help`).")
+@threshold_option
+@option("--batch-size", type=int, default=8, help="Batch size passed to the workload.")
+@option("--device", type=Device, default=Device.cuda, help="cuda, or cpu to compare CPU operators with torch.profiler.")
+@option("--iters", type=int, default=1, help="Measured iterations per variant.")
+@option("--warmup", type=int, default=3, help="Unprofiled iterations before the measured ones (compilation happens here).")
+@option("--compile-mode", type=CompileMode, default=CompileMode.default, help="torch.compile mode for the compile variant.")
+@torch_switches
+@option("--metrics", help="ncu metric preset or list (as for run).", show_default=False)
+@fmt_option
+@switch("--report/--no-report", help=REPORT_HELP, default=True)
+@db_option
 @handles_errors
-def compare(
-    workload: Annotated[str, typer.Argument(help="A built-in workload or a .py file defining build(spec).", show_default=False)],
-    modes: Annotated[str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")] = "eager",
-    precisions: Annotated[str, typer.Option("--precisions", "--precision", help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
-    tool: Annotated[Tool, typer.Option(help="Profiler for every variant (auto: ncu where it can read counters, else nsys, else torch).")] = Tool.auto,
-    match: Annotated[Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")] = Match.family,
-    threshold: ThresholdOpt = 10.0,
-    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workload.")] = 8,
-    device: Annotated[Device, typer.Option(help="cuda, or cpu to compare CPU operators with torch.profiler.")] = Device.cuda,
-    iters: Annotated[int, typer.Option(help="Measured iterations per variant.")] = 1,
-    warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones (compilation happens here).")] = 3,
-    compile_mode: Annotated[CompileMode, typer.Option(help="torch.compile mode for the compile variant.")] = CompileMode.default,
-    keep_bn_fp32: KeepBnOpt = False,
-    channels_last: ChannelsLastOpt = False,
-    cudnn_benchmark: CudnnBenchOpt = False,
-    metrics: Annotated[Optional[str], typer.Option(help="ncu metric preset or list (as for run).", show_default=False)] = None,
-    fmt: FmtOpt = Format.table,
-    report: ReportOpt = True,
-    db: DbOpt = None,
-) -> None:
+def compare(workload: str, modes: str, precisions: str, tool: Tool, match: Match, threshold: float, batch_size: int,
+            device: Device, iters: int, warmup: int, compile_mode: CompileMode, keep_bn_fp32: bool,
+            channels_last: bool, cudnn_benchmark: bool, metrics: Optional[str], fmt: Format, report: bool,
+            db: Optional[Path]) -> None:
     """Profile a workload in several modes or precisions, show what changed against the first, and write
     each variant's side-by-side HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -640,16 +733,16 @@ def compare(
 
 # ---------------------------------------------------------------------------------- report
 @app.command("report")
+@argument("run_ref", "The run (name or id).", metavar="RUN", required=False)
+@option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)
+@option("--output", "-o", type=Path, help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)
+@switch("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")
+@option("--match", type=Match, default=Match.exact, help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")
+@threshold_option
+@db_option
 @handles_errors
-def report_(
-    run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).", show_default=False)] = None,
-    vs: Annotated[Optional[str], typer.Option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)] = None,
-    index: Annotated[bool, typer.Option("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")] = False,
-    match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")] = Match.exact,
-    threshold: ThresholdOpt = 10.0,
-    db: DbOpt = None,
-) -> None:
+def report_(run_ref: Optional[str], vs: Optional[str], output: Optional[Path], index: bool, match: Match,
+            threshold: float, db: Optional[Path]) -> None:
     """Write a self-contained HTML kernel report: charts, findings, a sortable table; opens offline."""
     from . import render  # here, not at the top: --help need not pay for it
     from .errors import UsageError
@@ -674,24 +767,23 @@ def _list(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- bench
-@app.command()
+@app.command("bench")
+@argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", metavar="WORKLOAD", required=False)
+@option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")
+@option("--modes", default="eager", help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")
+@option("--batch-size", type=int, help="Batch size passed to the workload (items per iteration). Default: 8 on a GPU, 1 on the CPU.", show_default=False)
+@option("--iters", type=int, help="Timed iterations per combination, after the warm-up. Default: 20 on a GPU, 3 on the CPU.", show_default=False)
+@option("--warmup", type=int, help="Untimed iterations first (torch.compile compiles here). Default: 5 on a GPU, 1 on the CPU.", show_default=False)
+@option("--device", type=Device, default=Device.cuda, help="cuda (timed with CUDA events), or cpu (with small defaults).")
+@torch_switches
+@fmt_option
+@switch("--list", "list_", help="List the stored benchmarks instead of running one.")
+@option("--show", type=int, metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)
+@db_option
 @handles_errors
-def bench(
-    workload: Annotated[Optional[str], typer.Argument(metavar="WORKLOAD", help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", show_default=False)] = None,
-    precisions: Annotated[str, typer.Option("--precisions", "--precision", help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")] = "fp32",
-    modes: Annotated[str, typer.Option(help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")] = "eager",
-    batch_size: Annotated[Optional[int], typer.Option(help="Batch size passed to the workload (items per iteration). Default: 8 on a GPU, 1 on the CPU.", show_default=False)] = None,
-    iters: Annotated[Optional[int], typer.Option(help="Timed iterations per combination, after the warm-up. Default: 20 on a GPU, 3 on the CPU.", show_default=False)] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="Untimed iterations first (torch.compile compiles here). Default: 5 on a GPU, 1 on the CPU.", show_default=False)] = None,
-    device: Annotated[Device, typer.Option(help="cuda (timed with CUDA events), or cpu (with small defaults).")] = Device.cuda,
-    keep_bn_fp32: KeepBnOpt = False,
-    channels_last: ChannelsLastOpt = False,
-    cudnn_benchmark: CudnnBenchOpt = False,
-    fmt: FmtOpt = Format.table,
-    list_: Annotated[bool, typer.Option("--list", help="List the stored benchmarks instead of running one.")] = False,
-    show: Annotated[Optional[int], typer.Option("--show", metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)] = None,
-    db: DbOpt = None,
-) -> None:
+def bench(workload: Optional[str], precisions: str, modes: str, batch_size: Optional[int], iters: Optional[int],
+          warmup: Optional[int], device: Device, keep_bn_fp32: bool, channels_last: bool, cudnn_benchmark: bool,
+          fmt: Format, list_: bool, show: Optional[int], db: Optional[Path]) -> None:
     """Time a workload in each precision and mode, and print the grid of modes x precisions: median time
     per iteration and its spread, items/s, peak GPU memory, agreement with fp32 eager.
 
@@ -729,13 +821,15 @@ def bench(
         failed = [r for r in done.rows if r.status != "ok" and not r.reference_only]
         _err(f"profkit: error: {len(failed)} of {sum(not r.reference_only for r in done.rows)} combinations failed "
              f"(stored as benchmark {done.id})")
-        raise typer.Exit(1)
+        _exit(1)
 
 
 # ---------------------------------------------------------------------------------- doctor
-@app.command()
+@app.command("doctor")
+@fmt_option
+@db_option
 @handles_errors
-def doctor(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
+def doctor(fmt: Format, db: Optional[Path]) -> None:
     """Check what this machine can profile: GPU and driver, PyTorch, ncu and counter permission, nsys and its
     importer, the database and disk space. One line each; exit 1 if any check fails."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -744,27 +838,28 @@ def doctor(fmt: FmtOpt = Format.table, db: DbOpt = None) -> None:
     found = checks(db or _state["db"])
     render.doctor(found, fmt.value)
     if any(c.status == FAIL for c in found):
-        raise typer.Exit(1)
+        _exit(1)
 
 
 # ---------------------------------------------------------------------------------- sweep
-@app.command()
+@app.command("sweep")
+@option("--workloads", required=True, help="Comma-separated built-in workloads or .py files.", show_default=False)
+@option("--precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
+@option("--modes", default="eager", help="Comma-separated modes: eager, torchscript, compile.")
+@option("--tools", default="auto", help="Comma-separated tools: auto, ncu, nsys, torch.")
+@option("--address", help="A Dask scheduler (tcp://host:8786) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)
+@option("--workers", type=int, help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False)
+@option("--batch-size", type=int, default=8, help="Batch size passed to the workloads.")
+@option("--iters", type=int, default=1, help="Measured iterations per run.")
+@option("--warmup", type=int, default=3, help="Unprofiled iterations before the measured ones.")
+@option("--device", type=Device, default=Device.cuda, help="cuda, or cpu (torch.profiler runs).")
+@option("--timeout", type=float, help="Stop each job's profiler after this many seconds.", show_default=False)
+@fmt_option
+@db_option
 @handles_errors
-def sweep(
-    workloads: Annotated[str, typer.Option(help="Comma-separated built-in workloads or .py files.", show_default=False)],
-    precisions: Annotated[str, typer.Option(help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
-    modes: Annotated[str, typer.Option(help="Comma-separated modes: eager, torchscript, compile.")] = "eager",
-    tools: Annotated[str, typer.Option(help="Comma-separated tools: auto, ncu, nsys, torch.")] = "auto",
-    address: Annotated[Optional[str], typer.Option(help="A Dask scheduler (tcp://host:8786) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False)] = None,
-    batch_size: Annotated[int, typer.Option(help="Batch size passed to the workloads.")] = 8,
-    iters: Annotated[int, typer.Option(help="Measured iterations per run.")] = 1,
-    warmup: Annotated[int, typer.Option(help="Unprofiled iterations before the measured ones.")] = 3,
-    device: Annotated[Device, typer.Option(help="cuda, or cpu (torch.profiler runs).")] = Device.cuda,
-    timeout: Annotated[Optional[float], typer.Option(help="Stop each job's profiler after this many seconds.", show_default=False)] = None,
-    fmt: FmtOpt = Format.table,
-    db: DbOpt = None,
-) -> None:
+def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Optional[str], workers: Optional[int],
+          batch_size: int, iters: int, warmup: int, device: Device, timeout: Optional[float], fmt: Format,
+          db: Optional[Path]) -> None:
     """Profile a matrix of workloads x precisions x modes x tools, one `profkit run` per cell, on
     every local GPU at once (or a Dask cluster); every run lands in one database as it finishes.
     A failed job is stored with its error and logs and the others go on (exit 1 at the end)."""
@@ -782,7 +877,7 @@ def sweep(
                       db=db or _state["db"], on_result=on_result, on_note=on_note)
     render.sweep(result, fmt.value)
     if result.failed():
-        raise typer.Exit(1)
+        _exit(1)
 
 
 # ---------------------------------------------------------------------------------- workloads
@@ -794,13 +889,6 @@ def workloads_() -> None:
     from .workloads import catalog
 
     render.workloads(catalog())
-
-
-# Every command is a ProfkitCommand; set here once, so that a command added later is one too
-# (`app.command()` records Typer's own class where it is given none).
-for _info in app.registered_commands:
-    if _info.cls is None or _info.cls is TyperCommand:
-        _info.cls = ProfkitCommand
 
 
 # Stop profkit as SIGTERM does: a job scheduler or `kill`, the terminal closed (SIGHUP), Ctrl-\.

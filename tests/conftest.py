@@ -9,7 +9,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 DATA = Path(__file__).parent / "data"
 NCU_DATA = DATA / "ncu"

@@ -174,7 +174,7 @@ def test_every_command_has_help():
     r = cli("--help", env={"COLUMNS": "80"})
     assert r.exit_code == 0
     listing = " ".join(r.stdout.split())
-    docs = {info.name or info.callback.__name__: inspect.getdoc(info.callback) for info in app.registered_commands}
+    docs = {name: inspect.getdoc(command.callback) for name, command in app.commands.items()}
     assert set(docs) == {"run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "report", "doctor",
                          "workloads", "bench", "sweep"}
     for command, doc in docs.items():
@@ -199,7 +199,7 @@ def test_help_shows_the_choices():
 
 
 def test_help_imports_nothing_heavy():
-    code = ("import sys; from profkit.cli import app; from typer.testing import CliRunner; "
+    code = ("import sys; from profkit.cli import app; from click.testing import CliRunner; "
             "CliRunner().invoke(app, ['--help']); "
             "print(','.join(m for m in ('torch', 'pandas', 'sqlite_utils', 'ncu_report') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

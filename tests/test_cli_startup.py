@@ -21,9 +21,10 @@ from profkit import render
 from .conftest import NCU_DATA, cli
 
 CAPTURE = NCU_DATA / "vgg16_fp16_eager.raw.csv.gz"
-# Each of these alone takes longer to import than the rest of a command (pydantic: Typer's
-# value conversion; typer.rich_utils: Rich's help; rich: tables).
-HEAVY = ("pydantic", "pandas", "numpy", "torch", "sqlite_utils", "ncu_report", "typer.rich_utils", "rich")
+# Each of these alone takes longer to import than the rest of a command (pydantic: the value
+# conversion of Typer, which profkit's command line stood on before issue 22; typer.rich_utils:
+# Rich's help; rich: tables).
+HEAVY = ("pydantic", "pandas", "numpy", "torch", "sqlite_utils", "ncu_report", "typer", "rich")
 
 
 def imported_modules(*args: str) -> set[str]:
@@ -47,6 +48,37 @@ def test_everyday_commands_import_nothing_heavy(vgg_db, args):
     modules = imported_modules(*args, *(["--db", str(vgg_db)] if args != ["--help"] else []))
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY or m in HEAVY)
     assert not [m for m in heavy if m.split(".")[0] != "typer"] and "typer.rich_utils" not in modules, heavy
+    assert not heavy, heavy  # typer neither: the command line is plain Click
+
+
+def test_no_private_names_of_click_rich_or_typer():
+    """profkit reaches nothing of Click's, Rich's or Typer's that starts with an underscore (a
+    module, a class, an attribute), and imports no Typer at all: what it uses is their public API."""
+    import ast
+    from pathlib import Path
+
+    found = []
+    for path in sorted((Path(render.__file__).parent).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in ("click", "rich", "typer"):
+                        aliases[a.asname or a.name.split(".")[0]] = a.name
+                        found += [f"{path.name}: import {a.name}"] if a.name.startswith("typer") or "._" in a.name else []
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("click", "rich", "typer"):
+                names = [node.module or ""] + [a.name for a in node.names]
+                if node.module.startswith("typer") or any(n.startswith("_") or "._" in n for n in names):
+                    found.append(f"{path.name}: from {node.module} import {', '.join(a.name for a in node.names)}")
+        for node in ast.walk(tree):  # click._x, click.core._x, rich.console._x
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                while isinstance(base, ast.Attribute):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in aliases:
+                    found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
 
 
 def test_piped_output_is_richs(vgg_db):
