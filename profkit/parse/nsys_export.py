@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 from ..errors import BadExport
 from ..files import file_uri
@@ -42,9 +42,12 @@ PUSH_POP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
 START_END = (60,)    # NvtxStartEndRange: a process's range, bound to no thread
 DOMAIN_CREATE = 75   # NvtxDomainCreate: text is the domain's name
 
-# One GPU operation and its launch call, as gpu_ops() yields it.
-GpuOp = tuple  # (kind, start, end, device, stream, correlation, global_pid, name, short_name,
-#                 grid x, y, z, block x, y, z, launch start, launch global_tid)
+# One GPU operation and its launch call, as gpu_ops() yields it: (kind, start, end, device,
+# stream, correlation, global_pid, name, short_name, grid x, y, z, block x, y, z, launch start,
+# launch global_tid). The launch's columns are None for an operation with no launch call.
+_Dim = int | None
+GpuOp = tuple[Literal["kernel", "memcpy", "memset"], int, int, int | None, int | None, int, int, str | None, str | None,
+              _Dim, _Dim, _Dim, _Dim, _Dim, _Dim, int | None, int | None]
 
 
 @dataclass
