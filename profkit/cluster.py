@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
 
 from . import gpu, launch, workloads
 from .choices import Tool, values
@@ -37,6 +37,9 @@ from .records import RunRecord
 from .store import Store
 from .store.database import RunFields
 from .tools import runner
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 TOOLS = values(Tool)
 INSTALL_HINT = "pip install 'profkit[cluster]'"
@@ -487,11 +490,13 @@ class _client:
         return self.client, f"dask (local, {what})", bool(gpus)
 
     @staticmethod
-    def _security() -> Any:
+    def _security() -> Security:
         from distributed.security import Security
 
+        # distributed leaves Security.temporary unannotated.
+        temporary = cast(Callable[[], Security], Security.temporary)
         try:
-            return Security.temporary()
+            return temporary()
         except ImportError:
             raise UsageError("a local sweep secures its Dask cluster with TLS, and the cryptography package is "
                              "not installed", f"Install it: {INSTALL_HINT}") from None

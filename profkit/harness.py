@@ -31,9 +31,36 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal, Required, TypedDict
 
 from .files import write_new
+
+if TYPE_CHECKING:
+    import torch as _torch
+
+    from .kernel_timer import KernelTimer
+    from .workloads import Spec
+
+
+class HarnessJob(TypedDict, total=False):
+    """The job file (JSON) the parent writes (``launch.harness_job``, ``benchmark``) and
+    ``python -m profkit.harness JOB.json`` reads."""
+
+    spec: Required[dict[str, Any]]  # workloads.Spec's fields (Spec.as_dict)
+    workload_path: Required[str]
+    warmup: Required[int]
+    iters: Required[int]
+    tag: Required[str]              # the run's tag: its iteration ranges' names (nvtx_ranges)
+    info_path: Required[str]        # what the harness learned (JSON), written at the end
+    error_path: str                 # a workload error, one line
+    nproc_per_node: int             # >1: one rank of a distributed job, started by torchrun
+    profiler: Literal["torch", "nsys", "bench"]  # none: ncu (its plain or per-function plan)
+    trace_path: str                 # torch: the Kineto trace
+    output_path: str                # bench: the last iteration's output tensor
+    kernel_times_path: str          # ncu's per-function plan: CUPTI's kernel times
+    gpu_lock: str                   # a lock file held from gpu_lock_at until the iterations end
+    gpu_lock_at: Literal["prepare", "warmup"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     # Whatever ends the profkit that started this process (SIGKILL, the OOM killer), this
     # process and its group (the profiler above it, any workers below) end at once with it.
     watch_lifeline(lambda: os.killpg(os.getpgrp(), signal.SIGKILL))
-    job = json.loads(Path(argv[0]).read_text())
+    job: HarnessJob = json.loads(Path(argv[0]).read_text())
     ranks = _rank_of_job(job)
     if ranks is not None:
         from .tools.runner import die_with_parent
@@ -126,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _measure(job: dict, spec: Any, step: Callable[[], Any], sync: Callable[[], None], barrier: Callable[[], None],
+def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callable[[], None], barrier: Callable[[], None],
              info: dict[str, Any], iter_ns: list[int]) -> None:
     """The measured iterations, each in its NVTX range, under the job's profiler: torch.profiler
     here (the trace written), or between cudaProfilerStart and Stop for nsys, or timed by
@@ -177,10 +204,10 @@ def rank_file(path: str, rank: int) -> str:
     return str(p.with_name(f"{stem}.rank{rank}{dot}{rest}"))
 
 
-RANK_FILES = ("info_path", "error_path", "trace_path")
+RANK_FILES: tuple[Literal["info_path", "error_path", "trace_path"], ...] = ("info_path", "error_path", "trace_path")
 
 
-def _rank_of_job(job: dict) -> dict[str, int] | None:
+def _rank_of_job(job: HarnessJob) -> dict[str, int] | None:
     """rank, local_rank and world_size where torchrun started this process for a job of
     several processes; None otherwise."""
     if int(job.get("nproc_per_node") or 1) <= 1 or "RANK" not in os.environ:
@@ -189,11 +216,15 @@ def _rank_of_job(job: dict) -> dict[str, int] | None:
             "world_size": int(os.environ.get("WORLD_SIZE", 1))}
 
 
-def _per_rank_job(job: dict, rank: int) -> dict:
-    return {**job, **{k: rank_file(job[k], rank) for k in RANK_FILES if job.get(k)}}
+def _per_rank_job(job: HarnessJob, rank: int) -> HarnessJob:
+    out = job.copy()
+    for k in RANK_FILES:
+        if v := job.get(k):
+            out[k] = rank_file(v, rank)
+    return out
 
 
-def _join_process_group(torch: Any, job: dict, ranks: dict[str, int]) -> Callable[[], None]:
+def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> Callable[[], None]:
     """Take this rank's GPU and join the default process group (NCCL on GPUs, gloo on the
     CPU) from torchrun's environment; a workload's own ``init_process_group`` then does
     nothing. Return a barrier of every rank that runs on the CPU (a gloo group), so that
@@ -230,7 +261,7 @@ def _join_process_group(torch: Any, job: dict, ranks: dict[str, int]) -> Callabl
     return lambda: dist.barrier(group=group)
 
 
-def _build(job: dict, observe: Callable[[Any], None] | None = None) -> tuple[Any, Callable[[], Any]]:
+def _build(job: HarnessJob, observe: Callable[[Any], None] | None = None) -> tuple[Spec, Callable[[], Any]]:
     """The job's spec and its workload built for it: the GPU checked, the file loaded and held
     to what it declares (``observe`` sees the module first), torch seeded, the step prepared."""
     import torch
@@ -260,7 +291,7 @@ def _need_cuda(torch: Any) -> None:
         raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
 
 
-def _machine(torch: Any, spec: Any) -> dict[str, Any]:
+def _machine(torch: Any, spec: Spec) -> dict[str, Any]:
     """What the process ran on: versions, and the GPU where it used one."""
     info: dict[str, Any] = {
         "torch_version": torch.__version__,
@@ -276,7 +307,8 @@ def _machine(torch: Any, spec: Any) -> dict[str, Any]:
     return info
 
 
-def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: list[int]) -> None:
+def _iteration(nvtx: Any, nvtx_ranges: ModuleType, run_tag: str, i: int, step: Callable[[], Any],
+               sync: Callable[[], None], iter_ns: list[int]) -> None:
     # A start/end range: the process's, so the kernels other threads launch in the step
     # (autograd's backward) are in it for ncu's filter and for nsys (see nvtx_ranges).
     start = time.perf_counter_ns()
@@ -287,7 +319,7 @@ def _iteration(nvtx, nvtx_ranges, run_tag: str, i: int, step, sync, iter_ns: lis
     iter_ns.append(time.perf_counter_ns() - start)
 
 
-def _gpu_lock(job: dict, stage: str) -> None:
+def _gpu_lock(job: HarnessJob, stage: str) -> None:
     """With ``gpu_lock`` in the job: wait for that lock file at ``gpu_lock_at`` (``prepare``:
     before the workload is built, which may already run it, as TorchScript's tracing does; or
     ``warmup``), and hold it until the measured iterations are done. ncu's per-function plan
@@ -304,7 +336,7 @@ def _gpu_lock(job: dict, stage: str) -> None:
     _HELD.append(handle)
 
 
-_HELD: list = []  # the lock's open file, kept (and so held) until released
+_HELD: list[IO[str]] = []  # the lock's open file, kept (and so held) until released
 
 
 def _release_gpu_lock() -> None:
@@ -316,7 +348,7 @@ def _release_gpu_lock() -> None:
         handle.close()
 
 
-def _kernel_timer(job: dict, info: dict):
+def _kernel_timer(job: HarnessJob, info: dict[str, Any]) -> KernelTimer | None:
     """With ``kernel_times_path`` in the job (ncu's per-function plan): CUPTI's activity
     records time every kernel of the measured iterations; None, and the reason in ``info``,
     where CUPTI cannot be used."""
@@ -339,7 +371,7 @@ def _kernel_timer(job: dict, info: dict):
     return timer
 
 
-def _fail(job: dict, text: str) -> int:
+def _fail(job: HarnessJob, text: str) -> int:
     """Report a workload error to profkit through the job's error file (not through output:
     the workload may print anything) and to the log; exit status 3."""
     print(f"profkit-harness: error: {text}", file=sys.stderr)
@@ -349,7 +381,7 @@ def _fail(job: dict, text: str) -> int:
 
 
 # ------------------------------------------------------------------------------ profkit bench
-def _bench(job: dict) -> int:
+def _bench(job: HarnessJob) -> int:
     """``"profiler": "bench"``: no profiler, no ranges, no GPU lock. Seed torch before the build
     (every combination of a benchmark gets the same weights and inputs), build, run ``warmup``
     iterations (torch.compile compiles there), then time each of ``iters`` iterations alone:
@@ -370,7 +402,7 @@ def _bench(job: dict) -> int:
         def observe(module: Any) -> None:  # what prepare() is given tells a model from a step function
             build = module.build
 
-            def observed_build(s):
+            def observed_build(s: Spec) -> Any:  # whatever the workload's build returns
                 built = build(s)
                 built_model.append(isinstance(built, tuple) and len(built) == 2
                                    and isinstance(built[0], torch.nn.Module))
@@ -425,7 +457,7 @@ def _bench(job: dict) -> int:
     return 0
 
 
-def _first_tensor(value, torch):
+def _first_tensor(value: object, torch: Any) -> _torch.Tensor | None:
     """A model's output tensor: itself, or the first tensor in a tuple, list or dict (logits
     first, as models return them); None if it holds none."""
     if isinstance(value, torch.Tensor):

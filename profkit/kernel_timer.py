@@ -62,7 +62,7 @@ class KernelTimer:
 
     def __init__(self) -> None:
         self.lib = _libcupti()
-        self._buffers: dict[int, Any] = {}
+        self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self.kernels: list[dict[str, Any]] = []
         self.launches: dict[int, tuple[int, int]] = {}
         self.marks: list[tuple[str, int]] = []
@@ -78,7 +78,8 @@ class KernelTimer:
             self.lib.cuptiGetResultString(result, ctypes.byref(text))
             raise CuptiUnavailable(f"{what} failed: {(text.value or b'?').decode(errors='replace')} ({result})")
 
-    def _on_request(self, buffer, size, max_records) -> None:
+    def _on_request(self, buffer: ctypes._Pointer[ctypes.c_void_p], size: ctypes._Pointer[ctypes.c_size_t],
+                    max_records: ctypes._Pointer[ctypes.c_size_t]) -> None:
         buf = ctypes.create_string_buffer(BUFFER_BYTES + 8)
         address = (ctypes.addressof(buf) + 7) & ~7  # records are 8-byte aligned
         self._buffers[address] = buf
@@ -86,7 +87,8 @@ class KernelTimer:
         size[0] = BUFFER_BYTES
         max_records[0] = 0
 
-    def _on_complete(self, context, stream, buffer, size, valid) -> None:
+    def _on_complete(self, context: int | None, stream: int, buffer: int | None, size: int, valid: int) -> None:
+        # ctypes passes c_void_p arguments as int (None for NULL) and the integer ones as int.
         record = ctypes.c_void_p()
         while valid and self.lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record)) == SUCCESS:
             address = record.value or 0
@@ -96,7 +98,8 @@ class KernelTimer:
             elif kind in (KIND_RUNTIME, KIND_DRIVER):
                 _, _, start, _, _, thread, corr, _ = _RUNTIME.unpack(ctypes.string_at(address, _RUNTIME.size))
                 self.launches[corr] = (thread, start)
-        self._buffers.pop(buffer, None)
+        if buffer is not None:
+            self._buffers.pop(buffer, None)
 
     def now(self) -> int:
         ts = ctypes.c_uint64()

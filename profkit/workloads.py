@@ -25,11 +25,19 @@ import functools
 import importlib.util
 import re
 from dataclasses import asdict, dataclass
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from .choices import CompileMode, Device, Mode, Precision, values
 from .errors import UsageError, WorkloadError, require_choice, require_int
+
+if TYPE_CHECKING:
+    import torch  # its types only (torch is imported where used, never at module import)
+
+# A value holding tensors (a tensor, or lists, tuples and dicts of them), mapped keeping its shape.
+Nested = TypeVar("Nested")
 
 PRECISIONS = values(Precision)
 MODES = values(Mode)
@@ -208,7 +216,7 @@ def resolve(workload: str) -> tuple[str, Path]:
     return workload, builtin_path(workload)
 
 
-def load_module(path: Path):
+def load_module(path: Path) -> ModuleType:
     """Import a workload file as a module and check that it defines build()."""
     name = "profkit_workload_" + re.sub(r"\W", "_", path.stem)
     module_spec = importlib.util.spec_from_file_location(name, path)
@@ -237,7 +245,8 @@ def describe(path: Path) -> str:
     return doc.strip().splitlines()[0] if doc else ""
 
 
-def check_supported(module, spec: Spec, path: Path) -> None:
+def check_supported(module: object, spec: Spec, path: Path) -> None:
+    """``module``: the workload's module, or anything with its declarations as attributes."""
     for attr, value in (("PRECISIONS", spec.precision), ("MODES", spec.mode)):
         allowed = getattr(module, attr, None)
         if isinstance(allowed, str):
@@ -252,7 +261,7 @@ def check_supported(module, spec: Spec, path: Path) -> None:
                             "Leave out `channels_last` for it.")
 
 
-def _channels_last_step(module, spec: Spec, path: Path) -> None:
+def _channels_last_step(module: ModuleType, spec: Spec, path: Path) -> None:
     """A workload that builds its own step applies ``channels_last`` itself, if its file says it
     does (``CHANNELS_LAST = True``); otherwise the option would silently do nothing."""
     if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is not True:
@@ -260,7 +269,7 @@ def _channels_last_step(module, spec: Spec, path: Path) -> None:
                             "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.")
 
 
-def keep_batchnorm_fp32(model) -> int:
+def keep_batchnorm_fp32(model: torch.nn.Module) -> int:
     """Put ``model``'s BatchNorm layers back in fp32 after a cast to fp16/bf16, as users do by
     hand (``.half()`` then ``bn.float()``): cuDNN's batch norm takes half inputs with fp32
     weights, and running statistics keep their precision. Returns how many there were."""
@@ -272,34 +281,36 @@ def keep_batchnorm_fp32(model) -> int:
     return len(layers)
 
 
-def _dtype(precision: str):
+def _dtype(precision: str) -> torch.dtype | None:
     import torch
 
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
 
 
-def _map_tensors(value, fn):
+def _map_tensors(value: Nested, fn: Callable[[torch.Tensor], torch.Tensor]) -> Nested:
     """``value`` with ``fn`` applied to every tensor in it (inside lists, tuples and dicts)."""
     import torch
 
+    # The casts: a tensor for a tensor (torch is untyped here), and a list, tuple or dict of the
+    # same type for one (mypy narrows a type variable by isinstance to the bare container).
     if isinstance(value, torch.Tensor):
-        return fn(value)
+        return cast(Nested, fn(value))
     if isinstance(value, (list, tuple)):
-        return type(value)(_map_tensors(v, fn) for v in value)
+        return cast(Nested, type(value)(_map_tensors(v, fn) for v in value))
     if isinstance(value, dict):
-        return {k: _map_tensors(v, fn) for k, v in value.items()}
+        return cast(Nested, {k: _map_tensors(v, fn) for k, v in value.items()})
     return value
 
 
-def _cast(value, device, dtype):
-    def cast(t):
+def _cast(value: Nested, device: torch.device, dtype: torch.dtype | None) -> Nested:
+    def moved(t: torch.Tensor) -> torch.Tensor:
         t = t.to(device)
         return t.to(dtype) if dtype is not None and t.is_floating_point() else t
 
-    return _map_tensors(value, cast)
+    return _map_tensors(value, moved)
 
 
-def prepare(module, spec: Spec) -> Callable[[], Any]:
+def prepare(module: ModuleType, spec: Spec) -> Callable[[], Any]:
     """Build the workload for ``spec`` and return one step as a zero-argument callable."""
     import torch
 
@@ -334,7 +345,7 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
                                 "layers to keep in fp32", "Leave out `keep_bn_fp32` for it.")
     inputs = _cast(inputs, device, cast_dtype)
     if spec.channels_last:
-        tensors: list = []
+        tensors: list[torch.Tensor] = []
         _map_tensors(inputs, tensors.append)
         images = [t for t in tensors if t.dim() == 4 and t.is_floating_point()]
         if not images:
@@ -344,11 +355,10 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
         model = model.to(memory_format=torch.channels_last)
         inputs = _map_tensors(inputs, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t)
 
+    autocast: Callable[[], AbstractContextManager[Any]] | None = None
     if spec.precision == "amp":
         amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
         autocast = lambda: torch.autocast(device.type, dtype=amp_dtype)  # noqa: E731
-    else:
-        autocast = None
 
     if spec.mode == "compile":
         # Compiled lazily: the first call (a warm-up iteration) compiles, never a measured one.
@@ -365,7 +375,7 @@ def prepare(module, spec: Spec) -> Callable[[], Any]:
             else:
                 model = torch.jit.trace(model, inputs, check_trace=False)
 
-    def step():
+    def step() -> Any:  # the model's output
         with torch.inference_mode():
             if autocast:
                 with autocast():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadExport
-from .schema import Capture
+from .schema import Capture, KernelRow
 
 __all__ = ["Capture", "detect", "load"]
 
@@ -43,7 +43,7 @@ def detect(path: Path) -> str:
     )
 
 
-def load(path: str | Path, workdir: Path | None = None) -> Capture:
+def load(path: str | Path, workdir: Path | None = None) -> Capture[KernelRow]:
     """Read an export. Nsight Systems reports are first exported to SQLite (by nsys, into
     ``workdir``, default beside the report); a .qdstrm is first converted by nsys's importer."""
     path = Path(path)

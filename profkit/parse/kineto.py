@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Callable
 
 from ..errors import BadExport
 from ..names import short_name
@@ -36,6 +36,15 @@ RANGE_CATS = {"user_annotation"}
 # "Input type" entries that are not tensors.
 NOT_TENSOR_TYPES = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"}
 
+# A trace event: a JSON object as loaded (any keys, any values), to which the reader adds its
+# start and duration in ns (``_start``, ``_dur``) once checked, and for the CPU operators'
+# self times their tree (``_parent``, ``_kids``, ``_merged``, ``_children``).
+TraceEvent = dict[str, Any]
+# The thread of an event: its (pid, tid), as the trace has them (numbers or names).
+Thread = tuple[Any, Any]
+# A row to place in ranges: (launching thread, launch start, POINT, row).
+Point = tuple[Thread, int, int, KernelRow]
+
 
 def _ns(us: Any) -> int:
     """Microseconds (a JSON number) -> integer ns; anything else (a bool, a string, a value
@@ -47,7 +56,7 @@ def _ns(us: Any) -> int:
     return int(round(us * 1000))
 
 
-def load_trace(path: Path) -> dict:
+def load_trace(path: Path) -> dict[str, Any]:
     """The trace's JSON object, from .json or gzipped .json."""
     try:
         # A gzipped trace is read through gzipped.open_text, which refuses one that expands
@@ -66,7 +75,7 @@ def load_trace(path: Path) -> dict:
     return data
 
 
-def _input_types(args: dict) -> str | None:
+def _input_types(args: dict[str, Any]) -> str | None:
     types = args.get("Input type")
     if not isinstance(types, list):
         return None
@@ -144,13 +153,13 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
                    compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges])
 
 
-def _range(e: dict) -> OpenRange:
+def _range(e: TraceEvent) -> OpenRange:
     name = str(e.get("name", ""))
     return OpenRange(name, None, _int(e.get("tid")), e["_start"], e["_start"] + e["_dur"],
                      process=e.get("pid"), process_wide=is_iteration_range(name))
 
 
-def _place(points: list[tuple], annotations: list[dict], notes: list[str]) -> list[OpenRange]:
+def _place(points: list[Point], annotations: list[TraceEvent], notes: list[str]) -> list[OpenRange]:
     """Give each point's row the innermost range open for its thread (its own ranges and its
     process's iteration ranges), and count it in every open range: kernels (or CPU operators)
     with their time, and GPU operations of any kind. Ranges nested too deep are left out
@@ -173,23 +182,23 @@ def _place(points: list[tuple], annotations: list[dict], notes: list[str]) -> li
     for r in process:
         by_process.setdefault(r.process, []).append(r)
     # A point's payload becomes (row, process, time), to find its process's open ranges.
-    timeline: list[tuple[Any, Any, int, Any]] = [(thread, t, POINT, (row, thread[0], t)) for thread, t, _, row in points]
+    timeline: list[tuple[Thread, int, int, OpenRange | tuple[KernelRow, Any, int]]] = [
+        (thread, t, POINT, (row, thread[0], t)) for thread, t, _, row in points]
     timeline += own
-    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if x[2] == RANGE else 0))
-    for payload, stack in attribute(timeline, paths=False):
-        row, pid, t = cast(tuple, payload)
+    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if isinstance(x[3], OpenRange) else 0))
+    for (row, pid, t), stack in attribute(timeline, paths=False):
         around = [r for r in by_process.get(pid, ()) if r.start <= t < r.end] if by_process else []
         place(row, merged(around, stack))
     return ranges
 
 
-def _others(index: LaunchIndex) -> Any:
+def _others(index: LaunchIndex) -> Callable[[OpenRange], int]:
     """Other threads' launches in a range: none for a process-wide range, which counts them."""
     return lambda r: 0 if r.process_wide else index.others(r)
 
 
-def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
-              ops: list[dict]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
+def _gpu_rows(gpu: list[TraceEvent], launches: dict[Any, TraceEvent], annotations: list[TraceEvent],
+              ops: list[TraceEvent]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
     op_types, op_names = {}, {}
     for op in ops:
         args = op.get("args") or {}
@@ -197,14 +206,14 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
             op_types[args["External id"]] = _input_types(args)
             op_names[args["External id"]] = str(op.get("name", "")) or None
 
-    def order(e: dict) -> tuple:
+    def order(e: TraceEvent) -> tuple[int, int]:
         corr = (e.get("args") or {}).get("correlation")
         launch = launches.get(corr)
         return (launch["_start"] if launch else e["_start"], corr if isinstance(corr, int) else 0)
 
     gpu.sort(key=order)
     rows: list[KernelRow] = []
-    timeline: list[tuple] = []
+    timeline: list[Point] = []
     index = LaunchIndex()
     unlaunched = 0
     for i, e in enumerate(gpu):
@@ -236,13 +245,13 @@ def _gpu_rows(gpu: list[dict], launches: dict, annotations: list[dict],
     return rows, range_rows(ranges, _others(index), gpu=True), notes
 
 
-def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
+def _cpu_rows(ops: list[TraceEvent], annotations: list[TraceEvent]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
     # Self time: each thread's operators and ranges form a tree by time containment; an
     # operator's self time is its span less its children's spans. As torch.profiler's own
     # table does, an operator whose only child is the same operator (aten::div_ re-dispatching
     # to aten::div_) counts as one call.
     nodes = sorted(ops + annotations, key=lambda e: (str((e.get("pid"), e.get("tid"))), e["_start"], -e["_dur"]))
-    stack: list[dict] = []
+    stack: list[TraceEvent] = []
     thread = None
     for e in nodes:
         t = str((e.get("pid"), e.get("tid")))
@@ -268,7 +277,7 @@ def _cpu_rows(ops: list[dict], annotations: list[dict]) -> tuple[list[KernelRow]
 
     ops.sort(key=lambda e: (e["_start"], -e["_dur"]))
     rows: list[KernelRow] = []
-    timeline: list[tuple] = []
+    timeline: list[Point] = []
     index = LaunchIndex()
     for i, e in enumerate(ops):
         name = str(e.get("name", ""))

@@ -18,10 +18,11 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, TypedDict
 
 from ..errors import BadExport
 from ..files import file_uri
+from .schema import Evidence, Precision
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
 # 2025.3 writes; the tables and columns used here are checked one by one as well.
@@ -42,9 +43,33 @@ PUSH_POP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
 START_END = (60,)    # NvtxStartEndRange: a process's range, bound to no thread
 DOMAIN_CREATE = 75   # NvtxDomainCreate: text is the domain's name
 
-# One GPU operation and its launch call, as gpu_ops() yields it.
-GpuOp = tuple  # (kind, start, end, device, stream, correlation, global_pid, name, short_name,
-#                 grid x, y, z, block x, y, z, launch start, launch global_tid)
+# One GPU operation and its launch call, as gpu_ops() yields it: (kind, start, end, device,
+# stream, correlation, global_pid, name, short_name, grid x, y, z, block x, y, z, launch start,
+# launch global_tid). The launch's columns are None for an operation with no launch call.
+_Dim = int | None
+GpuOp = tuple[Literal["kernel", "memcpy", "memset"], int, int, int | None, int | None, int, int, str | None, str | None,
+              _Dim, _Dim, _Dim, _Dim, _Dim, _Dim, int | None, int | None]
+
+# What the bulk import (``Store.insert_gpu_ops``, ``store/nsys_import.py``) is given, worked out
+# in Python (``nsys_sqlite._bulk``), and what it gives back.
+# Per operation name: (key, shortName id or copyKind, name, short name, precision, tensor_core,
+# family, evidence, evidence detail).
+NameRow = tuple[int, int | None, str, str, Precision, bool | None, str | None, Evidence, str]
+# Per state (the ranges open on a thread at once): (state index, its innermost range's name, path).
+StateRange = tuple[int, str, str]
+# Per thread: (globalTid, start, state index or None), the thread's state from ``start`` on.
+Segment = tuple[int, int, int | None]
+# Per range: (range index, process, start, end).
+Window = tuple[int, int | None, int, int]
+
+
+class GpuOpsImport(TypedDict):
+    """What the bulk import counted."""
+
+    by_kind: dict[str, tuple[int, int]]         # per kind: (count, summed time)
+    per_range: list[tuple[int, str, int, int]]  # (state index, kind, count, summed time)
+    launched: dict[int, int]                    # per range index: kernels its process launched in its window
+    unlaunched: int                             # operations with no launch call
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from .nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport
+from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
                      range_rows)
 from .schema import Capture, KernelRow, kernel_row
@@ -90,7 +90,7 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
     the short name) and per range (the innermost open range on each thread from each instant
     on), SQLite the rest. Sets the ranges' counts and the capture's range rows."""
     try:
-        names = []
+        names: list[NameRow] = []
         for key, sn, name, short in export.kernel_names():
             name = name or ""
             v = classify_row("kernel", name, None, None)
@@ -106,9 +106,11 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
                           v.family, v.evidence, v.evidence_detail))
         states, segments = _segments(ranges)
         # Each state is named by its innermost range, as a row is.
-        tops = [(k, ranges[members[-1]].name, ranges[members[-1]].path) for k, members in enumerate(states)]
-        result = store.insert_gpu_ops(run_id, export, names, tops, segments,
-                                [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)], ranks)
+        tops: list[StateRange] = [(k, ranges[members[-1]].name, ranges[members[-1]].path)
+                                  for k, members in enumerate(states)]
+        result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, tops, segments,
+                                                    [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)],
+                                                    ranks)
     finally:
         export.close()
     for state, kind, n, t in result["per_range"]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from .schema import KernelRow, RangeRow
 
@@ -111,10 +111,15 @@ def place(row: KernelRow, stack: list[OpenRange]) -> None:
         r.count(row["kind"], row["duration_ns"] or 0)
 
 
-def attribute(events: Iterable[tuple], paths: bool = True) -> Iterator[tuple[object, list[OpenRange]]]:
+P = TypeVar("P")
+
+
+def attribute(events: Iterable[tuple[object, int, int, OpenRange | P]],
+              paths: bool = True) -> Iterator[tuple[P, list[OpenRange]]]:
     """Walk events sorted by (thread, start, RANGE before POINT, longer range first).
 
-    Each event is ``(thread, start, RANGE, OpenRange)`` or ``(thread, start, POINT, payload)``.
+    Each event is ``(thread, start, RANGE, OpenRange)`` or ``(thread, start, POINT, payload)``,
+    a payload never being an OpenRange.
     Yields ``(payload, open)`` for every point, where ``open`` is the list of ranges open on
     that thread at that instant (start <= t < end), outermost (earliest) first. With ``paths``
     ranges get their ``path`` and ``depth``: the ranges that contain them whole are their
@@ -124,12 +129,12 @@ def attribute(events: Iterable[tuple], paths: bool = True) -> Iterator[tuple[obj
     """
     open_: list[OpenRange] = []
     thread = object()
-    for t, start, what, obj in events:
+    for t, start, _, obj in events:
         if t != thread:
             open_, thread = [], t
         if open_ and min(r.end for r in open_) <= start:
             open_ = [r for r in open_ if r.end > start]
-        if what == RANGE:
+        if isinstance(obj, OpenRange):  # a RANGE event
             if paths:
                 outer = [r for r in open_ if r.end >= obj.end]
                 obj.depth = len(outer)
@@ -160,7 +165,7 @@ class LaunchIndex:
 
     def __init__(self) -> None:
         self.by_process: dict[object, list[int]] = defaultdict(list)
-        self.by_thread: dict[tuple, list[int]] = defaultdict(list)
+        self.by_thread: dict[tuple[object, object], list[int]] = defaultdict(list)
 
     def add(self, process: object, thread: object, t: int) -> None:
         self.by_process[process].append(t)

@@ -10,13 +10,14 @@ from typing import Any
 
 from ..errors import BadExport
 from ..files import file_uri
-from ..parse.nsys_export import MEMCPY_KEY, MEMSET_KEY, NsysExport
+from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, Segment, StateRange,
+                                 Window)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
 
-def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
-                   segments: list[tuple], windows: list[tuple], ranks: dict[int, int] | None = None) -> dict[str, Any]:
+def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
+                   segments: list[Segment], windows: list[Window], ranks: dict[int, int] | None = None) -> GpuOpsImport:
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
 
@@ -47,9 +48,9 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[tupl
         con.execute("pragma temp_store = default")
 
 
-def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[tuple],
-                    ranges: list[tuple], segments: list[tuple], windows: list[tuple],
-                    ranks: dict[int, int]) -> dict[str, Any]:
+def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[NameRow],
+                    ranges: list[StateRange], segments: list[Segment], windows: list[Window],
+                    ranks: dict[int, int]) -> GpuOpsImport:
     with store.write():
         ids = store.intern({t for row in names for t in (row[2], row[3], row[6], row[8]) if t is not None} |
                            {t for row in ranges for t in row[1:] if t is not None})

@@ -15,7 +15,7 @@ from .connection import Connection
 from .layout import INTERNED, KERNEL_COLUMNS, STORED_COLUMNS
 
 if TYPE_CHECKING:
-    from ..parse.nsys_export import NsysExport
+    from ..parse.nsys_export import GpuOpsImport, NameRow, NsysExport, Segment, StateRange, Window
 
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 
@@ -23,8 +23,8 @@ BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get thei
 class Writes(Connection):
     """Writing kernel rows (the run's row around them is ``runs``')."""
 
-    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[tuple], ranges: list[tuple],
-                       segments: list[tuple], windows: list[tuple], ranks: dict[int, int] | None = None) -> dict[str, Any]:
+    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
+                       segments: list[Segment], windows: list[Window], ranks: dict[int, int] | None = None) -> GpuOpsImport:
         """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
         file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
         from .nsys_import import insert_gpu_ops

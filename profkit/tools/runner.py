@@ -23,11 +23,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 from ..errors import ToolFailed, ToolNotFound
 from ..files import open_new
-from ..processes import alive  # here for runner.alive
+from ..processes import alive as alive  # here for runner.alive
 
 
 # In every environment profkit starts (profiled processes, torchrun's ranks, sweep jobs and
@@ -38,6 +39,9 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 
 # The signals that stop profkit (and that its children must not have inherited as ignored).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# A child, its output read as text or not (stopping one needs neither).
+AnyPopen = subprocess.Popen[str] | subprocess.Popen[bytes]
+
 GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
 
 LIFELINE = "PROFKIT_LIFELINE"  # "fd:inode:pid" of the lifeline's read end, in every child's environment (cli.main reads it by name)
@@ -111,13 +115,16 @@ def _ancestors() -> list[int]:
     return out
 
 
-def _popen(argv: list[str], env: dict[str, str] | None, **kwargs: object) -> subprocess.Popen:
-    """Start ``argv`` with the default disposition of :data:`STOP_SIGNALS`, whatever this
-    process ignores (a shell starts background jobs with SIGINT ignored, ``nohup`` SIGHUP):
-    exec keeps an ignored signal ignored but resets a handled one, so for the moment of the
-    start an ignored signal is handled by a handler that does nothing (it stays ignored here).
-    Signals can be changed on the main thread only; elsewhere (a Dask worker's job thread) the
-    process that starts children must not ignore them. The child gets the lifeline."""
+@contextmanager
+def _starting() -> Iterator[int]:
+    """Around the start of a child (``subprocess.Popen(argv, env=child_env(env),
+    pass_fds=(fd,), ...)``, ``fd`` the lifeline's read end that this yields): the child starts
+    with the default disposition of :data:`STOP_SIGNALS`, whatever this process ignores (a
+    shell starts background jobs with SIGINT ignored, ``nohup`` SIGHUP): exec keeps an ignored
+    signal ignored but resets a handled one, so for the moment of the start an ignored signal
+    is handled by a handler that does nothing (it stays ignored here). Signals can be changed
+    on the main thread only; elsewhere (a Dask worker's job thread) the process that starts
+    children must not ignore them. The child gets the lifeline."""
     fd, _ = lifeline()
     swapped = []
     if threading.current_thread() is threading.main_thread():
@@ -126,14 +133,14 @@ def _popen(argv: list[str], env: dict[str, str] | None, **kwargs: object) -> sub
                 signal.signal(sig, _ignore)
                 swapped.append(sig)
     try:
-        return subprocess.Popen(argv, env=child_env(env), pass_fds=(fd,), **kwargs)  # type: ignore[call-overload,no-any-return]
+        yield fd
     finally:
         for sig in swapped:
             signal.signal(sig, signal.SIG_IGN)
 
 
 def _ignore(signum: int, frame: object) -> None:
-    """A signal this process ignores, while a child starts (see :func:`_popen`)."""
+    """A signal this process ignores, while a child starts (see :func:`_starting`)."""
 
 
 @dataclass
@@ -180,8 +187,9 @@ def probe(argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
     """Run a short command to its end: (exit status, stdout, stderr). Raises ToolNotFound, or
     ToolFailed when it does not end within ``timeout`` (then its whole group is killed)."""
     try:
-        proc = _popen(list(argv), None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                      errors="replace", start_new_session=True)
+        with _starting() as fd:
+            proc = subprocess.Popen(list(argv), env=child_env(None), pass_fds=(fd,), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
     try:
@@ -231,7 +239,7 @@ def stream(
     # this process ignores (SIG_IGN: SIGINT in a background job of a shell, SIGHUP under
     # nohup) stays ignored here; the child starts with the default for each.
     received: list[int] = []
-    child: list[subprocess.Popen] = []
+    child: list[subprocess.Popen[str]] = []
     kill_timer: list[threading.Timer] = []
 
     def on_signal(signum: int, frame: object) -> None:
@@ -246,8 +254,10 @@ def stream(
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS} if main_thread else {}
     try:
         try:
-            proc = _popen(argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                          bufsize=1, cwd=cwd, start_new_session=True)
+            with _starting() as fd:
+                proc = subprocess.Popen(argv, env=child_env(env), pass_fds=(fd,), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, cwd=cwd,
+                                        start_new_session=True)
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
         child.append(proc)
@@ -311,7 +321,9 @@ class Background:
         self.start = time.monotonic()
         self._log = open_new(log_path, "w", replace=True, encoding="utf-8", errors="replace")
         try:
-            self.proc = _popen(self.argv, env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+            with _starting() as fd:
+                self.proc = subprocess.Popen(self.argv, env=child_env(env), pass_fds=(fd,), stdout=self._log,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
         except FileNotFoundError as exc:
             self._log.close()
             raise ToolNotFound(f"{self.argv[0]} is not installed or not on PATH") from exc
@@ -337,7 +349,7 @@ class Background:
         return Result(self.argv, self.proc.returncode, self.log_path, lines[-keep:], time.monotonic() - self.start)
 
 
-def _stop_soon(proc: subprocess.Popen, nth: int, timers: list[threading.Timer]) -> None:
+def _stop_soon(proc: AnyPopen, nth: int, timers: list[threading.Timer]) -> None:
     """The ``nth`` stop signal while ``proc`` runs: SIGINT to its group the first time, with
     SIGKILL to follow after GRACE_S; SIGKILL at once on a second."""
     if nth > 1:
@@ -350,14 +362,14 @@ def _stop_soon(proc: subprocess.Popen, nth: int, timers: list[threading.Timer]) 
     timers.append(timer)
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(proc: AnyPopen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: AnyPopen) -> None:
     """SIGINT to the child's process group (a profiler then writes what it has), SIGKILL to
     the group if it is not gone in GRACE_S; then make sure nothing of the group is left. (While
     ``stream`` runs, Ctrl-C and SIGTERM reach its own handler, so they cannot cut this short.)"""
