@@ -37,6 +37,7 @@ from .errors import ProfkitError, ProfkitWarning, name_params
 if TYPE_CHECKING:
     from .api import Database
 
+
 def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
@@ -71,7 +72,13 @@ _FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE
 _SPACE = " \t\n\r\f\v"
 
 
-class Value(click.ParamType):
+if TYPE_CHECKING:  # generic from Click 8.4 on; profkit takes Click 8.2 too, where it is not
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
+
+
+class Value(_ParamType):
     """A kind of option value: ``label`` is how the help shows it (``<int>``)."""
 
     label = "str"
