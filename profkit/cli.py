@@ -226,8 +226,8 @@ class Argument(click.Argument):
     def display(self) -> str:
         return self.metavar or self.name or ""
 
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        help = self.help + ("  [required]" if self.required else "")
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str]:
+        help = (self.help or "") + ("  [required]" if self.required else "")
         return f"{self.display()} <{getattr(self.type, 'label', 'str')}>", help
 
     def get_usage_pieces(self, ctx: click.Context) -> list[str]:

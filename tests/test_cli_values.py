@@ -27,13 +27,18 @@ RECORD = json.loads(gzip.decompress((Path(__file__).parent / "cli_values" / "val
 DIFFERENT = {("int", "0-6"), ("float", "5_.27368"), ("float", "5_.8"), ("float", "+8E_4")}
 
 
+def _name(p: click.Parameter) -> str | None:
+    """A parameter's name; the --help option's is "help" (Click 8.5 names it ``_click_default_help``)."""
+    return "help" if isinstance(p, click.Option) and "--help" in p.opts and not p.expose_value else p.name
+
+
 def parameters() -> dict[str, tuple[click.Parameter, click.Context]]:
     """``"command name"`` -> (the parameter, a context for it), the --help options too."""
     root = click.Context(app, info_name="profkit")
-    found = {f"profkit {p.name}": (p, root) for p in app.get_params(root)}
+    found = {f"profkit {_name(p)}": (p, root) for p in app.get_params(root)}
     for name, command in app.commands.items():
         ctx = click.Context(command, info_name=name, parent=root)
-        found.update({f"{name} {p.name}": (p, ctx) for p in command.get_params(ctx)})
+        found.update({f"{name} {_name(p)}": (p, ctx) for p in command.get_params(ctx)})
     return found
 
 
