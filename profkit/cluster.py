@@ -483,9 +483,13 @@ class _client:
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
                 options["resources"] = {"GPU": 1}
             specs[f"worker-{i}"] = {"cls": dask.Nanny, "options": options}
-        self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler, "options": {
-            **common, "dashboard_address": None}}, silence_logs=40, security=security)
-        self.client = dask.Client(self.cluster, security=security)
+        try:
+            self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler, "options": {
+                **common, "dashboard_address": None}}, silence_logs=40, security=security)
+            self.client = dask.Client(self.cluster, security=security)
+        except BaseException:  # no `with` block runs to undo the config set above: undone here
+            self.__exit__(None, None, None)
+            raise
         what = f"{count} GPUs" if gpus else f"{count} CPU workers"
         return self.client, f"dask (local, {what})", bool(gpus)
 

@@ -78,3 +78,18 @@ def file_uri(path: Path, read_only: bool = False) -> str:
     # The path's bytes, as the file system has them: a name that is not UTF-8 (a str with
     # surrogate escapes) is percent-escaped byte by byte, and SQLite opens those bytes.
     return f"file:{quote(os.fsencode(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")
+
+
+def own_folder(folder: Path, what: str) -> Path:
+    """``folder`` (the ``what``: "folder of runs' files", "lock folder"), made if missing, and
+    refused (a StoreError) where it is not to be trusted (:func:`untrusted`)."""
+    try:
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot make the {what} {folder}: {exc.strerror or exc}",
+                         "Check the folder's permissions and the free disk space.") from None
+    why = untrusted(folder)
+    if why:
+        raise StoreError(f"the {what} {folder} {why}",
+                         "Remove it (profkit makes its own), or use a database in a folder of your own.")
+    return folder

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
-from ..files import untrusted
+from ..files import own_folder, untrusted
 from ..parse.schema import Capture, ClassifiedRow
 from ..processes import alive
 from ..records import RunRecord
@@ -161,15 +161,7 @@ class Runs(Writes):
     def _lock(self, run_id: int) -> None:
         """Take run ``run_id``'s lock (held until :meth:`_unlock` or this process ends)."""
         path = self._lock_path(run_id)
-        try:
-            path.parent.mkdir(mode=0o755, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot make the lock folder {path.parent}: {exc.strerror}",
-                             "Check the folder's permissions and the free disk space.") from None
-        why = untrusted(path.parent)
-        if why:
-            raise StoreError(f"the lock folder {path.parent} {why}",
-                             "Remove it (profkit makes its own), or use a database in a folder of your own.")
+        own_folder(path.parent, "lock folder")
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
@@ -218,17 +210,7 @@ class Runs(Writes):
         """``<db stem>-runs/`` beside the database, made if missing, and refused (a StoreError)
         where it is not this user's to trust (:func:`profkit.files.untrusted`: a link or folder
         another user put there would have the runs' files written elsewhere)."""
-        base = self.path.resolve().parent / f"{self.path.stem}-runs"
-        try:
-            base.mkdir(mode=0o755, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot make the folder of runs' files {base}: {exc.strerror or exc}",
-                             "Check the folder's permissions and the free disk space.") from None
-        why = untrusted(base)
-        if why:
-            raise StoreError(f"the folder of runs' files {base} {why}",
-                             "Remove it (profkit makes its own), or use a database in a folder of your own.")
-        return base
+        return own_folder(self.path.resolve().parent / f"{self.path.stem}-runs", "folder of runs' files")
 
     def reserve_folder(self, run: RunRecord) -> Path:
         """Make a reserved run's raw folder, as exclusively as its name: ``<db stem>-runs/<name>/``,
