@@ -17,6 +17,7 @@ logs) as its result arrives. Without Dask installed, the jobs run one after anot
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 import signal
@@ -376,6 +377,12 @@ def _wait_for_jobs(scratch: Path) -> None:
         time.sleep(0.1)
 
 
+# Dask's own log lines stay off the sweep's stderr up to ERROR: a job's failure comes back as the
+# job's result and the sweep says it in one line, and a stop races the workers' heartbeats with the
+# scheduler's close (an ERROR with a traceback from a worker that is about to die with the sweep).
+QUIET = logging.CRITICAL
+
+
 def dask_setup(server: Any) -> None:
     """Dask's preload hook, run in the local cluster's scheduler (in this process) and in each
     worker process once it has started. No HTTP server: Dask starts one on every scheduler and
@@ -384,7 +391,7 @@ def dask_setup(server: Any) -> None:
     Ctrl-C goes to every process of its group, the workers included, and the sweep process
     stops the cluster (and its jobs) itself, so the worker drops SIGINT (a handler that does
     nothing, not SIG_IGN: its jobs must start with the default); and the worker dies with the
-    sweep, however the sweep ends (its lifeline)."""
+    sweep, however the sweep ends (its lifeline); and it keeps Dask's log lines to itself (QUIET)."""
     import signal
     import threading
 
@@ -393,6 +400,7 @@ def dask_setup(server: Any) -> None:
         http.stop()
     if type(server).__name__ == "Scheduler":
         return
+    logging.getLogger("distributed").setLevel(QUIET)  # see QUIET
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _drop)
     runner.watch_lifeline(lambda: os.kill(os.getpid(), signal.SIGKILL))
@@ -478,14 +486,14 @@ class _client:
         for i in range(count):
             # The Nanny's worker process (Dask starts it): multicast off, and the sweep's lifeline.
             env = {**runner.NO_MULTICAST, runner.LIFELINE: runner.lifeline()[1]}
-            options: dict[str, Any] = {**common, "nthreads": 1, "env": env, "silence_logs": 40}
+            options: dict[str, Any] = {**common, "nthreads": 1, "env": env, "silence_logs": QUIET}
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
                 options["resources"] = {"GPU": 1}
             specs[f"worker-{i}"] = {"cls": dask.Nanny, "options": options}
         try:
             self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler, "options": {
-                **common, "dashboard_address": None}}, silence_logs=40, security=security)
+                **common, "dashboard_address": None}}, silence_logs=QUIET, security=security)
             self.client = dask.Client(self.cluster, security=security)
         except BaseException:  # no `with` block runs to undo the config set above: undone here
             self.__exit__(None, None, None)
