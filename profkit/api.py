@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .analyze.findings import Finding
 
     from .cluster import SweepResult
-    from .launch import Progress
+    from .launch import Progress, RunRequest
     from .records import BenchRecord
     from .store import Store
 
@@ -268,8 +268,8 @@ class Comparison:
 def compare(
     workload: str,
     *,
-    modes: Sequence[str] = ("eager",),
-    precisions: Sequence[str] = ("fp32",),
+    modes: str | Sequence[str] = ("eager",),
+    precisions: str | Sequence[str] = ("fp32",),
     match: str = "family",
     threshold_pct: float = 10.0,
     db: Database | str | os.PathLike[str] | None = None,
@@ -279,63 +279,64 @@ def compare(
     """Profile every (precision, mode) variant of ``workload`` and diff each against the first:
     what ``profkit compare`` does. ``options`` are :func:`profile`'s (tool, batch_size, ...).
     Every variant's options are checked before the first is profiled."""
-    from .analyze.diff import MATCHES
-    from .launch import RunRequest, check, plan
-    from .workloads import Spec
+    from .launch import check, plan
 
-    modes = modes.split(",") if isinstance(modes, str) else list(modes)
-    precisions = precisions.split(",") if isinstance(precisions, str) else list(precisions)
-    if not modes or not precisions:
+    variants = _variants(workload, modes, precisions, match, options)
+    for req, _ in variants:  # every variant's options first, then the tool: all before anything runs
+        check(req)
+    plan(variants[0][0])
+    database = db if isinstance(db, Database) else open_db(db, create=True)
+    runs: list[Run] = []
+    # (A new database file is made only when the first variant stores its run.)
+    for req, label in variants:
+        if progress:
+            progress.note(f"variant {label}: profiling {workload} in {req.options.precision}, {req.options.mode}")
+        runs.append(_profile(req, database, progress))
+    diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
+    return Comparison(workload, match, [label for _, label in variants], runs, diffs)
+
+
+def _variants(workload: str, modes: str | Sequence[str], precisions: str | Sequence[str], match: str,
+              options: dict[str, Any]) -> list[tuple[RunRequest, str]]:
+    """A comparison's variants (precisions outer, modes inner), each a request with its label
+    ("fp16 eager": what differs between the variants), refused in one line where the asked
+    combination cannot be compared."""
+    from dataclasses import replace
+
+    from .analyze.diff import MATCHES
+    from .launch import RunRequest
+    from .options import RunOptions, require_bool
+
+    mode_list = modes.split(",") if isinstance(modes, str) else list(modes)
+    precision_list = precisions.split(",") if isinstance(precisions, str) else list(precisions)
+    if not mode_list or not precision_list:
         raise UsageError("`modes` and `precisions` each need at least one value")
     if match not in MATCHES:
         raise UsageError(f"unknown `match` {match!r}", f"Choose one of {', '.join(MATCHES)}.")
     if "name" in options or "mode" in options or "precision" in options:
         raise UsageError("compare names its runs and sets each variant's `mode` and `precision` itself; "
                          "give `modes` and `precisions`")
-    variants = [(p, m) for p in dict.fromkeys(precisions) for m in dict.fromkeys(modes)]
-    if len(variants) < 2:
+    pairs = [(p, m) for p in dict.fromkeys(precision_list) for m in dict.fromkeys(mode_list)]
+    if len(pairs) < 2:
         raise UsageError("compare needs at least two variants: give two `modes` or two `precisions`")
-    compile_mode = options.pop("compile_mode", "default")
-    if compile_mode != "default" and "compile" not in modes:
-        raise UsageError(f"`compile_mode` {compile_mode} is torch.compile's: it needs compile among the `modes`")
-    if match == "op" and options.get("tool", "auto") != "torch" and options.get("device", "cuda") != "cpu":
+    base = RunOptions.make(**options)
+    if base.compile_mode != "default" and "compile" not in mode_list:
+        raise UsageError(f"`compile_mode` {base.compile_mode} is torch.compile's: it needs compile among the `modes`")
+    if match == "op" and base.tool != "torch" and base.device != "cpu":
         raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
                          "records", "Use `tool` torch, or match exact or family.")
-
-    keep_bn = options.pop("keep_bn_fp32", False)
-    if not isinstance(keep_bn, bool):
-        raise UsageError(f"`keep_bn_fp32` is true or false, not {keep_bn!r}")
-    if keep_bn and not {"fp16", "bf16"} & set(precisions):
+    require_bool("keep_bn_fp32", base.keep_bn_fp32)
+    if base.keep_bn_fp32 and not {"fp16", "bf16"} & set(precision_list):
         raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or bf16 "
                          "among the `precisions`")
-
-    def variant_options(precision: str, mode: str) -> dict[str, Any]:
-        """The options of one variant: torch.compile's mode only for the compile variant, BatchNorm
-        kept in fp32 only for the variants cast to fp16 or bf16."""
-        return {**options, "compile_mode": compile_mode if mode == "compile" else "default",
-                "keep_bn_fp32": bool(keep_bn) and precision in ("fp16", "bf16")}
-
-    spec_keys = {"batch_size", "device", "compile_mode", "keep_bn_fp32", "channels_last", "cudnn_benchmark"}
-    requests = []
-    for p, m in variants:
-        o = variant_options(p, m)
-        requests.append(RunRequest(workload=workload, spec=Spec(precision=p, mode=m, **{k: o[k] for k in spec_keys
-                                                                                         if k in o}),
-                                   **{k: v for k, v in o.items() if k not in spec_keys}))
-    for req in requests:  # every variant's options first, then the tool: all before anything runs
-        check(req)
-    plan(requests[0])
-    labels = [" ".join(x for x, many in ((p, len(set(precisions)) > 1), (m, len(set(modes)) > 1)) if many)
-              for p, m in variants]
-    database = db if isinstance(db, Database) else open_db(db, create=True)
-    runs: list[Run] = []
-    # (A new database file is made only when the first variant stores its run.)
-    for (p, m), label in zip(variants, labels):
-        if progress:
-            progress.note(f"variant {label}: profiling {workload} in {p}, {m}")
-        runs.append(profile(workload, precision=p, mode=m, db=database, progress=progress, **variant_options(p, m)))
-    diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
-    return Comparison(workload, match, labels, runs, diffs)
+    labels = [" ".join(x for x, many in ((p, len(set(precision_list)) > 1), (m, len(set(mode_list)) > 1)) if many)
+              for p, m in pairs]
+    # torch.compile's mode only for the compile variant, BatchNorm kept in fp32 only for the
+    # variants cast to fp16 or bf16.
+    return [(RunRequest(workload, replace(base, precision=p, mode=m,
+                                          compile_mode=base.compile_mode if m == "compile" else "default",
+                                          keep_bn_fp32=base.keep_bn_fp32 and p in ("fp16", "bf16"))), label)
+            for (p, m), label in zip(pairs, labels)]
 
 
 def list_workloads() -> list[tuple[str, str]]:
@@ -363,52 +364,39 @@ def open_db(path: str | os.PathLike[str] | None = None, create: bool = True) -> 
 def profile(
     workload: str,
     *,
-    tool: str = "auto",
-    precision: str = "fp32",
-    mode: str = "eager",
-    batch_size: int = 8,
-    iters: int = 1,
-    warmup: int = 3,
-    device: str = "cuda",
-    compile_mode: str = "default",
-    keep_bn_fp32: bool = False,
-    channels_last: bool = False,
-    cudnn_benchmark: bool = False,
-    metrics: str | None = None,
-    name: str | None = None,
-    timeout_s: float | None = None,
-    cpu_sampling: bool = False,
-    context_switches: bool = False,
-    nproc_per_node: int = 1,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    **options: Any,
 ) -> Run:
     """Run ``workload`` (a built-in name or a .py file defining ``build(spec)``) under a
     profiler, store its classified kernels as a run and return it: what ``profkit run`` does.
 
-    ``tool`` is auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or
-    torch; ``mode`` eager, torchscript or compile (torch.compile with ``compile_mode``,
-    compiled in the warm-up). ``keep_bn_fp32`` (fp16/bf16) puts BatchNorm layers back in fp32
-    after the cast; ``channels_last`` lays the model and its 4-D inputs out channels-last;
-    ``cudnn_benchmark`` lets cuDNN time its algorithms (in the warm-up). The options are
-    checked, and the tool chosen, before the database is created.
+    ``options`` are :class:`profkit.options.RunOptions`' fields, each with ``profkit run``'s
+    default: ``tool`` auto (ncu where it can read counters, else nsys, else torch), ncu, nsys
+    or torch; ``precision`` fp32, fp16, bf16 or amp; ``mode`` eager, torchscript or compile
+    (torch.compile with ``compile_mode``, compiled in the warm-up); ``batch_size`` 8;
+    ``iters`` 1; ``warmup`` 3; ``device`` cuda or cpu; ``keep_bn_fp32`` (fp16/bf16) puts
+    BatchNorm layers back in fp32 after the cast; ``channels_last`` lays the model and its
+    4-D inputs out channels-last; ``cudnn_benchmark`` lets cuDNN time its algorithms (in the
+    warm-up); ``metrics`` (ncu), ``name``, ``timeout_s``, ``cpu_sampling`` and
+    ``context_switches`` (nsys). The options are checked, and the tool chosen, before the
+    database is created; an unknown option is a UsageError.
 
     ``nproc_per_node`` N > 1 runs the workload as N ranks of a distributed job (torchrun, one
     GPU each; gloo on the CPU) under nsys or torch: one run, a ``rank`` on every kernel row
     and range; its summary has per-rank figures (``Summary.ranks``).
     """
-    from .launch import RunRequest, plan, run
-    from .workloads import Spec
+    from .launch import RunRequest
+    from .options import RunOptions
 
-    req = RunRequest(workload=workload, spec=Spec(batch_size=batch_size, precision=precision, mode=mode, device=device,
-                                                  compile_mode=compile_mode, keep_bn_fp32=keep_bn_fp32,
-                                                  channels_last=channels_last, cudnn_benchmark=cudnn_benchmark),
-                     tool=tool, iters=iters, warmup=warmup, metrics=metrics, name=name, timeout_s=timeout_s,
-                     cpu_sampling=cpu_sampling, context_switches=context_switches, nproc_per_node=nproc_per_node)
+    return _profile(RunRequest(workload, RunOptions.make(**options)), db, progress)
+
+
+def _profile(req: RunRequest, db: Database | str | os.PathLike[str] | None, progress: Progress | None) -> Run:
+    from .launch import plan, run
+
     checked = plan(req)
-    if isinstance(db, Database):
-        return db._attach(run(db.store, checked, progress))
-    database = open_db(db, create=True)  # the file is made when the run is reserved, not before
+    database = db if isinstance(db, Database) else open_db(db, create=True)  # the file is made when the run is reserved
     return database._attach(run(database.store, checked, progress))
 
 
@@ -455,22 +443,21 @@ def sweep(
     tools: str | Sequence[str] = ("auto",),
     address: str | None = None,
     workers: int | None = None,
-    batch_size: int = 8,
-    iters: int = 1,
-    warmup: int = 3,
-    device: str = "cuda",
-    timeout_s: float | None = None,
     db: Database | str | os.PathLike[str] | None = None,
     on_result: Callable[[Any, int, int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> "SweepResult":
     """Profile every cell of ``workloads`` x ``precisions`` x ``modes`` x ``tools`` (one
     :func:`profile` each) on Dask: a local cluster with one worker per GPU, or the scheduler at
-    ``address``; without Dask installed, one after another here. Every run is stored in ``db``
-    by this process as it finishes; a failed job is a failed run with its error and logs, and
-    the others go on. Cells a workload does not support are skipped (in the result, with why).
-    ``on_result(result, done, total)`` is called as each job ends. Returns a
-    :class:`profkit.cluster.SweepResult`."""
+    ``address``; without Dask installed, one after another here. ``options`` are every job's:
+    :func:`profile`'s, but ``precision``, ``mode``, ``tool`` and ``name`` (the matrix and the
+    sweep set those) and ``nproc_per_node`` (a job is one process on one GPU); each goes to
+    the cells it applies to (``compile_mode`` to the compile cells, ``metrics`` to the ncu
+    cells, ...). Every run is stored in ``db`` by this process as it finishes; a failed job is
+    a failed run with its error and logs, and the others go on. Cells a workload does not
+    support are skipped (in the result, with why). ``on_result(result, done, total)`` is
+    called as each job ends. Returns a :class:`profkit.cluster.SweepResult`."""
     from .cluster import INSTALL_HINT, _dask, plan, run, skip_auto_twins
     from .errors import require_int
 
@@ -482,16 +469,14 @@ def sweep(
     if address and _dask() is None:
         raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
                          f"Install it: {INSTALL_HINT}")
-    checked = plan(workloads, precisions, modes, tools, batch_size=batch_size, iters=iters, warmup=warmup,
-                   device=device, timeout_s=timeout_s)
+    checked = plan(workloads, precisions, modes, tools, options)
     if address is None:  # the jobs run on this machine: its GPUs and tools, checked first
         from .gpu import count
         from .launch import plan as plan_run
 
-        if device == "cuda" and not count():
+        if checked.device == "cuda" and not count():
             raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
                              "Use `device` cpu, or give a scheduler `address`.")
         tools_chosen = [plan_run(req).tool for _, req, _ in checked.jobs]
         skip_auto_twins(checked, tools_chosen)
     return run(_writable(db).store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
-

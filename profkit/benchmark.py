@@ -34,6 +34,7 @@ from . import gpu, launch, workloads
 from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int, require_values
 from .ingest import now
 from .launch import Progress, RunRequest
+from .options import RunOptions, require_bool
 from .records import BenchRecord, BenchRow
 from .store import Store
 
@@ -60,11 +61,11 @@ class BenchPlan:
 
     @property
     def iters(self) -> int:
-        return self.requests[0].iters
+        return self.requests[0].options.iters
 
     @property
     def warmup(self) -> int:
-        return self.requests[0].warmup
+        return self.requests[0].options.warmup
 
 
 def compiler(device: str) -> str | None:
@@ -105,15 +106,14 @@ def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: s
     require_int("warmup", warmup, 0)
     for option, on in (("keep_bn_fp32", keep_bn_fp32), ("channels_last", channels_last),
                        ("cudnn_benchmark", cudnn_benchmark)):
-        if not isinstance(on, bool):
-            raise UsageError(f"`{option}` is true or false, not {on!r}")
+        require_bool(option, on)
     if keep_bn_fp32 and not {"fp16", "bf16"} & set(precision_list):
         raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or "
                          "bf16 among the `precisions`")
-    requests = [RunRequest(workload=workload, spec=workloads.Spec(
+    requests = [RunRequest(workload, RunOptions(
                     batch_size=batch_size, precision=p, mode=m, device=device, channels_last=channels_last,
-                    cudnn_benchmark=cudnn_benchmark, keep_bn_fp32=keep_bn_fp32 and p in ("fp16", "bf16")),
-                           iters=iters, warmup=warmup, timeout_s=timeout_s)
+                    cudnn_benchmark=cudnn_benchmark, keep_bn_fp32=keep_bn_fp32 and p in ("fp16", "bf16"),
+                    iters=iters, warmup=warmup, timeout_s=timeout_s))
                 for m in mode_list for p in precision_list]
     name, path = workloads.resolve(workload)
     supported_precisions, supported_modes = workloads.supports(path)
@@ -161,8 +161,8 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                 reference, ref_output = asked[REFERENCE]
             elif all(v in s for v, s in zip(REFERENCE, workloads.supports(p.path))):
                 progress.note(f"running {p.workload} in fp32 eager too: the reference the outputs are compared with")
-                req = replace(p.requests[0], spec=replace(p.spec, precision="fp32", mode="eager",
-                                                          compile_mode="default", keep_bn_fp32=False))
+                req = replace(p.requests[0], options=replace(p.requests[0].options, precision="fp32", mode="eager",
+                                                             compile_mode="default", keep_bn_fp32=False))
                 progress.stage(f"{p.workload} in fp32, eager (the reference)")
                 row, ref_info, ref_output = _measure(p, req, Path(tmp) / "reference", progress)
                 reference = replace(row, reference_only=True)

@@ -25,14 +25,17 @@ import re
 import signal
 import sys
 import warnings
+from dataclasses import fields
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
 
 import click
 
-from .choices import CompileMode, Device, Format, Mode, Precision, Tool
+from .choices import Format
 from .errors import ProfkitError, ProfkitWarning, name_params
+from .options import RunOptions, cli_of, default_for, for_command
+from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals
 
 if TYPE_CHECKING:
     from .api import Database
@@ -42,15 +45,13 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-# The library's parameters (as its messages name them, in backticks) -> this command's flags.
+# The library's parameters (as its messages name them, in backticks) -> this command's flags:
+# the run options' from their record, then the other commands' own.
 FLAGS = {
-    **{p: "--" + p.replace("_", "-") for p in ("tool", "precision", "mode", "batch_size", "iters", "warmup", "device",
-                                              "metrics", "name", "cpu_sampling", "context_switches", "db", "top",
-                                              "limit", "compile_mode", "match", "modes", "precisions", "output", "vs",
-                                              "keep_bn_fp32", "channels_last", "cudnn_benchmark", "workloads",
-                                              "tools", "address", "workers", "nproc_per_node")},
+    **{f.name: cli_of(f).flags[0] for f in fields(RunOptions)},
+    **{p: "--" + p.replace("_", "-") for p in ("db", "top", "limit", "match", "modes", "precisions", "output", "vs",
+                                              "workloads", "tools", "address", "workers")},
     "threshold_pct": "--threshold",
-    "timeout_s": "--timeout",
 }
 
 
@@ -269,6 +270,10 @@ class Command(click.Command):
                 with formatter.section(title):
                     formatter.write_dl(rows)
 
+    def format_arguments(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Nothing: Click 8.5 lists the arguments in a section of its own (Click 8.4 has no such
+        step), and :meth:`format_options` lists them already, before the options."""
+
 
 class OneLineErrors(click.Group):
     """The parser's usage errors (unknown option, bad value, missing argument) as one line,
@@ -360,9 +365,6 @@ _state: dict[str, Any] = {"verbose": False, "db": None}
 REPORT_HELP = "Write the HTML report under reports/ and print its path."
 DB_HELP = "Database file (default: $PROFKIT_DB, else ./profkit.db)."
 RUN_HELP = "Run name or id (see `profkit runs`)."
-KEEP_BN_HELP = "With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand)."
-CHANNELS_LAST_HELP = "Lay the model and its 4-D image inputs out in torch.channels_last."
-CUDNN_BENCH_HELP = "Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest."
 THRESHOLD_HELP = ("Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and "
                   "whose calls are equal is 'same'.")
 
@@ -383,12 +385,33 @@ def run_argument(fn: Any) -> Any:
     return argument("run_ref", RUN_HELP, metavar="RUN")(fn)
 
 
-def torch_switches(fn: Any) -> Any:
-    """--keep-bn-fp32, --channels-last, --cudnn-benchmark: how the workload is set up."""
-    for decorate in reversed((switch("--keep-bn-fp32", help=KEEP_BN_HELP), switch("--channels-last", help=CHANNELS_LAST_HELP),
-                              switch("--cudnn-benchmark", help=CUDNN_BENCH_HELP))):
-        fn = decorate(fn)
-    return fn
+def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The run options ``command`` takes, from their one record (``profkit.options``): each
+    option's flag, type, default and help there. The command receives them together as
+    ``options``, keyed by the library's parameter names (``timeout_s`` for --timeout), its
+    choices as their values: what ``profkit.api`` takes as keyword arguments."""
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        names: dict[str, str] = {}
+
+        @functools.wraps(fn)
+        def command_fn(*args: Any, **kwargs: Any) -> None:
+            given = {names[k]: (v.value if isinstance(v, Enum) else v) for k, v in kwargs.items() if k in names}
+            fn(*args, options=given, **{k: v for k, v in kwargs.items() if k not in names})
+
+        for f in reversed(for_command(command)):
+            c = cli_of(f)
+            names[c.flags[0].lstrip("-").replace("-", "_")] = f.name
+            default = default_for(f, command)
+            if f.type == "bool":
+                command_fn = switch(*c.flags, help=c.help_for(command), default=bool(default))(command_fn)
+                continue
+            kind: Any = c.choices or {"int": int, "float | None": float}.get(str(f.type), str)
+            command_fn = option(*c.flags, type=kind, default=kind(default) if c.choices and default is not None
+                                else default, help=c.help_for(command),
+                                show_default=c.show_default and default is not None)(command_fn)
+        return command_fn
+
+    return decorate
 
 
 def _quiet_pipe() -> None:
@@ -532,28 +555,11 @@ def _open(db: Optional[Path], create: bool = False) -> Database:
 # ---------------------------------------------------------------------------------- run
 @app.command("run")
 @argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec).")
-@option("--tool", type=Tool, default=Tool.auto, help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch (torch.profiler).")
-@option("--precision", type=Precision, default=Precision.fp32, help="Precision the workload runs in (amp: torch.autocast).")
-@option("--mode", type=Mode, default=Mode.eager, help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).")
-@option("--compile-mode", type=CompileMode, default=CompileMode.default, help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their kernels are traced one by one).")
-@option("--batch-size", type=int, default=8, help="Batch size passed to the workload.")
-@option("--iters", type=int, default=1, help="Measured iterations, each in its own NVTX range.")
-@option("--warmup", type=int, default=3, help="Unprofiled iterations before the measured ones.")
-@option("--device", type=Device, default=Device.cuda, help="cuda, or cpu to profile CPU operators with torch.profiler.")
-@torch_switches
-@option("--metrics", help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of metric names, profiled on every launch. Left out: the chip's default; on Hopper, the tensor counters on the first launch of each kernel function and every launch timed by CUPTI.", show_default=False)
-@option("--name", help="Run name (default: workload-precision-mode-tool).", show_default=False)
-@option("--timeout", type=float, help="Stop the profiler after this many seconds.", show_default=False)
-@switch("--cpu-sampling", help="nsys: sample CPU call stacks too (large captures).")
-@switch("--context-switches", help="nsys: trace the process's CPU context switches.")
-@option("--nproc-per-node", type=int, default=1, help="Ranks of a distributed job on this machine (one GPU each), started by torchrun and profiled together as one run (nsys or torch), with a rank on every kernel.")
+@run_options("run")
 @switch("--report/--no-report", help=REPORT_HELP, default=True)
 @db_option
 @handles_errors
-def run(workload: str, tool: Tool, precision: Precision, mode: Mode, compile_mode: CompileMode, batch_size: int,
-        iters: int, warmup: int, device: Device, keep_bn_fp32: bool, channels_last: bool, cudnn_benchmark: bool,
-        metrics: Optional[str], name: Optional[str], timeout: Optional[float], cpu_sampling: bool,
-        context_switches: bool, nproc_per_node: int, report: bool, db: Optional[Path]) -> None:
+def run(workload: str, options: dict[str, Any], report: bool, db: Optional[Path]) -> None:
     """Run a workload under a profiler, store its kernels, print a summary and write its HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
     from .api import profile
@@ -567,12 +573,7 @@ def run(workload: str, tool: Tool, precision: Precision, mode: Mode, compile_mod
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
-        done = profile(workload, tool=tool.value, precision=precision.value, mode=mode.value,
-                       compile_mode=compile_mode.value, keep_bn_fp32=keep_bn_fp32, channels_last=channels_last,
-                       cudnn_benchmark=cudnn_benchmark, batch_size=batch_size,
-                       iters=iters, warmup=warmup, device=device.value, metrics=metrics, name=name, timeout_s=timeout,
-                       cpu_sampling=cpu_sampling, context_switches=context_switches, nproc_per_node=nproc_per_node,
-                       db=db or _state["db"],
+        done = profile(workload, db=db or _state["db"], **options,
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path))
     render.findings(done.findings())
@@ -697,24 +698,15 @@ def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, l
 @argument("workload", "A built-in workload or a .py file defining build(spec).")
 @option("--modes", default="eager", help="Comma-separated modes to profile: eager, torchscript, compile.")
 @option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
-@option("--tool", type=Tool, default=Tool.auto, help="Profiler for every variant (auto: ncu where it can read counters, else nsys, else torch).")
 @option("--match", type=Match, default=Match.family, help="How the diffs line kernels up (see `profkit diff --help`).")
 @threshold_option
-@option("--batch-size", type=int, default=8, help="Batch size passed to the workload.")
-@option("--device", type=Device, default=Device.cuda, help="cuda, or cpu to compare CPU operators with torch.profiler.")
-@option("--iters", type=int, default=1, help="Measured iterations per variant.")
-@option("--warmup", type=int, default=3, help="Unprofiled iterations before the measured ones (compilation happens here).")
-@option("--compile-mode", type=CompileMode, default=CompileMode.default, help="torch.compile mode for the compile variant.")
-@torch_switches
-@option("--metrics", help="ncu metric preset or list (as for run).", show_default=False)
+@run_options("compare")
 @fmt_option
 @switch("--report/--no-report", help=REPORT_HELP, default=True)
 @db_option
 @handles_errors
-def compare(workload: str, modes: str, precisions: str, tool: Tool, match: Match, threshold: float, batch_size: int,
-            device: Device, iters: int, warmup: int, compile_mode: CompileMode, keep_bn_fp32: bool,
-            channels_last: bool, cudnn_benchmark: bool, metrics: Optional[str], fmt: Format, report: bool,
-            db: Optional[Path]) -> None:
+def compare(workload: str, modes: str, precisions: str, match: Match, threshold: float, options: dict[str, Any],
+            fmt: Format, report: bool, db: Optional[Path]) -> None:
     """Profile a workload in several modes or precisions, show what changed against the first, and write
     each variant's side-by-side HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -727,10 +719,7 @@ def compare(workload: str, modes: str, precisions: str, tool: Tool, match: Match
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
-                         threshold_pct=threshold, db=db or _state["db"], tool=tool.value, batch_size=batch_size,
-                         device=device.value,
-                         iters=iters, warmup=warmup, compile_mode=compile_mode.value, metrics=metrics,
-                         keep_bn_fp32=keep_bn_fp32, channels_last=channels_last, cudnn_benchmark=cudnn_benchmark,
+                         threshold_pct=threshold, db=db or _state["db"], **options,
                          progress=Progress(on_stage=status.update, on_note=on_note))
     render.compare(cmp, fmt.value)
     if report:
@@ -778,19 +767,14 @@ def _list(text: str) -> list[str]:
 @argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", metavar="WORKLOAD", required=False)
 @option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")
 @option("--modes", default="eager", help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")
-@option("--batch-size", type=int, help="Batch size passed to the workload (items per iteration). Default: 8 on a GPU, 1 on the CPU.", show_default=False)
-@option("--iters", type=int, help="Timed iterations per combination, after the warm-up. Default: 20 on a GPU, 3 on the CPU.", show_default=False)
-@option("--warmup", type=int, help="Untimed iterations first (torch.compile compiles here). Default: 5 on a GPU, 1 on the CPU.", show_default=False)
-@option("--device", type=Device, default=Device.cuda, help="cuda (timed with CUDA events), or cpu (with small defaults).")
-@torch_switches
+@run_options("bench")
 @fmt_option
 @switch("--list", "list_", help="List the stored benchmarks instead of running one.")
 @option("--show", type=int, metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)
 @db_option
 @handles_errors
-def bench(workload: Optional[str], precisions: str, modes: str, batch_size: Optional[int], iters: Optional[int],
-          warmup: Optional[int], device: Device, keep_bn_fp32: bool, channels_last: bool, cudnn_benchmark: bool,
-          fmt: Format, list_: bool, show: Optional[int], db: Optional[Path]) -> None:
+def bench(workload: Optional[str], precisions: str, modes: str, options: dict[str, Any], fmt: Format, list_: bool,
+          show: Optional[int], db: Optional[Path]) -> None:
     """Time a workload in each precision and mode, and print the grid of modes x precisions: median time
     per iteration and its spread, items/s, peak GPU memory, agreement with fp32 eager.
 
@@ -819,9 +803,7 @@ def bench(workload: Optional[str], precisions: str, modes: str, batch_size: Opti
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
-        done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), batch_size=batch_size,
-                        iters=iters, warmup=warmup, device=device.value, keep_bn_fp32=keep_bn_fp32,
-                        channels_last=channels_last, cudnn_benchmark=cudnn_benchmark, db=db or _state["db"],
+        done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), db=db or _state["db"], **options,
                         progress=Progress(on_stage=status.update, on_note=on_note))
     render.bench(done, fmt.value)
     if not done.ok:
@@ -856,18 +838,13 @@ def doctor(fmt: Format, db: Optional[Path]) -> None:
 @option("--tools", default="auto", help="Comma-separated tools: auto, ncu, nsys, torch.")
 @option("--address", help="A Dask scheduler (tcp://host:8786) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)
 @option("--workers", type=int, help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False)
-@option("--batch-size", type=int, default=8, help="Batch size passed to the workloads.")
-@option("--iters", type=int, default=1, help="Measured iterations per run.")
-@option("--warmup", type=int, default=3, help="Unprofiled iterations before the measured ones.")
-@option("--device", type=Device, default=Device.cuda, help="cuda, or cpu (torch.profiler runs).")
-@option("--timeout", type=float, help="Stop each job's profiler after this many seconds.", show_default=False)
+@run_options("sweep")
 @fmt_option
 @db_option
 @handles_errors
 def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Optional[str], workers: Optional[int],
-          batch_size: int, iters: int, warmup: int, device: Device, timeout: Optional[float], fmt: Format,
-          db: Optional[Path]) -> None:
-    """Profile a matrix of workloads x precisions x modes x tools, one `profkit run` per cell, on
+          options: dict[str, Any], fmt: Format, db: Optional[Path]) -> None:
+    """Profile a matrix of workloads x precisions x modes x tools, one profiled run per cell, on
     every local GPU at once (or a Dask cluster); every run lands in one database as it finishes.
     A failed job is stored with its error and logs and the others go on (exit 1 at the end)."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -880,8 +857,7 @@ def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Opti
         _err(render.sweep_progress(res, i, total))
 
     result = do_sweep(workloads, precisions=precisions, modes=modes, tools=tools, address=address, workers=workers,
-                      batch_size=batch_size, iters=iters, warmup=warmup, device=device.value, timeout_s=timeout,
-                      db=db or _state["db"], on_result=on_result, on_note=on_note)
+                      db=db or _state["db"], on_result=on_result, on_note=on_note, **options)
     render.sweep(result, fmt.value)
     if result.failed():
         _exit(1)
@@ -898,47 +874,13 @@ def workloads_() -> None:
     render.workloads(catalog())
 
 
-# Stop profkit as SIGTERM does: a job scheduler or `kill`, the terminal closed (SIGHUP), Ctrl-\.
-TERMINATING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, SIGHUP or SIGQUIT: unwound like Ctrl-C, so that the profiler's process group is
-    stopped, nothing half-written stays and the run is marked; exit status 128 + the signal's
-    number (143 for SIGTERM)."""
-
-    def __init__(self, signum: int = signal.SIGTERM):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _on_terminate(signum: int, frame: object) -> None:
-    for sig in TERMINATING:  # once: the unwinding must not be cut short
-        signal.signal(sig, signal.SIG_IGN)
-    raise Terminated(signum)
-
-
-def _parent_gone() -> None:
-    """The profkit process that started this one (a sweep's worker) has died: stop as SIGTERM
-    stops (the profiler's group is stopped, the run marked), and for certain soon after."""
-    import time
-
-    from .tools.runner import GRACE_S
-
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(3 * GRACE_S)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 def main() -> None:
     try:
-        for sig in TERMINATING:
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup profkit ...` keeps SIGHUP ignored
-                signal.signal(sig, _on_terminate)
+        stop_on_signals()
         if "PROFKIT_LIFELINE" in os.environ:  # started by profkit (a sweep's job): it dies with its starter
             from .tools.runner import watch_lifeline
 
-            watch_lifeline(_parent_gone)
+            watch_lifeline(parent_gone)
         app()
     except KeyboardInterrupt as exc:  # before a command's own handling began (start-up), or after it
         sys.exit(_stopped(exc))

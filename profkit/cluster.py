@@ -26,23 +26,22 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, cast
 
 from . import gpu, launch, workloads
-from .choices import Tool, values
-from .errors import (ProfkitError, StoreError, UsageError, WorkloadError, require_choice, require_int,
-                     require_values)
+from .errors import StoreError, UsageError, WorkloadError, require_choice, require_int, require_values
+from .options import SWEEP, TOOLS, RunOptions, for_command
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields
+from .sweep_job import OUTCOME, read_outcome, write_job
 from .tools import runner
 
 if TYPE_CHECKING:
     from distributed.security import Security
 
-TOOLS = values(Tool)
 INSTALL_HINT = "pip install 'profkit[cluster]'"
 
 
@@ -67,7 +66,8 @@ class JobResult:
     job: Job
     status: str                       # ok, failed, skipped
     run: str | None = None            # the run's name in the database
-    error: str | None = None
+    error: str | None = None          # one line, the library's words (`parameters` in backticks)
+    error_type: str | None = None     # the error's ProfkitError class (ToolFailed, WorkloadError...)
     worker: str | None = None         # host, and GPU where one was assigned
     wall_s: float | None = None
 
@@ -98,27 +98,33 @@ class SweepResult:
 
 
 def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = ("fp32",),
-         modes: str | Sequence[str] = ("eager",), tools: str | Sequence[str] = ("auto",), *,
-         batch_size: int = 8, iters: int = 1, warmup: int = 3, device: str = "cuda",
-         timeout_s: float | None = None) -> SweepPlan:
+         modes: str | Sequence[str] = ("eager",), tools: str | Sequence[str] = ("auto",),
+         options: Mapping[str, Any] | None = None) -> SweepPlan:
     """Check a sweep before anything runs: every value, every workload (found, and parsed), and
-    each cell's options as ``profkit run`` checks them. A cell its workload says it does not
+    each cell's options as ``profkit run`` checks them. ``options`` are every job's (a run's
+    options but precision, mode, tool and name, which the matrix and the sweep set); torch.compile's
+    mode goes to the compile cells, BatchNorm in fp32 to the fp16 and bf16 cells, ncu's metrics
+    to the ncu cells and nsys's switches to the nsys cells. A cell its workload says it does not
     support is skipped (with the workload's own reason), not an error: a matrix over several
     workloads rarely fits all of them."""
+    for what in SET_BY_SWEEP:
+        if what in (options or {}):
+            raise UsageError(f"a sweep sets each job's `{what}` itself" if what != "nproc_per_node" else
+                             "`nproc_per_node`: a sweep's job is one process on one GPU",
+                             "Give `precisions`, `modes` and `tools`." if what in ("precision", "mode", "tool")
+                             else None)
+    base = RunOptions.make(**(options or {}))
     names = require_values("workloads", workload_list, blanks=False)
     precision_list = require_values("precisions", precisions, workloads.PRECISIONS, blanks=False)
     mode_list = require_values("modes", modes, workloads.MODES, blanks=False)
     tool_list = require_values("tools", tools, TOOLS, blanks=False)
-    require_choice("device", device, workloads.DEVICES)
-    require_int("batch_size", batch_size, 1)
+    _check_job_options(base, precision_list, mode_list, tool_list)
     jobs, skipped = [], []
     for name in names:
         for p in precision_list:
             for m in mode_list:
                 for t in tool_list:
-                    req = launch.RunRequest(workload=name, spec=workloads.Spec(batch_size=batch_size, precision=p,
-                                                                               mode=m, device=device),
-                                            tool=t, iters=iters, warmup=warmup, timeout_s=timeout_s)
+                    req = launch.RunRequest(name, _cell(base, p, m, t))
                     try:
                         wname, path = launch.check(req)
                     except WorkloadError as exc:
@@ -130,7 +136,38 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
                     jobs.append((Job(wname, p, m, t), req, path))
     if not jobs:
         raise UsageError("no cell of the sweep's matrix can run: " + "; ".join(r.error or "" for r in skipped[:3]))
-    return SweepPlan(jobs, skipped, device)
+    return SweepPlan(jobs, skipped, base.device)
+
+
+# A run's options a sweep sets itself (the matrix, its names), or that no job of it can take
+# (nproc_per_node): those the record does not give the sweep.
+SET_BY_SWEEP = tuple(f.name for f in fields(RunOptions) if f not in for_command(SWEEP))
+
+
+def _check_job_options(base: RunOptions, precisions: list[str], modes: list[str], tools: list[str]) -> None:
+    """The options the sweep refuses as a whole: one that no cell would take."""
+    require_choice("device", base.device, workloads.DEVICES)
+    require_int("batch_size", base.batch_size, 1)
+    wants = (("compile_mode", base.compile_mode != "default", "modes", "compile", [m for m in modes if m == "compile"]),
+             ("keep_bn_fp32", base.keep_bn_fp32 is True, "precisions", "fp16 or bf16",
+              [p for p in precisions if p in ("fp16", "bf16")]),
+             ("metrics", base.metrics is not None, "tools", "ncu", [t for t in tools if t == "ncu"]),
+             ("cpu_sampling", base.cpu_sampling is True, "tools", "nsys", [t for t in tools if t == "nsys"]),
+             ("context_switches", base.context_switches is True, "tools", "nsys", [t for t in tools if t == "nsys"]))
+    for option, given, axis, needed, found in wants:
+        if given and not found:
+            raise UsageError(f"`{option}` applies to the {needed} cells, and no cell of the sweep is one: give "
+                             f"{needed} among the `{axis}`")
+
+
+def _cell(base: RunOptions, precision: str, mode: str, tool: str) -> RunOptions:
+    """One cell's options: the sweep's, with each option only where it applies (see :func:`plan`)."""
+    return replace(base, precision=precision, mode=mode, tool=tool,
+                   compile_mode=base.compile_mode if mode == "compile" else "default",
+                   keep_bn_fp32=base.keep_bn_fp32 and precision in ("fp16", "bf16"),
+                   metrics=base.metrics if tool == "ncu" else None,
+                   cpu_sampling=base.cpu_sampling and tool == "nsys",
+                   context_switches=base.context_switches and tool == "nsys")
 
 
 def skip_auto_twins(sweep: SweepPlan, chosen: list[str]) -> None:
@@ -148,59 +185,74 @@ def skip_auto_twins(sweep: SweepPlan, chosen: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------------- workers
-def run_job(request: dict[str, Any]) -> dict[str, Any]:
-    """Run one job where this process is (a Dask worker, or here): ``profkit run`` in a child
-    process (which dies with this one: an interrupted sweep leaves no job running) into a
-    temporary database and raw folder, returned as one gzipped tar archive with the outcome.
-    Never raises for the job's own failure: that is the result."""
+@dataclass(frozen=True)
+class JobRequest:
+    """What a worker needs to run a job: the workload (a user's file by its resolved path: a
+    worker elsewhere has another current folder; a built-in by its name), the job's options,
+    and the sweep's scratch folder on this machine (None on a cluster's)."""
+
+    workload: str
+    options: RunOptions
+    scratch: str | None = None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a worker sends back: the job's status and error (typed: its ProfkitError's class
+    name), its database and raw folder as one gzipped tar archive, where it ran and how long."""
+
+    status: str                   # ok or failed
+    archive: bytes
+    error: str | None = None
+    error_type: str | None = None
+    worker: str | None = None
+    wall_s: float | None = None
+
+
+def run_job(request: JobRequest) -> JobOutcome:
+    """Run one job where this process is (a Dask worker, or here): the library's run
+    (``profkit.sweep_job``) in a child process (which dies with this one: an interrupted sweep
+    leaves no job running) into a temporary database and raw folder, returned as one archive
+    with the outcome. Never raises for the job's own failure: that is the result."""
     started = time.perf_counter()
-    scratch = request.get("scratch")
-    if scratch:
-        Path(scratch).mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-", dir=scratch if scratch else None))
-    spec = request["spec"]
-    argv = [sys.executable, "-m", "profkit", "--db", str(folder / "job.db"), "run", request["workload"],
-            "--tool", request["tool"], "--precision", spec["precision"], "--mode", spec["mode"],
-            "--compile-mode", spec["compile_mode"], "--batch-size", str(spec["batch_size"]),
-            "--iters", str(request["iters"]), "--warmup", str(request["warmup"]), "--device", spec["device"],
-            "--no-report", *(["--timeout", str(request["timeout_s"])] if request.get("timeout_s") else [])]
+    if request.scratch:
+        Path(request.scratch).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-", dir=request.scratch))
     try:
+        job_file = folder / "job.json"
+        write_job(job_file, request.workload, request.options, folder / "job.db", folder / OUTCOME)
+        argv = [sys.executable, "-m", "profkit.sweep_job", str(job_file)]
         with runner.Background(argv, folder / "job.log") as child:  # it dies with this process (its lifeline)
             (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
             done = child.wait()
-        status, error = "ok", None
-        if done.returncode != 0:
-            status = "failed"
-            error = next((line.split("profkit: error: ", 1)[1] for line in reversed(done.tail)
-                          if "profkit: error: " in line), None) or f"profkit run exited {done.returncode}"
+        status, error, kind = read_outcome(folder / OUTCOME, done.returncode, done.tail)
+        for f in (job_file, folder / OUTCOME, folder / JOB_PID):
+            f.unlink(missing_ok=True)
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
             tar.add(folder, arcname="job")
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return {"status": status, "error": error, "archive": archive.getvalue(),
-                "worker": socket.gethostname() + (f" GPU {visible}" if visible not in (None, "") else ""),
-                "wall_s": round(time.perf_counter() - started, 3)}
+        return JobOutcome(status, archive.getvalue(), error, kind,
+                          socket.gethostname() + (f" GPU {visible}" if visible not in (None, "") else ""),
+                          round(time.perf_counter() - started, 3))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _request(req: launch.RunRequest, path: Path, scratch: Path | None) -> dict[str, Any]:
-    """What a worker needs to run a job: the workload's resolved path for a user's file (a
-    worker elsewhere has another current folder), a built-in's name as it is."""
+def _request(req: launch.RunRequest, path: Path, scratch: Path | None) -> JobRequest:
     workload = str(path) if path.parent != (workloads.builtin_dir() or Path("/nonexistent")) else req.workload
-    return {"workload": workload, "spec": req.spec.as_dict(), "tool": req.tool, "iters": req.iters,
-            "warmup": req.warmup, "timeout_s": req.timeout_s, "scratch": str(scratch) if scratch else None}
+    return JobRequest(workload, req.options, str(scratch) if scratch else None)
 
 
 # ----------------------------------------------------------------------------- the one writer
-def store_result(store: Store, job: Job, outcome: dict[str, Any]) -> JobResult:
+def store_result(store: Store, job: Job, outcome: JobOutcome) -> JobResult:
     """Put a job's outcome into the sweep's database: its run, with its raw folder moved beside
     the database (rows and ranges copied as they were classified), or a failed run with the
     error and the job's logs. Returns the job's result."""
-    result = JobResult(job, outcome["status"], error=outcome.get("error"), worker=outcome.get("worker"),
-                       wall_s=outcome.get("wall_s"))
+    result = JobResult(job, outcome.status, error=outcome.error, error_type=outcome.error_type,
+                       worker=outcome.worker, wall_s=outcome.wall_s)
     with tempfile.TemporaryDirectory(prefix="profkit-sweep-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(outcome["archive"]), mode="r:gz") as tar:
+        with tarfile.open(fileobj=io.BytesIO(outcome.archive), mode="r:gz") as tar:
             tar.extractall(tmp, filter="data")
         folder = Path(tmp) / "job"
         job_db = folder / "job.db"
@@ -214,7 +266,7 @@ def store_result(store: Store, job: Job, outcome: dict[str, Any]) -> JobResult:
             if (folder / "job.log").exists():  # the job's own output: its log, with the run's
                 shutil.move(str(folder / "job.log"), old / "sweep-job.log")
             dest: Path | None = None
-            if outcome["status"] == "ok" and done is not None and source is not None:
+            if outcome.status == "ok" and done is not None and source is not None:
                 copied, dest = _copy_run(store, source, done)
                 result.run = copied.name
             else:
@@ -347,7 +399,7 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-JOB_PID = "job.pid"  # in a local job's folder: its `profkit run` process
+JOB_PID = "job.pid"  # in a local job's folder: its job process (profkit.sweep_job)
 JOB_END_S = 15       # how long an interrupted sweep waits for its jobs to stop their profilers (then kills them)
 
 

@@ -10,7 +10,7 @@ error with its flags (``--iters must be at least 1``) through :meth:`ProfkitErro
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Mapping
 
 _PARAM = re.compile(r"`([a-z][a-z0-9_]*)`")
 
@@ -78,6 +78,10 @@ class ProfkitError(Exception):
     def __str__(self) -> str:
         return self.one_line()
 
+    def to_json(self) -> dict[str, str | None]:
+        """The error as JSON (a sweep's job process hands it back so): :func:`error_from_json`."""
+        return {"type": type(self).__name__, "message": self.message, "hint": self.hint}
+
 
 class UsageError(ProfkitError):
     """A bad option value or combination."""
@@ -133,3 +137,13 @@ class StoreError(ProfkitError):
 
 class BenchNotFound(ProfkitError):
     """No stored benchmark (``profkit bench``) has that id."""
+
+
+def error_from_json(data: Mapping[str, object]) -> ProfkitError:
+    """The error :meth:`ProfkitError.to_json` wrote, of its class where this module has one
+    (else a ProfkitError with the same words)."""
+    cls = globals().get(str(data.get("type")))
+    if not (isinstance(cls, type) and issubclass(cls, ProfkitError)):
+        cls = ProfkitError
+    hint = data.get("hint")
+    return cls(str(data.get("message") or "failed"), hint if isinstance(hint, str) else None)

@@ -18,7 +18,8 @@ from .parse import detect, load
 from .parse.schema import Capture, KernelRow
 from .records import RunInfo, RunRecord
 from .store import Store
-from .store.database import RunFields, check_run_name
+from .options import check_run_name
+from .store.database import RunFields
 from .version import __version__
 
 

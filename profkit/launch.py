@@ -13,7 +13,6 @@ the harness itself: no Nsight install needed, and the only one that sees CPU ope
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import sys
@@ -23,25 +22,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import gpu, nvtx_ranges, workloads
-from .choices import Tool, values
-from .errors import (EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, require_choice,
-                     require_int)
+from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError
 from .files import write_new
 from .harness import rank_file
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
 from .store import Store
-from .store.database import RunFields, check_run_name
+from .options import GPU_ONLY, RunOptions
+from .store.database import RunFields
 from .tools import ncu, nsys, runner
 
-TOOLS = values(Tool)
-MAX_RANKS = 64
-# The longest `timeout_s` (30 days): any longer one is refused, never silently not applied (a
-# timer of 1e308 s overflows the wait it is made of).
-MAX_TIMEOUT_S = 30 * 24 * 3600
 DRIVER_DIR = Path("/proc/driver/nvidia")  # present wherever the NVIDIA kernel driver is loaded
-GPU_ONLY = ("ncu", "nsys")
 
 
 @dataclass
@@ -62,19 +54,17 @@ class Progress:
             self.on_note(text)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunRequest:
+    """A workload and the options to profile it with (one record: ``profkit.options``)."""
+
     workload: str
-    spec: workloads.Spec = field(default_factory=workloads.Spec)
-    tool: str = "auto"
-    iters: int = 1
-    warmup: int = 3
-    metrics: str | None = None
-    name: str | None = None
-    timeout_s: float | None = None
-    cpu_sampling: bool = False      # nsys only
-    context_switches: bool = False  # nsys only
-    nproc_per_node: int = 1         # >1: ranks of a distributed job, started by torchrun
+    options: RunOptions = field(default_factory=RunOptions)
+
+    @property
+    def spec(self) -> workloads.Spec:
+        """What the workload is asked to build."""
+        return self.options.spec()
 
 
 @dataclass
@@ -91,78 +81,33 @@ class Plan:
 def plan(req: RunRequest) -> Plan:
     """Check a request and choose its tool, before anything is written."""
     wname, wpath = check(req)
-    if req.nproc_per_node > 1 and req.spec.device == "cuda":
+    if req.options.nproc_per_node > 1 and req.options.device == "cuda":
         have = gpu.count()
         visible = gpu.visible(have)
-        if visible < req.nproc_per_node:
+        if visible < req.options.nproc_per_node:
             where = f"this machine has {have}" if visible == have else \
                 f"CUDA_VISIBLE_DEVICES shows {visible} of this machine's {have}"
-            raise UsageError(f"`nproc_per_node` {req.nproc_per_node} runs a rank on each of {req.nproc_per_node} GPUs, "
+            raise UsageError(f"`nproc_per_node` {req.options.nproc_per_node} runs a rank on each of {req.options.nproc_per_node} GPUs, "
                              f"but {where}")
-    if req.tool == "auto":
-        tool, why = choose_tool(req.spec.device)
-        if req.nproc_per_node > 1 and tool == "ncu":
+    if req.options.tool == "auto":
+        tool, why = choose_tool(req.options.device)
+        if req.options.nproc_per_node > 1 and tool == "ncu":
             tool, why = _timeline_tool()
-        if req.metrics is not None and tool != "ncu":
+        if req.options.metrics is not None and tool != "ncu":
             raise UsageError(f"`metrics` chooses ncu counters, but `tool` auto chose {tool}: {why}")
-        if (req.cpu_sampling or req.context_switches) and tool != "nsys":
+        if (req.options.cpu_sampling or req.options.context_switches) and tool != "nsys":
             raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, but `tool` auto chose {tool}: {why}")
     else:
-        tool, why = req.tool, "chosen with `tool`"
+        tool, why = req.options.tool, "chosen with `tool`"
         if tool in GPU_ONLY:
             {"ncu": ncu, "nsys": nsys}[tool].find()  # not installed: say so before anything is written
     return Plan(req, wname, wpath, tool, why)
 
 
-# How a run's default name shows the options that are on (after its precision).
-OPTION_NAMES = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark": "cudnnbench"}
-
-
 def check(req: RunRequest) -> tuple[str, Path]:
-    """Validate a request's options; return the workload's (name, path)."""
-    workloads.validate_spec(req.spec)
-    require_choice("tool", req.tool, TOOLS)
-    require_int("iters", req.iters, 1)
-    require_int("warmup", req.warmup, 0)
-    if req.spec.mode != "compile" and req.spec.compile_mode != "default":
-        raise UsageError(f"`compile_mode` {req.spec.compile_mode} is torch.compile's: it needs `mode` compile")
-    if req.spec.compile_mode == "reduce-overhead":
-        if req.spec.device != "cuda":
-            raise UsageError("`compile_mode` reduce-overhead replays CUDA graphs: it needs `device` cuda")
-        if req.warmup < 3:
-            # CUDA graph trees run eagerly, then record, then replay: measure replays only.
-            raise UsageError("`compile_mode` reduce-overhead records its CUDA graphs during the first warm-up "
-                             f"iterations: `warmup` must be at least 3 so the measured ones replay them, not {req.warmup}")
-    if req.spec.mode == "compile" and req.warmup < 1:
-        raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the compiler: "
-                         "`warmup` must be at least 1")
-    t = req.timeout_s
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1
-                          or t > MAX_TIMEOUT_S):
-        raise UsageError(f"`timeout_s` must be a number of seconds, at least 1 and at most {MAX_TIMEOUT_S} (30 days), "
-                         f"not {t!r}", "Leave it out for no time limit.")
-    if req.metrics is not None and not isinstance(req.metrics, str):
-        raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {req.metrics!r}")
-    if req.name is not None:
-        if not isinstance(req.name, str):
-            raise UsageError(f"`name` must be a string, not {req.name!r}")
-        check_run_name(req.name)
-    if req.spec.device == "cpu" and req.tool in GPU_ONLY:
-        raise UsageError(f"{req.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
-    if req.metrics is not None and req.tool not in ("ncu", "auto"):
-        raise UsageError(f"`metrics` chooses ncu counters; `tool` {req.tool} collects none")
-    if (req.cpu_sampling or req.context_switches) and req.tool not in ("nsys", "auto"):
-        raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {req.tool}'s")
-    require_int("nproc_per_node", req.nproc_per_node, 1)
-    if req.nproc_per_node > MAX_RANKS:
-        raise UsageError(f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {req.nproc_per_node}")
-    if req.nproc_per_node > 1:
-        if req.tool == "ncu" or req.metrics is not None:
-            raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels one "
-                             "by one, serialised and replayed", "Use `tool` nsys (or torch) for a distributed job.")
-        if req.spec.mode == "torchscript":
-            raise UsageError("`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
-                             "Use `mode` eager or compile.")
+    """Validate a request's options (``RunOptions.check``) and its workload; return the
+    workload's (name, path)."""
+    req.options.check()
     wname, wpath = workloads.resolve(req.workload)
     workloads.check_declared(wpath, req.spec)
     return wname, wpath
@@ -232,7 +177,7 @@ class _Job:
 
     @property
     def ranks(self) -> int:
-        return self.req.nproc_per_node
+        return self.req.options.nproc_per_node
 
     def harness_argv(self) -> list[str]:
         """The harness's command line; for several ranks, torchrun's (one machine, a free
@@ -246,7 +191,7 @@ class _Job:
         """What the profiled process's environment adds (runner's adds NVLink multicast off):
         for ranks on the CPU, OMP_NUM_THREADS as this machine's cores shared out among them,
         unless it is set (torchrun would make it 1: every rank on one core)."""
-        if self.ranks > 1 and self.req.spec.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        if self.ranks > 1 and self.req.options.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // self.ranks))}
         return None
 
@@ -285,7 +230,7 @@ class _Job:
                 self.progress.on_line(text)
 
         t0 = time.monotonic()
-        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.timeout_s, env=self.env())
+        result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.options.timeout_s, env=self.env())
         # Each rank's error, first written first: when one rank fails, the others fail after it
         # in their collectives ("connection closed by peer"), and the first is the cause.
         errors = sorted(((f.stat().st_mtime_ns, r, f.read_text(encoding="utf-8", errors="replace").strip())
@@ -346,11 +291,11 @@ def _torchrun_cause(tail: list[str]) -> str:
 def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progress: Progress) -> _Job:
     """The job of one harness process for ``req`` (``workload`` from the file ``path``), with the
     files it writes in ``folder``: what every tool's driver, and ``profkit bench``, starts."""
-    tag = nvtx_ranges.tag(workload, req.spec.precision, req.spec.mode)
+    tag = nvtx_ranges.tag(workload, req.options.precision, req.options.mode)
     return _Job(req, workload, tag, folder, {
-        "spec": req.spec.as_dict(), "workload_path": str(path), "warmup": req.warmup,
-        "iters": req.iters, "tag": tag, "info_path": str(folder / "harness.json"),
-        "error_path": str(folder / "harness-error.txt"), "nproc_per_node": req.nproc_per_node,
+        "spec": req.spec.as_dict(), "workload_path": str(path), "warmup": req.options.warmup,
+        "iters": req.options.iters, "tag": tag, "info_path": str(folder / "harness.json"),
+        "error_path": str(folder / "harness-error.txt"), "nproc_per_node": req.options.nproc_per_node,
     }, progress)
 
 
@@ -359,24 +304,23 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     progress = progress or Progress()
     p = request if isinstance(request, Plan) else plan(request)
     req, wname, wpath, tool, why = p.req, p.workload, p.path, p.tool, p.why
-    if req.tool == "auto":
+    o = req.options
+    if req.options.tool == "auto":
         progress.note(f"tool: {tool} ({why})")
     if uses_graphs(req.spec):
         progress.note(f"compile mode reduce-overhead replays CUDA graphs; {GRAPH_NOTE[tool]}")
 
-    suffix = "cpu" if req.spec.device == "cpu" else tool
     started = now()
     # The name (and so the raw folder) is taken atomically before anything runs: concurrent
     # runs never share a folder or a name.
     base_fields: RunFields = {
-        "source": "run", "workload": wname, "precision": req.spec.precision, "mode": req.spec.mode,
-        "batch_size": req.spec.batch_size, "iters": req.iters, "device": req.spec.device, "tool": tool,
+        "source": "run", "workload": wname, "precision": req.options.precision, "mode": req.options.mode,
+        "batch_size": req.options.batch_size, "iters": req.options.iters, "device": req.options.device, "tool": tool,
         "started_at": started,
     }
-    options = req.spec.options()
-    default_name = "-".join([wname, req.spec.precision, *(OPTION_NAMES[k] for k in options), req.spec.mode, suffix,
-                             *([f"{req.nproc_per_node}ranks"] if req.nproc_per_node > 1 else [])])
-    reserved = store.reserve(req.name, default_name, base_fields,
+    options = o.switches()
+    default_name = o.default_name(wname, tool)
+    reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name
     try:
@@ -386,11 +330,11 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         info = job.info()
         if info.get("amp_skipped_steps"):
             text = (f"the AMP loss scaler found inf/NaN gradients and skipped the optimizer step in "
-                    f"{info['amp_skipped_steps']} of {req.iters} measured iterations: those launched no optimizer "
+                    f"{info['amp_skipped_steps']} of {req.options.iters} measured iterations: those launched no optimizer "
                     "kernels (more warm-up lets the scale settle)")
             progress.note(text)
             capture.notes.append(text)
-        if capture.gpu_name is None and req.spec.device == "cuda":
+        if capture.gpu_name is None and req.options.device == "cuda":
             capture.gpu_name = info.get("gpu_name")
             capture.compute_capability = info.get("compute_capability")
         progress.stage("classifying and storing")
@@ -398,9 +342,9 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             **base_fields, "name": name,
             **row,  # type: ignore[typeddict-item]
             "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
-                     **({"compile_mode": req.spec.compile_mode} if req.spec.mode == "compile" else {}),
+                     **({"compile_mode": req.options.compile_mode} if req.options.mode == "compile" else {}),
                      **({"options": options} if options else {}),
-                     **({"world_size": req.nproc_per_node} if req.nproc_per_node > 1 else {}),
+                     **({"world_size": req.options.nproc_per_node} if req.options.nproc_per_node > 1 else {}),
                      **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
         }
         try:
@@ -439,9 +383,9 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     tool_version = ncu.version(exe)
     gpu_info = gpu.query()
     cc = gpu_info[1] if gpu_info else None
-    set_label, metrics = metric_set(job.req.metrics, cc)
+    set_label, metrics = metric_set(job.req.options.metrics, cc)
     if per_function is None:
-        per_function = job.req.metrics is None and per_function_plan(cc)
+        per_function = job.req.options.metrics is None and per_function_plan(cc)
     report = job.folder / "report.ncu-rep"
     times = job.folder / "kernel_times.json"
     timer_job = job.folder / "job-times.json"
@@ -453,7 +397,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         # The counting harness may build its model while the timing one measures, unless
         # building it runs it (TorchScript's tracing): then it waits before that too.
         job.job["gpu_lock"] = str(job.folder / "gpu.lock")
-        job.job["gpu_lock_at"] = "warmup" if job.req.spec.mode == "eager" else "prepare"
+        job.job["gpu_lock_at"] = "warmup" if job.req.options.mode == "eager" else "prepare"
         write_new(timer_job, json.dumps({
             **job.job, "kernel_times_path": str(times), "info_path": str(job.folder / "harness-times.json"),
             "error_path": str(job.folder / "harness-times-error.txt"), "gpu_lock_at": "warmup"}, indent=2), replace=True)
@@ -479,7 +423,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     if per_function:
         with runner.Background([sys.executable, "-m", "profkit.harness", str(timer_job)], timer_log) as timer:
             result, _ = job.stream(argv, job.folder / "ncu.log", on_line)
-            timer_result = timer.wait(timeout=job.req.timeout_s)
+            timer_result = timer.wait(timeout=job.req.options.timeout_s)
         wall = timer_result.wall_s  # both processes: the timer started first and ends last
     else:
         result, wall = job.stream(argv, job.folder / "ncu.log", on_line)
@@ -590,7 +534,7 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     # holds them (on every thread) and not the warm-up or cuDNN's autotuning.
     job.job.update(profiler="nsys")
     job.write()
-    argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.cpu_sampling, job.req.context_switches)
+    argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.options.cpu_sampling, job.req.options.context_switches)
     spec = job.req.spec
     ranks = f", {job.ranks} ranks under torchrun" if job.ranks > 1 else ""
     job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}{ranks}) under nsys")

@@ -1,10 +1,52 @@
 """Facts about this machine's processes, shared by the subprocess runner (``tools.runner``)
-and the store (whose runs' owners may be gone)."""
+and the store (whose runs' owners may be gone); and how a profkit process stops on a signal
+(the command, and a sweep's job process, alike)."""
 
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
+
+GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
+
+# Stop profkit as SIGTERM does: a job scheduler or `kill`, the terminal closed (SIGHUP), Ctrl-\.
+TERMINATING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, SIGHUP or SIGQUIT: unwound like Ctrl-C, so that the profiler's process group is
+    stopped, nothing half-written stays and the run is marked; exit status 128 + the signal's
+    number (143 for SIGTERM)."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_terminate(signum: int, frame: object) -> None:
+    for sig in TERMINATING:  # once: the unwinding must not be cut short
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, SIGHUP and SIGQUIT raise :class:`Terminated` in this process (one that
+    ``nohup`` started keeps SIGHUP ignored). A process profkit started (a sweep's job) also
+    passes :func:`parent_gone` to ``tools.runner.watch_lifeline``."""
+    for sig in TERMINATING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _on_terminate)
+
+
+def parent_gone() -> None:
+    """The profkit process that started this one (a sweep's worker) has died: stop as SIGTERM
+    stops (the profiler's group is stopped, the run marked), and for certain soon after."""
+    import time
+
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(3 * GRACE_S)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def alive(pid: int) -> bool:

@@ -24,14 +24,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
-from dataclasses import asdict, dataclass
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
-from .choices import CompileMode, Device, Mode, Precision, values
-from .errors import UsageError, WorkloadError, require_choice, require_int
+from .errors import WorkloadError
+from .options import COMPILE_MODES as COMPILE_MODES, DEVICES as DEVICES, MODES as MODES, PRECISIONS as PRECISIONS
+from .options import SWITCHES, Spec as Spec  # Spec's home is options: the record of a run's options
 
 if TYPE_CHECKING:
     import torch  # its types only (torch is imported where used, never at module import)
@@ -39,59 +39,12 @@ if TYPE_CHECKING:
 # A value holding tensors (a tensor, or lists, tuples and dicts of them), mapped keeping its shape.
 Nested = TypeVar("Nested")
 
-PRECISIONS = values(Precision)
-MODES = values(Mode)
-DEVICES = values(Device)
-COMPILE_MODES = values(CompileMode)
-
 BUILTIN_PACKAGE = "profkit.builtin_workloads"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What a workload is asked to build."""
-
-    batch_size: int = 8
-    precision: str = "fp32"
-    mode: str = "eager"
-    device: str = "cuda"
-    compile_mode: str = "default"  # torch.compile's mode, for mode "compile"
-    keep_bn_fp32: bool = False     # fp16/bf16: BatchNorm layers keep fp32 weights (cuDNN takes mixed inputs)
-    channels_last: bool = False    # model and 4-D inputs in torch.channels_last memory format
-    cudnn_benchmark: bool = False  # torch.backends.cudnn.benchmark: cuDNN times its algorithms first
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def options(self) -> dict[str, bool]:
-        """The layout and library options that are on (what a run records beside precision and mode)."""
-        return {k: True for k in OPTIONS if getattr(self, k)}
-
-
-# The options beyond precision and mode, with how runs and tables show them.
-OPTIONS = {"keep_bn_fp32": "BatchNorm fp32", "channels_last": "channels-last", "cudnn_benchmark": "cuDNN benchmark"}
 
 
 def option_labels(options: dict[str, Any] | None) -> list[str]:
     """How a run's recorded options read (BatchNorm fp32, channels-last, ...)."""
-    return [OPTIONS.get(k, k) for k, on in (options or {}).items() if on]
-
-
-def validate_spec(spec: Spec) -> None:
-    require_choice("precision", spec.precision, PRECISIONS)
-    require_choice("mode", spec.mode, MODES)
-    require_choice("device", spec.device, DEVICES)
-    require_int("batch_size", spec.batch_size, 1)
-    require_choice("compile_mode", spec.compile_mode, COMPILE_MODES)
-    for option in OPTIONS:
-        if not isinstance(getattr(spec, option), bool):
-            raise UsageError(f"`{option}` is true or false, not {getattr(spec, option)!r}")
-    if spec.keep_bn_fp32 and spec.precision not in ("fp16", "bf16"):
-        raise UsageError(
-            f"`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16, not in {spec.precision}",
-            "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.")
-    if spec.cudnn_benchmark and spec.device != "cuda":
-        raise UsageError("`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda")
+    return [SWITCHES.get(k, k) for k, on in (options or {}).items() if on]
 
 
 @functools.cache

@@ -177,3 +177,14 @@ def test_compare_checks_keep_bn_fp32_is_a_bool(tmp_path):
     with pytest.raises(UsageError, match="needs fp16 or bf16"):
         profkit.compare("resnet18", precisions=("fp32", "amp"), device="cpu", keep_bn_fp32=True, db=tmp_path / "d.db")
     assert not (tmp_path / "d.db").exists()
+
+
+def test_an_unknown_option_is_named_with_the_nearest_one(tmp_path):
+    """profile() takes the run options' record (profkit.options.RunOptions): a misspelt option is
+    refused before anything runs, never silently dropped."""
+    import profkit
+    from profkit.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"unknown option `chanels_last` \(did you mean `channels_last`\?\)"):
+        profkit.profile("resnet18", chanels_last=True, device="cpu", db=tmp_path / "x.db")
+    assert not (tmp_path / "x.db").exists()

@@ -183,6 +183,8 @@ def test_every_command_has_help():
         h = cli(command, "--help")
         assert h.exit_code == 0 and h.stdout.startswith(f"Usage: profkit {command} [OPTIONS]")
         assert " ".join(doc.split()) in " ".join(h.stdout.split()) and "--help" in h.stdout, command
+        # Arguments are listed once, before the options (Click 8.5 would add "Positional arguments" too).
+        assert "Positional arguments" not in h.stdout and h.stdout.count("Arguments:") <= 1, command
     assert cli().exit_code == 0 and "Usage" in cli().stdout
     assert cli("--version").stdout.startswith("profkit ")
 

@@ -224,10 +224,11 @@ def test_timeout_never_silently_ignored(tmp_path, value):
 
 
 def test_longest_timeout_is_accepted():
-    from profkit import launch, workloads
+    from profkit import launch
+    from profkit.options import MAX_TIMEOUT_S, RunOptions
 
-    launch.check(launch.RunRequest("resnet18", spec=workloads.Spec(device="cpu"), timeout_s=launch.MAX_TIMEOUT_S))
-    assert launch.MAX_TIMEOUT_S == 30 * 24 * 3600
+    launch.check(launch.RunRequest("resnet18", RunOptions(device="cpu", timeout_s=MAX_TIMEOUT_S)))
+    assert MAX_TIMEOUT_S == 30 * 24 * 3600
 
 
 # ------------------------------------------------------------------ report pages

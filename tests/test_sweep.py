@@ -37,6 +37,9 @@ def test_a_sweep_on_dask_local_mode_with_two_workers(tmp_path):
     by = {(Path(j["workload"]).stem, j["precision"]): j for j in out["jobs"]}
     assert by[("resnet18_train", "bf16")]["status"] == "skipped" and "supports fp32, amp" in by[("resnet18_train", "bf16")]["error"]
     assert by[("tiny_classifier", "bf16")]["status"] == "failed" and "no bf16 kernel" in by[("tiny_classifier", "bf16")]["error"]
+    # The job's process called the library, and its error came back typed.
+    assert by[("tiny_classifier", "bf16")]["error_type"] == "WorkloadError"
+    assert by[("tiny_classifier", "fp32")]["error_type"] is None
     assert by[("tiny_classifier", "fp32")]["status"] == by[("resnet18_train", "fp32")]["status"] == "ok"
     # Progress came as the jobs ended, on stderr.
     assert sum(line.startswith("[") and "/3] " in line for line in r.stderr.splitlines()) == 3
@@ -83,6 +86,18 @@ BAD = {  # (arguments, message, exit status: 2 for usage, 1 for what the workloa
     "ncu on the CPU": (["--workloads", "resnet18", "--tools", "ncu", "--device", "cpu"], "ncu profiles GPU work", 2),
     "workers with address": (["--workloads", "resnet18", "--workers", "2", "--address", "tcp://127.0.0.1:1"],
                              "--workers sizes the local cluster; with --address", 2),
+    # A run option no cell would take: said, not silently dropped.
+    "compile mode, no compile cell": (["--workloads", "resnet18", "--compile-mode", "max-autotune"],
+                                      "--compile-mode applies to the compile cells, and no cell of the sweep is one: "
+                                      "give compile among the --modes", 2),
+    "metrics, no ncu cell": (["--workloads", "resnet18", "--metrics", "full", "--tools", "nsys"],
+                             "--metrics applies to the ncu cells", 2),
+    "cpu sampling, no nsys cell": (["--workloads", "resnet18", "--cpu-sampling"], "--cpu-sampling applies to the nsys cells", 2),
+    "keep bn, no half cell": (["--workloads", "resnet18", "--keep-bn-fp32"],
+                              "--keep-bn-fp32 applies to the fp16 or bf16 cells", 2),
+    "bad timeout": (["--workloads", "resnet18", "--timeout", "0.5"], "--timeout must be a number of seconds", 2),
+    "cudnn benchmark on the cpu": (["--workloads", "resnet18", "--cudnn-benchmark", "--device", "cpu"],
+                                   "--cudnn-benchmark chooses cuDNN's algorithms", 2),
 }
 
 
@@ -200,3 +215,51 @@ def test_on_two_gpus_the_jobs_run_on_both(tmp_path):
     assert all(j["status"] == "ok" for j in out["jobs"]) and len(out["jobs"]) == 4
     assert {j["worker"].rsplit(" ", 1)[-1] for j in out["jobs"]} == {"0", "1"}
     assert all(x["status"] == "ok" and x["kernel_count"] > 0 for x in runs(db))
+
+
+def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
+    """Every option of `profkit run` is one of `profkit sweep`'s, with the same flags, but those
+    the sweep sets itself (its matrix: precisions, modes, tools; its run names) and the ranks of
+    one job (a sweep's job is one process on one GPU)."""
+    import click
+
+    from profkit.cli import app
+    from profkit.options import RunOptions, for_command
+
+    def params(command: str) -> dict[str, list[str]]:
+        ctx = click.Context(app.commands[command], info_name=command)
+        return {p.name: list(p.opts) for p in app.commands[command].get_params(ctx) if isinstance(p, click.Option)}
+
+    run, sweep = params("run"), params("sweep")
+    own = {"report"}  # run's own, not a run option: the sweep writes no report per job
+    not_in_sweep = {k for k in run if k not in sweep} - own - {"help", "_click_default_help"}
+    assert not_in_sweep == {"tool", "precision", "mode", "name", "nproc_per_node"}
+    assert set(cluster.SET_BY_SWEEP) == not_in_sweep
+    assert all(sweep[k] == v for k, v in run.items() if k in sweep and k != "db")
+    assert [f.name for f in for_command("sweep")] == [f for f in ("compile_mode", "batch_size", "iters", "warmup",
+                                                                   "device", "keep_bn_fp32", "channels_last",
+                                                                   "cudnn_benchmark", "metrics", "timeout_s",
+                                                                   "cpu_sampling", "context_switches")]
+    assert {f.name for f in for_command("run")} == set(RunOptions.__dataclass_fields__)
+
+
+@needs_torch
+def test_a_sweeps_options_reach_its_jobs(tmp_path, monkeypatch):
+    """--channels-last and --timeout reach every job (in its run's name and record); the library's
+    own parameter names are refused by the library as they are by the command line."""
+    monkeypatch.setattr(cluster, "_dask", lambda: None)
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", "resnet18", "--precisions", "fp32,amp", "--channels-last", "--timeout", "600",
+            *CPU, "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    names = [j["run"] for j in json.loads(r.stdout)["jobs"]]
+    assert names == ["resnet18-fp32-cl-eager-cpu", "resnet18-amp-cl-eager-cpu"]
+    for x in runs(db):
+        assert x["status"] == "ok" and json.loads(x["info"])["options"] == {"channels_last": True}
+    from profkit import api
+    from profkit.errors import UsageError
+
+    for bad in ({"precision": "fp16"}, {"nproc_per_node": 2}, {"chanels_last": True}):
+        with pytest.raises(UsageError):
+            api.sweep("resnet18", device="cpu", tools="torch", db=tmp_path / "x.db", **bad)
+    assert not (tmp_path / "x.db").exists()

@@ -38,7 +38,8 @@ from .connection import DEFAULT_DB, MAX_BUSY_TIMEOUT_S, MAX_ID, as_id, db_path, 
 from .layout import RUN_COLUMNS
 from .migrations import SCHEMA_VERSION, ensure_schema
 from .queries import Queries
-from .runs import MAX_NAME, RunFields, Runs, check_run_name, raw_dir
+from ..options import MAX_NAME, check_run_name
+from .runs import RunFields, Runs, raw_dir
 
 __all__ = ["DEFAULT_DB", "MAX_BUSY_TIMEOUT_S", "MAX_ID", "MAX_NAME", "RUN_COLUMNS", "SCHEMA_VERSION", "RunFields",
            "Store", "as_id", "check_run_name", "db_path", "is_database_error", "raw_dir"]

@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
 from ..files import own_folder, untrusted
+from ..options import MAX_NAME, check_run_name
 from ..parse.schema import Capture, ClassifiedRow
 from ..processes import alive
 from ..records import RunRecord
@@ -26,7 +27,6 @@ from .layout import JSON_RUN_COLUMNS
 from .migrations import set_max_run_id
 from .writes import Writes
 
-MAX_NAME = 120       # characters in a run name (it names a folder)
 # Run statuses: complete, and being written by the owner process. (A run that ended without
 # kernels is "failed" or "interrupted".)
 OK, WRITING = "ok", ("running", "importing")
@@ -60,18 +60,6 @@ class RunFields(TypedDict, total=False):
     source_sha256: str
     profiled_wall_s: float
     info: dict[str, Any]
-
-
-def check_run_name(name: str) -> None:
-    """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
-    if len(name) > MAX_NAME:
-        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
-        raise UsageError(
-            f"`name` {name!r} is not a usable run name",
-            "Use letters, digits, '.', '_' and '-', starting with a letter, digit or '_', and not only digits "
-            "(a number means a run id).",
-        )
 
 
 def raw_dir(db: Path, run_name: str) -> Path:

@@ -28,6 +28,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..errors import ToolFailed, ToolNotFound
 from ..files import open_new
+from ..processes import GRACE_S as GRACE_S  # here for runner.GRACE_S
 from ..processes import alive as alive  # here for runner.alive
 
 
@@ -42,7 +43,6 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # A child, its output read as text or not (stopping one needs neither).
 AnyPopen = subprocess.Popen[str] | subprocess.Popen[bytes]
 
-GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
 
 LIFELINE = "PROFKIT_LIFELINE"  # "fd:inode:pid" of the lifeline's read end, in every child's environment (cli.main reads it by name)
 _lifeline: list[int] = []  # [read fd, write fd], made once per process

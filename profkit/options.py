@@ -1,0 +1,301 @@
+"""A run's options: the one record of them. What a workload is asked to build (:class:`Spec`)
+and how it is profiled (:class:`RunOptions`), each option once, with its default, its check,
+its flag and help on the command line, and which commands take it.
+
+From this record come: ``profkit run``'s, ``compare``'s, ``bench``'s and ``sweep``'s options
+(``profkit.cli.run_options``), the library's parameters (``profkit.profile(**options)`` builds
+a RunOptions), their validation (:meth:`RunOptions.check`), a run's default name
+(:meth:`RunOptions.default_name`), what a sweep's job carries to its process
+(:meth:`RunOptions.to_json`), and the spec the harness hands to ``build(spec)``.
+Cheap to import (the CLI reads it for ``--help``): nothing but dataclasses, enums and re.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any, Mapping
+
+from .choices import CompileMode, Device, Mode, Precision, Tool, values
+from .errors import UsageError, require_choice, require_int
+
+PRECISIONS = values(Precision)
+MODES = values(Mode)
+DEVICES = values(Device)
+COMPILE_MODES = values(CompileMode)
+TOOLS = values(Tool)
+
+MAX_RANKS = 64
+# The longest `timeout_s` (30 days): any longer one is refused, never silently not applied (a
+# timer of 1e308 s overflows the wait it is made of).
+MAX_TIMEOUT_S = 30 * 24 * 3600
+MAX_NAME = 120  # characters in a run name (it names a folder)
+GPU_ONLY = ("ncu", "nsys")
+
+# The commands that take run options. A sweep takes every option that applies to one job; it
+# names its runs itself, and each of its jobs is one process on one GPU (no `nproc_per_node`).
+RUN, COMPARE, BENCH, SWEEP = "run", "compare", "bench", "sweep"
+ALL = frozenset({RUN, COMPARE, BENCH, SWEEP})
+PROFILED = frozenset({RUN, COMPARE, SWEEP})  # the commands that profile (bench times)
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How an option reads on the command line: its flag, help, and the commands that take it
+    (``helps``/``defaults``: what one command says or takes differently)."""
+
+    flags: tuple[str, ...]
+    help: str
+    commands: frozenset[str]
+    choices: type[Enum] | None = None
+    lo: float | None = None
+    helps: Mapping[str, str] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    show_default: bool = True
+
+    def help_for(self, command: str) -> str:
+        return self.helps.get(command, self.help)
+
+
+def _opt(default: Any, *flags: str, help: str, commands: frozenset[str] = ALL, **cli: Any) -> Any:
+    return field(default=default, metadata={"cli": Cli(flags, help, commands, **cli)})
+
+
+def cli_of(f: Field[Any]) -> Cli:
+    return f.metadata["cli"]  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a workload is asked to build: ``build(spec)`` receives one (batch size, precision,
+    mode, device, and the layout and library options)."""
+
+    batch_size: int = 8
+    precision: str = "fp32"
+    mode: str = "eager"
+    device: str = "cuda"
+    compile_mode: str = "default"  # torch.compile's mode, for mode "compile"
+    keep_bn_fp32: bool = False     # fp16/bf16: BatchNorm layers keep fp32 weights (cuDNN takes mixed inputs)
+    channels_last: bool = False    # model and 4-D inputs in torch.channels_last memory format
+    cudnn_benchmark: bool = False  # torch.backends.cudnn.benchmark: cuDNN times its algorithms first
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def options(self) -> dict[str, bool]:
+        """The layout and library options that are on (what a run records beside precision and mode)."""
+        return {k: True for k in SWITCHES if getattr(self, k)}
+
+
+# The options beyond precision and mode, with how runs and tables show them, and how a run's
+# default name shows them (after its precision).
+SWITCHES = {"keep_bn_fp32": "BatchNorm fp32", "channels_last": "channels-last", "cudnn_benchmark": "cuDNN benchmark"}
+NAME_PARTS = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark": "cudnnbench"}
+
+KEEP_BN_HELP = "With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand)."
+CHANNELS_LAST_HELP = "Lay the model and its 4-D image inputs out in torch.channels_last."
+CUDNN_BENCH_HELP = "Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest."
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Every option of a profiled run (``profkit run``), in the order ``--help`` lists them."""
+
+    tool: str = _opt("auto", "--tool", choices=Tool, commands=frozenset({RUN, COMPARE}),
+                     help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch "
+                          "(torch.profiler).",
+                     helps={COMPARE: "Profiler for every variant (auto: ncu where it can read counters, else nsys, "
+                                     "else torch)."})
+    precision: str = _opt(Spec.precision, "--precision", choices=Precision, commands=frozenset({RUN}),
+                          help="Precision the workload runs in (amp: torch.autocast).")
+    mode: str = _opt(Spec.mode, "--mode", choices=Mode, commands=frozenset({RUN}),
+                     help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).")
+    compile_mode: str = _opt(Spec.compile_mode, "--compile-mode", choices=CompileMode, commands=PROFILED,
+                             help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their "
+                                  "kernels are traced one by one).",
+                             helps={COMPARE: "torch.compile mode for the compile variant.",
+                                    SWEEP: "torch.compile mode for the compile cells."})
+    batch_size: int = _opt(Spec.batch_size, "--batch-size", help="Batch size passed to the workload.",
+                           helps={BENCH: "Batch size passed to the workload (items per iteration). Default: 8 on a "
+                                         "GPU, 1 on the CPU.", SWEEP: "Batch size passed to the workloads."},
+                           defaults={BENCH: None})
+    iters: int = _opt(1, "--iters", help="Measured iterations, each in its own NVTX range.",
+                      helps={COMPARE: "Measured iterations per variant.", SWEEP: "Measured iterations per run.",
+                             BENCH: "Timed iterations per combination, after the warm-up. Default: 20 on a GPU, 3 "
+                                    "on the CPU."},
+                      defaults={BENCH: None})
+    warmup: int = _opt(3, "--warmup", help="Unprofiled iterations before the measured ones.",
+                       helps={COMPARE: "Unprofiled iterations before the measured ones (compilation happens here).",
+                              BENCH: "Untimed iterations first (torch.compile compiles here). Default: 5 on a GPU, 1 "
+                                     "on the CPU."},
+                       defaults={BENCH: None})
+    device: str = _opt(Spec.device, "--device", choices=Device,
+                       help="cuda, or cpu to profile CPU operators with torch.profiler.",
+                       helps={COMPARE: "cuda, or cpu to compare CPU operators with torch.profiler.",
+                              BENCH: "cuda (timed with CUDA events), or cpu (with small defaults).",
+                              SWEEP: "cuda, or cpu (torch.profiler runs)."})
+    keep_bn_fp32: bool = _opt(Spec.keep_bn_fp32, "--keep-bn-fp32", help=KEEP_BN_HELP)
+    channels_last: bool = _opt(Spec.channels_last, "--channels-last", help=CHANNELS_LAST_HELP)
+    cudnn_benchmark: bool = _opt(Spec.cudnn_benchmark, "--cudnn-benchmark", help=CUDNN_BENCH_HELP)
+    metrics: str | None = _opt(None, "--metrics", commands=PROFILED, show_default=False,
+                               help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of "
+                                    "metric names, profiled on every launch. Left out: the chip's default; on Hopper, "
+                                    "the tensor counters on the first launch of each kernel function and every launch "
+                                    "timed by CUPTI.",
+                               helps={COMPARE: "ncu metric preset or list (as for run).",
+                                      SWEEP: "ncu metric preset or list (as for run), for the ncu cells."})
+    name: str | None = _opt(None, "--name", commands=frozenset({RUN}), show_default=False,
+                            help="Run name (default: workload-precision-mode-tool).")
+    timeout_s: float | None = _opt(None, "--timeout", lo=None, show_default=False,
+                                   help="Stop the profiler after this many seconds.",
+                                   helps={SWEEP: "Stop each job's profiler after this many seconds.",
+                                          COMPARE: "Stop each variant's profiler after this many seconds.",
+                                          BENCH: "Stop a combination's process after this many seconds."})
+    cpu_sampling: bool = _opt(False, "--cpu-sampling", commands=PROFILED,
+                              help="nsys: sample CPU call stacks too (large captures).")
+    context_switches: bool = _opt(False, "--context-switches", commands=PROFILED,
+                                  help="nsys: trace the process's CPU context switches.")
+    nproc_per_node: int = _opt(1, "--nproc-per-node", commands=frozenset({RUN}),
+                               help="Ranks of a distributed job on this machine (one GPU each), started by torchrun "
+                                    "and profiled together as one run (nsys or torch), with a rank on every kernel.")
+
+    # ------------------------------------------------------------------ from the caller
+    @classmethod
+    def make(cls, **given: Any) -> RunOptions:
+        """The options from keyword arguments (the library's parameters); an unknown one is a
+        UsageError naming it (a typo must not be silently dropped)."""
+        known = {f.name for f in fields(cls)}
+        unknown = [k for k in given if k not in known]
+        if unknown:
+            import difflib
+
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+            raise UsageError(f"unknown option `{unknown[0]}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
+                             f"The options are {', '.join(sorted(known))}.")
+        return cls(**given)
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as JSON values (a sweep's job file)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunOptions:
+        return cls.make(**data)
+
+    def spec(self) -> Spec:
+        """What the workload is asked to build."""
+        return Spec(**{f.name: getattr(self, f.name) for f in fields(Spec)})
+
+    def switches(self) -> dict[str, bool]:
+        """The layout and library options that are on (see :data:`SWITCHES`)."""
+        return self.spec().options()
+
+    # ------------------------------------------------------------------ checks
+    def check(self) -> None:
+        """Every value, and every combination of options, that a run refuses before anything
+        runs (the workload itself is checked where it is found: ``launch.check``)."""
+        self.check_spec()
+        require_choice("tool", self.tool, TOOLS)
+        require_int("iters", self.iters, 1)
+        require_int("warmup", self.warmup, 0)
+        if self.mode != "compile" and self.compile_mode != "default":
+            raise UsageError(f"`compile_mode` {self.compile_mode} is torch.compile's: it needs `mode` compile")
+        if self.compile_mode == "reduce-overhead":
+            if self.device != "cuda":
+                raise UsageError("`compile_mode` reduce-overhead replays CUDA graphs: it needs `device` cuda")
+            if self.warmup < 3:
+                # CUDA graph trees run eagerly, then record, then replay: measure replays only.
+                raise UsageError("`compile_mode` reduce-overhead records its CUDA graphs during the first warm-up "
+                                 f"iterations: `warmup` must be at least 3 so the measured ones replay them, not "
+                                 f"{self.warmup}")
+        if self.mode == "compile" and self.warmup < 1:
+            raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the "
+                             "compiler: `warmup` must be at least 1")
+        check_timeout(self.timeout_s)
+        if self.metrics is not None and not isinstance(self.metrics, str):
+            raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {self.metrics!r}")
+        if self.name is not None:
+            if not isinstance(self.name, str):
+                raise UsageError(f"`name` must be a string, not {self.name!r}")
+            check_run_name(self.name)
+        for switch in ("cpu_sampling", "context_switches"):
+            require_bool(switch, getattr(self, switch))
+        if self.device == "cpu" and self.tool in GPU_ONLY:
+            raise UsageError(f"{self.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
+        if self.metrics is not None and self.tool not in ("ncu", "auto"):
+            raise UsageError(f"`metrics` chooses ncu counters; `tool` {self.tool} collects none")
+        if (self.cpu_sampling or self.context_switches) and self.tool not in ("nsys", "auto"):
+            raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {self.tool}'s")
+        require_int("nproc_per_node", self.nproc_per_node, 1)
+        if self.nproc_per_node > MAX_RANKS:
+            raise UsageError(f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {self.nproc_per_node}")
+        if self.nproc_per_node > 1:
+            if self.tool == "ncu" or self.metrics is not None:
+                raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels "
+                                 "one by one, serialised and replayed", "Use `tool` nsys (or torch) for a distributed job.")
+            if self.mode == "torchscript":
+                raise UsageError("`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
+                                 "Use `mode` eager or compile.")
+
+    def check_spec(self) -> None:
+        """The checks of what the workload is asked to build (precision, mode, device, ...)."""
+        check_spec(self.spec())
+
+    # ------------------------------------------------------------------ names
+    def default_name(self, workload: str, tool: str) -> str:
+        """``workload-precision[-options]-mode-tool[-Nranks]`` (cpu for a CPU run's tool)."""
+        return "-".join([workload, self.precision, *(NAME_PARTS[k] for k in self.switches()), self.mode,
+                         "cpu" if self.device == "cpu" else tool,
+                         *([f"{self.nproc_per_node}ranks"] if self.nproc_per_node > 1 else [])])
+
+
+def check_spec(spec: Spec) -> None:
+    require_choice("precision", spec.precision, PRECISIONS)
+    require_choice("mode", spec.mode, MODES)
+    require_choice("device", spec.device, DEVICES)
+    require_int("batch_size", spec.batch_size, 1)
+    require_choice("compile_mode", spec.compile_mode, COMPILE_MODES)
+    for option in SWITCHES:
+        require_bool(option, getattr(spec, option))
+    if spec.keep_bn_fp32 and spec.precision not in ("fp16", "bf16"):
+        raise UsageError(
+            f"`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16, not in {spec.precision}",
+            "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.")
+    if spec.cudnn_benchmark and spec.device != "cuda":
+        raise UsageError("`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda")
+
+
+def require_bool(option: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise UsageError(f"`{option}` is true or false, not {value!r}")
+
+
+def check_timeout(t: object) -> None:
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1
+                          or t > MAX_TIMEOUT_S):
+        raise UsageError(f"`timeout_s` must be a number of seconds, at least 1 and at most {MAX_TIMEOUT_S} (30 days), "
+                         f"not {t!r}", "Leave it out for no time limit.")
+
+
+def check_run_name(name: str) -> None:
+    """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
+    if len(name) > MAX_NAME:
+        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
+        raise UsageError(
+            f"`name` {name!r} is not a usable run name",
+            "Use letters, digits, '.', '_' and '-', starting with a letter, digit or '_', and not only digits "
+            "(a number means a run id).",
+        )
+
+
+def for_command(command: str) -> list[Field[Any]]:
+    """The options ``command`` takes, in the record's order."""
+    return [f for f in fields(RunOptions) if command in cli_of(f).commands]
+
+
+def default_for(f: Field[Any], command: str) -> Any:
+    c = cli_of(f)
+    return c.defaults[command] if command in c.defaults else (f.default if f.default is not MISSING else None)
