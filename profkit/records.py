@@ -248,6 +248,25 @@ class IterationSkew:
     ranks: list[RankIteration]
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchCountDifference:
+    """A (name, precision) pair one rank launched a different number of times than the other."""
+
+    name: str
+    precision: str
+    launches: int                           # this rank's (0: none)
+    vs_launches: int                        # the other rank's (0: none)
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionDifference:
+    """A kernel name one rank ran in other precisions than the other."""
+
+    name: str
+    precisions: list[str]                   # this rank's, sorted
+    vs_precisions: list[str]                # the other rank's, sorted
+
+
 @dataclass(frozen=True)
 class RankDifference:
     """How one rank's kernels differ from rank 0's: ``kernels`` lists (name, precision) pairs
@@ -256,8 +275,8 @@ class RankDifference:
 
     rank: int
     vs: int
-    kernels: list[dict[str, Any]]           # {name, precision, launches, vs_launches}
-    precisions: list[dict[str, Any]]        # {name, precisions, vs_precisions}
+    kernels: list[LaunchCountDifference]
+    precisions: list[PrecisionDifference]
 
 
 @dataclass(frozen=True)

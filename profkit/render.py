@@ -478,13 +478,13 @@ def ranks(rep: RankReport, c: Console) -> None:
     if rep.same_kernels:
         c.print(f"every rank launched the same {'operators' if cpu else 'kernels'}, as often, in the same precisions")
     for d in rep.differences:
-        more = sum(x["launches"] for x in d.kernels) - sum(x["vs_launches"] for x in d.kernels)
+        more = sum(x.launches for x in d.kernels) - sum(x.vs_launches for x in d.kernels)
         c.print(f"rank {d.rank} differs from rank {d.vs}: {len(d.kernels)} kernels launched a different number of "
                 f"times ({more:+d} launches in all), {len(d.precisions)} in other precisions")
-        for x in d.precisions[:5]:
-            c.print(f"  {escape(x['name'][:90])}: {'/'.join(x['precisions'])} vs {'/'.join(x['vs_precisions'])}")
-        for x in d.kernels[:5]:
-            c.print(f"  {escape(x['name'][:90])} ({x['precision']}): {x['launches']} vs {x['vs_launches']}")
+        for p in d.precisions[:5]:
+            c.print(f"  {escape(p.name[:90])}: {'/'.join(p.precisions)} vs {'/'.join(p.vs_precisions)}")
+        for k in d.kernels[:5]:
+            c.print(f"  {escape(k.name[:90])} ({k.precision}): {k.launches} vs {k.vs_launches}")
 
 
 def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> None:
@@ -758,10 +758,10 @@ def findings(found: Sequence[Finding]) -> None:
     for f in found:
         c.print(Text(f"- {f.title}: {f.detail}"))
         for k in f.kernels[:3]:
-            name = str(k["name"]).removeprefix("void ")
+            name = k.name.removeprefix("void ")
             if fits(c):
                 name = name[: max(20, c.width - 40)] + ("…" if len(name) > max(20, c.width - 40) else "")
-            c.print(Text(f"    {fmt_ns(k['time_ns'])} in {k['launches']} launches ({k['precision']}): {name}"))
+            c.print(Text(f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): {name}"))
         c.print(Text(f"    try: {f.advice}"))
 
 

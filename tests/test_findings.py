@@ -59,20 +59,20 @@ def test_finding_triggers_on_real_captures(found, finding, triggers, quiet):
 def test_evidence_and_kernels(found):
     by_run, _ = found
     f = by_run["fp16"]["half_missed_tensor_cores"]
-    assert [k["name"].split("<")[0] for k in f.kernels] == ["void implicit_convolve_sgemm"]
-    assert f.kernels[0]["launches"] == 1 and f.share_pct == pytest.approx(4.25)
+    assert [k.name.split("<")[0] for k in f.kernels] == ["void implicit_convolve_sgemm"]
+    assert f.kernels[0].launches == 1 and f.share_pct == pytest.approx(4.25)
     lay = by_run["fp16"]["layout_conversions"]
-    assert lay.share_pct > 30 and all("Nhwc" in k["name"] or "Nchw" in k["name"] for k in lay.kernels)
+    assert lay.share_pct > 30 and all("Nhwc" in k.name or "Nchw" in k.name for k in lay.kernels)
     assert "channels_last" in lay.advice
     assert "476 kernels were launched by other threads" in by_run["train"]["autograd_thread"].detail
     assert by_run["cpu"] == {}  # CPU operators: none of these GPU findings
     dw = by_run["mnv2"]["depthwise_convolutions"]
     # MobileNetV2 has 17 depthwise convolutions: 14 ran cuDNN's kernel, 3 PyTorch's
-    assert sorted((short_name(k["name"]), k["launches"]) for k in dw.kernels) == [
+    assert sorted((short_name(k.name), k.launches) for k in dw.kernels) == [
         ("conv2d_c1_k1_nchw_shmem_tiling", 14), ("conv_depthwise2d_forward_kernel", 3)]
     assert dw.share_pct == pytest.approx(11.1, abs=0.05) and "20.4% of its GPU time on tensor cores" in dw.detail
     # the depthwise kernels are that finding's, not half_missed_tensor_cores'
-    assert not any("depthwise" in k["name"] or "c1_k1" in k["name"]
+    assert not any("depthwise" in k.name or "c1_k1" in k.name
                    for k in by_run["mnv2"]["half_missed_tensor_cores"].kernels)
 
 

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "profkit"
 # ("parse.schema" before "parse"); "profkit" is the package's own __init__ (the public names)
 # alone. A module may import any module of its own layer or of a layer below.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("shared", ["version", "errors", "records", "formatting", "processes", "names", "choices", "options", "files",
+    ("shared", ["version", "errors", "records", "rows", "formatting", "processes", "names", "choices", "options", "files",
                 "parse.schema", "nvtx_ranges"]),
     ("launch side", ["tools", "gpu", "torchrun", "workloads", "harness", "kernel_timer", "steps"]),
     ("verdicts", ["classify"]),

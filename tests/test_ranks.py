@@ -27,6 +27,7 @@ from profkit.parse.kineto import read_kineto
 from profkit.parse.nsys_sqlite import read_nsys_sqlite
 from profkit.parse.ranks import merge_ranks
 from profkit.parse.schema import frame
+from profkit.records import PrecisionDifference
 from profkit.store import Store
 
 from .conftest import DATA, cli, cli_json, needs_gpu_nsys, needs_torch, one_line_error
@@ -106,7 +107,7 @@ def test_nccl_kernels_are_communication_on_the_cuda_cores(export, db):
     # AMP's all-reduce in fp32 is not a missed cast: the fp32 finding leaves NCCL out.
     findings = {f.id: f for f in __import__("profkit.analyze.findings", fromlist=["x"]).findings(store, run)}
     fp32 = findings.get("fp32_in_half_run")
-    assert fp32 is None or not any(x["name"].startswith("nccl") for x in fp32.kernels)
+    assert fp32 is None or not any(x.name.startswith("nccl") for x in fp32.kernels)
 
 
 def _union(intervals):
@@ -193,8 +194,8 @@ def test_rank_differences_name_the_kernels_and_precisions():
               (1, "gemm_a", "fp16", 4), (1, "gemm_b", "fp32", 2), (1, "add", "fp32", 9)]
     (d,) = _differences(counts)
     assert d.rank == 1 and d.vs == 0
-    assert d.precisions == [{"name": "gemm_b", "precisions": ["fp32"], "vs_precisions": ["fp16"]}]
-    assert {(x["name"], x["precision"], x["launches"], x["vs_launches"]) for x in d.kernels} == {
+    assert d.precisions == [PrecisionDifference(name="gemm_b", precisions=["fp32"], vs_precisions=["fp16"])]
+    assert {(x.name, x.precision, x.launches, x.vs_launches) for x in d.kernels} == {
         ("add", "fp32", 9, 10), ("gemm_b", "fp16", 0, 2), ("gemm_b", "fp32", 2, 0)}
     assert _differences([(0, "a", "fp16", 1), (1, "a", "fp16", 1)]) == []
 
@@ -428,7 +429,7 @@ def test_a_rank_without_kernels_is_not_the_same(export, db):
     assert report is not None and [f.rank for f in report.ranks] == [0]
     assert not report.same_kernels and "no kernels from rank 1 of 2" in report.notes[0]
     (d,) = report.differences
-    assert d.rank == 1 and all(x["launches"] == 0 and x["vs_launches"] > 0 for x in d.kernels)
+    assert d.rank == 1 and all(x.launches == 0 and x.vs_launches > 0 for x in d.kernels)
     assert "every rank launched the same" not in cli("summary", "only0", db=db).stdout
 
 

@@ -23,18 +23,20 @@ totals count kernels (or CPU operators) only, as the summary does.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
 from ..classify import operation_of, work_key
 from ..errors import UsageError
 from ..parse.schema import Kind
 from ..records import RunRecord, ncu_timed
+from ..rows import KernelGroup
 from ..store import Store
 from .ranges import iteration_ranges, launches_outside, run_ranges
 
 if TYPE_CHECKING:
     import pandas as pd
 
+K = TypeVar("K")
 MATCHES = ("exact", "family", "op")
 Status = Literal["added", "removed", "changed", "same"]
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -211,37 +213,56 @@ def _dialect(run: RunRecord) -> str:
     return "cupti"  # nsys and torch.profiler both name kernels as CUPTI demangles them
 
 
-def _key(group: dict[str, Any], match: str, by_short: bool) -> str:
+def _key(group: KernelGroup, match: str, by_short: bool) -> str:
     if match == "family":
-        return work_key(group["short_name"] or group["name"], group["name"])[0]
+        return work_key(group.short_name or group.name, group.name)[0]
     if match == "op":
-        if group["kind"] == "cpu_op":  # a CPU run's rows are the operators themselves
-            return str(group["name"])
-        return group["op"] or f"(no operator) {group['short_name'] if by_short else group['name']}"
-    return str(group["short_name"] if by_short else group["name"])
+        if group.kind == "cpu_op":  # a CPU run's rows are the operators themselves
+            return group.name
+        return group.op or f"(no operator) {group.short_name if by_short else group.name}"
+    return str(group.short_name if by_short else group.name)
 
 
-def _side(groups: list[dict[str, Any]], match: str, by_short: bool, scale: float) -> dict[tuple[str, Kind], dict[str, Any]]:
+@dataclass
+class _Sum:
+    """Groups summed under one key of one side (per iteration where scaled): calls, time and
+    tensor-core time (ns), with the distinct precisions, families and variant names met, in
+    first-seen order."""
+
+    calls: float = 0.0
+    time: float = 0.0
+    tc: float = 0.0
+    precisions: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
+
+    def add(self, g: KernelGroup, variant: str, scale: float) -> None:
+        self.calls += g.calls / scale
+        self.time += g.time_ns / scale
+        self.tc += g.tc_time_ns / scale
+        for seen, value in ((self.precisions, g.precision), (self.families, g.family), (self.variants, variant)):
+            if value and value not in seen:
+                seen.append(value)
+
+    def share(self) -> float | None:
+        """Percent of the time on tensor cores (2 places), None without time."""
+        return round(100 * self.tc / self.time, 2) if self.time else None
+
+
+def _side(groups: list[KernelGroup], match: str, by_short: bool, scale: float) -> dict[tuple[str, Kind], _Sum]:
     """One side of the diff: per (key, kind), calls, time, tensor-core time, precisions,
     families and the kernel names behind it."""
-    return _aggregate(groups, lambda g: (_key(g, match, by_short), g["kind"]),
-                      lambda g: str(g["short_name"] if by_short else g["name"]), scale)
+    return _aggregate(groups, lambda g: (_key(g, match, by_short), g.kind),
+                      lambda g: str(g.short_name if by_short else g.name), scale)
 
 
-def _aggregate(groups: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any],
-               variant: Callable[[dict[str, Any]], str], scale: float) -> dict[Any, dict[str, Any]]:
+def _aggregate(groups: list[KernelGroup], key: Callable[[KernelGroup], K],
+               variant: Callable[[KernelGroup], str], scale: float) -> dict[K, _Sum]:
     """Groups summed under ``key`` (per iteration when ``scale`` is the iteration count), with
     the distinct precisions, families and ``variant`` names met, in first-seen order."""
-    out: dict[Any, dict[str, Any]] = {}
+    out: dict[K, _Sum] = {}
     for g in groups:
-        s = out.setdefault(key(g), {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [],
-                                    "variants": []})
-        s["calls"] += g["calls"] / scale
-        s["time"] += g["time_ns"] / scale
-        s["tc"] += g["tc_time_ns"] / scale
-        for field_, value in (("precisions", g["precisions"]), ("families", g["family"]), ("variants", variant(g))):
-            if value and value not in s[field_]:
-                s[field_].append(value)
+        out.setdefault(key(g), _Sum()).add(g, variant(g), scale)
     return out
 
 
@@ -274,7 +295,7 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
     groups_a = store.kernel_groups(run_a.id, in_iterations=outside_a)
     groups_b = store.kernel_groups(run_b.id, in_iterations=outside_b)
     lacking = [r.name for r, g in ((run_a, groups_a), (run_b, groups_b))
-               if r.activity != "cpu_op" and not any(x["op"] for x in g)]
+               if r.activity != "cpu_op" and not any(x.op for x in g)]
     if match == "op" and lacking:
         raise UsageError(f"{' and '.join(repr(n) for n in lacking)} recorded no launching operators, so `match` op "
                          "cannot line their kernels up",
@@ -309,41 +330,36 @@ def _plural(n: int | None, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _row(key: str, kind: Kind, a: dict[str, Any] | None, b: dict[str, Any] | None, threshold_pct: float,
+def _row(key: str, kind: Kind, a: _Sum | None, b: _Sum | None, threshold_pct: float,
          times_compare: bool = True) -> DiffRow:
-    empty: dict[str, Any] = {"calls": 0.0, "time": 0.0, "tc": 0.0, "precisions": [], "families": [], "variants": []}
-    sa, sb = a or empty, b or empty
-    d_time = sb["time"] - sa["time"]
+    sa, sb = a or _Sum(), b or _Sum()
+    d_time = sb.time - sa.time
     status: Status
     if a is None:
         status = "added"
     elif b is None:
         status = "removed"
-    elif round(sa["calls"], 6) != round(sb["calls"], 6) or (
-            times_compare and abs(d_time) > threshold_pct / 100 * sa["time"] and abs(d_time) >= MIN_DELTA_NS):
+    elif round(sa.calls, 6) != round(sb.calls, 6) or (
+            times_compare and abs(d_time) > threshold_pct / 100 * sa.time and abs(d_time) >= MIN_DELTA_NS):
         status = "changed"
     else:
         status = "same"
-
-    def pct(s: dict[str, Any]) -> float | None:
-        return round(100 * s["tc"] / s["time"], 2) if s["time"] else None
-
     return DiffRow(
-        name=key, kind=kind, status=status, calls_a=_num(sa["calls"]), calls_b=_num(sb["calls"]),
-        time_a_ns=_num(sa["time"]), time_b_ns=_num(sb["time"]),
-        mean_a_ns=_num(sa["time"] / sa["calls"]) if sa["calls"] else None,
-        mean_b_ns=_num(sb["time"] / sb["calls"]) if sb["calls"] else None,
-        delta_calls=_num(sb["calls"] - sa["calls"]), delta_time_ns=_num(d_time),
-        delta_pct=round(100 * d_time / sa["time"], 2) if sa["time"] else None,
-        precision_a=",".join(sa["precisions"]) or None, precision_b=",".join(sb["precisions"]) or None,
-        tensor_core_pct_a=pct(sa) if a else None, tensor_core_pct_b=pct(sb) if b else None,
-        family=",".join(dict.fromkeys(sa["families"] + sb["families"])) or None,
-        variants_a=list(sa["variants"]), variants_b=list(sb["variants"]),
+        name=key, kind=kind, status=status, calls_a=_num(sa.calls), calls_b=_num(sb.calls),
+        time_a_ns=_num(sa.time), time_b_ns=_num(sb.time),
+        mean_a_ns=_num(sa.time / sa.calls) if sa.calls else None,
+        mean_b_ns=_num(sb.time / sb.calls) if sb.calls else None,
+        delta_calls=_num(sb.calls - sa.calls), delta_time_ns=_num(d_time),
+        delta_pct=round(100 * d_time / sa.time, 2) if sa.time else None,
+        precision_a=",".join(sa.precisions) or None, precision_b=",".join(sb.precisions) or None,
+        tensor_core_pct_a=sa.share() if a else None, tensor_core_pct_b=sb.share() if b else None,
+        family=",".join(dict.fromkeys(sa.families + sb.families)) or None,
+        variants_a=list(sa.variants), variants_b=list(sb.variants),
     )
 
 
-def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[dict[str, Any]],
-            groups_b: list[dict[str, Any]], iters_a: int | None, iters_b: int | None, scale_a: float,
+def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[KernelGroup],
+            groups_b: list[KernelGroup], iters_a: int | None, iters_b: int | None, scale_a: float,
             scale_b: float, per_iteration: bool, notes: list[str]) -> DiffTotals:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
     ta, tb = _sums(groups_a, run_a.activity, scale_a), _sums(groups_b, run_b.activity, scale_b)
@@ -351,24 +367,25 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
     # kernels did it on each side): an operation both runs do whose tensor-core share of time
     # rose or fell by SHARE_MOVE_PCT points or more.
     ops_a, ops_b = _by_operation(groups_a, scale_a), _by_operation(groups_b, scale_b)
-    onto, off = [], []
+    onto: list[tuple[str, _Sum, _Sum]] = []
+    off: list[tuple[str, _Sum, _Sum]] = []
     for op in ops_a.keys() & ops_b.keys():
         a, b = ops_a[op], ops_b[op]
-        share_a, share_b = 100 * a["tc"] / a["time"] if a["time"] else 0.0, 100 * b["tc"] / b["time"] if b["time"] else 0.0
+        share_a, share_b = 100 * a.tc / a.time if a.time else 0.0, 100 * b.tc / b.time if b.time else 0.0
         if share_b - share_a >= SHARE_MOVE_PCT:
             onto.append((op, a, b))
         elif share_a - share_b >= SHARE_MOVE_PCT:
             off.append((op, a, b))
-    onto.sort(key=lambda x: -x[2]["time"])
-    off.sort(key=lambda x: -x[1]["time"])
+    onto.sort(key=lambda x: -x[2].time)
+    off.sort(key=lambda x: -x[1].time)
     fused = [r for r in main if r.status == "added" and any(v.startswith("triton_") for v in r.variants_b)]
     replaced = [r for r in main if r.status == "removed" and r.family
                 and set(r.family.split(",")) & set(FUSABLE)]
     return DiffTotals(
-        kernels_a=ta["kernels"], kernels_b=tb["kernels"],
-        gpu_time_a_ns=ta["time_ns"], gpu_time_b_ns=tb["time_ns"],
-        tensor_core_time_pct_a=ta["tensor_core_pct"], tensor_core_time_pct_b=tb["tensor_core_pct"],
-        time_by_precision_a_ns=ta["by_precision"], time_by_precision_b_ns=tb["by_precision"],
+        kernels_a=ta.kernels, kernels_b=tb.kernels,
+        gpu_time_a_ns=ta.gpu_time_ns, gpu_time_b_ns=tb.gpu_time_ns,
+        tensor_core_time_pct_a=ta.tensor_core_time_pct, tensor_core_time_pct_b=tb.tensor_core_time_pct,
+        time_by_precision_a_ns=ta.time_by_precision_ns, time_by_precision_b_ns=tb.time_by_precision_ns,
         iterations_a=iters_a, iterations_b=iters_b,
         tool_a=run_a.tool, tool_b=run_b.tool,
         status=StatusCounts(*(sum(1 for r in rows if r.status == st) for st in ("added", "removed", "changed", "same"))),
@@ -381,33 +398,40 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
     )
 
 
-def _sums(groups: list[dict[str, Any]], activity: str, scale: float) -> dict[str, Any]:
+def _sums(groups: list[KernelGroup], activity: str, scale: float) -> _SideSums:
     """The summary's headline figures over the compared rows: kernels (or CPU operators), their
     time, its tensor-core share and its split by precision (largest first)."""
-    main = [g for g in groups if g["kind"] == activity]
-    total = sum(g["time_ns"] for g in main)
+    main = [g for g in groups if g.kind == activity]
+    total = sum(g.time_ns for g in main)
     by_precision: dict[str, float] = {}
     for g in main:
-        p = g["precisions"]  # one precision per group
-        by_precision[p] = by_precision.get(p, 0) + g["time_ns"]
-    return {"kernels": _num(sum(g["calls"] for g in main) / scale), "time_ns": _num(total / scale),
-            "tensor_core_pct": round(100 * sum(g["tc_time_ns"] for g in main) / total, 2) if total else 0.0,
-            "by_precision": {p: _num(t / scale) for p, t in sorted(by_precision.items(), key=lambda x: -x[1])}}
+        by_precision[g.precision] = by_precision.get(g.precision, 0) + g.time_ns
+    return _SideSums(kernels=_num(sum(g.calls for g in main) / scale), gpu_time_ns=_num(total / scale),
+                     tensor_core_time_pct=round(100 * sum(g.tc_time_ns for g in main) / total, 2) if total else 0.0,
+                     time_by_precision_ns={p: _num(t / scale)
+                                           for p, t in sorted(by_precision.items(), key=lambda x: -x[1])})
 
 
-def _by_operation(groups: list[dict[str, Any]], scale: float) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class _SideSums:
+    """One side's headline figures, as :class:`DiffTotals` holds them (see there)."""
+
+    kernels: float
+    gpu_time_ns: float
+    tensor_core_time_pct: float
+    time_by_precision_ns: dict[str, float]
+
+
+def _by_operation(groups: list[KernelGroup], scale: float) -> dict[str, _Sum]:
     """A run's kernels per operation (conv fprop, gemm, ...), with the works that did it as
     its variants."""
-    return _aggregate([g for g in groups if g["kind"] == "kernel"],
-                      lambda g: operation_of(g["short_name"] or g["name"], g["name"]),
-                      lambda g: work_key(g["short_name"] or g["name"], g["name"])[0], scale)
+    return _aggregate([g for g in groups if g.kind == "kernel"],
+                      lambda g: operation_of(g.short_name or g.name, g.name),
+                      lambda g: work_key(g.short_name or g.name, g.name)[0], scale)
 
 
-def _moved(operation: str, a: dict[str, Any], b: dict[str, Any]) -> MovedOperation:
+def _moved(operation: str, a: _Sum, b: _Sum) -> MovedOperation:
     """An operation whose tensor-core share moved: its time, share, precisions and the works
     (kernels) that did it on each side."""
-    def share(s: dict[str, Any]) -> float:
-        return round(100 * s["tc"] / s["time"], 2) if s["time"] else 0.0
-
-    return MovedOperation(operation, _num(a["time"]), _num(b["time"]), share(a), share(b), ",".join(a["precisions"]),
-                          ",".join(b["precisions"]), a["variants"], b["variants"])
+    return MovedOperation(operation, _num(a.time), _num(b.time), a.share() or 0.0, b.share() or 0.0,
+                          ",".join(a.precisions), ",".join(b.precisions), a.variants, b.variants)

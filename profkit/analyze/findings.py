@@ -12,19 +12,33 @@ runs (operators, not kernels) get none of these GPU findings.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 from ..classify import RULES_PATH
 from ..formatting import fmt_ns
-from ..parse.schema import RangeRow
+from ..parse.schema import Precision, RangeRow
 from ..records import RunRecord
+from ..rows import KernelGroup
 from ..store import Store
 from .ranges import run_ranges
 from .ranks import COMM, rank_report
 
 HALF = ("fp16", "bf16")
+
+
+@dataclass(frozen=True, slots=True)
+class FindingKernel:
+    """One kernel name behind a finding: its launches and summed time (ns) among the
+    finding's, in the precision and family of its first group."""
+
+    name: str
+    launches: int
+    time_ns: int
+    precision: Precision
+    family: str | None
 
 
 @dataclass(frozen=True)
@@ -38,26 +52,60 @@ class Finding:
     advice: str
     time_ns: int
     share_pct: float | None
-    kernels: list[dict[str, Any]] = field(default_factory=list)  # name, launches, time_ns, precision
+    kernels: list[FindingKernel] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class FindingRule:
+    """One ``[[finding]]`` of rules.toml: its id, title and advice, and the thresholds its
+    check reads (``settings``, read through :meth:`number`, :meth:`names` and :meth:`text`)."""
+
+    id: str
+    title: str
+    advice: str
+    settings: Mapping[str, object] = field(default_factory=dict)
+
+    def number(self, key: str) -> float:
+        """A threshold (a percentage, a count)."""
+        value = self.settings.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"rules.toml's finding {self.id!r} needs a number {key!r}, not {value!r}")
+        return value
+
+    def names(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """A list of names (families), ``default`` where the rule gives none."""
+        value = self.settings.get(key, default)
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"rules.toml's finding {self.id!r} needs a list of names {key!r}, not {value!r}")
+        return tuple(value)
+
+    def text(self, key: str) -> str:
+        value = self.settings.get(key)
+        if not isinstance(value, str):
+            raise ValueError(f"rules.toml's finding {self.id!r} needs a text {key!r}, not {value!r}")
+        return value
+
+
 @lru_cache(maxsize=1)
-def finding_rules() -> dict[str, dict[str, Any]]:
+def finding_rules() -> dict[str, FindingRule]:
+    """rules.toml's findings by id, in its order."""
     import tomllib
 
     data = tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
-    return {r["id"]: r for r in data.get("finding", [])}
+    return {r["id"]: FindingRule(r["id"], r["title"], r["advice"],
+                                 {k: v for k, v in r.items() if k not in ("id", "title", "advice")})
+            for r in data.get("finding", [])}
 
 
 def findings(store: Store, run: RunRecord) -> list[Finding]:
     """The findings that hold for a stored run, in the order rules.toml lists them."""
     if run.activity != "kernel":
         return []
-    groups = [g for g in store.kernel_groups(run.id) if g["kind"] == "kernel"]
-    total = sum(g["time_ns"] for g in groups)
+    groups = [g for g in store.kernel_groups(run.id) if g.kind == "kernel"]
+    total = sum(g.time_ns for g in groups)
     if not total:
         return []
     ctx = _Context(run, groups, total, store)
@@ -75,7 +123,7 @@ def findings(store: Store, run: RunRecord) -> list[Finding]:
 @dataclass
 class _Context:
     run: RunRecord
-    groups: list[dict[str, Any]]
+    groups: list[KernelGroup]
     total: int
     store: Store
 
@@ -88,93 +136,91 @@ class _Context:
         """Whether the run was meant to be half precision: profkit's tag, else most of its time."""
         if self.run.precision:
             return self.run.precision in (*HALF, "amp")
-        half = sum(int(g["time_ns"]) for g in self.groups if g["precisions"] in HALF)
+        half = sum(g.time_ns for g in self.groups if g.precision in HALF)
         return bool(half >= 0.5 * self.total)
 
-    def finding(self, rule: dict[str, Any], detail: str, chosen: list[dict[str, Any]]) -> Finding:
-        time = sum(g["time_ns"] for g in chosen)
-        merged: dict[str, dict[str, Any]] = {}
+    def finding(self, rule: FindingRule, detail: str, chosen: list[KernelGroup]) -> Finding:
+        time = sum(g.time_ns for g in chosen)
+        merged: dict[str, FindingKernel] = {}
         for g in chosen:
-            k = merged.setdefault(g["name"], {"name": g["name"], "launches": 0, "time_ns": 0,
-                                              "precision": g["precisions"], "family": g["family"]})
-            k["launches"] += g["calls"]
-            k["time_ns"] += g["time_ns"]
-        kernels = sorted(merged.values(), key=lambda k: -k["time_ns"])
-        return Finding(rule["id"], rule["title"], detail, rule["advice"], int(time), self.share(chosen), kernels)
+            k = merged.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
+            merged[g.name] = replace(k, launches=k.launches + g.calls, time_ns=k.time_ns + g.time_ns)
+        kernels = sorted(merged.values(), key=lambda k: -k.time_ns)
+        return Finding(rule.id, rule.title, detail, rule.advice, int(time), self.share(chosen), kernels)
 
-    def share(self, chosen: list[dict[str, Any]]) -> float:
+    def share(self, chosen: list[KernelGroup]) -> float:
         """Percent of the run's time, rounded as Finding.share_pct is (so texts agree)."""
-        return round(100.0 * sum(int(g["time_ns"]) for g in chosen) / self.total, 2)
+        return round(100.0 * sum(g.time_ns for g in chosen) / self.total, 2)
 
 
-def _half_missed(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+def _half_missed(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not ctx.half_run():
         return None
     # Depthwise convolutions never use tensor cores: their own finding says so.
     depthwise = _depthwise_pattern()
-    chosen = [g for g in ctx.groups if g["family"] in ("gemm", "conv", "attention") and g["precisions"] in HALF
-              and not g["tc_time_ns"] and not depthwise.search(g["name"])]
-    if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+    chosen = [g for g in ctx.groups if g.family in ("gemm", "conv", "attention") and g.precision in HALF
+              and not g.tc_time_ns and not depthwise.search(g.name)]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
-    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} half-precision GEMM/convolution/attention launches took "
+    return ctx.finding(rule, f"{sum(g.calls for g in chosen)} half-precision GEMM/convolution/attention launches took "
                              f"{ctx.share(chosen):.1f}% of GPU time without tensor cores", chosen)
 
 
-def _fp32_in_half(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not ctx.half_run():
         return None
-    skip = set(rule.get("except_families", ()))
-    chosen = [g for g in ctx.groups if g["precisions"] == "fp32" and g["family"] not in skip]
-    if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+    skip = set(rule.names("except_families"))
+    chosen = [g for g in ctx.groups if g.precision == "fp32" and g.family not in skip]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
-    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
+    return ctx.finding(rule, f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
                              "GPU time in a half-precision run", chosen)
 
 
-def _exposed_communication(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:
     report = rank_report(ctx.store, ctx.run)
     if report is None or not any(f.comm_overlap_ns is not None for f in report.ranks):
         return None
     exposed = {f.rank: f.comm_time_ns - (f.comm_overlap_ns or 0) for f in report.ranks}
     total = sum(exposed.values())
     share = round(100.0 * total / ctx.total, 2)
-    if share < rule["min_share_pct"]:
+    if share < rule.number("min_share_pct"):
         return None
     per_rank = ", ".join(f"rank {f.rank} {fmt_ns(exposed[f.rank])} of {fmt_ns(f.comm_time_ns)}" for f in report.ranks)
     detail = (f"NCCL kernels ran {fmt_ns(total)} ({share:.1f}% of GPU time) with no compute kernel of their rank beside "
               f"them on its GPU: {per_rank}")
-    chosen = [g for g in ctx.groups if g["family"] == COMM]
+    chosen = [g for g in ctx.groups if g.family == COMM]
     found = ctx.finding(rule, detail, chosen)
     return Finding(found.id, found.title, detail, found.advice, total, share, found.kernels)
 
 
 @lru_cache(maxsize=1)
 def _depthwise_pattern() -> re.Pattern[str]:
-    return re.compile(finding_rules()["depthwise_convolutions"]["pattern"])
+    return re.compile(finding_rules()["depthwise_convolutions"].text("pattern"))
 
 
-def _depthwise(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
-    chosen = [g for g in ctx.groups if _depthwise_pattern().search(g["name"])]
-    if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+def _depthwise(ctx: _Context, rule: FindingRule) -> Finding | None:
+    chosen = [g for g in ctx.groups if _depthwise_pattern().search(g.name)]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
-    tc = 100 * sum(g["tc_time_ns"] for g in ctx.groups) / ctx.total
-    return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} depthwise/grouped convolution launches took "
+    tc = 100 * sum(g.tc_time_ns for g in ctx.groups) / ctx.total
+    return ctx.finding(rule, f"{sum(g.calls for g in chosen)} depthwise/grouped convolution launches took "
                              f"{ctx.share(chosen):.1f}% of GPU time on CUDA cores; the run had {tc:.1f}% of its GPU "
                              "time on tensor cores", chosen)
 
 
-def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, dict[str, Any]], Finding | None]:
-    def check(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
-        wanted = tuple(rule.get("families", families))
-        chosen = [g for g in ctx.groups if g["family"] in wanted]
-        if not chosen or ctx.share(chosen) < rule["min_share_pct"]:
+def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, FindingRule], Finding | None]:
+    def check(ctx: _Context, rule: FindingRule) -> Finding | None:
+        wanted = rule.names("families", families)
+        chosen = [g for g in ctx.groups if g.family in wanted]
+        if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
             return None
-        return ctx.finding(rule, f"{sum(g['calls'] for g in chosen)} {what} launches took {ctx.share(chosen):.1f}% "
+        return ctx.finding(rule, f"{sum(g.calls for g in chosen)} {what} launches took {ctx.share(chosen):.1f}% "
                                  "of GPU time", chosen)
     return check
 
 
-def _launch_bound(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+def _launch_bound(ctx: _Context, rule: FindingRule) -> Finding | None:
     if ctx.run.info.compile_mode == "reduce-overhead":
         return None  # already replaying CUDA graphs: the advice is taken
     tops = [r for r in ctx.top_ranges if r["wall_ns"]]
@@ -184,24 +230,24 @@ def _launch_bound(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
     busy = sum(r["gpu_time_ns"] for r in tops)
     per_iteration = sum(r["kernels"] for r in tops) / len(tops)
     busy_pct = 100 * busy / wall if wall else 100.0
-    if busy_pct >= rule["max_busy_pct"] or per_iteration < rule["min_kernels_per_iteration"]:
+    if busy_pct >= rule.number("max_busy_pct") or per_iteration < rule.number("min_kernels_per_iteration"):
         return None
     detail = (f"the GPU ran kernels {busy_pct:.0f}% of each range's wall time ({per_iteration:.0f} kernels per range, "
               f"{busy / max(1, sum(r['kernels'] for r in tops)) / 1000:.1f} us each on average)")
-    return Finding(rule["id"], rule["title"], detail, rule["advice"], int(wall - busy), None, [])
+    return Finding(rule.id, rule.title, detail, rule.advice, int(wall - busy), None, [])
 
 
-def _autograd_thread(ctx: _Context, rule: dict[str, Any]) -> Finding | None:
+def _autograd_thread(ctx: _Context, rule: FindingRule) -> Finding | None:
     tops = ctx.top_ranges
     others = sum(r["other_thread_kernels"] or 0 for r in tops)
-    if others < rule["min_kernels"]:
+    if others < rule.number("min_kernels"):
         return None
     detail = (f"{others} kernels were launched by other threads of the process (autograd's backward pass) while "
               f"the {len(tops)} measured ranges were open; {sum(r['kernels'] for r in tops)} on the ranges' own thread")
-    return Finding(rule["id"], rule["title"], detail, rule["advice"], 0, None, [])
+    return Finding(rule.id, rule.title, detail, rule.advice, 0, None, [])
 
 
-CHECKS: dict[str, Callable[[_Context, dict[str, Any]], Finding | None]] = {
+CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
     "half_missed_tensor_cores": _half_missed,
     "fp32_in_half_run": _fp32_in_half,
     "exposed_communication": _exposed_communication,

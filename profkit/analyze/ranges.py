@@ -38,12 +38,12 @@ def run_ranges(store: Store, run: RunRecord) -> list[RangeRow]:
         return rows
     out: list[RangeRow] = []
     for i, g in enumerate(store.kernel_paths(run.id)):
-        path = g["nvtx_path"]
+        path = g.nvtx_path
         leaf = path.rsplit("/", 1)[-1]
         out.append({
-            "range_id": i, "name": g["name"], "domain": leaf.split("@", 1)[0] if "@" in leaf else None,
-            "path": path, "depth": path.count("/"), "thread_id": g["thread_id"], "start_ns": None, "wall_ns": None,
-            "kernels": int(g["kernels"]), "gpu_ops": int(g["gpu_ops"]), "gpu_time_ns": int(g["gpu_time_ns"] or 0),
+            "range_id": i, "name": g.name if g.name is not None else leaf.split("@", 1)[-1], "domain": leaf.split("@", 1)[0] if "@" in leaf else None,
+            "path": path, "depth": path.count("/"), "thread_id": g.thread_id, "start_ns": None, "wall_ns": None,
+            "kernels": g.kernels, "gpu_ops": g.gpu_ops, "gpu_time_ns": g.gpu_time_ns,
             "other_thread_kernels": None, "rank": None,
         })
     return out

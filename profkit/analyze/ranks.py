@@ -11,10 +11,13 @@ aggregates in SQL, and one streamed pass over the kernels' start times for the o
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 from ..parse.schema import RangeRow
-from ..records import IterationSkew, RankDifference, RankFigures, RankIteration, RankReport, RunRecord
+from ..records import (IterationSkew, LaunchCountDifference, PrecisionDifference, RankDifference, RankFigures,
+                       RankIteration, RankReport, RunRecord)
+from ..rows import RankPathTime
 from ..store import Store
 from .ranges import iteration_ranges, run_ranges
 
@@ -40,11 +43,11 @@ def rank_report(store: Store, run: RunRecord) -> RankReport | None:
     cpu_comm = _cpu_collectives(ranges) if activity == "cpu_op" else {}
     figures = []
     for t in totals:
-        comm_n, comm = cpu_comm.get(t["rank"], (0, 0)) if activity == "cpu_op" else (t["family_kernels"], t["family_ns"])
-        over = overlap.get(t["rank"])
+        comm_n, comm = cpu_comm.get(t.rank, (0, 0)) if activity == "cpu_op" else (t.family_kernels, t.family_ns)
+        over = overlap.get(t.rank)
         figures.append(RankFigures(
-            rank=t["rank"], devices=t["devices"], kernels=t["kernels"], gpu_time_ns=t["time_ns"],
-            comm_kernels=comm_n, comm_time_ns=comm, compute_time_ns=t["time_ns"] - t["family_ns"],
+            rank=t.rank, devices=t.devices, kernels=t.kernels, gpu_time_ns=t.time_ns,
+            comm_kernels=comm_n, comm_time_ns=comm, compute_time_ns=t.time_ns - t.family_ns,
             comm_overlap_ns=over, comm_overlap_pct=round(100.0 * over / comm, 1) if over is not None and comm else None))
     notes = []
     seen = {f.rank for f in figures}
@@ -132,55 +135,98 @@ def iteration_skew(ranges: Sequence[RangeRow]) -> list[IterationSkew]:
     return _iterations(ranges, None)
 
 
-def _iterations(ranges: Sequence[RangeRow], path_times: list[dict[str, Any]] | None,
+@dataclass
+class _Measured:
+    """One rank's part of one iteration as its kernels tell it (the accumulator of
+    :func:`_measured`)."""
+
+    kernels: int = 0
+    time_ns: int = 0
+    comm_ns: int = 0
+
+
+def _iterations(ranges: Sequence[RangeRow], path_times: list[RankPathTime] | None,
                 cpu: bool = False) -> list[IterationSkew]:
-    per_iter: dict[str, dict[int, RangeRow]] = defaultdict(dict)
+    """Each measured iteration across the ranks, in start order: from the ranges alone where
+    ``path_times`` is None, else with each rank's kernels, time and communication inside it
+    (and who waited for whom)."""
+    windows = _iteration_windows(ranges)
+    measured = _measured(ranges, windows, path_times, cpu) if path_times is not None else None
+    order = sorted(windows, key=lambda n: min(r["start_ns"] or 0 for r in windows[n].values()))
+    return [_skew(name, windows[name], measured) for name in order]
+
+
+def _iteration_windows(ranges: Sequence[RangeRow]) -> dict[str, dict[int, RangeRow]]:
+    """Per measured iteration (by name), each rank's range of it (the first met)."""
+    out: dict[str, dict[int, RangeRow]] = defaultdict(dict)
     for r in iteration_ranges(ranges):
         if r.get("rank") is not None:
-            per_iter[r["name"]].setdefault(int(r["rank"]), r)  # type: ignore[arg-type]
-    by_rank_iter: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-    if cpu:  # communication: the collective ranges that started inside the rank's iteration
+            out[r["name"]].setdefault(int(r["rank"]), r)  # type: ignore[arg-type]
+    return out
+
+
+def _measured(ranges: Sequence[RangeRow], windows: dict[str, dict[int, RangeRow]],
+              path_times: list[RankPathTime], cpu: bool) -> dict[tuple[int, str], _Measured]:
+    """Per (rank, iteration): the kernels launched in the iteration's NVTX stack, their time,
+    and the communication: the communication family's kernel time on GPUs, on the CPU the
+    wall time of the collective ranges that started inside the rank's iteration."""
+    out: dict[tuple[int, str], _Measured] = defaultdict(_Measured)
+    if cpu:
         for c in ranges:
             at, rank = c["start_ns"], c.get("rank")
             if not _collective(c) or at is None or rank is None:
                 continue
-            for name, rows in per_iter.items():
-                window = rows.get(rank)
-                begin = window["start_ns"] if window else None
-                if window and begin is not None and begin <= at < begin + (window["wall_ns"] or 0):
-                    by_rank_iter[(rank, name)][2] += c["wall_ns"] or 0
-    if path_times is not None:
-        names = set(per_iter)
-        for p in path_times:
-            iteration = _iteration_of(p["nvtx_path"], names)
-            if iteration is not None:
-                cell = by_rank_iter[(p["rank"], iteration)]
-                cell[0] += p["kernels"]
-                cell[1] += p["time_ns"]
-                if not cpu:
-                    cell[2] += p["family_ns"]
-    out = []
-    for name in sorted(per_iter, key=lambda n: min(r["start_ns"] or 0 for r in per_iter[n].values())):
-        rows = per_iter[name]
-        parts = []
-        for rank in sorted(rows):
-            r = rows[rank]
-            kernels, time_ns, comm_ns = by_rank_iter.get((rank, name), [r["kernels"], r["gpu_time_ns"], 0]) \
-                if path_times is not None else (r["kernels"], r["gpu_time_ns"], 0)
-            parts.append(RankIteration(rank=rank, start_ns=r["start_ns"], wall_ns=r["wall_ns"], kernels=kernels,
-                                       gpu_time_ns=time_ns, comm_time_ns=comm_ns))
-        starts = [p.start_ns for p in parts if p.start_ns is not None]
-        ends = [p.start_ns + p.wall_ns for p in parts if p.start_ns is not None and p.wall_ns is not None]
-        waited_for = wait = None
-        if path_times is not None and len(parts) > 1 and any(p.comm_time_ns for p in parts):
-            least = min(parts, key=lambda p: (p.comm_time_ns, p.rank))
-            most = max(parts, key=lambda p: (p.comm_time_ns, -p.rank))
-            waited_for, wait = least.rank, most.comm_time_ns - least.comm_time_ns
-        out.append(IterationSkew(
-            iteration=name, start_skew_ns=max(starts) - min(starts) if len(starts) > 1 else None,
-            end_skew_ns=max(ends) - min(ends) if len(ends) > 1 else None, waited_for=waited_for, wait_ns=wait,
-            ranks=parts))
+            for name, rows in windows.items():
+                if _inside(rows.get(rank), at):
+                    out[(rank, name)].comm_ns += c["wall_ns"] or 0
+    names = set(windows)
+    for p in path_times:
+        iteration = _iteration_of(p.nvtx_path, names)
+        if iteration is not None:
+            cell = out[(p.rank, iteration)]
+            cell.kernels += p.kernels
+            cell.time_ns += p.time_ns
+            if not cpu:
+                cell.comm_ns += p.family_ns
     return out
+
+
+def _inside(window: RangeRow | None, at: int) -> bool:
+    """Whether ``at`` falls in the range ``window`` (one with a start)."""
+    begin = window["start_ns"] if window else None
+    return bool(window and begin is not None and begin <= at < begin + (window["wall_ns"] or 0))
+
+
+def _skew(name: str, rows: dict[int, RangeRow], measured: dict[tuple[int, str], _Measured] | None) -> IterationSkew:
+    """One iteration across the ranks (``rows``: each rank's range of it). Kernel counts and
+    times are ``measured``'s where it has the rank's, else the range's own; who waited for
+    whom only from ``measured``."""
+    parts = []
+    for rank in sorted(rows):
+        r = rows[rank]
+        m = measured.get((rank, name)) if measured is not None else None
+        if m is None:
+            m = _Measured(r["kernels"], r["gpu_time_ns"], 0)
+        parts.append(RankIteration(rank=rank, start_ns=r["start_ns"], wall_ns=r["wall_ns"], kernels=m.kernels,
+                                   gpu_time_ns=m.time_ns, comm_time_ns=m.comm_ns))
+    starts = [p.start_ns for p in parts if p.start_ns is not None]
+    ends = [p.start_ns + p.wall_ns for p in parts if p.start_ns is not None and p.wall_ns is not None]
+    waited_for, wait = _who_waited(parts) if measured is not None else (None, None)
+    return IterationSkew(
+        iteration=name, start_skew_ns=max(starts) - min(starts) if len(starts) > 1 else None,
+        end_skew_ns=max(ends) - min(ends) if len(ends) > 1 else None, waited_for=waited_for, wait_ns=wait,
+        ranks=parts)
+
+
+def _who_waited(parts: Sequence[RankIteration]) -> tuple[int | None, int | None]:
+    """The rank the others waited for in one iteration (least communication time), and how
+    much longer the most-waiting rank spent in communication; None, None where fewer than
+    two ranks or no communication."""
+    if len(parts) < 2 or not any(p.comm_time_ns for p in parts):
+        return None, None
+    least = min(parts, key=lambda p: (p.comm_time_ns, p.rank))
+    most = max(parts, key=lambda p: (p.comm_time_ns, -p.rank))
+    return least.rank, most.comm_time_ns - least.comm_time_ns
 
 
 def _iteration_of(path: str | None, names: set[str]) -> str | None:
@@ -210,14 +256,14 @@ def _differences(counts: Iterable[tuple[int, str, str, int]], ranks: Iterable[in
         if rank == base_rank:
             continue
         mine = per_rank[rank]
-        kernels = [{"name": name, "precision": p, "launches": mine.get((name, p), 0), "vs_launches": base.get((name, p), 0)}
+        kernels = [LaunchCountDifference(name, p, mine.get((name, p), 0), base.get((name, p), 0))
                    for name, p in sorted(set(mine) | set(base)) if mine.get((name, p), 0) != base.get((name, p), 0)]
         precisions = []
         for name in sorted({n for n, _ in mine} & {n for n, _ in base}):
             here = sorted(p for n, p in mine if n == name)
             there = sorted(p for n, p in base if n == name)
             if here != there:
-                precisions.append({"name": name, "precisions": here, "vs_precisions": there})
+                precisions.append(PrecisionDifference(name, here, there))
         if kernels or precisions:
             out.append(RankDifference(rank=rank, vs=base_rank, kernels=kernels, precisions=precisions))
     return out

@@ -26,25 +26,25 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
     require_int("top", top, 0)
     activity = run.activity
     t = store.totals(run.id, activity)
-    total = t["time_ns"]
+    total = t.time_ns
 
     def pct(ns: int) -> float:
         return round(100.0 * ns / total, 2) if total else 0.0
 
     groups = store.breakdown(run.id, ("precision", "family", "evidence"), [activity], {"evidence": "none"})
     by_precision = groups["precision"]
-    top_rows = [TopKernel(name=r["name"], launches=r["launches"], total_ns=r["total_ns"], pct=pct(r["total_ns"]),
-                          precision=r["precision"], tensor_core=r["tensor_core"], evidence=r["evidence"])
+    top_rows = [TopKernel(name=r.name, launches=r.launches, total_ns=r.total_ns, pct=pct(r.total_ns),
+                          precision=r.precision, tensor_core=r.tensor_core, evidence=r.evidence)
                 for r in store.top_names(run.id, activity, top)]
     return Summary(
         run=run.name,
         activity=activity,
-        kernels=t["count"],
+        kernels=t.count,
         gpu_time_ns=total,
-        tensor_core_kernels=t["tensor_core_count"],
-        tensor_core_time_ns=t["tensor_core_time_ns"],
-        tensor_core_time_pct=pct(t["tensor_core_time_ns"]),
-        unclassified_time_ns=t["unknown_time_ns"],
+        tensor_core_kernels=t.tensor_core_count,
+        tensor_core_time_ns=t.tensor_core_time_ns,
+        tensor_core_time_pct=pct(t.tensor_core_time_ns),
+        unclassified_time_ns=t.unknown_time_ns,
         # the store's texts are the classifier's verdicts (parse.schema's Precision, Evidence)
         time_by_precision_ns={cast(Precision, k): ns for k, _, ns in by_precision},
         kernels_by_precision={cast(Precision, k): n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))},

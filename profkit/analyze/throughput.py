@@ -106,16 +106,16 @@ def throughput(store: Store, run: RunRecord) -> Throughput | None:
     total_ops: dict[str, float] = {}
     for g in store.metric_sums(run.id, names):
         ops_by_precision: dict[str, float] = {}
-        for metric, value in g["metrics"].items():
+        for metric, value in g.metrics.items():
             ops_by_precision[counters[metric]] = ops_by_precision.get(counters[metric], 0.0) + value
         for precision, ops in sorted(ops_by_precision.items(), key=lambda kv: -kv[1]):
             total_ops[precision] = total_ops.get(precision, 0.0) + ops
-            if not g["time_ns"]:
+            if not g.time_ns:
                 continue
-            achieved = ops / g["time_ns"] / 1e3  # ops per ns = GFLOP/s; / 1e3 = TFLOP/s
+            achieved = ops / g.time_ns / 1e3  # ops per ns = GFLOP/s; / 1e3 = TFLOP/s
             peak = chip.peaks_tflops.get(precision) if chip else None
             kernels.append(KernelThroughput(
-                g["name"], display_name(g["name"], g["short_name"]), precision, g["calls"], g["time_ns"], ops,
+                g.name, display_name(g.name, g.short_name), precision, g.calls, g.time_ns, ops,
                 achieved, peak, 100.0 * achieved / peak if peak else None, unit(precision)))
     kernels.sort(key=lambda k: -k.tensor_ops)
     notes = [CLOCK_NOTE] if ncu_timed(run) else []

@@ -25,6 +25,7 @@ from ..workloads import option_labels
 
 if TYPE_CHECKING:
     from ..records import RunRecord, Summary
+    from ..rows import TimelineOp
     from ..store import Store
 
 LAUNCHES_PER_GROUP = 25     # launches listed inside each kernel group of the table
@@ -93,33 +94,32 @@ def _basis(summary: Summary) -> str:
 def kernel_table(store: Store, run: RunRecord) -> dict[str, Any]:
     """The kernel table: one row per (name, precision) with its first launches inside."""
     groups = store.name_groups(run.id, run.activity)
-    total = sum(g["time_ns"] for g in groups) or 1
-    index = {(g["name"], g["precision"]): i for i, g in enumerate(groups)}
+    total = sum(g.time_ns for g in groups) or 1
+    index = {(g.name, g.precision): i for i, g in enumerate(groups)}
     launches: list[list[Any]] = [[] for _ in groups]
     for r in store.first_launches(run.id, run.activity, LAUNCHES_PER_GROUP):
-        dims = [r[k] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
-        launches[index[(r["name"], r["precision"])]].append([
-            r["launch_id"], r["duration_ns"],
-            "×".join(str(v) for v in dims[:3]) if dims[0] is not None else None,
-            "×".join(str(v) for v in dims[3:]) if dims[3] is not None else None,
-            r["stream"], r["thread_id"], r["nvtx_range"],
-            None if r["tensor_core"] is None else bool(r["tensor_core"]), r["evidence_detail"]])
+        grid, block = (r.grid_x, r.grid_y, r.grid_z), (r.block_x, r.block_y, r.block_z)
+        launches[index[(r.name, r.precision)]].append([
+            r.launch_id, r.duration_ns,
+            "×".join(str(v) for v in grid) if grid[0] is not None else None,
+            "×".join(str(v) for v in block) if block[0] is not None else None,
+            r.stream, r.thread_id, r.nvtx_range, r.tensor_core, r.evidence_detail])
     rows = []
     for g, inside in zip(groups, launches):
-        tc = "yes" if g["tc_calls"] == g["calls"] else "no" if g["cuda_calls"] == g["calls"] else \
-             "mixed" if g["tc_calls"] or g["cuda_calls"] else "unknown"
-        rows.append({"name": g["name"], "short": display_name(g["name"], g["short_name"]), "precision": g["precision"], "tc": tc,
-                     "family": g["family"], "op": g["op"], "evidence": g["evidences"], "details": g["details"],
-                     "launches": g["calls"], "time_ns": g["time_ns"], "mean_ns": g["time_ns"] / g["calls"],
-                     "min_ns": g["min_ns"], "max_ns": g["max_ns"], "pct": 100 * g["time_ns"] / total,
+        tc = "yes" if g.tc_calls == g.calls else "no" if g.cuda_calls == g.calls else \
+             "mixed" if g.tc_calls or g.cuda_calls else "unknown"
+        rows.append({"name": g.name, "short": display_name(g.name, g.short_name), "precision": g.precision, "tc": tc,
+                     "family": g.family, "op": g.op, "evidence": g.evidences, "details": g.details,
+                     "launches": g.calls, "time_ns": g.time_ns, "mean_ns": g.time_ns / g.calls,
+                     "min_ns": g.min_ns, "max_ns": g.max_ns, "pct": 100 * g.time_ns / total,
                      "inside": inside})
     return {"rows": rows, "launches_per_group": LAUNCHES_PER_GROUP}
 
 
 def range_times(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     """GPU time (CPU self time) per NVTX stack the launches were made in, most first."""
-    paths = sorted(store.kernel_paths(run.id), key=lambda p: -(p["gpu_time_ns"] or 0))
-    return [{"path": p["nvtx_path"], "name": p["name"], "kernels": p["kernels"], "time_ns": p["gpu_time_ns"] or 0}
+    paths = sorted(store.kernel_paths(run.id), key=lambda p: -p.gpu_time_ns)
+    return [{"path": p.nvtx_path, "name": p.name, "kernels": p.kernels, "time_ns": p.gpu_time_ns}
             for p in paths[:RANGES_SHOWN]]
 
 
@@ -173,9 +173,9 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
     if not rows:
         return {"bars": [], "note": "this capture has no start times (stored by an earlier profkit: import it "
                                     "again for a timeline)"}
-    t0 = min(r["start_ns"] for r in rows)
-    many_gpus = len({r["device"] for r in rows}) > 1
-    ranked = any(r["rank"] is not None for r in rows)
+    t0 = min(r.start_ns for r in rows)
+    many_gpus = len({r.device for r in rows}) > 1
+    ranked = any(r.rank is not None for r in rows)
 
     def lane(key: tuple[int, int, int]) -> str:
         rank, dev, stream = key
@@ -183,13 +183,12 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
         text = f"GPU {dev if dev >= 0 else '?'} {text}" if many_gpus else text
         return f"rank {rank} · {text}" if ranked else text
 
-    def key(r: dict[str, Any]) -> tuple[int, int, int]:
-        return (-1 if r["rank"] is None else r["rank"], -1 if r["device"] is None else r["device"],
-                -1 if r["stream"] is None else r["stream"])
+    def key(r: TimelineOp) -> tuple[int, int, int]:
+        return (-1 if r.rank is None else r.rank, -1 if r.device is None else r.device,
+                -1 if r.stream is None else r.stream)
 
-    bars = [[lane(key(r)), (r["start_ns"] - t0) / 1e3, (r["start_ns"] - t0 + (r["duration_ns"] or 0)) / 1e3,
-             display_name(r["name"], r["short_name"]), r["kind"], r["precision"],
-             None if r["tensor_core"] is None else bool(r["tensor_core"])] for r in rows]
+    bars: list[list[Any]] = [[lane(key(r)), (r.start_ns - t0) / 1e3, (r.start_ns - t0 + (r.duration_ns or 0)) / 1e3,
+             display_name(r.name, r.short_name), r.kind, r.precision, r.tensor_core] for r in rows]
     lane_names = [lane(k) for k in sorted({key(r) for r in rows})]  # by rank, device, then stream number
     what = f"iteration {iteration}" if iteration else "the capture's first launches (no iteration ranges)"
     if ranked:

@@ -6,9 +6,12 @@ of a distributed run. The analyses call these and hold no SQL of their own."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, ClassifiedRow, RangeRow
+from ..rows import (KernelGroup, KindTotals, Launch, MetricSums, NameGroup, NameTotal, PathTotals, RankPathTime,
+                    RankTotals, TimelineOp)
 from .connection import Connection
 from .layout import INTERNED
 
@@ -49,7 +52,7 @@ class Queries(Connection):
         return {k: int(n) for k, n in self.execute(
             "select kind, count(*) from kernels where run_id = ? group by kind order by kind", [run_id])}
 
-    def totals(self, run_id: int, kind: str) -> dict[str, int]:
+    def totals(self, run_id: int, kind: str) -> KindTotals:
         """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
         and the time of launches whose tensor-core use is unknown."""
         count, total, tc_count, tc_time, unknown_time = self.execute(
@@ -57,8 +60,8 @@ class Queries(Connection):
             "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
             "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0) "
             "from kernels where run_id = ? and kind = ?", [run_id, kind]).fetchone()
-        return {"count": int(count), "time_ns": int(total), "tensor_core_count": int(tc_count),
-                "tensor_core_time_ns": int(tc_time), "unknown_time_ns": int(unknown_time)}
+        return KindTotals(count=int(count), time_ns=int(total), tensor_core_count=int(tc_count),
+                          tensor_core_time_ns=int(tc_time), unknown_time_ns=int(unknown_time))
 
     GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
 
@@ -103,7 +106,7 @@ class Queries(Connection):
                                     chunk).fetchall())
         return out
 
-    def top_names(self, run_id: int, kind: str, limit: int) -> list[dict[str, Any]]:
+    def top_names(self, run_id: int, kind: str, limit: int) -> list[NameTotal]:
         """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
         summed time, and the tensor-core verdict and evidence of the first launch."""
         # One min() aggregate: SQLite takes the bare columns from the group's first launch.
@@ -113,11 +116,11 @@ class Queries(Connection):
         groups = self.execute(q, [run_id, kind]).fetchall()
         texts = self._texts({g[0] for g in groups if g[0] is not None})
         named = sorted(((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0]))[:limit]
-        return [{"name": name, "launches": int(n), "total_ns": int(t), "precision": precision,
-                 "tensor_core": None if tc is None else bool(tc), "evidence": ev}
+        return [NameTotal(name=name, launches=int(n), total_ns=int(t), precision=precision,
+                          tensor_core=None if tc is None else bool(tc), evidence=ev)
                 for name, _, n, t, precision, tc, ev in named]
 
-    def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[dict[str, Any]]:
+    def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[KernelGroup]:
         """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
         time, tensor-core time, family and short name (the least of each group's). What a
         diff aligns; a run has far fewer of these than launches. ``in_iterations``: only rows
@@ -136,28 +139,23 @@ class Queries(Connection):
                 group by kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id"""
         rows = self.execute(q, args).fetchall()
         texts = self._texts({i for r in rows for i in (r[1], r[2], r[4], r[5]) if i is not None})
-        merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # per (kind, name, op, precision): [first launch, group], groups merged as they come
+        merged: dict[tuple[str, str, str | None, str], tuple[int, KernelGroup]] = {}
         for kind, name, op, precision, short, family, first, calls, time_ns, tc_ns in rows:
-            key = (kind, texts.get(name), texts.get(op), precision)
-            g = merged.get(key)
-            if g is None:
-                merged[key] = {"kind": kind, "name": key[1], "op": key[2], "short_name": texts.get(short),
-                               "family": texts.get(family), "calls": calls, "time_ns": time_ns, "tc_time_ns": tc_ns,
-                               "precisions": precision, "first": first}
+            key = (kind, texts.get(name, ""), texts.get(op), precision)
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = (first, KernelGroup(
+                    kind=kind, name=key[1], op=key[2], short_name=texts.get(short), family=texts.get(family),
+                    calls=int(calls), time_ns=int(time_ns), tc_time_ns=int(tc_ns), precision=precision))
                 continue
-            g["calls"] += calls
-            g["time_ns"] += time_ns
-            g["tc_time_ns"] += tc_ns
-            g["first"] = min(g["first"], first)
-            for col, value in (("short_name", texts.get(short)), ("family", texts.get(family))):
-                if value is not None and (g[col] is None or value < g[col]):
-                    g[col] = value
-        out = sorted(merged.values(), key=lambda g: g["first"])
-        for g in out:
-            del g["first"]
-        return out
+            was_first, g = seen
+            merged[key] = (min(was_first, first), replace(
+                g, calls=g.calls + calls, time_ns=g.time_ns + time_ns, tc_time_ns=g.tc_time_ns + tc_ns,
+                short_name=_least(g.short_name, texts.get(short)), family=_least(g.family, texts.get(family))))
+        return [g for _, g in sorted(merged.values(), key=lambda fg: fg[0])]
 
-    def name_groups(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+    def name_groups(self, run_id: int, kind: str) -> list[NameGroup]:
         """A run's rows of one kind grouped by (name, precision), most time first: launches,
         summed/min/max duration, launches on and off tensor cores, family, and the distinct
         evidence kinds and details behind the verdicts (JSON lists). What the report's kernel
@@ -168,15 +166,11 @@ class Queries(Connection):
                       json_group_array(distinct evidence) as evidences,
                       json_group_array(distinct evidence_detail) as details, min(op) as op, min(launch_id) as first
                from kernels where run_id = ? and kind = ? group by name, precision order by time_ns desc, name"""
-        out = []
-        for r in self.query(q, [run_id, kind]):
-            r = dict(r)
-            r["evidences"] = [e for e in json.loads(r["evidences"]) if e is not None]
-            r["details"] = [d for d in json.loads(r["details"]) if d]
-            out.append(r)
-        return out
+        return [NameGroup(**{**r, "evidences": [e for e in json.loads(r["evidences"]) if e is not None],
+                             "details": [d for d in json.loads(r["details"]) if d]})
+                for r in self.query(q, [run_id, kind])]
 
-    def first_launches(self, run_id: int, kind: str, per_group: int) -> list[dict[str, Any]]:
+    def first_launches(self, run_id: int, kind: str, per_group: int) -> list[Launch]:
         """The first ``per_group`` launches of each (name, precision) group of one kind, in
         launch order: where and how each ran (no counters)."""
         cols = ("launch_id", "name", "precision", "duration_ns", "start_ns", "grid_x", "grid_y", "grid_z",
@@ -185,9 +179,10 @@ class Queries(Connection):
                   select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
                   from kernels where run_id = ? and kind = ?)
                where nth <= ? order by launch_id"""
-        return [dict(zip(cols, r)) for r in self.execute(q, [run_id, kind, per_group])]
+        return [Launch(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])})
+                for r in self.execute(q, [run_id, kind, per_group])]
 
-    def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[dict[str, Any]]:
+    def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[MetricSums]:
         """Per kernel (name, precision) with any of ``metrics`` non-zero: launches, summed
         duration of the launches that have the counters, and each metric's sum."""
         if not metrics:
@@ -203,11 +198,11 @@ class Queries(Connection):
             name, precision, short, calls, time_ns, *values = row
             found = {m: float(v) for m, v in zip(metrics, values) if v}
             if found:
-                out.append({"name": name, "precision": precision, "short_name": short, "calls": int(calls),
-                            "time_ns": int(time_ns), "metrics": found})
+                out.append(MetricSums(name=name, precision=precision, short_name=short, calls=int(calls),
+                                      time_ns=int(time_ns), metrics=found))
         return out
 
-    def timeline(self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def timeline(self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int) -> tuple[list[TimelineOp], int]:
         """GPU rows that started in [start_ns, end_ns) on the capture's clock (either bound may
         be None: open), launched by any thread, in start order, at most ``limit``; and how many
         there were."""
@@ -222,7 +217,7 @@ class Queries(Connection):
         total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
         cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
                 "precision", "tensor_core")
-        rows = [dict(zip(cols, r)) for r in self.execute(
+        rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-1])}) for r in self.execute(
             f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
         return rows, total
 
@@ -232,7 +227,7 @@ class Queries(Connection):
         return [{k: r[k] for k in RANGE_COLUMNS} for r in  # type: ignore[misc]
                 self.query("select * from ranges where run_id = ? order by range_id", [run_id])]
 
-    def kernel_paths(self, run_id: int) -> list[dict[str, Any]]:
+    def kernel_paths(self, run_id: int) -> list[PathTotals]:
         """Per NVTX stack the launches were made in (first launch first): the innermost range's
         name, the launching thread, kernels (or CPU operators), GPU operations and the kernels'
         summed time (CPU self time)."""
@@ -240,7 +235,8 @@ class Queries(Connection):
                       sum(kind in ('kernel', 'cpu_op')) as kernels, count(*) as gpu_ops,
                       sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
-        return [{k: r[k] for k in ("nvtx_path", "name", "thread_id", "kernels", "gpu_ops", "gpu_time_ns")}
+        return [PathTotals(nvtx_path=r["nvtx_path"], name=r["name"], thread_id=r["thread_id"], kernels=int(r["kernels"]),
+                           gpu_ops=int(r["gpu_ops"]), gpu_time_ns=int(r["gpu_time_ns"] or 0))
                 for r in self.query(q, [run_id])]
 
     # ------------------------------------------------------------------ reading ranks (distributed runs)
@@ -248,7 +244,7 @@ class Queries(Connection):
         row = self.execute("select id from strings where text = ?", [text]).fetchone()
         return int(row[0]) if row else -1
 
-    def rank_totals(self, run_id: int, kind: str, family: str) -> list[dict[str, Any]]:
+    def rank_totals(self, run_id: int, kind: str, family: str) -> list[RankTotals]:
         """Per rank (in order) of a run's rows of one kind: launches, summed duration, the
         launches and time of ``family`` (communication), and the devices they ran on."""
         fid = self._string_id(family)
@@ -256,8 +252,8 @@ class Queries(Connection):
                       coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0),
                       group_concat(distinct device)
                from kernel_rows where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
-        return [{"rank": int(r), "kernels": int(n), "time_ns": int(t), "family_kernels": int(fn), "family_ns": int(ft),
-                 "devices": sorted({int(d) for d in (devs or "").split(",") if d})}
+        return [RankTotals(rank=int(r), kernels=int(n), time_ns=int(t), family_kernels=int(fn), family_ns=int(ft),
+                           devices=sorted({int(d) for d in (devs or "").split(",") if d}))
                 for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])]
 
     def rank_intervals(self, run_id: int, family: str) -> Iterator[tuple[int, int | None, int, int, bool]]:
@@ -271,7 +267,7 @@ class Queries(Connection):
             for rank, device, start, duration, of_family in batch:
                 yield int(rank), device, int(start), int(duration), bool(of_family)
 
-    def rank_path_times(self, run_id: int, kind: str, family: str) -> list[dict[str, Any]]:
+    def rank_path_times(self, run_id: int, kind: str, family: str) -> list[RankPathTime]:
         """Per rank and NVTX stack of a run's rows of one kind: launches, summed duration and
         the time of ``family``."""
         fid = self._string_id(family)
@@ -280,8 +276,8 @@ class Queries(Connection):
                                from kernel_rows where run_id = ? and kind = ? and rank is not null
                                group by rank, nvtx_path_id""", [fid, run_id, kind]).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
-        return [{"rank": int(r), "nvtx_path": texts.get(p) if p is not None else None, "kernels": int(n),
-                 "time_ns": int(t), "family_ns": int(ft)} for r, p, n, t, ft in rows]
+        return [RankPathTime(rank=int(r), nvtx_path=texts.get(p) if p is not None else None, kernels=int(n),
+                             time_ns=int(t), family_ns=int(ft)) for r, p, n, t, ft in rows]
 
     def rank_name_counts(self, run_id: int, kind: str) -> list[tuple[int, str, str, int]]:
         """(rank, name, precision, launches) of a run's rows of one kind."""
@@ -290,3 +286,13 @@ class Queries(Connection):
                             [run_id, kind]).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
         return [(int(r), texts.get(n, ""), p, int(c)) for r, n, p, c in rows]
+
+
+def _verdict(tensor_core: int | None) -> bool | None:
+    """A stored tensor-core verdict (1, 0 or NULL) as bool or None."""
+    return None if tensor_core is None else bool(tensor_core)
+
+
+def _least(have: str | None, other: str | None) -> str | None:
+    """The lesser of two texts where both are known, else the known one."""
+    return other if other is not None and (have is None or other < have) else have
