@@ -33,6 +33,7 @@ import click
 
 from .choices import CompileMode, Device, Format, Mode, Precision, Tool
 from .errors import ProfkitError, ProfkitWarning, name_params
+from .parse.formats import import_help
 
 if TYPE_CHECKING:
     from .api import Database
@@ -582,7 +583,7 @@ def run(workload: str, tool: Tool, precision: Precision, mode: Mode, compile_mod
 
 # ---------------------------------------------------------------------------------- import
 @app.command("import")
-@argument("path", "A .ncu-rep report or ncu raw-page CSV (.csv, .csv.gz), a torch.profiler trace (.json, .json.gz), or an Nsight Systems report (.nsys-rep, .qdstrm) or its SQLite export (.sqlite).", metavar="PATH", type=Path)
+@argument("path", import_help(), metavar="PATH", type=Path)
 @option("--name", help="Run name (default: from the file name).", show_default=False)
 @db_option
 @handles_errors
