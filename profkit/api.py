@@ -188,8 +188,9 @@ class Database:
         return df.astype({c: "Int64" if c in ints else "string" for c in RUN_LIST_FIELDS})
 
     def import_file(self, path: str | os.PathLike[str], name: str | None = None) -> Run:
-        """Import an export made elsewhere (.ncu-rep, ncu CSV, .nsys-rep/.qdstrm/.sqlite, Kineto
-        .json[.gz]) as a new run. A file imported before gives a new run and a ProfkitWarning."""
+        """Import an export made elsewhere as a new run: any format of ``profkit.parse.FORMATS``
+        (``profkit import --help`` lists them), known by its suffix. A file imported before
+        gives a new run and a ProfkitWarning."""
         from .ingest import import_file
 
         return self._attach(import_file(self.store, Path(path), name=name))

@@ -36,6 +36,7 @@ from .choices import Format
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .options import RunOptions, cli_of, default_for, for_command
 from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals
+from .parse.formats import import_help
 
 if TYPE_CHECKING:
     from .api import Database
@@ -583,7 +584,7 @@ def run(workload: str, options: dict[str, Any], report: bool, db: Optional[Path]
 
 # ---------------------------------------------------------------------------------- import
 @app.command("import")
-@argument("path", "A .ncu-rep report or ncu raw-page CSV (.csv, .csv.gz), a torch.profiler trace (.json, .json.gz), or an Nsight Systems report (.nsys-rep, .qdstrm) or its SQLite export (.sqlite).", metavar="PATH", type=Path)
+@argument("path", import_help(), metavar="PATH", type=Path)
 @option("--name", help="Run name (default: from the file name).", show_default=False)
 @db_option
 @handles_errors

@@ -15,6 +15,7 @@ from typing import Any
 from .classify import classified
 from .errors import ProfkitWarning
 from .parse import detect, load
+from .parse.formats import run_name
 from .parse.schema import Capture, KernelRow
 from .records import RunInfo, RunRecord
 from .store import Store
@@ -71,16 +72,14 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
     imports never collide); if the import fails or is interrupted nothing of it stays. A file
     imported before makes a new run all the same, with a ProfkitWarning saying so."""
     path = Path(path).expanduser()
-    kind = detect(path)  # a missing, odd or unknown file is refused before anything is written
+    found = detect(path)  # a missing, odd or unknown file is refused before anything is written
     if name is not None:
         check_run_name(name)
-    base = path.name
-    for suffix in (".gz", ".csv", ".json", ".sqlite", ".nsys-rep", ".qdstrm", ".ncu-rep", ".raw"):
-        base = base[: -len(suffix)] if base.endswith(suffix) else base
+    base = run_name(path.name)
     digest = sha256(path)
     # Exports read in place are read (and refused, if bad) before the run is reserved, so that a
-    # bad file never makes a database; reports that are first converted need the run's folder.
-    capture = None if kind in ("gzip", "nsys-rep", "qdstrm") else load(path)
+    # bad file never makes a database; those first decompressed or converted need the run's folder.
+    capture = load(path) if found.in_place else None
     fields: RunFields = {
         "source": "import",
         "started_at": now(),

@@ -214,40 +214,55 @@ class Table:
         or None where that takes rich to tell: a character rich does not count as one cell
         (non-ASCII, a tab, a control character), a header rich would read as markup or emoji,
         a column too narrow for a cell, a centred or over-long title."""
-        if not self.columns or any(len(row) != len(self.columns) for row in self.rows):
+        if not self._plain_text():
             return None
-        headers = [h for h, _ in self.columns]
-        if any("[" in h or ":" in h for h in headers) or self.title_justify != "left" and self.title:
-            return None
-        if not all(c.isascii() and c.isprintable() for row in self.rows for c in row):
-            return None
-        if not all(h.isascii() and h.isprintable() for h in headers + [self.title or ""]):
-            return None
-        # Each column as wide as its longest cell, plus one space either side; rich's
-        # min_width and max_width clamp that, and a clamp below a cell would cut it.
         widths, aligns = [], []
-        for i, (header, options) in enumerate(self.columns):
-            if not self.PLAIN_OPTIONS.issuperset(options) or options.get("justify", "left") not in ("left", "right"):
+        for i in range(len(self.columns)):
+            column = self._plain_column(i)
+            if column is None:
                 return None
-            natural = max([len(header)] + [len(row[i]) for row in self.rows]) + 2
-            width = natural
-            if options.get("min_width") is not None:
-                width = max(width, options["min_width"] + 2)
-            if options.get("max_width") is not None:
-                width = min(width, options["max_width"] + 2)
-            if width < natural:
-                return None
-            widths.append(width - 2)
-            aligns.append(options.get("justify", "left"))
+            widths.append(column[0])
+            aligns.append(column[1])
         table_width = sum(w + 2 for w in widths)
         if table_width > UNLIMITED_WIDTH or self.title and len(self.title) > table_width:
             return None
         lines = [self.title.ljust(table_width)] if self.title else []
-        for row in [tuple(headers)] + self.rows:
+        for row in [tuple(h for h, _ in self.columns)] + self.rows:
             # rich strips a right-justified cell's trailing spaces; a left one keeps them
             lines.append("".join(" " + (c.rstrip().rjust(w) if a == "right" else c.ljust(w)) + " "
                                  for c, w, a in zip(row, widths, aligns)))
         return lines
+
+    def _plain_text(self) -> bool:
+        """Whether rich would print every row, header and the title as plain_lines does: as
+        many cells as columns, no markup or emoji in a header, a left title, and one cell a
+        character (printable ASCII)."""
+        if not self.columns or any(len(row) != len(self.columns) for row in self.rows):
+            return False
+        headers = [h for h, _ in self.columns]
+        if any("[" in h or ":" in h for h in headers) or self.title_justify != "left" and self.title:
+            return False
+        if not all(c.isascii() and c.isprintable() for row in self.rows for c in row):
+            return False
+        return all(h.isascii() and h.isprintable() for h in headers + [self.title or ""])
+
+    def _plain_column(self, i: int) -> tuple[int, str] | None:
+        """Column ``i``'s width (not counting its padding) and justification, or None where
+        rich must lay it out: an option plain_lines does not know, or a width below a cell's.
+        It is as wide as its longest cell, plus one space either side; rich's min_width and
+        max_width clamp that, and a clamp below a cell would cut it."""
+        header, options = self.columns[i]
+        if not self.PLAIN_OPTIONS.issuperset(options) or options.get("justify", "left") not in ("left", "right"):
+            return None
+        natural = max([len(header)] + [len(row[i]) for row in self.rows]) + 2
+        width = natural
+        if options.get("min_width") is not None:
+            width = max(width, options["min_width"] + 2)
+        if options.get("max_width") is not None:
+            width = min(width, options["max_width"] + 2)
+        if width < natural:
+            return None
+        return width - 2, options.get("justify", "left")
 
 
 def escape(text: str) -> str:

@@ -1,17 +1,31 @@
 """Importers: one module per export format, each producing the canonical kernel table
-(``profkit.parse.schema``). ``load(path)`` picks the importer from the file itself."""
+(``profkit.parse.schema``). ``load(path)`` picks the importer by the file's suffix, from the
+formats' registry (``formats.FORMATS``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadExport
-from .schema import Capture, KernelRow
+from .formats import FORMATS, Format, Match, match, unknown_hint
 
-__all__ = ["Capture", "detect", "load"]
+if TYPE_CHECKING:  # imported when first asked for (below): --help reads parse.formats, and needs no schema
+    from .schema import Capture, KernelRow
 
-def detect(path: Path) -> str:
-    """Which importer reads ``path``, by its suffix; each importer then checks the content."""
+__all__ = ["Capture", "FORMATS", "Format", "detect", "load"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Capture", "KernelRow"):
+        from . import schema
+
+        return getattr(schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def detect(path: Path) -> Match:
+    """Which format ``path`` is, by its suffix (``formats.FORMATS``); its reader then checks the content."""
     if not path.exists():
         if path.is_symlink():
             raise BadExport(f"{path} is a symbolic link that leads nowhere (a loop, or its target is gone)")
@@ -20,53 +34,23 @@ def detect(path: Path) -> str:
         raise BadExport(f"{path} is a folder, not a profiler export")
     if not path.is_file():
         raise BadExport(f"{path} is not a regular file (a pipe or a device)", "Save the export to a file first.")
-    name = path.name.lower()
-    if name.endswith((".ncu-rep.gz", ".sqlite.gz", ".nsys-rep.gz", ".qdstrm.gz")):
-        return "gzip"
-    if name.endswith(".ncu-rep"):
-        return "ncu-rep"
-    if name.endswith((".csv", ".csv.gz")):
-        return "ncu-csv"
-    if name.endswith((".json", ".json.gz")):
-        return "kineto"
-    if name.endswith((".sqlite", ".db")):
-        return "nsys-sqlite"
-    if name.endswith(".nsys-rep"):
-        return "nsys-rep"
-    if name.endswith(".qdstrm"):
-        return "qdstrm"
-    raise BadExport(
-        f"don't know how to import {path.name}",
-        "profkit imports .ncu-rep reports, ncu raw-page CSV exports (.csv, .csv.gz), "
-        "torch.profiler traces (.json, .json.gz), and Nsight Systems reports (.nsys-rep, .qdstrm) "
-        "and their SQLite exports (.sqlite), and gzipped reports and exports (.ncu-rep.gz, .sqlite.gz).",
-    )
+    found = match(path.name)
+    if found is None:
+        raise BadExport(f"don't know how to import {path.name}", unknown_hint())
+    return found
 
 
 def load(path: str | Path, workdir: Path | None = None) -> Capture[KernelRow]:
-    """Read an export. Nsight Systems reports are first exported to SQLite (by nsys, into
-    ``workdir``, default beside the report); a .qdstrm is first converted by nsys's importer."""
+    """Read an export. A gzipped report or SQLite export is first decompressed, and an Nsight
+    Systems report first exported to SQLite (by nsys; a .qdstrm is first converted by nsys's
+    importer), into ``workdir`` (default: a new temporary folder, or beside the report)."""
     path = Path(path)
-    kind = detect(path)
-    if kind == "gzip":
+    found = detect(path)
+    if found.unpacked_first:
         return load(gunzip(path, workdir), workdir)
-    if kind in ("nsys-rep", "qdstrm", "nsys-sqlite"):
-        from .nsys_sqlite import read_nsys_sqlite
-
-        if kind != "nsys-sqlite":
-            path = export_nsys(path, workdir)
-        return read_nsys_sqlite(path)
-    if kind == "ncu-rep":
-        from .ncu_rep import read_ncu_rep
-
-        return read_ncu_rep(path)
-    if kind == "kineto":
-        from .kineto import read_kineto
-
-        return read_kineto(path)
-    from .ncu_csv import read_ncu_csv
-
-    return read_ncu_csv(path)
+    if found.format.needs == "nsys":
+        path = export_nsys(path, workdir)
+    return found.format.read(path)
 
 
 def gunzip(path: Path, workdir: Path | None = None) -> Path:

@@ -94,34 +94,30 @@ def _xyz(v: Any) -> list[int | None]:
 def read_kineto(path: str | Path) -> Capture[KernelRow]:
     path = Path(path)
     data = load_trace(path)
+    gpu, ops, annotations, launches = _events(data["traceEvents"], path.name)
+    if gpu:
+        kernels, ranges, notes = _gpu_rows(gpu, launches, annotations, ops)
+    elif ops:
+        kernels, ranges, notes = _cpu_rows(ops, annotations)
+    else:
+        raise BadExport(f"{path.name} holds no GPU kernels and no CPU operators",
+                        "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
+    gpu_name, cc = _device(data, gpu, path.name)
+    return Capture(rows=iter(kernels), tool="torch", source_format="kineto-json", gpu_name=gpu_name,
+                   compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges])
+
+
+def _events(events: list[Any], filename: str) -> tuple[list[TraceEvent], list[TraceEvent], list[TraceEvent],
+                                                       dict[Any, TraceEvent]]:
+    """The trace's complete events that profkit reads, checked (:func:`_check`), by what they
+    are: GPU activities, CPU operators, annotations (ranges), and launch calls by correlation id."""
     gpu, ops, annotations, launches = [], [], [], {}
-    for n, e in enumerate(data["traceEvents"]):
+    for n, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         cat = str(e.get("cat", "")).lower()
         if cat in GPU_KINDS or cat in OP_CATS or cat in RANGE_CATS or cat in LAUNCH_CATS:
-            where = f"{path.name}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})"
-            if not isinstance(e.get("name"), str):
-                raise BadExport(f"{where}: name is {e.get('name')!r}, not a string")
-            try:
-                e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e["dur"])
-            except KeyError as missing:
-                raise BadExport(f"{where} has no {missing.args[0]} (a complete event needs ts and dur)") from None
-            except ValueError as exc:
-                raise BadExport(f"{where}: ts/dur {exc}") from None
-            if e["_dur"] < 0:
-                raise BadExport(f"{where} has a negative duration ({e.get('dur')!r} us)")
-            for key in ("pid", "tid"):
-                if key in e and not isinstance(e[key], (int, str)) or isinstance(e.get(key), bool):
-                    raise BadExport(f"{where}: {key} is {e[key]!r}, not a number or a name")
-            if "args" in e and not isinstance(e["args"], dict):
-                raise BadExport(f"{where}: args is {type(e['args']).__name__}, not an object")
-            corr = (e.get("args") or {}).get("correlation")
-            if corr is not None and _int(corr) is None:
-                raise BadExport(f"{where}: args.correlation is {corr!r}, not an integer")
-            ext = (e.get("args") or {}).get("External id")
-            if ext is not None and _int(ext) is None:
-                raise BadExport(f"{where}: args['External id'] is {ext!r}, not an integer")
+            _check(e, f"{filename}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})")
         if cat in GPU_KINDS:
             gpu.append(e)
         elif cat in OP_CATS:
@@ -132,25 +128,48 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
             corr = (e.get("args") or {}).get("correlation")
             if corr is not None:
                 launches[corr] = e
-    if gpu:
-        kernels, ranges, notes = _gpu_rows(gpu, launches, annotations, ops)
-    elif ops:
-        kernels, ranges, notes = _cpu_rows(ops, annotations)
-    else:
-        raise BadExport(f"{path.name} holds no GPU kernels and no CPU operators",
-                        "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
-    gpu_name = cc = None
+    return gpu, ops, annotations, launches
+
+
+def _check(e: TraceEvent, where: str) -> None:
+    """Refuse an event profkit reads whose fields are missing or of the wrong type (``where``
+    names it), and set its ``_start`` and ``_dur`` in ns."""
+    if not isinstance(e.get("name"), str):
+        raise BadExport(f"{where}: name is {e.get('name')!r}, not a string")
+    try:
+        e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e["dur"])
+    except KeyError as missing:
+        raise BadExport(f"{where} has no {missing.args[0]} (a complete event needs ts and dur)") from None
+    except ValueError as exc:
+        raise BadExport(f"{where}: ts/dur {exc}") from None
+    if e["_dur"] < 0:
+        raise BadExport(f"{where} has a negative duration ({e.get('dur')!r} us)")
+    for key in ("pid", "tid"):
+        if key in e and not isinstance(e[key], (int, str)) or isinstance(e.get(key), bool):
+            raise BadExport(f"{where}: {key} is {e[key]!r}, not a number or a name")
+    if "args" in e and not isinstance(e["args"], dict):
+        raise BadExport(f"{where}: args is {type(e['args']).__name__}, not an object")
+    corr = (e.get("args") or {}).get("correlation")
+    if corr is not None and _int(corr) is None:
+        raise BadExport(f"{where}: args.correlation is {corr!r}, not an integer")
+    ext = (e.get("args") or {}).get("External id")
+    if ext is not None and _int(ext) is None:
+        raise BadExport(f"{where}: args['External id'] is {ext!r}, not an integer")
+
+
+def _device(data: dict[str, Any], gpu: list[TraceEvent], filename: str) -> tuple[str | None, str | None]:
+    """The GPU's name and compute capability, from the trace's deviceProperties entry for the
+    device of its first GPU activity (else its first entry); None and None for a CPU trace."""
     props = data.get("deviceProperties") or []
     if not isinstance(props, list) or not all(isinstance(p, dict) for p in props):
-        raise BadExport(f"{path.name}: deviceProperties is not a list of objects")
-    if gpu and props:
-        dev = (gpu[0].get("args") or {}).get("device", 0)
-        p = next((p for p in props if p.get("id") == dev), props[0])
-        gpu_name = str(p["name"]) if p.get("name") is not None else None
-        if p.get("computeMajor") is not None:
-            cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}"
-    return Capture(rows=iter(kernels), tool="torch", source_format="kineto-json", gpu_name=gpu_name,
-                   compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges])
+        raise BadExport(f"{filename}: deviceProperties is not a list of objects")
+    if not (gpu and props):
+        return None, None
+    dev = (gpu[0].get("args") or {}).get("device", 0)
+    p = next((p for p in props if p.get("id") == dev), props[0])
+    gpu_name = str(p["name"]) if p.get("name") is not None else None
+    cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}" if p.get("computeMajor") is not None else None
+    return gpu_name, cc
 
 
 def _range(e: TraceEvent) -> OpenRange:

@@ -18,7 +18,7 @@ import math
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from ..errors import BadExport
 from ..names import short_name
@@ -146,7 +146,58 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
         return _read(path, records)
 
 
+class _Columns(NamedTuple):
+    """What the header and units row say of each record's fields."""
+
+    position: dict[str, int]     # column name -> its position in a record
+    metrics: list[str]           # the kernel metrics kept
+    scale: dict[str, int]        # a time metric -> what its values are multiplied by for ns
+    units: dict[str, str]        # the units row, by column (empty where there is none)
+    nvtx: str | None             # the column of the push/pop ranges
+    start_end: str | None        # the column of the start/end ranges
+
+
 def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
+    header = _header(path, records)
+    col = {name: i for i, name in enumerate(header)}
+    units, first = _units(path, records, col)
+    rows = _non_blank(first, records)
+    metric_names = kernel_metric_names([n for n in header if "__" in n])
+    if DURATION not in col:
+        raise BadExport(f"{path.name} has no {DURATION} column", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
+    scale, metric_units = _scales(path, metric_names, units)
+    columns = _Columns(col, metric_names, scale, units,
+                       next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None),
+                       next((n for n in header if n.startswith("Id:Domain:Start/Stop_Range")), None))
+
+    out: list[KernelRow] = []
+    seen_ids: set[int] = set()
+    gpu_name = cc = None
+    for lineno, r in enumerate(rows, start=3 if units else 2):
+        if len(r) < len(header):
+            raise BadExport(f"{path.name}: row {lineno} has {len(r)} fields, the header has {len(header)}")
+        where = f"{path.name} row {lineno}"
+        row = _row(r, columns, where)
+        if row["launch_id"] in seen_ids:
+            raise BadExport(f"{path.name} lists the same kernel ID twice ({row['launch_id']}, {where}); "
+                            "is it two exports pasted together?")
+        seen_ids.add(row["launch_id"])
+        out.append(row)
+        if gpu_name is None and "device__attribute_display_name" in col:
+            gpu_name = r[col["device__attribute_display_name"]].strip() or None
+        if cc is None and "CC" in col:
+            cc = r[col["CC"]].strip() or None
+    if not out:
+        raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
+    return Capture(
+        rows=iter(out), tool="ncu", source_format="ncu-csv", gpu_name=gpu_name, compute_capability=cc,
+        metric_names=sorted(metric_names), metric_units=metric_units, range_paths=path_list(out),
+    )
+
+
+def _header(path: Path, records: Iterator[list[str]]) -> list[str]:
+    """The header record, after any ==PROF== lines; refused without the columns profkit needs,
+    or with a column twice."""
     header = next(records, None)
     if header is None:
         raise BadExport(f"{path} is empty")
@@ -162,24 +213,25 @@ def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
     twice = sorted({n for n in header if n and header.count(n) > 1})
     if twice:
         raise BadExport(f"{path.name} has the column {twice[0]!r} more than once", "Export the raw page again.")
-    col = {name: i for i, name in enumerate(header)}
+    return header
+
+
+def _units(path: Path, records: Iterator[list[str]], col: dict[str, int]) -> tuple[dict[str, str], list[str] | None]:
+    """The units row below the header, by column ({} where the file has no rows), and the first
+    record if it is not one; a file with durations and no units row is refused."""
     first = next(records, None)
-    units: dict[str, str] = {}
     if first is not None and len(first) > col["ID"] and first[col["ID"]].strip() == "":
-        units = {name: first[i].strip() for name, i in col.items() if i < len(first)}
-        first = None
-    elif DURATION in col and first is not None:
+        return {name: first[i].strip() for name, i in col.items() if i < len(first)}, None
+    if DURATION in col and first is not None:
         # Without the units row the durations' unit is unknown (ns, us or ms by --print-units):
         # a guess would be off by 1000x.
         raise BadExport(f"{path.name} has no units row below its header, so its durations' unit is unknown",
                         "Export the whole raw page: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv")
-    rows = _non_blank(first, records)
+    return {}, first
 
-    nvtx_col = next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None)
-    start_end_col = next((n for n in header if n.startswith("Id:Domain:Start/Stop_Range")), None)
-    metric_names = kernel_metric_names([n for n in header if "__" in n])
-    if DURATION not in col:
-        raise BadExport(f"{path.name} has no {DURATION} column", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
+
+def _scales(path: Path, metric_names: list[str], units: dict[str, str]) -> tuple[dict[str, int], dict[str, str]]:
+    """Each time metric's factor to ns, and each metric's unit as stored (times in ns)."""
     metric_units: dict[str, str] = {}
     scale: dict[str, int] = {}
     for m in metric_names:
@@ -191,56 +243,45 @@ def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
             metric_units[m] = unit
     if DURATION not in scale and units.get(DURATION):
         raise BadExport(f"{path.name}: unknown time unit {units[DURATION]!r} for {DURATION}")
+    return scale, metric_units
 
-    out: list[KernelRow] = []
-    seen_ids: set[int] = set()
-    gpu_name = cc = None
-    for lineno, r in enumerate(rows, start=3 if units else 2):
-        if len(r) < len(header):
-            raise BadExport(f"{path.name}: row {lineno} has {len(r)} fields, the header has {len(header)}")
-        where = f"{path.name} row {lineno}"
-        launch_id = _checked(r[col["ID"]], "ID", where, integer=True)
-        if launch_id is None:
-            raise BadExport(f"{where} has no kernel ID")
-        metrics: dict[str, float | int] = {}
-        for m in metric_names:
-            # Every kept metric is a counter or a time: text, a negative or an infinite value is
-            # refused (it would be dropped or summed into the wrong figures).
-            v = _checked(r[col[m]], m, where)
-            if v is not None:
-                v = v * scale.get(m, 1)
-                if abs(v) >= 2 ** 63:
-                    raise BadExport(f"{where}: {m} is {r[col[m]].strip()[:40]!r} {units.get(m, '')}, too large")
-                metrics[m] = v if isinstance(v, int) else (int(round(v)) if v.is_integer() or m in scale else v)
-        tid, ranges = parse_nvtx(r[col[nvtx_col]]) if nvtx_col else (None, [])
-        if start_end_col:
-            ranges = parse_start_end(r[col[start_end_col]]) + ranges
-        gx, gy, gz = _triple(r[col["Grid Size"]], "Grid Size", where) if "Grid Size" in col else (None, None, None)
-        bx, by, bz = _triple(r[col["Block Size"]], "Block Size", where) if "Block Size" in col else (None, None, None)
-        name = r[col["Kernel Name"]]
-        duration = metrics.get(DURATION)
-        launch = int(launch_id)
-        if launch in seen_ids:
-            raise BadExport(f"{path.name} lists the same kernel ID twice ({launch}, {where}); "
-                            "is it two exports pasted together?")
-        seen_ids.add(launch)
-        out.append(kernel_row(
-            launch, "kernel", name, short_name(name),
-            duration_ns=int(round(duration)) if duration is not None else None,
-            grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
-            stream=_int(r, col, "Stream", where), device=_int(r, col, "Device", where), thread_id=tid,
-            nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
-        ))
-        if gpu_name is None and "device__attribute_display_name" in col:
-            gpu_name = r[col["device__attribute_display_name"]].strip() or None
-        if cc is None and "CC" in col:
-            cc = r[col["CC"]].strip() or None
-    if not out:
-        raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
-    return Capture(
-        rows=iter(out), tool="ncu", source_format="ncu-csv", gpu_name=gpu_name, compute_capability=cc,
-        metric_names=sorted(metric_names), metric_units=metric_units, range_paths=path_list(out),
+
+def _row(r: list[str], columns: _Columns, where: str) -> KernelRow:
+    """One record as a kernel-table row, each value checked (``where`` names the record)."""
+    col = columns.position
+    launch_id = _checked(r[col["ID"]], "ID", where, integer=True)
+    if launch_id is None:
+        raise BadExport(f"{where} has no kernel ID")
+    metrics = _metrics(r, columns, where)
+    tid, ranges = parse_nvtx(r[col[columns.nvtx]]) if columns.nvtx else (None, [])
+    if columns.start_end:
+        ranges = parse_start_end(r[col[columns.start_end]]) + ranges
+    gx, gy, gz = _triple(r[col["Grid Size"]], "Grid Size", where) if "Grid Size" in col else (None, None, None)
+    bx, by, bz = _triple(r[col["Block Size"]], "Block Size", where) if "Block Size" in col else (None, None, None)
+    name = r[col["Kernel Name"]]
+    duration = metrics.get(DURATION)
+    return kernel_row(
+        int(launch_id), "kernel", name, short_name(name),
+        duration_ns=int(round(duration)) if duration is not None else None,
+        grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
+        stream=_int(r, col, "Stream", where), device=_int(r, col, "Device", where), thread_id=tid,
+        nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
     )
+
+
+def _metrics(r: list[str], columns: _Columns, where: str) -> dict[str, float | int]:
+    """A record's kept metrics, times in ns. Every kept metric is a counter or a time: text, a
+    negative or an infinite value is refused (it would be dropped or summed into the wrong figures)."""
+    metrics: dict[str, float | int] = {}
+    for m in columns.metrics:
+        text = r[columns.position[m]]
+        v = _checked(text, m, where)
+        if v is not None:
+            v = v * columns.scale.get(m, 1)
+            if abs(v) >= 2 ** 63:
+                raise BadExport(f"{where}: {m} is {text.strip()[:40]!r} {columns.units.get(m, '')}, too large")
+            metrics[m] = v if isinstance(v, int) else (int(round(v)) if v.is_integer() or m in columns.scale else v)
+    return metrics
 
 
 def _non_blank(first: list[str] | None, records: Iterator[list[str]]) -> Iterator[list[str]]:

@@ -85,6 +85,28 @@ def read_ncu_rep(path: Path) -> Capture[KernelRow]:
 
 
 def _read(path: Path, ncu_report: Any) -> Capture[KernelRow]:
+    ctx = _load(path, ncu_report)
+    rows: list[KernelRow] = []
+    metric_units: dict[str, str] = {}
+    names: set[str] = set()
+    gpu_name = cc = None
+    for act in _actions(ctx, path):
+        metrics = _metrics(act, ncu_report, metric_units)
+        names.update(metrics)
+        rows.append(_row(len(rows), act, ncu_report, metrics))
+        if gpu_name is None:  # from the first launch that names its device
+            gpu_name, this_cc = _device(act)
+            cc = this_cc or cc
+    if DURATION not in metric_units and rows and rows[0]["duration_ns"] is None:
+        raise BadExport(f"{path.name} has no {DURATION} values", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
+    return Capture(
+        rows=iter(rows), tool="ncu", source_format="ncu-rep", gpu_name=gpu_name, compute_capability=cc,
+        metric_names=sorted(names), metric_units=metric_units, range_paths=path_list(rows),
+    )
+
+
+def _load(path: Path, ncu_report: Any) -> Any:
+    """The report's context, refused if the file is empty, unreadable or holds no range."""
     if path.stat().st_size == 0:
         raise BadExport(f"{path} is empty")
     try:
@@ -93,71 +115,86 @@ def _read(path: Path, ncu_report: Any) -> Capture[KernelRow]:
         raise BadExport(f"{path.name} could not be read as an Nsight Compute report: {exc}") from exc
     if ctx is None or ctx.num_ranges() == 0:
         raise BadExport(f"{path.name} could not be read as an Nsight Compute report, or holds no profiled kernels")
+    return ctx
 
-    rows: list[KernelRow] = []
-    names: set[str] = set()
-    metric_units: dict[str, str] = {}
-    gpu_name = cc = None
-    launch_id = 0
+
+def _actions(ctx: Any, path: Path) -> Iterator[Any]:
+    """Every profiled launch (an action) of every range, in order; one without a name is what a
+    report cut short ends with, and is refused."""
+    n = 0
     for ri in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             act = rng.action_by_idx(ai)
-            if act is None or not act.name():  # what a report cut short ends with
-                raise _damaged(path, f"kernel launch {launch_id + 1} has no name")
-            all_names = list(act.metric_names())
-            metrics = {}
-            for m in kernel_metric_names([n for n in all_names if "__" in n]):
-                metric = act[m]
-                if metric is None or not metric.has_value():
-                    continue
-                v = _value(metric, ncu_report)
-                if isinstance(v, str):
-                    continue
-                unit = metric.unit() or ""
-                if unit in TIME_SCALE:
-                    v = v * TIME_SCALE[unit]
-                    unit = "ns"
-                if unit:
-                    metric_units[m] = unit
-                metrics[m] = v
-                names.add(m)
+            if act is None or not act.name():
+                raise _damaged(path, f"kernel launch {n + 1} has no name")
+            yield act
+            n += 1
 
-            def launch(name: str) -> int | None:
-                metric = act[name]
-                return int(metric.as_uint64()) if metric is not None and metric.has_value() else None
 
-            ranges = []
-            state = act.nvtx_state()
-            if state is not None:  # the process's start/end ranges (outermost), then the thread's push/pop ones
-                doms = [state.domain_by_id(did) for did in state.domains()]
-                for dom in doms:
-                    for text in (dom.start_end_ranges() if hasattr(dom, "start_end_ranges") else ()):
-                        ranges.append((dom.name(), text))
-                for dom in doms:
-                    for text in dom.push_pop_ranges():
-                        ranges.append((dom.name(), text))
-            name = act.name(ncu_report.IAction.NameBase_DEMANGLED) or act.name()
-            duration = metrics.get(DURATION)
-            rows.append(kernel_row(
-                launch_id, "kernel", name, act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
-                duration_ns=int(round(duration)) if duration is not None else None,
-                grid_x=launch("launch__grid_dim_x"), grid_y=launch("launch__grid_dim_y"),
-                grid_z=launch("launch__grid_dim_z"), block_x=launch("launch__block_dim_x"),
-                block_y=launch("launch__block_dim_y"), block_z=launch("launch__block_dim_z"),
-                stream=launch("launch__stream_id"), device=launch("launch__device_id"),
-                nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
-            ))
-            launch_id += 1
-            if gpu_name is None:
-                dn = act["device__attribute_display_name"]
-                gpu_name = dn.as_string() if dn is not None and dn.has_value() else None
-                major, minor = act["device__attribute_compute_capability_major"], act["device__attribute_compute_capability_minor"]
-                if major is not None and minor is not None and major.has_value():
-                    cc = f"{int(major.as_uint64())}.{int(minor.as_uint64())}"
-    if DURATION not in metric_units and rows and rows[0]["duration_ns"] is None:
-        raise BadExport(f"{path.name} has no {DURATION} values", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
-    return Capture(
-        rows=iter(rows), tool="ncu", source_format="ncu-rep", gpu_name=gpu_name, compute_capability=cc,
-        metric_names=sorted(names), metric_units=metric_units, range_paths=path_list(rows),
+def _metrics(act: Any, ncu_report: Any, units: dict[str, str]) -> dict[str, float | int]:
+    """A launch's numeric kernel metrics (times in ns); each one's unit, where it has one, goes
+    into ``units``."""
+    metrics: dict[str, float | int] = {}
+    for m in kernel_metric_names([n for n in act.metric_names() if "__" in n]):
+        metric = act[m]
+        if metric is None or not metric.has_value():
+            continue
+        v = _value(metric, ncu_report)
+        if isinstance(v, str):
+            continue
+        unit = metric.unit() or ""
+        if unit in TIME_SCALE:
+            v = v * TIME_SCALE[unit]
+            unit = "ns"
+        if unit:
+            units[m] = unit
+        metrics[m] = v
+    return metrics
+
+
+def _launch(act: Any, name: str) -> int | None:
+    """An integer launch attribute (``launch__grid_dim_x``), None where the report has none."""
+    metric = act[name]
+    return int(metric.as_uint64()) if metric is not None and metric.has_value() else None
+
+
+def _nvtx(act: Any) -> list[tuple[str, str]]:
+    """The NVTX ranges open at the launch, (domain, text), outermost first: the process's
+    start/end ranges, then the thread's push/pop ones."""
+    ranges: list[tuple[str, str]] = []
+    state = act.nvtx_state()
+    if state is not None:
+        doms = [state.domain_by_id(did) for did in state.domains()]
+        for dom in doms:
+            for text in (dom.start_end_ranges() if hasattr(dom, "start_end_ranges") else ()):
+                ranges.append((dom.name(), text))
+        for dom in doms:
+            for text in dom.push_pop_ranges():
+                ranges.append((dom.name(), text))
+    return ranges
+
+
+def _row(launch_id: int, act: Any, ncu_report: Any, metrics: dict[str, float | int]) -> KernelRow:
+    ranges = _nvtx(act)
+    name = act.name(ncu_report.IAction.NameBase_DEMANGLED) or act.name()
+    duration = metrics.get(DURATION)
+    return kernel_row(
+        launch_id, "kernel", name, act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
+        duration_ns=int(round(duration)) if duration is not None else None,
+        grid_x=_launch(act, "launch__grid_dim_x"), grid_y=_launch(act, "launch__grid_dim_y"),
+        grid_z=_launch(act, "launch__grid_dim_z"), block_x=_launch(act, "launch__block_dim_x"),
+        block_y=_launch(act, "launch__block_dim_y"), block_z=_launch(act, "launch__block_dim_z"),
+        stream=_launch(act, "launch__stream_id"), device=_launch(act, "launch__device_id"),
+        nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
     )
+
+
+def _device(act: Any) -> tuple[str | None, str | None]:
+    """The GPU's name and compute capability as a launch records them (None where it does not)."""
+    dn = act["device__attribute_display_name"]
+    gpu_name = dn.as_string() if dn is not None and dn.has_value() else None
+    major, minor = act["device__attribute_compute_capability_major"], act["device__attribute_compute_capability_minor"]
+    if major is None or minor is None or not major.has_value():
+        return gpu_name, None
+    return gpu_name, f"{int(major.as_uint64())}.{int(minor.as_uint64())}"
