@@ -193,7 +193,7 @@ def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) ->
     folder.mkdir()
     job = launch.harness_job(req, p.workload, p.path, folder, progress)
     output = folder / "output.pt"
-    job.job.update(profiler="bench", output_path=str(output))
+    job.job = replace(job.job, profiler="bench", output_path=str(output))
     job.write()
     log = folder / "harness.log"
 

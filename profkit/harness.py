@@ -30,37 +30,48 @@ import os
 import signal
 import sys
 import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Any, Callable, Literal, Required, TypedDict
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal
 
 from .files import write_new
+from .options import Spec
 
 if TYPE_CHECKING:
     import torch as _torch
 
     from .kernel_timer import KernelTimer
-    from .workloads import Spec
 
 
-class HarnessJob(TypedDict, total=False):
-    """The job file (JSON) the parent writes (``launch.harness_job``, ``benchmark``) and
-    ``python -m profkit.harness JOB.json`` reads."""
+@dataclass(frozen=True)
+class HarnessJob:
+    """The job file the parent writes (``launch.harness_job``, ``benchmark``) and
+    ``python -m profkit.harness JOB.json`` reads: serialised by :meth:`to_json`, read by
+    :meth:`read` (fields left out of the file take their defaults)."""
 
-    spec: Required[dict[str, Any]]  # workloads.Spec's fields (Spec.as_dict)
-    workload_path: Required[str]
-    warmup: Required[int]
-    iters: Required[int]
-    tag: Required[str]              # the run's tag: its iteration ranges' names (nvtx_ranges)
-    info_path: Required[str]        # what the harness learned (JSON), written at the end
-    error_path: str                 # a workload error, one line
-    nproc_per_node: int             # >1: one rank of a distributed job, started by torchrun
-    profiler: Literal["torch", "nsys", "bench"]  # none: ncu (its plain or per-function plan)
-    trace_path: str                 # torch: the Kineto trace
-    output_path: str                # bench: the last iteration's output tensor
-    kernel_times_path: str          # ncu's per-function plan: CUPTI's kernel times
-    gpu_lock: str                   # a lock file held from gpu_lock_at until the iterations end
-    gpu_lock_at: Literal["prepare", "warmup"]
+    spec: Spec                      # what the workload is asked to build
+    workload_path: str
+    warmup: int
+    iters: int
+    tag: str                        # the run's tag: its iteration ranges' names (nvtx_ranges)
+    info_path: str                  # what the harness learned (JSON), written at the end
+    error_path: str | None = None   # a workload error, one line
+    nproc_per_node: int = 1         # >1: one rank of a distributed job, started by torchrun
+    profiler: Literal["torch", "nsys", "bench"] | None = None  # none: ncu (its plain or per-function plan)
+    trace_path: str | None = None   # torch: the Kineto trace
+    output_path: str | None = None  # bench: the last iteration's output tensor
+    kernel_times_path: str | None = None  # ncu's per-function plan: CUPTI's kernel times
+    gpu_lock: str | None = None     # a lock file held from gpu_lock_at until the iterations end
+    gpu_lock_at: Literal["prepare", "warmup"] = "prepare"
+
+    def to_json(self) -> str:
+        return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, indent=2)
+
+    @classmethod
+    def read(cls, path: str | Path) -> HarnessJob:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(**{**data, "spec": Spec(**data["spec"])})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     # Whatever ends the profkit that started this process (SIGKILL, the OOM killer), this
     # process and its group (the profiler above it, any workers below) end at once with it.
     watch_lifeline(lambda: os.killpg(os.getpgrp(), signal.SIGKILL))
-    job: HarnessJob = json.loads(Path(argv[0]).read_text())
+    job = HarnessJob.read(argv[0])
     ranks = _rank_of_job(job)
     if ranks is not None:
         from .tools.runner import die_with_parent
@@ -86,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         job = _per_rank_job(job, ranks["rank"])
-    if job.get("profiler") == "bench":  # profkit bench: times iterations; no profiler, no ranges
+    if job.profiler == "bench":  # profkit bench: times iterations; no profiler, no ranges
         return _bench(job)
     # Seconds since the process began its work, at each stage: where a profiled run's time goes.
     began = time.perf_counter()
@@ -114,12 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     stage("gpu_turn")
     t0 = time.perf_counter()
     try:
-        for _ in range(job["warmup"]):
+        for _ in range(job.warmup):
             step()  # torch.compile compiles here, on the first call
         sync()
     except Exception as exc:  # the user's model, or the compiler on it
         what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
-        return _fail(job, f"{what} {Path(job['workload_path']).stem} in {spec.precision}: {_error_line(exc)}")
+        return _fail(job, f"{what} {Path(job.workload_path).stem} in {spec.precision}: {_error_line(exc)}")
     info["warmup_s"] = time.perf_counter() - t0
     stage("warmed_up")
     if spec.mode == "compile":
@@ -132,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _measure(job, spec, step, sync, barrier, info, iter_ns)
     except Exception as exc:  # the user's model in a measured iteration
-        return _fail(job, f"a measured iteration failed for {Path(job['workload_path']).stem} in {spec.precision}: "
+        return _fail(job, f"a measured iteration failed for {Path(job.workload_path).stem} in {spec.precision}: "
                           f"{_error_line(exc)}")
     stage("measured")
     if scaler is not None and scale_before:
@@ -144,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     info["iteration_wall_ns"] = iter_ns
     info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
     info["stages_s"] = stages
-    write_new(job["info_path"], json.dumps(info, indent=2), replace=True)
+    write_new(job.info_path, json.dumps(info, indent=2), replace=True)
     if ranks is not None:
         barrier()
         import torch.distributed as dist
@@ -163,23 +174,23 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
 
     from . import nvtx_ranges
 
-    run_tag = job["tag"]
-    if job.get("profiler") == "torch":
+    run_tag = job.tag
+    if job.profiler == "torch":
         from torch.profiler import ProfilerActivity, profile, record_function
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if spec.device == "cuda" else [])
         with profile(activities=activities, record_shapes=True) as prof:
-            for i in range(job["iters"]):
+            for i in range(job.iters):
                 with record_function(nvtx_ranges.iteration_range(run_tag, i)):
                     _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
-        prof.export_chrome_trace(job["trace_path"])
+        prof.export_chrome_trace(job.trace_path)
     else:
         # Under nsys the capture range is cudaProfilerStart..Stop: the measured iterations only.
-        bracket = job.get("profiler") == "nsys" and spec.device == "cuda"
+        bracket = job.profiler == "nsys" and spec.device == "cuda"
         if bracket:
             torch.cuda.profiler.start()
         timer = _kernel_timer(job, info)
-        for i in range(job["iters"]):
+        for i in range(job.iters):
             if timer:
                 timer.mark(f"iter{i}.start")
             _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
@@ -191,8 +202,8 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
         if timer:
             timer.stop()
         _release_gpu_lock()  # the other harness may start its GPU work while this one writes
-        if timer:
-            timer.write(Path(job["kernel_times_path"]))
+        if timer and job.kernel_times_path:
+            timer.write(Path(job.kernel_times_path))
 
 
 # ------------------------------------------------------------------------------ distributed jobs
@@ -210,18 +221,15 @@ RANK_FILES: tuple[Literal["info_path", "error_path", "trace_path"], ...] = ("inf
 def _rank_of_job(job: HarnessJob) -> dict[str, int] | None:
     """rank, local_rank and world_size where torchrun started this process for a job of
     several processes; None otherwise."""
-    if int(job.get("nproc_per_node") or 1) <= 1 or "RANK" not in os.environ:
+    if job.nproc_per_node <= 1 or "RANK" not in os.environ:
         return None
     return {"rank": int(os.environ["RANK"]), "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
             "world_size": int(os.environ.get("WORLD_SIZE", 1))}
 
 
 def _per_rank_job(job: HarnessJob, rank: int) -> HarnessJob:
-    out = job.copy()
-    for k in RANK_FILES:
-        if v := job.get(k):
-            out[k] = rank_file(v, rank)
-    return out
+    paths: dict[str, Any] = {k: rank_file(v, rank) for k in RANK_FILES if (v := getattr(job, k))}
+    return replace(job, **paths)
 
 
 def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> Callable[[], None]:
@@ -233,7 +241,7 @@ def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> C
 
     from .errors import ProfkitError
 
-    cuda = job["spec"].get("device") == "cuda"
+    cuda = job.spec.device == "cuda"
     try:
         if cuda:
             _need_cuda(torch)
@@ -268,10 +276,10 @@ def _build(job: HarnessJob, observe: Callable[[Any], None] | None = None) -> tup
 
     from . import workloads
 
-    spec = workloads.Spec(**job["spec"])
+    spec = job.spec
     if spec.device == "cuda":
         _need_cuda(torch)
-    path = Path(job["workload_path"])
+    path = Path(job.workload_path)
     module = workloads.load_module(path)
     workloads.check_supported(module, spec, path)
     if observe is not None:
@@ -327,11 +335,11 @@ def _gpu_lock(job: HarnessJob, stage: str) -> None:
     CUPTI, which locks before ``warmup``. Their imports and model building overlap; nothing of
     the counting process runs on the GPU while the timing one warms up and measures, so its
     times are the workload's alone."""
-    if not job.get("gpu_lock") or job.get("gpu_lock_at", "prepare") != stage:
+    if not job.gpu_lock or job.gpu_lock_at != stage:
         return
     import fcntl
 
-    handle = open(job["gpu_lock"], "a")
+    handle = open(job.gpu_lock, "a")
     fcntl.flock(handle, fcntl.LOCK_EX)
     _HELD.append(handle)
 
@@ -352,7 +360,7 @@ def _kernel_timer(job: HarnessJob, info: dict[str, Any]) -> KernelTimer | None:
     """With ``kernel_times_path`` in the job (ncu's per-function plan): CUPTI's activity
     records time every kernel of the measured iterations; None, and the reason in ``info``,
     where CUPTI cannot be used."""
-    if not job.get("kernel_times_path"):
+    if not job.kernel_times_path:
         return None
     import threading
 
@@ -375,8 +383,8 @@ def _fail(job: HarnessJob, text: str) -> int:
     """Report a workload error to profkit through the job's error file (not through output:
     the workload may print anything) and to the log; exit status 3."""
     print(f"profkit-harness: error: {text}", file=sys.stderr)
-    if job.get("error_path"):
-        write_new(job["error_path"], text, replace=True)
+    if job.error_path:
+        write_new(job.error_path, text, replace=True)
     return 3
 
 
@@ -393,7 +401,7 @@ def _bench(job: HarnessJob) -> int:
     eager's. A step function's return value is its own (a loss, or nothing): not compared."""
     from .errors import ProfkitError
 
-    path = Path(job["workload_path"])
+    path = Path(job.workload_path)
     began = time.perf_counter()
     built_model: list[bool] = []
     try:
@@ -414,8 +422,8 @@ def _bench(job: HarnessJob) -> int:
     except ProfkitError as exc:
         return _fail(job, exc.one_line())
     except Exception as exc:  # torch.jit.trace runs the model while it builds
-        asked = job["spec"]
-        return _fail(job, f"preparing {path.stem} in {asked.get('precision')}, {asked.get('mode')} failed: "
+        asked = job.spec
+        return _fail(job, f"preparing {path.stem} in {asked.precision}, {asked.mode} failed: "
                           f"{_error_line(exc)}")
 
     cuda = spec.device == "cuda"
@@ -424,14 +432,14 @@ def _bench(job: HarnessJob) -> int:
     phase = "warm-up"
     out = None
     try:
-        for _ in range(job["warmup"]):
+        for _ in range(job.warmup):
             out = step()
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         info["build_and_warmup_s"] = round(time.perf_counter() - began, 3)
         phase = "measured iterations"
-        for _ in range(job["iters"]):
+        for _ in range(job.iters):
             if cuda:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -451,9 +459,9 @@ def _bench(job: HarnessJob) -> int:
     info["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
     output = _first_tensor(out, torch) if info["model"] else None
     if output is not None:
-        torch.save(output.detach().to("cpu", torch.float32).clone(), job["output_path"])
+        torch.save(output.detach().to("cpu", torch.float32).clone(), job.output_path)
     info["output_saved"] = output is not None
-    write_new(job["info_path"], json.dumps(info, indent=2), replace=True)
+    write_new(job.info_path, json.dumps(info, indent=2), replace=True)
     return 0
 
 

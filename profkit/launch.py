@@ -17,14 +17,14 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from . import gpu, nvtx_ranges, workloads
 from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError
 from .files import write_new
-from .harness import rank_file
+from .harness import HarnessJob, rank_file
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
 from .records import RunRecord
@@ -165,7 +165,7 @@ class _Job:
     workload: str
     tag: str
     folder: Path
-    job: dict[str, Any]
+    job: HarnessJob
     progress: Progress
 
     @property
@@ -173,7 +173,7 @@ class _Job:
         return self.folder / "job.json"
 
     def write(self) -> None:
-        write_new(self.job_path, json.dumps(self.job, indent=2), replace=True)
+        write_new(self.job_path, self.job.to_json(), replace=True)
 
     @property
     def ranks(self) -> int:
@@ -199,8 +199,8 @@ class _Job:
         """The file each rank wrote for the job's ``key`` (info_path, trace_path...): one, the
         job's own, for a single process."""
         if self.ranks <= 1:
-            return {0: Path(self.job[key])}
-        return {r: Path(rank_file(self.job[key], r)) for r in range(self.ranks)}
+            return {0: Path(getattr(self.job, key))}
+        return {r: Path(rank_file(getattr(self.job, key), r)) for r in range(self.ranks)}
 
     def info(self) -> dict[str, Any]:
         """What the harness wrote of the machine and the run; for several ranks, rank 0's, with
@@ -292,11 +292,10 @@ def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progre
     """The job of one harness process for ``req`` (``workload`` from the file ``path``), with the
     files it writes in ``folder``: what every tool's driver, and ``profkit bench``, starts."""
     tag = nvtx_ranges.tag(workload, req.options.precision, req.options.mode)
-    return _Job(req, workload, tag, folder, {
-        "spec": req.spec.as_dict(), "workload_path": str(path), "warmup": req.options.warmup,
-        "iters": req.options.iters, "tag": tag, "info_path": str(folder / "harness.json"),
-        "error_path": str(folder / "harness-error.txt"), "nproc_per_node": req.options.nproc_per_node,
-    }, progress)
+    return _Job(req, workload, tag, folder, HarnessJob(
+        spec=req.spec, workload_path=str(path), warmup=req.options.warmup, iters=req.options.iters, tag=tag,
+        info_path=str(folder / "harness.json"), error_path=str(folder / "harness-error.txt"),
+        nproc_per_node=req.options.nproc_per_node), progress)
 
 
 def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> RunRecord:
@@ -391,16 +390,16 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     timer_job = job.folder / "job-times.json"
     for stale in (times, timer_job):
         stale.unlink(missing_ok=True)
-    job.job.pop("gpu_lock", None)
-    job.job.pop("gpu_lock_at", None)
+    job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare")
     if per_function:
         # The counting harness may build its model while the timing one measures, unless
         # building it runs it (TorchScript's tracing): then it waits before that too.
-        job.job["gpu_lock"] = str(job.folder / "gpu.lock")
-        job.job["gpu_lock_at"] = "warmup" if job.req.options.mode == "eager" else "prepare"
-        write_new(timer_job, json.dumps({
-            **job.job, "kernel_times_path": str(times), "info_path": str(job.folder / "harness-times.json"),
-            "error_path": str(job.folder / "harness-times-error.txt"), "gpu_lock_at": "warmup"}, indent=2), replace=True)
+        job.job = replace(job.job, gpu_lock=str(job.folder / "gpu.lock"),
+                          gpu_lock_at="warmup" if job.req.options.mode == "eager" else "prepare")
+        write_new(timer_job, replace(job.job, kernel_times_path=str(times),
+                                     info_path=str(job.folder / "harness-times.json"),
+                                     error_path=str(job.folder / "harness-times-error.txt"),
+                                     gpu_lock_at="warmup").to_json(), replace=True)
     job.write()
     nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
     argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv(),
@@ -488,7 +487,7 @@ def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     from .parse.kineto import read_kineto
 
     trace = job.folder / "trace.json.gz"
-    job.job.update(profiler="torch", trace_path=str(trace))
+    job.job = replace(job.job, profiler="torch", trace_path=str(trace))
     job.write()
     argv = job.harness_argv()
     spec = job.req.spec
@@ -532,7 +531,7 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     base = job.folder / "report"
     # The harness brackets the measured iterations with cudaProfilerStart/Stop: the capture
     # holds them (on every thread) and not the warm-up or cuDNN's autotuning.
-    job.job.update(profiler="nsys")
+    job.job = replace(job.job, profiler="nsys")
     job.write()
     argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.options.cpu_sampling, job.req.options.context_switches)
     spec = job.req.spec
