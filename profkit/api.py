@@ -15,7 +15,7 @@ subclasses whose messages name these functions' parameters.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
@@ -222,6 +222,23 @@ class Database:
 
 
 @dataclass(frozen=True)
+class VariantRow:
+    """One variant of a :class:`Comparison`: its figures, and (but for the first) how its
+    kernel rows moved against the first's."""
+
+    variant: str                  # "fp16 eager": what differs between the variants
+    run: str                      # its run's name
+    kernels: float                # launches (per iteration where both sides have iterations)
+    gpu_time_ns: float
+    tensor_core_time_pct: float
+    by_precision: str             # "fp16 80%, fp32 20%"
+    added: int | None             # rows against the first variant (None for the first)
+    removed: int | None
+    changed: int | None
+    fused_kernels: int | None     # kernels torch.compile fused away or into others
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Variants of one workload, profiled, and each diffed against the first."""
 
@@ -231,7 +248,7 @@ class Comparison:
     runs: list[Run]
     diffs: list[Diff]       # runs[i + 1] against runs[0]
 
-    def variant_rows(self) -> list[dict[str, Any]]:
+    def variant_rows(self) -> list[VariantRow]:
         """One row per variant: its run, launches, GPU time, tensor-core share, and the counts
         of rows added, removed and changed against the first (per iteration where it matters)."""
         out = []
@@ -241,15 +258,13 @@ class Comparison:
             t = self.diffs[max(0, i - 1)].totals
             side = t.side("b" if i else "a")
             total = side.gpu_time_ns
-            out.append({
-                "variant": label, "run": r.name, "kernels": side.kernels, "gpu_time_ns": total,
-                "tensor_core_time_pct": side.tensor_core_time_pct,
-                "by_precision": ", ".join(f"{p} {100 * v / total:.0f}%" for p, v in side.time_by_precision_ns.items()
-                                          if total and v) or "-",
-                "added": t.status.added if i else None, "removed": t.status.removed if i else None,
-                "changed": t.status.changed if i else None,
-                "fused_kernels": len(t.fused_kernels) if i else None,
-            })
+            out.append(VariantRow(
+                variant=label, run=r.name, kernels=side.kernels, gpu_time_ns=total,
+                tensor_core_time_pct=side.tensor_core_time_pct,
+                by_precision=", ".join(f"{p} {100 * v / total:.0f}%" for p, v in side.time_by_precision_ns.items()
+                                       if total and v) or "-",
+                added=t.status.added if i else None, removed=t.status.removed if i else None,
+                changed=t.status.changed if i else None, fused_kernels=len(t.fused_kernels) if i else None))
         return out
 
     def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:
@@ -262,7 +277,7 @@ class Comparison:
                              threshold_pct=self.diffs[0].threshold_pct) for r in self.runs[1:]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "match": self.match, "variants": self.variant_rows(),
+        return {"workload": self.workload, "match": self.match, "variants": [asdict(v) for v in self.variant_rows()],
                 "diffs": [d.to_dict() for d in self.diffs]}
 
 

@@ -35,7 +35,7 @@ from .errors import ProfkitError, UsageError, WorkloadError, require_choice, req
 from .ingest import now
 from .launch import Progress, RunRequest
 from .options import RunOptions, require_bool
-from .records import BenchRecord, BenchRow
+from .records import BenchRecord, BenchRow, HarnessInfo
 from .store import Store
 
 REFERENCE = ("fp32", "eager")  # (precision, mode) every output is compared with
@@ -145,7 +145,7 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
     outputs need one), compare outputs, store the benchmark in one transaction and return it."""
     progress = progress or Progress()
     p = bench_plan
-    measured: list[tuple[BenchRow, dict[str, Any], Path | None]] = []
+    measured: list[tuple[BenchRow, HarnessInfo, Path | None]] = []
     with tempfile.TemporaryDirectory(prefix="profkit-bench-") as tmp:
         for i, req in enumerate(p.requests):
             progress.stage(f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of {len(p.requests)}): "
@@ -172,7 +172,7 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
             if reference is not None and reference.status != "ok":
                 why_none = "n/a: the fp32 eager reference failed"
         rows = [_agreement(row, info, out, ref_output, why_none) for row, info, out in measured]
-    info = next((i for r, i, _ in measured if r.status == "ok"), {})
+    info = next((i for r, i, _ in measured if r.status == "ok"), HarnessInfo())
     record = BenchRecord(
         id=None, workload=p.workload, batch_size=p.spec.batch_size, device=p.spec.device, iters=p.iters,
         warmup=p.warmup, precisions=p.precisions, modes=p.modes, created_at=now(), rows=rows,
@@ -185,7 +185,7 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
     return store.add_bench(record)
 
 
-def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) -> tuple[BenchRow, dict[str, Any],
+def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) -> tuple[BenchRow, HarnessInfo,
                                                                                           Path | None]:
     """One combination in its own harness process: its row (timings; failed with the error's
     one line where it failed), what the harness wrote, and its saved output, if any."""
@@ -197,7 +197,7 @@ def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) ->
     job.write()
     log = folder / "harness.log"
 
-    def failed(error: str) -> tuple[BenchRow, dict[str, Any], None]:
+    def failed(error: str) -> tuple[BenchRow, HarnessInfo, None]:
         progress.note(f"{precision} {mode} failed: {error}")
         return BenchRow(precision, mode, "failed", error=error), {}, None
 
@@ -253,7 +253,7 @@ def _sig(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def _agreement(row: BenchRow, info: dict[str, Any], output: Path | None, reference: Path | None,
+def _agreement(row: BenchRow, info: HarnessInfo, output: Path | None, reference: Path | None,
                why_none: str | None) -> BenchRow:
     """``row`` with its output compared with the reference's, or a note saying why it is not."""
     if row.status != "ok":

@@ -33,10 +33,11 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Any, Callable, Literal
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal, cast
 
 from .files import write_new
 from .options import Spec
+from .records import HarnessInfo
 
 if TYPE_CHECKING:
     import torch as _torch
@@ -72,6 +73,16 @@ class HarnessJob:
     def read(cls, path: str | Path) -> HarnessJob:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         return cls(**{**data, "spec": Spec(**data["spec"])})
+
+
+def harness_info(path: Path) -> HarnessInfo:
+    """The info file a harness wrote (see :class:`profkit.records.HarnessInfo`); empty where it
+    wrote none or it cannot be read (the harness died first)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return cast(HarnessInfo, data) if isinstance(data, dict) else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(job, exc.one_line())
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
-    info = {**_machine(torch, spec), "pid": os.getpid(), **(ranks or {})}
+    info = _machine(torch, spec)
+    info["pid"] = os.getpid()
+    if ranks is not None:
+        info["rank"], info["local_rank"], info["world_size"] = ranks["rank"], ranks["local_rank"], ranks["world_size"]
 
     _gpu_lock(job, "warmup")
     stage("gpu_turn")
@@ -165,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callable[[], None], barrier: Callable[[], None],
-             info: dict[str, Any], iter_ns: list[int]) -> None:
+             info: HarnessInfo, iter_ns: list[int]) -> None:
     """The measured iterations, each in its NVTX range, under the job's profiler: torch.profiler
     here (the trace written), or between cudaProfilerStart and Stop for nsys, or timed by
     CUPTI for ncu's per-function plan."""
@@ -299,9 +313,9 @@ def _need_cuda(torch: Any) -> None:
         raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
 
 
-def _machine(torch: Any, spec: Spec) -> dict[str, Any]:
+def _machine(torch: Any, spec: Spec) -> HarnessInfo:
     """What the process ran on: versions, and the GPU where it used one."""
-    info: dict[str, Any] = {
+    info: HarnessInfo = {
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
         "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
@@ -356,7 +370,7 @@ def _release_gpu_lock() -> None:
         handle.close()
 
 
-def _kernel_timer(job: HarnessJob, info: dict[str, Any]) -> KernelTimer | None:
+def _kernel_timer(job: HarnessJob, info: HarnessInfo) -> KernelTimer | None:
     """With ``kernel_times_path`` in the job (ncu's per-function plan): CUPTI's activity
     records time every kernel of the measured iterations; None, and the reason in ``info``,
     where CUPTI cannot be used."""
@@ -427,7 +441,8 @@ def _bench(job: HarnessJob) -> int:
                           f"{_error_line(exc)}")
 
     cuda = spec.device == "cuda"
-    info = {**_machine(torch, spec), "model": bool(built_model and built_model[0])}
+    info = _machine(torch, spec)
+    info["model"] = bool(built_model and built_model[0])
     iter_ns: list[int] = []
     phase = "warm-up"
     out = None

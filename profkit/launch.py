@@ -19,15 +19,15 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from . import gpu, nvtx_ranges, workloads
 from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError
 from .files import write_new
-from .harness import HarnessJob, rank_file
+from .harness import HarnessJob, harness_info, rank_file
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
-from .records import RunRecord
+from .records import HarnessInfo, RankInfo, RunRecord
 from .store import Store
 from .options import GPU_ONLY, RunOptions
 from .store.database import RunFields
@@ -202,15 +202,16 @@ class _Job:
             return {0: Path(getattr(self.job, key))}
         return {r: Path(rank_file(getattr(self.job, key), r)) for r in range(self.ranks)}
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> HarnessInfo:
         """What the harness wrote of the machine and the run; for several ranks, rank 0's, with
         ``ranks``: each rank's pid, GPU, iteration times (and skipped AMP steps)."""
-        infos: dict[int, dict[str, Any]] = {r: _json_or_empty(p) for r, p in self.rank_paths("info_path").items()
-                                            if p.exists()}
+        infos = {r: harness_info(p) for r, p in self.rank_paths("info_path").items() if p.exists()}
         if self.ranks <= 1:
             return infos.get(0, {})
-        keep = ("rank", "local_rank", "pid", "iteration_wall_ns", "amp_skipped_steps", "gpu_name", "warmup_s")
-        return {**infos.get(0, {}), "ranks": [{k: i[k] for k in keep if k in i} for _, i in sorted(infos.items())]}
+        keep = RankInfo.__annotations__
+        out = infos.get(0, HarnessInfo())
+        out["ranks"] = [cast(RankInfo, {k: v for k, v in i.items() if k in keep}) for _, i in sorted(infos.items())]
+        return out
 
     def rank_pids(self) -> dict[int, int]:
         """{pid: rank} of the ranks that wrote their info."""
@@ -431,7 +432,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     plan: dict[str, Any] = {"launches": "every launch in the measured iterations", "durations": "ncu"}
 
     if per_function:
-        timer_info = _json_or_empty(job.folder / "harness-times.json")
+        timer_info = harness_info(job.folder / "harness-times.json")
         if timer_result.returncode != 0 or not times.exists():
             error = job.folder / "harness-times-error.txt"
             why = (error.read_text(errors="replace").strip() if error.exists() else
@@ -473,14 +474,6 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         "metric_set": set_label, "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
         "raw_files": raw_files, "info": {"report_bytes": report.stat().st_size, "ncu_plan": plan},
     }
-
-
-def _json_or_empty(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:

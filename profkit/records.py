@@ -35,6 +35,54 @@ class NcuPlan(TypedDict, total=False):
     wall_s: dict[str, Any]
 
 
+class RankInfo(TypedDict, total=False):
+    """One rank of a distributed run, as its harness saw it (``HarnessInfo.ranks``)."""
+
+    rank: int
+    local_rank: int
+    pid: int
+    iteration_wall_ns: list[int]
+    amp_skipped_steps: int
+    gpu_name: str
+    warmup_s: float
+
+
+class HarnessInfo(TypedDict, total=False):
+    """The file the harness writes at the end (its ``info_path``): what it ran on and how the
+    iterations went. Stored whole with a profiled run (``RunInfo.harness``); ``profkit bench``
+    reads its timings from it. Times are seconds (``_s``) or nanoseconds (``_ns``)."""
+
+    # the machine (every harness)
+    torch_version: str
+    cuda_version: str | None
+    cudnn_version: int | None
+    device: str
+    python: str
+    gpu_name: str                   # device cuda
+    compute_capability: str         # "9.0"
+    pid: int
+    # a rank of a distributed job (torchrun)
+    rank: int
+    local_rank: int
+    world_size: int
+    ranks: list[RankInfo]           # rank 0's file as the parent keeps it: every rank's figures
+    # a profiled run
+    warmup_s: float
+    compile_mode: str
+    amp_skipped_steps: int          # measured iterations whose AMP loss scaler skipped the optimizer step
+    iteration_wall_ns: list[int]
+    iteration_ranges: str           # "process": start/end ranges (older runs: push/pop, the main thread's)
+    stages_s: dict[str, float]      # seconds since start at each stage (torch_imported, built, ...)
+    thread_ids: dict[str, int]      # ncu's per-function plan: Python thread ident -> native id
+    kernel_timer_error: str         # ncu's per-function plan: why CUPTI's timer could not start
+    # profkit bench
+    model: bool                     # the workload built (model, inputs): its output can be compared
+    build_and_warmup_s: float
+    iter_ns: list[int]
+    peak_memory_bytes: int | None
+    output_saved: bool
+
+
 _INFO_INTERNAL = ("extra", "present")
 
 
@@ -54,7 +102,7 @@ class RunInfo(Mapping[str, Any]):
     notes: list[str] | None = None              # what the parser or the store noticed, one line each
     error: str | None = None                    # why a failed / interrupted run did not finish
     # runs profkit profiled (profkit.launch)
-    harness: dict[str, Any] | None = None       # the harness's own info file: machine, versions, iteration times
+    harness: HarnessInfo | None = None          # the harness's own info file: machine, versions, iteration times
     tool_choice: ToolChoice | None = None
     report_bytes: int | None = None             # size of the tool's raw report(s), bytes
     ncu_plan: NcuPlan | None = None

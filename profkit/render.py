@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .analyze.diff import Diff
     from .analyze.findings import Finding
     from .api import Comparison
+    from .workloads import WorkloadEntry
 
 # Rows in a `kernels` table unless --limit says otherwise (JSON and CSV stream every row).
 TABLE_MAX = 5000
@@ -598,15 +599,15 @@ def imported(run: RunRecord, source: str) -> None:
     print(run.name)
 
 
-def workloads(rows: Sequence[Mapping[str, Any]]) -> None:
+def workloads(rows: Sequence[WorkloadEntry]) -> None:
     """The catalog: each workload's name, what it supports and what it is."""
-    width = max([len(r["name"]) for r in rows] + [8])
-    precisions = max([len(",".join(r["precisions"])) for r in rows] + [10])
-    modes = max([len(",".join(r["modes"])) for r in rows] + [5])
+    width = max([len(r.name) for r in rows] + [8])
+    precisions = max([len(",".join(r.precisions)) for r in rows] + [10])
+    modes = max([len(",".join(r.modes)) for r in rows] + [5])
     print(f"{'workload':{width}}  {'precisions':{precisions}}  {'modes':{modes}}  description")
     for r in rows:
-        print(f"{r['name']:{width}}  {','.join(r['precisions']):{precisions}}  {','.join(r['modes']):{modes}}  "
-              f"{r['description']}")
+        print(f"{r.name:{width}}  {','.join(r.precisions):{precisions}}  {','.join(r.modes):{modes}}  "
+              f"{r.description}")
 
 
 def error(text: str) -> None:
@@ -719,7 +720,7 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
         write_json(cmp.to_dict())
         return
     if fmt == "csv":
-        write_csv(cmp.variant_rows(), ("variant", "run", "kernels", "gpu_time_ns", "tensor_core_time_pct", "added",
+        write_csv((asdict(v) for v in cmp.variant_rows()), ("variant", "run", "kernels", "gpu_time_ns", "tensor_core_time_pct", "added",
                                        "removed", "changed", "fused_kernels"))
         return
     c = console()
@@ -729,9 +730,9 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
                 "fused"):
         t.add_column(col, justify="left" if col in ("variant", "run", "by precision") else "right", no_wrap=True)
     for v in cmp.variant_rows():
-        add_row(t, v["variant"], v["run"], _n(v["kernels"]), fmt_ns(v["gpu_time_ns"]), f"{v['tensor_core_time_pct']:.1f}%",
-                v["by_precision"], *("-" if v[k] is None else str(v[k]) for k in ("added", "removed", "changed",
-                                                                                     "fused_kernels")))
+        add_row(t, v.variant, v.run, _n(v.kernels), fmt_ns(v.gpu_time_ns), f"{v.tensor_core_time_pct:.1f}%",
+                v.by_precision, *("-" if x is None else str(x) for x in (v.added, v.removed, v.changed,
+                                                                          v.fused_kernels)))
     c.print(t)
     for label, d in zip(cmp.labels[1:], cmp.diffs):
         c.print(Text(f"\n{cmp.labels[0]} -> {label}", style="bold"))

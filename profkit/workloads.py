@@ -25,6 +25,7 @@ import functools
 import importlib.util
 import re
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
@@ -147,13 +148,19 @@ def check_declared(path: Path, spec: Spec) -> None:
     check_supported(types.SimpleNamespace(**found), spec, path)
 
 
-def catalog() -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class WorkloadEntry:
+    """A built-in workload: its name, one line on what it is, what it supports."""
+
+    name: str
+    description: str
+    precisions: tuple[str, ...]
+    modes: tuple[str, ...]
+
+
+def catalog() -> list[WorkloadEntry]:
     """Each built-in workload: name, description, and the precisions and modes it supports."""
-    out = []
-    for name, description in builtins():
-        precisions, modes = supports(builtin_path(name))
-        out.append({"name": name, "description": description, "precisions": list(precisions), "modes": list(modes)})
-    return out
+    return [WorkloadEntry(name, description, *supports(builtin_path(name))) for name, description in builtins()]
 
 
 def resolve(workload: str) -> tuple[str, Path]:

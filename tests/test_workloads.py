@@ -85,9 +85,9 @@ def test_harness_reports_workload_errors(tmp_path):
 
 # Small inputs for the CPU: each catalog file keeps its input size in a module constant.
 SMALL = {"SIZE": 32, "TOKENS": 8}
-MATRIX = [(w["name"], p, m) for w in workloads.catalog() for p in w["precisions"] for m in w["modes"]]
-REFUSED = [(w["name"], p, m) for w in workloads.catalog()
-           for p in workloads.PRECISIONS for m in workloads.MODES if p not in w["precisions"] or m not in w["modes"]]
+MATRIX = [(w.name, p, m) for w in workloads.catalog() for p in w.precisions for m in w.modes]
+REFUSED = [(w.name, p, m) for w in workloads.catalog()
+           for p in workloads.PRECISIONS for m in workloads.MODES if p not in w.precisions or m not in w.modes]
 
 
 def _small(name: str):
@@ -146,11 +146,11 @@ def test_a_training_step_refuses_what_it_does_not_support(name, precision, mode)
 
 def test_the_catalog_lists_what_each_workload_supports():
     """`profkit workloads`: every catalog model, with its precisions and modes, read without torch."""
-    rows = {r["name"]: r for r in workloads.catalog()}
+    rows = {r.name: r for r in workloads.catalog()}
     assert {"vgg16", "resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "bert_encoder", "gpt_decoder",
             "resnet18_train", "resnet50_train", "bert_encoder_train"} <= set(rows)
-    assert rows["resnet50_train"]["precisions"] == ["fp32", "amp"] and rows["resnet50_train"]["modes"] == ["eager"]
-    assert rows["gpt_decoder"]["modes"] == ["eager", "torchscript", "compile"]
+    assert list(rows["resnet50_train"].precisions) == ["fp32", "amp"] and list(rows["resnet50_train"].modes) == ["eager"]
+    assert list(rows["gpt_decoder"].modes) == ["eager", "torchscript", "compile"]
 
 
 @needs_torch
