@@ -533,12 +533,33 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
     if fmt == "csv":
         write_csv(out, RANGE_FIELDS)
         return
-    cpu = run.activity == "cpu_op"
     c = console()
     if not rows:
         c.print(f"{run.name} has no ranges")
         return
     ranked = any(r.get("rank") is not None for r in rows)
+    c.print(_ranges_table(c, run, rows, ranked))
+    if ranked:
+        from .analyze.ranks import iteration_skew
+
+        skew = iteration_skew(rows)
+        if skew:
+            iterations(skew, c, comm=False)
+    others = sum(r["other_thread_kernels"] or 0 for r in rows if r["depth"] == 0)
+    if others:
+        c.print(
+            f"{others} kernels were launched by other threads of the process while these ranges were open: "
+            "a push/pop range belongs to the thread that opened it, and PyTorch's autograd engine runs the "
+            "backward pass on a thread of its own. Those kernels are not in the ranges' kernels or GPU time "
+            "(nor in what ncu's NVTX filter profiles); they are in the run's kernel table.")
+    elif rows[0]["wall_ns"] is None:
+        c.print("ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch.")
+
+
+def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: bool) -> Table:
+    """One row per range, nested by depth; a CPU run's ranges count operators, a GPU run's
+    kernels, GPU operations and other threads' kernels."""
+    cpu = run.activity == "cpu_op"
     t = table(c, f"{run.name}: {len(rows)} ranges", title_left=True)
     heads = [*(["rank"] if ranked else []), "range", "thread", "wall", "ops" if cpu else "kernels",
              "CPU time" if cpu else "GPU time"]
@@ -558,22 +579,7 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
         if not cpu:
             cells.append("-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"]))
         add_row(t, *cells)
-    c.print(t)
-    if ranked:
-        from .analyze.ranks import iteration_skew
-
-        skew = iteration_skew(rows)
-        if skew:
-            iterations(skew, c, comm=False)
-    others = sum(r["other_thread_kernels"] or 0 for r in rows if r["depth"] == 0)
-    if others:
-        c.print(
-            f"{others} kernels were launched by other threads of the process while these ranges were open: "
-            "a push/pop range belongs to the thread that opened it, and PyTorch's autograd engine runs the "
-            "backward pass on a thread of its own. Those kernels are not in the ranges' kernels or GPU time "
-            "(nor in what ncu's NVTX filter profiles); they are in the run's kernel table.")
-    elif rows[0]["wall_ns"] is None:
-        c.print("ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch.")
+    return t
 
 
 # ---------------------------------------------------------------------------------- run, import, workloads
@@ -830,15 +836,32 @@ def bench(b: BenchRecord, fmt: str) -> None:
         write_csv((r.to_dict() for r in b.rows), BENCH_CSV_FIELDS)
         return
     c = console()
-    where = "CPU" if b.device == "cpu" else (b.gpu_name or "GPU")
+    c.print(Text(_bench_heading(b)))
+    c.print(Text("median time per iteration (± half the interquartile range), one row per mode:"))
+    c.print(_bench_grid(c, b))
+    c.print(Text("each combination:"))
+    c.print(_bench_detail(c, b))
+    notes = dict.fromkeys(r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a"))
+    for note in notes:
+        c.print(Text(f"agreement with fp32 eager: {note}"))
+    for r in b.rows:
+        if r.status != "ok":
+            c.print(Text(f"{_bench_label(r)} failed: {r.error}"))
+
+
+def _bench_heading(b: BenchRecord) -> str:
     from .workloads import option_labels
 
+    where = "CPU" if b.device == "cpu" else (b.gpu_name or "GPU")
     options = "".join(f", {label}" for label in option_labels((b.info or {}).get("options")))
-    c.print(Text(f"{b.workload}{options}, batch {b.batch_size}, on {where}" + (f", torch {b.torch_version}" if b.torch_version
-                                                                      else "")
-                 + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
-                 + (f" (benchmark {b.id})" if b.id is not None else "")))
-    c.print(Text("median time per iteration (± half the interquartile range), one row per mode:"))
+    return (f"{b.workload}{options}, batch {b.batch_size}, on {where}"
+            + (f", torch {b.torch_version}" if b.torch_version else "")
+            + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
+            + (f" (benchmark {b.id})" if b.id is not None else ""))
+
+
+def _bench_grid(c: Console, b: BenchRecord) -> Table:
+    """Modes x precisions: each combination's median (and spread), or its status."""
     grid = table(c)
     grid.add_column("mode", no_wrap=True)
     for p in b.precisions:
@@ -849,8 +872,11 @@ def bench(b: BenchRecord, fmt: str) -> None:
             r = b.row(p, m)
             cells.append("-" if r is None else _bench_ms(r.median_ms, r.spread_ms) if r.status == "ok" else r.status)
         add_row(grid, *cells)
-    c.print(grid)
-    c.print(Text("each combination:"))
+    return grid
+
+
+def _bench_detail(c: Console, b: BenchRecord) -> Table:
+    """One row per combination with its figures."""
     detail = table(c)
     cols = ("combination", "median", "±", "min", "max", "items/s", "s/item", "peak MiB", "max abs diff", "top-1")
     for col in cols:
@@ -866,13 +892,7 @@ def bench(b: BenchRecord, fmt: str) -> None:
                 "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
                 "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
                 "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%")
-    c.print(detail)
-    notes = dict.fromkeys(r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a"))
-    for note in notes:
-        c.print(Text(f"agreement with fp32 eager: {note}"))
-    for r in b.rows:
-        if r.status != "ok":
-            c.print(Text(f"{_bench_label(r)} failed: {r.error}"))
+    return detail
 
 
 def benches(records: Sequence[BenchRecord], fmt: str) -> None:
