@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, ClassifiedRow, RangeRow
-from ..rows import (KernelGroup, KindTotals, Launch, MetricSums, NameGroup, NameTotal, PathTotals, RankPathTime,
-                    RankTotals, TimelineOp)
 from .connection import Connection
 from .layout import INTERNED
+
+if TYPE_CHECKING:  # imported where the rows are made: `profkit runs` and `kernels` need none of them
+    from ..rows import (KernelGroup, KindTotals, Launch, MetricSums, NameGroup, NameTotal, PathTotals, RankPathTime,
+                        RankTotals, TimelineOp)
 
 
 class Queries(Connection):
@@ -55,6 +57,8 @@ class Queries(Connection):
     def totals(self, run_id: int, kind: str) -> KindTotals:
         """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
         and the time of launches whose tensor-core use is unknown."""
+        from ..rows import KindTotals
+
         count, total, tc_count, tc_time, unknown_time = self.execute(
             "select count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
             "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
@@ -110,6 +114,8 @@ class Queries(Connection):
         """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
         summed time, and the tensor-core verdict and evidence of the first launch."""
         # One min() aggregate: SQLite takes the bare columns from the group's first launch.
+        from ..rows import NameTotal
+
         q = """select name_id, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision,
                       tensor_core, evidence
                from kernel_rows where run_id = ? and kind = ? group by name_id, precision"""
@@ -125,6 +131,8 @@ class Queries(Connection):
         time, tensor-core time, family and short name (the least of each group's). What a
         diff aligns; a run has far fewer of these than launches. ``in_iterations``: only rows
         launched inside a measured-iteration range (``<tag>.iterN``)."""
+        from ..rows import KernelGroup
+
         args: list[Any] = [run_id]
         where = ""
         if in_iterations:
@@ -160,6 +168,8 @@ class Queries(Connection):
         summed/min/max duration, launches on and off tensor cores, family, and the distinct
         evidence kinds and details behind the verdicts (JSON lists). What the report's kernel
         table shows."""
+        from ..rows import NameGroup
+
         q = """select name, precision, min(short_name) as short_name, min(family) as family, count(*) as calls,
                       coalesce(sum(duration_ns), 0) as time_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns,
                       coalesce(sum(tensor_core = 1), 0) as tc_calls, coalesce(sum(tensor_core = 0), 0) as cuda_calls,
@@ -173,6 +183,8 @@ class Queries(Connection):
     def first_launches(self, run_id: int, kind: str, per_group: int) -> list[Launch]:
         """The first ``per_group`` launches of each (name, precision) group of one kind, in
         launch order: where and how each ran (no counters)."""
+        from ..rows import Launch
+
         cols = ("launch_id", "name", "precision", "duration_ns", "start_ns", "grid_x", "grid_y", "grid_z",
                 "block_x", "block_y", "block_z", "stream", "thread_id", "nvtx_range", "tensor_core", "evidence_detail")
         q = f"""select {', '.join(cols)} from (
@@ -185,6 +197,8 @@ class Queries(Connection):
     def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[MetricSums]:
         """Per kernel (name, precision) with any of ``metrics`` non-zero: launches, summed
         duration of the launches that have the counters, and each metric's sum."""
+        from ..rows import MetricSums
+
         if not metrics:
             return []
         sums = ", ".join(f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics)))
@@ -206,6 +220,8 @@ class Queries(Connection):
         """GPU rows that started in [start_ns, end_ns) on the capture's clock (either bound may
         be None: open), launched by any thread, in start order, at most ``limit``; and how many
         there were."""
+        from ..rows import TimelineOp
+
         where = "run_id = ? and start_ns is not null and kind != 'cpu_op'"
         args: list[Any] = [run_id]
         if start_ns is not None:
@@ -231,6 +247,8 @@ class Queries(Connection):
         """Per NVTX stack the launches were made in (first launch first): the innermost range's
         name, the launching thread, kernels (or CPU operators), GPU operations and the kernels'
         summed time (CPU self time)."""
+        from ..rows import PathTotals
+
         q = """select nvtx_path, min(launch_id) as first, min(nvtx_range) as name, min(thread_id) as thread_id,
                       sum(kind in ('kernel', 'cpu_op')) as kernels, count(*) as gpu_ops,
                       sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
@@ -247,6 +265,8 @@ class Queries(Connection):
     def rank_totals(self, run_id: int, kind: str, family: str) -> list[RankTotals]:
         """Per rank (in order) of a run's rows of one kind: launches, summed duration, the
         launches and time of ``family`` (communication), and the devices they ran on."""
+        from ..rows import RankTotals
+
         fid = self._string_id(family)
         q = """select rank, count(*), coalesce(sum(duration_ns), 0), coalesce(sum(family_id = ?), 0),
                       coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0),
@@ -270,6 +290,8 @@ class Queries(Connection):
     def rank_path_times(self, run_id: int, kind: str, family: str) -> list[RankPathTime]:
         """Per rank and NVTX stack of a run's rows of one kind: launches, summed duration and
         the time of ``family``."""
+        from ..rows import RankPathTime
+
         fid = self._string_id(family)
         rows = self.execute("""select rank, nvtx_path_id, count(*), coalesce(sum(duration_ns), 0),
                                       coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0)
