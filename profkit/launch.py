@@ -340,7 +340,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         progress.stage("classifying and storing")
         fields: RunFields = {
             **base_fields, "name": name,
-            **row,  # type: ignore[typeddict-item]
+            **row,
             "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
                      **({"compile_mode": req.options.compile_mode} if req.options.mode == "compile" else {}),
                      **({"options": options} if options else {}),
@@ -366,7 +366,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
 # ------------------------------------------------------------------------------ drivers
 # Each profiles job's process and returns (capture, run-row fields).
 
-def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[KernelRow], dict[str, Any]]:
+def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[KernelRow], RunFields]:
     """ncu with the chip's default plan, or the ``metrics`` asked for on every launch.
 
     The per-function plan (the default where rules.toml's ``ncu_plans`` names it for the
@@ -476,7 +476,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     }
 
 
-def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
+def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     from .parse.kineto import read_kineto
 
     trace = job.folder / "trace.json.gz"
@@ -515,7 +515,7 @@ def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     }
 
 
-def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
+def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     from .parse import export_nsys
     from .parse.nsys_sqlite import read_nsys_sqlite
 
@@ -556,6 +556,6 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], dict[str, Any]]:
     }
 
 
-DRIVERS: dict[str, Callable[[_Job], tuple[Capture[KernelRow], dict[str, Any]]]] = {
+DRIVERS: dict[str, Callable[[_Job], tuple[Capture[KernelRow], RunFields]]] = {
     "ncu": _profile_ncu, "torch": _profile_torch, "nsys": _profile_nsys,
 }

@@ -32,7 +32,7 @@ class NcuPlan(TypedDict, total=False):
     durations: str
     profiled_launches: int
     timed_by: str
-    wall_s: dict[str, Any]
+    wall_s: dict[str, float | None]
 
 
 class RankInfo(TypedDict, total=False):
@@ -378,6 +378,15 @@ class BenchRow:
         return asdict(self)
 
 
+class BenchInfo(TypedDict, total=False):
+    """A benchmark's ``info``: where the workload came from and what it ran with."""
+
+    workload_path: str
+    python: str
+    cuda_version: str | None
+    options: dict[str, bool]        # the layout and library options that were on (channels_last, ...)
+
+
 @dataclass(frozen=True)
 class BenchRecord:
     """A benchmark of one workload over precisions x modes; ``to_dict()`` is what
@@ -395,7 +404,7 @@ class BenchRecord:
     rows: list[BenchRow]                    # modes outer, precisions inner; the reference last
     gpu_name: str | None = None
     torch_version: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)  # workload file, python and CUDA versions
+    info: BenchInfo = field(default_factory=lambda: BenchInfo())  # workload file, python and CUDA versions
 
     @property
     def ok(self) -> bool:

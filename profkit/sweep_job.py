@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,27 @@ from .options import RunOptions
 OUTCOME = "outcome.json"  # in the job's folder
 
 
+@dataclass(frozen=True)
+class JobFile:
+    """What the job process is given: the workload, its options, the job's own database and
+    where to write the outcome. Written by :meth:`write`, read by :meth:`read`: its one home."""
+
+    workload: str
+    options: RunOptions
+    db: str
+    outcome: str
+
+    def write(self, path: Path) -> None:
+        write_new(path, json.dumps({**asdict(self), "options": self.options.to_json()}, indent=2))
+
+    @classmethod
+    def read(cls, path: str | Path) -> JobFile:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(data["workload"], RunOptions.from_json(data["options"]), data["db"], data["outcome"])
+
+
 def write_job(path: Path, workload: str, options: RunOptions, db: Path, outcome: Path) -> None:
-    write_new(path, json.dumps({"workload": workload, "options": options.to_json(), "db": str(db),
-                                "outcome": str(outcome)}, indent=2))
+    JobFile(workload, options, str(db), str(outcome)).write(path)
 
 
 def read_outcome(path: Path, returncode: int, tail: list[str]) -> tuple[str, str | None, str | None]:
@@ -54,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_signals()
     if LIFELINE in os.environ:  # it dies with the sweep's worker that started it
         watch_lifeline(parent_gone)
-    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    job = JobFile.read(argv[0])
     outcome: dict[str, Any] = {"status": "ok"}
     code = 0
     try:
@@ -64,17 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Terminated) else 2
         outcome, code = {"status": "failed", "error": {"type": "ProfkitError", "message": "interrupted"}}, 128 + signum
-    write_new(job["outcome"], json.dumps(outcome), replace=True)
+    write_new(job.outcome, json.dumps(outcome), replace=True)
     return code
 
 
-def _run(job: dict[str, Any]) -> None:
+def _run(job: JobFile) -> None:
     from .launch import Progress, RunRequest, plan, run
     from .store import Store
 
-    req = RunRequest(job["workload"], RunOptions.from_json(job["options"]))
-    checked = plan(req)
-    store = Store(job["db"], create=True)
+    checked = plan(RunRequest(job.workload, job.options))
+    store = Store(job.db, create=True)
     try:
         run(store, checked, Progress(on_stage=lambda text: print(f"profkit: {text}", flush=True),
                                      on_note=lambda text: print(f"profkit: {text}", flush=True)))

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
 
 from .errors import WorkloadError
 from .options import COMPILE_MODES as COMPILE_MODES, DEVICES as DEVICES, MODES as MODES, PRECISIONS as PRECISIONS
@@ -43,7 +43,7 @@ Nested = TypeVar("Nested")
 BUILTIN_PACKAGE = "profkit.builtin_workloads"
 
 
-def option_labels(options: dict[str, Any] | None) -> list[str]:
+def option_labels(options: Mapping[str, bool] | None) -> list[str]:
     """How a run's recorded options read (BatchNorm fp32, channels-last, ...)."""
     return [SWITCHES.get(k, k) for k, on in (options or {}).items() if on]
 
