@@ -296,6 +296,7 @@ def _copy_run(store: Store, source: Store, run: RunRecord) -> tuple[RunRecord, P
 
     fields: RunFields = {k: v for k, v in run.to_dict().items()  # type: ignore[assignment]
                          if k not in ("id", "name", "status", "kernel_count", "gpu_time_ns", "activity", "folder")}
+    fields["info"] = run.info  # the record, not its JSON
     reserved = store.reserve(None, run.name, fields, status="importing")
     try:
         dest = store.reserve_folder(reserved)

@@ -63,7 +63,7 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, 
     if capture.metric_units:
         info["metric_units"] = capture.metric_units
     info["profkit_version"] = __version__
-    row["info"] = info
+    row["info"] = RunInfo.from_dict(info)  # the keys in the order merged: the run's first
     return store.fill_run(reserved, classified(capture), row)
 
 
@@ -84,7 +84,7 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
         "source": "import",
         "started_at": now(),
         "source_sha256": digest,
-        "info": RunInfo(imported_from=str(path.resolve())).to_dict(),
+        "info": RunInfo(imported_from=str(path.resolve())),
     }
     earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")

@@ -27,7 +27,7 @@ from .files import write_new
 from .harness import HarnessJob, harness_info, rank_file
 from .ingest import now, store_capture
 from .parse.schema import Capture, KernelRow
-from .records import HarnessInfo, RankInfo, RunRecord
+from .records import HarnessInfo, NcuPlan, RankInfo, RunInfo, RunRecord
 from .store import Store
 from .options import GPU_ONLY, RunOptions
 from .store.database import RunFields
@@ -341,11 +341,10 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         fields: RunFields = {
             **base_fields, "name": name,
             **row,
-            "info": {"harness": info, "tool_choice": {"tool": tool, "why": why}, **row.get("info", {}),
-                     **({"compile_mode": req.options.compile_mode} if req.options.mode == "compile" else {}),
-                     **({"options": options} if options else {}),
-                     **({"world_size": req.options.nproc_per_node} if req.options.nproc_per_node > 1 else {}),
-                     **({"cuda_graphs": GRAPH_NOTE[tool]} if uses_graphs(req.spec) else {})},
+            "info": replace(row.get("info") or RunInfo(), harness=info, tool_choice={"tool": tool, "why": why},
+                            compile_mode=o.compile_mode if o.mode == "compile" else None, options=options or None,
+                            world_size=o.nproc_per_node if o.nproc_per_node > 1 else None,
+                            cuda_graphs=GRAPH_NOTE[tool] if uses_graphs(req.spec) else None),
         }
         try:
             return store_capture(store, capture, fields, reserved)
@@ -429,7 +428,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         result, wall = job.stream(argv, job.folder / "ncu.log", on_line)
     ncu.check_result(result, report, seen["n"], nvtx_filter)
     raw_files = {"ncu-rep": str(report), "log": str(job.folder / "ncu.log")}
-    plan: dict[str, Any] = {"launches": "every launch in the measured iterations", "durations": "ncu"}
+    plan: NcuPlan = {"launches": "every launch in the measured iterations", "durations": "ncu"}
 
     if per_function:
         timer_info = harness_info(job.folder / "harness-times.json")
@@ -441,7 +440,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch "
                               "under ncu instead")
             capture, row = _profile_ncu(job, per_function=False)
-            row["info"] = {**row.get("info", {}), "per_function_plan_failed": why}
+            row["info"] = replace(row.get("info") or RunInfo(), per_function_plan_failed=why)
             return capture, row
 
     job.progress.stage("exporting the raw page to CSV")
@@ -472,7 +471,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         capture.gpu_name, capture.compute_capability = gpu_info
     return capture, {
         "metric_set": set_label, "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
-        "raw_files": raw_files, "info": {"report_bytes": report.stat().st_size, "ncu_plan": plan},
+        "raw_files": raw_files, "info": RunInfo(report_bytes=report.stat().st_size, ncu_plan=plan),
     }
 
 
@@ -511,7 +510,7 @@ def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     return capture, {
         "metric_set": None, "command": argv, "profiled_wall_s": round(wall, 3),
         "raw_files": {**raw, "log": str(log)},
-        "info": {"report_bytes": sum(t.stat().st_size for t in traces.values())},
+        "info": RunInfo(report_bytes=sum(t.stat().st_size for t in traces.values())),
     }
 
 
@@ -552,7 +551,7 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     return capture, {
         "metric_set": None, "command": argv, "profiled_wall_s": round(wall, 3),
         "raw_files": {"nsys-rep": str(report), "nsys-sqlite": str(sqlite_path), "log": str(log)},
-        "info": {"report_bytes": report.stat().st_size},
+        "info": RunInfo(report_bytes=report.stat().st_size),
     }
 
 

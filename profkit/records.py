@@ -32,7 +32,7 @@ class NcuPlan(TypedDict, total=False):
     durations: str
     profiled_launches: int
     timed_by: str
-    wall_s: dict[str, float | None]
+    wall_s: dict[str, float | dict[str, float] | None]  # profile, export_and_join (s); each harness's stages_s
 
 
 class RankInfo(TypedDict, total=False):

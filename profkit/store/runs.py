@@ -21,7 +21,7 @@ from ..files import own_folder, untrusted
 from ..options import MAX_NAME, check_run_name
 from ..parse.schema import Capture, ClassifiedRow
 from ..processes import alive
-from ..records import RunRecord
+from ..records import RunInfo, RunRecord
 from .connection import as_id, unwritable
 from .layout import JSON_RUN_COLUMNS
 from .migrations import set_max_run_id
@@ -59,7 +59,7 @@ class RunFields(TypedDict, total=False):
     raw_files: dict[str, str]
     source_sha256: str
     profiled_wall_s: float
-    info: dict[str, Any]
+    info: RunInfo                   # merged into the reserved run's info (its keys first)
 
 
 def raw_dir(db: Path, run_name: str) -> Path:
@@ -379,7 +379,8 @@ class Runs(Writes):
 
 def _encoded(row: dict[str, Any]) -> dict[str, Any]:
     """A runs row with its JSON columns (metrics, command, raw_files, info) as JSON text."""
-    return {k: json.dumps(v) if k in JSON_RUN_COLUMNS and v is not None else v for k, v in row.items()}
+    return {k: json.dumps(v.to_dict() if isinstance(v, RunInfo) else v) if k in JSON_RUN_COLUMNS and v is not None
+            else v for k, v in row.items()}
 
 
 def _owner() -> str:
