@@ -317,14 +317,12 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     """A comparison's variants (precisions outer, modes inner), each a request with its label
     ("fp16 eager": what differs between the variants), refused in one line where the asked
     combination cannot be compared."""
-    from dataclasses import replace
-
     from .analyze.diff import MATCHES
     from .launch import RunRequest
-    from .options import RunOptions, require_bool
+    from .options import RunOptions
 
-    mode_list = modes.split(",") if isinstance(modes, str) else list(modes)
-    precision_list = precisions.split(",") if isinstance(precisions, str) else list(precisions)
+    mode_list = modes.split(",") if isinstance(modes, str) else list(modes or ())
+    precision_list = precisions.split(",") if isinstance(precisions, str) else list(precisions or ())
     if not mode_list or not precision_list:
         raise UsageError("`modes` and `precisions` each need at least one value")
     if match not in MATCHES:
@@ -336,23 +334,14 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     if len(pairs) < 2:
         raise UsageError("compare needs at least two variants: give two `modes` or two `precisions`")
     base = RunOptions.make(**options)
-    if base.compile_mode != "default" and "compile" not in mode_list:
-        raise UsageError(f"`compile_mode` {base.compile_mode} is torch.compile's: it needs compile among the `modes`")
+    base.check_values()
+    base.check_grid(precision_list, mode_list)
     if match == "op" and base.tool != "torch" and base.device != "cpu":
         raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
                          "records", "Use `tool` torch, or match exact or family.")
-    require_bool("keep_bn_fp32", base.keep_bn_fp32)
-    if base.keep_bn_fp32 and not {"fp16", "bf16"} & set(precision_list):
-        raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or bf16 "
-                         "among the `precisions`")
     labels = [" ".join(x for x, many in ((p, len(set(precision_list)) > 1), (m, len(set(mode_list)) > 1)) if many)
               for p, m in pairs]
-    # torch.compile's mode only for the compile variant, BatchNorm kept in fp32 only for the
-    # variants cast to fp16 or bf16.
-    return [(RunRequest(workload, replace(base, precision=p, mode=m,
-                                          compile_mode=base.compile_mode if m == "compile" else "default",
-                                          keep_bn_fp32=base.keep_bn_fp32 and p in ("fp16", "bf16"))), label)
-            for (p, m), label in zip(pairs, labels)]
+    return [(RunRequest(workload, base.cell(p, m)), label) for (p, m), label in zip(pairs, labels)]
 
 
 def list_workloads() -> list[tuple[str, str]]:
@@ -422,32 +411,26 @@ def bench(
     *,
     precisions: str | Sequence[str] = ("fp32",),
     modes: str | Sequence[str] = ("eager",),
-    batch_size: int | None = None,
-    iters: int | None = None,
-    warmup: int | None = None,
-    device: str = "cuda",
-    timeout_s: float | None = None,
-    keep_bn_fp32: bool = False,
-    channels_last: bool = False,
-    cudnn_benchmark: bool = False,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    **options: Any,
 ) -> BenchRecord:
     """Time ``workload`` in every combination of ``precisions`` x ``modes``, each in its own
-    process, and store the benchmark: what ``profkit bench`` does. Returns a
-    :class:`profkit.records.BenchRecord` whose rows give, per combination, the median and
-    spread of the ``iters`` iterations after ``warmup`` (CUDA events on a GPU), items per
-    second, peak GPU memory and, for workloads that build ``(model, inputs)``, how the output
-    agrees with fp32 eager's (max abs diff, top-1). ``timeout_s`` stops one combination's
-    process. The options, the workload, the machine and the database are checked before
+    process, and store the benchmark: what ``profkit bench`` does. ``options`` are the run
+    options a benchmark takes (``profkit.options``): ``batch_size``, ``iters`` and ``warmup``
+    (left out: 8, 20, 5 on a GPU; 1, 3, 1 on the CPU), ``device``, ``timeout_s`` (stops one
+    combination's process), ``keep_bn_fp32`` (in the fp16 and bf16 combinations),
+    ``channels_last`` and ``cudnn_benchmark``. Returns a :class:`profkit.records.BenchRecord`
+    whose rows give, per combination, the median and spread of the ``iters`` iterations after
+    ``warmup`` (CUDA events on a GPU), items per second, peak GPU memory and, for workloads
+    that build ``(model, inputs)``, how the output agrees with fp32 eager's (max abs diff,
+    top-1). The options, the workload, the machine and the database are checked before
     anything runs; a combination that fails at run time is a row with status failed and its
     error (``record.ok`` is then False). Nothing is stored unless every combination has ended.
     """
     from .benchmark import plan, run
 
-    checked = plan(workload, precisions=precisions, modes=modes, batch_size=batch_size, iters=iters, warmup=warmup,
-                   device=device, timeout_s=timeout_s, keep_bn_fp32=keep_bn_fp32, channels_last=channels_last,
-                   cudnn_benchmark=cudnn_benchmark)
+    checked = plan(workload, precisions=precisions, modes=modes, **options)
     return run(_writable(db).store, checked, progress)
 
 

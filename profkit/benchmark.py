@@ -34,7 +34,7 @@ from . import gpu, launch, workloads
 from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int, require_values
 from .ingest import now
 from .launch import Progress, RunRequest
-from .options import RunOptions, require_bool
+from .options import BENCH, BENCH_DEFAULTS, RunOptions, require_command_options
 from .records import BenchRecord, BenchRow, HarnessInfo
 from .store import Store
 
@@ -79,42 +79,30 @@ def compiler(device: str) -> str | None:
     return None
 
 
-# (batch size, timed iterations, warm-up iterations) where they are not given: what suits a GPU,
-# and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.
-DEFAULTS = {"cuda": (8, 20, 5), "cpu": (1, 3, 1)}
+DEFAULTS = BENCH_DEFAULTS  # (batch size, timed iterations, warm-up) where not given, per device
 
 
 def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: str | Sequence[str] = ("eager",),
-         batch_size: int | None = None, iters: int | None = None, warmup: int | None = None, device: str = "cuda",
-         timeout_s: float | None = None, keep_bn_fp32: bool = False, channels_last: bool = False,
-         cudnn_benchmark: bool = False) -> BenchPlan:
+         **options: Any) -> BenchPlan:
     """Check a benchmark's options, the workload and what it supports, and this machine (a GPU
     for ``device`` cuda, a compiler for torch.compile, PyTorch), before anything runs or is
-    written. Raises a ProfkitError that names the first problem. ``batch_size``, ``iters``
-    and ``warmup`` left out take ``DEFAULTS`` for the device. ``keep_bn_fp32``,
-    ``channels_last`` and ``cudnn_benchmark`` are ``profkit run``'s options, for every
-    combination (BatchNorm kept in fp32 in the fp16 and bf16 ones)."""
+    written. Raises a ProfkitError that names the first problem. ``options`` are the run
+    options ``profkit bench`` takes (``profkit.options``: batch_size, iters, warmup, device,
+    timeout_s, keep_bn_fp32, channels_last, cudnn_benchmark); ``batch_size``, ``iters`` and
+    ``warmup`` left out (or None) take ``DEFAULTS`` for the device; BatchNorm is kept in fp32
+    in the fp16 and bf16 combinations only."""
+    require_command_options(BENCH, options)
+    device = options.get("device", "cuda")
     require_choice("device", device, workloads.DEVICES)
-    default_batch, default_iters, default_warmup = DEFAULTS[device]
-    batch_size = default_batch if batch_size is None else batch_size
-    iters = default_iters if iters is None else iters
-    warmup = default_warmup if warmup is None else warmup
+    for key, default in zip(("batch_size", "iters", "warmup"), DEFAULTS[device]):
+        if options.get(key) is None:
+            options[key] = default
+    base = RunOptions.make(**options)
     precision_list = require_values("precisions", precisions, workloads.PRECISIONS)
     mode_list = require_values("modes", modes, workloads.MODES)
-    require_int("batch_size", batch_size, 1)
-    require_int("iters", iters, 1)
-    require_int("warmup", warmup, 0)
-    for option, on in (("keep_bn_fp32", keep_bn_fp32), ("channels_last", channels_last),
-                       ("cudnn_benchmark", cudnn_benchmark)):
-        require_bool(option, on)
-    if keep_bn_fp32 and not {"fp16", "bf16"} & set(precision_list):
-        raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 or "
-                         "bf16 among the `precisions`")
-    requests = [RunRequest(workload, RunOptions(
-                    batch_size=batch_size, precision=p, mode=m, device=device, channels_last=channels_last,
-                    cudnn_benchmark=cudnn_benchmark, keep_bn_fp32=keep_bn_fp32 and p in ("fp16", "bf16"),
-                    iters=iters, warmup=warmup, timeout_s=timeout_s))
-                for m in mode_list for p in precision_list]
+    base.check_values()
+    base.check_grid(precision_list, mode_list)
+    requests = [RunRequest(workload, base.cell(p, m)) for m in mode_list for p in precision_list]
     name, path = workloads.resolve(workload)
     supported_precisions, supported_modes = workloads.supports(path)
     for what, asked, supported in (("precision", precision_list, supported_precisions),
@@ -123,7 +111,7 @@ def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: s
             if value not in supported:
                 raise WorkloadError(f"workload {name} does not support {what} {value!r}",
                                     f"It supports {', '.join(supported)}.")
-    if "compile" in mode_list and warmup < 1:
+    if "compile" in mode_list and base.warmup < 1:
         raise UsageError("`modes` compile compiles in the warm-up, so that no timed iteration holds the compiler: "
                          "`warmup` must be at least 1")
     for req in requests:  # every other rule a profiled run has

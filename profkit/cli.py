@@ -855,11 +855,11 @@ def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Opti
         _err(f"profkit: {name_params(text, flag)}")
 
     def on_result(res: Any, i: int, total: int) -> None:
-        _err(render.sweep_progress(res, i, total))
+        _err(render.sweep_progress(res, i, total, flag))
 
     result = do_sweep(workloads, precisions=precisions, modes=modes, tools=tools, address=address, workers=workers,
                       db=db or _state["db"], on_result=on_result, on_note=on_note, **options)
-    render.sweep(result, fmt.value)
+    render.sweep(result, fmt.value, flag)
     if result.failed():
         _exit(1)
 

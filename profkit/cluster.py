@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, cast
 
 from . import gpu, launch, workloads
-from .errors import StoreError, UsageError, WorkloadError, require_choice, require_int, require_values
-from .options import SWEEP, TOOLS, RunOptions, for_command
+from .errors import StoreError, UsageError, WorkloadError, require_values
+from .options import SWEEP, TOOLS, RunOptions, for_command, require_command_options
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields
@@ -113,18 +113,20 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
                              "`nproc_per_node`: a sweep's job is one process on one GPU",
                              "Give `precisions`, `modes` and `tools`." if what in ("precision", "mode", "tool")
                              else None)
+    require_command_options(SWEEP, options or {})
     base = RunOptions.make(**(options or {}))
     names = require_values("workloads", workload_list, blanks=False)
     precision_list = require_values("precisions", precisions, workloads.PRECISIONS, blanks=False)
     mode_list = require_values("modes", modes, workloads.MODES, blanks=False)
     tool_list = require_values("tools", tools, TOOLS, blanks=False)
-    _check_job_options(base, precision_list, mode_list, tool_list)
+    base.check_values()
+    base.check_grid(precision_list, mode_list, tool_list)
     jobs, skipped = [], []
     for name in names:
         for p in precision_list:
             for m in mode_list:
                 for t in tool_list:
-                    req = launch.RunRequest(name, _cell(base, p, m, t))
+                    req = launch.RunRequest(name, base.cell(p, m, t))
                     try:
                         wname, path = launch.check(req)
                     except WorkloadError as exc:
@@ -142,32 +144,6 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
 # A run's options a sweep sets itself (the matrix, its names), or that no job of it can take
 # (nproc_per_node): those the record does not give the sweep.
 SET_BY_SWEEP = tuple(f.name for f in fields(RunOptions) if f not in for_command(SWEEP))
-
-
-def _check_job_options(base: RunOptions, precisions: list[str], modes: list[str], tools: list[str]) -> None:
-    """The options the sweep refuses as a whole: one that no cell would take."""
-    require_choice("device", base.device, workloads.DEVICES)
-    require_int("batch_size", base.batch_size, 1)
-    wants = (("compile_mode", base.compile_mode != "default", "modes", "compile", [m for m in modes if m == "compile"]),
-             ("keep_bn_fp32", base.keep_bn_fp32 is True, "precisions", "fp16 or bf16",
-              [p for p in precisions if p in ("fp16", "bf16")]),
-             ("metrics", base.metrics is not None, "tools", "ncu", [t for t in tools if t == "ncu"]),
-             ("cpu_sampling", base.cpu_sampling is True, "tools", "nsys", [t for t in tools if t == "nsys"]),
-             ("context_switches", base.context_switches is True, "tools", "nsys", [t for t in tools if t == "nsys"]))
-    for option, given, axis, needed, found in wants:
-        if given and not found:
-            raise UsageError(f"`{option}` applies to the {needed} cells, and no cell of the sweep is one: give "
-                             f"{needed} among the `{axis}`")
-
-
-def _cell(base: RunOptions, precision: str, mode: str, tool: str) -> RunOptions:
-    """One cell's options: the sweep's, with each option only where it applies (see :func:`plan`)."""
-    return replace(base, precision=precision, mode=mode, tool=tool,
-                   compile_mode=base.compile_mode if mode == "compile" else "default",
-                   keep_bn_fp32=base.keep_bn_fp32 and precision in ("fp16", "bf16"),
-                   metrics=base.metrics if tool == "ncu" else None,
-                   cpu_sampling=base.cpu_sampling and tool == "nsys",
-                   context_switches=base.context_switches and tool == "nsys")
 
 
 def skip_auto_twins(sweep: SweepPlan, chosen: list[str]) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .choices import CompileMode, Device, Mode, Precision, Tool, values
 from .errors import UsageError, require_choice, require_int
@@ -94,6 +94,15 @@ class Spec:
 SWITCHES = {"keep_bn_fp32": "BatchNorm fp32", "channels_last": "channels-last", "cudnn_benchmark": "cuDNN benchmark"}
 NAME_PARTS = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark": "cudnnbench"}
 
+# profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
+# and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.
+BENCH_DEFAULTS = {"cuda": (8, 20, 5), "cpu": (1, 3, 1)}  # (batch size, timed iterations, warm-up iterations)
+
+
+def _bench_default(i: int) -> str:
+    return f"Default: {BENCH_DEFAULTS['cuda'][i]} on a GPU, {BENCH_DEFAULTS['cpu'][i]} on the CPU."
+
+
 KEEP_BN_HELP = "With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand)."
 CHANNELS_LAST_HELP = "Lay the model and its 4-D image inputs out in torch.channels_last."
 CUDNN_BENCH_HELP = "Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest."
@@ -118,25 +127,27 @@ class RunOptions:
                              helps={COMPARE: "torch.compile mode for the compile variant.",
                                     SWEEP: "torch.compile mode for the compile cells."})
     batch_size: int = _opt(Spec.batch_size, "--batch-size", help="Batch size passed to the workload.",
-                           helps={BENCH: "Batch size passed to the workload (items per iteration). Default: 8 on a "
-                                         "GPU, 1 on the CPU.", SWEEP: "Batch size passed to the workloads."},
+                           helps={BENCH: "Batch size passed to the workload (items per iteration). " + _bench_default(0),
+                                  SWEEP: "Batch size passed to the workloads."},
                            defaults={BENCH: None})
     iters: int = _opt(1, "--iters", help="Measured iterations, each in its own NVTX range.",
                       helps={COMPARE: "Measured iterations per variant.", SWEEP: "Measured iterations per run.",
-                             BENCH: "Timed iterations per combination, after the warm-up. Default: 20 on a GPU, 3 "
-                                    "on the CPU."},
+                             BENCH: "Timed iterations per combination, after the warm-up. " + _bench_default(1)},
                       defaults={BENCH: None})
     warmup: int = _opt(3, "--warmup", help="Unprofiled iterations before the measured ones.",
                        helps={COMPARE: "Unprofiled iterations before the measured ones (compilation happens here).",
-                              BENCH: "Untimed iterations first (torch.compile compiles here). Default: 5 on a GPU, 1 "
-                                     "on the CPU."},
+                              BENCH: "Untimed iterations first (torch.compile compiles here). " + _bench_default(2)},
                        defaults={BENCH: None})
     device: str = _opt(Spec.device, "--device", choices=Device,
                        help="cuda, or cpu to profile CPU operators with torch.profiler.",
                        helps={COMPARE: "cuda, or cpu to compare CPU operators with torch.profiler.",
                               BENCH: "cuda (timed with CUDA events), or cpu (with small defaults).",
                               SWEEP: "cuda, or cpu (torch.profiler runs)."})
-    keep_bn_fp32: bool = _opt(Spec.keep_bn_fp32, "--keep-bn-fp32", help=KEEP_BN_HELP)
+    keep_bn_fp32: bool = _opt(Spec.keep_bn_fp32, "--keep-bn-fp32", help=KEEP_BN_HELP,
+                              helps={c: KEEP_BN_HELP.replace("With --precision fp16 or bf16", "In the fp16 and bf16 "
+                                                             + ("variants" if c == COMPARE else "combinations" if c == BENCH
+                                                                else "cells"))
+                                     for c in (COMPARE, BENCH, SWEEP)})
     channels_last: bool = _opt(Spec.channels_last, "--channels-last", help=CHANNELS_LAST_HELP)
     cudnn_benchmark: bool = _opt(Spec.cudnn_benchmark, "--cudnn-benchmark", help=CUDNN_BENCH_HELP)
     metrics: str | None = _opt(None, "--metrics", commands=PROFILED, show_default=False,
@@ -196,10 +207,55 @@ class RunOptions:
     def check(self) -> None:
         """Every value, and every combination of options, that a run refuses before anything
         runs (the workload itself is checked where it is found: ``launch.check``)."""
-        self.check_spec()
+        self.check_values()
+        if self.keep_bn_fp32 and self.precision not in ("fp16", "bf16"):
+            raise UsageError(
+                f"`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16, not in {self.precision}",
+                "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.")
+        if self.cudnn_benchmark and self.device != "cuda":
+            raise UsageError("`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda")
+        self._check_compile()
+        if self.device == "cpu" and self.tool in GPU_ONLY:
+            raise UsageError(f"{self.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
+        if self.metrics is not None and self.tool not in ("ncu", "auto"):
+            raise UsageError(f"`metrics` chooses ncu counters; `tool` {self.tool} collects none")
+        if (self.cpu_sampling or self.context_switches) and self.tool not in ("nsys", "auto"):
+            raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {self.tool}'s")
+        if self.nproc_per_node > 1:
+            if self.tool == "ncu" or self.metrics is not None:
+                raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels "
+                                 "one by one, serialised and replayed", "Use `tool` nsys (or torch) for a distributed job.")
+            if self.mode == "torchscript":
+                raise UsageError("`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
+                                 "Use `mode` eager or compile.")
+
+    def check_values(self) -> None:
+        """Each option's own value: a choice among its choices, a whole number in range, true
+        or false, ... (what a grid of runs checks before it makes its cells)."""
+        require_choice("precision", self.precision, PRECISIONS)
+        require_choice("mode", self.mode, MODES)
+        require_choice("device", self.device, DEVICES)
+        require_int("batch_size", self.batch_size, 1)
+        require_choice("compile_mode", self.compile_mode, COMPILE_MODES)
+        for option in SWITCHES:
+            require_bool(option, getattr(self, option))
         require_choice("tool", self.tool, TOOLS)
         require_int("iters", self.iters, 1)
         require_int("warmup", self.warmup, 0)
+        check_timeout(self.timeout_s)
+        if self.metrics is not None and not isinstance(self.metrics, str):
+            raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {self.metrics!r}")
+        if self.name is not None:
+            if not isinstance(self.name, str):
+                raise UsageError(f"`name` must be a string, not {self.name!r}")
+            check_run_name(self.name)
+        for switch in ("cpu_sampling", "context_switches"):
+            require_bool(switch, getattr(self, switch))
+        require_int("nproc_per_node", self.nproc_per_node, 1)
+        if self.nproc_per_node > MAX_RANKS:
+            raise UsageError(f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {self.nproc_per_node}")
+
+    def _check_compile(self) -> None:
         if self.mode != "compile" and self.compile_mode != "default":
             raise UsageError(f"`compile_mode` {self.compile_mode} is torch.compile's: it needs `mode` compile")
         if self.compile_mode == "reduce-overhead":
@@ -213,35 +269,38 @@ class RunOptions:
         if self.mode == "compile" and self.warmup < 1:
             raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the "
                              "compiler: `warmup` must be at least 1")
-        check_timeout(self.timeout_s)
-        if self.metrics is not None and not isinstance(self.metrics, str):
-            raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {self.metrics!r}")
-        if self.name is not None:
-            if not isinstance(self.name, str):
-                raise UsageError(f"`name` must be a string, not {self.name!r}")
-            check_run_name(self.name)
-        for switch in ("cpu_sampling", "context_switches"):
-            require_bool(switch, getattr(self, switch))
-        if self.device == "cpu" and self.tool in GPU_ONLY:
-            raise UsageError(f"{self.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
-        if self.metrics is not None and self.tool not in ("ncu", "auto"):
-            raise UsageError(f"`metrics` chooses ncu counters; `tool` {self.tool} collects none")
-        if (self.cpu_sampling or self.context_switches) and self.tool not in ("nsys", "auto"):
-            raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {self.tool}'s")
-        require_int("nproc_per_node", self.nproc_per_node, 1)
-        if self.nproc_per_node > MAX_RANKS:
-            raise UsageError(f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {self.nproc_per_node}")
-        if self.nproc_per_node > 1:
-            if self.tool == "ncu" or self.metrics is not None:
-                raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels "
-                                 "one by one, serialised and replayed", "Use `tool` nsys (or torch) for a distributed job.")
-            if self.mode == "torchscript":
-                raise UsageError("`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
-                                 "Use `mode` eager or compile.")
 
-    def check_spec(self) -> None:
-        """The checks of what the workload is asked to build (precision, mode, device, ...)."""
-        check_spec(self.spec())
+    # ------------------------------------------------------------------ grids of runs
+    def check_grid(self, precisions: Sequence[str], modes: Sequence[str], tools: Sequence[str] | None = None) -> None:
+        """Options given to a grid of runs (``compare``, ``bench``, ``sweep``) that no cell of it
+        would take: each is refused in one line, never silently dropped. ``tools`` None: every
+        cell has this record's tool."""
+        if self.compile_mode != "default" and "compile" not in modes:
+            raise UsageError(f"`compile_mode` {self.compile_mode} is torch.compile's: it needs compile among the "
+                             "`modes`")
+        if self.keep_bn_fp32 and not {"fp16", "bf16"} & set(precisions):
+            raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 "
+                             "or bf16 among the `precisions`")
+        if tools is None:
+            return
+        if self.metrics is not None and "ncu" not in tools:
+            raise UsageError("`metrics` chooses ncu counters: it needs ncu among the `tools`")
+        for switch in ("cpu_sampling", "context_switches"):
+            if getattr(self, switch) and "nsys" not in tools:
+                raise UsageError(f"`{switch}` is an nsys option: it needs nsys among the `tools`")
+
+    def cell(self, precision: str, mode: str, tool: str | None = None) -> RunOptions:
+        """One cell of a grid of runs: these options, each where it applies: torch.compile's
+        mode to the compile cells, BatchNorm kept in fp32 to the fp16 and bf16 cells, and (with
+        ``tool``, a cell's own) ncu's metrics to the ncu cells and nsys's switches to the nsys
+        cells."""
+        by_tool: dict[str, Any] = {} if tool is None else {
+            "tool": tool, "metrics": self.metrics if tool == "ncu" else None,
+            "cpu_sampling": self.cpu_sampling and tool == "nsys",
+            "context_switches": self.context_switches and tool == "nsys"}
+        return replace(self, precision=precision, mode=mode,
+                       compile_mode=self.compile_mode if mode == "compile" else "default",
+                       keep_bn_fp32=self.keep_bn_fp32 and precision in ("fp16", "bf16"), **by_tool)
 
     # ------------------------------------------------------------------ names
     def default_name(self, workload: str, tool: str) -> str:
@@ -249,22 +308,6 @@ class RunOptions:
         return "-".join([workload, self.precision, *(NAME_PARTS[k] for k in self.switches()), self.mode,
                          "cpu" if self.device == "cpu" else tool,
                          *([f"{self.nproc_per_node}ranks"] if self.nproc_per_node > 1 else [])])
-
-
-def check_spec(spec: Spec) -> None:
-    require_choice("precision", spec.precision, PRECISIONS)
-    require_choice("mode", spec.mode, MODES)
-    require_choice("device", spec.device, DEVICES)
-    require_int("batch_size", spec.batch_size, 1)
-    require_choice("compile_mode", spec.compile_mode, COMPILE_MODES)
-    for option in SWITCHES:
-        require_bool(option, getattr(spec, option))
-    if spec.keep_bn_fp32 and spec.precision not in ("fp16", "bf16"):
-        raise UsageError(
-            f"`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16, not in {spec.precision}",
-            "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.")
-    if spec.cudnn_benchmark and spec.device != "cuda":
-        raise UsageError("`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda")
 
 
 def require_bool(option: str, value: object) -> None:
@@ -299,3 +342,15 @@ def for_command(command: str) -> list[Field[Any]]:
 def default_for(f: Field[Any], command: str) -> Any:
     c = cli_of(f)
     return c.defaults[command] if command in c.defaults else (f.default if f.default is not MISSING else None)
+
+
+def require_command_options(command: str, given: Mapping[str, Any]) -> None:
+    """Refuse an option ``command`` does not take: a run option it has no use for, or a word
+    that is no option at all (said with the nearest)."""
+    takes = {f.name for f in for_command(command)}
+    for key in given:
+        if key in takes:
+            continue
+        if key in RunOptions.__dataclass_fields__:
+            raise UsageError(f"{command} takes no option `{key}`", f"Its run options are {', '.join(sorted(takes))}.")
+        RunOptions.make(**{key: None})  # not an option: refused there, with the nearest

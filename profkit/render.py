@@ -19,8 +19,9 @@ import os
 import re
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TextIO, Union
 
+from .errors import name_params
 from .formatting import fmt_ns
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
 from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
@@ -921,19 +922,22 @@ def benches(records: Sequence[BenchRecord], fmt: str) -> None:
 
 
 # ---------------------------------------------------------------------------------- sweep
-def sweep_progress(res: Any, done: int, total: int) -> str:
-    """One line as a sweep's job ends (on stderr)."""
+def sweep_progress(res: Any, done: int, total: int, option: Callable[[str], str | None] | None = None) -> str:
+    """One line as a sweep's job ends (on stderr); ``option`` names the parameters in its error
+    as the caller calls them (the command: flags)."""
     where = f" on {res.worker}" if res.worker else ""
     took = f" in {res.wall_s:.0f} s" if res.wall_s is not None else ""
-    what = f"run {res.run}" if res.status == "ok" else f"FAILED: {res.error}"
+    what = f"run {res.run}" if res.status == "ok" else f"FAILED: {name_params(res.error or '', option)}"
     return f"[{done}/{total}] {res.job.label()}{where}{took}: {what}"
 
 
-def sweep(result: Any, fmt: str) -> None:
-    """A sweep's jobs: one row each (skipped cells too), then the engine and wall time."""
-    rows = list(result.to_dict()["jobs"])
+def sweep(result: Any, fmt: str, option: Callable[[str], str | None] | None = None) -> None:
+    """A sweep's jobs: one row each (skipped cells too), then the engine and wall time; the
+    jobs' errors with their parameters named by ``option`` (the command: flags)."""
+    out = result.to_dict()
+    rows = [{**r, "error": name_params(r["error"], option) if r["error"] else r["error"]} for r in out["jobs"]]
     if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps({**out, "jobs": rows}, indent=2))
         return
     fields = ["workload", "precision", "mode", "tool", "status", "run", "worker", "wall_s", "error"]
     if fmt == "csv":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,12 +51,20 @@ def write_job(path: Path, workload: str, options: RunOptions, db: Path, outcome:
 
 def read_outcome(path: Path, returncode: int, tail: list[str]) -> tuple[str, str | None, str | None]:
     """(status, error, error type) of a job whose process ended with ``returncode``: what it
-    wrote, else (killed before it could) how it ended and its last line of output."""
+    wrote, else (killed before it could) how it ended, with its last line of output unless
+    that is one of its own progress lines."""
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        how = f"exited with status {returncode}"
+        if returncode < 0:
+            try:
+                how = f"was killed by {signal.Signals(-returncode).name}"
+            except ValueError:
+                how = f"was killed by signal {-returncode}"
         last = next((line.strip() for line in reversed(tail) if line.strip()), "")
-        return "failed", f"the job's process exited {returncode} without an outcome" + (f": {last}" if last else ""), None
+        said = f": {last[:300]}" if last and not last.startswith("profkit: ") else ""
+        return "failed", f"the job's process {how} before it said how its run ended{said}", None
     if data.get("status") == "ok":
         return "ok", None, None
     exc = error_from_json(data.get("error") or {})
@@ -73,17 +82,27 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_signals()
     if LIFELINE in os.environ:  # it dies with the sweep's worker that started it
         watch_lifeline(parent_gone)
-    job = JobFile.read(argv[0])
-    outcome: dict[str, Any] = {"status": "ok"}
+    try:
+        job = JobFile.read(argv[0])
+    except (OSError, ValueError, KeyError, TypeError, ProfkitError) as exc:
+        print(f"profkit: error: {argv[0]} is not a sweep job's file ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    error: dict[str, Any] | None = None
     code = 0
     try:
         _run(job)
     except ProfkitError as exc:
-        outcome, code = {"status": "failed", "error": exc.to_json()}, exc.exit_code
-    except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Terminated) else 2
-        outcome, code = {"status": "failed", "error": {"type": "ProfkitError", "message": "interrupted"}}, 128 + signum
-    write_new(job.outcome, json.dumps(outcome), replace=True)
+        error, code = exc.to_json(), exc.exit_code
+    except KeyboardInterrupt as exc:  # the sweep stopped (its lifeline, SIGTERM) or Ctrl-C
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        what = f"terminated ({signal.Signals(signum).name})" if isinstance(exc, Terminated) else "interrupted"
+        error, code = {"type": "ProfkitError", "message": what}, 128 + signum
+    except BaseException as exc:  # a bug: said in the outcome, its traceback in the job's log
+        write_new(job.outcome, json.dumps({"status": "failed", "error": {
+            "type": "ProfkitError", "message": f"{type(exc).__name__}: {exc}"}}), replace=True)
+        raise
+    write_new(job.outcome, json.dumps({"status": "ok"} if error is None else {"status": "failed", "error": error}),
+              replace=True)
     return code
 
 

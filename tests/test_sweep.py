@@ -88,13 +88,14 @@ BAD = {  # (arguments, message, exit status: 2 for usage, 1 for what the workloa
                              "--workers sizes the local cluster; with --address", 2),
     # A run option no cell would take: said, not silently dropped.
     "compile mode, no compile cell": (["--workloads", "resnet18", "--compile-mode", "max-autotune"],
-                                      "--compile-mode applies to the compile cells, and no cell of the sweep is one: "
-                                      "give compile among the --modes", 2),
+                                      "--compile-mode max-autotune is torch.compile's: it needs compile among the "
+                                      "--modes", 2),
     "metrics, no ncu cell": (["--workloads", "resnet18", "--metrics", "full", "--tools", "nsys"],
-                             "--metrics applies to the ncu cells", 2),
-    "cpu sampling, no nsys cell": (["--workloads", "resnet18", "--cpu-sampling"], "--cpu-sampling applies to the nsys cells", 2),
+                             "--metrics chooses ncu counters: it needs ncu among the --tools", 2),
+    "cpu sampling, no nsys cell": (["--workloads", "resnet18", "--cpu-sampling"], "--cpu-sampling is an nsys option: it needs nsys among the --tools", 2),
     "keep bn, no half cell": (["--workloads", "resnet18", "--keep-bn-fp32"],
-                              "--keep-bn-fp32 applies to the fp16 or bf16 cells", 2),
+                              "--keep-bn-fp32 keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 "
+                              "or bf16 among the --precisions", 2),
     "bad timeout": (["--workloads", "resnet18", "--timeout", "0.5"], "--timeout must be a number of seconds", 2),
     "cudnn benchmark on the cpu": (["--workloads", "resnet18", "--cudnn-benchmark", "--device", "cpu"],
                                    "--cudnn-benchmark chooses cuDNN's algorithms", 2),
@@ -259,7 +260,77 @@ def test_a_sweeps_options_reach_its_jobs(tmp_path, monkeypatch):
     from profkit import api
     from profkit.errors import UsageError
 
-    for bad in ({"precision": "fp16"}, {"nproc_per_node": 2}, {"chanels_last": True}):
-        with pytest.raises(UsageError):
+    # Each value is checked before the cells are made (none silently turned into a switch or dropped).
+    for bad in ({"precision": "fp16"}, {"nproc_per_node": 2}, {"chanels_last": True}, {"keep_bn_fp32": 1},
+                {"keep_bn_fp32": "yes", "precisions": "amp"}, {"cpu_sampling": "yes"}, {"compile_mode": "bogus"},
+                {"metrics": 5}):
+        option = next(k for k in bad if k != "precisions")
+        with pytest.raises(UsageError, match=f"`{option}`"):
             api.sweep("resnet18", device="cpu", tools="torch", db=tmp_path / "x.db", **bad)
     assert not (tmp_path / "x.db").exists()
+
+
+@needs_torch
+def test_a_jobs_error_reads_in_flags_on_the_command_line_and_typed_in_json(tmp_path):
+    """The job's process hands its error back in the library's words; the command names the
+    parameters as its flags, as `profkit run` does, and keeps the error's class."""
+    pytest.importorskip("distributed")
+    r = cli("sweep", "--workloads", TINY, *CPU, "--channels-last", "--workers", "1", "-f", "json",
+            db=tmp_path / "s.db")
+    assert r.exit_code == 1, r.output
+    job = json.loads(r.stdout)["jobs"][0]
+    assert job["error_type"] == "WorkloadError" and "--channels-last" in job["error"] and "`" not in job["error"]
+    assert "FAILED: --channels-last lays out 4-D image tensors" in r.stderr
+
+
+def test_an_outcome_never_written_says_how_the_job_ended():
+    from profkit.sweep_job import read_outcome
+
+    missing = Path("/nonexistent/outcome.json")
+    status, error, kind = read_outcome(missing, -9, ["profkit: profiling tiny (fp32, eager) with torch.profiler"])
+    assert (status, kind) == ("failed", None)
+    assert error == "the job's process was killed by SIGKILL before it said how its run ended"  # no progress line
+    _, error, _ = read_outcome(missing, 1, ["Traceback (most recent call last):", "MemoryError: out of memory"])
+    assert error == "the job's process exited with status 1 before it said how its run ended: MemoryError: out of memory"
+
+
+def test_a_job_file_that_is_not_one_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    for text in ("{not json", json.dumps({"workload": "resnet18"}),
+                 json.dumps({"workload": "resnet18", "options": {"itres": 2}, "db": "x.db", "outcome": "o.json"})):
+        (tmp_path / "job.json").write_text(text)
+        p = subprocess.run([sys.executable, "-m", "profkit.sweep_job", str(tmp_path / "job.json")],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and p.stderr.startswith("profkit: error: ") and len(p.stderr.splitlines()) == 1, p.stderr
+        assert "Traceback" not in p.stderr and not (tmp_path / "o.json").exists()
+
+
+@needs_torch
+def test_a_terminated_job_says_so_in_its_outcome(tmp_path):
+    """SIGTERM of a job's process (its sweep stopping): the run is marked, and the outcome says
+    'terminated (SIGTERM)', not a Ctrl-C."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from profkit.options import RunOptions
+    from profkit.sweep_job import read_outcome, write_job
+
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\n\ndef build(spec):\n    time.sleep(120)\n")
+    write_job(tmp_path / "job.json", str(slow), RunOptions(device="cpu", tool="torch", batch_size=1),
+              tmp_path / "j.db", tmp_path / "o.json")
+    p = subprocess.Popen([sys.executable, "-m", "profkit.sweep_job", str(tmp_path / "job.json")],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("j-runs/*/job.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the run reserved, its harness starting
+    time.sleep(1)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM, out
+    assert read_outcome(tmp_path / "o.json", p.returncode, []) == ("failed", "terminated (SIGTERM)", "ProfkitError")
+    assert [(x["name"], x["status"]) for x in runs(tmp_path / "j.db")] == [("slow-fp32-eager-cpu", "interrupted")]
