@@ -362,7 +362,8 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
             groups_b: list[KernelGroup], iters_a: int | None, iters_b: int | None, scale_a: float,
             scale_b: float, per_iteration: bool, notes: list[str]) -> DiffTotals:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
-    ta, tb = _sums(groups_a, run_a.activity, scale_a), _sums(groups_b, run_b.activity, scale_b)
+    ta = _sums(groups_a, run_a.activity, scale_a, iters_a, run_a.tool)
+    tb = _sums(groups_b, run_b.activity, scale_b, iters_b, run_b.tool)
     # Onto / off the tensor cores, by operation (conv fprop, gemm, ...: whichever library's
     # kernels did it on each side): an operation both runs do whose tensor-core share of time
     # rose or fell by SHARE_MOVE_PCT points or more.
@@ -386,8 +387,7 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
         gpu_time_a_ns=ta.gpu_time_ns, gpu_time_b_ns=tb.gpu_time_ns,
         tensor_core_time_pct_a=ta.tensor_core_time_pct, tensor_core_time_pct_b=tb.tensor_core_time_pct,
         time_by_precision_a_ns=ta.time_by_precision_ns, time_by_precision_b_ns=tb.time_by_precision_ns,
-        iterations_a=iters_a, iterations_b=iters_b,
-        tool_a=run_a.tool, tool_b=run_b.tool,
+        iterations_a=ta.iterations, iterations_b=tb.iterations, tool_a=ta.tool, tool_b=tb.tool,
         status=StatusCounts(*(sum(1 for r in rows if r.status == st) for st in ("added", "removed", "changed", "same"))),
         onto_tensor_cores=[_moved(f, a, b) for f, a, b in onto],
         off_tensor_cores=[_moved(f, a, b) for f, a, b in off],
@@ -398,7 +398,8 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
     )
 
 
-def _sums(groups: list[KernelGroup], activity: str, scale: float) -> _SideSums:
+def _sums(groups: list[KernelGroup], activity: str, scale: float, iterations: int | None,
+          tool: str | None) -> DiffSide:
     """The summary's headline figures over the compared rows: kernels (or CPU operators), their
     time, its tensor-core share and its split by precision (largest first)."""
     main = [g for g in groups if g.kind == activity]
@@ -406,20 +407,11 @@ def _sums(groups: list[KernelGroup], activity: str, scale: float) -> _SideSums:
     by_precision: dict[str, float] = {}
     for g in main:
         by_precision[g.precision] = by_precision.get(g.precision, 0) + g.time_ns
-    return _SideSums(kernels=_num(sum(g.calls for g in main) / scale), gpu_time_ns=_num(total / scale),
-                     tensor_core_time_pct=round(100 * sum(g.tc_time_ns for g in main) / total, 2) if total else 0.0,
-                     time_by_precision_ns={p: _num(t / scale)
-                                           for p, t in sorted(by_precision.items(), key=lambda x: -x[1])})
-
-
-@dataclass(frozen=True)
-class _SideSums:
-    """One side's headline figures, as :class:`DiffTotals` holds them (see there)."""
-
-    kernels: float
-    gpu_time_ns: float
-    tensor_core_time_pct: float
-    time_by_precision_ns: dict[str, float]
+    return DiffSide(kernels=_num(sum(g.calls for g in main) / scale), gpu_time_ns=_num(total / scale),
+                    tensor_core_time_pct=round(100 * sum(g.tc_time_ns for g in main) / total, 2) if total else 0.0,
+                    time_by_precision_ns={p: _num(t / scale)
+                                          for p, t in sorted(by_precision.items(), key=lambda x: -x[1])},
+                    iterations=iterations, tool=tool)
 
 
 def _by_operation(groups: list[KernelGroup], scale: float) -> dict[str, _Sum]:

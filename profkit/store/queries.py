@@ -183,10 +183,11 @@ class Queries(Connection):
     def first_launches(self, run_id: int, kind: str, per_group: int) -> list[Launch]:
         """The first ``per_group`` launches of each (name, precision) group of one kind, in
         launch order: where and how each ran (no counters)."""
+        from dataclasses import fields
+
         from ..rows import Launch
 
-        cols = ("launch_id", "name", "precision", "duration_ns", "start_ns", "grid_x", "grid_y", "grid_z",
-                "block_x", "block_y", "block_z", "stream", "thread_id", "nvtx_range", "tensor_core", "evidence_detail")
+        cols = tuple(f.name for f in fields(Launch))  # the kernel table's columns the record holds
         q = f"""select {', '.join(cols)} from (
                   select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
                   from kernels where run_id = ? and kind = ?)
