@@ -318,6 +318,7 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     ("fp16 eager": what differs between the variants), refused in one line where the asked
     combination cannot be compared."""
     from .analyze.diff import MATCHES
+    from .errors import require_choice
     from .launch import RunRequest
     from .options import RunOptions
 
@@ -325,8 +326,7 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     precision_list = precisions.split(",") if isinstance(precisions, str) else list(precisions or ())
     if not mode_list or not precision_list:
         raise UsageError("`modes` and `precisions` each need at least one value")
-    if match not in MATCHES:
-        raise UsageError(f"unknown `match` {match!r}", f"Choose one of {', '.join(MATCHES)}.")
+    require_choice("match", match, MATCHES)
     if "name" in options or "mode" in options or "precision" in options:
         raise UsageError("compare names its runs and sets each variant's `mode` and `precision` itself; "
                          "give `modes` and `precisions`")

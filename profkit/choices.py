@@ -38,6 +38,12 @@ class Device(str, Enum):
     cpu = "cpu"
 
 
+class Match(str, Enum):
+    exact = "exact"    # a kernel by its name
+    family = "family"  # by kind of work (conv, gemm, ...)
+    op = "op"          # by the operator that launched it (torch.profiler)
+
+
 class Format(str, Enum):
     table = "table"
     json = "json"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
 
 import click
 
-from .choices import Format
+from .choices import Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .options import RunOptions, cli_of, default_for, for_command
 from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals
@@ -669,12 +669,6 @@ def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
 
 
 # ---------------------------------------------------------------------------------- diff, compare
-class Match(str, Enum):
-    exact = "exact"
-    family = "family"
-    op = "op"
-
-
 
 @app.command("diff")
 @argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")

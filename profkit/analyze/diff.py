@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
+from ..choices import Match, values
 from ..classify import operation_of, work_key
-from ..errors import UsageError
+from ..errors import UsageError, require_choice
 from ..parse.schema import Kind
 from ..records import RunRecord, ncu_timed
 from ..rows import KernelGroup
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 K = TypeVar("K")
-MATCHES = ("exact", "family", "op")
+MATCHES = values(Match)
 Status = Literal["added", "removed", "changed", "same"]
 DEFAULT_THRESHOLD_PCT = 10.0
 MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
@@ -274,8 +275,7 @@ def _num(x: float) -> float:
 def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
          threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Diff:
     """Compare two stored runs' kernel lists (see the module's docstring)."""
-    if match not in MATCHES:
-        raise UsageError(f"unknown `match` {match!r}", f"Choose one of {', '.join(MATCHES)}.")
+    require_choice("match", match, MATCHES)
     if isinstance(threshold_pct, bool) or not isinstance(threshold_pct, (int, float)) or not 0 <= threshold_pct <= 1000:
         raise UsageError(f"`threshold_pct` must be a percentage from 0 to 1000, not {threshold_pct!r}")
     for run in (run_a, run_b):
