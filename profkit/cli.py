@@ -35,7 +35,7 @@ import click
 from .choices import Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .options import RunOptions, cli_of, default_for, for_command
-from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals
+from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
 from .parse.formats import import_help
 
 if TYPE_CHECKING:
@@ -460,11 +460,9 @@ def _stopped(exc: KeyboardInterrupt) -> int:
     """Ctrl-C or a stop signal ended the command: say so in one line; the exit status (130, or
     128 + the signal's number)."""
     _ignore_signals()
-    if isinstance(exc, Terminated):
-        _err(f"profkit: terminated ({signal.Signals(exc.signum).name})")
-        return 128 + exc.signum
-    _err("profkit: interrupted")
-    return 130
+    what, code = stopped_by(exc)
+    _err(f"profkit: {what}")
+    return code
 
 
 def _stdout_is_devnull() -> bool:

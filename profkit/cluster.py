@@ -36,7 +36,7 @@ from .options import SWEEP, TOOLS, RunOptions, for_command, require_command_opti
 from .records import RunRecord
 from .store import Store
 from .store.database import RunFields
-from .sweep_job import OUTCOME, read_outcome, write_job
+from .sweep_job import OUTCOME, JobFile, read_outcome
 from .tools import runner
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ def run_job(request: JobRequest) -> JobOutcome:
     folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-", dir=request.scratch))
     try:
         job_file = folder / "job.json"
-        write_job(job_file, request.workload, request.options, folder / "job.db", folder / OUTCOME)
+        JobFile(request.workload, request.options, str(folder / "job.db"), str(folder / OUTCOME)).write(job_file)
         argv = [sys.executable, "-m", "profkit.sweep_job", str(job_file)]
         with runner.Background(argv, folder / "job.log") as child:  # it dies with this process (its lifeline)
             (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on

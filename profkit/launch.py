@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -30,6 +29,7 @@ from .parse.schema import Capture, KernelRow
 from .records import HarnessInfo, NcuPlan, RankInfo, RunInfo, RunRecord
 from .store import Store
 from .options import GPU_ONLY, RunOptions
+from .processes import how_it_ended
 from .store.database import RunFields
 from .tools import ncu, nsys, runner
 
@@ -268,13 +268,8 @@ def _torchrun_failures(tail: list[str]) -> list[tuple[int, str]]:
         if key.strip() == "rank" and word.isdigit():
             rank = int(word)
         elif key.strip() == "exitcode" and rank is not None and word.lstrip("-").isdigit():
-            n = int(word)
-            try:
-                how = f"was killed by {signal.Signals(-n).name}" if n < 0 else f"exited with status {n}"
-            except ValueError:
-                how = f"was killed by signal {-n}"
             if all(r != rank for r, _ in found):
-                found.append((rank, how))
+                found.append((rank, how_it_ended(int(word))))
             rank = None
     return found
 

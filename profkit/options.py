@@ -50,7 +50,6 @@ class Cli:
     help: str
     commands: frozenset[str]
     choices: type[Enum] | None = None
-    lo: float | None = None
     helps: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     show_default: bool = True
@@ -159,7 +158,7 @@ class RunOptions:
                                       SWEEP: "ncu metric preset or list (as for run), for the ncu cells."})
     name: str | None = _opt(None, "--name", commands=frozenset({RUN}), show_default=False,
                             help="Run name (default: workload-precision-mode-tool).")
-    timeout_s: float | None = _opt(None, "--timeout", lo=None, show_default=False,
+    timeout_s: float | None = _opt(None, "--timeout", show_default=False,
                                    help="Stop the profiler after this many seconds.",
                                    helps={SWEEP: "Stop each job's profiler after this many seconds.",
                                           COMPARE: "Stop each variant's profiler after this many seconds.",
@@ -177,14 +176,8 @@ class RunOptions:
     def make(cls, **given: Any) -> RunOptions:
         """The options from keyword arguments (the library's parameters); an unknown one is a
         UsageError naming it (a typo must not be silently dropped)."""
-        known = {f.name for f in fields(cls)}
-        unknown = [k for k in given if k not in known]
-        if unknown:
-            import difflib
-
-            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
-            raise UsageError(f"unknown option `{unknown[0]}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
-                             f"The options are {', '.join(sorted(known))}.")
+        for key in given:
+            _refuse_unknown(key)
         return cls(**given)
 
     def to_json(self) -> dict[str, Any]:
@@ -351,6 +344,18 @@ def require_command_options(command: str, given: Mapping[str, Any]) -> None:
     for key in given:
         if key in takes:
             continue
-        if key in RunOptions.__dataclass_fields__:
-            raise UsageError(f"{command} takes no option `{key}`", f"Its run options are {', '.join(sorted(takes))}.")
-        RunOptions.make(**{key: None})  # not an option: refused there, with the nearest
+        _refuse_unknown(key)
+        raise UsageError(f"{command} takes no option `{key}`", f"Its run options are {', '.join(sorted(takes))}.")
+
+
+def _refuse_unknown(key: str) -> None:
+    """A word that is no run option: a UsageError naming it and the nearest option (a typo
+    must not be silently dropped)."""
+    known = sorted(RunOptions.__dataclass_fields__)
+    if key in known:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(key, known, n=1)
+    raise UsageError(f"unknown option `{key}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
+                     f"The options are {', '.join(known)}.")

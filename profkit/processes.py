@@ -24,6 +24,25 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+def stopped_by(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """What stopped a profkit process, in words, and its exit status: ``terminated (SIGTERM)``
+    and 128 + the signal's number for a stop signal, ``interrupted`` and 130 for Ctrl-C."""
+    if isinstance(exc, Terminated):
+        return f"terminated ({signal.Signals(exc.signum).name})", 128 + exc.signum
+    return "interrupted", 128 + signal.SIGINT
+
+
+def how_it_ended(returncode: int) -> str:
+    """How a child process ended, from its exit status (a negative one: the signal that killed
+    it): ``exited with status 1``, ``was killed by SIGKILL``."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"was killed by signal {-returncode}"
+
+
 def _on_terminate(signum: int, frame: object) -> None:
     for sig in TERMINATING:  # once: the unwinding must not be cut short
         signal.signal(sig, signal.SIG_IGN)

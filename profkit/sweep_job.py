@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ProfkitError, error_from_json
+from .processes import how_it_ended
 from .files import write_new
 from .options import RunOptions
 
@@ -45,10 +45,6 @@ class JobFile:
         return cls(data["workload"], RunOptions.from_json(data["options"]), data["db"], data["outcome"])
 
 
-def write_job(path: Path, workload: str, options: RunOptions, db: Path, outcome: Path) -> None:
-    JobFile(workload, options, str(db), str(outcome)).write(path)
-
-
 def read_outcome(path: Path, returncode: int, tail: list[str]) -> tuple[str, str | None, str | None]:
     """(status, error, error type) of a job whose process ended with ``returncode``: what it
     wrote, else (killed before it could) how it ended, with its last line of output unless
@@ -56,15 +52,9 @@ def read_outcome(path: Path, returncode: int, tail: list[str]) -> tuple[str, str
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        how = f"exited with status {returncode}"
-        if returncode < 0:
-            try:
-                how = f"was killed by {signal.Signals(-returncode).name}"
-            except ValueError:
-                how = f"was killed by signal {-returncode}"
         last = next((line.strip() for line in reversed(tail) if line.strip()), "")
         said = f": {last[:300]}" if last and not last.startswith("profkit: ") else ""
-        return "failed", f"the job's process {how} before it said how its run ended{said}", None
+        return "failed", f"the job's process {how_it_ended(returncode)} before it said how its run ended{said}", None
     if data.get("status") == "ok":
         return "ok", None, None
     exc = error_from_json(data.get("error") or {})
@@ -76,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m profkit.sweep_job JOB.json", file=sys.stderr)
         return 2
-    from .processes import Terminated, parent_gone, stop_on_signals
+    from .processes import parent_gone, stop_on_signals, stopped_by
     from .tools.runner import LIFELINE, watch_lifeline
 
     stop_on_signals()
@@ -87,23 +77,26 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError, ProfkitError) as exc:
         print(f"profkit: error: {argv[0]} is not a sweep job's file ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 2
-    error: dict[str, Any] | None = None
-    code = 0
     try:
         _run(job)
     except ProfkitError as exc:
-        error, code = exc.to_json(), exc.exit_code
+        _outcome(job, exc.to_json())
+        return exc.exit_code
     except KeyboardInterrupt as exc:  # the sweep stopped (its lifeline, SIGTERM) or Ctrl-C
-        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        what = f"terminated ({signal.Signals(signum).name})" if isinstance(exc, Terminated) else "interrupted"
-        error, code = {"type": "ProfkitError", "message": what}, 128 + signum
+        what, code = stopped_by(exc)
+        _outcome(job, {"type": "ProfkitError", "message": what})
+        return code
     except BaseException as exc:  # a bug: said in the outcome, its traceback in the job's log
-        write_new(job.outcome, json.dumps({"status": "failed", "error": {
-            "type": "ProfkitError", "message": f"{type(exc).__name__}: {exc}"}}), replace=True)
+        _outcome(job, {"type": "ProfkitError", "message": f"{type(exc).__name__}: {exc}"})
         raise
+    _outcome(job, None)
+    return 0
+
+
+def _outcome(job: JobFile, error: dict[str, Any] | None) -> None:
+    """The job's outcome, for :func:`read_outcome`: ok, or failed with its error."""
     write_new(job.outcome, json.dumps({"status": "ok"} if error is None else {"status": "failed", "error": error}),
               replace=True)
-    return code
 
 
 def _run(job: JobFile) -> None:

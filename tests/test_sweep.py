@@ -317,12 +317,12 @@ def test_a_terminated_job_says_so_in_its_outcome(tmp_path):
     import time
 
     from profkit.options import RunOptions
-    from profkit.sweep_job import read_outcome, write_job
+    from profkit.sweep_job import JobFile, read_outcome
 
     slow = tmp_path / "slow.py"
     slow.write_text("import time\n\ndef build(spec):\n    time.sleep(120)\n")
-    write_job(tmp_path / "job.json", str(slow), RunOptions(device="cpu", tool="torch", batch_size=1),
-              tmp_path / "j.db", tmp_path / "o.json")
+    JobFile(str(slow), RunOptions(device="cpu", tool="torch", batch_size=1), str(tmp_path / "j.db"),
+            str(tmp_path / "o.json")).write(tmp_path / "job.json")
     p = subprocess.Popen([sys.executable, "-m", "profkit.sweep_job", str(tmp_path / "job.json")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
