@@ -418,7 +418,7 @@ def bench(
     """Time ``workload`` in every combination of ``precisions`` x ``modes``, each in its own
     process, and store the benchmark: what ``profkit bench`` does. ``options`` are the run
     options a benchmark takes (``profkit.options``): ``batch_size``, ``iters`` and ``warmup``
-    (left out: 8, 20, 5 on a GPU; 1, 3, 1 on the CPU), ``device``, ``timeout_s`` (stops one
+    (left out: ``profkit.options.BENCH_DEFAULTS`` for the device), ``device``, ``timeout_s`` (stops one
     combination's process), ``keep_bn_fp32`` (in the fp16 and bf16 combinations),
     ``channels_last`` and ``cudnn_benchmark``. Returns a :class:`profkit.records.BenchRecord`
     whose rows give, per combination, the median and spread of the ``iters`` iterations after

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence, TypedDict
 
 from . import gpu, launch, workloads
-from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_int, require_values
+from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_values
 from .ingest import now
 from .launch import Progress, RunRequest
 from .options import BENCH, BENCH_DEFAULTS, RunOptions, require_command_options

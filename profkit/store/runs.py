@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, UsageError
+from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError
 from ..files import own_folder, untrusted
 from ..options import MAX_NAME, check_run_name
 from ..parse.schema import Capture, ClassifiedRow
