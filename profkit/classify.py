@@ -300,23 +300,21 @@ def classify_row(kind: str, name: str, metrics: dict[str, float] | None, input_t
         return classify_op(name, input_types)
     if kind in COPY_VERDICT:
         return COPY_VERDICT[kind]
-    if metrics:
-        return classify_one(name, metrics)
-    v = _by_name_only(name)
+    v = classify_one(name, metrics) if metrics else _by_name_only(name)
     if input_types and v.precision == "unknown":
-        return _from_inputs(name, input_types, v)
+        return from_inputs(v, input_types)
     return v
 
 
 @lru_cache(maxsize=65536)
-def _from_inputs(name: str, input_types: str, v: Verdict) -> Verdict:
-    """A kernel whose name carries no type, judged with the input types of the operator that
-    launched it (a timeline run's): Triton kernels of torch.compile, cuDNN's SDPA."""
-    rule = inputs_rule(name)
-    precision = types_precision(input_types) if rule else None
+def from_inputs(v: Verdict, input_types: str) -> Verdict:
+    """A kernel whose name and counters say no precision, judged by the input types of the
+    operator that launched it (Triton kernels of torch.compile, cuDNN's SDPA and depthwise
+    convolutions, copies of opaque types): evidence ``dtypes``, the detail saying so."""
+    precision = types_precision(input_types)
     if not precision:
         return v
-    return Verdict(precision, v.tensor_core, v.family, "name",
+    return Verdict(precision, v.tensor_core, v.family, "dtypes",
                    f"{v.evidence_detail}; precision from the launching operator's input types ({input_types})")
 
 

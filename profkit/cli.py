@@ -401,7 +401,7 @@ def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., N
 
         for f in reversed(for_command(command)):
             c = cli_of(f)
-            names[c.flags[0].lstrip("-").replace("-", "_")] = f.name
+            names[c.flags[0].split("/")[0].lstrip("-").replace("-", "_")] = f.name
             default = default_for(f, command)
             if f.type == "bool":
                 command_fn = switch(*c.flags, help=c.help_for(command), default=bool(default))(command_fn)

@@ -30,10 +30,11 @@ import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Any, Callable, Literal, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Literal, cast
 
 from .files import write_new
 from .options import Spec
@@ -63,6 +64,7 @@ class HarnessJob:
     trace_path: str | None = None   # torch: the Kineto trace
     output_path: str | None = None  # bench: the last iteration's output tensor
     kernel_times_path: str | None = None  # ncu's per-function plan: CUPTI's kernel times
+    attribution: bool = False       # operator ranges around the measured iterations (profkit.annotate)
     gpu_lock: str | None = None     # a lock file held from gpu_lock_at until the iterations end
     gpu_lock_at: Literal["prepare", "warmup"] = "prepare"
 
@@ -182,42 +184,78 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
              info: HarnessInfo, iter_ns: list[int]) -> None:
     """The measured iterations, each in its NVTX range, under the job's profiler: torch.profiler
     here (the trace written), or between cudaProfilerStart and Stop for nsys, or timed by
-    CUPTI for ncu's per-function plan."""
+    CUPTI for ncu's per-function plan. With ``job.attribution``, every operator call of an
+    eager or TorchScript model is in a range of its own (:mod:`profkit.annotate`); a compiled
+    model's kernels are traced from Inductor's output code instead."""
     import nvtx
     import torch
 
-    from . import nvtx_ranges
+    from . import annotate, nvtx_ranges
 
     run_tag = job.tag
+    ranges = job.attribution and spec.mode != "compile"
+    if job.attribution and spec.mode == "compile":
+        info["compiled_kernels"] = annotate.compiled_kernels()
+        info["attribution"] = "compiled"
+    elif not job.attribution:
+        info["attribution"] = "off"
     if job.profiler == "torch":
         from torch.profiler import ProfilerActivity, profile, record_function
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if spec.device == "cuda" else [])
         with profile(activities=activities, record_shapes=True) as prof:
-            for i in range(job.iters):
-                with record_function(nvtx_ranges.iteration_range(run_tag, i)):
-                    _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
+            with _annotated(info, ranges, annotate.record_function_backend):
+                for i in range(job.iters):
+                    with record_function(nvtx_ranges.iteration_range(run_tag, i)):
+                        _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
         prof.export_chrome_trace(job.trace_path)
-    else:
-        # Under nsys the capture range is cudaProfilerStart..Stop: the measured iterations only.
-        bracket = job.profiler == "nsys" and spec.device == "cuda"
-        if bracket:
-            torch.cuda.profiler.start()
-        timer = _kernel_timer(job, info)
+        return
+    # Under nsys the capture range is cudaProfilerStart..Stop: the measured iterations only.
+    bracket = job.profiler == "nsys" and spec.device == "cuda"
+    if bracket:
+        torch.cuda.profiler.start()
+    timer = _kernel_timer(job, info)
+    log = annotate.IntervalLog(timer.now, *annotate.nvtx_backend()) if timer and ranges else None
+    with _annotated(info, ranges, lambda: (log.push, log.pop) if log else annotate.nvtx_backend()):
         for i in range(job.iters):
             if timer:
                 timer.mark(f"iter{i}.start")
             _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
             if timer:
                 timer.mark(f"iter{i}.end")
-        barrier()  # the capture ends once every rank's iterations have
-        if bracket:
-            torch.cuda.profiler.stop()
-        if timer:
-            timer.stop()
-        _release_gpu_lock()  # the other harness may start its GPU work while this one writes
-        if timer and job.kernel_times_path:
-            timer.write(Path(job.kernel_times_path))
+    barrier()  # the capture ends once every rank's iterations have
+    if bracket:
+        torch.cuda.profiler.stop()
+    if timer:
+        timer.stop()
+    _release_gpu_lock()  # the other harness may start its GPU work while this one writes
+    if timer and job.kernel_times_path:
+        timer.write(Path(job.kernel_times_path), log.to_json() if log else None)
+
+
+@contextmanager
+def _annotated(info: HarnessInfo, on: bool, backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]]
+               ) -> Iterator[None]:
+    """The block with operator ranges (``on``), else as it is. A model the annotator cannot
+    follow still runs: the run then says why it has no attribution."""
+    if not on:
+        yield
+        return
+    from .annotate import Annotator
+
+    try:
+        annotator = Annotator(*backend())
+        annotator.__enter__()
+    except Exception as exc:  # an older torch without the hooks the annotator needs
+        info["attribution"] = "off"
+        info["attribution_note"] = f"operator ranges could not start: {_error_line(exc)}"
+        yield
+        return
+    info["attribution"] = "ranges"
+    try:
+        yield
+    finally:
+        annotator.__exit__(None, None, None)
 
 
 # ------------------------------------------------------------------------------ distributed jobs

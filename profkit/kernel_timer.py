@@ -126,13 +126,18 @@ class KernelTimer:
             self.lib.cuptiActivityDisable(KIND_DRIVER)
         self.lib.cuptiActivityFlushAll(FLUSH_FORCED)
 
-    def write(self, path: Path) -> None:
+    def write(self, path: Path, ops: dict[str, Any] | None = None) -> None:
+        """The kernels, marks and (``ops``) the operator ranges on this timer's clock
+        (``profkit.annotate.IntervalLog``) as JSON."""
         import json
 
         for k in self.kernels:
             launch = self.launches.get(k["correlation"])
             k["thread"], k["launched_at"] = launch if launch else (None, None)
-        path.write_text(json.dumps({"marks": self.marks, "runtime_records": self.runtime, "kernels": self.kernels}))
+        out: dict[str, Any] = {"marks": self.marks, "runtime_records": self.runtime, "kernels": self.kernels}
+        if ops is not None:
+            out["ops"] = ops
+        path.write_text(json.dumps(out))
 
 
 def _read_kernel(address: int) -> dict[str, Any]:

@@ -291,7 +291,7 @@ def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progre
     return _Job(req, workload, tag, folder, HarnessJob(
         spec=req.spec, workload_path=str(path), warmup=req.options.warmup, iters=req.options.iters, tag=tag,
         info_path=str(folder / "harness.json"), error_path=str(folder / "harness-error.txt"),
-        nproc_per_node=req.options.nproc_per_node), progress)
+        nproc_per_node=req.options.nproc_per_node, attribution=req.options.attribution), progress)
 
 
 def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> RunRecord:

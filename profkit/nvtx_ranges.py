@@ -16,6 +16,7 @@ the trace importer treats as the process's too (:func:`is_iteration_range`).
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 DOMAIN = "profkit"
 
@@ -41,3 +42,65 @@ _ITERATION = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.iter[0
 def is_iteration_range(name: str) -> bool:
     """Whether a range name is one of profkit's measured iterations (``<tag>.iter<N>``)."""
     return bool(_ITERATION.fullmatch(name))
+
+
+# ------------------------------------------------------------------------------ operator ranges
+# Attribution (``profkit.annotate``): in the measured iterations of an eager or TorchScript
+# model, every PyTorch operator call the dispatcher sees below autograd is wrapped in one range
+# (NVTX push/pop in the default domain, or a record_function range under torch.profiler)
+# whose name carries the operator, the phase, the module that called it, its input shapes
+# and dtypes:
+#
+#     pk.op|aten::addmm|fwd|model.layers.3.mlp.down_proj|Linear|[8,512];[512,64]|float16,float16
+#
+# Fields are separated by ``|``, which no operator name, module path, shape or dtype holds; no
+# field holds ``/`` (Nsight's separator of nested ranges). Backward operators (``bwd``) carry
+# the module whose forward created the autograd node that ran them; ``opt`` is an optimizer's
+# step. The importers see these ranges like any other; profkit's attribution pass
+# (:func:`op_label`) turns the innermost one into the kernel table's attribution columns and
+# takes it out of ``nvtx_range`` and ``nvtx_path``, so a run's ranges are the same with or
+# without attribution.
+OP_PREFIX = "pk.op|"
+PHASES = {"fwd": "forward", "bwd": "backward", "opt": "optimizer"}
+
+
+def op_range(op: str, phase: str, module: str | None, module_type: str | None, shapes: str, dtypes: str) -> str:
+    """The name of an operator call's range (see above); ``module`` None: outside any module."""
+    return f"{OP_PREFIX}{op}|{phase}|{'' if module is None else module}|{module_type or ''}|{shapes}|{dtypes}"
+
+
+class OpLabel(NamedTuple):
+    """What an operator range says: the kernel table's attribution of the kernels in it."""
+
+    op: str
+    phase: str | None           # forward, backward, optimizer (None: the range does not say)
+    module: str | None          # module path ("" the model itself); None outside any module
+    module_type: str | None     # the module's class
+    shapes: str | None          # input shapes, ``[8,512];[512,64]`` (scalars left out)
+    input_types: str | None     # input dtypes, ``float16,float16``
+
+
+# The ranges torch.autograd.profiler.emit_nvtx(record_shapes=True) and nsys's
+# --pytorch=autograd-shapes-nvtx write, one per dispatcher operator and nested like the calls:
+#   aten::conv2d, op_id = 28869, sizes = [[8, 3, 224, 224], [64, 3, 7, 7], []], input_op_ids = [...]
+#   aten::addmm, seq = 12, sizes = [[64], [8, 512], [512, 64]]
+_EMIT_NVTX = re.compile(r"(?P<op>[A-Za-z_][\w.]*::[\w.]+)(?:, (?:seq|op_id|stashed seq) = \d+)*(?:, sizes = (?P<sizes>\[.*?\]\]|\[\]))?")
+
+
+def op_label(name: str) -> OpLabel | None:
+    """The attribution an operator range's name gives (profkit's own, or an emit_nvtx-style
+    range from another capture: operator and shapes only), or None for any other range."""
+    if name.startswith(OP_PREFIX):
+        fields = name[len(OP_PREFIX):].split("|")
+        if len(fields) != 6:
+            return None
+        op, phase, module, module_type, in_shapes, dtypes = fields
+        return OpLabel(op, PHASES.get(phase, phase) or None, module if module or module_type else None,
+                       module_type or None, in_shapes or None, dtypes or None)
+    m = _EMIT_NVTX.match(name)
+    if m is None or (m.end() != len(name) and not name.startswith(", input_op_ids", m.end())):
+        return None
+    sizes = m.group("sizes")
+    inner = re.findall(r"\[([0-9, ]*)\]", sizes[1:-1]) if sizes and sizes != "[]" else []
+    return OpLabel(m.group("op"), None, None, None,
+                   ";".join(f"[{s.replace(' ', '')}]" for s in inner if s.strip()) or None, None)

@@ -167,6 +167,11 @@ class RunOptions:
                               help="nsys: sample CPU call stacks too (large captures).")
     context_switches: bool = _opt(False, "--context-switches", commands=PROFILED,
                                   help="nsys: trace the process's CPU context switches.")
+    attribution: bool = _opt(True, "--attribution/--no-attribution", commands=PROFILED,
+                             help="Trace each kernel to the module, operator and input shapes that launched it: an "
+                                  "eager or TorchScript model's operators run in ranges of their own (their host "
+                                  "cost stretches a launch-bound timeline); a compiled model's kernels are traced "
+                                  "from Inductor's code.")
     nproc_per_node: int = _opt(1, "--nproc-per-node", commands=frozenset({RUN}),
                                help="Ranks of a distributed job on this machine (one GPU each), started by torchrun "
                                     "and profiled together as one run (nsys or torch), with a rank on every kernel.")

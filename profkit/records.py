@@ -47,6 +47,14 @@ class RankInfo(TypedDict, total=False):
     warmup_s: float
 
 
+class CompiledKernel(TypedDict):
+    """A kernel torch.compile generated (Inductor's output code): the ATen operators it fused
+    and its pointer arguments' element types, as its compiled signature gives them."""
+
+    ops: list[str]                  # "aten::convolution", in Inductor's order
+    input_types: str                # "float16,float16" (torch dtype names), "" when none
+
+
 class HarnessInfo(TypedDict, total=False):
     """The file the harness writes at the end (its ``info_path``): what it ran on and how the
     iterations went. Stored whole with a profiled run (``RunInfo.harness``); ``profkit bench``
@@ -75,6 +83,9 @@ class HarnessInfo(TypedDict, total=False):
     stages_s: dict[str, float]      # seconds since start at each stage (torch_imported, built, ...)
     thread_ids: dict[str, int]      # ncu's per-function plan: Python thread ident -> native id
     kernel_timer_error: str         # ncu's per-function plan: why CUPTI's timer could not start
+    attribution: str                # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
+    attribution_note: str           # why a run has none (a compiled model's, a failure to start)
+    compiled_kernels: dict[str, CompiledKernel]  # torch.compile: generated kernel name -> what it fused
     # profkit bench
     model: bool                     # the workload built (model, inputs): its output can be compared
     build_and_warmup_s: float

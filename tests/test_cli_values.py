@@ -35,6 +35,10 @@ ADDED = {"sweep compile_mode", "sweep keep_bn_fp32", "sweep channels_last", "swe
          "compare context_switches", "bench timeout"}
 
 
+# Options no recorded one stands for (issue 23): a switch on by default, with its --no- form.
+NEW = {f"{c} attribution": ("--attribution", "--no-attribution", True) for c in ("run", "compare", "sweep")}
+
+
 def recorded(key: str) -> dict[str, Any]:
     """The record of parameter ``key``; for one added since, that of `run`'s same option."""
     return RECORD["params"][f"run {key.split(' ', 1)[1]}" if key in ADDED else key]
@@ -70,7 +74,7 @@ def test_the_same_parameters(monkeypatch):
     """Every parameter Typer had, with its flags, and no other; each left out takes the default it
     took (as the command receives it)."""
     monkeypatch.delenv("PROFKIT_DB", raising=False)
-    assert set(PARAMS) == set(RECORD["params"]) | ADDED
+    assert set(PARAMS) == set(RECORD["params"]) | ADDED | set(NEW)
     root = app.make_context("profkit", ["runs"])
     received = {f"profkit {k}": v for k, v in root.params.items()}
     for name, command in app.commands.items():
@@ -87,6 +91,20 @@ def test_the_same_parameters(monkeypatch):
             continue
         value = received[key]
         assert repr(value.value if isinstance(value, Enum) else value) == rec["default"], key
+
+
+def test_the_new_switches():
+    root = app.make_context("profkit", ["runs"])
+    for key, (on, off, default) in NEW.items():
+        param = PARAMS[key][0]
+        assert isinstance(param, click.Option) and param.is_flag, key
+        assert param.opts == [on] and param.secondary_opts == [off] and param.default is default, key
+        name = key.split()[0]
+        command = app.commands[name]
+        args = ["x" for p in command.params if isinstance(p, click.Argument) and p.required]
+        extra = ["--workloads", "w"] if name == "sweep" else []
+        assert command.make_context(name, args + extra, parent=root).params["attribution"] is default
+        assert command.make_context(name, args + extra + [off], parent=root).params["attribution"] is not default
 
 
 def test_every_parameter_converts_as_typer_did(tmp_path):

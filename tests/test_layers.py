@@ -24,7 +24,7 @@ PACKAGE = ROOT / "profkit"
 LAYERS: list[tuple[str, list[str]]] = [
     ("shared", ["version", "errors", "records", "rows", "formatting", "processes", "names", "choices", "options", "files",
                 "parse.schema", "nvtx_ranges"]),
-    ("launch side", ["tools", "gpu", "torchrun", "workloads", "harness", "kernel_timer", "steps"]),
+    ("launch side", ["tools", "gpu", "torchrun", "workloads", "harness", "kernel_timer", "steps", "annotate"]),
     ("verdicts", ["classify"]),
     ("readers", ["parse"]),
     ("store", ["store"]),

@@ -169,7 +169,7 @@ def test_kernels_whose_names_carry_no_type_take_the_launching_operators_and_agre
         if r["kind"] != "kernel" or not inputs_rule(r["name"]) or r["name"] not in counted:
             continue
         v, c = classify_row("kernel", r["name"], None, r["input_types"]), counted[r["name"]]
-        assert v.evidence == "name" and "input types" in v.evidence_detail
+        assert v.evidence == "dtypes" and "input types" in v.evidence_detail  # issue 23: the evidence that decided
         assert v.tensor_core == c.tensor_core
         assert v.precision == (c.precision if c.tensor_core else precision), r["name"]
         seen += 1

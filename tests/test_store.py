@@ -177,13 +177,16 @@ def _ranked(row: dict) -> dict:
         out[k] = v
         if k == "device":
             out["rank"] = None
+        if k == "op":  # schema 10's attribution, none in an older database
+            out.update(module=None, module_type=None, shapes=None, phase=None)
     return out
 
 
 def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
     """A database written before texts were kept once (schema 5, by profkit a820881) is moved
     to strings + kernel_rows in place; kernels (both JSON paths), summaries and ranges come
-    back as that profkit printed them, keys in the same order, with schema 8's ``rank`` (None)."""
+    back as that profkit printed them, keys in the same order, with schema 8's ``rank`` and
+    schema 10's attribution columns (None)."""
     path = _schema5_copy(tmp_path)
     store = Store(path)
     tables = {r[0]: r[1] for r in sqlite3.connect(path).execute("select name, type from sqlite_master")}

@@ -107,6 +107,11 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
                    compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges])
 
 
+# The event torch.profiler records for a Python dispatch mode's handling of each operator
+# (profkit's attribution, :mod:`profkit.annotate`): its cost, not an operator of the model.
+PYTHON_MODE = "PythonDispatchMode"
+
+
 def _events(events: list[Any], filename: str) -> tuple[list[TraceEvent], list[TraceEvent], list[TraceEvent],
                                                        dict[Any, TraceEvent]]:
     """The trace's complete events that profkit reads, checked (:func:`_check`), by what they
@@ -121,7 +126,8 @@ def _events(events: list[Any], filename: str) -> tuple[list[TraceEvent], list[Tr
         if cat in GPU_KINDS:
             gpu.append(e)
         elif cat in OP_CATS:
-            ops.append(e)
+            if e.get("name") != PYTHON_MODE:
+                ops.append(e)
         elif cat in RANGE_CATS:
             annotations.append(e)
         elif cat in LAUNCH_CATS:

@@ -5,7 +5,7 @@ are written."""
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Any, Iterable
 
 from .schema import KernelRow
 
@@ -47,6 +47,25 @@ def nvtx_path(ranges: list[tuple[str, str]]) -> str | None:
         default = not domain or domain.startswith("<default")
         parts.append(name if default else f"{domain}@{name}")
     return "/".join(parts) if parts else None
+
+
+def nvtx_columns(ranges: list[tuple[str, str]]) -> dict[str, Any]:
+    """A launch's NVTX stack [(domain, range), ...] as kernel-table columns: its innermost
+    range and path, and the attribution its operator ranges give (profkit's own operator
+    ranges are attribution, not ranges: left out of the path; see ``ranges.attribute_row``)."""
+    from ..nvtx_ranges import OP_PREFIX, op_label
+    from .ranges import attribute_row
+    from .schema import kernel_row
+
+    kept = [(d, n) for d, n in ranges if not n.startswith(OP_PREFIX)]
+    labels = [lab for _, n in ranges if "::" in n and (lab := op_label(n)) is not None]
+    row = kernel_row(0, "kernel", "", "", nvtx_range=kept[-1][1] if kept else None, nvtx_path=nvtx_path(kept))
+    attribute_row(row, labels)
+    return {k: row[k] for k in ATTRIBUTED}  # type: ignore[literal-required]
+
+
+# The columns nvtx_columns gives.
+ATTRIBUTED = ("nvtx_range", "nvtx_path", "op", "module", "module_type", "shapes", "phase", "input_types")
 
 
 def path_list(rows: Iterable[KernelRow]) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Iterator, NamedTuple
 from ..errors import BadExport
 from ..names import short_name
 from .gzipped import GZIP_ERRORS, open_text
-from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path, path_list
+from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_columns, path_list
 from .schema import Capture, KernelRow, kernel_row
 
 REQUIRED = ("ID", "Kernel Name")
@@ -265,7 +265,7 @@ def _row(r: list[str], columns: _Columns, where: str) -> KernelRow:
         duration_ns=int(round(duration)) if duration is not None else None,
         grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
         stream=_int(r, col, "Stream", where), device=_int(r, col, "Device", where), thread_id=tid,
-        nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
+        metrics=metrics, **nvtx_columns(ranges),
     )
 
 

@@ -25,16 +25,19 @@ timeline like nsys's.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator, cast
+from typing import Any, Callable, Iterator, cast
 
-from ..classify import classify_one
+from ..classify import classify_one, from_inputs
+from ..nvtx_ranges import OpLabel, op_label
 from ..errors import BadExport
 from ..names import demangle, short_name
 from .ncu_csv import read_ncu_csv
+from .ranges import attribute_row
 from .schema import Capture, ClassifiedRow, KernelRow, RangeRow, kernel_row
 
 DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function): {detail}"
@@ -79,7 +82,8 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
         thread = k.get("thread")
         k["os_thread"] = ids.get(thread) if isinstance(thread, int) else None
     try:
-        out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes, process_wide)
+        ops = _op_finder(times.get("ops"))
+        out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes, process_wide, ops)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BadExport(f"{times_path} has a kernel record profkit cannot read ({type(exc).__name__}: {exc})") from None
     capture.rows = cast(Iterator[KernelRow], iter(out))
@@ -91,6 +95,34 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
                              "(a different kernel choice between the two processes, or, in older runs, launched by another "
                              "thread, outside ncu's per-thread NVTX filter): their verdicts come from names")
     return capture
+
+
+OpFinder = Callable[[Any, Any], "OpLabel | None"]
+
+
+def _op_finder(ops: Any) -> OpFinder:
+    """Which operator range (the harness's ``profkit.annotate.IntervalLog``: per thread,
+    intervals on CUPTI's clock) a launch at time t on a thread was made in, if any."""
+    if not ops:
+        return lambda thread, t: None
+    names = [op_label(str(n)) for n in ops["names"]]
+    by_thread: dict[int, list[tuple[int, int, int]]] = {}
+    for thread, start, end, index in ops["intervals"]:
+        by_thread.setdefault(int(thread), []).append((int(start), int(end), int(index)))
+    starts: dict[int, list[int]] = {}
+    for thread, spans in by_thread.items():
+        spans.sort()
+        starts[thread] = [s for s, _, _ in spans]
+
+    def find(thread: Any, t: Any) -> OpLabel | None:
+        spans = by_thread.get(thread) if isinstance(thread, int) else None
+        if not spans or not isinstance(t, int):
+            return None
+        i = bisect.bisect_right(starts[thread], t) - 1
+        # Operator ranges do not nest: the last one begun by t holds t if any does.
+        return names[spans[i][2]] if i >= 0 and spans[i][1] >= t else None
+
+    return find
 
 
 def _windows(marks: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
@@ -105,7 +137,8 @@ def _windows(marks: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
 
 def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, KernelRow],
           run_tag: str, domain: str, thread_ids: dict[int, int],
-          notes: list[str], process_wide: bool = False) -> tuple[list[ClassifiedRow], list[RangeRow]]:
+          notes: list[str], process_wide: bool = False,
+          ops: OpFinder = lambda thread, t: None) -> tuple[list[ClassifiedRow], list[RangeRow]]:
     placed = []
     for k in kernels:
         it = next((i for i, s, e in windows if s <= int(k["start"]) <= e), None)
@@ -135,6 +168,9 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
             grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
             stream=k.get("stream"), device=k.get("device"), thread_id=k.get("os_thread"),
             nvtx_range=range_name if on_main else None, nvtx_path=f"{domain}@{range_name}" if on_main else None)
+        label = ops(thread, k.get("launched_at"))
+        if label is not None:
+            attribute_row(row, [label])
         if ncu_row is not None and mangled not in first:
             first[mangled] = launch_id
             row["metrics"] = dict(ncu_row["metrics"])
@@ -146,6 +182,9 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
             detail = DETAIL_SHARED.format(launch=first[mangled], detail=v.evidence_detail)
         else:
             v = classify_one(name, None)
+            detail = v.evidence_detail
+        if v.precision == "unknown" and row["input_types"]:
+            v = from_inputs(v, row["input_types"])
             detail = v.evidence_detail
         done = cast(ClassifiedRow, row)
         done["precision"], done["tensor_core"], done["family"] = v.precision, v.tensor_core, v.family

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from ..errors import BadExport
 from ..names import short_name
-from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_path, path_list
+from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_columns, path_list
 from .schema import Capture, KernelRow, kernel_row
 
 
@@ -186,7 +186,7 @@ def _row(launch_id: int, act: Any, ncu_report: Any, metrics: dict[str, float | i
         grid_z=_launch(act, "launch__grid_dim_z"), block_x=_launch(act, "launch__block_dim_x"),
         block_y=_launch(act, "launch__block_dim_y"), block_z=_launch(act, "launch__block_dim_z"),
         stream=_launch(act, "launch__stream_id"), device=_launch(act, "launch__device_id"),
-        nvtx_range=ranges[-1][1] if ranges else None, nvtx_path=nvtx_path(ranges), metrics=metrics,
+        metrics=metrics, **nvtx_columns(ranges),
     )
 
 

@@ -55,8 +55,11 @@ GpuOp = tuple[Literal["kernel", "memcpy", "memset"], int, int, int | None, int |
 # Per operation name: (key, shortName id or copyKind, name, short name, precision, tensor_core,
 # family, evidence, evidence detail).
 NameRow = tuple[int, int | None, str, str, Precision, bool | None, str | None, Evidence, str]
-# Per state (the ranges open on a thread at once): (state index, its innermost range's name, path).
-StateRange = tuple[int, str, str]
+# Per state (the ranges open on a thread at once): see StateRange below.
+# A state's row values: (state index, nvtx_range, nvtx_path, then the attribution columns
+# op, module, module_type, shapes, phase, input_types), texts or None.
+StateRange = tuple[int, str | None, str | None, str | None, str | None, str | None, str | None, str | None, str | None]
+STATE_COLUMNS = ("nvtx_range", "nvtx_path", "op", "module", "module_type", "shapes", "phase", "input_types")
 # Per thread: (globalTid, start, state index or None), the thread's state from ``start`` on.
 Segment = tuple[int, int, int | None]
 # Per range: (range index, process, start, end).

@@ -105,14 +105,14 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
             names.append((MEMSET_KEY, None, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
                           v.family, v.evidence, v.evidence_detail))
         states, segments = _segments(ranges)
-        # Each state is named by its innermost range, as a row is.
-        tops: list[StateRange] = [(k, ranges[members[-1]].name, ranges[members[-1]].path)
-                                  for k, members in enumerate(states)]
+        tops = [_state_row(k, [ranges[i] for i in members]) for k, members in enumerate(states)]
         result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, tops, segments,
                                                     [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)],
                                                     ranks)
     finally:
         export.close()
+    if any(t[8] for t in tops):  # operators' input types: a precision for kernels whose names give none
+        store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
     for state, kind, n, t in result["per_range"]:
         for i in states[state]:  # every range open on the launching thread then, as the streamed walk counts
             r = ranges[i]
@@ -127,6 +127,15 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
         capture.notes.append(f"{result['unlaunched']} GPU operations have no launch call in the export, so no range")
     count, total = result["by_kind"].get("kernel", (0, 0))
     return "kernel", count, total
+
+
+def _state_row(k: int, open_: list[OpenRange]) -> StateRange:
+    """What a row launched in a state gets, as :func:`place` gives it: its innermost range
+    (not one of profkit's operator ranges) and the attribution of the operator ranges."""
+    row = kernel_row(0, "kernel", "", "")
+    place(row, open_, count=False)
+    return (k, row["nvtx_range"], row["nvtx_path"], row["op"], row["module"], row["module_type"], row["shapes"],
+            row["phase"], row["input_types"])
 
 
 def _range_events(ranges: list[OpenRange]) -> list[tuple[int, int, int]]:

@@ -23,6 +23,7 @@ import bisect
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from ..nvtx_ranges import OP_PREFIX, OpLabel, op_label
 from .schema import KernelRow, RangeRow
 
 # Sort order at equal start: ranges open before a point that starts with them is tested.
@@ -38,7 +39,7 @@ class OpenRange:
     """A range instance being attributed; becomes a RANGE_COLUMNS row."""
 
     __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
-                 "gpu_time_ns", "process", "global_tid", "process_wide", "rank")
+                 "gpu_time_ns", "process", "global_tid", "process_wide", "rank", "op")
 
     def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
                  process: int | None = None, process_wide: bool = False):
@@ -51,6 +52,13 @@ class OpenRange:
         self.path = ""
         self.depth = 0
         self.kernels = self.gpu_ops = self.gpu_time_ns = 0
+        # An operator range's attribution (profkit's own ranges, or emit_nvtx-style ones).
+        self.op: OpLabel | None = op_label(name) if "::" in name else None
+
+    @property
+    def own_op(self) -> bool:
+        """One of profkit's operator ranges: attribution, not a range of the run's own."""
+        return self.name.startswith(OP_PREFIX)
 
     def label(self) -> str:
         return f"{self.domain}@{self.name}" if self.domain else self.name
@@ -103,12 +111,36 @@ def nest_in_process_ranges(ranges: list[OpenRange]) -> None:
             r.depth += len(outer)
 
 
-def place(row: KernelRow, stack: list[OpenRange]) -> None:
-    """Put a kernel-table row in the ranges open on its thread (outermost first)."""
-    if stack:
-        row["nvtx_range"], row["nvtx_path"] = stack[-1].name, stack[-1].path
-    for r in stack:
-        r.count(row["kind"], row["duration_ns"] or 0)
+def place(row: KernelRow, stack: list[OpenRange], count: bool = True) -> None:
+    """Put a kernel-table row in the ranges open on its thread (outermost first), and give it
+    the attribution of the operator ranges among them (:func:`attribute_row`); profkit's own
+    operator ranges are no range of the row's. ``count``: the ranges count it (else only the
+    row's columns are set)."""
+    ranges = [r for r in stack if not r.own_op]
+    if ranges:
+        row["nvtx_range"], row["nvtx_path"] = ranges[-1].name, ranges[-1].path
+    attribute_row(row, [r.op for r in stack if r.op is not None])
+    if count:
+        for r in ranges:
+            r.count(row["kind"], row["duration_ns"] or 0)
+
+
+def attribute_row(row: KernelRow, labels: list[OpLabel]) -> None:
+    """Fill a row's attribution columns from the operator ranges it was launched in (outermost
+    first): profkit's innermost one, which says everything and wins over what the importer
+    knew; else (a capture made with emit_nvtx or nsys --pytorch) the outermost, the operator
+    the model called, with its shapes, where the importer knew no operator."""
+    if not labels:
+        return
+    own = [lab for lab in labels if lab.phase is not None]  # profkit's ranges always say the phase
+    if own:
+        lab = own[-1]
+        row["op"], row["module"], row["module_type"] = lab.op, lab.module, lab.module_type
+        row["shapes"], row["phase"] = lab.shapes, lab.phase
+        if lab.input_types:
+            row["input_types"] = lab.input_types
+    elif row["op"] is None:
+        row["op"], row["shapes"] = labels[0].op, labels[0].shapes
 
 
 P = TypeVar("P")
@@ -190,7 +222,7 @@ def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRang
                gpu: bool) -> list[RangeRow]:
     """The capture's range rows, in start order."""
     rows: list[RangeRow] = []
-    for i, r in enumerate(sorted(ranges, key=outer_first)):
+    for i, r in enumerate(sorted((r for r in ranges if not r.own_op), key=outer_first)):
         rows.append({
             "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
             "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,

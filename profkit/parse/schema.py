@@ -31,10 +31,26 @@ nvtx_range          string    innermost NVTX range open for the launch call when
                               domain
 nvtx_path           string    the whole stack, ``domain@outer/domain@inner`` (no ``domain@``
                               for record_function ranges)
-input_types         string    tensor input types of the operator (torch.profiler with
-                              shapes: ``c10::Half,float``), where known
-op                  string    the PyTorch operator that launched the kernel
-                              (``aten::cudnn_convolution``; torch.profiler runs), where known
+input_types         string    tensor input types of the operator, where known: torch's dtype
+                              names (``float16,float16``) from profkit's attribution or a
+                              compiled kernel's signature, torch.profiler's
+                              (``c10::Half,float``) in traces without it
+op                  string    the PyTorch operator that launched the kernel, where known:
+                              with profkit's attribution the operator the dispatcher ran
+                              below autograd (``aten::convolution``,
+                              ``aten::convolution_backward``); in a torch.profiler trace
+                              without it, the innermost launching operator
+                              (``aten::cudnn_convolution``); for a torch.compile kernel, the
+                              ATen operators Inductor fused into it, joined by ``+``
+module              string    the module whose code ran the operator: its path from the model
+                              (``layers.3.mlp.down_proj``; ``""`` the model's own code,
+                              ``(CrossEntropyLoss)`` another top-level module,
+                              ``(optimizer)`` an optimizer's step); a backward kernel has
+                              the module whose forward created its autograd node; None
+                              outside any module or where the capture does not say
+module_type         string    that module's class (``Linear``), where known
+shapes              string    the operator's tensor input shapes, ``[8,512];[512,64]``
+phase               string    ``forward``, ``backward`` or ``optimizer``, where known
 metrics             object    dict of metric name -> number (profiler counters), or {}
 precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
 tensor_core         boolean   True / False / <NA> when nothing tells (False for CPU ops)
@@ -49,7 +65,7 @@ evidence            string    ``metrics`` (counters decided), ``name`` (name rul
 evidence_detail     string    which counters or which named rule gave the verdict
 ==================  ========  ==========================================================
 
-Importers yield rows with everything up to ``op`` (:class:`KernelRow`);
+Importers yield rows with everything up to ``phase`` (:class:`KernelRow`);
 ``profkit.classify`` adds the last five (:class:`ClassifiedRow`). A :class:`Capture` carries
 the rows, what the file says about the run (GPU, tool), and the capture's ranges
 (:class:`RangeRow`) where the tool recorded them. :func:`frame` turns rows into the table as a
@@ -97,6 +113,10 @@ COLUMNS: dict[str, str] = {
     "nvtx_path": "string",
     "input_types": "string",
     "op": "string",
+    "module": "string",
+    "module_type": "string",
+    "shapes": "string",
+    "phase": "string",
     "metrics": "object",
 }
 CLASSIFIED: dict[str, str] = {
@@ -133,6 +153,10 @@ class KernelRow(TypedDict):
     nvtx_path: str | None
     input_types: str | None
     op: str | None
+    module: str | None
+    module_type: str | None
+    shapes: str | None
+    phase: str | None
     metrics: dict[str, float]
 
 

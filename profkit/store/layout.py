@@ -23,7 +23,8 @@ for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
 # Text columns of the kernel table kept once in ``strings`` and referenced by id (column
 # ``<name>_id`` in ``kernel_rows``): a capture repeats the same few thousand names, ranges,
 # operators and verdict texts over millions of launches.
-INTERNED = ("name", "short_name", "nvtx_range", "nvtx_path", "input_types", "op", "family", "evidence_detail")
+INTERNED = ("name", "short_name", "nvtx_range", "nvtx_path", "input_types", "op", "module", "module_type", "shapes",
+            "phase", "family", "evidence_detail")
 STORED_COLUMNS: dict[str, type] = {(f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
                                    for c, t in KERNEL_COLUMNS.items()}
 

@@ -147,6 +147,15 @@ def run_folders_and_ids(s: Connection) -> None:
     set_max_run_id(s)
 
 
+@step
+def attribution(s: Connection) -> None:
+    """Schema 10: each kernel's ``module``, ``module_type``, ``shapes`` and ``phase`` (issue
+    23's attribution; interned like ``op``), the view made anew with them after ``op``."""
+    if _add_columns(s, "kernel_rows", STORED_COLUMNS):
+        s.execute("drop view if exists kernels")
+        s.execute(KERNELS_VIEW)
+
+
 SCHEMA_VERSION = len(STEPS)
 
 

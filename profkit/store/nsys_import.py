@@ -10,8 +10,8 @@ from typing import Any
 
 from ..errors import BadExport
 from ..files import file_uri
-from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, Segment, StateRange,
-                                 Window)
+from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport, Segment,
+                                 StateRange, Window)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
@@ -61,8 +61,9 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
                 (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
                 for k, sn, n, sh, p, tc, f, ev, d in names))
-            con.execute("create temp table rg (ix integer primary key, range_id, path_id)")
-            con.executemany("insert into temp.rg values (?, ?, ?)", ((i, ids.get(n), ids.get(p)) for i, n, p in ranges))
+            con.execute(f"create temp table rg (ix integer primary key, {', '.join(c + '_id' for c in STATE_COLUMNS)})")
+            con.executemany(f"insert into temp.rg values (?{', ?' * len(STATE_COLUMNS)})",
+                            ((r[0], *(ids.get(t) if t is not None else None for t in r[1:])) for r in ranges))
             con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
             con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
             con.execute("create temp table rk (pid integer primary key, rank integer)")
@@ -79,8 +80,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
                       "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
                       "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
-                      "thread_id": f"o.ltid & {0xFFFFFF}", "nvtx_range": "rg.range_id", "nvtx_path": "rg.path_id",
-                      "input_types": "null", "op": "null", "metrics": "null", "precision": "n.precision",
+                      "thread_id": f"o.ltid & {0xFFFFFF}", **{c: f"rg.{c}_id" for c in STATE_COLUMNS}, "metrics": "null", "precision": "n.precision",
                       "tensor_core": "n.tensor_core", "family": "n.family_id", "evidence": "n.evidence",
                       "evidence_detail": "n.detail_id", "name": "n.name_id", "short_name": "n.short_id"}
             assert set(source) == set(KERNEL_COLUMNS)

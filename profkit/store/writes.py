@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import BadExport, EmptyCapture
 from ..parse.schema import GPU_KINDS, ClassifiedRow, check_row
@@ -15,6 +15,7 @@ from .connection import Connection
 from .layout import INTERNED, KERNEL_COLUMNS, STORED_COLUMNS
 
 if TYPE_CHECKING:
+    from ..classify import Verdict
     from ..parse.nsys_export import GpuOpsImport, NameRow, NsysExport, Segment, StateRange, Window
 
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
@@ -89,6 +90,27 @@ class Writes(Connection):
         if not count[activity]:
             raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
         return activity, count[activity], total[activity]
+
+    def judge_by_inputs(self, run_id: int, judge: Callable[[str, str], Verdict]) -> int:
+        """Kernels of ``run_id`` with no precision yet and their launching operator's input
+        types (a bulk import's, judged by name alone): ``judge(name, input_types)`` once per
+        distinct pair, its verdict written where it gives a precision. Returns the rows changed."""
+        pairs = self.conn.execute(
+            "select distinct k.name_id, k.input_types_id, n.text, t.text from kernel_rows k "
+            "join strings n on n.id = k.name_id join strings t on t.id = k.input_types_id "
+            "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'", [run_id]).fetchall()
+        changed = 0
+        with self.write():
+            for name_id, types_id, name, types in pairs:
+                v = judge(name, types)
+                if v.precision == "unknown":
+                    continue
+                detail = self.intern([v.evidence_detail])[v.evidence_detail]
+                changed += self.conn.execute(
+                    "update kernel_rows set precision = ?, evidence = ?, evidence_detail_id = ? where run_id = ? "
+                    "and name_id = ? and input_types_id = ? and kind = 'kernel' and precision = 'unknown'",
+                    [v.precision, v.evidence, detail, run_id, name_id, types_id]).rowcount
+        return changed
 
     def intern(self, texts: Iterable[str]) -> dict[str, int]:
         """The ids of ``texts`` in ``strings``, adding those not there yet; inside a write

@@ -1,0 +1,280 @@
+"""Attribution ranges around every operator of a model's measured iterations: which module,
+operator and shapes launched each kernel.
+
+:class:`Annotator` is entered around the measured iterations by the harness (eager and
+TorchScript models; a compiled model's kernels are traced by :func:`compiled_kernels`
+instead). While it is active:
+
+* global module hooks keep the stack of modules being run, named by their path from the
+  outermost one (``layers.3.mlp.down_proj``, ``""`` for the model itself), and record which
+  autograd sequence numbers each module's forward created;
+* a ``TorchDispatchMode`` wraps each operator call that reaches the dispatcher below
+  autograd (``aten::convolution``, ``aten::addmm``, ``aten::convolution_backward``; the
+  kernels a call launches are in its range) in one range named by
+  :func:`profkit.nvtx_ranges.op_range`: the operator, the phase, the module, its input
+  shapes and dtypes. In the backward pass (autograd's own thread) the module is the one whose
+  forward created the autograd node being run (its sequence number), or for a gradient
+  accumulation the module owning the parameter;
+* optimizer step hooks mark an optimizer's operators (``opt``, module ``(optimizer)``).
+
+The ranges are NVTX push/pop ranges (ncu, nsys), ``record_function`` ranges (torch.profiler),
+or intervals on CUPTI's clock (ncu's per-function plan, whose launches CUPTI times: see
+:class:`IntervalLog`). Imported by the harness inside the profiled process only.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+from .nvtx_ranges import op_range
+
+if TYPE_CHECKING:
+    from .records import CompiledKernel
+
+OPTIMIZER = "(optimizer)"
+# Operators that launch no kernel (allocation, detaching): no range, the call's cost only;
+# views (``func.is_view``) neither.
+_NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::detach", "aten::lift_fresh", "aten::alias"})
+
+
+def _shape_of(value: Any, torch: Any, shapes: list[str], dtypes: list[str]) -> None:
+    if isinstance(value, torch.Tensor):
+        shapes.append("[" + ",".join(map(str, value.shape)) + "]")
+        dtypes.append(str(value.dtype).removeprefix("torch."))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                _shape_of(v, torch, shapes, dtypes)
+
+
+class IntervalLog:
+    """Operator ranges as (thread, start, end, name) on a clock (CUPTI's, for the per-function
+    ncu plan, whose launches CUPTI records with their thread and time): the NVTX ranges are
+    pushed too, for ncu's profiled launches."""
+
+    def __init__(self, clock: Callable[[], int], push: Callable[[str], Any], pop: Callable[[], Any]):
+        self.clock, self._push, self._pop = clock, push, pop
+        self.names: dict[str, int] = {}
+        self.intervals: list[tuple[int, int, int, int]] = []  # thread, start, end, name index
+        self._open = threading.local()
+
+    def push(self, name: str) -> None:
+        self._push(name)
+        stack = self._open.__dict__.setdefault("stack", [])
+        stack.append((name, self.clock()))
+
+    def pop(self) -> None:
+        end = self.clock()
+        self._pop()
+        name, start = self._open.stack.pop()
+        index = self.names.setdefault(name, len(self.names))
+        self.intervals.append((threading.get_ident(), start, end, index))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"names": list(self.names), "intervals": self.intervals}
+
+
+class Annotator:
+    """``with Annotator(push, pop):`` every operator call in the block is in a range (see the
+    module docstring). ``push(name)``/``pop()`` open and close one on the calling thread."""
+
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]):
+        import torch
+
+        self.torch = torch
+        self.push, self.pop = push, pop
+        self.paths: dict[int, tuple[str, str]] = {}       # id(module) -> (path, class name)
+        self.param_owner: dict[int, tuple[str, str]] = {}  # id(parameter) -> its module's
+        self.seq_owner: dict[int, tuple[str, str]] = {}   # autograd sequence nr -> module
+        self.roots: list[str] = []
+        self._local = threading.local()
+        self._handles: list[Any] = []
+        self._mode: Any = None
+
+    # ------------------------------------------------------------------ modules
+    def _stack(self) -> list[Any]:
+        stack: list[Any] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _name(self, module: Any, parent: Any | None) -> tuple[str, str]:
+        known = self.paths.get(id(module))
+        if known is not None:
+            return known
+        if parent is None:
+            # The first module run outside any other is the model: paths are from it. Another
+            # (a loss module) is named by its class.
+            kind = type(module).__name__
+            path = "" if not self.roots else f"({kind})"
+            self.roots.append(path)
+        else:
+            base = self.paths[id(parent)][0]
+            for name, child in parent.named_children():
+                self._register(child, f"{base}.{name}" if base else name)
+            if id(module) in self.paths:
+                return self.paths[id(module)]
+            path = f"{base}.?{type(module).__name__}" if base else f"?{type(module).__name__}"
+        return self._register(module, path)
+
+    def _register(self, module: Any, path: str) -> tuple[str, str]:
+        if id(module) not in self.paths:
+            self.paths[id(module)] = (path, type(module).__name__)
+            for p in module._parameters.values():
+                if p is not None:
+                    self.param_owner.setdefault(id(p), self.paths[id(module)])
+        return self.paths[id(module)]
+
+    def _pre(self, module: Any, args: Any) -> None:
+        stack = self._stack()
+        self._name(module, stack[-1][0] if stack else None)
+        stack.append((module, self.torch._C._autograd._get_sequence_nr()))
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        stack = self._stack()
+        if not stack or stack[-1][0] is not module:
+            return
+        _, first = stack.pop()
+        owner = self.paths[id(module)]
+        # Inner modules end first and claim their nodes; this one takes the rest.
+        for seq in range(first, self.torch._C._autograd._get_sequence_nr()):
+            self.seq_owner.setdefault(seq, owner)
+
+    def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._local.optimizer = getattr(self._local, "optimizer", 0) + 1
+
+    def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._local.optimizer = max(0, getattr(self._local, "optimizer", 1) - 1)
+
+    # ------------------------------------------------------------------ operators
+    def where(self) -> tuple[str, str | None, str | None]:
+        """(phase, module path, module class) of an operator called now on this thread."""
+        node = self.torch._C._current_autograd_node()
+        if node is not None:
+            owner = self.seq_owner.get(node._sequence_nr())
+            if owner is None:
+                variable = getattr(node, "variable", None)  # AccumulateGrad: the parameter's module
+                owner = self.param_owner.get(id(variable)) if variable is not None else None
+            return ("bwd", *owner) if owner else ("bwd", None, None)
+        if getattr(self._local, "optimizer", 0):
+            return "opt", OPTIMIZER, None
+        stack = self._stack()
+        if stack:
+            return ("fwd", *self.paths[id(stack[-1][0])])
+        return "fwd", None, None
+
+    def label(self, func: Any, args: Any, kwargs: Any) -> str:
+        phase, module, kind = self.where()
+        shapes: list[str] = []
+        dtypes: list[str] = []
+        _shape_of(args, self.torch, shapes, dtypes)
+        if kwargs:
+            _shape_of(list(kwargs.values()), self.torch, shapes, dtypes)
+        return op_range(func._schema.name, phase, module, kind, ";".join(shapes), ",".join(dtypes))
+
+    def __enter__(self) -> Annotator:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        annotator = self
+
+        class _Mode(TorchDispatchMode):  # type: ignore[misc]  # torch's class is untyped
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                kwargs = kwargs or {}
+                if func.is_view or func._schema.name in _NO_KERNEL or func.namespace == "profiler":
+                    return func(*args, **kwargs)
+                annotator.push(annotator.label(func, args, kwargs))
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    annotator.pop()
+
+        mod = self.torch.nn.modules.module
+        import torch.optim.optimizer as optim
+        self._handles = [mod.register_module_forward_pre_hook(self._pre),
+                         mod.register_module_forward_hook(self._post, always_call=True),
+                         optim.register_optimizer_step_pre_hook(self._opt_pre),
+                         optim.register_optimizer_step_post_hook(self._opt_post)]
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+def nvtx_backend() -> tuple[Callable[[str], Any], Callable[[], Any]]:
+    """NVTX push/pop in the default domain (ncu, nsys): torch's binding, the cheapest."""
+    import torch
+
+    return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+
+
+def record_function_backend() -> tuple[Callable[[str], Any], Callable[[], Any]]:
+    """record_function ranges (torch.profiler), as a push and a pop on the calling thread."""
+    import torch
+
+    local = threading.local()
+    enter = torch.ops.profiler._record_function_enter_new
+    leave = torch.ops.profiler._record_function_exit
+
+    def push(name: str) -> None:
+        local.__dict__.setdefault("open", []).append(enter(name, None))
+
+    def pop() -> None:
+        leave._RecordFunction(local.open.pop())
+
+    return push, pop
+
+
+# ------------------------------------------------------------------------------ torch.compile
+_KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(?P<name>\w+)'", re.M)
+_ORIGINAL_ATEN = re.compile(r"^# .*Original ATen: \[(?P<ops>[^\]]*)\]", re.M)
+_SIGNATURE = re.compile(r"'signature': \{(?P<sig>[^}]*)\}")
+_POINTER = re.compile(r"'(?P<arg>\w+)': '\*(?P<t>\w+)'")
+# Triton's pointer element types -> torch dtype names.
+TRITON_TYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "i64": "int64",
+                "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8", "i1": "bool", "fp8e4nv": "float8_e4m3fn",
+                "fp8e5": "float8_e5m2", "fp8e4b8": "float8_e4m3fnuz", "fp8e5b16": "float8_e5m2fnuz"}
+
+
+def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
+    """The Triton kernels defined in one of Inductor's output code files: for each, the ATen
+    operators its comment says it fused and the element types of its pointer arguments (its
+    compiled signature; inputs and outputs alike, outputs last)."""
+    found: dict[str, CompiledKernel] = {}
+    defs = list(_KERNEL_DEF.finditer(source))
+    for i, d in enumerate(defs):
+        before = source[defs[i - 1].end() if i else 0:d.start()]
+        body = source[d.end():defs[i + 1].start() if i + 1 < len(defs) else len(source)]
+        aten = _ORIGINAL_ATEN.findall(before)
+        ops = [o.strip().replace(".", "::", 1) for o in aten[-1].split(",") if o.strip()] if aten else []
+        sig = _SIGNATURE.search(body)
+        types = [TRITON_TYPES.get(m.group("t"), m.group("t")) for m in _POINTER.finditer(sig.group("sig"))] if sig else []
+        found[d.group("name")] = {"ops": ops, "input_types": ",".join(types)}
+    return found
+
+
+def compiled_kernels() -> dict[str, CompiledKernel]:
+    """Every Triton kernel of the output code torch.compile loaded in this process so far."""
+    import sys
+
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is None:
+        return {}
+    found: dict[str, CompiledKernel] = {}
+    for module in list(getattr(codecache.PyCodeCache, "modules", [])) + list(
+            getattr(codecache.PyCodeCache, "modules_no_attr", {}).values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                found.update(kernels_in_output_code(f.read()))
+        except OSError:
+            continue
+    return found
