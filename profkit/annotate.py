@@ -34,18 +34,22 @@ if TYPE_CHECKING:
     from .records import CompiledKernel
 
 OPTIMIZER = "(optimizer)"
+# The module of an operator run outside every module (a loss written as a function, a
+# GradScaler's checks), and of its backward: a fact, where None would mean "not known".
+OUTSIDE = "(outside modules)"
 # Operators that launch no kernel (allocation, detaching): no range, the call's cost only;
 # views (``func.is_view``) neither.
 _NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::detach", "aten::lift_fresh", "aten::alias"})
 
 
 def _shape_of(value: Any, torch: Any, shapes: list[str], dtypes: list[str]) -> None:
+    """Append the shape and dtype of every tensor in ``value`` (tensors, lists of them: cat's)."""
     if isinstance(value, torch.Tensor):
         shapes.append("[" + ",".join(map(str, value.shape)) + "]")
         dtypes.append(str(value.dtype).removeprefix("torch."))
     elif isinstance(value, (list, tuple)):
         for v in value:
-            if isinstance(v, torch.Tensor):
+            if isinstance(v, (torch.Tensor, list, tuple)):
                 _shape_of(v, torch, shapes, dtypes)
 
 
@@ -62,7 +66,7 @@ class IntervalLog:
 
     def push(self, name: str) -> None:
         self._push(name)
-        stack = self._open.__dict__.setdefault("stack", [])
+        stack = self._open.__dict__.setdefault("stack", [])  # CUPTI names a thread by its pthread id's low 32 bits
         stack.append((name, self.clock()))
 
     def pop(self) -> None:
@@ -70,7 +74,7 @@ class IntervalLog:
         self._pop()
         name, start = self._open.stack.pop()
         index = self.names.setdefault(name, len(self.names))
-        self.intervals.append((threading.get_ident(), start, end, index))
+        self.intervals.append((threading.get_ident() & 0xFFFFFFFF, start, end, index))
 
     def to_json(self) -> dict[str, Any]:
         return {"names": list(self.names), "intervals": self.intervals}
@@ -80,11 +84,14 @@ class Annotator:
     """``with Annotator(push, pop):`` every operator call in the block is in a range (see the
     module docstring). ``push(name)``/``pop()`` open and close one on the calling thread."""
 
-    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]):
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any], modules: bool = True):
         import torch
 
         self.torch = torch
         self.push, self.pop = push, pop
+        # Without module hooks (a compiled model: hooks would make Dynamo guard and recompile),
+        # operators have no module, only their shapes and dtypes.
+        self.modules = modules
         self.paths: dict[int, tuple[str, str]] = {}       # id(module) -> (path, class name)
         self.param_owner: dict[int, tuple[str, str]] = {}  # id(parameter) -> its module's
         self.seq_owner: dict[int, tuple[str, str]] = {}   # autograd sequence nr -> module
@@ -157,13 +164,13 @@ class Annotator:
             if owner is None:
                 variable = getattr(node, "variable", None)  # AccumulateGrad: the parameter's module
                 owner = self.param_owner.get(id(variable)) if variable is not None else None
-            return ("bwd", *owner) if owner else ("bwd", None, None)
+            return ("bwd", *owner) if owner else ("bwd", OUTSIDE if self.modules else None, None)
         if getattr(self._local, "optimizer", 0):
             return "opt", OPTIMIZER, None
         stack = self._stack()
         if stack:
             return ("fwd", *self.paths[id(stack[-1][0])])
-        return "fwd", None, None
+        return "fwd", OUTSIDE if self.modules else None, None
 
     def label(self, func: Any, args: Any, kwargs: Any) -> str:
         phase, module, kind = self.where()
@@ -180,6 +187,12 @@ class Annotator:
         annotator = self
 
         class _Mode(TorchDispatchMode):  # type: ignore[misc]  # torch's class is untyped
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                # Off while torch.compile compiles, on while its artifacts run: a compiled
+                # model still compiles, and its calls into ATen (extern GEMMs, attention) are seen.
+                return True
+
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 kwargs = kwargs or {}
                 if func.is_view or func._schema.name in _NO_KERNEL or func.namespace == "profiler":
@@ -252,7 +265,7 @@ def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
         before = source[defs[i - 1].end() if i else 0:d.start()]
         body = source[d.end():defs[i + 1].start() if i + 1 < len(defs) else len(source)]
         aten = _ORIGINAL_ATEN.findall(before)
-        ops = [o.strip().replace(".", "::", 1) for o in aten[-1].split(",") if o.strip()] if aten else []
+        ops = list(dict.fromkeys(o.strip().replace(".", "::", 1) for o in aten[-1].split(",") if o.strip())) if aten else []
         sig = _SIGNATURE.search(body)
         types = [TRITON_TYPES.get(m.group("t"), m.group("t")) for m in _POINTER.finditer(sig.group("sig"))] if sig else []
         found[d.group("name")] = {"ops": ops, "input_types": ",".join(types)}

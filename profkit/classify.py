@@ -180,11 +180,12 @@ def classify_op(name: str, input_types: str | None) -> Verdict:
 
 
 def types_precision(input_types: str | None) -> Precision | None:
-    """The precision of torch.profiler's input types (``c10::Half,c10::Half``): the floating
-    type's, ``mixed`` for several; None where no tensor type is known."""
+    """The precision of an operator's input types (torch.profiler's ``c10::Half,c10::Half``,
+    or torch's ``float16,int64``): the floating type's, ``mixed`` for several; else int8 or
+    ``int`` (integer and boolean work); None where no tensor type is known."""
     table = rules().torch_types
     mapped = list(dict.fromkeys(table[t] for t in (input_types or "").split(",") if t in table))
-    chosen = [p for p in mapped if p != "int8"] or mapped
+    chosen = [p for p in mapped if p not in ("int8", "int")] or [p for p in mapped if p == "int8"] or mapped
     if not chosen:
         return None
     return chosen[0] if len(chosen) == 1 else "mixed"

@@ -25,6 +25,7 @@ from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageE
 from .files import write_new
 from .harness import HarnessJob, harness_info, rank_file
 from .ingest import now, store_capture
+from .parse.compiled import with_compiled_kernels
 from .parse.schema import Capture, KernelRow
 from .records import HarnessInfo, NcuPlan, RankInfo, RunInfo, RunRecord
 from .store import Store
@@ -341,6 +342,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
                             world_size=o.nproc_per_node if o.nproc_per_node > 1 else None,
                             cuda_graphs=GRAPH_NOTE[tool] if uses_graphs(req.spec) else None),
         }
+        with_compiled_kernels(capture, info.get("compiled_kernels"))
         try:
             return store_capture(store, capture, fields, reserved)
         except EmptyCapture:

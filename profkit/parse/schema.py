@@ -52,7 +52,8 @@ module_type         string    that module's class (``Linear``), where known
 shapes              string    the operator's tensor input shapes, ``[8,512];[512,64]``
 phase               string    ``forward``, ``backward`` or ``optimizer``, where known
 metrics             object    dict of metric name -> number (profiler counters), or {}
-precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 mixed unknown
+precision           string    fp64 fp32 tf32 fp16 bf16 fp8 int8 int mixed unknown (int:
+                              integer or boolean work: indices, masks, counters)
 tensor_core         boolean   True / False / <NA> when nothing tells (False for CPU ops)
 family              string    gemm conv attention elementwise fused layout pooling norm reduce
                               memory communication other (fused: torch.compile's generated
@@ -85,7 +86,7 @@ if TYPE_CHECKING:
 # The values of the table's kind, precision and evidence columns (documented above), as types
 # and as the tuples checked against at run time.
 Kind = Literal["kernel", "memcpy", "memset", "cpu_op"]
-Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "mixed", "unknown"]
+Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int", "mixed", "unknown"]
 Evidence = Literal["metrics", "name", "dtypes", "none"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)

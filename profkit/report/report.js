@@ -6,7 +6,7 @@
   var DATA = JSON.parse(document.getElementById("profkit-data").textContent);
   var PAGE_SIZE = 50;
   var COLORS = {fp64: "#6a3d9a", fp32: "#1f78b4", tf32: "#a6cee3", fp16: "#33a02c", bf16: "#b2df8a", fp8: "#ff7f00",
-                int8: "#fdbf6f", mixed: "#cab2d6", unknown: "#bbbbbb"};
+                int8: "#fdbf6f", int: "#e0c9a6", mixed: "#cab2d6", unknown: "#bbbbbb"};
   var TC = {yes: "#2b8a3e", no: "#c92a2a", mixed: "#e67700", unknown: "#999999"};
 
   // ---------------------------------------------------------------- formatting

@@ -91,6 +91,19 @@ class Writes(Connection):
             raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
         return activity, count[activity], total[activity]
 
+    def set_kernel_columns(self, run_id: int, by_short_name: dict[str, tuple[str | None, str | None]]) -> int:
+        """``op`` and ``input_types`` of ``run_id``'s kernels by their short name (a compiled
+        model's generated kernels, ``parse.compiled``), where given. Returns the rows changed."""
+        changed = 0
+        with self.write():
+            ids = self.intern({t for pair in by_short_name.values() for t in pair if t} | set(by_short_name))
+            for name, (op, types) in by_short_name.items():
+                changed += self.conn.execute(
+                    "update kernel_rows set op_id = coalesce(?, op_id), input_types_id = coalesce(?, input_types_id) "
+                    "where run_id = ? and short_name_id = ? and kind = 'kernel'",
+                    [ids.get(op) if op else None, ids.get(types) if types else None, run_id, ids[name]]).rowcount
+        return changed
+
     def judge_by_inputs(self, run_id: int, judge: Callable[[str, str], Verdict]) -> int:
         """Kernels of ``run_id`` with no precision yet and their launching operator's input
         types (a bulk import's, judged by name alone): ``judge(name, input_types)`` once per
