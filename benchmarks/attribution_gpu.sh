@@ -32,14 +32,42 @@ if [ "$PART" = all ] || [ "$PART" = 2 ]; then
   run $C/hf_gpt2_train.py --precision amp --tool nsys --batch-size 4 --iters 1
   python3 benchmarks/attribution_coverage.py "$DB"
 fi
-if [ "$PART" = all ] || [ "$PART" = overhead ]; then
-  for w in resnet50 $C/hf_llama.py; do
-    for a in "" attribution; do python3 benchmarks/bare_run.py $w fp16 8 20 cuda $a 2>&1 | cut -c1-120; done
+if [ "$PART" = all ] || [ "$PART" = fixtures ]; then
+  # The committed captures (tests/data/where/): a CNN and two transformers, forward and backward,
+  # under each tool; a compiled model; the unpadded and padded vocabulary.
+  for t in ncu nsys torch; do
+    run resnet18_train --precision amp --tool $t --batch-size 8 --iters 1
+    run $C/hf_gpt2_train.py --precision amp --tool $t --batch-size 4 --iters 1
+    run $C/hf_llama.py --precision bf16 --tool $t --batch-size 4 --iters 1
   done
+  run $C/hf_llama.py --precision bf16 --mode compile --tool nsys --batch-size 4 --iters 1
+  run $C/hf_llama.py --precision bf16 --mode compile --tool torch --batch-size 4 --iters 1
+  run $C/hf_gpt2_train_padded.py --precision amp --tool nsys --batch-size 4 --iters 1
+  run $C/timm_convnext.py --precision fp16 --tool nsys --batch-size 8 --iters 1
+  run $C/timm_vit.py --precision fp32 --tool nsys --batch-size 8 --iters 1
+  python3 benchmarks/attribution_coverage.py "$DB"
 fi
-# The raw files, one level under OUT (what comes back from the GPU machine).
-mkdir -p "$OUT/raw"
-for d in "$OUT"/a-runs/*/; do
-  n=$(basename "$d")
-  for f in "$d"*; do case "$f" in *.ncu-rep|*.nsys-rep|*.qdstrm) continue;; esac; cp "$f" "$OUT/raw/$n.$(basename "$f")"; done
-done
+if [ "$PART" = all ] || [ "$PART" = overhead ]; then
+  # The operator ranges' host cost with no profiler (bare), and each tool's profiled wall time
+  # with and without them.
+  for w in resnet50 $C/hf_llama.py; do
+    for a in "" attribution; do python3 benchmarks/bare_run.py $w fp16 8 20 cuda $a 2>&1 | cut -c1-140; done
+  done
+  for a in "--attribution" "--no-attribution"; do
+    for t in nsys ncu torch; do
+      timeout 200 profkit run resnet50 --precision fp16 --tool $t --batch-size 8 --iters 3 $a --db "$OUT/overhead.db" \
+        --name "r50-$t$a" --no-report >/dev/null 2>&1
+    done
+  done
+  python3 - "$OUT/overhead.db" <<'PY'
+import sys, profkit
+db = profkit.open_db(sys.argv[1], create=False)
+for r in db.list_runs().itertuples():
+    run = db.run(r.name)
+    it = (run.info.get("harness") or {}).get("iteration_wall_ns") or []
+    print(f"{r.name}: profiled wall {run.profiled_wall_s:.1f} s, iterations (ms) {[round(x / 1e6, 2) for x in it]}, "
+          f"GPU time {run.gpu_time_ns / 1e6:.3f} ms")
+PY
+fi
+# The raw files in one archive (what comes back from the GPU machine), reports left out.
+tar -C "$OUT" -czf "$OUT/raw.tgz" --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' a-runs 2>/dev/null

@@ -37,8 +37,9 @@ OPTIMIZER = "(optimizer)"
 # The module of an operator run outside every module (a loss written as a function, a
 # GradScaler's checks), and of its backward: a fact, where None would mean "not known".
 OUTSIDE = "(outside modules)"
-# Operators that launch no kernel (allocation, detaching): no range, the call's cost only;
-# views (``func.is_view``) neither.
+# Operators that launch no kernel (allocation, detaching): no range, the call's cost only. Not
+# views in general: ``aten::to``, ``reshape`` and ``contiguous`` may alias (``func.is_view``) or
+# copy, and are seen before they decide.
 _NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::detach", "aten::lift_fresh", "aten::alias"})
 
 
@@ -84,14 +85,11 @@ class Annotator:
     """``with Annotator(push, pop):`` every operator call in the block is in a range (see the
     module docstring). ``push(name)``/``pop()`` open and close one on the calling thread."""
 
-    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any], modules: bool = True):
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]):
         import torch
 
         self.torch = torch
         self.push, self.pop = push, pop
-        # Without module hooks (a compiled model: hooks would make Dynamo guard and recompile),
-        # operators have no module, only their shapes and dtypes.
-        self.modules = modules
         self.paths: dict[int, tuple[str, str]] = {}       # id(module) -> (path, class name)
         self.param_owner: dict[int, tuple[str, str]] = {}  # id(parameter) -> its module's
         self.seq_owner: dict[int, tuple[str, str]] = {}   # autograd sequence nr -> module
@@ -112,19 +110,19 @@ class Annotator:
         if known is not None:
             return known
         if parent is None:
-            # The first module run outside any other is the model: paths are from it. Another
-            # (a loss module) is named by its class.
+            # The first module run outside any other is the model: every module under it is
+            # named at once, by its path from it (a ModuleList's layers run with the list's
+            # owner as their caller, so the call stack alone would not name them). Another
+            # top-level module (a loss module) is named by its class.
             kind = type(module).__name__
-            path = "" if not self.roots else f"({kind})"
-            self.roots.append(path)
-        else:
-            base = self.paths[id(parent)][0]
-            for name, child in parent.named_children():
-                self._register(child, f"{base}.{name}" if base else name)
-            if id(module) in self.paths:
-                return self.paths[id(module)]
-            path = f"{base}.?{type(module).__name__}" if base else f"?{type(module).__name__}"
-        return self._register(module, path)
+            root = "" if not self.roots else f"({kind})"
+            self.roots.append(root)
+            for name, sub in module.named_modules(remove_duplicate=False):
+                self._register(sub, f"{root}.{name}" if root and name else (name or root))
+            return self.paths[id(module)]
+        # A module outside the model's tree (made or held elsewhere): under its caller.
+        base = self.paths[id(parent)][0]
+        return self._register(module, f"{base}.?{type(module).__name__}" if base else f"?{type(module).__name__}")
 
     def _register(self, module: Any, path: str) -> tuple[str, str]:
         if id(module) not in self.paths:
@@ -164,13 +162,13 @@ class Annotator:
             if owner is None:
                 variable = getattr(node, "variable", None)  # AccumulateGrad: the parameter's module
                 owner = self.param_owner.get(id(variable)) if variable is not None else None
-            return ("bwd", *owner) if owner else ("bwd", OUTSIDE if self.modules else None, None)
+            return ("bwd", *owner) if owner else ("bwd", OUTSIDE, None)
         if getattr(self._local, "optimizer", 0):
             return "opt", OPTIMIZER, None
         stack = self._stack()
         if stack:
             return ("fwd", *self.paths[id(stack[-1][0])])
-        return "fwd", OUTSIDE if self.modules else None, None
+        return "fwd", OUTSIDE, None
 
     def label(self, func: Any, args: Any, kwargs: Any) -> str:
         phase, module, kind = self.where()
@@ -188,14 +186,14 @@ class Annotator:
 
         class _Mode(TorchDispatchMode):  # type: ignore[misc]  # torch's class is untyped
             @classmethod
-            def ignore_compile_internals(cls) -> bool:
-                # Off while torch.compile compiles, on while its artifacts run: a compiled
-                # model still compiles, and its calls into ATen (extern GEMMs, attention) are seen.
-                return True
+            def _should_skip_dynamo(cls) -> bool:
+                # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable (about 10 us
+                # a call) for modes that call torch.compile inside it; this one never does.
+                return False
 
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 kwargs = kwargs or {}
-                if func.is_view or func._schema.name in _NO_KERNEL or func.namespace == "profiler":
+                if func._schema.name in _NO_KERNEL or func.namespace == "profiler":
                     return func(*args, **kwargs)
                 annotator.push(annotator.label(func, args, kwargs))
                 try:

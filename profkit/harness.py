@@ -193,20 +193,20 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
     from . import annotate, nvtx_ranges
 
     run_tag = job.tag
-    ranges = job.attribution
+    # A compiled model's generated kernels are traced from Inductor's code: a dispatch mode or
+    # module hooks in its measured iterations would make Dynamo compile again (seen on torch 2.11).
+    ranges = job.attribution and spec.mode != "compile"
     if job.attribution and spec.mode == "compile":
-        # The generated kernels from Inductor's code; its calls into ATen from operator ranges
-        # (no module hooks: Dynamo would guard on them and compile again).
         info["compiled_kernels"] = annotate.compiled_kernels()
+        info["attribution"] = "compiled"
     elif not job.attribution:
         info["attribution"] = "off"
-    modules = spec.mode != "compile"
     if job.profiler == "torch":
         from torch.profiler import ProfilerActivity, profile, record_function
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if spec.device == "cuda" else [])
         with profile(activities=activities, record_shapes=True) as prof:
-            with _annotated(info, ranges, modules, annotate.record_function_backend):
+            with _annotated(info, ranges, annotate.record_function_backend):
                 for i in range(job.iters):
                     with record_function(nvtx_ranges.iteration_range(run_tag, i)):
                         _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
@@ -218,7 +218,7 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
         torch.cuda.profiler.start()
     timer = _kernel_timer(job, info)
     log = annotate.IntervalLog(timer.now, *annotate.nvtx_backend()) if timer and ranges else None
-    with _annotated(info, ranges, modules, lambda: (log.push, log.pop) if log else annotate.nvtx_backend()):
+    with _annotated(info, ranges, lambda: (log.push, log.pop) if log else annotate.nvtx_backend()):
         for i in range(job.iters):
             if timer:
                 timer.mark(f"iter{i}.start")
@@ -236,12 +236,11 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
 
 
 @contextmanager
-def _annotated(info: HarnessInfo, on: bool, modules: bool,
+def _annotated(info: HarnessInfo, on: bool,
                backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]]) -> Iterator[None]:
-    """The block with operator ranges (``on``; ``modules``: with the module hooks too), else as
-    it is. A model the annotator cannot follow still runs: the run then says why it has no
-    attribution."""
-    annotator = _annotator(info, modules, backend) if on else None
+    """The block with operator ranges (``on``), else as it is. A model the annotator cannot
+    follow still runs: the run then says why it has no attribution."""
+    annotator = _annotator(info, backend) if on else None
     if annotator is None:
         yield
         return
@@ -251,24 +250,18 @@ def _annotated(info: HarnessInfo, on: bool, modules: bool,
         annotator.__exit__(None, None, None)
 
 
-def _annotator(info: HarnessInfo, modules: bool,
-               backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]]) -> Any:
+def _annotator(info: HarnessInfo, backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]]) -> Any:
     """An entered Annotator, or None (and why in ``info``)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from .annotate import Annotator
 
-    if not modules and not hasattr(TorchDispatchMode, "ignore_compile_internals"):
-        info["attribution"] = "compiled"  # an older torch would run a compiled model eagerly under the mode
-        return None
     try:
-        annotator = Annotator(*backend(), modules=modules)
+        annotator = Annotator(*backend())
         annotator.__enter__()
     except Exception as exc:  # an older torch without the hooks the annotator needs
         info["attribution"] = "off"
         info["attribution_note"] = f"operator ranges could not start: {_error_line(exc)}"
         return None
-    info["attribution"] = "ranges" if modules else "compiled+ranges"
+    info["attribution"] = "ranges"
     return annotator
 
 

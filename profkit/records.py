@@ -83,7 +83,7 @@ class HarnessInfo(TypedDict, total=False):
     stages_s: dict[str, float]      # seconds since start at each stage (torch_imported, built, ...)
     thread_ids: dict[str, int]      # ncu's per-function plan: Python thread ident -> native id
     kernel_timer_error: str         # ncu's per-function plan: why CUPTI's timer could not start
-    attribution: str                # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels (+ranges: its ATen calls); "off"
+    attribution: str                # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
     attribution_note: str           # why a run has none (a compiled model's, a failure to start)
     compiled_kernels: dict[str, CompiledKernel]  # torch.compile: generated kernel name -> what it fused
     # profkit bench
