@@ -29,6 +29,9 @@ GOLDEN = recorder.load()
 
 # Keys added to profkit's JSON output on purpose since the recording, with the issue.
 ADDED: dict[str, str] = {
+    "matrix_work": "issue 23: summary's tensor-core coverage of matrix work (GEMM, conv, attention)",
+    "matrix_work_a": "issue 23: the diff's totals, side A's tensor-core coverage of matrix work",
+    "matrix_work_b": "issue 23: the diff's totals, side B's tensor-core coverage of matrix work",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why.
 CHANGED: dict[str, str] = {

@@ -67,11 +67,14 @@ def pct_text(mw: MatrixWork | None) -> str:
     return "no matrix work" if mw.tensor_core_pct is None else f"{mw.tensor_core_pct:.1f}%"
 
 
-def matrix_detail(mw: MatrixWork) -> str:
-    """What the coverage is of: "GEMM, conv, attention: 24.1 ms" (and the undecided time)."""
+def matrix_detail(mw: MatrixWork, gpu_share: bool = False) -> str:
+    """What the coverage is of: "GEMM, conv, attention: 24.1 ms" (with its share of all GPU
+    time where ``gpu_share``), and the undecided time."""
     if mw.tensor_core_pct is None:
         return f"no {WHAT.replace(', attention', ' or attention')} kernels"
     text = f"{WHAT}: {fmt_ns(mw.time_ns)}"
+    if gpu_share:
+        text += f" ({mw.gpu_time_pct:.1f}% of GPU time)"
     if mw.undecided_time_ns:
         text += f", of which {fmt_ns(mw.undecided_time_ns)} undecided (tensor-core use unknown, not counted)"
     return text

@@ -57,32 +57,31 @@ def header(store: Store, run: RunRecord) -> dict[str, Any]:
 
 
 def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:
-    """The five headline figures, each with the exact value ``summary --format json`` gives
-    (``key`` names the summary field) and the text shown. The tensor-core coverage of matrix
-    work leads; the share of all GPU time stands beside it."""
+    """The headline figures, each with the exact value ``summary --format json`` gives (``key``
+    names the summary field) and the text shown. On GPU runs the tensor-core coverage of matrix
+    work leads, the share of all GPU time beside it; a CPU run has four, as before."""
     cpu = summary.activity == "cpu_op"
     total = summary.gpu_time_ns
     by_precision = summary.time_by_precision_ns
     mw = summary.matrix_work
-    if mw is None:
-        matrix_basis = "CPU operators use no tensor cores" if cpu else "not known for this run"
-    elif mw.tensor_core_pct is None:
-        matrix_basis = f"{matrix_detail(mw)} in this run"
-    else:
-        matrix_basis = f"of its {matrix_detail(mw)} ({mw.gpu_time_pct:.1f}% of GPU time); {evidence_basis}"
+    matrix: list[dict[str, Any]] = []
+    if mw is not None:  # None for CPU operators, whose figures stay as they were
+        matrix = [{"key": "matrix_work", "label": "tensor cores: share of matrix work", "lead": True,
+                   "value": asdict(mw), "text": pct_text(mw),
+                   "basis": f"{matrix_detail(mw)} in this run" if mw.tensor_core_pct is None else
+                   f"of its {matrix_detail(mw, gpu_share=True)}; {evidence_basis}"}]
     return [
         {"key": "gpu_time_ns", "label": "CPU self time" if cpu else "GPU time", "value": total,
          "text": fmt_ns(total), "basis": "measured"},
         {"key": "kernels", "label": "operator calls" if cpu else "kernel launches", "value": summary.kernels,
          "text": f"{summary.kernels:,}", "basis": "measured"},
-        {"key": "matrix_work", "label": "tensor cores: share of matrix work", "lead": True,
-         "value": asdict(mw) if mw is not None else None,
-         "text": "n/a (CPU operators)" if cpu else pct_text(mw), "basis": matrix_basis},
-        {"key": "tensor_core_time_pct", "label": "tensor cores: share of all GPU time" if not cpu else
+        *matrix,
+        {"key": "tensor_core_time_pct", "label": "tensor cores: share of all GPU time" if matrix else
          "time on tensor cores", "value": summary.tensor_core_time_pct,
          "text": "n/a (CPU operators)" if cpu else f"{summary.tensor_core_time_pct:.1f}%",
          "basis": "CPU operators use no tensor cores" if cpu else
-         "every kernel counts: norms, element-wise and copies never use tensor cores; " + evidence_basis},
+         ("every kernel counts: norms, element-wise and copies never use tensor cores; " if matrix else "")
+         + evidence_basis},
         {"key": "time_by_precision_ns", "label": "time by precision", "value": by_precision,
          "text": " · ".join(f"{p} {100 * t / total:.1f}%" for p, t in by_precision.items() if t) if total else "-",
          "basis": "measured times; precision " + evidence_basis},
