@@ -3,7 +3,8 @@
 >>> import profkit
 >>> db = profkit.open_db("profkit.db")
 >>> run = db.import_file("tests/data/ncu/vgg16_fp16_eager.raw.csv.gz")
->>> run.summary().tensor_core_time_pct                      # a typed Summary
+>>> run.summary().tensor_core_time_pct                      # a typed Summary: % of all GPU time
+>>> run.summary().matrix_work.tensor_core_pct               # % of its GEMM, conv and attention time
 >>> run.kernels().groupby("precision")["duration_ns"].sum()  # the kernel table, a DataFrame
 
 ``open_db`` gives a :class:`Database`; its runs are :class:`Run` objects (a stored run's fields,
@@ -64,7 +65,8 @@ class Run(RunRecord):
         return frame(self.iter_kernels(), classified=True)
 
     def summary(self, top: int = 10) -> Summary:
-        """Launches, GPU time, tensor-core share, time by precision and family, top kernels."""
+        """Launches, GPU time, tensor-core share (of all GPU time, and of matrix work:
+        ``matrix_work``), time by precision and family, top kernels."""
         from .analyze.summary import summarize
 
         return summarize(self.database.store, self, top=top)
@@ -230,12 +232,18 @@ class VariantRow:
     run: str                      # its run's name
     kernels: float                # launches (per iteration where both sides have iterations)
     gpu_time_ns: float
-    tensor_core_time_pct: float
+    tensor_core_time_pct: float   # of all GPU time
     by_precision: str             # "fp16 80%, fp32 20%"
     added: int | None             # rows against the first variant (None for the first)
     removed: int | None
     changed: int | None
     fused_kernels: int | None     # kernels torch.compile fused away or into others
+    # tensor-core coverage of matrix work (GEMM, conv, attention; profkit.analyze.matrix): the
+    # share of that time on tensor cores (None without matrix work, or for CPU operators), the
+    # time, and the part of it whose tensor-core use is unknown (None for CPU operators)
+    matrix_tensor_core_pct: float | None = None
+    matrix_time_ns: float | None = None
+    matrix_undecided_time_ns: float | None = None
 
 
 @dataclass(frozen=True)
@@ -249,7 +257,8 @@ class Comparison:
     diffs: list[Diff]       # runs[i + 1] against runs[0]
 
     def variant_rows(self) -> list[VariantRow]:
-        """One row per variant: its run, launches, GPU time, tensor-core share, and the counts
+        """One row per variant: its run, launches, GPU time, tensor-core share (of all GPU time
+        and of matrix work), and the counts
         of rows added, removed and changed against the first (per iteration where it matters)."""
         out = []
         for i, (label, r) in enumerate(zip(self.labels, self.runs)):
@@ -264,7 +273,10 @@ class Comparison:
                 by_precision=", ".join(f"{p} {100 * v / total:.0f}%" for p, v in side.time_by_precision_ns.items()
                                        if total and v) or "-",
                 added=t.status.added if i else None, removed=t.status.removed if i else None,
-                changed=t.status.changed if i else None, fused_kernels=len(t.fused_kernels) if i else None))
+                changed=t.status.changed if i else None, fused_kernels=len(t.fused_kernels) if i else None,
+                matrix_tensor_core_pct=side.matrix_work.tensor_core_pct if side.matrix_work else None,
+                matrix_time_ns=side.matrix_work.time_ns if side.matrix_work else None,
+                matrix_undecided_time_ns=side.matrix_work.undecided_time_ns if side.matrix_work else None))
         return out
 
     def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:

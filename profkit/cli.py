@@ -645,7 +645,7 @@ def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path])
 @db_option
 @handles_errors
 def summary(run_ref: str, fmt: Format, top: int, db: Optional[Path]) -> None:
-    """Summarise a run: launches, GPU time, tensor-core share, time by precision."""
+    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
     render.summary(r, r.summary(top=top), fmt.value)

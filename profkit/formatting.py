@@ -16,3 +16,9 @@ def fmt_ns(ns: Any) -> str:
     if ns >= 1_000:
         return f"{ns / 1e3:,.1f} us"
     return f"{ns} ns"
+
+
+def num(x: float) -> float:
+    """Whole numbers as int (JSON 162, not 162.0); fractions (per-iteration figures) rounded
+    to 3 places."""
+    return int(x) if float(x).is_integer() else round(x, 3)

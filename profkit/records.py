@@ -230,6 +230,22 @@ class MemoryOps:
 
 
 @dataclass(frozen=True)
+class MatrixWork:
+    """Tensor-core coverage of a run's matrix work: the time of its GEMM, convolution and
+    attention kernels (``family`` gemm, conv or attention; ``analyze.matrix.MATRIX_FAMILIES``)
+    and how much of it ran on tensor cores. Launches whose tensor-core use nothing told are
+    ``undecided``: in the time, not in the tensor-core time. Times are nanoseconds (floats per
+    iteration in a diff whose runs' iteration counts differ); shares are percentages, 2 places.
+    Made by ``analyze.matrix.matrix_work`` alone."""
+
+    time_ns: float                  # the matrix kernels' summed duration
+    tensor_core_time_ns: float      # of it, on tensor cores
+    undecided_time_ns: float        # of it, tensor-core use unknown (counted out of tensor_core_time_ns)
+    tensor_core_pct: float | None   # tensor_core_time_ns over time_ns; None without matrix work
+    gpu_time_pct: float             # time_ns over all the run's GPU time (0.0 without GPU time)
+
+
+@dataclass(frozen=True)
 class Summary:
     """A run's summary; ``to_dict()`` is what ``profkit summary RUN --format json`` prints.
 
@@ -251,6 +267,9 @@ class Summary:
     evidence: dict[Evidence, int]               # launches per kind of evidence
     top_kernels: list[TopKernel]
     memory_ops: dict[str, MemoryOps]            # memcpy / memset, apart from the kernels
+    # tensor-core coverage of the GEMM, conv and attention kernels' time (the headline's
+    # figure beside tensor_core_time_pct); None for a run of CPU operators (no tensor cores)
+    matrix_work: MatrixWork | None = None
     ranks: RankReport | None = None             # a distributed job's per-rank figures; None for one process
 
     def to_dict(self) -> dict[str, Any]:

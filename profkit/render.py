@@ -434,9 +434,14 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
     if cpu:
         c.print(f"{s.kernels} CPU operator calls, {fmt_ns(s.gpu_time_ns)} CPU self time; "
                 "these are CPU operators, not GPU kernels: no tensor cores")
-    else:
+    elif s.matrix_work is None:
         c.print(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time; "
                 f"tensor cores: {s.tensor_core_kernels} launches, [bold]{s.tensor_core_time_pct:.1f}%[/bold] of GPU time")
+    else:
+        from .analyze.matrix import describe
+
+        c.print(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time")
+        c.print(Text(f"{describe(s.matrix_work, s.tensor_core_time_pct)} ({s.tensor_core_kernels} launches on tensor cores)"))
     c.print("verdicts from " + ", ".join(f"{k}: {v}" for k, v in s.evidence.items()))
     if s.memory_ops:
         c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
@@ -641,6 +646,8 @@ def _by_precision(times: dict[str, float], total: float) -> str:
 
 def headline(d: Diff) -> list[str]:
     """The lines that say what changed between A and B, in words."""
+    from .analyze.matrix import describe_change
+
     t = d.totals
     per = " per iteration" if t.per_iteration else ""
     lines = [
@@ -649,6 +656,7 @@ def headline(d: Diff) -> list[str]:
         f"launches{per}: {_n(t.kernels_a)} -> {_n(t.kernels_b)}; GPU time{per}: {fmt_ns(t.gpu_time_a_ns)} -> "
         f"{fmt_ns(t.gpu_time_b_ns)}"
         + (f" ({100 * (t.gpu_time_b_ns - t.gpu_time_a_ns) / t.gpu_time_a_ns:+.1f}%)" if t.gpu_time_a_ns else ""),
+        *filter(None, [describe_change(t.matrix_work_a, t.matrix_work_b)]),
         f"tensor-core share of GPU time: {t.tensor_core_time_pct_a:.1f}% -> {t.tensor_core_time_pct_b:.1f}%",
         f"time by precision: {_by_precision(t.time_by_precision_a_ns, t.gpu_time_a_ns)} -> "
         f"{_by_precision(t.time_by_precision_b_ns, t.gpu_time_b_ns)}",
@@ -728,16 +736,19 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
         return
     if fmt == "csv":
         write_csv((asdict(v) for v in cmp.variant_rows()), ("variant", "run", "kernels", "gpu_time_ns", "tensor_core_time_pct", "added",
-                                       "removed", "changed", "fused_kernels"))
+                                       "removed", "changed", "fused_kernels", "matrix_tensor_core_pct",
+                                       "matrix_time_ns", "matrix_undecided_time_ns"))
         return
     c = console()
     t = table(c, f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} (matched by {cmp.match})",
               title_left=True)
-    for col in ("variant", "run", "launches", "GPU time", "TC share", "by precision", "added", "removed", "changed",
-                "fused"):
+    for col in ("variant", "run", "launches", "GPU time", "TC of matrix work", "TC share", "by precision", "added",
+                "removed", "changed", "fused"):
         t.add_column(col, justify="left" if col in ("variant", "run", "by precision") else "right", no_wrap=True)
     for v in cmp.variant_rows():
-        add_row(t, v.variant, v.run, _n(v.kernels), fmt_ns(v.gpu_time_ns), f"{v.tensor_core_time_pct:.1f}%",
+        matrix = "-" if v.matrix_time_ns is None else "none" if v.matrix_tensor_core_pct is None else (
+            f"{v.matrix_tensor_core_pct:.1f}% of {fmt_ns(v.matrix_time_ns)}")
+        add_row(t, v.variant, v.run, _n(v.kernels), fmt_ns(v.gpu_time_ns), matrix, f"{v.tensor_core_time_pct:.1f}%",
                 v.by_precision, *("-" if x is None else str(x) for x in (v.added, v.removed, v.changed,
                                                                           v.fused_kernels)))
     c.print(t)

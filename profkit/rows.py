@@ -26,6 +26,18 @@ class KindTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class FamilyTotals:
+    """A run's rows of one kind and family, summed (``Queries.family_totals``): what the
+    tensor-core coverage of matrix work is computed from (``analyze.matrix``)."""
+
+    family: str | None              # gemm, conv, attention, norm, ...; None where no rule named one
+    count: int                      # launches
+    time_ns: int                    # their summed duration
+    tensor_core_time_ns: int        # of it, launches on tensor cores
+    undecided_time_ns: int          # of it, launches whose tensor-core use nothing told
+
+
+@dataclass(frozen=True, slots=True)
 class NameTotal:
     """One (name, precision) pair among a run's most expensive (``Queries.top_names``)."""
 
@@ -124,6 +136,7 @@ class TimelineOp:
     duration_ns: int | None
     precision: Precision | None
     tensor_core: bool | None
+    family: str | None = None       # gemm, conv, attention, norm, ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,9 @@ ADDED: dict[str, str] = {
     "module_type": "issue 23: that module's class (kernel table)",
     "shapes": "issue 23: the operator's input shapes (kernel table)",
     "phase": "issue 23: forward, backward or optimizer (kernel table)",
+    "matrix_work": "issue 23: summary's tensor-core coverage of matrix work (GEMM, conv, attention)",
+    "matrix_work_a": "issue 23: the diff's totals, side A's tensor-core coverage of matrix work",
+    "matrix_work_b": "issue 23: the diff's totals, side B's tensor-core coverage of matrix work",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 from ..choices import Match, values
 from ..classify import operation_of, work_key
 from ..errors import UsageError, require_choice
+from ..formatting import num as _num
 from ..parse.schema import Kind
-from ..records import RunRecord, ncu_timed
+from ..records import MatrixWork, RunRecord, ncu_timed
 from ..rows import KernelGroup
 from ..store import Store
+from .matrix import of_run
 from .ranges import iteration_ranges, launches_outside, run_ranges
 
 if TYPE_CHECKING:
@@ -130,6 +132,7 @@ class DiffSide:
     time_by_precision_ns: dict[str, float]
     iterations: int | None
     tool: str | None
+    matrix_work: MatrixWork | None = None  # tensor-core coverage of its GEMM, conv and attention time
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,10 @@ class DiffTotals:
     replaced_by_fusion: list[ReplacedKernel]    # A's removed fusable kernels (empty unless fused_kernels)
     per_iteration: bool = False                 # the runs' iteration counts differ: figures per iteration
     notes: list[str] = field(default_factory=list)  # what to know to read the diff (matching, warm-ups, ncu times)
+    # tensor-core coverage of each side's GEMM, conv and attention time (analyze.matrix), over
+    # the compared kernels and per iteration as the rest; None for CPU operators
+    matrix_work_a: MatrixWork | None = None
+    matrix_work_b: MatrixWork | None = None
 
     def side(self, which: str) -> DiffSide:
         """Side ``"a"`` or ``"b"``'s figures."""
@@ -166,7 +173,7 @@ class DiffTotals:
             raise ValueError(f"a diff's sides are 'a' and 'b', not {which!r}")
         return DiffSide(*(getattr(self, f"{f}_{which}{unit}") for f, unit in (
             ("kernels", ""), ("gpu_time", "_ns"), ("tensor_core_time_pct", ""), ("time_by_precision", "_ns"),
-            ("iterations", ""), ("tool", ""))))
+            ("iterations", ""), ("tool", ""), ("matrix_work", ""))))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -267,11 +274,6 @@ def _aggregate(groups: list[KernelGroup], key: Callable[[KernelGroup], K],
     return out
 
 
-def _num(x: float) -> float:
-    """Whole numbers as int (JSON 162, not 162.0); per-iteration figures keep their fraction."""
-    return int(x) if float(x).is_integer() else round(x, 3)
-
-
 def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
          threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Diff:
     """Compare two stored runs' kernel lists (see the module's docstring)."""
@@ -322,7 +324,7 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
     totals = _totals(run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b, per_iteration,
-                     notes)
+                     notes, (of_run(store, run_a, outside_a, scale_a), of_run(store, run_b, outside_b, scale_b)))
     return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
 
 
@@ -360,7 +362,8 @@ def _row(key: str, kind: Kind, a: _Sum | None, b: _Sum | None, threshold_pct: fl
 
 def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[KernelGroup],
             groups_b: list[KernelGroup], iters_a: int | None, iters_b: int | None, scale_a: float,
-            scale_b: float, per_iteration: bool, notes: list[str]) -> DiffTotals:
+            scale_b: float, per_iteration: bool, notes: list[str],
+            matrix: tuple[MatrixWork | None, MatrixWork | None] = (None, None)) -> DiffTotals:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
     ta = _sums(groups_a, run_a.activity, scale_a, iters_a, run_a.tool)
     tb = _sums(groups_b, run_b.activity, scale_b, iters_b, run_b.tool)
@@ -394,7 +397,7 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
         fused_kernels=[FusedKernel(r.name, r.calls_b, r.time_b_ns, r.variants_b) for r in fused],
         replaced_by_fusion=([ReplacedKernel(r.name, r.calls_a, r.time_a_ns, r.family or "") for r in replaced]
                             if fused else []),
-        per_iteration=per_iteration, notes=notes,
+        per_iteration=per_iteration, notes=notes, matrix_work_a=matrix[0], matrix_work_b=matrix[1],
     )
 
 

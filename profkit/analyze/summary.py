@@ -1,4 +1,5 @@
-"""One run's summary: launch count, GPU time, the tensor-core share of it, and where the time
+"""One run's summary: launch count, GPU time, the tensor-core share of it and of its matrix work
+(``analyze.matrix``), and where the time
 went by precision, by family and by kernel; for a distributed run (``--nproc-per-node``) the
 same per rank, with its communication (``analyze.ranks``). For a run of CPU operators (``device`` cpu) the
 same figures are over operator calls and their CPU self time, and ``activity`` says so.
@@ -16,6 +17,7 @@ from ..errors import require_int
 from ..parse.schema import Evidence, Precision
 from ..records import MemoryOps, RunRecord, Summary, TopKernel
 from ..store import Store
+from .matrix import of_run
 from .ranks import rank_report
 
 MEMORY_KINDS = ("memcpy", "memset")
@@ -53,5 +55,6 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
         top_kernels=top_rows,
         memory_ops={k: MemoryOps(count=n, time_ns=ns)
                     for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},
+        matrix_work=of_run(store, run),
         ranks=rank_report(store, run),
     )

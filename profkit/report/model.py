@@ -10,11 +10,13 @@ escapes them.
 from __future__ import annotations
 
 import shlex
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..analyze.diff import diff as diff_runs
 from ..analyze.findings import findings as run_findings
+from ..analyze.matrix import MATRIX_FAMILIES, describe_change, matrix_detail, matrix_work, pct_text, tensor_core_pct
 from ..analyze.ranges import iteration_ranges, launches_outside, run_ranges
 from ..analyze.summary import summarize
 from ..analyze.throughput import throughput
@@ -55,19 +57,31 @@ def header(store: Store, run: RunRecord) -> dict[str, Any]:
 
 
 def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:
-    """The four headline figures, each with the exact value ``summary --format json`` gives
-    (``key`` names the summary field) and the text shown."""
+    """The headline figures, each with the exact value ``summary --format json`` gives (``key``
+    names the summary field) and the text shown. On GPU runs the tensor-core coverage of matrix
+    work leads, the share of all GPU time beside it; a CPU run has four, as before."""
     cpu = summary.activity == "cpu_op"
     total = summary.gpu_time_ns
     by_precision = summary.time_by_precision_ns
+    mw = summary.matrix_work
+    matrix: list[dict[str, Any]] = []
+    if mw is not None:  # None for CPU operators, whose figures stay as they were
+        matrix = [{"key": "matrix_work", "label": "tensor cores: share of matrix work", "lead": True,
+                   "value": asdict(mw), "text": pct_text(mw),
+                   "basis": f"{matrix_detail(mw)} in this run" if mw.tensor_core_pct is None else
+                   f"of its {matrix_detail(mw, gpu_share=True)}; {evidence_basis}"}]
     return [
         {"key": "gpu_time_ns", "label": "CPU self time" if cpu else "GPU time", "value": total,
          "text": fmt_ns(total), "basis": "measured"},
         {"key": "kernels", "label": "operator calls" if cpu else "kernel launches", "value": summary.kernels,
          "text": f"{summary.kernels:,}", "basis": "measured"},
-        {"key": "tensor_core_time_pct", "label": "time on tensor cores", "value": summary.tensor_core_time_pct,
+        *matrix,
+        {"key": "tensor_core_time_pct", "label": "tensor cores: share of all GPU time" if matrix else
+         "time on tensor cores", "value": summary.tensor_core_time_pct,
          "text": "n/a (CPU operators)" if cpu else f"{summary.tensor_core_time_pct:.1f}%",
-         "basis": "CPU operators use no tensor cores" if cpu else evidence_basis},
+         "basis": "CPU operators use no tensor cores" if cpu else
+         ("every kernel counts: norms, element-wise and copies never use tensor cores; " if matrix else "")
+         + evidence_basis},
         {"key": "time_by_precision_ns", "label": "time by precision", "value": by_precision,
          "text": " · ".join(f"{p} {100 * t / total:.1f}%" for p, t in by_precision.items() if t) if total else "-",
          "basis": "measured times; precision " + evidence_basis},
@@ -188,7 +202,8 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
                 -1 if r.stream is None else r.stream)
 
     bars: list[list[Any]] = [[lane(key(r)), (r.start_ns - t0) / 1e3, (r.start_ns - t0 + (r.duration_ns or 0)) / 1e3,
-             display_name(r.name, r.short_name), r.kind, r.precision, r.tensor_core] for r in rows]
+             display_name(r.name, r.short_name), r.kind, r.precision, r.tensor_core,
+             r.family in MATRIX_FAMILIES] for r in rows]
     lane_names = [lane(k) for k in sorted({key(r) for r in rows})]  # by rank, device, then stream number
     what = f"iteration {iteration}" if iteration else "the capture's first launches (no iteration ranges)"
     if ranked:
@@ -231,6 +246,7 @@ def vs_page(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exac
     diff = d.to_dict()
     # Readable labels for the rows (exact matching keys rows by full kernel name).
     diff["labels"] = [display_name(r.name) if d.match == "exact" else r.name for r in d.rows]
+    diff["matrix_change"] = describe_change(d.totals.matrix_work_a, d.totals.matrix_work_b)
     return {
         "page": "vs", "title": f"{run_a.name} vs {run_b.name}", "generated": _now(),
         "profkit_version": _profkit_version(), "sides": sides, "diff": diff,
@@ -243,7 +259,12 @@ def index_page(store: Store, reports: dict[str, str]) -> dict[str, Any]:
     for r in store.runs():
         if r.status not in (None, "ok"):
             continue
-        runs.append({"name": r.name, "id": r.id, "workload": r.workload, "precision": r.precision, "mode": r.mode,
+        cpu = r.activity == "cpu_op"
+        families = [] if cpu else store.family_totals(r.id, r.activity)
+        mw = None if cpu else matrix_work(families)
+        runs.append({"matrix_tensor_core_pct": mw.tensor_core_pct if mw else None, "matrix_text": pct_text(mw),
+                     "matrix_time_ns": mw.time_ns if mw else None,
+                     "tensor_core_time_pct": None if cpu else tensor_core_pct(families), "name": r.name, "id": r.id, "workload": r.workload, "precision": r.precision, "mode": r.mode,
                      "tool": r.tool, "device": r.device, "gpu_name": r.gpu_name, "activity": r.activity,
                      "kernels": r.kernel_count, "time_ns": r.gpu_time_ns,
                      "time": fmt_ns(r.gpu_time_ns) + (" CPU" if r.activity == "cpu_op" else ""),

@@ -8,6 +8,7 @@
   var COLORS = {fp64: "#6a3d9a", fp32: "#1f78b4", tf32: "#a6cee3", fp16: "#33a02c", bf16: "#b2df8a", fp8: "#ff7f00",
                 int8: "#fdbf6f", int: "#e0c9a6", mixed: "#cab2d6", unknown: "#bbbbbb"};
   var TC = {yes: "#2b8a3e", no: "#c92a2a", mixed: "#e67700", unknown: "#999999"};
+  var OTHER = "#a5b4c4";  // kernels that do no matrix math: neither on nor off the tensor cores
 
   // ---------------------------------------------------------------- formatting
   function fmtNs(ns) {
@@ -230,8 +231,7 @@
     doughnut("chart-precision", Object.keys(byP), Object.keys(byP).map(function (k) { return byP[k] / 1e6; }),
              Object.keys(byP).map(function (k) { return COLORS[k] || COLORS.unknown; }));
     if (!cpu) {
-      var tc = s.tensor_core_time_ns, un = s.unclassified_time_ns, off = Math.max(0, s.gpu_time_ns - tc - un);
-      doughnut("chart-tensor", ["tensor cores", "CUDA cores", "unknown"], [tc / 1e6, off / 1e6, un / 1e6], [TC.yes, TC.no, TC.unknown]);
+      tensorChart(s);
     }
     if (DATA.ranges.length) {
       var rg = DATA.ranges;
@@ -244,6 +244,26 @@
 
   // ---------------------------------------------------------------- charts
   var charts = [];
+  // The run's time by tensor-core use, matrix work (GEMM, conv, attention) apart from the rest:
+  // norms, element-wise and copies never use tensor cores, so they are not drawn as "off" them.
+  function tensorChart(s) {
+    var mw = s.matrix_work, tc = s.tensor_core_time_ns, un = s.unclassified_time_ns;
+    var parts;
+    if (!mw) {
+      var off = Math.max(0, s.gpu_time_ns - tc - un);
+      parts = [["tensor cores", tc, TC.yes], ["CUDA cores", off, TC.no], ["unknown", un, TC.unknown]];
+    } else {
+      var mtc = mw.tensor_core_time_ns, mun = mw.undecided_time_ns, moff = Math.max(0, mw.time_ns - mtc - mun);
+      var otc = Math.max(0, tc - mtc);
+      var oun = Math.max(0, un - mun), other = Math.max(0, s.gpu_time_ns - mw.time_ns - otc - oun);
+      parts = [["matrix work on tensor cores", mtc, TC.yes], ["matrix work on CUDA cores", moff, TC.no],
+               ["matrix work, undecided", mun, TC.unknown], ["other kernels on tensor cores", otc, "#8ce99a"],
+               ["other kernels, undecided", oun, "#cccccc"], ["other kernels (no matrix math)", other, OTHER]];
+      parts = parts.filter(function (p) { return p[1] > 0; });
+    }
+    doughnut("chart-tensor", parts.map(function (p) { return p[0]; }), parts.map(function (p) { return p[1] / 1e6; }),
+             parts.map(function (p) { return p[2]; }));
+  }
   function bar(id, labels, datasets, opt) {
     var c = document.getElementById(id);
     if (!c) return;
@@ -269,11 +289,14 @@
     var c = document.getElementById("chart-timeline");
     var lanes = tl.lanes;  // by device and stream number
     c.parentNode.style.height = Math.max(140, 48 * lanes.length + 70) + "px";
-    var groups = {"tensor cores": TC.yes, "CUDA cores": TC.no, "unknown": TC.unknown, "memcpy / memset": "#4263eb"};
+    // Matrix work (GEMM, conv, attention) off the tensor cores is red; other kernels (norms,
+    // element-wise, copies), which never use them, are neutral.
+    var groups = {"tensor cores": TC.yes, "matrix work on CUDA cores": TC.no, "unknown": TC.unknown,
+                  "memcpy / memset": "#4263eb", "other kernels (no matrix math)": OTHER};
     var datasets = Object.keys(groups).map(function (g) { return {label: g, data: [], backgroundColor: groups[g],
       borderColor: groups[g], borderWidth: 1, minBarLength: 2, barPercentage: 0.8, categoryPercentage: 1.0, grouped: false}; });
     tl.bars.forEach(function (b) {
-      var g = b[4] !== "kernel" ? 3 : b[6] === true ? 0 : b[6] === false ? 1 : 2;
+      var g = b[4] !== "kernel" ? 3 : b[6] === true ? 0 : b[6] === false ? (b[7] ? 1 : 4) : 2;
       datasets[g].data.push({x: [b[1], b[2]], y: b[0], n: b[3], p: b[5]});
     });
     charts.push(new Chart(c, {type: "bar", data: {labels: lanes, datasets: datasets.filter(function (d) { return d.data.length; })},
@@ -349,6 +372,10 @@
         {key: "tool", label: "tool"}, {key: "gpu_name", label: "GPU", fmt: function (r) { return r.activity === "cpu_op" ? "CPU" : r.gpu_name; }},
         {key: "kernels", label: "launches (CPU: calls)", num: true, fmt: function (r) { return fmtNum(r.kernels, 0); }},
         {key: "time_ns", label: "GPU time (CPU: self time)", num: true, fmt: function (r) { return r.time; }},
+        {key: "matrix_tensor_core_pct", label: "tensor cores: of matrix work", num: true,
+         sortKey: function (r) { return r.matrix_tensor_core_pct === null ? -1 : r.matrix_tensor_core_pct; },
+         fmt: function (r) { return r.matrix_text; }},
+        {key: "tensor_core_time_pct", label: "of all GPU time", num: true, fmt: function (r) { return fmtPct(r.tensor_core_time_pct); }},
         {key: "date", label: "date"}
       ],
       rows: DATA.runs, sort: null,

@@ -14,7 +14,7 @@ from .connection import Connection
 from .layout import INTERNED
 
 if TYPE_CHECKING:  # imported where the rows are made: `profkit runs` and `kernels` need none of them
-    from ..rows import (KernelGroup, KindTotals, Launch, MetricSums, NameGroup, NameTotal, PathTotals, RankPathTime,
+    from ..rows import (FamilyTotals, KernelGroup, KindTotals, Launch, MetricSums, NameGroup, NameTotal, PathTotals, RankPathTime,
                         RankTotals, TimelineOp)
 
 
@@ -66,6 +66,32 @@ class Queries(Connection):
             "from kernels where run_id = ? and kind = ?", [run_id, kind]).fetchone()
         return KindTotals(count=int(count), time_ns=int(total), tensor_core_count=int(tc_count),
                           tensor_core_time_ns=int(tc_time), unknown_time_ns=int(unknown_time))
+
+    def family_totals(self, run_id: int, kind: str, in_iterations: bool = False) -> list[FamilyTotals]:
+        """Per family over a run's rows of one kind (largest time first): launches, summed
+        duration, the time on tensor cores and the time whose tensor-core use is unknown.
+        ``in_iterations``: only rows launched inside a measured-iteration range, as
+        :meth:`kernel_groups`."""
+        from ..rows import FamilyTotals
+
+        where, args = self._iterations_filter(in_iterations)
+        rows = self.execute(f"""select family_id, count(*), coalesce(sum(duration_ns), 0),
+                                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0),
+                                       coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0)
+                                from kernel_rows where run_id = ? and kind = ?{where} group by family_id""",
+                            [run_id, kind, *args]).fetchall()
+        texts = self._texts({r[0] for r in rows if r[0] is not None})
+        out = [FamilyTotals(family=texts.get(f) if f is not None else None, count=int(n), time_ns=int(t),
+                            tensor_core_time_ns=int(tc), undecided_time_ns=int(un)) for f, n, t, tc, un in rows]
+        return sorted(out, key=lambda r: (-r.time_ns, r.family or ""))
+
+    def _iterations_filter(self, in_iterations: bool) -> tuple[str, list[Any]]:
+        """The ``where`` clause (and its arguments) that keeps only the rows launched inside a
+        measured-iteration range (``<tag>.iterN``); none unless ``in_iterations``."""
+        if not in_iterations:
+            return "", []
+        paths = [r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")]
+        return (f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"), paths
 
     GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
 
@@ -133,12 +159,8 @@ class Queries(Connection):
         launched inside a measured-iteration range (``<tag>.iterN``)."""
         from ..rows import KernelGroup
 
-        args: list[Any] = [run_id]
-        where = ""
-        if in_iterations:
-            paths = [r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")]
-            where = f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"
-            args += paths
+        where, paths = self._iterations_filter(in_iterations)
+        args: list[Any] = [run_id, *paths]
         # Grouped on ids in one pass over kernel_rows; the few groups are named and merged here.
         q = f"""select kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id, min(launch_id),
                        count(*), coalesce(sum(duration_ns), 0),
@@ -233,8 +255,8 @@ class Queries(Connection):
             args.append(end_ns)
         total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
         cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
-                "precision", "tensor_core")
-        rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-1])}) for r in self.execute(
+                "precision", "tensor_core", "family")
+        rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])}) for r in self.execute(
             f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
         return rows, total
 
