@@ -90,9 +90,9 @@ def old_copy(tmp_path: Path, schema: int) -> Path:
 
 
 def test_the_steps_are_named_once_and_numbered_in_order():
-    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 9
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 10
     assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
-    assert NAMES[0] == "runs" and NAMES[-1] == "run_folders_and_ids"
+    assert NAMES[0] == "runs" and NAMES[-2:] == ["run_folders_and_ids", "host_syncs"]
 
 
 def test_a_new_database_records_every_step(db):
@@ -104,7 +104,7 @@ def test_a_new_database_records_every_step(db):
 
     assert [m.name for m in Migrations("profkit").applied(Database(db))] == NAMES  # sqlite-utils reads the record
     assert {"table runs", "table kernel_rows", "view kernels", "table strings", "table ranges", "table benches",
-            "table bench_rows", "table meta"} <= set(layout(db))
+            "table bench_rows", "table host_syncs", "table meta"} <= set(layout(db))
 
 
 @pytest.mark.parametrize("schema", [5, 7])

@@ -390,7 +390,7 @@ def _host_syncs(ctx: _Context, rule: FindingRule) -> Finding | None:
     share = f" ({100 * idle / wall:.1f}% of the iterations' wall time)" if steps and wall else ""
     detail = (f"{len(kept)} host synchronisation{'s' if len(kept) != 1 else ''}{per} ({named}){called}; the GPU "
               f"idled {fmt_ns(idle)} after "
-              f"them{share} until the next launch reached it")
+              f"{'them' if len(kept) != 1 else 'it'}{share} until the next launch reached it")
     return Finding(rule.id, rule.title, detail, rule.advice, int(idle), None, [], where)
 
 
