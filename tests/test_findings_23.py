@@ -291,3 +291,49 @@ def test_the_findings_render_in_chromium(runs, tmp_path):
             shots.mkdir(parents=True, exist_ok=True)
             item.screenshot(path=str(shots / f"{name}-{fid}.png"))
             page.close()
+
+
+def test_each_ranks_syncs_are_its_own(tmp_path):
+    """A DDP step's two ranks: under torch.profiler one trace each, merged into one run (each
+    sync gets its rank); under nsys one report, the ranks by pid. Each rank's syncs are counted
+    in its own iteration: the same count and calls under both tools."""
+    import json
+
+    from profkit.ingest import store_capture
+    from profkit.parse.kineto import read_kineto
+    from profkit.parse.nsys_sqlite import read_nsys_sqlite
+    from profkit.parse.ranks import merge_ranks
+    from profkit.store import Store
+
+    ddp = DATA / "ddp"
+    store = Store(tmp_path / "d.db")
+    found = {}
+    for tool in ("torch", "nsys"):
+        prefix = f"{tool}_resnet50_ddp_train_amp"
+        if tool == "torch":
+            capture = merge_ranks({r: read_kineto(ddp / f"{prefix}.rank{r}.json.gz") for r in (0, 1)})
+        else:
+            infos = [json.loads((ddp / f"{prefix}.harness.rank{r}.json").read_text()) for r in (0, 1)]
+            capture = read_nsys_sqlite(_plain(ddp / f"{prefix}.sqlite.gz", tmp_path),
+                                       ranks={i["pid"]: i["rank"] for i in infos})
+        fields = {"name": tool, "source": "run", "workload": "resnet50_ddp_train", "precision": "amp",
+                  "mode": "eager", "device": "cuda", "info": {"world_size": 2}}
+        run = store_capture(store, capture, fields, store.reserve(None, tool, fields, status="running"))  # type: ignore[arg-type]
+        syncs = store.host_syncs(run.id)
+        assert {s["rank"] for s in syncs} == {0, 1} and [s["sync_id"] for s in syncs] == list(range(len(syncs)))
+        found[tool] = {f.id: f for f in findings(store, run)}["host_syncs"]
+    for f in found.values():
+        assert f.detail.startswith("18 host synchronisations, 9 per iteration (16 cudaEventSynchronize, "
+                                   "2 cudaStreamSynchronize)"), f.detail
+
+
+def test_a_sweep_copies_a_runs_host_syncs(runs, tmp_path):
+    """profkit sweep copies each job's run into the sweep's database: its host syncs go with it."""
+    from profkit.cluster import _copy_run
+    from profkit.store import Store
+
+    db, r, _ = runs
+    dest = Store(tmp_path / "sweep.db")
+    copied, _ = _copy_run(dest, db.store, r["r18_amp_torch_run"])
+    assert dest.host_syncs(copied.id) == db.store.host_syncs(r["r18_amp_torch_run"].id) != []
+    assert "host_syncs" in {f.id for f in findings(dest, copied)}
