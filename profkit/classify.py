@@ -343,12 +343,12 @@ def classify_rows(rows: Iterable[KernelRow]) -> Iterator[ClassifiedRow]:
 
 
 def classified(capture: Capture[KernelRow]) -> Capture[ClassifiedRow]:
-    """The capture with its rows classified as they are read (ranges and notes shared)."""
+    """The capture with its rows classified as they are read (ranges, host syncs and notes shared)."""
     return Capture(
         rows=classify_rows(capture.rows), tool=capture.tool, source_format=capture.source_format,
         tool_version=capture.tool_version, gpu_name=capture.gpu_name, compute_capability=capture.compute_capability,
         metric_names=capture.metric_names, metric_units=capture.metric_units, notes=capture.notes,
-        ranges=capture.ranges, range_paths=capture.range_paths, bulk=capture.bulk)
+        ranges=capture.ranges, range_paths=capture.range_paths, host_syncs=capture.host_syncs, bulk=capture.bulk)
 
 
 def classify(df: "pd.DataFrame") -> "pd.DataFrame":

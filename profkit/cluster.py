@@ -279,7 +279,8 @@ def _copy_run(store: Store, source: Store, run: RunRecord) -> tuple[RunRecord, P
         fields["raw_files"] = _moved(run.raw_files or {}, source.path, source.run_folder(run).name, dest)
         capture: Capture[Any] = Capture(rows=source.iter_kernels(run.id), tool=run.tool or "",
                                         source_format="profkit", metric_names=list(run.metrics),
-                                        notes=list(run.info.notes or []), ranges=source.ranges(run.id))
+                                        notes=list(run.info.notes or []), ranges=source.ranges(run.id),
+                                        host_syncs=source.host_syncs(run.id))
         return store.fill_run(reserved, capture, fields), dest
     except BaseException:
         store.delete_run(reserved.id)

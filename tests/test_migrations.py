@@ -90,9 +90,9 @@ def old_copy(tmp_path: Path, schema: int) -> Path:
 
 
 def test_the_steps_are_named_once_and_numbered_in_order():
-    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 10
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 11
     assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
-    assert NAMES[0] == "runs" and NAMES[-2:] == ["run_folders_and_ids", "attribution"]
+    assert NAMES[0] == "runs" and NAMES[-3:] == ["run_folders_and_ids", "host_syncs", "attribution"]
 
 
 def test_a_new_database_records_every_step(db):
@@ -104,7 +104,7 @@ def test_a_new_database_records_every_step(db):
 
     assert [m.name for m in Migrations("profkit").applied(Database(db))] == NAMES  # sqlite-utils reads the record
     assert {"table runs", "table kernel_rows", "view kernels", "table strings", "table ranges", "table benches",
-            "table bench_rows", "table meta"} <= set(layout(db))
+            "table bench_rows", "table host_syncs", "table meta"} <= set(layout(db))
 
 
 @pytest.mark.parametrize("schema", [5, 7])
@@ -167,15 +167,14 @@ def test_a_schema_9_database_of_the_profkit_before_steps_opens_as_it_is(db, monk
 
 
 def test_a_step_left_out_is_applied_and_recorded_with_the_earlier_ones(db):
-    """A database at schema 8 (no record) gets the last two steps only; 1 to 8 are recorded
-    with them."""
+    """A database at schema 8 (no record) gets the steps after 8 only; 1 to 8 are recorded with them."""
     Store(db).runs()
     con = sqlite3.connect(db)
-    con.executescript(f"drop table {MIGRATIONS_TABLE}; alter table runs drop column folder; "
+    con.executescript(f"drop table {MIGRATIONS_TABLE}; alter table runs drop column folder; drop table host_syncs; "
                       "delete from meta where key = 'max_run_id'; update meta set value = '8' where key = 'schema_version';")
     con.close()
     Store(db).runs()
-    assert record(db) == [("profkit", n, n in NAMES[-2:]) for n in NAMES]
+    assert record(db) == [("profkit", n, i >= 8) for i, n in enumerate(NAMES)]
     assert version(db) == str(SCHEMA_VERSION)
     assert "folder" in [c[0] for c in layout(db)["table runs"]]
 
@@ -192,7 +191,8 @@ def test_an_old_database_that_cannot_be_written_is_one_line(tmp_path, monkeypatc
 @pytest.mark.parametrize("change, message", [
     (f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('profkit', 'from_the_future', 'x')",
      "its layout step 'from_the_future' is not one this profkit knows"),
-    ("update meta set value = '11' where key = 'schema_version'", f"schema 11; this one reads {SCHEMA_VERSION}"),
+    (f"update meta set value = '{SCHEMA_VERSION + 1}' where key = 'schema_version'",
+     f"schema {SCHEMA_VERSION + 1}; this one reads {SCHEMA_VERSION}"),
 ])
 def test_a_database_of_a_newer_profkit_is_refused_in_one_line(db, change, message):
     store = Store(db)

@@ -1,8 +1,10 @@
-"""What a performance engineer would point out in a run, each with its evidence and the kernels
-it is about: half-precision matrix work that missed the tensor cores, fp32 kernels in a
-half-precision run, NCCL communication of a distributed run left exposed (no compute beside
-it), time in layout conversions, memory-bound kernels fusion would remove, a launch-bound
-timeline, and kernels launched from autograd's thread.
+"""What a performance engineer would point out in a run, each with its evidence, the kernels
+it is about and where they were launched from (the operators, where the run records them):
+half-precision matrix work that missed the tensor cores, fp32 kernels in a half-precision run
+(in an AMP run, fp32 matrix work outside autocast alone), fp32 matrix work on CUDA cores on a
+GPU with TF32, NCCL communication of a distributed run left exposed (no compute beside it),
+time in layout conversions, memory-bound kernels fusion would remove, a launch-bound timeline,
+kernels launched from autograd's thread, and host synchronisations inside the step.
 
 The findings' titles, advice and thresholds are data (``[[finding]]`` in rules.toml); the
 checks here read the store's aggregates (``Store.kernel_groups``) and the run's ranges. CPU
@@ -17,13 +19,14 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any, Callable
 
-from ..classify import RULES_PATH
+from ..classify import RULES_PATH, operation_of
 from ..formatting import fmt_ns
-from ..parse.schema import Precision, RangeRow
+from ..names import short_name
+from ..parse.schema import HostSyncRow, Precision, RangeRow
 from ..records import RunRecord
 from ..rows import KernelGroup
 from ..store import Store
-from .ranges import run_ranges
+from .ranges import iteration_ranges, run_ranges
 from .ranks import COMM, rank_report
 
 HALF = ("fp16", "bf16")
@@ -41,6 +44,17 @@ class FindingKernel:
     family: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class FindingWhere:
+    """One place a finding's work came from: the operator that launched its kernels (or made its
+    host syncs), how many launches (syncs) and their time (for syncs, the GPU's idle time after
+    them), largest first. ``where`` is None for work no operator is known for."""
+
+    where: str | None
+    count: int
+    time_ns: int
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing to look at: what was seen (``detail``), how much of the run's GPU time it
@@ -53,6 +67,7 @@ class Finding:
     time_ns: int
     share_pct: float | None
     kernels: list[FindingKernel] = field(default_factory=list)
+    where: list[FindingWhere] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,6 +154,10 @@ class _Context:
         half = sum(g.time_ns for g in self.groups if g.precision in HALF)
         return bool(half >= 0.5 * self.total)
 
+    def amp_run(self) -> bool:
+        """Whether the run was an AMP one (profkit's tag): autocast keeps some kernels fp32 on purpose."""
+        return self.run.precision == "amp"
+
     def finding(self, rule: FindingRule, detail: str, chosen: list[KernelGroup]) -> Finding:
         time = sum(g.time_ns for g in chosen)
         merged: dict[str, FindingKernel] = {}
@@ -146,11 +165,39 @@ class _Context:
             k = merged.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
             merged[g.name] = replace(k, launches=k.launches + g.calls, time_ns=k.time_ns + g.time_ns)
         kernels = sorted(merged.values(), key=lambda k: -k.time_ns)
-        return Finding(rule.id, rule.title, detail, rule.advice, int(time), self.share(chosen), kernels)
+        return Finding(rule.id, rule.title, detail, rule.advice, int(time), self.share(chosen), kernels,
+                       where_of(chosen))
 
     def share(self, chosen: list[KernelGroup]) -> float:
         """Percent of the run's time, rounded as Finding.share_pct is (so texts agree)."""
         return round(100.0 * sum(g.time_ns for g in chosen) / self.total, 2)
+
+
+def where_of(chosen: list[KernelGroup]) -> list[FindingWhere]:
+    """The operators that launched the chosen kernels, most time first; none where the run
+    records no operators (ncu, nsys)."""
+    by: dict[str | None, FindingWhere] = {}
+    for g in chosen:
+        w = by.get(g.op) or FindingWhere(g.op, 0, 0)
+        by[g.op] = replace(w, count=w.count + g.calls, time_ns=w.time_ns + g.time_ns)
+    if set(by) == {None}:
+        return []
+    return sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
+
+
+def where_text(where: list[FindingWhere], total_ns: int, limit: int = 3) -> str:
+    """`` (in aten::addmm 60%, aten::bmm 40%)``: the leading operators' share of the finding's
+    time, for its detail; empty where none is known."""
+    known = [w for w in where if w.where]
+    if not known or not total_ns:
+        return ""
+    shown = ", ".join(f"{w.where} {100 * w.time_ns / total_ns:.0f}%" for w in known[:limit])
+    more = f", {len(known) - limit} more" if len(known) > limit else ""
+    return f" (in {shown}{more})"
+
+
+def _launches(chosen: list[KernelGroup]) -> int:
+    return sum(g.calls for g in chosen)
 
 
 def _half_missed(ctx: _Context, rule: FindingRule) -> Finding | None:
@@ -167,7 +214,7 @@ def _half_missed(ctx: _Context, rule: FindingRule) -> Finding | None:
 
 
 def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
-    if not ctx.half_run():
+    if not ctx.half_run() or ctx.amp_run():  # AMP: fp32_matrix_outside_autocast
         return None
     skip = set(rule.names("except_families"))
     chosen = [g for g in ctx.groups if g.precision == "fp32" and g.family not in skip]
@@ -175,6 +222,58 @@ def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
         return None
     return ctx.finding(rule, f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
                              "GPU time in a half-precision run", chosen)
+
+
+def _fp32_matrix_in_amp(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """An AMP run's matrix work in fp32 or TF32: autocast would have run it in half precision,
+    so it ran outside autocast (or on inputs autocast does not cast)."""
+    if not ctx.amp_run():
+        return None
+    families, precisions = set(rule.names("families")), set(rule.names("precisions"))
+    chosen = [g for g in ctx.groups if g.family in families and g.precision in precisions]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
+        return None
+    time = sum(g.time_ns for g in chosen)
+    found = ctx.finding(rule, "", chosen)
+    detail = (f"{_launches(chosen)} GEMM/convolution/attention launches in fp32 or TF32 took {fmt_ns(time)} "
+              f"({ctx.share(chosen):.1f}% of GPU time) in an AMP run{where_text(found.where, time)}: autocast "
+              "would have run them in half precision")
+    return replace(found, detail=detail)
+
+
+def _compute_capability(run: RunRecord) -> float | None:
+    try:
+        major, _, minor = (run.compute_capability or "").partition(".")
+        return int(major) + int(minor or 0) / 10
+    except ValueError:
+        return None
+
+
+def _tf32_left_off(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """fp32 matrix work on CUDA cores on a GPU with TF32 tensor cores, in a run not meant to be
+    half precision (those have their own findings). A convolution counts only where none of the
+    run's convolutions ran TF32: cuDNN's TF32 is on by default, so beside TF32 convolutions an
+    fp32 one is cuDNN's choice for its shape (a first layer over 3 channels), not TF32 left off."""
+    cc = _compute_capability(ctx.run)
+    if cc is None or cc < rule.number("min_compute_capability") or ctx.half_run():
+        return None
+    families = set(rule.names("families"))
+    matrix = [g for g in ctx.groups if g.family in families]
+    conv = {g.name for g in matrix if operation_of(g.short_name or short_name(g.name), g.name).startswith("conv")}
+    conv_tf32 = any(g.name in conv and (g.precision == "tf32" or g.tc_time_ns) for g in matrix)
+    depthwise = _depthwise_pattern()
+    chosen = [g for g in matrix if g.precision == "fp32" and not g.tc_time_ns and not depthwise.search(g.name)
+              and not (g.name in conv and conv_tf32)]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
+        return None
+    time = sum(g.time_ns for g in chosen)
+    found = ctx.finding(rule, "", chosen)
+    gpu = f"{ctx.run.gpu_name} (compute capability {ctx.run.compute_capability})" if ctx.run.gpu_name else \
+        f"a GPU of compute capability {ctx.run.compute_capability}"
+    detail = (f"{_launches(chosen)} fp32 GEMM/convolution/attention launches took {fmt_ns(time)} "
+              f"({ctx.share(chosen):.1f}% of GPU time) on CUDA cores{where_text(found.where, time)}; {gpu} has "
+              "TF32 tensor cores")
+    return replace(found, detail=detail)
 
 
 def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:
@@ -247,9 +346,86 @@ def _autograd_thread(ctx: _Context, rule: FindingRule) -> Finding | None:
     return Finding(rule.id, rule.title, detail, rule.advice, 0, None, [])
 
 
+def _host_syncs(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """The runtime calls that blocked the host inside the measured iterations (all of a
+    capture's where it has none), and the GPU's idle time after each: from when it last had
+    work (or the call began, if later) to the next operation begun after the call returned,
+    within the iteration. The last device synchronisation of an iteration with no GPU work
+    after it in the iteration is the harness's own (it times the step) and is not counted."""
+    syncs = ctx.store.host_syncs(ctx.run.id)
+    if not syncs:
+        return None
+    steps: dict[tuple[int | None, str, int], list[HostSyncRow]] = {}
+    for s in syncs:
+        if s["iteration"] is not None and s["iteration_end_ns"] is not None:
+            steps.setdefault((s["rank"], s["iteration"], s["iteration_end_ns"]), []).append(s)
+    kept: list[tuple[HostSyncRow, int]] = []  # (call, GPU idle after it)
+    for (_, _, end), inside in steps.items():
+        if inside[-1]["name"] in DEVICE_SYNCS and not _work_after(inside[-1], end):
+            inside = inside[:-1]  # the harness's torch.cuda.synchronize() ending the step
+        kept += _idle_after(inside, end)
+    if not steps:  # a capture without profkit's iteration ranges: every sync the GPU had work after
+        by_rank: dict[int | None, list[HostSyncRow]] = {}
+        for s in syncs:
+            if s["gpu_next_start_ns"] is not None:
+                by_rank.setdefault(s["rank"], []).append(s)
+        kept = [x for calls in by_rank.values() for x in _idle_after(calls, None)]
+    if len(kept) < rule.number("min_syncs"):
+        return None
+    idle = sum(i for _, i in kept)
+    by: dict[str | None, FindingWhere] = {}
+    for s, i in kept:
+        w = by.get(s["op"]) or FindingWhere(s["op"], 0, 0)
+        by[s["op"]] = replace(w, count=w.count + 1, time_ns=w.time_ns + i)
+    where = sorted(by.values(), key=lambda w: (-w.time_ns, -w.count, w.where or ""))
+    calls: dict[str, int] = {}
+    for s, _ in kept:
+        calls[s["name"]] = calls.get(s["name"], 0) + 1
+    named = ", ".join(f"{c} {n}" for n, c in sorted(calls.items(), key=lambda x: (-x[1], x[0])))
+    per = f", {len(kept) / len(steps):.3g} per iteration" if steps else ""
+    ops = [w for w in where if w.where]
+    called = (", from " + ", ".join(f"{w.where} ({w.count})" for w in ops[:3])
+              + (f", {len(ops) - 3} more" if len(ops) > 3 else "")) if ops else ""
+    wall = sum(r["wall_ns"] or 0 for r in iteration_ranges(run_ranges(ctx.store, ctx.run)))
+    share = f" ({100 * idle / wall:.1f}% of the iterations' wall time)" if steps and wall else ""
+    detail = (f"{len(kept)} host synchronisation{'s' if len(kept) != 1 else ''}{per} ({named}){called}; the GPU "
+              f"idled {fmt_ns(idle)} after "
+              f"{'them' if len(kept) != 1 else 'it'}{share} until the next launch reached it")
+    return Finding(rule.id, rule.title, detail, rule.advice, int(idle), None, [], where)
+
+
+DEVICE_SYNCS = ("cudaDeviceSynchronize", "cudaThreadSynchronize", "cuCtxSynchronize")
+
+
+def _work_after(s: HostSyncRow, end: int) -> bool:
+    """Whether the GPU began work after the call returned and before ``end``."""
+    return s["gpu_next_start_ns"] is not None and s["gpu_next_start_ns"] < end
+
+
+def _idle_after(calls: list[HostSyncRow], end: int | None) -> list[tuple[HostSyncRow, int]]:
+    """Each of one process's syncs (in start order) with the GPU's idle time after it: from its
+    last work (or the call's start, if later) to the next operation begun after the call
+    returned, less what an earlier sync's idle time already counts (syncs in a row wait for
+    the same gap); 0 where no operation began before ``end``."""
+    out = []
+    counted = 0  # the idle time counted so far ends here
+    for s in calls:
+        nxt = s["gpu_next_start_ns"]
+        if nxt is None or (end is not None and nxt >= end):
+            out.append((s, 0))
+            continue
+        begin = max(s["gpu_last_end_ns"] or s["start_ns"], s["start_ns"], counted)
+        out.append((s, max(0, nxt - begin)))
+        counted = max(counted, nxt)
+    return out
+
+
 CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
     "half_missed_tensor_cores": _half_missed,
     "fp32_in_half_run": _fp32_in_half,
+    "fp32_matrix_outside_autocast": _fp32_matrix_in_amp,
+    "tf32_left_off": _tf32_left_off,
+    "host_syncs": _host_syncs,
     "exposed_communication": _exposed_communication,
     "depthwise_convolutions": _depthwise,
     "layout_conversions": _by_family(("layout",), "NCHW <-> NHWC layout conversion"),

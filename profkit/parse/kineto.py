@@ -7,6 +7,8 @@ plain or gzipped, from ``profkit run --tool torch`` or from anyone's own profili
   ``record_function`` ranges (``user_annotation``) open on that thread at the time, and in
   profkit's iteration ranges (``<tag>.iterN``) open in its process: those hold a whole step,
   whichever thread launched its work (autograd's backward runs on a thread of its own).
+* Its launch calls that blocked the host (synchronisations, synchronous copies: ``cuda_runtime``
+  events named in ``schema.HOST_SYNC_CALLS``), each with the operator that made it.
 * A trace without GPU activity (``--device cpu``) gives one row per CPU operator
   (``cpu_op``), ``kind`` ``cpu_op``, with its self time: its span less the spans of the
   operators and ranges it called, as torch.profiler's own "Self CPU" column counts it.
@@ -16,10 +18,12 @@ Timestamps in these files are microseconds with three decimals; they become inte
 
 from __future__ import annotations
 
-import math
+import bisect
+import itertools
 import json
+import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import BadExport
 from ..names import short_name
@@ -27,7 +31,7 @@ from ..nvtx_ranges import is_iteration_range
 from .gzipped import GZIP_ERRORS, open_text
 from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
                      nest_in_process_ranges, place, range_rows)
-from .schema import Capture, KernelRow, Kind, RangeRow, kernel_row
+from .schema import Capture, HostSyncRow, KernelRow, Kind, RangeRow, host_sync_call, kernel_row
 
 GPU_KINDS: dict[str, Kind] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -95,8 +99,10 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
     path = Path(path)
     data = load_trace(path)
     gpu, ops, annotations, launches = _events(data["traceEvents"], path.name)
+    syncs: list[HostSyncRow] = []
     if gpu:
         kernels, ranges, notes = _gpu_rows(gpu, launches, annotations, ops)
+        syncs = _host_syncs(launches.values(), gpu, ops, ranges)
     elif ops:
         kernels, ranges, notes = _cpu_rows(ops, annotations)
     else:
@@ -104,7 +110,8 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
                         "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
     gpu_name, cc = _device(data, gpu, path.name)
     return Capture(rows=iter(kernels), tool="torch", source_format="kineto-json", gpu_name=gpu_name,
-                   compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges])
+                   compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges],
+                   host_syncs=syncs)
 
 
 # The event torch.profiler records for a Python dispatch mode's handling of each operator
@@ -268,6 +275,37 @@ def _gpu_rows(gpu: list[TraceEvent], launches: dict[Any, TraceEvent], annotation
     if unlaunched:
         notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
     return rows, range_rows(ranges, _others(index), gpu=True), notes
+
+
+def _host_syncs(calls: Iterable[TraceEvent], gpu: list[TraceEvent], ops: list[TraceEvent],
+                ranges: list[RangeRow]) -> list[HostSyncRow]:
+    """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order, each
+    with the operator that made it (the one whose External id it carries: ``aten::_local_scalar_dense``
+    for ``.item()``), the GPU work around it and the measured iteration it was made in (a trace
+    is one process's)."""
+    steps = [(r["start_ns"] or 0, (r["start_ns"] or 0) + (r["wall_ns"] or 0), r["name"]) for r in ranges
+             if is_iteration_range(r["name"])]
+    found = sorted(((e, name) for e in calls if (name := host_sync_call(str(e.get("name", "")))) is not None),
+                   key=lambda x: (x[0]["_start"], x[0].get("args", {}).get("correlation") or 0))
+    if not found:
+        return []
+    op_names = {args["External id"]: str(op.get("name", "")) or None
+                for op in ops if "External id" in (args := op.get("args") or {})}
+    spans = sorted((e["_start"], e["_start"] + e["_dur"]) for e in gpu)
+    starts = [s for s, _ in spans]
+    ends_so_far = list(itertools.accumulate((e for _, e in spans), max))
+    out: list[HostSyncRow] = []
+    for i, (e, name) in enumerate(found):
+        end = e["_start"] + e["_dur"]
+        k = bisect.bisect_right(starts, end)  # operations begun before the call returned: spans[:k]
+        ext = (e.get("args") or {}).get("External id")
+        step = next((x for x in steps if x[0] <= e["_start"] < x[1]), None)
+        out.append({"sync_id": i, "name": name, "start_ns": e["_start"], "end_ns": end, "thread_id": _int(e.get("tid")),
+                    "rank": None, "op": op_names.get(ext) if ext is not None else None,
+                    "gpu_last_end_ns": ends_so_far[k - 1] if k else None,
+                    "gpu_next_start_ns": starts[k] if k < len(starts) else None,
+                    "iteration": step[2] if step else None, "iteration_end_ns": step[1] if step else None})
+    return out
 
 
 def _cpu_rows(ops: list[TraceEvent], annotations: list[TraceEvent]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:

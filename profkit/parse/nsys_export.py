@@ -10,6 +10,8 @@ GPU operations into profkit's own database in SQL (the bulk import).
   ``CUPTI_ACTIVITY_KIND_MEMCPY`` and ``_MEMSET``, each tied to its launch call in
   ``CUPTI_ACTIVITY_KIND_RUNTIME`` by ``correlationId`` within the same process, in the order
   of those calls, fetched in batches.
+* Host-blocking runtime calls (``host_syncs``: stream, event and device synchronisations,
+  synchronous copies) from ``CUPTI_ACTIVITY_KIND_RUNTIME``, with the GPU work around each.
 * NVTX push/pop and start/end ranges and domain names from ``NVTX_EVENTS``; the GPU from ``TARGET_INFO_GPU``.
 """
 
@@ -22,7 +24,7 @@ from typing import Any, Iterator, Literal, TypedDict
 
 from ..errors import BadExport
 from ..files import file_uri
-from .schema import Evidence, Precision
+from .schema import Evidence, Precision, host_sync_call
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
 # 2025.3 writes; the tables and columns used here are checked one by one as well.
@@ -271,6 +273,41 @@ class NsysExport:
             from ops left join CUPTI_ACTIVITY_KIND_RUNTIME r
               on r.correlationId = ops.correlationId and (r.globalTid >> 24) = (ops.globalPid >> 24)
             order by coalesce(r.start, ops.start), ops.correlationId"""
+
+    def host_syncs(self) -> list[tuple[int, str, int, int, int, int | None, int | None]]:
+        """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
+        (call name without its version suffix, start, end, globalTid, the latest end of the
+        GPU operations of its process begun before the call returned, the first start of one
+        begun after). One sort of the operations and the calls together (window functions), not
+        a scan per call."""
+        if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
+            return []
+        names = {i: base for i, v in self.con.execute(
+                     "select id, cast(value as text) from StringIds where value like 'cu%Synchronize%' "
+                     "or value like 'cu%Memcpy%'")
+                 if (base := host_sync_call(v)) is not None}
+        if not names:
+            return []
+        ops = ["select globalPid >> 24 as pid, start, end from CUPTI_ACTIVITY_KIND_KERNEL"]
+        ops += [f"select globalPid >> 24, start, end from {t}" for t in ("CUPTI_ACTIVITY_KIND_MEMCPY",
+                                                                         "CUPTI_ACTIVITY_KIND_MEMSET")
+                if t in self.schema.columns]
+        ids = ", ".join(str(int(i)) for i in names)
+        # A call sorts at its end (when the host went on), before an operation begun that instant.
+        rows = self.con.execute(f"""
+            with ops as ({" union all ".join(ops)}),
+            ev as (select pid, start as t, end as e, 0 as is_call, null as id, null as tid, null as s, null as nm
+                   from ops
+                   union all
+                   select globalTid >> 24, end, null, 1, rowid, globalTid, start, nameId
+                   from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})),
+            w as (select *, max(e) over (partition by pid order by t, is_call desc
+                                         rows between unbounded preceding and current row) as last_end,
+                            min(case when is_call = 0 then t end) over (partition by pid order by t, is_call desc
+                                         rows between current row and unbounded following) as next_start
+                  from ev)
+            select nm, s, t, tid, last_end, next_start from w where is_call = 1 order by s, id""").fetchall()
+        return [(i, names[nm], s, t, tid, last, nxt) for i, (nm, s, t, tid, last, nxt) in enumerate(rows)]
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
         """Every kernel, memcpy and memset with its launch call, in launch order, streamed.

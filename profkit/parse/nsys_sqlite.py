@@ -7,6 +7,8 @@
   Start/end ranges belong to no thread: every operation that any thread of their process
   launched while one was open is the range's (profkit's iteration ranges are start/end ones,
   so that a training step's backward kernels, launched by autograd's thread, count).
+* The calls that blocked the host (stream, event and device synchronisations, synchronous
+  copies) with the GPU work around each, and the innermost range open on their thread.
 
 Nothing loads a whole table into Python: the operations come in launch order, batch by batch,
 and a walk over the (few) ranges attributes them on the way. A capture of millions of kernels
@@ -15,15 +17,17 @@ imports in bounded memory.
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
+from ..nvtx_ranges import is_iteration_range
 from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
                      range_rows)
-from .schema import Capture, KernelRow, kernel_row
+from .schema import Capture, HostSyncRow, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
 
@@ -76,11 +80,52 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
     capture: Capture[KernelRow] = Capture(
         rows=iter(()), tool="nsys", source_format="nsys-sqlite", tool_version=meta.get("EXPORT_PRODUCT_VERSION"),
         gpu_name=gpu_name, compute_capability=cc, range_paths=[r.path for r in ranges])
+    try:
+        capture.host_syncs = _host_syncs(export, ranges, ranks)
+    except BaseException:
+        export.close()
+        raise
     capture.rows = _attributed_rows(export, ranges, capture, ranks)
     capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture, ranks)
     capture.notes.append(f"nsys export schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
     capture.notes.extend(notes)
     return capture
+
+
+def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, int]) -> list[HostSyncRow]:
+    """The export's host-blocking calls, each with the innermost push/pop range open on its
+    thread when it began as its ``op`` (an operator's range where the program pushes them:
+    ``emit_nvtx``, or nsys ``--pytorch``)."""
+    calls = export.host_syncs()
+    if not calls:
+        return []
+    by_thread: dict[int, list[OpenRange]] = {}
+    iterations: dict[int | None, list[OpenRange]] = {}
+    for r in ranges:
+        if is_iteration_range(r.name):
+            iterations.setdefault(r.process, []).append(r)
+        elif not r.process_wide:
+            by_thread.setdefault(int(r.global_tid or 0), []).append(r)
+    starts: dict[int, list[int]] = {}
+    for g, own in by_thread.items():
+        own.sort(key=lambda r: (r.start, -r.end))
+        starts[g] = [r.start for r in own]
+    out: list[HostSyncRow] = []
+    for i, name, start, end, gtid, last_end, next_start in calls:
+        op = None
+        rs = by_thread.get(gtid, [])
+        # Ranges on a thread nest: the latest begun at or before the call that is still open is the innermost.
+        k = bisect.bisect_right(starts.get(gtid, []), start) - 1
+        while k >= 0 and rs[k].end <= start:
+            k -= 1
+        if k >= 0:
+            op = rs[k].name
+        step = next((r for r in iterations.get(_pid(gtid), ()) if r.start <= start < r.end), None)
+        out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
+                    "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
+                    "gpu_next_start_ns": next_start, "iteration": step.name if step else None,
+                    "iteration_end_ns": step.end if step else None})
+    return out
 
 
 def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],

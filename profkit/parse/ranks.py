@@ -3,7 +3,7 @@
 (Under nsys one report holds every rank's process; its importer takes the ranks by pid.)
 
 Rows come rank by rank, each rank's in its own launch order, renumbered from 0; every row and
-range gets its ``rank``. Times stay on each trace's clock: torch.profiler's are the host's
+range (and host sync) gets its ``rank``. Times stay on each trace's clock: torch.profiler's are the host's
 monotonic clock in every process of one machine, so the ranks' ranges line up in time.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..errors import BadExport
-from .schema import Capture, KernelRow, RangeRow
+from .schema import Capture, HostSyncRow, KernelRow, RangeRow
 
 
 def merge_ranks(captures: dict[int, Capture[KernelRow]]) -> Capture[KernelRow]:
@@ -29,13 +29,18 @@ def merge_ranks(captures: dict[int, Capture[KernelRow]]) -> Capture[KernelRow]:
     for rank in sorted(captures):
         for r in captures[rank].ranges:
             ranges.append({**r, "range_id": len(ranges), "rank": rank})
+    syncs: list[HostSyncRow] = []
+    for rank in sorted(captures):
+        for h in captures[rank].host_syncs:
+            syncs.append({**h, "sync_id": len(syncs), "rank": rank})
     notes = list(dict.fromkeys(n for c in ordered for n in c.notes))
     return Capture(
         rows=_rows(captures), tool=first.tool, source_format=first.source_format, tool_version=first.tool_version,
         gpu_name=first.gpu_name, compute_capability=first.compute_capability,
         metric_names=list(dict.fromkeys(m for c in ordered for m in c.metric_names)),
         metric_units={k: v for c in ordered for k, v in c.metric_units.items()},
-        notes=notes, ranges=ranges, range_paths=list(dict.fromkeys(p for c in ordered for p in c.range_paths)))
+        notes=notes, ranges=ranges, range_paths=list(dict.fromkeys(p for c in ordered for p in c.range_paths)),
+        host_syncs=syncs)
 
 
 def _rows(captures: dict[int, Capture[KernelRow]]) -> Iterator[KernelRow]:

@@ -68,8 +68,9 @@ evidence_detail     string    which counters or which named rule gave the verdic
 
 Importers yield rows with everything up to ``phase`` (:class:`KernelRow`);
 ``profkit.classify`` adds the last five (:class:`ClassifiedRow`). A :class:`Capture` carries
-the rows, what the file says about the run (GPU, tool), and the capture's ranges
-(:class:`RangeRow`) where the tool recorded them. :func:`frame` turns rows into the table as a
+the rows, what the file says about the run (GPU, tool), the capture's ranges
+(:class:`RangeRow`) where the tool recorded them, and its host-blocking runtime calls
+(:class:`HostSyncRow`: nsys and torch.profiler record them). :func:`frame` turns rows into the table as a
 pandas DataFrame with the dtypes above.
 """
 
@@ -211,6 +212,49 @@ RANGE_COLUMNS: dict[str, str] = {
 # What `profkit ranges` and Run.ranges() give: everything but the stored id.
 RANGE_FIELDS: tuple[str, ...] = tuple(c for c in RANGE_COLUMNS if c != "range_id")
 
+
+class HostSyncRow(TypedDict):
+    """One runtime call of a timeline capture that blocked the host until the GPU was done
+    (``HOST_SYNC_CALLS``: a stream, event or device synchronisation, a synchronous copy), with
+    the GPU work around it in its process: what the host-sync finding reads."""
+
+    sync_id: int                   # 0-based, in the calls' start order
+    name: str                      # the call (cudaStreamSynchronize), without nsys's _vNNNN suffix
+    start_ns: int                  # the call's start and end, on the capture's clock
+    end_ns: int
+    thread_id: int | None          # the thread that made it
+    rank: int | None               # the process's rank in a distributed job, None for one process
+    op: str | None                 # what called it, where known: torch.profiler's enclosing operator
+                                   # (aten::_local_scalar_dense), or the innermost NVTX range open on
+                                   # the thread (nsys)
+    gpu_last_end_ns: int | None    # the latest end of the GPU operations of its process begun before it returned
+    gpu_next_start_ns: int | None  # the first start of one begun after it returned (None: none followed)
+    iteration: str | None          # the measured iteration (profkit's <tag>.iterN range) of its process it was
+    iteration_end_ns: int | None   # made in, and that range's end; None outside them
+
+
+# The host-sync table's columns and their SQL/JSON types, in HostSyncRow's order.
+HOST_SYNC_COLUMNS: dict[str, str] = {
+    "sync_id": "int", "name": "str", "start_ns": "int", "end_ns": "int", "thread_id": "int", "rank": "int",
+    "op": "str", "gpu_last_end_ns": "int", "gpu_next_start_ns": "int", "iteration": "str", "iteration_end_ns": "int",
+}
+# The runtime and driver calls that block the host until the GPU (a stream, an event, the whole
+# device) is done, the synchronous copies among them (a cudaMemcpyAsync to pageable host memory
+# is followed by a cudaStreamSynchronize, which counts). Names as torch.profiler gives them; nsys
+# adds a version suffix (cudaStreamSynchronize_v3020).
+HOST_SYNC_CALLS: frozenset[str] = frozenset({
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol", "cudaMemcpyPeer",
+    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy",
+})
+
+
+def host_sync_call(name: str) -> str | None:
+    """A runtime call's name as ``HOST_SYNC_CALLS`` has it (the _vNNNN suffix dropped), if it is one."""
+    base = name.split("_v", 1)[0] if "_v" in name else name
+    return base if base in HOST_SYNC_CALLS else None
+
+
 RowT = TypeVar("RowT", KernelRow, ClassifiedRow)
 
 
@@ -241,6 +285,7 @@ class Capture(Generic[RowT]):
     notes: list[str] = field(default_factory=list)
     ranges: list[RangeRow] = field(default_factory=list)
     range_paths: list[str] = field(default_factory=list)
+    host_syncs: list[HostSyncRow] = field(default_factory=list)  # timeline captures' host-blocking calls
     bulk: Callable[[Any, int], tuple[str, int, int]] | None = None
 
 

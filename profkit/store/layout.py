@@ -5,7 +5,7 @@ readers of each table, and ``nsys_import`` (the bulk import of an nsys export)."
 
 from __future__ import annotations
 
-from ..parse.schema import CLASSIFIED, COLUMNS, RANGE_COLUMNS
+from ..parse.schema import CLASSIFIED, COLUMNS, HOST_SYNC_COLUMNS, RANGE_COLUMNS
 
 RUN_COLUMNS: dict[str, type] = {
     "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
@@ -35,6 +35,9 @@ KERNELS_VIEW = "create view kernels as select " + ", ".join(
     for c in KERNEL_COLUMNS) + " from kernel_rows k " + " ".join(
     f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
 RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
+# A timeline run's host-blocking runtime calls (schema 10): parse.schema.HostSyncRow, one row each.
+HOST_SYNC_TABLE_COLUMNS: dict[str, type] = {"run_id": int,
+                                            **{c: {"int": int}.get(t, str) for c, t in HOST_SYNC_COLUMNS.items()}}
 
 # Benchmarks (``profkit bench``, schema 7): one ``benches`` row each (the fields of
 # records.BenchRecord; precisions, modes and info hold JSON) and one ``bench_rows`` row per

@@ -26,8 +26,8 @@ from typing import Callable
 
 from ..errors import StoreError
 from .connection import Connection
-from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW, RANGE_TABLE_COLUMNS,
-                     RUN_COLUMNS, STORED_COLUMNS)
+from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW,
+                     RANGE_TABLE_COLUMNS, RUN_COLUMNS, STORED_COLUMNS)
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
 MIGRATION_SET = "profkit"
@@ -148,8 +148,17 @@ def run_folders_and_ids(s: Connection) -> None:
 
 
 @step
+def host_syncs(s: Connection) -> None:
+    """Schema 10: ``host_syncs``, a timeline run's runtime calls that blocked the host (runs
+    imported before it have none recorded)."""
+    if "host_syncs" not in s._tables():
+        s.db.table("host_syncs").create(HOST_SYNC_TABLE_COLUMNS, pk=("run_id", "sync_id"),
+                                        foreign_keys=[("run_id", "runs", "id")])
+
+
+@step
 def attribution(s: Connection) -> None:
-    """Schema 10: each kernel's ``module``, ``module_type``, ``shapes`` and ``phase`` (issue
+    """Schema 11: each kernel's ``module``, ``module_type``, ``shapes`` and ``phase`` (issue
     23's attribution; interned like ``op``), the view made anew with them after ``op``."""
     if _add_columns(s, "kernel_rows", STORED_COLUMNS):
         s.execute("drop view if exists kernels")

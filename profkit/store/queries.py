@@ -9,7 +9,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from ..parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, ClassifiedRow, RangeRow
+from ..parse.schema import HOST_SYNC_COLUMNS, KERNEL_FIELDS, RANGE_COLUMNS, ClassifiedRow, HostSyncRow, RangeRow
 from .connection import Connection
 from .layout import INTERNED
 
@@ -265,6 +265,11 @@ class Queries(Connection):
         """The ranges a timeline capture recorded, in start order."""
         return [{k: r[k] for k in RANGE_COLUMNS} for r in  # type: ignore[misc]
                 self.query("select * from ranges where run_id = ? order by range_id", [run_id])]
+
+    def host_syncs(self, run_id: int) -> list[HostSyncRow]:
+        """The runtime calls that blocked the host in a timeline capture, in start order."""
+        return [{k: r[k] for k in HOST_SYNC_COLUMNS} for r in  # type: ignore[misc]
+                self.query("select * from host_syncs where run_id = ? order by sync_id", [run_id])]
 
     def kernel_paths(self, run_id: int) -> list[PathTotals]:
         """Per NVTX stack the launches were made in (first launch first): the innermost range's

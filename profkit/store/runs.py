@@ -233,7 +233,7 @@ class Runs(Writes):
 
     def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
         """Write a reserved run's classified rows (streamed, in batches of short transactions),
-        then in one last transaction its counts, ranges, notes, ``fields`` and status ``ok``.
+        then in one last transaction its counts, ranges, host syncs, notes, ``fields`` and status ``ok``.
         If anything fails (or is interrupted) the rows written so far are removed again before
         the error goes on; the run's row is the caller's to end (:meth:`end_run`,
         :meth:`delete_run`)."""
@@ -253,6 +253,9 @@ class Runs(Writes):
                 if capture.ranges:
                     self.db.table("ranges").insert_all(({"run_id": run.id, **r} for r in capture.ranges),
                                                        batch_size=2000)
+                if capture.host_syncs:
+                    self.db.table("host_syncs").insert_all(({"run_id": run.id, **r} for r in capture.host_syncs),
+                                                           batch_size=2000)
                 self._update("runs", run.id, update)
         except BaseException as exc:
             self._clear_rows(run.id)
@@ -305,7 +308,7 @@ class Runs(Writes):
             pass  # the recovery at the next open removes them
 
     def _delete_rows(self, run_id: int) -> None:
-        for table in ("kernel_rows", "ranges"):
+        for table in ("kernel_rows", "ranges", "host_syncs"):
             self.execute(f"delete from {table} where run_id = ?", [run_id])
 
     def _recover(self) -> None:
