@@ -66,6 +66,23 @@ class KernelGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ModuleGroup:
+    """A run's kernels of one (module, phase, precision, family, tensor-core verdict)
+    (``Queries.module_groups``): what the by-module views sum up, level by level of the
+    module tree."""
+
+    module: str | None              # the module path ("" the model itself; None: not known)
+    module_type: str | None         # the least of the group's module classes
+    phase: str | None               # forward, backward, optimizer, or None where not known
+    precision: Precision            # "unknown" where the row has none
+    family: str | None
+    tensor_core: bool | None
+    launches: int
+    time_ns: int
+    ops: int                        # distinct launching operators among them
+
+
+@dataclass(frozen=True, slots=True)
 class NameGroup:
     """A run's rows of one kind and (name, precision), with their spread and verdicts
     (``Queries.name_groups``): a row of the report's kernel table."""

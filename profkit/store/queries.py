@@ -14,7 +14,7 @@ from .connection import Connection
 from .layout import INTERNED
 
 if TYPE_CHECKING:  # imported where the rows are made: `profkit runs` and `kernels` need none of them
-    from ..rows import (FamilyTotals, KernelGroup, KindTotals, Launch, MetricSums, NameGroup, NameTotal, PathTotals, RankPathTime,
+    from ..rows import (FamilyTotals, KernelGroup, KindTotals, Launch, MetricSums, ModuleGroup, NameGroup, NameTotal, PathTotals, RankPathTime,
                         RankTotals, TimelineOp)
 
 
@@ -184,6 +184,26 @@ class Queries(Connection):
                 g, calls=g.calls + calls, time_ns=g.time_ns + time_ns, tc_time_ns=g.tc_time_ns + tc_ns,
                 short_name=_least(g.short_name, texts.get(short)), family=_least(g.family, texts.get(family))))
         return [g for _, g in sorted(merged.values(), key=lambda fg: fg[0])]
+
+    def module_groups(self, run_id: int, in_iterations: bool = False) -> list[ModuleGroup]:
+        """A run's kernels grouped by (module, phase, precision, family, tensor-core verdict):
+        launches, summed time, distinct operators, most time first. Every kernel is in one
+        group (module None where the capture does not say), so the groups' time is the run's
+        kernel time. ``in_iterations``: only kernels launched in a measured iteration."""
+        from ..rows import ModuleGroup
+
+        where, paths = self._iterations_filter(in_iterations)
+        q = f"""select module_id, min(module_type_id), phase_id, coalesce(precision, 'unknown'), family_id,
+                       tensor_core, count(*), coalesce(sum(duration_ns), 0), count(distinct op_id)
+                from kernel_rows where run_id = ? and kind = 'kernel'{where}
+                group by module_id, phase_id, coalesce(precision, 'unknown'), family_id, tensor_core
+                order by 8 desc"""
+        rows = self.execute(q, [run_id, *paths]).fetchall()
+        texts = self._texts({i for r in rows for i in (r[0], r[1], r[2], r[4]) if i is not None})
+        return [ModuleGroup(module=texts.get(m) if m is not None else None, module_type=texts.get(mt),
+                            phase=texts.get(ph), precision=prec, family=texts.get(fam),
+                            tensor_core=None if tc is None else bool(tc), launches=int(n), time_ns=int(t), ops=int(ops))
+                for m, mt, ph, prec, fam, tc, n, t, ops in rows]
 
     def name_groups(self, run_id: int, kind: str) -> list[NameGroup]:
         """A run's rows of one kind grouped by (name, precision), most time first: launches,

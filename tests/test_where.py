@@ -1,0 +1,156 @@
+"""Issue 23's attribution on real captures (tests/data/where/, H100): every kernel of an eager
+model traced to the operator, module and shapes that launched it, forward and backward, under
+ncu, nsys and torch.profiler; a compiled model's kernels to the ATen operators Inductor fused;
+the operator ranges kept out of the run's ranges; precision from the launching operator's
+input types where names and counters say none."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+
+from profkit.nvtx_ranges import OP_PREFIX, op_label, op_range
+from profkit.store import Store
+
+from .where_data import EAGER, RUNS, TRAINING, import_where
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    s = Store(tmp_path_factory.mktemp("where") / "where.db")
+    for name in RUNS:
+        import_where(s, name)
+    return s
+
+
+def kernels(store: Store, name: str) -> list[dict]:
+    return [k for k in store.iter_kernels(store.get_run(name).id) if k["kind"] == "kernel"]
+
+
+def share(rows: list[dict], test) -> float:
+    total = sum(k["duration_ns"] or 0 for k in rows)
+    return sum(k["duration_ns"] or 0 for k in rows if test(k)) / total
+
+
+@pytest.mark.parametrize("name", EAGER)
+def test_every_kernel_of_an_eager_model_has_its_operator_and_module(store, name):
+    """At least 99% of kernel time (all of it on these captures) has an operator, a module and
+    the operator's input shapes; the operators are the dispatcher's (aten::...)."""
+    rows = kernels(store, name)
+    assert share(rows, lambda k: k["op"] and k["module"] is not None) >= 0.99
+    assert share(rows, lambda k: k["shapes"]) >= 0.99
+    assert all(k["op"].startswith("aten::") for k in rows if k["op"])
+    assert {k["phase"] for k in rows} <= {"forward", "backward", "optimizer"}
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_a_training_steps_backward_kernels_belong_to_the_modules_whose_forward_made_them(store, name):
+    """Backward kernels (launched from autograd's thread) have the module of the forward that
+    created their autograd node: every module with backward work ran forward work too, and the
+    backward operators are the forward ones' (convolution -> convolution_backward)."""
+    rows = kernels(store, name)
+    phases = Counter(k["phase"] for k in rows)
+    assert phases["forward"] and phases["backward"] and phases["optimizer"]
+    fwd = {k["module"] for k in rows if k["phase"] == "forward"}
+    bwd = {k["module"] for k in rows if k["phase"] == "backward"}
+    assert bwd - fwd <= {"(outside modules)"} and len(bwd) > 5
+    assert {k["module"] for k in rows if k["phase"] == "optimizer"} == {"(optimizer)"}
+    if name.startswith("resnet18"):
+        back = {k["op"] for k in rows if k["module"] == "layer1.0.conv1" and k["phase"] == "backward"}
+        assert "aten::convolution_backward" in back
+        assert {k["module_type"] for k in rows if k["module"] == "layer1.0.conv1"} == {"Conv2d"}
+
+
+def test_the_tools_agree_on_where_each_kernel_came_from(store):
+    """The same step under ncu, nsys and torch.profiler: the same kernels per module and
+    operator (launch counts), so the attribution does not depend on the tool."""
+    for model in ("resnet18_train-amp", "hf_gpt2_train-amp", "hf_llama-bf16"):
+        counts = []
+        for tool in ("ncu", "nsys", "torch"):
+            counts.append(Counter((k["module"], k["op"], k["phase"]) for k in kernels(store, f"{model}-eager-{tool}")))
+        assert counts[0] == counts[1] == counts[2], model
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_operator_ranges_are_not_ranges_of_the_run(store, name):
+    """The run's ranges are its iterations (and torch.profiler's own, such as
+    ``Optimizer.step#SGD.step``), as without attribution; no range, nor any kernel's range or
+    path, is an operator range."""
+    run = store.get_run(name)
+    names = [r["name"] for r in store.ranges(run.id)]
+    assert sum(n.endswith(".iter0") for n in names) == 1 and len(names) <= 4
+    assert not any(n.startswith(OP_PREFIX) or "::" in n for n in names)
+    assert not any(OP_PREFIX in (k["nvtx_path"] or "") or OP_PREFIX in (k["nvtx_range"] or "")
+                   for k in store.iter_kernels(run.id))
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_module_totals_add_up_to_the_kernel_total(store, name):
+    rows = kernels(store, name)
+    by_module: dict[object, int] = defaultdict(int)
+    for k in rows:
+        by_module[k["module"]] += k["duration_ns"] or 0
+    assert sum(by_module.values()) == store.get_run(name).gpu_time_ns
+
+
+def test_module_paths_follow_the_models_tree(store):
+    """Paths from the model as named_modules gives them: a ModuleList's layers by index."""
+    mods = {k["module"] for k in kernels(store, "hf_llama-bf16-eager-nsys")}
+    assert {"model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj", "model.norm", "lm_head"} <= mods
+    assert not any("?" in m for m in mods)
+    types = {k["module"]: k["module_type"] for k in kernels(store, "hf_llama-bf16-eager-nsys")}
+    assert types["model.layers.1.mlp.down_proj"] == "Linear" and types["model.norm"] == "LlamaRMSNorm"
+
+
+@pytest.mark.parametrize("name", ["hf_llama-bf16-compile-nsys", "hf_llama-bf16-compile-torch"])
+def test_a_compiled_models_generated_kernels_carry_what_inductor_fused(store, name):
+    rows = kernels(store, name)
+    triton = [k for k in rows if k["short_name"].startswith("triton_")]
+    assert triton and all(k["op"] and k["op"].startswith("aten::") for k in triton)
+    assert all(k["input_types"] for k in triton)
+    norm = next(k for k in triton if "rsqrt" in k["short_name"])
+    assert "aten::rsqrt" in norm["op"].split("+") and norm["precision"] != "unknown"
+
+
+@pytest.mark.parametrize("name", EAGER + ["hf_llama-bf16-compile-torch"])
+def test_unknown_precision_is_at_most_one_percent(store, name):
+    rows = kernels(store, name)
+    assert share(rows, lambda k: k["precision"] == "unknown") <= 0.01
+
+
+def test_precision_from_the_launching_operators_types_says_so(store):
+    rows = kernels(store, "timm_convnext-fp16-eager-nsys")
+    depthwise = [k for k in rows if k["evidence"] == "dtypes" and k["family"] == "conv"]
+    assert depthwise and all(k["precision"] == "fp16" for k in depthwise)
+    assert all("input types" in k["evidence_detail"] for k in depthwise)
+
+
+def test_an_operator_range_name_says_everything_and_parses_back():
+    name = op_range("aten::addmm", "bwd", "layers.3.mlp.down_proj", "Linear", "[8,512];[512,64]", "float16,float16")
+    assert "/" not in name
+    lab = op_label(name)
+    assert lab is not None and (lab.op, lab.phase, lab.module, lab.module_type) == (
+        "aten::addmm", "backward", "layers.3.mlp.down_proj", "Linear")
+    assert op_label(op_range("aten::add_", "fwd", "", "ResNet", "[3]", "int64")).module == ""
+    # The range nsys --pytorch=autograd-shapes-nvtx wrote (tests/shared NSIGHT notes, H100): operator and shapes.
+    foreign = op_label("aten::conv2d, op_id = 28869, sizes = [[8, 3, 224, 224], [64, 3, 7, 7], []], "
+                       "input_op_ids = [(4541,0)]")
+    assert foreign is not None and (foreign.op, foreign.shapes) == ("aten::conv2d", "[8,3,224,224];[64,3,7,7]")
+    assert op_label("profkit@resnet18.fp16.eager.iter0") is None
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_stores_module_groups_hold_every_kernel(store, name):
+    """Store.module_groups, what the by-module views sum: its groups' time is the run's kernel
+    time, and per module equal to the kernel rows' sums."""
+    run = store.get_run(name)
+    groups = store.module_groups(run.id)
+    assert sum(g.time_ns for g in groups) == run.gpu_time_ns
+    by_rows: dict[object, int] = defaultdict(int)
+    for k in kernels(store, name):
+        by_rows[k["module"]] += k["duration_ns"] or 0
+    by_groups: dict[object, int] = defaultdict(int)
+    for g in groups:
+        by_groups[g.module] += g.time_ns
+    assert by_groups == by_rows

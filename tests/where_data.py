@@ -1,0 +1,49 @@
+"""Issue 23's captures (tests/data/where/: what `profkit run` kept on the H100 for models with
+attribution, see tests/data/README.md) imported as `profkit run` imports them: the nsys export
+or Kineto trace with the compiled kernels the harness found, and ncu's per-function plan from
+its two CSV exports and the timing harness's CUPTI records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from profkit import nvtx_ranges
+from profkit.ingest import now, store_capture
+from profkit.parse import load
+from profkit.parse.compiled import with_compiled_kernels
+from profkit.parse.ncu_plan import read_per_function
+from profkit.records import RunInfo, RunRecord
+from profkit.store import Store
+
+from .conftest import DATA
+
+WHERE = DATA / "where"
+RUNS = sorted(p.name for p in WHERE.iterdir() if p.is_dir())
+# Eager models, forward and backward (training steps) and forward only, under each tool.
+EAGER = [r for r in RUNS if "-eager-" in r]
+TRAINING = [r for r in EAGER if "_train" in r]
+
+
+def import_where(store: Store, name: str) -> RunRecord:
+    folder = WHERE / name
+    job = json.loads((folder / "job.json").read_text())
+    harness = json.loads((folder / "harness.json").read_text())
+    if (folder / "kernel_times.json.gz").exists():
+        times = json.loads((folder / "harness-times.json").read_text())
+        capture = read_per_function(folder / "raw.csv.gz", folder / "raw-mangled.csv.gz", folder / "kernel_times.json.gz",
+                                    job["tag"], nvtx_ranges.DOMAIN,
+                                    {int(k): int(v) for k, v in (times.get("thread_ids") or {}).items()},
+                                    process_wide=True)
+    else:
+        workdir = Path(store.path).parent / name  # a gzipped export is decompressed here
+        workdir.mkdir()
+        capture = load(folder / ("report.sqlite.gz" if (folder / "report.sqlite.gz").exists() else "trace.json.gz"),
+                       workdir=workdir)
+    with_compiled_kernels(capture, harness.get("compiled_kernels"))
+    spec = job["spec"]
+    fields = {"name": name, "source": "run", "started_at": now(), "workload": Path(job["workload_path"]).stem,
+              "precision": spec["precision"], "mode": spec["mode"], "batch_size": spec["batch_size"],
+              "iters": job["iters"], "device": spec["device"], "info": RunInfo(harness=harness)}
+    reserved = store.reserve(name, name, fields, status="running")
+    return store_capture(store, capture, fields, reserved)
