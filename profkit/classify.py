@@ -173,7 +173,7 @@ def classify_op(name: str, input_types: str | None) -> Verdict:
     types = [t for t in (input_types or "").split(",") if t]
     precision = types_precision(input_types)
     where = f"; family from op rule {f_rule}" if f_rule else ""
-    if precision:
+    if precision and precision != "int":  # a CPU operator's precision is its floating-point inputs'
         return Verdict(precision, False, family, "dtypes", f"input types {input_types}{where}")
     detail = f"no floating-point tensor inputs ({input_types})" if types else "no tensor input types recorded"
     return Verdict("unknown", False, family, "none", f"CPU operator: {detail}{where}")

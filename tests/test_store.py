@@ -210,19 +210,6 @@ def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
     assert add(store, CSV, "after").kernel_count == 162
 
 
-def _before_int(rows) -> list[dict]:
-    """Kernel rows as JSON, with issue 23's verdict for integer work (precision ``int`` from the
-    input types, where profkit said ``unknown`` before) put back as it was: the database keeps
-    the verdicts of the profkit that imported it."""
-    out = []
-    for text in rows:
-        r = json.loads(text)
-        if r["precision"] in ("int", "unknown"):
-            r.update(precision="unknown", evidence=None, evidence_detail=None)
-        out.append(r)
-    return out
-
-
 def test_migrates_a_schema_7_database_adding_rank(tmp_path):
     """A database written before distributed runs (schema 7, profkit 0a4521b) gets ``rank`` in
     kernel_rows (the kernels view after ``device``) and in ranges, in place; its runs read back
@@ -240,15 +227,10 @@ def test_migrates_a_schema_7_database_adding_rank(tmp_path):
                          ("cpu-r18", DATA / "torch" / "cpu_resnet18_fp32.json.gz")):
         new = add(fresh, source, name)
         old = store.get_run(name)
-        assert _before_int(store.iter_kernels_json(old.id)) == _before_int(fresh.iter_kernels_json(new.id))
+        assert list(store.iter_kernels_json(old.id)) == list(fresh.iter_kernels_json(new.id))
         assert store.ranges(old.id) == fresh.ranges(new.id)
         assert all(r["rank"] is None for r in store.ranges(old.id))
-        summaries = [cli_json("summary", name, db=db) for db in (path, tmp_path / "fresh.db")]
-        if name == "cpu-r18":  # as _before_int: the integer work's verdict is issue 23's
-            for s in summaries:
-                for key in ("evidence", "time_by_precision_ns", "kernels_by_precision"):
-                    s.pop(key)
-        assert summaries[0] == summaries[1]
+        assert cli_json("summary", name, db=path) == cli_json("summary", name, db=tmp_path / "fresh.db")
     cpu = DATA / "ddp" / "cpu_resnet50_ddp_train_fp32"
     reserved = store.reserve(None, "ddp", {"name": "ddp", "source": "run", "info": {"world_size": 2}}, status="running")
     ranked = store_capture(store, merge_ranks({r: load(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}),
