@@ -406,6 +406,10 @@ def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., N
             if f.type == "bool":
                 command_fn = switch(*c.flags, help=c.help_for(command), default=bool(default))(command_fn)
                 continue
+            if f.type == "bool | None":  # a pair of flags, neither given: the default the library decides
+                command_fn = click.option(*c.flags, cls=Option, is_flag=True, default=None,
+                                          help=c.help_for(command))(command_fn)
+                continue
             kind: Any = c.choices or {"int": int, "float | None": float}.get(str(f.type), str)
             command_fn = option(*c.flags, type=kind, default=kind(default) if c.choices and default is not None
                                 else default, help=c.help_for(command),

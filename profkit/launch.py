@@ -285,14 +285,16 @@ def _torchrun_cause(tail: list[str]) -> str:
     return next((l.strip() for l in reversed(tail) if l.strip()), "no output")[:300]
 
 
-def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progress: Progress) -> _Job:
+def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progress: Progress,
+                tool: str | None = None) -> _Job:
     """The job of one harness process for ``req`` (``workload`` from the file ``path``), with the
     files it writes in ``folder``: what every tool's driver, and ``profkit bench``, starts."""
     tag = nvtx_ranges.tag(workload, req.options.precision, req.options.mode)
     return _Job(req, workload, tag, folder, HarnessJob(
         spec=req.spec, workload_path=str(path), warmup=req.options.warmup, iters=req.options.iters, tag=tag,
         info_path=str(folder / "harness.json"), error_path=str(folder / "harness-error.txt"),
-        nproc_per_node=req.options.nproc_per_node, attribution=req.options.attribution), progress)
+        nproc_per_node=req.options.nproc_per_node,
+        attribution=tool is not None and req.options.attribution_for(tool)), progress)
 
 
 def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> RunRecord:
@@ -321,7 +323,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     name = reserved.name
     try:
         folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
-        job = harness_job(req, wname, wpath, folder, progress)
+        job = harness_job(req, wname, wpath, folder, progress, tool)
         capture, row = DRIVERS[tool](job)
         info = job.info()
         if info.get("amp_skipped_steps"):

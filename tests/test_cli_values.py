@@ -36,7 +36,7 @@ ADDED = {"sweep compile_mode", "sweep keep_bn_fp32", "sweep channels_last", "swe
 
 
 # Options no recorded one stands for (issue 23): a switch on by default, with its --no- form.
-NEW = {f"{c} attribution": ("--attribution", "--no-attribution", True) for c in ("run", "compare", "sweep")}
+NEW = {f"{c} attribution": ("--attribution", "--no-attribution", None) for c in ("run", "compare", "sweep")}
 
 
 def recorded(key: str) -> dict[str, Any]:
@@ -104,7 +104,8 @@ def test_the_new_switches():
         args = ["x" for p in command.params if isinstance(p, click.Argument) and p.required]
         extra = ["--workloads", "w"] if name == "sweep" else []
         assert command.make_context(name, args + extra, parent=root).params["attribution"] is default
-        assert command.make_context(name, args + extra + [off], parent=root).params["attribution"] is not default
+        assert command.make_context(name, args + extra + [off], parent=root).params["attribution"] is False
+        assert command.make_context(name, args + extra + [on], parent=root).params["attribution"] is True
 
 
 def test_every_parameter_converts_as_typer_did(tmp_path):

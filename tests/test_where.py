@@ -154,3 +154,22 @@ def test_the_stores_module_groups_hold_every_kernel(store, name):
     for g in groups:
         by_groups[g.module] += g.time_ns
     assert by_groups == by_rows
+
+
+def test_timeline_findings_of_a_run_with_operator_ranges_say_the_ranges_stretched_it(store):
+    """Under nsys and torch.profiler the operator ranges' host cost is in the timeline: a
+    launch-bound (or host-sync) finding there says so; ncu's kernels are measured one by one."""
+    from profkit.analyze.findings import STRETCHED, findings
+
+    for name in ("resnet18_train-amp-eager-nsys", "resnet18_train-amp-eager-torch"):
+        found = {f.id: f for f in findings(store, store.get_run(name))}
+        assert "launch_bound" in found and found["launch_bound"].detail.endswith(STRETCHED), name
+    ncu = findings(store, store.get_run("resnet18_train-amp-eager-ncu"))
+    assert not any(f.detail.endswith(STRETCHED) for f in ncu)
+
+
+def test_attribution_is_on_by_default_under_ncu_only():
+    from profkit.options import RunOptions
+
+    assert [RunOptions().attribution_for(t) for t in ("ncu", "nsys", "torch")] == [True, False, False]
+    assert RunOptions(attribution=True).attribution_for("nsys") and not RunOptions(attribution=False).attribution_for("ncu")

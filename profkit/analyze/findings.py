@@ -131,8 +131,24 @@ def findings(store: Store, run: RunRecord) -> list[Finding]:
             raise ValueError(f"rules.toml has a finding {rule_id!r} that no check implements")
         found = check(ctx, rule)
         if found is not None:
-            out.append(found)
+            out.append(_stretched(run, found))
     return out
+
+
+# Findings read from the host side of a timeline: the gaps between kernels, what blocked the host.
+TIMELINE = frozenset({"launch_bound", "host_syncs", "exposed_communication"})
+STRETCHED = ("; this run's operator ranges (attribution) stretched the host side of its timeline: profile it "
+             "again with --no-attribution to judge it")
+
+
+def _stretched(run: RunRecord, found: Finding) -> Finding:
+    """A timeline finding of a run whose operators ran in attribution ranges (nsys and
+    torch.profiler record each one, 4-5x host time per iteration on ResNet-50 on an H100)
+    says so: its gaps are partly profkit's."""
+    harness = run.info.harness or {}
+    if found.id in TIMELINE and harness.get("attribution") == "ranges" and run.tool != "ncu":
+        return replace(found, detail=found.detail + STRETCHED)
+    return found
 
 
 @dataclass
