@@ -83,6 +83,24 @@ class ModuleGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ShapeGroup:
+    """A run's kernels of one (name, operator, input shapes, module, precision)
+    (``Queries.shape_groups``): what the shape findings read."""
+
+    name: str
+    short_name: str | None
+    op: str | None
+    shapes: str | None
+    input_types: str | None
+    module: str | None
+    precision: Precision
+    family: str | None
+    tensor_core: bool | None
+    launches: int
+    time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class NameGroup:
     """A run's rows of one kind and (name, precision), with their spread and verdicts
     (``Queries.name_groups``): a row of the report's kernel table."""

@@ -173,3 +173,47 @@ def test_attribution_is_on_by_default_under_ncu_only():
 
     assert [RunOptions().attribution_for(t) for t in ("ncu", "nsys", "torch")] == [True, False, False]
     assert RunOptions(attribution=True).attribution_for("nsys") and not RunOptions(attribution=False).attribution_for("ncu")
+
+
+@pytest.mark.parametrize("tool", ["ncu", "nsys", "torch"])
+def test_misaligned_shapes_fire_on_the_unpadded_vocabulary_and_say_where(store, tool):
+    """GPT-2's vocabulary of 50257 (not a multiple of 8): its output layer's GEMMs ran
+    Turing-era align1 CUTLASS kernels; the finding names the module, operator and shape and
+    calls 50257 a vocabulary."""
+    from profkit.analyze.findings import findings
+
+    found = {f.id: f for f in findings(store, store.get_run(f"hf_gpt2_train-amp-eager-{tool}"))}
+    f = found["misaligned_shapes"]
+    assert f.share_pct > 15 and "50257" in f.detail and "vocabulary" in f.detail
+    assert f.where[0].where == "lm_head aten::mm [512,256];[256,50257]"
+    assert {w.where.split()[0] for w in f.where} == {"lm_head"}
+
+
+@pytest.mark.parametrize("name", [r for r in RUNS if not r.startswith("hf_gpt2_train-")])
+def test_misaligned_shapes_stay_quiet_where_the_dimensions_are_multiples(store, name):
+    """The padded vocabulary (50304), and every other capture: a first convolution over 3
+    channels is too little time to report."""
+    from profkit.analyze.findings import findings
+
+    assert "misaligned_shapes" not in {f.id for f in findings(store, store.get_run(name))}
+
+
+def test_the_padded_vocabulary_ran_faster(store):
+    """The fix's effect, from the two committed nsys captures of the same step (H100): the
+    output layer's GEMMs moved to cuBLAS's Hopper kernels and the step's kernel time fell by
+    more than a tenth (2.037 -> 1.756 ms)."""
+    before = store.get_run("hf_gpt2_train-amp-eager-nsys").gpu_time_ns
+    after = store.get_run("hf_gpt2_train_padded-amp-eager-nsys").gpu_time_ns
+    assert after < 0.9 * before
+    head = [k["short_name"] for k in kernels(store, "hf_gpt2_train_padded-amp-eager-nsys")
+            if k["module"] == "lm_head" and k["family"] == "gemm"]
+    assert head and all(n.startswith("nvjet_sm90_hsh") for n in head)
+
+
+def test_matrix_dimensions_of_an_operators_shapes():
+    from profkit.analyze.findings import _matrix_dims
+
+    assert _matrix_dims("[512,256];[256,50257]", "matrix") == [512, 256, 256, 50257]
+    assert _matrix_dims("[8,7,7,3072];[768,3072];[768]", "linear") == [392, 3072, 768, 3072]
+    assert _matrix_dims("[8,3,224,224];[64,3,7,7];[]", "conv") == [3, 64, 3]
+    assert _matrix_dims("[8,96,56,56];[96,1,7,7];[96]", "conv") == [96, 96]

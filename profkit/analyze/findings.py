@@ -13,6 +13,7 @@ runs (operators, not kernels) get none of these GPU findings.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -24,7 +25,7 @@ from ..formatting import fmt_ns
 from ..names import short_name
 from ..parse.schema import HostSyncRow, Precision, RangeRow
 from ..records import RunRecord
-from ..rows import KernelGroup
+from ..rows import KernelGroup, ShapeGroup
 from ..store import Store
 from .ranges import iteration_ranges, run_ranges
 from .ranks import COMM, rank_report
@@ -96,6 +97,13 @@ class FindingRule:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"rules.toml's finding {self.id!r} needs a list of names {key!r}, not {value!r}")
         return tuple(value)
+
+    def table(self, key: str) -> dict[str, object]:
+        """A table of names to values (per precision, per operator)."""
+        value = self.settings.get(key)
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ValueError(f"rules.toml's finding {self.id!r} needs a table {key!r}, not {value!r}")
+        return dict(value)
 
     def text(self, key: str) -> str:
         value = self.settings.get(key)
@@ -292,6 +300,79 @@ def _tf32_left_off(ctx: _Context, rule: FindingRule) -> Finding | None:
     return replace(found, detail=detail)
 
 
+def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """Tensor-core matrix work whose dimensions are not a multiple of what its precision needs
+    (rules.toml's ``multiple``), read from the launching operator's input shapes where the run
+    has them (``ops`` says which dimensions of which operator are matrix dimensions); where it
+    has none, the kernels whose names say they could not load aligned vectors (``pattern``)."""
+    multiple = {k: int(v) for k, v in rule.table("multiple").items() if isinstance(v, (int, float))}
+    ops = {k: str(v) for k, v in rule.table("ops").items()}
+    named = re.compile(rule.text("pattern"))
+    groups = ctx.store.shape_groups(ctx.run.id, rule.names("families"))
+    chosen: list[tuple[ShapeGroup, list[int]]] = []
+    for g in groups:
+        need = multiple.get(g.precision)
+        if need is None:
+            continue
+        if g.shapes and g.op in ops:
+            bad = [d for d in _matrix_dims(g.shapes, ops[g.op]) if d % need]
+            if bad:
+                chosen.append((g, bad))
+        elif not g.shapes and named.search(g.name):
+            chosen.append((g, []))
+    time = sum(g.time_ns for g, _ in chosen)
+    share = round(100.0 * time / ctx.total, 2)
+    if not chosen or share < rule.number("min_share_pct"):
+        return None
+    vocabulary = rule.number("vocabulary")
+    by: dict[str, FindingWhere] = {}
+    dims: set[int] = set()
+    for g, bad in chosen:
+        dims.update(bad)
+        place = " ".join(x for x in (g.module, g.op, g.shapes) if x) or None
+        key = place or ""
+        w = by.get(key) or FindingWhere(place, 0, 0)
+        by[key] = replace(w, count=w.count + g.launches, time_ns=w.time_ns + g.time_ns)
+    where = sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
+    kernels: dict[str, FindingKernel] = {}
+    for g, _ in chosen:
+        k = kernels.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
+        kernels[g.name] = replace(k, launches=k.launches + g.launches, time_ns=k.time_ns + g.time_ns)
+    shown = ", ".join(str(d) for d in sorted(dims)[:6])
+    detail = (f"{sum(g.launches for g, _ in chosen)} GEMM/convolution launches took {fmt_ns(time)} ({share:.1f}% of GPU "
+              "time) with " + (f"dimensions {shown} not a multiple of "
+                               + "/".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in chosen))
+                               if dims else "kernels whose names say they load unaligned (align1/align2)"))
+    if where and where[0].where:
+        detail += f"; most in {where[0].where} ({100 * where[0].time_ns / time:.0f}%)"
+    if any(d >= vocabulary for d in dims):
+        detail += f"; {max(d for d in dims if d >= vocabulary)} looks like a vocabulary: pad it to a multiple of 64"
+    return Finding(rule.id, rule.title, detail, rule.advice, int(time), share,
+                   sorted(kernels.values(), key=lambda k: -k.time_ns), where)
+
+
+def _matrix_dims(shapes: str, kind: str) -> list[int]:
+    """The matrix dimensions of an operator's inputs (``[512,256];[256,50257]``): for a
+    "matrix" operator the last two of every input of two or more dimensions (a batch of
+    matrices for bmm); for a "linear" one (linear, matmul) the same, an input of more
+    dimensions read as the matrix of its leading dimensions' product by its last; for a "conv"
+    one the input's channels and the weight's output channels (its input channels, per group,
+    too where not 1: a depthwise weight has 1)."""
+    tensors = [[int(x) for x in t.strip("[]").split(",") if x] for t in shapes.split(";")]
+    if kind == "linear":
+        return [d for t in tensors if len(t) >= 2 for d in (math.prod(t[:-1]), t[-1])]
+    if kind == "conv":
+        dims = []
+        if len(tensors) >= 1 and len(tensors[0]) >= 3:
+            dims.append(tensors[0][1])
+        if len(tensors) >= 2 and len(tensors[1]) >= 3:
+            dims.append(tensors[1][0])
+            if tensors[1][1] > 1:
+                dims.append(tensors[1][1])
+        return dims
+    return [d for t in tensors if len(t) >= 2 for d in t[-2:]]
+
+
 def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:
     report = rank_report(ctx.store, ctx.run)
     if report is None or not any(f.comm_overlap_ns is not None for f in report.ranks):
@@ -441,6 +522,7 @@ CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
     "fp32_in_half_run": _fp32_in_half,
     "fp32_matrix_outside_autocast": _fp32_matrix_in_amp,
     "tf32_left_off": _tf32_left_off,
+    "misaligned_shapes": _misaligned,
     "host_syncs": _host_syncs,
     "exposed_communication": _exposed_communication,
     "depthwise_convolutions": _depthwise,

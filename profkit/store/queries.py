@@ -14,7 +14,7 @@ from .connection import Connection
 from .layout import INTERNED
 
 if TYPE_CHECKING:  # imported where the rows are made: `profkit runs` and `kernels` need none of them
-    from ..rows import (FamilyTotals, KernelGroup, KindTotals, Launch, MetricSums, ModuleGroup, NameGroup, NameTotal, PathTotals, RankPathTime,
+    from ..rows import (FamilyTotals, KernelGroup, KindTotals, Launch, MetricSums, ModuleGroup, NameGroup, ShapeGroup, NameTotal, PathTotals, RankPathTime,
                         RankTotals, TimelineOp)
 
 
@@ -204,6 +204,35 @@ class Queries(Connection):
                             phase=texts.get(ph), precision=prec, family=texts.get(fam),
                             tensor_core=None if tc is None else bool(tc), launches=int(n), time_ns=int(t), ops=int(ops))
                 for m, mt, ph, prec, fam, tc, n, t, ops in rows]
+
+    def shape_groups(self, run_id: int, families: Sequence[str]) -> list[ShapeGroup]:
+        """A run's kernels of ``families`` grouped by (name, operator, input shapes, input
+        types, module, precision, tensor-core verdict): launches and summed time, most time first."""
+        from ..rows import ShapeGroup
+
+        fam = self._texts_ids(families)
+        if not fam:
+            return []
+        q = f"""select name_id, min(short_name_id), op_id, shapes_id, input_types_id, module_id,
+                       coalesce(precision, 'unknown'), family_id, tensor_core, count(*), coalesce(sum(duration_ns), 0)
+                from kernel_rows where run_id = ? and kind = 'kernel' and family_id in ({', '.join('?' * len(fam))})
+                group by name_id, op_id, shapes_id, input_types_id, module_id, coalesce(precision, 'unknown'),
+                         family_id, tensor_core
+                order by 11 desc"""
+        rows = self.execute(q, [run_id, *fam]).fetchall()
+        texts = self._texts({i for r in rows for i in (*r[:6], r[7]) if i is not None})
+        return [ShapeGroup(name=texts.get(n, ""), short_name=texts.get(sn), op=texts.get(op), shapes=texts.get(sh),
+                           input_types=texts.get(ty), module=texts.get(m) if m is not None else None, precision=p,
+                           family=texts.get(f), tensor_core=None if tc is None else bool(tc), launches=int(c),
+                           time_ns=int(t))
+                for n, sn, op, sh, ty, m, p, f, tc, c, t in rows]
+
+    def _texts_ids(self, texts: Sequence[str]) -> list[int]:
+        """The ids in ``strings`` of those of ``texts`` it holds."""
+        if not texts:
+            return []
+        return [int(r[0]) for r in self.execute(
+            f"select id from strings where text in ({', '.join('?' * len(texts))})", list(texts))]
 
     def name_groups(self, run_id: int, kind: str) -> list[NameGroup]:
         """A run's rows of one kind grouped by (name, precision), most time first: launches,
