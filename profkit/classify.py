@@ -65,6 +65,7 @@ class Rules:
 
     name_rules: tuple[NameRule, ...]
     counters: dict[str, Precision]
+    core_counters: dict[str, str]              # ncu metric -> the float width its CUDA-core instructions are (half, fp32, fp64)
     metric_sets: dict[str, dict[str, Any]]     # chip (sm_90, other) -> preset -> metric list; "default" -> preset
     ncu_plans: dict[str, str]                  # chip -> "per-function" where that is ncu's default plan
     op_rules: tuple[OpRule, ...]
@@ -96,6 +97,11 @@ def rules() -> Rules:
     for table in data.get("counters", {}).values():
         counters.update(table)
     _precisions("counters", counters.values())
+    core: dict[str, str] = {}
+    for table in data.get("core_counters", {}).values():
+        core.update(table)
+    if set(core.values()) - set(CORE_WIDTHS):
+        raise ValueError(f"{RULES_PATH}: core_counters names widths other than {', '.join(CORE_WIDTHS)}")
     _precisions("torch_types", data.get("torch_types", {}).values())
     op_rules = tuple(
         OpRule(id=r["id"], regex=re.compile(r["pattern"]), family=r["family"], examples=tuple(r.get("examples", ())))
@@ -106,7 +112,7 @@ def rules() -> Rules:
                  lowercase=bool(r.get("lowercase", False)), operation=r.get("operation"))
         for r in data.get("work_rule", [])
     )
-    return Rules(name_rules=name_rules, counters=counters, metric_sets=data.get("metric_sets", {}),
+    return Rules(name_rules=name_rules, counters=counters, core_counters=core, metric_sets=data.get("metric_sets", {}),
                  ncu_plans=data.get("ncu_plans", {}), op_rules=op_rules, torch_types=data.get("torch_types", {}),
                  work_rules=work_rules)
 
@@ -263,6 +269,31 @@ def by_name(name: str) -> tuple[Precision | None, bool | None, str | None, str, 
     return precision, tensor, family, p_rule, t_rule
 
 
+# The float widths rules.toml's [core_counters] sort CUDA-core arithmetic into: "half" counts
+# fp16 and bf16 alike (HFMA2 does both), so a name or the operator's types tell which.
+CORE_WIDTHS = ("half", "fp32", "fp64")
+
+
+def _core_precision(metrics: dict[str, float], name_precision: str | None) -> tuple[Precision, str] | None:
+    """The precision the CUDA-core arithmetic counters give a kernel that did no tensor work:
+    the float width with the most thread instructions (``half`` made fp16 or bf16 by the name's
+    precision where it says one of them, else fp16); None where none was counted or none ran."""
+    core = rules().core_counters
+    by: dict[str, float] = {}
+    for m, width in core.items():
+        if m in metrics:
+            by[width] = by.get(width, 0.0) + float(metrics[m] or 0)
+    if not by or not any(by.values()):
+        return None
+    width = max(by, key=lambda w: by[w])
+    counts = ", ".join(f"{w} {by[w]:,.0f}" for w in CORE_WIDTHS if w in by)
+    if width == "half":
+        chosen: Precision = "bf16" if name_precision == "bf16" else "fp16"
+        return chosen, f"CUDA-core float instructions (threads): {counts}; half is fp16 or bf16, {chosen} by " + (
+            "the name" if name_precision in ("fp16", "bf16") else "default")
+    return ("fp64" if width == "fp64" else "fp32"), f"CUDA-core float instructions (threads): {counts}"
+
+
 def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
     precision, tensor, family, p_rule, t_rule = by_name(name)
     counters = rules().counters
@@ -281,9 +312,12 @@ def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
             return Verdict(precision, True, family, "name",
                            f"rule {t_rule}; no {precision} tensor counter was collected")
         detail = f"tensor-path ops = 0 for {', '.join(sorted(types_measured))}"
-        if p_rule:
-            detail += f"; precision from rule {p_rule}"
-        return Verdict(precision or "unknown", False, family, "metrics", detail)
+        core = _core_precision(metrics, precision) if precision is None else None
+        if core is not None:  # the counters decided the precision too
+            return Verdict(core[0], False, family, "metrics", f"{detail}; {core[1]}")
+        if p_rule:  # the counters decided tensor cores (none), a name rule the precision
+            return Verdict(precision or "unknown", False, family, "name", f"{detail}; precision from rule {p_rule}")
+        return Verdict("unknown", False, family, "metrics", detail)
     if precision is None and tensor is None:
         return Verdict("unknown", None, family, "none", "no counters and no name rule matched")
     rules_used = ", ".join(dict.fromkeys(r for r in (t_rule, p_rule) if r))

@@ -40,15 +40,16 @@ ADDED: dict[str, str] = {
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).
 CHANGED: dict[str, str | tuple[str, frozenset[Any]]] = {
-    ".json[].evidence": ("issue 23: a precision read from the launching operator's input types is evidence "
-                         "`dtypes` (was `name` for Triton and SDPA kernels, `none` for the rest)",
-                         frozenset({"name", "none"})),
+    ".json[].evidence": ("issue 23: the evidence is what decided the precision: the launching operator's "
+                         "input types `dtypes` (was `name` for Triton and SDPA kernels, `none` for the rest); off "
+                         "the tensor cores on ncu runs, the name rule (`name`, was `metrics`: the tensor-path "
+                         "counters decided only that no tensor core was used)", frozenset({"name", "none", "metrics"})),
     ".json[].evidence_detail": "issue 23: says the launching operator's input types gave the precision",
     ".json.evidence": "issue 23: the summary's launches per evidence, as .json[].evidence",
     ".json.time_by_precision_ns": "issue 23: the summary's time per precision, as .json[].precision",
     ".json.kernels_by_precision": "issue 23: the summary's launches per precision, as .json[].precision",
     ".json.top_kernels[].evidence": ("issue 23: as .json[].evidence, in the summary's top kernels",
-                                     frozenset({"name", "none"})),
+                                     frozenset({"name", "none", "metrics"})),
     ".json.top_kernels[].precision": ("issue 23: as .json[].precision, in the summary's top kernels",
                                       frozenset({"unknown"})),
     ".json[].precision": ("issue 23: kernels whose names and counters say no precision take the launching "

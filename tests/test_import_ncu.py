@@ -75,13 +75,19 @@ def type_counters(metrics: dict) -> set[str]:
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_verdicts_match_the_counters(name):
+    """The counters decide tensor cores for every launch, and the precision of tensor work;
+    where they saw none, a name rule gave the precision and the evidence says so (issue 23:
+    these captures have no CUDA-core arithmetic counters)."""
     k = classify(kernel_table(NCU_DATA / f"{name}.raw.csv.gz"))
-    assert (k["evidence"] == "metrics").all()
     for _, row in k.iterrows():
         used = type_counters(row["metrics"])
         assert bool(row["tensor_core"]) == bool(used), row["name"]
+        assert row["evidence_detail"].startswith("tensor-path ops"), row["name"]
         if used:
+            assert row["evidence"] == "metrics"
             assert row["precision"] == (used.pop() if len(used) == 1 else "mixed"), row["name"]
+        else:
+            assert row["evidence"] == ("name" if "precision from rule" in row["evidence_detail"] else "metrics")
 
 
 @pytest.mark.parametrize("name", CAPTURES)

@@ -66,9 +66,13 @@ def test_unknown_name_says_so():
 
 
 def test_counter_verdict_beats_the_name():
+    """The counters decide tensor cores (none here); the precision, which the tensor-path
+    counters cannot see, is the name rule's, and the evidence says so (issue 23: the evidence
+    is what decided the precision)."""
     name = "void cudnn::nchwToNhwcKernel<__half, __half, float, 0, 1, 0>(cudnn::nchw2nhwc_params_t<T3>, const T1 *, T2 *)"
     v = classify_one(name, {"sm__ops_path_tensor_src_fp16.sum": 0, "sm__inst_executed_pipe_tensor_op_hmma.sum": 128})
-    assert (v.tensor_core, v.evidence, v.precision) == (False, "metrics", "fp16")
+    assert (v.tensor_core, v.evidence, v.precision) == (False, "name", "fp16")
+    assert v.evidence_detail.startswith("tensor-path ops = 0") and "precision from rule" in v.evidence_detail
 
 
 def test_uncounted_type_falls_back_to_the_name():

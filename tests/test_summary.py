@@ -54,7 +54,9 @@ def test_ncu_run(db):
     store, run, k = stored(db, NCU_DATA / "resnet18_fp16_eager.raw.csv.gz")
     s = summarize(store, run)
     check_against_table(s, k, "kernel")
-    assert s.evidence == {"metrics": 162} and s.memory_ops == {} and len(s.top_kernels) == 10
+    # Counters decided every launch's tensor cores; off them a name rule the precision (issue 23).
+    assert sum(s.evidence.values()) == 162 and set(s.evidence) == {"metrics", "name"}
+    assert s.memory_ops == {} and len(s.top_kernels) == 10
     assert summarize(store, run, top=3).top_kernels == s.top_kernels[:3]
 
 
