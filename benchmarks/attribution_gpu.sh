@@ -47,6 +47,21 @@ if [ "$PART" = all ] || [ "$PART" = fixtures ]; then
   run $C/timm_vit.py --precision fp32 --tool nsys --batch-size 8 --iters 1
   python3 benchmarks/attribution_coverage.py "$DB"
 fi
+if [ "$PART" = all ] || [ "$PART" = counters ]; then
+  # CUDA-core arithmetic counters in the per-function plan: their cost and what they decide.
+  run resnet18 --precision fp16 --tool ncu --batch-size 8 --iters 1
+  run $C/timm_convnext.py --precision fp16 --tool ncu --batch-size 8 --iters 1
+  run $C/hf_llama.py --precision bf16 --tool ncu --batch-size 4 --iters 1
+  run $C/hf_llama.py --precision bf16 --tool ncu --batch-size 4 --iters 1 --no-attribution --name llama-ncu-noattr
+  run $C/timm_vit.py --precision fp32 --tool ncu --batch-size 8 --iters 1
+  python3 benchmarks/attribution_coverage.py "$DB"
+  python3 - "$DB" <<'PY'
+import sys, profkit
+db = profkit.open_db(sys.argv[1], create=False)
+for rec in db.list_runs():
+    print(rec.name, "profiled wall", rec.profiled_wall_s, "s")
+PY
+fi
 if [ "$PART" = all ] || [ "$PART" = overhead ]; then
   # The operator ranges' host cost with no profiler (bare), and each tool's profiled wall time
   # with and without them.
