@@ -66,6 +66,7 @@ class Rules:
     name_rules: tuple[NameRule, ...]
     counters: dict[str, Precision]
     core_counters: dict[str, str]              # ncu metric -> the float width its CUDA-core instructions are (half, fp32, fp64)
+    core_min: float                            # fewer float instructions than this: no float arithmetic to speak of
     metric_sets: dict[str, dict[str, Any]]     # chip (sm_90, other) -> preset -> metric list; "default" -> preset
     ncu_plans: dict[str, str]                  # chip -> "per-function" where that is ncu's default plan
     op_rules: tuple[OpRule, ...]
@@ -99,7 +100,8 @@ def rules() -> Rules:
     _precisions("counters", counters.values())
     core: dict[str, str] = {}
     for table in data.get("core_counters", {}).values():
-        core.update(table)
+        core.update({k: v for k, v in table.items() if k != "min_instructions"})
+    core_min = min((float(t.get("min_instructions", 0)) for t in data.get("core_counters", {}).values()), default=0.0)
     if set(core.values()) - set(CORE_WIDTHS):
         raise ValueError(f"{RULES_PATH}: core_counters names widths other than {', '.join(CORE_WIDTHS)}")
     _precisions("torch_types", data.get("torch_types", {}).values())
@@ -112,7 +114,7 @@ def rules() -> Rules:
                  lowercase=bool(r.get("lowercase", False)), operation=r.get("operation"))
         for r in data.get("work_rule", [])
     )
-    return Rules(name_rules=name_rules, counters=counters, core_counters=core, metric_sets=data.get("metric_sets", {}),
+    return Rules(name_rules=name_rules, counters=counters, core_counters=core, core_min=core_min, metric_sets=data.get("metric_sets", {}),
                  ncu_plans=data.get("ncu_plans", {}), op_rules=op_rules, torch_types=data.get("torch_types", {}),
                  work_rules=work_rules)
 
@@ -274,24 +276,31 @@ def by_name(name: str) -> tuple[Precision | None, bool | None, str | None, str, 
 CORE_WIDTHS = ("half", "fp32", "fp64")
 
 
-def _core_precision(metrics: dict[str, float], name_precision: str | None) -> tuple[Precision, str] | None:
-    """The precision the CUDA-core arithmetic counters give a kernel that did no tensor work:
-    the float width with the most thread instructions (``half`` made fp16 or bf16 by the name's
-    precision where it says one of them, else fp16); None where none was counted or none ran."""
+def from_core_counters(v: Verdict, metrics: dict[str, float]) -> Verdict:
+    """A kernel off the tensor cores whose name and launching operator say no precision, judged
+    by ncu's CUDA-core arithmetic counters: the float width with the most thread instructions,
+    where there are enough to be the kernel's work (rules.toml's ``min_instructions``). Half
+    precision counts only with half adds or multiplies: compilers emit HFMA2 with zero operands
+    to move constants, so an HFMA count alone is no half arithmetic (a copy kernel of int64
+    data counted 270,852). ``half`` is fp16 or bf16 alike; with nothing to tell which, fp16."""
     core = rules().core_counters
     by: dict[str, float] = {}
+    plain_half = 0.0
     for m, width in core.items():
         if m in metrics:
             by[width] = by.get(width, 0.0) + float(metrics[m] or 0)
-    if not by or not any(by.values()):
-        return None
+            if width == "half" and "hfma" not in m:
+                plain_half += float(metrics[m] or 0)
+    if not plain_half:
+        by.pop("half", None)
+    if not by or max(by.values()) < rules().core_min:
+        return v  # none counted, or too few to be the kernel's work
     width = max(by, key=lambda w: by[w])
     counts = ", ".join(f"{w} {by[w]:,.0f}" for w in CORE_WIDTHS if w in by)
-    if width == "half":
-        chosen: Precision = "bf16" if name_precision == "bf16" else "fp16"
-        return chosen, f"CUDA-core float instructions (threads): {counts}; half is fp16 or bf16, {chosen} by " + (
-            "the name" if name_precision in ("fp16", "bf16") else "default")
-    return ("fp64" if width == "fp64" else "fp32"), f"CUDA-core float instructions (threads): {counts}"
+    precision: Precision = "fp16" if width == "half" else "fp64" if width == "fp64" else "fp32"
+    what = "; half, which is fp16 or bf16 alike" if width == "half" else ""
+    return Verdict(precision, v.tensor_core, v.family, "metrics",
+                   f"{v.evidence_detail}; CUDA-core float instructions (threads): {counts}{what}")
 
 
 def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
@@ -312,9 +321,6 @@ def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
             return Verdict(precision, True, family, "name",
                            f"rule {t_rule}; no {precision} tensor counter was collected")
         detail = f"tensor-path ops = 0 for {', '.join(sorted(types_measured))}"
-        core = _core_precision(metrics, precision) if precision is None else None
-        if core is not None:  # the counters decided the precision too
-            return Verdict(core[0], False, family, "metrics", f"{detail}; {core[1]}")
         if p_rule:  # the counters decided tensor cores (none), a name rule the precision
             return Verdict(precision or "unknown", False, family, "name", f"{detail}; precision from rule {p_rule}")
         return Verdict("unknown", False, family, "metrics", detail)
@@ -336,8 +342,16 @@ def classify_row(kind: str, name: str, metrics: dict[str, float] | None, input_t
     if kind in COPY_VERDICT:
         return COPY_VERDICT[kind]
     v = classify_one(name, metrics) if metrics else _by_name_only(name)
+    return last_resorts(v, input_types, metrics)
+
+
+def last_resorts(v: Verdict, input_types: str | None, metrics: dict[str, float] | None) -> Verdict:
+    """Where the name and the tensor-path counters gave no precision: the launching operator's
+    input types, then ncu's CUDA-core arithmetic counters."""
     if input_types and v.precision == "unknown":
-        return from_inputs(v, input_types)
+        v = from_inputs(v, input_types)
+    if metrics and v.precision == "unknown" and not v.tensor_core:
+        v = from_core_counters(v, metrics)
     return v
 
 

@@ -217,3 +217,28 @@ def test_matrix_dimensions_of_an_operators_shapes():
     assert _matrix_dims("[8,7,7,3072];[768,3072];[768]", "linear") == [392, 3072, 768, 3072]
     assert _matrix_dims("[8,3,224,224];[64,3,7,7];[]", "conv") == [3, 64, 3]
     assert _matrix_dims("[8,96,56,56];[96,1,7,7];[96]", "conv") == [96, 96]
+
+
+def test_cuda_core_counters_decide_only_where_names_and_types_say_nothing(store):
+    """ncu's CUDA-core arithmetic counters (the sm_90 default preset reads them on each
+    function's first launch) give a precision to a kernel off the tensor cores whose name and
+    operator say none; an HFMA count alone (compilers move constants with HFMA2: a copy of
+    int64 data counted 270,852) is no half-precision work."""
+    from profkit.classify import classify_row
+
+    rows = [k for k in kernels(store, "hf_llama-bf16-eager-ncu") if any("sass" in m for m in k["metrics"])]
+    assert rows
+    decided = []
+    for k in rows:
+        v = classify_row("kernel", k["name"], k["metrics"], None)  # as a run without attribution
+        if "CUDA-core float instructions" in v.evidence_detail:
+            decided.append((k, v))
+            assert v.evidence == "metrics" and v.precision in ("fp32", "fp16", "fp64")
+        half = sum(val for m, val in k["metrics"].items() if "_op_h" in m)
+        plain = sum(val for m, val in k["metrics"].items() if "_op_hadd" in m or "_op_hmul" in m)
+        if half and not plain:
+            assert v.precision != "fp16", k["name"]
+    assert decided
+    cat = next(k for k in rows if k["op"] == "aten::diff" and k["short_name"] == "CatArrayBatchedCopy")
+    assert classify_row("kernel", cat["name"], cat["metrics"], None).precision == "unknown"
+    assert cat["precision"] == "int"  # with attribution: its operator's int64 inputs

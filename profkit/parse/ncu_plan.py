@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, cast
 
-from ..classify import classify_one, from_inputs
+from ..classify import classify_one, last_resorts
 from ..nvtx_ranges import OpLabel, op_label
 from ..errors import BadExport
 from ..names import demangle, short_name
@@ -183,9 +183,9 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
         else:
             v = classify_one(name, None)
             detail = v.evidence_detail
-        if v.precision == "unknown" and row["input_types"]:
-            v = from_inputs(v, row["input_types"])
-            detail = v.evidence_detail
+        if v.precision == "unknown":  # the operator's types, then (a profiled function's) CUDA-core counters
+            v = last_resorts(v, row["input_types"], ncu_row["metrics"] if ncu_row is not None else None)
+            detail = v.evidence_detail if v.precision != "unknown" else detail
         done = cast(ClassifiedRow, row)
         done["precision"], done["tensor_core"], done["family"] = v.precision, v.tensor_core, v.family
         done["evidence"], done["evidence_detail"] = v.evidence, detail
