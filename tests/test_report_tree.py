@@ -249,3 +249,26 @@ def test_a_run_without_attribution_shows_one_line(pages, browser):
         note = page.inner_text("#modules-note")
         assert "no module attribution" in note and "--no-attribution" in note
         shot(page, f"{name}-note.png")
+
+
+def test_findings_where_tables_show_module_and_shapes_where_the_places_carry_them(db):
+    """The findings' "where" tables have operator, count and time; a place that carries its
+    module and shapes (``FindingWhere`` with ``module``/``shapes``) adds those columns."""
+    from profkit.report import page as html_page
+
+    data = model.run_page(db.store, db.run(RESNET))
+    finding = next(f for f in data["findings"] if f["where"] and f["id"] != "host_syncs")
+
+    def where_table(html: str) -> str:
+        rest = html[html.index(f'data-id="{finding["id"]}"'):]
+        rest = rest[rest.index('class="where"'):]
+        return rest[:rest.index("</details>")]
+
+    table = where_table(html_page.render(data))
+    assert "<td class=\"kname\">aten::" in table
+    assert "<th>module</th>" not in table and "<th>shapes</th>" not in table
+    finding["where"][0].update(module="layer1.0.conv1", shapes="[8,64,56,56];[64,64,3,3]")
+    table = where_table(html_page.render(data))
+    assert "<th>module</th>" in table and "<th>shapes</th>" in table
+    assert "<td class=\"kname\">layer1.0.conv1</td><td class=\"kname\">[8,64,56,56];[64,64,3,3]</td>" in table
+    assert table.count("<td class=\"kname\">-</td>") == 2 * (len(finding["where"]) - 1)
