@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyze.diff import diff as diff_runs
 from ..analyze.findings import findings as run_findings
+from ..analyze.modules import attributed, module_tree
 from ..analyze.matrix import MATRIX_FAMILIES, describe_change, matrix_detail, matrix_work, pct_text, tensor_core_pct
 from ..analyze.ranges import iteration_ranges, launches_outside, run_ranges
 from ..analyze.summary import summarize
@@ -214,6 +215,26 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
     return {"bars": bars, "note": note, "span_us": max(b[2] for b in bars), "lanes": lane_names}
 
 
+NO_ATTRIBUTION = ("This capture has no module attribution: profkit run records the module, operator and shapes "
+                  "behind every kernel (on by default; --no-attribution turns it off).")
+
+
+def modules(store: Store, run: RunRecord) -> dict[str, Any]:
+    """The module tree (``analyze.modules``): its top-level nodes, each with its children, and
+    their kernel time; or, for a run without attribution, the line that says so (``note``)."""
+    if run.activity == "cpu_op":
+        return {"nodes": [], "time_ns": 0, "note": "A CPU run: the module tree shows GPU kernels' time."}
+    groups = store.module_groups(run.id)
+    if not attributed(groups):
+        harness = run.info.harness or {}
+        why = harness.get("attribution_note")
+        if harness.get("attribution") == "compiled":
+            why = "a compiled model's kernels are traced to the operators Inductor fused, not to modules"
+        return {"nodes": [], "time_ns": 0, "note": NO_ATTRIBUTION + (f" Here: {why}." if why else "")}
+    nodes = module_tree(groups)
+    return {"nodes": [n.to_dict() for n in nodes], "time_ns": sum(n.time_ns for n in nodes), "note": None}
+
+
 def _finding_dicts(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     return [f.to_dict() for f in run_findings(store, run)]
 
@@ -228,7 +249,7 @@ def run_page(store: Store, run: RunRecord) -> dict[str, Any]:
         "header": header(store, run), "summary": summary.to_dict(), "headline": headline(summary, _basis(summary)),
         "memory_ops": {k: {"count": v.count, "time_ns": v.time_ns} for k, v in summary.memory_ops.items()},
         "findings": _finding_dicts(store, run), "table": kernel_table(store, run), "ranges": range_times(store, run),
-        "caveats": caveats(store, run),
+        "caveats": caveats(store, run), "modules": modules(store, run),
         "timeline": timeline(store, run), "throughput": tp.to_dict() if tp else None,
     }
 

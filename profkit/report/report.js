@@ -193,7 +193,99 @@
     }
     return box;
   }
+  // ---------------------------------------------------------------- the module tree
+  // One row per module, its children's rows added under it when it is opened (a button with
+  // aria-expanded: Enter or Space opens it too) and removed when it is closed; only opened
+  // levels are ever drawn, whatever the model's size.
+  function precisionBar(n) {
+    var bar = el("div", {"class": "pbar"}), parts = [];
+    Object.keys(n.precision_ns).forEach(function (p) {
+      var t = n.precision_ns[p];
+      if (!t || !n.time_ns) return;
+      var pct = 100 * t / n.time_ns;
+      parts.push(p + " " + pct.toFixed(1) + "%");
+      var s = el("span", {"class": "pb-" + p, "data-precision": p});
+      s.style.width = pct.toFixed(3) + "%";
+      s.style.background = COLORS[p] || COLORS.unknown;
+      bar.appendChild(s);
+    });
+    bar.title = parts.join(" · ");
+    bar.setAttribute("role", "img");
+    bar.setAttribute("aria-label", "time by precision: " + parts.join(", "));
+    var box = el("div", {"class": "pmix"});
+    box.appendChild(bar);
+    box.appendChild(el("span", {"class": "plabel"}, parts.slice(0, 2).join(" · ") + (parts.length > 2 ? " …" : "")));
+    return box;
+  }
+  function moduleTree() {
+    var host = document.getElementById("module-tree"), M = DATA.modules;
+    if (!host || !M.nodes.length) return;
+    var total = M.time_ns || 1;
+    var backward = M.nodes.some(function (n) { return n.phase_ns.backward; });  // no column for inference
+    var table = el("table", {"class": "data tree", "aria-label": "module tree"});
+    var head = el("tr");
+    [["module", ""], ["GPU time", "num"], ["% of run", "num"], ["launches", "num"], ["precision", "mixcol"],
+     ["tensor cores: of matrix work", "num"], ["forward", "num"]].concat(backward ? [["backward", "num"]] : []).forEach(function (c) {
+      head.appendChild(el("th", {"class": c[1], scope: "col"}, c[0]));
+    });
+    var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
+    var tbody = el("tbody"); table.appendChild(tbody);
+    host.appendChild(table);
+    function row(n, depth) {
+      var tr = el("tr", {"class": "mnode", "data-path": n.path === null ? "" : n.path, "data-name": n.name,
+                          "data-depth": depth, "data-time-ns": n.time_ns, "aria-level": depth + 1});
+      var td = el("td", {"class": "mname"});
+      td.style.paddingLeft = (8 + 18 * depth) + "px";
+      var label = (n.path && n.name.charAt(0) !== "(" ? n.path : n.name);
+      if (n.children.length) {
+        var b = el("button", {type: "button", "class": "toggle", "aria-expanded": "false",
+                              "aria-label": "open " + label + " (" + n.children.length + " below)"});
+        b.appendChild(el("span", {"class": "caret", "aria-hidden": "true"}, "▸"));
+        b.appendChild(el("span", {"class": "mlabel"}, n.name));
+        b.addEventListener("click", function () { toggle(tr, n, depth, b); });
+        td.appendChild(b);
+      } else {
+        td.appendChild(el("span", {"class": "leaf"}, n.name));
+      }
+      if (n.name.charAt(0) === "(") td.classList.add("entry");  // (model), (own operators), (optimizer), ...
+      if (n.type && n.name !== "(own operators)") td.appendChild(el("span", {"class": "mtype"}, n.type));
+      td.title = label;
+      tr.appendChild(td);
+      var tcTitle = n.matrix_ns ? "matrix work " + fmtNs(n.matrix_ns) + ", on tensor cores " + fmtNs(n.matrix_tc_ns)
+                                : "no GEMM, conv or attention kernels";
+      var fw = n.phase_ns.forward, bw = n.phase_ns.backward;
+      [[fmtNs(n.time_ns), "num"], [fmtPct(100 * n.time_ns / total), "num"], [fmtNum(n.launches, 0), "num"],
+       [precisionBar(n), "mixcol"], [n.tensor_core_pct === null ? "-" : fmtPct(n.tensor_core_pct), "num tc", tcTitle],
+       [fw ? fmtNs(fw) : "-", "num"]].concat(backward ? [[bw ? fmtNs(bw) : "-", "num"]] : []).forEach(function (c) {
+        var cell = el("td", {"class": c[1], title: c[2]});
+        if (c[0] instanceof Node) cell.appendChild(c[0]); else cell.textContent = c[0];
+        tr.appendChild(cell);
+      });
+      return tr;
+    }
+    function toggle(tr, n, depth, b) {
+      var open = b.getAttribute("aria-expanded") === "true";
+      if (open) {  // remove every row below it, down to the next row of its level or above
+        var next = tr.nextSibling;
+        while (next && Number(next.getAttribute("data-depth")) > depth) { var gone = next; next = next.nextSibling; tbody.removeChild(gone); }
+      } else {
+        var after = tr.nextSibling;
+        n.children.forEach(function (c) { tbody.insertBefore(row(c, depth + 1), after); });
+      }
+      b.setAttribute("aria-expanded", open ? "false" : "true");
+      b.setAttribute("aria-label", (open ? "open " : "close ") + b.getAttribute("aria-label").replace(/^(open|close) /, ""));
+      tr.classList.toggle("open", !open);
+    }
+    M.nodes.forEach(function (n) {
+      var tr = row(n, 0);
+      tbody.appendChild(tr);
+      // The model's first level shows at once; everything below opens level by level.
+      if (n.path === "" && n.children.length) toggle(tr, n, 0, tr.querySelector("button.toggle"));
+    });
+  }
+
   function runPage() {
+    moduleTree();
     var cpu = DATA.header.activity === "cpu_op";
     var rows = DATA.table.rows;
     var columns = [
