@@ -216,7 +216,7 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
 
 
 NO_ATTRIBUTION = ("This capture has no module attribution: profkit run records the module, operator and shapes "
-                  "behind every kernel (on by default; --no-attribution turns it off).")
+                  "behind every kernel (by default under ncu; --attribution under nsys and torch).")
 
 
 def modules(store: Store, run: RunRecord) -> dict[str, Any]:
