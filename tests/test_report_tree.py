@@ -125,7 +125,7 @@ def test_a_run_without_attribution_says_so_in_one_line(db):
         page = model.modules(db.store, db.run(name))
         assert page["nodes"] == [] and "\n" not in page["note"]
         assert page["note"].startswith("This capture has no module attribution: profkit run records")
-        assert "--no-attribution turns it off" in page["note"]
+        assert "--attribution under nsys and torch" in page["note"]
         assert (why in page["note"]) if why else "Here:" not in page["note"]
     assert model.modules(db.store, db.run(RESNET))["note"] is None
 
