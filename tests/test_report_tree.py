@@ -247,7 +247,7 @@ def test_a_run_without_attribution_shows_one_line(pages, browser):
         page = opened(browser, pages[name])
         assert page.query_selector("#module-tree") is None
         note = page.inner_text("#modules-note")
-        assert "no module attribution" in note and "--no-attribution" in note
+        assert "no module attribution" in note and "--attribution" in note
         shot(page, f"{name}-note.png")
 
 
