@@ -242,3 +242,14 @@ def test_cuda_core_counters_decide_only_where_names_and_types_say_nothing(store)
     cat = next(k for k in rows if k["op"] == "aten::diff" and k["short_name"] == "CatArrayBatchedCopy")
     assert classify_row("kernel", cat["name"], cat["metrics"], None).precision == "unknown"
     assert cat["precision"] == "int"  # with attribution: its operator's int64 inputs
+
+
+def test_a_host_sync_under_nsys_names_the_operator_that_made_it(store):
+    """GradScaler's `.item()` of found_inf in an AMP step: under nsys with operator ranges the
+    host sync's where is the operator (and its module), as torch.profiler names it."""
+    from profkit.analyze.findings import findings
+
+    for tool in ("nsys", "torch"):
+        f = {x.id: x for x in findings(store, store.get_run(f"resnet18_train-amp-eager-{tool}"))}["host_syncs"]
+        assert f.where and f.where[0].where.endswith("aten::_local_scalar_dense"), tool
+        assert "pk.op" not in f.detail

@@ -119,7 +119,8 @@ def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, in
         while k >= 0 and rs[k].end <= start:
             k -= 1
         if k >= 0:
-            op = rs[k].name
+            lab = rs[k].op  # one of profkit's operator ranges: its module and operator
+            op = " ".join(x for x in (lab.module, lab.op) if x) if lab is not None and rs[k].own_op else rs[k].name
         step = next((r for r in iterations.get(_pid(gtid), ()) if r.start <= start < r.end), None)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
                     "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
