@@ -159,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _measure(job, spec, step, sync, barrier, info, iter_ns)
     except Exception as exc:  # the user's model in a measured iteration
+        hint = " (it ran under profkit's operator ranges for attribution: try --no-attribution)" \
+            if info.get("attribution") == "ranges" else ""
         return _fail(job, f"a measured iteration failed for {Path(job.workload_path).stem} in {spec.precision}: "
-                          f"{_error_line(exc)}")
+                          f"{_error_line(exc)}{hint}")
     stage("measured")
     if scaler is not None and scale_before:
         import math
