@@ -253,3 +253,30 @@ def test_a_host_sync_under_nsys_names_the_operator_that_made_it(store):
         f = {x.id: x for x in findings(store, store.get_run(f"resnet18_train-amp-eager-{tool}"))}["host_syncs"]
         assert f.where and f.where[0].where.endswith("aten::_local_scalar_dense"), tool
         assert "pk.op" not in f.detail
+
+
+@pytest.mark.torch
+def test_attribution_on_the_cpu_and_a_model_it_cannot_follow(tmp_path):
+    """With --attribution a CPU run's operators get their module and phase; a model that cannot
+    run under the operator ranges fails its measured iteration in one line that says
+    --no-attribution may help, and runs with it."""
+    from pathlib import Path
+
+    from .conftest import cli, cli_json, one_line_error
+
+    pytest.importorskip("torch")
+    db = tmp_path / "p.db"
+    here = Path(__file__).parent / "workloads"
+    r = cli("run", here / "tiny_train_step.py", "--device", "cpu", "--tool", "torch", "--attribution", "--warmup", "1",
+            "--batch-size", "2", "--name", "tiny", db=db)
+    assert r.exit_code == 0, r.output
+    rows = cli_json("kernels", "tiny", db=db)
+    assert {x["phase"] for x in rows} >= {"forward", "backward", "optimizer"}
+    assert {"0", "2", "(optimizer)"} <= {x["module"] for x in rows}
+    r = cli("run", here / "no_dispatch_modes.py", "--device", "cpu", "--tool", "torch", "--attribution", "--warmup", "1",
+            "--batch-size", "2", db=db)
+    one_line_error(r, "a measured iteration failed for no_dispatch_modes in fp32")
+    assert "try --no-attribution" in r.stderr
+    r = cli("run", here / "no_dispatch_modes.py", "--device", "cpu", "--tool", "torch", "--no-attribution", "--warmup", "1",
+            "--batch-size", "2", db=db)
+    assert r.exit_code == 0, r.output
