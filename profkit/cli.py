@@ -642,13 +642,14 @@ def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path])
 @run_argument
 @fmt_option
 @option("--top", type=int, default=10, min=0, help="How many kernels to list by time.")
+@option("--module-depth", type=int, default=2, min=1, help="Levels of the module tree in the by-module table (a list's index counts with its name: model.layers.0 is 2); deeper modules' time rolls up into them.")
 @db_option
 @handles_errors
-def summary(run_ref: str, fmt: Format, top: int, db: Optional[Path]) -> None:
-    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision."""
+def summary(run_ref: str, fmt: Format, top: int, module_depth: int, db: Optional[Path]) -> None:
+    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision and by module."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
-    render.summary(r, r.summary(top=top), fmt.value)
+    render.summary(r, r.summary(top=top, module_depth=module_depth), fmt.value)
     if fmt is Format.table:
         render.findings(r.findings())
 

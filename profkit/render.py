@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Te
 from .errors import name_params
 from .formatting import fmt_ns
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
-from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
+from .records import (RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, ModuleView, RankReport, RunRecord,
+                      Summary)
 
 if TYPE_CHECKING:
     from rich.console import Console as RichConsole
@@ -466,6 +467,53 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
         c.print(k)
     if s.ranks is not None:
         ranks(s.ranks, c)
+    if not cpu:
+        modules(run, s.modules, c)
+
+
+MODULE_ROWS = 20  # the by-module table's rows, most time first; the rest summed in one
+
+
+def _mix(times: dict[str, float], total: float, most: int = 3) -> str:
+    """Time per key as shares, largest first: "bf16 72%, fp32 28%" (at most ``most``)."""
+    parts = [f"{k} {100 * t / total:.0f}%" for k, t in list(times.items())[:most] if total and t]
+    return ", ".join(parts) + (" ..." if len([t for t in times.values() if t]) > most else "") or "-"
+
+
+def _module_name(m: str) -> str:
+    return "(model)" if m == "" else m
+
+
+def _phases(times: dict[str, float], total: float) -> str:
+    short = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
+    return " ".join(f"{short.get(k, k)} {100 * t / total:.0f}%" for k, t in times.items() if total and t) or "-"
+
+
+def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
+    """The summary's by-module table, or one line saying the capture has no attribution."""
+    if view is None:
+        from .analyze.modules import no_attribution
+
+        c.print(Text(f"by module: {no_attribution(run)}"))
+        return
+    t = table(c, f"GPU time by module (depth {view.depth}; --module-depth N for more or fewer levels)",
+              title_left=True)
+    for col in ("module", "type", "launches", "time", "share", "precision", "TC of matrix", "phase"):
+        t.add_column(col, justify="right" if col in ("launches", "time", "share", "TC of matrix") else "left",
+                     max_width={"module": 36, "type": 16, "precision": 24}.get(col) if fits(c) else None,
+                     overflow="ellipsis", no_wrap=True)
+    rows = view.rows
+    shown = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
+    for r in shown:
+        add_row(t, _module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns),
+                f"{r.time_pct:.1f}%", _mix(r.time_by_precision_ns, r.time_ns),
+                "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%",
+                _phases(r.time_by_phase_ns, r.time_ns))
+    rest = rows[len(shown):]
+    if rest:
+        add_row(t, f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
+                fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "", "", "")
+    c.print(t)
 
 
 # ---------------------------------------------------------------------------------- ranks

@@ -59,11 +59,13 @@ def no_attribution(run: RunRecord) -> str:
     """Why a run has no by-module view, in one line."""
     harness = run.info.harness or {}
     why = harness.get("attribution_note") or ""
+    how = HOW
     if harness.get("attribution") == "compiled":
         why = "a compiled model's kernels carry the operators Inductor fused, not modules"
+        how = "profile the model in eager mode to see its modules"
     elif harness.get("attribution") == "off" and not why:
         why = "profiled with --no-attribution"
-    return f"{run.name} has no module attribution" + (f" ({why})" if why else "") + f": {HOW}"
+    return f"{run.name} has no module attribution" + (f" ({why})" if why else "") + f": {how}"
 
 
 @dataclass
