@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import csv
 import io
+import itertools
 import json
 import os
 import re
@@ -374,45 +375,79 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     what = "CPU operator calls (self time)" if cpu else "kernel launches"
     title = f"{run.name}: {run.kernel_count} {what}" + (f" and {memory_ops} memcpy/memset" if memory_ops else "")
     t = table(c, title)
+    # A table is built whole before it is printed (a huge run's would take minutes and GBs): at
+    # most ``cap`` rows, read first, so that their attribution picks the columns.
+    cap = limit if limit is not None else TABLE_MAX
+    shown_rows = list(itertools.islice(rows, cap))
+    where = not cpu and any(r["module"] is not None or r["op"] or r["shapes"] for r in shown_rows)
     if cpu:
         fixed = {"#": 4, "self time": 11, "input types": 24, "prec": 7, "evidence": 8}
         cols: tuple[str, ...] = ("#", "operator", "self time", "input types", "range", "prec", "evidence")
+        shared = {"operator": 2, "range": 1}
+    elif where:
+        # Where each kernel came from: module, operator, its input shapes and types, phase
+        # (a run with attribution: profkit run records it); the kernel by its short name.
+        fixed = {"#": 4, "duration": 11, "ph": 3, "prec": 7, "TC": 3}
+        cols = ("#", "kernel", "duration", "module", "op", "shapes", "types", "ph", "prec", "TC")
+        shared = {"kernel": 5, "module": 6, "op": 3, "shapes": 4, "types": 2}
     else:
         fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
         cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
+        shared = {"kernel": 2, "range": 1}
+    right = ("#", "duration", "self time")
     if fits(c):
-        # Everything but the kernel and range names keeps its full width; those two share the rest.
+        # Everything but the names keeps its full width; the names share the rest.
         digits = len(str(max(0, (run.kernel_count or 1) - 1)))
         fixed["#"] = max(fixed["#"], digits)
-        spare = max(32, c.width - sum(fixed.values()) - 2 * len(cols))
-        keep = {"#": digits, "prec": 4, "TC": 3}  # never squeezed
-        widths = {**fixed, cols[1]: spare * 2 // 3, "range": spare - spare * 2 // 3}
+        spare = max(16 * len(shared) if not where else 40, c.width - sum(fixed.values()) - 2 * len(cols))
+        keep = {"#": digits, "prec": 4, "TC": 3, "ph": 3}  # never squeezed
+        parts = sum(shared.values())
+        widths = {**fixed, **{col: spare * n // parts for col, n in shared.items()}}
         for col in cols:
-            t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left",
+            t.add_column(col, justify="right" if col in right else "left",
                          overflow="ellipsis", no_wrap=True, max_width=widths[col],
                          min_width=keep.get(col, min(widths[col], len(col))))
     else:
         for col in cols:
-            t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left", no_wrap=True)
-    # A table is built whole before it is printed: a huge run's would take minutes and GBs.
-    cap = limit if limit is not None else TABLE_MAX
-    shown = 0
-    for i, r in enumerate(rows):
-        if i >= cap:
-            break
-        shown += 1
+            t.add_column(col, justify="right" if col in right else "left", no_wrap=True)
+    for r in shown_rows:
         if cpu:
             add_row(t, str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
-                      r["nvtx_range"] or "-", r["precision"], r["evidence"])
+                    r["nvtx_range"] or "-", r["precision"], r["evidence"])
+        elif where:
+            module = r["module"]
+            module = "-" if module is None else "(model)" if module == "" else module
+            if fits(c) and len(module) > widths["module"]:  # a path's end says most: cut its start
+                module = "…" + module[len(module) - widths["module"] + 1:]
+            # the kernel's short name (its function's): the whole one is in --format json or csv
+            add_row(t, str(r["launch_id"]), r["short_name"] or r["name"].removeprefix("void "),
+                    fmt_ns(r["duration_ns"]), module,
+                    (r["op"] or "-").replace("aten::", ""), r["shapes"] or "-", _short_types(r["input_types"]),
+                    PHASE_SHORT.get(r["phase"] or "", "-"), r["precision"], _tc(r["tensor_core"]))
         else:
             add_row(t, str(r["launch_id"]), r["name"].removeprefix("void "), fmt_ns(r["duration_ns"]),
-                      _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
-                      _tc(r["tensor_core"]), r["evidence"])
+                    _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
+                    _tc(r["tensor_core"]), r["evidence"])
     c.print(t)
+    shown = len(shown_rows)
     total = (run.kernel_count or 0) + memory_ops
     if limit is None and shown < total:
         print(f"profkit: the first {shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
               "streams them all", file=sys.stderr)
+    if not cpu and shown_rows and not any(r["module"] is not None for r in shown_rows):
+        from .analyze.modules import no_attribution
+
+        print(f"profkit: note: {no_attribution(run)}", file=sys.stderr)
+
+
+PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
+_TYPES_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+                "int32": "i32", "int8": "i8", "uint8": "u8", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
+
+
+def _short_types(types: str | None) -> str:
+    """An operator's input types, short: "bfloat16,int64" -> "bf16,i64"."""
+    return ",".join(_TYPES_SHORT.get(t, t) for t in types.split(",")) if types else "-"
 
 
 # ---------------------------------------------------------------------------------- summary
@@ -485,8 +520,7 @@ def _module_name(m: str) -> str:
 
 
 def _phases(times: dict[str, float], total: float) -> str:
-    short = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
-    return " ".join(f"{short.get(k, k)} {100 * t / total:.0f}%" for k, t in times.items() if total and t) or "-"
+    return " ".join(f"{PHASE_SHORT.get(k, k)} {100 * t / total:.0f}%" for k, t in times.items() if total and t) or "-"
 
 
 def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
