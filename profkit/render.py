@@ -506,6 +506,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
         modules(run, s.modules, c)
 
 
+MODULE_STATUS = {"added": "appeared", "removed": "vanished"}  # a diff by module's rows, in the table
 MODULE_ROWS = 20  # the by-module table's rows, most time first; the rest summed in one
 
 
@@ -513,6 +514,14 @@ def _mix(times: dict[str, float], total: float, most: int = 3) -> str:
     """Time per key as shares, largest first: "bf16 72%, fp32 28%" (at most ``most``)."""
     parts = [f"{k} {100 * t / total:.0f}%" for k, t in list(times.items())[:most] if total and t]
     return ", ".join(parts) + (" ..." if len([t for t in times.values() if t]) > most else "") or "-"
+
+
+def _main_precision(times: dict[str, float], total: float) -> str:
+    """The precision with the most time and its share ("fp32 82%"), "+" where others have some."""
+    if not total or not times:
+        return "-"
+    p, t = next(iter(times.items()))
+    return f"{p} {100 * t / total:.0f}%" + ("+" if sum(1 for v in times.values() if v) > 1 else "")
 
 
 def _module_name(m: str) -> str:
@@ -781,24 +790,39 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -
     rows = [r for r in d.rows if show_same or r.status != "same"]
     hidden = len(d.rows) - len(rows)
     t = table(c)
-    name_col = {"exact": "kernel", "family": "work", "op": "operator"}[d.match]
-    cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
-    if d.match != "exact":
+    by_module = d.match == "module"
+    name_col = {"exact": "kernel", "family": "work", "op": "operator", "module": "module"}[d.match]
+    if by_module:  # a module's main precision and the tensor-core coverage of its matrix work
+        cols = ["status", name_col, "time A", "time B", "delta", "prec A->B", "TC matrix A->B"]
+    else:
+        cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
+    if d.match not in ("exact", "module"):
         cols.append("variants A/B")
     body = []
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             break
-        cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
-                 fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
-                 f"{r.precision_a or '-'}->{r.precision_b or '-'}",
-                 f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
-        if d.match != "exact":
+        if by_module:
+            cells = [MODULE_STATUS.get(r.status, r.status), _module_name(r.name), fmt_ns(r.time_a_ns),
+                     fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
+                     f"{_main_precision(r.time_by_precision_a_ns, r.time_a_ns)}->"
+                     f"{_main_precision(r.time_by_precision_b_ns, r.time_b_ns)}",
+                     f"{_share(r.matrix_tensor_core_pct_a)}->{_share(r.matrix_tensor_core_pct_b)}"]
+        else:
+            cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
+                     fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
+                     f"{r.precision_a or '-'}->{r.precision_b or '-'}",
+                     f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
+        if d.match not in ("exact", "module"):
             cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
         body.append(cells)
     # Every column but the name keeps its whole width; the name takes what is left.
     widths = [max([len(col)] + [len(b[i]) for b in body]) for i, col in enumerate(cols)]
     spare = max(20, c.width - sum(w for i, w in enumerate(widths) if i != 1) - 2 * len(cols))
+    if by_module and fits(c):  # a path's end says most: cut its start
+        for cells in body:
+            if len(cells[1]) > spare:
+                cells[1] = "…" + cells[1][len(cells[1]) - spare + 1:]
     for i, col in enumerate(cols):
         t.add_column(col, justify="left" if col in ("status", name_col, "prec A->B") else "right", no_wrap=True,
                      overflow="ellipsis", min_width=None if i == 1 else widths[i],
@@ -850,7 +874,7 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
     per = any(d.totals.per_iteration for d in cmp.diffs)
     w = table(c, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of {len(keys)})",
               title_left=True)
-    w.add_column({"exact": "kernel", "family": "work", "op": "operator"}[cmp.match], no_wrap=True, overflow="ellipsis",
+    w.add_column({"exact": "kernel", "family": "work", "op": "operator", "module": "module"}[cmp.match], no_wrap=True, overflow="ellipsis",
                  max_width=max(30, c.width - 16 * len(cmp.labels)) if fits(c) else None)
     for label in cmp.labels:
         w.add_column(label, justify="right", no_wrap=True)
