@@ -384,6 +384,13 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     if match == "op" and base.tool != "torch" and base.device != "cpu":
         raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
                          "records", "Use `tool` torch, or match exact or family.")
+    if match == "module":
+        why = ("attribution is turned off" if not base.attribution else
+               "a compiled model's kernels carry the operators Inductor fused, not modules" if "compile" in mode_list else
+               "a CPU run's operators have no kernels to attribute" if base.device == "cpu" else None)
+        if why:
+            raise UsageError(f"`match` module lines kernels up by the module that launched them, and {why}",
+                             "Compare eager runs with attribution (on by default), or match exact, family or op.")
     labels = [" ".join(x for x, many in ((p, len(set(precision_list)) > 1), (m, len(set(mode_list)) > 1)) if many)
               for p, m in pairs]
     return [(RunRequest(workload, base.cell(p, m)), label) for (p, m), label in zip(pairs, labels)]
