@@ -32,7 +32,7 @@ from .matrix import MATRIX_FAMILIES
 DEFAULT_DEPTH = 2
 NOT_ATTRIBUTED = "(not attributed)"
 UNKNOWN_PHASE = "unknown"
-HOW = "`profkit run` records it (on by default; --no-attribution turns it off)"
+HOW = "profkit run records it (on by default; --no-attribution turns it off)"
 
 
 def level_path(module: str, depth: int | None) -> str:
