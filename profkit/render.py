@@ -434,10 +434,6 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     if limit is None and shown < total:
         print(f"profkit: the first {shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
               "streams them all", file=sys.stderr)
-    if not cpu and shown_rows and not any(r["module"] is not None for r in shown_rows):
-        from .analyze.modules import no_attribution
-
-        print(f"profkit: note: {no_attribution(run)}", file=sys.stderr)
 
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
