@@ -672,7 +672,7 @@ def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
 @app.command("diff")
 @argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")
 @argument("run_b", "The run to compare with it.", metavar="RUN_B")
-@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), or by the PyTorch operator that launched them (op: torch.profiler runs).")
+@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
 @fmt_option
 @threshold_option
 @option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)
