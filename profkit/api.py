@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .errors import StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
-from .records import RUN_LIST_FIELDS, RankReport, RunRecord, Summary
+from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RunRecord, Summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,12 +64,45 @@ class Run(RunRecord):
         """The run's kernel table (``profkit.parse.schema`` documents its columns and dtypes)."""
         return frame(self.iter_kernels(), classified=True)
 
-    def summary(self, top: int = 10) -> Summary:
+    def summary(self, top: int = 10, module_depth: int = 2) -> Summary:
         """Launches, GPU time, tensor-core share (of all GPU time, and of matrix work:
-        ``matrix_work``), time by precision and family, top kernels."""
+        ``matrix_work``), time by precision and family, top kernels, and (``modules``) the
+        time by module at ``module_depth`` levels of the module tree (see :meth:`modules`)."""
         from .analyze.summary import summarize
 
-        return summarize(self.database.store, self, top=top)
+        return summarize(self.database.store, self, top=top, module_depth=module_depth)
+
+    def module_view(self, depth: int = 2) -> ModuleView | None:
+        """The run's GPU time by module (``profkit.analyze.modules``) as typed rows; None where
+        its capture has no module attribution."""
+        from .analyze.modules import module_view
+
+        return module_view(self.database.store, self, depth)
+
+    def modules(self, depth: int = 2) -> pd.DataFrame:
+        """The run's GPU time by module, one row per module at ``depth`` levels of the module
+        tree (a list's index counts with its name: ``model.layers.0`` is two levels), each
+        with its submodules' time rolled up into it; most time first. The rows' times add up
+        to the run's kernel time: besides modules (``""`` the model's own code) there are
+        ``(optimizer)``, ``(outside modules)`` and ``(not attributed)``. Columns, those of
+        ``profkit summary``'s by-module table (``profkit.records.ModuleRow``): ``module``,
+        ``module_type``, ``launches``, ``time_ns``, ``time_pct`` (of the run's kernel time),
+        ``time_by_precision_ns`` and ``time_by_phase_ns`` (dicts: precision or forward /
+        backward / optimizer -> ns), ``matrix_time_ns`` (its GEMM, conv and attention time)
+        and ``matrix_tensor_core_pct`` (the share of that on tensor cores; <NA> without matrix
+        work). A run whose capture has no module attribution raises a UsageError saying how to
+        get it."""
+        import pandas as pd
+
+        from .analyze.modules import no_attribution
+
+        view = self.module_view(depth)
+        if view is None:
+            raise UsageError(no_attribution(self))
+        cols = list(ModuleRow.__dataclass_fields__)
+        df = pd.DataFrame([asdict(r) for r in view.rows], columns=cols)
+        return df.astype({"module": "string", "module_type": "string", "launches": "Int64", "time_ns": "Int64",
+                          "time_pct": "float64", "matrix_time_ns": "Int64", "matrix_tensor_core_pct": "Float64"})
 
     def ranks(self) -> RankReport | None:
         """A distributed run's ranks side by side (``--nproc-per-node``): per rank its GPU time
@@ -351,6 +384,15 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     if match == "op" and base.tool != "torch" and base.device != "cpu":
         raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
                          "records", "Use `tool` torch, or match exact or family.")
+    if match == "module":
+        off = base.attribution is False or (base.attribution is None and base.tool in ("nsys", "torch"))
+        why = ("attribution is turned off" if off else
+               "a compiled model's kernels carry the operators Inductor fused, not modules" if "compile" in mode_list else
+               "a CPU run's operators have no kernels to attribute" if base.device == "cpu" else None)
+        if why:
+            raise UsageError(f"`match` module lines kernels up by the module that launched them, and {why}",
+                             "Compare eager runs with attribution (on by default under ncu, `attribution` under nsys "
+                             "and torch), or match exact, family or op.")
     labels = [" ".join(x for x, many in ((p, len(set(precision_list)) > 1), (m, len(set(mode_list)) > 1)) if many)
               for p, m in pairs]
     return [(RunRequest(workload, base.cell(p, m)), label) for (p, m), label in zip(pairs, labels)]

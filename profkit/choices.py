@@ -42,6 +42,7 @@ class Match(str, Enum):
     exact = "exact"    # a kernel by its name
     family = "family"  # by kind of work (conv, gemm, ...)
     op = "op"          # by the operator that launched it (torch.profiler)
+    module = "module"  # by the module whose code launched it (runs with attribution: profkit run)
 
 
 class Format(str, Enum):

@@ -646,13 +646,14 @@ def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path])
 @run_argument
 @fmt_option
 @option("--top", type=int, default=10, min=0, help="How many kernels to list by time.")
+@option("--module-depth", type=int, default=2, min=1, help="Levels of the module tree in the by-module table (a list's index counts with its name: model.layers.0 is 2); deeper modules' time rolls up into them.")
 @db_option
 @handles_errors
-def summary(run_ref: str, fmt: Format, top: int, db: Optional[Path]) -> None:
-    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision."""
+def summary(run_ref: str, fmt: Format, top: int, module_depth: int, db: Optional[Path]) -> None:
+    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision and by module."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
-    render.summary(r, r.summary(top=top), fmt.value)
+    render.summary(r, r.summary(top=top, module_depth=module_depth), fmt.value)
     if fmt is Format.table:
         render.findings(r.findings())
 
@@ -675,7 +676,7 @@ def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
 @app.command("diff")
 @argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")
 @argument("run_b", "The run to compare with it.", metavar="RUN_B")
-@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), or by the PyTorch operator that launched them (op: torch.profiler runs).")
+@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
 @fmt_option
 @threshold_option
 @option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)

@@ -246,6 +246,35 @@ class MatrixWork:
 
 
 @dataclass(frozen=True)
+class ModuleRow:
+    """One module of a run's by-module view (``analyze.modules``): its kernels and those of
+    every module below it, at the view's depth of the module tree. Times are integer
+    nanoseconds (floats per iteration in a diff whose runs' iteration counts differ)."""
+
+    module: str                     # its path from the model ("" the model's own code), or
+    #                                 "(optimizer)", "(outside modules)", "(CrossEntropyLoss)"
+    #                                 (another top-level module), "(not attributed)"
+    module_type: str | None         # its class (Linear), where a kernel of its own says so
+    launches: float
+    time_ns: float                  # GPU time of its kernels and its submodules'
+    time_pct: float                 # of the run's kernel time (2 places)
+    time_by_precision_ns: dict[str, float]  # precision -> time, largest first
+    time_by_phase_ns: dict[str, float]      # forward / backward / optimizer (/ unknown) -> time
+    matrix_time_ns: float           # of it, GEMM, conv and attention kernels (analyze.matrix)
+    matrix_tensor_core_pct: float | None  # the share of that on tensor cores; None without matrix work
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    """A run's GPU time by module (``Run.modules``, the summary's ``modules``): one row per
+    module at ``depth`` levels of the module tree, most time first; the rows' times add up to
+    the run's kernel time."""
+
+    depth: int | None               # levels shown (a list's index counts with its name); None: whole paths
+    rows: list[ModuleRow]
+
+
+@dataclass(frozen=True)
 class Summary:
     """A run's summary; ``to_dict()`` is what ``profkit summary RUN --format json`` prints.
 
@@ -271,6 +300,8 @@ class Summary:
     # figure beside tensor_core_time_pct); None for a run of CPU operators (no tensor cores)
     matrix_work: MatrixWork | None = None
     ranks: RankReport | None = None             # a distributed job's per-rank figures; None for one process
+    # GPU time by module (analyze.modules); None where the capture has no module attribution
+    modules: ModuleView | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

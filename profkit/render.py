@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import csv
 import io
+import itertools
 import json
 import os
 import re
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Te
 from .errors import name_params
 from .formatting import fmt_ns
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
-from .records import RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, RankReport, RunRecord, Summary
+from .records import (RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, ModuleView, RankReport, RunRecord,
+                      Summary)
 
 if TYPE_CHECKING:
     from rich.console import Console as RichConsole
@@ -373,45 +375,75 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     what = "CPU operator calls (self time)" if cpu else "kernel launches"
     title = f"{run.name}: {run.kernel_count} {what}" + (f" and {memory_ops} memcpy/memset" if memory_ops else "")
     t = table(c, title)
+    # A table is built whole before it is printed (a huge run's would take minutes and GBs): at
+    # most ``cap`` rows, read first, so that their attribution picks the columns.
+    cap = limit if limit is not None else TABLE_MAX
+    shown_rows = list(itertools.islice(rows, cap))
+    where = not cpu and any(r["module"] is not None or r["op"] or r["shapes"] for r in shown_rows)
     if cpu:
         fixed = {"#": 4, "self time": 11, "input types": 24, "prec": 7, "evidence": 8}
         cols: tuple[str, ...] = ("#", "operator", "self time", "input types", "range", "prec", "evidence")
+        shared = {"operator": 2, "range": 1}
+    elif where:
+        # Where each kernel came from: module, operator, its input shapes and types, phase
+        # (a run with attribution: profkit run records it); the kernel by its short name.
+        fixed = {"#": 4, "duration": 11, "ph": 3, "prec": 7, "TC": 3}
+        cols = ("#", "kernel", "duration", "module", "op", "shapes", "types", "ph", "prec", "TC")
+        shared = {"kernel": 5, "module": 6, "op": 3, "shapes": 4, "types": 2}
     else:
         fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
         cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
+        shared = {"kernel": 2, "range": 1}
+    right = ("#", "duration", "self time")
     if fits(c):
-        # Everything but the kernel and range names keeps its full width; those two share the rest.
+        # Everything but the names keeps its full width; the names share the rest.
         digits = len(str(max(0, (run.kernel_count or 1) - 1)))
         fixed["#"] = max(fixed["#"], digits)
-        spare = max(32, c.width - sum(fixed.values()) - 2 * len(cols))
-        keep = {"#": digits, "prec": 4, "TC": 3}  # never squeezed
-        widths = {**fixed, cols[1]: spare * 2 // 3, "range": spare - spare * 2 // 3}
+        spare = max(16 * len(shared) if not where else 40, c.width - sum(fixed.values()) - 2 * len(cols))
+        keep = {"#": digits, "prec": 4, "TC": 3, "ph": 3}  # never squeezed
+        parts = sum(shared.values())
+        widths = {**fixed, **{col: spare * n // parts for col, n in shared.items()}}
         for col in cols:
-            t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left",
+            t.add_column(col, justify="right" if col in right else "left",
                          overflow="ellipsis", no_wrap=True, max_width=widths[col],
                          min_width=keep.get(col, min(widths[col], len(col))))
     else:
         for col in cols:
-            t.add_column(col, justify="right" if col in ("#", "duration", "self time") else "left", no_wrap=True)
-    # A table is built whole before it is printed: a huge run's would take minutes and GBs.
-    cap = limit if limit is not None else TABLE_MAX
-    shown = 0
-    for i, r in enumerate(rows):
-        if i >= cap:
-            break
-        shown += 1
+            t.add_column(col, justify="right" if col in right else "left", no_wrap=True)
+    for r in shown_rows:
         if cpu:
             add_row(t, str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
-                      r["nvtx_range"] or "-", r["precision"], r["evidence"])
+                    r["nvtx_range"] or "-", r["precision"], r["evidence"])
+        elif where:
+            module = r["module"]
+            module = "-" if module is None else "(model)" if module == "" else module
+            if fits(c) and len(module) > widths["module"]:  # a path's end says most: cut its start
+                module = "…" + module[len(module) - widths["module"] + 1:]
+            # the kernel's short name (its function's): the whole one is in --format json or csv
+            add_row(t, str(r["launch_id"]), r["short_name"] or r["name"].removeprefix("void "),
+                    fmt_ns(r["duration_ns"]), module,
+                    (r["op"] or "-").replace("aten::", ""), r["shapes"] or "-", _short_types(r["input_types"]),
+                    PHASE_SHORT.get(r["phase"] or "", "-"), r["precision"], _tc(r["tensor_core"]))
         else:
             add_row(t, str(r["launch_id"]), r["name"].removeprefix("void "), fmt_ns(r["duration_ns"]),
-                      _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
-                      _tc(r["tensor_core"]), r["evidence"])
+                    _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
+                    _tc(r["tensor_core"]), r["evidence"])
     c.print(t)
+    shown = len(shown_rows)
     total = (run.kernel_count or 0) + memory_ops
     if limit is None and shown < total:
         print(f"profkit: the first {shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
               "streams them all", file=sys.stderr)
+
+
+PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
+_TYPES_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+                "int32": "i32", "int8": "i8", "uint8": "u8", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
+
+
+def _short_types(types: str | None) -> str:
+    """An operator's input types, short: "bfloat16,int64" -> "bf16,i64"."""
+    return ",".join(_TYPES_SHORT.get(t, t) for t in types.split(",")) if types else "-"
 
 
 # ---------------------------------------------------------------------------------- summary
@@ -466,6 +498,61 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
         c.print(k)
     if s.ranks is not None:
         ranks(s.ranks, c)
+    if not cpu:
+        modules(run, s.modules, c)
+
+
+MODULE_STATUS = {"added": "appeared", "removed": "vanished"}  # a diff by module's rows, in the table
+MODULE_ROWS = 20  # the by-module table's rows, most time first; the rest summed in one
+
+
+def _mix(times: dict[str, float], total: float, most: int = 3) -> str:
+    """Time per key as shares, largest first: "bf16 72%, fp32 28%" (at most ``most``)."""
+    parts = [f"{k} {100 * t / total:.0f}%" for k, t in list(times.items())[:most] if total and t]
+    return ", ".join(parts) + (" ..." if len([t for t in times.values() if t]) > most else "") or "-"
+
+
+def _main_precision(times: dict[str, float], total: float) -> str:
+    """The precision with the most time and its share ("fp32 82%"), "+" where others have some."""
+    if not total or not times:
+        return "-"
+    p, t = next(iter(times.items()))
+    return f"{p} {100 * t / total:.0f}%" + ("+" if sum(1 for v in times.values() if v) > 1 else "")
+
+
+def _module_name(m: str) -> str:
+    return "(model)" if m == "" else m
+
+
+def _phases(times: dict[str, float], total: float) -> str:
+    return " ".join(f"{PHASE_SHORT.get(k, k)} {100 * t / total:.0f}%" for k, t in times.items() if total and t) or "-"
+
+
+def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
+    """The summary's by-module table, or one line saying the capture has no attribution."""
+    if view is None:
+        from .analyze.modules import no_attribution
+
+        c.print(Text(f"by module: {no_attribution(run)}"))
+        return
+    t = table(c, f"GPU time by module (depth {view.depth}; --module-depth N for more or fewer levels)",
+              title_left=True)
+    for col in ("module", "type", "launches", "time", "share", "precision", "TC of matrix", "phase"):
+        t.add_column(col, justify="right" if col in ("launches", "time", "share", "TC of matrix") else "left",
+                     max_width={"module": 36, "type": 16, "precision": 24}.get(col) if fits(c) else None,
+                     overflow="ellipsis", no_wrap=True)
+    rows = view.rows
+    shown = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
+    for r in shown:
+        add_row(t, _module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns),
+                f"{r.time_pct:.1f}%", _mix(r.time_by_precision_ns, r.time_ns),
+                "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%",
+                _phases(r.time_by_phase_ns, r.time_ns))
+    rest = rows[len(shown):]
+    if rest:
+        add_row(t, f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
+                fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "", "", "")
+    c.print(t)
 
 
 # ---------------------------------------------------------------------------------- ranks
@@ -699,24 +786,39 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -
     rows = [r for r in d.rows if show_same or r.status != "same"]
     hidden = len(d.rows) - len(rows)
     t = table(c)
-    name_col = {"exact": "kernel", "family": "work", "op": "operator"}[d.match]
-    cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
-    if d.match != "exact":
+    by_module = d.match == "module"
+    name_col = {"exact": "kernel", "family": "work", "op": "operator", "module": "module"}[d.match]
+    if by_module:  # a module's main precision and the tensor-core coverage of its matrix work
+        cols = ["status", name_col, "time A", "time B", "delta", "prec A->B", "TC matrix A->B"]
+    else:
+        cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
+    if d.match not in ("exact", "module"):
         cols.append("variants A/B")
     body = []
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             break
-        cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
-                 fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
-                 f"{r.precision_a or '-'}->{r.precision_b or '-'}",
-                 f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
-        if d.match != "exact":
+        if by_module:
+            cells = [MODULE_STATUS.get(r.status, r.status), _module_name(r.name), fmt_ns(r.time_a_ns),
+                     fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
+                     f"{_main_precision(r.time_by_precision_a_ns, r.time_a_ns)}->"
+                     f"{_main_precision(r.time_by_precision_b_ns, r.time_b_ns)}",
+                     f"{_share(r.matrix_tensor_core_pct_a)}->{_share(r.matrix_tensor_core_pct_b)}"]
+        else:
+            cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
+                     fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
+                     f"{r.precision_a or '-'}->{r.precision_b or '-'}",
+                     f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
+        if d.match not in ("exact", "module"):
             cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
         body.append(cells)
     # Every column but the name keeps its whole width; the name takes what is left.
     widths = [max([len(col)] + [len(b[i]) for b in body]) for i, col in enumerate(cols)]
     spare = max(20, c.width - sum(w for i, w in enumerate(widths) if i != 1) - 2 * len(cols))
+    if by_module and fits(c):  # a path's end says most: cut its start
+        for cells in body:
+            if len(cells[1]) > spare:
+                cells[1] = "…" + cells[1][len(cells[1]) - spare + 1:]
     for i, col in enumerate(cols):
         t.add_column(col, justify="left" if col in ("status", name_col, "prec A->B") else "right", no_wrap=True,
                      overflow="ellipsis", min_width=None if i == 1 else widths[i],
@@ -768,7 +870,7 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
     per = any(d.totals.per_iteration for d in cmp.diffs)
     w = table(c, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of {len(keys)})",
               title_left=True)
-    w.add_column({"exact": "kernel", "family": "work", "op": "operator"}[cmp.match], no_wrap=True, overflow="ellipsis",
+    w.add_column({"exact": "kernel", "family": "work", "op": "operator", "module": "module"}[cmp.match], no_wrap=True, overflow="ellipsis",
                  max_width=max(30, c.width - 16 * len(cmp.labels)) if fits(c) else None)
     for label in cmp.labels:
         w.add_column(label, justify="right", no_wrap=True)

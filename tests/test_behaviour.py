@@ -36,6 +36,11 @@ ADDED: dict[str, str] = {
     "matrix_work": "issue 23: summary's tensor-core coverage of matrix work (GEMM, conv, attention)",
     "matrix_work_a": "issue 23: the diff's totals, side A's tensor-core coverage of matrix work",
     "matrix_work_b": "issue 23: the diff's totals, side B's tensor-core coverage of matrix work",
+    "modules": "issue 23: summary's GPU time by module (null without module attribution)",
+    "time_by_precision_a_ns": "issue 23: a diff row's time per precision, side A",
+    "time_by_precision_b_ns": "issue 23: a diff row's time per precision, side B",
+    "matrix_tensor_core_pct_a": "issue 23: a diff row's tensor-core coverage of its matrix work, side A",
+    "matrix_tensor_core_pct_b": "issue 23: a diff row's tensor-core coverage of its matrix work, side B",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).

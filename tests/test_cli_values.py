@@ -35,8 +35,13 @@ ADDED = {"sweep compile_mode", "sweep keep_bn_fp32", "sweep channels_last", "swe
          "compare context_switches", "bench timeout"}
 
 
-# Options no recorded one stands for (issue 23): a switch on by default, with its --no- form.
+# Options no recorded one stands for (issue 23): a pair of switches, neither given by default (the
+# library decides: attribution is on under ncu).
 NEW = {f"{c} attribution": ("--attribution", "--no-attribution", None) for c in ("run", "compare", "sweep")}
+# And an int option (issue 23: the summary's by-module table; tests/test_where_views.py checks it).
+NEW_OPTIONS = {"summary module_depth"}
+# A choice added since the recording (issue 23): --match module, listed in the messages too.
+NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 
 
 def recorded(key: str) -> dict[str, Any]:
@@ -74,7 +79,7 @@ def test_the_same_parameters(monkeypatch):
     """Every parameter Typer had, with its flags, and no other; each left out takes the default it
     took (as the command receives it)."""
     monkeypatch.delenv("PROFKIT_DB", raising=False)
-    assert set(PARAMS) == set(RECORD["params"]) | ADDED | set(NEW)
+    assert set(PARAMS) == set(RECORD["params"]) | ADDED | set(NEW) | NEW_OPTIONS
     root = app.make_context("profkit", ["runs"])
     received = {f"profkit {k}": v for k, v in root.params.items()}
     for name, command in app.commands.items():
@@ -128,6 +133,10 @@ def test_every_parameter_converts_as_typer_did(tmp_path):
         for value, (raw, expected) in zip(values, zip(RECORD["values"], RECORD["outcomes"][rec["outcomes"]])):
             # "Value error, " opened pydantic's messages; the command line always dropped it.
             expected = [x.replace("{tmp}", str(tmp_path)).replace("Value error, ", "") for x in expected]
+            if key.split()[1] in NEW_CHOICES:
+                was, now, choice = NEW_CHOICES[key.split()[1]]
+                expected = [x.replace(was, now) for x in expected]
+                assert value != choice, (key, value)  # else it converts now where it did not
             got = outcome(param, ctx, value)
             if (rec["kind"], raw) in DIFFERENT:
                 assert got[0] == "error" and got != expected and "Input should be a valid" in got[2], (key, raw, got)

@@ -16,7 +16,8 @@ import pytest
 
 import profkit
 from profkit.analyze.matrix import of_run
-from profkit.analyze.modules import MODEL, NOT_ATTRIBUTED, OWN, ModuleNode, module_tree
+from profkit.analyze.module_tree import MODEL, OWN, ModuleNode, module_tree
+from profkit.analyze.modules import NOT_ATTRIBUTED
 from profkit.report import model
 
 from . import chromium

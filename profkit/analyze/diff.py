@@ -12,6 +12,10 @@ Each run's rows are aggregated by a key and the two sides outer-joined:
 * ``op``: the PyTorch operator that launched the kernel, where the run recorded it
   (torch.profiler runs): which operator got faster when the kernels behind it changed names
   entirely (a cuDNN convolution replaced by a Triton kernel).
+* ``module``: the module whose code launched the kernel (its whole path, ``model.layers.0.mlp``;
+  ``analyze.modules``), where the run has attribution (``profkit run`` records it): what
+  compile or a precision did to each module. Kernels only; a row's ``variants`` are the
+  module's class.
 
 A row is ``added`` (only in B), ``removed`` (only in A), ``changed`` (the calls differ, or the
 time moved by more than the noise threshold: ``threshold_pct`` of A's time and at least
@@ -31,9 +35,10 @@ from ..errors import UsageError, require_choice
 from ..formatting import num as _num
 from ..parse.schema import Kind
 from ..records import MatrixWork, RunRecord, ncu_timed
-from ..rows import KernelGroup
+from ..rows import KernelGroup, ModuleGroup
 from ..store import Store
-from .matrix import of_run
+from .matrix import MATRIX_FAMILIES, of_run
+from .modules import NOT_ATTRIBUTED, attributed, no_attribution
 from .ranges import iteration_ranges, launches_outside, run_ranges
 
 if TYPE_CHECKING:
@@ -73,6 +78,12 @@ class DiffRow:
     family: str | None
     variants_a: list[str] = field(default_factory=list)  # kernel names behind the row, per side
     variants_b: list[str] = field(default_factory=list)
+    time_by_precision_a_ns: dict[str, float] = field(default_factory=dict)  # precision -> time, largest first
+    time_by_precision_b_ns: dict[str, float] = field(default_factory=dict)
+    # tensor-core coverage of the row's matrix work (its GEMM, conv and attention time;
+    # analyze.matrix), per side; None without matrix work
+    matrix_tensor_core_pct_a: float | None = None
+    matrix_tensor_core_pct_b: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,14 +254,36 @@ class _Sum:
     precisions: list[str] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
     variants: list[str] = field(default_factory=list)
+    by_precision: dict[str, float] = field(default_factory=dict)
+    matrix: float = 0.0
+    matrix_tc: float = 0.0
 
     def add(self, g: KernelGroup, variant: str, scale: float) -> None:
-        self.calls += g.calls / scale
-        self.time += g.time_ns / scale
-        self.tc += g.tc_time_ns / scale
-        for seen, value in ((self.precisions, g.precision), (self.families, g.family), (self.variants, variant)):
+        self._add(g.calls, g.time_ns, g.tc_time_ns, g.precision, g.family, variant, scale)
+
+    def add_module(self, g: ModuleGroup, scale: float) -> None:
+        self._add(g.launches, g.time_ns, g.time_ns if g.tensor_core else 0, g.precision, g.family,
+                  g.module_type or "", scale)
+
+    def _add(self, calls: int, time_ns: int, tc_ns: int, precision: str, family: str | None, variant: str,
+             scale: float) -> None:
+        self.calls += calls / scale
+        self.time += time_ns / scale
+        self.tc += tc_ns / scale
+        self.by_precision[precision] = self.by_precision.get(precision, 0.0) + time_ns / scale
+        if family in MATRIX_FAMILIES:
+            self.matrix += time_ns / scale
+            self.matrix_tc += tc_ns / scale
+        for seen, value in ((self.precisions, precision), (self.families, family), (self.variants, variant)):
             if value and value not in seen:
                 seen.append(value)
+
+    def precision_times(self) -> dict[str, float]:
+        return {p: _num(t) for p, t in sorted(self.by_precision.items(), key=lambda x: (-x[1], x[0]))}
+
+    def matrix_share(self) -> float | None:
+        """Percent of the matrix work's time on tensor cores (2 places), None without it."""
+        return round(100 * self.matrix_tc / self.matrix, 2) if self.matrix else None
 
     def share(self) -> float | None:
         """Percent of the time on tensor cores (2 places), None without time."""
@@ -262,6 +295,15 @@ def _side(groups: list[KernelGroup], match: str, by_short: bool, scale: float) -
     families and the kernel names behind it."""
     return _aggregate(groups, lambda g: (_key(g, match, by_short), g.kind),
                       lambda g: str(g.short_name if by_short else g.name), scale)
+
+
+def _module_side(groups: list[ModuleGroup], scale: float) -> dict[tuple[str, Kind], _Sum]:
+    """One side of a diff by module: per module path (``(not attributed)`` for kernels the
+    capture gives none), its kernels' calls, time, tensor-core time and the module's class."""
+    out: dict[tuple[str, Kind], _Sum] = {}
+    for g in groups:
+        out.setdefault((NOT_ATTRIBUTED if g.module is None else g.module, "kernel"), _Sum()).add_module(g, scale)
+    return out
 
 
 def _aggregate(groups: list[KernelGroup], key: Callable[[KernelGroup], K],
@@ -302,8 +344,16 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
         raise UsageError(f"{' and '.join(repr(n) for n in lacking)} recorded no launching operators, so `match` op "
                          "cannot line their kernels up",
                          "Profile with `tool` torch (torch.profiler records them), or match exact or family.")
+    modules_a = modules_b = None
+    if match == "module":
+        modules_a = store.module_groups(run_a.id, in_iterations=outside_a)
+        modules_b = store.module_groups(run_b.id, in_iterations=outside_b)
+        for r, mg in ((run_a, modules_a), (run_b, modules_b)):
+            if r.activity == "cpu_op" or not attributed(mg):
+                raise UsageError(f"`match` module lines kernels up by module, and {no_attribution(r)}",
+                                 "Or match exact, family or op.")
     by_short = _dialect(run_a) != _dialect(run_b)
-    if by_short and match != "family":
+    if by_short and match not in ("family", "module"):
         notes.append(f"kernel names are spelt differently in {run_a.name}'s and {run_b.name}'s exports "
                      f"({_dialect(run_a)} against {_dialect(run_b)}): kernels are matched on their short names")
     per_iteration = bool(iters_a and iters_b and iters_a != iters_b)
@@ -318,8 +368,11 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
                      "to base: they are not comparable with times as the kernels ran (a timeline tool's, or ncu's "
                      "default per-function plan's), so a row's status follows its calls alone; compare names, calls "
                      "and shares rather than times")
-    side_a = _side(groups_a, match, by_short, scale_a)
-    side_b = _side(groups_b, match, by_short, scale_b)
+    if modules_a is not None and modules_b is not None:
+        side_a, side_b = _module_side(modules_a, scale_a), _module_side(modules_b, scale_b)
+    else:
+        side_a = _side(groups_a, match, by_short, scale_a)
+        side_b = _side(groups_b, match, by_short, scale_b)
     rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct, times_compare)
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
@@ -357,6 +410,8 @@ def _row(key: str, kind: Kind, a: _Sum | None, b: _Sum | None, threshold_pct: fl
         tensor_core_pct_a=sa.share() if a else None, tensor_core_pct_b=sb.share() if b else None,
         family=",".join(dict.fromkeys(sa.families + sb.families)) or None,
         variants_a=list(sa.variants), variants_b=list(sb.variants),
+        time_by_precision_a_ns=sa.precision_times(), time_by_precision_b_ns=sb.precision_times(),
+        matrix_tensor_core_pct_a=sa.matrix_share(), matrix_tensor_core_pct_b=sb.matrix_share(),
     )
 
 

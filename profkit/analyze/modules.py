@@ -1,121 +1,144 @@
-"""A run's kernel time by module, as a tree to open level by level (the report's module tree).
+"""A run's GPU time by module: the by-module view of ``profkit summary``, ``Run.modules`` and
+``profkit diff --match module``.
 
-Built from the store's module groups (``Store.module_groups``: kernels grouped by module, phase,
-precision, family and tensor-core verdict), never from the launches, so it costs the same for
-any length of run. The module paths of the kernel table (``model.layers.0.mlp``) become nested
-nodes: the model itself (path ``""``) at the top with its submodules below, beside the other
-top-level entries the attribution names (``(optimizer)``, ``(outside modules)``, a loss module
-called outside the model such as ``(CrossEntropyLoss)``), and ``(not attributed)`` for kernels
-whose module the capture does not say. Each node's figures include its descendants'; a module
-whose own code launched kernels besides its submodules' has them in an ``(own operators)``
-child, so a node's children always add up to it.
+Every kernel row of a run with attribution names the module whose code launched it (its path
+from the model, ``model.layers.0.self_attn.q_proj``; see ``parse.schema``). The view cuts the
+paths at a depth of the module tree and sums each module's kernels with its submodules': at
+depth 2, ``model.layers.0.self_attn.q_proj``'s time is ``model.layers.0``'s. A list's index
+counts with its name (``layers.0`` is one level), so that depth 2 of a transformer is its
+blocks. Rows that are no module's keep their own: ``""`` (the model's own code),
+``(optimizer)``, ``(outside modules)``, ``(CrossEntropyLoss)`` (another top-level module) and
+``(not attributed)`` (kernels the capture gives no module). So the rows' times add up to the
+run's kernel time.
+
+Per row: launches, time and its share of the run's, time per precision, per phase (forward,
+backward, optimizer) and the tensor-core coverage of its matrix work (``analyze.matrix``'s
+definition: the share of its GEMM, convolution and attention time on tensor cores). Summed
+from ``Store.module_groups``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
+from ..errors import UsageError, require_int
+from ..formatting import num
+from ..records import ModuleRow, ModuleView, RunRecord
+from ..rows import ModuleGroup
+from ..store import Store
 from .matrix import MATRIX_FAMILIES
 
-if TYPE_CHECKING:
-    from ..rows import ModuleGroup
-
-MODEL = "(model)"                   # the model's own node (module path "")
-OWN = "(own operators)"             # a module's kernels launched by its own code, not its submodules'
-NOT_ATTRIBUTED = "(not attributed)"  # kernels whose module the capture does not say
+DEFAULT_DEPTH = 2
+NOT_ATTRIBUTED = "(not attributed)"
+UNKNOWN_PHASE = "unknown"
+HOW = "profkit run records it (by default under ncu; --attribution under nsys and torch)"
 
 
-@dataclass
-class ModuleNode:
-    """One node of the module tree: its figures summed over its groups and its descendants'."""
-
-    name: str                       # its label at its level: the path's last part, or a top-level entry
-    path: str | None                # the module path ("" the model); None: not attributed
-    module_type: str | None = None  # the module's class, where a kernel of its own says it
-    time_ns: int = 0
-    launches: int = 0
-    precision_ns: dict[str, int] = field(default_factory=dict)   # time per precision, most first
-    phase_ns: dict[str, int] = field(default_factory=dict)       # time per phase ("unknown" where not told)
-    matrix_ns: int = 0              # time of its GEMM, convolution and attention kernels
-    matrix_tc_ns: int = 0           # of which on tensor cores
-    children: list[ModuleNode] = field(default_factory=list)     # most time first
-
-    @property
-    def tensor_core_pct(self) -> float | None:
-        """Tensor-core coverage of its matrix work (% of ``matrix_ns``, 2 places); None without any."""
-        return round(100 * self.matrix_tc_ns / self.matrix_ns, 2) if self.matrix_ns else None
-
-    def add(self, g: ModuleGroup) -> None:
-        self.time_ns += g.time_ns
-        self.launches += g.launches
-        self.precision_ns[g.precision] = self.precision_ns.get(g.precision, 0) + g.time_ns
-        phase = g.phase or "unknown"
-        self.phase_ns[phase] = self.phase_ns.get(phase, 0) + g.time_ns
-        if g.family in MATRIX_FAMILIES:
-            self.matrix_ns += g.time_ns
-            self.matrix_tc_ns += g.time_ns if g.tensor_core else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "type": self.module_type, "time_ns": self.time_ns,
-                "launches": self.launches, "precision_ns": self.precision_ns, "phase_ns": self.phase_ns,
-                "matrix_ns": self.matrix_ns, "matrix_tc_ns": self.matrix_tc_ns,
-                "tensor_core_pct": self.tensor_core_pct, "children": [c.to_dict() for c in self.children]}
-
-
-def _place(module: str | None) -> tuple[str, list[str]]:
-    """The top-level entry a module path is under and the path's parts below it."""
-    if module is None:
-        return NOT_ATTRIBUTED, []
-    if module.startswith("("):  # (optimizer), (outside modules), (CrossEntropyLoss)[.sub...]
-        end = module.find(")")
-        if end > 0:
-            rest = module[end + 1:].lstrip(".")
-            return module[:end + 1], rest.split(".") if rest else []
-    return MODEL, module.split(".") if module else []
-
-
-def module_tree(groups: Iterable[ModuleGroup]) -> list[ModuleNode]:
-    """The top-level nodes of the module tree of a run's module groups, most time first; their
-    times add up to the groups' (the run's kernel time)."""
-    top: dict[str, ModuleNode] = {}
-    nested: dict[int, dict[str, ModuleNode]] = {}   # id(node) -> its children by name
-    own: dict[int, ModuleNode] = {}                 # id(node) -> its own kernels' node
-    for g in groups:
-        head, parts = _place(g.module)
-        node = top.get(head)
-        if node is None:
-            node = top[head] = ModuleNode(head, "" if head == MODEL else None if head == NOT_ATTRIBUTED else head)
-        node.add(g)
-        for i, part in enumerate(parts):
-            kids = nested.setdefault(id(node), {})
-            child = kids.get(part)
-            if child is None:
-                prefix = node.path + "." if node.path else ""
-                child = kids[part] = ModuleNode(part, prefix + part)
-                node.children.append(child)
-            node = child
-            node.add(g)
-        if g.module_type and node.module_type is None:
-            node.module_type = g.module_type
-        mine = own.get(id(node))
-        if mine is None:
-            mine = own[id(node)] = ModuleNode(OWN, node.path, node.module_type)
-        mine.add(g)
-
-    def finish(node: ModuleNode) -> ModuleNode:
-        mine = own.get(id(node))
-        if node.children and mine is not None:
-            mine.module_type = node.module_type
-            node.children.append(mine)
-        node.precision_ns = dict(sorted(node.precision_ns.items(), key=lambda kv: (-kv[1], kv[0])))
-        node.children = sorted((finish(c) for c in node.children), key=lambda c: (-c.time_ns, c.name))
-        return node
-
-    return sorted((finish(n) for n in top.values()), key=lambda n: (-n.time_ns, n.name))
+def level_path(module: str, depth: int | None) -> str:
+    """A module's path cut at ``depth`` levels (None: whole); a list's index counts with its
+    name (``model.layers.0.mlp`` at depth 2 is ``model.layers.0``). Names in parentheses
+    (``(optimizer)``) and ``""`` (the model's own code) stay as they are."""
+    if depth is None or not module or module.startswith("("):
+        return module
+    levels: list[str] = []
+    for part in module.split("."):
+        if part.isdigit() and levels:
+            levels[-1] += "." + part
+        else:
+            levels.append(part)
+    return ".".join(levels[:depth])
 
 
 def attributed(groups: Iterable[ModuleGroup]) -> bool:
-    """Whether any of a run's kernels has a module (the capture records attribution)."""
+    """Whether any kernel of these groups has a module: whether the capture has attribution."""
     return any(g.module is not None for g in groups)
+
+
+def no_attribution(run: RunRecord) -> str:
+    """Why a run has no by-module view, in one line."""
+    harness = run.info.harness or {}
+    why = harness.get("attribution_note") or ""
+    how = HOW
+    if harness.get("attribution") == "compiled":
+        why = "a compiled model's kernels carry the operators Inductor fused, not modules"
+        how = "profile the model in eager mode to see its modules"
+    elif harness.get("attribution") == "off" and not why:
+        why = "profiled with --no-attribution"
+    return f"{run.name} has no module attribution" + (f" ({why})" if why else "") + f": {how}"
+
+
+@dataclass
+class _Acc:
+    launches: float = 0.0
+    time: float = 0.0
+    matrix: float = 0.0
+    matrix_tc: float = 0.0
+    types: set[str] = field(default_factory=set)
+    precision: dict[str, float] = field(default_factory=dict)
+    phase: dict[str, float] = field(default_factory=dict)
+
+    def add(self, g: ModuleGroup, scale: float) -> None:
+        t = g.time_ns / scale
+        self.launches += g.launches / scale
+        self.time += t
+        self.precision[g.precision] = self.precision.get(g.precision, 0.0) + t
+        ph = g.phase or UNKNOWN_PHASE
+        self.phase[ph] = self.phase.get(ph, 0.0) + t
+        if g.family in MATRIX_FAMILIES:
+            self.matrix += t
+            if g.tensor_core:
+                self.matrix_tc += t
+
+
+def module_rows(groups: Iterable[ModuleGroup], depth: int | None, scale: float = 1.0) -> list[ModuleRow]:
+    """The groups summed per module at ``depth`` (None: whole paths), most time first; times
+    divided by ``scale`` (a diff's iteration count)."""
+    groups = list(groups)
+    types: dict[str, str] = {}
+    for g in groups:  # a module's class, where a kernel of its own names it
+        if g.module is not None and g.module_type and g.module not in types:
+            types[g.module] = g.module_type
+    acc: dict[str, _Acc] = {}
+    for g in groups:
+        key = NOT_ATTRIBUTED if g.module is None else level_path(g.module, depth)
+        acc.setdefault(key, _Acc()).add(g, scale)
+    total = sum(a.time for a in acc.values())
+    rows = [ModuleRow(
+        module=key, module_type=types.get(key), launches=num(a.launches), time_ns=num(a.time),
+        time_pct=round(100 * a.time / total, 2) if total else 0.0,
+        time_by_precision_ns={p: num(t) for p, t in sorted(a.precision.items(), key=lambda x: (-x[1], x[0]))},
+        time_by_phase_ns={p: num(t) for p, t in sorted(a.phase.items(), key=lambda x: _phase_order(x[0]))},
+        matrix_time_ns=num(a.matrix),
+        matrix_tensor_core_pct=round(100 * a.matrix_tc / a.matrix, 2) if a.matrix else None)
+        for key, a in acc.items()]
+    rows.sort(key=lambda r: (-r.time_ns, r.module))
+    return rows
+
+
+def _phase_order(phase: str) -> int:
+    order = ("forward", "backward", "optimizer")
+    return order.index(phase) if phase in order else len(order)
+
+
+def check_depth(depth: object) -> None:
+    """A depth of the module tree: a whole number of at least 1."""
+    require_int("depth", depth, 1)
+
+
+def module_view(store: Store, run: RunRecord, depth: int = DEFAULT_DEPTH) -> ModuleView | None:
+    """A stored run's GPU time by module at ``depth`` levels; None where its capture has no
+    module attribution (or it is a run of CPU operators)."""
+    check_depth(depth)
+    if run.activity == "cpu_op":
+        return None
+    groups = store.module_groups(run.id)
+    if not attributed(groups):
+        return None
+    return ModuleView(depth=depth, rows=module_rows(groups, depth))
+
+
+def require_attribution(store: Store, run: RunRecord) -> None:
+    """Refuse a run whose capture has no module attribution, in one line."""
+    if run.activity == "cpu_op" or not attributed(store.module_groups(run.id)):
+        raise UsageError(no_attribution(run))

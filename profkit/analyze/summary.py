@@ -1,6 +1,7 @@
 """One run's summary: launch count, GPU time, the tensor-core share of it and of its matrix work
 (``analyze.matrix``), and where the time
-went by precision, by family and by kernel; for a distributed run (``--nproc-per-node``) the
+went by precision, by family, by kernel and by module (``analyze.modules``, where the capture
+has module attribution); for a distributed run (``--nproc-per-node``) the
 same per rank, with its communication (``analyze.ranks``). For a run of CPU operators (``device`` cpu) the
 same figures are over operator calls and their CPU self time, and ``activity`` says so.
 
@@ -18,14 +19,17 @@ from ..parse.schema import Evidence, Precision
 from ..records import MemoryOps, RunRecord, Summary, TopKernel
 from ..store import Store
 from .matrix import of_run
+from .modules import DEFAULT_DEPTH, module_view
 from .ranks import rank_report
 
 MEMORY_KINDS = ("memcpy", "memset")
 
 
-def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
-    """Summarise a stored run. Times are integer nanoseconds."""
+def summarize(store: Store, run: RunRecord, top: int = 10, module_depth: int = DEFAULT_DEPTH) -> Summary:
+    """Summarise a stored run. Times are integer nanoseconds. ``module_depth``: the levels of
+    the module tree its by-module view shows (``analyze.modules``)."""
     require_int("top", top, 0)
+    require_int("module_depth", module_depth, 1)
     activity = run.activity
     t = store.totals(run.id, activity)
     total = t.time_ns
@@ -57,4 +61,5 @@ def summarize(store: Store, run: RunRecord, top: int = 10) -> Summary:
                     for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},
         matrix_work=of_run(store, run),
         ranks=rank_report(store, run),
+        modules=module_view(store, run, module_depth),
     )

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyze.diff import diff as diff_runs
 from ..analyze.findings import findings as run_findings
-from ..analyze.modules import attributed, module_tree
+from ..analyze.module_tree import module_tree
+from ..analyze.modules import attributed
 from ..analyze.matrix import MATRIX_FAMILIES, describe_change, matrix_detail, matrix_work, pct_text, tensor_core_pct
 from ..analyze.ranges import iteration_ranges, launches_outside, run_ranges
 from ..analyze.summary import summarize
