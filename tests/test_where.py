@@ -280,3 +280,32 @@ def test_attribution_on_the_cpu_and_a_model_it_cannot_follow(tmp_path):
     r = cli("run", here / "no_dispatch_modes.py", "--device", "cpu", "--tool", "torch", "--no-attribution", "--warmup", "1",
             "--batch-size", "2", db=db)
     assert r.exit_code == 0, r.output
+
+
+def test_the_misaligned_shapes_finding_renders_in_chromium(store, tmp_path):
+    """The GPT-2 step's report in a real browser: the finding names the output layer's GEMM and
+    its shape, and its where table lists the module, operator and shape."""
+    import os
+    from pathlib import Path
+
+    import profkit
+
+    from . import chromium
+
+    if chromium.available() is not None:
+        pytest.skip(str(chromium.available()))
+    shots = Path(os.environ.get("PROFKIT_SHOTS", tmp_path))
+    path = profkit.open_db(store.path, create=False).run("hf_gpt2_train-amp-eager-nsys").report(tmp_path / "gpt2.html")
+    with chromium.browser() as b:
+        opened = chromium.open_report(b, path)
+        assert opened.errors == [] and opened.dialogs == [] and opened.requests == []
+        item = opened.page.locator('li.finding[data-id="misaligned_shapes"]')
+        assert item.count() == 1 and item.is_visible()
+        assert "50257" in item.inner_text() and "lm_head aten::mm [512,256];[256,50257]" in item.inner_text()
+        where = item.locator("details.where")
+        if where.count():
+            where.locator("summary").click()
+            assert "lm_head" in where.inner_text()
+        item.scroll_into_view_if_needed()
+        shots.mkdir(parents=True, exist_ok=True)
+        item.screenshot(path=str(shots / "gpt2-misaligned_shapes.png"))

@@ -341,7 +341,7 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     shown = ", ".join(str(d) for d in sorted(dims)[:6])
     detail = (f"{sum(g.launches for g, _ in chosen)} GEMM/convolution launches took {fmt_ns(time)} ({share:.1f}% of GPU "
               "time) with " + (f"dimensions {shown} not a multiple of "
-                               + "/".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in chosen))
+                               + " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in chosen))
                                if dims else "kernels whose names say they load unaligned (align1/align2)"))
     if where and where[0].where:
         detail += f"; most in {where[0].where} ({100 * where[0].time_ns / time:.0f}%)"
