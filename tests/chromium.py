@@ -70,3 +70,11 @@ def open_report(b: Any, path: Path, width: int = 1400, height: int = 900) -> Ope
     page.wait_for_selector("body[data-ready], body[data-error]", state="attached", timeout=60_000)
     opened.load_s = time.perf_counter() - start
     return opened
+
+
+def ready_page(b: Any, path: Path, height: int = 900) -> Any:
+    """A report opened in ``b`` that raised no error, dialog or request and finished drawing."""
+    o = open_report(b, path, height=height)
+    assert o.errors == [] and o.dialogs == [] and o.requests == []
+    assert o.page.get_attribute("body", "data-ready") == "1"
+    return o.page

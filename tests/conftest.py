@@ -219,3 +219,14 @@ def ctrl_c(argv: list[str], cwd, after_s: float, timeout: float = 90.0):
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
     return proc.returncode, err, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the module's tests (skipped where there is none)."""
+    from . import chromium
+
+    if chromium.available():
+        pytest.skip(chromium.available())
+    with chromium.browser() as b:
+        yield b

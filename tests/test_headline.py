@@ -273,19 +273,8 @@ def pages(runs):
     return paths
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if chromium.available():
-        pytest.skip(chromium.available())
-    with chromium.browser() as b:
-        yield b
-
-
 def opened(browser, path):
-    o = chromium.open_report(browser, path)
-    assert o.errors == [] and o.dialogs == [] and o.requests == []
-    assert o.page.get_attribute("body", "data-ready") == "1"
-    return o.page
+    return chromium.ready_page(browser, path)
 
 
 def chart_parts(page, chart_id):

@@ -64,19 +64,8 @@ def reports(tmp_path_factory, diff_dir, report_dir):
     return db, runs, paths
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if chromium.available():
-        pytest.skip(chromium.available())
-    with chromium.browser() as b:
-        yield b
-
-
 def opened(browser, path):
-    page = chromium.open_report(browser, path)
-    assert page.errors == [] and page.dialogs == [] and page.requests == []
-    assert page.page.get_attribute("body", "data-ready") == "1"
-    return page.page
+    return chromium.ready_page(browser, path)
 
 
 # ------------------------------------------------------------------ the page as a file

@@ -138,14 +138,6 @@ def pages(db, tmp_path_factory):
     return {n: db.run(n).report(out / f"{n}.html") for n in (RESNET, LLAMA, COMPILED, "no_attribution")}
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if chromium.available():
-        pytest.skip(chromium.available())
-    with chromium.browser() as b:
-        yield b
-
-
 def shot(page, name: str) -> None:
     folder = os.environ.get("PROFKIT_SHOTS")
     if folder:
@@ -154,10 +146,7 @@ def shot(page, name: str) -> None:
 
 
 def opened(browser, path):
-    o = chromium.open_report(browser, path, height=1000)
-    assert o.errors == [] and o.dialogs == [] and o.requests == []
-    assert o.page.get_attribute("body", "data-ready") == "1"
-    return o.page
+    return chromium.ready_page(browser, path, height=1000)
 
 
 def rows(page) -> list[dict]:
