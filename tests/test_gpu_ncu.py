@@ -74,8 +74,8 @@ def test_default_plan_counts_each_function_once_and_times_every_launch(db):
     assert len(counted) == plan["profiled_launches"] == len({k["name"] for k in ks}) < len(ks)
     assert all(k["start_ns"] and k["duration_ns"] for k in ks)
     assert all(k["evidence"] == "metrics" for k in ks if k["tensor_core"])  # off them: counters, names or types
-    # TorchScript: the operators are the scripted graph's, under the model (no module hooks inside it).
-    assert all(k["op"] and k["module"] == "" for k in ks)
+    # TorchScript: the operators are the scripted graph's; no module hooks run inside it.
+    assert all(k["op"] for k in ks) and {k["module"] for k in ks} <= {"", "(outside modules)"}
     assert sum("counters of launch" in k["evidence_detail"] for k in ks) == len(ks) - len(counted)
     assert all(k["nvtx_range"] == "resnet18.fp16.torchscript.iter0" for k in ks)
     assert len({k["thread_id"] for k in ks}) == 1 and ks[0]["thread_id"]  # CUPTI's thread, as an OS thread id
