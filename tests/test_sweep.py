@@ -240,7 +240,7 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
     assert [f.name for f in for_command("sweep")] == [f for f in ("compile_mode", "batch_size", "iters", "warmup",
                                                                    "device", "keep_bn_fp32", "channels_last",
                                                                    "cudnn_benchmark", "metrics", "timeout_s",
-                                                                   "cpu_sampling", "context_switches")]
+                                                                   "cpu_sampling", "context_switches", "attribution")]
     assert {f.name for f in for_command("run")} == set(RunOptions.__dataclass_fields__)
 
 
