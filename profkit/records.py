@@ -294,6 +294,7 @@ class Summary:
     kernels_by_precision: dict[Precision, int]  # most first
     time_by_family_ns: dict[str, int]
     evidence: dict[Evidence, int]               # launches per kind of evidence
+    time_by_evidence_ns: dict[Evidence, int]    # time whose precision each kind of evidence decided, most first
     top_kernels: list[TopKernel]
     memory_ops: dict[str, MemoryOps]            # memcpy / memset, apart from the kernels
     # tensor-core coverage of the GEMM, conv and attention kernels' time (the headline's

@@ -278,6 +278,18 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
+EVIDENCE_WORDS = {"metrics": "counters", "name": "kernel names", "dtypes": "operator input types", "none": "nothing"}
+
+
+def evidence_line(s: Any) -> str:
+    """What decided the precision, as shares of the run's time (and launches): ``precision
+    decided by counters 30.7% of the time (12 launches), kernel names 57.1% (80), ...``."""
+    total = sum(s.time_by_evidence_ns.values()) or 1
+    parts = [f"{EVIDENCE_WORDS.get(k, k)} {100 * ns / total:.1f}%" + (" of the time" if i == 0 else "")
+             + f" ({s.evidence.get(k, 0):,} launches)" for i, (k, ns) in enumerate(s.time_by_evidence_ns.items())]
+    return "precision decided by " + ", ".join(parts)
+
+
 def _tc(v: bool | None) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
@@ -474,7 +486,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
 
         c.print(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time")
         c.print(Text(f"{describe(s.matrix_work, s.tensor_core_time_pct)} ({s.tensor_core_kernels} launches on tensor cores)"))
-    c.print("verdicts from " + ", ".join(f"{k}: {v}" for k, v in s.evidence.items()))
+    c.print(Text(evidence_line(s)))
     if s.memory_ops:
         c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
     t = table(c)

@@ -30,6 +30,7 @@ GOLDEN = recorder.load()
 # Keys added to profkit's JSON output on purpose since the recording, with the issue.
 ADDED: dict[str, str] = {
     "module": "issue 23: the module that ran a kernel's operator (kernel table)",
+    "time_by_evidence_ns": "issue 23: the summary's time whose precision each kind of evidence decided",
     "module_type": "issue 23: that module's class (kernel table)",
     "shapes": "issue 23: the operator's input shapes (kernel table)",
     "phase": "issue 23: forward, backward or optimizer (kernel table)",

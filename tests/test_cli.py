@@ -297,7 +297,7 @@ def test_markup_in_names_is_printed_as_it_is(capsys):
                     tensor_core=False, evidence="name")
     s = Summary(run="r", activity="kernel", kernels=1, gpu_time_ns=5, tensor_core_kernels=0, tensor_core_time_ns=0,
                 tensor_core_time_pct=0.0, unclassified_time_ns=0, time_by_precision_ns={"fp16": 5},
-                kernels_by_precision={"fp16": 1}, time_by_family_ns={"unknown": 5}, evidence={"name": 1},
+                kernels_by_precision={"fp16": 1}, time_by_family_ns={"unknown": 5}, evidence={"name": 1}, time_by_evidence_ns={"name": 5},
                 top_kernels=[top], memory_ops={})
     render.summary(run, s, "table")
     out = capsys.readouterr().out

@@ -15,7 +15,8 @@ from .conftest import DATA, NCU_DATA
 
 CONTRACT = {"run", "activity", "kernels", "gpu_time_ns", "tensor_core_kernels", "tensor_core_time_ns",
             "tensor_core_time_pct", "unclassified_time_ns", "time_by_precision_ns", "kernels_by_precision",
-            "time_by_family_ns", "evidence", "top_kernels", "memory_ops", "ranks",
+            "time_by_family_ns", "evidence", "time_by_evidence_ns",  # issue 23: time per evidence
+            "top_kernels", "memory_ops", "ranks",
             "matrix_work",  # issue 23: the tensor-core coverage of matrix work
             "modules"}  # issue 23: the GPU time by module (None without module attribution)
 

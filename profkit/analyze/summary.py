@@ -56,6 +56,7 @@ def summarize(store: Store, run: RunRecord, top: int = 10, module_depth: int = D
         kernels_by_precision={cast(Precision, k): n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))},
         time_by_family_ns={k: ns for k, _, ns in groups["family"]},
         evidence={cast(Evidence, k): n for k, n, _ in sorted(groups["evidence"], key=lambda r: (-r[1], r[0]))},
+        time_by_evidence_ns={cast(Evidence, k): ns for k, _, ns in groups["evidence"]},
         top_kernels=top_rows,
         memory_ops={k: MemoryOps(count=n, time_ns=ns)
                     for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},

@@ -91,20 +91,17 @@ def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:
 
 
 def _basis(summary: Summary) -> str:
-    """How the run's verdicts were reached: counters (measured) or names (inferred)."""
-    ev = {k: v for k, v in summary.evidence.items() if v}
+    """How the run's verdicts were reached, as shares of its time: counters (measured), names or
+    the launching operators' input types (inferred), or nothing."""
+    ev = {k: v for k, v in summary.time_by_evidence_ns.items() if v}
     if not ev:
-        return "no verdicts"
+        return "no verdicts" if not any(summary.evidence.values()) else "nothing told (no time)"
     if set(ev) == {"metrics"}:
         return "from hardware counters (measured)"
-    undecided = f"; nothing told for {ev['none']:,} launches" if "none" in ev else ""
-    told = [k for k in ev if k != "none"]
-    if not told:
-        return "nothing told (no counters, no name rule)"
-    if "metrics" not in told:
-        kinds = {"name": "kernel names", "dtypes": "operator input types"}
-        return "inferred from " + " and ".join(kinds.get(k, k) for k in told) + undecided
-    return f"from counters for {ev['metrics']:,} launches, names for the rest" + undecided
+    total = sum(ev.values())
+    kinds = {"metrics": "hardware counters", "name": "kernel names", "dtypes": "operator input types",
+             "none": "nothing told"}
+    return "precision from " + ", ".join(f"{kinds.get(k, k)} {100 * t / total:.0f}%" for k, t in ev.items())
 
 
 def kernel_table(store: Store, run: RunRecord) -> dict[str, Any]:
