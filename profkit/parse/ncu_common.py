@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from .schema import KernelRow
+from ..nvtx_ranges import OP_PREFIX, op_label
+from .ranges import attribute_row
+from .schema import KernelRow, kernel_row
 
 # ncu's raw page carries every device attribute and profiler bookkeeping value on every row;
 # they describe the GPU, not the kernel, and would bloat each launch.
@@ -53,10 +55,6 @@ def nvtx_columns(ranges: list[tuple[str, str]]) -> dict[str, Any]:
     """A launch's NVTX stack [(domain, range), ...] as kernel-table columns: its innermost
     range and path, and the attribution its operator ranges give (profkit's own operator
     ranges are attribution, not ranges: left out of the path; see ``ranges.attribute_row``)."""
-    from ..nvtx_ranges import OP_PREFIX, op_label
-    from .ranges import attribute_row
-    from .schema import kernel_row
-
     kept = [(d, n) for d, n in ranges if not n.startswith(OP_PREFIX)]
     labels = [lab for _, n in ranges if "::" in n and (lab := op_label(n)) is not None]
     row = kernel_row(0, "kernel", "", "", nvtx_range=kept[-1][1] if kept else None, nvtx_path=nvtx_path(kept))
