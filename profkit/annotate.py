@@ -177,7 +177,19 @@ class Annotator:
         _shape_of(args, self.torch, shapes, dtypes)
         if kwargs:
             _shape_of(list(kwargs.values()), self.torch, shapes, dtypes)
+        if not dtypes and "device" in kwargs:
+            dtypes = self._made(func, args, kwargs)
         return op_range(func._schema.name, phase, module, kind, ";".join(shapes), ",".join(dtypes))
+
+    def _made(self, func: Any, args: Any, kwargs: dict[str, Any]) -> list[str]:
+        """The dtype a factory (``arange``, ``full``, ``zeros``: no tensor input) makes, the type
+        its kernels work in: the same call on the meta device says it (``arange(10)`` int64,
+        ``full(s, 1.5)`` the default float) at no kernel's cost."""
+        try:
+            made = func(*args, **{**kwargs, "device": "meta", "pin_memory": False})
+        except Exception:  # an operator with no meta kernel: its types stay unknown
+            return []
+        return [str(made.dtype).removeprefix("torch.")] if isinstance(made, self.torch.Tensor) else []
 
     def __enter__(self) -> Annotator:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -243,6 +255,104 @@ def record_function_backend() -> tuple[Callable[[str], Any], Callable[[], Any]]:
 
 
 # ------------------------------------------------------------------------------ torch.compile
+def _output_code_modules() -> list[Any]:
+    """The Python modules of Inductor's output code loaded in this process so far."""
+    import sys
+
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is None:
+        return []
+    cache = codecache.PyCodeCache
+    return list(getattr(cache, "modules", [])) + list(getattr(cache, "modules_no_attr", {}).values())
+
+
+class _OpCall:
+    """An operator reached through a compiled module's globals (``extern_kernels.mm``,
+    ``torch.ops.aten._scaled_dot_product_cudnn_attention.default``): called, it runs in a range."""
+
+    def __init__(self, target: Any, op: str, tracer: CompiledTracer):
+        self._target, self._op, self._tracer = target, op, tracer
+
+    def __getattr__(self, name: str) -> Any:  # an overload (``.default``)
+        value = getattr(self._target, name)
+        return _OpCall(value, self._op, self._tracer) if callable(value) else value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer.call(self._op, self._target, args, kwargs)
+
+
+class _Namespace:
+    """``extern_kernels``, ``torch.ops`` or an operator namespace (``aten``) whose operators run
+    in ranges; ``torch`` itself, of which only ``ops`` is followed."""
+
+    def __init__(self, target: Any, tracer: CompiledTracer, namespace: str | None, torch_module: bool = False):
+        self._target, self._tracer, self._ns, self._torch = target, tracer, namespace, torch_module
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if self._torch:
+            return _Namespace(value, self._tracer, None) if name == "ops" else value
+        if self._ns is None:  # torch.ops.<namespace>
+            return _Namespace(value, self._tracer, name)
+        if not callable(value) or f"{self._ns}::{name}" in _NO_KERNEL or self._ns in ("inductor", "profiler"):
+            return value
+        return _OpCall(value, f"{self._ns}::{name}", self._tracer)
+
+
+class CompiledTracer:
+    """``with CompiledTracer(push, pop):`` the ATen operators a compiled model's output code
+    calls itself (its extern kernels, ``extern_kernels.mm``, and fallbacks such as cuDNN's
+    attention) each run in an operator range with their input shapes and dtypes, forward or
+    backward; its Triton kernels are known from the code (:func:`compiled_kernels`).
+
+    The output code's module globals (``extern_kernels``, ``torch``, ``aten``) are swapped for
+    stand-ins while the block runs: nothing Dynamo guards on changes (a dispatch mode would
+    change every input tensor's dispatch keys and make it compile again), and Inductor's own
+    Triton launches pay nothing. No module is known: a compiled graph has no module calls."""
+
+    _GLOBALS = ("extern_kernels", "torch", "aten")
+
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]):
+        import torch
+
+        self.torch = torch
+        self.push, self.pop = push, pop
+        self._saved: list[tuple[dict[str, Any], str, Any]] = []
+
+    def call(self, op: str, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        phase = "bwd" if self.torch._C._current_autograd_node() is not None else "fwd"
+        shapes: list[str] = []
+        dtypes: list[str] = []
+        _shape_of(args, self.torch, shapes, dtypes)
+        inputs = [v for k, v in kwargs.items() if k != "out"]
+        if inputs:
+            _shape_of(inputs, self.torch, shapes, dtypes)
+        self.push(op_range(op, phase, None, None, ";".join(shapes), ",".join(dtypes)))
+        try:
+            return target(*args, **kwargs)
+        finally:
+            self.pop()
+
+    def __enter__(self) -> CompiledTracer:
+        for module in _output_code_modules():
+            g = module.__dict__
+            if "call" not in g:
+                continue
+            for name in self._GLOBALS:
+                value = g.get(name)
+                if value is None or isinstance(value, _Namespace):
+                    continue
+                self._saved.append((g, name, value))
+                torch_module = name == "torch"  # extern_kernels' functions are ATen operators
+                g[name] = _Namespace(value, self, None if torch_module else "aten", torch_module)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for g, name, value in reversed(self._saved):
+            g[name] = value
+        self._saved = []
+
+
 _KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(?P<name>\w+)'", re.M)
 _ORIGINAL_ATEN = re.compile(r"^# .*Original ATen: \[(?P<ops>[^\]]*)\]", re.M)
 _SIGNATURE = re.compile(r"'signature': \{(?P<sig>[^}]*)\}")
@@ -272,14 +382,8 @@ def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
 
 def compiled_kernels() -> dict[str, CompiledKernel]:
     """Every Triton kernel of the output code torch.compile loaded in this process so far."""
-    import sys
-
-    codecache = sys.modules.get("torch._inductor.codecache")
-    if codecache is None:
-        return {}
     found: dict[str, CompiledKernel] = {}
-    for module in list(getattr(codecache.PyCodeCache, "modules", [])) + list(
-            getattr(codecache.PyCodeCache, "modules_no_attr", {}).values()):
+    for module in _output_code_modules():
         path = getattr(module, "__file__", None)
         if not path:
             continue

@@ -197,8 +197,11 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
     run_tag = job.tag
     # A compiled model's generated kernels are traced from Inductor's code: a dispatch mode or
     # module hooks in its measured iterations would make Dynamo compile again (seen on torch 2.11).
-    ranges = job.attribution and spec.mode != "compile"
-    if job.attribution and spec.mode == "compile":
+    # The operators its code calls itself (extern GEMMs, cuDNN attention) get ranges under the
+    # Nsight tools; torch.profiler records them with their input types anyway.
+    compiled = spec.mode == "compile"
+    ranges = job.attribution and not (compiled and job.profiler == "torch")
+    if job.attribution and compiled:
         info["compiled_kernels"] = annotate.compiled_kernels()
         info["attribution"] = "compiled"
     elif not job.attribution:
@@ -220,7 +223,7 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
         torch.cuda.profiler.start()
     timer = _kernel_timer(job, info)
     log = annotate.IntervalLog(timer.now, *annotate.nvtx_backend()) if timer and ranges else None
-    with _annotated(info, ranges, lambda: (log.push, log.pop) if log else annotate.nvtx_backend()):
+    with _annotated(info, ranges, lambda: (log.push, log.pop) if log else annotate.nvtx_backend(), compiled):
         for i in range(job.iters):
             if timer:
                 timer.mark(f"iter{i}.start")
@@ -239,10 +242,12 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
 
 @contextmanager
 def _annotated(info: HarnessInfo, on: bool,
-               backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]]) -> Iterator[None]:
-    """The block with operator ranges (``on``), else as it is. A model the annotator cannot
-    follow still runs: the run then says why it has no attribution."""
-    annotator = _annotator(info, backend) if on else None
+               backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]],
+               compiled: bool = False) -> Iterator[None]:
+    """The block with operator ranges (``on``; of a compiled model's own operator calls where
+    ``compiled``), else as it is. A model the annotator cannot follow still runs: the run then
+    says why it has no attribution."""
+    annotator = _annotator(info, backend, compiled) if on else None
     if annotator is None:
         yield
         return
@@ -252,18 +257,19 @@ def _annotated(info: HarnessInfo, on: bool,
         annotator.__exit__(None, None, None)
 
 
-def _annotator(info: HarnessInfo, backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]]) -> Any:
-    """An entered Annotator, or None (and why in ``info``)."""
-    from .annotate import Annotator
+def _annotator(info: HarnessInfo, backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]],
+               compiled: bool) -> Any:
+    """An entered Annotator (CompiledTracer for a compiled model), or None (and why in ``info``)."""
+    from .annotate import Annotator, CompiledTracer
 
     try:
-        annotator = Annotator(*backend())
+        annotator = (CompiledTracer if compiled else Annotator)(*backend())
         annotator.__enter__()
     except Exception as exc:  # an older torch without the hooks the annotator needs
         info["attribution"] = "off"
         info["attribution_note"] = f"operator ranges could not start: {_error_line(exc)}"
         return None
-    info["attribution"] = "ranges"
+    info["attribution"] = "compiled" if compiled else "ranges"
     return annotator
 
 

@@ -30,7 +30,9 @@ def real_names() -> set[str]:
               DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz",
               *(DATA / "steps").glob("*.raw.csv.gz"), *(DATA / "steps").glob("*.json.gz"),
               *(DATA / "attention").glob("*.raw.csv.gz"), *(DATA / "attention").glob("*.json.gz"),
-              *(DATA / "ddp").glob("torch_*.json.gz"), *(DATA / "ddp").glob("nsys_*.sqlite.gz")]:
+              *(DATA / "ddp").glob("torch_*.json.gz"), *(DATA / "ddp").glob("nsys_*.sqlite.gz"),
+              *(DATA / "where").glob("*/report.sqlite.gz"), *(DATA / "where").glob("*/trace.json.gz"),
+              *(DATA / "where").glob("*/raw.csv.gz")]:
         if "kernel_times" in f.name:
             continue
         names |= {r["name"] for r in load(f).rows}
