@@ -84,5 +84,47 @@ for r in db.list_runs().itertuples():
           f"GPU time {run.gpu_time_ns / 1e6:.3f} ms")
 PY
 fi
+if [ "$PART" = all ] || [ "$PART" = fixes ]; then
+  # Each finding on a capture with the problem and on one with the fix (tests/data/where/), the
+  # compiled model under the Nsight tools with its own operator calls in ranges, a half-precision
+  # run with GEMVs off the tensor cores (profkit check's tests), then each fix timed.
+  run $C/hf_llama.py --precision bf16 --mode compile --tool nsys --batch-size 4 --iters 1 --attribution
+  run $C/hf_llama.py --precision bf16 --mode compile --tool ncu --batch-size 4 --iters 1
+  run $C/timm_vit_tf32.py --precision fp32 --tool nsys --batch-size 8 --iters 1 --attribution
+  for t in nsys torch; do
+    run $C/host_sync_train.py --precision fp32 --tool $t --batch-size 8 --iters 1 --attribution
+    run $C/host_sync_train_fixed.py --precision fp32 --tool $t --batch-size 8 --iters 1 --attribution
+  done
+  run $C/hf_gpt2_fp32_head.py --precision amp --tool nsys --batch-size 4 --iters 1 --attribution
+  run $C/hf_gpt2_fp32_head.py --precision amp --tool ncu --batch-size 4 --iters 1
+  run $C/fp16_gemv.py --precision fp16 --tool ncu --batch-size 2 --iters 1
+  run $C/fp16_gemv.py --precision fp16 --tool nsys --batch-size 2 --iters 1 --attribution
+  python3 benchmarks/attribution_coverage.py "$DB"
+  # The fixes timed (CUDA events, median of 20 after 5 warm-ups), problem then fix.
+  bench() { echo "== profkit bench $*"; timeout 200 profkit bench "$@" --db "$OUT/bench.db" 2>&1 | tail -6; }
+  bench $C/timm_vit.py --precisions fp32 --batch-size 32
+  bench $C/timm_vit_tf32.py --precisions fp32 --batch-size 32
+  bench $C/host_sync_train.py --precisions fp32 --batch-size 8
+  bench $C/host_sync_train_fixed.py --precisions fp32 --batch-size 8
+  bench $C/hf_gpt2_fp32_head.py --precisions amp --batch-size 4
+  bench $C/hf_gpt2_train_padded.py --precisions amp --batch-size 4
+fi
+if [ "$PART" = nsysfix ] || [ "$PART" = catalog-compile ]; then
+  # The nsys exports of the fixes' captures (nsys keeps them as report.sqlite).
+  if [ "$PART" = nsysfix ]; then
+    run $C/hf_llama.py --precision bf16 --mode compile --tool nsys --batch-size 4 --iters 1 --attribution
+    run $C/timm_vit_tf32.py --precision fp32 --tool nsys --batch-size 8 --iters 1 --attribution
+    run $C/host_sync_train.py --precision fp32 --tool nsys --batch-size 8 --iters 1 --attribution
+    run $C/host_sync_train_fixed.py --precision fp32 --tool nsys --batch-size 8 --iters 1 --attribution
+    run $C/hf_gpt2_fp32_head.py --precision amp --tool nsys --batch-size 4 --iters 1 --attribution
+    run $C/fp16_gemv.py --precision fp16 --tool nsys --batch-size 2 --iters 1 --attribution
+  else
+    # Compiled catalog workloads under nsys, one half precision each, seven at once.
+    printf '%s\n' "resnet50 fp16" "bert_encoder bf16" "gpt_decoder amp" "efficientnet_b0 fp16" "mobilenet_v2 bf16" \
+      "vgg16 amp" "resnet18 bf16" | xargs -P 7 -L 1 sh -c 'timeout 280 profkit run "$0" --precision "$1" --mode compile \
+      --tool nsys --attribution --batch-size 2 --iters 1 --db "'"$OUT"'/c-$0.db" --no-report 2>&1 | tail -1'
+  fi
+fi
 # The raw files in one archive (what comes back from the GPU machine), reports left out.
-tar -C "$OUT" -czf "$OUT/raw.tgz" --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' a-runs 2>/dev/null
+find "$OUT" -name report.sqlite -exec gzip -9 {} \;
+(cd "$OUT" && tar -czf raw.tgz --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='*.lock' *-runs 2>/dev/null)

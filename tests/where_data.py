@@ -20,13 +20,17 @@ from .conftest import DATA
 
 WHERE = DATA / "where"
 RUNS = sorted(p.name for p in WHERE.iterdir() if p.is_dir())
+# Built-in catalog workloads in half precision (tests/data/catalog/): compiled under nsys and
+# torch.profiler, eager under ncu.
+CATALOG = DATA / "catalog"
+CATALOG_RUNS = sorted(p.name for p in CATALOG.iterdir() if p.is_dir())
 # Eager models, forward and backward (training steps) and forward only, under each tool.
 EAGER = [r for r in RUNS if "-eager-" in r]
 TRAINING = [r for r in EAGER if "_train" in r]
 
 
-def import_where(store: Store, name: str) -> RunRecord:
-    folder = WHERE / name
+def import_where(store: Store, name: str, base: Path = WHERE) -> RunRecord:
+    folder = base / name
     job = json.loads((folder / "job.json").read_text())
     harness = json.loads((folder / "harness.json").read_text())
     if (folder / "kernel_times.json.gz").exists():

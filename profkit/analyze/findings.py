@@ -190,7 +190,23 @@ class _Context:
             merged[g.name] = replace(k, launches=k.launches + g.calls, time_ns=k.time_ns + g.time_ns)
         kernels = sorted(merged.values(), key=lambda k: -k.time_ns)
         return Finding(rule.id, rule.title, detail, rule.advice, int(time), self.share(chosen), kernels,
-                       where_of(chosen))
+                       self.where(chosen))
+
+    def where(self, chosen: list[KernelGroup]) -> list[FindingWhere]:
+        """Where in the model the chosen kernels came from (module, operator, input shapes) on a
+        run with attribution, else their operators (:func:`where_of`)."""
+        keys = {(g.name, g.precision) for g in chosen}
+        by: dict[str, FindingWhere] = {}
+        families = sorted({g.family for g in chosen if g.family})
+        for s in self.store.shape_groups(self.run.id, families) if families else []:
+            if s.module is None or (s.name, s.precision) not in keys:
+                continue
+            place = " ".join(x for x in (s.module, s.op, s.shapes) if x)
+            w = by.get(place) or FindingWhere(place, 0, 0)
+            by[place] = replace(w, count=w.count + s.launches, time_ns=w.time_ns + s.time_ns)
+        if not by:
+            return where_of(chosen)
+        return sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
 
     def share(self, chosen: list[KernelGroup]) -> float:
         """Percent of the run's time, rounded as Finding.share_pct is (so texts agree)."""

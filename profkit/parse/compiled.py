@@ -11,10 +11,10 @@ rows as they pass, a bulk import's rows in the store once written.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, cast
 
 from ..records import CompiledKernel
-from .schema import Capture, KernelRow
+from .schema import Capture, ClassifiedRow, KernelRow
 
 
 def columns(kernel: CompiledKernel) -> tuple[str | None, str | None]:
@@ -38,6 +38,8 @@ def with_compiled_kernels(capture: Capture[KernelRow], kernels: Mapping[str, Com
                     r["op"] = op
                 if types:
                     r["input_types"] = types
+                    if "evidence" in r:
+                        _judge_again(cast(ClassifiedRow, r), types)
             yield r
 
     capture.rows = rows(capture.rows)
@@ -52,3 +54,17 @@ def with_compiled_kernels(capture: Capture[KernelRow], kernels: Mapping[str, Com
             return result
 
         capture.bulk = bulk_then_attribute
+
+
+def _judge_again(row: ClassifiedRow, types: str) -> None:
+    """A row its importer judged before its types were known (ncu's per-function plan judges a
+    function once, from its counters): off the tensor cores, a precision that counters gave
+    (CUDA-core instructions: Triton computes half data in fp32) or none gives way to the
+    operators' types, as :func:`profkit.classify.last_resorts` orders them."""
+    from ..classify import Verdict, from_inputs
+
+    if row["tensor_core"] or not (row["precision"] == "unknown" or row["evidence"] == "metrics"):
+        return
+    v = from_inputs(Verdict("unknown", row["tensor_core"], row["family"], row["evidence"], row["evidence_detail"]), types)
+    if v.precision != "unknown":
+        row["precision"], row["evidence"], row["evidence_detail"] = v.precision, v.evidence, v.evidence_detail

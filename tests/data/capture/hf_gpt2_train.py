@@ -8,7 +8,7 @@ TOKENS = 128
 VOCAB = 50257
 
 
-def step(spec, vocab):
+def step(spec, vocab, change=None):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -22,7 +22,10 @@ def step(spec, vocab):
         logits = out.logits
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
-    return training_step(GPT2LMHeadModel(config), spec, (ids,), ids, lambda p: torch.optim.AdamW(p, lr=1e-4), loss)
+    model = GPT2LMHeadModel(config)
+    if change is not None:  # hf_gpt2_fp32_head.py: the model as a user changed it
+        model = change(model)
+    return training_step(model, spec, (ids,), ids, lambda p: torch.optim.AdamW(p, lr=1e-4), loss)
 
 
 def build(spec):
