@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -358,8 +359,7 @@ def _off_tensor_cores(groups: list[KernelGroup], total: int, limit: int = 2) -> 
     off: dict[str, list[Any]] = {}
     for g in groups:
         if g.family in MATRIX_FAMILIES and g.time_ns > g.tc_time_ns:
-            name = g.short_name or g.name
-            entry = off.setdefault(name, [0, g.precision])
+            entry = off.setdefault(_shown_name(g), [0, g.precision])
             entry[0] += g.time_ns - g.tc_time_ns
     top = sorted(off.items(), key=lambda x: -x[1][0])[:limit]
     shown = ", ".join(f"{_cut(n)} ({p}, {_pct(100 * t / total)} of GPU time)" for n, (t, p) in top)
@@ -367,7 +367,26 @@ def _off_tensor_cores(groups: list[KernelGroup], total: int, limit: int = 2) -> 
     return shown + more
 
 
-def _cut(name: str, width: int = 60) -> str:
+_GENERIC = re.compile(r"(?:Kernel|kernel)\d*")
+
+
+def _shown_name(g: KernelGroup) -> str:
+    """A kernel's name as a line can show it: its short name, or, where that says nothing
+    (CUTLASS's ``Kernel2<cutlass_80_simt_sgemm_...>``), the name less ``void`` and its
+    parameters."""
+    short = g.short_name or g.name
+    if not _GENERIC.fullmatch(short):
+        return short
+    name = g.name.removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(name):  # cut at the parameters' "(", outside any template's <...>
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth == 0 and i:
+            return name[:i]
+    return name
+
+
+def _cut(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width // 2 - 1] + "…" + name[-(width // 2):]
 
 
@@ -389,6 +408,15 @@ def _coverage(store: Store, run: RunRecord, groups: list[KernelGroup], limit: fl
                    limit_text, what)
 
 
+def _launches_text(n: int, which: str) -> str:
+    return f"{n} {which} GEMM/conv/attention launch{'es' if n != 1 else ''}"
+
+
+def _a(word: str) -> str:
+    """``an fp32``, ``an amp``, ``a bf16``: the article as the word is read aloud."""
+    return f"{'an' if word[:1] in 'aefhilmnorsx' else 'a'} {word}"
+
+
 def _fp32_matrix(run: RunRecord, groups: list[KernelGroup]) -> CheckResult:
     name, title, limit_text = "no_fp32_matrix", "fp32 matrix work in a half-precision run", "none"
     if _cpu(run):
@@ -397,7 +425,7 @@ def _fp32_matrix(run: RunRecord, groups: list[KernelGroup]) -> CheckResult:
     if not total:
         return _skip(name, title, 0, "%", limit_text, "the run has no kernel time")
     if not half_precision_run(run, groups):
-        tag = f"an {run.precision} run" if run.precision else "a run mostly in fp32 (no precision tag)"
+        tag = f"{_a(run.precision)} run" if run.precision else "a run mostly in fp32 (no precision tag)"
         return _skip(name, title, 0, "%", limit_text, f"{tag}: the check applies to fp16, bf16 and amp runs")
     rule = finding_rules()[FP32_MATRIX]
     families, precisions = set(rule.names("families")), set(rule.names("precisions"))
@@ -410,12 +438,12 @@ def _fp32_matrix(run: RunRecord, groups: list[KernelGroup]) -> CheckResult:
                        f"no {'/'.join(rule.names('families'))} kernel in {which} ({run.precision or 'half'} run)")
     kernels: dict[str, int] = {}
     for g in chosen:
-        kernels[g.short_name or g.name] = kernels.get(g.short_name or g.name, 0) + g.time_ns
+        kernels[_shown_name(g)] = kernels.get(_shown_name(g), 0) + g.time_ns
     top = sorted(kernels.items(), key=lambda x: -x[1])
     shown = ", ".join(_cut(n) for n, _ in top[:2]) + (f", {len(top) - 2} more" if len(top) > 2 else "")
     return _result(name, title, "fail", share, 0, "%", f"{_pct(share)} of GPU time", limit_text,
-                   f"{sum(g.calls for g in chosen)} {which} GEMM/conv/attention launches ({fmt_ns(time)}) in a "
-                   f"{run.precision or 'half-precision'} run: {shown}")
+                   f"{_launches_text(sum(g.calls for g in chosen), which)} ({fmt_ns(time)}) in "
+                   f"{_a(run.precision or 'half-precision')} run: {shown}")
 
 
 def _finding(run: RunRecord, found: list[Any], key: str, limit: float) -> CheckResult:
@@ -502,7 +530,7 @@ def _launches(store: Store, run: RunRecord, limit: int) -> CheckResult:
     calls = sum(g.calls for g in store.kernel_groups(run.id, in_iterations=outside) if g.kind == run.activity)
     per = round(calls / iters, 2)
     status: Status = "fail" if per > limit else "pass"
-    inside = " inside them (a warm-up captured too is left out)" if outside else ""
+    inside = " (the capture's launches outside them, a warm-up, are left out)" if outside else ""
     return _result(name, title, status, per, limit, "launches", f"{per:g}", limit_text,
                    f"{calls} {what} in {iters} measured iteration{'s' if iters != 1 else ''}{inside}")
 
