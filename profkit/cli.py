@@ -803,7 +803,13 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
         raise UsageError("--baseline needs a limit: --max-slowdown PCT (or [baseline] max_slowdown in the check file)")
     report = _open(db).run(run_ref).check(checks, baseline=baseline)
     if junit_xml is not None:
-        junit_xml.write_text(report.to_junit(), encoding="utf-8")
+        try:
+            junit_xml.write_text(report.to_junit(), encoding="utf-8")
+        except OSError as exc:
+            from .errors import ProfkitError
+
+            raise ProfkitError(f"cannot write {junit_xml} ({exc.strerror or exc})",
+                               "Give --junit-xml a file in a folder you can write.") from None
     if fmt is CheckFormat.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif fmt is CheckFormat.junit:

@@ -380,6 +380,12 @@ def test_bad_options_are_refused_in_one_line(db, args, message):
     assert sha(db) == before
 
 
+def test_an_unwritable_junit_file_is_refused(db, tmp_path):
+    r = check(db, OFF_RUN, "--max-launches", "500", "--junit-xml", tmp_path / "no" / "such" / "check.xml")
+    one_line_error(r, "cannot write", code=1)
+    assert "No such file or directory" in r.stderr
+
+
 def test_an_unknown_run_or_baseline_is_refused(db):
     before = sha(db)
     r = check(db, "no-such-run", "--max-launches", "5")
@@ -387,3 +393,25 @@ def test_an_unknown_run_or_baseline_is_refused(db):
     r = check(db, OFF_RUN, "--baseline", "no-such-run", "--max-slowdown", "5")
     assert r.exit_code == 1 and "no-such-run" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert sha(db) == before
+
+
+def test_the_readme_check_file_example(db, tmp_path):
+    """README's "CI gate: profkit check" section: its check file loads and checks a run, and its
+    workflow's check step names options `profkit check` has."""
+    import re
+
+    from .conftest import cli as run_cli
+
+    readme = (DATA.parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.partition("## CI gate: profkit check")[2].partition("\n## ")[0]
+    if not section:
+        pytest.skip("README has no CI gate section yet")
+    (example,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    (tmp_path / "checks.toml").write_text(example)
+    code, out = json_results(db, "r18_fp16_compile_torch", "--config", tmp_path / "checks.toml",
+                             "--baseline", "r18_fp16_eager_torch")
+    assert code == 0 and out["failed"] == 0 and out["skipped"] == 0, out
+    step = next(line for line in section.splitlines() if line.strip().startswith("profkit check "))
+    flags = set(re.findall(r"--[a-z-]+", step))
+    help_text = run_cli("check", "--help").stdout
+    assert flags and all(f in help_text for f in flags), flags
