@@ -27,6 +27,7 @@ from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RunReco
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .analyze.check import CheckReport, Checks
     from .analyze.diff import Diff
     from .analyze.findings import Finding
 
@@ -147,6 +148,34 @@ class Run(RunRecord):
         from .analyze.findings import findings
 
         return findings(self.database.store, self)
+
+    def check(self, config: Checks | str | os.PathLike[str] | None = None, baseline: Run | str | int | None = None,
+              **limits: Any) -> CheckReport:
+        """Assertions over this run, as ``profkit check`` makes them: ``config`` a check file's
+        path or a ``Checks``, ``limits`` its fields over it (``min_coverage=95``,
+        ``no_fp32_matrix=True``, ``max_findings={"fusable_kernels": 60}``, ``max_slowdown=5``,
+        ``noise_pct``, ``max_launches=200``); ``baseline`` the run the slowdown is measured
+        against (a Run, or a name or id in this database). See ``profkit.analyze.check``."""
+        from .analyze.check import Checks, load_checks, run_checks
+
+        known = [f.name for f in fields(Checks) if f.name != "baseline"]
+        for key in limits:
+            if key not in known:
+                import difflib
+
+                near = difflib.get_close_matches(key, known, n=1)
+                raise UsageError(f"unknown check {key!r}", f"Did you mean {near[0]}?" if near else
+                                 f"The checks are {', '.join(known)}.")
+        base = config if isinstance(config, Checks) else load_checks(config) if config is not None else Checks()
+        checks = base.merged(Checks(**limits))
+        if isinstance(baseline, (str, int)):
+            baseline = self.database.run(baseline)
+        elif baseline is None and checks.baseline is not None:
+            baseline = self.database.run(checks.baseline)
+        if baseline is not None:
+            self._same_database(baseline)
+            checks = Checks(**{**{f.name: getattr(checks, f.name) for f in fields(Checks)}, "baseline": baseline.name})
+        return run_checks(self.database.store, self, checks.check(), baseline)
 
     def report(self, output: str | os.PathLike[str] | None = None, vs: Run | str | int | None = None,
                match: str = "exact", threshold_pct: float = 10.0) -> Path:

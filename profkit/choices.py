@@ -51,5 +51,11 @@ class Format(str, Enum):
     csv = "csv"
 
 
+class CheckFormat(str, Enum):
+    text = "text"    # one line per assertion and a summary line
+    json = "json"
+    junit = "junit"  # JUnit XML: one testsuite, one testcase per assertion
+
+
 def values(choices: type[Enum]) -> tuple[str, ...]:
     return tuple(str(c.value) for c in choices)

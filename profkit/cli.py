@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
 
 import click
 
-from .choices import Format, Match
+from .choices import CheckFormat, Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .options import RunOptions, cli_of, default_for, for_command
 from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
@@ -758,6 +758,66 @@ def report_(run_ref: Optional[str], vs: Optional[str], output: Optional[Path], i
 
 def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+# ---------------------------------------------------------------------------------- check
+# profkit.analyze.check's parameters, as this command names them
+FLAGS.update({"min_coverage": "--min-tensor-core-coverage", "no_fp32_matrix": "--no-fp32-matrix",
+              "max_finding": "--max-finding", "max_findings": "--max-finding", "baseline": "--baseline",
+              "max_slowdown": "--max-slowdown", "max_launches": "--max-launches"})
+
+
+@app.command("check")
+@run_argument
+@option("--config", "-c", type=Path, help="A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, [findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options given here take precedence.", show_default=False)
+@option("--min-tensor-core-coverage", "min_coverage", type=float, min=0, max=100, help="Fail unless at least this % of the run's GEMM, conv and attention time ran on tensor cores.", show_default=False)
+@switch("--no-fp32-matrix", help="Fail a half-precision run (fp16, bf16, amp) with GEMM, conv or attention kernels in fp32 or TF32.")
+@option("--max-finding", "max_finding", multiple=True, metavar="ID=PCT", help="Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; repeatable.", show_default=False)
+@option("--baseline", metavar="RUN", help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.", show_default=False)
+@option("--max-slowdown", type=float, min=0, max=1000, help="Fail if GPU time per iteration is more than this % above the baseline's, and the slowdown beyond the diff's noise threshold is too.", show_default=False)
+@option("--max-launches", type=int, min=1, help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.", show_default=False)
+@switch("--strict", help="Fail skipped assertions too (those the run cannot answer: no matrix work, a CPU run, ...).")
+@option("--format", "-f", "fmt", type=CheckFormat, default=CheckFormat.text, help="Output format.")
+@option("--junit-xml", type=Path, help="Also write the JUnit XML report to this file.", show_default=False)
+@db_option
+@handles_errors
+def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], no_fp32_matrix: bool,
+          max_finding: tuple[str, ...], baseline: Optional[str], max_slowdown: Optional[float],
+          max_launches: Optional[int], strict: bool, fmt: CheckFormat, junit_xml: Optional[Path],
+          db: Optional[Path]) -> None:
+    """Assert over a run, for CI: tensor-core coverage of matrix work, no fp32 matrix work in a half run,
+    no finding above a share of GPU time, slowdown against a baseline run, launches per iteration. One line
+    per assertion (PASS, FAIL or SKIP, the measured value, the limit); exit 0 if none failed, 1 if any did."""
+    import json
+
+    from .analyze.check import Checks, load_checks, parse_finding_limit
+
+    # The check file and the options are checked before the database is opened.
+    given = Checks(min_coverage=min_coverage, no_fp32_matrix=no_fp32_matrix,
+                   max_findings=dict(parse_finding_limit(t) for t in max_finding), max_slowdown=max_slowdown,
+                   max_launches=max_launches)
+    checks = (load_checks(config) if config is not None else Checks()).merged(given)
+    if baseline is not None and checks.max_slowdown is None:
+        from .errors import UsageError
+
+        raise UsageError("--baseline needs a limit: --max-slowdown PCT (or [baseline] max_slowdown in the check file)")
+    report = _open(db).run(run_ref).check(checks, baseline=baseline)
+    if junit_xml is not None:
+        try:
+            junit_xml.write_text(report.to_junit(), encoding="utf-8")
+        except OSError as exc:
+            from .errors import ProfkitError
+
+            raise ProfkitError(f"cannot write {junit_xml} ({exc.strerror or exc})",
+                               "Give --junit-xml a file in a folder you can write.") from None
+    if fmt is CheckFormat.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    elif fmt is CheckFormat.junit:
+        sys.stdout.write(report.to_junit())
+    else:
+        print("\n".join(report.lines()))
+    if not report.ok or (strict and report.count("skip")):
+        _exit(1)
 
 
 # ---------------------------------------------------------------------------------- bench

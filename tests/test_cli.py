@@ -178,7 +178,7 @@ def test_every_command_has_help():
     listing = " ".join(r.stdout.split())
     docs = {name: inspect.getdoc(command.callback) for name, command in app.commands.items()}
     assert set(docs) == {"run", "import", "runs", "kernels", "summary", "ranges", "diff", "compare", "report", "doctor",
-                         "workloads", "bench", "sweep"}
+                         "workloads", "bench", "sweep", "check"}
     for command, doc in docs.items():
         assert doc, command
         assert f"{command} {' '.join(doc.split(chr(10) * 2)[0].split())}" in listing, command

@@ -40,6 +40,9 @@ ADDED = {"sweep compile_mode", "sweep keep_bn_fp32", "sweep channels_last", "swe
 NEW = {f"{c} attribution": ("--attribution", "--no-attribution", None) for c in ("run", "compare", "sweep")}
 # And an int option (issue 23: the summary's by-module table; tests/test_where_views.py checks it).
 NEW_OPTIONS = {"summary module_depth"}
+# A command added since the recording (issue 24: profkit check; tests/test_check.py checks it).
+NEW_OPTIONS |= {f"check {p}" for p in ("run_ref", "config", "min_coverage", "no_fp32_matrix", "max_finding", "baseline",
+                                       "max_slowdown", "max_launches", "strict", "fmt", "junit_xml", "db", "help")}
 # A choice added since the recording (issue 23): --match module, listed in the messages too.
 NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 

@@ -159,6 +159,17 @@ def _stretched(run: RunRecord, found: Finding) -> Finding:
     return found
 
 
+def half_precision_run(run: RunRecord, groups: list[KernelGroup]) -> bool:
+    """Whether a run was meant to be half precision (fp16, bf16 or amp): profkit's tag, else
+    most of its kernels' time (``groups``: its kernel groups) in fp16 or bf16."""
+    if run.precision:
+        return run.precision in (*HALF, "amp")
+    kernels = [g for g in groups if g.kind == "kernel"]
+    half = sum(g.time_ns for g in kernels if g.precision in HALF)
+    total = sum(g.time_ns for g in kernels)
+    return bool(total and half >= 0.5 * total)
+
+
 @dataclass
 class _Context:
     run: RunRecord
@@ -172,11 +183,8 @@ class _Context:
         return [r for r in run_ranges(self.store, self.run) if r["depth"] == 0]
 
     def half_run(self) -> bool:
-        """Whether the run was meant to be half precision: profkit's tag, else most of its time."""
-        if self.run.precision:
-            return self.run.precision in (*HALF, "amp")
-        half = sum(g.time_ns for g in self.groups if g.precision in HALF)
-        return bool(half >= 0.5 * self.total)
+        """Whether the run was meant to be half precision (:func:`half_precision_run`)."""
+        return half_precision_run(self.run, self.groups)
 
     def amp_run(self) -> bool:
         """Whether the run was an AMP one (profkit's tag): autocast keeps some kernels fp32 on purpose."""
