@@ -483,7 +483,7 @@ def runs(records: Sequence[RunRecord], fmt: str, wide: bool = False) -> None:
     cols = [Col("id", "right", key=True), Col("name", key=True), Col("source", cut="end", least=6, drop=6),
             Col("workload", cut="middle", least=8, drop=2), Col("prec"), Col("mode", cut="end", least=5, drop=3),
             Col("tool", drop=4), Col("gpu", cut="middle", least=8, drop=5), Col("kernels", "right"),
-            Col("time", "right"), Col("finished", cut="end", least=10, drop=7)]
+            Col("time", "right"), Col("finished", drop=7)]
     body = []
     for r in records:
         cpu = r.activity == "cpu_op"
@@ -1012,8 +1012,9 @@ def findings(found: Sequence[Finding]) -> None:
         c.print(Text(f"- {f.title}: {f.detail}"))
         for k in f.kernels[:3]:
             name = k.name.removeprefix("void ")
-            if fits(c):
-                name = name[: max(20, c.width - 40)] + ("…" if len(name) > max(20, c.width - 40) else "")
+            width = room(c)
+            if width is not None:  # a name's start and end tell two kernels apart
+                name = cut_text(name, max(20, width - 40), "middle")
             c.print(Text(f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): {name}"))
         c.print(Text(f"    try: {f.advice}"))
 
@@ -1139,7 +1140,7 @@ def benches(records: Sequence[BenchRecord], fmt: str, wide: bool = False) -> Non
         return
     cols = [Col("id", "right", key=True), Col("workload", key=True), Col("batch", "right"),
             Col("on", cut="middle", least=8, drop=1), Col("precisions"), Col("modes"), Col("ok", "right"),
-            Col("created", cut="end", least=10, drop=2)]
+            Col("created", drop=2)]
     print_table(c, cols, [[str(b.id), b.workload, str(b.batch_size), "CPU" if b.device == "cpu" else (b.gpu_name or "GPU"),
                            ",".join(b.precisions), ",".join(b.modes),
                            f"{row['combinations'] - row['failed']}/{row['combinations']}", b.created_at[:19]]
