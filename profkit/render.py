@@ -336,11 +336,14 @@ def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]],
     parts = [shown]
     if need(shown) > width:
         keys = [i for i in shown if cols[i].key]
+        # a part keeps a third of the width for the names it repeats (not just their least)
+        named = sum(max(_least(cols[i], natural[i]), min(natural[i], width // 3)) - _least(cols[i], natural[i])
+                    for i in keys if cols[i].cut)
         parts = [list(keys)]
         for i in shown:
             if i in keys:
                 continue
-            if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) > width:
+            if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) + named > width:
                 parts.append(list(keys))
             parts[-1].append(i)
     layouts = []

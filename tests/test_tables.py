@@ -241,21 +241,21 @@ def test_in_a_real_terminal(db, tmp_path):
                                  ("kernels", f"kernels {LLAMA} --limit 25", ["prec", "TC", "duration", "ph"]),
                                  ("diff", f"diff {NCU} {NCU_B} --all", ["prec A->B", "TC A->B", "delta"]),
                                  ("summary-cpu", f"summary {CPU}", ["CPU self time", "share"])):
-            session = f"pk{width}{name.replace('-', '')}{tmp_path.name[-6:]}"
+            session = f"{name}{width}"
+            # a server of its own for each screen: its first session sets the window's size
+            tmux = ["tmux", "-L", f"profkit-tables-{tmp_path.name}-{session}"]
             done = tmp_path / f"{session}.done"
             cmd = f"env {env} {sys.executable} -m profkit {args}; touch {done}; sleep 30"
-            subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y", "100", cmd],
+            subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", str(width), "-y", "100", cmd],
                            check=True)
-            try:
-                for _ in range(200):
-                    if done.exists():
-                        break
-                    time.sleep(0.1)
-                time.sleep(0.3)
-                shot = subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", session], check=True,
-                                      capture_output=True, text=True).stdout
-            finally:
-                subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+            for _ in range(300):
+                if done.exists():
+                    break
+                time.sleep(0.1)
+            time.sleep(0.3)
+            shot = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-t", session], check=True,
+                                  capture_output=True, text=True).stdout
+            subprocess.run([*tmux, "kill-server"], check=False)
             (SHOTS / f"{name}-{width}.txt").write_text(shot)
             lines = shot.rstrip("\n").splitlines()
             assert max(len(ln.rstrip()) for ln in lines) <= width, (name, width)
