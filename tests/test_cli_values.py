@@ -40,6 +40,8 @@ ADDED = {"sweep compile_mode", "sweep keep_bn_fp32", "sweep channels_last", "swe
 NEW = {f"{c} attribution": ("--attribution", "--no-attribution", None) for c in ("run", "compare", "sweep")}
 # And an int option (issue 23: the summary's by-module table; tests/test_where_views.py checks it).
 NEW_OPTIONS = {"summary module_depth"}
+# Issue 24: --wide, a switch on every table command (tests/test_tables.py checks what it does).
+NEW_OPTIONS |= {f"{c} wide" for c in ("runs", "kernels", "summary", "ranges", "diff", "compare", "bench")}
 # A choice added since the recording (issue 23): --match module, listed in the messages too.
 NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 
