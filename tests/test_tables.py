@@ -262,3 +262,23 @@ def test_in_a_real_terminal(db, tmp_path):
             assert "Traceback" not in shot
             for col in must:
                 assert col in shot, (name, width, col)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_show_keeps_every_figure(tmp_path, width):
+    """`bench --show` and `--list` on the stored benchmark of tests/data/behaviour: top-1
+    agreement (100.0%), times and spreads whole at every width."""
+    import gzip
+
+    path = tmp_path / "b.db"
+    path.write_bytes(gzip.decompress((DATA / "behaviour" / "bench.db.gz").read_bytes()))
+    b = cli_json("bench", "--list", db=path)[0]
+    text = screen("bench", "--show", b["id"], db=path, width=width)
+    for col in ("median", "±", "min", "max", "items/s", "s/item", "peak MiB", "max abs diff", "top-1"):
+        assert col in text
+    assert "100.0%" in text and "10…" not in text
+    for r in cli_json("bench", "--show", b["id"], db=path)["rows"]:
+        if r["status"] == "ok":
+            assert f"{r['items_per_s']:,.1f}" in text
+    listing = screen("bench", "--list", db=path, width=width)
+    assert b["workload"] in listing
