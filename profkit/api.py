@@ -141,6 +141,14 @@ class Run(RunRecord):
             raise UsageError(f"{self.name} and {other.name} are in two databases ({self.database.path}, {other.db.path})",
                              "Import both captures into one database to diff them.")
 
+    def caveats(self) -> dict[str, str]:
+        """What the run's figures do not show by themselves, as the report prints them: work
+        captured outside the measured iterations (``headline``), other threads' kernels while its
+        ranges were open (``ranges``)."""
+        from .analyze.ranges import caveats
+
+        return caveats(self.database.store, self)
+
     def findings(self) -> list[Finding]:
         """What a performance engineer would point out (rules with thresholds in rules.toml):
         half-precision work off the tensor cores, fp32 kernels in a half run, layout

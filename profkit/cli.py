@@ -378,6 +378,10 @@ def fmt_option(fn: Any) -> Any:
     return option("--format", "-f", "fmt", type=Format, default=Format.table, help="Output format.")(fn)
 
 
+def wide_option(fn: Any) -> Any:
+    return switch("--wide", help="Tables: cut nothing to fit the terminal (every name and column whole).")(fn)
+
+
 def threshold_option(fn: Any) -> Any:
     return option("--threshold", type=float, default=10.0, min=0, max=1000, help=THRESHOLD_HELP)(fn)
 
@@ -578,7 +582,7 @@ def run(workload: str, options: dict[str, Any], report: bool, db: Optional[Path]
 
         done = profile(workload, db=db or _state["db"], **options,
                        progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
-    render.run_done(done, done.summary(), done.report_path, str(done.database.path))
+    render.run_done(done, done.summary(), done.report_path, str(done.database.path), caveats=done.caveats())
     render.findings(done.findings())
     if report:
         render.report_written(done.report())
@@ -614,12 +618,13 @@ def import_(path: Path, name: Optional[str], db: Optional[Path]) -> None:
 # ---------------------------------------------------------------------------------- runs
 @app.command("runs")
 @fmt_option
+@wide_option
 @db_option
 @handles_errors
-def runs(fmt: Format, db: Optional[Path]) -> None:
+def runs(fmt: Format, wide: bool, db: Optional[Path]) -> None:
     """List the runs in the database."""
     from . import render  # here, not at the top: --help need not pay for it
-    render.runs(_open(db).list_runs(), fmt.value)
+    render.runs(_open(db).list_runs(), fmt.value, wide=wide)
 
 
 # ---------------------------------------------------------------------------------- kernels
@@ -627,9 +632,10 @@ def runs(fmt: Format, db: Optional[Path]) -> None:
 @run_argument
 @fmt_option
 @option("--limit", type=int, min=0, help="Show at most this many launches (table only).", show_default=False)
+@wide_option
 @db_option
 @handles_errors
-def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path]) -> None:
+def kernels(run_ref: str, fmt: Format, limit: Optional[int], wide: bool, db: Optional[Path]) -> None:
     """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
@@ -638,7 +644,7 @@ def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path])
         return
     counts = r.count_by_kind() if fmt is Format.table else {}
     render.kernels(r, r.iter_kernels(), fmt.value, limit=limit,
-                   memory_ops=counts.get("memcpy", 0) + counts.get("memset", 0))
+                   memory_ops=counts.get("memcpy", 0) + counts.get("memset", 0), wide=wide)
 
 
 # ---------------------------------------------------------------------------------- summary
@@ -647,13 +653,15 @@ def kernels(run_ref: str, fmt: Format, limit: Optional[int], db: Optional[Path])
 @fmt_option
 @option("--top", type=int, default=10, min=0, help="How many kernels to list by time.")
 @option("--module-depth", type=int, default=2, min=1, help="Levels of the module tree in the by-module table (a list's index counts with its name: model.layers.0 is 2); deeper modules' time rolls up into them.")
+@wide_option
 @db_option
 @handles_errors
-def summary(run_ref: str, fmt: Format, top: int, module_depth: int, db: Optional[Path]) -> None:
+def summary(run_ref: str, fmt: Format, top: int, module_depth: int, wide: bool, db: Optional[Path]) -> None:
     """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision and by module."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
-    render.summary(r, r.summary(top=top, module_depth=module_depth), fmt.value)
+    render.summary(r, r.summary(top=top, module_depth=module_depth), fmt.value,
+                   caveats=r.caveats() if fmt is Format.table else None, wide=wide)
     if fmt is Format.table:
         render.findings(r.findings())
 
@@ -662,13 +670,14 @@ def summary(run_ref: str, fmt: Format, top: int, module_depth: int, db: Optional
 @app.command("ranges")
 @run_argument
 @fmt_option
+@wide_option
 @db_option
 @handles_errors
-def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
+def ranges(run_ref: str, fmt: Format, wide: bool, db: Optional[Path]) -> None:
     """Per NVTX range: kernels launched in it, their GPU time, wall time, other threads' kernels."""
     from . import render  # here, not at the top: --help need not pay for it
     r = _open(db).run(run_ref)
-    render.ranges(r, r.range_rows(), fmt.value)
+    render.ranges(r, r.range_rows(), fmt.value, wide=wide)
 
 
 # ---------------------------------------------------------------------------------- diff, compare
@@ -681,15 +690,16 @@ def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
 @threshold_option
 @option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)
 @switch("--all", "all_rows", help="Show unchanged rows too (table only).")
+@wide_option
 @db_option
 @handles_errors
 def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, limit: Optional[int], all_rows: bool,
-          db: Optional[Path]) -> None:
+          wide: bool, db: Optional[Path]) -> None:
     """What changed from RUN_A to RUN_B: kernels added, removed, faster or slower; tensor-core share; fusions."""
     from . import render  # here, not at the top: --help need not pay for it
 
     d = _open(db).diff(run_a, run_b, match=match.value, threshold_pct=threshold)
-    render.diff(d, fmt.value, limit=limit, show_same=all_rows)
+    render.diff(d, fmt.value, limit=limit, show_same=all_rows, wide=wide)
 
 
 @app.command("compare")
@@ -701,10 +711,11 @@ def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, l
 @run_options("compare")
 @fmt_option
 @switch("--report/--no-report", help=REPORT_HELP, default=True)
+@wide_option
 @db_option
 @handles_errors
 def compare(workload: str, modes: str, precisions: str, match: Match, threshold: float, options: dict[str, Any],
-            fmt: Format, report: bool, db: Optional[Path]) -> None:
+            fmt: Format, report: bool, wide: bool, db: Optional[Path]) -> None:
     """Profile a workload in several modes or precisions, show what changed against the first, and write
     each variant's side-by-side HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -719,7 +730,7 @@ def compare(workload: str, modes: str, precisions: str, match: Match, threshold:
         cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
                          threshold_pct=threshold, db=db or _state["db"], **options,
                          progress=Progress(on_stage=status.update, on_note=on_note))
-    render.compare(cmp, fmt.value)
+    render.compare(cmp, fmt.value, wide=wide)
     if report:
         for path in cmp.write_reports():
             render.report_written(path, stderr=fmt is not Format.table)
@@ -829,10 +840,11 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
 @fmt_option
 @switch("--list", "list_", help="List the stored benchmarks instead of running one.")
 @option("--show", type=int, metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)
+@wide_option
 @db_option
 @handles_errors
 def bench(workload: Optional[str], precisions: str, modes: str, options: dict[str, Any], fmt: Format, list_: bool,
-          show: Optional[int], db: Optional[Path]) -> None:
+          show: Optional[int], wide: bool, db: Optional[Path]) -> None:
     """Time a workload in each precision and mode, and print the grid of modes x precisions: median time
     per iteration and its spread, items/s, peak GPU memory, agreement with fp32 eager.
 
@@ -847,9 +859,9 @@ def bench(workload: Optional[str], precisions: str, modes: str, options: dict[st
             raise UsageError("--list and --show read stored benchmarks: give either alone, with no WORKLOAD")
         database = _open(db)
         if list_:
-            render.benches(database.benches(), fmt.value)
+            render.benches(database.benches(), fmt.value, wide=wide)
         elif show is not None:
-            render.bench(database.bench(show), fmt.value)
+            render.bench(database.bench(show), fmt.value, wide=wide)
         return
     if workload is None:
         raise UsageError("give the WORKLOAD to benchmark (see profkit workloads), or --list")
@@ -863,7 +875,7 @@ def bench(workload: Optional[str], precisions: str, modes: str, options: dict[st
 
         done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), db=db or _state["db"], **options,
                         progress=Progress(on_stage=status.update, on_note=on_note))
-    render.bench(done, fmt.value)
+    render.bench(done, fmt.value, wide=wide)
     if not done.ok:
         failed = [r for r in done.rows if r.status != "ok" and not r.reference_only]
         _err(f"profkit: error: {len(failed)} of {sum(not r.reference_only for r in done.rows)} combinations failed "

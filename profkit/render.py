@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TextIO, Union
 
 from .errors import name_params
@@ -54,16 +54,16 @@ def _rich_console(stderr: bool, width: int | None = None) -> RichConsole:
     return _Console(stderr=stderr, width=width)
 
 
-def console(stderr: bool = False) -> Console:
-    """A rich console that cuts nothing when its stream is not a terminal, and lets a closed
-    pipe end the command as the CLI ends it (rich's own way exits 1). Where rich would see no
-    terminal, a PlainConsole, which makes the rich one only if something but a plain table is
-    printed."""
+def console(stderr: bool = False, wide: bool = False) -> Console:
+    """A rich console that cuts nothing when its stream is not a terminal (or ``wide``: the
+    tables' --wide), and lets a closed pipe end the command as the CLI ends it (rich's own way
+    exits 1). Where rich would see no terminal, a PlainConsole, which makes the rich one only
+    if something but a plain table is printed."""
     stream = sys.stderr if stderr else sys.stdout
     if _surely_no_terminal(stream):
         return PlainConsole(stderr)
     c = _rich_console(stderr)
-    if not c.is_terminal:
+    if wide or not c.is_terminal:
         c = _rich_console(stderr, width=UNLIMITED_WIDTH)
     return c
 
@@ -269,6 +269,130 @@ class Table:
         return width - 2, options.get("justify", "left")
 
 
+# ---------------------------------------------------------------------------------- fitting a table to its room
+@dataclass(frozen=True)
+class Col:
+    """A column of a table laid out by ``print_table``. ``cut``: how a cell too long for the
+    room is shortened: None (never: numbers, verdicts, run names), "middle" (a kernel or
+    operator name: its start and its end, where templates and tile sizes tell two kernels
+    apart, stay), "start" (a module path: its end says most), "end" (a date). A cut column
+    keeps at least ``least`` characters and takes its ``share`` of the room left. ``drop``
+    (text such as a GPU's name): where even the least of every column does not fit, the
+    column with the highest ``drop`` goes first, and a line under the table names it. ``key``
+    columns (a row's name, its id) are repeated where a table must be split in two to fit."""
+
+    header: str
+    justify: str = "left"
+    cut: str | None = None
+    least: int = 12
+    share: int = 1
+    drop: int = 0
+    key: bool = False
+
+
+def room(c: Console) -> int | None:
+    """The columns a table may take on ``c``: the terminal's width (rich's: $COLUMNS where set,
+    else the window's), or None where nothing is cut (not a terminal, or --wide). The one place
+    that decides how wide profkit's tables are."""
+    return c.width if fits(c) else None
+
+
+def cut_text(text: str, width: int, how: str | None) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis where ``how`` says (see Col.cut)."""
+    if how is None or len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if how == "start":
+        return "…" + text[len(text) - width + 1:]
+    if how == "end":
+        return text[:width - 1] + "…"
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
+
+
+def _least(col: Col, natural: int) -> int:
+    return natural if col.cut is None else min(natural, max(col.least, len(col.header)))
+
+
+def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]],
+            width: int) -> tuple[list[list[int]], list[list[int]], list[int]]:
+    """Which columns each part of the table shows (a list of column indices per part: one part
+    where everything fits), each part's column widths, and the columns dropped."""
+    natural = [max([len(col.header)] + [len(r[i]) for r in rows]) for i, col in enumerate(cols)]
+    shown = list(range(len(cols)))
+
+    def need(idx: Sequence[int]) -> int:
+        return sum(_least(cols[i], natural[i]) + 2 for i in idx)
+
+    dropped = []
+    for i in sorted((i for i, col in enumerate(cols) if col.drop), key=lambda i: -cols[i].drop):
+        if need(shown) <= width:
+            break
+        shown.remove(i)
+        dropped.append(i)
+    # Where even that does not fit, the table is shown in parts, each with the key columns.
+    parts = [shown]
+    if need(shown) > width:
+        keys = [i for i in shown if cols[i].key]
+        # a part keeps a third of the width for the names it repeats (not just their least)
+        named = sum(max(_least(cols[i], natural[i]), min(natural[i], width // 3)) - _least(cols[i], natural[i])
+                    for i in keys if cols[i].cut)
+        parts = [list(keys)]
+        for i in shown:
+            if i in keys:
+                continue
+            if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) + named > width:
+                parts.append(list(keys))
+            parts[-1].append(i)
+    layouts = []
+    for part in parts:  # the room left goes to the cut columns, by share, up to what they need
+        widths = [_least(col, n) for col, n in zip(cols, natural)]
+        layouts.append(widths)
+        spare = width - need(part)
+        while spare > 0:
+            hungry = [i for i in part if cols[i].cut and widths[i] < natural[i]]
+            if not hungry:
+                break
+            shares = sum(cols[i].share for i in hungry)
+            given = 0
+            for i in hungry:
+                more = min(natural[i] - widths[i], max(1, spare * cols[i].share // shares), spare - given)
+                widths[i] += more
+                given += more
+            spare -= given
+    return parts, layouts, dropped
+
+
+def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], title: str | None = None,
+                title_left: bool = False) -> None:
+    """A table of plain-text cells, laid out to the room ``c`` gives (``room``): every column
+    without ``cut`` whole, the cut ones sharing what is left and cut as they say; columns
+    dropped or the table split in parts only where the whole columns alone do not fit. Where
+    there is no limit (piped, --wide) every cell is whole."""
+    width = room(c)
+    if width is None:
+        t = table(c, title, title_left)
+        for col in cols:
+            t.add_column(col.header, justify=col.justify, no_wrap=True)
+        for r in rows:
+            add_row(t, *r)
+        c.print(t)
+        return
+    parts, layouts, dropped = _layout(cols, rows, width)
+    for n, (part, widths) in enumerate(zip(parts, layouts)):
+        t = table(c, title if n == 0 else None, title_left)
+        for i in part:
+            t.add_column(cols[i].header, justify=cols[i].justify, no_wrap=True)
+        for r in rows:
+            add_row(t, *(cut_text(r[i], widths[i], cols[i].cut) for i in part))
+        c.print(t)
+    if dropped:
+        c.print(Text(f"(not shown at {width} columns: {', '.join(cols[i].header for i in dropped)}; "
+                     "--wide shows every column)"))
+
+
 def escape(text: str) -> str:
     """Text (a path, a GPU's or workload's name) safe to print through rich markup."""
     if "[" not in text and "\\" not in text:  # nothing rich's escape would change
@@ -282,11 +406,12 @@ EVIDENCE_WORDS = {"metrics": "counters", "name": "kernel names", "dtypes": "oper
 
 
 def evidence_line(s: Any) -> str:
-    """What decided the precision, as shares of the run's time (and launches): ``precision
-    decided by counters 30.7% of the time (12 launches), kernel names 57.1% (80), ...``."""
+    """What decided the precision, as shares of the run's time (and launches; a CPU run's
+    operator calls): ``precision decided by counters 30.7% of the time (12 launches), ...``."""
     total = sum(s.time_by_evidence_ns.values()) or 1
+    unit = "calls" if getattr(s, "activity", None) == "cpu_op" else "launches"
     parts = [f"{EVIDENCE_WORDS.get(k, k)} {100 * ns / total:.1f}%" + (" of the time" if i == 0 else "")
-             + f" ({s.evidence.get(k, 0):,} launches)" for i, (k, ns) in enumerate(s.time_by_evidence_ns.items())]
+             + f" ({s.evidence.get(k, 0):,} {unit})" for i, (k, ns) in enumerate(s.time_by_evidence_ns.items())]
     return "precision decided by " + ", ".join(parts)
 
 
@@ -345,7 +470,7 @@ def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None
 
 
 # ---------------------------------------------------------------------------------- runs
-def runs(records: Sequence[RunRecord], fmt: str) -> None:
+def runs(records: Sequence[RunRecord], fmt: str, wide: bool = False) -> None:
     rows = [{k: getattr(r, k) for k in RUN_LIST_FIELDS} for r in records]
     if fmt == "json":
         write_json(rows)
@@ -353,27 +478,29 @@ def runs(records: Sequence[RunRecord], fmt: str) -> None:
     if fmt == "csv":
         write_csv(rows, RUN_LIST_FIELDS)
         return
-    c = console()
+    c = console(wide=wide)
     if not records:
         c.print("no runs yet: try `profkit run vgg16` or `profkit import REPORT.ncu-rep`")
         return
-    t = table(c)
-    for col in ("id", "name", "source", "workload", "prec", "mode", "tool", "gpu", "kernels", "time", "finished"):
-        t.add_column(col, justify="right" if col in ("id", "kernels", "time") else "left",
-                     no_wrap=col != "gpu" or not fits(c))
+    # A run's name whole (it is typed next); its figures whole; the words about it cut or left out.
+    cols = [Col("id", "right", key=True), Col("name", key=True), Col("source", cut="end", least=6, drop=6),
+            Col("workload", cut="middle", least=8, drop=2), Col("prec"), Col("mode", cut="end", least=5, drop=3),
+            Col("tool", drop=4), Col("gpu", cut="middle", least=8, drop=5), Col("kernels", "right"),
+            Col("time", "right"), Col("finished", drop=7)]
+    body = []
     for r in records:
         cpu = r.activity == "cpu_op"
         name = r.name if r.status in (None, "ok") else f"{r.name} ({r.status})"
-        add_row(t, str(r.id), name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
-                  r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
-                  f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
-                  fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19 if fits(c) else None])
-    c.print(t)
+        body.append([str(r.id), name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
+                     r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
+                     f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
+                     fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19 if fits(c) else None]])
+    print_table(c, cols, body)
 
 
 # ---------------------------------------------------------------------------------- kernels
 def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int | None = None,
-            memory_ops: int = 0) -> None:
+            memory_ops: int = 0, wide: bool = False) -> None:
     """A run's kernel table (rows with KERNEL_FIELDS, as the store yields them). JSON and CSV
     are streamed, one launch at a time."""
     if fmt == "json":
@@ -382,65 +509,49 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     if fmt == "csv":
         write_csv(rows, KERNEL_FIELDS)
         return
-    c = console()
+    c = console(wide=wide)
     cpu = run.activity == "cpu_op"
     what = "CPU operator calls (self time)" if cpu else "kernel launches"
     title = f"{run.name}: {run.kernel_count} {what}" + (f" and {memory_ops} memcpy/memset" if memory_ops else "")
-    t = table(c, title)
     # A table is built whole before it is printed (a huge run's would take minutes and GBs): at
     # most ``cap`` rows, read first, so that their attribution picks the columns.
     cap = limit if limit is not None else TABLE_MAX
     shown_rows = list(itertools.islice(rows, cap))
     where = not cpu and any(r["module"] is not None or r["op"] or r["shapes"] for r in shown_rows)
+    # Every figure and verdict whole; the names share the rest, cut in the middle (a module
+    # path at its start: its end says most).
+    n = Col("#", "right", key=True)
     if cpu:
-        fixed = {"#": 4, "self time": 11, "input types": 24, "prec": 7, "evidence": 8}
-        cols: tuple[str, ...] = ("#", "operator", "self time", "input types", "range", "prec", "evidence")
-        shared = {"operator": 2, "range": 1}
+        cols = [n, Col("operator", cut="middle", least=20, share=3, key=True), Col("self time", "right"),
+                Col("input types", cut="middle", least=8, share=2), Col("range", cut="middle", least=10, drop=1),
+                Col("prec"), Col("evidence")]
     elif where:
         # Where each kernel came from: module, operator, its input shapes and types, phase
         # (a run with attribution: profkit run records it); the kernel by its short name.
-        fixed = {"#": 4, "duration": 11, "ph": 3, "prec": 7, "TC": 3}
-        cols = ("#", "kernel", "duration", "module", "op", "shapes", "types", "ph", "prec", "TC")
-        shared = {"kernel": 5, "module": 6, "op": 3, "shapes": 4, "types": 2}
+        cols = [n, Col("kernel", cut="middle", share=5, key=True), Col("duration", "right"),
+                Col("module", cut="start", least=8, share=6), Col("op", cut="middle", least=6, share=3),
+                Col("shapes", cut="middle", least=10, share=4, drop=1), Col("types", cut="middle", least=8, share=2),
+                Col("ph"), Col("prec"), Col("TC")]
     else:
-        fixed = {"#": 4, "duration": 11, "grid": 12, "block": 11, "prec": 7, "TC": 3, "evidence": 8}
-        cols = ("#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence")
-        shared = {"kernel": 2, "range": 1}
-    right = ("#", "duration", "self time")
-    if fits(c):
-        # Everything but the names keeps its full width; the names share the rest.
-        digits = len(str(max(0, (run.kernel_count or 1) - 1)))
-        fixed["#"] = max(fixed["#"], digits)
-        spare = max(16 * len(shared) if not where else 40, c.width - sum(fixed.values()) - 2 * len(cols))
-        keep = {"#": digits, "prec": 4, "TC": 3, "ph": 3}  # never squeezed
-        parts = sum(shared.values())
-        widths = {**fixed, **{col: spare * n // parts for col, n in shared.items()}}
-        for col in cols:
-            t.add_column(col, justify="right" if col in right else "left",
-                         overflow="ellipsis", no_wrap=True, max_width=widths[col],
-                         min_width=keep.get(col, min(widths[col], len(col))))
-    else:
-        for col in cols:
-            t.add_column(col, justify="right" if col in right else "left", no_wrap=True)
+        cols = [n, Col("kernel", cut="middle", share=3, key=True), Col("duration", "right"), Col("grid"),
+                Col("block"), Col("range", cut="middle", least=10, drop=1), Col("prec"), Col("TC"), Col("evidence")]
+    body = []
     for r in shown_rows:
         if cpu:
-            add_row(t, str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
-                    r["nvtx_range"] or "-", r["precision"], r["evidence"])
+            body.append([str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
+                         r["nvtx_range"] or "-", r["precision"], r["evidence"]])
         elif where:
             module = r["module"]
-            module = "-" if module is None else "(model)" if module == "" else module
-            if fits(c) and len(module) > widths["module"]:  # a path's end says most: cut its start
-                module = "…" + module[len(module) - widths["module"] + 1:]
             # the kernel's short name (its function's): the whole one is in --format json or csv
-            add_row(t, str(r["launch_id"]), r["short_name"] or r["name"].removeprefix("void "),
-                    fmt_ns(r["duration_ns"]), module,
-                    (r["op"] or "-").replace("aten::", ""), r["shapes"] or "-", _short_types(r["input_types"]),
-                    PHASE_SHORT.get(r["phase"] or "", "-"), r["precision"], _tc(r["tensor_core"]))
+            body.append([str(r["launch_id"]), r["short_name"] or r["name"].removeprefix("void "),
+                         fmt_ns(r["duration_ns"]), "-" if module is None else "(model)" if module == "" else module,
+                         (r["op"] or "-").replace("aten::", ""), r["shapes"] or "-", _short_types(r["input_types"]),
+                         PHASE_SHORT.get(r["phase"] or "", "-"), r["precision"], _tc(r["tensor_core"])])
         else:
-            add_row(t, str(r["launch_id"]), r["name"].removeprefix("void "), fmt_ns(r["duration_ns"]),
-                    _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
-                    _tc(r["tensor_core"]), r["evidence"])
-    c.print(t)
+            body.append([str(r["launch_id"]), r["name"].removeprefix("void "), fmt_ns(r["duration_ns"]),
+                         _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
+                         _tc(r["tensor_core"]), r["evidence"]])
+    print_table(c, cols, body, title)
     shown = len(shown_rows)
     total = (run.kernel_count or 0) + memory_ops
     if limit is None and shown < total:
@@ -459,7 +570,10 @@ def _short_types(types: str | None) -> str:
 
 
 # ---------------------------------------------------------------------------------- summary
-def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> None:
+def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
+            caveats: Mapping[str, str] | None = None, wide: bool = False) -> None:
+    """A run's summary; ``caveats`` (``Run.caveats()``, what the report prints beside its
+    figures) each on a line of its own under the headline."""
     if fmt == "json":
         write_json(s.to_dict())
         return
@@ -467,7 +581,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
         write_csv([{"precision": p, "gpu_time_ns": ns, "kernels": s.kernels_by_precision.get(p, 0)}
                    for p, ns in s.time_by_precision_ns.items()], ["precision", "gpu_time_ns", "kernels"])
         return
-    c = c or console()
+    c = c or console(wide=wide)
     from .workloads import option_labels
 
     options = option_labels(run.info.options)
@@ -489,25 +603,21 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None) -> N
     c.print(Text(evidence_line(s)))
     if s.memory_ops:
         c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
-    t = table(c)
-    t.add_column("precision")
-    t.add_column("calls" if cpu else "launches", justify="right")
-    t.add_column("CPU time" if cpu else "GPU time", justify="right")
-    t.add_column("share", justify="right")
-    for p, ns in s.time_by_precision_ns.items():
-        share = 100.0 * ns / s.gpu_time_ns if s.gpu_time_ns else 0.0
-        add_row(t, p, str(s.kernels_by_precision.get(p, 0)), fmt_ns(ns), f"{share:.1f}%")
-    c.print(t)
+    for text in (caveats or {}).values():
+        c.print(Text(f"caveat: {text}"))
+    print_table(c, [Col("precision"), Col("calls" if cpu else "launches", "right"),
+                    Col("CPU self time" if cpu else "GPU time", "right"), Col("share", "right")],
+                [[p, str(s.kernels_by_precision.get(p, 0)), fmt_ns(ns),
+                  f"{100.0 * ns / s.gpu_time_ns if s.gpu_time_ns else 0.0:.1f}%"]
+                 for p, ns in s.time_by_precision_ns.items()])
     if s.top_kernels:
-        k = table(c, "top operators by CPU self time" if cpu else "top kernels by GPU time", title_left=True)
-        for col in ("operator" if cpu else "kernel", "calls" if cpu else "launches", "time", "share", "prec", "TC"):
-            name_col = col in ("kernel", "operator")
-            k.add_column(col, justify="right" if col in ("launches", "calls", "time", "share") else "left",
-                         max_width=max(30, min(70, c.width - 40)) if name_col and fits(c) else None,
-                         overflow="ellipsis", no_wrap=True)
-        for r in s.top_kernels:
-            add_row(k, r.name, str(r.launches), fmt_ns(r.total_ns), f"{r.pct:.1f}%", r.precision or "-", _tc(r.tensor_core))
-        c.print(k)
+        # A CPU run's operators have no tensor cores: no TC column.
+        cols = [Col("operator" if cpu else "kernel", cut="middle", share=1, key=True),
+                Col("calls" if cpu else "launches", "right"), Col("time", "right"), Col("share", "right"),
+                Col("prec"), *([] if cpu else [Col("TC")])]
+        print_table(c, cols, [[r.name, str(r.launches), fmt_ns(r.total_ns), f"{r.pct:.1f}%", r.precision or "-",
+                               *([] if cpu else [_tc(r.tensor_core)])] for r in s.top_kernels],
+                    "top operators by CPU self time" if cpu else "top kernels by GPU time", title_left=True)
     if s.ranks is not None:
         ranks(s.ranks, c)
     if not cpu:
@@ -547,24 +657,21 @@ def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
 
         c.print(Text(f"by module: {no_attribution(run)}"))
         return
-    t = table(c, f"GPU time by module (depth {view.depth}; --module-depth N for more or fewer levels)",
-              title_left=True)
-    for col in ("module", "type", "launches", "time", "share", "precision", "TC of matrix", "phase"):
-        t.add_column(col, justify="right" if col in ("launches", "time", "share", "TC of matrix") else "left",
-                     max_width={"module": 36, "type": 16, "precision": 24}.get(col) if fits(c) else None,
-                     overflow="ellipsis", no_wrap=True)
+    cols = [Col("module", cut="start", least=14, share=2, key=True), Col("type", cut="middle", least=8, drop=1),
+            Col("launches", "right"), Col("time", "right"), Col("share", "right"), Col("precision"),
+            Col("TC of matrix", "right"), Col("phase")]
     rows = view.rows
     shown = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
-    for r in shown:
-        add_row(t, _module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns),
-                f"{r.time_pct:.1f}%", _mix(r.time_by_precision_ns, r.time_ns),
-                "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%",
-                _phases(r.time_by_phase_ns, r.time_ns))
+    body = [[_module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns), f"{r.time_pct:.1f}%",
+             _mix(r.time_by_precision_ns, r.time_ns),
+             "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%",
+             _phases(r.time_by_phase_ns, r.time_ns)] for r in shown]
     rest = rows[len(shown):]
     if rest:
-        add_row(t, f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
-                fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "", "", "")
-    c.print(t)
+        body.append([f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
+                     fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "", "", ""])
+    print_table(c, cols, body, f"GPU time by module (depth {view.depth}; --module-depth N for more or fewer levels)",
+                title_left=True)
 
 
 # ---------------------------------------------------------------------------------- ranks
@@ -630,7 +737,7 @@ def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> 
 
 
 # ---------------------------------------------------------------------------------- ranges
-def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
+def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str, wide: bool = False) -> None:
     out = [{k: r[k] for k in RANGE_FIELDS} for r in rows]  # type: ignore[literal-required]
     if fmt == "json":
         write_json(out)
@@ -638,12 +745,12 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
     if fmt == "csv":
         write_csv(out, RANGE_FIELDS)
         return
-    c = console()
+    c = console(wide=wide)
     if not rows:
         c.print(f"{run.name} has no ranges")
         return
     ranked = any(r.get("rank") is not None for r in rows)
-    c.print(_ranges_table(c, run, rows, ranked))
+    _ranges_table(c, run, rows, ranked)
     if ranked:
         from .analyze.ranks import iteration_skew
 
@@ -661,19 +768,15 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str) -> None:
         c.print("ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch.")
 
 
-def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: bool) -> Table:
+def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: bool) -> None:
     """One row per range, nested by depth; a CPU run's ranges count operators, a GPU run's
     kernels, GPU operations and other threads' kernels."""
     cpu = run.activity == "cpu_op"
-    t = table(c, f"{run.name}: {len(rows)} ranges", title_left=True)
-    heads = [*(["rank"] if ranked else []), "range", "thread", "wall", "ops" if cpu else "kernels",
-             "CPU time" if cpu else "GPU time"]
-    if not cpu:
-        heads[4:4] = ["GPU ops"]
-        heads.append("other threads")
-    for col in heads:
-        t.add_column(col, justify="left" if col == "range" else "right", overflow="ellipsis", no_wrap=True,
-                     max_width=max(30, c.width - 60) if col == "range" and fits(c) else None)
+    cols = [*([Col("rank", "right", key=True)] if ranked else []), Col("range", cut="middle", least=16, key=True),
+            Col("thread", "right"), Col("wall", "right"), Col("ops" if cpu else "kernels", "right"),
+            *([] if cpu else [Col("GPU ops", "right")]), Col("CPU self time" if cpu else "GPU time", "right"),
+            *([] if cpu else [Col("other threads", "right")])]
+    body = []
     for r in rows:
         cells = [*([str(r["rank"]) if r.get("rank") is not None else "-"] if ranked else []),
                  "  " * (r["depth"] or 0) + (r["name"] or ""), str(r["thread_id"] or "-"), fmt_ns(r["wall_ns"]),
@@ -683,14 +786,15 @@ def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: 
         cells.append(fmt_ns(r["gpu_time_ns"]))
         if not cpu:
             cells.append("-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"]))
-        add_row(t, *cells)
-    return t
+        body.append(cells)
+    print_table(c, cols, body, f"{run.name}: {len(rows)} ranges", title_left=True)
 
 
 # ---------------------------------------------------------------------------------- run, import, workloads
-def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str) -> None:
+def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str,
+             caveats: Mapping[str, str] | None = None) -> None:
     c = console()
-    summary(run, s, "table", c)
+    summary(run, s, "table", c, caveats=caveats)
     size = run.info.report_bytes
     traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
     if report and traces > 1:  # rank 0's trace, with the others beside it
@@ -743,20 +847,28 @@ def _by_precision(times: dict[str, float], total: float) -> str:
     return ", ".join(f"{p} {100 * t / total:.0f}%" for p, t in times.items() if total and t) or "-"
 
 
+def cpu_diff(d: Diff) -> bool:
+    """Whether a diff lines up CPU operators (CPU runs): its words are then CPU words."""
+    return any(r.kind == "cpu_op" for r in d.rows)
+
+
 def headline(d: Diff) -> list[str]:
     """The lines that say what changed between A and B, in words."""
     from .analyze.matrix import describe_change
 
     t = d.totals
     per = " per iteration" if t.per_iteration else ""
+    cpu = cpu_diff(d)  # CPU operators: their calls and self time, and no tensor cores
+    calls, clock = ("operator calls", "CPU self time") if cpu else ("launches", "GPU time")
     lines = [
         f"A = {d.run_a} ({t.tool_a}), B = {d.run_b} ({t.tool_b}), matched by {d.match}"
         + (f", per iteration (A {t.iterations_a}, B {t.iterations_b})" if t.per_iteration else ""),
-        f"launches{per}: {_n(t.kernels_a)} -> {_n(t.kernels_b)}; GPU time{per}: {fmt_ns(t.gpu_time_a_ns)} -> "
+        f"{calls}{per}: {_n(t.kernels_a)} -> {_n(t.kernels_b)}; {clock}{per}: {fmt_ns(t.gpu_time_a_ns)} -> "
         f"{fmt_ns(t.gpu_time_b_ns)}"
         + (f" ({100 * (t.gpu_time_b_ns - t.gpu_time_a_ns) / t.gpu_time_a_ns:+.1f}%)" if t.gpu_time_a_ns else ""),
-        *filter(None, [describe_change(t.matrix_work_a, t.matrix_work_b)]),
-        f"tensor-core share of GPU time: {t.tensor_core_time_pct_a:.1f}% -> {t.tensor_core_time_pct_b:.1f}%",
+        *filter(None, [None if cpu else describe_change(t.matrix_work_a, t.matrix_work_b)]),
+        *([] if cpu else
+          [f"tensor-core share of GPU time: {t.tensor_core_time_pct_a:.1f}% -> {t.tensor_core_time_pct_b:.1f}%"]),
         f"time by precision: {_by_precision(t.time_by_precision_a_ns, t.gpu_time_a_ns)} -> "
         f"{_by_precision(t.time_by_precision_b_ns, t.gpu_time_b_ns)}",
         "rows: " + ", ".join(f"{n} {s}" for s, n in asdict(t.status).items())
@@ -785,27 +897,33 @@ def _signed_ns(x: float) -> str:
     return ("+" if x > 0 else "-" if x < 0 else "") + fmt_ns(abs(x))
 
 
-def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -> None:
+def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, wide: bool = False) -> None:
     if fmt == "json":
         write_json(d.to_dict())
         return
     if fmt == "csv":
         write_csv(({**asdict(r)} for r in d.rows), DIFF_CSV_FIELDS)
         return
-    c = console()
+    c = console(wide=wide)
     for line in headline(d):
         c.print(Text(line))
     rows = [r for r in d.rows if show_same or r.status != "same"]
     hidden = len(d.rows) - len(rows)
-    t = table(c)
     by_module = d.match == "module"
-    name_col = {"exact": "kernel", "family": "work", "op": "operator", "module": "module"}[d.match]
+    cpu = cpu_diff(d)
+    name_col = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator",
+                "module": "module"}[d.match]
+    # Every figure and verdict whole; the name takes what is left, cut in the middle (a
+    # module's path at its start: its end says most).
+    name = Col(name_col, cut="start" if by_module else "middle", least=16, key=True)
     if by_module:  # a module's main precision and the tensor-core coverage of its matrix work
-        cols = ["status", name_col, "time A", "time B", "delta", "prec A->B", "TC matrix A->B"]
+        cols = [Col("status"), name, Col("time A", "right"), Col("time B", "right"), Col("delta", "right"),
+                Col("prec A->B"), Col("TC matrix A->B", "right")]
     else:
-        cols = ["status", name_col, "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"]
+        cols = [Col("status"), name, Col("calls A->B", "right"), Col("time A", "right"), Col("time B", "right"),
+                Col("delta", "right"), Col("prec A->B"), *([] if cpu else [Col("TC A->B", "right")])]
     if d.match not in ("exact", "module"):
-        cols.append("variants A/B")
+        cols.append(Col("variants A/B", "right"))
     body = []
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
@@ -820,31 +938,18 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False) -
             cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
                      fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
                      f"{r.precision_a or '-'}->{r.precision_b or '-'}",
-                     f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]
+                     *([] if cpu else [f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"])]
         if d.match not in ("exact", "module"):
             cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
         body.append(cells)
-    # Every column but the name keeps its whole width; the name takes what is left.
-    widths = [max([len(col)] + [len(b[i]) for b in body]) for i, col in enumerate(cols)]
-    spare = max(20, c.width - sum(w for i, w in enumerate(widths) if i != 1) - 2 * len(cols))
-    if by_module and fits(c):  # a path's end says most: cut its start
-        for cells in body:
-            if len(cells[1]) > spare:
-                cells[1] = "…" + cells[1][len(cells[1]) - spare + 1:]
-    for i, col in enumerate(cols):
-        t.add_column(col, justify="left" if col in ("status", name_col, "prec A->B") else "right", no_wrap=True,
-                     overflow="ellipsis", min_width=None if i == 1 else widths[i],
-                     max_width=spare if i == 1 and fits(c) else None)
-    for cells in body:
-        add_row(t, *cells)
-    c.print(t)
+    print_table(c, cols, body)
     shown = min(len(rows), limit) if limit is not None else len(rows)
     if hidden or shown < len(rows):
         c.print(Text(f"{shown} of {len(d.rows)} rows shown" + (f"; {hidden} unchanged rows hidden (--all shows them)"
                                                                    if hidden else "")))
 
 
-def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
+def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> None:
     if fmt == "json":
         write_json(cmp.to_dict())
         return
@@ -853,19 +958,23 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
                                        "removed", "changed", "fused_kernels", "matrix_tensor_core_pct",
                                        "matrix_time_ns", "matrix_undecided_time_ns"))
         return
-    c = console()
-    t = table(c, f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} (matched by {cmp.match})",
-              title_left=True)
-    for col in ("variant", "run", "launches", "GPU time", "TC of matrix work", "TC share", "by precision", "added",
-                "removed", "changed", "fused"):
-        t.add_column(col, justify="left" if col in ("variant", "run", "by precision") else "right", no_wrap=True)
+    c = console(wide=wide)
+    cpu = any(cpu_diff(d) for d in cmp.diffs)  # CPU operators: no tensor cores, CPU self time
+    cols = [Col("variant", key=True), Col("run", key=True), Col("calls" if cpu else "launches", "right"),
+            Col("CPU self time" if cpu else "GPU time", "right"),
+            *([] if cpu else [Col("TC of matrix work", "right"), Col("TC share", "right")]), Col("by precision"),
+            Col("added", "right"), Col("removed", "right"), Col("changed", "right"),
+            *([] if cpu else [Col("fused", "right")])]
+    body = []
     for v in cmp.variant_rows():
         matrix = "-" if v.matrix_time_ns is None else "none" if v.matrix_tensor_core_pct is None else (
             f"{v.matrix_tensor_core_pct:.1f}% of {fmt_ns(v.matrix_time_ns)}")
-        add_row(t, v.variant, v.run, _n(v.kernels), fmt_ns(v.gpu_time_ns), matrix, f"{v.tensor_core_time_pct:.1f}%",
-                v.by_precision, *("-" if x is None else str(x) for x in (v.added, v.removed, v.changed,
-                                                                          v.fused_kernels)))
-    c.print(t)
+        body.append([v.variant, v.run, _n(v.kernels), fmt_ns(v.gpu_time_ns),
+                     *([] if cpu else [matrix, f"{v.tensor_core_time_pct:.1f}%"]), v.by_precision,
+                     *("-" if x is None else str(x) for x in (v.added, v.removed, v.changed,
+                                                              *([] if cpu else [v.fused_kernels])))])
+    print_table(c, cols, body, f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} "
+                f"(matched by {cmp.match})", title_left=True)
     for label, d in zip(cmp.labels[1:], cmp.diffs):
         c.print(Text(f"\n{cmp.labels[0]} -> {label}", style="bold"))
         for line in headline(d)[1:]:
@@ -880,21 +989,20 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15) -> None:
     if not top:
         return
     per = any(d.totals.per_iteration for d in cmp.diffs)
-    w = table(c, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of {len(keys)})",
-              title_left=True)
-    w.add_column({"exact": "kernel", "family": "work", "op": "operator", "module": "module"}[cmp.match], no_wrap=True, overflow="ellipsis",
-                 max_width=max(30, c.width - 16 * len(cmp.labels)) if fits(c) else None)
-    for label in cmp.labels:
-        w.add_column(label, justify="right", no_wrap=True)
+    name = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator", "module": "module"}[cmp.match]
+    cols = [Col(name, cut="start" if cmp.match == "module" else "middle", least=16, key=True),
+            *(Col(label, "right") for label in cmp.labels)]
     by_key = [{(r.name, r.kind): r for r in d.rows} for d in cmp.diffs]
+    body = []
     for key in top:
         first = next((m[key] for m in by_key if key in m), None)
         cells = [key[0].removeprefix("void "), fmt_ns(first.time_a_ns) if first and first.calls_a else "-"]
         for m in by_key:
             row = m.get(key)
             cells.append(fmt_ns(row.time_b_ns) if row and row.calls_b else "-")
-        add_row(w, *cells)
-    c.print(w)
+        body.append(cells)
+    print_table(c, cols, body, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of "
+                f"{len(keys)})", title_left=True)
 
 
 def findings(found: Sequence[Finding]) -> None:
@@ -907,8 +1015,9 @@ def findings(found: Sequence[Finding]) -> None:
         c.print(Text(f"- {f.title}: {f.detail}"))
         for k in f.kernels[:3]:
             name = k.name.removeprefix("void ")
-            if fits(c):
-                name = name[: max(20, c.width - 40)] + ("…" if len(name) > max(20, c.width - 40) else "")
+            width = room(c)
+            if width is not None:  # a name's start and end tell two kernels apart
+                name = cut_text(name, max(20, width - 40), "middle")
             c.print(Text(f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): {name}"))
         c.print(Text(f"    try: {f.advice}"))
 
@@ -952,7 +1061,7 @@ def _bench_label(r: BenchRow) -> str:
     return f"{r.precision} {r.mode}" + (" (reference)" if r.reference_only else "")
 
 
-def bench(b: BenchRecord, fmt: str) -> None:
+def bench(b: BenchRecord, fmt: str, wide: bool = False) -> None:
     """A benchmark: the grid of median times (one row per mode, one column per precision),
     then one row per combination with its figures, then what failed and why agreement is n/a."""
     if fmt == "json":
@@ -961,12 +1070,12 @@ def bench(b: BenchRecord, fmt: str) -> None:
     if fmt == "csv":
         write_csv((r.to_dict() for r in b.rows), BENCH_CSV_FIELDS)
         return
-    c = console()
+    c = console(wide=wide)
     c.print(Text(_bench_heading(b)))
     c.print(Text("median time per iteration (± half the interquartile range), one row per mode:"))
-    c.print(_bench_grid(c, b))
+    _bench_grid(c, b)
     c.print(Text("each combination:"))
-    c.print(_bench_detail(c, b))
+    _bench_detail(c, b)
     notes = dict.fromkeys(r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a"))
     for note in notes:
         c.print(Text(f"agreement with fp32 eager: {note}"))
@@ -986,42 +1095,38 @@ def _bench_heading(b: BenchRecord) -> str:
             + (f" (benchmark {b.id})" if b.id is not None else ""))
 
 
-def _bench_grid(c: Console, b: BenchRecord) -> Table:
+def _bench_grid(c: Console, b: BenchRecord) -> None:
     """Modes x precisions: each combination's median (and spread), or its status."""
-    grid = table(c)
-    grid.add_column("mode", no_wrap=True)
-    for p in b.precisions:
-        grid.add_column(p, justify="right", no_wrap=True)
+    body = []
     for m in b.modes:
         cells = [m]
         for p in b.precisions:
             r = b.row(p, m)
             cells.append("-" if r is None else _bench_ms(r.median_ms, r.spread_ms) if r.status == "ok" else r.status)
-        add_row(grid, *cells)
-    return grid
+        body.append(cells)
+    print_table(c, [Col("mode", key=True), *(Col(p, "right") for p in b.precisions)], body)
 
 
-def _bench_detail(c: Console, b: BenchRecord) -> Table:
+def _bench_detail(c: Console, b: BenchRecord) -> None:
     """One row per combination with its figures."""
-    detail = table(c)
-    cols = ("combination", "median", "±", "min", "max", "items/s", "s/item", "peak MiB", "max abs diff", "top-1")
-    for col in cols:
-        detail.add_column(col, justify="left" if col == "combination" else "right", no_wrap=True)
+    cols = [Col("combination", key=True), *(Col(h, "right") for h in ("median", "±", "min", "max", "items/s",
+                                                                        "s/item", "peak MiB", "max abs diff", "top-1"))]
+    body = []
     for r in b.rows:
         if r.status != "ok":
-            add_row(detail, _bench_label(r), r.status, *("-" * (len(cols) - 2)))
+            body.append([_bench_label(r), r.status, *("-" * (len(cols) - 2))])
             continue
-        add_row(detail, _bench_label(r), _bench_ms(r.median_ms), _bench_ms(r.spread_ms).removesuffix(" ms"),
-                _bench_ms(r.min_ms), _bench_ms(r.max_ms),
-                "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
-                "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
-                "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
-                "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
-                "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%")
-    return detail
+        body.append([_bench_label(r), _bench_ms(r.median_ms), _bench_ms(r.spread_ms).removesuffix(" ms"),
+                     _bench_ms(r.min_ms), _bench_ms(r.max_ms),
+                     "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
+                     "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
+                     "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
+                     "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
+                     "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%"])
+    print_table(c, cols, body)
 
 
-def benches(records: Sequence[BenchRecord], fmt: str) -> None:
+def benches(records: Sequence[BenchRecord], fmt: str, wide: bool = False) -> None:
     """The stored benchmarks, one line each (``--format json``: each whole, rows included)."""
     if fmt == "json":
         write_json([b.to_dict() for b in records])
@@ -1032,18 +1137,17 @@ def benches(records: Sequence[BenchRecord], fmt: str) -> None:
     if fmt == "csv":
         write_csv(rows, BENCH_LIST_FIELDS)
         return
-    c = console()
+    c = console(wide=wide)
     if not records:
         c.print("no benchmarks yet: try `profkit bench resnet18 --device cpu --batch-size 1 --iters 5 --warmup 1`")
         return
-    t = table(c)
-    for col in ("id", "workload", "batch", "on", "precisions", "modes", "ok", "created"):
-        t.add_column(col, justify="right" if col in ("id", "batch", "ok") else "left", no_wrap=True)
-    for b, row in zip(records, rows):
-        add_row(t, str(b.id), b.workload, str(b.batch_size), "CPU" if b.device == "cpu" else (b.gpu_name or "GPU"),
-                ",".join(b.precisions), ",".join(b.modes), f"{row['combinations'] - row['failed']}/{row['combinations']}",
-                b.created_at[:19])
-    c.print(t)
+    cols = [Col("id", "right", key=True), Col("workload", key=True), Col("batch", "right"),
+            Col("on", cut="middle", least=8, drop=1), Col("precisions"), Col("modes"), Col("ok", "right"),
+            Col("created", drop=2)]
+    print_table(c, cols, [[str(b.id), b.workload, str(b.batch_size), "CPU" if b.device == "cpu" else (b.gpu_name or "GPU"),
+                           ",".join(b.precisions), ",".join(b.modes),
+                           f"{row['combinations'] - row['failed']}/{row['combinations']}", b.created_at[:19]]
+                          for b, row in zip(records, rows)])
 
 
 # ---------------------------------------------------------------------------------- sweep

@@ -43,6 +43,8 @@ NEW_OPTIONS = {"summary module_depth"}
 # A command added since the recording (issue 24: profkit check; tests/test_check.py checks it).
 NEW_OPTIONS |= {f"check {p}" for p in ("run_ref", "config", "min_coverage", "no_fp32_matrix", "max_finding", "baseline",
                                        "max_slowdown", "max_launches", "strict", "fmt", "junit_xml", "db", "help")}
+# Issue 24: --wide, a switch on every table command (tests/test_tables.py checks what it does).
+NEW_OPTIONS |= {f"{c} wide" for c in ("runs", "kernels", "summary", "ranges", "diff", "compare", "bench")}
 # A choice added since the recording (issue 23): --match module, listed in the messages too.
 NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 

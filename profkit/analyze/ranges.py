@@ -32,6 +32,28 @@ def launches_outside(iterations: list[RangeRow], kernel_count: int) -> int:
     return max(0, kernel_count - sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in iterations))
 
 
+def caveats(store: Store, run: RunRecord) -> dict[str, str]:
+    """What a run's headline figures and its ranges do not show by themselves, in sentences, by
+    where they belong: ``headline`` (work captured outside the measured iterations: a warm-up)
+    and ``ranges`` (kernels other threads launched while the ranges were open). The one source
+    of these caveats: the HTML report and ``profkit summary`` both print what this returns."""
+    out = {}
+    ranges = run_ranges(store, run)
+    tops = iteration_ranges(ranges)
+    outside = launches_outside(tops, run.kernel_count)
+    what = "operator calls" if run.activity == "cpu_op" else "kernel launches"
+    if tops and outside:
+        out["headline"] = (f"The capture also holds {outside:,} {what} outside its "
+                           f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
+                           "captured too); these figures count everything, as profkit summary does.")
+    others = sum(r["other_thread_kernels"] or 0 for r in ranges if r["depth"] == 0)
+    if others:
+        out["ranges"] = (f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "
+                         "launched while the ranges were open (autograd's backward pass, for one) are not in the "
+                         "ranges' figures; profkit ranges lists them.")
+    return out
+
+
 def run_ranges(store: Store, run: RunRecord) -> list[RangeRow]:
     rows = store.ranges(run.id)
     if rows:

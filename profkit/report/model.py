@@ -19,7 +19,7 @@ from ..analyze.findings import findings as run_findings
 from ..analyze.module_tree import module_tree
 from ..analyze.modules import attributed
 from ..analyze.matrix import MATRIX_FAMILIES, describe_change, matrix_detail, matrix_work, pct_text, tensor_core_pct
-from ..analyze.ranges import iteration_ranges, launches_outside, run_ranges
+from ..analyze.ranges import caveats, iteration_ranges, run_ranges
 from ..analyze.summary import summarize
 from ..analyze.throughput import throughput
 from ..formatting import fmt_ns
@@ -134,26 +134,6 @@ def range_times(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     paths = sorted(store.kernel_paths(run.id), key=lambda p: -p.gpu_time_ns)
     return [{"path": p.nvtx_path, "name": p.name, "kernels": p.kernels, "time_ns": p.gpu_time_ns}
             for p in paths[:RANGES_SHOWN]]
-
-
-def caveats(store: Store, run: RunRecord) -> dict[str, str]:
-    """What the headline and the range chart do not show by themselves: work captured outside
-    the measured iterations, and kernels other threads launched while the ranges were open."""
-    out = {}
-    ranges = run_ranges(store, run)
-    tops = iteration_ranges(ranges)
-    outside = launches_outside(tops, run.kernel_count)
-    what = "operator calls" if run.activity == "cpu_op" else "kernel launches"
-    if tops and outside:
-        out["headline"] = (f"The capture also holds {outside:,} {what} outside its "
-                           f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
-                           "captured too); these figures count everything, as profkit summary does.")
-    others = sum(r["other_thread_kernels"] or 0 for r in ranges if r["depth"] == 0)
-    if others:
-        out["ranges"] = (f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "
-                         "launched while the ranges were open (autograd's backward pass, for one) are not in these "
-                         "bars; profkit ranges lists them.")
-    return out
 
 
 def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
