@@ -34,7 +34,7 @@ PALETTE: dict[str, dict[str, str]] = {
     "ranks": {"compute": "#8F9BA8", "overlap": "#C3B5E3", "exposed": "#7F3B08"},
 }
 
-NEUTRAL: dict[str, str] = {"series": "#6B7785", "memory": "#3D4650", "accent": "#3B5BDB"}
+NEUTRAL: dict[str, str] = {"series": "#6B7785", "memory": "#3D4650", "accent": "#3B5BDB", "quiet": "#D3D7DC"}
 
 # What each key is called where a legend names it.
 LABELS: dict[str, dict[str, str]] = {

@@ -506,12 +506,15 @@
       return {label: k, data: [(pa[k] || 0) / 1e6, (pb[k] || 0) / 1e6], backgroundColor: precColor(k), stack: "t"}; }),
       {xTitle: "ms", stacked: true});
     var big = d.rows.slice().sort(function (x, y) { return Math.abs(y.delta_time_ns) - Math.abs(x.delta_time_ns); }).slice(0, 15);
-    var FASTER = C("change", "faster"), SLOWER = C("change", "slower");
-    bar("chart-vs-delta", big.map(function (r) { return cutMiddle(d.labels[r.__i], NARROW ? 28 : 48); }), [{label: "B − A (ms)",
+    // A row the diff calls the same (its time moved less than the threshold) is neither.
+    var colour = {faster: C("change", "faster"), slower: C("change", "slower"), same: C("neutral", "quiet")};
+    bar("chart-vs-delta", big.map(function (r) { return cutMiddle(d.labels[r.__i], NARROW ? 28 : 34); }), [{label: "B − A (ms)",
       data: big.map(function (r) { return r.delta_time_ns / 1e6; }),
-      backgroundColor: big.map(function (r) { return r.delta_time_ns > 0 ? SLOWER : FASTER; })}],
+      backgroundColor: big.map(function (r) { return colour[changeKey(r) || "same"]; })}],
       {indexAxis: "y", full: big.map(function (r) { return r.name + " (" + r.status + ")"; }), xTitle: "ms"});
-    legend("chart-vs-delta", [["faster in B (less time)", FASTER], ["slower in B (more time)", SLOWER]]);
+    var keys = ["faster", "slower", "same"].filter(function (k) { return big.some(function (r) { return (changeKey(r) || "same") === k; }); });
+    legend("chart-vs-delta", keys.map(function (k) {
+      return [{faster: "faster in B", slower: "slower in B", same: "within " + d.threshold_pct + "% (the same)"}[k], colour[k]]; }));
   }
 
   // ---------------------------------------------------------------- the index page
