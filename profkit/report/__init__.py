@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..records import RunRecord
     from ..store import Store
 
-__all__ = ["DEFAULT_DIR", "default_path", "write_index", "write_report"]
+__all__ = ["DEFAULT_DIR", "default_path", "side_by_side_pages", "write_index", "write_report"]
 
 INDEX = "index"  # the index page's name, index.html
 SEPARATOR = "+"  # in no run name (check_run_name): it joins a pair's names, and a run named index to its id
