@@ -72,9 +72,9 @@ def open_report(b: Any, path: Path, width: int = 1400, height: int = 900) -> Ope
     return opened
 
 
-def ready_page(b: Any, path: Path, height: int = 900) -> Any:
+def ready_page(b: Any, path: Path, height: int = 900, width: int = 1400) -> Any:
     """A report opened in ``b`` that raised no error, dialog or request and finished drawing."""
-    o = open_report(b, path, height=height)
+    o = open_report(b, path, width=width, height=height)
     assert o.errors == [] and o.dialogs == [] and o.requests == []
     assert o.page.get_attribute("body", "data-ready") == "1"
     return o.page

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..records import RunRecord
     from ..store import Store
 
-__all__ = ["DEFAULT_DIR", "default_path", "write_index", "write_report"]
+__all__ = ["DEFAULT_DIR", "default_path", "side_by_side_pages", "write_index", "write_report"]
 
 INDEX = "index"  # the index page's name, index.html
 SEPARATOR = "+"  # in no run name (check_run_name): it joins a pair's names, and a run named index to its id
@@ -55,22 +55,46 @@ def write_report(store: Store, run: RunRecord, output: str | Path | None = None,
     from . import model, page
 
     data = model.vs_page(store, run, vs, match, threshold_pct) if vs is not None else model.run_page(store, run)
-    if vs is None:
-        data["identity"] = identity(store, run)
+    data["identity"] = identity(store, run) if vs is None else f"{identity(store, run)} vs {identity(store, vs)}"
     return page.write(page.render(data), Path(output) if output is not None else default_path(run, vs))
 
 
-def _is_page_of(store: Store, path: Path, run: RunRecord) -> bool:
+def _head(path: Path) -> str:
     try:
         with path.open("r", encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
+            return f.read(4096)
     except OSError:
-        return False
+        return ""
+
+
+def _is_page_of(store: Store, path: Path, run: RunRecord) -> bool:
     from html import escape
 
     from .page import printable
 
-    return f'<meta name="profkit-report" content="{printable(escape(identity(store, run)))}">' in head
+    return f'<meta name="profkit-report" content="{printable(escape(identity(store, run)))}">' in _head(path)
+
+
+def side_by_side_pages(store: Store, folder: Path, names: set[str]) -> list[tuple[str, str, str]]:
+    """The side-by-side pages in ``folder``/vs/ of two runs of ``names``: (A, B, link from
+    ``folder``), by A then B. A page another database wrote (its head names that database) is
+    left out."""
+    from html import escape
+
+    from .page import printable
+
+    mark = '<meta name="profkit-report" content="'
+    this = printable(escape(f"{store.path.resolve()}|"))
+    out = []
+    for path in sorted((folder / "vs").glob("*.html")):
+        a, sep, b = path.stem.partition(SEPARATOR)
+        if not sep or a not in names or b not in names or not path.is_file():
+            continue
+        head = _head(path)
+        if mark in head and mark + this not in head:
+            continue
+        out.append((a, b, f"vs/{path.name}"))
+    return sorted(out)
 
 
 def write_index(store: Store, output: str | Path | None = None) -> Path:
@@ -91,4 +115,5 @@ def write_index(store: Store, output: str | Path | None = None) -> Path:
     for run in runs:
         if not _is_page_of(store, paths[run.name], run):
             write_report(store, run, paths[run.name])
-    return page.write(page.render(model.index_page(store, {n: p.name for n, p in paths.items()})), index)
+    pairs = side_by_side_pages(store, folder, set(paths))
+    return page.write(page.render(model.index_page(store, {n: p.name for n, p in paths.items()}, pairs)), index)

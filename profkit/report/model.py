@@ -122,7 +122,7 @@ def kernel_table(store: Store, run: RunRecord) -> dict[str, Any]:
         tc = "yes" if g.tc_calls == g.calls else "no" if g.cuda_calls == g.calls else \
              "mixed" if g.tc_calls or g.cuda_calls else "unknown"
         rows.append({"name": g.name, "short": display_name(g.name, g.short_name), "precision": g.precision, "tc": tc,
-                     "family": g.family, "op": g.op, "evidence": g.evidences, "details": g.details,
+                     "family": g.family, "matrix": g.family in MATRIX_FAMILIES, "op": g.op, "evidence": g.evidences, "details": g.details,
                      "launches": g.calls, "time_ns": g.time_ns, "mean_ns": g.time_ns / g.calls,
                      "min_ns": g.min_ns, "max_ns": g.max_ns, "pct": 100 * g.time_ns / total,
                      "inside": inside})
@@ -252,8 +252,10 @@ def vs_page(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exac
     }
 
 
-def index_page(store: Store, reports: dict[str, str]) -> dict[str, Any]:
-    """The database's runs, oldest first, each with the file name of its report."""
+def index_page(store: Store, reports: dict[str, str],
+               pairs: list[tuple[str, str, str]] | None = None) -> dict[str, Any]:
+    """The database's runs, oldest first, each with the file name of its report, and the
+    side-by-side pages there are (``pairs``: run A, run B, the page's link)."""
     runs = []
     for r in store.runs():
         if r.status not in (None, "ok"):
@@ -269,7 +271,8 @@ def index_page(store: Store, reports: dict[str, str]) -> dict[str, Any]:
                      "time": fmt_ns(r.gpu_time_ns) + (" CPU" if r.activity == "cpu_op" else ""),
                      "date": r.finished_at or r.started_at, "report": reports.get(r.name)})
     return {"page": "index", "title": f"profkit runs in {store.path}", "generated": _now(),
-            "profkit_version": _profkit_version(), "database": str(store.path), "runs": runs}
+            "profkit_version": _profkit_version(), "database": str(store.path), "runs": runs,
+            "pairs": [{"a": a, "b": b, "href": href} for a, b, href in pairs or []]}
 
 
 def _now() -> str:

@@ -24,6 +24,7 @@ import jinja2
 
 from ..errors import UsageError
 from ..formatting import fmt_ns
+from .palette import css_variables
 
 DEFAULT_DIR = Path("reports")
 
@@ -55,7 +56,7 @@ def render(model: dict[str, Any]) -> str:
     csp = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
            + " ".join(_csp_hash(s) for s in scripts))
     template = _env().get_template("template.html")
-    return template.render(m=model, css=_asset("report.css"), scripts=scripts, csp=csp)
+    return template.render(m=model, css=css_variables() + "\n" + _asset("report.css"), scripts=scripts, csp=csp)
 
 
 def _umask() -> int:

@@ -5,10 +5,17 @@
   "use strict";
   var DATA = JSON.parse(document.getElementById("profkit-data").textContent);
   var PAGE_SIZE = 50;
-  var COLORS = {fp64: "#6a3d9a", fp32: "#1f78b4", tf32: "#a6cee3", fp16: "#33a02c", bf16: "#b2df8a", fp8: "#ff7f00",
-                int8: "#fdbf6f", int: "#e0c9a6", mixed: "#cab2d6", unknown: "#bbbbbb"};
-  var TC = {yes: "#2b8a3e", no: "#c92a2a", mixed: "#e67700", unknown: "#999999"};
-  var OTHER = "#a5b4c4";  // kernels that do no matrix math: neither on nor off the tensor cores
+  // The colours: palette.py's, as the page's CSS variables (one meaning per colour, page-wide).
+  var ROOT_STYLE = getComputedStyle(document.documentElement);
+  function C(concept, key) { return ROOT_STYLE.getPropertyValue("--c-" + concept + "-" + key).trim(); }
+  function precColor(p) { return C("precision", p) || C("precision", "unknown"); }
+  var TC = {tensor: C("tc", "tensor"), tensor_other: C("tc", "tensor_other"), matrix_cuda: C("tc", "matrix_cuda"),
+            cuda: C("tc", "cuda"), mixed: C("tc", "mixed"), unknown: C("tc", "unknown")};
+  var TC_LABEL = {tensor: "tensor cores", tensor_other: "other kernels on tensor cores",
+                  matrix_cuda: "matrix work on CUDA cores", cuda: "CUDA cores (no matrix math)",
+                  mixed: "partly on tensor cores", unknown: "unknown"};
+  // Narrow windows: long names are cut shorter, in the middle.
+  var NARROW = window.innerWidth < 900;
 
   // ---------------------------------------------------------------- formatting
   function fmtNs(ns) {
@@ -34,6 +41,26 @@
     return b;
   }
   function cut(s, n) { s = String(s || ""); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+  // Cut in the middle: the start (the kernel's kind) and the end (its tile, layout, variant),
+  // which tell two kernels apart, both stay.
+  function cutMiddle(s, n) {
+    s = String(s || "");
+    if (s.length <= n) return s;
+    var head = Math.ceil((n - 1) * 0.6), tail = n - 1 - head;
+    return s.slice(0, head) + "…" + s.slice(s.length - tail);
+  }
+  // A legend of coloured swatches under a chart whose bars' colours carry a meaning.
+  function legend(canvasId, items) {
+    var c = document.getElementById(canvasId);
+    if (!c) return;
+    var fig = c.closest("figure"), ul = el("ul", {"class": "legend", "data-for": canvasId});
+    items.forEach(function (it) {
+      var li = el("li"), sw = el("span", {"class": "swatch", "aria-hidden": "true"});
+      sw.style.background = it[1];
+      li.appendChild(sw); li.appendChild(document.createTextNode(it[0])); ul.appendChild(li);
+    });
+    fig.appendChild(ul);
+  }
 
   // ---------------------------------------------------------------- a sortable, filterable, paged table
   // spec: {columns: [{key, label, num, fmt(row) -> text|Node, sortKey(row)}], rows, sort: {key, desc},
@@ -56,11 +83,20 @@
     });
     var info = el("span", {"class": "table-info"});
     controls.appendChild(info);
-    host.appendChild(controls);
+    var lows = spec.columns.filter(function (c) { return c.low; });
     var table = el("table", {"class": "data"});
+    if (lows.length) {  // a narrow window hides the low-value columns; this shows them again
+      var lab = el("label", {"class": "all-columns", title: "columns hidden in a narrow window: " +
+                              lows.map(function (c) { return c.label; }).join(", ")});
+      var box = el("input", {type: "checkbox", "class": "show-all-columns"});
+      box.addEventListener("change", function () { table.classList.toggle("all-columns", box.checked); });
+      lab.appendChild(box); lab.appendChild(document.createTextNode(" all columns"));
+      controls.appendChild(lab);
+    }
+    host.appendChild(controls);
     var thead = el("thead"), headRow = el("tr");
     spec.columns.forEach(function (c) {
-      var th = el("th", {"data-key": c.key, "class": (c.num ? "num " : "") + "sortable", tabindex: "0", scope: "col"});
+      var th = el("th", {"data-key": c.key, "class": (c.num ? "num " : "") + (c.low ? "low " : "") + "sortable", tabindex: "0", scope: "col"});
       th.appendChild(el("span", null, c.label));
       if (c.title) th.title = c.title;
       function sortBy() {
@@ -126,7 +162,7 @@
       shown.forEach(function (r) {
         var tr = el("tr", {"class": "row " + (spec.rowClass ? spec.rowClass(r) : ""), "data-index": r.__i});
         spec.columns.forEach(function (c) {
-          var td = el("td", {"class": (c.num ? "num " : "") + (c.cls || ""), "data-key": c.key});
+          var td = el("td", {"class": (c.num ? "num " : "") + (c.low ? "low " : "") + (c.cls || ""), "data-key": c.key});
           var v = c.fmt ? c.fmt(r) : r[c.key];
           if (v instanceof Node) td.appendChild(v); else td.textContent = v === null || v === undefined ? "-" : String(v);
           tr.appendChild(td);
@@ -156,9 +192,22 @@
   }
 
   // ---------------------------------------------------------------- the run page
-  function tcBadge(tc) {
-    var text = {yes: "tensor cores", no: "CUDA cores", mixed: "mixed", unknown: "unknown"}[tc] || tc;
-    return badge("tc-" + tc, text);
+  // Where a kernel group ran, as its palette key: CUDA cores are a warning for matrix work
+  // (GEMM, conv, attention) only; memory-bound kernels (norms, element-wise, copies) belong there.
+  function tcKey(r) {
+    if (r.tc === "yes") return r.matrix ? "tensor" : "tensor_other";
+    if (r.tc === "no") return r.matrix ? "matrix_cuda" : "cuda";
+    return r.tc === "mixed" ? "mixed" : "unknown";
+  }
+  function tcBadge(r) {
+    var k = tcKey(r);
+    var text = {tensor: "tensor cores", tensor_other: "tensor cores", matrix_cuda: "CUDA cores", cuda: "CUDA cores",
+                mixed: "mixed", unknown: "unknown"}[k];
+    var title = {tensor: "matrix work on tensor cores", tensor_other: "on tensor cores",
+                 matrix_cuda: "matrix work (GEMM, conv, attention) on CUDA cores: it could run on tensor cores",
+                 cuda: "on CUDA cores, as work that does no matrix math (memory-bound: norms, element-wise, copies) should be",
+                 mixed: "some launches on tensor cores, some not", unknown: "nothing told where it ran"}[k];
+    return badge("tc-" + k, (k === "matrix_cuda" ? "⚠ " : "") + text, title);
   }
   function evidenceText(r) {
     var kinds = {metrics: "counters", name: "name rule", dtypes: "input types", none: "nothing"};
@@ -206,7 +255,7 @@
       parts.push(p + " " + pct.toFixed(1) + "%");
       var s = el("span", {"class": "pb-" + p, "data-precision": p});
       s.style.width = pct.toFixed(3) + "%";
-      s.style.background = COLORS[p] || COLORS.unknown;
+      s.style.background = precColor(p);
       bar.appendChild(s);
     });
     bar.title = parts.join(" · ");
@@ -230,7 +279,7 @@
     });
     var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
     var tbody = el("tbody"); table.appendChild(tbody);
-    host.appendChild(table);
+    var wrap = el("div", {"class": "table-wrap"}); wrap.appendChild(table); host.appendChild(wrap);
     function row(n, depth) {
       var tr = el("tr", {"class": "mnode", "data-path": n.path === null ? "" : n.path, "data-name": n.name,
                           "data-depth": depth, "data-time-ns": n.time_ns, "aria-level": depth + 1});
@@ -290,19 +339,19 @@
     var rows = DATA.table.rows;
     var columns = [
       {key: "name", label: cpu ? "operator" : "kernel", cls: "kname", sortKey: function (r) { return r.short || r.name; },
-       fmt: function (r) { var s = el("span", {title: r.name}, cut(r.short && !cpu ? r.short : r.name, 90)); return s; }},
+       fmt: function (r) { var s = el("span", {title: r.name}, cutMiddle(r.short && !cpu ? r.short : r.name, NARROW ? 44 : 90)); return s; }},
       {key: "precision", label: "precision", fmt: function (r) { return badge("p-" + r.precision, r.precision); }},
     ];
-    if (!cpu) columns.push({key: "tc", label: "tensor cores", fmt: function (r) { return tcBadge(r.tc); }});
+    if (!cpu) columns.push({key: "tc", label: "tensor cores", sortKey: tcKey, fmt: tcBadge});
     columns.push(
-      {key: "evidence", label: "evidence", sortKey: evidenceText, fmt: function (r) {
+      {key: "evidence", label: "evidence", low: true, sortKey: evidenceText, fmt: function (r) {
         return badge("ev-" + (r.evidence[0] || "none"), evidenceText(r), r.details.join("\n")); }},
-      {key: "family", label: "family", fmt: function (r) { return r.family || "-"; }},
+      {key: "family", label: "family", low: true, fmt: function (r) { return r.family || "-"; }},
       {key: "launches", label: cpu ? "calls" : "launches", num: true, fmt: function (r) { return fmtNum(r.launches, 0); }},
       {key: "time_ns", label: cpu ? "self time" : "time", num: true, fmt: function (r) { return fmtNs(r.time_ns); }},
       {key: "pct", label: "% time", num: true, fmt: function (r) { return fmtPct(r.pct); }},
-      {key: "mean_ns", label: "mean", num: true, fmt: function (r) { return fmtNs(r.mean_ns); }},
-      {key: "max_ns", label: "max", num: true, fmt: function (r) { return fmtNs(r.max_ns); }}
+      {key: "mean_ns", label: "mean", num: true, low: true, fmt: function (r) { return fmtNs(r.mean_ns); }},
+      {key: "max_ns", label: "max", num: true, low: true, fmt: function (r) { return fmtNs(r.max_ns); }}
     );
     var filters = [{key: "precision", label: "precision", values: function (r) { return [r.precision]; }},
                    {key: "family", label: "family", values: function (r) { return [r.family || "-"]; }}];
@@ -314,21 +363,24 @@
     });
     if (!window.Chart) return;
     var top = rows.slice().sort(function (a, b) { return b.time_ns - a.time_ns; }).slice(0, 15);
-    bar("chart-top", top.map(function (r) { return cut(r.short || r.name, 48); }), [{
+    bar("chart-top", top.map(function (r) { return cutMiddle(r.short || r.name, NARROW ? 28 : 48); }), [{
       label: cpu ? "self time (ms)" : "GPU time (ms)", data: top.map(function (r) { return r.time_ns / 1e6; }),
-      backgroundColor: top.map(function (r) { return COLORS[r.precision] || COLORS.unknown; })}],
+      backgroundColor: top.map(function (r) { return precColor(r.precision); })}],
       {indexAxis: "y", full: top.map(function (r) { return r.name + " (" + r.precision + ", " + (cpu ? "" : r.tc + " tensor cores, ") + r.launches + " launches)"; }),
        xTitle: "ms"});
+    var seen = [];
+    top.forEach(function (r) { if (seen.indexOf(r.precision) < 0) seen.push(r.precision); });
+    legend("chart-top", seen.map(function (p) { return [p, precColor(p)]; }));
     var s = DATA.summary, byP = s.time_by_precision_ns;
     doughnut("chart-precision", Object.keys(byP), Object.keys(byP).map(function (k) { return byP[k] / 1e6; }),
-             Object.keys(byP).map(function (k) { return COLORS[k] || COLORS.unknown; }));
+             Object.keys(byP).map(precColor));
     if (!cpu) {
       tensorChart(s);
     }
     if (DATA.ranges.length) {
       var rg = DATA.ranges;
       bar("chart-ranges", rg.map(function (r) { return cut(r.name || r.path, 40); }), [{
-        label: cpu ? "self time (ms)" : "GPU time (ms)", data: rg.map(function (r) { return r.time_ns / 1e6; }), backgroundColor: "#4263eb"}],
+        label: cpu ? "self time (ms)" : "GPU time (ms)", data: rg.map(function (r) { return r.time_ns / 1e6; }), backgroundColor: C("neutral", "series")}],
         {indexAxis: "y", full: rg.map(function (r) { return r.path + " (" + r.kernels + (cpu ? " operators)" : " kernels)"); }), xTitle: "ms"});
     }
     if (DATA.timeline.bars.length) timeline(DATA.timeline);
@@ -343,14 +395,14 @@
     var parts;
     if (!mw) {
       var off = Math.max(0, s.gpu_time_ns - tc - un);
-      parts = [["tensor cores", tc, TC.yes], ["CUDA cores", off, TC.no], ["unknown", un, TC.unknown]];
+      parts = [["tensor cores", tc, TC.tensor], ["CUDA cores", off, TC.cuda], ["unknown", un, TC.unknown]];
     } else {
       var mtc = mw.tensor_core_time_ns, mun = mw.undecided_time_ns, moff = Math.max(0, mw.time_ns - mtc - mun);
       var otc = Math.max(0, tc - mtc);
       var oun = Math.max(0, un - mun), other = Math.max(0, s.gpu_time_ns - mw.time_ns - otc - oun);
-      parts = [["matrix work on tensor cores", mtc, TC.yes], ["matrix work on CUDA cores", moff, TC.no],
-               ["matrix work, undecided", mun, TC.unknown], ["other kernels on tensor cores", otc, "#8ce99a"],
-               ["other kernels, undecided", oun, "#cccccc"], ["other kernels (no matrix math)", other, OTHER]];
+      parts = [["matrix work on tensor cores", mtc, TC.tensor], ["matrix work on CUDA cores", moff, TC.matrix_cuda],
+               ["matrix work, undecided", mun, TC.unknown], ["other kernels on tensor cores", otc, TC.tensor_other],
+               ["other kernels, undecided", oun, TC.unknown], ["other kernels (no matrix math)", other, TC.cuda]];
       parts = parts.filter(function (p) { return p[1] > 0; });
     }
     doughnut("chart-tensor", parts.map(function (p) { return p[0]; }), parts.map(function (p) { return p[1] / 1e6; }),
@@ -383,8 +435,8 @@
     c.parentNode.style.height = Math.max(140, 48 * lanes.length + 70) + "px";
     // Matrix work (GEMM, conv, attention) off the tensor cores is red; other kernels (norms,
     // element-wise, copies), which never use them, are neutral.
-    var groups = {"tensor cores": TC.yes, "matrix work on CUDA cores": TC.no, "unknown": TC.unknown,
-                  "memcpy / memset": "#4263eb", "other kernels (no matrix math)": OTHER};
+    var groups = {"tensor cores": TC.tensor, "matrix work on CUDA cores": TC.matrix_cuda, "unknown": TC.unknown,
+                  "memcpy / memset": C("neutral", "memory"), "other kernels (no matrix math)": TC.cuda};
     var datasets = Object.keys(groups).map(function (g) { return {label: g, data: [], backgroundColor: groups[g],
       borderColor: groups[g], borderWidth: 1, minBarLength: 2, barPercentage: 0.8, categoryPercentage: 1.0, grouped: false}; });
     tl.bars.forEach(function (b) {
@@ -401,6 +453,12 @@
   }
 
   // ---------------------------------------------------------------- the side-by-side page
+  // A changed row's time in the change's colours: faster (less time in B) or slower.
+  function changeKey(r) { return r.status === "same" || !r.delta_time_ns ? null : r.delta_time_ns < 0 ? "faster" : "slower"; }
+  function changed(r, text) {
+    var k = changeKey(r);
+    return k ? el("span", {"class": "d-" + k, title: k + " in B"}, text) : text;
+  }
   function vsPage() {
     var d = DATA.diff, a = DATA.sides[0].header.name, b = DATA.sides[1].header.name;
     var cpu = DATA.sides[0].header.activity === "cpu_op";
@@ -408,16 +466,17 @@
       {key: "name", label: d.match === "exact" ? (cpu ? "operator" : "kernel") : d.match === "family" ? "work" : "operator",
        cls: "kname",
        sortKey: function (r) { return d.labels[r.__i]; },
-       fmt: function (r) { return el("span", {title: r.name}, cut(d.labels[r.__i], 90)); }},
+       fmt: function (r) { return el("span", {title: r.name}, cutMiddle(d.labels[r.__i], NARROW ? 36 : 90)); }},
       {key: "status", label: "status", fmt: function (r) { return badge("st-" + r.status, r.status); }},
-      {key: "kind", label: "kind"},
-      {key: "calls_a", label: "calls A", num: true, fmt: function (r) { return fmtNum(r.calls_a, 2); }},
-      {key: "calls_b", label: "calls B", num: true, fmt: function (r) { return fmtNum(r.calls_b, 2); }},
-      {key: "time_a_ns", label: "time A", num: true, fmt: function (r) { return fmtNs(r.time_a_ns); }},
+      {key: "kind", label: "kind", low: true},
+      {key: "calls_a", label: "calls A", num: true, low: true, fmt: function (r) { return fmtNum(r.calls_a, 2); }},
+      {key: "calls_b", label: "calls B", num: true, low: true, fmt: function (r) { return fmtNum(r.calls_b, 2); }},
+      {key: "time_a_ns", label: "time A", num: true, low: true, fmt: function (r) { return fmtNs(r.time_a_ns); }},
       {key: "time_b_ns", label: "time B", num: true, fmt: function (r) { return fmtNs(r.time_b_ns); }},
-      {key: "delta_time_ns", label: "Δ time", num: true, fmt: function (r) { return fmtNs(r.delta_time_ns); }},
-      {key: "delta_pct", label: "Δ %", num: true, fmt: function (r) { return r.delta_pct === null ? "new" : (r.delta_pct > 0 ? "+" : "") + r.delta_pct.toFixed(1) + "%"; }},
-      {key: "precision_a", label: "precision A → B", sortKey: function (r) { return (r.precision_a || "") + (r.precision_b || ""); },
+      {key: "delta_time_ns", label: "Δ time", num: true, fmt: function (r) { return changed(r, fmtNs(r.delta_time_ns)); }},
+      {key: "delta_pct", label: "Δ %", num: true, fmt: function (r) {
+        return changed(r, r.delta_pct === null ? "new" : (r.delta_pct > 0 ? "+" : "") + r.delta_pct.toFixed(1) + "%"); }},
+      {key: "precision_a", label: "precision A → B", low: true, sortKey: function (r) { return (r.precision_a || "") + (r.precision_b || ""); },
        fmt: function (r) { return (r.precision_a || "-") + " → " + (r.precision_b || "-"); }},
     ];
     if (!cpu) columns.push(
@@ -444,31 +503,37 @@
     var t = d.totals, pa = t.time_by_precision_a_ns, pb = t.time_by_precision_b_ns, keys = [];
     Object.keys(pa).concat(Object.keys(pb)).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });
     bar("chart-vs-precision", ["A: " + cut(a, 30), "B: " + cut(b, 30)], keys.map(function (k) {
-      return {label: k, data: [(pa[k] || 0) / 1e6, (pb[k] || 0) / 1e6], backgroundColor: COLORS[k] || COLORS.unknown, stack: "t"}; }),
+      return {label: k, data: [(pa[k] || 0) / 1e6, (pb[k] || 0) / 1e6], backgroundColor: precColor(k), stack: "t"}; }),
       {xTitle: "ms", stacked: true});
     var big = d.rows.slice().sort(function (x, y) { return Math.abs(y.delta_time_ns) - Math.abs(x.delta_time_ns); }).slice(0, 15);
-    bar("chart-vs-delta", big.map(function (r) { return cut(d.labels[r.__i], 48); }), [{label: "B − A (ms)",
+    // A row the diff calls the same (its time moved less than the threshold) is neither.
+    var colour = {faster: C("change", "faster"), slower: C("change", "slower"), same: C("neutral", "quiet")};
+    bar("chart-vs-delta", big.map(function (r) { return cutMiddle(d.labels[r.__i], NARROW ? 28 : 34); }), [{label: "B − A (ms)",
       data: big.map(function (r) { return r.delta_time_ns / 1e6; }),
-      backgroundColor: big.map(function (r) { return r.delta_time_ns > 0 ? TC.no : TC.yes; })}],
+      backgroundColor: big.map(function (r) { return colour[changeKey(r) || "same"]; })}],
       {indexAxis: "y", full: big.map(function (r) { return r.name + " (" + r.status + ")"; }), xTitle: "ms"});
+    var keys = ["faster", "slower", "same"].filter(function (k) { return big.some(function (r) { return (changeKey(r) || "same") === k; }); });
+    legend("chart-vs-delta", keys.map(function (k) {
+      return [{faster: "faster in B", slower: "slower in B", same: "within " + d.threshold_pct + "% (the same)"}[k], colour[k]]; }));
   }
 
   // ---------------------------------------------------------------- the index page
   function indexPage() {
     makeTable(document.getElementById("kernel-table"), {
       columns: [
-        {key: "name", label: "run", fmt: function (r) {
+        {key: "name", label: "run", cls: "runname", fmt: function (r) {
           if (!r.report) return r.name;
           var a = el("a", {href: encodeURIComponent(r.report)}, r.name); return a; }},
-        {key: "workload", label: "workload"}, {key: "precision", label: "precision"}, {key: "mode", label: "mode"},
-        {key: "tool", label: "tool"}, {key: "gpu_name", label: "GPU", fmt: function (r) { return r.activity === "cpu_op" ? "CPU" : r.gpu_name; }},
-        {key: "kernels", label: "launches (CPU: calls)", num: true, fmt: function (r) { return fmtNum(r.kernels, 0); }},
+        {key: "workload", label: "workload"}, {key: "precision", label: "precision"}, {key: "mode", label: "mode", low: true},
+        {key: "tool", label: "tool", low: true}, {key: "gpu_name", label: "GPU", low: true, fmt: function (r) { return r.activity === "cpu_op" ? "CPU" : r.gpu_name; }},
+        {key: "kernels", label: "launches (CPU: calls)", num: true, low: true, fmt: function (r) { return fmtNum(r.kernels, 0); }},
         {key: "time_ns", label: "GPU time (CPU: self time)", num: true, fmt: function (r) { return r.time; }},
         {key: "matrix_tensor_core_pct", label: "tensor cores: of matrix work", num: true,
+         title: "the share of GEMM, conv and attention kernels' time on tensor cores (each report's headline)",
          sortKey: function (r) { return r.matrix_tensor_core_pct === null ? -1 : r.matrix_tensor_core_pct; },
          fmt: function (r) { return r.matrix_text; }},
-        {key: "tensor_core_time_pct", label: "of all GPU time", num: true, fmt: function (r) { return fmtPct(r.tensor_core_time_pct); }},
-        {key: "date", label: "date"}
+        {key: "tensor_core_time_pct", label: "of all GPU time", num: true, low: true, fmt: function (r) { return fmtPct(r.tensor_core_time_pct); }},
+        {key: "date", label: "date", low: true, fmt: function (r) { return r.date ? String(r.date).slice(0, 16).replace("T", " ") : "-"; }}
       ],
       rows: DATA.runs, sort: null,
       filters: [{key: "workload", label: "workload", values: function (r) { return [r.workload || "-"]; }},
