@@ -93,6 +93,20 @@ class WorkloadError(ProfkitError):
     """A workload name or file that cannot be found, loaded or built."""
 
 
+class WorkloadTraceback(Exception):
+    """The traceback a workload raised in the process that ran it (``profkit.harness``), carried
+    as the ``__cause__`` of the WorkloadError raised here, as ``concurrent.futures`` carries a
+    worker's: a traceback shown (``--verbose``, a notebook) holds the user's own failing line
+    above profkit's frames. Never raised alone; no ProfkitError."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f"the workload's own traceback, from the process that ran it:\n\n{self.text.rstrip()}"
+
+
 class ToolNotFound(ProfkitError):
     """A profiler (ncu, nsys, nvidia-smi) is not installed or not on PATH."""
 
