@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from .choices import DEFAULT_MATCH
 from .errors import StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
 from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RunRecord, Summary
@@ -125,7 +126,7 @@ class Run(RunRecord):
         df = pd.DataFrame(self.range_rows(), columns=list(RANGE_COLUMNS))[list(RANGE_FIELDS)]
         return df.astype({c: "Int64" if RANGE_COLUMNS[c] == "int" else "string" for c in RANGE_FIELDS})
 
-    def diff(self, other: RunRecord, match: str = "exact", threshold_pct: float = 10.0) -> Diff:
+    def diff(self, other: RunRecord, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
         """This run (A) against ``other`` (B): each kernel (``match`` exact), kind of work
         (family) or launching operator (op) on both sides, with status and deltas, and the
         headline totals. See ``profkit.analyze.diff``."""
@@ -149,7 +150,7 @@ class Run(RunRecord):
         return findings(self.database.store, self)
 
     def report(self, output: str | os.PathLike[str] | None = None, vs: Run | str | int | None = None,
-               match: str = "exact", threshold_pct: float = 10.0) -> Path:
+               match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Path:
         """Write this run's self-contained HTML report (``reports/<name>.html`` unless
         ``output``); with ``vs`` (a Run, or a name or id in this database), the two runs side by
         side with their diff (``reports/vs/<name>+<other>.html``). Returns its path."""
@@ -230,7 +231,7 @@ class Database:
 
         return self._attach(import_file(self.store, Path(path), name=name))
 
-    def diff(self, a: str | int, b: str | int, match: str = "exact", threshold_pct: float = 10.0) -> Diff:
+    def diff(self, a: str | int, b: str | int, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
         return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)
 
@@ -331,7 +332,7 @@ def compare(
     *,
     modes: str | Sequence[str] = ("eager",),
     precisions: str | Sequence[str] = ("fp32",),
-    match: str = "family",
+    match: str = DEFAULT_MATCH.value,
     threshold_pct: float = 10.0,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
 
 import click
 
-from .choices import Format, Match
+from .choices import DEFAULT_MATCH, Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .options import RunOptions, cli_of, default_for, for_command
 from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
@@ -676,7 +676,7 @@ def ranges(run_ref: str, fmt: Format, db: Optional[Path]) -> None:
 @app.command("diff")
 @argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")
 @argument("run_b", "The run to compare with it.", metavar="RUN_B")
-@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
+@option("--match", type=Match, default=DEFAULT_MATCH, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
 @fmt_option
 @threshold_option
 @option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)
@@ -696,7 +696,7 @@ def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, l
 @argument("workload", "A built-in workload or a .py file defining build(spec).")
 @option("--modes", default="eager", help="Comma-separated modes to profile: eager, torchscript, compile.")
 @option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
-@option("--match", type=Match, default=Match.family, help="How the diffs line kernels up (see `profkit diff --help`).")
+@option("--match", type=Match, default=DEFAULT_MATCH, help="How the diffs line kernels up (see `profkit diff --help`).")
 @threshold_option
 @run_options("compare")
 @fmt_option
@@ -731,7 +731,7 @@ def compare(workload: str, modes: str, precisions: str, match: Match, threshold:
 @option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)
 @option("--output", "-o", type=Path, help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)
 @switch("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")
-@option("--match", type=Match, default=Match.exact, help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")
+@option("--match", type=Match, default=DEFAULT_MATCH, help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")
 @threshold_option
 @db_option
 @handles_errors
@@ -747,7 +747,7 @@ def report_(run_ref: Optional[str], vs: Optional[str], output: Optional[Path], i
             raise UsageError("--index writes the index of every run: give it no RUN and no --vs")
         render.report_written(database.write_index(output))
         return
-    if vs is None and (match is not Match.exact or threshold != 10.0):
+    if vs is None and (match is not DEFAULT_MATCH or threshold != 10.0):
         raise UsageError("--match and --threshold shape the diff of a side-by-side report: give --vs RUN_B too")
     if run_ref is None:
         raise UsageError("give the RUN to report on (or --index for every run)", "profkit runs lists them.")

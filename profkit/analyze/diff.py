@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
-from ..choices import Match, values
+from ..choices import DEFAULT_MATCH, Match, values
 from ..classify import operation_of, work_key
 from ..errors import UsageError, require_choice
 from ..formatting import num as _num
@@ -316,7 +316,7 @@ def _aggregate(groups: list[KernelGroup], key: Callable[[KernelGroup], K],
     return out
 
 
-def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
+def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = DEFAULT_MATCH.value,
          threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Diff:
     """Compare two stored runs' kernel lists (see the module's docstring)."""
     require_choice("match", match, MATCHES)
