@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .choices import DEFAULT_MATCH
-from .errors import StoreError, UsageError
+from .errors import ProfkitError, StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
 from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RunRecord, Summary
 
@@ -44,6 +44,43 @@ class Run(RunRecord):
     """A stored run: its fields (see :class:`profkit.records.RunRecord`) and its data."""
 
     db: Database | None = field(default=None, repr=False, compare=False)
+
+    # ---- in a notebook: one line, or a card with the run's headline figures and top kernels
+    def __repr__(self) -> str:
+        from .formatting import fmt_ns
+
+        what = " ".join(x for x in (self.workload, self.precision, self.mode) if x)
+        where = f"{self.tool or '?'} on {self.gpu_name or self.device or '?'}"
+        if self.activity == "cpu_op":
+            figures = f"{self.kernel_count:,} CPU operator calls, {fmt_ns(self.gpu_time_ns)} CPU self time"
+        else:
+            figures = f"{self.kernel_count:,} kernel launches, {fmt_ns(self.gpu_time_ns)} GPU time"
+        status = "" if self.status in (None, "ok") else f", {self.status}"
+        return f"<Run {self.id} {self.name!r}: {what + ', ' if what else ''}{where}, {figures}{status}>"
+
+    def _repr_html_(self) -> str:
+        from .formatting import fmt_ns, html_card
+
+        facts = [("workload", " ".join(x for x in (self.workload, self.precision, self.mode) if x) or "-"),
+                 ("tool", f"{self.tool or '?'}{' ' + self.tool_version if self.tool_version else ''}"),
+                 ("device", self.gpu_name or self.device or "-")]
+        if self.status not in (None, "ok"):
+            facts.append(("status", f"{self.status}: {self.info.get('error') or ''}".rstrip(": ")))
+        table: dict[str, Any] = {}
+        summary = None
+        if self.db is not None and self.status in (None, "ok"):
+            try:
+                summary = self.summary(top=5)
+            except ProfkitError:
+                summary = None
+        if summary is not None:
+            facts += summary.headline()
+            table = summary.top_table()
+        else:
+            cpu = self.activity == "cpu_op"
+            facts += [("operator calls" if cpu else "kernel launches", f"{self.kernel_count:,}"),
+                      ("CPU self time" if cpu else "GPU time", fmt_ns(self.gpu_time_ns))]
+        return html_card(f"Run {self.id}", self.name, facts, **table)
 
     @property
     def database(self) -> Database:
@@ -325,6 +362,27 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "match": self.match, "variants": [asdict(v) for v in self.variant_rows()],
                 "diffs": [d.to_dict() for d in self.diffs]}
+
+    # ---- in a notebook: one line, or a card with a row per variant
+    def __repr__(self) -> str:
+        from .formatting import fmt_ns
+
+        figures = ", ".join(f"{v.variant} {fmt_ns(v.gpu_time_ns)}" for v in self.variant_rows())
+        return f"<Comparison of {self.workload} ({len(self.runs)} variants, match {self.match}): {figures}>"
+
+    def _repr_html_(self) -> str:
+        from .formatting import fmt_ns, html_card, pct
+
+        cpu = bool(self.runs) and self.runs[0].activity == "cpu_op"
+        columns = ["variant", "run", "calls" if cpu else "launches", "CPU self time" if cpu else "GPU time"] + \
+            ([] if cpu else ["tensor cores, of matrix work"]) + ["by precision", "added", "removed", "changed"]
+        rows = [[v.variant, v.run, f"{v.kernels:,.0f}", fmt_ns(v.gpu_time_ns)]
+                + ([] if cpu else [pct(v.matrix_tensor_core_pct)])
+                + [v.by_precision] + ["-" if x is None else str(x) for x in (v.added, v.removed, v.changed)]
+                for v in self.variant_rows()]
+        numeric = {2, 3} | ({4} if not cpu else set()) | set(range(len(columns) - 3, len(columns)))
+        return html_card("Comparison of", self.workload, [("match", self.match), ("variants", str(len(self.runs)))],
+                         columns, rows, caption="each variant against the first", numeric=numeric)
 
 
 def compare(

@@ -46,6 +46,69 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+# Where stderr is no terminal: seconds a command runs before it prints its stages. A command
+# (or a bad input) that ends sooner prints no progress at all: its error stays one line.
+QUIET_S = 10.0
+
+
+class _Stages:
+    """Where a long command says what it is doing, on stderr only (stdout holds its output):
+    on a terminal, rich's status line, redrawn; elsewhere (a CI log, a pipe, a file), once the
+    command has run for ``QUIET_S``, one line per stage, ``profkit: <stage>`` (the stage then
+    under way first), and ncu's kernel count now and then."""
+
+    def __init__(self, err: Any) -> None:
+        import threading
+
+        self.err = err
+        self.status: Any = None
+        self.current = self.printed = ""
+        self.lock = threading.Lock()
+        self.loud = QUIET_S <= 0
+        self.timer = threading.Timer(max(QUIET_S, 0.0), self._speak)
+        self.timer.daemon = True
+
+    def __enter__(self) -> _Stages:
+        if getattr(self.err, "is_terminal", False):
+            self.status = self.err.status("starting")
+            self.status.__enter__()
+        elif not self.loud:
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.timer.cancel()
+        with self.lock:
+            self.loud = False
+        if self.status is not None:
+            self.status.__exit__(*exc)
+
+    def _speak(self) -> None:
+        with self.lock:
+            self.loud = True
+            self._line(self.current)
+
+    def _line(self, text: str) -> None:
+        if self.loud and text and text != self.printed:
+            self.printed = text
+            _err(f"profkit: {text}")
+
+    def stage(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(text)
+            return
+        with self.lock:
+            self.current = text
+            self._line(text)
+
+    def kernel(self, index: int, kname: str, passes: Optional[int]) -> None:
+        text = f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each)"
+        if self.status is not None:
+            self.status.update(f"{text}: {kname[:60]}")
+        elif index + 1 in (1, 10, 100) or (index + 1) % 1000 == 0:
+            self.stage(text)
+
+
 # The library's parameters (as its messages name them, in backticks) -> this command's flags:
 # the run options' from their record, then the other commands' own.
 FLAGS = {
@@ -569,15 +632,12 @@ def run(workload: str, options: dict[str, Any], report: bool, db: Optional[Path]
     from .launch import Progress
 
     err = render.console(stderr=True)
-    with err.status("starting") as status:
-        def on_kernel(index: int, kname: str, passes: Optional[int]) -> None:
-            status.update(f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each): {kname[:60]}")
-
+    with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         done = profile(workload, db=db or _state["db"], **options,
-                       progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
+                       progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path))
     render.findings(done.findings())
     if report:
@@ -595,7 +655,9 @@ def import_(path: Path, name: Optional[str], db: Optional[Path]) -> None:
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
-    done = database.import_file(path, name=name)  # the database file is made when the run is reserved
+    with _Stages(render.console(stderr=True)) as stages:
+        stages.stage(f"importing {path}")
+        done = database.import_file(path, name=name)  # the database file is made when the run is reserved
     # The result is printed before the command counts as done: if it cannot be written
     # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
     try:
@@ -712,13 +774,13 @@ def compare(workload: str, modes: str, precisions: str, match: Match, threshold:
     from .launch import Progress
 
     err = render.console(stderr=True)
-    with err.status("starting") as status:
+    with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
                          threshold_pct=threshold, db=db or _state["db"], **options,
-                         progress=Progress(on_stage=status.update, on_note=on_note))
+                         progress=Progress(on_stage=stages.stage, on_note=on_note))
     render.compare(cmp, fmt.value)
     if report:
         for path in cmp.write_reports():
@@ -797,12 +859,12 @@ def bench(workload: Optional[str], precisions: str, modes: str, options: dict[st
     from .launch import Progress
 
     err = render.console(stderr=True)
-    with err.status("starting") as status:
+    with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), db=db or _state["db"], **options,
-                        progress=Progress(on_stage=status.update, on_note=on_note))
+                        progress=Progress(on_stage=stages.stage, on_note=on_note))
     render.bench(done, fmt.value)
     if not done.ok:
         failed = [r for r in done.rows if r.status != "ok" and not r.reference_only]

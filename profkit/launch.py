@@ -339,6 +339,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     try:
         folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
         job = harness_job(req, wname, wpath, folder, progress, tool)
+        progress.stage(f"launching {wname} ({req.options.precision}, {req.options.mode}, {req.options.device}) "
+                       f"as run {name}")
         capture, row = DRIVERS[tool](job)
         info = job.info()
         if info.get("amp_skipped_steps"):
