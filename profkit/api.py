@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from .errors import StoreError, UsageError
+from .choices import DEFAULT_MATCH
+from .errors import ProfkitError, StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
 from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RunRecord, Summary
 
@@ -44,6 +45,43 @@ class Run(RunRecord):
     """A stored run: its fields (see :class:`profkit.records.RunRecord`) and its data."""
 
     db: Database | None = field(default=None, repr=False, compare=False)
+
+    # ---- in a notebook: one line, or a card with the run's headline figures and top kernels
+    def __repr__(self) -> str:
+        from .formatting import fmt_ns
+
+        what = " ".join(x for x in (self.workload, self.precision, self.mode) if x)
+        where = f"{self.tool or '?'} on {self.gpu_name or self.device or '?'}"
+        if self.activity == "cpu_op":
+            figures = f"{self.kernel_count:,} CPU operator calls, {fmt_ns(self.gpu_time_ns)} CPU self time"
+        else:
+            figures = f"{self.kernel_count:,} kernel launches, {fmt_ns(self.gpu_time_ns)} GPU time"
+        status = "" if self.status in (None, "ok") else f", {self.status}"
+        return f"<Run {self.id} {self.name!r}: {what + ', ' if what else ''}{where}, {figures}{status}>"
+
+    def _repr_html_(self) -> str:
+        from .formatting import fmt_ns, html_card
+
+        facts = [("workload", " ".join(x for x in (self.workload, self.precision, self.mode) if x) or "-"),
+                 ("tool", f"{self.tool or '?'}{' ' + self.tool_version if self.tool_version else ''}"),
+                 ("device", self.gpu_name or self.device or "-")]
+        if self.status not in (None, "ok"):
+            facts.append(("status", f"{self.status}: {self.info.get('error') or ''}".rstrip(": ")))
+        table: dict[str, Any] = {}
+        summary = None
+        if self.db is not None and self.status in (None, "ok"):
+            try:
+                summary = self.summary(top=5)
+            except ProfkitError:
+                summary = None
+        if summary is not None:
+            facts += summary.headline()
+            table = summary.top_table()
+        else:
+            cpu = self.activity == "cpu_op"
+            facts += [("operator calls" if cpu else "kernel launches", f"{self.kernel_count:,}"),
+                      ("CPU self time" if cpu else "GPU time", fmt_ns(self.gpu_time_ns))]
+        return html_card(f"Run {self.id}", self.name, facts, **table)
 
     @property
     def database(self) -> Database:
@@ -126,7 +164,7 @@ class Run(RunRecord):
         df = pd.DataFrame(self.range_rows(), columns=list(RANGE_COLUMNS))[list(RANGE_FIELDS)]
         return df.astype({c: "Int64" if RANGE_COLUMNS[c] == "int" else "string" for c in RANGE_FIELDS})
 
-    def diff(self, other: RunRecord, match: str = "exact", threshold_pct: float = 10.0) -> Diff:
+    def diff(self, other: RunRecord, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
         """This run (A) against ``other`` (B): each kernel (``match`` exact), kind of work
         (family) or launching operator (op) on both sides, with status and deltas, and the
         headline totals. See ``profkit.analyze.diff``."""
@@ -186,7 +224,7 @@ class Run(RunRecord):
         return run_checks(self.database.store, self, checks.check(), baseline)
 
     def report(self, output: str | os.PathLike[str] | None = None, vs: Run | str | int | None = None,
-               match: str = "exact", threshold_pct: float = 10.0) -> Path:
+               match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Path:
         """Write this run's self-contained HTML report (``reports/<name>.html`` unless
         ``output``); with ``vs`` (a Run, or a name or id in this database), the two runs side by
         side with their diff (``reports/vs/<name>+<other>.html``). Returns its path."""
@@ -267,7 +305,7 @@ class Database:
 
         return self._attach(import_file(self.store, Path(path), name=name))
 
-    def diff(self, a: str | int, b: str | int, match: str = "exact", threshold_pct: float = 10.0) -> Diff:
+    def diff(self, a: str | int, b: str | int, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
         return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)
 
@@ -362,13 +400,34 @@ class Comparison:
         return {"workload": self.workload, "match": self.match, "variants": [asdict(v) for v in self.variant_rows()],
                 "diffs": [d.to_dict() for d in self.diffs]}
 
+    # ---- in a notebook: one line, or a card with a row per variant
+    def __repr__(self) -> str:
+        from .formatting import fmt_ns
+
+        figures = ", ".join(f"{v.variant} {fmt_ns(v.gpu_time_ns)}" for v in self.variant_rows())
+        return f"<Comparison of {self.workload} ({len(self.runs)} variants, match {self.match}): {figures}>"
+
+    def _repr_html_(self) -> str:
+        from .formatting import fmt_ns, html_card, pct
+
+        cpu = bool(self.runs) and self.runs[0].activity == "cpu_op"
+        columns = ["variant", "run", "calls" if cpu else "launches", "CPU self time" if cpu else "GPU time"] + \
+            ([] if cpu else ["tensor cores, of matrix work"]) + ["by precision", "added", "removed", "changed"]
+        rows = [[v.variant, v.run, f"{v.kernels:,.0f}", fmt_ns(v.gpu_time_ns)]
+                + ([] if cpu else [pct(v.matrix_tensor_core_pct)])
+                + [v.by_precision] + ["-" if x is None else str(x) for x in (v.added, v.removed, v.changed)]
+                for v in self.variant_rows()]
+        numeric = {2, 3} | ({4} if not cpu else set()) | set(range(len(columns) - 3, len(columns)))
+        return html_card("Comparison of", self.workload, [("match", self.match), ("variants", str(len(self.runs)))],
+                         columns, rows, caption="each variant against the first", numeric=numeric)
+
 
 def compare(
     workload: str,
     *,
     modes: str | Sequence[str] = ("eager",),
     precisions: str | Sequence[str] = ("fp32",),
-    match: str = "family",
+    match: str = DEFAULT_MATCH.value,
     threshold_pct: float = 10.0,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,

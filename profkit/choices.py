@@ -45,6 +45,12 @@ class Match(str, Enum):
     module = "module"  # by the module whose code launched it (runs with attribution: profkit run)
 
 
+# The one default of `diff`, `compare` and `report --vs` (and the library's): family answers
+# "what changed when I compiled or cast it", where the kernels' exact names change with the
+# precision, the tile sizes autotuning picks and the names Inductor generates.
+DEFAULT_MATCH = Match.family
+
+
 class Format(str, Enum):
     table = "table"
     json = "json"

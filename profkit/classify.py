@@ -134,8 +134,8 @@ def work_key(short_name: str, name: str = "") -> tuple[str, str]:
     """(the work a kernel does, the work rule that said so): what ``diff --match family`` lines
     up across autotuned tiles, template instances and generated names. Rules are tried on the
     short name, then on the full name (``cutlass::Kernel<cutlass_tensorop_..._fprop_...>``
-    is only ``Kernel`` short). Without a rule: the short name with its digits wildcarded
-    (rule id "")."""
+    is only ``Kernel`` short). Without a rule: the short name with what differs between
+    variants wildcarded (:func:`variant_label`; rule id "")."""
     label, rule_id, _ = _work(short_name, name)
     return label, rule_id
 
@@ -157,8 +157,33 @@ def _work(short_name: str, name: str) -> tuple[str, str, str]:
                 label = rule.label.format(**groups)
                 op_groups = {k: (v or "").lower() for k, v in m.groupdict().items()}
                 return label, rule.id, rule.operation.format(**op_groups) if rule.operation else label
-    label = re.sub(r"\d+", "#", short_name)
+    label = variant_label(short_name)
     return label, "", label
+
+
+# What differs between variants of one kernel in a name no work rule knows, each part
+# wildcarded as `*` (rules.toml's header says the same): tile and problem shapes (`128x64`,
+# `cga1x1x1`), an element type standing as a part of its own (`_f16_`, `_bf16_`: the work
+# cast), and numbers standing alone between underscores or at the end (template and knob
+# numbers, generated counters: `knob_26`, Triton's `_13`). Digits that belong to a word stay:
+# `max_pool2d`, `nll_loss_forward_reduce_cuda_kernel_2d`, `bn_fw_inf_1C11`, `sm90`, `16bits`.
+_VARIANT_PARTS = (
+    re.compile(r"\d+(?:x\d+)+(?![A-Za-z0-9])"),
+    re.compile(r"(?<=_)(?:f16|bf16|f32|f64|fp16|bf16|fp32|tf32|fp64|fp8|e4m3|e5m2|half|float|double|i8|s8|u8)(?=_|$)"),
+    re.compile(r"(?:(?<=_)|^)\d+(?=_|$)"),
+)
+
+
+def variant_label(short_name: str) -> str:
+    """A kernel's short name with what differs between its variants wildcarded (``*``): the
+    work of a name no work rule knows. A mangled name (``_Z...``, which no demangler read) has
+    every digit wildcarded: its digits are lengths and template numbers, none a word's."""
+    if short_name.startswith("_Z"):
+        return re.sub(r"\d+", "*", short_name)
+    label = short_name
+    for part in _VARIANT_PARTS:
+        label = part.sub("*", label)
+    return label
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
 
 import click
 
-from .choices import CheckFormat, Format, Match
+from .choices import DEFAULT_MATCH, CheckFormat, Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .options import RunOptions, cli_of, default_for, for_command
 from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
@@ -44,6 +44,69 @@ if TYPE_CHECKING:
 
 def _err(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+# Where stderr is no terminal: seconds a command runs before it prints its stages. A command
+# (or a bad input) that ends sooner prints no progress at all: its error stays one line.
+QUIET_S = 10.0
+
+
+class _Stages:
+    """Where a long command says what it is doing, on stderr only (stdout holds its output):
+    on a terminal, rich's status line, redrawn; elsewhere (a CI log, a pipe, a file), once the
+    command has run for ``QUIET_S``, one line per stage, ``profkit: <stage>`` (the stage then
+    under way first), and ncu's kernel count now and then."""
+
+    def __init__(self, err: Any) -> None:
+        import threading
+
+        self.err = err
+        self.status: Any = None
+        self.current = self.printed = ""
+        self.lock = threading.Lock()
+        self.loud = QUIET_S <= 0
+        self.timer = threading.Timer(max(QUIET_S, 0.0), self._speak)
+        self.timer.daemon = True
+
+    def __enter__(self) -> _Stages:
+        if getattr(self.err, "is_terminal", False):
+            self.status = self.err.status("starting")
+            self.status.__enter__()
+        elif not self.loud:
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.timer.cancel()
+        with self.lock:
+            self.loud = False
+        if self.status is not None:
+            self.status.__exit__(*exc)
+
+    def _speak(self) -> None:
+        with self.lock:
+            self.loud = True
+            self._line(self.current)
+
+    def _line(self, text: str) -> None:
+        if self.loud and text and text != self.printed:
+            self.printed = text
+            _err(f"profkit: {text}")
+
+    def stage(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(text)
+            return
+        with self.lock:
+            self.current = text
+            self._line(text)
+
+    def kernel(self, index: int, kname: str, passes: Optional[int]) -> None:
+        text = f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each)"
+        if self.status is not None:
+            self.status.update(f"{text}: {kname[:60]}")
+        elif index + 1 in (1, 10, 100) or (index + 1) % 1000 == 0:
+            self.stage(text)
 
 
 # The library's parameters (as its messages name them, in backticks) -> this command's flags:
@@ -573,15 +636,12 @@ def run(workload: str, options: dict[str, Any], report: bool, db: Optional[Path]
     from .launch import Progress
 
     err = render.console(stderr=True)
-    with err.status("starting") as status:
-        def on_kernel(index: int, kname: str, passes: Optional[int]) -> None:
-            status.update(f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each): {kname[:60]}")
-
+    with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         done = profile(workload, db=db or _state["db"], **options,
-                       progress=Progress(on_kernel=on_kernel, on_stage=status.update, on_note=on_note))
+                       progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path), caveats=done.caveats())
     render.findings(done.findings())
     if report:
@@ -599,7 +659,9 @@ def import_(path: Path, name: Optional[str], db: Optional[Path]) -> None:
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
-    done = database.import_file(path, name=name)  # the database file is made when the run is reserved
+    with _Stages(render.console(stderr=True)) as stages:
+        stages.stage(f"importing {path}")
+        done = database.import_file(path, name=name)  # the database file is made when the run is reserved
     # The result is printed before the command counts as done: if it cannot be written
     # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
     try:
@@ -685,7 +747,7 @@ def ranges(run_ref: str, fmt: Format, wide: bool, db: Optional[Path]) -> None:
 @app.command("diff")
 @argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")
 @argument("run_b", "The run to compare with it.", metavar="RUN_B")
-@option("--match", type=Match, default=Match.exact, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
+@option("--match", type=Match, default=DEFAULT_MATCH, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
 @fmt_option
 @threshold_option
 @option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)
@@ -706,7 +768,7 @@ def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, l
 @argument("workload", "A built-in workload or a .py file defining build(spec).")
 @option("--modes", default="eager", help="Comma-separated modes to profile: eager, torchscript, compile.")
 @option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
-@option("--match", type=Match, default=Match.family, help="How the diffs line kernels up (see `profkit diff --help`).")
+@option("--match", type=Match, default=DEFAULT_MATCH, help="How the diffs line kernels up (see `profkit diff --help`).")
 @threshold_option
 @run_options("compare")
 @fmt_option
@@ -723,13 +785,13 @@ def compare(workload: str, modes: str, precisions: str, match: Match, threshold:
     from .launch import Progress
 
     err = render.console(stderr=True)
-    with err.status("starting") as status:
+    with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
                          threshold_pct=threshold, db=db or _state["db"], **options,
-                         progress=Progress(on_stage=status.update, on_note=on_note))
+                         progress=Progress(on_stage=stages.stage, on_note=on_note))
     render.compare(cmp, fmt.value, wide=wide)
     if report:
         for path in cmp.write_reports():
@@ -742,7 +804,7 @@ def compare(workload: str, modes: str, precisions: str, match: Match, threshold:
 @option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)
 @option("--output", "-o", type=Path, help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)
 @switch("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")
-@option("--match", type=Match, default=Match.exact, help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")
+@option("--match", type=Match, default=DEFAULT_MATCH, help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")
 @threshold_option
 @db_option
 @handles_errors
@@ -758,7 +820,7 @@ def report_(run_ref: Optional[str], vs: Optional[str], output: Optional[Path], i
             raise UsageError("--index writes the index of every run: give it no RUN and no --vs")
         render.report_written(database.write_index(output))
         return
-    if vs is None and (match is not Match.exact or threshold != 10.0):
+    if vs is None and (match is not DEFAULT_MATCH or threshold != 10.0):
         raise UsageError("--match and --threshold shape the diff of a side-by-side report: give --vs RUN_B too")
     if run_ref is None:
         raise UsageError("give the RUN to report on (or --index for every run)", "profkit runs lists them.")
@@ -869,12 +931,12 @@ def bench(workload: Optional[str], precisions: str, modes: str, options: dict[st
     from .launch import Progress
 
     err = render.console(stderr=True)
-    with err.status("starting") as status:
+    with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), db=db or _state["db"], **options,
-                        progress=Progress(on_stage=status.update, on_note=on_note))
+                        progress=Progress(on_stage=stages.stage, on_note=on_note))
     render.bench(done, fmt.value, wide=wide)
     if not done.ok:
         failed = [r for r in done.rows if r.status != "ok" and not r.reference_only]

@@ -57,6 +57,21 @@ def require_values(param: str, given: object, choices: tuple[str, ...] | None = 
     return out
 
 
+def did_you_mean(given: object, names: list[str], rest: str | None = None) -> str | None:
+    """A hint for a mistyped name: ``Did you mean 'x'?`` (the names closest to ``given``, by
+    ``difflib``'s ratio, as ``get_close_matches``) before ``rest``; ``rest`` alone where none is close."""
+    import difflib
+
+    scored = sorted(((difflib.SequenceMatcher(None, given, n).ratio(), n) for n in dict.fromkeys(names)),
+                    key=lambda x: -x[0]) if isinstance(given, str) else []
+    # The closest, and any as close as it (run names share long suffixes: -fp16-eager-ncu).
+    close = [n for r, n in scored[:3] if r >= 0.6 and r >= scored[0][0] - 0.05]
+    if not close:
+        return rest
+    said = f"Did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"{said} {rest}" if rest else said
+
+
 class ProfkitError(Exception):
     """Base of every error profkit expects. ``exit_code`` is what the CLI exits with."""
 
@@ -91,6 +106,20 @@ class UsageError(ProfkitError):
 
 class WorkloadError(ProfkitError):
     """A workload name or file that cannot be found, loaded or built."""
+
+
+class WorkloadTraceback(Exception):
+    """The traceback a workload raised in the process that ran it (``profkit.harness``), carried
+    as the ``__cause__`` of the WorkloadError raised here, as ``concurrent.futures`` carries a
+    worker's: a traceback shown (``--verbose``, a notebook) holds the user's own failing line
+    above profkit's frames. Never raised alone; no ProfkitError."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f"the workload's own traceback, from the process that ran it:\n\n{self.text.rstrip()}"
 
 
 class ToolNotFound(ProfkitError):

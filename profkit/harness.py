@@ -129,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         spec, step = _build(job)
         stage("built")
     except ProfkitError as exc:
-        return _fail(job, exc.one_line())
+        return _fail(job, exc.one_line(), exc)
+    except Exception as exc:  # torch.jit.trace runs the model while it builds
+        return _fail(job, f"preparing {Path(job.workload_path).stem} in {job.spec.precision}, {job.spec.mode} failed: "
+                          f"{_error_line(exc)}", exc)
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
     info = _machine(torch, spec)
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         sync()
     except Exception as exc:  # the user's model, or the compiler on it
         what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
-        return _fail(job, f"{what} {Path(job.workload_path).stem} in {spec.precision}: {_error_line(exc)}")
+        return _fail(job, f"{what} {Path(job.workload_path).stem} in {spec.precision}: {_error_line(exc)}", exc)
     info["warmup_s"] = time.perf_counter() - t0
     stage("warmed_up")
     if spec.mode == "compile":
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         hint = " (it ran under profkit's operator ranges for attribution: try --no-attribution)" \
             if info.get("attribution") == "ranges" else ""
         return _fail(job, f"a measured iteration failed for {Path(job.workload_path).stem} in {spec.precision}: "
-                          f"{_error_line(exc)}{hint}")
+                          f"{_error_line(exc)}{hint}", exc)
     stage("measured")
     if scaler is not None and scale_before:
         import math
@@ -446,13 +449,42 @@ def _kernel_timer(job: HarnessJob, info: HarnessInfo) -> KernelTimer | None:
     return timer
 
 
-def _fail(job: HarnessJob, text: str) -> int:
+def _fail(job: HarnessJob, text: str, exc: BaseException | None = None) -> int:
     """Report a workload error to profkit through the job's error file (not through output:
-    the workload may print anything) and to the log; exit status 3."""
+    the workload may print anything) and to the log; exit status 3. With the exception that
+    caused it, its whole traceback (the user's own failing line in it) goes to the log and to
+    :func:`traceback_file` beside the error file, where profkit picks it up."""
+    trace = _traceback_text(exc) if exc is not None else None
+    if trace:
+        print(trace, file=sys.stderr, end="" if trace.endswith("\n") else "\n")
     print(f"profkit-harness: error: {text}", file=sys.stderr)
     if job.error_path:
+        if trace:
+            write_new(traceback_file(job.error_path), trace, replace=True)
         write_new(job.error_path, text, replace=True)
     return 3
+
+
+def traceback_file(error_path: str | Path) -> Path:
+    """Where the harness writes the traceback of the error in ``error_path``
+    (``harness-error.txt`` -> ``harness-error.traceback.txt``)."""
+    p = Path(error_path)
+    stem, dot, rest = p.name.partition(".")
+    return p.with_name(f"{stem}.traceback{dot}{rest}")
+
+
+def _traceback_text(exc: BaseException) -> str | None:
+    """The traceback of what the workload raised: the error a ProfkitError wraps (the user's
+    exception at import or build), else ``exc`` itself; None for a ProfkitError of profkit's
+    own making (a file that declares no build(), no GPU), which has no user's line to show."""
+    import traceback
+
+    from .errors import ProfkitError
+
+    cause = exc.__cause__ if isinstance(exc, ProfkitError) else exc
+    if cause is None:
+        return None
+    return "".join(traceback.format_exception(cause))
 
 
 # ------------------------------------------------------------------------------ profkit bench
@@ -487,11 +519,11 @@ def _bench(job: HarnessJob) -> int:
 
         spec, step = _build(job, observe)
     except ProfkitError as exc:
-        return _fail(job, exc.one_line())
+        return _fail(job, exc.one_line(), exc)
     except Exception as exc:  # torch.jit.trace runs the model while it builds
         asked = job.spec
         return _fail(job, f"preparing {path.stem} in {asked.precision}, {asked.mode} failed: "
-                          f"{_error_line(exc)}")
+                          f"{_error_line(exc)}", exc)
 
     cuda = spec.device == "cuda"
     info = _machine(torch, spec)
@@ -522,7 +554,7 @@ def _bench(job: HarnessJob) -> int:
     except Exception as exc:  # the user's model, or the compiler on it
         what = (f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" and phase == "warm-up"
                 else f"the {phase} failed for")
-        return _fail(job, f"{what} {path.stem} in {spec.precision}, {spec.mode}: {_error_line(exc)}")
+        return _fail(job, f"{what} {path.stem} in {spec.precision}, {spec.mode}: {_error_line(exc)}", exc)
     info["iter_ns"] = iter_ns
     info["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
     output = _first_tensor(out, torch) if info["model"] else None

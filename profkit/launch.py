@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Callable, cast
 
 from . import gpu, nvtx_ranges, workloads
-from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError
+from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, WorkloadTraceback
 from .files import write_new
-from .harness import HarnessJob, harness_info, rank_file
+from .harness import HarnessJob, harness_info, rank_file, traceback_file
 from .ingest import now, store_capture
 from .parse.compiled import with_compiled_kernels
 from .parse.schema import Capture, KernelRow
@@ -224,6 +224,7 @@ class _Job:
         error_files = list(self.rank_paths("error_path").values())
         for f in error_files:
             f.unlink(missing_ok=True)
+            traceback_file(f).unlink(missing_ok=True)
 
         def line(text: str) -> None:
             if on_line:
@@ -238,23 +239,37 @@ class _Job:
         errors = sorted(((f.stat().st_mtime_ns, r, f.read_text(encoding="utf-8", errors="replace").strip())
                          for r, f in enumerate(error_files) if f.exists()))
         if errors:
+            # The one line is the message; the workload's whole traceback, in the log and beside
+            # the error file, is its cause (shown with --verbose) and the log is named.
+            trace = _read_traceback(error_files[errors[0][1]])
+            cause = WorkloadTraceback(trace) if trace else None
+            where = f"Its log is {log}."
             if self.ranks <= 1:
-                raise WorkloadError(errors[0][2])
+                raise WorkloadError(errors[0][2], where) from cause
             _, first, text = errors[0]
             texts = {t for _, _, t in errors}
             if len(errors) == self.ranks and len(texts) == 1:
-                raise WorkloadError(f"every rank: {text}")
+                raise WorkloadError(f"every rank: {text}", where) from cause
             after = sorted(r for _, r, _ in errors[1:])
             # A rank that ended without an error of its own (killed, os._exit) left the others
             # failing in their collectives: say so beside theirs.
             silent = [f"rank {r} {how} without an error of its own" for r, how in _torchrun_failures(result.tail)
                       if all(r != e for _, e, _ in errors)]
             raise WorkloadError(f"rank {first}: {text}" + "".join(
-                f" ({x})" for x in ([f"then rank {', '.join(map(str, after))} failed too"] if after else []) + silent))
+                f" ({x})" for x in ([f"then rank {', '.join(map(str, after))} failed too"] if after else []) + silent),
+                where) from cause
         if self.ranks > 1 and result.returncode != 0:
             raise ToolFailed(f"torchrun's ranks failed (exit {result.returncode}): {_torchrun_cause(result.tail)}",
                              f"The log is {log}.")
         return result, time.monotonic() - t0
+
+
+def _read_traceback(error_file: Path) -> str | None:
+    """The traceback the harness wrote beside ``error_file`` (:func:`profkit.harness.traceback_file`), if any."""
+    try:
+        return traceback_file(error_file).read_text(encoding="utf-8", errors="replace") or None
+    except OSError:
+        return None
 
 
 def _torchrun_failures(tail: list[str]) -> list[tuple[int, str]]:
@@ -324,6 +339,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     try:
         folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
         job = harness_job(req, wname, wpath, folder, progress, tool)
+        progress.stage(f"launching {wname} ({req.options.precision}, {req.options.mode}, {req.options.device}) "
+                       f"as run {name}")
         capture, row = DRIVERS[tool](job)
         info = job.info()
         if info.get("amp_skipped_steps"):

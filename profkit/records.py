@@ -307,6 +307,62 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    # ---- in a notebook: a line, or a card with the headline figures and the top kernels
+    def _cpu(self) -> bool:
+        return self.activity == "cpu_op"
+
+    def headline(self) -> list[tuple[str, str]]:
+        """The headline figures as (label, text) pairs, in CPU words for a run of CPU operators
+        (calls, CPU self time, no tensor-core figures)."""
+        from .formatting import fmt_ns, pct
+
+        total = self.gpu_time_ns
+        shares = ", ".join(f"{p} {100 * t / total:.1f}%" for p, t in self.time_by_precision_ns.items() if total and t)
+        if self._cpu():
+            return [("operator calls", f"{self.kernels:,}"), ("CPU self time", fmt_ns(total)),
+                    ("time by precision", shares or "-")]
+        facts = [("kernel launches", f"{self.kernels:,}"), ("GPU time", fmt_ns(total)),
+                 ("time by precision", shares or "-")]
+        mw = self.matrix_work
+        if mw is not None:
+            facts.append(("tensor cores, of matrix work",
+                          "no GEMM, conv or attention kernels" if mw.tensor_core_pct is None
+                          else f"{pct(mw.tensor_core_pct)} of {fmt_ns(mw.time_ns)} (GEMM, conv, attention)"))
+        facts.append(("tensor cores, of all GPU time", pct(self.tensor_core_time_pct)))
+        return facts
+
+    def __repr__(self) -> str:
+        from .formatting import fmt_ns, pct
+
+        if self._cpu():
+            figures = f"{self.kernels:,} CPU operator calls, {fmt_ns(self.gpu_time_ns)} CPU self time"
+        else:
+            figures = f"{self.kernels:,} kernel launches, {fmt_ns(self.gpu_time_ns)} GPU time"
+            if self.matrix_work is not None and self.matrix_work.tensor_core_pct is not None:
+                figures += f", tensor cores {pct(self.matrix_work.tensor_core_pct)} of matrix work"
+        top = next(iter(self.time_by_precision_ns.items()), None)
+        if top and self.gpu_time_ns:
+            figures += f", mostly {top[0]} ({100 * top[1] / self.gpu_time_ns:.0f}%)"
+        return f"<Summary of run {self.run!r}: {figures}>"
+
+    def _repr_html_(self) -> str:
+        from .formatting import html_card
+
+        return html_card("Summary of run", self.run, self.headline(), **self.top_table())
+
+    def top_table(self) -> dict[str, Any]:
+        """The top kernels (operators) as :func:`profkit.formatting.html_card`'s table."""
+        from .formatting import fmt_ns
+
+        cpu = self._cpu()
+        columns = ["operator" if cpu else "kernel", "precision"] + ([] if cpu else ["tensor cores"]) + \
+            ["calls" if cpu else "launches", "time", "share"]
+        rows = [[k.name, k.precision or "-"] + ([] if cpu else ["?" if k.tensor_core is None else "yes" if k.tensor_core else "no"])
+                + [f"{k.launches:,}", fmt_ns(k.total_ns), f"{k.pct:.1f}%"] for k in self.top_kernels]
+        n = len(columns)
+        return {"columns": columns, "rows": rows, "numeric": {n - 3, n - 2, n - 1},
+                "caption": f"top {'operators' if cpu else 'kernels'} by {'CPU self' if cpu else 'GPU'} time"}
+
 
 # ---------------------------------------------------------------------------------- ranks
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
 
-from .errors import WorkloadError
+from .errors import WorkloadError, did_you_mean
 from .options import COMPILE_MODES as COMPILE_MODES, DEVICES as DEVICES, MODES as MODES, PRECISIONS as PRECISIONS
 from .options import SWITCHES, Spec as Spec  # Spec's home is options: the record of a run's options
 
@@ -82,7 +82,8 @@ def builtin_path(name: str) -> Path:
         names = ", ".join(builtin_names()) or "none installed"
         raise WorkloadError(
             f"unknown workload {name!r}",
-            f"Built-ins: {names}; or give the path of a .py file that defines build(spec).",
+            did_you_mean(name, builtin_names(),
+                         f"Built-ins: {names}; or give the path of a .py file that defines build(spec)."),
         )
     folder = builtin_dir()
     assert folder is not None  # builtin_names() found the name in it

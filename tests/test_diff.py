@@ -52,7 +52,7 @@ def test_autotuned_tile_variants(runs):
     """cuDNN's autotuner picked other variants of the same convolutions: exact names differ
     (added/removed), family matching lines them up and keeps each side's variants."""
     _, r = runs
-    exact = r["heur"].diff(r["tuned"])
+    exact = r["heur"].diff(r["tuned"], match="exact")
     assert exact.totals.kernels_a == exact.totals.kernels_b == 162
     added = {x.name for x in exact.rows if x.status == "added"}
     removed = {x.name for x in exact.rows if x.status == "removed"}
@@ -77,7 +77,7 @@ def test_fp32_against_fp16(runs):
     assert set(t.time_by_precision_a_ns) == {"fp32", "tf32"} and set(t.time_by_precision_b_ns) == {"fp16", "fp32"}
     fprop = by_name(d)["cuDNN xmma conv fprop"]
     assert "tf32" in fprop.precision_a and fprop.precision_b == "fp16"
-    exact = r["fp32"].diff(r["fp16"])
+    exact = r["fp32"].diff(r["fp16"], match="exact")
     assert exact.totals.status.same == 0  # every kernel is another template instance
     # fp32's classifier GEMM ran on CUDA cores (a gemv); fp16's on tensor cores (nvjet). The
     # convolutions were on the tensor cores in both (TF32, fp16): no move.
@@ -101,7 +101,7 @@ def test_ncu_against_nsys(runs):
     """ncu (1 iteration, ncu's CSV names, counters) against nsys (3 iterations, CUPTI names,
     no counters): per iteration, matched on short names, with what cannot be compared said."""
     _, r = runs
-    d = r["fp16"].diff(r["nsys3"])
+    d = r["fp16"].diff(r["nsys3"], match="exact")
     t = d.totals
     assert t.per_iteration and (t.iterations_a, t.iterations_b) == (1, 3)
     assert t.kernels_a == t.kernels_b == 162
@@ -151,12 +151,12 @@ def test_json_contract_and_command(runs, tmp_path):
     out = cli_json("diff", "heur", "tuned", "--match", "family", db=db.path)
     assert {"rows", "totals"} <= set(out) and out["match"] == "family"
     assert all(ROW_KEYS <= set(row) for row in out["rows"]) and TOTAL_KEYS <= set(out["totals"])
-    exact = cli_json("diff", "eager", "ts", db=db.path)
+    exact = cli_json("diff", "eager", "ts", "--match", "exact", db=db.path)
     assert all(ROW_KEYS <= set(row) for row in exact["rows"])
     table = cli("diff", "fp32", "fp16", "--match", "family", db=db.path).stdout
     assert "tensor-core share of GPU time: 39.3% -> 23.1%" in table and "cuDNN xmma conv fprop" in table
     assert cli("diff", "eager", "ts", "-f", "csv", db=db.path).stdout.startswith("name,kind,status,")
-    assert "14 unchanged rows hidden" in " ".join(cli("diff", "eager", "ts", db=db.path).stdout.split())
+    assert "14 unchanged rows hidden" in " ".join(cli("diff", "eager", "ts", "--match", "exact", db=db.path).stdout.split())
     for argv, message, code in [
         (["diff", "eager", "nosuch"], "no run 'nosuch'", 1),
         (["diff", "eager", "ts", "--match", "name"], "Invalid value for '--match'", 2),

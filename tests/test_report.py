@@ -228,7 +228,7 @@ def test_report_refusals(reports, tmp_path):
         (["report", "nosuch"], 1, "no run 'nosuch'"),
         (["report", "ncu", "--vs", "nosuch"], 1, "no run 'nosuch'"),
         (["report", "ncu", "--index"], 2, "--index writes the index of every run: give it no RUN"),
-        (["report", "ncu", "--match", "family"], 2, "--match and --threshold shape the diff of a side-by-side report"),
+        (["report", "ncu", "--match", "exact"], 2, "--match and --threshold shape the diff of a side-by-side report"),
         (["report", "ncu", "--threshold", "5"], 2, "give --vs RUN_B too"),
         (["report", "ncu", "-o", ""], 2, "no path to write the report to"),
         (["report", "ncu", "-o", str(tmp_path)], 2, "it is a folder. Give a file path to --output"),

@@ -80,7 +80,9 @@ def test_harness_reports_workload_errors(tmp_path):
            "warmup": 0, "iters": 1, "tag": "x.fp32.eager", "info_path": str(tmp_path / "info.json")}
     (tmp_path / "job.json").write_text(json.dumps(job))
     p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True, text=True)
-    assert p.returncode == 3 and p.stderr.strip().startswith("profkit-harness: error:")
+    # The workload's traceback first (issue 24: it goes to the run's log), the one line last.
+    assert p.returncode == 3 and p.stderr.strip().splitlines()[-1].startswith("profkit-harness: error:")
+    assert p.stderr.startswith("Traceback (most recent call last):") and "broken_build.py\", line 5" in p.stderr
 
 
 # Small inputs for the CPU: each catalog file keeps its input size in a module constant.

@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
-from ..choices import Match, values
+from ..choices import DEFAULT_MATCH, Match, values
 from ..classify import operation_of, work_key
 from ..errors import UsageError, require_choice
-from ..formatting import num as _num
+from ..formatting import fmt_ns, num as _num
 from ..parse.schema import Kind
 from ..records import MatrixWork, RunRecord, ncu_timed
 from ..rows import KernelGroup, ModuleGroup
@@ -212,6 +212,48 @@ class Diff:
 
         return pd.DataFrame([asdict(r) for r in self.rows], columns=list(DiffRow.__dataclass_fields__))
 
+    # ---- in a notebook: one line, or a card with the headline and the largest changes
+    def _cpu(self) -> bool:
+        return any(r.kind == "cpu_op" for r in self.rows)
+
+    def __repr__(self) -> str:
+        t = self.totals
+        what = "CPU self time" if self._cpu() else "GPU time"
+        change = f" ({100 * (t.gpu_time_b_ns - t.gpu_time_a_ns) / t.gpu_time_a_ns:+.1f}%)" if t.gpu_time_a_ns else ""
+        s = t.status
+        return (f"<Diff {self.run_a!r} -> {self.run_b!r} (match {self.match}): {what} {fmt_ns(t.gpu_time_a_ns)} -> "
+                f"{fmt_ns(t.gpu_time_b_ns)}{change}; {s.added} added, {s.removed} removed, {s.changed} changed, "
+                f"{s.same} same>")
+
+    def _repr_html_(self, top: int = 10) -> str:
+        from ..formatting import html_card, pct
+
+        t = self.totals
+        cpu = self._cpu()
+        per = " per iteration" if t.per_iteration else ""
+        facts = [("match", f"{self.match} (noise threshold {self.threshold_pct:g}%)"),
+                 ("CPU self time" if cpu else "GPU time",
+                  f"{fmt_ns(t.gpu_time_a_ns)} -> {fmt_ns(t.gpu_time_b_ns)}{per}"),
+                 ("operator calls" if cpu else "kernel launches", f"{_num(t.kernels_a):,} -> {_num(t.kernels_b):,}{per}")]
+        if not cpu:
+            mw_a, mw_b = t.matrix_work_a, t.matrix_work_b
+            facts.append(("tensor cores, of matrix work",
+                          f"{pct(mw_a.tensor_core_pct if mw_a else None)} -> {pct(mw_b.tensor_core_pct if mw_b else None)}"))
+        s = t.status
+        facts.append(("rows", f"{s.added} added, {s.removed} removed, {s.changed} changed, {s.same} same"))
+        name = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator", "module": "module"}.get(
+            self.match, "name")
+        shown = [r for r in self.rows if r.status != "same"][:top]
+        rows = [[r.status, r.name, "-" if r.status == "added" else fmt_ns(r.time_a_ns),
+                 "-" if r.status == "removed" else fmt_ns(r.time_b_ns),
+                 "-" if r.delta_pct is None else f"{r.delta_pct:+.1f}%",
+                 f"{r.precision_a or '-'} -> {r.precision_b or '-'}"] for r in shown]
+        hidden = len([r for r in self.rows if r.status != "same"]) - len(shown)
+        return html_card("Diff", f"{self.run_a} -> {self.run_b}", facts,
+                         ["status", name, "time A", "time B", "change", "precision"], rows,
+                         caption="largest changes first", numeric={2, 3, 4},
+                         note=f"{hidden} more changed rows: Diff.frame() has them all" if hidden > 0 else None)
+
 
 def iterations(store: Store, run: RunRecord) -> tuple[int | None, bool]:
     """How many measured iterations a run holds (what profkit ran, else the outermost ranges
@@ -316,7 +358,7 @@ def _aggregate(groups: list[KernelGroup], key: Callable[[KernelGroup], K],
     return out
 
 
-def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
+def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = DEFAULT_MATCH.value,
          threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Diff:
     """Compare two stored runs' kernel lists (see the module's docstring)."""
     require_choice("match", match, MATCHES)

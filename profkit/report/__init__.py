@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..choices import DEFAULT_MATCH
 from ..errors import UsageError
 from .page import DEFAULT_DIR
 
@@ -49,7 +50,7 @@ def identity(store: Store, run: RunRecord) -> str:
 
 
 def write_report(store: Store, run: RunRecord, output: str | Path | None = None, vs: RunRecord | None = None,
-                 match: str = "exact", threshold_pct: float = 10.0) -> Path:
+                 match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Path:
     """Write the report of ``store``'s run (side by side with ``vs``, of the same store, when
     given); return its path."""
     from . import model, page

@@ -22,6 +22,7 @@ from ..analyze.matrix import MATRIX_FAMILIES, describe_change, matrix_detail, ma
 from ..analyze.ranges import caveats, iteration_ranges, run_ranges
 from ..analyze.summary import summarize
 from ..analyze.throughput import throughput
+from ..choices import DEFAULT_MATCH
 from ..formatting import fmt_ns
 from ..names import display_name
 from ..records import ncu_timed
@@ -232,7 +233,7 @@ def run_page(store: Store, run: RunRecord) -> dict[str, Any]:
     }
 
 
-def vs_page(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = "exact",
+def vs_page(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = DEFAULT_MATCH.value,
             threshold_pct: float = 10.0) -> dict[str, Any]:
     """Everything a side-by-side report of two runs of ``store`` shows: each run's header,
     headline and findings, and their diff (``profkit diff``'s rows and totals)."""

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError
+from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, did_you_mean
 from ..files import own_folder, untrusted
 from ..options import MAX_NAME, check_run_name
 from ..parse.schema import Capture, ClassifiedRow
@@ -374,9 +374,9 @@ class Runs(Writes):
         if row is None:
             row = next(self.query("select * from runs where name = ?", [ref]), None)
         if row is None:
-            names = [r["name"] for r in self.query("select name from runs order by id desc limit 5")]
-            hint = f"Recent runs: {', '.join(names)}." if names else "The database has no runs yet."
-            raise RunNotFound(f"no run {ref!r} in {self.path}", hint)
+            everyone = [r["name"] for r in self.query("select name from runs order by id desc")]
+            hint = f"Recent runs: {', '.join(everyone[:5])}." if everyone else "The database has no runs yet."
+            raise RunNotFound(f"no run {ref!r} in {self.path}", did_you_mean(ref, everyone, hint))
         return _run(row)
 
 
