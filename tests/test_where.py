@@ -13,7 +13,7 @@ import pytest
 from profkit.nvtx_ranges import OP_PREFIX, op_label, op_range
 from profkit.store import Store
 
-from .where_data import EAGER, RUNS, TRAINING, import_where
+from .where_data import CATALOG, CATALOG_RUNS, EAGER, RUNS, TRAINING, import_where
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +79,9 @@ def test_operator_ranges_are_not_ranges_of_the_run(store, name):
     path, is an operator range."""
     run = store.get_run(name)
     names = [r["name"] for r in store.ranges(run.id)]
-    assert sum(n.endswith(".iter0") for n in names) == 1 and len(names) <= 4
-    assert not any(n.startswith(OP_PREFIX) or "::" in n for n in names)
+    # CUB names its own algorithms' NVTX ranges (nonzero's cub::DeviceSelect::Flagged): the library's, kept
+    assert sum(n.endswith(".iter0") for n in names) == 1 and len([n for n in names if not n.startswith("cub::")]) <= 4
+    assert not any(n.startswith(OP_PREFIX) or ("::" in n and not n.startswith("cub::")) for n in names)
     assert not any(OP_PREFIX in (k["nvtx_path"] or "") or OP_PREFIX in (k["nvtx_range"] or "")
                    for k in store.iter_kernels(run.id))
 
@@ -113,10 +114,90 @@ def test_a_compiled_models_generated_kernels_carry_what_inductor_fused(store, na
     assert "aten::rsqrt" in norm["op"].split("+") and norm["precision"] != "unknown"
 
 
-@pytest.mark.parametrize("name", EAGER + ["hf_llama-bf16-compile-torch"])
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    s = Store(tmp_path_factory.mktemp("catalog") / "catalog.db")
+    for name in CATALOG_RUNS:
+        import_where(s, name, CATALOG)
+    return s
+
+
+@pytest.mark.parametrize("name", RUNS)
 def test_unknown_precision_is_at_most_one_percent(store, name):
     rows = kernels(store, name)
     assert share(rows, lambda k: k["precision"] == "unknown") <= 0.01
+
+
+@pytest.mark.parametrize("name", CATALOG_RUNS)
+def test_unknown_precision_is_at_most_one_percent_on_the_catalog(catalog, name):
+    """The built-in workloads in fp16, bf16 and amp: compiled under nsys and torch.profiler,
+    eager under ncu (tests/data/catalog/)."""
+    rows = kernels(catalog, name)
+    assert rows and share(rows, lambda k: k["precision"] == "unknown") <= 0.01
+    if "-compile-" in name:  # every kernel traced: Inductor's own, or an operator its code called
+        assert share(rows, lambda k: bool(k["op"])) >= 0.99
+
+
+@pytest.mark.parametrize("name", ["hf_llama-bf16-compile-nsys", "hf_llama-bf16-compile-ncu"])
+def test_a_compiled_models_own_operator_calls_are_traced_under_the_nsight_tools(store, name):
+    """cuDNN's attention and the GEMMs Inductor's code calls run in operator ranges (no Triton
+    name to look up): their operator, shapes and bf16 types, forward."""
+    rows = kernels(store, name)
+    sdpa = [k for k in rows if k["short_name"].startswith("cudnn_generated_fort_native_sdpa")]
+    assert sdpa and all(k["op"] == "aten::_scaled_dot_product_cudnn_attention" and k["precision"] == "bf16"
+                        and k["shapes"] and k["phase"] == "forward" for k in sdpa)
+    assert {k["op"] for k in rows if k["family"] == "gemm"} == {"aten::mm"}
+    triton = [k for k in rows if k["short_name"].startswith("triton_")]
+    assert triton and all(k["precision"] != "unknown" for k in triton)
+    if name.endswith("ncu"):  # types before CUDA-core counters (Triton computes bf16 data in fp32)
+        assert all(k["evidence"] == "dtypes" for k in triton if k["input_types"] == "bfloat16,bfloat16")
+
+
+def found(store: Store, name: str) -> dict:
+    from profkit.analyze.findings import findings
+
+    return {f.id: f for f in findings(store, store.get_run(name))}
+
+
+def test_tf32_left_off_fires_on_fp32_matmuls_and_is_quiet_with_tf32_on(store):
+    """timm's ViT-B/16 in fp32: its linear layers on CUDA cores, said with their modules; with
+    torch.set_float32_matmul_precision("high") they ran TF32 (the patch embedding's convolution,
+    on CUDA cores in fp32 by cuDNN's choice with TF32 allowed, is not TF32 left off)."""
+    f = found(store, "timm_vit-fp32-eager-nsys")["tf32_left_off"]
+    assert f.share_pct > 80
+    # the twelve blocks' layers folded into one line each, most time first
+    assert [w.where.split(" ")[0] for w in f.where] == ["blocks.*.mlp.fc2", "blocks.*.mlp.fc1", "blocks.*.attn.qkv",
+                                                        "blocks.*.attn.proj", "head"]
+    assert all(" aten::linear [8,197," in w.where and w.count == 12 for w in f.where[:4])
+    assert "tf32_left_off" not in found(store, "timm_vit_tf32-fp32-eager-nsys")
+    fixed = kernels(store, "timm_vit_tf32-fp32-eager-nsys")
+    assert share(fixed, lambda k: k["precision"] == "tf32") > 0.7
+
+
+@pytest.mark.parametrize("tool", ["nsys", "torch"])
+def test_host_syncs_fire_on_a_step_with_them_and_are_quiet_on_its_fix(store, tool):
+    """Boolean-mask indexing and .item() in a training step: the syncs, counted, with the
+    operators behind them; the same step with ignore_index and the loss kept on the GPU: none."""
+    f = found(store, f"host_sync_train-fp32-eager-{tool}")["host_syncs"]
+    places = " ".join(w.where for w in f.where)
+    assert "aten::_local_scalar_dense" in places  # .item()
+    assert "aten::nonzero" in places or "aten::index" in places  # logits[keep]
+    assert "4 host synchronisations" in f.detail
+    assert "host_syncs" not in found(store, f"host_sync_train_fixed-fp32-eager-{tool}")
+
+
+def test_fp32_matrix_outside_autocast_fires_on_an_fp32_head_and_is_quiet_under_autocast(store):
+    """An AMP step whose output layer runs in fp32 outside autocast: its three GEMMs (forward,
+    two backward) named in lm_head.head; the same model with the head under autocast: quiet."""
+    f = found(store, "hf_gpt2_fp32_head-amp-eager-nsys")["fp32_matrix_outside_autocast"]
+    assert f.share_pct > 30
+    assert [w.where.split(" ")[:2] for w in f.where] == [["lm_head.head", "aten::mm"]] * 3
+    assert "fp32_matrix_outside_autocast" not in found(store, "hf_gpt2_train_padded-amp-eager-nsys")
+
+
+def test_a_matrix_vector_product_is_not_misaligned(store):
+    """Batch-1 linear layers in fp16 (M = 1): a vector has nothing to pad."""
+    assert "misaligned_shapes" not in found(store, "fp16_gemv-fp16-eager-nsys")
 
 
 def test_precision_from_the_launching_operators_types_says_so(store):
@@ -310,3 +391,36 @@ def test_the_misaligned_shapes_finding_renders_in_chromium(store, tmp_path):
         item.scroll_into_view_if_needed()
         shots.mkdir(parents=True, exist_ok=True)
         item.screenshot(path=str(shots / "gpt2-misaligned_shapes.png"))
+
+
+@pytest.mark.parametrize("name, finding, place", [
+    ("hf_gpt2_fp32_head-amp-eager-nsys", "fp32_matrix_outside_autocast", "lm_head.head aten::mm [512,256];[256,50304]"),
+    ("host_sync_train-fp32-eager-torch", "host_syncs", "aten::_local_scalar_dense"),
+    ("timm_vit-fp32-eager-nsys", "tf32_left_off", "blocks.*.mlp.fc2 aten::linear [8,197,3072];[768,3072];[768]"),
+])
+def test_the_new_findings_render_in_chromium_with_where(store, tmp_path, name, finding, place):
+    """Each finding in a real browser: its detail says where (module, operator, shapes), its
+    where table lists them."""
+    import os
+    from pathlib import Path
+
+    import profkit
+
+    from . import chromium
+
+    if chromium.available() is not None:
+        pytest.skip(str(chromium.available()))
+    shots = Path(os.environ.get("PROFKIT_SHOTS", tmp_path))
+    path = profkit.open_db(store.path, create=False).run(name).report(tmp_path / f"{name}.html")
+    with chromium.browser() as b:
+        opened = chromium.open_report(b, path)
+        assert opened.errors == [] and opened.dialogs == [] and opened.requests == []
+        item = opened.page.locator(f'li.finding[data-id="{finding}"]')
+        assert item.count() == 1 and item.is_visible()
+        where = item.locator("details.where")
+        if where.count():
+            where.locator("summary").click()
+        assert place in item.inner_text()
+        item.scroll_into_view_if_needed()
+        shots.mkdir(parents=True, exist_ok=True)
+        item.screenshot(path=str(shots / f"{name}-{finding}.png"))

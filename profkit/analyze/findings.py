@@ -170,6 +170,12 @@ def half_precision_run(run: RunRecord, groups: list[KernelGroup]) -> bool:
     return bool(total and half >= 0.5 * total)
 
 
+# Where a finding's kernels came from is listed place by place up to this many; beyond, the
+# index of a module list's item (``blocks.3.mlp.fc2``) is folded: ``blocks.*.mlp.fc2``.
+WHERE_PLACES = 8
+_LAYER_INDEX = re.compile(r"(?<=\.)\d+(?=\.)|^\d+(?=\.)")
+
+
 @dataclass
 class _Context:
     run: RunRecord
@@ -214,6 +220,13 @@ class _Context:
             by[place] = replace(w, count=w.count + s.launches, time_ns=w.time_ns + s.time_ns)
         if not by:
             return where_of(chosen)
+        if len(by) > WHERE_PLACES:  # the same layer in every block: one line, blocks.*.mlp.fc2
+            layers: dict[str, FindingWhere] = {}
+            for w in by.values():
+                place = _LAYER_INDEX.sub("*", w.where or "", count=1) if w.where else ""
+                was = layers.get(place) or FindingWhere(place, 0, 0)
+                layers[place] = replace(was, count=was.count + w.count, time_ns=was.time_ns + w.time_ns)
+            by = layers
         return sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
 
     def share(self, chosen: list[KernelGroup]) -> float:
@@ -339,7 +352,7 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
         if need is None:
             continue
         if g.shapes and g.op in ops:
-            bad = [d for d in _matrix_dims(g.shapes, ops[g.op]) if d % need]
+            bad = [d for d in _matrix_dims(g.shapes, ops[g.op]) if d % need and d > 1]  # 1: a vector, nothing to pad
             if bad:
                 chosen.append((g, bad))
         elif not g.shapes and named.search(g.name):

@@ -168,7 +168,9 @@ def attribute(events: Iterable[tuple[object, int, int, OpenRange | P]],
             open_ = [r for r in open_ if r.end > start]
         if isinstance(obj, OpenRange):  # a RANGE event
             if paths:
-                outer = [r for r in open_ if r.end >= obj.end]
+                # profkit's operator ranges are no range of the run's: not in a path either
+                # (a library's own range inside an operator's: CUB's cub::DeviceSelect::Flagged)
+                outer = [r for r in open_ if r.end >= obj.end and not r.own_op]
                 obj.depth = len(outer)
                 if obj.depth >= MAX_DEPTH:
                     # Too deep (see MAX_DEPTH): no path, and never open, so that the ranges

@@ -108,6 +108,7 @@ CAPTURES = [
 NOT_CAPTURES = {
     "behaviour/": "this recording",
     "where/": "issue 23's captures with attribution, made after this recording (tests/test_where.py reads them)",
+    "catalog/": "issue 23's catalog captures with attribution (compiled under nsys and torch.profiler, eager under ncu), made after this recording (tests/test_where.py reads them)",
     "capture/": "the scripts that made the captures",
     "store/": "old databases (schema 5, 7) and what that profkit printed; tests/test_store.py compares them",
     "README.md": "the folder's description",
