@@ -281,8 +281,17 @@ def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
     chosen = [g for g in ctx.groups if g.precision == "fp32" and g.family not in skip]
     if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
-    return ctx.finding(rule, f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of "
-                             "GPU time in a half-precision run", chosen)
+    found = ctx.finding(rule, "", chosen)
+    # which modules (or, without attribution, operators) keep them: the answer to "find what"
+    by: dict[str, FindingWhere] = {}
+    for w in found.where:
+        first = (w.where or "").split(" ")[0]
+        was = by.get(first) or FindingWhere(first, 0, 0)
+        by[first] = replace(was, count=was.count + w.count, time_ns=was.time_ns + w.time_ns)
+    owners = sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
+    detail = (f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of GPU time in a "
+              f"half-precision run{where_text(owners, sum(g.time_ns for g in chosen))}")
+    return replace(found, detail=detail)
 
 
 def _fp32_matrix_in_amp(ctx: _Context, rule: FindingRule) -> Finding | None:
