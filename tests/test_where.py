@@ -65,7 +65,7 @@ def test_a_training_steps_backward_kernels_belong_to_the_modules_whose_forward_m
 def test_the_tools_agree_on_where_each_kernel_came_from(store):
     """The same step under ncu, nsys and torch.profiler: the same kernels per module and
     operator (launch counts), so the attribution does not depend on the tool."""
-    for model in ("resnet18_train-amp", "hf_gpt2_train-amp", "hf_llama-bf16"):
+    for model in ("resnet18_train-amp", "hf_gpt2_train-amp", "hf_llama-bf16", "timm_convnext-fp16"):
         counts = []
         for tool in ("ncu", "nsys", "torch"):
             counts.append(Counter((k["module"], k["op"], k["phase"]) for k in kernels(store, f"{model}-eager-{tool}")))
