@@ -679,22 +679,22 @@ def ranks(rep: RankReport, c: Console) -> None:
     """A distributed run's ranks: figures per rank, each iteration's skew, rank differences."""
     cpu = rep.activity == "cpu_op"
     comm = "collectives" if cpu else "NCCL"
-    t = table(c, f"{rep.world_size} ranks", title_left=True)
     heads = ["rank", "GPU", "kernels", "GPU time", "compute", comm, f"{comm} share", "overlapped"]
     if cpu:
         heads = ["rank", "ops", "CPU time", "compute", "collectives", f"{comm} wall"]
-    for col in heads:
-        t.add_column(col, justify="left" if col in ("rank", "GPU") else "right")
+    cols = [Col(h, "left" if h in ("rank", "GPU") else "right", key=h == "rank", drop=1 if h == "GPU" else 0)
+            for h in heads]
+    body = []
     for f in rep.ranks:
         share = f"{100.0 * f.comm_time_ns / f.gpu_time_ns:.1f}%" if f.gpu_time_ns else "-"
         if cpu:
-            add_row(t, str(f.rank), str(f.kernels), fmt_ns(f.gpu_time_ns), fmt_ns(f.compute_time_ns),
-                    str(f.comm_kernels), fmt_ns(f.comm_time_ns))
+            body.append([str(f.rank), str(f.kernels), fmt_ns(f.gpu_time_ns), fmt_ns(f.compute_time_ns),
+                         str(f.comm_kernels), fmt_ns(f.comm_time_ns)])
         else:
             over = "-" if f.comm_overlap_pct is None else f"{f.comm_overlap_pct:.1f}%"
-            add_row(t, str(f.rank), ",".join(map(str, f.devices)) or "-", str(f.kernels), fmt_ns(f.gpu_time_ns),
-                    fmt_ns(f.compute_time_ns), fmt_ns(f.comm_time_ns), share, over)
-    c.print(t)
+            body.append([str(f.rank), ",".join(map(str, f.devices)) or "-", str(f.kernels), fmt_ns(f.gpu_time_ns),
+                         fmt_ns(f.compute_time_ns), fmt_ns(f.comm_time_ns), share, over])
+    print_table(c, cols, body, f"{rep.world_size} ranks", title_left=True)
     if cpu:
         c.print("collectives: gloo's all-reduce and broadcast ranges, run on gloo's own threads beside the operators")
     else:
@@ -720,17 +720,17 @@ def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> 
     (from the kernels) whom the others waited for."""
     waits = comm and any(r.waited_for is not None for r in rows)
     rank_ids = sorted({p.rank for r in rows for p in r.ranks})
-    t = table(c, "iterations across ranks", title_left=True)
-    for col in ["iteration", "start skew", "end skew", *(f"rank {i} wall" for i in rank_ids),
-                *(["waited for", "wait"] if waits else [])]:
-        t.add_column(col, justify="left" if col == "iteration" else "right")
+    cols = [Col(h, "left" if h == "iteration" else "right", key=h == "iteration")
+            for h in ["iteration", "start skew", "end skew", *(f"rank {i} wall" for i in rank_ids),
+                      *(["waited for", "wait"] if waits else [])]]
+    body = []
     for r in rows:
         walls = {p.rank: p.wall_ns for p in r.ranks}
         cells = [r.iteration, fmt_ns(r.start_skew_ns), fmt_ns(r.end_skew_ns), *(fmt_ns(walls.get(i)) for i in rank_ids)]
         if waits:
             cells += ["-" if r.waited_for is None else f"rank {r.waited_for}", fmt_ns(r.wait_ns)]
-        add_row(t, *cells)
-    c.print(t)
+        body.append(cells)
+    print_table(c, cols, body, "iterations across ranks", title_left=True)
     if waits:
         c.print("waited for: the rank with the least communication time in the iteration; the others reached the "
                 "all-reduce first and waited inside it (wait: the most-waiting rank's communication time less its)")
@@ -1173,14 +1173,11 @@ def sweep(result: Any, fmt: str, option: Callable[[str], str | None] | None = No
         write_csv(rows, fields)
         return
     c = console()
-    t = table(c)
-    for col in ("workload", "precision", "mode", "tool", "status", "run", "worker", "wall", "error"):
-        t.add_column(col, justify="right" if col == "wall" else "left")
-    for r in rows:
-        add_row(t, str(r["workload"]), r["precision"], r["mode"], r["tool"], r["status"], r["run"] or "-",
-                r["worker"] or "-", f"{r['wall_s']:.0f} s" if r["wall_s"] is not None else "-",
-                (r["error"] or "")[:80])
-    c.print(t)
+    cols = [Col("workload", cut="middle", key=True), Col("precision"), Col("mode"), Col("tool"), Col("status"),
+            Col("run"), Col("worker", cut="middle", drop=1), Col("wall", "right"), Col("error", cut="end", share=2)]
+    print_table(c, cols, [[str(r["workload"]), r["precision"], r["mode"], r["tool"], r["status"], r["run"] or "-",
+                           r["worker"] or "-", f"{r['wall_s']:.0f} s" if r["wall_s"] is not None else "-",
+                           r["error"] or ""] for r in rows])
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("ok", "failed", "skipped")}
     c.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
             f"{result.engine}, {result.wall_s:.0f} s wall")

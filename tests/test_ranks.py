@@ -530,3 +530,19 @@ def test_on_two_gpus_a_timeout_under_nsys_leaves_nothing_running(tmp_path, db):
 
     time.sleep(3)
     assert processes_mentioning(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_rank_tables_fit_a_terminal_and_keep_their_figures(export, db, width):
+    """The ranks and iterations tables at 80, 120 and 200 columns (issue 24): no line wider,
+    every figure column there and whole."""
+    from .test_tables import screen
+
+    _store(db, read_nsys_sqlite(export, ranks=_pids(NSYS)), f"ddp{width}")
+    text = screen("summary", f"ddp{width}", db=db, width=width)
+    for col in ("rank", "kernels", "GPU time", "compute", "NCCL", "overlapped", "start skew", "end skew",
+                "rank 0 wall", "rank 1 wall"):
+        assert col in text, (width, col)
+    s = cli_json("summary", f"ddp{width}", db=db)
+    for r in s["ranks"]["ranks"]:
+        assert re.search(rf"^\s*{r['rank']}\s.*\b{r['kernels']}\b", text, re.M), (width, r["rank"])
