@@ -228,10 +228,19 @@ def test_migrates_a_schema_7_database_adding_rank(tmp_path):
                          ("cpu-r18", DATA / "torch" / "cpu_resnet18_fp32.json.gz")):
         new = add(fresh, source, name)
         old = store.get_run(name)
-        assert list(store.iter_kernels_json(old.id)) == list(fresh.iter_kernels_json(new.id))
+        # Verdicts are stored as the rules gave them at import: the families rules.toml has
+        # changed since (issue 24: implicit-GEMM convolutions are conv, not gemm) are left out.
+        def rows(st: Store, run_id: int) -> list[dict]:
+            return [{k: v for k, v in r.items() if k != "family"} for r in st.iter_kernels(run_id)]
+
+        assert rows(store, old.id) == rows(fresh, new.id)
         assert store.ranges(old.id) == fresh.ranges(new.id)
         assert all(r["rank"] is None for r in store.ranges(old.id))
-        assert cli_json("summary", name, db=path) == cli_json("summary", name, db=tmp_path / "fresh.db")
+        was, now = cli_json("summary", name, db=path), cli_json("summary", name, db=tmp_path / "fresh.db")
+        for s in (was, now):
+            for key in ("time_by_family_ns", "matrix_work", "modules"):
+                s.pop(key, None)
+        assert was == now
     cpu = DATA / "ddp" / "cpu_resnet50_ddp_train_fp32"
     reserved = store.reserve(None, "ddp", {"name": "ddp", "source": "run", "info": {"world_size": 2}}, status="running")
     ranked = store_capture(store, merge_ranks({r: load(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}),

@@ -129,7 +129,7 @@ def test_a_table_too_wide_is_dropped_or_split_never_cut(db):
     text = screen("runs", db=db, width=80)
     assert "not shown at 80 columns:" in text and "--wide" in text
     assert "finished" not in text.split("not shown")[0]
-    diff = screen("diff", NCU, NCU_B, "--all", db=db, width=80)
+    diff = screen("diff", NCU, NCU_B, "--all", "--match", "exact", db=db, width=80)
     assert diff.count(" kernel ") == 2  # the name heads both parts
 
 
