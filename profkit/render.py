@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TextIO, Union
 
 from .errors import name_params
-from .formatting import fmt_ns
+from .formatting import cut_middle, fmt_ns
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
 from .records import (RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, ModuleView, RankReport, RunRecord,
                       Summary)
@@ -307,9 +307,7 @@ def cut_text(text: str, width: int, how: str | None) -> str:
         return "…" + text[len(text) - width + 1:]
     if how == "end":
         return text[:width - 1] + "…"
-    tail = (width - 1) // 2
-    head = width - 1 - tail
-    return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
+    return cut_middle(text, width)
 
 
 def _least(col: Col, natural: int) -> int:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
-from ..formatting import fmt_ns
+from ..formatting import cut_middle, fmt_ns
 from ..records import RunRecord, ncu_timed
 from .diff import DEFAULT_THRESHOLD_PCT, diff, iterations
 from .findings import finding_rules, findings, half_precision_run
@@ -362,7 +362,7 @@ def _off_tensor_cores(groups: list[KernelGroup], total: int, limit: int = 2) -> 
             entry = off.setdefault(_shown_name(g), [0, g.precision])
             entry[0] += g.time_ns - g.tc_time_ns
     top = sorted(off.items(), key=lambda x: -x[1][0])[:limit]
-    shown = ", ".join(f"{_cut(n)} ({p}, {_pct(100 * t / total)} of GPU time)" for n, (t, p) in top)
+    shown = ", ".join(f"{cut_middle(n, 70)} ({p}, {_pct(100 * t / total)} of GPU time)" for n, (t, p) in top)
     more = f", {len(off) - limit} more" if len(off) > limit else ""
     return shown + more
 
@@ -384,10 +384,6 @@ def _shown_name(g: KernelGroup) -> str:
         if ch == "(" and depth == 0 and i:
             return name[:i]
     return name
-
-
-def _cut(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width // 2 - 1] + "…" + name[-(width // 2):]
 
 
 def _coverage(store: Store, run: RunRecord, groups: list[KernelGroup], limit: float) -> CheckResult:
@@ -440,7 +436,7 @@ def _fp32_matrix(run: RunRecord, groups: list[KernelGroup]) -> CheckResult:
     for g in chosen:
         kernels[_shown_name(g)] = kernels.get(_shown_name(g), 0) + g.time_ns
     top = sorted(kernels.items(), key=lambda x: -x[1])
-    shown = ", ".join(_cut(n) for n, _ in top[:2]) + (f", {len(top) - 2} more" if len(top) > 2 else "")
+    shown = ", ".join(cut_middle(n, 70) for n, _ in top[:2]) + (f", {len(top) - 2} more" if len(top) > 2 else "")
     return _result(name, title, "fail", share, 0, "%", f"{_pct(share)} of GPU time", limit_text,
                    f"{_launches_text(sum(g.calls for g in chosen), which)} ({fmt_ns(time)}) in "
                    f"{_a(run.precision or 'half-precision')} run: {shown}")

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..classify import RULES_PATH, operation_of
 from ..formatting import fmt_ns
@@ -210,24 +210,16 @@ class _Context:
         """Where in the model the chosen kernels came from (module, operator, input shapes) on a
         run with attribution, else their operators (:func:`where_of`)."""
         keys = {(g.name, g.precision) for g in chosen}
-        by: dict[str, FindingWhere] = {}
         families = sorted({g.family for g in chosen if g.family})
-        for s in self.store.shape_groups(self.run.id, families) if families else []:
-            if s.module is None or (s.name, s.precision) not in keys:
-                continue
-            place = " ".join(x for x in (s.module, s.op, s.shapes) if x)
-            w = by.get(place) or FindingWhere(place, 0, 0)
-            by[place] = replace(w, count=w.count + s.launches, time_ns=w.time_ns + s.time_ns)
-        if not by:
+        places = _places((" ".join(x for x in (s.module, s.op, s.shapes) if x), s.launches, s.time_ns)
+                         for s in (self.store.shape_groups(self.run.id, families) if families else [])
+                         if s.module is not None and (s.name, s.precision) in keys)
+        if not places:
             return where_of(chosen)
-        if len(by) > WHERE_PLACES:  # the same layer in every block: one line, blocks.*.mlp.fc2
-            layers: dict[str, FindingWhere] = {}
-            for w in by.values():
-                place = _LAYER_INDEX.sub("*", w.where or "", count=1) if w.where else ""
-                was = layers.get(place) or FindingWhere(place, 0, 0)
-                layers[place] = replace(was, count=was.count + w.count, time_ns=was.time_ns + w.time_ns)
-            by = layers
-        return sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
+        if len(places) > WHERE_PLACES:  # the same layer in every block: one line, blocks.*.mlp.fc2
+            places = _places((_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
+                             for w in places)
+        return places
 
     def share(self, chosen: list[KernelGroup]) -> float:
         """Percent of the run's time, rounded as Finding.share_pct is (so texts agree)."""
@@ -237,12 +229,16 @@ class _Context:
 def where_of(chosen: list[KernelGroup]) -> list[FindingWhere]:
     """The operators that launched the chosen kernels, most time first; none where the run
     records no operators (ncu, nsys)."""
+    places = _places((g.op, g.calls, g.time_ns) for g in chosen)
+    return [] if all(w.where is None for w in places) else places
+
+
+def _places(items: Iterable[tuple[str | None, int, int]]) -> list[FindingWhere]:
+    """(place, count, time) summed by place, most time first (then by place)."""
     by: dict[str | None, FindingWhere] = {}
-    for g in chosen:
-        w = by.get(g.op) or FindingWhere(g.op, 0, 0)
-        by[g.op] = replace(w, count=w.count + g.calls, time_ns=w.time_ns + g.time_ns)
-    if set(by) == {None}:
-        return []
+    for place, count, time_ns in items:
+        w = by.get(place) or FindingWhere(place, 0, 0)
+        by[place] = replace(w, count=w.count + count, time_ns=w.time_ns + time_ns)
     return sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
 
 
@@ -283,12 +279,7 @@ def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
         return None
     found = ctx.finding(rule, "", chosen)
     # which modules (or, without attribution, operators) keep them: the answer to "find what"
-    by: dict[str, FindingWhere] = {}
-    for w in found.where:
-        first = (w.where or "").split(" ")[0]
-        was = by.get(first) or FindingWhere(first, 0, 0)
-        by[first] = replace(was, count=was.count + w.count, time_ns=was.time_ns + w.time_ns)
-    owners = sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
+    owners = _places(((w.where or "").split(" ")[0], w.count, w.time_ns) for w in found.where)
     detail = (f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of GPU time in a "
               f"half-precision run{where_text(owners, sum(g.time_ns for g in chosen))}")
     return replace(found, detail=detail)
@@ -371,15 +362,9 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not chosen or share < rule.number("min_share_pct"):
         return None
     vocabulary = rule.number("vocabulary")
-    by: dict[str, FindingWhere] = {}
-    dims: set[int] = set()
-    for g, bad in chosen:
-        dims.update(bad)
-        place = " ".join(x for x in (g.module, g.op, g.shapes) if x) or None
-        key = place or ""
-        w = by.get(key) or FindingWhere(place, 0, 0)
-        by[key] = replace(w, count=w.count + g.launches, time_ns=w.time_ns + g.time_ns)
-    where = sorted(by.values(), key=lambda w: (-w.time_ns, w.where or ""))
+    dims = {d for _, bad in chosen for d in bad}
+    where = _places((" ".join(x for x in (g.module, g.op, g.shapes) if x) or None, g.launches, g.time_ns)
+                    for g, _ in chosen)
     kernels: dict[str, FindingKernel] = {}
     for g, _ in chosen:
         k = kernels.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
