@@ -24,9 +24,10 @@ or intervals on CUPTI's clock (ncu's per-function plan, whose launches CUPTI tim
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .nvtx_ranges import op_range
 
@@ -383,13 +384,32 @@ def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
 def compiled_kernels() -> dict[str, CompiledKernel]:
     """Every Triton kernel of the output code torch.compile loaded in this process so far."""
     found: dict[str, CompiledKernel] = {}
+    for source in _output_code_sources():
+        found.update(kernels_in_output_code(source))
+    return found
+
+
+def generated_kernel_digests() -> dict[str, str]:
+    """Per Triton kernel torch.compile generated in this process so far, a digest of its
+    source (its definition in the output code: the kernel, its launch heuristics and
+    Inductor's metadata). A generated kernel's name does not fix its code (the same name
+    comes back in other models): ncu's counters kept across runs are keyed by this too."""
+    found: dict[str, str] = {}
+    for source in _output_code_sources():
+        defs = list(_KERNEL_DEF.finditer(source))
+        for i, d in enumerate(defs):
+            body = source[d.start():defs[i + 1].start() if i + 1 < len(defs) else len(source)]
+            found[d.group("name")] = hashlib.sha256(body.encode()).hexdigest()[:20]
+    return found
+
+
+def _output_code_sources() -> Iterator[str]:
     for module in _output_code_modules():
         path = getattr(module, "__file__", None)
         if not path:
             continue
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
-                found.update(kernels_in_output_code(f.read()))
+                yield f.read()
         except OSError:
             continue
-    return found

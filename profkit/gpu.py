@@ -24,6 +24,19 @@ def query() -> tuple[str, str] | None:
     return name, cc
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (GPU 0's), or None where nvidia-smi cannot tell."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = runner.capture([smi, "--query-gpu=driver_version", "--format=csv,noheader"], timeout=30)
+    except ProfkitError:
+        return None
+    lines = out.strip().splitlines()
+    return lines[0].strip() or None if lines else None
+
+
 def count() -> int:
     """How many GPUs this machine has (``nvidia-smi -L``), 0 where there is none or no driver."""
     smi = shutil.which("nvidia-smi")

@@ -204,6 +204,8 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
     # Nsight tools; torch.profiler records them with their input types anyway.
     compiled = spec.mode == "compile"
     ranges = job.attribution and not (compiled and job.profiler == "torch")
+    if compiled and job.kernel_times_path:  # the timing process of ncu's per-function plan
+        info["generated_kernels"] = annotate.generated_kernel_digests()
     if job.attribution and compiled:
         info["compiled_kernels"] = annotate.compiled_kernels()
         info["attribution"] = "compiled"

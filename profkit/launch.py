@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 from . import gpu, nvtx_ranges, workloads
 from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, WorkloadTraceback
@@ -33,6 +33,10 @@ from .options import GPU_ONLY, RunOptions
 from .processes import how_it_ended
 from .store.database import RunFields
 from .tools import ncu, nsys, runner
+
+if TYPE_CHECKING:
+    from . import ncu_counters
+    from .parse.ncu_plan import Counted
 
 DRIVER_DIR = Path("/proc/driver/nvidia")  # present wherever the NVIDIA kernel driver is loaded
 
@@ -168,6 +172,8 @@ class _Job:
     folder: Path
     job: HarnessJob
     progress: Progress
+    store: Store | None = None      # the run's database (ncu's counters kept across runs are read there)
+    after: list[Callable[[RunRecord], None]] = field(default_factory=list)  # once the run is stored
 
     @property
     def job_path(self) -> Path:
@@ -339,6 +345,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     try:
         folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
         job = harness_job(req, wname, wpath, folder, progress, tool)
+        job.store = store
         progress.stage(f"launching {wname} ({req.options.precision}, {req.options.mode}, {req.options.device}) "
                        f"as run {name}")
         capture, row = DRIVERS[tool](job)
@@ -363,10 +370,13 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         }
         with_compiled_kernels(capture, info.get("compiled_kernels"))
         try:
-            return store_capture(store, capture, fields, reserved)
+            stored = store_capture(store, capture, fields, reserved)
         except EmptyCapture:
             raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
                              f"Its files are in {folder}.") from None
+        for then in job.after:
+            then(stored)
+        return stored
     except BaseException as exc:
         # The run keeps its row (failed or interrupted, with the error) and its raw files.
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
@@ -388,11 +398,13 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     chip): ncu counts only the first launch of each kernel function, and a second harness,
     started at the same time and taking turns with it on the GPU, times every launch through
     CUPTI (``parse.ncu_plan`` joins them). CUPTI cannot time launches inside ncu's own process:
-    ncu holds CUPTI's one subscriber there. If the timing harness fails, every launch is
+    ncu holds CUPTI's one subscriber there. The counters of the functions counted before, in
+    this environment, are taken from the database instead (``profkit.ncu_counters``): where
+    an earlier run of the same kind completed, the timing harness runs alone and ncu counts
+    only the functions never counted, if any. If the timing harness fails, every launch is
     profiled instead, as ``metrics`` full would."""
+    from . import ncu_counters
     from .classify import metric_set, per_function_plan
-    from .parse.ncu_csv import read_ncu_csv
-    from .parse.ncu_plan import read_per_function
 
     exe = ncu.find()
     tool_version = ncu.version(exe)
@@ -401,6 +413,12 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     set_label, metrics = metric_set(job.req.options.metrics, cc)
     if per_function is None:
         per_function = job.req.options.metrics is None and per_function_plan(cc)
+    counters = None
+    if per_function and job.store is not None and gpu_info is not None and job.ranks <= 1:
+        counters = ncu_counters.plan(job.store, job.req.options, job.workload, gpu_info, gpu.driver_version(),
+                                     tool_version, set_label, metrics)
+        if counters.strategy == ncu_counters.TIMED_FIRST:
+            return _timed_first(job, exe, tool_version, gpu_info, set_label, metrics, counters)
     report = job.folder / "report.ncu-rep"
     times = job.folder / "kernel_times.json"
     timer_job = job.folder / "job-times.json"
@@ -419,22 +437,13 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     job.write()
     nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
     argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv(),
-                            extra=ncu.PER_FUNCTION if per_function else None)
-    seen = {"n": 0}
-
-    def on_line(line: str) -> None:
-        p = ncu.parse_progress(line)
-        if p:
-            index, name, passes = p
-            seen["n"] = index + 1 if index is not None else seen["n"] + 1
-            if job.progress.on_kernel:
-                job.progress.on_kernel(seen["n"] - 1, name, passes)
-
+                            extra=ncu.per_function_argv() if per_function else None)
     spec = job.req.spec
     what = (f"{set_label} on the first launch of each kernel function, every launch timed by a second process"
             if per_function else set_label)
     job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under ncu, metrics: {what}")
     timer_log = job.folder / "harness-times.log"
+    on_line, seen = _ncu_progress(job)
     if per_function:
         with runner.Background([sys.executable, "-m", "profkit.harness", str(timer_job)], timer_log) as timer:
             result, _ = job.stream(argv, job.folder / "ncu.log", on_line)
@@ -461,16 +470,17 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
 
     job.progress.stage("exporting the raw page to CSV")
     exported = time.monotonic()
-    csv_path = job.folder / "raw.csv"
-    write_new(csv_path, runner.capture(ncu.export_csv_argv(exe, report), timeout=900), replace=True)
-    raw_files["ncu-csv"] = str(csv_path)
     if per_function:
-        mangled = job.folder / "raw-mangled.csv"
-        write_new(mangled, runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900), replace=True)
-        raw_files.update({"ncu-csv-mangled": str(mangled), "kernel-times": str(times), "times-log": str(timer_log)})
-        thread_ids = {int(k): int(v) for k, v in (timer_info.get("thread_ids") or {}).items()}
-        capture = read_per_function(csv_path, mangled, times, job.tag, nvtx_ranges.DOMAIN, thread_ids,
-                                    process_wide=timer_info.get("iteration_ranges") == "process")
+        from .parse.ncu_plan import read_timed
+
+        csv_path, mangled, functions, profiled = _export_functions(exe, report, job.folder, raw_files)
+        raw_files.update({"kernel-times": str(times), "times-log": str(timer_log)})
+        if counters is not None:
+            counters.scopes = dict(timer_info.get("generated_kernels") or {})
+            counters.counted = len(functions)
+        capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(timer_info),
+                             timer_info.get("iteration_ranges") == "process",
+                             (profiled.gpu_name, profiled.compute_capability))
         set_label = f"{set_label} per function"
         plan = {"launches": "the first launch of each kernel function (ncu --kernel-id ::regex:.:1, mangled names); "
                             "its verdict is every launch's of that function",
@@ -480,7 +490,14 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
                 "wall_s": {"profile": round(wall, 3), "export_and_join": round(time.monotonic() - exported, 3),
                            "ncu_harness": job.info().get("stages_s"),
                            "timing_harness": timer_info.get("stages_s")}}
+        if counters is not None:
+            _keep_after(job, counters, capture, functions, plan)
     else:
+        from .parse.ncu_csv import read_ncu_csv
+
+        csv_path = job.folder / "raw.csv"
+        write_new(csv_path, runner.capture(ncu.export_csv_argv(exe, report), timeout=900), replace=True)
+        raw_files["ncu-csv"] = str(csv_path)
         capture = read_ncu_csv(csv_path)
     capture.tool_version = tool_version
     if capture.gpu_name is None and gpu_info:
@@ -489,6 +506,127 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         "metric_set": set_label, "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
         "raw_files": raw_files, "info": RunInfo(report_bytes=report.stat().st_size, ncu_plan=plan),
     }
+
+
+def _timed_first(job: _Job, exe: str, tool_version: str | None, gpu_info: tuple[str, str], set_label: str,
+                 metrics: list[str], counters: "ncu_counters.CounterPlan") -> tuple[Capture[KernelRow], RunFields]:
+    """The per-function plan where an earlier run of the same kind was counted in this
+    environment: the timing harness alone (it is the run's harness: its info is the run's),
+    its functions looked up in the kept counters, and ncu started afterwards only for those
+    never counted, on their first launch alone."""
+    from .parse.ncu_plan import kernel_times, read_timed, timed_functions
+
+    times = job.folder / "kernel_times.json"
+    times.unlink(missing_ok=True)
+    job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare", kernel_times_path=str(times))
+    job.write()
+    spec = job.req.spec
+    job.progress.stage(f"timing every launch of {job.workload} ({spec.precision}, {spec.mode}) with CUPTI; "
+                       "kernel functions counted by ncu in earlier runs are not profiled again")
+    timer_log = job.folder / "harness-times.log"
+    timer_argv = job.harness_argv()
+    result, wall = job.stream(timer_argv, timer_log)
+    info = job.info()
+    if result.returncode != 0 or not times.exists():
+        why = info.get("kernel_timer_error") or next((l for l in reversed(result.tail) if l.strip()),
+                                                     f"exit {result.returncode}")
+        raise ToolFailed(f"the process timing every launch failed: {why[:300]}", f"Its log is {timer_log}.")
+    counters.scopes = dict(info.get("generated_kernels") or {})
+    timed = timed_functions(kernel_times(times))
+    functions = counters.look_up(timed)
+    missing = [m for m in timed if m not in functions]
+    raw_files = {"kernel-times": str(times), "times-log": str(timer_log)}
+    argv = timer_argv
+    profiled = 0
+    gpu_pair: tuple[str | None, str | None] = gpu_info
+    if missing:
+        # The counting harness, alone now, under ncu: its own info and error files.
+        report = job.folder / "report.ncu-rep"
+        count_job = replace(job.job, kernel_times_path=None, info_path=str(job.folder / "harness-ncu.json"),
+                            error_path=str(job.folder / "harness-ncu-error.txt"))
+        count_path = job.folder / "job-ncu.json"
+        write_new(count_path, count_job.to_json(), replace=True)
+        nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
+        argv = ncu.profile_argv(exe, report, nvtx_filter, metrics,
+                                [sys.executable, "-m", "profkit.harness", str(count_path)],
+                                extra=ncu.per_function_argv(missing))
+        job.progress.stage(f"profiling {len(missing)} kernel functions never counted before under ncu "
+                           f"({len(functions)} counted in earlier runs), metrics: {set_label}")
+        on_line, seen = _ncu_progress(job)
+        counted = _Job(job.req, job.workload, job.tag, job.folder, count_job, job.progress)
+        ncu_result, ncu_wall = counted.stream(argv, job.folder / "ncu.log", on_line)
+        wall += ncu_wall
+        profiled = seen["n"]
+        raw_files.update({"ncu-rep": str(report), "log": str(job.folder / "ncu.log")})
+        if profiled or ncu_result.returncode != 0:
+            ncu.check_result(ncu_result, report, profiled, nvtx_filter)
+            _, _, new, export = _export_functions(exe, report, job.folder, raw_files)
+            functions.update({m: f for m, f in new.items() if m not in functions})
+            counters.counted = len(new)
+            gpu_pair = (export.gpu_name or gpu_info[0], export.compute_capability or gpu_info[1])
+    capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(info),
+                         info.get("iteration_ranges") == "process", gpu_pair)
+    capture.tool_version = tool_version
+    plan: NcuPlan = {
+        "launches": ("the first launch of each kernel function not counted in an earlier run (ncu --kernel-id, "
+                     "mangled names); the others' counters kept from earlier runs"),
+        "durations": "cupti", "profiled_launches": profiled, "timed_by": "the run's harness (CUPTI activity records)",
+        "wall_s": {"profile": round(wall, 3), "timing_harness": info.get("stages_s")}}
+    _keep_after(job, counters, capture, functions, plan)
+    return capture, {
+        "metric_set": f"{set_label} per function", "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
+        "raw_files": raw_files, "info": RunInfo(ncu_plan=plan),
+    }
+
+
+def _ncu_progress(job: _Job) -> tuple[Callable[[str], None], dict[str, int]]:
+    """A line reader for ncu's output that counts the launches it profiled (``seen["n"]``)."""
+    seen = {"n": 0}
+
+    def on_line(line: str) -> None:
+        p = ncu.parse_progress(line)
+        if p:
+            index, name, passes = p
+            seen["n"] = index + 1 if index is not None else seen["n"] + 1
+            if job.progress.on_kernel:
+                job.progress.on_kernel(seen["n"] - 1, name, passes)
+
+    return on_line, seen
+
+
+def _export_functions(exe: str, report: Path, folder: Path,
+                      raw_files: dict[str, str]) -> tuple[Path, Path, dict[str, "Counted"], Capture[KernelRow]]:
+    """ncu's raw page exported twice (names demangled and mangled) and read as counted functions."""
+    from .parse.ncu_plan import ncu_functions
+
+    csv_path, mangled = folder / "raw.csv", folder / "raw-mangled.csv"
+    write_new(csv_path, runner.capture(ncu.export_csv_argv(exe, report), timeout=900), replace=True)
+    write_new(mangled, runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900), replace=True)
+    raw_files.update({"ncu-csv": str(csv_path), "ncu-csv-mangled": str(mangled)})
+    functions, profiled = ncu_functions(csv_path, mangled)
+    return csv_path, mangled, functions, profiled
+
+
+def _thread_ids(info: HarnessInfo) -> dict[int, int]:
+    return {int(k): int(v) for k, v in (info.get("thread_ids") or {}).items()}
+
+
+def _keep_after(job: _Job, counters: "ncu_counters.CounterPlan", capture: Capture[KernelRow],
+                functions: dict[str, "Counted"], plan: NcuPlan) -> None:
+    """Once the run is stored, keep the counters its ncu read; the plan's ``counters`` says
+    what the run took and added (filled in as it ends)."""
+    counters.kept = sum(1 for m in capture.counted_launches if (f := functions.get(m)) is not None and f.metrics)
+    plan["counters"] = counters.use()
+
+    def keep(run: RunRecord) -> None:
+        try:
+            counters.keep(run, capture, functions)
+        except ProfkitError as exc:
+            job.progress.note(f"could not keep this run's ncu counters for later runs: {exc.one_line()}")
+        except Exception as exc:  # the database's own trouble: the run is stored, only the cache missed
+            job.progress.note(f"could not keep this run's ncu counters for later runs: {exc}")
+
+    job.after.append(keep)
 
 
 def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], RunFields]:

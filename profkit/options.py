@@ -156,6 +156,9 @@ class RunOptions:
                                     "timed by CUPTI.",
                                helps={COMPARE: "ncu metric preset or list (as for run).",
                                       SWEEP: "ncu metric preset or list (as for run), for the ncu cells."})
+    fresh_counters: bool = _opt(False, "--fresh-counters", commands=PROFILED,
+                                help="ncu: count every kernel function again, instead of taking the counters kept from "
+                                     "earlier runs on this GPU with the same driver, CUDA, PyTorch and packages.")
     name: str | None = _opt(None, "--name", commands=frozenset({RUN}), show_default=False,
                             help="Run name (default: workload-precision-mode-tool).")
     timeout_s: float | None = _opt(None, "--timeout", show_default=False,

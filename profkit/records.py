@@ -33,6 +33,43 @@ class NcuPlan(TypedDict, total=False):
     profiled_launches: int
     timed_by: str
     wall_s: dict[str, float | dict[str, float] | None]  # profile, export_and_join (s); each harness's stages_s
+    counters: CounterUse               # the counters kept across runs: what this run took and added
+
+
+class CounterUse(TypedDict, total=False):
+    """What an ncu run of the per-function plan did with the counters kept across runs
+    (``store.counters``): ``environment`` what keys them (GPU, driver, CUDA, PyTorch, the
+    installed packages' digest, ncu, metric set), ``strategy`` how the run went ("counted":
+    ncu beside the timing process as on a first run; "timed first": the timing process alone,
+    then ncu only for the functions not counted before, if any; "fresh": ``--fresh-counters``),
+    ``cached`` the functions whose counters came from earlier runs, ``counted`` those ncu
+    counted in this run, ``kept`` those it added to the cache."""
+
+    environment: dict[str, str]
+    environment_key: str            # the digest of environment (the counters table's key)
+    signature: str                  # what decides which functions the run launches (a digest)
+    strategy: str
+    cached: int
+    counted: int
+    kept: int
+
+
+@dataclass(frozen=True)
+class CountedFunction:
+    """ncu's counters of one kernel function, kept across runs: its ``mangled`` name (what
+    CUPTI reports), ``scope`` ("" for a function of an installed library, its source's digest
+    for one generated at run time), the names ncu gave it, the counters, and the launch of
+    which run they were read from."""
+
+    mangled: str
+    scope: str
+    name: str
+    short_name: str
+    metrics: dict[str, Any]
+    metric_units: dict[str, str]
+    run_id: int
+    run_name: str
+    launch_id: int
 
 
 class RankInfo(TypedDict, total=False):
@@ -86,6 +123,7 @@ class HarnessInfo(TypedDict, total=False):
     attribution: str                # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
     attribution_note: str           # why a run has none (a compiled model's, a failure to start)
     compiled_kernels: dict[str, CompiledKernel]  # torch.compile: generated kernel name -> what it fused
+    generated_kernels: dict[str, str]  # ncu's timing process, torch.compile: kernel name -> source digest
     # profkit bench
     model: bool                     # the workload built (model, inputs): its output can be compared
     build_and_warmup_s: float

@@ -45,6 +45,8 @@ NEW_OPTIONS |= {f"check {p}" for p in ("run_ref", "config", "min_coverage", "no_
                                        "max_slowdown", "max_launches", "strict", "fmt", "junit_xml", "db", "help")}
 # Issue 24: --wide, a switch on every table command (tests/test_tables.py checks what it does).
 NEW_OPTIONS |= {f"{c} wide" for c in ("runs", "kernels", "summary", "ranges", "diff", "compare", "bench")}
+# Issue 25: --fresh-counters on every profiling command (tests/test_counters.py checks the plan it changes).
+NEW_OPTIONS |= {f"{c} fresh_counters" for c in ("run", "compare", "sweep")}
 # A choice added since the recording (issue 23): --match module, listed in the messages too.
 NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 # Defaults changed since the recording, on purpose (issue 24: one default --match, family, for

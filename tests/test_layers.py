@@ -24,12 +24,13 @@ PACKAGE = ROOT / "profkit"
 LAYERS: list[tuple[str, list[str]]] = [
     ("shared", ["version", "errors", "records", "rows", "formatting", "processes", "names", "choices", "options", "files",
                 "parse.schema", "nvtx_ranges"]),
-    ("launch side", ["tools", "gpu", "torchrun", "workloads", "harness", "kernel_timer", "steps", "annotate"]),
+    ("launch side", ["tools", "gpu", "code_versions", "torchrun", "workloads", "harness", "kernel_timer", "steps",
+                     "annotate"]),
     ("verdicts", ["classify"]),
     ("readers", ["parse"]),
     ("store", ["store"]),
     ("analyses", ["analyze"]),
-    ("jobs and pages", ["ingest", "launch", "benchmark", "cluster", "sweep_job", "doctor", "report"]),
+    ("jobs and pages", ["ingest", "ncu_counters", "launch", "benchmark", "cluster", "sweep_job", "doctor", "report"]),
     ("front door", ["api"]),
     ("command and public names", ["cli", "render", "__main__", "profkit"]),
 ]

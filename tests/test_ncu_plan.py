@@ -133,16 +133,16 @@ def test_a_function_ncu_did_not_count_is_demangled_and_judged_by_name():
     import json
 
     from profkit.names import demangle, short_name
-    from profkit.parse.ncu_plan import _join, _windows
+    from profkit.parse.ncu_plan import _join, _windows, ncu_functions
 
     mangled = list(read_ncu_csv(PLAN / "vgg16_fp16.raw-mangled.csv.gz").rows)
     demangled = list(read_ncu_csv(PLAN / "vgg16_fp16.raw.csv.gz").rows)
-    functions = {m["name"]: r for m, r in zip(mangled, demangled)}
+    functions, _ = ncu_functions(PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz")
     dropped = mangled[1]["name"]  # PyTorch's elementwise add in fp16
     del functions[dropped]
     times = json.loads(gzip.decompress((PLAN / "vgg16_fp16.kernel_times.json.gz").read_bytes()))
     notes: list[str] = []
-    rows, _ = _join(times["kernels"], _windows([tuple(m) for m in times["marks"]]), functions,
+    rows, _, _ = _join(times["kernels"], _windows([tuple(m) for m in times["marks"]]), functions,
                     "vgg16.fp16.eager", "profkit", {}, notes)
     mine = [r for r in rows if r["evidence"] == "name" and not r["evidence_detail"].startswith(("tensor-path", "counters"))]
     assert mine and {r["name"] for r in mine} == {demangle(dropped)} != {dropped}

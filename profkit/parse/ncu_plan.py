@@ -29,6 +29,7 @@ import bisect
 import gzip
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, cast
 
@@ -36,11 +37,44 @@ from ..classify import classify_one, last_resorts
 from ..nvtx_ranges import OpLabel, op_label
 from ..errors import BadExport
 from ..names import demangle, short_name
+from ..records import CountedFunction
 from .ncu_csv import read_ncu_csv
 from .ranges import attribute_row
 from .schema import Capture, ClassifiedRow, KernelRow, RangeRow, kernel_row
 
 DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function): {detail}"
+DETAIL_KEPT = ("counters of launch {launch} of run {run!r}, kept across runs (same GPU, driver, CUDA, PyTorch and "
+               "packages): {detail}")
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One kernel function's counters as the join takes them: ncu's names for it, its counters
+    and their units, and ``kept`` where they come from an earlier run (``store.counters``)
+    rather than from this run's ncu report."""
+
+    name: str
+    short_name: str
+    metrics: dict[str, Any]
+    metric_units: dict[str, str]
+    kept: CountedFunction | None = None
+
+
+def ncu_functions(csv_path: Path, mangled_csv_path: Path) -> tuple[dict[str, Counted], Capture[KernelRow]]:
+    """The functions ncu counted in a report of the per-function plan, by mangled name (its
+    two raw-page exports: names demangled, and mangled), and the export's capture (for its GPU
+    and metric names)."""
+    profiled = read_ncu_csv(csv_path)
+    rows = list(profiled.rows)
+    mangled = list(read_ncu_csv(mangled_csv_path).rows)
+    if len(mangled) != len(rows):
+        raise BadExport(f"{mangled_csv_path.name} and {csv_path.name} list different launches")
+    functions: dict[str, Counted] = {}
+    for m, r in zip(mangled, rows):
+        if m["name"] not in functions:
+            units = {k: profiled.metric_units[k] for k in r["metrics"] if k in profiled.metric_units}
+            functions[m["name"]] = Counted(r["name"], r["short_name"], dict(r["metrics"]), units)
+    return functions, profiled
 
 
 def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, run_tag: str,
@@ -53,47 +87,79 @@ def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, 
     ranges, as profkit opens them now) every kernel launched in an iteration's window is the
     iteration's, from whichever thread; without (older push/pop runs), only the main thread's
     are, and the others count as other threads' kernels."""
-    profiled = read_ncu_csv(csv_path)
-    rows = list(profiled.rows)
-    mangled = list(read_ncu_csv(mangled_csv_path).rows)
-    if len(mangled) != len(rows):
-        raise BadExport(f"{mangled_csv_path.name} and {csv_path.name} list different launches")
-    functions: dict[str, KernelRow] = {}
-    for m, r in zip(mangled, rows):
-        functions.setdefault(m["name"], r)
+    functions, profiled = ncu_functions(csv_path, mangled_csv_path)
+    return read_timed(times_path, functions, run_tag, domain, thread_ids, process_wide,
+                      (profiled.gpu_name, profiled.compute_capability))
+
+
+def kernel_times(times_path: Path) -> dict[str, Any]:
+    """The timing harness's file (``profkit.kernel_timer``): its marks and kernel records,
+    checked; refused in one line if unreadable."""
     try:
         raw = times_path.read_bytes()
         times = json.loads(gzip.decompress(raw) if times_path.suffix == ".gz" else raw)
-        marks = [(str(label), int(ts)) for label, ts in times["marks"]]
-        kernels = times["kernels"]
-        windows = _windows(marks)
-        if not isinstance(kernels, list):
+        times["windows"] = _windows([(str(label), int(ts)) for label, ts in times["marks"]])
+        if not isinstance(times["kernels"], list):
             raise TypeError("its kernels are not a list")
     except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise BadExport(f"{times_path} is not a readable kernel-times file: {exc}") from None
-    capture: Capture[KernelRow] = Capture(
-        rows=iter(()), tool="ncu", source_format="ncu-csv+cupti", gpu_name=profiled.gpu_name,
-        compute_capability=profiled.compute_capability, metric_names=profiled.metric_names,
-        metric_units=profiled.metric_units)
-    ids = thread_ids or {}
-    for k in kernels:
+    for k in times["kernels"]:
         if not isinstance(k, dict):
             raise BadExport(f"{times_path} has a kernel record that is not an object: {str(k)[:80]}")
+    return cast(dict[str, Any], times)
+
+
+def timed_functions(times: dict[str, Any]) -> list[str]:
+    """The mangled names of the kernel functions timed inside the measured iterations, in the
+    order of their first launch."""
+    windows = times["windows"]
+    found: dict[str, None] = {}
+    for k in sorted(times["kernels"], key=lambda k: (int(k.get("correlation") or 0), int(k.get("start") or 0))):
+        try:
+            start = int(k["start"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if any(s <= start <= e for _, s, e in windows) and isinstance(k.get("name"), str):
+            found.setdefault(k["name"], None)
+    return list(found)
+
+
+def read_timed(times_path: Path, functions: dict[str, Counted], run_tag: str, domain: str,
+               thread_ids: dict[int, int] | None = None, process_wide: bool = False,
+               gpu: tuple[str | None, str | None] = (None, None)) -> Capture[KernelRow]:
+    """The capture of the per-function plan from the harness's CUPTI kernel times and the
+    counters of each function, by mangled name: this run's ncu report's, or kept from an
+    earlier run (``Counted.kept``: every launch's evidence detail then names that run)."""
+    times = kernel_times(times_path)
+    metric_names = list(dict.fromkeys(m for f in functions.values() for m in f.metrics))
+    units = {k: v for f in functions.values() for k, v in f.metric_units.items()}
+    capture: Capture[KernelRow] = Capture(
+        rows=iter(()), tool="ncu", source_format="ncu-csv+cupti", gpu_name=gpu[0],
+        compute_capability=gpu[1], metric_names=metric_names, metric_units=units)
+    ids = thread_ids or {}
+    for k in times["kernels"]:
         thread = k.get("thread")
         k["os_thread"] = ids.get(thread) if isinstance(thread, int) else None
     try:
         ops = _op_finder(times.get("ops"))
-        out, ranges = _join(kernels, windows, functions, run_tag, domain, ids, capture.notes, process_wide, ops)
+        out, ranges, first = _join(times["kernels"], times["windows"], functions, run_tag, domain, ids, capture.notes,
+                                   process_wide, ops)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BadExport(f"{times_path} has a kernel record profkit cannot read ({type(exc).__name__}: {exc})") from None
     capture.rows = cast(Iterator[KernelRow], iter(out))
     capture.ranges.extend(ranges)
     capture.range_paths = [r["path"] for r in ranges]
+    capture.counted_launches = {m: first[m] for m, f in functions.items() if f.kept is None and m in first}
     unprofiled = {r["name"] for r in out if r["evidence"] != "metrics"}
     if unprofiled:
         capture.notes.append(f"ncu counted no launch of {len(unprofiled)} kernel functions the timing process ran "
                              "(a different kernel choice between the two processes, or, in older runs, launched by another "
                              "thread, outside ncu's per-thread NVTX filter): their verdicts come from names")
+    kept = {m for m, f in functions.items() if f.kept is not None and m in first}
+    if kept:
+        runs = sorted({functions[m].kept.run_name for m in kept})  # type: ignore[union-attr]
+        capture.notes.append(f"the counters of {len(kept)} kernel functions were kept from earlier runs "
+                             f"({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): ncu did not profile them again")
     return capture
 
 
@@ -135,10 +201,10 @@ def _windows(marks: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
     return sorted(out)
 
 
-def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, KernelRow],
+def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, Counted],
           run_tag: str, domain: str, thread_ids: dict[int, int],
           notes: list[str], process_wide: bool = False,
-          ops: OpFinder = lambda thread, t: None) -> tuple[list[ClassifiedRow], list[RangeRow]]:
+          ops: OpFinder = lambda thread, t: None) -> tuple[list[ClassifiedRow], list[RangeRow], dict[str, int]]:
     placed = []
     for k in kernels:
         it = next((i for i, s, e in windows if s <= int(k["start"]) <= e), None)
@@ -157,13 +223,13 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
     for launch_id, (_, it, k) in enumerate(placed):
         mangled = k["name"]
         ncu_row = functions.get(mangled)
-        name = ncu_row["name"] if ncu_row else demangle(mangled)
+        name = ncu_row.name if ncu_row else demangle(mangled)
         grid, block = k["grid"], k["block"]
         thread = k.get("thread")
         on_main = process_wide or main_thread is None or thread is None or thread == main_thread
         range_name = f"{run_tag}.iter{it}"
         row = kernel_row(
-            launch_id, "kernel", name, ncu_row["short_name"] if ncu_row else short_name(name),
+            launch_id, "kernel", name, ncu_row.short_name if ncu_row else short_name(name),
             duration_ns=int(k["end"]) - int(k["start"]), start_ns=int(k["start"]),
             grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
             stream=k.get("stream"), device=k.get("device"), thread_id=k.get("os_thread"),
@@ -173,25 +239,29 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
             attribute_row(row, [label])
         if ncu_row is not None and mangled not in first:
             first[mangled] = launch_id
-            row["metrics"] = dict(ncu_row["metrics"])
-            verdicts[mangled] = classify_one(name, ncu_row["metrics"])
+            row["metrics"] = dict(ncu_row.metrics)
+            verdicts[mangled] = classify_one(name, ncu_row.metrics)
             v = verdicts[mangled]
-            detail = v.evidence_detail
+            detail = v.evidence_detail if ncu_row.kept is None else _kept_detail(ncu_row.kept, v.evidence_detail)
         elif ncu_row is not None:
             v = verdicts[mangled]
-            detail = DETAIL_SHARED.format(launch=first[mangled], detail=v.evidence_detail)
+            detail = (DETAIL_SHARED.format(launch=first[mangled], detail=v.evidence_detail) if ncu_row.kept is None
+                      else _kept_detail(ncu_row.kept, v.evidence_detail))
         else:
             v = classify_one(name, None)
             detail = v.evidence_detail
         if v.precision == "unknown":  # the operator's types, then (a profiled function's) CUDA-core counters
-            v = last_resorts(v, row["input_types"], ncu_row["metrics"] if ncu_row is not None else None)
-            detail = v.evidence_detail if v.precision != "unknown" else detail
+            v = last_resorts(v, row["input_types"], ncu_row.metrics if ncu_row is not None else None)
+            if v.precision != "unknown":
+                detail = v.evidence_detail
+                if v.evidence == "metrics" and ncu_row is not None and ncu_row.kept is not None:
+                    detail = _kept_detail(ncu_row.kept, detail)  # CUDA-core counters of an earlier run
         done = cast(ClassifiedRow, row)
         done["precision"], done["tensor_core"], done["family"] = v.precision, v.tensor_core, v.family
         done["evidence"], done["evidence_detail"] = v.evidence, detail
         out.append(done)
         per_iter.setdefault(it, []).append(launch_id)
-    missing = sorted(set(functions) - set(first))
+    missing = sorted(m for m, f in functions.items() if f.kept is None and m not in first)
     if missing:
         notes.append(f"ncu profiled {len(missing)} kernel functions that CUPTI did not time inside the measured "
                      f"iterations (first: {missing[0][:80]})")
@@ -205,4 +275,9 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
             "start_ns": s, "wall_ns": e - s, "kernels": len(mine),
             "gpu_ops": len(mine), "gpu_time_ns": sum(r["duration_ns"] or 0 for r in mine),
             "other_thread_kernels": len(ids) - len(mine), "rank": None})
-    return out, ranges
+    return out, ranges, first
+
+
+def _kept_detail(kept: CountedFunction, detail: str) -> str:
+    """The evidence detail of a launch judged from counters kept from an earlier run."""
+    return DETAIL_KEPT.format(launch=kept.launch_id, run=kept.run_name, detail=detail)

@@ -287,6 +287,9 @@ class Capture(Generic[RowT]):
     range_paths: list[str] = field(default_factory=list)
     host_syncs: list[HostSyncRow] = field(default_factory=list)  # timeline captures' host-blocking calls
     bulk: Callable[[Any, int], tuple[str, int, int]] | None = None
+    # ncu's per-function plan: the launch id whose counters this run's ncu read, per kernel
+    # function (mangled name), for keeping them across runs (``store.counters``).
+    counted_launches: dict[str, int] = field(default_factory=dict)
 
 
 def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool = False) -> "pd.DataFrame":

@@ -34,6 +34,7 @@ their own.
 from __future__ import annotations
 
 from .benches import Benches
+from .counters import Counters
 from .connection import DEFAULT_DB, MAX_BUSY_TIMEOUT_S, MAX_ID, as_id, db_path, is_database_error
 from .layout import RUN_COLUMNS
 from .migrations import SCHEMA_VERSION, ensure_schema
@@ -45,13 +46,13 @@ __all__ = ["DEFAULT_DB", "MAX_BUSY_TIMEOUT_S", "MAX_ID", "MAX_NAME", "RUN_COLUMN
            "Store", "as_id", "check_run_name", "db_path", "is_database_error", "raw_dir"]
 
 
-class Store(Runs, Queries, Benches):
+class Store(Runs, Queries, Benches, Counters):
     """A profkit database. ``Store(path, create=False)`` refuses a missing file.
 
     Made of one part per concern, each a module of this package: ``connection`` (the file,
     WAL, write transactions), ``migrations`` (the layout, brought up to date when opened),
     ``runs`` (a run's life: reserved, its raw folder, written, ended, recovered, read back),
-    ``writes`` (kernel rows in bulk), ``queries`` (what the analyses read) and ``benches``."""
+    ``writes`` (kernel rows in bulk), ``queries`` (what the analyses read), ``benches`` and ``counters`` (ncu's counters kept across runs)."""
 
     def _prepare(self) -> None:
         """Once the file is open: its layout brought up to date (a new one made), WAL, and the

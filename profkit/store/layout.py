@@ -54,3 +54,14 @@ BENCH_ROW_COLUMNS: dict[str, type] = {
     "items_per_s": float, "s_per_item": float, "peak_memory_bytes": int, "max_abs_diff": float,
     "top1_agreement": float, "note": str, "iter_ns": str,
 }
+
+# ncu's counters of a kernel function, kept across runs (schema 12, ``store.counters``): one
+# row per (GPU, the versions that fix a function's code, metric set, scope, mangled name); the
+# scope is empty for a function of an installed library and the source's digest for one
+# generated at run time (torch.compile's Triton kernels, whose names repeat across models).
+# ``metrics`` and ``metric_units`` hold JSON; run_id, run_name and launch_id say which launch they were read from.
+COUNTER_COLUMNS: dict[str, type] = {
+    "gpu": str, "environment": str, "metric_set": str, "scope": str, "mangled": str, "name": str, "short_name": str,
+    "metrics": str, "metric_units": str, "run_id": int, "run_name": str, "launch_id": int, "created_at": str,
+}
+COUNTER_KEY = ("gpu", "environment", "metric_set", "scope", "mangled")

@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..errors import StoreError
 from .connection import Connection
-from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW,
+from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, COUNTER_COLUMNS, COUNTER_KEY, HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW,
                      RANGE_TABLE_COLUMNS, RUN_COLUMNS, STORED_COLUMNS)
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
@@ -163,6 +163,14 @@ def attribution(s: Connection) -> None:
     if _add_columns(s, "kernel_rows", STORED_COLUMNS):
         s.execute("drop view if exists kernels")
         s.execute(KERNELS_VIEW)
+
+
+@step
+def counters(s: Connection) -> None:
+    """Schema 12: ``counters``, ncu's counters of each kernel function kept across runs (the
+    per-function plan looks a function up before it profiles it: ``store.counters``)."""
+    if "counters" not in s._tables():
+        s.db.table("counters").create(COUNTER_COLUMNS, pk=COUNTER_KEY)
 
 
 SCHEMA_VERSION = len(STEPS)

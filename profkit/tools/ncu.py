@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import NoKernelsProfiled, ToolFailed, ToolNotFound
 from . import runner
@@ -81,6 +82,16 @@ def profile_argv(
 # profkit's per-function plan: the first launch of each kernel function inside the NVTX
 # filter, a function being a mangled name (so each template instance is one).
 PER_FUNCTION = ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1"]
+
+
+def per_function_argv(only: Sequence[str] | None = None) -> list[str]:
+    """The per-function plan's filter: the first launch of every kernel function, or of only
+    these (mangled names, matched whole; a name ncu's ``--kernel-id`` cannot hold, one with a
+    colon, leaves the filter at every function)."""
+    if not only or any(":" in m for m in only):
+        return list(PER_FUNCTION)
+    names = "|".join(re.sub(r"([^A-Za-z0-9_])", r"\\\1", m) for m in only)
+    return ["--kernel-name-base", "mangled", "--kernel-id", f"::regex:^({names})$:1"]
 
 
 def export_csv_argv(ncu: str, report: Path, mangled: bool = False) -> list[str]:
