@@ -599,9 +599,15 @@ def _export_functions(exe: str, report: Path, folder: Path,
     """ncu's raw page exported twice (names demangled and mangled) and read as counted functions."""
     from .parse.ncu_plan import ncu_functions
 
+    from concurrent.futures import ThreadPoolExecutor
+
     csv_path, mangled = folder / "raw.csv", folder / "raw-mangled.csv"
-    write_new(csv_path, runner.capture(ncu.export_csv_argv(exe, report), timeout=900), replace=True)
-    write_new(mangled, runner.capture(ncu.export_csv_argv(exe, report, mangled=True), timeout=900), replace=True)
+    # The two exports read the same report: side by side, each an ncu process of its own.
+    with ThreadPoolExecutor(2) as pool:
+        texts = list(pool.map(lambda m: runner.capture(ncu.export_csv_argv(exe, report, mangled=m), timeout=900),
+                              (False, True)))
+    write_new(csv_path, texts[0], replace=True)
+    write_new(mangled, texts[1], replace=True)
     raw_files.update({"ncu-csv": str(csv_path), "ncu-csv-mangled": str(mangled)})
     functions, profiled = ncu_functions(csv_path, mangled)
     return csv_path, mangled, functions, profiled

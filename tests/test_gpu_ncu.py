@@ -90,3 +90,49 @@ def test_default_plan_counts_each_function_once_and_times_every_launch(db):
     every = profkit.open_db(db).run("every")
     assert every.info["ncu_plan"]["durations"] == "ncu" and every.metric_set == "full"
     assert all(k["metrics"] and k["start_ns"] is None for k in cli_json("kernels", "every", db=db))
+
+
+@needs_gpu_ncu
+def test_a_repeated_run_takes_the_kept_counters_and_starts_no_ncu(db):
+    """Issue 25: the second run of the same kind in this environment times every launch alone
+    and takes each function's counters from the first run (no ncu report); verdicts equal the
+    first run's launch by launch. With some kept counters gone, ncu counts only those functions;
+    --fresh-counters counts every function again."""
+    import sqlite3
+
+    import profkit
+
+    args = ("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--no-report")
+    for name, extra in (("first", ()), ("repeat", ())):
+        r = cli(*args, "--name", name, *extra, db=db)
+        assert r.exit_code == 0, r.output
+    d = profkit.open_db(db)
+    first, repeat = d.run("first"), d.run("repeat")
+    plans = [r.info["ncu_plan"] for r in (first, repeat)]
+    assert plans[0]["counters"]["strategy"] == "counted" and plans[0]["counters"]["kept"] > 0
+    assert plans[1]["counters"]["strategy"] == "timed first" and plans[1]["profiled_launches"] == 0
+    assert plans[1]["counters"]["cached"] == plans[0]["counters"]["kept"]
+    folder = Path(str(db)).parent / "profkit-runs"
+    assert not (folder / "repeat" / "report.ncu-rep").exists() and (folder / "first" / "report.ncu-rep").exists()
+
+    def verdicts(run):
+        return [(k["name"], k["precision"], k["tensor_core"], k["family"], k["evidence"]) for k in run.iter_kernels()]
+
+    assert verdicts(repeat) == verdicts(first)
+    assert all("of run 'first', kept across runs" in k["evidence_detail"] for k in repeat.iter_kernels()
+               if k["evidence"] == "metrics")
+    con = sqlite3.connect(db)
+    with con:
+        gone = con.execute("delete from counters where rowid in (select rowid from counters limit 2)").rowcount
+    con.close()
+    assert gone == 2
+    assert cli(*args, "--name", "partial", db=db).exit_code == 0
+    partial = d.run("partial")
+    assert partial.info["ncu_plan"]["counters"]["strategy"] == "timed first"
+    assert partial.info["ncu_plan"]["profiled_launches"] == 2 == partial.info["ncu_plan"]["counters"]["kept"]
+    assert verdicts(partial) == verdicts(first)
+    assert cli(*args, "--name", "fresh", "--fresh-counters", db=db).exit_code == 0
+    fresh = d.run("fresh")
+    assert fresh.info["ncu_plan"]["counters"]["strategy"] == "fresh"
+    assert fresh.info["ncu_plan"]["profiled_launches"] == plans[0]["profiled_launches"]
+    assert verdicts(fresh) == verdicts(first)
