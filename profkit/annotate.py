@@ -184,8 +184,26 @@ class Annotator:
 
     def _made(self, func: Any, args: Any, kwargs: dict[str, Any]) -> list[str]:
         """The dtype a factory (``arange``, ``full``, ``zeros``: no tensor input) makes, the type
-        its kernels work in: the same call on the meta device says it (``arange(10)`` int64,
-        ``full(s, 1.5)`` the default float) at no kernel's cost."""
+        its kernels work in: the one asked for; else, for the common factories, the one
+        PyTorch's documented rule gives (``VALUE_TYPED_FACTORIES`` infer it from their values:
+        ``arange(10)`` int64, ``full(s, 1.5)`` the default float; ``randint`` int64; the others
+        the default float); for any other, the same call on the meta device says it. (Meta
+        kernels load on first use, 1.4 s on a CPU machine: a transformer's measured iteration
+        under attribution took 1.8 s longer for it.)"""
+        torch = self.torch
+        dtype = kwargs.get("dtype")
+        if isinstance(dtype, torch.dtype):
+            return [str(dtype).removeprefix("torch.")]
+        name = func._schema.name
+        if name in VALUE_TYPED_FACTORIES:
+            values = [a for a in [*list(args)[VALUE_TYPED_FACTORIES[name]:], kwargs.get("fill_value")]
+                      if isinstance(a, (bool, int, float, complex))]
+            if values:  # as torch.tensor infers a type from Python numbers: arange's and full's rule
+                return [str(torch.tensor(values).dtype).removeprefix("torch.")]
+        elif name in INT64_FACTORIES:
+            return ["int64"]
+        elif name in DEFAULT_FLOAT_FACTORIES:
+            return [str(torch.get_default_dtype()).removeprefix("torch.")]
         try:
             made = func(*args, **{**kwargs, "device": "meta", "pin_memory": False})
         except Exception:  # an operator with no meta kernel: its types stay unknown
@@ -353,6 +371,14 @@ class CompiledTracer:
             g[name] = value
         self._saved = []
 
+
+# Factories whose type, where none is asked for, comes from their values (the first value's
+# position among the arguments: ``arange(end)``, ``arange(start, end, step)``, ``full(size,
+# fill_value)``), those that make int64, and those that make the default float type.
+VALUE_TYPED_FACTORIES = {"aten::arange": 0, "aten::range": 0, "aten::full": 1}
+INT64_FACTORIES = {"aten::randint", "aten::randperm"}
+DEFAULT_FLOAT_FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::empty_strided", "aten::rand",
+                           "aten::randn", "aten::eye", "aten::linspace", "aten::logspace", "aten::scalar_tensor"}
 
 _KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(?P<name>\w+)'", re.M)
 _ORIGINAL_ATEN = re.compile(r"^# .*Original ATen: \[(?P<ops>[^\]]*)\]", re.M)

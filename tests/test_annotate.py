@@ -74,3 +74,25 @@ def test_a_compiled_models_own_operator_calls_get_ranges_without_compiling_again
     names.clear()
     model(x).sum().backward()
     assert not names
+
+
+def test_a_factorys_type_is_the_one_its_meta_call_gives():
+    """Issue 25: the common factories' types come from PyTorch's rule, not a meta call (meta
+    kernels load on first use: 1.8 s more in a transformer's measured iteration); each equals
+    what the meta device says."""
+    import torch
+
+    from profkit import annotate
+
+    a = annotate.Annotator.__new__(annotate.Annotator)
+    a.torch = torch
+    aten = torch.ops.aten
+    cases = [(aten.arange.default, (10,), {}), (aten.arange.start, (0, 10), {}), (aten.arange.start_step, (0, 1.0, 0.1), {}),
+             (aten.full.default, ((2, 2), 1.5), {}), (aten.full.default, ((2, 2), 1), {}),
+             (aten.full.default, ((2, 2), True), {}), (aten.full.default, ((2, 2), float("-inf")), {}),
+             (aten.zeros.default, ((2, 2),), {}), (aten.ones.default, ((3,),), {"dtype": torch.float16}),
+             (aten.randint.low, (0, 5, (3,)), {}), (aten.eye.default, (3,), {}), (aten.empty.memory_format, ((2,),), {}),
+             (aten.randperm.default, (5,), {}), (aten.scalar_tensor.default, (2,), {}), (aten.linspace.default, (0, 1, 5), {})]
+    for func, args, kwargs in cases:
+        made = func(*args, **{**kwargs, "device": "meta"})
+        assert a._made(func, args, {**kwargs, "device": "cpu"}) == [str(made.dtype).removeprefix("torch.")], func
