@@ -35,6 +35,8 @@ from .store.database import RunFields
 from .tools import ncu, nsys, runner
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from . import ncu_counters
     from .parse.ncu_plan import Counted
 
@@ -406,19 +408,25 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     from . import ncu_counters
     from .classify import metric_set, per_function_plan
 
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .code_versions import driver_version
+
     exe = ncu.find()
-    tool_version = ncu.version(exe)
-    gpu_info = gpu.query()
-    cc = gpu_info[1] if gpu_info else None
-    set_label, metrics = metric_set(job.req.options.metrics, cc)
-    if per_function is None:
-        per_function = job.req.options.metrics is None and per_function_plan(cc)
-    counters = None
-    if per_function and job.store is not None and gpu_info is not None and job.ranks <= 1:
-        counters = ncu_counters.plan(job.store, job.req.options, job.workload, gpu_info, gpu.driver_version(),
-                                     tool_version, set_label, metrics)
-        if counters.strategy == ncu_counters.TIMED_FIRST:
-            return _timed_first(job, exe, tool_version, gpu_info, set_label, metrics, counters)
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(ncu.version, exe)  # ncu takes a while to say its version: meanwhile the run starts
+        gpu_info = gpu.query()
+        cc = gpu_info[1] if gpu_info else None
+        set_label, metrics = metric_set(job.req.options.metrics, cc)
+        if per_function is None:
+            per_function = job.req.options.metrics is None and per_function_plan(cc)
+        counters = None
+        if per_function and job.store is not None and gpu_info is not None and job.ranks <= 1:
+            counters = ncu_counters.plan(job.store, job.req.options, job.workload, gpu_info, driver_version(),
+                                         ncu.identity(exe), set_label, metrics)
+            if counters.strategy == ncu_counters.TIMED_FIRST:
+                return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
+        tool_version = asked.result()
     report = job.folder / "report.ncu-rep"
     times = job.folder / "kernel_times.json"
     timer_job = job.folder / "job-times.json"
@@ -508,7 +516,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     }
 
 
-def _timed_first(job: _Job, exe: str, tool_version: str | None, gpu_info: tuple[str, str], set_label: str,
+def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str, str], set_label: str,
                  metrics: list[str], counters: "ncu_counters.CounterPlan") -> tuple[Capture[KernelRow], RunFields]:
     """The per-function plan where an earlier run of the same kind was counted in this
     environment: the timing harness alone (it is the run's harness: its info is the run's),
@@ -566,7 +574,7 @@ def _timed_first(job: _Job, exe: str, tool_version: str | None, gpu_info: tuple[
             gpu_pair = (export.gpu_name or gpu_info[0], export.compute_capability or gpu_info[1])
     capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(info),
                          info.get("iteration_ranges") == "process", gpu_pair)
-    capture.tool_version = tool_version
+    capture.tool_version = asked.result()
     plan: NcuPlan = {
         "launches": ("the first launch of each kernel function not counted in an earlier run (ncu --kernel-id, "
                      "mangled names); the others' counters kept from earlier runs"),

@@ -89,9 +89,9 @@ class CounterPlan:
 
 
 def plan(store: Store, options: RunOptions, workload: str, gpu: tuple[str, str], driver: str | None,
-         ncu_version: str | None, set_label: str, metrics: list[str]) -> CounterPlan:
+         ncu_identity: str | None, set_label: str, metrics: list[str]) -> CounterPlan:
     """How an ncu run of the per-function plan goes (see the module's description)."""
-    env = environment(f"{gpu[0]} (sm {gpu[1]})", driver, ncu_version)
+    env = environment(f"{gpu[0]} (sm {gpu[1]})", driver, ncu_identity)
     digest = hashlib.sha256(",".join(sorted(metrics)).encode()).hexdigest()[:12]
     signature = _signature(options, workload)
     p = CounterPlan(store, env["gpu"], f"{set_label}:{digest}", env, signature, COUNTED)

@@ -54,6 +54,17 @@ def counters_readable(params: Path = DRIVER_PARAMS, euid: int | None = None) -> 
     return True, "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)"
 
 
+def identity(ncu: str) -> str:
+    """Which ncu this is, without starting it (``--version`` takes a while): its resolved path,
+    size and modification time."""
+    path = os.path.realpath(ncu)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def version(ncu: str) -> str:
     out = runner.capture([ncu, "--version"])
     m = _VERSION.search(out)
