@@ -23,7 +23,7 @@ from ..parse.schema import Capture, ClassifiedRow
 from ..processes import alive
 from ..records import RunInfo, RunRecord
 from .connection import as_id, unwritable
-from .layout import JSON_RUN_COLUMNS
+from .layout import HOST_SYNC_TABLE_COLUMNS, JSON_RUN_COLUMNS, RANGE_TABLE_COLUMNS
 from .migrations import set_max_run_id
 from .writes import Writes
 
@@ -251,11 +251,11 @@ class Runs(Writes):
                 update["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
             with self.write():
                 if capture.ranges:
-                    self.db.table("ranges").insert_all(({"run_id": run.id, **r} for r in capture.ranges),
-                                                       batch_size=2000)
+                    self._insert_all("ranges", list(RANGE_TABLE_COLUMNS),
+                                     ({**r, "run_id": run.id} for r in capture.ranges))
                 if capture.host_syncs:
-                    self.db.table("host_syncs").insert_all(({"run_id": run.id, **r} for r in capture.host_syncs),
-                                                           batch_size=2000)
+                    self._insert_all("host_syncs", list(HOST_SYNC_TABLE_COLUMNS),
+                                     ({**r, "run_id": run.id} for r in capture.host_syncs))
                 self._update("runs", run.id, update)
         except BaseException as exc:
             self._clear_rows(run.id)
