@@ -7,7 +7,10 @@
 # `compare --modes eager,torchscript` runs, one after the other) against the bare TorchScript
 # run. Verdicts of each later run are compared launch by launch with the first
 # (benchmarks/counter_cache_check.py).
-#   bash benchmarks/counter_cache.sh [PART] with PART repeat (default), compare, or both
+# PART alternate: per workload, the first run once, then the bare run and the repeated run
+# alternately REPS times (default 3), then the bare TorchScript run and the TorchScript run
+# (second variant, its eager run counted first) alternately 2 times: medians in the text.
+#   bash benchmarks/counter_cache.sh [PART] with PART repeat (default), compare, both or alternate
 set -u
 PART=${1:-repeat}
 OUTDIR=${OUT:-/tmp/counter-cache}; mkdir -p "$OUTDIR"; res="$OUTDIR/counter_cache.txt"
@@ -44,5 +47,17 @@ if [ "$PART" = compare ] || [ "$PART" = both ]; then
     bare "$w" torchscript "$w"
     prun $DB "$w-torchscript-fresh" "$w" --mode torchscript --fresh-counters
     python3 benchmarks/counter_cache_check.py $DB "$w-torchscript" "$w-torchscript-fresh" | tee -a "$res"
+  done
+fi
+if [ "$PART" = alternate ]; then
+  REPS=${REPS:-3}
+  for w in $WORKLOADS; do
+    DB=/tmp/ca-$w/profkit.db; rm -rf /tmp/ca-$w; mkdir -p /tmp/ca-$w
+    bare "$w" eager "$w"
+    prun $DB "$w-first" "$w"
+    for i in $(seq $REPS); do bare "$w" eager "$w"; prun $DB "$w-repeat$i" "$w"; done
+    python3 benchmarks/counter_cache_check.py $DB "$w-repeat$REPS" "$w-first" | cut -c1-400 | tee -a "$res"
+    for i in 1 2; do bare "$w" torchscript "$w"; prun $DB "$w-torchscript$i" "$w" --mode torchscript; done
+    python3 benchmarks/counter_cache_check.py $DB "$w-torchscript1" "$w-first" | cut -c1-300 | tee -a "$res"
   done
 fi
