@@ -235,6 +235,8 @@ def _int(v: Any) -> int | None:
 
 
 def _xyz(v: Any) -> tuple[int | None, ...]:
+    if type(v) is list and len(v) == 3 and type(v[0]) is int and type(v[1]) is int and type(v[2]) is int:
+        return tuple(v)
     return tuple(_int(x) for x in v[:3]) if isinstance(v, list) and len(v) >= 3 else (None, None, None)
 
 
@@ -297,6 +299,7 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
     gpu, ops, annotations, launches = trace.gpu, trace.ops, trace.annotations, trace.launches
     strings: dict[Any, Any] = {}  # names, input types, threads, grids: one object for each value
     intern: Callable[[Any, Any], Any] = strings.setdefault
+    known_types: dict[tuple[Any, ...] | None, str | None] = {}  # operators' input types by their "Input type"
     for n, e in enumerate(events):
         if type(e) is not dict or e.get("ph") != "X":
             continue
@@ -319,9 +322,15 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
                         args.get("device", _ABSENT)))
         elif role == _OP:
             if name != PYTHON_MODE:
-                types = _input_types(args)
-                ops.append((thread, start, dur, name, intern(types, types), "External id" in args,
-                            args.get("External id")))
+                given = args.get("Input type")
+                key = tuple(given) if type(given) is list else None
+                try:
+                    types = known_types[key]
+                except KeyError:
+                    types = known_types[key] = _input_types(args)
+                except TypeError:  # an entry that is no string (a list: unhashable)
+                    types = _input_types(args)
+                ops.append((thread, start, dur, name, types, "External id" in args, args.get("External id")))
         elif role == _RANGE:
             annotations.append((thread, start, dur, name))
         else:
@@ -337,7 +346,27 @@ def _where(e: dict[str, Any], n: int, cat: str, filename: str) -> str:
 
 def _check(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int]:
     """Refuse an event profkit reads (the ``n``-th, of category ``cat``) whose fields are missing
-    or of the wrong type; its start and duration in ns."""
+    or of the wrong type; its start and duration in ns. The common case (float times, integer
+    ids, numbers or names for threads) is decided here; anything else by :func:`_checked`."""
+    ts, dur = e.get("ts"), e.get("dur")
+    if (type(ts) is float and type(dur) is float and ts - ts == 0.0 and abs(ts) * 1000 < _LIMIT
+            and 0.0 <= dur and dur * 1000 < _LIMIT and type(e.get("name")) is str
+            and type(e.get("pid")) in _THREAD_TYPES and type(e.get("tid")) in _THREAD_TYPES):
+        args = e.get("args")
+        if type(args) is dict:
+            corr, ext = args.get("correlation"), args.get("External id")
+            if (corr is None or type(corr) is int) and (ext is None or type(ext) is int):
+                return int(round(ts * 1000)), int(round(dur * 1000))
+    return _checked(e, n, cat, filename)
+
+
+# The types of a thread's pid and tid that _check takes as they are (None: not given; _checked
+# decides that case).
+_THREAD_TYPES = (int, str)
+
+
+def _checked(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int]:
+    """:func:`_check`, every case."""
     if not isinstance(e.get("name"), str):
         raise BadExport(f"{_where(e, n, cat, filename)}: name is {e.get('name')!r}, not a string")
     try:
@@ -414,6 +443,20 @@ def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
     by_process: dict[Any, list[OpenRange]] = {}
     for r in process:
         by_process.setdefault(r.process, []).append(r)
+    # Each process's ranges (in start order), their starts, and the latest end among them so
+    # far: the ranges open at t are among those begun by t, back to the last whose reach is t.
+    spans = {pid: (rs, [r.start for r in rs], list(itertools.accumulate((r.end for r in rs), max)))
+             for pid, rs in by_process.items()}
+
+    def around(pid: Any, t: int) -> list[OpenRange]:
+        if pid not in spans:
+            return []
+        rs, starts, reach = spans[pid]
+        j = k = bisect.bisect_right(starts, t)
+        while j > 0 and reach[j - 1] > t:
+            j -= 1
+        return [r for r in rs[j:k] if t < r.end]
+
     # A point's payload becomes (index, process, time), to find its process's open ranges.
     timeline: list[tuple[Thread, int, int, OpenRange | tuple[int, Any, int]]] = [
         (thread, t, POINT, (i, thread[0], t)) for thread, t, _, i in points]
@@ -422,9 +465,8 @@ def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
     placed: dict[int, Placed] = {}
     shared: dict[Placed, Placed] = {}
     for (i, pid, t), stack in attribute(timeline, paths=False):
-        around = [r for r in by_process.get(pid, ()) if r.start <= t < r.end] if by_process else []
         row = row_of(i)
-        place(row, merged(around, stack))  # type: ignore[arg-type]  # the columns place() reads and sets
+        place(row, merged(around(pid, t) if spans else [], stack))  # type: ignore[arg-type]  # the columns place() reads and sets
         del row["kind"], row["duration_ns"]
         p = tuple(row.items())
         placed[i] = shared.setdefault(p, p)
