@@ -466,7 +466,8 @@ def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
     shared: dict[Placed, Placed] = {}
     for (i, pid, t), stack in attribute(timeline, paths=False):
         row = row_of(i)
-        place(row, merged(around(pid, t) if spans else [], stack))  # type: ignore[arg-type]  # the columns place() reads and sets
+        # row has the columns place() reads and sets, not all of a KernelRow
+        place(row, merged(around(pid, t) if spans else [], stack))  # type: ignore[arg-type]
         del row["kind"], row["duration_ns"]
         p = tuple(row.items())
         placed[i] = shared.setdefault(p, p)
@@ -551,7 +552,8 @@ def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
     is one process's)."""
     steps = [(r["start_ns"] or 0, (r["start_ns"] or 0) + (r["wall_ns"] or 0), r["name"]) for r in ranges
              if is_iteration_range(r["name"])]
-    found = sorted(((corr, e, name) for corr, e in trace.launches.items() if (name := host_sync_call(e[3])) is not None),
+    found = sorted(((corr, e, name) for corr, e in trace.launches.items()
+                    if (name := host_sync_call(e[3])) is not None),
                    key=lambda x: (x[1][1], x[0]))
     if not found:
         return []
