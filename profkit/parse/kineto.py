@@ -60,10 +60,14 @@ Thread = tuple[Any, Any]
 # block (x, y, z), stream, device as the trace has it (_ABSENT where it has none)).
 Gpu = tuple[Kind, str, int, int, Optional[int], Optional[int], tuple[Optional[int], ...], tuple[Optional[int], ...],
             Optional[int], Any]
-# a launch call: (thread, start ns, duration ns, name, External id), by its correlation id.
-Launch = tuple[Thread, int, int, str, Optional[int]]
-# a CPU operator: (thread, start ns, duration ns, name, input types, has an External id, External id).
+# a launch call: (thread, start ns), by its correlation id;
+Launch = tuple[Thread, int]
+# and one that blocked the host: (thread, start ns, duration ns, call (HOST_SYNC_CALLS), External id).
+SyncCall = tuple[Thread, int, int, str, Optional[int]]
+# a CPU operator: (thread, start ns, duration ns, name, input types, has an External id, External id);
+# in a trace with GPU activity only its (name or None, input types), by its External id.
 Op = tuple[Thread, int, int, str, Optional[str], bool, Optional[int]]
+OpLabel = tuple[Optional[str], Optional[str]]
 # a range (record_function): (thread, start ns, duration ns, name).
 Annotation = tuple[Thread, int, int, str]
 # A row to place in ranges: (launching thread, launch start, POINT, the row's index).
@@ -246,10 +250,21 @@ class _Trace:
 
     def __init__(self) -> None:
         self.gpu: list[Gpu] = []
-        self.ops: list[Op] = []
+        self.ops: list[Op] = []  # until the first GPU activity: a CPU trace's rows are its operators
+        self.by_ext: dict[Any, OpLabel] | None = None  # from the first GPU activity on
         self.annotations: list[Annotation] = []
         self.launches: dict[int, Launch] = {}
+        self.syncs: dict[int, SyncCall] = {}
         self.top: dict[str, Any] = {}
+
+    def gpu_trace(self) -> dict[Any, OpLabel]:
+        """The trace has GPU activity: its operators are wanted only for their External ids."""
+        self.by_ext = {}
+        for _, _, _, name, types, has_ext, ext in self.ops:
+            if has_ext:
+                self.by_ext[ext] = (name or None, types)
+        self.ops.clear()
+        return self.by_ext
 
 
 def read_kineto(path: str | Path) -> Capture[KernelRow]:
@@ -296,9 +311,11 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
     are: GPU activities, CPU operators, annotations (ranges), and launch calls by correlation id,
     each as a compact record, its names and threads interned."""
     trace = _Trace()
-    gpu, ops, annotations, launches = trace.gpu, trace.ops, trace.annotations, trace.launches
-    strings: dict[Any, Any] = {}  # names, input types, threads, grids: one object for each value
+    gpu, ops, annotations, launches, syncs = trace.gpu, trace.ops, trace.annotations, trace.launches, trace.syncs
+    by_ext = trace.by_ext
+    strings: dict[Any, Any] = {}  # names, input types, threads, grids, labels: one object for each value
     intern: Callable[[Any, Any], Any] = strings.setdefault
+    sync_calls: dict[str, str | None] = {}  # launch calls' names: HOST_SYNC_CALLS' name, or None
     known_types: dict[tuple[Any, ...] | None, str | None] = {}  # operators' input types by their "Input type"
     for n, e in enumerate(events):
         if type(e) is not dict or e.get("ph") != "X":
@@ -316,6 +333,8 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
         pid, tid = e.get("pid"), e.get("tid")
         thread = intern((pid, tid), (pid, tid))
         if role == _GPU:
+            if by_ext is None:
+                by_ext = trace.gpu_trace()
             grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
             gpu.append((GPU_KINDS[cat], name, start, dur, args.get("correlation"), args.get("External id"),
                         intern(grid, grid), intern(block, block), _int(args.get("stream")),
@@ -330,13 +349,22 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
                     types = known_types[key] = _input_types(args)
                 except TypeError:  # an entry that is no string (a list: unhashable)
                     types = _input_types(args)
-                ops.append((thread, start, dur, name, types, "External id" in args, args.get("External id")))
+                if by_ext is None:
+                    ops.append((thread, start, dur, name, types, "External id" in args, args.get("External id")))
+                elif "External id" in args:
+                    label = (name or None, types)
+                    by_ext[args["External id"]] = intern(label, label)
         elif role == _RANGE:
             annotations.append((thread, start, dur, name))
         else:
             corr = args.get("correlation")
             if corr is not None:
-                launches[corr] = (thread, start, dur, name, args.get("External id"))
+                launches[corr] = (thread, start)
+                call = sync_calls[name] if name in sync_calls else sync_calls.setdefault(name, host_sync_call(name))
+                if call is not None:
+                    syncs[corr] = (thread, start, dur, call, args.get("External id"))
+                elif syncs:
+                    syncs.pop(corr, None)  # the last call of a correlation id is its launch
     return trace
 
 
@@ -486,12 +514,7 @@ _EMPTY: dict[str, Any] = dict.fromkeys(COLUMNS)
 
 def _gpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[str]]:
     gpu, launches = trace.gpu, trace.launches
-    op_types: dict[Any, str | None] = {}
-    op_names: dict[Any, str | None] = {}
-    for _, _, _, name, types, has_ext, ext in trace.ops:
-        if has_ext:
-            op_types[ext] = types
-            op_names[ext] = name or None
+    by_ext = trace.by_ext or {}
 
     def order(g: Gpu) -> tuple[int, int]:
         launch = launches.get(g[4])  # type: ignore[arg-type]  # None is no key
@@ -513,7 +536,8 @@ def _gpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[
 
     def row_of(i: int) -> dict[str, Any]:
         g = gpu[i]
-        return {"kind": g[0], "duration_ns": g[3], "op": op_names.get(g[5]), "input_types": op_types.get(g[5])}
+        op, types = by_ext.get(g[5], _NO_OP)
+        return {"kind": g[0], "duration_ns": g[3], "op": op, "input_types": types}
 
     notes: list[str] = []
     ranges, placed = _place(timeline, trace.annotations, notes, row_of)
@@ -521,24 +545,27 @@ def _gpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[
     index.freeze()
     if unlaunched:
         notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
-    return _made_gpu_rows(trace, op_types, op_names, placed), range_rows(ranges, _others(index), gpu=True), notes
+    return _made_gpu_rows(trace, placed), range_rows(ranges, _others(index), gpu=True), notes
 
 
-def _made_gpu_rows(trace: _Trace, op_types: dict[Any, str | None], op_names: dict[Any, str | None],
-                   placed: dict[int, Placed]) -> Iterator[KernelRow]:
+_NO_OP: OpLabel = (None, None)
+
+
+def _made_gpu_rows(trace: _Trace, placed: dict[int, Placed]) -> Iterator[KernelRow]:
     """The GPU activities' rows, in launch order, made one at a time."""
-    launches = trace.launches
+    launches, by_ext = trace.launches, trace.by_ext or {}
     shorts: dict[str, str] = {}
     for i, (kind, name, start, dur, corr, ext, grid, block, stream, device) in enumerate(trace.gpu):
         launch = launches.get(corr)  # type: ignore[arg-type]
         short = shorts.get(name)
         if short is None:
             short = shorts[name] = short_name(name)
+        op, types = by_ext.get(ext, _NO_OP)
         row = {**_EMPTY, "launch_id": i, "kind": kind, "name": name, "short_name": short, "duration_ns": dur,
                "start_ns": start, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
                "block_x": block[0], "block_y": block[1], "block_z": block[2], "stream": stream,
                "device": _int(device), "thread_id": _int(launch[0][1]) if launch else None,
-               "input_types": op_types.get(ext), "op": op_names.get(ext), "metrics": {}}
+               "input_types": types, "op": op, "metrics": {}}
         p = placed.get(i)
         if p:
             row.update(p)
@@ -552,22 +579,20 @@ def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
     is one process's)."""
     steps = [(r["start_ns"] or 0, (r["start_ns"] or 0) + (r["wall_ns"] or 0), r["name"]) for r in ranges
              if is_iteration_range(r["name"])]
-    found = sorted(((corr, e, name) for corr, e in trace.launches.items()
-                    if (name := host_sync_call(e[3])) is not None),
-                   key=lambda x: (x[1][1], x[0]))
+    found = sorted(trace.syncs.items(), key=lambda x: (x[1][1], x[0]))
     if not found:
         return []
-    op_names = {ext: name or None for _, _, _, name, _, has_ext, ext in trace.ops if has_ext}
+    by_ext = trace.by_ext or {}
     spans = sorted((g[2], g[2] + g[3]) for g in trace.gpu)
     starts = [s for s, _ in spans]
     ends_so_far = list(itertools.accumulate((e for _, e in spans), max))
     out: list[HostSyncRow] = []
-    for i, (_, (thread, start, dur, _, ext), name) in enumerate(found):
+    for i, (_, (thread, start, dur, name, ext)) in enumerate(found):
         end = start + dur
         k = bisect.bisect_right(starts, end)  # operations begun before the call returned: spans[:k]
         step = next((x for x in steps if x[0] <= start < x[1]), None)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": _int(thread[1]),
-                    "rank": None, "op": op_names.get(ext) if ext is not None else None,
+                    "rank": None, "op": by_ext.get(ext, _NO_OP)[0] if ext is not None else None,
                     "gpu_last_end_ns": ends_so_far[k - 1] if k else None,
                     "gpu_next_start_ns": starts[k] if k < len(starts) else None,
                     "iteration": step[2] if step else None, "iteration_end_ns": step[1] if step else None})
