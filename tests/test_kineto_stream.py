@@ -185,6 +185,7 @@ BAD = {
                               "not a Chrome/Kineto trace (no traceEvents list)"),
     "traceEvents a string": (lambda t: json.dumps({**json.loads(t), "traceEvents": "[]"}),
                              "not a Chrome/Kineto trace (no traceEvents list)"),
+    "traceEvents twice": (lambda t: t.rstrip()[:-1] + ', "traceEvents": []}', "has more than one traceEvents entry"),
     "a JSON number": (lambda t: "12", "not a Chrome/Kineto trace"),
     "empty": (lambda t: "", "not a readable JSON trace"),
     "a kernel named 5 mid-stream": (lambda t: t[: _middle(t)] + '{"ph": "X", "cat": "kernel", "name": 5}, '

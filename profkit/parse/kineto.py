@@ -204,6 +204,10 @@ class _Text:
                     if self._peek() != ":":
                         self.fail("Expecting ':' delimiter")
                     self.pos += 1
+                    if key == "traceEvents" and (self.found or "traceEvents" in self.top):
+                        # json.load would keep the last one, the events read from the first
+                        raise BadExport(f"{self.filename} has more than one traceEvents entry",
+                                        "A trace has one list of events.")
                     if key == "traceEvents" and self._peek() == "[":
                         self.pos += 1
                         self.found = True
