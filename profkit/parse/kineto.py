@@ -14,6 +14,12 @@ plain or gzipped, from ``profkit run --tool torch`` or from anyone's own profili
   operators and ranges it called, as torch.profiler's own "Self CPU" column counts it.
 
 Timestamps in these files are microseconds with three decimals; they become integer ns.
+
+The trace is read as a stream (:class:`_Text`): its text in chunks, one event decoded at a time
+by the json module's own scanner, and of each event only what the steps below need is kept, as
+a tuple, with names interned; the rows are made one at a time as the store reads them. Memory
+grows with the events profkit reads, a hundred-odd bytes each, not with the file's text or one
+dict per event, so that a trace of gigabytes imports in a fraction of what ``json.load`` of it takes.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ import bisect
 import itertools
 import json
 import math
+import re
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import IO, Any, Callable, Iterator, NoReturn, Optional
 
 from ..errors import BadExport
 from ..names import short_name
@@ -31,7 +38,7 @@ from ..nvtx_ranges import is_iteration_range
 from .gzipped import GZIP_ERRORS, open_text
 from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
                      nest_in_process_ranges, place, range_rows)
-from .schema import Capture, HostSyncRow, KernelRow, Kind, RangeRow, host_sync_call, kernel_row
+from .schema import COLUMNS, Capture, HostSyncRow, KernelRow, Kind, RangeRow, host_sync_call
 
 GPU_KINDS: dict[str, Kind] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -40,43 +47,187 @@ RANGE_CATS = {"user_annotation"}
 # "Input type" entries that are not tensors.
 NOT_TENSOR_TYPES = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"}
 
-# A trace event: a JSON object as loaded (any keys, any values), to which the reader adds its
-# start and duration in ns (``_start``, ``_dur``) once checked, and for the CPU operators'
-# self times their tree (``_parent``, ``_kids``, ``_merged``, ``_children``).
-TraceEvent = dict[str, Any]
-# The thread of an event: its (pid, tid), as the trace has them (numbers or names).
+# What the reader does with an event of each category (its ``cat``, lower case).
+_GPU, _OP, _RANGE, _LAUNCH = 1, 2, 3, 4
+_ROLE: dict[str, int] = {**dict.fromkeys(GPU_KINDS, _GPU), **dict.fromkeys(OP_CATS, _OP),
+                         **dict.fromkeys(RANGE_CATS, _RANGE), **dict.fromkeys(LAUNCH_CATS, _LAUNCH)}
+
+# The thread of an event: its (pid, tid), as the trace has them (numbers or names; None where
+# it has none), one tuple shared by all the thread's events.
 Thread = tuple[Any, Any]
-# A row to place in ranges: (launching thread, launch start, POINT, row).
-Point = tuple[Thread, int, int, KernelRow]
+# What the reader keeps of each event it reads (plain tuples: a million of them are made):
+# a GPU activity: (kind, name, start ns, duration ns, correlation, External id, grid (x, y, z),
+# block (x, y, z), stream, device as the trace has it (_ABSENT where it has none)).
+Gpu = tuple[Kind, str, int, int, Optional[int], Optional[int], tuple[Optional[int], ...], tuple[Optional[int], ...],
+            Optional[int], Any]
+# a launch call: (thread, start ns), by its correlation id;
+Launch = tuple[Thread, int]
+# and one that blocked the host: (thread, start ns, duration ns, call (HOST_SYNC_CALLS), External id).
+SyncCall = tuple[Thread, int, int, str, Optional[int]]
+# a CPU operator: (thread, start ns, duration ns, name, input types, has an External id, External id);
+# in a trace with GPU activity only its (name or None, input types), by its External id.
+Op = tuple[Thread, int, int, str, Optional[str], bool, Optional[int]]
+OpLabel = tuple[Optional[str], Optional[str]]
+# a range (record_function): (thread, start ns, duration ns, name).
+Annotation = tuple[Thread, int, int, str]
+# A row to place in ranges: (launching thread, launch start, POINT, the row's index).
+Point = tuple[Thread, int, int, int]
+# What placing a row in its ranges set: (column, value) pairs, shared by the rows it is the same for.
+Placed = tuple[tuple[str, Any], ...]
+
+_ABSENT = object()
+_LIMIT = 2 ** 62
 
 
 def _ns(us: Any) -> int:
     """Microseconds (a JSON number) -> integer ns; anything else (a bool, a string, a value
     no int64 holds, NaN or infinity) raises ValueError."""
+    if type(us) is float:  # the common case first
+        if us - us == 0.0 and abs(us) * 1000 < _LIMIT:
+            return int(round(us * 1000))
+    elif type(us) is int and abs(us) * 1000 < _LIMIT:
+        return us * 1000
     if isinstance(us, bool) or not isinstance(us, (int, float)):
         raise ValueError(f"{us!r} is not a number")
-    if not math.isfinite(us) or abs(us) * 1000 >= 2 ** 62:
+    if not math.isfinite(us) or abs(us) * 1000 >= _LIMIT:
         raise ValueError(f"{us!r} is not a finite time")
     return int(round(us * 1000))
 
 
-def load_trace(path: Path) -> dict[str, Any]:
-    """The trace's JSON object, from .json or gzipped .json."""
-    try:
-        # A gzipped trace is read through gzipped.open_text, which refuses one that expands
-        # past its bound (json.load holds the whole text, and its objects, in memory).
-        with open_text(path) as f:
-            data = json.load(f)
-    except (*GZIP_ERRORS, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadExport(f"{path.name} is not a readable JSON trace: {exc}") from exc
-    except RecursionError:
-        raise BadExport(f"{path.name} is nested too deeply to be a Chrome/Kineto trace") from None
-    if isinstance(data, list):
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise BadExport(f"{path.name} is JSON but not a Chrome/Kineto trace (no traceEvents list)",
-                        "profkit imports traces written by torch.profiler's export_chrome_trace.")
-    return data
+_WS = re.compile(r"[ \t\n\r]*")
+# After an element of an array: its comma (and the space after it), or the array's end (group 1).
+_NEXT = re.compile(r"[ \t\n\r]*(?:,[ \t\n\r]*|(\]))")
+
+
+class _Text:
+    """A trace's JSON text, read in chunks (``CHUNK`` characters) and decoded one value at a
+    time by the json module's scanner (C), so that its ``traceEvents`` are read one event at a
+    time (:meth:`events`) and the text is never held whole. Its other top-level entries are
+    decoded whole, into ``top``, wherever they are. As strict as ``json.load``: any JSON
+    error, anywhere, raises BadExport, with the character at which it was found."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, f: IO[str], filename: str):
+        self.f, self.filename = f, filename
+        self.buf, self.pos, self.base, self.eof = "", 0, 0, False  # base: the characters before buf
+        # The scanner json.JSONDecoder.raw_decode calls (C), without its wrapping.
+        self.scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+        self.top: dict[str, Any] | None = {}  # None: the file's JSON value is not an object
+        self.found = False  # a traceEvents list was read
+
+    def _more(self, at_least: int = 0) -> bool:
+        """Read on (at least ``at_least`` characters more, where the file has them); False at its end."""
+        if self.eof:
+            return False
+        chunk = self.f.read(max(self.CHUNK, at_least))
+        self.base += self.pos
+        self.buf, self.pos = self.buf[self.pos:] + chunk, 0
+        self.eof = not chunk
+        return not self.eof
+
+    def fail(self, msg: str, pos: int | None = None) -> NoReturn:
+        at = self.base + (self.pos if pos is None else pos)
+        raise BadExport(f"{self.filename} is not a readable JSON trace: {msg} at character {at:,}")
+
+    def _peek(self) -> str:
+        """The next character that is not white space ('' at the end of the file), not read."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # always matches
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def _value(self) -> Any:
+        """The next JSON value, whole."""
+        self._peek()
+        while True:
+            try:
+                value, end = self.scan(self.buf, self.pos)
+                if end < len(self.buf) or self.eof:  # else a number may go on in the next chunk
+                    self.pos = end
+                    return value
+            except StopIteration as stop:
+                if self.eof:
+                    self.fail("Expecting value", stop.value)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    self.fail(exc.msg, exc.pos)
+            self._more(len(self.buf) - self.pos)  # a value longer than what is read: twice as much
+
+    def _items(self) -> Iterator[Any]:
+        """The elements of the array whose '[' was just read, one at a time."""
+        if self._peek() == "]":
+            self.pos += 1
+            return
+        scan, after = self.scan, _NEXT.match
+        while True:
+            buf, pos = self.buf, self.pos
+            try:
+                value, end = scan(buf, pos)
+                m = after(buf, end)
+                if m is not None and (m.group(1) or m.end() < len(buf) or self.eof):
+                    self.pos = m.end()
+                    yield value
+                    if m.group(1):
+                        return
+                    continue
+                if self.eof:
+                    self.fail("Expecting ',' delimiter", _WS.match(buf, end).end())  # type: ignore[union-attr]
+            except StopIteration as stop:
+                if self.eof:
+                    self.fail("Expecting value", stop.value)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    self.fail(exc.msg, exc.pos)
+            # The element (or what follows it) goes on past what is read: read on, decode it again.
+            self._more(len(buf) - pos)
+
+    def events(self) -> Iterator[Any]:
+        """The trace's events: the elements of its traceEvents list (or of the file's list)."""
+        c = self._peek()
+        if c == "[":
+            self.pos += 1
+            self.found = True
+            yield from self._items()
+        elif c == "{":
+            self.pos += 1
+            assert self.top is not None
+            if self._peek() == "}":
+                self.pos += 1
+            else:
+                while True:
+                    if self._peek() != '"':
+                        self.fail("Expecting property name enclosed in double quotes")
+                    key = self._value()
+                    if self._peek() != ":":
+                        self.fail("Expecting ':' delimiter")
+                    self.pos += 1
+                    if key == "traceEvents" and (self.found or "traceEvents" in self.top):
+                        # json.load would keep the last one, the events read from the first
+                        raise BadExport(f"{self.filename} has more than one traceEvents entry",
+                                        "A trace has one list of events.")
+                    if key == "traceEvents" and self._peek() == "[":
+                        self.pos += 1
+                        self.found = True
+                        yield from self._items()
+                    else:
+                        self.top[key] = self._value()
+                    c = self._peek()
+                    self.pos += 1
+                    if c == "}":
+                        break
+                    if c != ",":
+                        self.fail("Expecting ',' delimiter", self.pos - 1)
+        else:
+            self._value()  # a JSON value that is no object (or no JSON at all: refused here)
+            self.top = None
+        if self._peek():
+            self.fail("Extra data")
+        if self.top is None or not self.found:
+            raise BadExport(f"{self.filename} is JSON but not a Chrome/Kineto trace (no traceEvents list)",
+                            "profkit imports traces written by torch.profiler's export_chrome_trace.")
 
 
 def _input_types(args: dict[str, Any]) -> str | None:
@@ -91,27 +242,67 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _xyz(v: Any) -> list[int | None]:
-    return [_int(x) for x in v[:3]] if isinstance(v, list) and len(v) >= 3 else [None, None, None]
+def _xyz(v: Any) -> tuple[int | None, ...]:
+    if type(v) is list and len(v) == 3 and type(v[0]) is int and type(v[1]) is int and type(v[2]) is int:
+        return tuple(v)
+    return tuple(_int(x) for x in v[:3]) if isinstance(v, list) and len(v) >= 3 else (None, None, None)
+
+
+class _Trace:
+    """What profkit reads of a trace: its events' compact records (see the types above) and its
+    other top-level entries."""
+
+    def __init__(self) -> None:
+        self.gpu: list[Gpu] = []
+        self.ops: list[Op] = []  # until the first GPU activity: a CPU trace's rows are its operators
+        self.by_ext: dict[Any, OpLabel] | None = None  # from the first GPU activity on
+        self.annotations: list[Annotation] = []
+        self.launches: dict[int, Launch] = {}
+        self.syncs: dict[int, SyncCall] = {}
+        self.top: dict[str, Any] = {}
+
+    def gpu_trace(self) -> dict[Any, OpLabel]:
+        """The trace has GPU activity: its operators are wanted only for their External ids."""
+        self.by_ext = {}
+        for _, _, _, name, types, has_ext, ext in self.ops:
+            if has_ext:
+                self.by_ext[ext] = (name or None, types)
+        self.ops.clear()
+        return self.by_ext
 
 
 def read_kineto(path: str | Path) -> Capture[KernelRow]:
     path = Path(path)
-    data = load_trace(path)
-    gpu, ops, annotations, launches = _events(data["traceEvents"], path.name)
+    trace = _read(path)
     syncs: list[HostSyncRow] = []
-    if gpu:
-        kernels, ranges, notes = _gpu_rows(gpu, launches, annotations, ops)
-        syncs = _host_syncs(launches.values(), gpu, ops, ranges)
-    elif ops:
-        kernels, ranges, notes = _cpu_rows(ops, annotations)
+    if trace.gpu:
+        kernels, ranges, notes = _gpu_rows(trace)
+        syncs = _host_syncs(trace, ranges)
+    elif trace.ops:
+        kernels, ranges, notes = _cpu_rows(trace)
     else:
         raise BadExport(f"{path.name} holds no GPU kernels and no CPU operators",
                         "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
-    gpu_name, cc = _device(data, gpu, path.name)
-    return Capture(rows=iter(kernels), tool="torch", source_format="kineto-json", gpu_name=gpu_name,
+    gpu_name, cc = _device(trace, path.name)
+    return Capture(rows=kernels, tool="torch", source_format="kineto-json", gpu_name=gpu_name,
                    compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges],
                    host_syncs=syncs)
+
+
+def _read(path: Path) -> _Trace:
+    """The trace, read as a stream (plain or gzipped: a gzipped one through gzipped.open_text,
+    which refuses one that expands past its bound)."""
+    try:
+        with open_text(path) as f:
+            text = _Text(f, path.name)
+            trace = _events(text.events(), path.name)
+            assert text.top is not None  # events() refused a file that is no object or list
+            trace.top = text.top
+            return trace
+    except (*GZIP_ERRORS, UnicodeDecodeError) as exc:
+        raise BadExport(f"{path.name} is not a readable JSON trace: {exc}") from exc
+    except RecursionError:
+        raise BadExport(f"{path.name} is nested too deeply to be a Chrome/Kineto trace") from None
 
 
 # The event torch.profiler records for a Python dispatch mode's handling of each operator
@@ -119,85 +310,156 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
 PYTHON_MODE = "PythonDispatchMode"
 
 
-def _events(events: list[Any], filename: str) -> tuple[list[TraceEvent], list[TraceEvent], list[TraceEvent],
-                                                       dict[Any, TraceEvent]]:
+def _events(events: Iterator[Any], filename: str) -> _Trace:
     """The trace's complete events that profkit reads, checked (:func:`_check`), by what they
-    are: GPU activities, CPU operators, annotations (ranges), and launch calls by correlation id."""
-    gpu, ops, annotations, launches = [], [], [], {}
+    are: GPU activities, CPU operators, annotations (ranges), and launch calls by correlation id,
+    each as a compact record, its names and threads interned."""
+    trace = _Trace()
+    gpu, ops, annotations, launches, syncs = trace.gpu, trace.ops, trace.annotations, trace.launches, trace.syncs
+    by_ext = trace.by_ext
+    strings: dict[Any, Any] = {}  # names, input types, threads, grids, labels: one object for each value
+    intern: Callable[[Any, Any], Any] = strings.setdefault
+    sync_calls: dict[str, str | None] = {}  # launch calls' names: HOST_SYNC_CALLS' name, or None
+    known_types: dict[tuple[Any, ...] | None, str | None] = {}  # operators' input types by their "Input type"
     for n, e in enumerate(events):
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if type(e) is not dict or e.get("ph") != "X":
             continue
-        cat = str(e.get("cat", "")).lower()
-        if cat in GPU_KINDS or cat in OP_CATS or cat in RANGE_CATS or cat in LAUNCH_CATS:
-            _check(e, f"{filename}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})")
-        if cat in GPU_KINDS:
-            gpu.append(e)
-        elif cat in OP_CATS:
-            if e.get("name") != PYTHON_MODE:
-                ops.append(e)
-        elif cat in RANGE_CATS:
-            annotations.append(e)
-        elif cat in LAUNCH_CATS:
-            corr = (e.get("args") or {}).get("correlation")
+        cat = e.get("cat", "")
+        role = _ROLE.get(cat) if type(cat) is str else None
+        if role is None:
+            cat = str(cat).lower()
+            role = _ROLE.get(cat)
+            if role is None:
+                continue
+        start, dur = _check(e, n, cat, filename)
+        args = e.get("args") or {}
+        name = intern(e["name"], e["name"])
+        pid, tid = e.get("pid"), e.get("tid")
+        thread = intern((pid, tid), (pid, tid))
+        if role == _GPU:
+            if by_ext is None:
+                by_ext = trace.gpu_trace()
+            grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
+            gpu.append((GPU_KINDS[cat], name, start, dur, args.get("correlation"), args.get("External id"),
+                        intern(grid, grid), intern(block, block), _int(args.get("stream")),
+                        args.get("device", _ABSENT)))
+        elif role == _OP:
+            if name != PYTHON_MODE:
+                given = args.get("Input type")
+                key = tuple(given) if type(given) is list else None
+                try:
+                    types = known_types[key]
+                except KeyError:
+                    types = known_types[key] = _input_types(args)
+                except TypeError:  # an entry that is no string (a list: unhashable)
+                    types = _input_types(args)
+                if by_ext is None:
+                    ops.append((thread, start, dur, name, types, "External id" in args, args.get("External id")))
+                elif "External id" in args:
+                    label = (name or None, types)
+                    by_ext[args["External id"]] = intern(label, label)
+        elif role == _RANGE:
+            annotations.append((thread, start, dur, name))
+        else:
+            corr = args.get("correlation")
             if corr is not None:
-                launches[corr] = e
-    return gpu, ops, annotations, launches
+                launches[corr] = (thread, start)
+                call = sync_calls[name] if name in sync_calls else sync_calls.setdefault(name, host_sync_call(name))
+                if call is not None:
+                    syncs[corr] = (thread, start, dur, call, args.get("External id"))
+                elif syncs:
+                    syncs.pop(corr, None)  # the last call of a correlation id is its launch
+    return trace
 
 
-def _check(e: TraceEvent, where: str) -> None:
-    """Refuse an event profkit reads whose fields are missing or of the wrong type (``where``
-    names it), and set its ``_start`` and ``_dur`` in ns."""
+def _where(e: dict[str, Any], n: int, cat: str, filename: str) -> str:
+    return f"{filename}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})"
+
+
+def _check(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int]:
+    """Refuse an event profkit reads (the ``n``-th, of category ``cat``) whose fields are missing
+    or of the wrong type; its start and duration in ns. The common case (float times, integer
+    ids, numbers or names for threads) is decided here; anything else by :func:`_checked`."""
+    ts, dur = e.get("ts"), e.get("dur")
+    if (type(ts) is float and type(dur) is float and ts - ts == 0.0 and abs(ts) * 1000 < _LIMIT
+            and 0.0 <= dur and dur * 1000 < _LIMIT and type(e.get("name")) is str
+            and type(e.get("pid")) in _THREAD_TYPES and type(e.get("tid")) in _THREAD_TYPES):
+        args = e.get("args")
+        if type(args) is dict:
+            corr, ext = args.get("correlation"), args.get("External id")
+            if (corr is None or type(corr) is int) and (ext is None or type(ext) is int):
+                return int(round(ts * 1000)), int(round(dur * 1000))
+    return _checked(e, n, cat, filename)
+
+
+# The types of a thread's pid and tid that _check takes as they are (None: not given; _checked
+# decides that case).
+_THREAD_TYPES = (int, str)
+
+
+def _checked(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int]:
+    """:func:`_check`, every case."""
     if not isinstance(e.get("name"), str):
-        raise BadExport(f"{where}: name is {e.get('name')!r}, not a string")
+        raise BadExport(f"{_where(e, n, cat, filename)}: name is {e.get('name')!r}, not a string")
     try:
-        e["_start"], e["_dur"] = _ns(e["ts"]), _ns(e["dur"])
+        start, dur = _ns(e["ts"]), _ns(e["dur"])
     except KeyError as missing:
-        raise BadExport(f"{where} has no {missing.args[0]} (a complete event needs ts and dur)") from None
+        raise BadExport(f"{_where(e, n, cat, filename)} has no {missing.args[0]} "
+                        f"(a complete event needs ts and dur)") from None
     except ValueError as exc:
-        raise BadExport(f"{where}: ts/dur {exc}") from None
-    if e["_dur"] < 0:
-        raise BadExport(f"{where} has a negative duration ({e.get('dur')!r} us)")
+        raise BadExport(f"{_where(e, n, cat, filename)}: ts/dur {exc}") from None
+    if dur < 0:
+        raise BadExport(f"{_where(e, n, cat, filename)} has a negative duration ({e.get('dur')!r} us)")
     for key in ("pid", "tid"):
         if key in e and not isinstance(e[key], (int, str)) or isinstance(e.get(key), bool):
-            raise BadExport(f"{where}: {key} is {e[key]!r}, not a number or a name")
-    if "args" in e and not isinstance(e["args"], dict):
-        raise BadExport(f"{where}: args is {type(e['args']).__name__}, not an object")
-    corr = (e.get("args") or {}).get("correlation")
+            raise BadExport(f"{_where(e, n, cat, filename)}: {key} is {e[key]!r}, not a number or a name")
+    args = e.get("args")
+    if args is None:
+        if "args" in e:
+            raise BadExport(f"{_where(e, n, cat, filename)}: args is NoneType, not an object")
+        return start, dur
+    if type(args) is not dict:
+        raise BadExport(f"{_where(e, n, cat, filename)}: args is {type(args).__name__}, not an object")
+    corr = args.get("correlation")
     if corr is not None and _int(corr) is None:
-        raise BadExport(f"{where}: args.correlation is {corr!r}, not an integer")
-    ext = (e.get("args") or {}).get("External id")
+        raise BadExport(f"{_where(e, n, cat, filename)}: args.correlation is {corr!r}, not an integer")
+    ext = args.get("External id")
     if ext is not None and _int(ext) is None:
-        raise BadExport(f"{where}: args['External id'] is {ext!r}, not an integer")
+        raise BadExport(f"{_where(e, n, cat, filename)}: args['External id'] is {ext!r}, not an integer")
+    return start, dur
 
 
-def _device(data: dict[str, Any], gpu: list[TraceEvent], filename: str) -> tuple[str | None, str | None]:
+def _device(trace: _Trace, filename: str) -> tuple[str | None, str | None]:
     """The GPU's name and compute capability, from the trace's deviceProperties entry for the
     device of its first GPU activity (else its first entry); None and None for a CPU trace."""
-    props = data.get("deviceProperties") or []
+    props = trace.top.get("deviceProperties") or []
     if not isinstance(props, list) or not all(isinstance(p, dict) for p in props):
         raise BadExport(f"{filename}: deviceProperties is not a list of objects")
-    if not (gpu and props):
+    if not (trace.gpu and props):
         return None, None
-    dev = (gpu[0].get("args") or {}).get("device", 0)
+    dev = trace.gpu[0][9]
+    dev = 0 if dev is _ABSENT else dev
     p = next((p for p in props if p.get("id") == dev), props[0])
     gpu_name = str(p["name"]) if p.get("name") is not None else None
     cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}" if p.get("computeMajor") is not None else None
     return gpu_name, cc
 
 
-def _range(e: TraceEvent) -> OpenRange:
-    name = str(e.get("name", ""))
-    return OpenRange(name, None, _int(e.get("tid")), e["_start"], e["_start"] + e["_dur"],
-                     process=e.get("pid"), process_wide=is_iteration_range(name))
+def _range(a: Annotation) -> OpenRange:
+    (pid, tid), start, dur, name = a
+    return OpenRange(name, None, _int(tid), start, start + dur, process=pid, process_wide=is_iteration_range(name))
 
 
-def _place(points: list[Point], annotations: list[TraceEvent], notes: list[str]) -> list[OpenRange]:
+def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
+           row_of: Callable[[int], dict[str, Any]]) -> tuple[list[OpenRange], dict[int, Placed]]:
     """Give each point's row the innermost range open for its thread (its own ranges and its
     process's iteration ranges), and count it in every open range: kernels (or CPU operators)
     with their time, and GPU operations of any kind. Ranges nested too deep are left out
-    (``ranges.MAX_DEPTH``, a note in ``notes``)."""
+    (``ranges.MAX_DEPTH``, a note in ``notes``). A point's row is ``row_of(index)``: its kind,
+    duration_ns, op and input_types; what placing it sets, less kind and duration, is returned
+    by index, for the rows to be made with it."""
     ranges = [_range(a) for a in annotations]
-    own = [((a.get("pid"), a.get("tid")), r.start, RANGE, r) for a, r in zip(annotations, ranges) if not r.process_wide]
+    own = [(a[0], r.start, RANGE, r) for a, r in zip(annotations, ranges) if not r.process_wide]
     own.sort(key=lambda x: (str(x[0]), x[1], -x[3].end))
     process = sorted((r for r in ranges if r.process_wide), key=lambda r: (str(r.process), r.start, -r.end))
     # Paths: the process's ranges among themselves, each thread's among its own, then each
@@ -213,15 +475,36 @@ def _place(points: list[Point], annotations: list[TraceEvent], notes: list[str])
     by_process: dict[Any, list[OpenRange]] = {}
     for r in process:
         by_process.setdefault(r.process, []).append(r)
-    # A point's payload becomes (row, process, time), to find its process's open ranges.
-    timeline: list[tuple[Thread, int, int, OpenRange | tuple[KernelRow, Any, int]]] = [
-        (thread, t, POINT, (row, thread[0], t)) for thread, t, _, row in points]
+    # Each process's ranges (in start order), their starts, and the latest end among them so
+    # far: the ranges open at t are among those begun by t, back to the last whose reach is t.
+    spans = {pid: (rs, [r.start for r in rs], list(itertools.accumulate((r.end for r in rs), max)))
+             for pid, rs in by_process.items()}
+
+    def around(pid: Any, t: int) -> list[OpenRange]:
+        if pid not in spans:
+            return []
+        rs, starts, reach = spans[pid]
+        j = k = bisect.bisect_right(starts, t)
+        while j > 0 and reach[j - 1] > t:
+            j -= 1
+        return [r for r in rs[j:k] if t < r.end]
+
+    # A point's payload becomes (index, process, time), to find its process's open ranges.
+    timeline: list[tuple[Thread, int, int, OpenRange | tuple[int, Any, int]]] = [
+        (thread, t, POINT, (i, thread[0], t)) for thread, t, _, i in points]
     timeline += own
     timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if isinstance(x[3], OpenRange) else 0))
-    for (row, pid, t), stack in attribute(timeline, paths=False):
-        around = [r for r in by_process.get(pid, ()) if r.start <= t < r.end] if by_process else []
-        place(row, merged(around, stack))
-    return ranges
+    placed: dict[int, Placed] = {}
+    shared: dict[Placed, Placed] = {}
+    for (i, pid, t), stack in attribute(timeline, paths=False):
+        row = row_of(i)
+        # row has the columns place() reads and sets, not all of a KernelRow
+        place(row, merged(around(pid, t) if spans else [], stack))  # type: ignore[arg-type]
+        del row["kind"], row["duration_ns"]
+        p = tuple(row.items())
+        placed[i] = shared.setdefault(p, p)
+    del timeline
+    return ranges, placed
 
 
 def _others(index: LaunchIndex) -> Callable[[OpenRange], int]:
@@ -229,130 +512,174 @@ def _others(index: LaunchIndex) -> Callable[[OpenRange], int]:
     return lambda r: 0 if r.process_wide else index.others(r)
 
 
-def _gpu_rows(gpu: list[TraceEvent], launches: dict[Any, TraceEvent], annotations: list[TraceEvent],
-              ops: list[TraceEvent]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
-    op_types, op_names = {}, {}
-    for op in ops:
-        args = op.get("args") or {}
-        if "External id" in args:
-            op_types[args["External id"]] = _input_types(args)
-            op_names[args["External id"]] = str(op.get("name", "")) or None
+# A row's columns, all None: what a row is made from.
+_EMPTY: dict[str, Any] = dict.fromkeys(COLUMNS)
 
-    def order(e: TraceEvent) -> tuple[int, int]:
-        corr = (e.get("args") or {}).get("correlation")
-        launch = launches.get(corr)
-        return (launch["_start"] if launch else e["_start"], corr if isinstance(corr, int) else 0)
+
+def _gpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[str]]:
+    gpu, launches = trace.gpu, trace.launches
+    by_ext = trace.by_ext or {}
+
+    def order(g: Gpu) -> tuple[int, int]:
+        launch = launches.get(g[4])  # type: ignore[arg-type]  # None is no key
+        return (launch[1] if launch else g[2], g[4] or 0)
 
     gpu.sort(key=order)
-    rows: list[KernelRow] = []
     timeline: list[Point] = []
     index = LaunchIndex()
     unlaunched = 0
-    for i, e in enumerate(gpu):
-        args = e.get("args") or {}
-        kind = GPU_KINDS[str(e.get("cat")).lower()]
-        launch = launches.get(args.get("correlation"))
-        grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
-        name = str(e.get("name", ""))
-        row = kernel_row(
-            i, kind, name, short_name(name), duration_ns=e["_dur"], start_ns=e["_start"],
-            grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
-            stream=_int(args.get("stream")), device=_int(args.get("device")),
-            thread_id=_int(launch.get("tid")) if launch else None, input_types=op_types.get(args.get("External id")),
-            op=op_names.get(args.get("External id")),
-        )
-        rows.append(row)
+    for i, g in enumerate(gpu):
+        launch = launches.get(g[4])  # type: ignore[arg-type]
         if launch is None:
             unlaunched += 1
             continue
-        thread = (launch.get("pid"), launch.get("tid"))
-        timeline.append((thread, launch["_start"], POINT, row))
-        if kind == "kernel":
-            index.add(launch.get("pid"), _int(launch.get("tid")), launch["_start"])
+        thread, start = launch[0], launch[1]
+        timeline.append((thread, start, POINT, i))
+        if g[0] == "kernel":
+            index.add(thread[0], _int(thread[1]), start)
+
+    def row_of(i: int) -> dict[str, Any]:
+        g = gpu[i]
+        op, types = by_ext.get(g[5], _NO_OP)
+        return {"kind": g[0], "duration_ns": g[3], "op": op, "input_types": types}
+
     notes: list[str] = []
-    ranges = _place(timeline, annotations, notes)
+    ranges, placed = _place(timeline, trace.annotations, notes, row_of)
+    del timeline
     index.freeze()
     if unlaunched:
         notes.append(f"{unlaunched} GPU activities have no launch call in the trace, so no range")
-    return rows, range_rows(ranges, _others(index), gpu=True), notes
+    return _made_gpu_rows(trace, placed), range_rows(ranges, _others(index), gpu=True), notes
 
 
-def _host_syncs(calls: Iterable[TraceEvent], gpu: list[TraceEvent], ops: list[TraceEvent],
-                ranges: list[RangeRow]) -> list[HostSyncRow]:
+_NO_OP: OpLabel = (None, None)
+
+
+def _made_gpu_rows(trace: _Trace, placed: dict[int, Placed]) -> Iterator[KernelRow]:
+    """The GPU activities' rows, in launch order, made one at a time."""
+    launches, by_ext = trace.launches, trace.by_ext or {}
+    shorts: dict[str, str] = {}
+    for i, (kind, name, start, dur, corr, ext, grid, block, stream, device) in enumerate(trace.gpu):
+        launch = launches.get(corr)  # type: ignore[arg-type]
+        short = shorts.get(name)
+        if short is None:
+            short = shorts[name] = short_name(name)
+        op, types = by_ext.get(ext, _NO_OP)
+        row = {**_EMPTY, "launch_id": i, "kind": kind, "name": name, "short_name": short, "duration_ns": dur,
+               "start_ns": start, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+               "block_x": block[0], "block_y": block[1], "block_z": block[2], "stream": stream,
+               "device": _int(device), "thread_id": _int(launch[0][1]) if launch else None,
+               "input_types": types, "op": op, "metrics": {}}
+        p = placed.get(i)
+        if p:
+            row.update(p)
+        yield row  # type: ignore[misc]  # every column of KernelRow is set
+
+
+def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
     """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order, each
     with the operator that made it (the one whose External id it carries: ``aten::_local_scalar_dense``
     for ``.item()``), the GPU work around it and the measured iteration it was made in (a trace
     is one process's)."""
     steps = [(r["start_ns"] or 0, (r["start_ns"] or 0) + (r["wall_ns"] or 0), r["name"]) for r in ranges
              if is_iteration_range(r["name"])]
-    found = sorted(((e, name) for e in calls if (name := host_sync_call(str(e.get("name", "")))) is not None),
-                   key=lambda x: (x[0]["_start"], x[0].get("args", {}).get("correlation") or 0))
+    found = sorted(trace.syncs.items(), key=lambda x: (x[1][1], x[0]))
     if not found:
         return []
-    op_names = {args["External id"]: str(op.get("name", "")) or None
-                for op in ops if "External id" in (args := op.get("args") or {})}
-    spans = sorted((e["_start"], e["_start"] + e["_dur"]) for e in gpu)
+    by_ext = trace.by_ext or {}
+    spans = sorted((g[2], g[2] + g[3]) for g in trace.gpu)
     starts = [s for s, _ in spans]
     ends_so_far = list(itertools.accumulate((e for _, e in spans), max))
     out: list[HostSyncRow] = []
-    for i, (e, name) in enumerate(found):
-        end = e["_start"] + e["_dur"]
+    for i, (_, (thread, start, dur, name, ext)) in enumerate(found):
+        end = start + dur
         k = bisect.bisect_right(starts, end)  # operations begun before the call returned: spans[:k]
-        ext = (e.get("args") or {}).get("External id")
-        step = next((x for x in steps if x[0] <= e["_start"] < x[1]), None)
-        out.append({"sync_id": i, "name": name, "start_ns": e["_start"], "end_ns": end, "thread_id": _int(e.get("tid")),
-                    "rank": None, "op": op_names.get(ext) if ext is not None else None,
+        step = next((x for x in steps if x[0] <= start < x[1]), None)
+        out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": _int(thread[1]),
+                    "rank": None, "op": by_ext.get(ext, _NO_OP)[0] if ext is not None else None,
                     "gpu_last_end_ns": ends_so_far[k - 1] if k else None,
                     "gpu_next_start_ns": starts[k] if k < len(starts) else None,
                     "iteration": step[2] if step else None, "iteration_end_ns": step[1] if step else None})
     return out
 
 
-def _cpu_rows(ops: list[TraceEvent], annotations: list[TraceEvent]) -> tuple[list[KernelRow], list[RangeRow], list[str]]:
+class _Node:
+    """A CPU operator or range in its thread's tree, for self times."""
+
+    __slots__ = ("thread", "start", "dur", "name", "types", "is_op", "parent", "kids", "merged", "children")
+
+    def __init__(self, thread: Thread, start: int, dur: int, name: str, types: str | None, is_op: bool):
+        self.thread, self.start, self.dur, self.name, self.types, self.is_op = thread, start, dur, name, types, is_op
+        self.parent: _Node | None = None
+        self.kids: list[_Node] = []
+        self.merged = False
+        self.children = 0
+
+
+def _cpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[str]]:
     # Self time: each thread's operators and ranges form a tree by time containment; an
     # operator's self time is its span less its children's spans. As torch.profiler's own
     # table does, an operator whose only child is the same operator (aten::div_ re-dispatching
     # to aten::div_) counts as one call.
-    nodes = sorted(ops + annotations, key=lambda e: (str((e.get("pid"), e.get("tid"))), e["_start"], -e["_dur"]))
-    stack: list[TraceEvent] = []
+    all_ops = [_Node(o[0], o[1], o[2], o[3], o[4], True) for o in trace.ops]
+    nodes = sorted(all_ops + [_Node(a[0], a[1], a[2], a[3], None, False) for a in trace.annotations],
+                   key=lambda e: (str(e.thread), e.start, -e.dur))
+    stack: list[_Node] = []
     thread = None
     for e in nodes:
-        t = str((e.get("pid"), e.get("tid")))
+        t = str(e.thread)
         if t != thread:
             stack, thread = [], t
-        while stack and stack[-1]["_start"] + stack[-1]["_dur"] <= e["_start"]:
+        while stack and stack[-1].start + stack[-1].dur <= e.start:
             stack.pop()
-        e["_parent"] = stack[-1] if stack else None
-        e["_kids"] = []
+        e.parent = stack[-1] if stack else None
         if stack:
-            stack[-1]["_kids"].append(e)
+            stack[-1].kids.append(e)
         stack.append(e)
     for e in nodes:
-        p = e["_parent"]
-        if p is not None and p.get("name") == e.get("name") and len(p["_kids"]) == 1:
-            p["_kids"] = e["_kids"]
-            for k in e["_kids"]:
-                k["_parent"] = p
-            e["_merged"] = True
-    ops = [e for e in ops if not e.get("_merged")]
+        p = e.parent
+        if p is not None and p.name == e.name and len(p.kids) == 1:
+            p.kids = e.kids
+            for k in e.kids:
+                k.parent = p
+            e.merged = True
+    del nodes, stack
+    ops = [e for e in all_ops if not e.merged]
+    del all_ops
     for e in ops:
-        e["_children"] = sum(k["_dur"] for k in e["_kids"])
+        e.children = sum(k.dur for k in e.kids)
+    for e in ops:
+        e.parent, e.kids = None, []  # the tree is done with: let it go
 
-    ops.sort(key=lambda e: (e["_start"], -e["_dur"]))
-    rows: list[KernelRow] = []
+    ops.sort(key=lambda e: (e.start, -e.dur))
     timeline: list[Point] = []
     index = LaunchIndex()
     for i, e in enumerate(ops):
-        name = str(e.get("name", ""))
-        row = kernel_row(
-            i, "cpu_op", name, short_name(name), duration_ns=max(0, e["_dur"] - e["_children"]),
-            start_ns=e["_start"],
-            thread_id=_int(e.get("tid")), input_types=_input_types(e.get("args") or {}),
-        )
-        rows.append(row)
-        timeline.append(((e.get("pid"), e.get("tid")), e["_start"], POINT, row))
-        index.add(e.get("pid"), _int(e.get("tid")), e["_start"])
+        timeline.append((e.thread, e.start, POINT, i))
+        index.add(e.thread[0], _int(e.thread[1]), e.start)
+
+    def row_of(i: int) -> dict[str, Any]:
+        e = ops[i]
+        return {"kind": "cpu_op", "duration_ns": max(0, e.dur - e.children), "op": None, "input_types": e.types}
+
     notes: list[str] = []
-    ranges = _place(timeline, annotations, notes)
+    ranges, placed = _place(timeline, trace.annotations, notes, row_of)
+    del timeline
     index.freeze()
-    return rows, range_rows(ranges, _others(index), gpu=False), notes
+    return _made_cpu_rows(ops, placed), range_rows(ranges, _others(index), gpu=False), notes
+
+
+def _made_cpu_rows(ops: list[_Node], placed: dict[int, Placed]) -> Iterator[KernelRow]:
+    """The CPU operators' rows, in start order, made one at a time."""
+    shorts: dict[str, str] = {}
+    for i, e in enumerate(ops):
+        short = shorts.get(e.name)
+        if short is None:
+            short = shorts[e.name] = short_name(e.name)
+        row = {**_EMPTY, "launch_id": i, "kind": "cpu_op", "name": e.name, "short_name": short,
+               "duration_ns": max(0, e.dur - e.children), "start_ns": e.start, "thread_id": _int(e.thread[1]),
+               "input_types": e.types, "metrics": {}}
+        p = placed.get(i)
+        if p:
+            row.update(p)
+        yield row  # type: ignore[misc]
