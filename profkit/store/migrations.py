@@ -26,8 +26,9 @@ from typing import Callable
 
 from ..errors import StoreError
 from .connection import Connection
-from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW,
-                     RANGE_TABLE_COLUMNS, RUN_COLUMNS, STORED_COLUMNS)
+from .layout import (AGG_KEYS, AGG_MEASURES, BENCH_COLUMNS, BENCH_ROW_COLUMNS, HOST_SYNC_TABLE_COLUMNS, INTERNED,
+                     KERNEL_COLUMNS, KERNELS_VIEW, PATH_AGG_KEYS, PATH_AGG_MEASURES, RANGE_TABLE_COLUMNS, RUN_COLUMNS,
+                     STORED_COLUMNS)
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
 MIGRATION_SET = "profkit"
@@ -163,6 +164,22 @@ def attribution(s: Connection) -> None:
     if _add_columns(s, "kernel_rows", STORED_COLUMNS):
         s.execute("drop view if exists kernels")
         s.execute(KERNELS_VIEW)
+
+
+@step
+def aggregates(s: Connection) -> None:
+    """Schema 12: a run's aggregates, ``kernel_aggs`` and ``path_aggs`` (see ``writes``: what
+    the analyses read instead of every row), made and filled for every run that has rows."""
+    if "kernel_aggs" in s._tables():
+        return
+    for table, keys, measures in (("kernel_aggs", AGG_KEYS, AGG_MEASURES), ("path_aggs", PATH_AGG_KEYS, PATH_AGG_MEASURES)):
+        cols = ", ".join(f"{c} {'text' if c in ('kind', 'precision', 'evidence') else 'integer'}" for c in keys)
+        s.execute(f"create table {table} (run_id integer not null, {cols}, "
+                  f"{', '.join(f'{m} integer' for m in measures)}, foreign key (run_id) references runs (id))")
+        s.execute(f"create index {table}_run on {table} (run_id)")
+    from .writes import write_aggregates  # the writer of a new run's aggregates fills the old runs' too
+    for (run_id,) in s.execute("select id from runs where id in (select distinct run_id from kernel_rows)").fetchall():
+        write_aggregates(s, run_id)
 
 
 SCHEMA_VERSION = len(STEPS)
