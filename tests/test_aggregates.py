@@ -392,3 +392,70 @@ def test_the_aggregates_hold_every_launch_once(every_capture):
         assert con.execute("select sum(launches), sum(time_ns) from path_aggs where run_id = ?",
                            [run_id]).fetchone() == (n, t)
     assert con.execute("select count(distinct run_id) from kernel_aggs").fetchone()[0] == len(names)
+
+
+# ------------------------------------------------------------------ an earlier database, a failed import, a deleted run
+@pytest.mark.parametrize("schema", [5, 7])
+def test_an_earlier_database_gets_its_aggregates_in_the_migration(tmp_path, schema):
+    """The committed schema 5 and 7 databases, opened: each run with rows gets its aggregates,
+    and every query's answer from them is what the rows give."""
+    path = tmp_path / f"schema{schema}.db"
+    path.write_bytes(gzip.decompress((DATA / "store" / f"schema{schema}.db.gz").read_bytes()))
+    old = sqlite3.connect(path)
+    with_rows = {r for (r,) in old.execute("select distinct run_id from kernels")}
+    old.close()
+    aggs, rows = Store(path), Rows(path)
+    assert with_rows and {r for (r,) in aggs.execute("select distinct run_id from kernel_aggs")} == with_rows
+    for run in aggs.runs():
+        if run.id in with_rows:
+            assert _answers(aggs, run.id, run.activity or "kernel") == _answers(rows, run.id, run.activity or "kernel")
+
+
+def _aggregate_rows(db: Path) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return sum(con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("kernel_aggs", "path_aggs"))
+    finally:
+        con.close()
+
+
+def test_an_import_that_fails_leaves_no_aggregates(tmp_path, monkeypatch, report_dir):
+    """Writing the aggregates fails (a full disk, after they were written): one line, and the
+    database is as it was, without the run's rows or aggregates; a bad capture leaves none."""
+    from profkit.store.writes import Writes
+
+    db = tmp_path / "p.db"
+    assert cli("import", DATA / "ncu" / "precision_zoo.raw.csv.gz", "--name", "good", db=db).exit_code == 0
+    before, aggs = cli_json("runs", db=db), _aggregate_rows(db)
+    assert aggs
+    original = Writes.write_aggregates
+
+    def full_disk(self, run_id):
+        original(self, run_id)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Writes, "write_aggregates", full_disk)
+    for capture in (DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz", report_dir / "r50_fp16_b64_nsys.sqlite"):
+        one_line_error(cli("import", capture, "--name", "bad", db=db), "database or disk is full")
+        assert cli_json("runs", db=db) == before and _aggregate_rows(db) == aggs
+    monkeypatch.undo()
+    bad = tmp_path / "bad.sqlite"
+    shutil.copy(report_dir / "r50_fp16_b64_nsys.sqlite", bad)
+    con = sqlite3.connect(bad)
+    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 100 where rowid = 3")
+    con.commit()
+    con.close()
+    one_line_error(cli("import", bad, "--name", "bad", db=db), "ends before it starts")
+    assert cli_json("runs", db=db) == before and _aggregate_rows(db) == aggs
+
+
+def test_a_deleted_run_takes_its_aggregates_with_it(tmp_path):
+    db = tmp_path / "p.db"
+    for name in ("a", "b"):
+        assert cli("import", DATA / "ncu" / "precision_zoo.raw.csv.gz", "--name", name, db=db).exit_code == 0
+    store = Store(db)
+    a, b = store.get_run("a"), store.get_run("b")
+    assert _answers(store, a.id, "kernel") == _answers(store, b.id, "kernel")
+    store.delete_run(a.id)
+    assert {r for (r,) in store.execute("select distinct run_id from kernel_aggs union "
+                                        "select distinct run_id from path_aggs")} == {b.id}
