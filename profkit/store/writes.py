@@ -172,29 +172,47 @@ class Writes(Connection):
 
 def write_aggregates(s: Connection, run_id: int) -> None:
     """Write ``run_id``'s aggregates (``kernel_aggs``, ``path_aggs``) from its rows, as they
-    are now (any earlier ones replaced): one GROUP BY over the rows into a temporary table
-    by both tables' keys, then each table grouped from it. Inside a write transaction."""
+    are now (any earlier ones replaced); inside a write transaction. One pass over the rows
+    adds each launch to its group in a small temporary table keyed by both tables' keys (an
+    upsert: a GROUP BY would sort millions of rows, three times slower), whose few rows each
+    table is then grouped from. The key's NULLs are a sentinel there (a unique index holds
+    NULLs apart), NULL again in the tables."""
     delete_aggregates(s, run_id)
     keys = [k for k in AGG_KEYS if k != "in_iter"]
     fine = [*keys, "nvtx_path_id", "nvtx_range_id"]
+    text = ("kind", "precision", "evidence")
+
+    def none(c: str) -> str:  # a column's sentinel for NULL
+        return "char(0)" if c in text else "-9223372036854775808"
+
+    def least(c: str) -> str:  # the least of the kept and the new value, NULL only where both are
+        return f"{c} = min(coalesce({c}, excluded.{c}), coalesce(excluded.{c}, {c}))"
+
     s.execute("drop table if exists temp.agg_fine")
-    s.execute(f"""create temp table agg_fine as
-                     select {', '.join(fine)}, count(*) as launches, coalesce(sum(duration_ns), 0) as time_ns,
-                            min(duration_ns) as min_ns, max(duration_ns) as max_ns, min(launch_id) as first_launch,
-                            min(thread_id) as min_thread,
-                            coalesce(sum(metrics is not null and metrics != '{{}}'), 0) as metric_launches
-                     from kernel_rows where run_id = ? group by {', '.join(fine)}""", [run_id])
-    in_iter = "coalesce(nvtx_path_id in (select id from strings where text glob '*.iter[0-9]*'), 0)"
+    s.execute(f"create temp table agg_fine ({', '.join(fine)}, launches, time_ns, min_ns, max_ns, first_launch, "
+              "min_thread, metric_launches)")
+    s.execute(f"create unique index temp.agg_fine_key on agg_fine ({', '.join(fine)})")
+    s.execute(f"""insert into agg_fine
+                  select {', '.join(f'coalesce({c}, {none(c)})' for c in fine)}, 1, coalesce(duration_ns, 0),
+                         duration_ns, duration_ns, launch_id, thread_id, metrics is not null and metrics != '{{}}'
+                  from kernel_rows where run_id = ? and true
+                  on conflict ({', '.join(fine)}) do update set
+                      launches = launches + 1, time_ns = time_ns + excluded.time_ns, {least('min_ns')},
+                      max_ns = max(coalesce(max_ns, excluded.max_ns), coalesce(excluded.max_ns, max_ns)),
+                      first_launch = min(first_launch, excluded.first_launch), {least('min_thread')},
+                      metric_launches = metric_launches + excluded.metric_launches""", [run_id])
+    plain = {c: f"nullif({c}, {none(c)})" for c in fine}
+    in_iter = f"coalesce({plain['nvtx_path_id']} in (select id from strings where text glob '*.iter[0-9]*'), 0)"
     s.execute(f"""insert into kernel_aggs (run_id, {', '.join(AGG_KEYS)}, launches, time_ns, min_ns, max_ns,
-                                              first_launch, metric_launches)
-                     select ?, {', '.join(keys)}, {in_iter}, sum(launches), sum(time_ns), min(min_ns), max(max_ns),
-                            min(first_launch), sum(metric_launches)
-                     from temp.agg_fine group by {', '.join(keys)}, {in_iter}""", [run_id])
+                                           first_launch, metric_launches)
+                  select ?, {', '.join(plain[c] for c in keys)}, {in_iter}, sum(launches), sum(time_ns), min(min_ns),
+                         max(max_ns), min(first_launch), sum(metric_launches)
+                  from temp.agg_fine group by {', '.join(keys)}, {in_iter}""", [run_id])
     s.execute(f"""insert into path_aggs (run_id, {', '.join(PATH_AGG_KEYS)}, launches, time_ns, first_launch,
-                                            min_thread)
-                     select ?, {', '.join(PATH_AGG_KEYS)}, sum(launches), sum(time_ns), min(first_launch),
-                            min(min_thread)
-                     from temp.agg_fine group by {', '.join(PATH_AGG_KEYS)}""", [run_id])
+                                         min_thread)
+                  select ?, {', '.join(plain[c] for c in PATH_AGG_KEYS)}, sum(launches), sum(time_ns),
+                         min(first_launch), min(min_thread)
+                  from temp.agg_fine group by {', '.join(PATH_AGG_KEYS)}""", [run_id])
     s.execute("drop table temp.agg_fine")
 
 
