@@ -350,7 +350,6 @@ class Queries(Connection):
         if end_ns is not None:
             where += " and start_ns < ?"
             args.append(end_ns)
-        total = int(self.execute(f"select count(*) from kernel_rows where {where}", args).fetchone()[0])
         cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
                 "precision", "tensor_core", "family")
         # The first ``limit`` chosen on kernel_rows' own columns, then only those named (the view
@@ -358,7 +357,9 @@ class Queries(Connection):
         rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])}) for r in self.execute(
             f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in (select launch_id from kernel_rows "
             f"where {where} order by start_ns, launch_id limit ?) order by start_ns, launch_id", [run_id, *args, limit])]
-        return rows, total
+        if len(rows) < limit:  # all of them: no second pass to count them
+            return rows, len(rows)
+        return rows, int(self.execute(f"select count(*) from kernel_rows where {where}", args).fetchone()[0])
 
     # ------------------------------------------------------------------ reading ranges
     def ranges(self, run_id: int) -> list[RangeRow]:
