@@ -90,9 +90,9 @@ def old_copy(tmp_path: Path, schema: int) -> Path:
 
 
 def test_the_steps_are_named_once_and_numbered_in_order():
-    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 12
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 13
     assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
-    assert NAMES[0] == "runs" and NAMES[-3:] == ["host_syncs", "attribution", "counters"]
+    assert NAMES[0] == "runs" and NAMES[-3:] == ["attribution", "aggregates", "counters"]
 
 
 def test_a_new_database_records_every_step(db):

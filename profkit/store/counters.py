@@ -1,4 +1,4 @@
-"""ncu's counters of kernel functions kept across runs (schema 12's ``counters``): a kernel
+"""ncu's counters of kernel functions kept across runs (schema 13's ``counters``): a kernel
 function's tensor-path counters do not change between runs of the same binaries on the same
 GPU, so the per-function plan reads them here before it profiles anything, and profiles only
 the functions not found. A row is keyed by the GPU, the environment that fixes the

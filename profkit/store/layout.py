@@ -55,7 +55,20 @@ BENCH_ROW_COLUMNS: dict[str, type] = {
     "top1_agreement": float, "note": str, "iter_ns": str,
 }
 
-# ncu's counters of a kernel function, kept across runs (schema 12, ``store.counters``): one
+# A run's aggregates (schema 12, ``aggregates``): written once, when its rows are complete, so
+# that the analyses read a few thousand groups instead of millions of rows. ``kernel_aggs``:
+# one row per distinct combination of AGG_KEYS (the columns an analysis groups or filters by;
+# ``in_iter``: 1 where the launch was made inside a measured-iteration range, ``*.iterN``)
+# with AGG_MEASURES. ``path_aggs``: one row per (NVTX stack, innermost range, kind, rank,
+# family): per-iteration stacks would multiply the main table's groups by the iterations.
+AGG_KEYS = ("kind", "name_id", "short_name_id", "precision", "tensor_core", "family_id", "evidence",
+            "evidence_detail_id", "op_id", "module_id", "module_type_id", "phase_id", "shapes_id", "input_types_id",
+            "rank", "device", "in_iter")
+AGG_MEASURES = ("launches", "time_ns", "min_ns", "max_ns", "first_launch", "metric_launches")
+PATH_AGG_KEYS = ("nvtx_path_id", "nvtx_range_id", "kind", "rank", "family_id")
+PATH_AGG_MEASURES = ("launches", "time_ns", "first_launch", "min_thread")
+
+# ncu's counters of a kernel function, kept across runs (schema 13, ``store.counters``): one
 # row per (GPU, the versions that fix a function's code, metric set, scope, mangled name); the
 # scope is empty for a function of an installed library and the source's digest for one
 # generated at run time (torch.compile's Triton kernels, whose names repeat across models).

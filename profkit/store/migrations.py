@@ -26,7 +26,8 @@ from typing import Callable
 
 from ..errors import StoreError
 from .connection import Connection
-from .layout import (BENCH_COLUMNS, BENCH_ROW_COLUMNS, COUNTER_COLUMNS, COUNTER_KEY, HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW,
+from .layout import (AGG_KEYS, AGG_MEASURES, BENCH_COLUMNS, BENCH_ROW_COLUMNS, COUNTER_COLUMNS, COUNTER_KEY,
+                     HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW, PATH_AGG_KEYS, PATH_AGG_MEASURES,
                      RANGE_TABLE_COLUMNS, RUN_COLUMNS, STORED_COLUMNS)
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
@@ -166,8 +167,24 @@ def attribution(s: Connection) -> None:
 
 
 @step
+def aggregates(s: Connection) -> None:
+    """Schema 12: a run's aggregates, ``kernel_aggs`` and ``path_aggs`` (see ``writes``: what
+    the analyses read instead of every row), made and filled for every run that has rows."""
+    if "kernel_aggs" in s._tables():
+        return
+    for table, keys, measures in (("kernel_aggs", AGG_KEYS, AGG_MEASURES), ("path_aggs", PATH_AGG_KEYS, PATH_AGG_MEASURES)):
+        cols = ", ".join(f"{c} {'text' if c in ('kind', 'precision', 'evidence') else 'integer'}" for c in keys)
+        s.execute(f"create table {table} (run_id integer not null, {cols}, "
+                  f"{', '.join(f'{m} integer' for m in measures)}, foreign key (run_id) references runs (id))")
+        s.execute(f"create index {table}_run on {table} (run_id)")
+    from .writes import write_aggregates  # the writer of a new run's aggregates fills the old runs' too
+    for (run_id,) in s.execute("select id from runs where id in (select distinct run_id from kernel_rows)").fetchall():
+        write_aggregates(s, run_id)
+
+
+@step
 def counters(s: Connection) -> None:
-    """Schema 12: ``counters``, ncu's counters of each kernel function kept across runs (the
+    """Schema 13: ``counters``, ncu's counters of each kernel function kept across runs (the
     per-function plan looks a function up before it profiles it: ``store.counters``)."""
     if "counters" not in s._tables():
         s.db.table("counters").create(COUNTER_COLUMNS, pk=COUNTER_KEY)

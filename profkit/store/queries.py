@@ -1,7 +1,8 @@
 """The analyses' queries over profkit's database: a run's kernel rows streamed (as rows or as
-SQLite-made JSON), their totals and groupings (on ``kernel_rows`` by text ids where a run has
-millions of rows, named after), the timeline, ranges and NVTX stacks, and the per-rank figures
-of a distributed run. The analyses call these and hold no SQL of their own."""
+SQLite-made JSON), their totals and groupings (read from the run's aggregates, ``kernel_aggs``
+and ``path_aggs``, written at import: see ``writes``; by text ids, named after), the timeline,
+ranges and NVTX stacks, and the per-rank figures of a distributed run. The analyses call these
+and hold no SQL of their own."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class Queries(Connection):
     def count_by_kind(self, run_id: int) -> dict[str, int]:
         """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
         return {k: int(n) for k, n in self.execute(
-            "select kind, count(*) from kernels where run_id = ? group by kind order by kind", [run_id])}
+            "select kind, sum(launches) from kernel_aggs where run_id = ? group by kind order by kind", [run_id])}
 
     def totals(self, run_id: int, kind: str) -> KindTotals:
         """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
@@ -60,10 +61,11 @@ class Queries(Connection):
         from ..rows import KindTotals
 
         count, total, tc_count, tc_time, unknown_time = self.execute(
-            "select count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
-            "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
-            "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0) "
-            "from kernels where run_id = ? and kind = ?", [run_id, kind]).fetchone()
+            "select coalesce(sum(launches), 0), coalesce(sum(time_ns), 0), "
+            "coalesce(sum(case when tensor_core = 1 then launches else 0 end), 0), "
+            "coalesce(sum(case when tensor_core = 1 then time_ns else 0 end), 0), "
+            "coalesce(sum(case when tensor_core is null then time_ns else 0 end), 0) "
+            "from kernel_aggs where run_id = ? and kind = ?", [run_id, kind]).fetchone()
         return KindTotals(count=int(count), time_ns=int(total), tensor_core_count=int(tc_count),
                           tensor_core_time_ns=int(tc_time), unknown_time_ns=int(unknown_time))
 
@@ -75,10 +77,10 @@ class Queries(Connection):
         from ..rows import FamilyTotals
 
         where, args = self._iterations_filter(in_iterations)
-        rows = self.execute(f"""select family_id, count(*), coalesce(sum(duration_ns), 0),
-                                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0),
-                                       coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0)
-                                from kernel_rows where run_id = ? and kind = ?{where} group by family_id""",
+        rows = self.execute(f"""select family_id, sum(launches), sum(time_ns),
+                                       sum(case when tensor_core = 1 then time_ns else 0 end),
+                                       sum(case when tensor_core is null then time_ns else 0 end)
+                                from kernel_aggs where run_id = ? and kind = ?{where} group by family_id""",
                             [run_id, kind, *args]).fetchall()
         texts = self._texts({r[0] for r in rows if r[0] is not None})
         out = [FamilyTotals(family=texts.get(f) if f is not None else None, count=int(n), time_ns=int(t),
@@ -86,12 +88,9 @@ class Queries(Connection):
         return sorted(out, key=lambda r: (-r.time_ns, r.family or ""))
 
     def _iterations_filter(self, in_iterations: bool) -> tuple[str, list[Any]]:
-        """The ``where`` clause (and its arguments) that keeps only the rows launched inside a
-        measured-iteration range (``<tag>.iterN``); none unless ``in_iterations``."""
-        if not in_iterations:
-            return "", []
-        paths = [r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")]
-        return (f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"), paths
+        """The ``where`` clause (and its arguments) that keeps only the aggregates of launches
+        made inside a measured-iteration range (``<tag>.iterN``); none unless ``in_iterations``."""
+        return (" and in_iter = 1", []) if in_iterations else ("", [])
 
     GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
 
@@ -109,7 +108,7 @@ class Queries(Connection):
             raise ValueError(f"cannot group kernels by {bad[0]!r}")
         kinds = list(kinds)
         cols = [f"{b}_id" if b in INTERNED else b for b in bys]
-        q = f"""select {', '.join(cols)}, count(*), coalesce(sum(duration_ns), 0) from kernel_rows
+        q = f"""select {', '.join(cols)}, sum(launches), sum(time_ns) from kernel_aggs
                 where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by {', '.join(cols)}"""
         combos = self.execute(q, [run_id, *kinds]).fetchall()
         texts = self._texts({v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None})
@@ -142,9 +141,9 @@ class Queries(Connection):
         # One min() aggregate: SQLite takes the bare columns from the group's first launch.
         from ..rows import NameTotal
 
-        q = """select name_id, min(launch_id), count(*) as n, coalesce(sum(duration_ns), 0) as t, precision,
+        q = """select name_id, min(first_launch), sum(launches) as n, sum(time_ns) as t, precision,
                       tensor_core, evidence
-               from kernel_rows where run_id = ? and kind = ? group by name_id, precision"""
+               from kernel_aggs where run_id = ? and kind = ? group by name_id, precision"""
         groups = self.execute(q, [run_id, kind]).fetchall()
         texts = self._texts({g[0] for g in groups if g[0] is not None})
         named = sorted(((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0]))[:limit]
@@ -162,10 +161,9 @@ class Queries(Connection):
         where, paths = self._iterations_filter(in_iterations)
         args: list[Any] = [run_id, *paths]
         # Grouped on ids in one pass over kernel_rows; the few groups are named and merged here.
-        q = f"""select kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id, min(launch_id),
-                       count(*), coalesce(sum(duration_ns), 0),
-                       coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0)
-                from kernel_rows where run_id = ?{where}
+        q = f"""select kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id, min(first_launch),
+                       sum(launches), sum(time_ns), sum(case when tensor_core = 1 then time_ns else 0 end)
+                from kernel_aggs where run_id = ?{where}
                 group by kind, name_id, op_id, coalesce(precision, 'unknown'), short_name_id, family_id"""
         rows = self.execute(q, args).fetchall()
         texts = self._texts({i for r in rows for i in (r[1], r[2], r[4], r[5]) if i is not None})
@@ -194,8 +192,8 @@ class Queries(Connection):
 
         where, paths = self._iterations_filter(in_iterations)
         q = f"""select module_id, min(module_type_id), phase_id, coalesce(precision, 'unknown'), family_id,
-                       tensor_core, count(*), coalesce(sum(duration_ns), 0), count(distinct op_id)
-                from kernel_rows where run_id = ? and kind = 'kernel'{where}
+                       tensor_core, sum(launches), sum(time_ns), count(distinct op_id)
+                from kernel_aggs where run_id = ? and kind = 'kernel'{where}
                 group by module_id, phase_id, coalesce(precision, 'unknown'), family_id, tensor_core
                 order by 8 desc"""
         rows = self.execute(q, [run_id, *paths]).fetchall()
@@ -214,8 +212,8 @@ class Queries(Connection):
         if not fam:
             return []
         q = f"""select name_id, min(short_name_id), op_id, shapes_id, input_types_id, module_id,
-                       coalesce(precision, 'unknown'), family_id, tensor_core, count(*), coalesce(sum(duration_ns), 0)
-                from kernel_rows where run_id = ? and kind = 'kernel' and family_id in ({', '.join('?' * len(fam))})
+                       coalesce(precision, 'unknown'), family_id, tensor_core, sum(launches), sum(time_ns)
+                from kernel_aggs where run_id = ? and kind = 'kernel' and family_id in ({', '.join('?' * len(fam))})
                 group by name_id, op_id, shapes_id, input_types_id, module_id, coalesce(precision, 'unknown'),
                          family_id, tensor_core
                 order by 11 desc"""
@@ -241,15 +239,39 @@ class Queries(Connection):
         table shows."""
         from ..rows import NameGroup
 
-        q = """select name, precision, min(short_name) as short_name, min(family) as family, count(*) as calls,
-                      coalesce(sum(duration_ns), 0) as time_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns,
-                      coalesce(sum(tensor_core = 1), 0) as tc_calls, coalesce(sum(tensor_core = 0), 0) as cuda_calls,
-                      json_group_array(distinct evidence) as evidences,
-                      json_group_array(distinct evidence_detail) as details, min(op) as op, min(launch_id) as first
-               from kernels where run_id = ? and kind = ? group by name, precision order by time_ns desc, name"""
-        return [NameGroup(**{**r, "evidences": [e for e in json.loads(r["evidences"]) if e is not None],
-                             "details": [d for d in json.loads(r["details"]) if d]})
-                for r in self.query(q, [run_id, kind])]
+        # The aggregates in first-launch order, named: the distinct evidences and details keep
+        # the order of their first launch, as the row-based json_group_array(distinct ...) did.
+        q = """select n.text as name, a.precision, sn.text as short_name, f.text as family, a.launches, a.time_ns,
+                      a.min_ns, a.max_ns, a.tensor_core, a.evidence, d.text as detail, o.text as op, a.first_launch
+               from kernel_aggs a left join strings n on n.id = a.name_id left join strings sn on sn.id = a.short_name_id
+               left join strings f on f.id = a.family_id left join strings d on d.id = a.evidence_detail_id
+               left join strings o on o.id = a.op_id
+               where a.run_id = ? and a.kind = ? order by a.first_launch"""
+        acc: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+        for r in self.query(q, [run_id, kind]):
+            g = acc.get((r["name"], r["precision"]))
+            if g is None:
+                g = acc[(r["name"], r["precision"])] = {
+                    "name": r["name"], "precision": r["precision"], "short_name": None, "family": None, "calls": 0,
+                    "time_ns": 0, "min_ns": None, "max_ns": None, "tc_calls": 0, "cuda_calls": 0, "evidences": [],
+                    "details": [], "op": None, "first": r["first_launch"]}
+            g["calls"] += r["launches"]
+            g["time_ns"] += r["time_ns"]
+            g["tc_calls"] += r["launches"] if r["tensor_core"] == 1 else 0
+            g["cuda_calls"] += r["launches"] if r["tensor_core"] == 0 else 0
+            for col, pick in (("short_name", min), ("family", min), ("op", min), ("min_ns", min), ("max_ns", max)):
+                v = r[col]
+                if v is not None:
+                    g[col] = v if g[col] is None else pick(g[col], v)
+            if r["evidence"] is not None and r["evidence"] not in g["evidences"]:
+                g["evidences"].append(r["evidence"])
+            if r["detail"] and r["detail"] not in g["details"]:
+                g["details"].append(r["detail"])
+        # by time, most first, then name; (name, precision) as SQLite's GROUP BY gave them (NULL first) before that
+        ordered = sorted(acc.values(), key=lambda g: (g["name"] is not None, g["name"] or "",
+                                                       g["precision"] is not None, g["precision"] or ""))
+        ordered.sort(key=lambda g: (-g["time_ns"], g["name"] is not None, g["name"] or ""))
+        return [NameGroup(**g) for g in ordered]
 
     def first_launches(self, run_id: int, kind: str, per_group: int) -> list[Launch]:
         """The first ``per_group`` launches of each (name, precision) group of one kind, in
@@ -258,21 +280,47 @@ class Queries(Connection):
 
         from ..rows import Launch
 
+        # How many each group lists (its aggregates say how many launches it has), then the
+        # run's rows in launch order, three integer columns each, until every group has its
+        # first ones (a capture repeats its iterations: that is its first few); then those
+        # launches' columns, each read by its key.
+        want: dict[tuple[int | None, str | None], int] = {}
+        for name_id, precision, launches in self.execute(
+                "select name_id, precision, sum(launches) from kernel_aggs where run_id = ? and kind = ? "
+                "group by name_id, precision", [run_id, kind]):
+            want[(name_id, precision)] = min(int(launches), per_group)
+        left = sum(want.values())
+        chosen: list[int] = []
+        cur = self.execute("select launch_id, name_id, precision from kernel_rows where run_id = ? and kind = ? "
+                           "order by launch_id", [run_id, kind])
+        while left and (batch := cur.fetchmany(20000)):
+            for launch_id, name_id, precision in batch:
+                n = want.get((name_id, precision))
+                if n:
+                    want[(name_id, precision)] = n - 1
+                    chosen.append(launch_id)
+                    left -= 1
+                    if not left:
+                        break
+        cur.close()
         cols = tuple(f.name for f in fields(Launch))  # the kernel table's columns the record holds
-        q = f"""select {', '.join(cols)} from (
-                  select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
-                  from kernels where run_id = ? and kind = ?)
-               where nth <= ? order by launch_id"""
-        return [Launch(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])})
-                for r in self.execute(q, [run_id, kind, per_group])]
+        out: list[Launch] = []
+        for i in range(0, len(chosen), 500):
+            chunk = chosen[i:i + 500]
+            q = (f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in "
+                 f"({', '.join('?' * len(chunk))}) order by launch_id")
+            out.extend(Launch(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])})
+                       for r in self.execute(q, [run_id, *chunk]))
+        return out
 
     def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[MetricSums]:
         """Per kernel (name, precision) with any of ``metrics`` non-zero: launches, summed
         duration of the launches that have the counters, and each metric's sum."""
         from ..rows import MetricSums
 
-        if not metrics:
-            return []
+        if not metrics or not self.execute("select 1 from kernel_aggs where run_id = ? and kind = 'kernel' "
+                                            "and metric_launches > 0 limit 1", [run_id]).fetchone():
+            return []  # a timeline capture's millions of launches have no counters
         sums = ", ".join(f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics)))
         q = f"""select name, precision, min(short_name) as short_name, count(*) as calls,
                        coalesce(sum(duration_ns), 0) as time_ns, {sums}
@@ -302,12 +350,16 @@ class Queries(Connection):
         if end_ns is not None:
             where += " and start_ns < ?"
             args.append(end_ns)
-        total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
         cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
                 "precision", "tensor_core", "family")
+        # The first ``limit`` chosen on kernel_rows' own columns, then only those named (the view
+        # names every row it reads).
         rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])}) for r in self.execute(
-            f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
-        return rows, total
+            f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in (select launch_id from kernel_rows "
+            f"where {where} order by start_ns, launch_id limit ?) order by start_ns, launch_id", [run_id, *args, limit])]
+        if len(rows) < limit:  # all of them: no second pass to count them
+            return rows, len(rows)
+        return rows, int(self.execute(f"select count(*) from kernel_rows where {where}", args).fetchone()[0])
 
     # ------------------------------------------------------------------ reading ranges
     def ranges(self, run_id: int) -> list[RangeRow]:
@@ -326,13 +378,17 @@ class Queries(Connection):
         summed time (CPU self time)."""
         from ..rows import PathTotals
 
-        q = """select nvtx_path, min(launch_id) as first, min(nvtx_range) as name, min(thread_id) as thread_id,
-                      sum(kind in ('kernel', 'cpu_op')) as kernels, count(*) as gpu_ops,
-                      sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
-               from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
-        return [PathTotals(nvtx_path=r["nvtx_path"], name=r["name"], thread_id=r["thread_id"], kernels=int(r["kernels"]),
-                           gpu_ops=int(r["gpu_ops"]), gpu_time_ns=int(r["gpu_time_ns"] or 0))
-                for r in self.query(q, [run_id])]
+        q = """select nvtx_path_id, min(first_launch) as first, min(r.text) as name, min(min_thread) as thread_id,
+                      sum(case when kind in ('kernel', 'cpu_op') then launches else 0 end) as kernels,
+                      sum(launches) as gpu_ops,
+                      sum(case when kind in ('kernel', 'cpu_op') then time_ns else 0 end) as gpu_time_ns
+               from path_aggs left join strings r on r.id = nvtx_range_id
+               where run_id = ? and nvtx_path_id is not null group by nvtx_path_id order by first"""
+        rows = list(self.query(q, [run_id]))
+        texts = self._texts({r["nvtx_path_id"] for r in rows})
+        return [PathTotals(nvtx_path=texts[r["nvtx_path_id"]], name=r["name"], thread_id=r["thread_id"],
+                           kernels=int(r["kernels"]), gpu_ops=int(r["gpu_ops"]), gpu_time_ns=int(r["gpu_time_ns"] or 0))
+                for r in rows]
 
     # ------------------------------------------------------------------ reading ranks (distributed runs)
     def _string_id(self, text: str) -> int:
@@ -345,10 +401,9 @@ class Queries(Connection):
         from ..rows import RankTotals
 
         fid = self._string_id(family)
-        q = """select rank, count(*), coalesce(sum(duration_ns), 0), coalesce(sum(family_id = ?), 0),
-                      coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0),
-                      group_concat(distinct device)
-               from kernel_rows where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
+        q = """select rank, sum(launches), sum(time_ns), sum(case when family_id = ? then launches else 0 end),
+                      sum(case when family_id = ? then time_ns else 0 end), group_concat(distinct device)
+               from kernel_aggs where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
         return [RankTotals(rank=int(r), kernels=int(n), time_ns=int(t), family_kernels=int(fn), family_ns=int(ft),
                            devices=sorted({int(d) for d in (devs or "").split(",") if d}))
                 for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])]
@@ -370,9 +425,9 @@ class Queries(Connection):
         from ..rows import RankPathTime
 
         fid = self._string_id(family)
-        rows = self.execute("""select rank, nvtx_path_id, count(*), coalesce(sum(duration_ns), 0),
-                                      coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0)
-                               from kernel_rows where run_id = ? and kind = ? and rank is not null
+        rows = self.execute("""select rank, nvtx_path_id, sum(launches), sum(time_ns),
+                                      sum(case when family_id = ? then time_ns else 0 end)
+                               from path_aggs where run_id = ? and kind = ? and rank is not null
                                group by rank, nvtx_path_id""", [fid, run_id, kind]).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
         return [RankPathTime(rank=int(r), nvtx_path=texts.get(p) if p is not None else None, kernels=int(n),
@@ -380,7 +435,7 @@ class Queries(Connection):
 
     def rank_name_counts(self, run_id: int, kind: str) -> list[tuple[int, str, str, int]]:
         """(rank, name, precision, launches) of a run's rows of one kind."""
-        rows = self.execute("""select rank, name_id, coalesce(precision, 'unknown'), count(*) from kernel_rows
+        rows = self.execute("""select rank, name_id, coalesce(precision, 'unknown'), sum(launches) from kernel_aggs
                                where run_id = ? and kind = ? and rank is not null group by rank, name_id, precision""",
                             [run_id, kind]).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})

@@ -233,7 +233,8 @@ class Runs(Writes):
 
     def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
         """Write a reserved run's classified rows (streamed, in batches of short transactions),
-        then in one last transaction its counts, ranges, host syncs, notes, ``fields`` and status ``ok``.
+        then in one last transaction its aggregates (``writes.write_aggregates``), counts, ranges,
+        host syncs, notes, ``fields`` and status ``ok``.
         If anything fails (or is interrupted) the rows written so far are removed again before
         the error goes on; the run's row is the caller's to end (:meth:`end_run`,
         :meth:`delete_run`)."""
@@ -250,6 +251,7 @@ class Runs(Writes):
             if activity == "cpu_op" and not (run.device or update.get("device")):
                 update["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
             with self.write():
+                self.write_aggregates(run.id)  # the rows are final: what the analyses read
                 if capture.ranges:
                     self._insert_all("ranges", list(RANGE_TABLE_COLUMNS),
                                      ({**r, "run_id": run.id} for r in capture.ranges))
@@ -308,7 +310,7 @@ class Runs(Writes):
             pass  # the recovery at the next open removes them
 
     def _delete_rows(self, run_id: int) -> None:
-        for table in ("kernel_rows", "ranges", "host_syncs"):
+        for table in ("kernel_rows", "kernel_aggs", "path_aggs", "ranges", "host_syncs"):
             self.execute(f"delete from {table} where run_id = ?", [run_id])
 
     def _recover(self) -> None:

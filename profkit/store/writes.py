@@ -1,6 +1,29 @@
 """Bulk writes of a run's kernel rows: streamed in batches of short write transactions (other
-writers get their turn between them), texts interned in ``strings``; and the way in of an
-nsys export's bulk import (``nsys_import``)."""
+writers get their turn between them), texts interned in ``strings``; the way in of an nsys
+export's bulk import (``nsys_import``); and a run's aggregates, written once its rows are
+complete (:meth:`Writes.write_aggregates`).
+
+Aggregates (schema 12, issue 25): the analyses (summary, diff, ranges, report, findings,
+check, compare's tables, ranks) group a run's launches by a few columns; over millions of
+rows each such GROUP BY costs seconds. So when a run's rows are final (the end of
+``Runs.fill_run``, in its last transaction, after a bulk import's own rewrites of the rows:
+``set_kernel_columns``, ``judge_by_inputs``; and for the runs of an earlier database, the
+``aggregates`` migration) one pass over its rows writes
+
+* ``kernel_aggs``: one row per distinct combination of ``layout.AGG_KEYS`` (kind, name, short
+  name, precision, tensor-core verdict, family, evidence and its detail, operator, module,
+  module type, phase, shapes, input types, rank, device, and ``in_iter``: whether the launch
+  was made inside a measured-iteration range) with launches, summed / least / largest
+  duration, first launch id and the launches that have counters; and
+* ``path_aggs``: one row per (NVTX stack, innermost range, kind, rank, family) with launches,
+  summed duration, first launch id and least thread id. Stacks are kept apart because a long
+  capture's per-iteration stacks would multiply the main table's groups by its iterations.
+
+Every grouped query of ``queries`` reads these (the same answers, order and tie-breaks as the
+row-based SQL, which tests/test_aggregates.py keeps as the reference); the rows stay the
+source of what is read launch by launch (``kernels``, a report's first launches and timeline,
+the ranks' overlap). A failed import leaves no aggregates: they are written in the run's last
+transaction and removed with its rows."""
 
 from __future__ import annotations
 
@@ -12,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..errors import BadExport, EmptyCapture
 from ..parse.schema import GPU_KINDS, ClassifiedRow, check_row
 from .connection import Connection
-from .layout import INTERNED, KERNEL_COLUMNS, STORED_COLUMNS
+from .layout import AGG_KEYS, INTERNED, KERNEL_COLUMNS, PATH_AGG_KEYS, STORED_COLUMNS
 
 if TYPE_CHECKING:
     from ..classify import Verdict
@@ -125,6 +148,11 @@ class Writes(Connection):
                     [v.precision, v.evidence, detail, run_id, name_id, types_id]).rowcount
         return changed
 
+    def write_aggregates(self, run_id: int) -> None:
+        """Write ``run_id``'s aggregates from its rows as they are now (:func:`write_aggregates`);
+        inside a write transaction."""
+        write_aggregates(self, run_id)
+
     def intern(self, texts: Iterable[str]) -> dict[str, int]:
         """The ids of ``texts`` in ``strings``, adding those not there yet; inside a write
         transaction (a bulk importer's)."""
@@ -140,6 +168,58 @@ class Writes(Connection):
         self.conn.executemany("insert or ignore into strings (text) values (?)", ((t,) for t in texts))
         for t in texts:
             ids[t] = self.execute("select id from strings where text = ?", [t]).fetchone()[0]
+
+
+def write_aggregates(s: Connection, run_id: int) -> None:
+    """Write ``run_id``'s aggregates (``kernel_aggs``, ``path_aggs``) from its rows, as they
+    are now (any earlier ones replaced); inside a write transaction. One pass over the rows
+    adds each launch to its group in a small temporary table keyed by both tables' keys (an
+    upsert: a GROUP BY would sort millions of rows, three times slower), whose few rows each
+    table is then grouped from. The key's NULLs are a sentinel there (a unique index holds
+    NULLs apart), NULL again in the tables."""
+    delete_aggregates(s, run_id)
+    keys = [k for k in AGG_KEYS if k != "in_iter"]
+    fine = [*keys, "nvtx_path_id", "nvtx_range_id"]
+    text = ("kind", "precision", "evidence")
+
+    def none(c: str) -> str:  # a column's sentinel for NULL
+        return "char(0)" if c in text else "-9223372036854775808"
+
+    def least(c: str) -> str:  # the least of the kept and the new value, NULL only where both are
+        return f"{c} = min(coalesce({c}, excluded.{c}), coalesce(excluded.{c}, {c}))"
+
+    s.execute("drop table if exists temp.agg_fine")
+    s.execute(f"create temp table agg_fine ({', '.join(fine)}, launches, time_ns, min_ns, max_ns, first_launch, "
+              "min_thread, metric_launches)")
+    s.execute(f"create unique index temp.agg_fine_key on agg_fine ({', '.join(fine)})")
+    s.execute(f"""insert into agg_fine
+                  select {', '.join(f'coalesce({c}, {none(c)})' for c in fine)}, 1, coalesce(duration_ns, 0),
+                         duration_ns, duration_ns, launch_id, thread_id, metrics is not null and metrics != '{{}}'
+                  from kernel_rows where run_id = ? and true
+                  on conflict ({', '.join(fine)}) do update set
+                      launches = launches + 1, time_ns = time_ns + excluded.time_ns, {least('min_ns')},
+                      max_ns = max(coalesce(max_ns, excluded.max_ns), coalesce(excluded.max_ns, max_ns)),
+                      first_launch = min(first_launch, excluded.first_launch), {least('min_thread')},
+                      metric_launches = metric_launches + excluded.metric_launches""", [run_id])
+    plain = {c: f"nullif({c}, {none(c)})" for c in fine}
+    in_iter = f"coalesce({plain['nvtx_path_id']} in (select id from strings where text glob '*.iter[0-9]*'), 0)"
+    s.execute(f"""insert into kernel_aggs (run_id, {', '.join(AGG_KEYS)}, launches, time_ns, min_ns, max_ns,
+                                           first_launch, metric_launches)
+                  select ?, {', '.join(plain[c] for c in keys)}, {in_iter}, sum(launches), sum(time_ns), min(min_ns),
+                         max(max_ns), min(first_launch), sum(metric_launches)
+                  from temp.agg_fine group by {', '.join(keys)}, {in_iter}""", [run_id])
+    s.execute(f"""insert into path_aggs (run_id, {', '.join(PATH_AGG_KEYS)}, launches, time_ns, first_launch,
+                                         min_thread)
+                  select ?, {', '.join(plain[c] for c in PATH_AGG_KEYS)}, sum(launches), sum(time_ns),
+                         min(first_launch), min(min_thread)
+                  from temp.agg_fine group by {', '.join(PATH_AGG_KEYS)}""", [run_id])
+    s.execute("drop table temp.agg_fine")
+
+
+def delete_aggregates(s: Connection, run_id: int) -> None:
+    """Remove ``run_id``'s aggregates; inside a write transaction."""
+    for table in ("kernel_aggs", "path_aggs"):
+        s.execute(f"delete from {table} where run_id = ?", [run_id])
 
 
 def _metrics_json(metrics: dict[str, Any]) -> str:
