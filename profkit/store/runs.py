@@ -23,7 +23,7 @@ from ..parse.schema import Capture, ClassifiedRow
 from ..processes import alive
 from ..records import RunInfo, RunRecord
 from .connection import as_id, unwritable
-from .layout import JSON_RUN_COLUMNS
+from .layout import HOST_SYNC_TABLE_COLUMNS, JSON_RUN_COLUMNS
 from .migrations import set_max_run_id
 from .writes import Writes
 
@@ -253,9 +253,11 @@ class Runs(Writes):
                 if capture.ranges:
                     self.db.table("ranges").insert_all(({"run_id": run.id, **r} for r in capture.ranges),
                                                        batch_size=2000)
-                if capture.host_syncs:
-                    self.db.table("host_syncs").insert_all(({"run_id": run.id, **r} for r in capture.host_syncs),
-                                                           batch_size=2000)
+                if capture.host_syncs:  # one prepared statement: sqlite-utils' insert_all checks every value
+                    cols = list(HOST_SYNC_TABLE_COLUMNS)[1:]
+                    self.conn.executemany(
+                        f"insert into host_syncs (run_id, {', '.join(cols)}) values (?{', ?' * len(cols)})",
+                        ([run.id, *(r[c] for c in cols)] for r in capture.host_syncs))  # type: ignore[literal-required]
                 self._update("runs", run.id, update)
         except BaseException as exc:
             self._clear_rows(run.id)
