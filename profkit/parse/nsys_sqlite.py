@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..nvtx_ranges import is_iteration_range
-from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange
+from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange, stage
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
                      range_rows)
 from .schema import Capture, HostSyncRow, KernelRow, kernel_row
@@ -97,6 +97,7 @@ def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, in
     thread when it began as its ``op`` (an operator's range where the program pushes them:
     ``emit_nvtx``, or nsys ``--pytorch``)."""
     calls = export.host_syncs()
+    stage("host syncs (SQL)")
     if not calls:
         return []
     by_thread: dict[int, list[OpenRange]] = {}
@@ -132,6 +133,7 @@ def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, in
                     "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
                     "gpu_next_start_ns": next_start, "iteration": step.name if step else None,
                     "iteration_end_ns": step.end if step else None})
+    stage("host syncs placed")
     return out
 
 
@@ -192,8 +194,10 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
                                                     ranks)
     finally:
         export.close()
+    stage("GPU operations written")
     if any(t[8] for t in tops):  # operators' input types: a precision for kernels whose names give none
         store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
+    stage("judged by inputs")
     for state, kind, n, t in result["per_range"]:
         for i in states[state]:  # every range open on the launching thread then, as the streamed walk counts
             r = ranges[i]

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import BadExport
 from ..files import file_uri
 from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport, Segment,
-                                 StateRange, Window)
+                                 StateRange, Window, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
@@ -68,7 +68,9 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
             con.execute("create temp table rk (pid integer primary key, rank integer)")
             con.executemany("insert into temp.rk values (?, ?)", ranks.items())
+            stage("import tables")
             con.execute(f"create temp table ops as {ops_sql}")
+            stage("ops table")
             bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
             if bad:
                 raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
@@ -77,6 +79,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                                [MAX_DURATION_NS]).fetchone()
             if long:
                 raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
+            stage("ops checked")
             source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
                       "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
                       "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
@@ -90,11 +93,13 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                         "join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
                         "left join temp.rk rk on rk.pid = o.pid order by o.seq",
                         [run_id])
+            stage("rows written")
             by_kind = {k: (int(n), int(t or 0)) for k, n, t in con.execute(
                 "select kind, count(*), sum(end - start) from temp.ops group by kind")}
             per_range = [(int(i), k, int(n), int(t or 0)) for i, k, n, t in con.execute(
                 "select rix, kind, count(*), sum(end - start) from temp.ops where rix is not null group by rix, kind")]
             unlaunched = int(con.execute("select count(*) from temp.ops where ltid is null").fetchone()[0])
+            stage("sums")
             launched: dict[int, int] = {}
             if windows:
                 con.execute("create index temp.ops_launch on ops (lpid, lstart) where kind = 'kernel'")
@@ -102,6 +107,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                     launched[ix] = int(con.execute(
                         "select count(*) from temp.ops where kind = 'kernel' and lpid = ? and lstart >= ? and lstart < ?",
                         [pid, start, end]).fetchone()[0])
+            stage("launched per range")
         finally:
             for table in ("ops", "nm", "rg", "seg", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
