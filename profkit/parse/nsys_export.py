@@ -71,16 +71,16 @@ Segment = tuple[int, int, int | None]
 Window = tuple[int, int | None, int, int]
 
 
-_last = [time.monotonic()]
+_last = [time.monotonic(), time.process_time()]
 
 
 def stage(label: str) -> None:
-    """With PROFKIT_TIMINGS set, the seconds since the last stage of an nsys import, on stderr
-    (what benchmarks/nsys_scale.py breaks the import's time down by)."""
+    """With PROFKIT_TIMINGS set, the wall and CPU seconds since the last stage of an nsys
+    import, on stderr (what benchmarks/nsys_scale.py breaks the import's time down by)."""
     if os.environ.get("PROFKIT_TIMINGS"):
-        now = time.monotonic()
-        print(f"profkit: {label}: {now - _last[0]:.2f} s", file=sys.stderr)
-        _last[0] = now
+        now = [time.monotonic(), time.process_time()]
+        print(f"profkit: {label}: {now[0] - _last[0]:.2f} s ({now[1] - _last[1]:.2f} s CPU)", file=sys.stderr)
+        _last[:] = now
 
 
 class GpuOpsImport(TypedDict):
