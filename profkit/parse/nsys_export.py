@@ -315,16 +315,16 @@ class NsysExport:
         # row after each call (an operation's start; for another call, that call's, below).
         rows = self.con.execute(f"""
             with ops as ({" union all ".join(ops)}),
-            ev as (select pid, start as t, end as e, 0 as is_call, null as id, null as tid, null as s, null as nm
-                   from ops
+            ev as (select pid, start as t, end as e, null as id from ops
                    union all
-                   select globalTid >> 24, end, null, 1, rowid, globalTid, start, nameId
+                   select globalTid >> 24, end, null, rowid
                    from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})),
             w as (select *, max(e) over (win rows between unbounded preceding and current row) as last_end,
-                            lead(is_call) over win as next_call, lead(t) over win as next_t,
+                            lead(id is not null) over win as next_call, lead(t) over win as next_t,
                             row_number() over win as n
-                  from ev window win as (partition by pid order by t, is_call desc))
-            select nm, s, t, tid, last_end, next_call, next_t, pid, id from w where is_call = 1
+                  from ev window win as (partition by pid order by t, id is null))
+            select r.nameId, r.start, w.t, r.globalTid, last_end, next_call, next_t, pid, id
+            from w cross join CUPTI_ACTIVITY_KIND_RUNTIME r on r.rowid = w.id
             order by pid, n""").fetchall()
         calls = []
         nxt: int | None = None
