@@ -2,7 +2,7 @@
 one (tests/data/nsys/nsys_resnet18_train_amp.sqlite.gz: 2,102 kernels, 199 copies, 39 sets,
 7,059 runtime calls, 2 NVTX ranges), and compare with a plain SQL aggregate over the same file.
 
-    python benchmarks/nsys_scale.py [--kernels 2000000] [--workdir /tmp/nsys-scale]
+    python benchmarks/nsys_scale.py [--kernels 2000000] [--workdir /tmp/nsys-scale] [--reuse] [--import-only]
 
 Each copy shifts every timestamp by the capture's span and every correlation id by the
 largest one, so launches, GPU work and ranges stay consistent. Prints one JSON object with
@@ -10,6 +10,9 @@ the figures that go in benchmarks/RESULTS.md (issue 12's targets, side by side i
 wall time and peak RSS of `profkit import` against a plain SQL GROUP BY over the same file;
 the database's size against the export's; `profkit kernels --format json` against
 `sqlite3 -json` of the same rows (both to /dev/null); `profkit ranges` and `profkit summary`.
+The import runs with PROFKIT_TIMINGS=1: its stages' wall and CPU seconds are in
+"import_stages". --reuse keeps a synthetic capture already in the workdir (a fresh database);
+--import-only stops after the import and the GROUP BY beside it.
 """
 
 from __future__ import annotations
@@ -63,45 +66,66 @@ def synthesize(out: Path, kernels: int) -> dict:
             "synth_s": round(time.monotonic() - t0, 1)}
 
 
-def timed(argv: list[str], stdout=subprocess.DEVNULL) -> dict:
-    """Wall time and peak RSS of a command (output to /dev/null), through GNU time."""
-    p = subprocess.run(["/usr/bin/time", "-v", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True)
+def timed(argv: list[str], stdout=subprocess.DEVNULL, env: dict | None = None) -> dict:
+    """Wall time, CPU time (user + system) and peak RSS of a command (output to /dev/null),
+    through GNU time; with ``stages`` where the command printed PROFKIT_TIMINGS lines."""
+    p = subprocess.run(["/usr/bin/time", "-v", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                       env={**os.environ, **(env or {})})
     if p.returncode != 0:
         raise SystemExit(f"{argv} failed: {p.stderr[-2000:]}")
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1))
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", p.stderr)
     h, m, s = (float(x) if x else 0.0 for x in wall.groups())
-    return {"wall_s": round(h * 3600 + m * 60 + s, 1), "peak_rss_mb": round(rss / 1024)}
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", p.stderr).group(1)) for k in ("User", "System"))
+    out = {"wall_s": round(h * 3600 + m * 60 + s, 1), "cpu_s": round(cpu, 1), "peak_rss_mb": round(rss / 1024)}
+    stages = re.findall(r"^profkit: (.+): ([\d.]+) s \(([\d.]+) s CPU\)$", p.stderr, re.M)
+    if stages:
+        out["stages"] = {label: {"wall_s": float(w), "cpu_s": float(c)} for label, w, c in stages}
+    return out
 
 
 def sql_aggregate(path: Path) -> dict:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     rows = con.execute("""select s.value, count(*), sum(k.end - k.start) from CUPTI_ACTIVITY_KIND_KERNEL k
                           join StringIds s on s.id = k.demangledName group by k.demangledName""").fetchall()
-    agg = time.monotonic() - t0
+    agg, agg_cpu = time.monotonic() - t0, time.process_time() - c0
     t0 = time.monotonic()
     joined = con.execute("""select count(*) from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME r
                             on r.correlationId = k.correlationId""").fetchone()[0]
     join = time.monotonic() - t0
-    return {"kern_sum_s": round(agg, 1), "names": len(rows), "launch_join_s": round(join, 1), "joined": joined}
+    return {"kern_sum_s": round(agg, 1), "kern_sum_cpu_s": round(agg_cpu, 1), "names": len(rows), "launch_join_s": round(join, 1), "joined": joined}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernels", type=int, default=2_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/nsys-scale"))
+    ap.add_argument("--reuse", action="store_true", help="keep the workdir's synthetic capture if there is one")
+    ap.add_argument("--import-only", action="store_true", help="only the import and the GROUP BY beside it")
     a = ap.parse_args()
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    a.workdir.mkdir(parents=True)
     big, db = a.workdir / "synthetic.sqlite", a.workdir / "bench.db"
     result = {"machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
               "date": time.strftime("%Y-%m-%d")}
-    result["capture"] = synthesize(big, a.kernels)
+    if a.reuse and big.exists():
+        for old in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            old.unlink(missing_ok=True)
+        shutil.rmtree(Path(f"{db}-locks"), ignore_errors=True)
+        result["capture"] = {"reused": str(big)}
+    else:
+        shutil.rmtree(a.workdir, ignore_errors=True)
+        a.workdir.mkdir(parents=True)
+        result["capture"] = synthesize(big, a.kernels)
     result["sql_aggregate"] = sql_aggregate(big)
     profkit = [sys.executable, "-m", "profkit"]
-    result["import"] = timed([*profkit, "import", str(big), "--name", "big", "--db", str(db)])
+    result["import"] = timed([*profkit, "import", str(big), "--name", "big", "--db", str(db)],
+                             env={"PROFKIT_TIMINGS": "1"})
     result["sql_aggregate_after"] = sql_aggregate(big)  # the same file again, as warm as the import found it
+    if a.import_only:
+        best_sql = min(result["sql_aggregate"]["kern_sum_s"], result["sql_aggregate_after"]["kern_sum_s"])
+        result["ratios"] = {"import_vs_sql_group_by": round(result["import"]["wall_s"] / max(best_sql, 0.1), 1)}
+        print(json.dumps(result, indent=2))
+        return
     checkpoint(db)
     result["export_mb"] = round(big.stat().st_size / 1e6, 1)
     result["db_mb"] = round(db.stat().st_size / 1e6, 1)

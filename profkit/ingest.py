@@ -16,6 +16,7 @@ from .classify import classified
 from .errors import ProfkitWarning
 from .parse import detect, load
 from .parse.formats import run_name
+from .parse.nsys_export import stage
 from .parse.schema import Capture, KernelRow
 from .records import RunInfo, RunRecord
 from .store import Store
@@ -77,6 +78,7 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
         check_run_name(name)
     base = run_name(path.name)
     digest = sha256(path)
+    stage("sha256")
     # Exports read in place are read (and refused, if bad) before the run is reserved, so that a
     # bad file never makes a database; those first decompressed or converted need the run's folder.
     capture = load(path) if found.in_place else None
@@ -96,6 +98,7 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
         more: RunFields = {"raw_files": {capture.source_format: str(path.resolve())},
                            **profkit_tag(capture)}  # type: ignore[typeddict-item]
         done = store_capture(store, capture, more, reserved=run)
+        stage("run stored")
     except BaseException:
         store.delete_run(run.id)
         if workdir is not None:  # made by this import, above

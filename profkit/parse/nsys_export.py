@@ -17,7 +17,10 @@ GPU operations into profkit's own database in SQL (the bulk import).
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal, TypedDict
@@ -68,6 +71,18 @@ Segment = tuple[int, int, int | None]
 Window = tuple[int, int | None, int, int]
 
 
+_last = [time.monotonic(), time.process_time()]
+
+
+def stage(label: str) -> None:
+    """With PROFKIT_TIMINGS set, the wall and CPU seconds since the last stage of an nsys
+    import, on stderr (what benchmarks/nsys_scale.py breaks the import's time down by)."""
+    if os.environ.get("PROFKIT_TIMINGS"):
+        now = [time.monotonic(), time.process_time()]
+        print(f"profkit: {label}: {now[0] - _last[0]:.2f} s ({now[1] - _last[1]:.2f} s CPU)", file=sys.stderr)
+        _last[:] = now
+
+
 class GpuOpsImport(TypedDict):
     """What the bulk import counted."""
 
@@ -103,7 +118,9 @@ class NsysExport:
         try:
             self.schema = self._check_schema()
             self._check_types()
+            stage("types checked")
             self._check_once()
+            stage("repeats checked")
         except BaseException:
             self.con.close()
             raise
@@ -294,20 +311,32 @@ class NsysExport:
                 if t in self.schema.columns]
         ids = ", ".join(str(int(i)) for i in names)
         # A call sorts at its end (when the host went on), before an operation begun that instant.
+        # One sort: the latest end so far by a running max, the next operation's start from the
+        # row after each call (an operation's start; for another call, that call's, below).
         rows = self.con.execute(f"""
             with ops as ({" union all ".join(ops)}),
-            ev as (select pid, start as t, end as e, 0 as is_call, null as id, null as tid, null as s, null as nm
-                   from ops
+            ev as (select pid, start as t, end as e, null as id from ops
                    union all
-                   select globalTid >> 24, end, null, 1, rowid, globalTid, start, nameId
+                   select globalTid >> 24, end, null, rowid
                    from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})),
-            w as (select *, max(e) over (partition by pid order by t, is_call desc
-                                         rows between unbounded preceding and current row) as last_end,
-                            min(case when is_call = 0 then t end) over (partition by pid order by t, is_call desc
-                                         rows between current row and unbounded following) as next_start
-                  from ev)
-            select nm, s, t, tid, last_end, next_start from w where is_call = 1 order by s, id""").fetchall()
-        return [(i, names[nm], s, t, tid, last, nxt) for i, (nm, s, t, tid, last, nxt) in enumerate(rows)]
+            w as (select *, max(e) over (win rows between unbounded preceding and current row) as last_end,
+                            lead(id is not null) over win as next_call, lead(t) over win as next_t,
+                            row_number() over win as n
+                  from ev window win as (partition by pid order by t, id is null))
+            select r.nameId, r.start, w.t, r.globalTid, last_end, next_call, next_t, pid, id
+            from w cross join CUPTI_ACTIVITY_KIND_RUNTIME r on r.rowid = w.id
+            order by pid, n""").fetchall()
+        calls = []
+        nxt: int | None = None
+        pid = None
+        for nm, s, t, tid, last, next_call, next_t, p, rowid in reversed(rows):
+            if p != pid:
+                nxt, pid = None, p
+            # After a call comes an operation (its start), another call (the same next start) or nothing.
+            nxt = None if next_call is None else next_t if next_call == 0 else nxt
+            calls.append((s, rowid, names[nm], t, tid, last, nxt))
+        calls.sort(key=lambda c: (c[0], c[1]))
+        return [(i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(calls)]
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
         """Every kernel, memcpy and memset with its launch call, in launch order, streamed.

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..nvtx_ranges import is_iteration_range
-from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange
+from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange, stage
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
                      range_rows)
 from .schema import Capture, HostSyncRow, KernelRow, kernel_row
@@ -97,6 +97,7 @@ def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, in
     thread when it began as its ``op`` (an operator's range where the program pushes them:
     ``emit_nvtx``, or nsys ``--pytorch``)."""
     calls = export.host_syncs()
+    stage("host syncs (SQL)")
     if not calls:
         return []
     by_thread: dict[int, list[OpenRange]] = {}
@@ -107,26 +108,62 @@ def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, in
         elif not r.process_wide:
             by_thread.setdefault(int(r.global_tid or 0), []).append(r)
     starts: dict[int, list[int]] = {}
+    back: dict[int, list[int]] = {}
     for g, own in by_thread.items():
         own.sort(key=lambda r: (r.start, -r.end))
         starts[g] = [r.start for r in own]
+        back[g] = _previous_longer(own)
+    steps = {p: _Steps(rs) for p, rs in iterations.items()}
+    none = _Steps([])
     out: list[HostSyncRow] = []
     for i, name, start, end, gtid, last_end, next_start in calls:
         op = None
         rs = by_thread.get(gtid, [])
-        # Ranges on a thread nest: the latest begun at or before the call that is still open is the innermost.
+        # Ranges on a thread nest: the latest begun at or before the call that is still open is
+        # the innermost. One that ended before it did not hold the call, nor did any begun after
+        # it that ended no later: the walk goes on from the latest begun before it that ends later.
         k = bisect.bisect_right(starts.get(gtid, []), start) - 1
         while k >= 0 and rs[k].end <= start:
-            k -= 1
+            k = back[gtid][k]
         if k >= 0:
             lab = rs[k].op  # one of profkit's operator ranges: its module and operator
             op = " ".join(x for x in (lab.module, lab.op) if x) if lab is not None and rs[k].own_op else rs[k].name
-        step = next((r for r in iterations.get(_pid(gtid), ()) if r.start <= start < r.end), None)
+        step = steps.get(_pid(gtid), none).at(start)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
                     "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
                     "gpu_next_start_ns": next_start, "iteration": step.name if step else None,
                     "iteration_end_ns": step.end if step else None})
+    stage("host syncs placed")
     return out
+
+
+def _previous_longer(rs: list[OpenRange]) -> list[int]:
+    """For each range, the index of the latest one before it (in ``rs``' order) that ends
+    later than it does, or -1: one stack pass."""
+    out: list[int] = []
+    stack: list[int] = []
+    for k, r in enumerate(rs):
+        while stack and rs[stack[-1]].end <= r.end:
+            stack.pop()
+        out.append(stack[-1] if stack else -1)
+        stack.append(k)
+    return out
+
+
+class _Steps:
+    """A process's iteration ranges: the first (in their order) open at an instant. Where they
+    follow one another without overlapping (profkit's steps), a binary search finds it."""
+
+    def __init__(self, rs: list[OpenRange]) -> None:
+        self.rs = rs
+        self.starts = [r.start for r in rs]
+        self.disjoint = all(a.end <= b.start for a, b in zip(rs, rs[1:]))
+
+    def at(self, t: int) -> OpenRange | None:
+        if not self.disjoint:
+            return next((r for r in self.rs if r.start <= t < r.end), None)
+        k = bisect.bisect_right(self.starts, t) - 1
+        return self.rs[k] if k >= 0 and t < self.rs[k].end else None
 
 
 def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
@@ -157,8 +194,10 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
                                                     ranks)
     finally:
         export.close()
+    stage("GPU operations written")
     if any(t[8] for t in tops):  # operators' input types: a precision for kernels whose names give none
         store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
+    stage("judged by inputs")
     for state, kind, n, t in result["per_range"]:
         for i in states[state]:  # every range open on the launching thread then, as the streamed walk counts
             r = ranges[i]

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import BadExport
 from ..files import file_uri
 from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport, Segment,
-                                 StateRange, Window)
+                                 StateRange, Window, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
@@ -68,7 +68,12 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
             con.execute("create temp table rk (pid integer primary key, rank integer)")
             con.executemany("insert into temp.rk values (?, ?)", ranks.items())
-            con.execute(f"create temp table ops as {ops_sql}")
+            stage("import tables")
+            # seq, the launch order, is the table's rowid: the rows are written in that order (the
+            # window's) and read back in it, so that the copy into kernel_rows sorts nothing.
+            con.execute(f"create temp table ops (seq integer primary key, {', '.join(OPS_COLUMNS)})")
+            con.execute(f"insert into temp.ops {ops_sql}")
+            stage("ops table")
             bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
             if bad:
                 raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
@@ -77,6 +82,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                                [MAX_DURATION_NS]).fetchone()
             if long:
                 raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
+            stage("ops checked")
             source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
                       "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
                       "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
@@ -86,26 +92,60 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             assert set(source) == set(KERNEL_COLUMNS)
             cols = ", ".join(STORED_COLUMNS)
             values = ", ".join(source[c] for c in KERNEL_COLUMNS)
+            # cross join: the operations are the outer loop, read in seq order (no sort).
             con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
-                        "join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
+                        "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
                         "left join temp.rk rk on rk.pid = o.pid order by o.seq",
                         [run_id])
-            by_kind = {k: (int(n), int(t or 0)) for k, n, t in con.execute(
-                "select kind, count(*), sum(end - start) from temp.ops group by kind")}
-            per_range = [(int(i), k, int(n), int(t or 0)) for i, k, n, t in con.execute(
-                "select rix, kind, count(*), sum(end - start) from temp.ops where rix is not null group by rix, kind")]
-            unlaunched = int(con.execute("select count(*) from temp.ops where ltid is null").fetchone()[0])
-            launched: dict[int, int] = {}
-            if windows:
-                con.execute("create index temp.ops_launch on ops (lpid, lstart) where kind = 'kernel'")
-                for ix, pid, start, end in windows:
-                    launched[ix] = int(con.execute(
-                        "select count(*) from temp.ops where kind = 'kernel' and lpid = ? and lstart >= ? and lstart < ?",
-                        [pid, start, end]).fetchone()[0])
+            stage("rows written")
+            # One pass for the counts by kind, by state and kind, and of operations with no launch.
+            by_kind: dict[str, tuple[int, int]] = {}
+            per_range: list[tuple[int, str, int, int]] = []
+            unlaunched = 0
+            for i, k, n, t, u in con.execute("select rix, kind, count(*), sum(end - start), sum(ltid is null) "
+                                             "from temp.ops group by rix, kind"):
+                n, t = int(n), int(t or 0)
+                had = by_kind.get(k, (0, 0))
+                by_kind[k] = (had[0] + n, had[1] + t)
+                unlaunched += int(u)
+                if i is not None:
+                    per_range.append((int(i), k, n, t))
+            stage("sums")
+            launched = _launched(con, windows)
+            stage("launched per range")
         finally:
             for table in ("ops", "nm", "rg", "seg", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
+
+
+def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
+    """Per range, the kernels its process launched in its window. The operations are in seq
+    order by coalesce(launch start, start), so those launched in [start, end) lie between the
+    first seq whose key is at or after start and the first at or after end (found by binary
+    search, no index): only those rows are counted."""
+    n = int(con.execute("select count(*) from temp.ops").fetchone()[0])
+    first: dict[int, int] = {}
+
+    def at_or_after(t: int) -> int:
+        if t not in first:
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if con.execute("select coalesce(lstart, start) from temp.ops where seq = ?", [mid]).fetchone()[0] < t:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            first[t] = lo
+        return first[t]
+
+    out = {}
+    for ix, pid, start, end in windows:
+        lo, hi = at_or_after(start), at_or_after(end)
+        out[ix] = 0 if hi <= lo else int(con.execute(
+            "select count(*) from temp.ops where seq >= ? and seq < ? and kind = 'kernel' and lpid = ? "
+            "and lstart >= ? and lstart < ?", [lo, hi, pid, start, end]).fetchone()[0])
+    return out
 
 
 def _ro_uri(path: Path) -> str:
@@ -113,6 +153,9 @@ def _ro_uri(path: Path) -> str:
 
 
 IN_MEMORY_BYTES = 256 << 20
+# The columns of the operations' working table after seq, as ``_ops_sql`` selects them.
+OPS_COLUMNS = ("kind", "key", "sn", "start", "end", "dev", "stream", "gx", "gy", "gz", "bx", "by", "bz", "lstart",
+               "ltid", "lpid", "pid", "rix")
 
 def _ops_sql(export: NsysExport) -> str:
     """The GPU operations with their launch calls, numbered in launch order, each with the

@@ -121,6 +121,7 @@ NOT_CAPTURES = {
     ".summary.json": "profkit summary outputs recorded on the GPU machine (oracles)",
     ".kernel_times.json.gz": "the timing harness's CUPTI records, read by COMPOSED",
     "diff/runs.json": "profkit runs output recorded on the GPU machine (an oracle)",
+    "import_speed/": "digests of what the nsys import made of each committed export before issue 25 (tests/test_import_speed.py)",
 }
 
 

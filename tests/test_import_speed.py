@@ -1,0 +1,63 @@
+"""The fast nsys import (issue 25, part 3) writes what the slower one wrote.
+
+tests/data/import_speed/golden.json holds, for every committed nsys export (tests/data/**/
+*.sqlite.gz), the sha256 of ``profkit kernels RUN --format json``, of ``profkit ranges RUN
+--format json``, of the run's host syncs and its notes, and the run's kernel count and GPU
+time. These digests are golden data: they were made by the import as it was BEFORE it was
+made faster (commit aaa232e), by ``python tests/test_import_speed.py --write``, and must
+not be regenerated to make a change pass: a different digest is a different import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import DATA, cli  # noqa: E402
+
+GOLDEN = DATA / "import_speed" / "golden.json"
+EXPORTS = sorted(p.relative_to(DATA).as_posix() for p in DATA.rglob("*.sqlite.gz"))
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def digests(export: Path, db: Path) -> dict[str, object]:
+    """What the golden file records of one export, imported by ``profkit import`` into ``db``."""
+    from profkit.store import Store
+
+    r = cli("import", export, "--name", "g", db=db)
+    assert r.exit_code == 0, r.output
+    kernels = cli("kernels", "g", "--format", "json", db=db)
+    ranges = cli("ranges", "g", "--format", "json", db=db)
+    assert kernels.exit_code == 0 and ranges.exit_code == 0, (kernels.output, ranges.output)
+    store = Store(db)
+    run = store.get_run("g")
+    syncs = json.dumps(store.host_syncs(run.id), sort_keys=True)
+    return {"kernels": _sha(kernels.stdout), "ranges": _sha(ranges.stdout), "host_syncs": _sha(syncs),
+            "notes": list(run.info.notes or []), "kernel_count": run.kernel_count, "gpu_time_ns": run.gpu_time_ns}
+
+
+@pytest.mark.parametrize("export", EXPORTS)
+def test_import_is_what_it_was(tmp_path, export):
+    """Rows, ranges, host syncs and notes of each committed nsys capture, as the import
+    before issue 25 made them (golden digests, see the module's docstring)."""
+    golden = json.loads(GOLDEN.read_text())
+    assert digests(DATA / export, tmp_path / "p.db") == golden[export]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    import tempfile
+
+    out = {}
+    for export in EXPORTS:
+        with tempfile.TemporaryDirectory() as tmp:
+            out[export] = digests(DATA / export, Path(tmp) / "p.db")
+            print(export, out[export]["kernel_count"], file=sys.stderr)
+    GOLDEN.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
