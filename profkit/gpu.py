@@ -10,15 +10,8 @@ from .tools import runner
 
 def query() -> tuple[str, str] | None:
     """(name, compute capability) of GPU 0, or None where nvidia-smi cannot tell."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = runner.capture([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], timeout=30)
-    except ProfkitError:
-        return None
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    if "," not in first:
+    first = _smi("name,compute_cap")
+    if first is None or "," not in first:
         return None
     name, cc = (p.strip() for p in first.rsplit(",", 1))
     return name, cc
@@ -26,15 +19,20 @@ def query() -> tuple[str, str] | None:
 
 def driver_version() -> str | None:
     """The NVIDIA driver's version (GPU 0's), or None where nvidia-smi cannot tell."""
+    return _smi("driver_version")
+
+
+def _smi(fields: str) -> str | None:
+    """GPU 0's line of ``nvidia-smi --query-gpu=FIELDS``, or None where it cannot tell."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None
     try:
-        out = runner.capture([smi, "--query-gpu=driver_version", "--format=csv,noheader"], timeout=30)
+        out = runner.capture([smi, f"--query-gpu={fields}", "--format=csv,noheader"], timeout=30)
     except ProfkitError:
         return None
     lines = out.strip().splitlines()
-    return lines[0].strip() or None if lines else None
+    return (lines[0].strip() or None) if lines else None
 
 
 def count() -> int:

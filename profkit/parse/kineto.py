@@ -139,6 +139,16 @@ class _Text:
             if not self._more():
                 return ""
 
+    def _fail_at_end(self, exc: StopIteration | json.JSONDecodeError) -> None:
+        """A value that does not decode: the trace's error once the whole text is read (before,
+        it may only go on past what is read)."""
+        if not self.eof:
+            return
+        if isinstance(exc, StopIteration):
+            self.fail("Expecting value", exc.value)
+        else:
+            self.fail(exc.msg, exc.pos)
+
     def _value(self) -> Any:
         """The next JSON value, whole."""
         self._peek()
@@ -148,12 +158,8 @@ class _Text:
                 if end < len(self.buf) or self.eof:  # else a number may go on in the next chunk
                     self.pos = end
                     return value
-            except StopIteration as stop:
-                if self.eof:
-                    self.fail("Expecting value", stop.value)
-            except json.JSONDecodeError as exc:
-                if self.eof:
-                    self.fail(exc.msg, exc.pos)
+            except (StopIteration, json.JSONDecodeError) as exc:
+                self._fail_at_end(exc)
             self._more(len(self.buf) - self.pos)  # a value longer than what is read: twice as much
 
     def _items(self) -> Iterator[Any]:
@@ -175,12 +181,8 @@ class _Text:
                     continue
                 if self.eof:
                     self.fail("Expecting ',' delimiter", _WS.match(buf, end).end())  # type: ignore[union-attr]
-            except StopIteration as stop:
-                if self.eof:
-                    self.fail("Expecting value", stop.value)
-            except json.JSONDecodeError as exc:
-                if self.eof:
-                    self.fail(exc.msg, exc.pos)
+            except (StopIteration, json.JSONDecodeError) as exc:
+                self._fail_at_end(exc)
             # The element (or what follows it) goes on past what is read: read on, decode it again.
             self._more(len(buf) - pos)
 
