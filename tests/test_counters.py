@@ -131,7 +131,7 @@ def test_a_run_of_the_same_kind_in_this_environment_makes_the_next_run_timed_fir
 def test_the_filter_names_only_the_functions_never_counted():
     assert ncu.per_function_argv() == ncu.PER_FUNCTION
     argv = ncu.per_function_argv(["_Z6kernelPf", "triton_poi_fused_add_0", "_ZN2at6native.part.0$x"])
-    assert argv[:3] == ["--kernel-name-base", "mangled", "--kernel-id"]
+    assert argv[:3] == ["--kernel-name-base", "mangled", "--kernel-id"] and argv[4:] == ncu.COUNTS_ONLY
     assert argv[3] == r"::regex:^(_Z6kernelPf|triton_poi_fused_add_0|_ZN2at6native\.part\.0\$x)$:1"
     assert ncu.per_function_argv(["a:b"]) == ncu.PER_FUNCTION  # a colon would end --kernel-id's name part
 

@@ -82,7 +82,8 @@ def test_the_plan_is_per_chip_data():
     from profkit.classify import per_function_plan
 
     assert per_function_plan("9.0") and not per_function_plan("8.0") and not per_function_plan(None)
-    assert ncu.PER_FUNCTION == ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1"]
+    assert ncu.PER_FUNCTION == ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1", "--cache-control", "none",
+                                "--clock-control", "none"]
 
 
 def test_a_stored_per_function_run_has_a_timeline_and_compares_with_timelines(tmp_path):

@@ -92,7 +92,11 @@ def profile_argv(
 
 # profkit's per-function plan: the first launch of each kernel function inside the NVTX
 # filter, a function being a mangled name (so each template instance is one).
-PER_FUNCTION = ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1"]
+# The per-function plan reads counts (instructions, tensor-path operations), which neither the
+# caches nor the clocks change, and takes durations from CUPTI: ncu neither flushes the caches
+# nor locks the clocks for its replays.
+COUNTS_ONLY = ["--cache-control", "none", "--clock-control", "none"]
+PER_FUNCTION = ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1", *COUNTS_ONLY]
 
 
 def per_function_argv(only: Sequence[str] | None = None) -> list[str]:
@@ -102,7 +106,7 @@ def per_function_argv(only: Sequence[str] | None = None) -> list[str]:
     if not only or any(":" in m for m in only):
         return list(PER_FUNCTION)
     names = "|".join(re.sub(r"([^A-Za-z0-9_])", r"\\\1", m) for m in only)
-    return ["--kernel-name-base", "mangled", "--kernel-id", f"::regex:^({names})$:1"]
+    return ["--kernel-name-base", "mangled", "--kernel-id", f"::regex:^({names})$:1", *COUNTS_ONLY]
 
 
 def export_csv_argv(ncu: str, report: Path, mangled: bool = False) -> list[str]:
