@@ -102,6 +102,8 @@ def plan(req: RunRequest) -> Plan:
             tool, why = _timeline_tool()
         if req.options.metrics is not None and tool != "ncu":
             raise UsageError(f"`metrics` chooses ncu counters, but `tool` auto chose {tool}: {why}")
+        if req.options.fresh_counters and tool != "ncu":
+            raise UsageError(f"`fresh_counters` counts ncu's counters again, but `tool` auto chose {tool}: {why}")
         if (req.options.cpu_sampling or req.options.context_switches) and tool != "nsys":
             raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, but `tool` auto chose {tool}: {why}")
     else:

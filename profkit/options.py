@@ -227,6 +227,11 @@ class RunOptions:
             raise UsageError(f"`metrics` chooses ncu counters; `tool` {self.tool} collects none")
         if (self.cpu_sampling or self.context_switches) and self.tool not in ("nsys", "auto"):
             raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {self.tool}'s")
+        if self.fresh_counters and self.tool not in ("ncu", "auto"):
+            raise UsageError(f"`fresh_counters` counts ncu's counters again; `tool` {self.tool} collects none")
+        if self.fresh_counters and self.metrics is not None:
+            raise UsageError("`fresh_counters` concerns ncu's default plan, which keeps counters across runs; with "
+                             "`metrics` every launch is profiled and nothing is kept", "Leave out one of them.")
         if self.nproc_per_node > 1:
             if self.tool == "ncu" or self.metrics is not None:
                 raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels "
@@ -255,7 +260,7 @@ class RunOptions:
             if not isinstance(self.name, str):
                 raise UsageError(f"`name` must be a string, not {self.name!r}")
             check_run_name(self.name)
-        for switch in ("cpu_sampling", "context_switches"):
+        for switch in ("cpu_sampling", "context_switches", "fresh_counters"):
             require_bool(switch, getattr(self, switch))
         require_int("nproc_per_node", self.nproc_per_node, 1)
         if self.nproc_per_node > MAX_RANKS:
@@ -291,6 +296,8 @@ class RunOptions:
             return
         if self.metrics is not None and "ncu" not in tools:
             raise UsageError("`metrics` chooses ncu counters: it needs ncu among the `tools`")
+        if self.fresh_counters and "ncu" not in tools:
+            raise UsageError("`fresh_counters` counts ncu's counters again: it needs ncu among the `tools`")
         for switch in ("cpu_sampling", "context_switches"):
             if getattr(self, switch) and "nsys" not in tools:
                 raise UsageError(f"`{switch}` is an nsys option: it needs nsys among the `tools`")
@@ -302,6 +309,7 @@ class RunOptions:
         cells."""
         by_tool: dict[str, Any] = {} if tool is None else {
             "tool": tool, "metrics": self.metrics if tool == "ncu" else None,
+            "fresh_counters": self.fresh_counters and tool == "ncu",
             "cpu_sampling": self.cpu_sampling and tool == "nsys",
             "context_switches": self.context_switches and tool == "nsys"}
         return replace(self, precision=precision, mode=mode,

@@ -157,3 +157,26 @@ def test_the_detail_of_a_kept_verdict_names_the_run():
     assert DETAIL_KEPT.format(launch=3, run="resnet50-fp16-eager-ncu", detail="HGMMA fp16") == (
         "counters of launch 3 of run 'resnet50-fp16-eager-ncu', kept across runs (same GPU, driver, CUDA, PyTorch "
         "and packages): HGMMA fp16")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--tool", "nsys", "--fresh-counters"), "--fresh-counters counts ncu's counters again; --tool nsys collects none"),
+    (("--tool", "torch", "--fresh-counters"), "--tool torch collects none"),
+    (("--tool", "ncu", "--metrics", "full", "--fresh-counters"), "with --metrics every launch is profiled"),
+])
+def test_fresh_counters_where_nothing_is_kept_is_one_line(tmp_path, args, message):
+    """Refused before anything runs (no GPU needed), the database untouched."""
+    from .conftest import cli, one_line_error
+
+    db = tmp_path / "p.db"
+    one_line_error(cli("run", "resnet18", *args, db=db), message, code=2)
+    assert not db.exists()
+
+
+def test_a_grid_without_ncu_refuses_fresh_counters():
+    from profkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="it needs ncu among the `tools`"):
+        RunOptions.make(fresh_counters=True).check_grid(["fp16"], ["eager"], ["nsys", "torch"])
+    options = RunOptions.make(fresh_counters=True)
+    assert options.cell("fp16", "eager", "ncu").fresh_counters and not options.cell("fp16", "eager", "nsys").fresh_counters
