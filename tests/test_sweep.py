@@ -239,7 +239,8 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
     assert all(sweep[k] == v for k, v in run.items() if k in sweep and k != "db")
     assert [f.name for f in for_command("sweep")] == [f for f in ("compile_mode", "batch_size", "iters", "warmup",
                                                                    "device", "keep_bn_fp32", "channels_last",
-                                                                   "cudnn_benchmark", "metrics", "timeout_s",
+                                                                   "cudnn_benchmark", "metrics", "fresh_counters",
+                                                                   "timeout_s",
                                                                    "cpu_sampling", "context_switches", "attribution")]
     assert {f.name for f in for_command("run")} == set(RunOptions.__dataclass_fields__)
 
