@@ -537,10 +537,15 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     timer_argv = job.harness_argv()
     result, wall = job.stream(timer_argv, timer_log)
     info = job.info()
-    if result.returncode != 0 or not times.exists():
+    if result.returncode != 0 or not times.exists():  # CUPTI could not time (a workload's own error raised above)
         why = info.get("kernel_timer_error") or next((l for l in reversed(result.tail) if l.strip()),
                                                      f"exit {result.returncode}")
-        raise ToolFailed(f"the process timing every launch failed: {why[:300]}", f"Its log is {timer_log}.")
+        job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch "
+                          "under ncu instead")
+        job.job = replace(job.job, kernel_times_path=None)
+        capture, row = _profile_ncu(job, per_function=False)
+        row["info"] = replace(row.get("info") or RunInfo(), per_function_plan_failed=why)
+        return capture, row
     counters.scopes = dict(info.get("generated_kernels") or {})
     timed = timed_functions(kernel_times(times))
     functions = counters.look_up(timed)
