@@ -198,6 +198,8 @@ class Annotator:
         if name in VALUE_TYPED_FACTORIES:
             values = [a for a in [*list(args)[VALUE_TYPED_FACTORIES[name]:], kwargs.get("fill_value")]
                       if isinstance(a, (bool, int, float, complex))]
+            if name != "aten::full":  # arange(True) counts to 1: int64
+                values = [int(v) if isinstance(v, bool) else v for v in values]
             if values:  # as torch.tensor infers a type from Python numbers: arange's and full's rule
                 return [str(torch.tensor(values).dtype).removeprefix("torch.")]
         elif name in INT64_FACTORIES:
@@ -378,7 +380,7 @@ class CompiledTracer:
 VALUE_TYPED_FACTORIES = {"aten::arange": 0, "aten::range": 0, "aten::full": 1}
 INT64_FACTORIES = {"aten::randint", "aten::randperm"}
 DEFAULT_FLOAT_FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::empty_strided", "aten::rand",
-                           "aten::randn", "aten::eye", "aten::linspace", "aten::logspace", "aten::scalar_tensor"}
+                           "aten::randn", "aten::eye", "aten::scalar_tensor"}
 
 _KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(?P<name>\w+)'", re.M)
 _ORIGINAL_ATEN = re.compile(r"^# .*Original ATen: \[(?P<ops>[^\]]*)\]", re.M)

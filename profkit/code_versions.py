@@ -35,8 +35,10 @@ def packages_digest() -> str:
     each; listing the folders takes a millisecond, reading every package's metadata 0.3 s)."""
     seen: set[str] = set()
     for entry in sys.path:
+        if not entry or not os.path.isabs(entry):  # the current folder ('' for python -m): not the installation
+            continue
         try:
-            names = os.listdir(entry or ".")
+            names = os.listdir(entry)
         except OSError:
             continue
         seen.update(n.lower() for n in names if n.endswith((".dist-info", ".egg-info")))

@@ -378,9 +378,6 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         except EmptyCapture:
             raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
                              f"Its files are in {folder}.") from None
-        for then in job.after:
-            then(stored)
-        return stored
     except BaseException as exc:
         # The run keeps its row (failed or interrupted, with the error) and its raw files.
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
@@ -390,6 +387,11 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         except Exception:
             pass  # the database's own trouble is the error to report; recovery marks it later
         raise
+    # Once the run is stored and ok: what is kept for later runs (a failure here is noted, and an
+    # interruption leaves the run as stored).
+    for then in job.after:
+        then(stored)
+    return stored
 
 
 # ------------------------------------------------------------------------------ drivers
@@ -424,8 +426,8 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             per_function = job.req.options.metrics is None and per_function_plan(cc)
         counters = None
         if per_function and job.store is not None and gpu_info is not None and job.ranks <= 1:
-            counters = ncu_counters.plan(job.store, job.req.options, job.workload, gpu_info, driver_version(),
-                                         ncu.identity(exe), set_label, metrics)
+            counters = ncu_counters.plan(job.store, job.req.options, job.workload, Path(job.job.workload_path),
+                                         gpu_info, driver_version(), ncu.identity(exe), set_label, metrics)
             if counters.strategy == ncu_counters.TIMED_FIRST:
                 return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
         tool_version = asked.result()
@@ -572,7 +574,9 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
         ncu_result, ncu_wall = counted.stream(argv, job.folder / "ncu.log", on_line)
         wall += ncu_wall
         profiled = seen["n"]
-        raw_files.update({"ncu-rep": str(report), "log": str(job.folder / "ncu.log")})
+        raw_files["log"] = str(job.folder / "ncu.log")
+        if report.exists():
+            raw_files["ncu-rep"] = str(report)
         if profiled or ncu_result.returncode != 0:
             ncu.check_result(ncu_result, report, profiled, nvtx_filter)
             _, _, new, export = _export_functions(exe, report, job.folder, raw_files)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .code_versions import environment, environment_key
@@ -63,7 +64,15 @@ class CounterPlan:
         return self.gpu, environment_key(self.env), self.metric_set
 
     def scope(self, mangled: str) -> str:
-        return self.scopes.get(mangled, "")
+        """Where a function's counters hold: everywhere in the environment for a C++ function
+        (its mangled name spells its template arguments, element types included); for a kernel
+        torch.compile generated, where its source is the same; for any other name (a Triton or
+        other run-time compiled kernel, an ``extern "C"`` one: the same name may be compiled for
+        other types), in runs of this signature only."""
+        generated = self.scopes.get(mangled)
+        if generated:
+            return f"source:{generated}"
+        return "" if mangled.startswith("_Z") else f"signature:{self.signature}"
 
     def look_up(self, functions: list[str]) -> dict[str, Counted]:
         """The kept counters of these functions (mangled names), as the join takes them."""
@@ -88,12 +97,13 @@ class CounterPlan:
                 "strategy": self.strategy, "cached": self.cached, "counted": self.counted, "kept": self.kept}
 
 
-def plan(store: Store, options: RunOptions, workload: str, gpu: tuple[str, str], driver: str | None,
+def plan(store: Store, options: RunOptions, workload: str, path: Path, gpu: tuple[str, str], driver: str | None,
          ncu_identity: str | None, set_label: str, metrics: list[str]) -> CounterPlan:
-    """How an ncu run of the per-function plan goes (see the module's description)."""
+    """How an ncu run of the per-function plan goes (see the module's description). ``path``:
+    the workload's file (its content is in the signature: kernels it builds itself change with it)."""
     env = environment(f"{gpu[0]} (sm {gpu[1]})", driver, ncu_identity)
     digest = hashlib.sha256(",".join(sorted(metrics)).encode()).hexdigest()[:12]
-    signature = _signature(options, workload)
+    signature = _signature(options, workload, path)
     p = CounterPlan(store, env["gpu"], f"{set_label}:{digest}", env, signature, COUNTED)
     if options.fresh_counters:
         p.strategy = FRESH
@@ -102,11 +112,16 @@ def plan(store: Store, options: RunOptions, workload: str, gpu: tuple[str, str],
     return p
 
 
-def _signature(options: RunOptions, workload: str) -> str:
+def _signature(options: RunOptions, workload: str, path: Path) -> str:
     """What decides which kernel functions a run launches, as a digest: runs of the same
     signature in one environment launch the same functions (cuDNN's and cuBLAS's heuristics
     aside)."""
-    what: dict[str, Any] = {"workload": workload, "precision": options.precision, "batch_size": options.batch_size,
+    try:
+        source = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
+    except OSError:
+        source = str(path)
+    what: dict[str, Any] = {"workload": workload, "source": source, "precision": options.precision,
+                            "batch_size": options.batch_size,
                             "device": options.device, "kernels": KERNEL_SOURCES.get(options.mode, options.mode),
                             "switches": options.switches()}
     if options.mode == "compile":

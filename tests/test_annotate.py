@@ -92,7 +92,8 @@ def test_a_factorys_type_is_the_one_its_meta_call_gives():
              (aten.full.default, ((2, 2), True), {}), (aten.full.default, ((2, 2), float("-inf")), {}),
              (aten.zeros.default, ((2, 2),), {}), (aten.ones.default, ((3,),), {"dtype": torch.float16}),
              (aten.randint.low, (0, 5, (3,)), {}), (aten.eye.default, (3,), {}), (aten.empty.memory_format, ((2,),), {}),
-             (aten.randperm.default, (5,), {}), (aten.scalar_tensor.default, (2,), {}), (aten.linspace.default, (0, 1, 5), {})]
+             (aten.randperm.default, (5,), {}), (aten.scalar_tensor.default, (2,), {}), (aten.linspace.default, (0, 1, 5), {}),
+             (aten.linspace.default, (0, 1j, 5), {}), (aten.arange.default, (True,), {}), (aten.full.default, ((2,), 1j), {})]
     for func, args, kwargs in cases:
         made = func(*args, **{**kwargs, "device": "meta"})
         assert a._made(func, args, {**kwargs, "device": "cpu"}) == [str(made.dtype).removeprefix("torch.")], func

@@ -21,6 +21,7 @@ from profkit.tools import ncu
 from .conftest import DATA
 
 PLAN = DATA / "ncu_plan"
+WORKLOAD = Path(__file__).resolve().parents[1] / "workloads" / "resnet50.py"
 
 
 def _captures() -> list[tuple[str, Path, Path, Path, str, dict[int, int], bool]]:
@@ -105,8 +106,8 @@ def test_a_run_of_the_same_kind_in_this_environment_makes_the_next_run_timed_fir
     gpu = ("NVIDIA H100 80GB HBM3", "9.0")
 
     def plan(**given):
-        return ncu_counters.plan(store, RunOptions.make(**given), "resnet50", gpu, "580.159.04", "2025.3.1", "full",
-                                 ["m1", "m2"])
+        return ncu_counters.plan(store, RunOptions.make(**given), "resnet50", WORKLOAD, gpu, "580.159.04", "2025.3.1",
+                                 "full", ["m1", "m2"])
 
     first = plan(precision="fp16")
     assert first.strategy == ncu_counters.COUNTED
@@ -123,9 +124,38 @@ def test_a_run_of_the_same_kind_in_this_environment_makes_the_next_run_timed_fir
     assert plan(precision="fp16", batch_size=16).strategy == ncu_counters.COUNTED
     assert plan(precision="fp16", channels_last=True).strategy == ncu_counters.COUNTED
     assert plan(precision="fp16", fresh_counters=True).strategy == ncu_counters.FRESH
-    other_driver = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", gpu, "590.1", "2025.3.1",
-                                     "full", ["m1", "m2"])
+    other_driver = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", WORKLOAD, gpu, "590.1",
+                                     "2025.3.1", "full", ["m1", "m2"])
     assert other_driver.strategy == ncu_counters.COUNTED and other_driver.key[1] != first.key[1]
+    # The workload's file changed (its own kernels may have): counted again.
+    edited = tmp_path / "resnet50.py"
+    edited.write_text(WORKLOAD.read_text() + "\n# edited\n")
+    changed = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", edited, gpu, "580.159.04",
+                                "2025.3.1", "full", ["m1", "m2"])
+    assert changed.strategy == ncu_counters.COUNTED
+
+
+def test_a_name_that_does_not_spell_its_types_is_kept_for_its_signature_only(tmp_path):
+    """A C++ function's mangled name spells its template arguments: its counters hold in every
+    run of the environment. Any other name (Triton, extern "C") may be compiled for other types
+    under the same name: its counters hold for runs of the same signature (an fp16 run does not
+    take an fp32 run's); a torch.compile kernel's, where its source is the same."""
+    store = Store(tmp_path / "p.db")
+    gpu = ("NVIDIA H100 80GB HBM3", "9.0")
+
+    def plan(precision):
+        return ncu_counters.plan(store, RunOptions.make(precision=precision), "resnet50", WORKLOAD, gpu, "580.159.04",
+                                 "2025.3.1", "full", ["m1"])
+
+    fp16, fp32 = plan("fp16"), plan("fp32")
+    assert fp16.scope("_ZN2at6native18elementwise_kernelEv") == fp32.scope("_ZN2at6native18elementwise_kernelEv") == ""
+    assert fp16.scope("_attn_fwd") != fp32.scope("_attn_fwd") and fp16.scope("_attn_fwd").startswith("signature:")
+    fp16.scopes = {"triton_poi_fused_add_0": "abc"}
+    fp32.scopes = {"triton_poi_fused_add_0": "abc"}
+    assert fp16.scope("triton_poi_fused_add_0") == fp32.scope("triton_poi_fused_add_0") == "source:abc"
+    kept = CountedFunction("_attn_fwd", fp32.scope("_attn_fwd"), "_attn_fwd", "_attn_fwd", {"x": 1.0}, {}, 1, "fp32", 0)
+    store.keep_counters(fp32.key, [kept])
+    assert fp32.look_up(["_attn_fwd"]) and fp16.look_up(["_attn_fwd"]) == {}
 
 
 def test_the_filter_names_only_the_functions_never_counted():

@@ -267,7 +267,7 @@ def iterations(store: Store, run: RunRecord) -> tuple[int | None, bool]:
 def _dialect(run: RunRecord) -> str:
     """Which spelling of kernel names a run's import gave (see profkit.names)."""
     formats = set(run.raw_files) & {"ncu-csv", "ncu-rep", "nsys-sqlite", "nsys-rep", "kineto-json"}
-    if "ncu-csv" in formats:
+    if "ncu-csv" in formats or (run.info.get("ncu_plan") or {}).get("counters"):  # names ncu's, kept or read now
         return "ncu-csv"
     if "ncu-rep" in formats:
         return "ncu-rep"

@@ -99,13 +99,16 @@ COUNTS_ONLY = ["--cache-control", "none", "--clock-control", "none"]
 PER_FUNCTION = ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1", *COUNTS_ONLY]
 
 
+MAX_FILTER = 100_000  # characters of names in one argument (Linux takes at most 128 KiB per argument)
+
+
 def per_function_argv(only: Sequence[str] | None = None) -> list[str]:
     """The per-function plan's filter: the first launch of every kernel function, or of only
     these (mangled names, matched whole; a name ncu's ``--kernel-id`` cannot hold, one with a
-    colon, leaves the filter at every function)."""
-    if not only or any(":" in m for m in only):
+    colon, leaves the filter at every function, as do names past ``MAX_FILTER`` characters)."""
+    names = "|".join(re.sub(r"([^A-Za-z0-9_])", r"\\\1", m) for m in only or ())
+    if not only or any(":" in m for m in only) or len(names) > MAX_FILTER:
         return list(PER_FUNCTION)
-    names = "|".join(re.sub(r"([^A-Za-z0-9_])", r"\\\1", m) for m in only)
     return ["--kernel-name-base", "mangled", "--kernel-id", f"::regex:^({names})$:1", *COUNTS_ONLY]
 
 
