@@ -118,6 +118,11 @@ def test_a_run_of_the_same_kind_in_this_environment_makes_the_next_run_timed_fir
               "info": RunInfo(ncu_plan={"counters": first.use()})}
     store_capture(store, capture, fields, store.reserve("earlier", "earlier", fields, status="running"))
     assert plan(precision="fp16").strategy == ncu_counters.TIMED_FIRST
+    # Its kernels carry ncu's names (kept or read now), whether or not ncu wrote files this time:
+    # diff matches them by exact name against ncu runs.
+    from profkit.analyze.diff import _dialect
+
+    assert "ncu-csv" not in store.get_run("earlier").raw_files and _dialect(store.get_run("earlier")) == "ncu-csv"
     assert plan(precision="fp16", mode="torchscript").strategy == ncu_counters.TIMED_FIRST
     assert plan(precision="fp16", mode="compile").strategy == ncu_counters.COUNTED
     assert plan(precision="fp32").strategy == ncu_counters.COUNTED
