@@ -44,11 +44,16 @@ OUTSIDE = "(outside modules)"
 _NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::detach", "aten::lift_fresh", "aten::alias"})
 
 
+def _dtype_name(dtype: Any) -> str:
+    """A torch dtype's name as the kernel table writes input types: ``float16``."""
+    return str(dtype).removeprefix("torch.")
+
+
 def _shape_of(value: Any, torch: Any, shapes: list[str], dtypes: list[str]) -> None:
     """Append the shape and dtype of every tensor in ``value`` (tensors, lists of them: cat's)."""
     if isinstance(value, torch.Tensor):
         shapes.append("[" + ",".join(map(str, value.shape)) + "]")
-        dtypes.append(str(value.dtype).removeprefix("torch."))
+        dtypes.append(_dtype_name(value.dtype))
     elif isinstance(value, (list, tuple)):
         for v in value:
             if isinstance(v, (torch.Tensor, list, tuple)):
@@ -193,7 +198,7 @@ class Annotator:
         torch = self.torch
         dtype = kwargs.get("dtype")
         if isinstance(dtype, torch.dtype):
-            return [str(dtype).removeprefix("torch.")]
+            return [_dtype_name(dtype)]
         name = func._schema.name
         if name in VALUE_TYPED_FACTORIES:
             values = [a for a in [*list(args)[VALUE_TYPED_FACTORIES[name]:], kwargs.get("fill_value")]
@@ -201,16 +206,16 @@ class Annotator:
             if name != "aten::full":  # arange(True) counts to 1: int64
                 values = [int(v) if isinstance(v, bool) else v for v in values]
             if values:  # as torch.tensor infers a type from Python numbers: arange's and full's rule
-                return [str(torch.tensor(values).dtype).removeprefix("torch.")]
+                return [_dtype_name(torch.tensor(values).dtype)]
         elif name in INT64_FACTORIES:
             return ["int64"]
         elif name in DEFAULT_FLOAT_FACTORIES:
-            return [str(torch.get_default_dtype()).removeprefix("torch.")]
+            return [_dtype_name(torch.get_default_dtype())]
         try:
             made = func(*args, **{**kwargs, "device": "meta", "pin_memory": False})
         except Exception:  # an operator with no meta kernel: its types stay unknown
             return []
-        return [str(made.dtype).removeprefix("torch.")] if isinstance(made, self.torch.Tensor) else []
+        return [_dtype_name(made.dtype)] if isinstance(made, self.torch.Tensor) else []
 
     def __enter__(self) -> Annotator:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -392,15 +397,23 @@ TRITON_TYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64"
                 "fp8e5": "float8_e5m2", "fp8e4b8": "float8_e4m3fnuz", "fp8e5b16": "float8_e5m2fnuz"}
 
 
+def _kernel_defs(source: str) -> Iterator[tuple[re.Match[str], int, int]]:
+    """Each Triton kernel defined in an output code file: its definition's match, where the
+    one before it ended (0 for the first), and where its section ends (the next definition, or
+    the file's end)."""
+    defs = list(_KERNEL_DEF.finditer(source))
+    for i, d in enumerate(defs):
+        yield d, defs[i - 1].end() if i else 0, defs[i + 1].start() if i + 1 < len(defs) else len(source)
+
+
 def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
     """The Triton kernels defined in one of Inductor's output code files: for each, the ATen
     operators its comment says it fused and the element types of its pointer arguments (its
     compiled signature; inputs and outputs alike, outputs last)."""
     found: dict[str, CompiledKernel] = {}
-    defs = list(_KERNEL_DEF.finditer(source))
-    for i, d in enumerate(defs):
-        before = source[defs[i - 1].end() if i else 0:d.start()]
-        body = source[d.end():defs[i + 1].start() if i + 1 < len(defs) else len(source)]
+    for d, after_previous, end in _kernel_defs(source):
+        before = source[after_previous:d.start()]
+        body = source[d.end():end]
         aten = _ORIGINAL_ATEN.findall(before)
         ops = list(dict.fromkeys(o.strip().replace(".", "::", 1) for o in aten[-1].split(",") if o.strip())) if aten else []
         sig = _SIGNATURE.search(body)
@@ -424,10 +437,8 @@ def generated_kernel_digests() -> dict[str, str]:
     comes back in other models): ncu's counters kept across runs are keyed by this too."""
     found: dict[str, str] = {}
     for source in _output_code_sources():
-        defs = list(_KERNEL_DEF.finditer(source))
-        for i, d in enumerate(defs):
-            body = source[d.start():defs[i + 1].start() if i + 1 < len(defs) else len(source)]
-            found[d.group("name")] = hashlib.sha256(body.encode()).hexdigest()[:20]
+        for d, _, end in _kernel_defs(source):
+            found[d.group("name")] = hashlib.sha256(source[d.start():end].encode()).hexdigest()[:20]
     return found
 
 

@@ -409,11 +409,10 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     an earlier run of the same kind completed, the timing harness runs alone and ncu counts
     only the functions never counted, if any. If the timing harness fails, every launch is
     profiled instead, as ``metrics`` full would."""
-    from . import ncu_counters
-    from .classify import metric_set, per_function_plan
-
     from concurrent.futures import ThreadPoolExecutor
 
+    from . import ncu_counters
+    from .classify import metric_set, per_function_plan
     from .code_versions import driver_version
 
     exe = ncu.find()
@@ -474,18 +473,14 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             why = (error.read_text(errors="replace").strip() if error.exists() else
                    timer_info.get("kernel_timer_error") or
                    next((l for l in reversed(timer_result.tail) if l.strip()), f"exit {timer_result.returncode}"))
-            job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch "
-                              "under ncu instead")
-            capture, row = _profile_ncu(job, per_function=False)
-            row["info"] = replace(row.get("info") or RunInfo(), per_function_plan_failed=why)
-            return capture, row
+            return _every_launch_instead(job, why)
 
     job.progress.stage("exporting the raw page to CSV")
     exported = time.monotonic()
     if per_function:
         from .parse.ncu_plan import read_timed
 
-        csv_path, mangled, functions, profiled = _export_functions(exe, report, job.folder, raw_files)
+        functions, profiled = _export_functions(exe, report, job.folder, raw_files)
         raw_files.update({"kernel-times": str(times), "times-log": str(timer_log)})
         if counters is not None:
             counters.scopes = dict(timer_info.get("generated_kernels") or {})
@@ -542,12 +537,8 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     if result.returncode != 0 or not times.exists():  # CUPTI could not time (a workload's own error raised above)
         why = info.get("kernel_timer_error") or next((l for l in reversed(result.tail) if l.strip()),
                                                      f"exit {result.returncode}")
-        job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch "
-                          "under ncu instead")
         job.job = replace(job.job, kernel_times_path=None)
-        capture, row = _profile_ncu(job, per_function=False)
-        row["info"] = replace(row.get("info") or RunInfo(), per_function_plan_failed=why)
-        return capture, row
+        return _every_launch_instead(job, why)
     counters.scopes = dict(info.get("generated_kernels") or {})
     timed = timed_functions(kernel_times(times))
     functions = counters.look_up(timed)
@@ -579,7 +570,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
             raw_files["ncu-rep"] = str(report)
         if profiled or ncu_result.returncode != 0:
             ncu.check_result(ncu_result, report, profiled, nvtx_filter)
-            _, _, new, export = _export_functions(exe, report, job.folder, raw_files)
+            new, export = _export_functions(exe, report, job.folder, raw_files)
             functions.update({m: f for m, f in new.items() if m not in functions})
             counters.counted = len(new)
             gpu_pair = (export.gpu_name or gpu_info[0], export.compute_capability or gpu_info[1])
@@ -613,12 +604,22 @@ def _ncu_progress(job: _Job) -> tuple[Callable[[str], None], dict[str, int]]:
     return on_line, seen
 
 
-def _export_functions(exe: str, report: Path, folder: Path,
-                      raw_files: dict[str, str]) -> tuple[Path, Path, dict[str, "Counted"], Capture[KernelRow]]:
-    """ncu's raw page exported twice (names demangled and mangled) and read as counted functions."""
-    from .parse.ncu_plan import ncu_functions
+def _every_launch_instead(job: _Job, why: str) -> tuple[Capture[KernelRow], RunFields]:
+    """The per-function plan's timing process could not time (CUPTI): every launch profiled
+    under ncu instead, the run saying why."""
+    job.progress.note(f"the process timing every launch failed ({why[:300]}): profiling every launch under ncu instead")
+    capture, row = _profile_ncu(job, per_function=False)
+    row["info"] = replace(row.get("info") or RunInfo(), per_function_plan_failed=why)
+    return capture, row
 
+
+def _export_functions(exe: str, report: Path, folder: Path,
+                      raw_files: dict[str, str]) -> tuple[dict[str, "Counted"], Capture[KernelRow]]:
+    """ncu's raw page exported twice (names demangled and mangled, listed in ``raw_files``) and
+    read as counted functions, with the export's capture (its GPU)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from .parse.ncu_plan import ncu_functions
 
     csv_path, mangled = folder / "raw.csv", folder / "raw-mangled.csv"
     # The two exports read the same report: side by side, each an ncu process of its own.
@@ -628,8 +629,7 @@ def _export_functions(exe: str, report: Path, folder: Path,
     write_new(csv_path, texts[0], replace=True)
     write_new(mangled, texts[1], replace=True)
     raw_files.update({"ncu-csv": str(csv_path), "ncu-csv-mangled": str(mangled)})
-    functions, profiled = ncu_functions(csv_path, mangled)
-    return csv_path, mangled, functions, profiled
+    return ncu_functions(csv_path, mangled)
 
 
 def _thread_ids(info: HarnessInfo) -> dict[int, int]:
@@ -640,16 +640,15 @@ def _keep_after(job: _Job, counters: "ncu_counters.CounterPlan", capture: Captur
                 functions: dict[str, "Counted"], plan: NcuPlan) -> None:
     """Once the run is stored, keep the counters its ncu read; the plan's ``counters`` says
     what the run took and added (filled in as it ends)."""
-    counters.kept = sum(1 for m in capture.counted_launches if (f := functions.get(m)) is not None and f.metrics)
+    counters.kept = len(counters.keepable(capture, functions))
     plan["counters"] = counters.use()
 
     def keep(run: RunRecord) -> None:
         try:
             counters.keep(run, capture, functions)
-        except ProfkitError as exc:
-            job.progress.note(f"could not keep this run's ncu counters for later runs: {exc.one_line()}")
         except Exception as exc:  # the database's own trouble: the run is stored, only the cache missed
-            job.progress.note(f"could not keep this run's ncu counters for later runs: {exc}")
+            why = exc.one_line() if isinstance(exc, ProfkitError) else str(exc)
+            job.progress.note(f"could not keep this run's ncu counters for later runs: {why}")
 
     job.after.append(keep)
 

@@ -84,12 +84,18 @@ class CounterPlan:
         self.cached = len(out)
         return out
 
+    @staticmethod
+    def keepable(capture: Capture[KernelRow], functions: dict[str, Counted]) -> dict[str, tuple[Counted, int]]:
+        """The functions this run's ncu counted, each with the launch whose counters the run
+        shows: what :meth:`keep` writes."""
+        return {m: (f, launch) for m, launch in capture.counted_launches.items()
+                if (f := functions.get(m)) is not None and f.metrics}
+
     def keep(self, run: RunRecord, capture: Capture[KernelRow], functions: dict[str, Counted]) -> None:
-        """Keep the counters this run's ncu read (the functions it counted, each from the
-        launch whose counters the run shows)."""
+        """Keep the counters this run's ncu read (:meth:`keepable`)."""
         rows = [CountedFunction(m, self.scope(m), f.name, f.short_name, f.metrics, f.metric_units, run.id, run.name,
                                 launch)
-                for m, launch in capture.counted_launches.items() if (f := functions.get(m)) is not None and f.metrics]
+                for m, (f, launch) in self.keepable(capture, functions).items()]
         self.kept = self.store.keep_counters(self.key, rows)
 
     def use(self) -> CounterUse:

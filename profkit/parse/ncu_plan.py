@@ -112,16 +112,12 @@ def kernel_times(times_path: Path) -> dict[str, Any]:
 def timed_functions(times: dict[str, Any]) -> list[str]:
     """The mangled names of the kernel functions timed inside the measured iterations, in the
     order of their first launch."""
-    windows = times["windows"]
-    found: dict[str, None] = {}
-    for k in sorted(times["kernels"], key=lambda k: (int(k.get("correlation") or 0), int(k.get("start") or 0))):
-        try:
-            start = int(k["start"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        if any(s <= start <= e for _, s, e in windows) and isinstance(k.get("name"), str):
-            found.setdefault(k["name"], None)
-    return list(found)
+    try:
+        placed = _placed(times["kernels"], times["windows"])
+        return list(dict.fromkeys(str(k["name"]) for _, _, k in placed))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadExport(f"the kernel-times file has a kernel record profkit cannot read ({type(exc).__name__}: "
+                        f"{exc})") from None
 
 
 def read_timed(times_path: Path, functions: dict[str, Counted], run_tag: str, domain: str,
@@ -201,16 +197,24 @@ def _windows(marks: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
     return sorted(out)
 
 
-def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, Counted],
-          run_tag: str, domain: str, thread_ids: dict[int, int],
-          notes: list[str], process_wide: bool = False,
-          ops: OpFinder = lambda thread, t: None) -> tuple[list[ClassifiedRow], list[RangeRow], dict[str, int]]:
+def _placed(kernels: list[dict[str, Any]],
+            windows: list[tuple[int, int, int]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(correlation id, iteration, record) of the kernels timed inside a measured iteration's
+    window, in launch order."""
     placed = []
     for k in kernels:
         it = next((i for i, s, e in windows if s <= int(k["start"]) <= e), None)
         if it is not None:
             placed.append((int(k["correlation"]), it, k))
     placed.sort(key=lambda p: (p[0], p[2]["start"]))
+    return placed
+
+
+def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], functions: dict[str, Counted],
+          run_tag: str, domain: str, thread_ids: dict[int, int],
+          notes: list[str], process_wide: bool = False,
+          ops: OpFinder = lambda thread, t: None) -> tuple[list[ClassifiedRow], list[RangeRow], dict[str, int]]:
+    placed = _placed(kernels, windows)
     # The thread that opened the iteration ranges: the one that launched the kernels ncu's
     # per-thread filter profiled (CUPTI's runtime records name each launch's thread, where
     # CUPTI gave them; without them every kernel counts as the main thread's).

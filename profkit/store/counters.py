@@ -38,11 +38,6 @@ class Counters(Connection):
                                                           int(launch_id))
         return found
 
-    def counted_names(self, key: CounterKey) -> set[str]:
-        """The mangled names of every function counted under ``key`` (any scope)."""
-        return {r[0] for r in self.execute("select distinct mangled from counters where gpu = ? and environment = ? "
-                                           "and metric_set = ?", list(key))}
-
     def keep_counters(self, key: CounterKey, functions: Iterable[CountedFunction]) -> int:
         """Keep these functions' counters under ``key`` (a function counted again replaces its
         row: the latest count stands). Returns how many were written."""
