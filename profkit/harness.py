@@ -182,9 +182,20 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed as dist
 
         dist.destroy_process_group()
-    elif job.profiler is None and spec.mode != "compile":
+    elif job.profiler is None and spec.mode != "compile" and _alone():
         _leave(0)
     return 0
+
+
+def _alone() -> bool:
+    """Whether nothing the workload started is still running: no child process of
+    multiprocessing's (a DataLoader's workers) and no thread that Python would wait for."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.active_children():
+        return False
+    import threading
+
+    return not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread())
 
 
 def _leave(rc: int) -> NoReturn:
@@ -192,8 +203,10 @@ def _leave(rc: int) -> NoReturn:
     and CUDA's teardown, which took 0.4-0.8 s of a first run's critical path on the H100 (the
     counting process under ncu ends last). Everything it makes is written by then: ncu has
     each profiled launch's results as it profiles it, and the CUPTI kernel times and the info
-    file are on disk. A compiled model's harness ends normally: its compile workers are shut
-    down by that teardown, and ncu waits for every process of the tree."""
+    file are on disk. Only where the workload left nothing running (``_alone``): a process or
+    thread of its own is ended, or waited for, by that teardown. A compiled model's harness
+    ends normally too: its compile workers are shut down then, and ncu waits for every process
+    of the tree."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)

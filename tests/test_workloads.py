@@ -4,8 +4,10 @@ precision and mode, and the measured iterations are timed and named as the filte
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,32 @@ def test_harness_runs_measured_iterations(tmp_path):
     info = json.loads((tmp_path / "info.json").read_text())
     assert len(info["iteration_wall_ns"]) == 2 and all(t > 0 for t in info["iteration_wall_ns"])
     assert info["torch_version"]
+
+
+@needs_torch
+@pytest.mark.parametrize("worker", [False, True])
+def test_an_ncu_harness_ends_at_once_only_where_nothing_is_left_running(tmp_path, worker):
+    """An ncu job's harness (no profiler named) skips Python's and CUDA's teardown when the
+    workload left nothing running; where it left a worker process, the normal exit ends it,
+    so that no process outlives the harness holding its output open."""
+    marker = tmp_path / "exit.txt"
+    job = {"spec": workloads.Spec(batch_size=2, device="cpu").as_dict(),
+           "workload_path": str(HERE / "workloads" / "leaves_workers.py"), "warmup": 1, "iters": 1,
+           "tag": "leaves_workers.fp32.eager", "info_path": str(tmp_path / "info.json")}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "PROFKIT_TEST_MARKER": str(marker), **({"PROFKIT_TEST_WORKER": "1"} if worker else {})}
+    # Output to pipes: a worker left alive would hold them open past the harness's exit.
+    p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True,
+                       text=True, env=env, timeout=100)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "info.json").read_text())["iteration_wall_ns"]
+    assert marker.exists() == worker  # Python's own exit ran only where a worker was left
+    if worker:
+        pid = int((tmp_path / "exit.txt.pid").read_text())
+        with pytest.raises(ProcessLookupError):
+            for _ in range(50):  # multiprocessing's exit terminated and joined it
+                os.kill(pid, 0)
+                time.sleep(0.1)
 
 
 @needs_torch

@@ -1,0 +1,26 @@
+"""A small model whose build leaves a worker process running (as a DataLoader's workers do)
+when the env says so, and whose atexit handler marks that Python's own exit ran: the harness
+ends at once only where nothing of the workload's is left (profkit.harness._alone)."""
+
+import atexit
+import multiprocessing
+import os
+import time
+
+
+def _sleep() -> None:
+    time.sleep(120)
+
+
+def build(spec):
+    import torch
+
+    marker = os.environ["PROFKIT_TEST_MARKER"]
+    atexit.register(lambda: open(marker, "w").write("normal exit"))
+    if os.environ.get("PROFKIT_TEST_WORKER"):
+        worker = multiprocessing.get_context("fork").Process(target=_sleep, daemon=True)
+        worker.start()
+        with open(marker + ".pid", "w") as f:
+            f.write(str(worker.pid))
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16))
+    return model, (torch.randn(spec.batch_size, 16),)
