@@ -117,10 +117,13 @@ class NsysExport:
             raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
         try:
             self.schema = self._check_schema()
-            self._check_types()
+            # The NVTX ranges are read first, here: their columns are checked now. The GPU and
+            # runtime tables are checked where they are read (``check``): by the bulk import as
+            # it copies them (a type or repeat there fails its working tables' constraints, and
+            # this check then names the row), by ``gpu_ops`` before it streams.
+            self._check_types(("NVTX_EVENTS",))
+            self._check_once(runtime=False)
             stage("types checked")
-            self._check_once()
-            stage("repeats checked")
         except BaseException:
             self.con.close()
             raise
@@ -132,11 +135,18 @@ class NsysExport:
     def meta(self) -> dict[str, str]:
         return self.schema.meta
 
-    def _check_types(self) -> None:
+    def check(self) -> None:
+        """Every check of the export's rows (types, then repeats), each naming the first row at
+        fault: what the streamed reader runs before it reads, and what the bulk import runs
+        when its cheap tests (constraints of its working tables) fire, for the message."""
+        self._check_types()
+        self._check_once()
+
+    def _check_types(self, tables: tuple[str, ...] | None = None) -> None:
         """Refuse an export whose times, threads or ids are not integers (SQLite stores whatever
         it is given): one line naming the table, the column and the first such value."""
         for table, columns in _INTEGER_COLUMNS.items():
-            if table not in self.schema.columns:
+            if table not in self.schema.columns or (tables is not None and table not in tables):
                 continue
             present = [c for c in columns if c in self.schema.columns[table]]
             tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
@@ -153,7 +163,7 @@ class NsysExport:
                 what = "not an integer" if not _integer(value, False) else "not a whole number from 0 to 2^31 - 1"
                 raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})")
 
-    def _check_once(self) -> None:
+    def _check_once(self, runtime: bool = True) -> None:
         """Refuse an export that lists one launch call, or one GPU operation, twice (two exports
         merged, or an edited one): the join of operations to their calls would count them again.
         A CUDA graph's kernels share their launch's correlationId, so an operation is the same
@@ -161,7 +171,7 @@ class NsysExport:
         name = self.path.name
         twice = self.con.execute(
             "select correlationId, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME "
-            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1").fetchone()
+            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1").fetchone() if runtime else None
         if twice:
             raise BadExport(f"{name}: CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId {twice[0]} "
                             f"twice (globalTid {twice[1]}); is it two exports merged?")
@@ -329,6 +339,11 @@ class NsysExport:
         calls = []
         nxt: int | None = None
         pid = None
+        # The columns are checked where the import reads them, after this: a value read here that
+        # is not an integer is named by the type checks now, in one line.
+        if not all(type(v) is int for r in rows for v in (r[1], r[2], r[3], r[7], r[8])) or \
+                not all(type(v) is int or v is None for r in rows for v in (r[4], r[6])):
+            self._check_types()
         for nm, s, t, tid, last, next_call, next_t, p, rowid in reversed(rows):
             if p != pid:
                 nxt, pid = None, p
@@ -340,8 +355,9 @@ class NsysExport:
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
         """Every kernel, memcpy and memset with its launch call, in launch order, streamed.
-        Their columns' types were checked over whole tables when the export was opened
-        (``_check_types``); each row is checked here to end no earlier than it starts."""
+        Their columns' types and repeats are checked over whole tables first (``check``);
+        each row is checked here to end no earlier than it starts."""
+        self.check()
         cur = self.con.execute(self._gpu_ops_sql())
         while True:
             rows = cur.fetchmany(batch)
@@ -367,6 +383,15 @@ _INTEGER_COLUMNS = {
 # Of those, the launch's grid and block sizes: also from 0 to 2^31 - 1 (as ncu's CSV reader takes them).
 _LAUNCH_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 _ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
+
+
+def integer_test(table: str, alias: str, columns: set[str]) -> str:
+    """SQL true where a row of ``table`` (as ``alias``) passes ``_check_types``' tests of the
+    columns it has: the bulk import's cheap test, made as it copies the row."""
+    tests = [f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
+             for c in _INTEGER_COLUMNS[table] if c in columns]
+    tests += [f"{alias}.{c} >= 0 and {alias}.{c} < {2 ** 31}" for c in _LAUNCH_DIMS if c in columns]
+    return " and ".join(tests) or "1"
 
 
 def _integer(value: Any, nullable: bool) -> bool:

@@ -5,13 +5,14 @@ worked out once each by ``profkit.parse.nsys_sqlite``. The export's reader is
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from ..errors import BadExport
 from ..files import file_uri
 from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport, Segment,
-                                 StateRange, Window, stage)
+                                 StateRange, Window, integer_test, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
@@ -71,8 +72,17 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             stage("import tables")
             # seq, the launch order, is the table's rowid: the rows are written in that order (the
             # window's) and read back in it, so that the copy into kernel_rows sorts nothing.
-            con.execute(f"create temp table ops (seq integer primary key, {', '.join(OPS_COLUMNS)})")
-            con.execute(f"insert into temp.ops {ops_sql}")
+            # The export's launch calls keyed as the join looks them up (by correlation id within a
+            # process), which also refuses a call listed twice (the key is unique) and a value
+            # that is not an integer (the key is NULL then): the export's checks then name it.
+            con.execute("create temp table rt (corr, pid, start, gtid, primary key (corr, pid)) without rowid")
+            rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+            _checked(export, con, f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
+                                  f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r")
+            stage("launch calls")
+            # kind NOT NULL: an operation whose columns are not all integers has none (its cheap test).
+            con.execute(f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})")
+            _checked(export, con, f"insert into temp.ops {ops_sql}")
             stage("ops table")
             bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
             if bad:
@@ -114,9 +124,19 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             launched = _launched(con, windows)
             stage("launched per range")
         finally:
-            for table in ("ops", "nm", "rg", "seg", "rk"):
+            for table in ("ops", "rt", "nm", "rg", "seg", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
+
+
+def _checked(export: NsysExport, con: Any, sql: str) -> None:
+    """Run ``sql``, a copy from the export into a working table whose constraints are the
+    cheap tests of its rows; where one fails, the export's own checks name the row."""
+    try:
+        con.execute(sql)
+    except sqlite3.IntegrityError as exc:
+        export.check()
+        raise BadExport(f"{export.path.name}: a row the import copies is not what an export holds ({exc})") from None
 
 
 def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
@@ -163,29 +183,32 @@ def _ops_sql(export: NsysExport) -> str:
     where it has ranges of its own open, else its process's (start/end ranges, keyed by the
     globalTid with the thread part zero)."""
     cols = export.schema.columns
-    parts = ["""
-        select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
+
+    def kind(name: str, table: str, alias: str) -> str:  # NULL where the row's columns are not all integers
+        return f"case when {integer_test(table, alias, cols[table])} then '{name}' end"
+
+    parts = [f"""
+        select {kind("kernel", "CUPTI_ACTIVITY_KIND_KERNEL", "k")} as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
                k.deviceId as dev,
                k.streamId as stream, k.correlationId as corr, k.globalPid as gpid,
                k.gridX as gx, k.gridY as gy, k.gridZ as gz, k.blockX as bx, k.blockY as by, k.blockZ as bz
         from src.CUPTI_ACTIVITY_KIND_KERNEL k"""]
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in cols:
         parts.append(f"""
-        select 'memcpy', {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,
+        select {kind("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", "m")}, {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,
                m.globalPid, null, null, null, null, null, null
         from src.CUPTI_ACTIVITY_KIND_MEMCPY m""")
     if "CUPTI_ACTIVITY_KIND_MEMSET" in cols:
         parts.append(f"""
-        select 'memset', {MEMSET_KEY}, null, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
+        select {kind("memset", "CUPTI_ACTIVITY_KIND_MEMSET", "s")}, {MEMSET_KEY}, null, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
                null, null, null, null, null, null
         from src.CUPTI_ACTIVITY_KIND_MEMSET s""")
     ops = " union all ".join(parts)
     return f"""
         with ops as ({ops}),
         launched as (
-            select ops.*, r.start as lstart, r.globalTid as ltid
-            from ops left join src.CUPTI_ACTIVITY_KIND_RUNTIME r
-              on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
+            select ops.*, r.start as lstart, r.gtid as ltid
+            from ops left join temp.rt r on r.corr = ops.corr and r.pid = (ops.gpid >> 24))
         select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, sn, start, end, dev,
                stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
                (gpid >> 24) & {0xFFFFFF} as pid,
