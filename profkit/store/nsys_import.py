@@ -75,7 +75,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             # The export's launch calls keyed as the join looks them up (by correlation id within a
             # process), which also refuses a call listed twice (the key is unique) and a value
             # that is not an integer (the key is NULL then): the export's checks then name it.
-            con.execute("create temp table rt (corr, pid, start, gtid, primary key (corr, pid)) without rowid")
+            con.execute("create temp table rt (corr integer, pid integer, start integer, gtid integer, primary key (corr, pid)) without rowid")
             rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
             _checked(export, con, f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
                                   f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r")
