@@ -15,6 +15,7 @@ from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsIm
                                  StateRange, Window, integer_test, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
+from .writes import fill_fine_aggregates, fine_keys
 
 
 def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
@@ -108,24 +109,57 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                         "left join temp.rk rk on rk.pid = o.pid order by o.seq",
                         [run_id])
             stage("rows written")
-            # One pass for the counts by kind, by state and kind, and of operations with no launch.
+            # One pass over the operations groups them by what their rows' aggregates and the
+            # counts below group by (an upsert per operation into a small table, no sort): the
+            # counts by kind, by state and kind, of operations with no launch, and the run's
+            # aggregates (``writes.write_aggregates``) are made from those few groups.
+            low = "-9223372036854775808"  # NULL's sentinel in the key (a unique index holds NULLs apart)
+            con.execute("create temp table opg (kind, key, sn, rix, pid, dev, launches, time_ns, min_ns, max_ns, "
+                        "first_launch, min_thread, unlaunched)")
+            con.execute("create unique index temp.opg_key on opg (kind, key, sn, rix, pid, dev)")
+            con.execute(f"""insert into temp.opg
+                select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), pid, coalesce(dev, {low}), 1, end - start,
+                       end - start, end - start, seq, ltid & {0xFFFFFF}, ltid is null
+                from temp.ops where true
+                on conflict (kind, key, sn, rix, pid, dev) do update set
+                    launches = launches + 1, time_ns = time_ns + excluded.time_ns,
+                    min_ns = min(min_ns, excluded.min_ns), max_ns = max(max_ns, excluded.max_ns),
+                    first_launch = min(first_launch, excluded.first_launch),
+                    min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
+                    unlaunched = unlaunched + excluded.unlaunched""")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
             unlaunched = 0
-            for i, k, n, t, u in con.execute("select rix, kind, count(*), sum(end - start), sum(ltid is null) "
-                                             "from temp.ops group by rix, kind"):
+            for i, k, n, t, u in con.execute(f"select nullif(rix, {low}), kind, sum(launches), sum(time_ns), "
+                                             "sum(unlaunched) from temp.opg group by rix, kind"):
+                if isinstance(t, float):  # a sum past 2^63 (SQLite goes on in floating point)
+                    raise OverflowError("the GPU operations' summed time is past 2^63 ns")
                 n, t = int(n), int(t or 0)
                 had = by_kind.get(k, (0, 0))
                 by_kind[k] = (had[0] + n, had[1] + t)
                 unlaunched += int(u)
                 if i is not None:
                     per_range.append((int(i), k, n, t))
+            # The aggregates' groups: each operation group's row values as the rows have them.
+            stored = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
+            fill_fine_aggregates(store, "temp.agg_bulk", f"""
+                select {", ".join(f"{source[stored[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
+                       o.min_ns, o.max_ns, o.first_launch, o.min_thread, 0 as metric_launches
+                from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, pid,
+                             nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
+                      from temp.opg) o
+                cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix
+                left join temp.rk rk on rk.pid = o.pid""", [])
+            # Kept in Python until the run's last transaction writes them: a change of temp_store
+            # (below) drops temporary tables.
+            groups = con.execute("select * from temp.agg_bulk").fetchall()
             stage("sums")
             launched = _launched(con, windows)
             stage("launched per range")
         finally:
-            for table in ("ops", "rt", "nm", "rg", "seg", "rk"):
+            for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
+    store.prepared_aggregates = (run_id, groups)
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
 
 
