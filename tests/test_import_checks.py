@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -68,10 +69,22 @@ CASES = {
                         "CUPTI_ACTIVITY_KIND_MEMCPY has end = 'later', not an integer (row 2)"),
     "memset deviceId real": ("update CUPTI_ACTIVITY_KIND_MEMSET set deviceId = 0.5 where rowid = 1",
                              "CUPTI_ACTIVITY_KIND_MEMSET has deviceId = 0.5, not an integer (row 1)"),
-    # checked when the export is opened, as before
+    # neighbours in launch order with one launch: grouped, a repeat found
     "memcpy listed twice": ("insert into CUPTI_ACTIVITY_KIND_MEMCPY select * from CUPTI_ACTIVITY_KIND_MEMCPY "
                             "where rowid = 3", "CUPTI_ACTIVITY_KIND_MEMCPY lists the same operation twice (rows 3 and"),
+    "memset listed twice": ("insert into CUPTI_ACTIVITY_KIND_MEMSET select * from CUPTI_ACTIVITY_KIND_MEMSET "
+                            "where rowid = 1", "CUPTI_ACTIVITY_KIND_MEMSET lists the same operation twice (rows 1 and"),
+    "kernel with no launch call twice": (
+        (f"delete from {RT} where correlationId = (select correlationId from CUPTI_ACTIVITY_KIND_KERNEL where rowid = 6)",
+         "insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL where rowid = 6"),
+        "CUPTI_ACTIVITY_KIND_KERNEL lists the same operation twice (rows 6 and"),
 }
+
+
+def edited(tmp_path: Path, case: str) -> Path:
+    edit = CASES[case][0]
+    path = nsys_edit(tmp_path, *((edit,) if isinstance(edit, str) else edit))
+    return path
 
 
 def test_the_edits_hit_what_they_mean(tmp_path):
@@ -85,17 +98,29 @@ def test_the_edits_hit_what_they_mean(tmp_path):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_bad_export_is_refused_in_one_line_and_stores_nothing(seeded, tmp_path, case):
-    edit, message = CASES[case]
-    path = nsys_edit(tmp_path, edit)
-    refused(seeded, path, message)
+    refused(seeded, edited(tmp_path, case), CASES[case][1])
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_streamed_reader_refuses_it_as_it_reads(tmp_path, case):
-    edit, message = CASES[case]
-    path = nsys_edit(tmp_path, edit)
+    path, message = edited(tmp_path, case), CASES[case][1]
     with pytest.raises(BadExport, match=message.split(" (row")[0].replace("(", r"\(").replace("^", r"\^")):
         list(load(path).rows)
+
+
+def test_a_cuda_graph_kernel_listed_twice_is_refused(seeded, tmp_path):
+    """A CUDA graph's kernels share their launch: neighbours with one launch are the rule there,
+    and the grouping of those rows still finds the one repeated."""
+    path = tmp_path / "graphs.sqlite"
+    path.write_bytes(gzip.decompress((DATA / "diff" / "r18_fp16_graphs_nsys.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(path)
+    row = con.execute("select rowid from CUPTI_ACTIVITY_KIND_KERNEL where correlationId in (select correlationId "
+                      "from CUPTI_ACTIVITY_KIND_KERNEL group by correlationId having count(*) > 3) "
+                      "order by rowid limit 1 offset 2").fetchone()[0]
+    con.execute(f"insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL where rowid = {row}")
+    con.commit()
+    con.close()
+    refused(seeded, path, f"CUPTI_ACTIVITY_KIND_KERNEL lists the same operation twice (rows {row} and")
 
 
 def test_a_good_export_imports_as_before(tmp_path):

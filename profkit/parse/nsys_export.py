@@ -119,10 +119,9 @@ class NsysExport:
             self.schema = self._check_schema()
             # The NVTX ranges are read first, here: their columns are checked now. The GPU and
             # runtime tables are checked where they are read (``check``): by the bulk import as
-            # it copies them (a type or repeat there fails its working tables' constraints, and
-            # this check then names the row), by ``gpu_ops`` before it streams.
+            # it copies them (a type or a repeat there fails a cheap test in its working tables,
+            # and only then does this check run, to name the row), by ``gpu_ops`` before it streams.
             self._check_types(("NVTX_EVENTS",))
-            self._check_once(runtime=False)
             stage("types checked")
         except BaseException:
             self.con.close()
@@ -163,7 +162,7 @@ class NsysExport:
                 what = "not an integer" if not _integer(value, False) else "not a whole number from 0 to 2^31 - 1"
                 raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})")
 
-    def _check_once(self, runtime: bool = True) -> None:
+    def _check_once(self) -> None:
         """Refuse an export that lists one launch call, or one GPU operation, twice (two exports
         merged, or an edited one): the join of operations to their calls would count them again.
         A CUDA graph's kernels share their launch's correlationId, so an operation is the same
@@ -171,7 +170,7 @@ class NsysExport:
         name = self.path.name
         twice = self.con.execute(
             "select correlationId, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME "
-            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1").fetchone() if runtime else None
+            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1").fetchone()
         if twice:
             raise BadExport(f"{name}: CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId {twice[0]} "
                             f"twice (globalTid {twice[1]}); is it two exports merged?")

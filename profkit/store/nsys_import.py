@@ -85,6 +85,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             con.execute(f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})")
             _checked(export, con, f"insert into temp.ops {ops_sql}")
             stage("ops table")
+            _check_once(export, con)
             bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
             if bad:
                 raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
@@ -171,6 +172,21 @@ def _checked(export: NsysExport, con: Any, sql: str) -> None:
     except sqlite3.IntegrityError as exc:
         export.check()
         raise BadExport(f"{export.path.name}: a row the import copies is not what an export holds ({exc})") from None
+
+
+def _check_once(export: NsysExport, con: Any) -> None:
+    """Refuse an operation listed twice, cheaply: its copies have one launch call (the calls'
+    key is unique), so they sort into one run of rows with that launch (or, with none, that
+    start) in ``temp.ops``; where two neighbouring rows share one (a CUDA graph's kernels do),
+    those rows alone are grouped by what a copy repeats, and only a repeat found there has the
+    export's check name it (``NsysExport.check``)."""
+    pairs = """select a.seq as x, b.seq as y from temp.ops a join temp.ops b on b.seq = a.seq + 1
+               where coalesce(b.lstart, b.start) = coalesce(a.lstart, a.start) and b.ltid is a.ltid and b.pid = a.pid"""
+    if con.execute(f"select exists ({pairs})").fetchone()[0] and con.execute(f"""
+            with p as ({pairs})
+            select 1 from temp.ops where seq in (select x from p union select y from p)
+            group by kind, pid, dev, stream, start, lstart, ltid having count(*) > 1 limit 1""").fetchone():
+        export.check()
 
 
 def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
