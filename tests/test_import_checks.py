@@ -54,6 +54,11 @@ CASES = {
                              f"{RT} has start = 'soon', not an integer"),
     "sync call globalTid real": (f"update {RT} set globalTid = globalTid + 0.5 where rowid = {A_SYNC}",
                                  f"{RT} has globalTid = "),
+    # the host syncs' sort of the operations (before the import copies them)
+    "kernel start real": ("update CUPTI_ACTIVITY_KIND_KERNEL set start = start + 0.5 where rowid = 4",
+                          "CUPTI_ACTIVITY_KIND_KERNEL has start = "),
+    "memset end text": ("update CUPTI_ACTIVITY_KIND_MEMSET set end = 'x' where rowid = 2",
+                        "CUPTI_ACTIVITY_KIND_MEMSET has end = 'x', not an integer (row 2)"),
     # the operations' kind NOT NULL
     "kernel streamId text": ("update CUPTI_ACTIVITY_KIND_KERNEL set streamId = 'seven' where rowid = 4",
                              "CUPTI_ACTIVITY_KIND_KERNEL has streamId = 'seven', not an integer (row 4)"),

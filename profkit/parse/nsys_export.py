@@ -17,8 +17,10 @@ GPU operations into profkit's own database in SQL (the bulk import).
 
 from __future__ import annotations
 
+import bisect
 import os
 import sqlite3
+from array import array
 import sys
 import time
 from dataclasses import dataclass
@@ -304,8 +306,7 @@ class NsysExport:
         """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
         (call name without its version suffix, start, end, globalTid, the latest end of the
         GPU operations of its process begun before the call returned, the first start of one
-        begun after). One sort of the operations and the calls together (window functions), not
-        a scan per call."""
+        begun at its end or after). One sort of the operations, then a binary search per call."""
         if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
             return []
         names = {i: base for i, v in self.con.execute(
@@ -319,38 +320,38 @@ class NsysExport:
                                                                          "CUPTI_ACTIVITY_KIND_MEMSET")
                 if t in self.schema.columns]
         ids = ", ".join(str(int(i)) for i in names)
-        # A call sorts at its end (when the host went on), before an operation begun that instant.
-        # One sort: the latest end so far by a running max, the next operation's start from the
-        # row after each call (an operation's start; for another call, that call's, below).
-        rows = self.con.execute(f"""
-            with ops as ({" union all ".join(ops)}),
-            ev as (select pid, start as t, end as e, null as id from ops
-                   union all
-                   select globalTid >> 24, end, null, rowid
-                   from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})),
-            w as (select *, max(e) over (win rows between unbounded preceding and current row) as last_end,
-                            lead(id is not null) over win as next_call, lead(t) over win as next_t,
-                            row_number() over win as n
-                  from ev window win as (partition by pid order by t, id is null))
-            select r.nameId, r.start, w.t, r.globalTid, last_end, next_call, next_t, pid, id
-            from w cross join CUPTI_ACTIVITY_KIND_RUNTIME r on r.rowid = w.id
-            order by pid, n""").fetchall()
-        calls = []
-        nxt: int | None = None
-        pid = None
+        calls = self.con.execute(f"select nameId, start, end, globalTid, globalTid >> 24, rowid "
+                                 f"from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})").fetchall()
+        if not calls:
+            return []
+        # Per process, the operations' starts in order and the latest end so far at each: a call
+        # (at its end, when the host went on) follows the operations begun before that instant,
+        # and the first begun at it or later is the next. One sort of the operations alone.
+        starts: dict[int, array[int]] = {}
+        ends: dict[int, array[int]] = {}
+        out = []
+        try:
+            pid: int | None = None
+            st, tops, top = array("q"), array("q"), 0
+            for p, s, e in self.con.execute(f"select * from ({' union all '.join(ops)}) order by pid, start"):
+                if p != pid:
+                    pid, st, tops, top = p, starts.setdefault(p, array("q")), ends.setdefault(p, array("q")), e
+                st.append(s)
+                top = e if e > top else top
+                tops.append(top)
+            for nm, s, t, tid, p, rowid in calls:
+                st, tops = starts.get(p, array("q")), ends.get(p, array("q"))
+                k = bisect.bisect_left(st, t)
+                out.append((s, rowid, names[nm], t, tid, tops[k - 1] if k else None, st[k] if k < len(st) else None))
+            out.sort(key=lambda c: (c[0], c[1]))
+        except TypeError:  # a value that is not an integer: named by the type checks, in one line
+            self._check_types()
+            raise
         # The columns are checked where the import reads them, after this: a value read here that
         # is not an integer is named by the type checks now, in one line.
-        if not all(type(v) is int for r in rows for v in (r[1], r[2], r[3], r[7], r[8])) or \
-                not all(type(v) is int or v is None for r in rows for v in (r[4], r[6])):
+        if not all(type(c[0]) is int and type(c[3]) is int and type(c[4]) is int for c in out):
             self._check_types()
-        for nm, s, t, tid, last, next_call, next_t, p, rowid in reversed(rows):
-            if p != pid:
-                nxt, pid = None, p
-            # After a call comes an operation (its start), another call (the same next start) or nothing.
-            nxt = None if next_call is None else next_t if next_call == 0 else nxt
-            calls.append((s, rowid, names[nm], t, tid, last, nxt))
-        calls.sort(key=lambda c: (c[0], c[1]))
-        return [(i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(calls)]
+        return [(i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(out)]
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
         """Every kernel, memcpy and memset with its launch call, in launch order, streamed.
