@@ -17,8 +17,10 @@ GPU operations into profkit's own database in SQL (the bulk import).
 
 from __future__ import annotations
 
+import bisect
 import os
 import sqlite3
+from array import array
 import sys
 import time
 from dataclasses import dataclass
@@ -117,10 +119,12 @@ class NsysExport:
             raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
         try:
             self.schema = self._check_schema()
-            self._check_types()
+            # The NVTX ranges are read first, here: their columns are checked now. The GPU and
+            # runtime tables are checked where they are read (``check``): by the bulk import as
+            # it copies them (a type or a repeat there fails a cheap test in its working tables,
+            # and only then does this check run, to name the row), by ``gpu_ops`` before it streams.
+            self._check_types(("NVTX_EVENTS",))
             stage("types checked")
-            self._check_once()
-            stage("repeats checked")
         except BaseException:
             self.con.close()
             raise
@@ -132,11 +136,18 @@ class NsysExport:
     def meta(self) -> dict[str, str]:
         return self.schema.meta
 
-    def _check_types(self) -> None:
+    def check(self) -> None:
+        """Every check of the export's rows (types, then repeats), each naming the first row at
+        fault: what the streamed reader runs before it reads, and what the bulk import runs
+        when its cheap tests (constraints of its working tables) fire, for the message."""
+        self._check_types()
+        self._check_once()
+
+    def _check_types(self, tables: tuple[str, ...] | None = None) -> None:
         """Refuse an export whose times, threads or ids are not integers (SQLite stores whatever
         it is given): one line naming the table, the column and the first such value."""
         for table, columns in _INTEGER_COLUMNS.items():
-            if table not in self.schema.columns:
+            if table not in self.schema.columns or (tables is not None and table not in tables):
                 continue
             present = [c for c in columns if c in self.schema.columns[table]]
             tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
@@ -295,8 +306,7 @@ class NsysExport:
         """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
         (call name without its version suffix, start, end, globalTid, the latest end of the
         GPU operations of its process begun before the call returned, the first start of one
-        begun after). One sort of the operations and the calls together (window functions), not
-        a scan per call."""
+        begun at its end or after). One sort of the operations, then a binary search per call."""
         if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
             return []
         names = {i: base for i, v in self.con.execute(
@@ -310,38 +320,44 @@ class NsysExport:
                                                                          "CUPTI_ACTIVITY_KIND_MEMSET")
                 if t in self.schema.columns]
         ids = ", ".join(str(int(i)) for i in names)
-        # A call sorts at its end (when the host went on), before an operation begun that instant.
-        # One sort: the latest end so far by a running max, the next operation's start from the
-        # row after each call (an operation's start; for another call, that call's, below).
-        rows = self.con.execute(f"""
-            with ops as ({" union all ".join(ops)}),
-            ev as (select pid, start as t, end as e, null as id from ops
-                   union all
-                   select globalTid >> 24, end, null, rowid
-                   from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})),
-            w as (select *, max(e) over (win rows between unbounded preceding and current row) as last_end,
-                            lead(id is not null) over win as next_call, lead(t) over win as next_t,
-                            row_number() over win as n
-                  from ev window win as (partition by pid order by t, id is null))
-            select r.nameId, r.start, w.t, r.globalTid, last_end, next_call, next_t, pid, id
-            from w cross join CUPTI_ACTIVITY_KIND_RUNTIME r on r.rowid = w.id
-            order by pid, n""").fetchall()
-        calls = []
-        nxt: int | None = None
-        pid = None
-        for nm, s, t, tid, last, next_call, next_t, p, rowid in reversed(rows):
-            if p != pid:
-                nxt, pid = None, p
-            # After a call comes an operation (its start), another call (the same next start) or nothing.
-            nxt = None if next_call is None else next_t if next_call == 0 else nxt
-            calls.append((s, rowid, names[nm], t, tid, last, nxt))
-        calls.sort(key=lambda c: (c[0], c[1]))
-        return [(i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(calls)]
+        calls = self.con.execute(f"select nameId, start, end, globalTid, globalTid >> 24, rowid "
+                                 f"from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})").fetchall()
+        if not calls:
+            return []
+        # Per process, the operations' starts in order and the latest end so far at each: a call
+        # (at its end, when the host went on) follows the operations begun before that instant,
+        # and the first begun at it or later is the next. One sort of the operations alone.
+        starts: dict[int, array[int]] = {}
+        ends: dict[int, array[int]] = {}
+        out = []
+        try:
+            pid: int | None = None
+            st, tops, top = array("q"), array("q"), 0
+            for p, s, e in self.con.execute(f"select * from ({' union all '.join(ops)}) order by pid, start"):
+                if p != pid:
+                    pid, st, tops, top = p, starts.setdefault(p, array("q")), ends.setdefault(p, array("q")), e
+                st.append(s)
+                top = e if e > top else top
+                tops.append(top)
+            for nm, s, t, tid, p, rowid in calls:
+                st, tops = starts.get(p, array("q")), ends.get(p, array("q"))
+                k = bisect.bisect_left(st, t)
+                out.append((s, rowid, names[nm], t, tid, tops[k - 1] if k else None, st[k] if k < len(st) else None))
+            out.sort(key=lambda c: (c[0], c[1]))
+        except TypeError:  # a value that is not an integer: named by the type checks, in one line
+            self._check_types()
+            raise
+        # The columns are checked where the import reads them, after this: a value read here that
+        # is not an integer is named by the type checks now, in one line.
+        if not all(type(c[0]) is int and type(c[3]) is int and type(c[4]) is int for c in out):
+            self._check_types()
+        return [(i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(out)]
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
         """Every kernel, memcpy and memset with its launch call, in launch order, streamed.
-        Their columns' types were checked over whole tables when the export was opened
-        (``_check_types``); each row is checked here to end no earlier than it starts."""
+        Their columns' types and repeats are checked over whole tables first (``check``);
+        each row is checked here to end no earlier than it starts."""
+        self.check()
         cur = self.con.execute(self._gpu_ops_sql())
         while True:
             rows = cur.fetchmany(batch)
@@ -367,6 +383,15 @@ _INTEGER_COLUMNS = {
 # Of those, the launch's grid and block sizes: also from 0 to 2^31 - 1 (as ncu's CSV reader takes them).
 _LAUNCH_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 _ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
+
+
+def integer_test(table: str, alias: str, columns: set[str]) -> str:
+    """SQL true where a row of ``table`` (as ``alias``) passes ``_check_types``' tests of the
+    columns it has: the bulk import's cheap test, made as it copies the row."""
+    tests = [f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
+             for c in _INTEGER_COLUMNS[table] if c in columns]
+    tests += [f"{alias}.{c} >= 0 and {alias}.{c} < {2 ** 31}" for c in _LAUNCH_DIMS if c in columns]
+    return " and ".join(tests) or "1"
 
 
 def _integer(value: Any, nullable: bool) -> bool:

@@ -72,6 +72,10 @@ class Connection:
     missing file. Opening it runs :meth:`_prepare` (the store's: its layout brought up to date,
     WAL, runs of dead owners recovered)."""
 
+    # A run whose launches a bulk import has grouped already, and those groups (the rows of
+    # ``writes.write_aggregates``' ``agg_fine``), or None.
+    prepared_aggregates: tuple[int, list[tuple[Any, ...]]] | None = None
+
     def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
         self.path = db_path(path)
         busy_timeout()  # a bad PROFKIT_BUSY_TIMEOUT is refused before anything is done

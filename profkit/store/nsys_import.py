@@ -5,15 +5,17 @@ worked out once each by ``profkit.parse.nsys_sqlite``. The export's reader is
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from ..errors import BadExport
 from ..files import file_uri
 from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport, Segment,
-                                 StateRange, Window, stage)
+                                 StateRange, Window, integer_test, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
+from .writes import fill_fine_aggregates, fine_keys
 
 
 def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
@@ -71,9 +73,19 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             stage("import tables")
             # seq, the launch order, is the table's rowid: the rows are written in that order (the
             # window's) and read back in it, so that the copy into kernel_rows sorts nothing.
-            con.execute(f"create temp table ops (seq integer primary key, {', '.join(OPS_COLUMNS)})")
-            con.execute(f"insert into temp.ops {ops_sql}")
+            # The export's launch calls keyed as the join looks them up (by correlation id within a
+            # process), which also refuses a call listed twice (the key is unique) and a value
+            # that is not an integer (the key is NULL then): the export's checks then name it.
+            con.execute("create temp table rt (corr integer, pid integer, start integer, gtid integer, primary key (corr, pid)) without rowid")
+            rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+            _checked(export, con, f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
+                                  f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r")
+            stage("launch calls")
+            # kind NOT NULL: an operation whose columns are not all integers has none (its cheap test).
+            con.execute(f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})")
+            _checked(export, con, f"insert into temp.ops {ops_sql}")
             stage("ops table")
+            _check_once(export, con)
             bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
             if bad:
                 raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
@@ -98,25 +110,83 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                         "left join temp.rk rk on rk.pid = o.pid order by o.seq",
                         [run_id])
             stage("rows written")
-            # One pass for the counts by kind, by state and kind, and of operations with no launch.
+            # One pass over the operations groups them by what their rows' aggregates and the
+            # counts below group by (an upsert per operation into a small table, no sort): the
+            # counts by kind, by state and kind, of operations with no launch, and the run's
+            # aggregates (``writes.write_aggregates``) are made from those few groups.
+            low = "-9223372036854775808"  # NULL's sentinel in the key (a unique index holds NULLs apart)
+            con.execute("create temp table opg (kind, key, sn, rix, pid, dev, launches, time_ns, min_ns, max_ns, "
+                        "first_launch, min_thread, unlaunched)")
+            con.execute("create unique index temp.opg_key on opg (kind, key, sn, rix, pid, dev)")
+            con.execute(f"""insert into temp.opg
+                select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), pid, coalesce(dev, {low}), 1, end - start,
+                       end - start, end - start, seq, ltid & {0xFFFFFF}, ltid is null
+                from temp.ops where true
+                on conflict (kind, key, sn, rix, pid, dev) do update set
+                    launches = launches + 1, time_ns = time_ns + excluded.time_ns,
+                    min_ns = min(min_ns, excluded.min_ns), max_ns = max(max_ns, excluded.max_ns),
+                    first_launch = min(first_launch, excluded.first_launch),
+                    min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
+                    unlaunched = unlaunched + excluded.unlaunched""")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
             unlaunched = 0
-            for i, k, n, t, u in con.execute("select rix, kind, count(*), sum(end - start), sum(ltid is null) "
-                                             "from temp.ops group by rix, kind"):
+            for i, k, n, t, u in con.execute(f"select nullif(rix, {low}), kind, sum(launches), sum(time_ns), "
+                                             "sum(unlaunched) from temp.opg group by rix, kind"):
+                if isinstance(t, float):  # a sum past 2^63 (SQLite goes on in floating point)
+                    raise OverflowError("the GPU operations' summed time is past 2^63 ns")
                 n, t = int(n), int(t or 0)
                 had = by_kind.get(k, (0, 0))
                 by_kind[k] = (had[0] + n, had[1] + t)
                 unlaunched += int(u)
                 if i is not None:
                     per_range.append((int(i), k, n, t))
+            # The aggregates' groups: each operation group's row values as the rows have them.
+            stored = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
+            fill_fine_aggregates(store, "temp.agg_bulk", f"""
+                select {", ".join(f"{source[stored[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
+                       o.min_ns, o.max_ns, o.first_launch, o.min_thread, 0 as metric_launches
+                from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, pid,
+                             nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
+                      from temp.opg) o
+                cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix
+                left join temp.rk rk on rk.pid = o.pid""", [])
+            # Kept in Python until the run's last transaction writes them: a change of temp_store
+            # (below) drops temporary tables.
+            groups = con.execute("select * from temp.agg_bulk").fetchall()
             stage("sums")
             launched = _launched(con, windows)
             stage("launched per range")
         finally:
-            for table in ("ops", "nm", "rg", "seg", "rk"):
+            for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
+    store.prepared_aggregates = (run_id, groups)
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
+
+
+def _checked(export: NsysExport, con: Any, sql: str) -> None:
+    """Run ``sql``, a copy from the export into a working table whose constraints are the
+    cheap tests of its rows; where one fails, the export's own checks name the row."""
+    try:
+        con.execute(sql)
+    except sqlite3.IntegrityError as exc:
+        export.check()
+        raise BadExport(f"{export.path.name}: a row the import copies is not what an export holds ({exc})") from None
+
+
+def _check_once(export: NsysExport, con: Any) -> None:
+    """Refuse an operation listed twice, cheaply: its copies have one launch call (the calls'
+    key is unique), so they sort into one run of rows with that launch (or, with none, that
+    start) in ``temp.ops``; where two neighbouring rows share one (a CUDA graph's kernels do),
+    those rows alone are grouped by what a copy repeats, and only a repeat found there has the
+    export's check name it (``NsysExport.check``)."""
+    pairs = """select a.seq as x, b.seq as y from temp.ops a join temp.ops b on b.seq = a.seq + 1
+               where coalesce(b.lstart, b.start) = coalesce(a.lstart, a.start) and b.ltid is a.ltid and b.pid = a.pid"""
+    if con.execute(f"select exists ({pairs})").fetchone()[0] and con.execute(f"""
+            with p as ({pairs})
+            select 1 from temp.ops where seq in (select x from p union select y from p)
+            group by kind, pid, dev, stream, start, lstart, ltid having count(*) > 1 limit 1""").fetchone():
+        export.check()
 
 
 def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
@@ -163,29 +233,32 @@ def _ops_sql(export: NsysExport) -> str:
     where it has ranges of its own open, else its process's (start/end ranges, keyed by the
     globalTid with the thread part zero)."""
     cols = export.schema.columns
-    parts = ["""
-        select 'kernel' as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
+
+    def kind(name: str, table: str, alias: str) -> str:  # NULL where the row's columns are not all integers
+        return f"case when {integer_test(table, alias, cols[table])} then '{name}' end"
+
+    parts = [f"""
+        select {kind("kernel", "CUPTI_ACTIVITY_KIND_KERNEL", "k")} as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
                k.deviceId as dev,
                k.streamId as stream, k.correlationId as corr, k.globalPid as gpid,
                k.gridX as gx, k.gridY as gy, k.gridZ as gz, k.blockX as bx, k.blockY as by, k.blockZ as bz
         from src.CUPTI_ACTIVITY_KIND_KERNEL k"""]
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in cols:
         parts.append(f"""
-        select 'memcpy', {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,
+        select {kind("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", "m")}, {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,
                m.globalPid, null, null, null, null, null, null
         from src.CUPTI_ACTIVITY_KIND_MEMCPY m""")
     if "CUPTI_ACTIVITY_KIND_MEMSET" in cols:
         parts.append(f"""
-        select 'memset', {MEMSET_KEY}, null, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
+        select {kind("memset", "CUPTI_ACTIVITY_KIND_MEMSET", "s")}, {MEMSET_KEY}, null, s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.globalPid,
                null, null, null, null, null, null
         from src.CUPTI_ACTIVITY_KIND_MEMSET s""")
     ops = " union all ".join(parts)
     return f"""
         with ops as ({ops}),
         launched as (
-            select ops.*, r.start as lstart, r.globalTid as ltid
-            from ops left join src.CUPTI_ACTIVITY_KIND_RUNTIME r
-              on r.correlationId = ops.corr and (r.globalTid >> 24) = (ops.gpid >> 24))
+            select ops.*, r.start as lstart, r.gtid as ltid
+            from ops left join temp.rt r on r.corr = ops.corr and r.pid = (ops.gpid >> 24))
         select row_number() over (order by coalesce(lstart, start), corr) - 1 as seq, kind, key, sn, start, end, dev,
                stream, gx, gy, gz, bx, by, bz, lstart, ltid, (ltid >> 24) & {0xFFFFFF} as lpid,
                (gpid >> 24) & {0xFFFFFF} as pid,
