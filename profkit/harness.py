@@ -67,6 +67,9 @@ class HarnessJob:
     attribution: bool = False       # operator ranges around the measured iterations (profkit.annotate)
     gpu_lock: str | None = None     # a lock file held from gpu_lock_at until the iterations end
     gpu_lock_at: Literal["prepare", "warmup"] = "prepare"
+    # ncu's per-function plan: the process that only counts, under ncu, beside (or after) the
+    # timing one, which is the run's harness: it ends without the interpreter's teardown.
+    counting: bool = False
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, indent=2)
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed as dist
 
         dist.destroy_process_group()
-    elif job.profiler is None and spec.mode != "compile" and _alone():
+    elif job.counting and spec.mode != "compile" and _alone():
         _leave(0)
     return 0
 
@@ -199,16 +202,20 @@ def _alone() -> bool:
 
 
 def _leave(rc: int) -> NoReturn:
-    """End an ncu job's harness (its counting or its timing process) at once, without Python's
-    and CUDA's teardown, which took 0.4-0.8 s of a first run's critical path on the H100 (the
-    counting process under ncu ends last). Everything it makes is written by then: ncu has
-    each profiled launch's results as it profiles it, and the CUPTI kernel times and the info
-    file are on disk. Only where the workload left nothing running (``_alone``): a process or
+    """End the counting process of ncu's per-function plan at once, without Python's and CUDA's
+    teardown, which took 0.4-0.8 s of a first run's critical path on the H100 (the counting
+    process under ncu ends last). Everything it makes is written by then: ncu has each profiled
+    launch's results as it profiles it, and the info file is on disk. It is a second run of the
+    workload: the timing process, the run's harness, ends normally (the workload's exit
+    handlers run there). Only where the workload left nothing running (``_alone``): a process or
     thread of its own is ended, or waited for, by that teardown. A compiled model's harness
     ends normally too: its compile workers are shut down then, and ncu waits for every process
     of the tree."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or replaced by the workload: nothing to keep
+            pass
     os._exit(rc)
 
 

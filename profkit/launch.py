@@ -435,13 +435,13 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     timer_job = job.folder / "job-times.json"
     for stale in (times, timer_job):
         stale.unlink(missing_ok=True)
-    job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare")
+    job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare", counting=False)
     if per_function:
         # The counting harness may build its model while the timing one measures, unless
         # building it runs it (TorchScript's tracing): then it waits before that too.
         job.job = replace(job.job, gpu_lock=str(job.folder / "gpu.lock"),
-                          gpu_lock_at="warmup" if job.req.options.mode == "eager" else "prepare")
-        write_new(timer_job, replace(job.job, kernel_times_path=str(times),
+                          gpu_lock_at="warmup" if job.req.options.mode == "eager" else "prepare", counting=True)
+        write_new(timer_job, replace(job.job, kernel_times_path=str(times), counting=False,
                                      info_path=str(job.folder / "harness-times.json"),
                                      error_path=str(job.folder / "harness-times-error.txt"),
                                      gpu_lock_at="warmup").to_json(), replace=True)
@@ -550,7 +550,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     if missing:
         # The counting harness, alone now, under ncu: its own info and error files.
         report = job.folder / "report.ncu-rep"
-        count_job = replace(job.job, kernel_times_path=None, info_path=str(job.folder / "harness-ncu.json"),
+        count_job = replace(job.job, kernel_times_path=None, counting=True, info_path=str(job.folder / "harness-ncu.json"),
                             error_path=str(job.folder / "harness-ncu-error.txt"))
         count_path = job.folder / "job-ncu.json"
         write_new(count_path, count_job.to_json(), replace=True)

@@ -26,6 +26,7 @@ from .test_bad_inputs import NSYS, nsys_edit, seeded  # noqa: F401 (seeded: a fi
 from .test_hostile_parsers import refused
 
 RT = "CUPTI_ACTIVITY_KIND_RUNTIME"
+K = "CUPTI_ACTIVITY_KIND_KERNEL"
 # A runtime call that launched nothing (no GPU operation has its correlationId), and one that
 # blocked the host (read by the host syncs before the import copies the table).
 NOT_A_LAUNCH = (f"(select rowid from {RT} where correlationId not in (select correlationId from "
@@ -79,6 +80,22 @@ CASES = {
                             "where rowid = 3", "CUPTI_ACTIVITY_KIND_MEMCPY lists the same operation twice (rows 3 and"),
     "memset listed twice": ("insert into CUPTI_ACTIVITY_KIND_MEMSET select * from CUPTI_ACTIVITY_KIND_MEMSET "
                             "where rowid = 1", "CUPTI_ACTIVITY_KIND_MEMSET lists the same operation twice (rows 1 and"),
+    # a copy whose neighbour in launch order is another process's operation with the same key
+    # (correlation ids start again in each process): the whole run of rows with that key is grouped
+    "kernel twice, another process's between": (
+        (f"insert into {K} select * from {K} where rowid = 101",
+         f"update {K} set globalPid = globalPid + {1 << 24}, "
+         f"end = (select r.start from {RT} r where r.correlationId = {K}.correlationId "
+         f"and (r.globalTid >> 24) = ({K}.globalPid >> 24)) + (end - start), "
+         f"start = (select r.start from {RT} r where r.correlationId = {K}.correlationId "
+         f"and (r.globalTid >> 24) = ({K}.globalPid >> 24)) where rowid = (select max(rowid) from {K})",
+         f"insert into {K} select * from {K} where rowid = 101"),
+        f"{K} lists the same operation twice (rows 101 and"),
+    # ids are never negative: the import's working tables key with negative values of their own
+    "kernel shortName negative": (f"update {K} set shortName = {-2 ** 63} where rowid = 50",
+                                  f"{K} has shortName = {-2 ** 63}, a negative id (row 50)"),
+    "memcpy deviceId negative": ("update CUPTI_ACTIVITY_KIND_MEMCPY set deviceId = -3 where rowid = 2",
+                                 "CUPTI_ACTIVITY_KIND_MEMCPY has deviceId = -3, a negative id (row 2)"),
     "kernel with no launch call twice": (
         (f"delete from {RT} where correlationId = (select correlationId from CUPTI_ACTIVITY_KIND_KERNEL where rowid = 6)",
          "insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL where rowid = 6"),

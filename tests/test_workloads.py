@@ -77,15 +77,16 @@ def test_harness_runs_measured_iterations(tmp_path):
 
 
 @needs_torch
-@pytest.mark.parametrize("worker", [False, True])
-def test_an_ncu_harness_ends_at_once_only_where_nothing_is_left_running(tmp_path, worker):
-    """An ncu job's harness (no profiler named) skips Python's and CUDA's teardown when the
-    workload left nothing running; where it left a worker process, the normal exit ends it,
-    so that no process outlives the harness holding its output open."""
+@pytest.mark.parametrize("counting,worker", [(True, False), (True, True), (False, False)])
+def test_only_ncus_counting_harness_ends_at_once_where_nothing_is_left_running(tmp_path, counting, worker):
+    """The counting process of ncu's per-function plan skips Python's and CUDA's teardown when
+    the workload left nothing running; where it left a worker process, the normal exit ends
+    it, so that no process outlives the harness holding its output open. Any other harness
+    (the timing one, the run's) ends normally: the workload's exit handlers run."""
     marker = tmp_path / "exit.txt"
     job = {"spec": workloads.Spec(batch_size=2, device="cpu").as_dict(),
            "workload_path": str(HERE / "workloads" / "leaves_workers.py"), "warmup": 1, "iters": 1,
-           "tag": "leaves_workers.fp32.eager", "info_path": str(tmp_path / "info.json")}
+           "tag": "leaves_workers.fp32.eager", "info_path": str(tmp_path / "info.json"), "counting": counting}
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = {**os.environ, "PROFKIT_TEST_MARKER": str(marker), **({"PROFKIT_TEST_WORKER": "1"} if worker else {})}
     # Output to pipes: a worker left alive would hold them open past the harness's exit.
@@ -93,13 +94,30 @@ def test_an_ncu_harness_ends_at_once_only_where_nothing_is_left_running(tmp_path
                        text=True, env=env, timeout=100)
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "info.json").read_text())["iteration_wall_ns"]
-    assert marker.exists() == worker  # Python's own exit ran only where a worker was left
+    assert marker.exists() == (worker or not counting)  # Python's own exit ran
     if worker:
         pid = int((tmp_path / "exit.txt.pid").read_text())
         with pytest.raises(ProcessLookupError):
             for _ in range(50):  # multiprocessing's exit terminated and joined it
                 os.kill(pid, 0)
                 time.sleep(0.1)
+
+
+@needs_torch
+def test_the_counting_harness_ends_at_once_even_with_its_output_closed(tmp_path):
+    """A workload that closed the harness's stdout leaves the counting process's fast exit a
+    success, not a traceback."""
+    marker = tmp_path / "exit.txt"
+    workload = tmp_path / "closes_stdout.py"
+    workload.write_text((HERE / "workloads" / "leaves_workers.py").read_text()
+                        + "\n\nimport sys\nsys.stdout.close()\n")
+    job = {"spec": workloads.Spec(batch_size=2, device="cpu").as_dict(), "workload_path": str(workload),
+           "warmup": 1, "iters": 1, "tag": "closes_stdout.fp32.eager", "info_path": str(tmp_path / "info.json"),
+           "counting": True}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True,
+                       text=True, env={**os.environ, "PROFKIT_TEST_MARKER": str(marker)}, timeout=100)
+    assert p.returncode == 0 and not marker.exists(), p.stderr
 
 
 @needs_torch

@@ -151,6 +151,7 @@ class NsysExport:
             tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
             bounded = [c for c in present if c in _LAUNCH_DIMS]
             tests += [f"{c} < 0 or {c} >= {2 ** 31}" for c in bounded]
+            tests += [f"{c} < 0" for c in present if c in _IDS]
             # One scan of the table for all its columns; the column at fault is named after.
             bad = self.con.execute(f"select rowid, {', '.join(present)} from {table} where {' or '.join(tests)} "
                                    "limit 1").fetchone() if present else None
@@ -158,8 +159,10 @@ class NsysExport:
                 rowid, values = bad[0], bad[1:]
                 column, value = next((c, v) for c, v in zip(present, values)
                                      if not _integer(v, c in _NULLABLE.get(table, ()))
-                                     or (c in _LAUNCH_DIMS and not 0 <= v < 2 ** 31))
-                what = "not an integer" if not _integer(value, False) else "not a whole number from 0 to 2^31 - 1"
+                                     or (c in _LAUNCH_DIMS and not 0 <= v < 2 ** 31)
+                                     or (c in _IDS and v is not None and v < 0))
+                what = ("not an integer" if not _integer(value, False) else
+                        "not a whole number from 0 to 2^31 - 1" if column in _LAUNCH_DIMS else "a negative id")
                 raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})")
 
     def _check_once(self) -> None:
@@ -403,6 +406,9 @@ _INTEGER_COLUMNS = {
 }
 # Of those, the launch's grid and block sizes: also from 0 to 2^31 - 1 (as ncu's CSV reader takes them).
 _LAUNCH_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+# And the ids (of a device, a stream, a name in StringIds, a kind of copy): never negative. The
+# import keys its working tables with negative values of its own (no name, a copy, a set, NULL).
+_IDS = ("deviceId", "streamId", "demangledName", "shortName", "copyKind")
 _ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
 
 
@@ -412,6 +418,7 @@ def integer_test(table: str, alias: str, columns: set[str]) -> str:
     tests = [f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
              for c in _INTEGER_COLUMNS[table] if c in columns]
     tests += [f"{alias}.{c} >= 0 and {alias}.{c} < {2 ** 31}" for c in _LAUNCH_DIMS if c in columns]
+    tests += [f"coalesce({alias}.{c} >= 0, 1)" for c in _IDS if c in columns]
     return " and ".join(tests) or "1"
 
 

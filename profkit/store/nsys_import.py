@@ -176,12 +176,13 @@ def _checked(export: NsysExport, con: Any, sql: str) -> None:
 
 def _check_once(export: NsysExport, con: Any) -> None:
     """Refuse an operation listed twice, cheaply: its copies have one launch call (the calls'
-    key is unique), so they sort into one run of rows with that launch (or, with none, that
-    start) in ``temp.ops``; where two neighbouring rows share one (a CUDA graph's kernels do),
-    those rows alone are grouped by what a copy repeats, and only a repeat found there has the
-    export's check name it (``NsysExport.check``)."""
+    key is unique), so they sort into one run of rows with that launch's start (or, with none,
+    the operation's start), the launch order's first key, in ``temp.ops``, whatever rows of
+    other threads or processes tie with them; where two neighbouring rows share that key (a
+    CUDA graph's kernels do), those rows alone are grouped by what a copy repeats, and only a
+    repeat found there has the export's check name it (``NsysExport.check``)."""
     pairs = """select a.seq as x, b.seq as y from temp.ops a join temp.ops b on b.seq = a.seq + 1
-               where coalesce(b.lstart, b.start) = coalesce(a.lstart, a.start) and b.ltid is a.ltid and b.pid = a.pid"""
+               where coalesce(b.lstart, b.start) = coalesce(a.lstart, a.start)"""
     if con.execute(f"select exists ({pairs})").fetchone()[0] and con.execute(f"""
             with p as ({pairs})
             select 1 from temp.ops where seq in (select x from p union select y from p)
