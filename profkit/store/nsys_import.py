@@ -15,7 +15,7 @@ from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsIm
                                  StateRange, Window, integer_test, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
-from .writes import fill_fine_aggregates, fine_keys
+from .fine_aggregates import fill_fine_aggregates, fine_keys
 
 
 def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],

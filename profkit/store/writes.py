@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..errors import BadExport, EmptyCapture
 from ..parse.schema import GPU_KINDS, ClassifiedRow, check_row
 from .connection import Connection
+from .fine_aggregates import FINE_MEASURES, fill_fine_aggregates, fine_keys, key_sentinel, new_fine_table
 from .layout import AGG_KEYS, INTERNED, KERNEL_COLUMNS, PATH_AGG_KEYS, STORED_COLUMNS
 
 if TYPE_CHECKING:
@@ -174,48 +175,6 @@ class Writes(Connection):
             ids[t] = self.execute("select id from strings where text = ?", [t]).fetchone()[0]
 
 
-FINE_MEASURES = ("launches", "time_ns", "min_ns", "max_ns", "first_launch", "min_thread", "metric_launches")
-
-
-def fine_keys() -> list[str]:
-    """The columns ``agg_fine`` groups by: both aggregate tables' keys but ``in_iter``."""
-    return [*(k for k in AGG_KEYS if k != "in_iter"), "nvtx_path_id", "nvtx_range_id"]
-
-
-def _none(c: str) -> str:
-    """A key column's sentinel for NULL (a unique index holds NULLs apart)."""
-    return "char(0)" if c in ("kind", "precision", "evidence") else "-9223372036854775808"
-
-
-def fill_fine_aggregates(s: Connection, table: str, select: str, params: list[Any]) -> None:
-    """Make ``table`` (temporary), the launches grouped by ``fine_keys()`` (NULLs as their
-    sentinel) with ``FINE_MEASURES``, from ``select``: rows of those keys (raw) and measures,
-    a row being one launch or a group of launches already summed. An upsert per row into a
-    small table keyed by the group (a GROUP BY would sort millions of rows, three times slower)."""
-    fine = fine_keys()
-
-    def least(c: str) -> str:  # the least of the kept and the new value, NULL only where both are
-        return f"{c} = min(coalesce({c}, excluded.{c}), coalesce(excluded.{c}, {c}))"
-
-    _fine_table(s, table)
-    s.execute(f"""insert into {table}
-                  select {', '.join(f'coalesce({c}, {_none(c)})' for c in fine)}, {', '.join(FINE_MEASURES)}
-                  from ({select}) where true
-                  on conflict ({', '.join(fine)}) do update set
-                      launches = launches + excluded.launches, time_ns = time_ns + excluded.time_ns, {least('min_ns')},
-                      max_ns = max(coalesce(max_ns, excluded.max_ns), coalesce(excluded.max_ns, max_ns)),
-                      first_launch = min(first_launch, excluded.first_launch), {least('min_thread')},
-                      metric_launches = metric_launches + excluded.metric_launches""", params)
-
-
-def _fine_table(s: Connection, table: str) -> None:
-    """An empty (temporary) ``table`` for ``fill_fine_aggregates``."""
-    fine = fine_keys()
-    s.execute(f"drop table if exists {table}")
-    s.execute(f"create temp table {table.removeprefix('temp.')} ({', '.join(fine)}, {', '.join(FINE_MEASURES)})")
-    s.execute(f"create unique index {table}_key on {table.removeprefix('temp.')} ({', '.join(fine)})")
-
-
 def write_aggregates(s: Connection, run_id: int) -> None:
     """Write ``run_id``'s aggregates (``kernel_aggs``, ``path_aggs``) from its rows, as they
     are now (any earlier ones replaced); inside a write transaction. One pass over the rows
@@ -226,12 +185,12 @@ def write_aggregates(s: Connection, run_id: int) -> None:
     delete_aggregates(s, run_id)
     keys = [k for k in AGG_KEYS if k != "in_iter"]
     fine = fine_keys()
-    none = _none
+    none = key_sentinel
     table = "temp.agg_fine"
     prepared = s.prepared_aggregates
     forget_prepared_aggregates(s)
     if prepared is not None and prepared[0] == run_id:  # a bulk import's, from its working table (the same groups)
-        _fine_table(s, table)
+        new_fine_table(s, table)
         s.conn.executemany(f"insert into {table} values ({', '.join('?' * (len(fine) + len(FINE_MEASURES)))})",
                            prepared[1])
     else:
