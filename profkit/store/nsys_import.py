@@ -15,7 +15,7 @@ from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsIm
                                  StateRange, Window, integer_test, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
-from .fine_aggregates import fill_fine_aggregates, fine_keys
+from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 
 
 def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
@@ -114,7 +114,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             # counts below group by (an upsert per operation into a small table, no sort): the
             # counts by kind, by state and kind, of operations with no launch, and the run's
             # aggregates (``writes.write_aggregates``) are made from those few groups.
-            low = "-9223372036854775808"  # NULL's sentinel in the key (a unique index holds NULLs apart)
+            low = key_sentinel("sn")  # NULL's sentinel in the key (a unique index holds NULLs apart)
             con.execute("create temp table opg (kind, key, sn, rix, pid, dev, launches, time_ns, min_ns, max_ns, "
                         "first_launch, min_thread, unlaunched)")
             con.execute("create unique index temp.opg_key on opg (kind, key, sn, rix, pid, dev)")

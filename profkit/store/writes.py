@@ -185,7 +185,6 @@ def write_aggregates(s: Connection, run_id: int) -> None:
     delete_aggregates(s, run_id)
     keys = [k for k in AGG_KEYS if k != "in_iter"]
     fine = fine_keys()
-    none = key_sentinel
     table = "temp.agg_fine"
     prepared = s.prepared_aggregates
     forget_prepared_aggregates(s)
@@ -199,7 +198,7 @@ def write_aggregates(s: Connection, run_id: int) -> None:
                    duration_ns as max_ns, launch_id as first_launch, thread_id as min_thread,
                    metrics is not null and metrics != '{{}}' as metric_launches
             from kernel_rows where run_id = ?""", [run_id])
-    plain = {c: f"nullif({c}, {none(c)})" for c in fine}
+    plain = {c: f"nullif({c}, {key_sentinel(c)})" for c in fine}
     in_iter = f"coalesce({plain['nvtx_path_id']} in (select id from strings where text glob '*.iter[0-9]*'), 0)"
     s.execute(f"""insert into kernel_aggs (run_id, {', '.join(AGG_KEYS)}, launches, time_ns, min_ns, max_ns,
                                            first_launch, metric_launches)
