@@ -70,6 +70,10 @@ class HarnessJob:
     # ncu's per-function plan: the process that only counts, under ncu, beside (or after) the
     # timing one, which is the run's harness: it ends without the interpreter's teardown.
     counting: bool = False
+    # The per-function plan's first run: ``count_metrics`` counted on every launch of one more
+    # step in this process (``profkit.kernel_counter``), written to ``counts_path``.
+    count_metrics: list[str] | None = None
+    counts_path: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, indent=2)
@@ -176,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         # Each overflow halves the scale (it grows only every 2000 clean steps).
         skipped = round(math.log2(scale_before / scaler.get_scale())) if scaler.get_scale() else len(iter_ns)
         info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
+    # After the measured iterations and their AMP scale: the counted steps change neither.
+    if job.counts_path and job.count_metrics and spec.device == "cuda":
+        _count(job, step, sync, info, torch)
+        stage("counted")
     info["iteration_wall_ns"] = iter_ns
     info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
     info["stages_s"] = stages
@@ -274,6 +282,12 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
         torch.cuda.profiler.stop()
     if timer:
         timer.stop()
+        info["timed_launches"] = len(timer.kernels)
+        if job.count_metrics:  # the last step's kernels in launch order: the counted step's ranges
+            marks = dict(timer.marks)
+            lo, hi = marks.get(f"iter{job.iters - 1}.start", 0), marks.get(f"iter{job.iters - 1}.end", 0)
+            _STEP_KERNELS[:] = [str(k["name"]) for k in sorted(timer.kernels, key=lambda k: int(k["correlation"]))
+                                if lo <= int(k["start"]) <= hi]
     _release_gpu_lock()  # the other harness may start its GPU work while this one writes
     if timer and job.kernel_times_path:
         timer.write(Path(job.kernel_times_path), log.to_json() if log else None)
@@ -460,6 +474,27 @@ def _release_gpu_lock() -> None:
         handle = _HELD.pop()
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
+
+
+_STEP_KERNELS: list[str] = []  # the last measured step's kernels, for the counted step (``_count``)
+
+
+def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], info: HarnessInfo, torch: Any) -> None:
+    """The counters of one more step's launches, counted here (``profkit.kernel_counter``) and
+    written to ``job.counts_path``; where CUPTI cannot count it, the reason in ``info`` and no file
+    (the parent then counts under ncu)."""
+    from .kernel_counter import CounterUnavailable, count_step
+
+    assert job.counts_path and job.count_metrics
+    try:
+        counts = count_step(step, sync, job.count_metrics, list(_STEP_KERNELS), torch.cuda.current_device())
+    except CounterUnavailable as exc:
+        info["kernel_counter_error"] = str(exc)
+        return
+    except Exception as exc:  # the user's step, run again for each pass
+        info["kernel_counter_error"] = f"the step failed while counted: {_error_line(exc)}"
+        return
+    write_new(job.counts_path, json.dumps(counts), replace=True)
 
 
 def _kernel_timer(job: HarnessJob, info: HarnessInfo) -> KernelTimer | None:

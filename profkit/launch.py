@@ -178,6 +178,7 @@ class _Job:
     progress: Progress
     store: Store | None = None      # the run's database (ncu's counters kept across runs are read there)
     after: list[Callable[[RunRecord], None]] = field(default_factory=list)  # once the run is stored
+    counting_fallback: str | None = None  # why the run's process could not count (ncu's then did)
 
     @property
     def job_path(self) -> Path:
@@ -429,6 +430,10 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
                                          gpu_info, driver_version(), ncu.identity(exe), set_label, metrics)
             if counters.strategy == ncu_counters.TIMED_FIRST:
                 return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
+            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu":
+                here = _counted_here(job, asked, gpu_info, set_label, metrics, counters)
+                if here is not None:
+                    return here
         tool_version = asked.result()
     report = job.folder / "report.ncu-rep"
     times = job.folder / "kernel_times.json"
@@ -497,6 +502,8 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
                 "wall_s": {"profile": round(wall, 3), "export_and_join": round(time.monotonic() - exported, 3),
                            "ncu_harness": job.info().get("stages_s"),
                            "timing_harness": timer_info.get("stages_s")}}
+        if job.counting_fallback:
+            plan["counting_fallback"] = job.counting_fallback
         if counters is not None:
             _keep_after(job, counters, capture, functions, plan)
     else:
@@ -586,6 +593,69 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     return capture, {
         "metric_set": f"{set_label} per function", "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
         "raw_files": raw_files, "info": RunInfo(ncu_plan=plan),
+    }
+
+
+def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], set_label: str, metrics: list[str],
+                  counters: "ncu_counters.CounterPlan") -> tuple[Capture[KernelRow], RunFields] | None:
+    """The per-function plan's first run without ncu's process: the run's harness times every
+    launch of the measured iterations, then counts ``metrics`` on every launch of one more step
+    through CUPTI's Range Profiler (``profkit.kernel_counter``: the same counters ncu reads, the
+    step run once per pass); each function's verdict is its first launch's there. None where
+    the harness could not count (CUPTI too old, counters not permitted, a step that does not
+    repeat): the note says why, and ncu counts in a process of its own instead."""
+    from .parse.ncu_plan import Counted, read_timed
+    from .names import demangle, short_name
+
+    times, counts = job.folder / "kernel_times.json", job.folder / "kernel_counts.json"
+    for stale in (times, counts):
+        stale.unlink(missing_ok=True)
+    saved = job.job
+    job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare", kernel_times_path=str(times), counting=False,
+                      count_metrics=list(metrics), counts_path=str(counts))
+    job.write()
+    spec = job.req.spec
+    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}): every launch timed, then counted "
+                       f"({set_label}) by CUPTI's Range Profiler in the same process")
+    timer_log = job.folder / "harness-times.log"
+    result, wall = job.stream(job.harness_argv(), timer_log)
+    info = job.info()
+    if result.returncode != 0 or not times.exists() or not counts.exists():
+        why = (info.get("kernel_counter_error") or info.get("kernel_timer_error") or
+               next((l for l in reversed(result.tail) if l.strip()), f"exit {result.returncode}"))
+        job.progress.note(f"could not count in the run's process ({why}); ncu counts in a process of its own")
+        job.job = saved
+        job.counting_fallback = why
+        return None
+    counted = json.loads(counts.read_text())
+    if not counted["launches"] and not info.get("timed_launches"):
+        from .errors import NoKernelsProfiled
+
+        raise NoKernelsProfiled("CUPTI profiled no kernels: the measured iterations launched no kernel",
+                                f"Did the workload run its measured iterations on the GPU? The log is {timer_log}.")
+    functions: dict[str, Counted] = {}
+    for mangled, values in counted["functions"].items():
+        name = demangle(mangled)
+        functions[mangled] = Counted(name, short_name(name), dict(values),
+                                     {m: ("ns" if m == "gpu__time_duration.sum" else "") for m in values})
+    counters.scopes = dict(info.get("generated_kernels") or {})
+    counters.counted = len(functions)
+    capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(info),
+                         info.get("iteration_ranges") == "process", gpu_info)
+    capture.tool_version = asked.result()
+    plan: NcuPlan = {
+        "launches": ("every launch of one more step, counted by CUPTI's Range Profiler in the run's process (one range "
+                     "a launch, the step run once per pass); a function's verdict is its first launch's"),
+        "durations": "cupti", "profiled_launches": 0, "timed_by": "the run's harness (CUPTI activity records)",
+        "counted_by": "CUPTI's Range Profiler, in the run's harness", "counted_launches": int(counted["launches"]),
+        "passes": int(counted["passes"]),
+        "wall_s": {"profile": round(wall, 3), "count": float(counted["wall_s"]), "timing_harness": info.get("stages_s")}}
+    _keep_after(job, counters, capture, functions, plan)
+    return capture, {
+        "metric_set": f"{set_label} per function", "metrics": metrics, "command": job.harness_argv(),
+        "profiled_wall_s": round(wall, 3),
+        "raw_files": {"kernel-times": str(times), "kernel-counts": str(counts), "times-log": str(timer_log)},
+        "info": RunInfo(ncu_plan=plan),
     }
 
 

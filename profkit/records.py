@@ -32,6 +32,10 @@ class NcuPlan(TypedDict, total=False):
     durations: str
     profiled_launches: int
     timed_by: str
+    counted_by: str                    # who counted: ncu's process, or CUPTI's Range Profiler in the run's
+    counted_launches: int              # launches counted in the run's process (one more step, each pass)
+    passes: int                        # the counter set's passes (steps run again) in the run's process
+    counting_fallback: str             # why counting in the run's process failed (ncu counted instead)
     wall_s: dict[str, float | dict[str, float] | None]  # profile, export_and_join (s); each harness's stages_s
     counters: CounterUse               # the counters kept across runs: what this run took and added
 
@@ -120,6 +124,8 @@ class HarnessInfo(TypedDict, total=False):
     stages_s: dict[str, float]      # seconds since start at each stage (torch_imported, built, ...)
     thread_ids: dict[str, int]      # ncu's per-function plan: Python thread ident -> native id
     kernel_timer_error: str         # ncu's per-function plan: why CUPTI's timer could not start
+    timed_launches: int             # ncu's per-function plan: kernels CUPTI timed in the measured iterations
+    kernel_counter_error: str       # its first run: why the launches could not be counted in the process
     attribution: str                # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
     attribution_note: str           # why a run has none (a compiled model's, a failure to start)
     compiled_kernels: dict[str, CompiledKernel]  # torch.compile: generated kernel name -> what it fused
