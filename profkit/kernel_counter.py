@@ -110,7 +110,10 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
     began = time.perf_counter()
     cu = _Cupti()
     ctx = _P()
-    cuda = C.CDLL("libcuda.so.1")
+    try:
+        cuda = C.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise CounterUnavailable(f"no CUDA driver to count on ({exc})") from None
     if cuda.cuCtxGetCurrent(C.byref(ctx)) != 0 or not ctx.value:
         raise CounterUnavailable("no current CUDA context to count on")
     cu("cuptiProfilerInitialize", _new(_Init))

@@ -646,7 +646,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     plan: NcuPlan = {
         "launches": ("every launch of one more step, counted by CUPTI's Range Profiler in the run's process (one range "
                      "a launch, the step run once per pass); a function's verdict is its first launch's"),
-        "durations": "cupti", "profiled_launches": 0, "timed_by": "the run's harness (CUPTI activity records)",
+        "durations": "cupti", "profiled_launches": len(functions), "timed_by": "the run's harness (CUPTI activity records)",
         "counted_by": "CUPTI's Range Profiler, in the run's harness", "counted_launches": int(counted["launches"]),
         "passes": int(counted["passes"]),
         "wall_s": {"profile": round(wall, 3), "count": float(counted["wall_s"]), "timing_harness": info.get("stages_s")}}

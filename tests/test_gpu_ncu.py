@@ -34,9 +34,37 @@ def test_run_resnet18_fp16_two_iterations(db):
     assert not any(k["tensor_core"] for k in ks if k["family"] in ("elementwise", "layout", "pooling", "norm"))
     run = cli_json("runs", db=db)[0]
     assert run["gpu_name"] and run["compute_capability"]
-    rep = Path(str(db)).parent / "profkit-runs" / "r18" / "report.ncu-rep"
+    # A first run counts in its own process (CUPTI's Range Profiler): no ncu report, the counts kept.
+    import profkit
+
+    plan = profkit.open_db(db).run("r18").info["ncu_plan"]
+    assert plan["counted_by"].startswith("CUPTI's Range Profiler") and plan["passes"] > 1
+    folder = Path(str(db)).parent / "profkit-runs" / "r18"
+    assert (folder / "kernel_counts.json").exists() and not (folder / "report.ncu-rep").exists()
+
+
+@needs_gpu_ncu
+def test_counting_under_ncu_gives_the_same_verdicts(db, monkeypatch):
+    """PROFKIT_NCU_COUNTING=ncu: ncu counts in a process of its own (the plan before issue 25's
+    in-process counting, and its fallback); its report is small and its verdicts are the
+    in-process run's, launch by launch."""
+    import profkit
+
+    args = ("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--no-report")
+    assert cli(*args, "--name", "here", db=db).exit_code == 0
+    monkeypatch.setenv("PROFKIT_NCU_COUNTING", "ncu")
+    assert cli(*args, "--name", "ncu", "--fresh-counters", db=db).exit_code == 0
+    d = profkit.open_db(db)
+    rep = Path(str(db)).parent / "profkit-runs" / "ncu" / "report.ncu-rep"
     # --import-sass 0: no embedded cubins (a default report of this run would be tens of MB).
     assert rep.exists() and rep.stat().st_size < 15_000_000
+    assert "counted_by" not in d.run("ncu").info["ncu_plan"]
+
+    def verdicts(run):
+        return [(k["precision"], k["tensor_core"], k["family"], k["evidence"], k["metrics"] is None)
+                for k in run.iter_kernels()]
+
+    assert len(verdicts(d.run("here"))) > 0 and verdicts(d.run("here")) == verdicts(d.run("ncu"))
 
 
 @needs_gpu_ncu
@@ -113,7 +141,7 @@ def test_a_repeated_run_takes_the_kept_counters_and_starts_no_ncu(db):
     assert plans[1]["counters"]["strategy"] == "timed first" and plans[1]["profiled_launches"] == 0
     assert plans[1]["counters"]["cached"] == plans[0]["counters"]["kept"]
     folder = Path(str(db)).parent / "profkit-runs"
-    assert not (folder / "repeat" / "report.ncu-rep").exists() and (folder / "first" / "report.ncu-rep").exists()
+    assert not (folder / "repeat" / "report.ncu-rep").exists() and (folder / "first" / "kernel_counts.json").exists()
 
     def verdicts(run):  # ncu's demangling of a name has differed between its runs ("(Params)", "(T1::Params)")
         return [(k["short_name"], k["precision"], k["tensor_core"], k["family"], k["evidence"])

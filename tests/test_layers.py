@@ -24,8 +24,8 @@ PACKAGE = ROOT / "profkit"
 LAYERS: list[tuple[str, list[str]]] = [
     ("shared", ["version", "errors", "records", "rows", "formatting", "processes", "names", "choices", "options", "files",
                 "parse.schema", "nvtx_ranges"]),
-    ("launch side", ["tools", "gpu", "code_versions", "torchrun", "workloads", "harness", "kernel_timer", "steps",
-                     "annotate"]),
+    ("launch side", ["tools", "gpu", "code_versions", "torchrun", "workloads", "harness", "kernel_timer", "kernel_counter",
+                     "steps", "annotate"]),
     ("verdicts", ["classify"]),
     ("readers", ["parse"]),
     ("store", ["store"]),

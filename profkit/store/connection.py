@@ -120,9 +120,7 @@ class Connection:
         columns, bulk inserts. (sqlite-utils imports pandas and numpy when they are installed,
         half a second that reading commands need not pay: they use the connection directly.)"""
         if self._db is None:
-            import sqlite_utils
-
-            self._db = sqlite_utils.Database(self.conn)
+            self._db = _sqlite_utils().Database(self.conn)
         return self._db
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[dict[str, Any]]:
@@ -193,3 +191,25 @@ class Connection:
 
     def _tables(self) -> set[str]:
         return {r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")}
+
+
+def _sqlite_utils() -> Any:
+    """sqlite-utils, imported without the pandas and numpy it takes when they are installed (to
+    convert their values in inserts, which profkit never makes through it: it only creates
+    tables, indexes and columns). They cost a second of a first ``profkit run`` in a new
+    database (the schema is made then) on the GPU machine. Where this process imported them
+    already, sqlite-utils takes them as usual."""
+    import importlib
+    import sys
+
+    if "sqlite_utils.db" in sys.modules:
+        return sys.modules["sqlite_utils"]
+    hidden = [m for m in ("pandas", "numpy") if m not in sys.modules]
+    for m in hidden:
+        sys.modules[m] = None  # type: ignore[assignment]  # import_module raises ImportError for these
+    try:
+        return importlib.import_module("sqlite_utils")
+    finally:
+        for m in hidden:
+            if sys.modules.get(m, 0) is None:
+                del sys.modules[m]
