@@ -402,14 +402,17 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     """ncu with the chip's default plan, or the ``metrics`` asked for on every launch.
 
     The per-function plan (the default where rules.toml's ``ncu_plans`` names it for the
-    chip): ncu counts only the first launch of each kernel function, and a second harness,
-    started at the same time and taking turns with it on the GPU, times every launch through
-    CUPTI (``parse.ncu_plan`` joins them). CUPTI cannot time launches inside ncu's own process:
-    ncu holds CUPTI's one subscriber there. The counters of the functions counted before, in
-    this environment, are taken from the database instead (``profkit.ncu_counters``): where
-    an earlier run of the same kind completed, the timing harness runs alone and ncu counts
-    only the functions never counted, if any. If the timing harness fails, every launch is
-    profiled instead, as ``metrics`` full would."""
+    chip): each kernel function's counters come from its first launch, and every launch is
+    timed through CUPTI (``parse.ncu_plan`` joins them). A first run counts in the timing
+    harness itself, with CUPTI's Range Profiler (``_counted_here``); where that cannot count,
+    or PROFKIT_NCU_COUNTING=ncu, ncu counts only the first launch of each kernel function while
+    a second harness, started at the same time and taking turns with it on the GPU, times
+    every launch (CUPTI cannot time launches inside ncu's own process: ncu holds CUPTI's one
+    subscriber there). The counters of the functions counted before, in this environment, are
+    taken from the database instead (``profkit.ncu_counters``): where an earlier run of the
+    same kind completed, the timing harness runs alone and ncu counts only the functions never
+    counted, if any. If the timing harness fails, every launch is profiled instead, as
+    ``metrics`` full would."""
     from concurrent.futures import ThreadPoolExecutor
 
     from . import ncu_counters
