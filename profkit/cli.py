@@ -618,7 +618,9 @@ def app(verbose: bool, db: Optional[Path]) -> None:
 
 def _open(db: Optional[Path], create: bool = False) -> Database:
     from .api import open_db
+    from .store import connection
 
+    connection.LEAN_IMPORTS = True  # profkit's own process: a new schema need not import pandas
     return open_db(db or _state["db"], create=create)
 
 

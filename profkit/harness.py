@@ -26,6 +26,7 @@ file. This module is the only one that imports torch at the top of a profiled pr
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -175,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
                           f"{_error_line(exc)}{hint}", exc)
     stage("measured")
     if scaler is not None and scale_before:
-        import math
-
         # Each overflow halves the scale (it grows only every 2000 clean steps).
         skipped = round(math.log2(scale_before / scaler.get_scale())) if scaler.get_scale() else len(iter_ns)
         info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
@@ -286,8 +285,11 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
         if job.count_metrics:  # the last step's kernels in launch order: the counted step's ranges
             marks = dict(timer.marks)
             lo, hi = marks.get(f"iter{job.iters - 1}.start", 0), marks.get(f"iter{job.iters - 1}.end", 0)
-            _STEP_KERNELS[:] = [str(k["name"]) for k in sorted(timer.kernels, key=lambda k: int(k["correlation"]))
-                                if lo <= int(k["start"]) <= hi]
+            ordered = sorted(timer.kernels, key=lambda k: int(k["correlation"]))
+            _STEP_KERNELS[:] = [(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi]
+            first = marks.get("iter0.start", 0)
+            _TIMED_FUNCTIONS.clear()
+            _TIMED_FUNCTIONS.update(str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi)
     _release_gpu_lock()  # the other harness may start its GPU work while this one writes
     if timer and job.kernel_times_path:
         timer.write(Path(job.kernel_times_path), log.to_json() if log else None)
@@ -476,7 +478,10 @@ def _release_gpu_lock() -> None:
         handle.close()
 
 
-_STEP_KERNELS: list[str] = []  # the last measured step's kernels, for the counted step (``_count``)
+# The last measured step's kernels (mangled name, thread blocks) and every measured step's
+# kernel functions, for the counted step (``_count``).
+_STEP_KERNELS: list[tuple[str, int]] = []
+_TIMED_FUNCTIONS: set[str] = set()
 
 
 def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], info: HarnessInfo, torch: Any) -> None:
@@ -486,13 +491,24 @@ def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], i
     from .kernel_counter import CounterUnavailable, count_step
 
     assert job.counts_path and job.count_metrics
+    if info.get("kernel_timer_error"):
+        return  # no timed step to name the counted launches: the parent says why
+    if not _STEP_KERNELS:  # nothing launched: nothing to count (the parent says so)
+        write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
+                  replace=True)
+        return
+    missed = _TIMED_FUNCTIONS - {name for name, _ in _STEP_KERNELS}
+    if missed:
+        info["kernel_counter_error"] = (f"{len(missed)} kernel functions of the earlier measured iterations are not in "
+                                        f"the last (first: {min(missed)[:80]}): one more step would not count them")
+        return
     try:
         counts = count_step(step, sync, job.count_metrics, list(_STEP_KERNELS), torch.cuda.current_device())
     except CounterUnavailable as exc:
         info["kernel_counter_error"] = str(exc)
         return
     except Exception as exc:  # the user's step, run again for each pass
-        info["kernel_counter_error"] = f"the step failed while counted: {_error_line(exc)}"
+        info["kernel_counter_error"] = f"counting the step failed: {_error_line(exc)}"
         return
     write_new(job.counts_path, json.dumps(counts), replace=True)
 

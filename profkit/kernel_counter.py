@@ -72,6 +72,8 @@ RANGE_PROFILER = 0  # CUpti_ProfilerType
 AUTO_RANGE = 1      # CUpti_ProfilerRange: one range per kernel launch
 USER_REPLAY = 3     # CUpti_ProfilerReplayMode: the caller runs the work once per pass
 MAX_PASSES = 64     # a counter set no chip takes in fewer is refused, not looped on
+MAX_LAUNCHES = 4096  # a step's launches counted here at most: the profiler's start and stop grow with them
+CTAS = "sm__ctas_launched.sum"  # thread blocks a launch ran: checked against the timed launch's grid
 
 
 def _new(cls: type[C.Structure], **fields: Any) -> Any:
@@ -100,13 +102,20 @@ class _Cupti:
         return p
 
 
-def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str], order: list[str],
-               device_index: int) -> dict[str, Any]:
+def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str],
+               order: list[tuple[str, int]], device_index: int) -> dict[str, Any]:
     """Count ``metrics`` on every kernel launch of ``step`` on the current CUDA context, its
-    ranges named by ``order``: the mangled names of the kernels the last timed step launched,
-    in launch order (a step that launches a different number of kernels is refused). Returns
-    ``functions``: per mangled name, the counters of its first launch; with ``passes``,
-    ``launches`` and ``wall_s``. Raises CounterUnavailable where CUPTI cannot count."""
+    ranges named by ``order``: (mangled name, thread blocks in its grid) of each kernel the
+    last timed step launched, in launch order. Each range's thread blocks, counted too
+    (``CTAS``), must be its launch's: a step that launches other kernels, or another number of
+    them, is refused. Returns ``functions``: per mangled name, the counters of its first launch;
+    with ``passes``, ``launches`` and ``wall_s``. Raises CounterUnavailable where CUPTI cannot
+    count."""
+    if len(order) > MAX_LAUNCHES:
+        raise CounterUnavailable(f"the step launches {len(order)} kernels, more than {MAX_LAUNCHES} counted in "
+                                 "the run's process (the counter data grows with them)")
+    wanted = set(metrics)
+    metrics = list(metrics) + ([CTAS] if CTAS not in wanted else [])
     began = time.perf_counter()
     cu = _Cupti()
     ctx = _P()
@@ -171,13 +180,17 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
                                      f"{len(order)} when timed: the step does not repeat")
         values = (C.c_double * len(metrics))()
         functions: dict[str, dict[str, float | int]] = {}
-        for i, name in enumerate(order):
-            if name in functions:
-                continue
+        for i, (name, ctas) in enumerate(order):
             cu("cuptiProfilerHostEvaluateToGpuValues", _new(
                 _Evaluate, pHostObject=host, pCounterDataImage=C.cast(data, _P), counterDataImageSize=data_size,
                 rangeIndex=i, ppMetricNames=names, numMetrics=len(metrics), pMetricValues=values))
-            functions[name] = {m: (int(v) if float(v).is_integer() else float(v)) for m, v in zip(metrics, values)}
+            got = dict(zip(metrics, values))
+            if round(got[CTAS]) != ctas:
+                raise CounterUnavailable(f"launch {i} of the counted step ran {round(got[CTAS])} thread blocks where the "
+                                         f"timed step's ran {ctas}: the step does not repeat its kernels")
+            if name not in functions:
+                functions[name] = {m: (int(v) if float(v).is_integer() else float(v)) for m, v in got.items()
+                                   if m != CTAS or CTAS in wanted}
         return {"functions": functions, "passes": int(passes), "launches": len(order),
                 "wall_s": round(time.perf_counter() - began, 3)}
     finally:

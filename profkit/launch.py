@@ -433,7 +433,8 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
                                          gpu_info, driver_version(), ncu.identity(exe), set_label, metrics)
             if counters.strategy == ncu_counters.TIMED_FIRST:
                 return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
-            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu":
+            # CUDA graphs (reduce-overhead) replay many kernels in one launch: ncu profiles their nodes.
+            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu" and not uses_graphs(job.req.spec):
                 here = _counted_here(job, asked, gpu_info, set_label, metrics, counters)
                 if here is not None:
                     return here
@@ -624,7 +625,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     result, wall = job.stream(job.harness_argv(), timer_log)
     info = job.info()
     if result.returncode != 0 or not times.exists() or not counts.exists():
-        why = (info.get("kernel_counter_error") or info.get("kernel_timer_error") or
+        why = (info.get("kernel_timer_error") or info.get("kernel_counter_error") or
                next((l for l in reversed(result.tail) if l.strip()), f"exit {result.returncode}"))
         job.progress.note(f"could not count in the run's process ({why}); ncu counts in a process of its own")
         job.job = saved

@@ -55,6 +55,7 @@ def test_counting_under_ncu_gives_the_same_verdicts(db, monkeypatch):
     monkeypatch.setenv("PROFKIT_NCU_COUNTING", "ncu")
     assert cli(*args, "--name", "ncu", "--fresh-counters", db=db).exit_code == 0
     d = profkit.open_db(db)
+    assert d.run("here").info["ncu_plan"]["counted_by"].startswith("CUPTI's Range Profiler")
     rep = Path(str(db)).parent / "profkit-runs" / "ncu" / "report.ncu-rep"
     # --import-sass 0: no embedded cubins (a default report of this run would be tens of MB).
     assert rep.exists() and rep.stat().st_size < 15_000_000

@@ -75,3 +75,45 @@ def test_counting_without_a_gpu_is_refused_in_words():
     with pytest.raises(kc.CounterUnavailable) as caught:
         kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], [], 0)
     assert str(caught.value) and "\n" not in str(caught.value)
+
+
+def _job(tmp_path):
+    from profkit.harness import HarnessJob
+    from profkit.options import Spec
+
+    return HarnessJob(spec=Spec(), workload_path="w.py", warmup=1, iters=2, tag="t", info_path=str(tmp_path / "i.json"),
+                      count_metrics=["gpu__time_duration.sum"], counts_path=str(tmp_path / "counts.json"))
+
+
+def test_the_harness_counts_only_a_step_that_holds_every_timed_function(tmp_path, monkeypatch):
+    """What the harness hands the Range Profiler (``harness._count``): nothing where its timer
+    failed (the parent says why), an empty count where no kernel ran, a refusal where an earlier
+    measured iteration ran a function the last did not (one more step would not count it)."""
+    import json
+
+    from profkit import harness
+
+    job, counts = _job(tmp_path), tmp_path / "counts.json"
+    called = []
+    monkeypatch.setattr(kc, "count_step", lambda *a: called.append(a) or {"functions": {}, "passes": 7,
+                                                                          "launches": 1, "wall_s": 0.1})
+
+    def count(step_kernels, functions, info):
+        counts.unlink(missing_ok=True)
+        monkeypatch.setattr(harness, "_STEP_KERNELS", step_kernels)
+        monkeypatch.setattr(harness, "_TIMED_FUNCTIONS", functions)
+        harness._count(job, lambda: None, lambda: None, info, type("T", (), {"cuda": type("C", (), {
+            "current_device": staticmethod(lambda: 0)})}))
+        return json.loads(counts.read_text()) if counts.exists() else None
+
+    info: dict = {"kernel_timer_error": "CUPTI unavailable"}
+    assert count([("k", 4)], {"k"}, info) is None and "kernel_counter_error" not in info and not called
+    info = {}
+    assert count([], set(), info) == {"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0} and not called
+    info = {}
+    assert count([("a", 4)], {"a", "b"}, info) is None and not called
+    assert "1 kernel functions of the earlier measured iterations are not in the last (first: b)" in \
+        info["kernel_counter_error"]
+    info = {}
+    assert count([("a", 4), ("a", 8)], {"a"}, info)["passes"] == 7
+    assert called[-1][3] == [("a", 4), ("a", 8)] and called[-1][2] == ["gpu__time_duration.sum"]

@@ -218,3 +218,27 @@ def test_another_set_in_the_record_is_left_alone(db):
     con.close()
     assert Store(db).runs() == []
     assert ("mine", "x", True) in record(db)
+
+
+def test_profkits_own_process_makes_the_same_schema_without_pandas(tmp_path):
+    """``store.connection.LEAN_IMPORTS`` (set by the command): a new database's schema is made
+    through sqlite-utils imported without pandas and numpy (a second of a first run on the GPU
+    machine), and it is the schema a library user's process makes."""
+    import subprocess
+    import sys
+
+    code = """
+import sqlite3, sys
+from profkit.store import Store, connection
+connection.LEAN_IMPORTS = sys.argv[2] == "lean"
+Store(sys.argv[1]).conn
+print("pandas" in sys.modules, "numpy" in sys.modules)
+print(sorted(r for r in sqlite3.connect(sys.argv[1]).execute("select type, name, sql from sqlite_master")))
+"""
+    out = {}
+    for how in ("lean", "library"):
+        p = subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{how}.db"), how], capture_output=True,
+                           text=True, check=True)
+        out[how] = p.stdout.splitlines()
+    assert out["lean"][0] == "False False" and out["library"][0] == "True True"
+    assert out["lean"][1] == out["library"][1] and "kernel_rows" in out["lean"][1]
