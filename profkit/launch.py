@@ -487,16 +487,12 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     job.progress.stage("exporting the raw page to CSV")
     exported = time.monotonic()
     if per_function:
-        from .parse.ncu_plan import read_timed
-
         functions, profiled = _export_functions(exe, report, job.folder, raw_files)
         raw_files.update({"kernel-times": str(times), "times-log": str(timer_log)})
         if counters is not None:
             counters.scopes = dict(timer_info.get("generated_kernels") or {})
             counters.counted = len(functions)
-        capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(timer_info),
-                             timer_info.get("iteration_ranges") == "process",
-                             (profiled.gpu_name, profiled.compute_capability))
+        capture = _timed_capture(job, times, functions, timer_info, (profiled.gpu_name, profiled.compute_capability))
         set_label = f"{set_label} per function"
         plan = {"launches": "the first launch of each kernel function (ncu --kernel-id ::regex:.:1, mangled names); "
                             "its verdict is every launch's of that function",
@@ -532,7 +528,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     environment: the timing harness alone (it is the run's harness: its info is the run's),
     its functions looked up in the kept counters, and ncu started afterwards only for those
     never counted, on their first launch alone."""
-    from .parse.ncu_plan import kernel_times, read_timed, timed_functions
+    from .parse.ncu_plan import kernel_times, timed_functions
 
     times = job.folder / "kernel_times.json"
     times.unlink(missing_ok=True)
@@ -585,8 +581,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
             functions.update({m: f for m, f in new.items() if m not in functions})
             counters.counted = len(new)
             gpu_pair = (export.gpu_name or gpu_info[0], export.compute_capability or gpu_info[1])
-    capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(info),
-                         info.get("iteration_ranges") == "process", gpu_pair)
+    capture = _timed_capture(job, times, functions, info, gpu_pair)
     capture.tool_version = asked.result()
     plan: NcuPlan = {
         "launches": ("the first launch of each kernel function not counted in an earlier run (ncu --kernel-id, "
@@ -608,7 +603,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     step run once per pass); each function's verdict is its first launch's there. None where
     the harness could not count (CUPTI too old, counters not permitted, a step that does not
     repeat): the note says why, and ncu counts in a process of its own instead."""
-    from .parse.ncu_plan import Counted, read_timed
+    from .parse.ncu_plan import Counted
     from .names import demangle, short_name
 
     times, counts = job.folder / "kernel_times.json", job.folder / "kernel_counts.json"
@@ -644,8 +639,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
                                      {m: ("ns" if m == "gpu__time_duration.sum" else "") for m in values})
     counters.scopes = dict(info.get("generated_kernels") or {})
     counters.counted = len(functions)
-    capture = read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(info),
-                         info.get("iteration_ranges") == "process", gpu_info)
+    capture = _timed_capture(job, times, functions, info, gpu_info)
     capture.tool_version = asked.result()
     plan: NcuPlan = {
         "launches": ("every launch of one more step, counted by CUPTI's Range Profiler in the run's process (one range "
@@ -704,6 +698,15 @@ def _export_functions(exe: str, report: Path, folder: Path,
     write_new(mangled, texts[1], replace=True)
     raw_files.update({"ncu-csv": str(csv_path), "ncu-csv-mangled": str(mangled)})
     return ncu_functions(csv_path, mangled)
+
+
+def _timed_capture(job: _Job, times: Path, functions: dict[str, "Counted"], info: HarnessInfo,
+                   gpu_pair: tuple[str | None, str | None]) -> Capture[KernelRow]:
+    """The timing harness's launches joined to the functions' counters (``parse.ncu_plan``)."""
+    from .parse.ncu_plan import read_timed
+
+    return read_timed(times, functions, job.tag, nvtx_ranges.DOMAIN, _thread_ids(info),
+                      info.get("iteration_ranges") == "process", gpu_pair)
 
 
 def _thread_ids(info: HarnessInfo) -> dict[int, int]:
