@@ -635,8 +635,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     functions: dict[str, Counted] = {}
     for mangled, values in counted["functions"].items():
         name = demangle(mangled)
-        functions[mangled] = Counted(name, short_name(name), dict(values),
-                                     {m: ("ns" if m == "gpu__time_duration.sum" else "") for m in values})
+        functions[mangled] = Counted(name, short_name(name), dict(values), {m: _ncu_unit(m) for m in values})
     counters.scopes = dict(info.get("generated_kernels") or {})
     counters.counted = len(functions)
     capture = _timed_capture(job, times, functions, info, gpu_info)
@@ -698,6 +697,12 @@ def _export_functions(exe: str, report: Path, folder: Path,
     write_new(mangled, texts[1], replace=True)
     raw_files.update({"ncu-csv": str(csv_path), "ncu-csv-mangled": str(mangled)})
     return ncu_functions(csv_path, mangled)
+
+
+def _ncu_unit(metric: str) -> str:
+    """The unit ncu's raw page gives a counter of the per-function plan's sets (its exports in
+    tests/data/ncu): ns for durations, inst for instruction counts, none for tensor-path ops."""
+    return "ns" if metric.startswith("gpu__time_duration") else "inst" if "inst_executed" in metric else ""
 
 
 def _timed_capture(job: _Job, times: Path, functions: dict[str, "Counted"], info: HarnessInfo,

@@ -117,3 +117,22 @@ def test_the_harness_counts_only_a_step_that_holds_every_timed_function(tmp_path
     info = {}
     assert count([("a", 4), ("a", 8)], {"a"}, info)["passes"] == 7
     assert called[-1][3] == [("a", 4), ("a", 8)] and called[-1][2] == ["gpu__time_duration.sum"]
+
+
+def test_counted_metrics_take_the_units_ncus_raw_page_gives_them():
+    """Counters read in the run's process carry the units ncu's export gives the same metrics
+    (a committed mobilenet_v2 AMP capture of the full set), so kept counters look alike."""
+    import csv
+    import gzip
+
+    from profkit import classify
+    from profkit.launch import _ncu_unit
+
+    path = Path(__file__).parent / "data" / "catalog" / "mobilenet_v2-amp-eager-ncu" / "raw-mangled.csv.gz"
+    with gzip.open(path, "rt", newline="") as f:
+        rows = csv.reader(f)
+        header, units = next(rows), next(rows)
+    theirs = dict(zip(header, units))
+    _, metrics = classify.metric_set("full", "9.0")
+    assert all(m in theirs for m in metrics)
+    assert {m: _ncu_unit(m) for m in metrics} == {m: theirs[m] for m in metrics}
