@@ -21,56 +21,21 @@ import json
 import sys
 import time
 
-from profkit import classify, kernel_timer, workloads
+from profkit import classify, workloads
+from profkit import kernel_counter as kc
 from profkit.options import Spec
 
-P = C.c_void_p
-SZ = C.c_size_t
-
-
-def params(name: str, fields: list[tuple[str, object]]) -> type[C.Structure]:
-    """A CUPTI params struct (structSize and pPriv first); ``size()`` is the header's STRUCT_SIZE
-    (offset of the last field plus its size, no tail padding)."""
-    cls = type(name, (C.Structure,), {"_fields_": [("structSize", SZ), ("pPriv", P), *fields]})
-    last = cls._fields_[-1]
-    cls.STRUCT_SIZE = getattr(cls, last[0]).offset + C.sizeof(last[1])  # type: ignore[attr-defined]
-    return cls
-
-
-def new(cls: type[C.Structure], **kw: object) -> C.Structure:
-    s = cls(**kw)
-    s.structSize = cls.STRUCT_SIZE  # type: ignore[attr-defined]
-    return s
-
-
-InitP = params("InitP", [])
-ChipP = params("ChipP", [("deviceIndex", SZ), ("pChipName", C.c_char_p)])
-AvailP = params("AvailP", [("ctx", P), ("counterAvailabilityImageSize", SZ), ("pCounterAvailabilityImage", P)])
-HostInitP = params("HostInitP", [("profilerType", C.c_int), ("pChipName", C.c_char_p), ("pCounterAvailabilityImage", P),
-                                 ("pHostObject", P)])
-HostObjP = params("HostObjP", [("pHostObject", P)])
-AddP = params("AddP", [("pHostObject", P), ("ppMetricNames", C.POINTER(C.c_char_p)), ("numMetrics", SZ)])
-CfgSizeP = params("CfgSizeP", [("pHostObject", P), ("configImageSize", SZ)])
-CfgP = params("CfgP", [("pHostObject", P), ("configImageSize", SZ), ("pConfigImage", P)])
-PassesP = params("PassesP", [("configImageSize", SZ), ("pConfigImage", P), ("numOfPasses", SZ)])
-EnableP = params("EnableP", [("ctx", P), ("pRangeProfilerObject", P)])
-ObjP = params("ObjP", [("pRangeProfilerObject", P)])
-DataSizeP = params("DataSizeP", [("pRangeProfilerObject", P), ("pMetricNames", C.POINTER(C.c_char_p)),
-                                 ("numMetrics", SZ), ("maxNumOfRanges", SZ), ("maxNumRangeTreeNodes", C.c_uint32),
-                                 ("counterDataSize", SZ)])
-DataInitP = params("DataInitP", [("pRangeProfilerObject", P), ("counterDataSize", SZ), ("pCounterData", P)])
-SetCfgP = params("SetCfgP", [("pRangeProfilerObject", P), ("configSize", SZ), ("pConfig", P),
-                             ("counterDataImageSize", SZ), ("pCounterDataImage", P), ("range", C.c_int),
-                             ("replayMode", C.c_int), ("maxRangesPerPass", SZ), ("numNestingLevels", C.c_uint16),
-                             ("minNestingLevel", C.c_uint16), ("passIndex", SZ), ("targetNestingLevel", C.c_uint16)])
-StopP = params("StopP", [("pRangeProfilerObject", P), ("passIndex", SZ), ("targetNestingLevel", SZ),
-                         ("isAllPassSubmitted", C.c_uint8)])
-DecodeP = params("DecodeP", [("pRangeProfilerObject", P), ("numOfRangeDropped", SZ)])
-InfoP = params("InfoP", [("pCounterDataImage", P), ("counterDataImageSize", SZ), ("numTotalRanges", SZ)])
+# profkit's own ctypes layouts and CUPTI wrapper (tested against CUPTI's headers in
+# tests/test_kernel_counter.py), under the probe's short names; the probe adds the structs
+# profkit does not use (a range's name, the SASS Metrics API's list).
+P, SZ = kc._P, kc._SZ
+params, new, Cupti = kc._params, kc._new, kc._Cupti
+InitP, ChipP, AvailP, HostInitP, HostObjP = kc._Init, kc._Chip, kc._Avail, kc._HostInit, kc._Host
+AddP, CfgSizeP, CfgP, PassesP = kc._AddMetrics, kc._ConfigSize, kc._Config, kc._Passes
+EnableP, ObjP, DataSizeP, DataInitP, SetCfgP = kc._Enable, kc._Object, kc._DataSize, kc._DataInit, kc._SetConfig
+StopP, DecodeP, InfoP, EvalP = kc._Stop, kc._Decode, kc._DataInfo, kc._Evaluate
 RangeP = params("RangeP", [("pCounterDataImage", P), ("counterDataImageSize", SZ), ("rangeIndex", SZ),
                            ("rangeDelimiter", C.c_char_p), ("rangeName", C.c_char_p)])
-EvalP = params("EvalP", [("pHostObject", P), ("pCounterDataImage", P), ("counterDataImageSize", SZ), ("rangeIndex", SZ),
-                         ("ppMetricNames", C.POINTER(C.c_char_p)), ("numMetrics", SZ), ("pMetricValues", C.POINTER(C.c_double))])
 
 
 class SassDetails(C.Structure):
@@ -80,30 +45,15 @@ class SassDetails(C.Structure):
 SassNumP = params("SassNumP", [("pChipName", C.c_char_p), ("numOfMetrics", SZ)])
 SassListP = params("SassListP", [("pChipName", C.c_char_p), ("numOfMetrics", SZ), ("pMetricsList", C.POINTER(SassDetails))])
 
-RANGE_PROFILER = 0
-AUTO_RANGE = 1
-KERNEL_REPLAY, USER_REPLAY = 2, 3
-
-
-class Cupti:
-    def __init__(self) -> None:
-        self.lib = kernel_timer._libcupti()
-        self.lib.cuptiGetResultString.argtypes = [C.c_int, C.POINTER(C.c_char_p)]
-
-    def __call__(self, fn: str, p: C.Structure) -> C.Structure:
-        rc = getattr(self.lib, fn)(C.byref(p))
-        if rc:
-            text = C.c_char_p()
-            self.lib.cuptiGetResultString(rc, C.byref(text))
-            raise RuntimeError(f"{fn}: {(text.value or b'?').decode()} ({rc})")
-        return p
+RANGE_PROFILER, AUTO_RANGE, USER_REPLAY = kc.RANGE_PROFILER, kc.AUTO_RANGE, kc.USER_REPLAY
+KERNEL_REPLAY = 2  # CUpti_ProfilerReplayMode: CUPTI replays each kernel itself
 
 
 def names_array(names: list[str]) -> C.Array[C.c_char_p]:
     return (C.c_char_p * len(names))(*[n.encode() for n in names])
 
 
-def count(cu: Cupti, host, ctx, step, torch, label: str, replay: str, max_ranges: int) -> dict:
+def count(cu: kc._Cupti, host, ctx, step, torch, label: str, replay: str, max_ranges: int) -> dict:
     out: dict = {"set": label, "replay": replay}
     t0 = t = time.monotonic()
     _, wanted = classify.metric_set(label, "9.0")
@@ -226,7 +176,7 @@ def main() -> None:
     cu("cuptiProfilerGetCounterAvailability", new(AvailP, ctx=ctx, counterAvailabilityImageSize=C.sizeof(avail),
                                                  pCounterAvailabilityImage=C.cast(avail, P)))
 
-    def host() -> P:
+    def host() -> C.c_void_p:
         return P(cu("cuptiProfilerHostInitialize", new(HostInitP, profilerType=RANGE_PROFILER, pChipName=chip,
                                                           pCounterAvailabilityImage=C.cast(avail, P))).pHostObject)
 
