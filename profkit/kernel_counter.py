@@ -8,9 +8,10 @@ build, its replays and exit) cost more than the bare run's half on its own (issu
 benchmarks/RESULTS.md). One range per kernel launch (auto range); the step is run once per
 pass of the counter set (user replay: the profiler asks for it again until every pass is
 collected), each range named by the kernel the last timed step launched at that place (CUPTI's
-activity records, ``profkit.kernel_timer``): a step that launches another number of kernels is
-refused. SASS-patched metrics
-(``smsp__sass_*``) are taken by the Range Profiler too. Imports nothing heavy itself.
+activity records, ``profkit.kernel_timer``) and held to it: its thread blocks, counted beside,
+must be that launch's grid, and the ranges as many as the launches, or the step is refused.
+SASS-patched metrics (``smsp__sass_*``) are taken by the Range Profiler too. Imports nothing
+heavy itself.
 """
 
 from __future__ import annotations

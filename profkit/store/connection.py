@@ -120,7 +120,7 @@ class Connection:
         columns, bulk inserts. (sqlite-utils imports pandas and numpy when they are installed,
         half a second that reading commands need not pay: they use the connection directly.)"""
         if self._db is None:
-            self._db = (_sqlite_utils() if LEAN_IMPORTS else __import__("sqlite_utils")).Database(self.conn)
+            self._db = _sqlite_utils().Database(self.conn)
         return self._db
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[dict[str, Any]]:
@@ -193,23 +193,24 @@ class Connection:
         return {r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")}
 
 
-# Set by profkit's command (``cli.main``): the process is profkit's own, so sqlite-utils may be
+# Set by profkit's command (``cli._open``): the process is profkit's own, so sqlite-utils may be
 # imported without pandas and numpy (``_sqlite_utils``). A library user's process keeps them.
 LEAN_IMPORTS = False
 
 
 def _sqlite_utils() -> Any:
-    """sqlite-utils, imported without the pandas and numpy it takes when they are installed (to
-    convert their values in inserts, which profkit never makes through it: it only creates
-    tables, indexes and columns). They cost a second of a first ``profkit run`` in a new
-    database (the schema is made then) on the GPU machine. Only in profkit's own command: the
-    module keeps no pandas or numpy for the rest of the process. Where this process imported
-    them already, sqlite-utils takes them as usual."""
+    """sqlite-utils; in profkit's own command (``LEAN_IMPORTS``), imported without the pandas
+    and numpy it takes when they are installed (to convert their values in inserts, which
+    profkit never makes through it: it only creates tables, indexes and columns). They cost a
+    second of a first ``profkit run`` in a new database (the schema is made then) on the GPU
+    machine. The module then keeps no pandas or numpy for the rest of the process, which is why
+    a library user's process imports it as usual. Where this process imported them already,
+    sqlite-utils takes them as usual too."""
     import importlib
     import sys
 
-    if "sqlite_utils.db" in sys.modules:
-        return sys.modules["sqlite_utils"]
+    if not LEAN_IMPORTS or "sqlite_utils.db" in sys.modules:
+        return importlib.import_module("sqlite_utils")
     hidden = [m for m in ("pandas", "numpy") if m not in sys.modules]
     for m in hidden:
         sys.modules[m] = None  # type: ignore[assignment]  # import_module raises ImportError for these
