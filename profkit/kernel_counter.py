@@ -5,11 +5,15 @@ through CUPTI's Range Profiler (CUDA 12.6+; ctypes over the libcupti torch loade
 The first run of ncu's per-function plan counts its kernel functions here instead of in a
 second process under ncu: ncu's own process (its start-up, its interception of the model's
 build, its replays and exit) cost more than the bare run's half on its own (issue 25,
-benchmarks/RESULTS.md). One range per kernel launch (auto range); the step is run once per
-pass of the counter set (user replay: the profiler asks for it again until every pass is
-collected), each range named by the kernel the last timed step launched at that place (CUPTI's
-activity records, ``profkit.kernel_timer``) and held to it: its thread blocks, counted beside,
-must be that launch's grid, and the ranges as many as the launches, or the step is refused.
+benchmarks/RESULTS.md). One range per kernel function: CUPTI's callback API on the launch
+calls pushes a user range before the first launch of each function in the step and pops it after
+(the Range Profiler's cost grows with the ranges it holds and counts: ResNet-50's 347 launches
+took 4 s a step, its 26 functions 1 s); where the callbacks cannot be had, or miss launches,
+every launch is a range (auto range). The step is run once per pass of the counter set (user
+replay: the profiler asks for it again until every pass is collected), each range named by the
+kernel the last timed step launched at that place (CUPTI's activity records,
+``profkit.kernel_timer``) and held to it: its thread blocks, counted beside, must be that
+launch's grid, and the launches as many as the timed step's, or the step is refused.
 SASS-patched metrics (``smsp__sass_*``) are taken by the Range Profiler too. Imports nothing
 heavy itself.
 """
@@ -17,6 +21,8 @@ heavy itself.
 from __future__ import annotations
 
 import ctypes as C
+import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -65,16 +71,103 @@ _Stop = _params("Stop", [("pRangeProfilerObject", _P), ("passIndex", _SZ), ("tar
                          ("isAllPassSubmitted", C.c_uint8)])
 _Decode = _params("Decode", [("pRangeProfilerObject", _P), ("numOfRangeDropped", _SZ)])
 _DataInfo = _params("DataInfo", [("pCounterDataImage", _P), ("counterDataImageSize", _SZ), ("numTotalRanges", _SZ)])
+_PushRange = _params("PushRange", [("pRangeProfilerObject", _P), ("pRangeName", C.c_char_p)])
 _Evaluate = _params("Evaluate", [("pHostObject", _P), ("pCounterDataImage", _P), ("counterDataImageSize", _SZ),
                                  ("rangeIndex", _SZ), ("ppMetricNames", _NAMES), ("numMetrics", _SZ),
                                  ("pMetricValues", C.POINTER(C.c_double))])
 
 RANGE_PROFILER = 0  # CUpti_ProfilerType
 AUTO_RANGE = 1      # CUpti_ProfilerRange: one range per kernel launch
+USER_RANGE = 2      # CUpti_ProfilerRange: a range from push to pop
 USER_REPLAY = 3     # CUpti_ProfilerReplayMode: the caller runs the work once per pass
 MAX_PASSES = 64     # a counter set no chip takes in fewer is refused, not looped on
 MAX_LAUNCHES = 4096  # a step's launches counted here at most: the profiler's start and stop grow with them
 CTAS = "sm__ctas_launched.sum"  # thread blocks a launch ran: checked against the timed launch's grid
+TIMES = "gpu__time_duration"    # duration counters: not taken in user ranges (see _count)
+
+# The kernel launch calls CUPTI's callback API reports (CUpti_CallbackDomain, CUpti_CallbackId;
+# cupti_runtime_cbid.h and cupti_driver_cbid.h): a call made inside another (the runtime's
+# through the driver's) is the same launch.
+DRIVER_API, RUNTIME_API = 1, 2
+API_ENTER = 0  # CUpti_ApiCallbackSite
+LAUNCH_CALLBACKS: dict[str, tuple[int, int]] = {
+    "cudaLaunchKernel_v7000": (RUNTIME_API, 211),
+    "cudaLaunchKernel_ptsz_v7000": (RUNTIME_API, 214),
+    "cudaLaunchCooperativeKernel_v9000": (RUNTIME_API, 269),
+    "cudaLaunchCooperativeKernel_ptsz_v9000": (RUNTIME_API, 270),
+    "cudaLaunchKernelExC_v11060": (RUNTIME_API, 430),
+    "cudaLaunchKernelExC_ptsz_v11060": (RUNTIME_API, 431),
+    "__cudaLaunchKernel_v13000": (RUNTIME_API, 505),
+    "__cudaLaunchKernel_ptsz_v13000": (RUNTIME_API, 506),
+    "cuLaunchKernel": (DRIVER_API, 307),
+    "cuLaunchKernel_ptsz": (DRIVER_API, 442),
+    "cuLaunchCooperativeKernel": (DRIVER_API, 477),
+    "cuLaunchCooperativeKernel_ptsz": (DRIVER_API, 478),
+    "cuLaunchKernelEx": (DRIVER_API, 652),
+    "cuLaunchKernelEx_ptsz": (DRIVER_API, 653),
+}
+_CALLBACK = C.CFUNCTYPE(None, _P, C.c_int, C.c_uint32, _P)
+
+
+class _FirstLaunches:
+    """Ranges around the first launch of each kernel function only (CUPTI's callback API on
+    the launch calls): the Range Profiler's cost grows with the launches it counts, and a
+    function's counters are its first launch's. Counts every launch of a pass, so that a step
+    that launches another number of kernels is still refused."""
+
+    def __init__(self, cu: "_Cupti", obj: Any, order: list[tuple[str, int]]) -> None:
+        firsts: dict[str, int] = {}
+        for i, (name, _) in enumerate(order):
+            firsts.setdefault(name, i)
+        self.counted = sorted(firsts.values())  # range r holds launch counted[r]
+        self.wanted = set(self.counted)
+        self.cu = cu
+        self.push = _new(_PushRange, pRangeProfilerObject=obj)
+        self.pop = _new(_Object, pRangeProfilerObject=obj)
+        self.seen = 0
+        self.error: str | None = None
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.handle = _P()
+        self.callback = _CALLBACK(self._on_call)  # held: CUPTI calls it until unsubscribed
+
+    def subscribe(self) -> None:
+        lib = self.cu.lib
+        lib.cuptiSubscribe.argtypes = [C.POINTER(_P), _CALLBACK, _P]
+        lib.cuptiEnableCallback.argtypes = [C.c_uint32, _P, C.c_int, C.c_uint32]
+        rc = lib.cuptiSubscribe(C.byref(self.handle), self.callback, None)
+        if rc:
+            raise CounterUnavailable(f"cuptiSubscribe failed ({rc}): another CUPTI subscriber holds the process")
+        for domain, cbid in LAUNCH_CALLBACKS.values():
+            lib.cuptiEnableCallback(1, self.handle, domain, cbid)  # an id this CUPTI lacks: its launches go uncounted
+
+    def unsubscribe(self) -> None:
+        if self.handle.value:
+            self.cu.lib.cuptiUnsubscribe.argtypes = [_P]
+            self.cu.lib.cuptiUnsubscribe(self.handle)
+            self.handle = _P()
+
+    def _on_call(self, _user: Any, _domain: int, _cbid: int, data: Any) -> None:
+        try:
+            local = self.local
+            depth = getattr(local, "depth", 0)
+            if C.cast(data, C.POINTER(C.c_int))[0] == API_ENTER:
+                local.depth = depth + 1
+                if depth:
+                    return
+                with self.lock:
+                    k, self.seen = self.seen, self.seen + 1
+                if k in self.wanted:
+                    self.push.pRangeName = str(k).encode()  # ranges of one name are one range
+                    self.cu("cuptiRangeProfilerPushRange", self.push)
+                    local.open = True
+            else:
+                local.depth = depth - 1
+                if depth == 1 and getattr(local, "open", False):
+                    local.open = False
+                    self.cu("cuptiRangeProfilerPopRange", self.pop)
+        except Exception as exc:  # raised in CUPTI's call: kept for the pass to report
+            self.error = self.error or str(exc)
 
 
 def _new(cls: type[C.Structure], **fields: Any) -> Any:
@@ -103,21 +196,47 @@ class _Cupti:
         return p
 
 
+class _LaunchesMissed(CounterUnavailable):
+    """The launch callbacks did not see the step's launches: counted again with every launch a range."""
+
+
 def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str],
-               order: list[tuple[str, int]], device_index: int) -> dict[str, Any]:
-    """Count ``metrics`` on every kernel launch of ``step`` on the current CUDA context, its
+               order: list[tuple[str, int]], device_index: int, ranges: str | None = None) -> dict[str, Any]:
+    """Count ``metrics`` on the kernel launches of ``step`` on the current CUDA context, its
     ranges named by ``order``: (mangled name, thread blocks in its grid) of each kernel the
-    last timed step launched, in launch order. Each range's thread blocks, counted too
-    (``CTAS``), must be its launch's: a step that launches other kernels, or another number of
-    them, is refused. Returns ``functions``: per mangled name, the counters of its first launch;
-    with ``passes``, ``launches`` and ``wall_s``. Raises CounterUnavailable where CUPTI cannot
-    count."""
+    last timed step launched, in launch order. By default (``ranges`` "first") only the first
+    launch of each kernel function is a range (launch callbacks push and pop it); "all" makes
+    every launch one, and is what "first" falls back to where the callbacks cannot be had or
+    miss launches. Each range's thread blocks, counted too (``CTAS``), must be its launch's: a
+    step that launches other kernels, or another number of them, is refused. Returns
+    ``functions``: per mangled name, the counters of its first launch; with ``passes``,
+    ``launches``, ``ranges`` (how many were counted) and ``wall_s``. Raises CounterUnavailable
+    where CUPTI cannot count."""
+    ranges = ranges or os.environ.get("PROFKIT_COUNT_RANGES") or "first"
+    if ranges not in ("first", "all"):
+        raise CounterUnavailable(f"unknown range choice {ranges!r} (first or all)")
     if len(order) > MAX_LAUNCHES:
         raise CounterUnavailable(f"the step launches {len(order)} kernels, more than {MAX_LAUNCHES} counted in "
                                  "the run's process (the counter data grows with them)")
-    wanted = set(metrics)
-    metrics = list(metrics) + ([CTAS] if CTAS not in wanted else [])
     began = time.perf_counter()
+    try:
+        counts = _count(step, sync, metrics, order, device_index, ranges)
+    except _LaunchesMissed as exc:
+        counts = _count(step, sync, metrics, order, device_index, "all")
+        counts["ranges_fallback"] = str(exc)
+    counts["wall_s"] = round(time.perf_counter() - began, 3)
+    return counts
+
+
+def _count(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str],
+           order: list[tuple[str, int]], device_index: int, ranges: str) -> dict[str, Any]:
+    wanted = set(metrics)
+    # A user range runs from the push before its launch to the pop after it, so its duration
+    # holds the launch's host time too (2.4 us kernels read 96 us on an H100): the launch's
+    # duration is the timed one, and a duration counter is taken only where every launch is a range.
+    uncounted = [m for m in metrics if ranges == "first" and m.startswith(TIMES)]
+    metrics = [m for m in metrics if m not in uncounted]
+    metrics += [CTAS] if CTAS not in wanted else []
     cu = _Cupti()
     ctx = _P()
     try:
@@ -127,7 +246,7 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
     if cuda.cuCtxGetCurrent(C.byref(ctx)) != 0 or not ctx.value:
         raise CounterUnavailable("no current CUDA context to count on")
     cu("cuptiProfilerInitialize", _new(_Init))
-    host = obj = None
+    host = obj = selector = None
     try:
         chip = cu("cuptiDeviceGetChipName", _new(_Chip, deviceIndex=device_index)).pChipName
         size = cu("cuptiProfilerGetCounterAvailability", _new(_Avail, ctx=ctx)).counterAvailabilityImageSize
@@ -148,10 +267,17 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
         if not 0 < passes <= MAX_PASSES:
             raise CounterUnavailable(f"the counter set takes {passes} passes")
         obj = _P(cu("cuptiRangeProfilerEnable", _new(_Enable, ctx=ctx)).pRangeProfilerObject)
+        if ranges != "all":
+            selector = _FirstLaunches(cu, obj, order)
+            try:
+                selector.subscribe()
+            except CounterUnavailable as exc:
+                raise _LaunchesMissed(str(exc)) from None
+        counted = selector.counted if selector else list(range(len(order)))
         # The counter data's size grows with the ranges it holds, and so do the profiler's
-        # start and stop (8,192 ranges cost 7 s a pass on an H100): room for this step's
-        # launches and as many again.
-        room = max(64, 2 * len(order) + 16)
+        # start and stop (8,192 ranges cost 7 s a pass on an H100): room for the ranges
+        # counted and one more, which shows a step that launches more.
+        room = max(16, len(counted) + 1)
         data_size = cu("cuptiRangeProfilerGetCounterDataSize", _new(
             _DataSize, pRangeProfilerObject=obj, pMetricNames=names, numMetrics=len(metrics), maxNumOfRanges=room,
             maxNumRangeTreeNodes=room)).counterDataSize
@@ -160,15 +286,21 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
                                                                 counterDataSize=data_size, pCounterData=C.cast(data, _P)))
         cu("cuptiRangeProfilerSetConfig", _new(
             _SetConfig, pRangeProfilerObject=obj, configSize=size, pConfig=C.cast(config, _P),
-            counterDataImageSize=data_size, pCounterDataImage=C.cast(data, _P), range=AUTO_RANGE,
-            replayMode=USER_REPLAY, maxRangesPerPass=room, numNestingLevels=1, minNestingLevel=1, passIndex=0,
-            targetNestingLevel=1))
+            counterDataImageSize=data_size, pCounterDataImage=C.cast(data, _P),
+            range=USER_RANGE if selector else AUTO_RANGE, replayMode=USER_REPLAY, maxRangesPerPass=room,
+            numNestingLevels=1, minNestingLevel=1, passIndex=0, targetNestingLevel=1))
         done = False
         for _ in range(MAX_PASSES):
+            if selector:
+                selector.seen = 0
             cu("cuptiRangeProfilerStart", _new(_Object, pRangeProfilerObject=obj))
             step()
             sync()
             done = bool(cu("cuptiRangeProfilerStop", _new(_Stop, pRangeProfilerObject=obj)).isAllPassSubmitted)
+            if selector and selector.error:
+                raise CounterUnavailable(f"a range around a launch failed: {selector.error}")
+            if selector and selector.seen != len(order):
+                raise _LaunchesMissed(f"the launch callbacks saw {selector.seen} launches of the {len(order)} timed")
             if done:
                 break
         if not done:
@@ -176,15 +308,16 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
         dropped = cu("cuptiRangeProfilerDecodeData", _new(_Decode, pRangeProfilerObject=obj)).numOfRangeDropped
         total = cu("cuptiRangeProfilerGetCounterDataInfo", _new(_DataInfo, pCounterDataImage=C.cast(data, _P),
                                                                 counterDataImageSize=data_size)).numTotalRanges
-        if dropped or total != len(order):
-            raise CounterUnavailable(f"CUPTI counted {total} launches ({dropped} dropped) in a step that launched "
-                                     f"{len(order)} when timed: the step does not repeat")
+        if dropped or total != len(counted):
+            raise CounterUnavailable(f"CUPTI counted {total} launches ({dropped} dropped) where {len(counted)} of a "
+                                     f"step of {len(order)} launches were asked: the step does not repeat")
         values = (C.c_double * len(metrics))()
         functions: dict[str, dict[str, float | int]] = {}
-        for i, (name, ctas) in enumerate(order):
+        for r, i in enumerate(counted):
+            name, ctas = order[i]
             cu("cuptiProfilerHostEvaluateToGpuValues", _new(
                 _Evaluate, pHostObject=host, pCounterDataImage=C.cast(data, _P), counterDataImageSize=data_size,
-                rangeIndex=i, ppMetricNames=names, numMetrics=len(metrics), pMetricValues=values))
+                rangeIndex=r, ppMetricNames=names, numMetrics=len(metrics), pMetricValues=values))
             got = dict(zip(metrics, values))
             if round(got[CTAS]) != ctas:
                 raise CounterUnavailable(f"launch {i} of the counted step ran {round(got[CTAS])} thread blocks where the "
@@ -192,9 +325,11 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
             if name not in functions:
                 functions[name] = {m: (int(v) if float(v).is_integer() else float(v)) for m, v in got.items()
                                    if m != CTAS or CTAS in wanted}
-        return {"functions": functions, "passes": int(passes), "launches": len(order),
-                "wall_s": round(time.perf_counter() - began, 3)}
+        return {"functions": functions, "passes": int(passes), "launches": len(order), "ranges": len(counted),
+                "uncounted": uncounted}
     finally:
+        if selector is not None:
+            selector.unsubscribe()
         if obj is not None:
             cu.lib.cuptiRangeProfilerDisable(C.byref(_new(_Object, pRangeProfilerObject=obj)))
         if host is not None:

@@ -598,9 +598,10 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
 def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], set_label: str, metrics: list[str],
                   counters: "ncu_counters.CounterPlan") -> tuple[Capture[KernelRow], RunFields] | None:
     """The per-function plan's first run without ncu's process: the run's harness times every
-    launch of the measured iterations, then counts ``metrics`` on every launch of one more step
-    through CUPTI's Range Profiler (``profkit.kernel_counter``: the same counters ncu reads, the
-    step run once per pass); each function's verdict is its first launch's there. None where
+    launch of the measured iterations, then counts ``metrics`` on the first launch of each kernel
+    function in one more step through CUPTI's Range Profiler (``profkit.kernel_counter``: the
+    same counters ncu reads, the step run once per pass); each function's verdict is its first
+    launch's there. None where
     the harness could not count (CUPTI too old, counters not permitted, a step that does not
     repeat): the note says why, and ncu counts in a process of its own instead."""
     from .parse.ncu_plan import Counted
@@ -640,13 +641,19 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     counters.counted = len(functions)
     capture = _timed_capture(job, times, functions, info, gpu_info)
     capture.tool_version = asked.result()
+    every = counted.get("ranges", counted["launches"]) == counted["launches"]
     plan: NcuPlan = {
-        "launches": ("every launch of one more step, counted by CUPTI's Range Profiler in the run's process (one range "
-                     "a launch, the step run once per pass); a function's verdict is its first launch's"),
+        "launches": (("every launch of one more step, counted by CUPTI's Range Profiler in the run's process (one "
+                      "range a launch" if every else
+                      "the first launch of each kernel function in one more step, counted by CUPTI's Range Profiler in "
+                      "the run's process (one user range a function, no duration counter: the timed duration stands") +
+                     ", the step run once per pass); a function's verdict is its first launch's"),
         "durations": "cupti", "profiled_launches": len(functions), "timed_by": "the run's harness (CUPTI activity records)",
         "counted_by": "CUPTI's Range Profiler, in the run's harness", "counted_launches": int(counted["launches"]),
-        "passes": int(counted["passes"]),
+        "counted_ranges": int(counted.get("ranges", counted["launches"])), "passes": int(counted["passes"]),
         "wall_s": {"profile": round(wall, 3), "count": float(counted["wall_s"]), "timing_harness": info.get("stages_s")}}
+    if counted.get("ranges_fallback"):
+        plan["ranges_fallback"] = str(counted["ranges_fallback"])
     _keep_after(job, counters, capture, functions, plan)
     return capture, {
         "metric_set": f"{set_label} per function", "metrics": metrics, "command": job.harness_argv(),

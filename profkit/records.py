@@ -33,7 +33,9 @@ class NcuPlan(TypedDict, total=False):
     profiled_launches: int
     timed_by: str
     counted_by: str                    # who counted: ncu's process, or CUPTI's Range Profiler in the run's
-    counted_launches: int              # launches counted in the run's process (one more step, each pass)
+    counted_launches: int              # the launches of the step counted in the run's process (one more step)
+    counted_ranges: int                # of them, those the Range Profiler counted (the first of each function)
+    ranges_fallback: str               # why every launch was a range (the launch callbacks could not be had)
     passes: int                        # the counter set's passes (steps run again) in the run's process
     counting_fallback: str             # why counting in the run's process failed (ncu counted instead)
     wall_s: dict[str, float | dict[str, float] | None]  # profile, export_and_join (s); each harness's stages_s

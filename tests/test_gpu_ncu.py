@@ -39,6 +39,9 @@ def test_run_resnet18_fp16_two_iterations(db):
 
     plan = profkit.open_db(db).run("r18").info["ncu_plan"]
     assert plan["counted_by"].startswith("CUPTI's Range Profiler") and plan["passes"] > 1
+    # one range a kernel function (the launch callbacks), not one a launch
+    assert plan["counted_ranges"] == plan["profiled_launches"] < plan["counted_launches"]
+    assert "ranges_fallback" not in plan
     folder = Path(str(db)).parent / "profkit-runs" / "r18"
     assert (folder / "kernel_counts.json").exists() and not (folder / "report.ncu-rep").exists()
 
@@ -66,6 +69,17 @@ def test_counting_under_ncu_gives_the_same_verdicts(db, monkeypatch):
                 for k in run.iter_kernels()]
 
     assert len(verdicts(d.run("here"))) > 0 and verdicts(d.run("here")) == verdicts(d.run("ncu"))
+    # the same counter values launch by launch, the duration aside (ncu replays it alone; the
+    # run's ranges do not count it); names apart: ncu's rows carry ncu's demangling, and ncu
+    # adds the SM's warp limits (sm__maximum_warps_*) to every report
+    def counters(run):
+        return [{m: v for m, v in (k["metrics"] or {}).items() if not m.startswith("gpu__time_duration")}
+                for k in run.iter_kernels()]
+
+    here, ncu = counters(d.run("here")), counters(d.run("ncu"))
+    differ = [(i, m, a.get(m), b.get(m)) for i, (a, b) in enumerate(zip(here, ncu))
+              for m in sorted(set(a) | set(b)) if "maximum_warps" not in m and a.get(m) != b.get(m)]
+    assert any(here) and len(here) == len(ncu) and not differ, differ[:30]
 
 
 @needs_gpu_ncu

@@ -4,8 +4,11 @@ Counting itself runs in tests/test_gpu_ncu.py on the GPU machine."""
 
 from __future__ import annotations
 
+import ctypes as C
+import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,7 @@ STRUCTS = {
     "_Decode": ("CUpti_RangeProfiler_DecodeData_Params", "cupti_range_profiler.h"),
     "_DataInfo": ("CUpti_RangeProfiler_GetCounterDataInfo_Params", "cupti_range_profiler.h"),
     "_Evaluate": ("CUpti_Profiler_Host_EvaluateToGpuValues_Params", "cupti_profiler_host.h"),
+    "_PushRange": ("CUpti_RangeProfiler_PushRange_Params", "cupti_range_profiler.h"),
 }
 
 
@@ -69,6 +73,81 @@ def test_the_params_structs_have_cuptis_sizes_and_field_offsets(tmp_path):
         mine.append(f"{ours} size {cls.STRUCT_SIZE}")
         mine += [f"{ours} {f[0]} {getattr(cls, f[0]).offset}" for f in cls._fields_]
     assert mine == theirs
+
+
+def test_the_launch_callback_ids_are_cuptis():
+    """The launch calls whose callbacks place the ranges: their domains and ids as CUPTI's
+    headers number them (a wrong id would leave a launch API unseen). Read from the headers'
+    text: cupti_callbacks.h needs CUDA's compiler headers, which the wheels do not carry."""
+    include = _cupti_include()
+    if include is None:
+        pytest.skip("needs CUPTI's headers (torch's CUDA wheels)")
+    text = "".join((include / h).read_text() for h in ("cupti_callbacks.h", "cupti_driver_cbid.h", "cupti_runtime_cbid.h"))
+
+    def value(symbol):
+        found = re.search(rf"\b{symbol}\s*=\s*(\d+)", text)
+        assert found, symbol
+        return int(found.group(1))
+
+    for name, (domain, cbid) in kc.LAUNCH_CALLBACKS.items():
+        driver = not name.startswith(("cuda", "__cuda"))
+        assert domain == value("CUPTI_CB_DOMAIN_DRIVER_API" if driver else "CUPTI_CB_DOMAIN_RUNTIME_API"), name
+        assert cbid == value(("CUPTI_DRIVER_TRACE_CBID_" if driver else "CUPTI_RUNTIME_TRACE_CBID_") + name), name
+    assert kc.API_ENTER == value("CUPTI_API_ENTER")
+
+
+class _FakeCupti:
+    """What the launch callbacks ask of CUPTI, recorded."""
+
+    def __init__(self, fail_on: str | None = None):
+        self.calls: list[str] = []
+        self.fail_on = fail_on
+
+    def __call__(self, fn, p):
+        if fn == self.fail_on:
+            raise kc.CounterUnavailable(f"{fn} failed: CUPTI_ERROR_INVALID_OPERATION (3)")
+        self.calls.append(f"push {p.pRangeName.decode()}" if fn.endswith("PushRange") else "pop")
+        return p
+
+
+def _call(selector, site):
+    """One launch call as CUPTI reports it: the enter callback, any call made inside it, the exit."""
+    data = C.c_int(site)
+    selector.callback(None, kc.RUNTIME_API, 211, C.cast(C.pointer(data), C.c_void_p))
+
+
+def _launch(selector, nested=False):
+    _call(selector, kc.API_ENTER)
+    if nested:  # the runtime's call through the driver's: the same launch
+        _call(selector, kc.API_ENTER)
+        _call(selector, 1)
+    _call(selector, 1)
+
+
+def test_the_callbacks_range_only_each_functions_first_launch_and_count_every_launch():
+    order = [("a", 1), ("b", 2), ("a", 1), ("c", 3), ("b", 2)]
+    cu = _FakeCupti()
+    sel = kc._FirstLaunches(cu, None, order)  # type: ignore[arg-type]
+    assert sel.counted == [0, 1, 3]
+    for i in range(len(order)):
+        _launch(sel, nested=i == 1)
+    assert cu.calls == ["push 0", "pop", "push 1", "pop", "push 3", "pop"]
+    assert sel.seen == len(order) and sel.error is None
+    # a launch call on another thread, while this thread's is open, is a launch of its own
+    # (its range nests in this one: the thread-block check then refuses the step)
+    sel.seen, cu.calls = 0, []
+    _call(sel, kc.API_ENTER)
+    worker = threading.Thread(target=_launch, args=(sel,))
+    worker.start()
+    worker.join()
+    _call(sel, 1)
+    assert sel.seen == 2 and cu.calls == ["push 0", "push 1", "pop", "pop"]
+
+
+def test_a_failing_range_call_is_kept_for_the_pass_to_report():
+    sel = kc._FirstLaunches(_FakeCupti(fail_on="cuptiRangeProfilerPushRange"), None, [("a", 1)])  # type: ignore[arg-type]
+    _launch(sel)
+    assert sel.error and "PushRange" in sel.error and sel.seen == 1
 
 
 def test_counting_without_a_gpu_is_refused_in_words():
