@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Literal, NoReturn, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Literal, NamedTuple, NoReturn, cast
 
 from .files import write_new
 from .options import Spec
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     scale_before = scaler.get_scale() if scaler is not None else None
     barrier()  # every rank starts its measured iterations together
     try:
-        _measure(job, spec, step, sync, barrier, info, iter_ns)
+        launched = _measure(job, spec, step, sync, barrier, info, iter_ns)
     except Exception as exc:  # the user's model in a measured iteration
         hint = " (it ran under profkit's operator ranges for attribution: try --no-attribution)" \
             if info.get("attribution") == "ranges" else ""
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
     # After the measured iterations and their AMP scale: the counted steps change neither.
     if job.counts_path and job.count_metrics and spec.device == "cuda":
-        _count(job, step, sync, info, torch)
+        _count(job, step, sync, info, torch, launched)
         stage("counted")
     info["iteration_wall_ns"] = iter_ns
     info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
@@ -227,12 +227,13 @@ def _leave(rc: int) -> NoReturn:
 
 
 def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callable[[], None], barrier: Callable[[], None],
-             info: HarnessInfo, iter_ns: list[int]) -> None:
+             info: HarnessInfo, iter_ns: list[int]) -> "StepLaunches | None":
     """The measured iterations, each in its NVTX range, under the job's profiler: torch.profiler
     here (the trace written), or between cudaProfilerStart and Stop for nsys, or timed by
     CUPTI for ncu's per-function plan. With ``job.attribution``, every operator call of an
     eager or TorchScript model is in a range of its own (:mod:`profkit.annotate`); a compiled
-    model's kernels are traced from Inductor's output code instead."""
+    model's kernels are traced from Inductor's output code instead. Returns what the timer saw
+    launched, where the job counts (``count_metrics``): the counted step's ranges."""
     import nvtx
     import torch
 
@@ -262,12 +263,13 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
                     with record_function(nvtx_ranges.iteration_range(run_tag, i)):
                         _iteration(nvtx, nvtx_ranges, run_tag, i, step, sync, iter_ns)
         prof.export_chrome_trace(job.trace_path)
-        return
+        return None
     # Under nsys the capture range is cudaProfilerStart..Stop: the measured iterations only.
     bracket = job.profiler == "nsys" and spec.device == "cuda"
     if bracket:
         torch.cuda.profiler.start()
     timer = _kernel_timer(job, info)
+    launched: StepLaunches | None = None
     log = annotate.IntervalLog(timer.now, *annotate.nvtx_backend()) if timer and ranges else None
     with _annotated(info, ranges, lambda: (log.push, log.pop) if log else annotate.nvtx_backend(), compiled):
         for i in range(job.iters):
@@ -286,13 +288,13 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
             marks = dict(timer.marks)
             lo, hi = marks.get(f"iter{job.iters - 1}.start", 0), marks.get(f"iter{job.iters - 1}.end", 0)
             ordered = sorted(timer.kernels, key=lambda k: int(k["correlation"]))
-            _STEP_KERNELS[:] = [(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi]
             first = marks.get("iter0.start", 0)
-            _TIMED_FUNCTIONS.clear()
-            _TIMED_FUNCTIONS.update(str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi)
+            launched = StepLaunches([(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi],
+                                    {str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi})
     _release_gpu_lock()  # the other harness may start its GPU work while this one writes
     if timer and job.kernel_times_path:
         timer.write(Path(job.kernel_times_path), log.to_json() if log else None)
+    return launched
 
 
 @contextmanager
@@ -480,30 +482,38 @@ def _release_gpu_lock() -> None:
 
 # The last measured step's kernels (mangled name, thread blocks) and every measured step's
 # kernel functions, for the counted step (``_count``).
-_STEP_KERNELS: list[tuple[str, int]] = []
-_TIMED_FUNCTIONS: set[str] = set()
+class StepLaunches(NamedTuple):
+    """What the kernel timer saw launched: ``last``, the last measured iteration's kernels in
+    launch order (mangled name, thread blocks in the grid), which name the counted step's
+    ranges; ``functions``, every kernel function of the measured iterations."""
+
+    last: list[tuple[str, int]]
+    functions: set[str]
 
 
-def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], info: HarnessInfo, torch: Any) -> None:
+
+
+def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], info: HarnessInfo, torch: Any,
+           launched: StepLaunches | None) -> None:
     """The counters of one more step's launches, counted here (``profkit.kernel_counter``) and
     written to ``job.counts_path``; where CUPTI cannot count it, the reason in ``info`` and no file
     (the parent then counts under ncu)."""
     from .kernel_counter import CounterUnavailable, count_step
 
     assert job.counts_path and job.count_metrics
-    if info.get("kernel_timer_error"):
+    if info.get("kernel_timer_error") or launched is None:
         return  # no timed step to name the counted launches: the parent says why
-    if not _STEP_KERNELS:  # nothing launched: nothing to count (the parent says so)
+    if not launched.last:  # nothing launched: nothing to count (the parent says so)
         write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
                   replace=True)
         return
-    missed = _TIMED_FUNCTIONS - {name for name, _ in _STEP_KERNELS}
+    missed = launched.functions - {name for name, _ in launched.last}
     if missed:
         info["kernel_counter_error"] = (f"{len(missed)} kernel functions of the earlier measured iterations are not in "
                                         f"the last (first: {min(missed)[:80]}): one more step would not count them")
         return
     try:
-        counts = count_step(step, sync, job.count_metrics, list(_STEP_KERNELS), torch.cuda.current_device())
+        counts = count_step(step, sync, job.count_metrics, list(launched.last), torch.cuda.current_device())
     except CounterUnavailable as exc:
         info["kernel_counter_error"] = str(exc)
         return

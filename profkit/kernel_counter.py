@@ -1,4 +1,4 @@
-"""Hardware counters of every kernel launch of one step, counted in the profiled process itself
+"""Hardware counters of the kernel functions of one step, counted in the profiled process itself
 through CUPTI's Range Profiler (CUDA 12.6+; ctypes over the libcupti torch loaded, as
 ``profkit.kernel_timer``).
 
@@ -109,27 +109,45 @@ LAUNCH_CALLBACKS: dict[str, tuple[int, int]] = {
 _CALLBACK = C.CFUNCTYPE(None, _P, C.c_int, C.c_uint32, _P)
 
 
+class _CallbackData(C.Structure):
+    """The leading fields of CUPTI's CUpti_CallbackData (cupti_callbacks.h), as far as
+    ``symbolName``: the launched kernel's name in launch callbacks."""
+
+    _fields_ = [("callbackSite", C.c_int), ("functionName", C.c_char_p), ("functionParams", _P),
+                ("functionReturnValue", _P), ("symbolName", C.c_char_p)]
+
+
+# Every callback handed to CUPTI, for the process's life: where an unsubscribe failed, or a
+# thread was still inside the callback then, CUPTI must not call freed code.
+_HELD: list[Any] = []
+
+
 class _FirstLaunches:
     """Ranges around the first launch of each kernel function only (CUPTI's callback API on
     the launch calls): the Range Profiler's cost grows with the launches it counts, and a
-    function's counters are its first launch's. Counts every launch of a pass, so that a step
-    that launches another number of kernels is still refused."""
+    function's counters are its first launch's. Every launch of a pass is numbered and its
+    kernel's name, where CUPTI gives it, held to the timed step's at that place, so that a
+    step that launches other kernels, or another number of them, is still refused."""
 
     def __init__(self, cu: "_Cupti", obj: Any, order: list[tuple[str, int]]) -> None:
         firsts: dict[str, int] = {}
         for i, (name, _) in enumerate(order):
             firsts.setdefault(name, i)
         self.counted = sorted(firsts.values())  # range r holds launch counted[r]
-        self.wanted = set(self.counted)
+        self.names = [name.encode() for name, _ in order]
         self.cu = cu
-        self.push = _new(_PushRange, pRangeProfilerObject=obj)
+        # One push per wanted launch, each with a name of its own (ranges of one name are one
+        # range), built once and held while CUPTI may read them.
+        self.pushes = {k: _new(_PushRange, pRangeProfilerObject=obj, pRangeName=str(k).encode()) for k in self.counted}
         self.pop = _new(_Object, pRangeProfilerObject=obj)
-        self.seen = 0
-        self.error: str | None = None
+        self.seen = self.named = self.matched = 0
+        self.error: str | None = None    # a range call failed
+        self.differs: str | None = None  # a launch's kernel is not the timed step's
         self.local = threading.local()
         self.lock = threading.Lock()
         self.handle = _P()
-        self.callback = _CALLBACK(self._on_call)  # held: CUPTI calls it until unsubscribed
+        self.callback = _CALLBACK(self._on_call)
+        _HELD.append(self.callback)
 
     def subscribe(self) -> None:
         lib = self.cu.lib
@@ -139,30 +157,44 @@ class _FirstLaunches:
         if rc:
             raise CounterUnavailable(f"cuptiSubscribe failed ({rc}): another CUPTI subscriber holds the process")
         for domain, cbid in LAUNCH_CALLBACKS.values():
-            lib.cuptiEnableCallback(1, self.handle, domain, cbid)  # an id this CUPTI lacks: its launches go uncounted
+            lib.cuptiEnableCallback(1, self.handle, domain, cbid)  # an id this CUPTI lacks: its launches go unseen
 
     def unsubscribe(self) -> None:
         if self.handle.value:
             self.cu.lib.cuptiUnsubscribe.argtypes = [_P]
-            self.cu.lib.cuptiUnsubscribe(self.handle)
+            self.cu.lib.cuptiUnsubscribe(self.handle)  # failing, the callback stays held (_HELD)
             self.handle = _P()
+
+    def new_pass(self) -> None:
+        self.seen = self.named = self.matched = 0
 
     def _on_call(self, _user: Any, _domain: int, _cbid: int, data: Any) -> None:
         try:
             local = self.local
             depth = getattr(local, "depth", 0)
-            if C.cast(data, C.POINTER(C.c_int))[0] == API_ENTER:
+            call = C.cast(data, C.POINTER(_CallbackData)).contents
+            if call.callbackSite == API_ENTER:
                 local.depth = depth + 1
                 if depth:
-                    return
+                    return  # a call inside a launch call: the same launch
                 with self.lock:
                     k, self.seen = self.seen, self.seen + 1
-                if k in self.wanted:
-                    self.push.pRangeName = str(k).encode()  # ranges of one name are one range
-                    self.cu("cuptiRangeProfilerPushRange", self.push)
+                if k >= len(self.names):
+                    return  # more launches than timed: the pass refuses the step
+                symbol = call.symbolName
+                if symbol is not None:
+                    self.named += 1
+                    if symbol == self.names[k]:
+                        self.matched += 1
+                    elif self.differs is None:
+                        self.differs = (f"launch {k} ran {symbol.decode(errors='replace')[:80]} where the timed step ran "
+                                        f"{self.names[k].decode(errors='replace')[:80]}")
+                push = self.pushes.get(k)
+                if push is not None:
+                    self.cu("cuptiRangeProfilerPushRange", push)
                     local.open = True
             else:
-                local.depth = depth - 1
+                local.depth = max(0, depth - 1)  # an exit with no enter (a call open at subscribing): none
                 if depth == 1 and getattr(local, "open", False):
                     local.open = False
                     self.cu("cuptiRangeProfilerPopRange", self.pop)
@@ -200,6 +232,23 @@ class _LaunchesMissed(CounterUnavailable):
     """The launch callbacks did not see the step's launches: counted again with every launch a range."""
 
 
+def _check_pass(selector: _FirstLaunches, launches: int) -> None:
+    """After a pass of "first": a step that launched more kernels than timed, or ran another
+    kernel at some place, is refused; fewer launches seen, names that never match, or a range
+    call that failed may be the callbacks' limits: every launch is then a range (auto range)."""
+    if selector.seen > launches:
+        raise CounterUnavailable(f"the counted step launched {selector.seen} kernels where the timed step launched "
+                                 f"{launches}: the step does not repeat")
+    if selector.differs and selector.matched:
+        raise CounterUnavailable(f"the counted step does not repeat the timed one: {selector.differs}")
+    if selector.differs:  # no name matched: this CUPTI names kernels otherwise in its callbacks
+        raise _LaunchesMissed(f"the launch callbacks' kernel names are not the activity records' ({selector.differs})")
+    if selector.error:
+        raise _LaunchesMissed(f"a range around a launch failed: {selector.error}")
+    if selector.seen < launches:
+        raise _LaunchesMissed(f"the launch callbacks saw {selector.seen} launches of the {launches} timed")
+
+
 def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str],
                order: list[tuple[str, int]], device_index: int, ranges: str | None = None) -> dict[str, Any]:
     """Count ``metrics`` on the kernel launches of ``step`` on the current CUDA context, its
@@ -207,11 +256,14 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
     last timed step launched, in launch order. By default (``ranges`` "first") only the first
     launch of each kernel function is a range (launch callbacks push and pop it); "all" makes
     every launch one, and is what "first" falls back to where the callbacks cannot be had or
-    miss launches. Each range's thread blocks, counted too (``CTAS``), must be its launch's: a
-    step that launches other kernels, or another number of them, is refused. Returns
-    ``functions``: per mangled name, the counters of its first launch; with ``passes``,
-    ``launches``, ``ranges`` (how many were counted) and ``wall_s``. Raises CounterUnavailable
-    where CUPTI cannot count."""
+    miss launches (``ranges_fallback`` then says why). Each range's thread blocks, counted too
+    (``CTAS``), must be its launch's, and with "first" each launch's kernel name (where the
+    callback gives it) the timed one's: a step that launches other kernels, or another number of
+    them, is refused. Returns ``functions``: per mangled name, the counters of its first launch;
+    with ``passes``, ``launches``, ``ranges`` (how many were counted), ``range_mode`` ("first"
+    or "all"), ``named_launches`` (launches of the last pass whose names were checked),
+    ``uncounted`` (metrics asked for but not counted: durations in user ranges) and ``wall_s``.
+    Raises CounterUnavailable where CUPTI cannot count."""
     ranges = ranges or os.environ.get("PROFKIT_COUNT_RANGES") or "first"
     if ranges not in ("first", "all"):
         raise CounterUnavailable(f"unknown range choice {ranges!r} (first or all)")
@@ -284,23 +336,24 @@ def _count(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str]
         data = (C.c_uint8 * data_size)()
         cu("cuptiRangeProfilerCounterDataImageInitialize", _new(_DataInit, pRangeProfilerObject=obj,
                                                                 counterDataSize=data_size, pCounterData=C.cast(data, _P)))
-        cu("cuptiRangeProfilerSetConfig", _new(
-            _SetConfig, pRangeProfilerObject=obj, configSize=size, pConfig=C.cast(config, _P),
-            counterDataImageSize=data_size, pCounterDataImage=C.cast(data, _P),
-            range=USER_RANGE if selector else AUTO_RANGE, replayMode=USER_REPLAY, maxRangesPerPass=room,
-            numNestingLevels=1, minNestingLevel=1, passIndex=0, targetNestingLevel=1))
+        try:
+            cu("cuptiRangeProfilerSetConfig", _new(
+                _SetConfig, pRangeProfilerObject=obj, configSize=size, pConfig=C.cast(config, _P),
+                counterDataImageSize=data_size, pCounterDataImage=C.cast(data, _P),
+                range=USER_RANGE if selector else AUTO_RANGE, replayMode=USER_REPLAY, maxRangesPerPass=room,
+                numNestingLevels=1, minNestingLevel=1, passIndex=0, targetNestingLevel=1))
+        except CounterUnavailable as exc:
+            raise (_LaunchesMissed(str(exc)) if selector else exc) from None
         done = False
         for _ in range(MAX_PASSES):
             if selector:
-                selector.seen = 0
+                selector.new_pass()
             cu("cuptiRangeProfilerStart", _new(_Object, pRangeProfilerObject=obj))
             step()
             sync()
             done = bool(cu("cuptiRangeProfilerStop", _new(_Stop, pRangeProfilerObject=obj)).isAllPassSubmitted)
-            if selector and selector.error:
-                raise CounterUnavailable(f"a range around a launch failed: {selector.error}")
-            if selector and selector.seen != len(order):
-                raise _LaunchesMissed(f"the launch callbacks saw {selector.seen} launches of the {len(order)} timed")
+            if selector:
+                _check_pass(selector, len(order))
             if done:
                 break
         if not done:
@@ -326,7 +379,7 @@ def _count(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str]
                 functions[name] = {m: (int(v) if float(v).is_integer() else float(v)) for m, v in got.items()
                                    if m != CTAS or CTAS in wanted}
         return {"functions": functions, "passes": int(passes), "launches": len(order), "ranges": len(counted),
-                "uncounted": uncounted}
+                "range_mode": ranges, "named_launches": selector.named if selector else 0, "uncounted": uncounted}
     finally:
         if selector is not None:
             selector.unsubscribe()

@@ -641,7 +641,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     counters.counted = len(functions)
     capture = _timed_capture(job, times, functions, info, gpu_info)
     capture.tool_version = asked.result()
-    every = counted.get("ranges", counted["launches"]) == counted["launches"]
+    every = counted.get("range_mode", "all") == "all"
     plan: NcuPlan = {
         "launches": (("every launch of one more step, counted by CUPTI's Range Profiler in the run's process (one "
                       "range a launch" if every else

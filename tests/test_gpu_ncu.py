@@ -44,6 +44,9 @@ def test_run_resnet18_fp16_two_iterations(db):
     assert "ranges_fallback" not in plan
     folder = Path(str(db)).parent / "profkit-runs" / "r18"
     assert (folder / "kernel_counts.json").exists() and not (folder / "report.ncu-rep").exists()
+    # the launch callbacks named the launched kernels as the timed step's records do
+    counts = json.loads((folder / "kernel_counts.json").read_text())
+    assert counts["range_mode"] == "first" and 0 < counts["named_launches"] <= counts["launches"]
 
 
 @needs_gpu_ncu

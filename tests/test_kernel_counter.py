@@ -110,44 +110,107 @@ class _FakeCupti:
         return p
 
 
-def _call(selector, site):
-    """One launch call as CUPTI reports it: the enter callback, any call made inside it, the exit."""
-    data = C.c_int(site)
+def _call(selector, site, symbol=None):
+    """One callback as CUPTI makes it: its CUpti_CallbackData, the site and the kernel's name."""
+    data = kc._CallbackData(callbackSite=site, symbolName=symbol)
     selector.callback(None, kc.RUNTIME_API, 211, C.cast(C.pointer(data), C.c_void_p))
 
 
-def _launch(selector, nested=False):
-    _call(selector, kc.API_ENTER)
+def _launch(selector, nested=False, symbol=None):
+    _call(selector, kc.API_ENTER, symbol)
     if nested:  # the runtime's call through the driver's: the same launch
-        _call(selector, kc.API_ENTER)
-        _call(selector, 1)
-    _call(selector, 1)
+        _call(selector, kc.API_ENTER, symbol)
+        _call(selector, 1, symbol)
+    _call(selector, 1, symbol)
+
+
+ORDER = [("a", 1), ("b", 2), ("a", 1), ("c", 3), ("b", 2)]
 
 
 def test_the_callbacks_range_only_each_functions_first_launch_and_count_every_launch():
-    order = [("a", 1), ("b", 2), ("a", 1), ("c", 3), ("b", 2)]
     cu = _FakeCupti()
-    sel = kc._FirstLaunches(cu, None, order)  # type: ignore[arg-type]
+    sel = kc._FirstLaunches(cu, None, ORDER)  # type: ignore[arg-type]
     assert sel.counted == [0, 1, 3]
-    for i in range(len(order)):
-        _launch(sel, nested=i == 1)
+    for i, (name, _) in enumerate(ORDER):
+        _launch(sel, nested=i == 1, symbol=name.encode())
     assert cu.calls == ["push 0", "pop", "push 1", "pop", "push 3", "pop"]
-    assert sel.seen == len(order) and sel.error is None
+    assert (sel.seen, sel.named, sel.matched, sel.error, sel.differs) == (len(ORDER), 5, 5, None, None)
+    kc._check_pass(sel, len(ORDER))  # a pass that repeats the timed step
     # a launch call on another thread, while this thread's is open, is a launch of its own
     # (its range nests in this one: the thread-block check then refuses the step)
-    sel.seen, cu.calls = 0, []
+    sel.new_pass()
+    cu.calls = []
     _call(sel, kc.API_ENTER)
     worker = threading.Thread(target=_launch, args=(sel,))
     worker.start()
     worker.join()
     _call(sel, 1)
-    assert sel.seen == 2 and cu.calls == ["push 0", "push 1", "pop", "pop"]
+    assert sel.seen == 2 and sel.named == 0 and cu.calls == ["push 0", "push 1", "pop", "pop"]
+    # an exit with no enter (a call open when the callbacks were subscribed) counts nothing after
+    sel.new_pass()
+    cu.calls = []
+    _call(sel, 1)
+    _launch(sel)
+    assert sel.seen == 1 and cu.calls == ["push 0", "pop"]
 
 
-def test_a_failing_range_call_is_kept_for_the_pass_to_report():
+def _pass(symbols, order=ORDER):
+    sel = kc._FirstLaunches(_FakeCupti(), None, order)  # type: ignore[arg-type]
+    for symbol in symbols:
+        _launch(sel, symbol=symbol)
+    return sel
+
+
+def test_a_pass_that_does_not_repeat_the_timed_step_is_refused_or_counted_launch_by_launch():
+    names = [n.encode() for n, _ in ORDER]
+    # another kernel at one place (the names matched elsewhere): refused
+    other = names[:2] + [b"d"] + names[3:]
+    with pytest.raises(kc.CounterUnavailable) as caught:
+        kc._check_pass(_pass(other), len(ORDER))
+    assert not isinstance(caught.value, kc._LaunchesMissed) and "launch 2 ran d where the timed step ran a" in str(caught.value)
+    # more launches than timed: refused
+    with pytest.raises(kc.CounterUnavailable) as caught:
+        kc._check_pass(_pass(names + [b"a"]), len(ORDER))
+    assert not isinstance(caught.value, kc._LaunchesMissed) and "launched 6 kernels" in str(caught.value)
+    # fewer (a launch call the callbacks do not cover), or names never alike: every launch a range
+    for symbols, words in ((names[:4], "saw 4 launches of the 5"), ([b"_Z" + n for n in names], "names are not")):
+        with pytest.raises(kc._LaunchesMissed, match=words):
+            kc._check_pass(_pass(symbols), len(ORDER))
+    # a launch the callback does not name is counted, not checked
+    sel = _pass([None] * len(ORDER))
+    kc._check_pass(sel, len(ORDER))
+    assert sel.named == 0 and sel.seen == len(ORDER)
+
+
+def test_a_failing_range_call_has_every_launch_counted_instead():
     sel = kc._FirstLaunches(_FakeCupti(fail_on="cuptiRangeProfilerPushRange"), None, [("a", 1)])  # type: ignore[arg-type]
     _launch(sel)
     assert sel.error and "PushRange" in sel.error and sel.seen == 1
+    with pytest.raises(kc._LaunchesMissed, match="a range around a launch failed"):
+        kc._check_pass(sel, 1)
+
+
+def _cuda_include() -> Path | None:
+    """Headers with CUDA's compiler part (crt/), which cupti_callbacks.h includes and the wheels
+    do not carry: a CUDA toolkit's."""
+    for found in sorted(Path("/usr/local").glob("cuda*/include/crt/host_defines.h")):
+        if (found.parent.parent / "cupti_callbacks.h").exists():
+            return found.parent.parent
+    return None
+
+
+def test_the_callback_data_fields_are_at_cuptis_offsets(tmp_path):
+    include, cxx = _cuda_include(), shutil.which("g++")
+    if include is None or cxx is None:
+        pytest.skip("needs a CUDA toolkit's headers (cupti_callbacks.h and crt/) and g++")
+    fields = [f[0] for f in kc._CallbackData._fields_]
+    source = tmp_path / "cb.cpp"
+    source.write_text("#include <cstdio>\n#include <cstddef>\n#include <cupti_callbacks.h>\nint main() {\n" + "\n".join(
+        f'printf("{f} %zu\\n", offsetof(CUpti_CallbackData, {f}));' for f in fields) + "\nreturn 0;\n}\n")
+    exe = tmp_path / "cb"
+    subprocess.run([cxx, "-I", str(include), str(source), "-o", str(exe)], check=True, capture_output=True)
+    theirs = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert [f"{f} {getattr(kc._CallbackData, f).offset}" for f in fields] == theirs
 
 
 def test_counting_without_a_gpu_is_refused_in_words():
@@ -179,10 +242,8 @@ def test_the_harness_counts_only_a_step_that_holds_every_timed_function(tmp_path
 
     def count(step_kernels, functions, info):
         counts.unlink(missing_ok=True)
-        monkeypatch.setattr(harness, "_STEP_KERNELS", step_kernels)
-        monkeypatch.setattr(harness, "_TIMED_FUNCTIONS", functions)
         harness._count(job, lambda: None, lambda: None, info, type("T", (), {"cuda": type("C", (), {
-            "current_device": staticmethod(lambda: 0)})}))
+            "current_device": staticmethod(lambda: 0)})}), harness.StepLaunches(step_kernels, functions))
         return json.loads(counts.read_text()) if counts.exists() else None
 
     info: dict = {"kernel_timer_error": "CUPTI unavailable"}
