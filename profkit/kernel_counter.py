@@ -81,7 +81,7 @@ AUTO_RANGE = 1      # CUpti_ProfilerRange: one range per kernel launch
 USER_RANGE = 2      # CUpti_ProfilerRange: a range from push to pop
 USER_REPLAY = 3     # CUpti_ProfilerReplayMode: the caller runs the work once per pass
 MAX_PASSES = 64     # a counter set no chip takes in fewer is refused, not looped on
-MAX_LAUNCHES = 4096  # a step's launches counted here at most: the profiler's start and stop grow with them
+MAX_RANGES = 4096  # ranges counted here at most (functions, or launches in auto range): the profiler's cost grows with them
 CTAS = "sm__ctas_launched.sum"  # thread blocks a launch ran: checked against the timed launch's grid
 TIMES = "gpu__time_duration"    # duration counters: not taken in user ranges (see _count)
 
@@ -267,13 +267,18 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
     ranges = ranges or os.environ.get("PROFKIT_COUNT_RANGES") or "first"
     if ranges not in ("first", "all"):
         raise CounterUnavailable(f"unknown range choice {ranges!r} (first or all)")
-    if len(order) > MAX_LAUNCHES:
-        raise CounterUnavailable(f"the step launches {len(order)} kernels, more than {MAX_LAUNCHES} counted in "
-                                 "the run's process (the counter data grows with them)")
+    functions = len({name for name, _ in order})
+    if functions > MAX_RANGES or (ranges == "all" and len(order) > MAX_RANGES):
+        what = f"{functions} kernel functions" if functions > MAX_RANGES else f"{len(order)} kernels"
+        raise CounterUnavailable(f"the step launches {what}, more than the {MAX_RANGES} ranges counted in the run's "
+                                 "process (the counter data grows with them)")
     began = time.perf_counter()
     try:
         counts = _count(step, sync, metrics, order, device_index, ranges)
     except _LaunchesMissed as exc:
+        if len(order) > MAX_RANGES:
+            raise CounterUnavailable(f"{exc}, and its {len(order)} launches are more than the {MAX_RANGES} ranges "
+                                     "counted with every launch a range") from None
         counts = _count(step, sync, metrics, order, device_index, "all")
         counts["ranges_fallback"] = str(exc)
     counts["wall_s"] = round(time.perf_counter() - began, 3)

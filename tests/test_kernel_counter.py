@@ -213,6 +213,20 @@ def test_the_callback_data_fields_are_at_cuptis_offsets(tmp_path):
     assert [f"{f} {getattr(kc._CallbackData, f).offset}" for f in fields] == theirs
 
 
+def test_a_step_of_many_launches_is_counted_by_its_functions():
+    """The limit is on the ranges counted: a step of more launches than that, of few functions,
+    is still counted (here it goes on to find no GPU); with every launch a range it is refused."""
+    order = [(f"k{i % 3}", 1) for i in range(kc.MAX_RANGES + 10)]
+    with pytest.raises(kc.CounterUnavailable) as caught:
+        kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], order, 0, ranges="first")
+    assert "ranges counted" not in str(caught.value)
+    with pytest.raises(kc.CounterUnavailable, match=f"launches {kc.MAX_RANGES + 10} kernels, more than the"):
+        kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], order, 0, ranges="all")
+    many = [(f"k{i}", 1) for i in range(kc.MAX_RANGES + 1)]
+    with pytest.raises(kc.CounterUnavailable, match=f"launches {kc.MAX_RANGES + 1} kernel functions"):
+        kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], many, 0)
+
+
 def test_counting_without_a_gpu_is_refused_in_words():
     with pytest.raises(kc.CounterUnavailable) as caught:
         kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], [], 0)
