@@ -480,8 +480,6 @@ def _release_gpu_lock() -> None:
         handle.close()
 
 
-# The last measured step's kernels (mangled name, thread blocks) and every measured step's
-# kernel functions, for the counted step (``_count``).
 class StepLaunches(NamedTuple):
     """What the kernel timer saw launched: ``last``, the last measured iteration's kernels in
     launch order (mangled name, thread blocks in the grid), which name the counted step's
@@ -489,8 +487,6 @@ class StepLaunches(NamedTuple):
 
     last: list[tuple[str, int]]
     functions: set[str]
-
-
 
 
 def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], info: HarnessInfo, torch: Any,

@@ -601,9 +601,9 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     launch of the measured iterations, then counts ``metrics`` on the first launch of each kernel
     function in one more step through CUPTI's Range Profiler (``profkit.kernel_counter``: the
     same counters ncu reads, the step run once per pass); each function's verdict is its first
-    launch's there. None where
-    the harness could not count (CUPTI too old, counters not permitted, a step that does not
-    repeat): the note says why, and ncu counts in a process of its own instead."""
+    launch's there. None where the harness could not count (CUPTI too old, counters not
+    permitted, a step that does not repeat): the note says why, and ncu counts in a process of
+    its own instead."""
     from .parse.ncu_plan import Counted
     from .names import demangle, short_name
 
