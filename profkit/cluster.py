@@ -16,12 +16,14 @@ logs) as its result arrives. Without Dask installed, the jobs run one after anot
 
 from __future__ import annotations
 
+import fcntl
 import io
 import logging
 import os
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tarfile
 import tempfile
@@ -43,6 +45,10 @@ if TYPE_CHECKING:
     from distributed.security import Security
 
 INSTALL_HINT = "pip install 'profkit[cluster]'"
+# In the environment of every Python process a sweep starts: the current folder is not put on
+# its path (Python 3.11's -P), so a `torch.py`, `sqlite_utils.py` or `profkit/` there is never
+# imported in its place.
+SAFE_PATH = {"PYTHONSAFEPATH": "1"}
 
 
 @dataclass(frozen=True)
@@ -197,8 +203,10 @@ def run_job(request: JobRequest) -> JobOutcome:
     try:
         job_file = folder / "job.json"
         JobFile(request.workload, request.options, str(folder / "job.db"), str(folder / OUTCOME)).write(job_file)
-        argv = [sys.executable, "-m", "profkit.sweep_job", str(job_file)]
-        with runner.Background(argv, folder / "job.log") as child:  # it dies with this process (its lifeline)
+        # The current folder (the worker's, the sweep's) is on the path of no process of the job:
+        # `-P` for this one, PYTHONSAFEPATH for all it starts (its profiler, harness, ranks).
+        argv = [sys.executable, "-P", "-m", "profkit.sweep_job", str(job_file)]
+        with runner.Background(argv, folder / "job.log", env=SAFE_PATH) as child:  # it dies with this process
             (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
             done = child.wait()
         status, error, kind = read_outcome(folder / OUTCOME, done.returncode, done.tail)
@@ -320,17 +328,20 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
         on_note: Callable[[str], None] | None = None) -> SweepResult:
     """Run a checked sweep and store every job's outcome as it arrives. ``address``: a Dask
     scheduler to hand the jobs to (its workers must each see one GPU and offer the resource
-    ``GPU=1``); without it a local cluster with one worker per GPU (``workers`` for the CPU,
-    default 2). Without Dask installed the jobs run one after another here. Jobs run here
-    keep their temporary folders beside the database, removed at the end whatever happens."""
+    ``GPU=1``); without it a local cluster with
+    one worker per GPU (``workers`` for the CPU, default 2). Without Dask installed the jobs run
+    one after another here. Jobs run here keep their temporary folders (and the local cluster its
+    scratch) in a folder of this sweep's own beside the database, removed at the end whatever
+    happens; one a killed sweep left is removed by the next sweep (:func:`remove_dead_scratch`)."""
     note = on_note or (lambda text: None)
     started = time.perf_counter()
     out = SweepResult(results=list(sweep.skipped))
     total = len(sweep.jobs)
-    scratch = None
+    scratch, held = None, -1
     try:
+        remove_dead_scratch(store.runs_base())
         if not address:  # this sweep's own folder (a second sweep beside the same database has another)
-            scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=store.runs_base()))
+            scratch, held = own_scratch(store.runs_base())
         dask = _dask()
         if dask is None:
             if address:
@@ -345,7 +356,7 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
                 if on_result:
                     on_result(res, i, total)
             return out
-        with _client(dask, address, workers, sweep.device) as (client, engine, per_gpu):
+        with _client(dask, address, workers, sweep.device, scratch) as (client, engine, per_gpu):
             out.engine = engine
             futures = {client.submit(run_job, _request(req, path, scratch), pure=False,
                                      key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
@@ -375,10 +386,93 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
         if scratch is not None:
             _wait_for_jobs(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
+            os.close(held)  # its lock, once the folder is gone
 
 
 JOB_PID = "job.pid"  # in a local job's folder: its job process (profkit.sweep_job)
 JOB_END_S = 15       # how long an interrupted sweep waits for its jobs to stop their profilers (then kills them)
+SCRATCH = ".sweep-"  # a sweep's own folder beside the database: <db stem>-runs/.sweep-XXXXXXXX/
+
+
+def own_scratch(base: Path) -> tuple[Path, int]:
+    """A folder of this sweep's own in ``base`` (``.sweep-*``, mode 0700, made now) and its lock:
+    an open descriptor of the folder, locked (``flock``) until this process closes it or dies,
+    which tells every other sweep that the folder is in use. A folder that another sweep's
+    :func:`remove_dead_scratch` took in the instant between its making and its locking is not
+    used: another is made."""
+    for _ in range(100):
+        try:
+            path = Path(tempfile.mkdtemp(prefix=SCRATCH, dir=base))
+        except OSError as exc:
+            raise StoreError(f"cannot make the sweep's folder in {base}: {exc.strerror or exc}",
+                             "Check the folder's permissions and the free disk space.") from None
+        held = _lock_scratch(path)
+        if held is not None:
+            return path, held
+    raise StoreError(f"cannot lock a folder of the sweep's own in {base}", "Check what else removes folders there.")
+
+
+def _lock_scratch(path: Path) -> int | None:
+    """``path``'s lock taken (an open descriptor of the folder), or None: it is not a folder of
+    this user's (a link, a file, another user's), it is locked (its sweep is alive), or it was
+    removed or replaced meanwhile (the descriptor's folder is no longer the one at ``path``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held, now = os.fstat(fd), os.lstat(path)
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino) and held.st_uid == os.geteuid():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def remove_dead_scratch(base: Path) -> list[Path]:
+    """Remove the folders that sweeps killed beside this database left in ``base`` (SIGKILL, the
+    OOM killer: they could not remove them), and return them. Only a sweep's folder proven dead
+    goes: a ``.sweep-*`` folder (not a link) of this user's whose lock this process can take (no
+    live sweep holds it) and whose jobs are gone (a job of a killed sweep still stopping keeps it
+    until the next sweep); never on a pid check alone."""
+    removed: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith(SCRATCH)]
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        path = Path(entry.path)
+        held = _lock_scratch(path)
+        if held is None:
+            continue
+        try:
+            if not _job_pids(path, alive=True):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        finally:
+            os.close(held)
+    return removed
+
+
+def _job_pids(scratch: Path, alive: bool = False) -> list[int]:
+    """The job processes recorded in a sweep's folder (those still running, with ``alive``)."""
+    pids = []
+    for f in scratch.glob(f"*/{JOB_PID}"):
+        try:
+            pid = int(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if 0 < pid < 2**31:
+            pids.append(pid)
+    return [p for p in pids if runner.alive(p)] if alive else pids
 
 
 def _wait_for_jobs(scratch: Path) -> None:
@@ -387,12 +481,7 @@ def _wait_for_jobs(scratch: Path) -> None:
     ends within seconds (SIGKILL for its profiler's group after runner.GRACE_S); one still
     there after JOB_END_S is killed. The sweep ends after them, so it leaves nothing running
     and never removes a folder a job still writes in."""
-    pids = []
-    for f in scratch.glob(f"*/{JOB_PID}"):
-        try:
-            pids.append(int(f.read_text()))
-        except (OSError, ValueError):
-            continue
+    pids = _job_pids(scratch)
     deadline = time.monotonic() + JOB_END_S
     while pids and time.monotonic() < deadline:
         pids = [p for p in pids if runner.alive(p)]
@@ -473,14 +562,20 @@ def _connect(dask: Any, address: str) -> Any:
 
 
 class _client:
-    """A Dask client: to ``address``, or to a local cluster of one single-threaded worker
-    process per GPU (each seeing only its own), or ``workers`` of them for the CPU."""
+    """A Dask client: to ``address``, or to a local cluster of one
+    single-threaded worker process per GPU (each seeing only its own), or ``workers`` of them
+    for the CPU, its scratch in a folder of its own made in ``scratch`` (the sweep's folder;
+    None: the temporary folder)."""
 
-    def __init__(self, dask: Any, address: str | None, workers: int | None, device: str):
+    def __init__(self, dask: Any, address: str | None, workers: int | None, device: str,
+                 scratch: Path | None = None):
         self.dask, self.address, self.workers, self.device = dask, address, workers, device
+        self.scratch = scratch
         self.cluster: Any = None
         self.client: Any = None
         self._config: Any = None
+        self._local: Path | None = None
+        self._safe_path: str | None = None
 
     def __enter__(self) -> tuple[Any, str, bool]:
         dask = self.dask
@@ -507,11 +602,29 @@ class _client:
         security = self._security()
         from dask import config as dask_config
 
+        # Dask puts a server's scratch folder first on its path (the scheduler's in this process,
+        # the nannies' here too, each worker's in its own) and, given none, uses
+        # <tmp>/dask-scratch-space, or dask-scratch-space-<uid>, wherever it can write: a folder
+        # another user of the machine may have made, with Python in it. The cluster's scratch
+        # is a folder of its own (mode 0700, made now), for every server and for what reads
+        # Dask's temporary-directory. Its workers start (Dask runs `python -c ...`) with the
+        # current folder off their path: PYTHONSAFEPATH, which Dask sets in this process's
+        # environment before it starts each worker (given back in __exit__).
+        try:
+            self._local = Path(tempfile.mkdtemp(prefix="dask-scratch-space-", dir=self.scratch))
+        except OSError as exc:
+            raise StoreError(f"cannot make the local cluster's scratch folder: {exc.strerror or exc}",
+                             "Check the free disk space.") from None
+        self._safe_path = os.environ.get("PYTHONSAFEPATH")
+        os.environ.update(SAFE_PATH)
         self._config = dask_config.set({"distributed.scheduler.http.routes": [],
-                                          "distributed.worker.http.routes": []})
+                                          "distributed.worker.http.routes": [],
+                                          "temporary-directory": str(self._local),
+                                          **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in SAFE_PATH.items()}})
         self._config.__enter__()
         common: dict[str, Any] = {"host": "127.0.0.1", "protocol": "tls://", "security": security,
-                                  "dashboard": False, "preload": [__name__]}  # dask_setup above
+                                  "dashboard": False, "preload": [__name__],  # dask_setup above
+                                  "local_directory": str(self._local)}
         specs = {}
         for i in range(count):
             # The Nanny's worker process (Dask starts it): multicast off, and the sweep's lifeline.
@@ -552,6 +665,14 @@ class _client:
         finally:
             if self._config is not None:
                 self._config.__exit__(None, None, None)
+            if self._local is not None:  # its folders off this process's path, and gone
+                local = str(self._local)
+                sys.path[:] = [p for p in sys.path if p != local and not p.startswith(local + os.sep)]
+                shutil.rmtree(local, ignore_errors=True)
+                if self._safe_path is None:
+                    os.environ.pop("PYTHONSAFEPATH", None)
+                else:
+                    os.environ["PYTHONSAFEPATH"] = self._safe_path
 
 
 def iter_rows(result: SweepResult) -> Iterator[dict[str, Any]]:
