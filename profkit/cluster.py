@@ -324,11 +324,11 @@ def _dask() -> Any | None:
 
 
 def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: int | None = None,
-        on_result: Callable[[JobResult, int, int], None] | None = None,
+        security: Security | None = None, on_result: Callable[[JobResult, int, int], None] | None = None,
         on_note: Callable[[str], None] | None = None) -> SweepResult:
     """Run a checked sweep and store every job's outcome as it arrives. ``address``: a Dask
     scheduler to hand the jobs to (its workers must each see one GPU and offer the resource
-    ``GPU=1``); without it a local cluster with
+    ``GPU=1``), reached with ``security`` (:func:`tls_security`); without it a local cluster with
     one worker per GPU (``workers`` for the CPU, default 2). Without Dask installed the jobs run
     one after another here. Jobs run here keep their temporary folders (and the local cluster its
     scratch) in a folder of this sweep's own beside the database, removed at the end whatever
@@ -356,7 +356,7 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
                 if on_result:
                     on_result(res, i, total)
             return out
-        with _client(dask, address, workers, sweep.device, scratch) as (client, engine, per_gpu):
+        with _client(dask, address, workers, sweep.device, scratch, security) as (client, engine, per_gpu):
             out.engine = engine
             futures = {client.submit(run_job, _request(req, path, scratch), pure=False,
                                      key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
@@ -530,9 +530,92 @@ def _drop(signum: int, frame: object) -> None:
 
 
 CONNECT_S = 10  # how long a scheduler has to answer
+TLS_CONFIG = "distributed.comm.tls"  # Dask's own settings of a client's TLS files (ca-file, client.cert, client.key)
+TLS_FILE_MAX = 1 << 20  # a PEM file of a CA bundle, a certificate or a key is far smaller
 
 
-def _connect(dask: Any, address: str) -> Any:
+def tls_security(address: str | None, tls_ca_file: str | os.PathLike[str] | None = None,
+                 tls_cert: str | os.PathLike[str] | None = None,
+                 tls_key: str | os.PathLike[str] | None = None) -> Security | None:
+    """What reaches the scheduler at a ``tls://`` ``address``: the CA file, certificate and key
+    given (the files of ``dask worker``'s ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``),
+    each one not given read from Dask's own configuration (``distributed.comm.tls.ca-file``,
+    ``.client.cert``, ``.client.key``: ~/.config/dask, DASK_* variables), as every Dask client
+    reads them. Checked now, before anything runs: a TLS address with no CA or certificate, a
+    file that cannot be read or is not PEM, a certificate without its key, or TLS files with an
+    address that is not TLS, is one line. None where Dask's defaults apply (a plain address, or
+    a TLS one with Dask's ``distributed.client.security-loader`` and no files given)."""
+    given = {k: os.fspath(v) for k, v in (("tls_ca_file", tls_ca_file), ("tls_cert", tls_cert),
+                                           ("tls_key", tls_key)) if v is not None}
+    tls = bool(address) and str(address).startswith("tls://")
+    if given and not tls:
+        first = next(iter(given))
+        raise UsageError(f"`{first}` is for a scheduler `address` tls://...; " +
+                         (f"`address` is {address}" if address else "the local cluster makes its own certificates"),
+                         "Give a tls:// `address`, or leave out the TLS files.")
+    if not tls:
+        return None
+    from dask import config as dask_config
+    from distributed.security import Security
+
+    if not given and dask_config.get("distributed.client.security-loader", None):
+        return None  # Dask's own loader gives the client its settings
+    # (distributed leaves Security unannotated: Any here)
+    dask_names = {"tls_ca_file": "tls_ca_file", "tls_cert": "tls_client_cert", "tls_key": "tls_client_key"}
+    security: Any = cast(Any, Security)(**{dask_names[k]: v for k, v in given.items()})  # the others: Dask's config
+    config_keys = {"tls_ca_file": f"{TLS_CONFIG}.ca-file", "tls_cert": f"{TLS_CONFIG}.client.cert",
+                   "tls_key": f"{TLS_CONFIG}.client.key"}
+    hint = (f"Give `tls_ca_file`, `tls_cert` and `tls_key` (the cluster's CA, and a certificate and key it signed, "
+            f"as dask worker takes them), or set Dask's {', '.join(config_keys.values())}.")
+    values: dict[str, str | None] = {"tls_ca_file": security.tls_ca_file, "tls_cert": security.tls_client_cert,
+                                     "tls_key": security.tls_client_key}
+    if not values["tls_ca_file"] or not values["tls_cert"]:
+        raise UsageError(f"`address` {address} is a TLS scheduler, and no CA file or certificate was given", hint)
+    hint = "Give the cluster's CA, and a certificate and key it signed, as PEM files."
+
+    def named(what: str) -> str:
+        return f"`{what}` {values[what]}" if what in given else f"{values[what]} (Dask's {config_keys[what]})"
+
+    # Each file read here first, so that a missing, unreadable or wrong one is named (the ssl
+    # module's own errors name no file); Dask's configuration may hold the PEM text itself.
+    texts = {what: value if "\n" in value else _pem_file(value, named(what), hint)
+             for what, value in values.items() if value is not None}
+    if "-----BEGIN CERTIFICATE-----" not in texts["tls_ca_file"]:
+        raise UsageError(f"the TLS CA file {named('tls_ca_file')} holds no PEM certificate", hint)
+    if "-----BEGIN CERTIFICATE-----" not in texts["tls_cert"]:
+        raise UsageError(f"the TLS certificate {named('tls_cert')} is not a PEM certificate", hint)
+    if values["tls_key"] is None and "PRIVATE KEY-----" not in texts["tls_cert"]:
+        raise UsageError(f"the TLS certificate {named('tls_cert')} holds no private key, and no `tls_key` was given",
+                         hint)
+    if values["tls_key"] is not None and "PRIVATE KEY-----" not in texts["tls_key"]:
+        raise UsageError(f"the TLS key {named('tls_key')} is not a PEM private key", hint)
+    try:
+        security.get_connection_args("client")  # the files read as Dask reads them
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            raise UsageError(f"the TLS key {named('tls_key' if values['tls_key'] else 'tls_cert')} is not the key of "
+                             f"the certificate {named('tls_cert')}", hint) from None
+        raise UsageError(f"the TLS files do not make a client's settings ({exc})", hint) from None
+    return cast(Security, security)
+
+
+def _pem_file(path: str, named: str, hint: str) -> str:
+    """The text of the PEM file at ``path``: a regular file (never a pipe or a device, which
+    could block or never end) that can be read, of at most TLS_FILE_MAX bytes; else one line
+    naming it (``named``)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UsageError(f"the TLS file {named} is not a file", hint)
+            data = f.read(TLS_FILE_MAX + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read the TLS file {named}: {exc.strerror or exc}", hint) from None
+    if len(data) > TLS_FILE_MAX:
+        raise UsageError(f"the TLS file {named} is larger than a PEM file ({TLS_FILE_MAX >> 20} MiB)", hint)
+    return data.decode("ascii", errors="replace")
+
+
+def _connect(dask: Any, address: str, security: Security | None = None) -> Any:
     """A client of the Dask scheduler at ``address``, or one line saying it did not answer. The
     connection is made on a thread of its own and waited for: a service at that address that
     takes the connection but never speaks Dask's protocol would hold Dask's handshake (and its
@@ -543,7 +626,7 @@ def _connect(dask: Any, address: str) -> Any:
 
     def connect() -> None:
         try:
-            box["client"] = dask.Client(address, timeout=f"{CONNECT_S}s")
+            box["client"] = dask.Client(address, timeout=f"{CONNECT_S}s", security=security)
         except BaseException as exc:  # handed to the waiting thread
             box["error"] = exc
 
@@ -551,6 +634,8 @@ def _connect(dask: Any, address: str) -> Any:
     thread.start()
     thread.join(CONNECT_S + 5)
     hint = "Check the address, or leave out `address` to use this machine's GPUs."
+    if address.startswith("tls://"):
+        hint = "Check the address, and that the scheduler trusts the CA that signed the certificate given."
     if thread.is_alive():
         raise UsageError(f"nothing at {address} answered as a Dask scheduler within {CONNECT_S + 5} s", hint)
     error = box.get("error")
@@ -562,15 +647,15 @@ def _connect(dask: Any, address: str) -> Any:
 
 
 class _client:
-    """A Dask client: to ``address``, or to a local cluster of one
+    """A Dask client: to ``address`` (with ``security``), or to a local cluster of one
     single-threaded worker process per GPU (each seeing only its own), or ``workers`` of them
     for the CPU, its scratch in a folder of its own made in ``scratch`` (the sweep's folder;
     None: the temporary folder)."""
 
     def __init__(self, dask: Any, address: str | None, workers: int | None, device: str,
-                 scratch: Path | None = None):
+                 scratch: Path | None = None, security: Security | None = None):
         self.dask, self.address, self.workers, self.device = dask, address, workers, device
-        self.scratch = scratch
+        self.scratch, self.security = scratch, security
         self.cluster: Any = None
         self.client: Any = None
         self._config: Any = None
@@ -580,7 +665,7 @@ class _client:
     def __enter__(self) -> tuple[Any, str, bool]:
         dask = self.dask
         if self.address:
-            self.client = _connect(dask, self.address)
+            self.client = _connect(dask, self.address, self.security)
             per_gpu = self.device == "cuda"
             workers = self.client.scheduler_info().get("workers", {}).values()
             if per_gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):

@@ -1,7 +1,8 @@
-"""A sweep runs no stranger's code and leaves nothing behind (issue 34, items 1, 2 and 14),
+"""A sweep runs no stranger's code and leaves nothing behind (issue 34, items 1, 2, 13 and 14),
 tested with real sweeps and real processes: Python planted by another local user (uid 65534) in
 Dask's default scratch folder of the temporary folder, or in the current folder, is never
-imported by the sweep, its workers or its jobs; and the folder of a SIGKILLed sweep is removed by the
+imported by the sweep, its workers or its jobs; a TLS scheduler given by `--address tls://...`
+is reached with the user's certificates; and the folder of a SIGKILLed sweep is removed by the
 next sweep, never one still in use or not this user's own."""
 
 from __future__ import annotations
@@ -232,6 +233,182 @@ def test_the_sweeps_own_environment_is_given_back(tmp_path):
     with cluster._client(distributed, None, 1, "cpu", tmp_path):
         assert os.environ.get("PYTHONSAFEPATH") == "1"
     assert os.environ.get("PYTHONSAFEPATH") == before
+
+
+# --------------------------------------------------------------------------- item 13: TLS scheduler
+def _certificates(out: Path) -> None:
+    """A CA, and a certificate and key it signed for the scheduler, a worker and a client
+    (EC P-256, valid for 127.0.0.1), as a Dask cluster's administrator would make them."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    valid = (now - datetime.timedelta(days=1), now + datetime.timedelta(days=2))
+
+    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    for ca_name_text in ("ca", "other-ca"):
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name_text)])
+        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+              .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+              .sign(ca_key, hashes.SHA256()))
+        (out / f"{ca_name_text}.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        for who in ("scheduler", "worker", "client"):
+            key = ec.generate_private_key(ec.SECP256R1())
+            cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, who)]))
+                    .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                    .not_valid_before(valid[0]).not_valid_after(valid[1])
+                    .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                   critical=False)
+                    .sign(ca_key, hashes.SHA256()))
+            prefix = "" if ca_name_text == "ca" else "other-"
+            (out / f"{prefix}{who}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+            (out / f"{prefix}{who}.key").write_bytes(pem_key(key))
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory):
+    """A real Dask scheduler and worker speaking TLS on 127.0.0.1 (`dask scheduler` and `dask
+    worker`, as a cluster's administrator starts them), with certificates made for them."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("cryptography")
+    certs = tmp_path_factory.mktemp("certs")
+    _certificates(certs)
+    sched_file = certs / "scheduler.json"
+    procs = []
+
+    def tls(who: str) -> list[str]:
+        return ["--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / f"{who}.pem"),
+                "--tls-key", str(certs / f"{who}.key")]
+
+    try:
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                       "--port", "0", "--protocol", "tls", "--no-dashboard", "--scheduler-file",
+                                       str(sched_file), *tls("scheduler")], cwd=certs, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)
+        address = json.loads(sched_file.read_text())["address"]
+        assert address.startswith("tls://127.0.0.1:")
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                       "--no-dashboard", "--host", "127.0.0.1", *tls("worker")], cwd=certs,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        import distributed
+        from distributed.security import Security
+
+        security = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "client.pem"),
+                            tls_client_key=str(certs / "client.key"), require_encryption=True)
+        with distributed.Client(address, security=security, timeout="30s") as client:
+            client.wait_for_workers(1, timeout=60)
+        yield address, certs
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p.wait()
+
+
+def _tls_args(certs: Path, who: str = "client", ca: str = "ca.pem") -> list[str]:
+    return ["--tls-ca-file", str(certs / ca), "--tls-cert", str(certs / f"{who}.pem"), "--tls-key",
+            str(certs / f"{who}.key")]
+
+
+@needs_torch
+def test_a_sweep_on_a_tls_scheduler_with_the_users_certificates(tmp_path, tls_cluster):
+    """`--address tls://...` with `--tls-ca-file`, `--tls-cert` and `--tls-key` (the flags `dask
+    worker` and `dask scheduler` take): the sweep connects, its job runs on the cluster's worker
+    and is stored."""
+    address, certs = tls_cluster
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, *_tls_args(certs), "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["engine"] == f"dask ({address})"
+    assert [j["status"] for j in out["jobs"]] == ["ok"]
+    assert _runs(db) == [("tiny_classifier-fp32-eager-cpu", "ok")]
+
+
+@needs_torch
+def test_a_tls_scheduler_with_certificates_from_dasks_own_config(tmp_path, tls_cluster):
+    """Without the flags, the files come from Dask's own configuration (`distributed.comm.tls.ca-file`,
+    `distributed.comm.tls.client.cert` and `.key`, in ~/.config/dask or DASK_* variables), as
+    every Dask client reads them."""
+    import dask
+
+    address, certs = tls_cluster
+    db = tmp_path / "s.db"
+    with dask.config.set({"distributed.comm.tls.ca-file": str(certs / "ca.pem"),
+                          "distributed.comm.tls.client.cert": str(certs / "client.pem"),
+                          "distributed.comm.tls.client.key": str(certs / "client.key")}):
+        r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db)
+    assert r.exit_code == 0, r.output
+    assert _runs(db) == [("tiny_classifier-fp32-eager-cpu", "ok")]
+
+
+def test_a_tls_scheduler_without_certificates_is_one_line(tmp_path, tls_cluster):
+    address, certs = tls_cluster
+    db = tmp_path / "s.db"
+    one_line_error(cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db),
+                   f"--address {address} is a TLS scheduler, and no CA file or certificate was given", 2)
+    r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db)
+    assert "--tls-ca-file" in r.stderr and "distributed.comm.tls" in r.stderr
+    assert not db.exists()
+
+
+BAD_TLS = {  # what is wrong -> (arguments, message)
+    "missing CA file": (lambda c: ["--tls-ca-file", str(c / "nosuch.pem"), "--tls-cert", str(c / "client.pem"),
+                                   "--tls-key", str(c / "client.key")], "nosuch.pem"),
+    "key that is no key": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem"),
+                                      "--tls-key", str(c / "ca.pem")], "--tls-key"),
+    "certificate not PEM": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "scheduler.json"),
+                                       "--tls-key", str(c / "client.key")], "--tls-cert"),
+    "certificate without its key": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem")],
+                                    "holds no private key, and no --tls-key was given"),
+    "key of another certificate": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem"),
+                                              "--tls-key", str(c / "worker.key")], "is not the key of the certificate"),
+    "a pipe": (lambda c: ["--tls-ca-file", "/dev/zero", "--tls-cert", str(c / "client.pem"), "--tls-key",
+                          str(c / "client.key")], "/dev/zero is not a file"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TLS))
+def test_bad_tls_files_are_one_line_before_anything_is_stored(tmp_path, tls_cluster, case):
+    address, certs = tls_cluster
+    args, message = BAD_TLS[case]
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, *args(certs), db=db)
+    one_line_error(r, message, 2)
+    assert not db.exists()
+
+
+def test_a_certificate_the_scheduler_does_not_trust_is_one_line(tmp_path, tls_cluster):
+    address, certs = tls_cluster
+    db = tmp_path / "s.db"
+    r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, *_tls_args(certs, "other-client", "other-ca.pem"),
+            db=db)
+    one_line_error(r, f"no Dask scheduler answered at {address}", 2)
+    assert not db.exists() or _runs(db) == []
+
+
+def test_tls_files_without_a_tls_address_are_one_line(tmp_path):
+    pytest.importorskip("distributed")
+    for extra in (["--address", "tcp://127.0.0.1:1"], []):
+        one_line_error(cli("sweep", "--workloads", TINY, *CPU, "--tls-ca-file", str(tmp_path / "ca.pem"), *extra,
+                           db=tmp_path / "s.db"), "--tls-ca-file", 2)
+    assert not (tmp_path / "s.db").exists()
 
 
 # ------------------------------------------------------------- item 14: a SIGKILLed sweep's folder
