@@ -285,6 +285,7 @@ def tls_cluster(tmp_path_factory):
     _certificates(certs)
     sched_file = certs / "scheduler.json"
     procs = []
+    env = {**os.environ, "DASK_TEMPORARY_DIRECTORY": str(certs)}  # their scratch: not /tmp's
 
     def tls(who: str) -> list[str]:
         return ["--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / f"{who}.pem"),
@@ -293,7 +294,7 @@ def tls_cluster(tmp_path_factory):
     try:
         procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                        "--port", "0", "--protocol", "tls", "--no-dashboard", "--scheduler-file",
-                                       str(sched_file), *tls("scheduler")], cwd=certs, stdout=subprocess.DEVNULL,
+                                       str(sched_file), *tls("scheduler")], cwd=certs, env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True))
         deadline = time.monotonic() + 60
         while not sched_file.exists() and time.monotonic() < deadline:
@@ -302,7 +303,7 @@ def tls_cluster(tmp_path_factory):
         address = json.loads(sched_file.read_text())["address"]
         assert address.startswith("tls://127.0.0.1:")
         procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                       "--no-dashboard", "--host", "127.0.0.1", *tls("worker")], cwd=certs,
+                                       "--no-dashboard", "--host", "127.0.0.1", *tls("worker")], cwd=certs, env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         import distributed
         from distributed.security import Security
