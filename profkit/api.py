@@ -592,6 +592,9 @@ def sweep(
     tools: str | Sequence[str] = ("auto",),
     address: str | None = None,
     workers: int | None = None,
+    tls_ca_file: str | os.PathLike[str] | None = None,
+    tls_cert: str | os.PathLike[str] | None = None,
+    tls_key: str | os.PathLike[str] | None = None,
     db: Database | str | os.PathLike[str] | None = None,
     on_result: Callable[[Any, int, int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
@@ -599,7 +602,8 @@ def sweep(
 ) -> "SweepResult":
     """Profile every cell of ``workloads`` x ``precisions`` x ``modes`` x ``tools`` (one
     :func:`profile` each) on Dask: a local cluster with one worker per GPU, or the scheduler at
-    ``address``; without Dask installed, one after another here. ``options`` are every job's:
+    ``address`` (a ``tls://`` one reached with ``tls_ca_file``, ``tls_cert`` and ``tls_key``, else
+    with Dask's own TLS settings); without Dask installed, one after another here. ``options`` are every job's:
     :func:`profile`'s, but ``precision``, ``mode``, ``tool`` and ``name`` (the matrix and the
     sweep set those) and ``nproc_per_node`` (a job is one process on one GPU); each goes to
     the cells it applies to (``compile_mode`` to the compile cells, ``metrics`` to the ncu
@@ -607,7 +611,7 @@ def sweep(
     a failed run with its error and logs, and the others go on. Cells a workload does not
     support are skipped (in the result, with why). ``on_result(result, done, total)`` is
     called as each job ends. Returns a :class:`profkit.cluster.SweepResult`."""
-    from .cluster import INSTALL_HINT, _dask, plan, run, skip_auto_twins
+    from .cluster import INSTALL_HINT, _dask, plan, run, skip_auto_twins, tls_security
     from .errors import require_int
 
     if workers is not None:
@@ -618,6 +622,7 @@ def sweep(
     if address and _dask() is None:
         raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
                          f"Install it: {INSTALL_HINT}")
+    security = tls_security(address, tls_ca_file, tls_cert, tls_key)
     checked = plan(workloads, precisions, modes, tools, options)
     if address is None:  # the jobs run on this machine: its GPUs and tools, checked first
         from .gpu import count
@@ -628,4 +633,5 @@ def sweep(
                              "Use `device` cpu, or give a scheduler `address`.")
         tools_chosen = [plan_run(req).tool for _, req, _ in checked.jobs]
         skip_auto_twins(checked, tools_chosen)
-    return run(_writable(db).store, checked, address=address, workers=workers, on_result=on_result, on_note=on_note)
+    return run(_writable(db).store, checked, address=address, workers=workers, security=security, on_result=on_result,
+               on_note=on_note)

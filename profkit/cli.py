@@ -114,7 +114,8 @@ class _Stages:
 FLAGS = {
     **{f.name: cli_of(f).flags[0] for f in fields(RunOptions)},
     **{p: "--" + p.replace("_", "-") for p in ("db", "top", "limit", "match", "modes", "precisions", "output", "vs",
-                                              "workloads", "tools", "address", "workers")},
+                                              "workloads", "tools", "address", "workers", "tls_ca_file", "tls_cert",
+                                              "tls_key")},
     "threshold_pct": "--threshold",
 }
 
@@ -970,14 +971,18 @@ def doctor(fmt: Format, db: Optional[Path]) -> None:
 @option("--precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
 @option("--modes", default="eager", help="Comma-separated modes: eager, torchscript, compile.")
 @option("--tools", default="auto", help="Comma-separated tools: auto, ncu, nsys, torch.")
-@option("--address", help="A Dask scheduler (tcp://host:8786) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)
+@option("--address", help="A Dask scheduler (tls://host:8786, or tcp://) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)
+@option("--tls-ca-file", help="For a tls:// --address: the cluster's CA certificate(s), PEM (default: Dask's distributed.comm.tls.ca-file).", show_default=False)
+@option("--tls-cert", help="For a tls:// --address: this client's certificate, PEM (default: Dask's distributed.comm.tls.client.cert).", show_default=False)
+@option("--tls-key", help="For a tls:// --address: this client's private key, PEM (default: Dask's distributed.comm.tls.client.key, or in --tls-cert).", show_default=False)
 @option("--workers", type=int, help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False)
 @run_options("sweep")
 @fmt_option
 @db_option
 @handles_errors
-def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Optional[str], workers: Optional[int],
-          options: dict[str, Any], fmt: Format, db: Optional[Path]) -> None:
+def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Optional[str], tls_ca_file: Optional[str],
+          tls_cert: Optional[str], tls_key: Optional[str], workers: Optional[int], options: dict[str, Any], fmt: Format,
+          db: Optional[Path]) -> None:
     """Profile a matrix of workloads x precisions x modes x tools, one profiled run per cell, on
     every local GPU at once (or a Dask cluster); every run lands in one database as it finishes.
     A failed job is stored with its error and logs and the others go on (exit 1 at the end)."""
@@ -991,7 +996,8 @@ def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Opti
         _err(render.sweep_progress(res, i, total, flag))
 
     result = do_sweep(workloads, precisions=precisions, modes=modes, tools=tools, address=address, workers=workers,
-                      db=db or _state["db"], on_result=on_result, on_note=on_note, **options)
+                      tls_ca_file=tls_ca_file, tls_cert=tls_cert, tls_key=tls_key, db=db or _state["db"],
+                      on_result=on_result, on_note=on_note, **options)
     render.sweep(result, fmt.value, flag)
     if result.failed():
         _exit(1)

@@ -16,12 +16,14 @@ logs) as its result arrives. Without Dask installed, the jobs run one after anot
 
 from __future__ import annotations
 
+import fcntl
 import io
 import logging
 import os
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tarfile
 import tempfile
@@ -43,6 +45,10 @@ if TYPE_CHECKING:
     from distributed.security import Security
 
 INSTALL_HINT = "pip install 'profkit[cluster]'"
+# In the environment of every Python process a sweep starts: the current folder is not put on
+# its path (Python 3.11's -P), so a `torch.py`, `sqlite_utils.py` or `profkit/` there is never
+# imported in its place.
+SAFE_PATH = {"PYTHONSAFEPATH": "1"}
 
 
 @dataclass(frozen=True)
@@ -197,8 +203,10 @@ def run_job(request: JobRequest) -> JobOutcome:
     try:
         job_file = folder / "job.json"
         JobFile(request.workload, request.options, str(folder / "job.db"), str(folder / OUTCOME)).write(job_file)
-        argv = [sys.executable, "-m", "profkit.sweep_job", str(job_file)]
-        with runner.Background(argv, folder / "job.log") as child:  # it dies with this process (its lifeline)
+        # The current folder (the worker's, the sweep's) is on the path of no process of the job:
+        # `-P` for this one, PYTHONSAFEPATH for all it starts (its profiler, harness, ranks).
+        argv = [sys.executable, "-P", "-m", "profkit.sweep_job", str(job_file)]
+        with runner.Background(argv, folder / "job.log", env=SAFE_PATH) as child:  # it dies with this process
             (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
             done = child.wait()
         status, error, kind = read_outcome(folder / OUTCOME, done.returncode, done.tail)
@@ -316,21 +324,24 @@ def _dask() -> Any | None:
 
 
 def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: int | None = None,
-        on_result: Callable[[JobResult, int, int], None] | None = None,
+        security: Security | None = None, on_result: Callable[[JobResult, int, int], None] | None = None,
         on_note: Callable[[str], None] | None = None) -> SweepResult:
     """Run a checked sweep and store every job's outcome as it arrives. ``address``: a Dask
     scheduler to hand the jobs to (its workers must each see one GPU and offer the resource
-    ``GPU=1``); without it a local cluster with one worker per GPU (``workers`` for the CPU,
-    default 2). Without Dask installed the jobs run one after another here. Jobs run here
-    keep their temporary folders beside the database, removed at the end whatever happens."""
+    ``GPU=1``), reached with ``security`` (:func:`tls_security`); without it a local cluster with
+    one worker per GPU (``workers`` for the CPU, default 2). Without Dask installed the jobs run
+    one after another here. Jobs run here keep their temporary folders (and the local cluster its
+    scratch) in a folder of this sweep's own beside the database, removed at the end whatever
+    happens; one a killed sweep left is removed by the next sweep (:func:`remove_dead_scratch`)."""
     note = on_note or (lambda text: None)
     started = time.perf_counter()
     out = SweepResult(results=list(sweep.skipped))
     total = len(sweep.jobs)
-    scratch = None
+    scratch, held = None, -1
     try:
+        remove_dead_scratch(store.runs_base())
         if not address:  # this sweep's own folder (a second sweep beside the same database has another)
-            scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=store.runs_base()))
+            scratch, held = own_scratch(store.runs_base())
         dask = _dask()
         if dask is None:
             if address:
@@ -345,7 +356,7 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
                 if on_result:
                     on_result(res, i, total)
             return out
-        with _client(dask, address, workers, sweep.device) as (client, engine, per_gpu):
+        with _client(dask, address, workers, sweep.device, scratch, security) as (client, engine, per_gpu):
             out.engine = engine
             futures = {client.submit(run_job, _request(req, path, scratch), pure=False,
                                      key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
@@ -375,10 +386,93 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
         if scratch is not None:
             _wait_for_jobs(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
+            os.close(held)  # its lock, once the folder is gone
 
 
 JOB_PID = "job.pid"  # in a local job's folder: its job process (profkit.sweep_job)
 JOB_END_S = 15       # how long an interrupted sweep waits for its jobs to stop their profilers (then kills them)
+SCRATCH = ".sweep-"  # a sweep's own folder beside the database: <db stem>-runs/.sweep-XXXXXXXX/
+
+
+def own_scratch(base: Path) -> tuple[Path, int]:
+    """A folder of this sweep's own in ``base`` (``.sweep-*``, mode 0700, made now) and its lock:
+    an open descriptor of the folder, locked (``flock``) until this process closes it or dies,
+    which tells every other sweep that the folder is in use. A folder that another sweep's
+    :func:`remove_dead_scratch` took in the instant between its making and its locking is not
+    used: another is made."""
+    for _ in range(100):
+        try:
+            path = Path(tempfile.mkdtemp(prefix=SCRATCH, dir=base))
+        except OSError as exc:
+            raise StoreError(f"cannot make the sweep's folder in {base}: {exc.strerror or exc}",
+                             "Check the folder's permissions and the free disk space.") from None
+        held = _lock_scratch(path)
+        if held is not None:
+            return path, held
+    raise StoreError(f"cannot lock a folder of the sweep's own in {base}", "Check what else removes folders there.")
+
+
+def _lock_scratch(path: Path) -> int | None:
+    """``path``'s lock taken (an open descriptor of the folder), or None: it is not a folder of
+    this user's (a link, a file, another user's), it is locked (its sweep is alive), or it was
+    removed or replaced meanwhile (the descriptor's folder is no longer the one at ``path``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held, now = os.fstat(fd), os.lstat(path)
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino) and held.st_uid == os.geteuid():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def remove_dead_scratch(base: Path) -> list[Path]:
+    """Remove the folders that sweeps killed beside this database left in ``base`` (SIGKILL, the
+    OOM killer: they could not remove them), and return them. Only a sweep's folder proven dead
+    goes: a ``.sweep-*`` folder (not a link) of this user's whose lock this process can take (no
+    live sweep holds it) and whose jobs are gone (a job of a killed sweep still stopping keeps it
+    until the next sweep); never on a pid check alone."""
+    removed: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith(SCRATCH)]
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        path = Path(entry.path)
+        held = _lock_scratch(path)
+        if held is None:
+            continue
+        try:
+            if not _job_pids(path, alive=True):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        finally:
+            os.close(held)
+    return removed
+
+
+def _job_pids(scratch: Path, alive: bool = False) -> list[int]:
+    """The job processes recorded in a sweep's folder (those still running, with ``alive``)."""
+    pids = []
+    for f in scratch.glob(f"*/{JOB_PID}"):
+        try:
+            pid = int(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if 0 < pid < 2**31:
+            pids.append(pid)
+    return [p for p in pids if runner.alive(p)] if alive else pids
 
 
 def _wait_for_jobs(scratch: Path) -> None:
@@ -387,12 +481,7 @@ def _wait_for_jobs(scratch: Path) -> None:
     ends within seconds (SIGKILL for its profiler's group after runner.GRACE_S); one still
     there after JOB_END_S is killed. The sweep ends after them, so it leaves nothing running
     and never removes a folder a job still writes in."""
-    pids = []
-    for f in scratch.glob(f"*/{JOB_PID}"):
-        try:
-            pids.append(int(f.read_text()))
-        except (OSError, ValueError):
-            continue
+    pids = _job_pids(scratch)
     deadline = time.monotonic() + JOB_END_S
     while pids and time.monotonic() < deadline:
         pids = [p for p in pids if runner.alive(p)]
@@ -441,9 +530,92 @@ def _drop(signum: int, frame: object) -> None:
 
 
 CONNECT_S = 10  # how long a scheduler has to answer
+TLS_CONFIG = "distributed.comm.tls"  # Dask's own settings of a client's TLS files (ca-file, client.cert, client.key)
+TLS_FILE_MAX = 1 << 20  # a PEM file of a CA bundle, a certificate or a key is far smaller
 
 
-def _connect(dask: Any, address: str) -> Any:
+def tls_security(address: str | None, tls_ca_file: str | os.PathLike[str] | None = None,
+                 tls_cert: str | os.PathLike[str] | None = None,
+                 tls_key: str | os.PathLike[str] | None = None) -> Security | None:
+    """What reaches the scheduler at a ``tls://`` ``address``: the CA file, certificate and key
+    given (the files of ``dask worker``'s ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``),
+    each one not given read from Dask's own configuration (``distributed.comm.tls.ca-file``,
+    ``.client.cert``, ``.client.key``: ~/.config/dask, DASK_* variables), as every Dask client
+    reads them. Checked now, before anything runs: a TLS address with no CA or certificate, a
+    file that cannot be read or is not PEM, a certificate without its key, or TLS files with an
+    address that is not TLS, is one line. None where Dask's defaults apply (a plain address, or
+    a TLS one with Dask's ``distributed.client.security-loader`` and no files given)."""
+    given = {k: os.fspath(v) for k, v in (("tls_ca_file", tls_ca_file), ("tls_cert", tls_cert),
+                                           ("tls_key", tls_key)) if v is not None}
+    tls = bool(address) and str(address).startswith("tls://")
+    if given and not tls:
+        first = next(iter(given))
+        raise UsageError(f"`{first}` is for a scheduler `address` tls://...; " +
+                         (f"`address` is {address}" if address else "the local cluster makes its own certificates"),
+                         "Give a tls:// `address`, or leave out the TLS files.")
+    if not tls:
+        return None
+    from dask import config as dask_config
+    from distributed.security import Security
+
+    if not given and dask_config.get("distributed.client.security-loader", None):
+        return None  # Dask's own loader gives the client its settings
+    # (distributed leaves Security unannotated: Any here)
+    dask_names = {"tls_ca_file": "tls_ca_file", "tls_cert": "tls_client_cert", "tls_key": "tls_client_key"}
+    security: Any = cast(Any, Security)(**{dask_names[k]: v for k, v in given.items()})  # the others: Dask's config
+    config_keys = {"tls_ca_file": f"{TLS_CONFIG}.ca-file", "tls_cert": f"{TLS_CONFIG}.client.cert",
+                   "tls_key": f"{TLS_CONFIG}.client.key"}
+    hint = (f"Give `tls_ca_file`, `tls_cert` and `tls_key` (the cluster's CA, and a certificate and key it signed, "
+            f"as dask worker takes them), or set Dask's {', '.join(config_keys.values())}.")
+    values: dict[str, str | None] = {"tls_ca_file": security.tls_ca_file, "tls_cert": security.tls_client_cert,
+                                     "tls_key": security.tls_client_key}
+    if not values["tls_ca_file"] or not values["tls_cert"]:
+        raise UsageError(f"`address` {address} is a TLS scheduler, and no CA file or certificate was given", hint)
+    hint = "Give the cluster's CA, and a certificate and key it signed, as PEM files."
+
+    def named(what: str) -> str:
+        return f"`{what}` {values[what]}" if what in given else f"{values[what]} (Dask's {config_keys[what]})"
+
+    # Each file read here first, so that a missing, unreadable or wrong one is named (the ssl
+    # module's own errors name no file); Dask's configuration may hold the PEM text itself.
+    texts = {what: value if "\n" in value else _pem_file(value, named(what), hint)
+             for what, value in values.items() if value is not None}
+    if "-----BEGIN CERTIFICATE-----" not in texts["tls_ca_file"]:
+        raise UsageError(f"the TLS CA file {named('tls_ca_file')} holds no PEM certificate", hint)
+    if "-----BEGIN CERTIFICATE-----" not in texts["tls_cert"]:
+        raise UsageError(f"the TLS certificate {named('tls_cert')} is not a PEM certificate", hint)
+    if values["tls_key"] is None and "PRIVATE KEY-----" not in texts["tls_cert"]:
+        raise UsageError(f"the TLS certificate {named('tls_cert')} holds no private key, and no `tls_key` was given",
+                         hint)
+    if values["tls_key"] is not None and "PRIVATE KEY-----" not in texts["tls_key"]:
+        raise UsageError(f"the TLS key {named('tls_key')} is not a PEM private key", hint)
+    try:
+        security.get_connection_args("client")  # the files read as Dask reads them
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            raise UsageError(f"the TLS key {named('tls_key' if values['tls_key'] else 'tls_cert')} is not the key of "
+                             f"the certificate {named('tls_cert')}", hint) from None
+        raise UsageError(f"the TLS files do not make a client's settings ({exc})", hint) from None
+    return cast(Security, security)
+
+
+def _pem_file(path: str, named: str, hint: str) -> str:
+    """The text of the PEM file at ``path``: a regular file (never a pipe or a device, which
+    could block or never end) that can be read, of at most TLS_FILE_MAX bytes; else one line
+    naming it (``named``)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UsageError(f"the TLS file {named} is not a file", hint)
+            data = f.read(TLS_FILE_MAX + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read the TLS file {named}: {exc.strerror or exc}", hint) from None
+    if len(data) > TLS_FILE_MAX:
+        raise UsageError(f"the TLS file {named} is larger than a PEM file ({TLS_FILE_MAX >> 20} MiB)", hint)
+    return data.decode("ascii", errors="replace")
+
+
+def _connect(dask: Any, address: str, security: Security | None = None) -> Any:
     """A client of the Dask scheduler at ``address``, or one line saying it did not answer. The
     connection is made on a thread of its own and waited for: a service at that address that
     takes the connection but never speaks Dask's protocol would hold Dask's handshake (and its
@@ -454,7 +626,7 @@ def _connect(dask: Any, address: str) -> Any:
 
     def connect() -> None:
         try:
-            box["client"] = dask.Client(address, timeout=f"{CONNECT_S}s")
+            box["client"] = dask.Client(address, timeout=f"{CONNECT_S}s", security=security)
         except BaseException as exc:  # handed to the waiting thread
             box["error"] = exc
 
@@ -462,6 +634,8 @@ def _connect(dask: Any, address: str) -> Any:
     thread.start()
     thread.join(CONNECT_S + 5)
     hint = "Check the address, or leave out `address` to use this machine's GPUs."
+    if address.startswith("tls://"):
+        hint = "Check the address, and that the scheduler trusts the CA that signed the certificate given."
     if thread.is_alive():
         raise UsageError(f"nothing at {address} answered as a Dask scheduler within {CONNECT_S + 5} s", hint)
     error = box.get("error")
@@ -473,19 +647,25 @@ def _connect(dask: Any, address: str) -> Any:
 
 
 class _client:
-    """A Dask client: to ``address``, or to a local cluster of one single-threaded worker
-    process per GPU (each seeing only its own), or ``workers`` of them for the CPU."""
+    """A Dask client: to ``address`` (with ``security``), or to a local cluster of one
+    single-threaded worker process per GPU (each seeing only its own), or ``workers`` of them
+    for the CPU, its scratch in a folder of its own made in ``scratch`` (the sweep's folder;
+    None: the temporary folder)."""
 
-    def __init__(self, dask: Any, address: str | None, workers: int | None, device: str):
+    def __init__(self, dask: Any, address: str | None, workers: int | None, device: str,
+                 scratch: Path | None = None, security: Security | None = None):
         self.dask, self.address, self.workers, self.device = dask, address, workers, device
+        self.scratch, self.security = scratch, security
         self.cluster: Any = None
         self.client: Any = None
         self._config: Any = None
+        self._local: Path | None = None
+        self._safe_path: str | None = None
 
     def __enter__(self) -> tuple[Any, str, bool]:
         dask = self.dask
         if self.address:
-            self.client = _connect(dask, self.address)
+            self.client = _connect(dask, self.address, self.security)
             per_gpu = self.device == "cuda"
             workers = self.client.scheduler_info().get("workers", {}).values()
             if per_gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
@@ -507,11 +687,29 @@ class _client:
         security = self._security()
         from dask import config as dask_config
 
+        # Dask puts a server's scratch folder first on its path (the scheduler's in this process,
+        # the nannies' here too, each worker's in its own) and, given none, uses
+        # <tmp>/dask-scratch-space, or dask-scratch-space-<uid>, wherever it can write: a folder
+        # another user of the machine may have made, with Python in it. The cluster's scratch
+        # is a folder of its own (mode 0700, made now), for every server and for what reads
+        # Dask's temporary-directory. Its workers start (Dask runs `python -c ...`) with the
+        # current folder off their path: PYTHONSAFEPATH, which Dask sets in this process's
+        # environment before it starts each worker (given back in __exit__).
+        try:
+            self._local = Path(tempfile.mkdtemp(prefix="dask-scratch-space-", dir=self.scratch))
+        except OSError as exc:
+            raise StoreError(f"cannot make the local cluster's scratch folder: {exc.strerror or exc}",
+                             "Check the free disk space.") from None
+        self._safe_path = os.environ.get("PYTHONSAFEPATH")
+        os.environ.update(SAFE_PATH)
         self._config = dask_config.set({"distributed.scheduler.http.routes": [],
-                                          "distributed.worker.http.routes": []})
+                                          "distributed.worker.http.routes": [],
+                                          "temporary-directory": str(self._local),
+                                          **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in SAFE_PATH.items()}})
         self._config.__enter__()
         common: dict[str, Any] = {"host": "127.0.0.1", "protocol": "tls://", "security": security,
-                                  "dashboard": False, "preload": [__name__]}  # dask_setup above
+                                  "dashboard": False, "preload": [__name__],  # dask_setup above
+                                  "local_directory": str(self._local)}
         specs = {}
         for i in range(count):
             # The Nanny's worker process (Dask starts it): multicast off, and the sweep's lifeline.
@@ -552,6 +750,14 @@ class _client:
         finally:
             if self._config is not None:
                 self._config.__exit__(None, None, None)
+            if self._local is not None:  # its folders off this process's path, and gone
+                local = str(self._local)
+                sys.path[:] = [p for p in sys.path if p != local and not p.startswith(local + os.sep)]
+                shutil.rmtree(local, ignore_errors=True)
+                if self._safe_path is None:
+                    os.environ.pop("PYTHONSAFEPATH", None)
+                else:
+                    os.environ["PYTHONSAFEPATH"] = self._safe_path
 
 
 def iter_rows(result: SweepResult) -> Iterator[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""One job of a sweep, in a process of its own: ``python -m profkit.sweep_job JOB.json``.
+"""One job of a sweep, in a process of its own: ``python -P -m profkit.sweep_job JOB.json``.
 
 A sweep's worker (``profkit.cluster.run_job``) writes the job file (the workload, its
 :class:`~profkit.options.RunOptions`, the job's own database and where to write the outcome)

@@ -47,6 +47,8 @@ NEW_OPTIONS |= {f"check {p}" for p in ("run_ref", "config", "min_coverage", "no_
 NEW_OPTIONS |= {f"{c} wide" for c in ("runs", "kernels", "summary", "ranges", "diff", "compare", "bench")}
 # Issue 25: --fresh-counters on every profiling command (tests/test_counters.py checks the plan it changes).
 NEW_OPTIONS |= {f"{c} fresh_counters" for c in ("run", "compare", "sweep")}
+# Issue 34: a tls:// scheduler's files for `sweep --address` (tests/test_sweep_security.py checks them).
+NEW_OPTIONS |= {f"sweep {p}" for p in ("tls_ca_file", "tls_cert", "tls_key")}
 # A choice added since the recording (issue 23): --match module, listed in the messages too.
 NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 # Defaults changed since the recording, on purpose (issue 24: one default --match, family, for
