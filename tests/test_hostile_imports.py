@@ -55,6 +55,225 @@ RECURSIVE_VIEW = f"""
     create view {KERNEL} as with recursive r(n) as (select 0 union all select n + 1 from r) select K0.* from K0, r;"""
 
 
+# ------------------------------------------------------------------ item 6: tables that are no tables
+def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
+    """It grew a temporary file to 9.6 GB in 10 minutes. A real process, so that the code of
+    before (which never ends) is killed when the test gives up on it."""
+    path = _at(tmp_path, RECURSIVE_VIEW)
+    db = tmp_path / "p.db"
+    t0 = time.monotonic()
+    p = subprocess.Popen([*PROFKIT, "--db", str(db), "import", str(path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert time.monotonic() - t0 < 20
+    assert p.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"profkit: error: edited.sqlite: {KERNEL} is a view, not a plain table"), err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("statements, message", [
+    ("alter table StringIds rename to S0; create view StringIds as select * from S0;", "StringIds is a view"),
+    ("alter table META_DATA_EXPORT rename to M0; create view META_DATA_EXPORT as select * from M0;",
+     "META_DATA_EXPORT is a view"),
+    ("alter table NVTX_EVENTS rename to N0; create view NVTX_EVENTS as select * from N0;", "NVTX_EVENTS is a view"),
+    ("alter table TARGET_INFO_GPU rename to G0; create view TARGET_INFO_GPU as select * from G0;",
+     "TARGET_INFO_GPU is a view"),
+    ("alter table CUPTI_ACTIVITY_KIND_MEMCPY rename to C0; create view CUPTI_ACTIVITY_KIND_MEMCPY as select * from C0;",
+     "CUPTI_ACTIVITY_KIND_MEMCPY is a view"),
+    ("alter table CUPTI_ACTIVITY_KIND_RUNTIME rename to R0; create view cupti_activity_kind_runtime as select * from R0;",
+     "cupti_activity_kind_runtime is a view"),  # SQL names are the same in any case
+    ("alter table StringIds rename to S0; create virtual table StringIds using fts5(id, value);"
+     "insert into StringIds select id, value from S0;", "StringIds is a virtual table"),
+    ("alter table StringIds rename to S0; create table StringIds (id integer primary key, value text, "
+     "big as (printf('%.*c', 100000000, 'x')));  insert into StringIds (id, value) select id, value from S0;",
+     "StringIds is a table with generated columns"),
+], ids=["stringids", "meta", "nvtx", "gpu", "memcpy", "runtime-lower-case", "virtual", "generated"])
+def test_a_table_read_that_is_a_view_or_virtual_is_refused(seeded, tmp_path, statements, message):
+    if "fts5" in statements:
+        try:
+            sqlite3.connect(":memory:").execute("create virtual table t using fts5(x)")
+        except sqlite3.OperationalError:
+            pytest.skip("this SQLite has no FTS5")
+    refused(seeded, _at(tmp_path, statements), f"edited.sqlite: {message}, not a plain table as nsys writes it")
+
+
+def _big_export(tmp: Path, copies: int) -> Path:
+    """The real export with its kernels (and their launch calls) repeated ``copies`` times more,
+    later each time: a legal export whose import runs statements of seconds."""
+    path = nsys_edit(tmp)
+    con = sqlite3.connect(path)
+    span = con.execute(f"select max(end) - min(start) + 1000 from (select start, end from {KERNEL} "
+                       "union all select start, end from CUPTI_ACTIVITY_KIND_RUNTIME)").fetchone()[0]
+    step = con.execute("select max(correlationId) + 1 from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    n = con.execute(f"select max(rowid) from {KERNEL}").fetchone()[0]
+    con.execute(f"create temp table c as with recursive r(k) as (select 1 union all select k + 1 from r "
+                f"where k < {copies}) select k from r")
+    moved = {"start": f"x.start + c.k * {span}", "end": f"x.end + c.k * {span}",
+             "correlationId": f"x.correlationId + c.k * {step}"}
+    for table, which in ((KERNEL, f"x.rowid <= {n}"),
+                         ("CUPTI_ACTIVITY_KIND_RUNTIME",
+                          f"x.correlationId in (select correlationId from {KERNEL} where rowid <= {n})")):
+        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
+        con.execute(f"insert into {table} ({', '.join(cols)}) select {', '.join(moved.get(c, 'x.' + c) for c in cols)} "
+                    f"from temp.c c, {table} x where {which}")
+    con.commit()
+    con.close()
+    return path
+
+
+def test_sigterm_cuts_a_long_import_statement_short(tmp_path):
+    """SIGTERM while the import copies a million GPU operations in one statement (seconds of
+    work): profkit ends within moments (the statement abandoned, its transaction rolled back),
+    with its usual line and status, and the database holds nothing of the import."""
+    path = _big_export(tmp_path, copies=1200)
+    db = tmp_path / "p.db"
+    p = subprocess.Popen([*PROFKIT, "--db", str(db), "import", str(path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "PROFKIT_TIMINGS": "1"})
+    try:
+        # The stage before the copy of every operation into the import's working table.
+        for line in p.stderr:  # type: ignore[union-attr]
+            if line.startswith("profkit: launch calls:"):
+                break
+        else:
+            raise AssertionError(f"the import never reached its copy: {p.communicate()}")
+        time.sleep(0.5)  # into the statement (seconds long), past the Python lines before it
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "profkit: terminated (SIGTERM)" and "Traceback" not in err, err
+    assert took < 1.5, took
+    con = sqlite3.connect(db)
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    assert con.execute("select count(*) from runs").fetchone()[0] == 0
+    assert con.execute("select count(*) from kernel_rows").fetchone()[0] == 0
+    con.close()
+    assert cli("runs", db=db).exit_code == 0
+
+
+def test_ctrl_c_cuts_a_long_statement_of_the_export_short(tmp_path, monkeypatch):
+    """In a notebook (Python's own SIGINT handler), Ctrl-C during one of the export's own
+    statements: a KeyboardInterrupt within moments. The kernel table takes seconds to read here
+    (a view that counts to ten million first, let through by turning its refusal off), and the
+    first statement that reads it returns nothing to Python until it is done."""
+    from profkit.parse import nsys_export
+
+    monkeypatch.setattr(nsys_export.NsysExport, "_check_plain", lambda self, found: None, raising=False)
+    path = _at(tmp_path, f"""
+        alter table {KERNEL} rename to K0;
+        create view {KERNEL} as select * from K0 where (with recursive r(n) as (select 0 union all
+            select n + 1 from r where n < 10000000) select count(*) from r) > 0;""")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            list(load(path).rows)
+        took = time.monotonic() - t0
+    finally:
+        timer.cancel()
+    assert took < 3.0, took
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as it was
+
+
+# ------------------------------------------------------------------ item 14: a name id StringIds lacks
+@pytest.mark.parametrize("column", ["demangledName", "shortName"])
+def test_a_kernel_name_id_missing_from_string_ids_is_refused(seeded, tmp_path, column):
+    path = nsys_edit(tmp_path, f"delete from StringIds where id = (select {column} from {KERNEL} where rowid = 7)")
+    missing = sqlite3.connect(path).execute(f"select {column} from {KERNEL} where rowid = 7").fetchone()[0]
+    message = f"edited.sqlite: {KERNEL} has {column} = {missing}, an id StringIds does not hold"
+    refused(seeded, path, message)
+    with pytest.raises(BadExport, match=message):  # the streamed reader too
+        list(load(path).rows)
+
+
+# ------------------------------------------------------------------ item 11: what the messages name
+def test_duplicate_string_ids_are_named_as_such(seeded, tmp_path):
+    """Was "the database is damaged or unreadable (UNIQUE constraint failed: nm.key, nm.sn)"."""
+    path = _at(tmp_path, f"""
+        create table S2 as select * from StringIds;
+        insert into S2 select * from StringIds where id = (select demangledName from {KERNEL} limit 1);
+        drop table StringIds; alter table S2 rename to StringIds;""")
+    refused(seeded, path, "edited.sqlite: the export's StringIds has duplicate ids")
+
+
+def test_an_empty_capture_names_its_file(tmp_path):
+    path = nsys_edit(tmp_path, f"delete from {KERNEL}", "delete from CUPTI_ACTIVITY_KIND_MEMCPY",
+                     "delete from CUPTI_ACTIVITY_KIND_MEMSET")
+    one_line_error(cli("import", path, db=tmp_path / "p.db"),
+                   "edited.sqlite: the capture holds no kernel launches and no CPU operator calls")
+    with pytest.raises(EmptyCapture, match="edited.sqlite: "):
+        profkit.open_db(tmp_path / "q.db").import_file(path)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 700 kB file system (tmpfs; needs root): room for a database, not for an unpacked export."""
+    where = tmp_path / "small"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_gzip_import_on_a_full_disk_blames_the_disk(small_disk):
+    """Was "nsys_resnet18_train_amp.sqlite.gz is not a readable gzip file: [Errno 28] ...": the
+    gzip file is fine, the disk the database's runs folder is on is full."""
+    db = small_disk / "p.db"
+    r = cli("import", TRAIN, db=db)
+    one_line_error(r, f"cannot decompress {TRAIN.name} into {small_disk / 'p-runs'}")
+    assert "No space left on device" in r.stderr and f"The disk holding {small_disk / 'p-runs'}" in r.stderr
+    assert "not a readable gzip" not in r.stderr
+    assert not list((small_disk / "p-runs").iterdir())  # the run's folder, and its half-written copy, gone
+    assert cli_json("runs", db=db) == []
+
+
+def test_a_gzip_unpacked_into_a_full_temporary_folder_says_so(tmp_path, monkeypatch):
+    """The library's ``load`` of a gzipped export with no folder given unpacks into a temporary
+    one: a full disk there (ENOSPC injected) is said so, with TMPDIR as the way out."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    real = os.fdopen
+
+    def full(fd, *a, **k):
+        f = real(fd, *a, **k)
+
+        class Full:
+            def __getattr__(self, name):
+                return getattr(f, name)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                f.close()
+
+            def write(self, data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        return Full()
+
+    monkeypatch.setattr(os, "fdopen", full)
+    with pytest.raises(StoreError, match=r"cannot decompress nsys_resnet18_fp16\.sqlite\.gz into the temporary "
+                                         r"folder .*: No space left on device\. The disk holding .* is full .*TMPDIR"):
+        gunzip(NSYS)
+    assert not list(tmp_path.glob("profkit-*/*"))  # no half-written copy left
+
+
 # ------------------------------------------------------------------ item 10: Kineto held to the others' checks
 def _kernel_edit(key: str, value):
     def edit(trace: dict) -> None:
