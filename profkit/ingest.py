@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .classify import classified
-from .errors import ProfkitWarning
+from .errors import EmptyCapture, ProfkitWarning
 from .parse import detect, load
 from .parse.formats import run_name
 from .parse.nsys_export import stage
@@ -21,6 +21,7 @@ from .parse.schema import Capture, KernelRow
 from .records import RunInfo, RunRecord
 from .store import Store
 from .options import check_run_name
+from .processes import stoppable
 from .store.database import RunFields
 from .version import __version__
 
@@ -65,14 +66,21 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, 
         info["metric_units"] = capture.metric_units
     info["profkit_version"] = __version__
     row["info"] = RunInfo.from_dict(info)  # the keys in the order merged: the run's first
-    return store.fill_run(reserved, classified(capture), row)
+    with stoppable():  # a stop signal cuts a long statement of the import short
+        return store.fill_run(reserved, classified(capture), row)
 
 
 def import_file(store: Store, path: str | Path, name: str | None = None) -> RunRecord:
     """Import one export as a new run. The run's name is reserved first (so that concurrent
     imports never collide); if the import fails or is interrupted nothing of it stays. A file
-    imported before makes a new run all the same, with a ProfkitWarning saying so."""
-    path = Path(path).expanduser()
+    imported before makes a new run all the same, with a ProfkitWarning saying so. Ctrl-C or
+    a stop signal ends it within moments, even inside a long SQLite statement
+    (``processes.stoppable``), with nothing of it stored."""
+    with stoppable():
+        return _import_file(store, Path(path).expanduser(), name)
+
+
+def _import_file(store: Store, path: Path, name: str | None) -> RunRecord:
     found = detect(path)  # a missing, odd or unknown file is refused before anything is written
     if name is not None:
         check_run_name(name)
@@ -99,12 +107,14 @@ def import_file(store: Store, path: str | Path, name: str | None = None) -> RunR
                            **profkit_tag(capture)}  # type: ignore[typeddict-item]
         done = store_capture(store, capture, more, reserved=run)
         stage("run stored")
-    except BaseException:
+    except BaseException as exc:
         store.delete_run(run.id)
         if workdir is not None:  # made by this import, above
             shutil.rmtree(workdir, ignore_errors=True)
+        if isinstance(exc, EmptyCapture):  # the store's words, which know no file
+            raise EmptyCapture(f"{path.name}: {exc.message}", exc.hint) from None
         raise
     if earlier:
         warnings.warn(f"the same file was imported before as {', '.join(earlier)}; this is a new run",
-                      ProfkitWarning, stacklevel=3)  # at the caller of Database.import_file
+                      ProfkitWarning, stacklevel=4)  # at the caller of Database.import_file
     return done

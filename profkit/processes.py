@@ -1,12 +1,17 @@
 """Facts about this machine's processes, shared by the subprocess runner (``tools.runner``)
 and the store (whose runs' owners may be gone); and how a profkit process stops on a signal
-(the command, and a sweep's job process, alike)."""
+(the command, and a sweep's job process, alike), a long SQLite statement included
+(:func:`stoppable`)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+import weakref
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
 
 GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
 
@@ -81,3 +86,103 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True  # no /proc (not Linux): alive, as kill says
+
+
+# SQLite calls a watched connection's progress handler every this many steps of its virtual
+# machine (well under a millisecond of work): Python code runs then, and with it the handler
+# of any signal that came meanwhile.
+PROGRESS_STEPS = 20_000
+
+
+class Progressing(Protocol):
+    """A SQLite connection (``sqlite3.Connection``), as :func:`watch` uses it."""
+
+    def set_progress_handler(self, handler: Callable[[], int] | None, n: int, /) -> None: ...
+
+
+# The SQLite connections whose statements a stop signal may cut short (:func:`watch`), by their
+# owner (an export's reader, the store's connection): an entry goes with its owner.
+_watched: "weakref.WeakKeyDictionary[object, Progressing]" = weakref.WeakKeyDictionary()
+# What a stop signal's handler raised while :func:`stoppable` was in force, and its depth.
+_stops: list[BaseException] = []
+_depth = [0]
+
+
+def _tick() -> int:
+    """The progress handler: a pending signal's handler runs as this Python function starts,
+    and an exception it raises (a stop) makes SQLite abandon the statement (its transaction
+    rolled back). SQLite's error for that then gives way to the stop (:func:`stoppable`)."""
+    return 0
+
+
+def _set_progress(con: Progressing, on: bool) -> None:
+    try:
+        con.set_progress_handler(_tick if on else None, PROGRESS_STEPS)
+    except Exception:  # sqlite3.ProgrammingError: closed, or of another thread
+        pass
+
+
+def watch(owner: object, con: Progressing) -> None:
+    """Let a stop signal cut short ``con``'s statements while :func:`stoppable` is in force
+    (for as long as ``owner`` lives)."""
+    _watched[owner] = con
+    if _depth[0]:
+        _set_progress(con, True)
+
+
+def _recording(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
+    """``handler``, with what it raises kept in ``_stops`` (SQLite drops an exception raised
+    inside its progress handler)."""
+
+    def on_signal(signum: int, frame: Any) -> None:
+        try:
+            handler(signum, frame)
+        except BaseException as exc:
+            _stops.append(exc)
+            raise
+
+    on_signal.recording = True  # type: ignore[attr-defined]
+    return on_signal
+
+
+@contextmanager
+def stoppable() -> Iterator[None]:
+    """Inside, Ctrl-C and the stop signals (SIGTERM, SIGHUP, SIGQUIT) reach a running SQLite
+    statement of a :func:`watch`ed connection within milliseconds: their handler runs in its
+    progress handler, the statement is abandoned, and what the handler raised (KeyboardInterrupt,
+    :class:`Terminated`) comes out of the block in place of whatever SQLite's error became
+    on the way (it does also where the block swallowed it and went on). Without it a signal
+    waits for the statement to end, however long that is. Signals are the main thread's: in
+    another thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wrapped: dict[signal.Signals, tuple[Any, Any]] = {}
+    for sig in (signal.SIGINT, *TERMINATING):
+        handler = signal.getsignal(sig)
+        if callable(handler) and not getattr(handler, "recording", False):
+            wrapped[sig] = (handler, _recording(handler))
+            signal.signal(sig, wrapped[sig][1])
+    _depth[0] += 1
+    if _depth[0] == 1:
+        _stops.clear()
+        for con in list(_watched.values()):
+            _set_progress(con, True)
+    try:
+        yield
+    except BaseException as exc:
+        if _stops and _stops[0] is not exc:
+            raise _stops[0] from None
+        raise
+    else:
+        if _stops:
+            raise _stops[0]
+    finally:
+        _depth[0] -= 1
+        if not _depth[0]:
+            for con in list(_watched.values()):
+                _set_progress(con, False)
+            _stops.clear()
+        for sig, (handler, recorder) in wrapped.items():
+            if signal.getsignal(sig) is recorder:  # not replaced since (a stop sets SIG_IGN)
+                signal.signal(sig, handler)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadExport
+from ..errors import BadExport, ProfkitError
 from .formats import FORMATS, Format, Match, match, unknown_hint
 
 if TYPE_CHECKING:  # imported when first asked for (below): --help reads parse.formats, and needs no schema
@@ -56,7 +56,6 @@ def load(path: str | Path, workdir: Path | None = None) -> Capture[KernelRow]:
 def gunzip(path: Path, workdir: Path | None = None) -> Path:
     """A gzipped report or export, decompressed into ``workdir`` (a new temporary folder if
     none): the report readers and SQLite need a plain file."""
-    import shutil
     import tempfile
 
     from ..files import open_new
@@ -68,15 +67,40 @@ def gunzip(path: Path, workdir: Path | None = None) -> Path:
     dst = open_new(out)  # never through a link, never into a file that is there already
     try:
         # Streamed to disk, and refused once past gzipped.limit_for (a gzip bomb fills no disk).
+        # What fails reading is the gzip file's fault; what fails writing (a full disk), the folder's.
         with dst, open_capped(path) as src:
-            shutil.copyfileobj(src, dst, 1 << 20)
-    except GZIP_ERRORS as exc:
-        out.unlink(missing_ok=True)  # made above
-        raise BadExport(f"{path.name} is not a readable gzip file: {exc}") from None
+            chunk = b"-"
+            while chunk:
+                try:
+                    chunk = src.read(1 << 20)
+                except GZIP_ERRORS as exc:
+                    raise BadExport(f"{path.name} is not a readable gzip file: {exc}") from None
+                try:
+                    dst.write(chunk)
+                    if not chunk:
+                        dst.flush()  # the last bytes, where a full disk refuses them
+                except OSError as exc:
+                    raise _unwritable(path, folder, exc, temporary=workdir is None) from None
     except BaseException:
-        out.unlink(missing_ok=True)
+        out.unlink(missing_ok=True)  # made above
         raise
     return out
+
+
+def _unwritable(path: Path, folder: Path, exc: OSError, temporary: bool) -> ProfkitError:
+    """A failed write of ``path``'s decompressed copy into ``folder``, said as the folder's
+    trouble (a full disk most often), not the gzip file's."""
+    import errno
+
+    from ..errors import StoreError
+
+    where = f"the temporary folder {folder}" if temporary else str(folder)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = f"The disk holding {folder} is full (or your quota on it is used up): free some space there"
+        hint += ", or set TMPDIR to a folder on a disk with room." if temporary else "."
+    else:
+        hint = "Check that folder's permissions and free disk space."
+    return StoreError(f"cannot decompress {path.name} into {where}: {exc.strerror or exc}", hint)
 
 
 def export_nsys(report: Path, workdir: Path | None = None) -> Path:

@@ -29,6 +29,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NoReturn, Optional
 
@@ -38,7 +39,8 @@ from ..nvtx_ranges import is_iteration_range
 from .gzipped import GZIP_ERRORS, open_text
 from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
                      nest_in_process_ranges, place, range_rows)
-from .schema import COLUMNS, Capture, HostSyncRow, KernelRow, Kind, RangeRow, host_sync_call
+from .schema import (COLUMNS, DIM_LIMIT, ID_LIMIT, Capture, HostSyncRow, KernelRow, Kind, RangeRow, host_sync_call,
+                     launch_value_fault)
 
 GPU_KINDS: dict[str, Kind] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -139,6 +141,11 @@ class _Text:
             if not self._more():
                 return ""
 
+    def _too_long(self, pos: int) -> NoReturn:
+        """The scanner refused a whole number of more digits than Python converts (its
+        ``int_max_str_digits``; no value of a trace has a fraction of that)."""
+        self.fail(f"a number of more than {sys.get_int_max_str_digits():,} digits in the value", pos)
+
     def _fail_at_end(self, exc: StopIteration | json.JSONDecodeError) -> None:
         """A value that does not decode: the trace's error once the whole text is read (before,
         it may only go on past what is read)."""
@@ -160,6 +167,8 @@ class _Text:
                     return value
             except (StopIteration, json.JSONDecodeError) as exc:
                 self._fail_at_end(exc)
+            except ValueError:
+                self._too_long(self.pos)
             self._more(len(self.buf) - self.pos)  # a value longer than what is read: twice as much
 
     def _items(self) -> Iterator[Any]:
@@ -183,6 +192,8 @@ class _Text:
                     self.fail("Expecting ',' delimiter", _WS.match(buf, end).end())  # type: ignore[union-attr]
             except (StopIteration, json.JSONDecodeError) as exc:
                 self._fail_at_end(exc)
+            except ValueError:
+                self._too_long(pos)
             # The element (or what follows it) goes on past what is read: read on, decode it again.
             self._more(len(buf) - pos)
 
@@ -237,17 +248,45 @@ def _input_types(args: dict[str, Any]) -> str | None:
     if not isinstance(types, list):
         return None
     seen = list(dict.fromkeys(t for t in types if isinstance(t, str) and t not in NOT_TENSOR_TYPES))
-    return ",".join(seen) or None
+    return _text(",".join(seen)) or None
 
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _xyz(v: Any) -> tuple[int | None, ...]:
-    if type(v) is list and len(v) == 3 and type(v[0]) is int and type(v[1]) is int and type(v[2]) is int:
+_NO_DIMS: tuple[int | None, ...] = (None, None, None)
+
+
+def _dims(v: Any) -> tuple[int | None, ...] | None:
+    """A grid or block as the trace gives it (``[x, y, z]``) -> (x, y, z); absent -> Nones; None
+    where it is anything but three whole numbers from 0 to 2^31 - 1 (``schema.launch_value_fault``)."""
+    if v is None:
+        return _NO_DIMS
+    if (type(v) is list and len(v) == 3 and type(v[0]) is int and type(v[1]) is int and type(v[2]) is int
+            and 0 <= v[0] < DIM_LIMIT and 0 <= v[1] < DIM_LIMIT and 0 <= v[2] < DIM_LIMIT):
         return tuple(v)
-    return tuple(_int(x) for x in v[:3]) if isinstance(v, list) and len(v) >= 3 else (None, None, None)
+    return None
+
+
+def _id_ok(v: Any) -> bool:
+    """A stream or device id as ``schema.launch_value_fault`` takes it (absent: None)."""
+    return v is None or (type(v) is int and 0 <= v < ID_LIMIT)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(s: str) -> str:
+    """A string of the trace as it can be stored and shown: a lone surrogate (JSON's ``"\\ud800"``,
+    half of a pair, no character) becomes U+FFFD, as the nsys reader shows bytes that are not UTF-8."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", s)
 
 
 class _Trace:
@@ -323,6 +362,7 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
     intern: Callable[[Any, Any], Any] = strings.setdefault
     sync_calls: dict[str, str | None] = {}  # launch calls' names: HOST_SYNC_CALLS' name, or None
     known_types: dict[tuple[Any, ...] | None, str | None] = {}  # operators' input types by their "Input type"
+    seen: set[Gpu] = set()  # the GPU activities read: one listed twice is refused
     for n, e in enumerate(events):
         if type(e) is not dict or e.get("ph") != "X":
             continue
@@ -335,16 +375,25 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
                 continue
         start, dur = _check(e, n, cat, filename)
         args = e.get("args") or {}
-        name = intern(e["name"], e["name"])
+        name = strings.get(e["name"])
+        if name is None:
+            name = strings[e["name"]] = _text(e["name"])
         pid, tid = e.get("pid"), e.get("tid")
         thread = intern((pid, tid), (pid, tid))
         if role == _GPU:
             if by_ext is None:
                 by_ext = trace.gpu_trace()
-            grid, block = _xyz(args.get("grid")), _xyz(args.get("block"))
-            gpu.append((GPU_KINDS[cat], name, start, dur, args.get("correlation"), args.get("External id"),
-                        intern(grid, grid), intern(block, block), _int(args.get("stream")),
-                        args.get("device", _ABSENT)))
+            grid, block = _dims(args.get("grid")), _dims(args.get("block"))
+            stream, device = args.get("stream"), args.get("device")
+            if grid is None or block is None or not _id_ok(stream) or not _id_ok(device):
+                _bad_launch(e, n, cat, filename)
+            g: Gpu = (GPU_KINDS[cat], name, start, dur, args.get("correlation"), args.get("External id"),
+                      intern(grid, grid), intern(block, block), stream, device if "device" in args else _ABSENT)
+            if g in seen:
+                raise BadExport(f"{_where(e, n, cat, filename)} repeats an earlier event: the same {g[0]} at the same "
+                                "time on the same stream", "Is it two traces merged? A trace lists each GPU activity once.")
+            seen.add(g)
+            gpu.append(g)
         elif role == _OP:
             if name != PYTHON_MODE:
                 given = args.get("Input type")
@@ -376,6 +425,27 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
 
 def _where(e: dict[str, Any], n: int, cat: str, filename: str) -> str:
     return f"{filename}: traceEvents[{n}] ({cat} {str(e.get('name', ''))[:60]!r})"
+
+
+def _bad_launch(e: dict[str, Any], n: int, cat: str, filename: str) -> NoReturn:
+    """Refuse a GPU activity whose grid, block, stream or device is not what every importer
+    holds them to (``schema.launch_value_fault``), naming the first such field."""
+    args = e["args"]
+    for key in ("grid", "block"):
+        if _dims(args.get(key)) is None:
+            raise BadExport(f"{_where(e, n, cat, filename)}: args.{key} is {_shown(args[key])}, not three "
+                            f"whole numbers from 0 to 2^31 - 1")
+    for key in ("stream", "device"):
+        fault = launch_value_fault(key, args.get(key))
+        if fault:
+            raise BadExport(f"{_where(e, n, cat, filename)}: args.{key} is {_shown(args[key])}, {fault}")
+    raise AssertionError("a launch refused for no fault")
+
+
+def _shown(value: Any) -> str:
+    """A value of the trace in a message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int]:
@@ -442,7 +512,7 @@ def _device(trace: _Trace, filename: str) -> tuple[str | None, str | None]:
     dev = trace.gpu[0][9]
     dev = 0 if dev is _ABSENT else dev
     p = next((p for p in props if p.get("id") == dev), props[0])
-    gpu_name = str(p["name"]) if p.get("name") is not None else None
+    gpu_name = _text(str(p["name"])) if p.get("name") is not None else None
     cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}" if p.get("computeMajor") is not None else None
     return gpu_name, cc
 
@@ -570,7 +640,7 @@ def _made_gpu_rows(trace: _Trace, placed: dict[int, Placed]) -> Iterator[KernelR
         row = {**_EMPTY, "launch_id": i, "kind": kind, "name": name, "short_name": short, "duration_ns": dur,
                "start_ns": start, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
                "block_x": block[0], "block_y": block[1], "block_z": block[2], "stream": stream,
-               "device": _int(device), "thread_id": _int(launch[0][1]) if launch else None,
+               "device": device if device is not _ABSENT else None, "thread_id": _int(launch[0][1]) if launch else None,
                "input_types": types, "op": op, "metrics": {}}
         p = placed.get(i)
         if p:

@@ -24,7 +24,7 @@ from ..errors import BadExport
 from ..names import short_name
 from .gzipped import GZIP_ERRORS, open_text
 from .ncu_common import DURATION, TIME_SCALE, kernel_metric_names, nvtx_columns, path_list
-from .schema import Capture, KernelRow, kernel_row
+from .schema import DIM_LIMIT, Capture, KernelRow, kernel_row
 
 REQUIRED = ("ID", "Kernel Name")
 _TRIPLE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -78,7 +78,9 @@ def parse_number(text: str) -> float | int | None:
     if not text or text.lower() in ("n/a", "nan", "-"):
         return None
     if _INTEGER.match(text):
-        return int(text)
+        # Past 40 digits a float (infinite past ~308, and refused by the checks as no table's
+        # number is this large): int() of thousands of digits is refused by Python itself.
+        return int(text) if len(text) <= 40 else float(text)
     try:
         return float(text)
     except ValueError:
@@ -134,7 +136,7 @@ def _triple(text: str, field: str = "", where: str = "") -> tuple[int | None, in
     if not text.strip() or text.strip().lower() == "n/a":
         return (None, None, None)
     m = _TRIPLE.match(text.strip())
-    if not m or any(int(g) >= 2 ** 31 for g in m.groups()):
+    if not m or any(len(g) > 10 or int(g) >= DIM_LIMIT for g in m.groups()):
         raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not three whole numbers (x, y, z)")
     return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
 

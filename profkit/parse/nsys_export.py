@@ -18,6 +18,7 @@ GPU operations into profkit's own database in SQL (the bulk import).
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -27,7 +28,8 @@ from typing import Any, Iterator, Literal, TypedDict
 
 from ..errors import BadExport
 from ..files import file_uri
-from .schema import Evidence, Precision, host_sync_call
+from ..processes import watch
+from .schema import DIM_LIMIT, Evidence, Precision, host_sync_call
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
 # 2025.3 writes; the tables and columns used here are checked one by one as well.
@@ -44,6 +46,8 @@ OPTIONAL = {
     "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid", "domainId"),
     "TARGET_INFO_GPU": ("name", "computeMajor", "computeMinor"),
 }
+# Every table read (the enum of copy kinds where there is one): each must be a plain table.
+READ_TABLES = ("META_DATA_EXPORT", *REQUIRED, *OPTIONAL, "ENUM_CUDA_MEMCPY_OPER")
 PUSH_POP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
 START_END = (60,)    # NvtxStartEndRange: a process's range, bound to no thread
 DOMAIN_CREATE = 75   # NvtxDomainCreate: text is the domain's name
@@ -113,6 +117,7 @@ class NsysExport:
             # so that one stored as a BLOB reads as text too).
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             self.con.execute("select count(*) from sqlite_master").fetchone()
+            watch(self, self.con)  # a stop signal cuts a long statement short (processes.stoppable)
         except sqlite3.DatabaseError as exc:
             raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
         try:
@@ -140,6 +145,8 @@ class NsysExport:
         when its cheap tests (constraints of its working tables) fire, for the message."""
         self._check_types()
         self._check_once()
+        for _ in self.kernel_names():  # each name id found in StringIds
+            pass
 
     def _check_types(self, tables: tuple[str, ...] | None = None) -> None:
         """Refuse an export whose times, threads or ids are not integers (SQLite stores whatever
@@ -150,7 +157,7 @@ class NsysExport:
             present = [c for c in columns if c in self.schema.columns[table]]
             tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
             bounded = [c for c in present if c in _LAUNCH_DIMS]
-            tests += [f"{c} < 0 or {c} >= {2 ** 31}" for c in bounded]
+            tests += [f"{c} < 0 or {c} >= {DIM_LIMIT}" for c in bounded]
             tests += [f"{c} < 0" for c in present if c in _IDS]
             # One scan of the table for all its columns; the column at fault is named after.
             bad = self.con.execute(f"select rowid, {', '.join(present)} from {table} where {' or '.join(tests)} "
@@ -159,7 +166,7 @@ class NsysExport:
                 rowid, values = bad[0], bad[1:]
                 column, value = next((c, v) for c, v in zip(present, values)
                                      if not _integer(v, c in _NULLABLE.get(table, ()))
-                                     or (c in _LAUNCH_DIMS and not 0 <= v < 2 ** 31)
+                                     or (c in _LAUNCH_DIMS and not 0 <= v < DIM_LIMIT)
                                      or (c in _IDS and v is not None and v < 0))
                 what = ("not an integer" if not _integer(value, False) else
                         "not a whole number from 0 to 2^31 - 1" if column in _LAUNCH_DIMS else "a negative id")
@@ -190,7 +197,10 @@ class NsysExport:
     def _check_schema(self) -> Schema:
         """Refuse exports whose layout this reader does not know."""
         name = self.path.name
-        tables = {r[0] for r in self.con.execute("select name from sqlite_master where type in ('table', 'view')")}
+        found = {r[0]: (r[1], r[2]) for r in self.con.execute(
+            "select name, type, sql from sqlite_master where type in ('table', 'view')")}
+        tables = set(found)
+        self._check_plain(found)
         if "META_DATA_EXPORT" not in tables:
             raise BadExport(f"{name} is SQLite but not an Nsight Systems export (no META_DATA_EXPORT table)",
                             "Make one with: nsys export --type sqlite REPORT.nsys-rep")
@@ -218,7 +228,41 @@ class NsysExport:
                 raise BadExport(f"{name}: nsys export schema {version}: {table} lacks {', '.join(missing)}",
                                 "This layout is not one profkit knows.")
             columns[table] = have
+        self._check_string_ids()
         return Schema(tables, columns, meta)
+
+    def _check_plain(self, found: dict[str, tuple[str, str | None]]) -> None:
+        """Refuse an export in which a table this reader reads (``READ_TABLES``) is a view, a
+        virtual table or has generated columns: nsys writes plain tables, and SQLite would run
+        whatever the definition says at every read (a recursive view never ends, and fills the
+        disk with its temporary results)."""
+        by_name = {n.lower(): (n, kind, sql) for n, (kind, sql) in found.items()}
+        for table in READ_TABLES:
+            if table.lower() not in by_name:
+                continue
+            real, kind, sql = by_name[table.lower()]
+            what = ("a view" if kind == "view" else
+                    "a virtual table" if re.match(r"\s*create\s+virtual\b", sql or "", re.IGNORECASE) else None)
+            if what is None and any(r[-1] not in (0, 1) for r in self.con.execute(f'pragma table_xinfo("{real}")')):
+                what = "a table with generated columns"
+            if what is not None:
+                raise BadExport(f"{self.path.name}: {real} is {what}, not a plain table as nsys writes it; "
+                                "profkit does not read it", "Export the report again with nsys export --type sqlite.")
+
+    def _check_string_ids(self) -> None:
+        """Refuse an export whose StringIds holds an id twice (two exports merged, or an edited
+        one): a name looked up by its id would be two names. Where the id is the table's primary
+        key (nsys writes it so) or has a unique index, it is unique already."""
+        info = list(self.con.execute("pragma table_info(StringIds)"))
+        if [r[1] for r in info if r[5]] == ["id"]:
+            return
+        for _, index, unique, *_ in self.con.execute("pragma index_list(StringIds)").fetchall():
+            if unique and [r[2] for r in self.con.execute(f'pragma index_info("{index}")')] == ["id"]:
+                return
+        twice = self.con.execute("select id from StringIds group by id having count(*) > 1 limit 1").fetchone()
+        if twice:
+            raise BadExport(f"{self.path.name}: the export's StringIds has duplicate ids ({twice[0]!r} more than "
+                            "once), so a name looked up by its id is ambiguous; is it two exports merged?")
 
     def gpu(self) -> tuple[str | None, str | None]:
         """(name, compute capability) of the first GPU the export describes."""
@@ -252,11 +296,20 @@ class NsysExport:
                 for r in rows)
 
     def kernel_names(self) -> Iterator[tuple[int | None, int | None, str | None, str | None]]:
-        """(demangledName id, shortName id, demangled name, short name) of each pair launched."""
-        return iter(self.con.execute("""
-            select k.demangledName, k.shortName, cast(dn.value as text), cast(sn.value as text)
-            from (select distinct demangledName, shortName from CUPTI_ACTIVITY_KIND_KERNEL) k
-            left join StringIds dn on dn.id = k.demangledName left join StringIds sn on sn.id = k.shortName"""))
+        """(demangledName id, shortName id, demangled name, short name) of each pair launched.
+        A kernel whose name id StringIds does not hold is refused, naming the id (its name
+        would be empty)."""
+        for dn_id, sn_id, name, short, dn_found, sn_found in self.con.execute("""
+                select k.demangledName, k.shortName, cast(dn.value as text), cast(sn.value as text),
+                       dn.id is not null, sn.id is not null
+                from (select distinct demangledName, shortName from CUPTI_ACTIVITY_KIND_KERNEL) k
+                left join StringIds dn on dn.id = k.demangledName left join StringIds sn on sn.id = k.shortName"""):
+            for column, i, found in (("demangledName", dn_id, dn_found), ("shortName", sn_id, sn_found)):
+                if i is not None and not found:
+                    self._check_types()  # an id that is no integer is named so
+                    raise BadExport(f"{self.path.name}: CUPTI_ACTIVITY_KIND_KERNEL has {column} = {i!r}, "
+                                    "an id StringIds does not hold: the kernel's name is missing from the export")
+            yield dn_id, sn_id, name, short
 
     def copy_kinds(self) -> Iterator[tuple[int | None, str]]:
         """(copyKind, the copy's name as the rows have it) of each kind of copy made."""
@@ -417,7 +470,7 @@ def integer_test(table: str, alias: str, columns: set[str]) -> str:
     columns it has: the bulk import's cheap test, made as it copies the row."""
     tests = [f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
              for c in _INTEGER_COLUMNS[table] if c in columns]
-    tests += [f"{alias}.{c} >= 0 and {alias}.{c} < {2 ** 31}" for c in _LAUNCH_DIMS if c in columns]
+    tests += [f"{alias}.{c} >= 0 and {alias}.{c} < {DIM_LIMIT}" for c in _LAUNCH_DIMS if c in columns]
     tests += [f"coalesce({alias}.{c} >= 0, 1)" for c in _IDS if c in columns]
     return " and ".join(tests) or "1"
 

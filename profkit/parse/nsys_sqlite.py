@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..nvtx_ranges import is_iteration_range
+from ..processes import stoppable
 from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange, stage
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
                      range_rows)
@@ -68,22 +69,22 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
     distributed job (one report of every rank's process), each process's rank by its pid:
     the rows' and ranges' ``rank``."""
     ranks = ranks or {}
-    export = NsysExport(Path(path))
-    gpu_name, cc = export.gpu()
-    meta = export.meta
-    notes: list[str] = []
+    export = None
     try:
-        ranges = _ranges(export, ranks, notes)
+        with stoppable():  # a stop signal cuts the export's long statements short
+            export = NsysExport(Path(path))
+            gpu_name, cc = export.gpu()
+            meta = export.meta
+            notes: list[str] = []
+            ranges = _ranges(export, ranks, notes)
+            capture: Capture[KernelRow] = Capture(
+                rows=iter(()), tool="nsys", source_format="nsys-sqlite",
+                tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
+                range_paths=[r.path for r in ranges])
+            capture.host_syncs = _host_syncs(export, ranges, ranks)
     except BaseException:
-        export.close()
-        raise
-    capture: Capture[KernelRow] = Capture(
-        rows=iter(()), tool="nsys", source_format="nsys-sqlite", tool_version=meta.get("EXPORT_PRODUCT_VERSION"),
-        gpu_name=gpu_name, compute_capability=cc, range_paths=[r.path for r in ranges])
-    try:
-        capture.host_syncs = _host_syncs(export, ranges, ranks)
-    except BaseException:
-        export.close()
+        if export is not None:
+            export.close()
         raise
     capture.rows = _attributed_rows(export, ranges, capture, ranks)
     capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture, ranks)

@@ -309,6 +309,27 @@ def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool 
 
 MAX_DURATION_NS = 86_400 * 10 ** 9  # no kernel or operator call lasts a day
 
+# What every importer holds a launch's grid and block sizes to (whole numbers from 0 to 2^31 - 1,
+# as CUDA's own limits are), and its stream and device (whole numbers, never negative; the
+# largest SQLite stores). None: the capture does not say. Each importer refuses a value outside
+# them where it reads it, naming the file and the record (``launch_value_fault``); the store's
+# ``check_row`` holds every row to them again.
+LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+LAUNCH_IDS = ("stream", "device")
+DIM_LIMIT = 2 ** 31   # a grid or block size is below this
+ID_LIMIT = 2 ** 63    # a stream or device id is below this
+
+
+def launch_value_fault(column: str, value: object) -> str | None:
+    """Why ``value`` cannot be a row's ``column`` (of ``LAUNCH_DIMS`` or ``LAUNCH_IDS``), as the
+    end of a sentence (``"not a whole number from 0 to 2^31 - 1"``); None where it can."""
+    if value is None:
+        return None
+    limit, limit_text = (DIM_LIMIT, "2^31 - 1") if column in LAUNCH_DIMS else (ID_LIMIT, "2^63 - 1")
+    if type(value) is not int or not 0 <= value < limit:
+        return f"not a whole number from 0 to {limit_text}"
+    return None
+
 
 def check_row(row: KernelRow) -> None:
     """Raise BadExport for a row no importer should yield (the store checks each one)."""
@@ -319,3 +340,12 @@ def check_row(row: KernelRow) -> None:
         raise BadExport(f"launch {row['launch_id']} has a negative duration ({duration} ns)")
     if duration is not None and duration > MAX_DURATION_NS:
         raise BadExport(f"launch {row['launch_id']} lasts {duration:,} ns, more than a day: not a real duration")
+    for column in _LAUNCH_COLUMNS:
+        value = row[column]  # type: ignore[literal-required]
+        if value is not None and (type(value) is not int or not 0 <= value < _LIMITS[column]):
+            raise BadExport(f"launch {row['launch_id']} has {column} = {value!r}, "
+                            f"{launch_value_fault(column, value)}")
+
+
+_LAUNCH_COLUMNS = (*LAUNCH_DIMS, *LAUNCH_IDS)
+_LIMITS = {**dict.fromkeys(LAUNCH_DIMS, DIM_LIMIT), **dict.fromkeys(LAUNCH_IDS, ID_LIMIT)}

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import StoreError, UsageError
 from ..files import file_uri
+from ..processes import watch
 
 DEFAULT_DB = "profkit.db"
 
@@ -158,6 +159,7 @@ class Connection:
         conn = sqlite3.connect(file_uri(self.path), timeout=busy_timeout(), isolation_level=None,
                                check_same_thread=False, uri=True)
         conn.execute("pragma synchronous = normal")
+        watch(self, conn)  # a stop signal cuts a long statement short (processes.stoppable)
         return conn
 
     def _wal(self) -> None:
