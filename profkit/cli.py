@@ -578,16 +578,19 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
             if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
                 raise
             _quiet_pipe()  # Python's own flush at exit would fail again
-            _err(f"profkit: error: cannot write the output: {exc.strerror}")
+            what = exc.filename if isinstance(exc.filename, str) else "the output"
+            full = "the disk is full: " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+            _err(f"profkit: error: {full}cannot write {what}: {exc.strerror}")
             _exit(1)
         except Exception as exc:
-            from .store import is_database_error
+            from .store import db_path, is_database_error, read_failure
 
             if not is_database_error(exc) or _state["verbose"]:
                 raise
-            # A damaged page met while reading, after output may have begun.
+            # A damaged page (or a full disk, a lock) met while reading, after output may have begun.
             sys.stdout.flush()
-            _err(f"profkit: error: the database is damaged or unreadable ({exc}); what was printed is incomplete")
+            error = read_failure(db_path(kwargs.get("db") or _state["db"]), exc)
+            _err(f"profkit: error: {error.one_line(flag)}; what was printed is incomplete")
             _exit(1)
 
     return wrapper
@@ -854,11 +857,13 @@ def _cannot_check(fn: Callable[..., None]) -> Callable[..., None]:
             exc.exit_code = max(exc.exit_code, 2)
             raise
         except Exception as exc:
-            from .store import is_database_error
+            from .store import db_path, is_database_error, read_failure
 
             if not is_database_error(exc) or _state["verbose"]:
                 raise
-            raise ProfkitError(f"cannot read the database ({exc})") from exc
+            error = read_failure(db_path(kwargs.get("db") or _state["db"]), exc)
+            error.exit_code = 2
+            raise error from exc
 
     return wrapper
 
