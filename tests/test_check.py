@@ -430,6 +430,12 @@ BAD_FILES = [
     ("a baseline with no limit", '[baseline]\nrun = "x"\n', "checks.toml: [baseline] run needs max_slowdown"),
     ("invalid TOML", "[tensor_cores\nmin_coverage = 95\n", "checks.toml: not valid TOML (Expected ']' at the end of"),
     ("not text", b"\xff\xfe[tensor_cores]\n", "checks.toml: not a check file (not UTF-8 text)"),
+    # issue 34, item 12: tomllib recursed past Python's limit (a RecursionError traceback)
+    ("arrays nested 1000 deep", "[precision]\nno_fp32_matrix = " + "[" * 1000 + "]" * 1000 + "\n",
+     "checks.toml: not a check file (nested more than 32 deep)"),
+    ("inline tables nested 1000 deep", "[findings]\nany = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n",
+     "checks.toml: not a check file (nested more than 32 deep)"),
+    ("dotted keys 100 deep", "a" + ".b" * 100 + " = 1\n", "checks.toml: not a check file (nested more than 32 deep)"),
 ]
 
 
@@ -452,6 +458,33 @@ def test_an_unreadable_check_file_is_refused(db, tmp_path, monkeypatch):
     one_line_error(check(db, OFF_RUN, "--config", "folder.toml"), "folder.toml: cannot read it (Is a directory)",
                    code=2)
     assert sha(db) == before
+
+
+def test_a_check_file_that_is_no_regular_file_or_too_large_is_refused_at_once(db, tmp_path):
+    """Issue 34, item 12: `--config /dev/zero` read 6 GB in 6 s, a FIFO as config blocked: one
+    line each, exit 2, at once (a separate process, so a read that blocks fails the test rather
+    than hang it)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    with open(big, "wb") as f:
+        f.truncate(6 << 30)  # 6 GB, sparse
+    for config, message in ((fifo, "fifo.toml: not a check file (a named pipe, not a file)"),
+                            ("/dev/zero", "/dev/zero: not a check file (a device, not a file)"),
+                            (big, "big.toml: not a check file (larger than 4 MiB)")):
+        start = time.monotonic()
+        try:
+            r = subprocess.run([sys.executable, "-m", "profkit", "check", OFF_RUN, "--config", str(config), "--db",
+                                str(db)], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"--config {config} did not end in 60 s")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, (r.returncode, r.stderr)
+        assert time.monotonic() - start < 20 and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("args,message", [

@@ -37,10 +37,10 @@ import re
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
+from ..files import load_toml
 from ..formatting import cut_middle, fmt_ns
 from ..records import RunRecord, ncu_timed
 from .diff import DEFAULT_THRESHOLD_PCT, diff, iterations
@@ -173,23 +173,12 @@ def _shown(value: object) -> str:
 
 
 def load_checks(path: str | os.PathLike[str]) -> Checks:
-    """A check file (TOML) -> :class:`Checks`; anything wrong in it (unreadable, not TOML, an
-    unknown table or key, a value of the wrong type or out of range, an unknown finding id)
-    is a UsageError naming the file and the key, in one line. See README's "CI gate"."""
-    import tomllib
-
-    path = Path(path)
+    """A check file (TOML) -> :class:`Checks`; anything wrong in it (unreadable, no regular
+    file, larger than a few MiB, not TOML, nested too deep, an unknown table or key, a value
+    of the wrong type or out of range, an unknown finding id) is a UsageError naming the file
+    and the key, in one line (``files.load_toml``). See README's "CI gate"."""
     name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{name}: not a check file (not UTF-8 text)") from None
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{name}: not valid TOML ({exc})") from None
+    data = load_toml(path, "check file")
     values: dict[str, Any] = {}
     for table, content in data.items():
         if table not in _TABLES:
