@@ -579,16 +579,19 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
             if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
                 raise
             _quiet_pipe()  # Python's own flush at exit would fail again
-            _err(f"profkit: error: cannot write the output: {exc.strerror}")
+            what = exc.filename if isinstance(exc.filename, str) else "the output"
+            full = "the disk is full: " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+            _err(f"profkit: error: {full}cannot write {what}: {exc.strerror}")
             _exit(1)
         except Exception as exc:
-            from .store import is_database_error
+            from .store import db_path, is_database_error, read_failure
 
             if not is_database_error(exc) or _state["verbose"]:
                 raise
-            # A damaged page met while reading, after output may have begun.
+            # A damaged page (or a full disk, a lock) met while reading, after output may have begun.
             sys.stdout.flush()
-            _err(f"profkit: error: the database is damaged or unreadable ({exc}); what was printed is incomplete")
+            error = read_failure(db_path(kwargs.get("db") or _state["db"]), exc)
+            _err(f"profkit: error: {error.one_line(flag)}; what was printed is incomplete")
             _exit(1)
 
     return wrapper
@@ -843,6 +846,29 @@ FLAGS.update({"min_coverage": "--min-tensor-core-coverage", "no_fp32_matrix": "-
               "max_slowdown": "--max-slowdown", "max_launches": "--max-launches"})
 
 
+def _cannot_check(fn: Callable[..., None]) -> Callable[..., None]:
+    """check's errors (a run or baseline missing or incomplete, a database it cannot read) exit
+    2: nothing was checked, which CI must tell from a FAIL (1)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except ProfkitError as exc:
+            exc.exit_code = max(exc.exit_code, 2)
+            raise
+        except Exception as exc:
+            from .store import db_path, is_database_error, read_failure
+
+            if not is_database_error(exc) or _state["verbose"]:
+                raise
+            error = read_failure(db_path(kwargs.get("db") or _state["db"]), exc)
+            error.exit_code = 2
+            raise error from exc
+
+    return wrapper
+
+
 @app.command("check")
 @run_argument
 @option("--config", "-c", type=Path, help="A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, [findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options given here take precedence.", show_default=False)
@@ -850,20 +876,22 @@ FLAGS.update({"min_coverage": "--min-tensor-core-coverage", "no_fp32_matrix": "-
 @switch("--no-fp32-matrix", help="Fail a half-precision run (fp16, bf16, amp) with GEMM, conv or attention kernels in fp32 or TF32.")
 @option("--max-finding", "max_finding", multiple=True, metavar="ID=PCT", help="Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; repeatable.", show_default=False)
 @option("--baseline", metavar="RUN", help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.", show_default=False)
-@option("--max-slowdown", type=float, min=0, max=1000, help="Fail if GPU time per iteration is more than this % above the baseline's, and the slowdown beyond the diff's noise threshold is too.", show_default=False)
+@option("--max-slowdown", type=float, min=0, max=1000, help="Fail if GPU time per iteration is more than this % above the baseline's, in total or in the kernels that moved beyond the diff's noise threshold.", show_default=False)
 @option("--max-launches", type=int, min=1, help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.", show_default=False)
 @switch("--strict", help="Fail skipped assertions too (those the run cannot answer: no matrix work, a CPU run, ...).")
 @option("--format", "-f", "fmt", type=CheckFormat, default=CheckFormat.text, help="Output format.")
 @option("--junit-xml", type=Path, help="Also write the JUnit XML report to this file.", show_default=False)
 @db_option
 @handles_errors
+@_cannot_check
 def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], no_fp32_matrix: bool,
           max_finding: tuple[str, ...], baseline: Optional[str], max_slowdown: Optional[float],
           max_launches: Optional[int], strict: bool, fmt: CheckFormat, junit_xml: Optional[Path],
           db: Optional[Path]) -> None:
     """Assert over a run, for CI: tensor-core coverage of matrix work, no fp32 matrix work in a half run,
     no finding above a share of GPU time, slowdown against a baseline run, launches per iteration. One line
-    per assertion (PASS, FAIL or SKIP, the measured value, the limit); exit 0 if none failed, 1 if any did."""
+    per assertion (PASS, FAIL or SKIP, the measured value, the limit); exit 0 if none failed, 1 if any did, 2 if
+    it could not check (a bad option or check file, a run or baseline missing or incomplete)."""
     import json
 
     from .analyze.check import Checks, load_checks, parse_finding_limit

@@ -157,13 +157,19 @@ def check_database(db: str | os.PathLike[str] | None) -> list[Check]:
         try:
             store = Store(path, create=False)
             try:
-                with store.write():
-                    pass  # the write lock can be taken: writable
-                out.append(Check("database", OK, f"{path}: {len(store.runs())} runs, writable"))
+                if store.read_only:  # opened so where its folder (or disk) takes no file beside it
+                    out.append(Check("database", WARN, f"{path}: {len(store.runs())} runs, readable but not writable "
+                                     "here (its folder, or the disk, takes no file beside it)",
+                                     "Read commands work; to run or import, use a database in a folder of your own."))
+                else:
+                    with store.write():
+                        pass  # the write lock can be taken: writable
+                    out.append(Check("database", OK, f"{path}: {len(store.runs())} runs, writable"))
             finally:
                 store.close()
         except ProfkitError as exc:
-            out.append(Check("database", FAIL, exc.one_line(), "Choose another --db, or fix the file's permissions."))
+            out.append(Check("database", FAIL, exc.message,
+                             exc.hint or "Choose another --db, or fix the file's permissions."))
     elif not folder.exists():
         out.append(Check("database", FAIL, f"{path}: its folder {folder} does not exist", "Choose another --db."))
     elif os.access(folder, os.W_OK):

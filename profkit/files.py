@@ -1,16 +1,19 @@
 """How profkit makes the files it keeps in a run's folder: each one new, never written
 through a link or into a file someone else put there (``O_CREAT | O_EXCL | O_NOFOLLOW``); and
-which folders beside a database it trusts with them (:func:`untrusted`); and how a file is
-named to SQLite (:func:`file_uri`)."""
+which folders beside a database it trusts with them (:func:`untrusted`); how a file is
+named to SQLite (:func:`file_uri`); a write that found the disk full, as one line naming
+where (:func:`disk_full`); and how a file the user names is read (:func:`read_user_file`,
+:func:`load_toml`): only a regular file, of bounded size and nesting, refused in one line."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import StoreError
+from .errors import StoreError, UsageError
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -37,13 +40,45 @@ def open_new(path: str | os.PathLike[str], mode: str = "wb", *, replace: bool = 
 
 
 def write_new(path: str | os.PathLike[str], data: str | bytes, *, replace: bool = False) -> None:
-    """Write ``data`` into a new file at ``path`` (see :func:`open_new`)."""
-    if isinstance(data, str):
-        with open_new(path, "w", replace=replace, encoding="utf-8") as f:
-            f.write(data)
-    else:
-        with open_new(path, "wb", replace=replace) as f:
-            f.write(data)
+    """Write ``data`` into a new file at ``path`` (see :func:`open_new`); a full disk is a
+    StoreError naming the file (:func:`disk_full`)."""
+    try:
+        if isinstance(data, str):
+            with open_new(path, "w", replace=replace, encoding="utf-8") as f:
+                f.write(data)
+        else:
+            with open_new(path, "wb", replace=replace) as f:
+                f.write(data)
+    except OSError as exc:
+        raise disk_full(Path(path), exc) or exc from None
+
+
+# Below this much room, a write that failed with an I/O error is put down to a full disk.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def nearly_full(where: Path) -> bool:
+    """Whether the disk holding ``where`` (or its nearest existing folder) has next to no room."""
+    for folder in (where, *where.absolute().parents):
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
+    return False
+
+
+def disk_full(where: Path, exc: BaseException) -> StoreError | None:
+    """A write into ``where`` (a file, or the folder written in) that failed for want of room
+    (ENOSPC, EDQUOT) as one line naming it; None for any other failure."""
+    if not (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+        return None
+    return full_disk(where, "quota exceeded" if exc.errno == errno.EDQUOT else "no space left")
+
+
+def full_disk(where: Path, why: str = "no space left") -> StoreError:
+    return StoreError(f"the disk is full: cannot write {where} ({why})",
+                      "Free some space on it, or use a database on another disk (`db`).")
 
 
 def untrusted(folder: Path) -> str | None:
@@ -93,3 +128,72 @@ def own_folder(folder: Path, what: str) -> Path:
         raise StoreError(f"the {what} {folder} {why}",
                          "Remove it (profkit makes its own), or use a database in a folder of your own.")
     return folder
+
+
+# A file the user names for profkit to read whole (a check file: a few hundred bytes): at most
+# this large, and nested at most this deep.
+MAX_USER_FILE_BYTES = 4 << 20
+MAX_NESTING = 32
+
+
+def read_user_file(path: str | os.PathLike[str], what: str) -> str:
+    """A file the user names (``what``: "check file") read whole as UTF-8 text: only a regular
+    file, of at most MAX_USER_FILE_BYTES. A FIFO or a device (``/dev/zero``) is refused at
+    once, never read or waited on; anything else wrong is a UsageError naming the file, in one
+    line."""
+    name = str(path)
+    try:
+        # O_NONBLOCK: opening a FIFO no one writes to returns at once (and is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{name}: cannot read it (Is a directory)")
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
+                stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "no regular file"
+            raise UsageError(f"{name}: not a {what} ({kind}, not a file)")
+        limit = MAX_USER_FILE_BYTES
+        data = b""
+        if st.st_size <= limit:
+            chunks, size = [], 0
+            while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+                chunks.append(chunk)
+                size += len(chunk)
+            data = b"".join(chunks)
+        if st.st_size > limit or len(data) > limit:
+            raise UsageError(f"{name}: not a {what} (larger than {limit >> 20} MiB)")
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{name}: not a {what} (not UTF-8 text)") from None
+
+
+def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    """A TOML file the user names (:func:`read_user_file`), parsed; invalid TOML, or values
+    nested more than MAX_NESTING deep, is a UsageError naming the file, in one line."""
+    import tomllib
+
+    name = str(path)
+    text = read_user_file(path, what)
+    too_deep = UsageError(f"{name}: not a {what} (nested more than {MAX_NESTING} deep)")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{name}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise too_deep from None
+    # The depth counted without recursing (a dotted key a.b.c... nests tables without it).
+    level: list[Any] = [data]
+    for _ in range(MAX_NESTING):
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)
+                 if isinstance(v, (dict, list))]
+        if not level:
+            return data
+    raise too_deep

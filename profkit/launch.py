@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, cast
 
 from . import gpu, nvtx_ranges, workloads
 from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, WorkloadTraceback
-from .files import write_new
+from .files import disk_full, write_new
 from .harness import HarnessJob, harness_info, rank_file, traceback_file
 from .ingest import now, store_capture
 from .parse.compiled import with_compiled_kernels
@@ -347,6 +347,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name
+    folder: Path | None = None
     try:
         folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
         job = harness_job(req, wname, wpath, folder, progress, tool)
@@ -380,13 +381,19 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             raise ToolFailed(f"{tool} recorded no kernels or operators in the measured iterations",
                              f"Its files are in {folder}.") from None
     except BaseException as exc:
-        # The run keeps its row (failed or interrupted, with the error) and its raw files.
+        # The run keeps its row (failed or interrupted, with the error) and its raw files. A
+        # full disk met writing a file of the run's is said so, naming the file or the folder.
+        where = Path(exc.filename) if isinstance(exc, OSError) and exc.filename else folder or store.path.parent
+        full = disk_full(where, exc)
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
-        text = "interrupted" if interrupted else (exc.one_line() if isinstance(exc, ProfkitError) else repr(exc))
+        error = full or exc
+        text = "interrupted" if interrupted else (error.one_line() if isinstance(error, ProfkitError) else repr(exc))
         try:
             store.end_run(reserved.id, "interrupted" if interrupted else "failed", text)
         except Exception:
-            pass  # the database's own trouble is the error to report; recovery marks it later
+            pass  # the database's own trouble is the error to report; the run's lock file notes its end
+        if full is not None:
+            raise full from exc
         raise
     # Once the run is stored and ok: what is kept for later runs (a failure here is noted, and an
     # interruption leaves the run as stored).

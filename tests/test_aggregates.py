@@ -436,7 +436,7 @@ def test_an_import_that_fails_leaves_no_aggregates(tmp_path, monkeypatch, report
 
     monkeypatch.setattr(Writes, "write_aggregates", full_disk)
     for capture in (DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz", report_dir / "r50_fp16_b64_nsys.sqlite"):
-        one_line_error(cli("import", capture, "--name", "bad", db=db), "database or disk is full")
+        one_line_error(cli("import", capture, "--name", "bad", db=db), "the disk is full: cannot write")
         assert cli_json("runs", db=db) == before and _aggregate_rows(db) == aggs
     monkeypatch.undo()
     bad = tmp_path / "bad.sqlite"

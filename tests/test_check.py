@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import sqlite3
 import warnings
 
 import pytest
@@ -28,6 +30,12 @@ IMPORTS = [FP16_OFF_TENSOR_CORES, DATA / "attention" / "bert_encoder_fp16.torch.
 NSYS = ["diff/r18_fp16_heuristic_nsys.sqlite.gz", "diff/r18_fp16_autotuned_nsys.sqlite.gz",
         "nsys/nsys_resnet18_fp16.sqlite.gz"]
 WHERE = ["hf_llama-bf16-eager-nsys", "hf_gpt2_train-amp-eager-nsys", "resnet18_train-amp-eager-nsys"]
+# The heuristic ResNet-18 capture again, its kernels' durations scaled (issue 34, item 7): every
+# kernel 9.9% slower (each within the diff's 10% noise); the layout kernels (nchwToNhwc) 30%
+# slower and every other kernel 5% faster (+3.8% in total, +7.6% beyond the noise).
+SCALED = {"r18_fp16_slower_nsys": "1.099",
+          "r18_fp16_mixed_nsys": "case when shortName in (select id from StringIds where value = 'nchwToNhwcKernel') "
+                                 "then 1.3 else 0.95 end"}
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +59,15 @@ def db(tmp_path_factory):
             database.import_file(plain)
         for name in WHERE:
             import_where(database.store, name)
+        for name, factor in SCALED.items():
+            scaled = folder / f"{name}.sqlite"
+            scaled.write_bytes(gzip.decompress((DATA / NSYS[0]).read_bytes()))
+            con = sqlite3.connect(scaled)
+            con.execute(f"update CUPTI_ACTIVITY_KIND_KERNEL set end = start + cast(round((end - start) * {factor}) "
+                        "as integer)")
+            con.commit()
+            con.close()
+            database.import_file(scaled)
     database.close()
     return path
 
@@ -191,21 +208,95 @@ def test_slowdown_against_a_baseline(db):
     assert same.exit_code == 0 and "+0.0% (limit at most 0% above" in same.stdout
 
 
-def test_slowdown_within_the_diffs_noise_does_not_fail(db, tmp_path):
+def test_slowdown_on_the_total_and_beyond_the_noise(db, tmp_path):
     """Two nsys captures of the same ResNet-18 step (cuDNN's heuristics, then its autotuner):
-    1.9% slower. Against a 1% limit that fails while the kernels that moved do so by more than
-    the diff's 10% noise threshold; with a noise threshold of 50% the slowdown is noise, and
-    the line says it passed for that reason."""
+    1.9% slower in total. Against a 1% limit that fails on the total, whatever the noise
+    threshold (which only decides what counts beyond the noise); against 2% it passes. The
+    autotuned capture names its workload otherwise: a warning says so."""
     args = ("r18_fp16_autotuned_nsys", "--baseline", "r18_fp16_heuristic_nsys", "--max-slowdown", "1")
     r = check(db, *args)
     assert r.exit_code == 1 and r.stdout.startswith("FAIL  GPU time per iteration against the baseline: +1.9%")
     config = tmp_path / "checks.toml"
     config.write_text("[baseline]\nmax_slowdown = 1\nnoise_pct = 50\n")
     quiet = check(db, "r18_fp16_autotuned_nsys", "--baseline", "r18_fp16_heuristic_nsys", "--config", config)
-    assert quiet.exit_code == 0, quiet.output
-    assert quiet.stdout.startswith("PASS  GPU time per iteration against the baseline: +1.9%")
+    assert quiet.exit_code == 1, quiet.output
+    assert quiet.stdout.startswith("FAIL  GPU time per iteration against the baseline: +1.9%")
     assert "-0.1% beyond noise (kernels whose time moved by more than 50% and 1 us" in quiet.stdout
-    assert "within noise, so not failed" in quiet.stdout
+    assert "the total is over the limit, most of it in kernels that each moved within the noise" in quiet.stdout
+    ok = check(db, "r18_fp16_autotuned_nsys", "--baseline", "r18_fp16_heuristic_nsys", "--max-slowdown", "2")
+    assert ok.exit_code == 0 and ok.stdout.startswith("PASS  GPU time per iteration against the baseline: +1.9%")
+    assert "WARN  the baseline r18_fp16_heuristic_nsys is not the same configuration: workload resnet18 (this run: " \
+           "resnet18_cudnn_benchmark)" in ok.stdout
+    assert ok.stdout.strip().splitlines()[-1].endswith("1 passed, 0 failed, 0 skipped, 1 warning")
+
+
+def test_a_uniform_slowdown_within_the_noise_fails(db):
+    """Issue 34, item 7: every kernel 9.9% slower, each within the diff's 10% noise threshold,
+    passed a 5% limit. The total fails it."""
+    r = check(db, "r18_fp16_slower_nsys", "--baseline", "r18_fp16_heuristic_nsys", "--max-slowdown", "5")
+    assert r.exit_code == 1, r.output
+    line = lines(r)["GPU time per iteration against the baseline"]
+    assert line.startswith("FAIL  GPU time per iteration against the baseline: +9.9% (limit at most 5% above the "
+                           "baseline's)"), line
+    assert "+0.0% beyond noise" in line and "the total is over the limit" in line
+    assert "WARN" not in r.stdout  # the same workload and options
+    code, out = json_results(db, "r18_fp16_slower_nsys", "--baseline", "r18_fp16_heuristic_nsys", "--max-slowdown", "5")
+    assert code == 1 and out["results"][0]["measured"] == 9.9 and out["warnings"] == []
+    assert check(db, "r18_fp16_slower_nsys", "--baseline", "r18_fp16_heuristic_nsys",
+                 "--max-slowdown", "10").exit_code == 0
+
+
+def test_a_slowdown_hidden_by_gains_elsewhere_fails(db):
+    """The layout kernels 30% slower and the rest 5% faster: +3.8% in total, within a 5% limit,
+    but +7.6% in the kernels beyond the noise, which fails it."""
+    r = check(db, "r18_fp16_mixed_nsys", "--baseline", "r18_fp16_heuristic_nsys", "--max-slowdown", "5")
+    assert r.exit_code == 1, r.output
+    line = lines(r)["GPU time per iteration against the baseline"]
+    assert line.startswith("FAIL  GPU time per iteration against the baseline: +3.8%"), line
+    assert "+7.6% beyond noise" in line and "over the limit, though the total is not" in line
+
+
+def test_a_baseline_of_another_configuration_is_warned_about(db, tmp_path):
+    """ResNet-18 compiled against eager: the slowdown is measured, and the text, JSON and JUnit
+    outputs say the baseline ran another mode."""
+    from junitparser import JUnitXml
+
+    args = ("r18_fp16_compile_torch", "--baseline", "r18_fp16_eager_torch", "--max-slowdown", "5")
+    warning = ("the baseline r18_fp16_eager_torch is not the same configuration: mode eager (this run: compile); "
+               "the slowdown compares different work")
+    r = check(db, *args)
+    assert r.exit_code == 0 and f"\nWARN  {warning}\n" in r.stdout
+    code, out = json_results(db, *args)
+    assert code == 0 and out["warnings"] == [warning]
+    (tmp_path / "out.xml").write_text(check(db, *args, "--format", "junit").stdout)
+    (suite,) = JUnitXml.fromfile(str(tmp_path / "out.xml"))
+    assert [(p.name, p.value) for p in suite.properties()] == [("baseline", "r18_fp16_eager_torch"),
+                                                               ("warning", warning)]
+    other = check(db, "nsys_resnet18_fp16", "--baseline", "hf_llama-bf16-eager-nsys", "--max-slowdown", "1000")
+    assert "workload hf_llama (this run: resnet18); precision bf16 (this run: fp16)" in other.stdout
+
+
+def test_a_missing_or_incomplete_baseline_exits_2_not_1(db, tmp_path):
+    """A baseline that is not there (or cannot be read) checked nothing: exit 2, one line,
+    which CI tells from a FAIL's 1."""
+    r = check(db, OFF_RUN, "--baseline", "no-such-run", "--max-slowdown", "5")
+    one_line_error(r, "no run 'no-such-run'", code=2)
+    config = tmp_path / "checks.toml"
+    config.write_text('[baseline]\nrun = "no-such-run"\nmax_slowdown = 5\n')
+    one_line_error(check(db, OFF_RUN, "--config", config), "no run 'no-such-run'", code=2)
+    from profkit.store import Store
+
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    store = Store(copy)
+    failed = store.reserve("failed-baseline", "failed-baseline", {"source": "run"}, status="running")
+    store.end_run(failed.id, "failed", "the profiler failed")
+    store.close()
+    one_line_error(check(copy, OFF_RUN, "--baseline", "failed-baseline", "--max-slowdown", "5"),
+                   "run 'failed-baseline' is failed: the profiler failed", code=2)
+    unreadable = tmp_path / "unreadable.db"
+    unreadable.write_bytes(b"not a database" * 100)
+    assert check(unreadable, OFF_RUN, "--max-launches", "5").exit_code == 2
 
 
 def test_slowdown_is_skipped_where_times_do_not_compare_or_no_baseline_is_given(db, tmp_path):
@@ -265,7 +356,7 @@ def test_junit_output_read_by_a_junit_reader(db, tmp_path):
 def test_json_output(db):
     code, out = json_results(db, "bert_encoder_fp16.torch", "--min-tensor-core-coverage", "95", "--max-launches", "100")
     assert code == 1
-    assert set(out) == {"run", "baseline", "ok", "passed", "failed", "skipped", "results"}
+    assert set(out) == {"run", "baseline", "ok", "passed", "failed", "skipped", "warnings", "results"}
     assert out["ok"] is False and (out["passed"], out["failed"]) == (1, 1)
     res = out["results"][1]
     assert set(res) == {"name", "title", "status", "measured", "limit", "unit", "measured_text", "limit_text",
@@ -339,6 +430,12 @@ BAD_FILES = [
     ("a baseline with no limit", '[baseline]\nrun = "x"\n', "checks.toml: [baseline] run needs max_slowdown"),
     ("invalid TOML", "[tensor_cores\nmin_coverage = 95\n", "checks.toml: not valid TOML (Expected ']' at the end of"),
     ("not text", b"\xff\xfe[tensor_cores]\n", "checks.toml: not a check file (not UTF-8 text)"),
+    # issue 34, item 12: tomllib recursed past Python's limit (a RecursionError traceback)
+    ("arrays nested 1000 deep", "[precision]\nno_fp32_matrix = " + "[" * 1000 + "]" * 1000 + "\n",
+     "checks.toml: not a check file (nested more than 32 deep)"),
+    ("inline tables nested 1000 deep", "[findings]\nany = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n",
+     "checks.toml: not a check file (nested more than 32 deep)"),
+    ("dotted keys 100 deep", "a" + ".b" * 100 + " = 1\n", "checks.toml: not a check file (nested more than 32 deep)"),
 ]
 
 
@@ -363,6 +460,33 @@ def test_an_unreadable_check_file_is_refused(db, tmp_path, monkeypatch):
     assert sha(db) == before
 
 
+def test_a_check_file_that_is_no_regular_file_or_too_large_is_refused_at_once(db, tmp_path):
+    """Issue 34, item 12: `--config /dev/zero` read 6 GB in 6 s, a FIFO as config blocked: one
+    line each, exit 2, at once (a separate process, so a read that blocks fails the test rather
+    than hang it)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    with open(big, "wb") as f:
+        f.truncate(6 << 30)  # 6 GB, sparse
+    for config, message in ((fifo, "fifo.toml: not a check file (a named pipe, not a file)"),
+                            ("/dev/zero", "/dev/zero: not a check file (a device, not a file)"),
+                            (big, "big.toml: not a check file (larger than 4 MiB)")):
+        start = time.monotonic()
+        try:
+            r = subprocess.run([sys.executable, "-m", "profkit", "check", OFF_RUN, "--config", str(config), "--db",
+                                str(db)], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"--config {config} did not end in 60 s")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, (r.returncode, r.stderr)
+        assert time.monotonic() - start < 20 and "Traceback" not in r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (("--max-finding", "fusable_kernels"), "--max-finding takes ID=PCT (fusable_kernels=60, or any=50), not "
                                            "'fusable_kernels'"),
@@ -382,16 +506,16 @@ def test_bad_options_are_refused_in_one_line(db, args, message):
 
 def test_an_unwritable_junit_file_is_refused(db, tmp_path):
     r = check(db, OFF_RUN, "--max-launches", "500", "--junit-xml", tmp_path / "no" / "such" / "check.xml")
-    one_line_error(r, "cannot write", code=1)
+    one_line_error(r, "cannot write", code=2)  # the checks' outcome could not be delivered: not a FAIL
     assert "No such file or directory" in r.stderr
 
 
 def test_an_unknown_run_or_baseline_is_refused(db):
     before = sha(db)
     r = check(db, "no-such-run", "--max-launches", "5")
-    assert r.exit_code == 1 and r.stderr.startswith("profkit: error:") and len(r.stderr.strip().splitlines()) == 1
+    assert r.exit_code == 2 and r.stderr.startswith("profkit: error:") and len(r.stderr.strip().splitlines()) == 1
     r = check(db, OFF_RUN, "--baseline", "no-such-run", "--max-slowdown", "5")
-    assert r.exit_code == 1 and "no-such-run" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.exit_code == 2 and "no-such-run" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert sha(db) == before
 
 

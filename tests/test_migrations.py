@@ -192,7 +192,7 @@ def test_an_old_database_that_cannot_be_written_is_one_line(tmp_path, monkeypatc
     (f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('profkit', 'from_the_future', 'x')",
      "its layout step 'from_the_future' is not one this profkit knows"),
     (f"update meta set value = '{SCHEMA_VERSION + 1}' where key = 'schema_version'",
-     f"schema {SCHEMA_VERSION + 1}; this one reads {SCHEMA_VERSION}"),
+     f"schema {SCHEMA_VERSION + 1}, this one reads up to {SCHEMA_VERSION}"),
 ])
 def test_a_database_of_a_newer_profkit_is_refused_in_one_line(db, change, message):
     store = Store(db)
@@ -203,9 +203,30 @@ def test_a_database_of_a_newer_profkit_is_refused_in_one_line(db, change, messag
     con.commit()
     con.close()
     before = sha256(db)
-    one_line_error(cli("runs", db=db), f"was written by a newer profkit ({message})")
+    one_line_error(cli("runs", db=db), f"was made by a newer profkit ({message})")
     with pytest.raises(StoreError, match="Upgrade profkit"):
         Store(db)
+    assert sha256(db) == before
+
+
+def test_a_newer_layout_this_sqlite_cannot_parse_is_refused_as_a_newer_profkits(db):
+    """Issue 34, item 9: a newer profkit's layout may hold what this SQLite cannot parse (a
+    table option it does not know); it was "not a usable SQLite database: malformed database
+    schema". The header's user_version, which every step sets, says whose it is."""
+    store = Store(db)
+    import_file(store, CSV, name="a")
+    store.close()
+    con = sqlite3.connect(db, isolation_level=None)
+    assert con.execute("pragma user_version").fetchone()[0] == SCHEMA_VERSION
+    con.execute(f"pragma user_version = {SCHEMA_VERSION + 1}")
+    con.execute("pragma writable_schema = on")
+    con.execute("insert into sqlite_master (type, name, tbl_name, rootpage, sql) values ('table', 't_future', "
+                "'t_future', 0, 'create table t_future (x int) with_a_future_option')")
+    con.close()
+    before = sha256(db)
+    for command in (("runs",), ("summary", "a"), ("import", CSV)):
+        one_line_error(cli(*command, db=db), f"was made by a newer profkit (schema {SCHEMA_VERSION + 1}, this one reads "
+                                             f"up to {SCHEMA_VERSION}). Upgrade profkit")
     assert sha256(db) == before
 
 

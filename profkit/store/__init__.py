@@ -11,6 +11,6 @@ reads, an nsys export, has its reader with the parsers (``profkit.parse.nsys_exp
 other module imports sqlite3 or holds SQL: importers and analyses get rows and figures from
 ``Store``'s methods."""
 
-from .database import DEFAULT_DB, Store, db_path, is_database_error, raw_dir
+from .database import DEFAULT_DB, Store, db_path, is_database_error, raw_dir, read_failure
 
-__all__ = ["DEFAULT_DB", "Store", "db_path", "is_database_error", "raw_dir"]
+__all__ = ["DEFAULT_DB", "Store", "db_path", "is_database_error", "raw_dir", "read_failure"]

@@ -1,20 +1,24 @@
 """The connection to profkit's database: the file (``db_path``), WAL, the busy timeout that
 has writers wait their turn (``PROFKIT_BUSY_TIMEOUT``), ``BEGIN IMMEDIATE`` write transactions,
-and SQLite's failures as one line. ``Connection`` is the base of ``Store``; the other modules
-of this package add what is done over it (``migrations``, ``runs``, ``writes``, ``queries``,
-``benches``)."""
+and SQLite's failures as one line (a full disk, a read-only file or folder, a lock, named as
+such). A new database is made whole under a temporary name and linked into place, so that no
+reader finds it half made. One that cannot be written (its folder or disk will not take the
+files SQLite keeps beside it) is opened read-only, so reading it still works. ``Connection``
+is the base of ``Store``; the other modules of this package add what is done over it
+(``migrations``, ``runs``, ``writes``, ``queries``, ``benches``)."""
 
 from __future__ import annotations
 
 import math
 import os
+import secrets
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import StoreError, UsageError
-from ..files import file_uri
+from ..files import disk_full, file_uri, full_disk, nearly_full
 from ..processes import watch
 
 DEFAULT_DB = "profkit.db"
@@ -53,13 +57,59 @@ def busy_timeout() -> float:
     return value
 
 
-def unwritable(path: Path, exc: sqlite3.OperationalError) -> StoreError:
-    """An operational failure (read-only file, locked database, full disk) as one line."""
+_SQLITE_FULL, _SQLITE_IOERR, _SQLITE_READONLY = 13, 10, 8
+
+
+def _cause(path: Path, exc: BaseException) -> str | None:
+    """What SQLite's failure over the database at ``path`` comes from, where it is one of
+    these: ``locked`` (another process's lock), ``full`` (SQLite's "full", or an I/O error or
+    a read-only connection where the disk has next to no room left: one opened read-only on
+    a full disk, see Connection._read_only), ``readonly`` (a file or folder this user cannot
+    write)."""
     text = str(exc)
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    readonly = code == _SQLITE_READONLY or "readonly" in text
     if "locked" in text or "busy" in text:
-        return StoreError(f"{path} is locked by another process ({text}, after waiting {busy_timeout():g} s)",
-                          "Try again once it has finished, or set PROFKIT_BUSY_TIMEOUT to wait longer.")
+        return "locked"
+    if code == _SQLITE_FULL or "disk is full" in text or ((code == _SQLITE_IOERR or readonly) and nearly_full(path)):
+        return "full"
+    return "readonly" if readonly else None
+
+
+def _locked(path: Path, exc: BaseException) -> StoreError:
+    return StoreError(f"{path} is locked by another process ({exc}, after waiting {busy_timeout():g} s)",
+                      "Try again once it has finished, or set PROFKIT_BUSY_TIMEOUT to wait longer.")
+
+
+def unwritable(path: Path, exc: BaseException) -> StoreError:
+    """A failure to open or write the database at ``path`` as one line naming its cause: a
+    lock, a full disk, a file or folder this user cannot write (:func:`_cause`)."""
+    text = str(exc)
+    cause = _cause(path, exc)
+    if cause == "locked":
+        return _locked(path, exc)
+    if cause == "full":
+        return full_disk(path)
+    if cause == "readonly":
+        return StoreError(f"cannot write to {path}: this user may not write the file or its folder ({text})",
+                          "Reading it works; to store runs, use a database in a folder of your own (`db`).")
+    if "unable to open" in text:
+        return StoreError(f"cannot open {path} ({text})",
+                          "Check the permissions of the file and its folder, and the free disk space.")
     return StoreError(f"cannot write to {path}: {text}", "Check the file's permissions and the free disk space.")
+
+
+def read_failure(path: Path, exc: BaseException) -> StoreError:
+    """A failure met reading the database at ``path`` once open (a full disk where SQLite
+    wanted room for temporary data, a lock, a damaged page) as one line naming its cause."""
+    cause = _cause(path, exc)
+    if cause == "locked":
+        return _locked(path, exc)
+    if cause == "full":
+        return StoreError(f"the disk is full: reading {path} needs room SQLite could not find ({exc})",
+                          "Free some space there, or where SQLite keeps temporary files ($SQLITE_TMPDIR, "
+                          "else /var/tmp or /tmp).")
+    return StoreError(f"the database is damaged or unreadable ({path}: {exc})")
 
 
 def is_database_error(exc: BaseException) -> bool:
@@ -76,6 +126,8 @@ class Connection:
     # A run whose launches a bulk import has grouped already, and those groups (the rows of
     # ``writes.write_aggregates``' ``agg_fine``), or None.
     prepared_aggregates: tuple[int, list[tuple[Any, ...]]] | None = None
+    # Opened read-only (:meth:`_read_only`): nothing is written (no recovery, no WAL set).
+    read_only = False
 
     def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
         self.path = db_path(path)
@@ -97,14 +149,101 @@ class Connection:
             self._open()
 
     def _open(self) -> sqlite3.Connection:
+        if self._create and not os.path.lexists(self.path):
+            self._make()
         try:
-            self._conn = self._connect()
+            self._attach()
             self._prepare()
         except sqlite3.OperationalError as exc:
-            raise unwritable(self.path, exc) from exc
+            self._drop()
+            if "locked" in str(exc) or "busy" in str(exc) or not self._read_only():
+                raise unwritable(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+            error = self._unusable(exc)
+            self._drop()
+            raise error from exc
+        assert self._conn is not None
         return self._conn
+
+    def _unusable(self, exc: sqlite3.DatabaseError) -> StoreError:
+        """A file SQLite cannot read as a database (damaged, not SQLite, or a layout this
+        profkit's SQLite cannot parse: the store's refuses a newer profkit's)."""
+        return StoreError(f"{self.path} is not a usable SQLite database: {exc}")
+
+    def _read_only(self) -> bool:
+        """Open the file read-only, after a connection that may write could not read it: its
+        folder (another user's) or its full disk will not take the ``-shm`` and ``-wal`` files
+        SQLite keeps beside a WAL database. ``mode=ro`` reads it where those exist (a writer has
+        it open); else, where no ``-wal`` file holds changes the file lacks, ``immutable``
+        reads the file alone (SQLite then takes no locks: a writer that starts meanwhile and
+        checkpoints could change pages under this reader, which a reading command only
+        risks for its own second or two). True once open (``read_only`` set)."""
+        try:
+            pending = os.stat(f"{self.path}-wal").st_size > 0
+        except FileNotFoundError:
+            pending = False
+        except OSError:
+            pending = True
+        for params in ("mode=ro", *(() if pending else ("mode=ro&immutable=1",))):
+            try:
+                self._attach(params)
+                self.read_only = True
+                self._prepare()
+                return True
+            except sqlite3.OperationalError:
+                self._drop()
+            except sqlite3.DatabaseError as exc:
+                error = self._unusable(exc)
+                self._drop()
+                raise error from exc
+            except BaseException:
+                self._drop()
+                raise
+        return False
+
+    def _drop(self) -> None:
+        """Close a connection that failed to open (a later try starts afresh)."""
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = self._db = None
+        self.read_only = False
+
+    def _make(self) -> None:
+        """Make a new database where none is: its whole layout built under a temporary name
+        beside it (made exclusively, never through a link), then linked into place. A process
+        that opens the path meanwhile finds no file, or a complete database, never an empty or
+        half-made one; where another process made it first, theirs is kept."""
+        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(8)}.new")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
+        except OSError as exc:
+            raise disk_full(self.path, exc) or StoreError(
+                f"cannot make the database {self.path}: {exc.strerror or exc}",
+                "Check the folder's permissions, or choose another `db`.") from None
+        try:
+            try:
+                made = type(self)(tmp)
+                try:
+                    # Every change in the file itself, no -wal left to lose when it is linked.
+                    made.execute("pragma wal_checkpoint(truncate)")
+                finally:
+                    made.close()
+            except StoreError as exc:
+                raise StoreError(exc.message.replace(str(tmp), str(self.path)), exc.hint) from None
+            except sqlite3.OperationalError as exc:
+                raise unwritable(self.path, exc) from None
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it first: theirs is opened
+            except OSError:  # a file system without hard links: made in place, as before
+                pass
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(f"{tmp}{suffix}")
+                except FileNotFoundError:
+                    pass
 
     def _prepare(self) -> None:
         """What is done once the file is open (the store's; here only WAL)."""
@@ -152,15 +291,21 @@ class Connection:
         self.conn.execute(f"update {table} set {', '.join(c + ' = ?' for c in cols)} where id = ?",
                           [*(values[c] for c in cols), row_id])
 
-    def _connect(self) -> sqlite3.Connection:
-        """Autocommit connection (transactions are explicit), WAL, waiting for other writers."""
+    def _connect(self, params: str = "") -> sqlite3.Connection:
+        """Autocommit connection (transactions are explicit), waiting for other writers;
+        ``params`` the URI's (``mode=ro``)."""
         # Opened as a URI so that an export can be ATTACHed read-only by URI (nsys_import) on
         # every SQLite build, not only those that read URIs by default.
-        conn = sqlite3.connect(file_uri(self.path), timeout=busy_timeout(), isolation_level=None,
-                               check_same_thread=False, uri=True)
-        conn.execute("pragma synchronous = normal")
+        conn = sqlite3.connect(file_uri(self.path) + (f"?{params}" if params else ""), timeout=busy_timeout(),
+                               isolation_level=None, check_same_thread=False, uri=True)
         watch(self, conn)  # a stop signal cuts a long statement short (processes.stoppable)
         return conn
+
+    def _attach(self, params: str = "") -> None:
+        """Connect (``_conn``, held before its first statement: a failure there can read the
+        header and close it)."""
+        self._conn = self._connect(params) if params else self._connect()
+        self._conn.execute("pragma synchronous = normal")
 
     def _wal(self) -> None:
         """WAL mode (persistent in the file), set once the file is known to be profkit's."""

@@ -33,17 +33,20 @@ their own.
 
 from __future__ import annotations
 
+import sqlite3
+
+from ..errors import StoreError
 from .benches import Benches
 from .counters import Counters
-from .connection import DEFAULT_DB, MAX_BUSY_TIMEOUT_S, MAX_ID, as_id, db_path, is_database_error
+from .connection import DEFAULT_DB, MAX_BUSY_TIMEOUT_S, MAX_ID, as_id, db_path, is_database_error, read_failure
 from .layout import RUN_COLUMNS
-from .migrations import SCHEMA_VERSION, ensure_schema
+from .migrations import SCHEMA_VERSION, ensure_schema, newer_profkit
 from .queries import Queries
 from ..options import MAX_NAME, check_run_name
 from .runs import RunFields, Runs, raw_dir
 
 __all__ = ["DEFAULT_DB", "MAX_BUSY_TIMEOUT_S", "MAX_ID", "MAX_NAME", "RUN_COLUMNS", "SCHEMA_VERSION", "RunFields",
-           "Store", "as_id", "check_run_name", "db_path", "is_database_error", "raw_dir"]
+           "Store", "as_id", "check_run_name", "db_path", "is_database_error", "raw_dir", "read_failure"]
 
 
 class Store(Runs, Queries, Benches, Counters):
@@ -56,7 +59,12 @@ class Store(Runs, Queries, Benches, Counters):
 
     def _prepare(self) -> None:
         """Once the file is open: its layout brought up to date (a new one made), WAL, and the
-        runs of owners that died recovered."""
+        runs of owners that died recovered (not where it is open read-only: it is read as it is)."""
         ensure_schema(self, self._create)
-        self._wal()
-        self._recover()
+        if not self.read_only:
+            self._wal()
+            self._recover()
+
+    def _unusable(self, exc: sqlite3.DatabaseError) -> StoreError:
+        """A layout this SQLite cannot parse is a newer profkit's where the header says so."""
+        return newer_profkit(self) or super()._unusable(exc)

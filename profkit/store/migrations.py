@@ -14,7 +14,10 @@ schema 1 had no ``meta``) has had the steps up to its version: those are recorde
 time, in the transaction of the first step it still needs. One that is up to date is read as
 it is, without writing (a read-only file opens). A database of a newer profkit (a schema
 version above ``SCHEMA_VERSION``, or a step recorded that this profkit does not know) is
-refused in one line.
+refused in one line. Each step also sets the file header's ``user_version`` to the schema
+version: SQLite reads it even where the layout holds something this SQLite cannot parse (a
+newer profkit's table option), so such a database is refused as a newer profkit's too, not as
+a damaged file.
 """
 
 from __future__ import annotations
@@ -263,13 +266,11 @@ def ensure_schema(s: Connection, create: bool) -> None:
                          "Run or import something first, or choose another `db`.")
     version = schema_version(s)
     if version > SCHEMA_VERSION:
-        raise StoreError(f"{s.path} was written by a newer profkit (schema {version}; this one reads {SCHEMA_VERSION})",
-                         "Upgrade profkit.")
+        raise _newer(s, f"schema {version}, this one reads up to {SCHEMA_VERSION}")
     known = {st.name for st in STEPS}
     unknown = [name for name in recorded(s) if name not in known]
     if unknown:
-        raise StoreError(f"{s.path} was written by a newer profkit (its layout step {unknown[0]!r} is not one this "
-                         "profkit knows)", "Upgrade profkit.")
+        raise _newer(s, f"its layout step {unknown[0]!r} is not one this profkit knows")
     done = applied(s)
     pending = [st for st in STEPS if st.name not in done]
     if not pending:
@@ -287,6 +288,22 @@ def ensure_schema(s: Connection, create: bool) -> None:
                              f"in place the first time it is opened, but it cannot be written ({exc})",
                              "Open it once where it is writable (or as its owner).") from exc
         raise
+
+
+def _newer(s: Connection, what: str) -> StoreError:
+    return StoreError(f"{s.path} was made by a newer profkit ({what})", "Upgrade profkit.")
+
+
+def newer_profkit(s: Connection) -> StoreError | None:
+    """The error for a database whose header says a newer profkit made it (``user_version``
+    above ``SCHEMA_VERSION``), read where the layout itself could not be; else None."""
+    if s._conn is None:  # never opened: nothing to read it from (and nothing to reopen here)
+        return None
+    try:
+        version = int(s._conn.execute("pragma user_version").fetchone()[0])
+    except (sqlite3.Error, TypeError, ValueError):
+        return None
+    return _newer(s, f"schema {version}, this one reads up to {SCHEMA_VERSION}") if version > SCHEMA_VERSION else None
 
 
 def _apply(s: Connection, st: Step) -> None:
@@ -311,3 +328,4 @@ def _apply(s: Connection, st: Step) -> None:
                            [(MIGRATION_SET, name, at) for name, at in [*earlier, (st.name, now)]])
         s.execute("insert or replace into meta (key, value) values ('schema_version', ?)",
                   [str(max(version, st.version))])
+        s.execute(f"pragma user_version = {int(max(version, st.version))}")

@@ -3,7 +3,10 @@
 made as exclusively as the name, its kernels written (``writes``), and its end: ``ok`` with its
 counts and ranges, ``failed`` / ``interrupted`` keeping its row and files, or deleted. A row
 whose owner died is recovered when the database is next opened, by a process that takes the
-run's lock itself (see ``database``'s description). Runs read back as ``RunRecord``s."""
+run's lock itself (see ``database``'s description). A run that fails where the database
+cannot take its end (a full disk) notes it in its lock file, in room kept there from the
+start, and the recovery ends it so: ``failed`` with its error, not ``interrupted``. Runs read
+back as ``RunRecord``s."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..errors import BadExport, EmptyCapture, RunExists, RunNotFound, StoreError, did_you_mean
-from ..files import own_folder, untrusted
+from ..files import disk_full, own_folder, untrusted
 from ..options import MAX_NAME, check_run_name
 from ..parse.schema import Capture, ClassifiedRow
 from ..processes import alive
@@ -82,6 +85,9 @@ def _in_runs(db: Path, folder_name: str) -> Path:
 # locks belong to an open file, so another open of the same file (another process, or another
 # Store here) cannot take them while the owner lives.
 _HELD: dict[str, int] = {}
+# Room a lock file keeps (written when the lock is taken) for its run's end, where the database
+# cannot take it: overwritten in place, it needs no new space on a full disk.
+NOTE_BYTES = 4096
 
 
 class Runs(Writes):
@@ -161,7 +167,23 @@ class Runs(Writes):
             os.close(fd)
             raise StoreError(f"cannot lock {path}: {exc.strerror}",
                              "Another process holds it; check what else uses this database.") from None
+        try:
+            os.pwrite(fd, b" " * NOTE_BYTES, 0)  # the room for the run's end (see _note_end)
+        except OSError as exc:
+            os.close(fd)
+            raise disk_full(path, exc) or StoreError(f"cannot write the lock file {path}: {exc.strerror}") from None
         _HELD[str(path)] = fd
+
+    def _note_end(self, run_id: int, status: str, error: str) -> None:
+        """Note a run's end in its lock file's room, in place (no new space needed), for the
+        recovery to end it so where the database could not take it; best effort."""
+        fd = _HELD.get(str(self._lock_path(run_id)))
+        if fd is not None:
+            note = json.dumps({"status": status, "error": error[:NOTE_BYTES // 2]}).encode()[:NOTE_BYTES]
+            try:
+                os.pwrite(fd, note.ljust(NOTE_BYTES), 0)
+            except OSError:
+                pass  # the recovery then ends it as interrupted
 
     def _unlock(self, run_id: int) -> None:
         """Give up a run's lock, if this process holds it: the file goes first, then the lock."""
@@ -289,8 +311,14 @@ class Runs(Writes):
         with the error in its info; its row and raw files stay, its name stays taken."""
         run = self.get_run(run_id)
         info = {**run.info, "error": error}
-        with self.write():
-            self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
+        try:
+            with self.write():
+                self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
+        except BaseException as exc:
+            self._note_end(run_id, status, error)  # the lock stays held, the file kept, until this process ends
+            if isinstance(exc, sqlite3.OperationalError):
+                raise unwritable(self.path, exc) from exc
+            raise
         self._unlock(run_id)
 
     def delete_run(self, run_id: int) -> None:
@@ -334,7 +362,7 @@ class Runs(Writes):
                     continue
             ended = False
             try:
-                ended = self._recover_run(r["id"], owner)
+                ended = self._recover_run(r["id"], owner, _noted_end(fd))
             except sqlite3.OperationalError:
                 pass  # a read-only database: reading it still works; a writer recovers the rows later
             finally:
@@ -346,10 +374,11 @@ class Runs(Writes):
                             pass  # a read-only folder: the file stays, harmless
                     os.close(fd)
 
-    def _recover_run(self, run_id: int, owner: str) -> bool:
+    def _recover_run(self, run_id: int, owner: str, noted: tuple[str, str] | None = None) -> bool:
         """In one transaction, if the run is still being written by ``owner``: an import is
-        deleted, a profiled run marked interrupted (its rows removed). True once the run is no
-        longer ``owner``'s to write (recovered here, or it ended meanwhile)."""
+        deleted, a profiled run marked interrupted (its rows removed), or as its owner noted
+        its end in the lock file (``noted``: status, error). True once the run is no longer
+        ``owner``'s to write (recovered here, or it ended meanwhile)."""
         with self.write():
             row = self.execute("select status, owner, info from runs where id = ?", [run_id]).fetchone()
             if row is None or row[0] not in WRITING or row[1] != owner:
@@ -358,9 +387,10 @@ class Runs(Writes):
             if row[0] == "importing":
                 self.execute("delete from runs where id = ?", [run_id])
                 return True
-            info = {**json.loads(row[2] or "{}"),
-                    "error": f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored"}
-            self._update("runs", run_id, _encoded({"status": "interrupted", "owner": None, "info": info}))
+            status, error = noted or (
+                "interrupted", f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored")
+            info = {**json.loads(row[2] or "{}"), "error": error}
+            self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
         return True
 
     # ------------------------------------------------------------------ reading runs
@@ -380,6 +410,19 @@ class Runs(Writes):
             hint = f"Recent runs: {', '.join(everyone[:5])}." if everyone else "The database has no runs yet."
             raise RunNotFound(f"no run {ref!r} in {self.path}", did_you_mean(ref, everyone, hint))
         return _run(row)
+
+
+def _noted_end(fd: int | None) -> tuple[str, str] | None:
+    """The end a run's owner noted in its lock file (``Runs._note_end``): (status, error), or None."""
+    if fd is None:
+        return None
+    try:
+        note = json.loads(os.pread(fd, NOTE_BYTES, 0).strip() or b"null")
+    except (OSError, ValueError):
+        return None
+    if isinstance(note, dict) and note.get("status") in ("failed", "interrupted") and isinstance(note.get("error"), str):
+        return note["status"], note["error"]
+    return None
 
 
 def _encoded(row: dict[str, Any]) -> dict[str, Any]:
