@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install 'profkit[cluster]'"
 # In the environment of every Python process a sweep starts: the current folder is not put on
-# its path (Python 3.11's -P), so a `torch.py`, `sqlite_utils.py` or `profkit/` there is never
+# its path (Python 3.11's -P), so a `torch.py`, `msgpack.py` or `profkit/` there is never
 # imported in its place.
 SAFE_PATH = {"PYTHONSAFEPATH": "1"}
 
