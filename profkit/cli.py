@@ -884,13 +884,9 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
         raise UsageError("--baseline needs a limit: --max-slowdown PCT (or [baseline] max_slowdown in the check file)")
     report = _open(db).run(run_ref).check(checks, baseline=baseline)
     if junit_xml is not None:
-        try:
-            junit_xml.write_text(report.to_junit(), encoding="utf-8")
-        except OSError as exc:
-            from .errors import ProfkitError
+        from .files import write_atomic
 
-            raise ProfkitError(f"cannot write {junit_xml} ({exc.strerror or exc})",
-                               "Give --junit-xml a file in a folder you can write.") from None
+        write_atomic(junit_xml, report.to_junit(), "Give --junit-xml a file in a folder you can write, with free space.")
     render.check(report, fmt.value)
     if not report.ok or (strict and report.count("skip")):
         _exit(1)

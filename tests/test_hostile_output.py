@@ -168,6 +168,103 @@ def test_json_keeps_every_name_and_escapes_it(hostile):
         assert not UNSAFE.search(out.replace("\n", "")), args
 
 
+# ------------------------------------------------------------------ JUnit (item 8)
+def test_junit_with_control_characters_is_well_formed(hostile, tmp_path):
+    from junitparser import JUnitXml
+
+    out = tmp_path / "check.xml"
+    args = ["check", "evil", "--min-tensor-core-coverage", "99", "--no-fp32-matrix"]
+    r = cli(*args, "--format", "junit", "--junit-xml", out, db=hostile)
+    assert r.exit_code == 1, r.output
+    assert r.stdout == out.read_text(encoding="utf-8")
+    root = ET.fromstring(out.read_bytes())
+    messages = [f.get("message") for f in root.iter("failure")]
+    assert len(messages) == 2 and all("cutlass::Kernel<cutlass_80_simt_sge" in m for m in messages)
+    assert all("\\x" in m and not UNSAFE.search(m) for m in messages)
+    suite = next(iter(JUnitXml.fromfile(str(out))))
+    assert suite.failures == 2 and suite.tests == 2
+    # the run named by another program: in the suite's name, escaped
+    r = cli("check", "3", "--min-tensor-core-coverage", "10", "--format", "junit", db=hostile)
+    assert f"profkit check [/oops]{shown(CLEAR)}x" in ET.fromstring(r.stdout).find("testsuite").get("name")
+
+
+def _old_report(path: Path) -> bytes:
+    path.write_text("<testsuites>the previous run's report</testsuites>\n")
+    return path.read_bytes()
+
+
+def test_junit_on_a_full_disk_leaves_the_old_file(hostile, tmp_path, monkeypatch):
+    """ENOSPC part-way through the write (injected): one line naming the file and the cause,
+    the previous report as it was, no temporary file left beside it."""
+    out = tmp_path / "out" / "check.xml"
+    out.parent.mkdir()
+    before = _old_report(out)
+    real_write = os.write
+
+    def full(fd: int, data) -> int:
+        real_write(fd, bytes(data[:100]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out, db=hostile)
+    monkeypatch.undo()
+    one_line_error(r, f"cannot write {out} (No space left on device); the file there is as it was")
+    assert out.read_bytes() == before
+    assert os.listdir(out.parent) == ["check.xml"]
+    # and where there was none, none is made (not an empty one)
+    monkeypatch.setattr(os, "write", full)
+    r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out.parent / "new.xml", db=hostile)
+    monkeypatch.undo()
+    one_line_error(r, "(No space left on device); no file was made")
+    assert os.listdir(out.parent) == ["check.xml"]
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root only; skipped where it cannot be mounted)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    except OSError as exc:
+        pytest.skip(f"cannot mount a tmpfs: {exc}")
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {p.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_junit_on_a_real_full_disk(hostile, tiny_tmpfs):
+    out = tiny_tmpfs / "check.xml"
+    before = _old_report(out)
+    with open(tiny_tmpfs / "filler", "wb", buffering=0) as f:  # the rest of the disk
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--no-fp32-matrix", "--junit-xml", out, db=hostile)
+    one_line_error(r, f"cannot write {out} (No space left on device)")
+    assert out.read_bytes() == before
+    assert sorted(os.listdir(tiny_tmpfs)) == ["check.xml", "filler"]
+
+
+def test_junit_replaces_a_file_whole_and_keeps_its_mode(hostile, tmp_path):
+    out = tmp_path / "check.xml"
+    _old_report(out)
+    out.chmod(0o640)
+    r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out, db=hostile)
+    assert r.exit_code == 0, r.output
+    assert ET.fromstring(out.read_bytes()).tag == "testsuites" and (out.stat().st_mode & 0o777) == 0o640
+    assert cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", "/dev/null",
+               db=hostile).exit_code == 0
+    one_line_error(cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", tmp_path, db=hostile),
+                   "it is a folder")
+
+
 # ------------------------------------------------------------------ the one function
 def test_shown():
     from profkit.formatting import shown
