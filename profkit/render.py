@@ -452,13 +452,45 @@ def json_array(objects: Iterable[str], batch: int = 5000) -> None:
     write("]\n" if first else "\n]\n")
 
 
+# A text cell a spreadsheet would take for a formula (OWASP's "CSV injection"): its first
+# character one of these, and the cell no plain number ("-1.5" stays a number).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_FIRST = frozenset(_FORMULA_START)
+_AS_JSON = frozenset({dict, list})
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(value: Any, terminal: bool = False) -> Any:
+    """A value as ``write_csv`` writes it: a dict or list as JSON; a text that starts with
+    ``= + - @``, a tab or a carriage return (``=HYPERLINK(...)`` in a kernel's name) behind a
+    single quote, so that a spreadsheet shows it rather than runs it; on a ``terminal``, a
+    text's control characters shown escaped. Numbers as they are."""
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value)
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        value = "'" + value
+    return shown(value) if terminal else value
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     """RFC 4180 CSV, records ended by "\n": a field holding "\r" or "\n" (a kernel or range
     name may) is quoted, so that every CSV reader sees one record per row. (csv quotes only the
-    characters of its line terminator; each record is written with "\r\n" and ended "\n".)"""
+    characters of its line terminator; each record is written with "\r\n" and ended "\n".)
+    Text cells are guarded against formulas (``csv_cell``); written to a terminal, their
+    control characters are shown escaped, elsewhere (a file, a pipe) they are kept."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\r\n")
     out = sys.stdout
+    terminal = _is_terminal(out)
 
     def emit() -> None:
         out.write(buf.getvalue()[:-2] + "\n")
@@ -468,7 +500,11 @@ def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None
     w.writeheader()
     emit()
     for r in rows:
-        w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+        if terminal:
+            w.writerow({k: csv_cell(v, True) for k, v in r.items()})
+        else:  # csv_cell where it changes anything (the same, a third faster on millions of rows)
+            w.writerow({k: csv_cell(v) if v.__class__ in _AS_JSON or v.__class__ is str and v[:1] in _FORMULA_FIRST
+                        else v for k, v in r.items()})
         emit()
 
 

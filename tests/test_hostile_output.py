@@ -265,6 +265,40 @@ def test_junit_replaces_a_file_whole_and_keeps_its_mode(hostile, tmp_path):
                    "it is a folder")
 
 
+# ------------------------------------------------------------------ CSV (item 14)
+def test_csv_guards_formulas_and_keeps_numbers(hostile):
+    r = cli("kernels", "evil", "-f", "csv", db=hostile)
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout, newline="")))
+    names = [x["name"] for x in rows]
+    assert "'" + FORMULA in names and FORMULA not in names
+    assert "'=HYPERLINK" in [x["short_name"] for x in rows]
+    d = list(csv.DictReader(io.StringIO(cli("diff", "good", "evil", "--match", "exact", "-f", "csv", db=hostile).stdout,
+                                        newline="")))
+    assert "'" + FORMULA in [x["name"] for x in d]
+    negative = [x["delta_time_ns"] for x in d if x["delta_time_ns"].startswith("-")]
+    assert negative and all(float(v) < 0 for v in negative)  # numbers stay numbers
+
+
+def test_csv_cell():
+    for text in ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\tx", "\rx", "-", "=HYPERLINK(\"a\")"):
+        assert render.csv_cell(text) == "'" + text
+    for value in (-1.5, "-1.5", "+2", "-3e5", 7, None, "a=b", "[x]"):
+        assert render.csv_cell(value) == value
+    assert render.csv_cell({"a": 1}) == '{"a": 1}'
+
+
+def test_csv_to_a_terminal_escapes_control_characters(monkeypatch, capsys):
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    monkeypatch.setattr("sys.stdout", out)
+    render.write_csv([{"name": f"{CLEAR}k\r{OSC52}", "n": -2}], ["name", "n"])
+    assert out.getvalue() == "name,n\n\\x1b[2J\\x1b[Hk\\r\\x1b]52;c;ZXZpbA==\\x07,-2\n"
+
+
 # ------------------------------------------------------------------ the one function
 def test_shown():
     from profkit.formatting import shown
