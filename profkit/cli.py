@@ -34,6 +34,7 @@ import click
 
 from .choices import DEFAULT_MATCH, CheckFormat, Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
+from .formatting import shown
 from .options import RunOptions, cli_of, default_for, for_command
 from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
 from .parse.formats import import_help
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
 
 
 def _err(text: str) -> None:
-    print(text, file=sys.stderr)
+    """A message on stderr, each of its lines with its control characters shown escaped (an
+    error quoting a kernel's or a file's name prints it, never acts on the terminal)."""
+    print("\n".join(shown(line) for line in text.split("\n")), file=sys.stderr)
 
 
 # Where stderr is no terminal: seconds a command runs before it prints its stages. A command
@@ -95,7 +98,9 @@ class _Stages:
 
     def stage(self, text: str) -> None:
         if self.status is not None:
-            self.status.update(text)
+            from .render import Text  # as text, not markup: a kernel's or a file's name
+
+            self.status.update(Text(text))
             return
         with self.lock:
             self.current = text
@@ -104,7 +109,9 @@ class _Stages:
     def kernel(self, index: int, kname: str, passes: Optional[int]) -> None:
         text = f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each)"
         if self.status is not None:
-            self.status.update(f"{text}: {kname[:60]}")
+            from .render import Text
+
+            self.status.update(Text(f"{text}: {kname[:60]}"))
         elif index + 1 in (1, 10, 100) or (index + 1) % 1000 == 0:
             self.stage(text)
 
@@ -892,8 +899,7 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
     no finding above a share of GPU time, slowdown against a baseline run, launches per iteration. One line
     per assertion (PASS, FAIL or SKIP, the measured value, the limit); exit 0 if none failed, 1 if any did, 2 if
     it could not check (a bad option or check file, a run or baseline missing or incomplete)."""
-    import json
-
+    from . import render  # here, not at the top: --help need not pay for it
     from .analyze.check import Checks, load_checks, parse_finding_limit
 
     # The check file and the options are checked before the database is opened.
@@ -907,19 +913,10 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
         raise UsageError("--baseline needs a limit: --max-slowdown PCT (or [baseline] max_slowdown in the check file)")
     report = _open(db).run(run_ref).check(checks, baseline=baseline)
     if junit_xml is not None:
-        try:
-            junit_xml.write_text(report.to_junit(), encoding="utf-8")
-        except OSError as exc:
-            from .errors import ProfkitError
+        from .files import write_atomic
 
-            raise ProfkitError(f"cannot write {junit_xml} ({exc.strerror or exc})",
-                               "Give --junit-xml a file in a folder you can write.") from None
-    if fmt is CheckFormat.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    elif fmt is CheckFormat.junit:
-        sys.stdout.write(report.to_junit())
-    else:
-        print("\n".join(report.lines()))
+        write_atomic(junit_xml, report.to_junit(), "Give --junit-xml a file in a folder you can write, with free space.")
+    render.check(report, fmt.value)
     if not report.ok or (strict and report.count("skip")):
         _exit(1)
 

@@ -2,18 +2,20 @@
 through a link or into a file someone else put there (``O_CREAT | O_EXCL | O_NOFOLLOW``); and
 which folders beside a database it trusts with them (:func:`untrusted`); how a file is
 named to SQLite (:func:`file_uri`); a write that found the disk full, as one line naming
-where (:func:`disk_full`); and how a file the user names is read (:func:`read_user_file`,
+where (:func:`disk_full`); how a file the user named is replaced whole or not at all
+(:func:`write_atomic`); and how a file the user names is read (:func:`read_user_file`,
 :func:`load_toml`): only a regular file, of bounded size and nesting, refused in one line."""
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import StoreError, UsageError
+from .errors import ProfkitError, StoreError, UsageError
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -79,6 +81,72 @@ def disk_full(where: Path, exc: BaseException) -> StoreError | None:
 def full_disk(where: Path, why: str = "no space left") -> StoreError:
     return StoreError(f"the disk is full: cannot write {where} ({why})",
                       "Free some space on it, or use a database on another disk (`db`).")
+
+
+def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = None) -> None:
+    """Write ``text`` (UTF-8) to ``path``, a file the user named (``--junit-xml``), whole or not
+    at all: into a new file beside it, flushed to the disk (fsync), then renamed over it, so a
+    reader (a CI job) never sees half a file, and a full disk leaves no empty one. On any
+    error that file is removed, what was at ``path`` is left as it was, and a ProfkitError
+    (with ``hint``) names ``path`` and the cause ("No space left on device"). A link is
+    written through (its target replaced, as a report's page is); an existing file keeps its
+    permissions; a device or a pipe (``/dev/stdout``) is written as it is: nothing can be
+    renamed over it."""
+    path = Path(path)
+    data = text.encode("utf-8")
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _cannot_write(path, exc, False, hint) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ProfkitError(f"cannot write {path}: it is a folder", hint)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(target, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise _cannot_write(path, exc, False, hint) from None
+        return
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, _FLAGS, 0o666)  # the umask applies, as to any new file
+    except OSError as exc:
+        raise _cannot_write(path, exc, st is not None, hint) from None
+    try:
+        try:
+            if st is not None:
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:  # never for a regular file; no endless loop if it were
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _cannot_write(path, exc, st is not None, hint) from None
+        raise
+    try:  # the rename itself on the disk too
+        folder = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError:
+        pass  # a folder that cannot be opened or synced (some network file systems): the file is written
+
+
+def _cannot_write(path: Path, exc: OSError, existed: bool, hint: str | None) -> ProfkitError:
+    left = "the file there is as it was" if existed else "no file was made"
+    return ProfkitError(f"cannot write {path} ({exc.strerror or exc}); {left}", hint)
 
 
 def untrusted(folder: Path) -> str | None:

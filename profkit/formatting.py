@@ -3,7 +3,33 @@ output): plain functions of plain values, importing nothing of profkit's."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# What a terminal would act on rather than show, and what would reorder or hide what follows:
+# the C0 and C1 controls and DEL (ESC starts a screen clear or an OSC 52 clipboard write; 0x9b
+# is a CSI of its own; \r overwrites the line), the bidirectional controls (U+202E shows text
+# reversed), line and paragraph separators; and what no UTF-8 or XML 1.0 text may hold: lone
+# surrogates (a file name's undecodable bytes), U+FFFE and U+FFFF.
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def shown(text: str) -> str:
+    """``text`` (a kernel, GPU, workload, range or run name; anything read from a capture or a
+    database) as it may be printed: every control character written as a visible escape, as
+    Python writes it (``\\x1b``, ``\\x9b``, ``\\r``, ``\\n``, ``\\u202e``), so that the text shows
+    on one line and nothing in it acts on the terminal. The one function every string is
+    printed through (``profkit.render``, the command's messages, JUnit XML)."""
+    if text.isprintable():  # nearly every name: nothing to do (what it escapes is never printable)
+        return text
+    return UNSAFE.sub(_escaped, text)
 
 
 def fmt_ns(ns: Any) -> str:

@@ -7,6 +7,11 @@ standard output is not a terminal (a file, a pipe to ``less`` or ``grep``) nothi
 tables take the width their contents need. There tables and plain lines are written as rich
 would write them, without rich (``PlainConsole``): importing rich and laying a table out with
 it took longer than all the rest of ``profkit kernels``.
+
+Every string is printed as text, never as rich markup, and through ``formatting.shown``: a
+control character in a kernel's, GPU's or run's name (a screen clear, an OSC 52 clipboard
+write) shows as ``\\x1b`` and does nothing. The consoles, ``Text``, ``Table`` and ``line`` apply
+it themselves, so no command prints around it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TextIO, Union
 
 from .errors import name_params
-from .formatting import cut_middle, fmt_ns
+from .formatting import UNSAFE, cut_middle, fmt_ns, shown
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
 from .records import (RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, ModuleView, RankReport, RunRecord,
                       Summary)
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
     from rich.table import Table as RichTable
     from rich.text import Text as RichText
 
+    from .analyze.check import CheckReport
     from .analyze.diff import Diff
     from .analyze.findings import Finding
     from .api import Comparison
@@ -51,7 +57,11 @@ def _rich_console(stderr: bool, width: int | None = None) -> RichConsole:
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError
 
-    return _Console(stderr=stderr, width=width)
+        def print(self, *objects: Any, **options: Any) -> None:
+            super().print(*(shown(o) if isinstance(o, str) else o for o in objects), **options)
+
+    # No markup and no emoji codes: a name holding "[bold]" or ":smile:" is printed as it is.
+    return _Console(stderr=stderr, width=width, markup=False, emoji=False)
 
 
 def console(stderr: bool = False, wide: bool = False) -> Console:
@@ -91,8 +101,9 @@ def _surely_no_terminal(stream: Any) -> bool:
 class PlainConsole:
     """The console for a stream that is no terminal. There rich adds no colour and, at
     UNLIMITED_WIDTH, cuts nothing, so what ``_plain_lines`` can lay out as rich would (a Table,
-    a line of plain text) is written here; anything else (a status line, other markup, a
-    character rich counts otherwise) goes to the rich console, made on first need."""
+    a line of plain text) is written here; anything else (a status line, a character rich
+    counts otherwise) goes to the rich console, made on first need. A str is text, as on the
+    rich console (no markup), its control characters shown escaped."""
 
     is_terminal = False
     width = UNLIMITED_WIDTH
@@ -108,6 +119,7 @@ class PlainConsole:
         return self._rich
 
     def print(self, *objects: Any, **options: Any) -> None:
+        objects = tuple(shown(o) if isinstance(o, str) else o for o in objects)
         lines = _plain_lines(objects[0]) if len(objects) == 1 and not options else None
         if lines is None:
             self.rich.print(*objects, **options)
@@ -122,50 +134,38 @@ class PlainConsole:
 
 Console = Union["RichConsole", PlainConsole]
 
-# Where rich would replace an emoji code (":thumbs_up:") in printed text, and the one markup
-# tag profkit prints; a "[" or a backslash anywhere else is left to rich.
-_EMOJI_CODE = re.compile(r":\S*:")
-_BOLD_TAG = re.compile(r"\[(/?)bold\]")
-
-
 def _plain_lines(obj: Any) -> list[str] | None:
     """What a colourless rich console at UNLIMITED_WIDTH prints for ``obj``, where that is
-    plain to see (a Table whose plain_lines can tell; printable ASCII without emoji codes, as
-    a str whose only markup is [bold]...[/bold] or as a Text), else None."""
+    plain to see (a Table whose plain_lines can tell; printable ASCII, as a str or a Text),
+    else None."""
     if isinstance(obj, Table):
         return obj.plain_lines()
-    if isinstance(obj, str):
-        if not (obj.isascii() and obj.isprintable()) or "\\" in obj or _EMOJI_CODE.search(obj):
-            return None
-        depth = 0
-        for tag in _BOLD_TAG.finditer(obj):
-            depth += -1 if tag.group(1) else 1
-            if depth not in (0, 1):
-                return None
-        text = _BOLD_TAG.sub("", obj)
-        return [text] if depth == 0 and "[" not in text and not _EMOJI_CODE.search(text) else None
-    if isinstance(obj, Text):
-        return [obj.plain] if obj.plain.isascii() and obj.plain.isprintable() else None
-    return None
+    text = obj if isinstance(obj, str) else obj.plain if isinstance(obj, Text) else None
+    return [text] if text is not None and text.isascii() and text.isprintable() else None
 
 
 class Text:
     """A line of text printed as it is (no markup, no emoji codes) in a style, as rich's
-    ``Text(text, style=...)``; printed on a rich console it is that rich Text."""
+    ``Text(text, style=...)``; its parts may be (text, style) pairs of their own:
+    ``Text((name, "bold"), " on ", gpu)``. Every part's control characters are shown escaped
+    (``formatting.shown``), a newline too: a Text is one line. Printed on a rich console it is
+    that rich Text."""
 
-    def __init__(self, text: str, style: str = "") -> None:
-        self.plain = text
+    def __init__(self, *parts: str | tuple[str, str], style: str = "") -> None:
+        self.parts = [(shown(p), "") if isinstance(p, str) else (shown(p[0]), p[1]) for p in parts]
+        self.plain = "".join(text for text, _ in self.parts)
         self.style = style
 
     def __rich__(self) -> RichText:
         from rich.text import Text as RichText
 
-        return RichText(self.plain, style=self.style)
+        return RichText.assemble(*self.parts, style=self.style)
 
 
 def add_row(t: Table, *cells: str) -> None:
     """A table row of plain text: kernel names hold brackets ("[lambda() (instance 3)]") that
-    rich would otherwise take for markup and drop."""
+    rich would otherwise take for markup and drop, and may hold control characters, shown
+    escaped."""
     t.add_row(*cells)
 
 
@@ -190,16 +190,16 @@ class Table:
     PLAIN_OPTIONS = frozenset({"justify", "no_wrap", "overflow", "min_width", "max_width"})
 
     def __init__(self, title: str | None = None, title_justify: str = "center") -> None:
-        self.title = title
+        self.title = shown(title) if title is not None else None
         self.title_justify = title_justify
         self.columns: list[tuple[str, dict[str, Any]]] = []
         self.rows: list[tuple[str, ...]] = []
 
     def add_column(self, header: str, **options: Any) -> None:
-        self.columns.append((header, options))
+        self.columns.append((shown(header), options))
 
     def add_row(self, *cells: str) -> None:
-        self.rows.append(cells)
+        self.rows.append(tuple(shown(c) for c in cells))
 
     def __rich__(self) -> RichTable:
         from rich.table import Table as RichTable
@@ -208,7 +208,7 @@ class Table:
         t = RichTable(box=None, header_style="bold", title=RichText(self.title) if self.title else None,
                       title_justify=self.title_justify)  # type: ignore[arg-type]
         for header, options in self.columns:
-            t.add_column(header, **options)
+            t.add_column(RichText(header), **options)
         for row in self.rows:
             t.add_row(*(RichText(c) for c in row))
         return t
@@ -319,26 +319,26 @@ def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]],
     """Which columns each part of the table shows (a list of column indices per part: one part
     where everything fits), each part's column widths, and the columns dropped."""
     natural = [max([len(col.header)] + [len(r[i]) for r in rows]) for i, col in enumerate(cols)]
-    shown = list(range(len(cols)))
+    visible = list(range(len(cols)))
 
     def need(idx: Sequence[int]) -> int:
         return sum(_least(cols[i], natural[i]) + 2 for i in idx)
 
     dropped = []
     for i in sorted((i for i, col in enumerate(cols) if col.drop), key=lambda i: -cols[i].drop):
-        if need(shown) <= width:
+        if need(visible) <= width:
             break
-        shown.remove(i)
+        visible.remove(i)
         dropped.append(i)
     # Where even that does not fit, the table is shown in parts, each with the key columns.
-    parts = [shown]
-    if need(shown) > width:
-        keys = [i for i in shown if cols[i].key]
+    parts = [visible]
+    if need(visible) > width:
+        keys = [i for i in visible if cols[i].key]
         # a part keeps a third of the width for the names it repeats (not just their least)
         named = sum(max(_least(cols[i], natural[i]), min(natural[i], width // 3)) - _least(cols[i], natural[i])
                     for i in keys if cols[i].cut)
         parts = [list(keys)]
-        for i in shown:
+        for i in visible:
             if i in keys:
                 continue
             if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) + named > width:
@@ -368,8 +368,10 @@ def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], 
     """A table of plain-text cells, laid out to the room ``c`` gives (``room``): every column
     without ``cut`` whole, the cut ones sharing what is left and cut as they say; columns
     dropped or the table split in parts only where the whole columns alone do not fit. Where
-    there is no limit (piped, --wide) every cell is whole."""
+    there is no limit (piped, --wide) every cell is whole. Cells are measured as they will
+    show (``formatting.shown``: a control character takes the room of its escape)."""
     width = room(c)
+    rows = [[shown(cell) for cell in r] for r in rows]
     if width is None:
         t = table(c, title, title_left)
         for col in cols:
@@ -389,15 +391,6 @@ def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], 
     if dropped:
         c.print(Text(f"(not shown at {width} columns: {', '.join(cols[i].header for i in dropped)}; "
                      "--wide shows every column)"))
-
-
-def escape(text: str) -> str:
-    """Text (a path, a GPU's or workload's name) safe to print through rich markup."""
-    if "[" not in text and "\\" not in text:  # nothing rich's escape would change
-        return text
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
 
 
 EVIDENCE_WORDS = {"metrics": "counters", "name": "kernel names", "dtypes": "operator input types", "none": "nothing"}
@@ -423,16 +416,28 @@ def _dims(r: Mapping[str, Any], what: str) -> str:
 
 
 def write_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2))
+    """``obj`` as indented JSON: every character but ASCII escaped (``\\u001b``), DEL too."""
+    print(json.dumps(obj, indent=2).replace("\x7f", "\\u007f"))  # (DEL can only be in a string)
+
+
+def _json_inert(text: str) -> str:
+    """A JSON text with every character ``formatting.shown`` escapes written as a JSON escape
+    (``\\u009b``): the same JSON, that does nothing on a terminal. (Outside its strings a JSON
+    text holds only printable ASCII, so each one is in a string.)"""
+    if text.isprintable():  # what it escapes is never printable
+        return text
+    return UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def json_array(objects: Iterable[str], batch: int = 5000) -> None:
     """A JSON array of objects given as JSON texts, one per line, streamed. Where standard
     output cannot take every character (not UTF-8), each object is written with non-ASCII
-    characters escaped instead, as json.dumps writes them."""
+    characters escaped instead, as json.dumps writes them. Control characters (SQLite's JSON
+    leaves DEL, C1 and bidirectional ones as they are) are escaped: ``_json_inert``."""
     write = sys.stdout.write
     if (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "") != "utf8":
         objects = (json.dumps(json.loads(text)) if not text.isascii() else text for text in objects)
+    objects = map(_json_inert, objects)
     write("[")
     pending: list[str] = []
     first = True
@@ -447,13 +452,45 @@ def json_array(objects: Iterable[str], batch: int = 5000) -> None:
     write("]\n" if first else "\n]\n")
 
 
+# A text cell a spreadsheet would take for a formula (OWASP's "CSV injection"): its first
+# character one of these, and the cell no plain number ("-1.5" stays a number).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_FIRST = frozenset(_FORMULA_START)
+_AS_JSON = frozenset({dict, list})
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(value: Any, terminal: bool = False) -> Any:
+    """A value as ``write_csv`` writes it: a dict or list as JSON; a text that starts with
+    ``= + - @``, a tab or a carriage return (``=HYPERLINK(...)`` in a kernel's name) behind a
+    single quote, so that a spreadsheet shows it rather than runs it; on a ``terminal``, a
+    text's control characters shown escaped. Numbers as they are."""
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value)
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        value = "'" + value
+    return shown(value) if terminal else value
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     """RFC 4180 CSV, records ended by "\n": a field holding "\r" or "\n" (a kernel or range
     name may) is quoted, so that every CSV reader sees one record per row. (csv quotes only the
-    characters of its line terminator; each record is written with "\r\n" and ended "\n".)"""
+    characters of its line terminator; each record is written with "\r\n" and ended "\n".)
+    Text cells are guarded against formulas (``csv_cell``); written to a terminal, their
+    control characters are shown escaped, elsewhere (a file, a pipe) they are kept."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\r\n")
     out = sys.stdout
+    terminal = _is_terminal(out)
 
     def emit() -> None:
         out.write(buf.getvalue()[:-2] + "\n")
@@ -463,7 +500,11 @@ def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None
     w.writeheader()
     emit()
     for r in rows:
-        w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+        if terminal:
+            w.writerow({k: csv_cell(v, True) for k, v in r.items()})
+        else:  # csv_cell where it changes anything (the same, a third faster on millions of rows)
+            w.writerow({k: csv_cell(v) if v.__class__ in _AS_JSON or v.__class__ is str and v[:1] in _FORMULA_FIRST
+                        else v for k, v in r.items()})
         emit()
 
 
@@ -550,11 +591,11 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
                          _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
                          _tc(r["tensor_core"]), r["evidence"]])
     print_table(c, cols, body, title)
-    shown = len(shown_rows)
+    n_shown = len(shown_rows)
     total = (run.kernel_count or 0) + memory_ops
-    if limit is None and shown < total:
-        print(f"profkit: the first {shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
-              "streams them all", file=sys.stderr)
+    if limit is None and n_shown < total:
+        line(f"profkit: the first {n_shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
+             "streams them all", stderr=True)
 
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
@@ -586,13 +627,13 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
     what = " ".join(str(x) for x in (run.workload, run.precision, *options, run.mode) if x)
     cpu = s.activity == "cpu_op"
     where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
-    c.print(f"[bold]{escape(run.name)}[/bold]  {escape(what)}  {escape(run.tool or '')} on {escape(where)}")
+    c.print(Text((run.name, "bold"), f"  {what}  {run.tool or ''} on {where}"))
     if cpu:
         c.print(f"{s.kernels} CPU operator calls, {fmt_ns(s.gpu_time_ns)} CPU self time; "
                 "these are CPU operators, not GPU kernels: no tensor cores")
     elif s.matrix_work is None:
-        c.print(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time; "
-                f"tensor cores: {s.tensor_core_kernels} launches, [bold]{s.tensor_core_time_pct:.1f}%[/bold] of GPU time")
+        c.print(Text(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time; tensor cores: "
+                     f"{s.tensor_core_kernels} launches, ", (f"{s.tensor_core_time_pct:.1f}%", "bold"), " of GPU time"))
     else:
         from .analyze.matrix import describe
 
@@ -659,12 +700,12 @@ def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
             Col("launches", "right"), Col("time", "right"), Col("share", "right"), Col("precision"),
             Col("TC of matrix", "right"), Col("phase")]
     rows = view.rows
-    shown = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
+    listed = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
     body = [[_module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns), f"{r.time_pct:.1f}%",
              _mix(r.time_by_precision_ns, r.time_ns),
              "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%",
-             _phases(r.time_by_phase_ns, r.time_ns)] for r in shown]
-    rest = rows[len(shown):]
+             _phases(r.time_by_phase_ns, r.time_ns)] for r in listed]
+    rest = rows[len(listed):]
     if rest:
         body.append([f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
                      fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "", "", ""])
@@ -700,7 +741,7 @@ def ranks(rep: RankReport, c: Console) -> None:
     if rep.iterations:
         iterations(rep.iterations, c)
     for note in rep.notes:
-        c.print(f"note: {escape(note)}")
+        c.print(Text(f"note: {note}"))
     if rep.same_kernels:
         c.print(f"every rank launched the same {'operators' if cpu else 'kernels'}, as often, in the same precisions")
     for d in rep.differences:
@@ -708,9 +749,9 @@ def ranks(rep: RankReport, c: Console) -> None:
         c.print(f"rank {d.rank} differs from rank {d.vs}: {len(d.kernels)} kernels launched a different number of "
                 f"times ({more:+d} launches in all), {len(d.precisions)} in other precisions")
         for p in d.precisions[:5]:
-            c.print(f"  {escape(p.name[:90])}: {'/'.join(p.precisions)} vs {'/'.join(p.vs_precisions)}")
+            c.print(Text(f"  {p.name[:90]}: {'/'.join(p.precisions)} vs {'/'.join(p.vs_precisions)}"))
         for k in d.kernels[:5]:
-            c.print(f"  {escape(k.name[:90])} ({k.precision}): {k.launches} vs {k.vs_launches}")
+            c.print(Text(f"  {k.name[:90]} ({k.precision}): {k.launches} vs {k.vs_launches}"))
 
 
 def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> None:
@@ -796,12 +837,11 @@ def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str,
     size = run.info.report_bytes
     traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
     if report and traces > 1:  # rank 0's trace, with the others beside it
-        c.print(f"report: {escape(report)} and {traces - 1} more ranks' traces beside it"
+        c.print(f"report: {report} and {traces - 1} more ranks' traces beside it"
                 + (f" ({size / 1e6:.2f} MB in all)" if size else ""))
     elif report:
-        c.print(f"report: {escape(report)} ({size / 1e6:.2f} MB)" if size else f"report: {escape(report)}")
-    c.print(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as [bold]{escape(run.name)}[/bold] in "
-            f"{escape(db_path)}")
+        c.print(f"report: {report} ({size / 1e6:.2f} MB)" if size else f"report: {report}")
+    c.print(Text(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as ", (run.name, "bold"), f" in {db_path}"))
 
 
 def imported(run: RunRecord, source: str) -> None:
@@ -809,22 +849,28 @@ def imported(run: RunRecord, source: str) -> None:
     cpu = run.activity == "cpu_op"
     what, clock = ("CPU operator calls", "CPU self") if cpu else ("kernel launches", "GPU")
     error(f"imported {run.kernel_count} {what} ({fmt_ns(run.gpu_time_ns)} {clock} time) from {source}")
-    print(run.name)
+    line(run.name)
 
 
 def workloads(rows: Sequence[WorkloadEntry]) -> None:
     """The catalog: each workload's name, what it supports and what it is."""
-    width = max([len(r.name) for r in rows] + [8])
+    names = [shown(r.name) for r in rows]
+    width = max([len(n) for n in names] + [8])
     precisions = max([len(",".join(r.precisions)) for r in rows] + [10])
     modes = max([len(",".join(r.modes)) for r in rows] + [5])
-    print(f"{'workload':{width}}  {'precisions':{precisions}}  {'modes':{modes}}  description")
-    for r in rows:
-        print(f"{r.name:{width}}  {','.join(r.precisions):{precisions}}  {','.join(r.modes):{modes}}  "
-              f"{r.description}")
+    line(f"{'workload':{width}}  {'precisions':{precisions}}  {'modes':{modes}}  description")
+    for name, r in zip(names, rows):
+        line(f"{name:{width}}  {','.join(r.precisions):{precisions}}  {','.join(r.modes):{modes}}  {r.description}")
+
+
+def line(text: str = "", stderr: bool = False) -> None:
+    """A line of text, on stdout or stderr, as it is (no markup), its control characters shown
+    escaped (``formatting.shown``): how a line is printed without a console."""
+    print(shown(text), file=sys.stderr if stderr else sys.stdout)
 
 
 def error(text: str) -> None:
-    print(text, file=sys.stderr)
+    line(text, stderr=True)
 
 
 # ---------------------------------------------------------------------------------- diff, compare
@@ -941,9 +987,9 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, w
             cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
         body.append(cells)
     print_table(c, cols, body)
-    shown = min(len(rows), limit) if limit is not None else len(rows)
-    if hidden or shown < len(rows):
-        c.print(Text(f"{shown} of {len(d.rows)} rows shown" + (f"; {hidden} unchanged rows hidden (--all shows them)"
+    n_shown = min(len(rows), limit) if limit is not None else len(rows)
+    if hidden or n_shown < len(rows):
+        c.print(Text(f"{n_shown} of {len(d.rows)} rows shown" + (f"; {hidden} unchanged rows hidden (--all shows them)"
                                                                    if hidden else "")))
 
 
@@ -974,7 +1020,8 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> N
     print_table(c, cols, body, f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} "
                 f"(matched by {cmp.match})", title_left=True)
     for label, d in zip(cmp.labels[1:], cmp.diffs):
-        c.print(Text(f"\n{cmp.labels[0]} -> {label}", style="bold"))
+        c.print(Text(""))
+        c.print(Text(f"{cmp.labels[0]} -> {label}", style="bold"))
         for line in headline(d)[1:]:
             c.print(Text("  " + line))
     # One table of what changed: each row's time in every variant.
@@ -1022,7 +1069,19 @@ def findings(found: Sequence[Finding]) -> None:
 
 def report_written(path: Any, stderr: bool = False) -> None:
     """Where a report was written (stderr when stdout carries JSON or CSV)."""
-    print(f"report: {path}", file=sys.stderr if stderr else sys.stdout)
+    line(f"report: {path}", stderr=stderr)
+
+
+def check(report: CheckReport, fmt: str) -> None:
+    """``profkit check``'s outcome: a line per assertion and the headline, or JSON, or JUnit
+    XML (its texts' control characters escaped by ``CheckReport.to_junit``)."""
+    if fmt == "json":
+        write_json(report.to_dict())
+    elif fmt == "junit":
+        sys.stdout.write(report.to_junit())
+    else:
+        for text in report.lines():
+            line(text)
 
 
 def doctor(checks: Sequence[Any], fmt: str) -> None:
@@ -1034,7 +1093,7 @@ def doctor(checks: Sequence[Any], fmt: str) -> None:
         write_csv([c.to_dict() for c in checks], ("name", "status", "detail", "advice"))
         return
     for c in checks:
-        print(f"{c.status:<4}  {c.name}: {c.detail}" + (f". {c.advice}" if c.advice else ""))
+        line(f"{c.status:<4}  {c.name}: {c.detail}" + (f". {c.advice}" if c.advice else ""))
 
 
 # ---------------------------------------------------------------------------------- bench
@@ -1164,7 +1223,7 @@ def sweep(result: Any, fmt: str, option: Callable[[str], str | None] | None = No
     out = result.to_dict()
     rows = [{**r, "error": name_params(r["error"], option) if r["error"] else r["error"]} for r in out["jobs"]]
     if fmt == "json":
-        print(json.dumps({**out, "jobs": rows}, indent=2))
+        write_json({**out, "jobs": rows})
         return
     fields = ["workload", "precision", "mode", "tool", "status", "run", "worker", "wall_s", "error"]
     if fmt == "csv":

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
 from ..files import load_toml
-from ..formatting import cut_middle, fmt_ns
+from ..formatting import cut_middle, fmt_ns, shown
 from ..records import RunRecord, ncu_timed
 from .diff import DEFAULT_THRESHOLD_PCT, diff, iterations
 from .findings import finding_rules, findings, half_precision_run
@@ -284,24 +284,27 @@ class CheckReport:
 
     def to_junit(self) -> str:
         """JUnit XML: one testsuite, one testcase per assertion; a failure or a skip carries the
-        result's line as its message."""
+        result's line as its message. Every text in it (run and kernel names) has its control
+        characters written as visible escapes (``formatting.shown``: ``\\x1b``), which also
+        keeps out every character XML 1.0 forbids: the file is always well-formed."""
         import xml.etree.ElementTree as ET
 
+        run = shown(self.run)
         counts = {"tests": str(len(self.results)), "failures": str(self.count("fail")), "errors": "0",
                   "skipped": str(self.count("skip"))}
         root = ET.Element("testsuites", {"name": "profkit check", **counts})
-        suite = ET.SubElement(root, "testsuite", {"name": f"profkit check {self.run}", **counts,
+        suite = ET.SubElement(root, "testsuite", {"name": f"profkit check {run}", **counts,
                                                   "time": "0"})
         if self.baseline or self.warnings:
             props = ET.SubElement(suite, "properties")
             if self.baseline:
-                ET.SubElement(props, "property", {"name": "baseline", "value": self.baseline})
+                ET.SubElement(props, "property", {"name": "baseline", "value": shown(self.baseline)})
             for w in self.warnings:
-                ET.SubElement(props, "property", {"name": "warning", "value": w})
+                ET.SubElement(props, "property", {"name": "warning", "value": shown(w)})
         for r in self.results:
-            case = ET.SubElement(suite, "testcase", {"name": r.name, "classname": f"profkit.check.{self.run}",
+            case = ET.SubElement(suite, "testcase", {"name": shown(r.name), "classname": f"profkit.check.{run}",
                                                      "time": "0"})
-            message = f"{r.title}: {r.measured_text} (limit {r.limit_text}): {r.explanation}"
+            message = shown(f"{r.title}: {r.measured_text} (limit {r.limit_text}): {r.explanation}")
             if r.status == "fail":
                 ET.SubElement(case, "failure", {"message": message, "type": "CheckFailed"}).text = message
             elif r.status == "skip":
