@@ -208,14 +208,14 @@ def test_junit_on_a_full_disk_leaves_the_old_file(hostile, tmp_path, monkeypatch
     monkeypatch.setattr(os, "write", full)
     r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out, db=hostile)
     monkeypatch.undo()
-    one_line_error(r, f"cannot write {out} (No space left on device); the file there is as it was")
+    one_line_error(r, f"cannot write {out} (No space left on device); the file there is as it was", code=2)
     assert out.read_bytes() == before
     assert os.listdir(out.parent) == ["check.xml"]
     # and where there was none, none is made (not an empty one)
     monkeypatch.setattr(os, "write", full)
     r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out.parent / "new.xml", db=hostile)
     monkeypatch.undo()
-    one_line_error(r, "(No space left on device); no file was made")
+    one_line_error(r, "(No space left on device); no file was made", code=2)
     assert os.listdir(out.parent) == ["check.xml"]
 
 
@@ -247,7 +247,7 @@ def test_junit_on_a_real_full_disk(hostile, tiny_tmpfs):
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--no-fp32-matrix", "--junit-xml", out, db=hostile)
-    one_line_error(r, f"cannot write {out} (No space left on device)")
+    one_line_error(r, f"cannot write {out} (No space left on device)", code=2)
     assert out.read_bytes() == before
     assert sorted(os.listdir(tiny_tmpfs)) == ["check.xml", "filler"]
 
@@ -262,7 +262,7 @@ def test_junit_replaces_a_file_whole_and_keeps_its_mode(hostile, tmp_path):
     assert cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", "/dev/null",
                db=hostile).exit_code == 0
     one_line_error(cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", tmp_path, db=hostile),
-                   "it is a folder")
+                   "it is a folder", code=2)
 
 
 # ------------------------------------------------------------------ CSV (item 14)
