@@ -281,6 +281,11 @@ def record_function_backend() -> tuple[Callable[[str], Any], Callable[[], Any]]:
 
 
 # ------------------------------------------------------------------------------ torch.compile
+def output_code_files() -> list[str]:
+    """The files of Inductor's output code loaded in this process so far."""
+    return [path for module in _output_code_modules() if isinstance(path := getattr(module, "__file__", None), str)]
+
+
 def _output_code_modules() -> list[Any]:
     """The Python modules of Inductor's output code loaded in this process so far."""
     import sys

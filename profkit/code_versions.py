@@ -1,9 +1,12 @@
 """What fixes a kernel function's code on this machine, read without starting CUDA or importing
 torch: the GPU, its driver, the CUDA and PyTorch the harness runs with, a digest of every
-installed Python package (cuBLAS, cuDNN, Triton and any library that ships kernels come as
-packages), and which ncu (its path, size and time: what its counters mean). ncu's counters of a kernel function
-are kept across runs under this environment (``store.counters``): when any of it changes,
-every function is counted afresh."""
+installed Python package, and which ncu (its path, size and time: what its counters mean);
+then, read in the profiled process itself once its measured iterations have run, every native
+library it mapped (cuDNN or cuBLAS from conda or ``LD_LIBRARY_PATH``, an extension built in
+place: ``native_libraries``) and the source of the workload file and of every module it
+imported from outside the installed packages (``workload_sources``). ncu's counters of a
+kernel function are kept across runs under this environment (``store.counters``): when any of
+it changes, every function is counted afresh."""
 
 from __future__ import annotations
 
@@ -13,8 +16,17 @@ import importlib.util
 import json
 import os
 import re
+import stat
 import sys
+import sysconfig
 from pathlib import Path
+from types import ModuleType
+from typing import Iterable
+
+# Libraries profkit's own timing and counting load (CUPTI, and the perfworks libraries its
+# profiler API loads to count): they time and count kernels but hold none of the workload's,
+# and a run that counts in its process maps them where a run that only times does not.
+PROFILER_LIBRARIES = ("libcupti", "libnvperf", "libpcsamplingutil")
 
 
 def environment(gpu: str, driver: str | None, ncu: str | None) -> dict[str, str]:
@@ -27,6 +39,88 @@ def environment(gpu: str, driver: str | None, ncu: str | None) -> dict[str, str]
 def environment_key(env: dict[str, str]) -> str:
     """A short digest of ``env`` (the ``counters`` table's ``environment``)."""
     return hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
+    """Every native library this process has mapped, as a count and a digest of each one's
+    path, size and modification time (an in-place rebuild changes the time): the files of its
+    executable mappings in ``maps`` (``/proc/self/maps``), but deleted ones (a trampoline's
+    temporary file) and profkit's own profiler libraries (``PROFILER_LIBRARIES``). "unknown"
+    where ``maps`` cannot be read (not Linux)."""
+    try:
+        text = maps.read_text(errors="surrogateescape")
+    except OSError:
+        return "unknown"
+    files: set[str] = set()
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/") and not parts[5].endswith(" (deleted)"):
+            files.add(parts[5])
+    seen = []
+    for path in sorted(files):
+        if os.path.basename(path).startswith(PROFILER_LIBRARIES):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            seen.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}")
+    digest = hashlib.sha256("\n".join(seen).encode(errors="surrogateescape")).hexdigest()[:16]
+    return f"{len(seen)} files, {digest}"
+
+
+def workload_sources(workload: Path, modules: Iterable[ModuleType] | None = None,
+                     generated: Iterable[str] = ()) -> str:
+    """The source of the workload file and of every Python module loaded (``modules``, by
+    default ``sys.modules``) from outside the installed packages and the standard library, but
+    profkit's own and the ``generated`` files (torch.compile's output code, whose kernels are
+    keyed by their own source's digest), as a count and a digest of each one's name and
+    content (a moved checkout keeps its digest)."""
+    installed = {os.path.realpath(p) for p in _installed_paths()}
+    installed.add(os.path.realpath(Path(__file__).parent))  # profkit: times and counts, launches nothing measured
+    skip = {os.path.realpath(p) for p in generated}
+    found = {"<workload>": os.path.realpath(workload)}
+    for module in list(sys.modules.values()) if modules is None else modules:
+        try:  # a module's own __getattr__ may raise anything
+            path, name = getattr(module, "__file__", None), getattr(module, "__name__", None)
+        except Exception:
+            continue
+        if not isinstance(path, str) or not path.endswith(".py") or "\0" in path:
+            continue
+        real = os.path.realpath(path)
+        if real in skip or any(real.startswith(root + os.sep) for root in installed):
+            continue
+        found.setdefault(name if isinstance(name, str) else real, real)
+    entries = [f"{name}\0{_file_digest(path)}" for name, path in sorted(found.items())]
+    digest = hashlib.sha256("\n".join(entries).encode(errors="surrogateescape")).hexdigest()[:16]
+    return f"{len(entries)} files, {digest}"
+
+
+def _file_digest(path: str) -> str:
+    """A regular file's content digest; "unreadable" for anything else (a FIFO put in a module's
+    place is not waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return "unreadable"
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return hashlib.sha256(f.read()).hexdigest() if stat.S_ISREG(os.fstat(fd).st_mode) else "unreadable"
+        except OSError:
+            return "unreadable"
+
+
+def _installed_paths() -> set[str]:
+    """The folders installed code lives in: the standard library's and every site-packages
+    (sysconfig's, site's, the user's, and any on the path, as a venv sharing the system's has)."""
+    import site
+
+    paths = {p for n in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(n))}
+    paths.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    paths.add(site.getusersitepackages())
+    paths.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+    return {p for p in paths if p}
 
 
 def packages_digest() -> str:

@@ -292,9 +292,23 @@ def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callabl
             launched = StepLaunches([(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi],
                                     {str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi})
     _release_gpu_lock()  # the other harness may start its GPU work while this one writes
+    if job.kernel_times_path:
+        _code_environment(job, info)
     if timer and job.kernel_times_path:
         timer.write(Path(job.kernel_times_path), log.to_json() if log else None)
     return launched
+
+
+def _code_environment(job: HarnessJob, info: HarnessInfo) -> None:
+    """What ncu's counters kept from this run are kept under besides what the parent reads
+    (``code_versions``): the native libraries this process mapped and the workload's own
+    sources, read once the measured iterations have run (cuDNN's engines and cuBLASLt load on
+    first use) and before anything counts here (the counter's libraries are not the workload's)."""
+    from . import annotate, code_versions
+
+    info["native_libraries"] = code_versions.native_libraries()
+    info["workload_sources"] = code_versions.workload_sources(Path(job.workload_path),
+                                                              generated=annotate.output_code_files())
 
 
 @contextmanager

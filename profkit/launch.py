@@ -497,7 +497,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         functions, profiled = _export_functions(exe, report, job.folder, raw_files)
         raw_files.update({"kernel-times": str(times), "times-log": str(timer_log)})
         if counters is not None:
-            counters.scopes = dict(timer_info.get("generated_kernels") or {})
+            counters.learn(timer_info)
             counters.counted = len(functions)
         capture = _timed_capture(job, times, functions, timer_info, (profiled.gpu_name, profiled.compute_capability))
         set_label = f"{set_label} per function"
@@ -553,7 +553,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
                                                      f"exit {result.returncode}")
         job.job = replace(job.job, kernel_times_path=None)
         return _every_launch_instead(job, why)
-    counters.scopes = dict(info.get("generated_kernels") or {})
+    counters.learn(info)
     timed = timed_functions(kernel_times(times))
     functions = counters.look_up(timed)
     missing = [m for m in timed if m not in functions]
@@ -644,7 +644,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     for mangled, values in counted["functions"].items():
         name = demangle(mangled)
         functions[mangled] = Counted(name, short_name(name), dict(values), {m: _ncu_unit(m) for m in values})
-    counters.scopes = dict(info.get("generated_kernels") or {})
+    counters.learn(info)
     counters.counted = len(functions)
     capture = _timed_capture(job, times, functions, info, gpu_info)
     capture.tool_version = asked.result()
@@ -736,7 +736,7 @@ def _keep_after(job: _Job, counters: "ncu_counters.CounterPlan", capture: Captur
                 functions: dict[str, "Counted"], plan: NcuPlan) -> None:
     """Once the run is stored, keep the counters its ncu read; the plan's ``counters`` says
     what the run took and added (filled in as it ends)."""
-    counters.kept = len(counters.keepable(capture, functions))
+    counters.kept = len(counters.keepable(capture, functions)) if counters.known else 0
     plan["counters"] = counters.use()
 
     def keep(run: RunRecord) -> None:

@@ -45,15 +45,17 @@ class NcuPlan(TypedDict, total=False):
 class CounterUse(TypedDict, total=False):
     """What an ncu run of the per-function plan did with the counters kept across runs
     (``store.counters``): ``environment`` what keys them (GPU, driver, CUDA, PyTorch, the
-    installed packages' digest, ncu, metric set), ``strategy`` how the run went ("counted":
-    ncu beside the timing process as on a first run; "timed first": the timing process alone,
-    then ncu only for the functions not counted before, if any; "fresh": ``--fresh-counters``),
-    ``cached`` the functions whose counters came from earlier runs, ``counted`` those ncu
-    counted in this run, ``kept`` those it added to the cache."""
+    installed packages' digest, ncu, and the native libraries and workload sources the run's
+    process reported), ``strategy`` how the run went ("counted": ncu beside the timing process
+    as on a first run; "timed first": the timing process alone, then ncu only for the functions
+    not counted before, if any; "fresh": ``--fresh-counters``), ``cached`` the functions whose
+    counters came from earlier runs, ``counted`` those ncu counted in this run, ``kept`` those
+    it added to the cache."""
 
     environment: dict[str, str]
     environment_key: str            # the digest of environment (the counters table's key)
-    signature: str                  # what decides which functions the run launches (a digest)
+    machine_key: str                # the digest of its parts known before the run (what picks the strategy)
+    signature: str                  # what decides which functions the run launches, and their shapes (a digest)
     strategy: str
     cached: int
     counted: int
@@ -63,12 +65,14 @@ class CounterUse(TypedDict, total=False):
 @dataclass(frozen=True)
 class CountedFunction:
     """ncu's counters of one kernel function, kept across runs: its ``mangled`` name (what
-    CUPTI reports), ``scope`` ("" for a function of an installed library, its source's digest
-    for one generated at run time), the names ncu gave it, the counters, and the launch of
-    which run they were read from."""
+    CUPTI reports), ``scope`` ("" but for a kernel generated at run time: its source's
+    digest), ``config`` the launch configuration of the launch counted ("grid 8x1x1 block
+    256x1x1"), the names ncu gave it, the counters, and the launch of which run they were read
+    from."""
 
     mangled: str
     scope: str
+    config: str
     name: str
     short_name: str
     metrics: dict[str, Any]
@@ -132,6 +136,8 @@ class HarnessInfo(TypedDict, total=False):
     attribution_note: str           # why a run has none (a compiled model's, a failure to start)
     compiled_kernels: dict[str, CompiledKernel]  # torch.compile: generated kernel name -> what it fused
     generated_kernels: dict[str, str]  # ncu's timing process, torch.compile: kernel name -> source digest
+    native_libraries: str           # ncu's timing process: the native libraries it mapped (code_versions)
+    workload_sources: str           # ncu's timing process: the workload's own sources (code_versions)
     # profkit bench
     model: bool                     # the workload built (model, inputs): its output can be compared
     build_and_warmup_s: float

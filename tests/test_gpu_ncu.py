@@ -184,3 +184,27 @@ def test_a_repeated_run_takes_the_kept_counters_and_starts_no_ncu(db):
     assert fresh.info["ncu_plan"]["counters"]["strategy"] == "fresh"
     assert fresh.info["ncu_plan"]["profiled_launches"] == plans[0]["profiled_launches"]
     assert verdicts(fresh) == verdicts(first)
+
+
+@needs_gpu_ncu
+def test_a_repeated_run_takes_its_own_launch_counts_after_another_batch_size(db):
+    """Issue 34: resnet18 at batch 2, then at batch 8 (the same cuDNN and CUTLASS functions with
+    other op counts), then at batch 2 again: the repeat takes the first run's counters, launch by
+    launch, never the batch-8 run's; its timing process reported the libraries it mapped and its
+    workload's sources, the same as the first run's."""
+    import profkit
+
+    args = ("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--no-report")
+    for name, batch in (("b2", "2"), ("b8", "8"), ("b2-again", "2")):
+        r = cli(*args, "--batch-size", batch, "--name", name, db=db)
+        assert r.exit_code == 0, r.output
+    d = profkit.open_db(db)
+    first, other, again = d.run("b2"), d.run("b8"), d.run("b2-again")
+    uses = [r.info["ncu_plan"]["counters"] for r in (first, other, again)]
+    assert [u["strategy"] for u in uses] == ["counted", "counted", "timed first"]
+    assert all(u["environment"]["native_libraries"] != "unknown" and u["environment"]["workload_sources"] != "unknown"
+               for u in uses)
+    assert uses[2]["environment"] == uses[0]["environment"] and uses[2]["cached"] == uses[0]["kept"] > 0
+    assert [(k["name"], k["metrics"]) for k in again.iter_kernels()] == [(k["name"], k["metrics"])
+                                                                         for k in first.iter_kernels()]
+    assert not any("of run 'b8'" in k["evidence_detail"] for k in again.iter_kernels())

@@ -90,9 +90,9 @@ def old_copy(tmp_path: Path, schema: int) -> Path:
 
 
 def test_the_steps_are_named_once_and_numbered_in_order():
-    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 13
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 14
     assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
-    assert NAMES[0] == "runs" and NAMES[-3:] == ["attribution", "aggregates", "counters"]
+    assert NAMES[0] == "runs" and NAMES[-3:] == ["aggregates", "counters", "counters_per_launch"]
 
 
 def test_a_new_database_records_every_step(db):
@@ -177,6 +177,32 @@ def test_a_step_left_out_is_applied_and_recorded_with_the_earlier_ones(db):
     assert record(db) == [("profkit", n, i >= 8) for i, n in enumerate(NAMES)]
     assert version(db) == str(SCHEMA_VERSION)
     assert "folder" in [c[0] for c in layout(db)["table runs"]]
+
+
+def test_a_schema_13_database_drops_the_counters_it_kept_per_function(db):
+    """Issue 34: schema 13 kept a function's counters across workloads and batch sizes (the last
+    run to count it won) under an environment without native libraries: step 14 keys them per
+    signature and launch configuration, and drops those rows rather than let a run take them."""
+    Store(db).runs()
+    new = db.parent / "new.db"
+    Store(new).runs()
+    con = sqlite3.connect(db)
+    con.executescript(f"""
+        drop table counters;
+        create table counters (gpu text, environment text, metric_set text, scope text, mangled text, name text,
+            short_name text, metrics text, metric_units text, run_id integer, run_name text, launch_id integer,
+            created_at text, primary key (gpu, environment, metric_set, scope, mangled));
+        insert into counters values ('H100', 'e', 'full:x', '', '_Z6kernelv', 'kernel()', 'kernel', '{{"ops": 1}}',
+            '{{}}', 2, 'mobilenet_v2-fp16', 0, 'then');
+        delete from {MIGRATIONS_TABLE} where name = 'counters_per_launch';
+        update meta set value = '13' where key = 'schema_version';""")
+    con.close()
+    assert Store(db).runs() == []
+    assert record(db)[-1] == ("profkit", "counters_per_launch", True) and version(db) == str(SCHEMA_VERSION)
+    assert layout(db) == layout(new)
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from counters").fetchone() == (0,)
+    con.close()
 
 
 def test_an_old_database_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):

@@ -43,8 +43,8 @@ from .ranges import attribute_row
 from .schema import Capture, ClassifiedRow, KernelRow, RangeRow, kernel_row
 
 DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function): {detail}"
-DETAIL_KEPT = ("counters of launch {launch} of run {run!r}, kept across runs (same GPU, driver, CUDA, PyTorch and "
-               "packages): {detail}")
+DETAIL_KEPT = ("counters of launch {launch} of run {run!r}, kept across runs (same GPU, libraries, workload, options "
+               "and launch configuration): {detail}")
 
 
 @dataclass(frozen=True)
@@ -109,15 +109,24 @@ def kernel_times(times_path: Path) -> dict[str, Any]:
     return cast(dict[str, Any], times)
 
 
-def timed_functions(times: dict[str, Any]) -> list[str]:
+def timed_functions(times: dict[str, Any]) -> dict[str, str]:
     """The mangled names of the kernel functions timed inside the measured iterations, in the
-    order of their first launch."""
+    order of their first launch, each with that launch's configuration (:func:`launch_config`)."""
     try:
         placed = _placed(times["kernels"], times["windows"])
-        return list(dict.fromkeys(str(k["name"]) for _, _, k in placed))
-    except (KeyError, TypeError, ValueError) as exc:
+        found: dict[str, str] = {}
+        for _, _, k in placed:
+            if str(k["name"]) not in found:
+                found[str(k["name"])] = launch_config(k["grid"], k["block"])
+        return found
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise BadExport(f"the kernel-times file has a kernel record profkit cannot read ({type(exc).__name__}: "
                         f"{exc})") from None
+
+
+def launch_config(grid: Any, block: Any) -> str:
+    """A launch's configuration as kept counters are keyed by it: "grid 8x1x1 block 256x1x1"."""
+    return f"grid {'x'.join(map(str, grid))} block {'x'.join(map(str, block))}"
 
 
 def read_timed(times_path: Path, functions: dict[str, Counted], run_tag: str, domain: str,
@@ -146,6 +155,7 @@ def read_timed(times_path: Path, functions: dict[str, Counted], run_tag: str, do
     capture.ranges.extend(ranges)
     capture.range_paths = [r["path"] for r in ranges]
     capture.counted_launches = {m: first[m] for m, f in functions.items() if f.kept is None and m in first}
+    capture.counted_configs = {m: _row_config(out[i]) for m, i in capture.counted_launches.items()}
     unprofiled = {r["name"] for r in out if r["evidence"] != "metrics"}
     if unprofiled:
         capture.notes.append(f"ncu counted no launch of {len(unprofiled)} kernel functions the timing process ran "
@@ -280,6 +290,11 @@ def _join(kernels: list[dict[str, Any]], windows: list[tuple[int, int, int]], fu
             "gpu_ops": len(mine), "gpu_time_ns": sum(r["duration_ns"] or 0 for r in mine),
             "other_thread_kernels": len(ids) - len(mine), "rank": None})
     return out, ranges, first
+
+
+def _row_config(row: ClassifiedRow) -> str:
+    return launch_config((row["grid_x"], row["grid_y"], row["grid_z"]),
+                         (row["block_x"], row["block_y"], row["block_z"]))
 
 
 def _kept_detail(kept: CountedFunction, detail: str) -> str:

@@ -288,8 +288,10 @@ class Capture(Generic[RowT]):
     host_syncs: list[HostSyncRow] = field(default_factory=list)  # timeline captures' host-blocking calls
     bulk: Callable[[Any, int], tuple[str, int, int]] | None = None
     # ncu's per-function plan: the launch id whose counters this run's ncu read, per kernel
-    # function (mangled name), for keeping them across runs (``store.counters``).
+    # function (mangled name), and that launch's configuration (grid and block), for keeping
+    # them across runs (``store.counters``).
     counted_launches: dict[str, int] = field(default_factory=dict)
+    counted_configs: dict[str, str] = field(default_factory=dict)
 
 
 def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool = False) -> "pd.DataFrame":

@@ -68,13 +68,15 @@ AGG_MEASURES = ("launches", "time_ns", "min_ns", "max_ns", "first_launch", "metr
 PATH_AGG_KEYS = ("nvtx_path_id", "nvtx_range_id", "kind", "rank", "family_id")
 PATH_AGG_MEASURES = ("launches", "time_ns", "first_launch", "min_thread")
 
-# ncu's counters of a kernel function, kept across runs (schema 13, ``store.counters``): one
-# row per (GPU, the versions that fix a function's code, metric set, scope, mangled name); the
-# scope is empty for a function of an installed library and the source's digest for one
-# generated at run time (torch.compile's Triton kernels, whose names repeat across models).
+# ncu's counters of a kernel function, kept across runs (schema 13, ``store.counters``; keyed
+# per launch since schema 14): one row per (GPU, the environment that fixes a function's code,
+# metric set, the run's signature, scope, mangled name, launch configuration); the scope is
+# empty but for a kernel generated at run time: its source's digest (torch.compile's Triton
+# kernels, whose names repeat across models); ``config`` the counted launch's grid and block.
 # ``metrics`` and ``metric_units`` hold JSON; run_id, run_name and launch_id say which launch they were read from.
 COUNTER_COLUMNS: dict[str, type] = {
-    "gpu": str, "environment": str, "metric_set": str, "scope": str, "mangled": str, "name": str, "short_name": str,
-    "metrics": str, "metric_units": str, "run_id": int, "run_name": str, "launch_id": int, "created_at": str,
+    "gpu": str, "environment": str, "metric_set": str, "signature": str, "scope": str, "mangled": str, "config": str,
+    "name": str, "short_name": str, "metrics": str, "metric_units": str, "run_id": int, "run_name": str,
+    "launch_id": int, "created_at": str,
 }
-COUNTER_KEY = ("gpu", "environment", "metric_set", "scope", "mangled")
+COUNTER_KEY = ("gpu", "environment", "metric_set", "signature", "scope", "mangled", "config")

@@ -193,6 +193,18 @@ def counters(s: Connection) -> None:
         s.db.table("counters").create(COUNTER_COLUMNS, pk=COUNTER_KEY)
 
 
+@step
+def counters_per_launch(s: Connection) -> None:
+    """Schema 14: kept counters keyed by the run's ``signature`` (workload and options) and the
+    counted launch's ``config`` (grid and block) too, op counts being a launch's. Schema 13's
+    rows are dropped, not carried over: they were kept per function across workloads and batch
+    sizes (a row held whichever run counted the function last) under an environment that named
+    no native library, so no run could take them safely; the next run counts afresh."""
+    if "config" not in _columns(s, "counters"):
+        s.execute("drop table counters")
+        s.db.table("counters").create(COUNTER_COLUMNS, pk=COUNTER_KEY)
+
+
 SCHEMA_VERSION = len(STEPS)
 
 
