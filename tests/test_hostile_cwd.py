@@ -75,6 +75,15 @@ def test_a_builtin_run_imports_nothing_from_the_current_folder(planted, tmp_path
 
 
 @needs_torch
+def test_torchrun_and_its_ranks_import_nothing_from_the_current_folder(planted, tmp_path):
+    """Two ranks on the CPU: torchrun (``-P``) and the ranks it starts (``python -m``, without
+    ``-P``: PYTHONSAFEPATH, inherited) import nothing planted."""
+    _, marker = planted
+    r = cli("run", TINY, "--tool", "torch", *CPU, "--nproc-per-node", "2", "--no-report", db=tmp_path / "p.db")
+    assert ran(marker) == [] and r.exit_code == 0, r.output
+
+
+@needs_torch
 def test_bench_imports_nothing_from_the_current_folder(planted, tmp_path):
     _, marker = planted
     r = cli("bench", TINY, *CPU, "-f", "json", db=tmp_path / "p.db")
@@ -91,6 +100,7 @@ def test_doctor_imports_nothing_from_the_current_folder(planted, tmp_path):
     assert torch_line["detail"].startswith("torch "), torch_line
 
 
+@needs_torch
 def test_every_python_child_and_its_children_leave_out_the_current_folder(planted, monkeypatch):
     """The argv and environment every Python child gets: ``-P``, and PYTHONSAFEPATH for what
     that child starts in turn (a grandchild started as ``python -c`` or ``-m``, as torchrun
