@@ -390,11 +390,11 @@ class Comparison:
     def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:
         """Each variant side by side with the first (``<folder>/vs/<first>+<other>.html``),
         matched as the comparison was; returns the paths."""
-        from .report import default_path
+        from .report import write_report
 
         first = self.runs[0]
-        return [first.report(default_path(first, r, Path(folder)), vs=r, match=self.match,
-                             threshold_pct=self.diffs[0].threshold_pct) for r in self.runs[1:]]
+        return [write_report(first.database.store, first, vs=r, match=self.match, threshold_pct=self.diffs[0].threshold_pct,
+                             folder=Path(folder)) for r in self.runs[1:]]
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "match": self.match, "variants": [asdict(v) for v in self.variant_rows()],

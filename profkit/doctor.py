@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from .errors import ProfkitError
+from .tools import runner
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 MIN_FREE_GB = 5.0   # raw captures: an ncu report is tens of MB, an nsys one can be GBs
@@ -34,9 +34,6 @@ class Check:
 
 
 def _run(argv: list[str], timeout: float = 120) -> tuple[int, str]:
-    from .errors import ProfkitError
-    from .tools import runner
-
     try:
         rc, out, err = runner.probe(argv, timeout)
     except (OSError, ProfkitError) as exc:
@@ -61,8 +58,8 @@ def check_gpu() -> tuple[Check, bool]:
 
 
 def check_torch(has_gpu: bool) -> tuple[Check, bool]:
-    rc, out = _run([sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda, "
-                    "torch.cuda.is_available(), torch.cuda.device_count())"], timeout=120)
+    rc, out = _run(runner.python_argv("-c", "import torch; print(torch.__version__, torch.version.cuda, "
+                    "torch.cuda.is_available(), torch.cuda.device_count())"), timeout=120)
     if rc != 0:
         return Check("PyTorch", FAIL, "not importable: " + (out.strip().splitlines() or ["?"])[-1][:200],
                      "pip install 'profkit[torch]' (or torch and torchvision)."), False
@@ -108,8 +105,8 @@ def check_ncu(torch_gpu: bool) -> list[Check]:
 
 
 def _try_ncu(exe: str) -> Check:
-    rc, text = _run([exe, "--metrics", "gpu__time_duration.sum", "--target-processes", "all", sys.executable, "-c",
-                     TINY], timeout=300)
+    rc, text = _run([exe, "--metrics", "gpu__time_duration.sum", "--target-processes", "all",
+                     *runner.python_argv("-c", TINY)], timeout=300)
     if "ERR_NVGPUCTRPERM" in text:
         return Check("ncu counters", FAIL, "ERR_NVGPUCTRPERM: this user may not read the GPU's counters",
                      "Run as root, or allow it: options nvidia NVreg_RestrictProfilingToAdminUsers=0 "
@@ -135,7 +132,8 @@ def _try_nsys(exe: str) -> Check:
     with tempfile.TemporaryDirectory(prefix="profkit-doctor-") as tmp:
         rep = Path(tmp) / "tiny"
         rc, text = _run([exe, "profile", "--trace", "cuda", "--sample", "none", "--cpuctxsw", "none", "--output",
-                         str(rep), "--force-overwrite", "true", sys.executable, "-c", TINY], timeout=300)
+                         str(rep), "--force-overwrite", "true", *runner.python_argv("-c", TINY)],
+                        timeout=300)
         if rep.with_suffix(".nsys-rep").exists():
             return Check("nsys import", OK, "a tiny capture became a .nsys-rep")
         if rep.with_suffix(".qdstrm").exists():

@@ -1,10 +1,12 @@
 """How profkit makes the files it keeps in a run's folder: each one new, never written
 through a link or into a file someone else put there (``O_CREAT | O_EXCL | O_NOFOLLOW``); and
-which folders beside a database it trusts with them (:func:`untrusted`); how a file is
-named to SQLite (:func:`file_uri`); a write that found the disk full, as one line naming
-where (:func:`disk_full`); how a file the user named is replaced whole or not at all
-(:func:`write_atomic`); and how a file the user names is read (:func:`read_user_file`,
-:func:`load_toml`): only a regular file, of bounded size and nesting, refused in one line."""
+which folders it trusts with them (:func:`untrusted`: those beside a database, the reports
+folder); how it replaces a file of its own in such a folder (:func:`replace_file`, the HTML
+reports); how a file is named to SQLite (:func:`file_uri`); a write that found the disk full,
+as one line naming where (:func:`disk_full`); how a file the user named is replaced whole or
+not at all (:func:`write_atomic`); and how a file the user names is read
+(:func:`read_user_file`, :func:`load_toml`): only a regular file, of bounded size and nesting,
+refused in one line."""
 
 from __future__ import annotations
 
@@ -156,12 +158,17 @@ def untrusted(folder: Path) -> str | None:
     group or others, unless sticky like /tmp). Anything else could be a link or folder another
     user planted beside a database in a shared place, to have profkit write elsewhere or to
     swap a lock file under a live run."""
-    me = os.geteuid()
     try:
         link = os.lstat(folder)
         st = os.stat(folder)
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
+    return _untrusted(link, st)
+
+
+def _untrusted(link: os.stat_result, st: os.stat_result) -> str | None:
+    """:func:`untrusted` of a folder whose name's ``lstat`` is ``link`` and whose own is ``st``."""
+    me = os.geteuid()
     if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
         return "is a link another user made"
     if not stat.S_ISDIR(st.st_mode):
@@ -183,9 +190,13 @@ def file_uri(path: Path, read_only: bool = False) -> str:
     return f"file:{quote(os.fsencode(Path(path).absolute()))}" + ("?mode=ro" if read_only else "")
 
 
-def own_folder(folder: Path, what: str) -> Path:
+OWN_FOLDER_ADVICE = "Remove it (profkit makes its own), or use a database in a folder of your own."
+
+
+def own_folder(folder: Path, what: str, advice: str = OWN_FOLDER_ADVICE) -> Path:
     """``folder`` (the ``what``: "folder of runs' files", "lock folder"), made if missing, and
-    refused (a StoreError) where it is not to be trusted (:func:`untrusted`)."""
+    refused (a StoreError, ending with ``advice``) where it is not to be trusted
+    (:func:`untrusted`)."""
     try:
         folder.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError as exc:
@@ -193,8 +204,7 @@ def own_folder(folder: Path, what: str) -> Path:
                          "Check the folder's permissions and the free disk space.") from None
     why = untrusted(folder)
     if why:
-        raise StoreError(f"the {what} {folder} {why}",
-                         "Remove it (profkit makes its own), or use a database in a folder of your own.")
+        raise StoreError(f"the {what} {folder} {why}", advice)
     return folder
 
 
@@ -265,3 +275,68 @@ def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
         if not level:
             return data
     raise too_deep
+
+
+def open_own_folder(folder: Path, what: str, advice: str = OWN_FOLDER_ADVICE) -> int:
+    """:func:`own_folder`, opened: a descriptor of the very folder that was checked (its
+    identity held against the name's), for :func:`replace_file`. The caller closes it."""
+    own_folder(folder, what, advice)
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StoreError(f"cannot open the {what} {folder}: {exc.strerror or exc}", advice) from None
+    try:
+        link, st = os.lstat(folder), os.fstat(fd)
+        why = _untrusted(link, st) or (None if os.path.samestat(os.stat(folder), st) else "changed while it was opened")
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror})"
+    if why:
+        os.close(fd)
+        raise StoreError(f"the {what} {folder} {why}", advice)
+    return fd
+
+
+def replace_file(folder_fd: int, name: str, data: bytes, shown: Path) -> None:
+    """Make ``data`` the file ``name`` in the folder ``folder_fd`` (from
+    :func:`open_own_folder`; ``shown`` is the path messages name), atomically: a new temporary
+    file beside it (``O_CREAT | O_EXCL | O_NOFOLLOW``) renamed over ``name``, so a reader never
+    sees half a file and a link at ``name`` is replaced, never written through. A name another
+    user made (a link, a file) is refused (a StoreError), as is anything there that is not a
+    file or a link (a folder, a pipe: a UsageError); a file of this user's keeps its mode."""
+    import secrets
+
+    try:
+        st: os.stat_result | None = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise StoreError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"cannot write {shown}: it is a folder", "Remove it, or write elsewhere.")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise UsageError(f"cannot write {shown}: it is not a regular file", "Remove it, or write elsewhere.")
+        if st.st_uid not in (os.geteuid(), 0):
+            kind = "a link" if stat.S_ISLNK(st.st_mode) else "a file"
+            raise StoreError(f"{shown} is {kind} another user made: profkit writes no page through it or over it",
+                             "Remove it if it should not be there, and try again.")
+    mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
+    tmp = f".profkit-{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, _FLAGS, 0o600, dir_fd=folder_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=folder_fd)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

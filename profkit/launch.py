@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -195,9 +194,9 @@ class _Job:
         """The harness's command line; for several ranks, torchrun's (one machine, a free
         port: concurrent jobs do not meet) starting it once per rank."""
         if self.ranks > 1:
-            return [sys.executable, "-m", "profkit.torchrun", "--standalone",
-                    f"--nproc-per-node={self.ranks}", "-m", "profkit.harness", str(self.job_path)]
-        return [sys.executable, "-m", "profkit.harness", str(self.job_path)]
+            return runner.python_argv("-m", "profkit.torchrun", "--standalone", f"--nproc-per-node={self.ranks}",
+                                      "-m", "profkit.harness", str(self.job_path))
+        return runner.python_argv("-m", "profkit.harness", str(self.job_path))
 
     def env(self) -> dict[str, str] | None:
         """What the profiled process's environment adds (runner's adds NVLink multicast off):
@@ -472,7 +471,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     timer_log = job.folder / "harness-times.log"
     on_line, seen = _ncu_progress(job)
     if per_function:
-        with runner.Background([sys.executable, "-m", "profkit.harness", str(timer_job)], timer_log) as timer:
+        with runner.Background(runner.python_argv("-m", "profkit.harness", str(timer_job)), timer_log) as timer:
             result, _ = job.stream(argv, job.folder / "ncu.log", on_line)
             timer_result = timer.wait(timeout=job.req.options.timeout_s)
         wall = timer_result.wall_s  # both processes: the timer started first and ends last
@@ -570,7 +569,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
         write_new(count_path, count_job.to_json(), replace=True)
         nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
         argv = ncu.profile_argv(exe, report, nvtx_filter, metrics,
-                                [sys.executable, "-m", "profkit.harness", str(count_path)],
+                                runner.python_argv("-m", "profkit.harness", str(count_path)),
                                 extra=ncu.per_function_argv(missing))
         job.progress.stage(f"profiling {len(missing)} kernel functions never counted before under ncu "
                            f"({len(functions)} counted in earlier runs), metrics: {set_label}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
+import sys
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,7 +179,15 @@ def resolve(workload: str) -> tuple[str, Path]:
 
 
 def load_module(path: Path) -> ModuleType:
-    """Import a workload file as a module and check that it defines build()."""
+    """Import a workload file as a module and check that it defines build().
+
+    The file's own folder goes on ``sys.path``, so that the modules beside it import (``import
+    helper`` from ``my_model.py``), wherever profkit was started; it goes last, so that nothing
+    beside the workload stands in for an installed module (torch, numpy, nvtx, profkit). The
+    current folder is not on the path (profkit starts this process with ``-P``)."""
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
     name = "profkit_workload_" + re.sub(r"\W", "_", path.stem)
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:

@@ -14,6 +14,8 @@ index's, and no two pairs share one (``x_vs_y`` with ``z`` and ``x`` with ``y_vs
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,19 +52,38 @@ def identity(store: Store, run: RunRecord) -> str:
 
 
 def write_report(store: Store, run: RunRecord, output: str | Path | None = None, vs: RunRecord | None = None,
-                 match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Path:
+                 match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0, *, folder: Path = DEFAULT_DIR) -> Path:
     """Write the report of ``store``'s run (side by side with ``vs``, of the same store, when
-    given); return its path."""
+    given) at ``output``, or where :func:`default_path` puts it in ``folder`` (a folder of this
+    user's only: :func:`page.write_own`); return its path."""
     from . import model, page
 
     data = model.vs_page(store, run, vs, match, threshold_pct) if vs is not None else model.run_page(store, run)
     data["identity"] = identity(store, run) if vs is None else f"{identity(store, run)} vs {identity(store, vs)}"
-    return page.write(page.render(data), Path(output) if output is not None else default_path(run, vs))
+    if output is not None:
+        return page.write(page.render(data), Path(output))
+    return page.write_own(page.render(data), default_path(run, vs, folder), folder)
+
+
+def _profkits(path: Path) -> bool:
+    """Whether ``path`` may be a page profkit wrote: a regular file (not a link) of this user
+    (or root), as :func:`page.write_own` leaves it. Another user's page in a shared folder is
+    never reused or linked, whatever its head says."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid in (os.geteuid(), 0)
 
 
 def _head(path: Path) -> str:
+    """The start of a page profkit wrote (:func:`_profkits`), read without following a link;
+    "" for anything else."""
+    if not _profkits(path):
+        return ""
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "r", encoding="utf-8", errors="replace") as f:
             return f.read(4096)
     except OSError:
         return ""
@@ -78,23 +99,29 @@ def _is_page_of(store: Store, path: Path, run: RunRecord) -> bool:
 
 def side_by_side_pages(store: Store, folder: Path, names: set[str]) -> list[tuple[str, str, str]]:
     """The side-by-side pages in ``folder``/vs/ of two runs of ``names``: (A, B, link from
-    ``folder``), by A then B. A page another database wrote (its head names that database) is
-    left out."""
+    ``folder``), by A then B: only pages profkit wrote for this database (:func:`_profkits`,
+    and a head that names this database), in a folder no other user may change (refused as
+    :func:`page.write_own` refuses it); a page another user or database wrote is left out."""
     from html import escape
 
-    from .page import printable
+    from ..errors import StoreError
+    from ..files import untrusted
+    from .page import FOLDER, FOLDER_ADVICE, printable
 
+    vs = folder / "vs"
+    if not vs.exists() and not vs.is_symlink():
+        return []
+    for f in (folder, vs):
+        why = untrusted(f)
+        if why:
+            raise StoreError(f"the {FOLDER} {f} {why}", FOLDER_ADVICE)
     mark = '<meta name="profkit-report" content="'
     this = printable(escape(f"{store.path.resolve()}|"))
     out = []
-    for path in sorted((folder / "vs").glob("*.html")):
+    for path in sorted(vs.glob("*.html")):
         a, sep, b = path.stem.partition(SEPARATOR)
-        if not sep or a not in names or b not in names or not path.is_file():
-            continue
-        head = _head(path)
-        if mark in head and mark + this not in head:
-            continue
-        out.append((a, b, f"vs/{path.name}"))
+        if sep and a in names and b in names and mark + this in _head(path):
+            out.append((a, b, f"vs/{path.name}"))
     return sorted(out)
 
 
@@ -113,8 +140,10 @@ def write_index(store: Store, output: str | Path | None = None) -> Path:
     for name, path in paths.items():
         if path.resolve() == index.resolve():
             raise UsageError(f"the index would overwrite run {name}'s report ({path})", "Give the index another name.")
+    # The run pages' names are profkit's, in the index's folder: written as default pages are.
     for run in runs:
         if not _is_page_of(store, paths[run.name], run):
-            write_report(store, run, paths[run.name])
+            write_report(store, run, folder=folder)
     pairs = side_by_side_pages(store, folder, set(paths))
-    return page.write(page.render(model.index_page(store, {n: p.name for n, p in paths.items()}, pairs)), index)
+    html = page.render(model.index_page(store, {n: p.name for n, p in paths.items()}, pairs))
+    return page.write(html, index) if output is not None else page.write_own(html, index, folder)

@@ -80,13 +80,18 @@ def _target(path: Path) -> tuple[Path, int]:
             raise UsageError(f"cannot write the report to {path}: it is not a regular file",
                              "Give a file path to `output`.")
         return path, stat.S_IMODE(st.st_mode)
+    _check_parents(path)
+    return path, 0o666 & ~_umask()  # a new report is for sharing (mkstemp would make it 0600)
+
+
+def _check_parents(path: Path) -> None:
+    """Refuse a path whose nearest existing parent is not a folder (a UsageError)."""
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise UsageError(f"cannot write the report to {path}: {parent} is a file, not a folder",
                                  "Give a file path to `output`.")
             break
-    return path, 0o666 & ~_umask()  # a new report is for sharing (mkstemp would make it 0600)
 
 
 def printable(text: str) -> str:
@@ -95,9 +100,40 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+FOLDER = "reports folder"
+FOLDER_ADVICE = "Remove it (profkit makes its own), or give `output` a path in a folder of your own."
+
+
+def write_own(html: str, path: Path, base: Path) -> Path:
+    """Write a page whose name profkit chose (``reports/<run>.html``, ``reports/vs/...``, the
+    index and the run pages beside it) in ``base`` or a folder below it: each of those folders
+    made if missing and trusted as a run's folders are (:func:`profkit.files.own_folder`: a
+    link another user made, or a folder others may write in that is not sticky, is refused),
+    and the page written atomically, never through a link (:func:`profkit.files.replace_file`:
+    a name another user made there is refused). Returns the path given."""
+    from ..files import open_own_folder, own_folder, replace_file
+
+    data = printable(html).encode("utf-8")
+    _check_parents(path)
+    below = path.parent.relative_to(base).parts
+    chain = [base, *(base.joinpath(*below[:i + 1]) for i in range(len(below)))]
+    for folder in chain[:-1]:
+        own_folder(folder, FOLDER, FOLDER_ADVICE)
+    fd = open_own_folder(chain[-1], FOLDER, FOLDER_ADVICE)
+    try:
+        replace_file(fd, path.name, data, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}",
+                         "Check the folder's permissions and the free disk space.") from None
+    finally:
+        os.close(fd)
+    return path
+
+
 def write(html: str, path: Path) -> Path:
-    """Write a page atomically (a reader never sees half a file), making its folder; through a
-    symlink to its target; keeping an existing file's permissions. Returns the path given."""
+    """Write a page at a path the user gave (``output``) atomically (a reader never sees half a
+    file), making its folder; through a symlink to its target; keeping an existing file's
+    permissions. Returns the path given. (Pages at paths profkit chose: :func:`write_own`.)"""
     html = printable(html)
     target, mode = _target(path)
     try:

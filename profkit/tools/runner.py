@@ -9,7 +9,11 @@ escalates to SIGKILL of the child's whole process group after :data:`GRACE_S`, a
 child holds the read end of this process's *lifeline*, a pipe whose write end only this
 process holds: when it dies, however (SIGKILL, the OOM killer), the pipe reads end-of-file and
 the children that watch it (:func:`watch_lifeline`: profkit's harness, its ranks and sweep
-jobs) stop at once."""
+jobs) stop at once.
+
+No Python process profkit starts has the current folder on its path (:func:`python_argv`,
+:data:`SAFE_PATH`): a ``torch.py`` or ``profkit/`` someone left in the folder profkit runs in is
+never imported."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -36,6 +41,22 @@ from ..processes import alive as alive  # here for runner.alive
 # workers): NVLink multicast off. A program that uses it can take a shared host's GPUs out of
 # service.
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+# In every environment profkit starts, so that every Python process below it (the harness,
+# torchrun and its ranks, a compiler's workers, a sweep's jobs) inherits it: Python puts no
+# potentially unsafe folder first on sys.path (the current folder for `-m` and `-c`, a
+# script's own folder), so nothing planted in the folder profkit was started in is imported.
+SAFE_PATH = {"PYTHONSAFEPATH": "1"}
+
+
+def python_argv(*args: str) -> list[str]:
+    """The command line of a Python child of profkit (``-m profkit.harness JOB``, ``-c CODE``):
+    this interpreter, with ``-P`` so that the current folder is not on its path even where
+    :data:`SAFE_PATH` does not reach it. Every Python process profkit starts is built here;
+    a workload file's own folder is put on the harness's path by the harness, explicitly
+    (:func:`profkit.workloads.load_module`)."""
+    return [sys.executable, "-P", *args]
 
 
 # The signals that stop profkit (and that its children must not have inherited as ignored).
@@ -59,8 +80,17 @@ def lifeline() -> tuple[int, str]:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A child's environment: this one's, multicast off, this process's lifeline, and ``extra``."""
-    return {**os.environ, **NO_MULTICAST, LIFELINE: lifeline()[1], **(extra or {})}
+    """A child's environment: this one's, multicast off, this process's lifeline, ``extra``,
+    and no current folder on a Python child's path (:data:`SAFE_PATH`, and no empty entry in
+    ``PYTHONPATH``: Python reads one as the current folder)."""
+    env = {**os.environ, **NO_MULTICAST, LIFELINE: lifeline()[1], **(extra or {}), **SAFE_PATH}
+    if "PYTHONPATH" in env:
+        kept = [p for p in env["PYTHONPATH"].split(os.pathsep) if p]
+        if kept:
+            env["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del env["PYTHONPATH"]
+    return env
 
 
 def watch_lifeline(on_gone: Callable[[], None], poll_s: float = 0.5) -> bool:
@@ -157,8 +187,6 @@ def die_with_parent(parent: int, sig: int) -> None:
     (PR_SET_PDEATHSIG), and send it now if that parent is already gone; elsewhere nothing. For
     processes that a parent's group kill does not reach (a sweep's jobs, torchrun's ranks,
     each in a session of its own)."""
-    import sys
-
     if not sys.platform.startswith("linux"):
         return
     import ctypes
