@@ -45,10 +45,9 @@ if TYPE_CHECKING:
     from distributed.security import Security
 
 INSTALL_HINT = "pip install 'profkit[cluster]'"
-# In the environment of every Python process a sweep starts: the current folder is not put on
-# its path (Python 3.11's -P), so a `torch.py`, `msgpack.py` or `profkit/` there is never
-# imported in its place.
-SAFE_PATH = {"PYTHONSAFEPATH": "1"}
+# In the environment of every Python process a sweep starts (runner.SAFE_PATH): the current folder
+# is not put on its path, so a `torch.py`, `msgpack.py` or `profkit/` there is never imported.
+SAFE_PATH = runner.SAFE_PATH
 
 
 @dataclass(frozen=True)
@@ -204,9 +203,9 @@ def run_job(request: JobRequest) -> JobOutcome:
         job_file = folder / "job.json"
         JobFile(request.workload, request.options, str(folder / "job.db"), str(folder / OUTCOME)).write(job_file)
         # The current folder (the worker's, the sweep's) is on the path of no process of the job:
-        # `-P` for this one, PYTHONSAFEPATH for all it starts (its profiler, harness, ranks).
-        argv = [sys.executable, "-P", "-m", "profkit.sweep_job", str(job_file)]
-        with runner.Background(argv, folder / "job.log", env=SAFE_PATH) as child:  # it dies with this process
+        # `-P` for this one, PYTHONSAFEPATH (runner.child_env) for all it starts.
+        argv = runner.python_argv("-m", "profkit.sweep_job", str(job_file))
+        with runner.Background(argv, folder / "job.log") as child:  # it dies with this process
             (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
             done = child.wait()
         status, error, kind = read_outcome(folder / OUTCOME, done.returncode, done.tail)

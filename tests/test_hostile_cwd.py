@@ -117,7 +117,7 @@ def test_every_python_child_and_its_children_leave_out_the_current_folder(plante
     path = ast.literal_eval(out.stdout)
     assert str(where) not in path and "" not in path
     env = runner.child_env()
-    assert env["PYTHONSAFEPATH"] == "1" and "" not in env["PYTHONPATH"].split(os.pathsep)
+    assert env["PYTHONSAFEPATH"] == "1" and "" not in env.get("PYTHONPATH", "x").split(os.pathsep)
 
 
 WITH_SIBLING = '''
