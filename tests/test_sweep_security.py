@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import cli, needs_torch, one_line_error
+from .conftest import cli, needs_torch, one_line_error, processes_mentioning
 
 WORKLOADS = Path(__file__).parent / "workloads"
 TINY = str(WORKLOADS / "tiny_classifier.py")
@@ -413,19 +413,6 @@ def test_tls_files_without_a_tls_address_are_one_line(tmp_path):
 
 
 # ------------------------------------------------------------- item 14: a SIGKILLed sweep's folder
-def _processes_under(folder: Path) -> list[int]:
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(proc / "cwd")
-        except OSError:
-            continue
-        if (str(folder) in args or cwd.startswith(str(folder))) and int(proc.name) != os.getpid():
-            found.append(int(proc.name))
-    return found
-
-
 @needs_torch
 def test_the_folder_of_a_sigkilled_sweep_is_removed_by_the_next_sweep(tmp_path, monkeypatch):
     """SIGKILL of a sweep while its job profiles: its workers and job end (their lifeline), but
@@ -451,9 +438,9 @@ def test_the_folder_of_a_sigkilled_sweep_is_removed_by_the_next_sweep(tmp_path, 
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while _processes_under(work) and time.monotonic() < deadline:
+        while processes_mentioning(str(work)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _processes_under(work) == []
+        assert processes_mentioning(str(work)) == []
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
