@@ -25,7 +25,7 @@ import profkit
 from profkit import cli as cli_module, render
 
 from .conftest import NCU_DATA, cli, one_line_error
-from .test_bad_inputs import ncu_rows, write_csv
+from .test_bad_inputs import kineto_edit, ncu_rows, write_csv
 
 CLEAR = "\x1b[2J\x1b[H"
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"
@@ -145,6 +145,34 @@ def test_verbose_traceback_shows_names_escaped(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "Traceback (most recent call last):" in r.stderr and shown(str(missing)) in r.stderr
     assert not raw_controls(r.stdout + r.stderr, False), r.stderr
+
+
+# What no report page may hold raw: C0 but newline and tab, DEL, C1, bidirectional controls.
+PAGE_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_report_page_shows_names_escaped(tmp_path):
+    """A real Kineto trace whose GPU name holds a title change (OSC 0), a BEL, a bidirectional
+    override, markup and an 8-bit CSI, and a kernel name an OSC 52 clipboard write, imported from
+    a file whose name holds ESC: the report page (its HTML and the JSON its scripts read) holds
+    none of those characters raw, and shows the names with them escaped."""
+    gpu = "\x1b]0;TITLE\x07GPU\u202e[red]X[/red]\x9b2J"
+
+    def edit(trace):
+        trace["deviceProperties"][0]["name"] = gpu
+        kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+        kernel["name"] = f"{OSC52}{kernel['name']}\u2066"  # in the scripts' JSON (the kernel table)
+
+    src = kineto_edit(tmp_path, edit).rename(tmp_path / f"trace{CLEAR}.json")
+    db = tmp_path / "p.db"
+    assert cli("import", src, "--name", "k", db=db).exit_code == 0
+    page = tmp_path / "page.html"
+    r = cli("report", "k", "-o", page, db=db)
+    assert r.exit_code == 0, r.output
+    html = page.read_text(encoding="utf-8")
+    assert not PAGE_UNSAFE.findall(html), sorted(set(PAGE_UNSAFE.findall(html)))
+    assert html.count(shown(CLEAR)) >= 1 and "GPU\\u202e[red]X[/red]\\x9b2J" in html
+    assert "\\\\x1b]52;c;ZXZpbA==\\\\x07" in html  # the kernel's name, in JSON (its backslashes doubled)
 
 
 def test_import_line_names_the_file_escaped(tmp_path):
