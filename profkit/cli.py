@@ -406,6 +406,11 @@ class OneLineErrors(click.Group):
                 raise exc.__cause__ from None  # main() says which, with its exit status
             _err("profkit: interrupted")
             sys.exit(130)
+        except Exception as exc:  # --verbose's traceback, or a bug's: printed as _err prints, names escaped
+            import traceback
+
+            _err(traceback.format_exc().rstrip("\n"))
+            sys.exit(exc.exit_code if isinstance(exc, ProfkitError) else 1)
         try:
             sys.stdout.flush()  # here, not at exit: a reader gone (`--help | head -1`) ends quietly
         except BrokenPipeError:

@@ -302,6 +302,55 @@ def test_kineto_bad_grid_block_stream_device_is_refused(seeded, tmp_path, key, v
             f"args.{key} is {shown}, {fault}")
 
 
+KERNEL_0 = "kernel 'void implicit_convolve_sgemm<__half, __half, 1024, 5, 5, 3, '"
+
+
+def _kernel_set(key: str, value):
+    def edit(trace: dict) -> None:
+        _first_kernel(trace)[1][key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, said", [
+    (_kernel_set("ts", -5.0), f"({KERNEL_0}) has a negative start (ts -5.0 us)"),
+    (_kernel_set("ts", -5), f"({KERNEL_0}) has a negative start (ts -5 us)"),
+    (_kernel_edit("correlation", -3), f"({KERNEL_0}): args.correlation is -3, not a whole number from 0 to 2^63 - 1"),
+    (_kernel_edit("External id", 10 ** 30), f"({KERNEL_0}): args['External id'] is {10 ** 30}, not a whole number "
+                                             "from 0 to 2^63 - 1"),
+    (_kernel_edit("External id", -1), f"({KERNEL_0}): args['External id'] is -1, not a whole number from 0 to 2^63 - 1"),
+    (_kernel_set("name", ""), "(kernel '') has an empty name"),
+], ids=["ts-negative", "ts-negative-int", "correlation-negative", "external-id-beyond-int64", "external-id-negative",
+        "kernel-name-empty"])
+def test_kineto_negative_time_bad_id_or_empty_name_is_refused(seeded, tmp_path, edit, said):
+    """Each was stored: a kernel at -5 us, correlation -3, an External id no int64 holds, a kernel
+    with no name. Refused as the other importers refuse them, naming the file and the event."""
+    n = _first_kernel(json.loads(gzip.decompress((DATA / "torch" / "kineto_resnet18_fp16.json.gz").read_bytes())))[0]
+    refused(seeded, kineto_edit(tmp_path, edit), f"edited.json: traceEvents[{n}] {said}")
+
+
+@pytest.mark.parametrize("name, shown", [(5, "5"), (["H100"], "['H100']"), (True, "True")])
+def test_kineto_gpu_name_that_is_no_string_is_refused(seeded, tmp_path, name, shown):
+    """deviceProperties name 5 was stored as the GPU "5"."""
+    def edit(trace: dict) -> None:
+        trace["deviceProperties"][0]["name"] = name
+
+    refused(seeded, kineto_edit(tmp_path, edit), f"edited.json: deviceProperties[0].name is {shown}, not a string")
+
+
+def test_kineto_kernel_without_grid_is_stored_with_its_grid_unknown(tmp_path):
+    """As ncu's CSV without a Grid Size (and Kineto's own copies and sets, which have none): the
+    grid is not known (NULL), the rest of the kernel kept; what a grid says is refused above."""
+    def edit(trace: dict) -> None:
+        del _first_kernel(trace)[1]["args"]["grid"]
+
+    run = profkit.open_db(tmp_path / "k.db").import_file(kineto_edit(tmp_path, edit))
+    assert run.kernel_count == 324
+    rows = run.kernels()
+    first = rows.sort_values("start_ns").iloc[0]
+    assert first["name"].startswith("void implicit_convolve_sgemm")
+    assert first[["grid_x", "grid_y", "grid_z"]].isna().all() and first["block_x"] == 8
+
+
 def test_kineto_exact_duplicate_event_is_refused(seeded, tmp_path):
     """It was counted twice."""
     def edit(trace: dict) -> None:

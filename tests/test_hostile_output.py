@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import profkit
 from profkit import cli as cli_module, render
 
 from .conftest import NCU_DATA, cli, one_line_error
-from .test_bad_inputs import ncu_rows, write_csv
+from .test_bad_inputs import kineto_edit, ncu_rows, write_csv
 
 CLEAR = "\x1b[2J\x1b[H"
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"
@@ -37,6 +38,8 @@ NAMES = {2: f"void implicit_convolve_sgemm<{CLEAR}>(int)", 3: f"{OSC52}osc_kerne
          7: f"void cutlass::Kernel<cutlass_80_simt_sgemm_{CLEAR}{OSC52}_128x128_8x4_nn_align1>(T1::Params)"}
 GPU = f"NVIDIA {CLEAR}H100{OSC52}"
 WORKLOAD = f"res{CLEAR}net"  # from the capture's NVTX range, as profkit's runs name it
+PROFKIT = [sys.executable, "-m", "profkit"]
+ROOT = str(Path(__file__).resolve().parent.parent)  # this copy of profkit, in the child too
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's own colours, in a terminal
 # What a terminal acts on (C0, DEL, C1), bidirectional controls, line and paragraph separators.
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
@@ -130,6 +133,46 @@ def test_error_quoting_a_name_is_one_escaped_line(hostile, tmp_path):
     r = cli("import", missing, db=hostile)
     one_line_error(r, shown(str(missing)))
     assert not raw_controls(r.stderr, False)
+
+
+def test_verbose_traceback_shows_names_escaped(tmp_path):
+    """``profkit -v`` prints the traceback of an error, and the file name it quotes (in the
+    exception's line and in the source lines) has its control characters escaped, as without -v.
+    A real process: the traceback used to be Python's own, printed after profkit's code."""
+    missing = tmp_path / f"nonexist{OSC52}{CLEAR}\u202e.json"
+    r = subprocess.run([*PROFKIT, "-v", "--db", str(tmp_path / "o.db"), "import", str(missing)],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode == 1, r.stderr
+    assert "Traceback (most recent call last):" in r.stderr and shown(str(missing)) in r.stderr
+    assert not raw_controls(r.stdout + r.stderr, False), r.stderr
+
+
+# What no report page may hold raw: C0 but newline and tab, DEL, C1, bidirectional controls.
+PAGE_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_report_page_shows_names_escaped(tmp_path):
+    """A real Kineto trace whose GPU name holds a title change (OSC 0), a BEL, a bidirectional
+    override, markup and an 8-bit CSI, and a kernel name an OSC 52 clipboard write, imported from
+    a file whose name holds ESC: the report page (its HTML and the JSON its scripts read) holds
+    none of those characters raw, and shows the names with them escaped."""
+    gpu = "\x1b]0;TITLE\x07GPU\u202e[red]X[/red]\x9b2J"
+
+    def edit(trace):
+        trace["deviceProperties"][0]["name"] = gpu
+        kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+        kernel["name"] = f"{OSC52}{kernel['name']}\u2066"  # in the scripts' JSON (the kernel table)
+
+    src = kineto_edit(tmp_path, edit).rename(tmp_path / f"trace{CLEAR}.json")
+    db = tmp_path / "p.db"
+    assert cli("import", src, "--name", "k", db=db).exit_code == 0
+    page = tmp_path / "page.html"
+    r = cli("report", "k", "-o", page, db=db)
+    assert r.exit_code == 0, r.output
+    html = page.read_text(encoding="utf-8")
+    assert not PAGE_UNSAFE.findall(html), sorted(set(PAGE_UNSAFE.findall(html)))
+    assert html.count(shown(CLEAR)) >= 1 and "GPU\\u202e[red]X[/red]\\x9b2J" in html
+    assert "\\\\x1b]52;c;ZXZpbA==\\\\x07" in html  # the kernel's name, in JSON (its backslashes doubled)
 
 
 def test_import_line_names_the_file_escaped(tmp_path):

@@ -381,6 +381,8 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
         pid, tid = e.get("pid"), e.get("tid")
         thread = intern((pid, tid), (pid, tid))
         if role == _GPU:
+            if not name:  # a kernel without a name is none (ncu's report reader refuses one too)
+                raise BadExport(f"{_where(e, n, cat, filename)} has an empty name")
             if by_ext is None:
                 by_ext = trace.gpu_trace()
             grid, block = _dims(args.get("grid")), _dims(args.get("block"))
@@ -453,13 +455,14 @@ def _check(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int
     or of the wrong type; its start and duration in ns. The common case (float times, integer
     ids, numbers or names for threads) is decided here; anything else by :func:`_checked`."""
     ts, dur = e.get("ts"), e.get("dur")
-    if (type(ts) is float and type(dur) is float and ts - ts == 0.0 and abs(ts) * 1000 < _LIMIT
+    if (type(ts) is float and type(dur) is float and 0.0 <= ts and ts * 1000 < _LIMIT
             and 0.0 <= dur and dur * 1000 < _LIMIT and type(e.get("name")) is str
             and type(e.get("pid")) in _THREAD_TYPES and type(e.get("tid")) in _THREAD_TYPES):
         args = e.get("args")
         if type(args) is dict:
             corr, ext = args.get("correlation"), args.get("External id")
-            if (corr is None or type(corr) is int) and (ext is None or type(ext) is int):
+            if ((corr is None or (type(corr) is int and 0 <= corr < ID_LIMIT))
+                    and (ext is None or (type(ext) is int and 0 <= ext < ID_LIMIT))):
                 return int(round(ts * 1000)), int(round(dur * 1000))
     return _checked(e, n, cat, filename)
 
@@ -482,6 +485,8 @@ def _checked(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, i
         raise BadExport(f"{_where(e, n, cat, filename)}: ts/dur {exc}") from None
     if dur < 0:
         raise BadExport(f"{_where(e, n, cat, filename)} has a negative duration ({e.get('dur')!r} us)")
+    if start < 0:  # a trace's times count from the epoch or the trace's start
+        raise BadExport(f"{_where(e, n, cat, filename)} has a negative start (ts {e.get('ts')!r} us)")
     for key in ("pid", "tid"):
         if key in e and not isinstance(e[key], (int, str)) or isinstance(e.get(key), bool):
             raise BadExport(f"{_where(e, n, cat, filename)}: {key} is {e[key]!r}, not a number or a name")
@@ -492,12 +497,13 @@ def _checked(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, i
         return start, dur
     if type(args) is not dict:
         raise BadExport(f"{_where(e, n, cat, filename)}: args is {type(args).__name__}, not an object")
-    corr = args.get("correlation")
-    if corr is not None and _int(corr) is None:
-        raise BadExport(f"{_where(e, n, cat, filename)}: args.correlation is {corr!r}, not an integer")
-    ext = args.get("External id")
-    if ext is not None and _int(ext) is None:
-        raise BadExport(f"{_where(e, n, cat, filename)}: args['External id'] is {ext!r}, not an integer")
+    # Ids, as a launch's stream and device are held (``schema.launch_value_fault``): whole numbers
+    # from 0 to 2^63 - 1 (what SQLite stores; 10^30 would overflow where one is stored).
+    for key, shown_key in (("correlation", "args.correlation"), ("External id", "args['External id']")):
+        value = args.get(key)
+        if value is not None and not (_int(value) is not None and 0 <= value < ID_LIMIT):
+            raise BadExport(f"{_where(e, n, cat, filename)}: {shown_key} is {_shown(value)}, "
+                            "not a whole number from 0 to 2^63 - 1")
     return start, dur
 
 
@@ -512,7 +518,10 @@ def _device(trace: _Trace, filename: str) -> tuple[str | None, str | None]:
     dev = trace.gpu[0][9]
     dev = 0 if dev is _ABSENT else dev
     p = next((p for p in props if p.get("id") == dev), props[0])
-    gpu_name = _text(str(p["name"])) if p.get("name") is not None else None
+    gpu_name = p.get("name")
+    if gpu_name is not None and type(gpu_name) is not str:
+        raise BadExport(f"{filename}: deviceProperties[{props.index(p)}].name is {_shown(gpu_name)}, not a string")
+    gpu_name = _text(gpu_name) if gpu_name is not None else None
     cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}" if p.get("computeMajor") is not None else None
     return gpu_name, cc
 

@@ -5,7 +5,10 @@ JSON inside ``<script type="application/json">`` through Jinja2's ``tojson`` (wh
 ``<``, ``>``, ``&`` and ``'`` as ``\\u`` escapes, so no kernel name can close the element). The
 scripts build the table and charts with ``textContent`` and Chart.js's canvas, never
 ``innerHTML``. A Content-Security-Policy allows only the page's own scripts (by hash) and no
-network at all. Chart.js (MIT) is vendored in ``report/vendor`` and inlined.
+network at all. Chart.js (MIT) is vendored in ``report/vendor`` and inlined. Every string of
+the model (a kernel, GPU, range or file name read from a capture) is passed through
+:func:`profkit.formatting.shown` before either: its control and bidirectional characters show
+as escapes (``\\x1b``, ``\\u202e``) in the HTML and in the scripts' data alike, as on the terminal.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import jinja2
 
 from ..errors import UsageError
-from ..formatting import fmt_ns
+from ..formatting import fmt_ns, shown
 from .palette import css_variables
 
 DEFAULT_DIR = Path("reports")
@@ -47,8 +50,21 @@ def _csp_hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
+def _shown_all(value: Any) -> Any:
+    """``value`` (the model, or a part of it) with every string in it, keys too, as
+    :func:`shown` writes it; numbers, None and the rest as they are."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {_shown_all(k): _shown_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shown_all(v) for v in value]
+    return value
+
+
 def render(model: dict[str, Any]) -> str:
     """The page for a model from ``report.model`` (run, vs or index)."""
+    model = _shown_all(model)
     scripts = [_asset("vendor/chart.umd.min.js"), _asset("report.js")] if model["page"] != "index" else [_asset("report.js")]
     for s in scripts:
         if "</script" in s.lower():
