@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -209,8 +210,8 @@ def own_folder(folder: Path, what: str, advice: str = OWN_FOLDER_ADVICE) -> Path
 
 
 # A file the user names for profkit to read whole (a check file: a few hundred bytes): at most
-# this large, and nested at most this deep.
-MAX_USER_FILE_BYTES = 4 << 20
+# this large (small enough that no parse of it takes long), and nested at most this deep.
+MAX_USER_FILE_BYTES = 64 << 10
 MAX_NESTING = 32
 
 
@@ -242,7 +243,7 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
                 size += len(chunk)
             data = b"".join(chunks)
         if st.st_size > limit or len(data) > limit:
-            raise UsageError(f"{name}: not a {what} (larger than {limit >> 20} MiB)")
+            raise UsageError(f"{name}: not a {what} (larger than {limit >> 10} KiB)")
     except OSError as exc:
         raise UsageError(f"{name}: cannot read it ({exc.strerror or exc})") from None
     finally:
@@ -253,6 +254,19 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
         raise UsageError(f"{name}: not a {what} (not UTF-8 text)") from None
 
 
+# A dotted key (``a.b.c``, ``"x".'y'``, in a table header or before ``=``) of more than
+# MAX_NESTING parts, anywhere in the text: it would nest deeper than allowed. Its quoted parts
+# are first made one letter (a quote left open runs to the end of its line); possessive
+# quantifiers and a start only where a name starts keep both searches linear on any text. A
+# valid check file has no such run of dotted names, not even in a string or a comment.
+_QUOTED = re.compile(r"""'[^'\n]*+'?|"(?:[^"\\\n]|\\.)*+"?""")
+_DOTTED_TOO_DEEP = re.compile(rf"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++(?:[ \t]*+\.[ \t]*+[A-Za-z0-9_-]++){{{MAX_NESTING},}}")
+
+
+def _nests_too_deep(text: str) -> bool:
+    return _DOTTED_TOO_DEEP.search(_QUOTED.sub("q", text)) is not None
+
+
 def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     """A TOML file the user names (:func:`read_user_file`), parsed; invalid TOML, or values
     nested more than MAX_NESTING deep, is a UsageError naming the file, in one line."""
@@ -261,6 +275,8 @@ def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     name = str(path)
     text = read_user_file(path, what)
     too_deep = UsageError(f"{name}: not a {what} (nested more than {MAX_NESTING} deep)")
+    if _nests_too_deep(text):  # before tomllib, whose time grows as the square of a key's parts
+        raise too_deep
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
