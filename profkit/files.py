@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -85,20 +86,22 @@ def full_disk(where: Path, why: str = "no space left") -> StoreError:
                       "Free some space on it, or use a database on another disk (`db`).")
 
 
-def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = None) -> None:
-    """Write ``text`` (UTF-8) to ``path``, a file the user named (``--junit-xml``), whole or not
-    at all: into a new file beside it, flushed to the disk (fsync), then renamed over it, so a
-    reader (a CI job) never sees half a file, and a full disk leaves no empty one. On any
-    error that file is removed, what was at ``path`` is left as it was, and a ProfkitError
-    (with ``hint``) names ``path`` and the cause ("No space left on device"). A link is
-    written through (its target replaced, as a report's page is); an existing file keeps its
-    permissions; a device or a pipe (``/dev/stdout``) is written as it is: nothing can be
-    renamed over it."""
+def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = None, *, files_only: bool = False) -> None:
+    """Write ``text`` (UTF-8) to ``path``, a file the user named (``--junit-xml``, a report's
+    ``output``), whole or not at all: into a new file beside it, flushed to the disk (fsync),
+    then renamed over it, so a reader (a CI job) never sees half a file, and a full disk leaves
+    no empty one. On any error that file is removed, what was at ``path`` is left as it was,
+    and a ProfkitError (with ``hint``) names ``path`` and the cause ("No space left on
+    device"). A link of this user's (or root's) is written through (its target replaced); a
+    link another user made is refused (:func:`_through_links`). An existing file keeps its
+    permissions. A device or a pipe (``/dev/stdout``) is written as it is, since nothing can be
+    renamed over it (or, ``files_only``, refused); a pipe no process reads is refused at once,
+    never waited on."""
     path = Path(path)
     data = text.encode("utf-8")
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    target = _through_links(path)
     try:
-        st: os.stat_result | None = os.stat(target)
+        st: os.stat_result | None = os.stat(path)  # as the kernel finds it (/dev/stdout: a pipe)
     except FileNotFoundError:
         st = None
     except OSError as exc:
@@ -106,13 +109,17 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise ProfkitError(f"cannot write {path}: it is a folder", hint)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        try:
-            with open(target, "wb") as f:
-                f.write(data)
-        except OSError as exc:
-            raise _cannot_write(path, exc, False, hint) from None
+        if files_only:
+            raise ProfkitError(f"cannot write {path}: it is not a regular file", hint)
+        _write_stream(path, data, hint)
         return
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _cannot_write(path, exc, False, hint) from None
+    tmp = target.parent / f".profkit-{secrets.token_hex(8)}.tmp"  # short: any legal name's file has one
     try:
         fd = os.open(tmp, _FLAGS, 0o666)  # the umask applies, as to any new file
     except OSError as exc:
@@ -121,12 +128,7 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
         try:
             if st is not None:
                 os.fchmod(fd, stat.S_IMODE(st.st_mode))
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                if written <= 0:  # never for a regular file; no endless loop if it were
-                    raise OSError(errno.EIO, os.strerror(errno.EIO))
-                view = view[written:]
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -144,6 +146,67 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
             os.close(folder)
     except OSError:
         pass  # a folder that cannot be opened or synced (some network file systems): the file is written
+
+
+LINK_HOPS = 40  # as the kernel's own limit (ELOOP)
+
+
+def _through_links(path: Path) -> Path:
+    """The name a file the user named is to be renamed over: ``path``, or where the links at
+    ``path`` lead, one link at a time. Each link must be this user's or root's: a link another
+    user made (in a shared folder, such as /tmp) is refused, as the kernel's
+    ``fs.protected_symlinks`` would refuse following it, since renaming over its target would
+    replace a file that user could not write. The folders on the way are left to the kernel
+    to follow, with its protections. A link whose target is no name (``/proc/self/fd/1`` of
+    a pipe) ends the walk."""
+    me = os.geteuid()
+    for _ in range(LINK_HOPS):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return path  # nothing there (made new), or an error the write itself reports
+        if not stat.S_ISLNK(st.st_mode):
+            return path
+        if st.st_uid not in (me, 0):
+            raise ProfkitError(f"{path} is a link another user made: profkit writes nothing through it",
+                               "Remove it if it should not be there, or write elsewhere.")
+        try:
+            path = path.parent / os.readlink(path)
+        except OSError:
+            return path
+    raise ProfkitError(f"cannot write {path}: {os.strerror(errno.ELOOP)}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # never for a regular file; no endless loop if it were
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        view = view[written:]
+
+
+def _write_stream(path: Path, data: bytes, hint: str | None) -> None:
+    """Write ``data`` to ``path``, a device or a pipe, as it is. Opened without blocking, so
+    a named pipe no process reads is refused at once (ENXIO) rather than waited on forever;
+    then written blocking, as a reader takes it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise ProfkitError(f"cannot write {path}: it is a named pipe, and no process reads it", hint) from None
+        raise _cannot_write(path, exc, False, hint) from None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # changed since it was looked at: never written in place
+            raise ProfkitError(f"cannot write {path}: it changed while it was opened", hint)
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        _write_all(fd, data)
+    except OSError as exc:
+        raise _cannot_write(path, exc, False, hint) from None
+    finally:
+        os.close(fd)
 
 
 def _cannot_write(path: Path, exc: OSError, existed: bool, hint: str | None) -> ProfkitError:
@@ -209,8 +272,8 @@ def own_folder(folder: Path, what: str, advice: str = OWN_FOLDER_ADVICE) -> Path
 
 
 # A file the user names for profkit to read whole (a check file: a few hundred bytes): at most
-# this large, and nested at most this deep.
-MAX_USER_FILE_BYTES = 4 << 20
+# this large (small enough that no parse of it takes long), and nested at most this deep.
+MAX_USER_FILE_BYTES = 64 << 10
 MAX_NESTING = 32
 
 
@@ -242,7 +305,7 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
                 size += len(chunk)
             data = b"".join(chunks)
         if st.st_size > limit or len(data) > limit:
-            raise UsageError(f"{name}: not a {what} (larger than {limit >> 20} MiB)")
+            raise UsageError(f"{name}: not a {what} (larger than {limit >> 10} KiB)")
     except OSError as exc:
         raise UsageError(f"{name}: cannot read it ({exc.strerror or exc})") from None
     finally:
@@ -253,6 +316,19 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
         raise UsageError(f"{name}: not a {what} (not UTF-8 text)") from None
 
 
+# A dotted key (``a.b.c``, ``"x".'y'``, in a table header or before ``=``) of more than
+# MAX_NESTING parts, anywhere in the text: it would nest deeper than allowed. Its quoted parts
+# are first made one letter (a quote left open runs to the end of its line); possessive
+# quantifiers and a start only where a name starts keep both searches linear on any text. A
+# valid check file has no such run of dotted names, not even in a string or a comment.
+_QUOTED = re.compile(r"""'[^'\n]*+'?|"(?:[^"\\\n]|\\.)*+"?""")
+_DOTTED_TOO_DEEP = re.compile(rf"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++(?:[ \t]*+\.[ \t]*+[A-Za-z0-9_-]++){{{MAX_NESTING},}}")
+
+
+def _nests_too_deep(text: str) -> bool:
+    return _DOTTED_TOO_DEEP.search(_QUOTED.sub("q", text)) is not None
+
+
 def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     """A TOML file the user names (:func:`read_user_file`), parsed; invalid TOML, or values
     nested more than MAX_NESTING deep, is a UsageError naming the file, in one line."""
@@ -261,6 +337,8 @@ def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     name = str(path)
     text = read_user_file(path, what)
     too_deep = UsageError(f"{name}: not a {what} (nested more than {MAX_NESTING} deep)")
+    if _nests_too_deep(text):  # before tomllib, whose time grows as the square of a key's parts
+        raise too_deep
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

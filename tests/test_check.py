@@ -476,7 +476,7 @@ def test_a_check_file_that_is_no_regular_file_or_too_large_is_refused_at_once(db
         f.truncate(6 << 30)  # 6 GB, sparse
     for config, message in ((fifo, "fifo.toml: not a check file (a named pipe, not a file)"),
                             ("/dev/zero", "/dev/zero: not a check file (a device, not a file)"),
-                            (big, "big.toml: not a check file (larger than 4 MiB)")):
+                            (big, "big.toml: not a check file (larger than 64 KiB)")):
         start = time.monotonic()
         try:
             r = subprocess.run([sys.executable, "-m", "profkit", "check", OFF_RUN, "--config", str(config), "--db",
@@ -485,6 +485,51 @@ def test_a_check_file_that_is_no_regular_file_or_too_large_is_refused_at_once(db
             pytest.fail(f"--config {config} did not end in 60 s")
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, (r.returncode, r.stderr)
         assert time.monotonic() - start < 20 and "Traceback" not in r.stderr
+
+
+def test_a_deeply_dotted_check_file_is_refused_at_once(db, tmp_path):
+    """Hostile pass F6: a table header of 200,000 dotted parts (under the old 4 MiB cap) took
+    45 s in tomllib (quadratic) before "nested more than 32 deep". Now it is over the 64 KiB
+    cap, and a header (or key) as long as fits under it, bare or quoted, is refused before
+    tomllib sees it: one line, exit 2, in well under 2 s each (a separate process, timed)."""
+    import subprocess
+    import sys
+    import time
+
+    files = {"huge.toml": ("[" + ".".join(["a"] * 200_000) + "]\n", "larger than 64 KiB"),
+             "header.toml": ("[" + ".".join(["a"] * 32_000) + "]\n", "nested more than 32 deep"),
+             "quoted.toml": ("[" + ".".join(['"a"'] * 16_000) + "]\n", "nested more than 32 deep"),
+             "key.toml": ("[tensor_cores]\n" + " . ".join(["b"] * 16_000) + " = 1\n", "nested more than 32 deep"),
+             "inline.toml": ("x = {" + ".".join(["c"] * 32_000) + " = 1}\n", "nested more than 32 deep")}
+    code = ("import sys, time\nfrom profkit.analyze.check import load_checks\nfrom profkit.errors import UsageError\n"
+            "for p in sys.argv[1:]:\n    t = time.monotonic()\n    try:\n        load_checks(p)\n"
+            "    except UsageError as e:\n        print(round(time.monotonic() - t, 3), e)\n")
+    for name, (text, _) in files.items():
+        (tmp_path / name).write_text(text)
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code, *files], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == len(files), p.stdout
+    for line, (name, (_, message)) in zip(lines, files.items()):
+        seconds, said = line.split(" ", 1)
+        assert said.startswith(f"{name}: not a check file ({message}") and float(seconds) < 2, line
+    assert time.monotonic() - start < 30
+    # and through the command: one line, exit 2
+    one_line_error(check(db, OFF_RUN, "--config", tmp_path / "header.toml"), "nested more than 32 deep", code=2)
+
+
+def test_valid_check_files_with_dots_still_load(tmp_path):
+    """The scan before tomllib refuses only dotted names longer than 32 parts: dotted keys of
+    fewer, floats, quoted names and strings with many dots load as before."""
+    from profkit.analyze.check import load_checks
+
+    text = ("[tensor_cores]\nmin_coverage = 95.5   # a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t\n"
+            '[findings]\n"fusable_kernels" = 60\nany = 70.0\n[launches]\nmax_per_iteration = 500\n')
+    path = tmp_path / "dots.toml"
+    path.write_text(text)
+    checks = load_checks(path)
+    assert checks.min_coverage == 95.5 and checks.max_launches == 500
 
 
 @pytest.mark.parametrize("args,message", [

@@ -308,6 +308,38 @@ def test_junit_replaces_a_file_whole_and_keeps_its_mode(hostile, tmp_path):
                    "it is a folder", code=2)
 
 
+def test_junit_to_a_pipe_no_process_reads_is_refused_at_once(hostile, tmp_path):
+    """Hostile pass F5: ``--junit-xml`` at a named pipe no process reads blocked forever in
+    open. Now: one line, exit 2, at once (a separate process, so a hang fails the test rather
+    than hang it). A pipe someone reads, and ``/dev/stdout`` piped, are still written."""
+    import sys
+    import time
+
+    fifo = tmp_path / "fifo.xml"
+    os.mkfifo(fifo)
+    argv = [sys.executable, "-m", "profkit", "check", "evil", "--min-tensor-core-coverage", "10", "--db", str(hostile),
+            "--junit-xml"]
+    start = time.monotonic()
+    try:
+        p = subprocess.run([*argv, str(fifo)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("--junit-xml at a pipe no process reads did not end in 60 s")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith(f"profkit: error: cannot write {fifo}: it is a named pipe, and no process reads it")
+    assert time.monotonic() - start < 30
+    # a pipe a process reads: written, blocking as a reader takes it
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        p = subprocess.run([*argv, str(fifo)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert ET.fromstring(os.read(reader, 1 << 20)).tag == "testsuites"
+    finally:
+        os.close(reader)
+    # /dev/stdout, a pipe: the XML, then the text
+    p = subprocess.run([*argv, "/dev/stdout"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("<?xml") and "</testsuites>" in p.stdout, p.stderr
+
+
 # ------------------------------------------------------------------ CSV (item 14)
 def test_csv_guards_formulas_and_keeps_numbers(hostile):
     r = cli("kernels", "evil", "-f", "csv", db=hostile)

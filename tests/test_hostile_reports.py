@@ -206,3 +206,36 @@ def test_the_index_refuses_a_vs_folder_others_may_change(shared):
     vs = reports_folder(work, 0o755, "vs")
     vs.chmod(0o777)
     one_line_error(cli("report", "--index", db=work / "p.db"), "may be changed by other users")
+
+
+def test_junit_xml_and_output_never_write_through_another_users_link(shared):
+    """Hostile pass F3: in a shared sticky folder (1777), another user links ``junit.xml`` and
+    ``page.html`` to a root-only file; ``check --junit-xml`` and ``report -o`` resolved the
+    link and renamed over its target (sidestepping the kernel's fs.protected_symlinks). Now
+    each is refused in one line naming the link, and the file is as it was. A link of one's
+    own there is still written through."""
+    work, victim = shared
+    drop = work.parent / "drop"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    plant_link(drop / "junit.xml", victim)
+    plant_link(drop / "page.html", victim)
+    said = "is a link another user made: profkit writes nothing through it"
+    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "junit.xml", db=work / "p.db")
+    one_line_error(r, f"{drop / 'junit.xml'} {said}", code=2)  # check's "could not deliver": not a FAIL
+    assert untouched(victim)
+    r = cli("report", "r", "-o", drop / "page.html", db=work / "p.db")
+    one_line_error(r, f"{drop / 'page.html'} {said}", code=2)
+    assert untouched(victim) and os.path.islink(drop / "page.html") and os.path.islink(drop / "junit.xml")
+    # a chain: one's own link to the other user's link is refused as well
+    (drop / "mine.xml").symlink_to(drop / "junit.xml")
+    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "mine.xml", db=work / "p.db")
+    assert r.exit_code != 0 and said in r.stderr and untouched(victim)
+    # one's own links are written through, to their targets
+    (drop / "mine.xml").unlink()
+    (drop / "mine.xml").symlink_to(work / "junit.xml")
+    (drop / "mine.html").symlink_to(work / "page.html")
+    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "mine.xml", db=work / "p.db")
+    assert r.exit_code in (0, 1) and "<testsuites" in (work / "junit.xml").read_text(), r.output
+    assert cli("report", "r", "-o", drop / "mine.html", db=work / "p.db").exit_code == 0
+    assert "profkit-report" in (work / "page.html").read_text() and os.path.islink(drop / "mine.html")

@@ -16,8 +16,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import stat
-import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -75,31 +73,6 @@ def render(model: dict[str, Any]) -> str:
     return template.render(m=model, css=css_variables() + "\n" + _asset("report.css"), scripts=scripts, csp=csp)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _target(path: Path) -> tuple[Path, int]:
-    """Where to write, and with what mode: a symlink's target, keeping an existing file's mode;
-    anything that exists and is no regular file (a folder, a device, a pipe) is refused."""
-    if not str(path) or str(path) == ".":
-        raise UsageError("no path to write the report to", "Give a file path to `output`.")
-    if path.is_symlink():
-        path = path.resolve()
-    if path.exists():
-        st = path.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"cannot write the report to {path}: it is a folder", "Give a file path to `output`.")
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"cannot write the report to {path}: it is not a regular file",
-                             "Give a file path to `output`.")
-        return path, stat.S_IMODE(st.st_mode)
-    _check_parents(path)
-    return path, 0o666 & ~_umask()  # a new report is for sharing (mkstemp would make it 0600)
-
-
 def _check_parents(path: Path) -> None:
     """Refuse a path whose nearest existing parent is not a folder (a UsageError)."""
     for parent in path.parents:
@@ -147,23 +120,24 @@ def write_own(html: str, path: Path, base: Path) -> Path:
 
 
 def write(html: str, path: Path) -> Path:
-    """Write a page at a path the user gave (``output``) atomically (a reader never sees half a
-    file), making its folder; through a symlink to its target; keeping an existing file's
-    permissions. Returns the path given. (Pages at paths profkit chose: :func:`write_own`.)"""
-    html = printable(html)
-    target, mode = _target(path)
+    """Write a page at a path the user gave (``output``), making its folder, as every file the
+    user names is written (:func:`profkit.files.write_atomic`): atomically (a reader never
+    sees half a file); through a link of this user's to its target, and never through a link
+    another user made; keeping an existing file's permissions; never over a folder, a pipe or
+    a device. Returns the path given. (Pages at paths profkit chose: :func:`write_own`.)"""
+    from ..errors import ProfkitError
+    from ..files import write_atomic
+
+    if not str(path) or str(path) == ".":
+        raise UsageError("no path to write the report to", "Give a file path to `output`.")
+    _check_parents(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".profkit-page-", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(html)
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}",
                          "Give a writable file path to `output`.") from None
+    try:
+        write_atomic(path, printable(html), "Give a file path to `output`.", files_only=True)
+    except ProfkitError as exc:
+        raise UsageError(exc.message, exc.hint) from None
     return path
