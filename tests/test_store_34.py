@@ -407,3 +407,16 @@ def test_a_fifo_given_as_the_database_is_refused_at_once(tmp_path, command):
                        text=True, timeout=20, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_fifo_put_in_place_while_the_database_is_made_is_refused(tmp_path):
+    """Where something else appears at the path while a new database is being made (another
+    process made it first: theirs is opened), it is checked as a given path is: a FIFO there is
+    refused, not opened for good."""
+    fifo = tmp_path / "ff"
+    code = ("import os, sys\nfrom profkit.store import Store\nfrom profkit.errors import StoreError\n"
+            "Store._make = lambda self: os.mkfifo(self.path)\n"
+            f"try:\n    Store({str(fifo)!r}).conn\nexcept StoreError as exc:\n    sys.exit(str(exc))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr

@@ -178,6 +178,8 @@ class Connection:
     def _open(self) -> sqlite3.Connection:
         if self._create and not os.path.lexists(self.path):
             self._make()
+            # Checked again: where another process made the file first, theirs is opened.
+            self.foreign_owner = _check_file(self.path)
         if self.foreign_owner is not None:
             if not self._read_only():
                 raise self._foreign()
