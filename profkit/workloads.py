@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import re
 import sys
 from contextlib import AbstractContextManager
@@ -184,9 +185,13 @@ def load_module(path: Path) -> ModuleType:
     The file's own folder goes on ``sys.path``, so that the modules beside it import (``import
     helper`` from ``my_model.py``), wherever profkit was started; it goes last, so that nothing
     beside the workload stands in for an installed module (torch, numpy, nvtx, profkit). The
-    current folder is not on the path (profkit starts this process with ``-P``)."""
+    current folder is not on the path (profkit starts this process with ``-P``). A folder
+    other users may add files to (:func:`import_folder_untrusted`) is not put on the path: a
+    module planted there under the name of an optional import that is missing (torch probes
+    many) would run as this user."""
     folder = str(path.resolve().parent)
-    if folder not in sys.path:
+    why_not = import_folder_untrusted(folder)
+    if why_not is None and folder not in sys.path:
         sys.path.append(folder)
     name = "profkit_workload_" + re.sub(r"\W", "_", path.stem)
     module_spec = importlib.util.spec_from_file_location(name, path)
@@ -196,10 +201,27 @@ def load_module(path: Path) -> ModuleType:
     try:
         module_spec.loader.exec_module(module)
     except Exception as exc:  # the user's code: report, don't crash
-        raise WorkloadError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}") from exc
+        aside = (f" (its folder {folder} is not on the import path: it {why_not})"
+                 if why_not is not None and isinstance(exc, ImportError) else "")
+        raise WorkloadError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}{aside}") from exc
     if not callable(getattr(module, "build", None)):
         raise WorkloadError(f"workload file {path} defines no build(spec) function")
     return module
+
+
+def import_folder_untrusted(folder: str) -> str | None:
+    """Why the modules in ``folder`` are not to be imported, or None: trusted is a folder owned
+    by this user or root that neither group nor others may write. A sticky folder (``/tmp``)
+    is not: anyone may add a new file to it, and a new module is all it takes."""
+    try:
+        st = os.stat(folder)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"belongs to user {st.st_uid}"
+    if st.st_mode & 0o022:
+        return "may be added to by other users (writable by group or others)"
+    return None
 
 
 def describe(path: Path) -> str:

@@ -3,7 +3,8 @@ Python process profkit starts (the harness of ``run`` and ``bench``, ``doctor``'
 torchrun and its ranks) has the current folder on its path, so a ``./torch.py``,
 ``./numpy.py``, ``./nvtx.py`` or ``./profkit/`` someone left there is never imported. A
 workload file's own folder is on the harness's path on purpose (last), so its sibling modules
-import wherever profkit was started, without shadowing an installed module."""
+import wherever profkit was started, without shadowing an installed module; not where other
+users may add files to it (a folder like /tmp): then nothing beside the workload is imported."""
 
 from __future__ import annotations
 
@@ -151,3 +152,78 @@ def test_a_workload_file_imports_its_siblings(tmp_path, monkeypatch, start_in):
     r = cli("run", workload, "--tool", "torch", *CPU, "--no-report", db=tmp_path / "p.db")
     assert r.exit_code == 0, r.output
     assert ran(marker) == []
+
+
+# ---------------------------------------------------- a workload in a folder others may add to
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="plays another user (nobody): needs root")
+
+OPTIONAL_IMPORT = '''
+try:  # an optional import, missing here, as torch and its helpers probe many
+    import profkit_missing_optional
+except ImportError:
+    profkit_missing_optional = None
+
+
+def build(spec):
+    import torch
+
+    return torch.nn.Linear(4, 2), (torch.randn(spec.batch_size, 4),)
+'''
+
+
+def as_nobody(write: Path, text: str) -> None:
+    """``text`` written to ``write`` by a child of this process that became nobody."""
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            write.write_text(text)
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+@pytest.fixture
+def open_folder():
+    """``/tmp/<x>/wl``: a folder anyone may add files to (1777, as /tmp), holding nothing yet;
+    the marker beside it."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="profkit-wl-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    folder = base / "wl"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)
+    yield folder, base / "ran.txt"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_torch
+@needs_root
+def test_a_module_another_user_planted_beside_a_workload_in_a_shared_folder_never_runs(open_folder, tmp_path):
+    """A workload file in a sticky world-writable folder (/tmp-like); another user adds a module
+    named like an optional import it tries: the run succeeds without it, as if it were missing."""
+    folder, marker = open_folder
+    (folder / "mymodel.py").write_text(OPTIONAL_IMPORT)
+    as_nobody(folder / "profkit_missing_optional.py", f"open({str(marker)!r}, 'a').write('planted\\n')\n")
+    r = cli("run", str(folder / "mymodel.py"), "--tool", "torch", *CPU, "--no-report", db=tmp_path / "p.db")
+    assert ran(marker) == [] and r.exit_code == 0, r.output
+
+
+@needs_torch
+def test_a_workload_in_a_shared_folder_imports_no_sibling_and_says_why(open_folder, tmp_path):
+    """Its own sibling is not imported either: the run fails in one line saying the folder is
+    not on the import path and why."""
+    folder, marker = open_folder
+    (folder / "my_workload.py").write_text(WITH_SIBLING)
+    (folder / "helper.py").write_text("VALUE = 42\n")
+    r = cli("run", str(folder / "my_workload.py"), "--tool", "torch", *CPU, "--no-report", db=tmp_path / "p.db")
+    assert r.exit_code != 0
+    assert "No module named 'helper'" in r.output and "not on the import path" in r.output, r.output
+    assert "writable by group or others" in r.output and "Traceback" not in r.output, r.output

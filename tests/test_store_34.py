@@ -343,3 +343,80 @@ def test_readers_while_another_process_makes_the_database(tmp_path):
         for t in readers:
             t.join()
     assert not errors, errors[:3]
+
+
+# ------------------------------------------- a database another user planted, or not a file at all
+@needs_root
+def test_a_link_another_user_made_is_no_database(shared):
+    """A dangling link another user left in a sticky shared folder, pointing into their own
+    folder: ``import`` is refused in one line, and nothing (no database, no -locks folder) is
+    made where it points; reading through it is refused too."""
+    sticky, theirs = shared / "j", shared / "att"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    theirs.mkdir()
+    os.chown(theirs, NOBODY, NOBODY)
+    db = sticky / "p.db"
+    db.symlink_to(theirs / "p.db")
+    os.lchown(db, NOBODY, NOBODY)
+    one_line_error(cli("import", CAPTURE, db=db), f"{db} is a link another user (user {NOBODY}) made")
+    one_line_error(cli("runs", db=db), "is a link another user")
+    assert os.listdir(theirs) == [] and sorted(os.listdir(sticky)) == ["p.db"]
+
+
+@needs_root
+def test_a_database_file_another_user_owns_is_read_never_written(shared):
+    """Another user's database file (planted in a folder this user may write): reading it
+    works, read-only; an import is refused in one line and the file is left as it was."""
+    db = shared / "db" / "p.db"
+    profkit("import", CAPTURE, db=db)
+    os.chown(db, NOBODY, NOBODY)  # the file alone: its folder and -locks folder are this user's
+    before = sha(db)
+    r = cli("runs", "-f", "json", db=db)
+    assert r.exit_code == 0 and [run["name"] for run in json.loads(r.stdout)] == [RUN], r.output
+    one_line_error(cli("import", OTHER, db=db),
+                   f"{db} belongs to user {NOBODY}: profkit writes no run into another user's database")
+    assert sha(db) == before
+    assert [run["name"] for run in json.loads(profkit("runs", "-f", "json", db=db))] == [RUN]
+
+
+def test_a_database_holding_triggers_is_refused(tmp_path):
+    """profkit makes no triggers; one planted in a database (rewriting a run's kernel times once
+    it is written) makes it not profkit's: every command refuses it in one line, and nothing
+    is written."""
+    db = tmp_path / "q.db"
+    assert cli("import", CAPTURE, db=db).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        assert not conn.execute("select 1 from sqlite_master where type = 'trigger'").fetchall()
+        conn.execute("create trigger evil after update on runs begin "
+                     "update kernel_aggs set time_ns = 1 where run_id = new.id; end")
+    conn.close()
+    before = sha(db)
+    for args in (("import", OTHER), ("runs",), ("summary", RUN)):
+        one_line_error(cli(*args, db=db), f"{db} holds triggers: not a profkit database as profkit makes it")
+    assert sha(db) == before
+
+
+@pytest.mark.parametrize("command", [("runs",), ("import", str(CAPTURE))])
+def test_a_fifo_given_as_the_database_is_refused_at_once(tmp_path, command):
+    """``--db`` naming a FIFO (no writer): refused before SQLite opens it, where it would block
+    for good, deaf to SIGTERM."""
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    r = subprocess.run([sys.executable, "-m", "profkit", "--db", str(fifo), *command], capture_output=True,
+                       text=True, timeout=20, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_fifo_put_in_place_while_the_database_is_made_is_refused(tmp_path):
+    """Where something else appears at the path while a new database is being made (another
+    process made it first: theirs is opened), it is checked as a given path is: a FIFO there is
+    refused, not opened for good."""
+    fifo = tmp_path / "ff"
+    code = ("import os, sys\nfrom profkit.store import Store\nfrom profkit.errors import StoreError\n"
+            "Store._make = lambda self: os.mkfifo(self.path)\n"
+            f"try:\n    Store({str(fifo)!r}).conn\nexcept StoreError as exc:\n    sys.exit(str(exc))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr

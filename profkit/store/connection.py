@@ -13,6 +13,7 @@ import math
 import os
 import secrets
 import sqlite3
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -118,6 +119,32 @@ def is_database_error(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError)
 
 
+def _check_file(path: Path) -> int | None:
+    """Refuse, before SQLite opens it, a database path that is a folder, a link another user
+    made (in a shared folder, it would have profkit make or write a file where that user
+    chose), or not a regular file (a FIFO blocks SQLite's open for good, deaf to signals; a
+    device or socket is no database). The owner of an existing file where it is another
+    user's (not this user, not root), else None."""
+    me = os.geteuid()
+    try:
+        link = os.lstat(path)
+    except OSError:
+        return None  # nothing there (or unreadable): opening it says what is wrong
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
+        raise StoreError(f"{path} is a link another user (user {link.st_uid}) made: profkit opens no database "
+                         "through it", "Remove the link, or use a database in a folder of your own.")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # a dangling link of this user's: the database is made where it points
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"{path} is a folder, not a database file", "Choose a file for `db`.")
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not a database file",
+                         "Choose a file for `db`.")
+    return st.st_uid if st.st_uid not in (me, 0) else None
+
+
 class Connection:
     """A profkit database file and its connection. ``Connection(path, create=False)`` refuses a
     missing file. Opening it runs :meth:`_prepare` (the store's: its layout brought up to date,
@@ -132,8 +159,8 @@ class Connection:
     def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
         self.path = db_path(path)
         busy_timeout()  # a bad PROFKIT_BUSY_TIMEOUT is refused before anything is done
-        if self.path.is_dir():
-            raise StoreError(f"{self.path} is a folder, not a database file", "Choose a file for `db`.")
+        # Another user's file is read, read-only, and never written (:meth:`write`).
+        self.foreign_owner = _check_file(self.path)
         existed = self.path.exists()
         if not create and not existed:
             raise StoreError(f"no database at {self.path}", "Run or import something first, or choose another `db`.")
@@ -151,6 +178,13 @@ class Connection:
     def _open(self) -> sqlite3.Connection:
         if self._create and not os.path.lexists(self.path):
             self._make()
+            # Checked again: where another process made the file first, theirs is opened.
+            self.foreign_owner = _check_file(self.path)
+        if self.foreign_owner is not None:
+            if not self._read_only():
+                raise self._foreign()
+            assert self._conn is not None
+            return self._conn
         try:
             self._attach()
             self._prepare()
@@ -164,6 +198,10 @@ class Connection:
             raise error from exc
         assert self._conn is not None
         return self._conn
+
+    def _foreign(self) -> StoreError:
+        return StoreError(f"{self.path} belongs to user {self.foreign_owner}: profkit writes no run into another "
+                          "user's database", "Reading it works; to store runs, use a database of your own (`db`).")
 
     def _unusable(self, exc: sqlite3.DatabaseError) -> StoreError:
         """A file SQLite cannot read as a database (damaged, not SQLite, or a layout this
@@ -306,6 +344,13 @@ class Connection:
         header and close it)."""
         self._conn = self._connect(params) if params else self._connect()
         self._conn.execute("pragma synchronous = normal")
+        # profkit makes no triggers: one would change what profkit writes behind its back (a
+        # planted ``after insert`` rewriting kernel times), so such a file is not opened.
+        if self._conn.execute("select 1 from sqlite_master where type = 'trigger' limit 1").fetchone():
+            self._drop()
+            raise StoreError(f"{self.path} holds triggers: not a profkit database as profkit makes it "
+                             "(a trigger would change its figures behind profkit's back)",
+                             "Use a database profkit made, or drop its triggers.")
 
     def _wal(self) -> None:
         """WAL mode (persistent in the file), set once the file is known to be profkit's."""
@@ -319,6 +364,8 @@ class Connection:
     def write(self) -> Iterator[None]:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``) so that it waits its turn
         behind other writers instead of failing when it would upgrade a read."""
+        if self.foreign_owner is not None:
+            raise self._foreign()
         conn = self.conn
         if conn.in_transaction:
             conn.execute("rollback")  # left open by an interrupt between its begin and its end
