@@ -99,6 +99,7 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
     never waited on."""
     path = Path(path)
     data = text.encode("utf-8")
+    refuse_foreign_link(path, "profkit writes nothing through it", "Remove it if it should not be there, or write elsewhere.")
     target = _through_links(path)
     try:
         st: os.stat_result | None = os.stat(path)  # as the kernel finds it (/dev/stdout: a pipe)
@@ -149,6 +150,48 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
 
 
 LINK_HOPS = 40  # as the kernel's own limit (ELOOP)
+
+
+def foreign_link(path: str | os.PathLike[str]) -> tuple[Path, int] | None:
+    """The first link on the way to ``path`` (a folder on it, or its own name) that another
+    user made (neither this user nor root), with that user's id; None if there is none. Every
+    part of the path is walked as the kernel would follow it, a link's target in its place,
+    so a link planted as a folder on the way (``/tmp/shared/out -> /root/secret``) is found
+    whatever ``fs.protected_symlinks`` says. The walk stops where the path no longer exists."""
+    me = os.geteuid()
+    parts = Path(os.path.abspath(path)).parts
+    here, pending = Path(parts[0]), list(parts[1:])
+    for _ in range(LINK_HOPS * 8):
+        if not pending:
+            return None
+        step = here / pending.pop(0)
+        try:
+            st = os.lstat(step)
+        except OSError:
+            return None  # nothing there: the rest is made new, or the write says what is wrong
+        if not stat.S_ISLNK(st.st_mode):
+            here = step
+            continue
+        if st.st_uid not in (me, 0):
+            return step, st.st_uid
+        try:
+            target = Path(os.readlink(step))
+        except OSError:
+            return None
+        if target.is_absolute():
+            here = Path(target.parts[0])
+            pending[:0] = target.parts[1:]
+        else:
+            pending[:0] = target.parts
+    return None  # a loop: the kernel's ELOOP says so when the path is used
+
+
+def refuse_foreign_link(path: str | os.PathLike[str], what: str, hint: str) -> None:
+    """A ProfkitError where a link another user made lies on the way to ``path``
+    (:func:`foreign_link`): ``what`` says what profkit will not do through it."""
+    found = foreign_link(path)
+    if found is not None:
+        raise ProfkitError(f"{found[0]} is a link another user made: {what}", hint)
 
 
 def _through_links(path: Path) -> Path:

@@ -239,3 +239,27 @@ def test_junit_xml_and_output_never_write_through_another_users_link(shared):
     assert r.exit_code in (0, 1) and "<testsuites" in (work / "junit.xml").read_text(), r.output
     assert cli("report", "r", "-o", drop / "mine.html", db=work / "p.db").exit_code == 0
     assert "profkit-report" in (work / "page.html").read_text() and os.path.islink(drop / "mine.html")
+
+
+def test_a_link_another_user_made_as_a_folder_on_the_way_is_refused(shared):
+    """The second hostile pass: another user's link as a folder on the way
+    (``drop/out -> a root-only folder``) had ``--junit-xml drop/out/junit.xml`` and ``report -o
+    drop/out/page.html`` replace root's files there wherever ``fs.protected_symlinks`` is off.
+    Every part of the path is walked now: refused in one line naming the link."""
+    work, victim = shared
+    secret = work.parent / "secret"
+    secret.mkdir(mode=0o700)
+    for name in ("junit.xml", "page.html"):
+        (secret / name).write_text(SECRET)
+        (secret / name).chmod(0o600)
+    drop = work.parent / "drop"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    plant_link(drop / "out", secret)
+    said = f"{drop / 'out'} is a link another user made: profkit writes nothing through it"
+    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "out" / "junit.xml",
+            db=work / "p.db")
+    one_line_error(r, said, code=2)
+    r = cli("report", "r", "-o", drop / "out" / "page.html", db=work / "p.db")
+    one_line_error(r, said, code=2)
+    assert all(untouched(secret / name) for name in ("junit.xml", "page.html"))

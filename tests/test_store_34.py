@@ -420,3 +420,39 @@ def test_a_fifo_put_in_place_while_the_database_is_made_is_refused(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr
+
+
+@needs_root
+def test_a_wal_another_user_planted_beside_a_database_is_refused(shared):
+    """The second hostile pass: in a sticky shared folder, another user put a write-ahead log
+    of their own (``s.db-wal``, made from a copy of the readable database) beside this user's
+    database; SQLite read it as part of the database and checkpointed it in, renaming a run
+    for good. A companion file (``-wal``, ``-shm``, ``-journal``) that is another user's, a
+    link or not a regular file is now refused in one line, and the database is left as it was."""
+    sticky = shared / "j"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    db = sticky / "s.db"
+    profkit("import", CAPTURE, "--name", "mine", db=db)
+    before = sha(db)
+    forged = shared / "forged.db"
+    shutil.copy(db, forged)
+    con = sqlite3.connect(forged)
+    con.execute("pragma wal_autocheckpoint = 0")
+    con.execute("pragma journal_mode = wal")
+    con.execute("update runs set name = 'pwned'")
+    con.commit()
+    shutil.copy(str(forged) + "-wal", str(db) + "-wal")  # while the forger's connection holds it
+    con.close()
+    os.chown(str(db) + "-wal", NOBODY, NOBODY)
+    one_line_error(cli("runs", db=db), f"{db}-wal belongs to another user (user {NOBODY})")
+    one_line_error(cli("import", CAPTURE, db=db), f"{db}-wal belongs to another user")
+    assert sha(db) == before
+    os.unlink(str(db) + "-wal")
+    os.mkfifo(str(db) + "-wal")
+    one_line_error(cli("runs", db=db), f"{db}-wal is not a regular file")
+    os.unlink(str(db) + "-wal")
+    os.symlink(forged, str(db) + "-shm")
+    one_line_error(cli("runs", db=db), f"{db}-shm is a link")
+    os.unlink(str(db) + "-shm")
+    assert "mine" in cli("runs", db=db).output and sha(db) == before

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import StoreError, UsageError
-from ..files import disk_full, file_uri, full_disk, nearly_full
+from ..files import disk_full, file_uri, foreign_link, full_disk, nearly_full
 from ..processes import watch
 
 DEFAULT_DB = "profkit.db"
@@ -126,13 +126,15 @@ def _check_file(path: Path) -> int | None:
     device or socket is no database). The owner of an existing file where it is another
     user's (not this user, not root), else None."""
     me = os.geteuid()
+    found = foreign_link(path)  # its own name, or a folder on the way to it
+    if found is not None:
+        raise StoreError(f"{found[0]} is a link another user (user {found[1]}) made: profkit opens no database "
+                         "through it", "Remove the link, or use a database in a folder of your own.")
+    _check_companions(path, me)
     try:
         link = os.lstat(path)
     except OSError:
         return None  # nothing there (or unreadable): opening it says what is wrong
-    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
-        raise StoreError(f"{path} is a link another user (user {link.st_uid}) made: profkit opens no database "
-                         "through it", "Remove the link, or use a database in a folder of your own.")
     try:
         st = os.stat(path)
     except OSError:
@@ -143,6 +145,36 @@ def _check_file(path: Path) -> int | None:
         raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not a database file",
                          "Choose a file for `db`.")
     return st.st_uid if st.st_uid not in (me, 0) else None
+
+
+# The files SQLite keeps beside a database, which it reads as part of it: a write-ahead log
+# another user planted beside a database would be checkpointed into it.
+COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _check_companions(path: Path, me: int) -> None:
+    """Refuse a database whose companion files (``-wal``, ``-shm``, ``-journal``, beside the
+    name given and beside the file it leads to) are links, not regular files, or another
+    user's (neither this user, root, nor the database file's own owner): SQLite would read them
+    as part of the database, so another user could change its figures or hang its open."""
+    try:
+        owner = os.stat(path).st_uid
+    except OSError:
+        owner = me
+    names = {str(path), os.path.realpath(path)}
+    for name in sorted(names):
+        for suffix in COMPANIONS:
+            companion = name + suffix
+            try:
+                st = os.lstat(companion)
+            except OSError:
+                continue
+            why = ("is a link" if stat.S_ISLNK(st.st_mode) else
+                   "is not a regular file" if not stat.S_ISREG(st.st_mode) else
+                   f"belongs to another user (user {st.st_uid})" if st.st_uid not in (me, 0, owner) else None)
+            if why:
+                raise StoreError(f"{companion} {why}: SQLite would read it as part of the database {path}",
+                                 "Remove it if it should not be there, or use a database in a folder of your own.")
 
 
 class Connection:
