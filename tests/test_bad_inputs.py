@@ -149,7 +149,7 @@ CASES = {
     "kineto negative range": (lambda t: kineto_edit(t, lambda k: first_event(k, "user_annotation").update(dur=-3)),
                               "(user_annotation 'resnet18.fp16.eager.iter0') has a negative duration"),
     "kineto correlation list": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel")["args"].update(
-        correlation=[1])), "args.correlation is [1], not an integer"),
+        correlation=[1])), "args.correlation is [1], not a whole number from 0 to 2^63 - 1"),
     "kineto args string": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(args="x")),
                            "args is str, not an object"),
     "kineto deviceProperties": (lambda t: kineto_edit(t, lambda k: k.update(deviceProperties="x")),
