@@ -32,7 +32,7 @@ _EXPORTS = {
     "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
     "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
     "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
-    "ProfkitWarning": "errors",
+    "ProfkitWarning": "errors", "step": "program",
 }
 __all__ = ["__version__", *_EXPORTS]
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .api import bench, sweep
     from .errors import BenchNotFound
     from .launch import Progress
+    from .program import step
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow
     from .records import (BenchRecord, BenchRow, IterationSkew, MemoryOps, RankDifference, RankFigures, RankIteration,
                           RankReport, RunRecord, Summary, TopKernel)

@@ -517,14 +517,22 @@ def open_db(path: str | os.PathLike[str] | None = None, create: bool = True) -> 
 
 
 def profile(
-    workload: str,
+    workload: str | None = None,
     *,
+    program: Sequence[str] | None = None,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
     **options: Any,
 ) -> Run:
     """Run ``workload`` (a built-in name or a .py file defining ``build(spec)``) under a
     profiler, store its classified kernels as a run and return it: what ``profkit run`` does.
+
+    Or run a user's ``program`` as it is, its command line as ``profkit run -- ...`` takes it
+    (``["python", "train.py", "--epochs", "1"]``, ``["train.py"]``, ``["python", "-m",
+    "pkg.train"]``), in the current folder: its steps are found as it runs (``step``: auto,
+    optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker), ``warmup`` steps run
+    unprofiled, the next ``iters`` are profiled, and the program is stopped there unless
+    ``run_to_end``. The workload options (precision, mode, batch size...) do not apply to it.
 
     ``options`` are :class:`profkit.options.RunOptions`' fields, each with ``profkit run``'s
     default: ``tool`` auto (ncu where it can read counters, else nsys, else torch), ncu, nsys
@@ -544,6 +552,16 @@ def profile(
     from .launch import RunRequest
     from .options import RunOptions
 
+    if (workload is None) == (program is None):
+        raise UsageError("profile a `workload` or a `program`: one of them" if workload is None else
+                         "give a `workload` or a `program`, not both")
+    if program is not None:
+        from .program import resolve
+
+        if isinstance(program, str):
+            raise UsageError("`program` is a command line as a list of strings: [\"python\", \"train.py\", ...]")
+        return _profile(RunRequest("", RunOptions.make(**options), program=resolve(list(program), Path.cwd())),
+                        db, progress)
     return _profile(RunRequest(workload, RunOptions.make(**options)), db, progress)
 
 

@@ -106,6 +106,15 @@ class _Stages:
             self.current = text
             self._line(text)
 
+    def output(self, text: str) -> None:
+        """A line of the profiled program's own output, as it prints it (above the status line on
+        a terminal)."""
+        if self.status is not None:
+            self.err.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
+            return
+        with self.lock:
+            print(text, file=sys.stderr, flush=True)  # the user's own program's: as it printed it
+
     def kernel(self, index: int, kname: str, passes: Optional[int]) -> None:
         text = f"ncu: profiled {index + 1} kernels ({passes or '?'} passes each)"
         if self.status is not None:
@@ -641,25 +650,51 @@ def _open(db: Optional[Path], create: bool = False) -> Database:
 
 
 # ---------------------------------------------------------------------------------- run
-@app.command("run")
-@argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec).")
+class ProgramCommand(Command):
+    """``profkit run``: everything after ``--`` is a program and its own arguments, as nsys
+    and ncu take it (kept in ``ctx.meta["program"]``, never read as profkit's options)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta["program"] = args[at + 1:]
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
+@app.command("run", cls=ProgramCommand)
+@argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec). Or, after "
+                      "--, your own program as it is: profkit run -- python train.py --epochs 1.", required=False)
 @run_options("run")
 @switch("--report/--no-report", help=REPORT_HELP, default=True)
 @db_option
 @handles_errors
-def run(workload: str, options: dict[str, Any], report: bool, db: Optional[Path]) -> None:
-    """Run a workload under a profiler, store its kernels, print a summary and write its HTML report."""
+def run(workload: Optional[str], options: dict[str, Any], report: bool, db: Optional[Path]) -> None:
+    """Profile your script as it is (profkit run -- python train.py ARGS: its steps found, a window of them
+    profiled, the script stopped after it) or a workload; store its kernels, print a summary and write its
+    HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
     from .api import profile
+    from .errors import UsageError
     from .launch import Progress
 
+    program = click.get_current_context().meta.get("program")
+    if program is not None and workload is not None:
+        raise UsageError(f"give a workload or a program after --, not both ({workload} and {' '.join(program)})")
+    if program is None and workload is None:
+        raise UsageError("nothing to run", "Give your program after --: profkit run -- python train.py [ARGS]; "
+                                           "or a workload: profkit run resnet18.")
     err = render.console(stderr=True)
     with _Stages(err) as stages:
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
-        done = profile(workload, db=db or _state["db"], **options,
-                       progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note))
+        def on_output(text: str) -> None:  # the program's own output, as under plain python
+            stages.output(text)
+
+        done = profile(workload, program=program, db=db or _state["db"], **options,
+                       progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note,
+                                         on_output=on_output))
     render.run_done(done, done.summary(), done.report_path, str(done.database.path), caveats=done.caveats())
     render.findings(done.findings())
     if report:

@@ -75,6 +75,14 @@ class HarnessJob:
     # step in this process (``profkit.kernel_counter``), written to ``counts_path``.
     count_metrics: list[str] | None = None
     counts_path: str | None = None
+    # A program run as it is (``profkit.program``) instead of a workload file: its resolved
+    # command line (argv, script or module, args), how its steps are found (``--step``), whether
+    # it runs to its end after the window, and whether the whole of it is the one window (no
+    # step was found in a first run).
+    program: dict[str, Any] | None = None
+    step: str = "auto"
+    run_to_end: bool = False
+    whole_program: bool = False
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, indent=2)
@@ -118,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         job = _per_rank_job(job, ranks["rank"])
+    if job.program is not None:  # a user's program, as it is: it joins its process group itself
+        from . import program
+
+        return program.run(job, ranks)
     if job.profiler == "bench":  # profkit bench: times iterations; no profiler, no ranges
         return _bench(job)
     # Seconds since the process began its work, at each stage: where a profiled run's time goes.

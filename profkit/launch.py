@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +31,7 @@ from .records import HarnessInfo, NcuPlan, RankInfo, RunInfo, RunRecord
 from .store import Store
 from .options import GPU_ONLY, RunOptions
 from .processes import how_it_ended
+from .program import NO_STEPS_EXIT, Program
 from .store.database import RunFields
 from .tools import ncu, nsys, runner
 
@@ -50,6 +52,7 @@ class Progress:
     on_stage: Callable[[str], None] | None = None
     on_line: Callable[[str], None] | None = None
     on_note: Callable[[str], None] | None = None
+    on_output: Callable[[str], None] | None = None  # a program's own output, line by line
 
     def stage(self, text: str) -> None:
         if self.on_stage:
@@ -62,10 +65,12 @@ class Progress:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """A workload and the options to profile it with (one record: ``profkit.options``)."""
+    """What is profiled, a workload or a user's program (``program``: then ``workload`` is
+    unused), and the options to profile it with (one record: ``profkit.options``)."""
 
     workload: str
     options: RunOptions = field(default_factory=RunOptions)
+    program: Program | None = None
 
     @property
     def spec(self) -> workloads.Spec:
@@ -87,6 +92,10 @@ class Plan:
 def plan(req: RunRequest) -> Plan:
     """Check a request and choose its tool, before anything is written."""
     wname, wpath = check(req)
+    if req.program is not None and req.options.tool == "auto" and req.options.device == "cuda" \
+            and not DRIVER_DIR.exists() and gpu.query() is None:
+        # A program runs where it is: on a machine without a GPU, its CPU operators.
+        req = replace(req, options=replace(req.options, device="cpu"))
     if req.options.nproc_per_node > 1 and req.options.device == "cuda":
         have = gpu.count()
         visible = gpu.visible(have)
@@ -112,10 +121,29 @@ def plan(req: RunRequest) -> Plan:
     return Plan(req, wname, wpath, tool, why)
 
 
+# What a workload file's build(spec) is asked for: a program runs as its own code says.
+WORKLOAD_ONLY = ("precision", "mode", "batch_size", "keep_bn_fp32", "channels_last", "cudnn_benchmark", "compile_mode")
+PROGRAM_ONLY = ("step", "run_to_end")
+
+
 def check(req: RunRequest) -> tuple[str, Path]:
     """Validate a request's options (``RunOptions.check``) and its workload; return the
     workload's (name, path)."""
     req.options.check()
+    default = RunOptions()
+    if req.program is not None:
+        for key in WORKLOAD_ONLY:
+            if getattr(req.options, key) != getattr(default, key):
+                raise UsageError(f"`{key}` is asked of a workload file's build(spec); a program runs as its own code "
+                                 f"says ({req.program.shown()})", "Leave it out, or set it in the script itself.")
+        if req.options.mode == "torchscript":
+            raise UsageError("`mode` torchscript is a workload option")
+        path = Path(req.program.script) if req.program.script else Path.cwd()
+        return req.program.name, path
+    for key in PROGRAM_ONLY:
+        if getattr(req.options, key) != getattr(default, key):
+            raise UsageError(f"`{key}` concerns a program run as it is (profkit run -- python train.py), "
+                             f"not workload {req.workload}")
     wname, wpath = workloads.resolve(req.workload)
     workloads.check_declared(wpath, req.spec)
     return wname, wpath
@@ -202,9 +230,15 @@ class _Job:
         """What the profiled process's environment adds (runner's adds NVLink multicast off):
         for ranks on the CPU, OMP_NUM_THREADS as this machine's cores shared out among them,
         unless it is set (torchrun would make it 1: every rank on one core)."""
+        env: dict[str, str] = {}
+        if self.req.program is not None:
+            env.update(self.req.program.env)
+            if self.req.program.warnings:
+                env["PYTHONWARNINGS"] = ",".join([*self.req.program.warnings,
+                                                   *filter(None, [os.environ.get("PYTHONWARNINGS")])])
         if self.ranks > 1 and self.req.options.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // self.ranks))}
-        return None
+            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.ranks))
+        return env or None
 
     def rank_paths(self, key: str) -> dict[int, Path]:
         """The file each rank wrote for the job's ``key`` (info_path, trace_path...): one, the
@@ -236,11 +270,18 @@ class _Job:
             f.unlink(missing_ok=True)
             traceback_file(f).unlink(missing_ok=True)
 
+        echo = self.progress.on_output if self.req.program is not None else None
+
         def line(text: str) -> None:
             if on_line:
                 on_line(text)
             if self.progress.on_line:
                 self.progress.on_line(text)
+            # A program's own output, as under plain python (not ncu's line per kernel, nor the
+            # harness's error line, which profkit says itself).
+            if echo is not None and not text.startswith(("==PROF==", "profkit-harness: error:")) \
+                    and not _KINETO_LOG.match(text):
+                echo(text)
 
         t0 = time.monotonic()
         result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.options.timeout_s, env=self.env())
@@ -254,6 +295,15 @@ class _Job:
             trace = _read_traceback(error_files[errors[0][1]])
             cause = WorkloadTraceback(trace) if trace else None
             where = f"Its log is {log}."
+            if self.req.program is not None:
+                # A program's own exit status is passed on (1 where it had none: it ended too soon).
+                if result.returncode == NO_STEPS_EXIT and not self.job.whole_program and self.ranks <= 1:
+                    raise NoSteps(errors[0][2], where)
+                error = WorkloadError(errors[0][2] if self.ranks <= 1 else f"rank {errors[0][1]}: {errors[0][2]}",
+                                      where)
+                error.exit_code = result.returncode if 0 < result.returncode < 256 and \
+                    result.returncode != NO_STEPS_EXIT else 1
+                raise error from cause
             if self.ranks <= 1:
                 raise WorkloadError(errors[0][2], where) from cause
             _, first, text = errors[0]
@@ -272,6 +322,37 @@ class _Job:
             raise ToolFailed(f"torchrun's ranks failed (exit {result.returncode}): {_torchrun_cause(result.tail)}",
                              f"The log is {log}.")
         return result, time.monotonic() - t0
+
+
+# Kineto's own log lines (torch.profiler starting and stopping, a GPU-less machine's device
+# query): the run's log keeps them; a program's echoed output does not.
+_KINETO_LOG = re.compile(r"(USDT|STAGE|ERROR|WARNING|INFO):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \w+\.cpp:\d+\]")
+
+
+class NoSteps(WorkloadError):
+    """A program ran to its end without a step boundary profkit could find."""
+
+
+def _program_said(job: _Job, info: HarnessInfo, notes: list[str], progress: Progress) -> dict[str, object]:
+    """What a program's run records of it (its command line, how its steps were found, how it
+    ended), said as it ends."""
+    req = job.req
+    assert req.program is not None
+    steps = info.get("steps") or {}
+    o = req.options
+    if steps.get("whole_program"):
+        text = "no step was found: the whole program is one step"
+    else:
+        first = o.warmup
+        text = (f"steps: {steps.get('said', '?')}; profiled step{'s' if o.iters > 1 else ''} "
+                f"{first + 1}{f'-{first + o.iters}' if o.iters > 1 else ''} after {o.warmup} warm-up step"
+                f"{'s' if o.warmup != 1 else ''}")
+    notes.append(text)
+    progress.note(text)
+    ended = ("ran to its end" if o.run_to_end or steps.get("whole_program") else
+             "stopped by profkit after its window (--run-to-end lets it finish)")
+    progress.note(f"the program {ended}")
+    return {"argv": list(req.program.argv), "cwd": os.getcwd(), "steps": dict(steps), "ended": ended}
 
 
 def _read_traceback(error_file: Path) -> str | None:
@@ -314,12 +395,29 @@ def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progre
                 tool: str | None = None) -> _Job:
     """The job of one harness process for ``req`` (``workload`` from the file ``path``), with the
     files it writes in ``folder``: what every tool's driver, and ``profkit bench``, starts."""
-    tag = nvtx_ranges.tag(workload, req.options.precision, req.options.mode)
+    precision, mode = run_kind(req)
+    tag = nvtx_ranges.tag(workload, precision, mode)
+    program = req.program
     return _Job(req, workload, tag, folder, HarnessJob(
         spec=req.spec, workload_path=str(path), warmup=req.options.warmup, iters=req.options.iters, tag=tag,
         info_path=str(folder / "harness.json"), error_path=str(folder / "harness-error.txt"),
         nproc_per_node=req.options.nproc_per_node,
-        attribution=tool is not None and req.options.attribution_for(tool)), progress)
+        attribution=tool is not None and req.options.attribution_for(tool),
+        program=None if program is None else {"argv": list(program.argv), "script": program.script,
+                                              "module": program.module, "args": list(program.args)},
+        step=req.options.step, run_to_end=req.options.run_to_end), progress)
+
+
+# A program's run in the runs table: it runs in whatever precision and mode its code chose
+# (each kernel's precision is in its verdict).
+PROGRAM_PRECISION, PROGRAM_MODE = "as-is", "script"
+
+
+def run_kind(req: RunRequest) -> tuple[str, str]:
+    """(precision, mode) a run records: the workload's options, or a program's own."""
+    if req.program is not None:
+        return PROGRAM_PRECISION, PROGRAM_MODE
+    return req.options.precision, req.options.mode
 
 
 def run(store: Store, request: RunRequest | Plan, progress: Progress | None = None) -> RunRecord:
@@ -336,13 +434,15 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     started = now()
     # The name (and so the raw folder) is taken atomically before anything runs: concurrent
     # runs never share a folder or a name.
+    precision, mode = run_kind(req)
     base_fields: RunFields = {
-        "source": "run", "workload": wname, "precision": req.options.precision, "mode": req.options.mode,
+        "source": "run", "workload": wname, "precision": precision, "mode": mode,
         "batch_size": req.options.batch_size, "iters": req.options.iters, "device": req.options.device, "tool": tool,
         "started_at": started,
     }
     options = o.switches()
-    default_name = o.default_name(wname, tool)
+    default_name = o.default_name(wname, tool) if req.program is None else \
+        "-".join([wname, "cpu" if o.device == "cpu" else tool, *([f"{o.nproc_per_node}ranks"] if o.nproc_per_node > 1 else [])])
     reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name
@@ -351,10 +451,20 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         folder = store.reserve_folder(reserved)  # made now, for this run alone: nothing of another's is touched
         job = harness_job(req, wname, wpath, folder, progress, tool)
         job.store = store
-        progress.stage(f"launching {wname} ({req.options.precision}, {req.options.mode}, {req.options.device}) "
-                       f"as run {name}")
-        capture, row = DRIVERS[tool](job)
+        if req.program is not None:
+            progress.stage(f"launching `{req.program.shown()}` as run {name}")
+            try:
+                capture, row = DRIVERS[tool](job)
+            except NoSteps as exc:
+                progress.note(f"warning: {exc.message}; profiling the whole program instead (it runs again)")
+                job.job = replace(job.job, whole_program=True)
+                capture, row = DRIVERS[tool](job)
+        else:
+            progress.stage(f"launching {wname} ({req.options.precision}, {req.options.mode}, {req.options.device}) "
+                           f"as run {name}")
+            capture, row = DRIVERS[tool](job)
         info = job.info()
+        program_info = _program_said(job, info, capture.notes, progress) if req.program is not None else None
         if info.get("amp_skipped_steps"):
             text = (f"the AMP loss scaler found inf/NaN gradients and skipped the optimizer step in "
                     f"{info['amp_skipped_steps']} of {req.options.iters} measured iterations: those launched no optimizer "
@@ -370,7 +480,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             **row,
             "info": replace(row.get("info") or RunInfo(), harness=info, tool_choice={"tool": tool, "why": why},
                             compile_mode=o.compile_mode if o.mode == "compile" else None, options=options or None,
-                            world_size=o.nproc_per_node if o.nproc_per_node > 1 else None,
+                            world_size=o.nproc_per_node if o.nproc_per_node > 1 else None, program=program_info,
                             cuda_graphs=GRAPH_NOTE[tool] if uses_graphs(req.spec) else None),
         }
         with_compiled_kernels(capture, info.get("compiled_kernels"))
@@ -440,7 +550,9 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             if counters.strategy == ncu_counters.TIMED_FIRST:
                 return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
             # CUDA graphs (reduce-overhead) replay many kernels in one launch: ncu profiles their nodes.
-            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu" and not uses_graphs(job.req.spec):
+            # A program's step cannot be run again on demand: ncu counts in a process of its own.
+            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu" and not uses_graphs(job.req.spec) \
+                    and job.req.program is None:
                 here = _counted_here(job, asked, gpu_info, set_label, metrics, counters)
                 if here is not None:
                     return here
@@ -455,7 +567,8 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         # The counting harness may build its model while the timing one measures, unless
         # building it runs it (TorchScript's tracing): then it waits before that too.
         job.job = replace(job.job, gpu_lock=str(job.folder / "gpu.lock"),
-                          gpu_lock_at="warmup" if job.req.options.mode == "eager" else "prepare", counting=True)
+                          gpu_lock_at="warmup" if job.req.options.mode == "eager" and job.req.program is None else "prepare",
+                          counting=True)
         write_new(timer_job, replace(job.job, kernel_times_path=str(times), counting=False,
                                      info_path=str(job.folder / "harness-times.json"),
                                      error_path=str(job.folder / "harness-times-error.txt"),

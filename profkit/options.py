@@ -179,6 +179,13 @@ class RunOptions:
     nproc_per_node: int = _opt(1, "--nproc-per-node", commands=frozenset({RUN}),
                                help="Ranks of a distributed job on this machine (one GPU each), started by torchrun "
                                     "and profiled together as one run (nsys or torch), with a rank on every kernel.")
+    step: str = _opt("auto", "--step", commands=frozenset({RUN}),
+                     help="A program's steps (after --): auto (each optimizer step, else each call of the model, else "
+                          "each backward), optimizer, optimizer:CLASS, forward, forward:CLASS, backward, or marker "
+                          "(profkit.step() in the script).")
+    run_to_end: bool = _opt(False, "--run-to-end", commands=frozenset({RUN}),
+                            help="A program (after --) runs to its end with the profiler detached after the window, "
+                                 "instead of being stopped there.")
 
     # ------------------------------------------------------------------ from the caller
     @classmethod
@@ -253,6 +260,12 @@ class RunOptions:
         require_choice("tool", self.tool, TOOLS)
         require_int("iters", self.iters, 1)
         require_int("warmup", self.warmup, 0)
+        if not isinstance(self.step, str):
+            raise UsageError(f"`step` is a way to find steps, not {self.step!r}")
+        from .program import check_step
+
+        check_step(self.step)
+        require_bool("run_to_end", self.run_to_end)
         check_timeout(self.timeout_s)
         if self.metrics is not None and not isinstance(self.metrics, str):
             raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {self.metrics!r}")

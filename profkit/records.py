@@ -102,6 +102,17 @@ class CompiledKernel(TypedDict):
     input_types: str                # "float16,float16" (torch dtype names), "" when none
 
 
+class ProgramSteps(TypedDict, total=False):
+    """How a program's steps were found and how far it got (``HarnessInfo.steps``)."""
+
+    by: str                         # optimizer, forward, backward, marker; none
+    said: str                       # "each AdamW.step() (the first optimizer to step)"
+    seen: int                       # steps that ended while profkit watched
+    warmup: int
+    iters: int
+    whole_program: bool             # no step found: the whole program was the window
+
+
 class HarnessInfo(TypedDict, total=False):
     """The file the harness writes at the end (its ``info_path``): what it ran on and how the
     iterations went. Stored whole with a profiled run (``RunInfo.harness``); ``profkit bench``
@@ -138,6 +149,8 @@ class HarnessInfo(TypedDict, total=False):
     generated_kernels: dict[str, str]  # ncu's timing process, torch.compile: kernel name -> source digest
     native_libraries: str           # ncu's timing process: the native libraries it mapped (code_versions)
     workload_sources: str           # ncu's timing process: the workload's own sources (code_versions)
+    # a program run as it is (profkit.program)
+    steps: ProgramSteps
     # profkit bench
     model: bool                     # the workload built (model, inputs): its output can be compared
     build_and_warmup_s: float
@@ -174,6 +187,7 @@ class RunInfo(Mapping[str, Any]):
     options: dict[str, bool] | None = None      # workload options asked for (channels_last, ...)
     world_size: int | None = None               # ranks, for --nproc-per-node above 1
     cuda_graphs: str | None = None              # how the tool saw CUDA graph launches, where the workload used them
+    program: dict[str, Any] | None = None       # a program run as it is: its command line, its steps, how it ended
     extra: dict[str, Any] = field(default_factory=dict)  # keys profkit does not write, kept as read
     present: tuple[str, ...] = field(default=(), repr=False, compare=False)  # the keys read, in order
 

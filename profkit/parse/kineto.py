@@ -35,7 +35,7 @@ from typing import IO, Any, Callable, Iterator, NoReturn, Optional
 
 from ..errors import BadExport
 from ..names import short_name
-from ..nvtx_ranges import is_iteration_range
+from ..nvtx_ranges import OP_PREFIX, is_iteration_range, op_label
 from .gzipped import GZIP_ERRORS, open_text
 from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
                      nest_in_process_ranges, place, range_rows)
@@ -687,7 +687,7 @@ def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
 class _Node:
     """A CPU operator or range in its thread's tree, for self times."""
 
-    __slots__ = ("thread", "start", "dur", "name", "types", "is_op", "parent", "kids", "merged", "children")
+    __slots__ = ("thread", "start", "dur", "name", "types", "is_op", "parent", "kids", "merged", "children", "inner")
 
     def __init__(self, thread: Thread, start: int, dur: int, name: str, types: str | None, is_op: bool):
         self.thread, self.start, self.dur, self.name, self.types, self.is_op = thread, start, dur, name, types, is_op
@@ -695,6 +695,26 @@ class _Node:
         self.kids: list[_Node] = []
         self.merged = False
         self.children = 0
+        self.inner: str | None = None  # the first of profkit's operator ranges below it
+
+
+def _drop_outer_call(e: _Node) -> None:
+    """An operator call profkit's attribution re-dispatched (``profkit.annotate``): the profiler
+    records it twice, the outer call holding only profkit's operator range, which holds the
+    same call again. The outer one is the attribution's own cost: it is left out, the range
+    and the call inside it standing in its place."""
+    if not e.is_op or len(e.kids) != 1:
+        return
+    r = e.kids[0]
+    if r.is_op or not r.name.startswith(OP_PREFIX) or len(r.kids) != 1:
+        return
+    inner = r.kids[0]
+    if not inner.is_op or inner.name != e.name or r.name[len(OP_PREFIX):].split("|", 1)[0] != e.name:
+        return
+    e.merged = True
+    r.parent = e.parent
+    if e.parent is not None:
+        e.parent.kids = [r if k is e else k for k in e.parent.kids]
 
 
 def _cpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[str]]:
@@ -718,12 +738,24 @@ def _cpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[
             stack[-1].kids.append(e)
         stack.append(e)
     for e in nodes:
+        _drop_outer_call(e)
+    for e in nodes:
         p = e.parent
         if p is not None and p.name == e.name and len(p.kids) == 1:
             p.kids = e.kids
             for k in e.kids:
                 k.parent = p
             e.merged = True
+    # An operator profkit's attribution did not wrap (a composite one, aten::linear, or an
+    # autograd node, AddmmBackward0) is the module's whose operators it called: the first
+    # operator range below it says which.
+    for e in reversed(nodes):
+        if e.merged:
+            continue
+        if not e.is_op and e.name.startswith(OP_PREFIX):
+            e.inner = e.name
+        elif e.inner is None:
+            e.inner = next((k.inner for k in e.kids if k.inner is not None), None)
     del nodes, stack
     ops = [e for e in all_ops if not e.merged]
     del all_ops
@@ -763,4 +795,8 @@ def _made_cpu_rows(ops: list[_Node], placed: dict[int, Placed]) -> Iterator[Kern
         p = placed.get(i)
         if p:
             row.update(p)
+        if row.get("module") is None and row.get("phase") is None and e.inner is not None:
+            label = op_label(e.inner)
+            if label is not None:
+                row["module"], row["module_type"], row["phase"] = label.module, label.module_type, label.phase
         yield row  # type: ignore[misc]

@@ -313,6 +313,9 @@ def stream(
                 if on_line:
                     on_line(line)
             proc.wait()
+            # Whatever of its group outlived it (a DataLoader's workers of a program profkit
+            # stopped) goes with it.
+            _signal_group(proc, signal.SIGKILL)
         except BaseException:
             # Any failure here: the child's whole process group goes too (it runs in a
             # session of its own, so nothing else would stop it).

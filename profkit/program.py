@@ -1,0 +1,682 @@
+"""A user's own program, profiled as it is: ``profkit run -- python train.py --epochs 1``.
+
+The parent (``profkit.launch``) resolves the command line here (:func:`resolve`: a script, a
+``.py`` file run with this Python, or ``python -m MODULE``) without running any of it. The
+profiled process (``python -m profkit.harness JOB.json`` with ``program`` in the job) runs it
+(:func:`run`): the script in the user's folder with its own ``sys.argv``, as ``__main__``, its
+own folder first on ``sys.path``, as plain ``python`` would.
+
+Steps are found without changing the script (:class:`StepClock`):
+
+- **optimizer**: a step ends at each ``step()`` of the first optimizer to step (PyTorch's
+  process-wide optimizer step hooks, which every optimizer derived from
+  ``torch.optim.Optimizer`` runs, under Lightning, Hugging Face's Trainer and Accelerate as
+  well); an optimizer step GradScaler skipped for inf/NaN gradients counts too. Several
+  optimizers stepping in one iteration (a GAN) make one step per cycle of the first one.
+- **forward**: where no optimizer was made, each top-level call of the model (the first
+  module with parameters called outside any other module) begins a step: manual parameter
+  updates, inference loops.
+- **backward**: where no module is called either, each ``backward()`` ends a step.
+- **marker**: ``profkit.step()`` in the script ends a step; the first call wins over the others.
+
+``--step`` names one of them (``optimizer``, ``optimizer:Adam``, ``forward``,
+``forward:Generator``, ``backward``, ``marker``). The first ``warmup`` steps run unprofiled; the
+next ``iters`` are the window (:class:`Window`), each in a step range as a workload's
+iterations are; when the window is done the profiler's files are written and the script is
+stopped (``SystemExit`` raised where the step ended, so the script's ``finally`` blocks run;
+ended outright after :data:`STOP_GRACE_S` if it goes on), or, with ``run_to_end``, left to
+finish with the profiler detached.
+
+Importing this module is cheap (the CLI resolves programs with it): torch is imported in
+:func:`run` only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .harness import HarnessJob
+    from .records import HarnessInfo
+
+PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker")
+STOP_GRACE_S = 3.0  # after the window, the script is ended outright if SystemExit did not end it by then
+NO_STEPS_EXIT = 4   # the profiled process's exit status where the script ran to its end without a step
+# Python's own options a program's command line may give, and how they reach the profiled process.
+_PYTHON_ENV = {"-u": ("PYTHONUNBUFFERED", "1"), "-B": ("PYTHONDONTWRITEBYTECODE", "1")}
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program's command line, resolved: a script (its absolute path) or a module, its own
+    arguments (its ``sys.argv[1:]``), and what Python's options ask of the environment."""
+
+    argv: tuple[str, ...]                 # as the user gave it
+    script: str | None = None
+    module: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()        # -W options
+
+    @property
+    def name(self) -> str:
+        """What the run is named after: the script's stem, or the module's last part."""
+        if self.script is not None:
+            return Path(self.script).stem
+        parts = (self.module or "program").split(".")
+        return parts[-2] if parts[-1] == "__main__" and len(parts) > 1 else parts[-1]
+
+    def shown(self) -> str:
+        return " ".join(self.argv)
+
+
+def check_step(how: str) -> None:
+    """``--step``'s value: a source, or ``optimizer:CLASS`` / ``forward:CLASS``."""
+    source, _, cls = how.partition(":")
+    if source not in STEP_SOURCES or (cls and source not in ("optimizer", "forward")) or (":" in how and not cls):
+        raise UsageError(f"`step` {how!r} is not a way to find steps",
+                         "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward or marker.")
+    if cls and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cls):
+        raise UsageError(f"`step` {how!r}: {cls!r} is no class name")
+
+
+def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Program:
+    """The program a command line after ``--`` names, checked without running any of it."""
+    argv = tuple(str(a) for a in argv)
+    hint = "Give it as you would run it: profkit run -- python train.py [ARGS]"
+    if not argv or not argv[0]:
+        raise UsageError("no program after `--`", hint)
+    first, rest = argv[0], list(argv[1:])
+    base = Path(first).name
+    if PYTHON.fullmatch(base):
+        env: dict[str, str] = {}
+        warnings: list[str] = []
+        while rest and rest[0].startswith("-") and rest[0] != "-":
+            flag = rest.pop(0)
+            if flag in _PYTHON_ENV:
+                key, value = _PYTHON_ENV[flag]
+                env[key] = value
+            elif flag in ("-W", "-m") or (flag.startswith(("-W", "-m")) and len(flag) > 2):
+                value = flag[2:] if len(flag) > 2 else (rest.pop(0) if rest else "")
+                if not value:
+                    raise UsageError(f"`{first} {flag}` needs a value", hint)
+                if flag.startswith("-m"):
+                    if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", value):
+                        raise UsageError(f"`-m {value}` names no Python module")
+                    return Program(argv, module=value, args=tuple(rest), env=env, warnings=tuple(warnings))
+                warnings.append(value)
+            else:
+                raise UsageError(f"`{first} {flag}`: profkit runs the program with its own Python ({sys.executable}) "
+                                 f"and passes on -u, -B, -W and -m only", hint)
+        if not rest:
+            raise UsageError(f"`{first}` is given no script", hint)
+        if rest[0] == "-" or rest[0] == "-c":
+            raise UsageError("profkit runs a script file or a module, not code from standard input or -c", hint)
+        return _script(argv, rest[0], rest[1:], cwd, env, warnings)
+    if first.endswith(".py") or _python_file(first, cwd):
+        return _script(argv, first, rest, cwd, {}, [])
+    where = _in(cwd, first)
+    if where.exists() or "/" in first:
+        raise UsageError(f"{first} is not a Python program (no .py name, no python on its #! line)",
+                         "profkit runs Python programs: profkit run -- python SCRIPT [ARGS], or -- python -m MODULE.")
+    import shutil
+
+    if shutil.which(first):
+        extra = (" For torchrun, give profkit --nproc-per-node N and the script itself."
+                 if base in ("torchrun", "torch.distributed.run") else "")
+        raise UsageError(f"`{first}` is not Python: profkit runs a Python script or module in its own process, "
+                         f"with its steps found there.{extra}", hint)
+    raise UsageError(f"no program or script named {first}", hint)
+
+
+def _in(cwd: Path | None, path: str) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() or cwd is None else cwd / p
+
+
+def _python_file(path: str, cwd: Path | None) -> bool:
+    """A file without a .py name that is Python by its ``#!`` line (an executable script)."""
+    p = _in(cwd, path)
+    try:
+        with open(p, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def _script(argv: tuple[str, ...], path: str, args: list[str], cwd: Path | None, env: dict[str, str],
+            warnings: list[str]) -> Program:
+    p = _in(cwd, path)
+    if not p.exists():
+        raise UsageError(f"no such script: {path}", "Check the path; it is read from the current folder.")
+    if not p.is_file():
+        raise UsageError(f"{path} is not a file")
+    if not os.access(p, os.R_OK):
+        raise UsageError(f"cannot read {path}: permission denied")
+    return Program(argv, script=str(p.resolve()), args=tuple(args), env=env, warnings=tuple(warnings))
+
+
+# ------------------------------------------------------------------------------ the marker
+_ACTIVE: list[StepClock] = []  # the clock of the program profkit runs in this process, if any
+
+
+def step() -> None:
+    """End a step here: a line a user may add to a training loop (``profkit.step()``) where the
+    steps profkit finds by itself are not the ones wanted. Outside ``profkit run`` it does nothing."""
+    if _ACTIVE:
+        _ACTIVE[0].marker()
+
+
+# ------------------------------------------------------------------------------ the steps
+class StepClock:
+    """Counts a program's steps as it runs (see the module docstring) and calls ``on_step(n)``
+    when the ``n``-th step has ended. ``how`` is ``--step``'s value."""
+
+    def __init__(self, torch: Any, how: str, on_step: Callable[[int], None]):
+        self.torch = torch
+        source, _, cls = how.partition(":")
+        self.asked = source           # auto, or the source --step names
+        self.cls = cls or None        # --step optimizer:CLASS / forward:CLASS
+        self.by: str | None = None if source == "auto" else source
+        self.detail = ""
+        self.count = 0
+        self.on_step = on_step
+        self.pid = os.getpid()
+        self.optimizers_made = 0
+        self.pacer: int | None = None          # id() of the optimizer or module whose steps count
+        self.forwards = 0                      # the pacer module's top-level calls
+        self.backwards = 0
+        self.frozen = False                    # the window began: the way steps are found no longer changes
+        self.annotator: Any = None             # the window's operator ranges (optimizer phase from here)
+        self._local = threading.local()
+        self._module_handles: list[Any] = []
+        self._undo: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------------ hooks
+    def install(self) -> None:
+        torch = self.torch
+        import torch.optim.optimizer as optim
+
+        handles = [optim.register_optimizer_step_pre_hook(self._opt_pre),
+                   optim.register_optimizer_step_post_hook(self._opt_post)]
+        self._undo += [h.remove for h in handles]
+        self._patch(torch.optim.Optimizer, "__init__", self._made)
+        scaler = getattr(getattr(torch.amp, "grad_scaler", None), "GradScaler", None)
+        if scaler is not None:
+            self._patch(scaler, "step", self._scaler_step)
+        self._patch(torch.autograd, "backward", self._backward)
+        if self.by in (None, "forward"):
+            mod = torch.nn.modules.module
+            self._module_handles = [mod.register_module_forward_pre_hook(self._fwd_pre),
+                                    mod.register_module_forward_hook(self._fwd_post, always_call=True)]
+        _ACTIVE[:] = [self]
+
+    def uninstall(self) -> None:
+        self._drop_module_hooks()
+        for undo in reversed(self._undo):
+            undo()
+        self._undo = []
+        _ACTIVE[:] = []
+
+    def _patch(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+        original = getattr(owner, name)
+
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            return wrapper(original, *args, **kwargs)
+
+        patched.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(owner, name, patched)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def _drop_module_hooks(self) -> None:
+        # Safe inside a module hook: torch copies the global hooks before calling them.
+        for h in self._module_handles:
+            h.remove()
+        self._module_handles = []
+
+    def _here(self) -> bool:
+        """Whether this call is the program's own process (a forked DataLoader worker is not)."""
+        return os.getpid() == self.pid
+
+    def _decide(self, by: str, detail: str) -> None:
+        self.by, self.detail = by, detail
+        if by != "forward":
+            self._drop_module_hooks()  # a compiled model must not trace them
+
+    # ------------------------------------------------------------------ optimizers
+    def _made(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> Any:
+        self.optimizers_made += 1
+        return original(opt, *args, **kwargs)
+
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self._local.stepping = opt
+        if self.annotator is not None:
+            self.annotator._opt_pre(opt, args, kwargs)
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self._local.stepping = None
+        self._local.stepped = opt
+        if self.annotator is not None:
+            self.annotator._opt_post(opt, args, kwargs)
+        self._optimizer_stepped(opt)
+
+    def _scaler_step(self, original: Callable[..., Any], scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        self._local.stepped = None
+        out = original(scaler, optimizer, *args, **kwargs)
+        if getattr(self._local, "stepped", None) is not optimizer:  # skipped: inf/NaN gradients
+            self._optimizer_stepped(optimizer)
+        return out
+
+    def _optimizer_stepped(self, opt: Any) -> None:
+        if not self._here():
+            return
+        name = type(opt).__name__
+        if self.by is None and not self.frozen:
+            self._decide("optimizer", "")
+        if self.by != "optimizer":
+            return
+        if self.pacer is None:
+            if self.cls and name != self.cls:
+                return
+            self.pacer = id(opt)
+            self.detail = f"each {name}.step()" + ("" if self.cls else " (the first optimizer to step)")
+        if id(opt) == self.pacer:
+            self._step()
+
+    # ------------------------------------------------------------------ modules
+    def _fwd_pre(self, module: Any, args: Any) -> None:
+        if self.torch.compiler.is_compiling():  # inside a compiled region: traced as nothing
+            return
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth or not self._here():
+            return
+        if self.by is None:
+            if self.optimizers_made and not self.frozen:
+                self._decide("optimizer", "")
+                return
+        if self.pacer is None:
+            if self.cls is not None and type(module).__name__ != self.cls:
+                return
+            if self.cls is None and next(module.parameters(), None) is None:
+                return  # a loss or a transform: not the model
+            self.pacer = id(module)
+        if id(module) != self.pacer:
+            return
+        self.forwards += 1
+        if self.by is None and self.forwards == 2 and not self.frozen:
+            self._decide("forward", "")
+        if self.by == "forward":
+            self.detail = (f"each call of the model ({type(module).__name__}), "
+                           f"{'the module --step names' if self.cls else 'no optimizer being made'}")
+            if self.forwards > 1:
+                self._step()
+
+    def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
+        if self.torch.compiler.is_compiling():
+            return
+        self._local.depth = max(0, getattr(self._local, "depth", 1) - 1)
+
+    # ------------------------------------------------------------------ backward, marker
+    def _backward(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        if not self._here():
+            return out
+        self.backwards += 1
+        if self.by is None and not self.frozen and self.pacer is None and not self.optimizers_made \
+                and self.backwards == 2:
+            self._decide("backward", "each backward() (no optimizer made, no module called)")
+            self.count = 1  # the first backward ended the first step
+        if self.by == "backward":
+            self.detail = self.detail or "each backward()"
+            self._step()
+        return out
+
+    def marker(self) -> None:
+        if not self._here() or self.by not in (None, "marker") and (self.frozen or self.asked != "auto"):
+            return
+        if self.by != "marker":  # the script's own marker wins over what was found so far
+            self._decide("marker", "each profkit.step() in the script")
+            self.count = 0
+        self.detail = "each profkit.step() in the script"
+        self._step()
+
+    def _step(self) -> None:
+        self.count += 1
+        self.on_step(self.count)
+
+    def said(self) -> str:
+        """How steps were found, for the run and its printout."""
+        if self.by is None:
+            return "no step boundary found"
+        return self.detail or {"optimizer": "each optimizer step", "forward": "each call of the model",
+                               "backward": "each backward()", "marker": "each profkit.step()"}[self.by]
+
+
+# ------------------------------------------------------------------------------ the window
+class WindowDone(SystemExit):
+    """Raised in the script where the window's last step ended: profkit stops it there."""
+
+
+class Window:
+    """The profiled steps: started when the warm-up's last step ends (at the start where there is
+    no warm-up), each step in its range, and finished (files written) when the last one ends."""
+
+    def __init__(self, job: HarnessJob, torch: Any, info: HarnessInfo, clock_said: Callable[[], str]):
+        self.job, self.torch, self.info = job, torch, info
+        self.said = clock_said
+        self.cuda = job.spec.device == "cuda" and torch.cuda.is_available()
+        self.started = self.done = False
+        self.step_index = -1
+        self.iter_ns: list[int] = []
+        self._t0 = 0
+        self._range: Any = None
+        self._prof: Any = None
+        self._timer: Any = None
+        self._log: Any = None
+        self._annotator: Any = None
+        self.clock: StepClock | None = None
+
+    def on_step(self, n: int) -> None:
+        """The ``n``-th step (1-based) has ended."""
+        if self.done:
+            return
+        if not self.started:
+            if n == self.job.warmup:
+                self.start()
+            return
+        self._close_step()
+        if self.step_index + 1 >= self.job.iters:
+            self.finish()
+            return
+        self._open_step()
+
+    def start(self) -> None:
+        from . import annotate
+        from .harness import _annotator, _gpu_lock, _kernel_timer
+
+        if self.clock is not None:
+            self.clock.frozen = True
+        _gpu_lock(self.job, "warmup")
+        self.started = True
+        self._sync()
+        torch, job = self.torch, self.job
+        ranges = job.attribution
+        compiled = _compiled(torch)
+        if compiled and ranges and job.kernel_times_path:
+            self.info["generated_kernels"] = annotate.generated_kernel_digests()
+        if ranges and compiled:
+            self.info["compiled_kernels"] = annotate.compiled_kernels()
+        if job.profiler == "torch":
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            self._prof = profile(activities=activities, record_shapes=True)
+            self._prof.start()
+            backend = annotate.record_function_backend
+        else:
+            if job.profiler == "nsys" and self.cuda:
+                torch.cuda.profiler.start()
+            self._timer = _kernel_timer(job, self.info)
+            self._log = annotate.IntervalLog(self._timer.now, *annotate.nvtx_backend()) \
+                if self._timer is not None and ranges else None
+            log = self._log
+            backend = (lambda: (log.push, log.pop)) if log is not None else annotate.nvtx_backend
+        if ranges and not (compiled and job.profiler == "torch"):
+            self._annotator = _annotator(self.info, backend, compiled)
+            if self._annotator is not None and self.clock is not None and not compiled:
+                self.clock.annotator = self._annotator
+        elif not ranges:
+            self.info["attribution"] = "off"
+        else:
+            self.info["attribution"] = "compiled"
+        self._open_step()
+
+    def _sync(self) -> None:
+        if self.cuda and self.torch.cuda.is_initialized():
+            self.torch.cuda.synchronize()
+
+    def _open_step(self) -> None:
+        from . import nvtx_ranges
+
+        self.step_index += 1
+        name = nvtx_ranges.iteration_range(self.job.tag, self.step_index)
+        if self._timer is not None:
+            self._timer.mark(f"iter{self.step_index}.start")
+        self._t0 = time.perf_counter_ns()
+        if self.job.profiler == "torch":
+            from torch.autograd.profiler import record_function
+
+            self._range = record_function(name)
+            self._range.__enter__()
+        else:
+            import nvtx
+
+            self._range = nvtx.start_range(name, domain=nvtx_ranges.DOMAIN)
+
+    def _close_step(self) -> None:
+        self._sync()
+        if self.job.profiler == "torch":
+            self._range.__exit__(None, None, None)
+        else:
+            import nvtx
+
+            nvtx.end_range(self._range)
+        self.iter_ns.append(time.perf_counter_ns() - self._t0)
+        if self._timer is not None:
+            self._timer.mark(f"iter{self.step_index}.end")
+
+    def finish(self, partial: bool = False) -> None:
+        """The window's end: the profiler stopped, its files and the info written."""
+        from .harness import _code_environment, _release_gpu_lock
+
+        if self.done or not self.started:
+            return
+        self.done = True
+        if partial:  # the script ended inside the window (a whole-program window ends so)
+            self._close_step()
+        if self.clock is not None:
+            self.clock.annotator = None
+        if self._annotator is not None:
+            self._annotator.__exit__(None, None, None)
+        job = self.job
+        if self._prof is not None:
+            self._prof.stop()
+            self._prof.export_chrome_trace(job.trace_path)
+        if job.profiler == "nsys" and self.cuda:
+            self.torch.cuda.profiler.stop()
+        if self._timer is not None:
+            self._timer.stop()
+            self.info["timed_launches"] = len(self._timer.kernels)
+        if not job.run_to_end:
+            pass  # the GPU lock is held to the end: this process stops now
+        else:
+            _release_gpu_lock()
+        if self._timer is not None and job.kernel_times_path:
+            _code_environment(job, self.info)
+            self._timer.write(Path(job.kernel_times_path), self._log.to_json() if self._log else None)
+        self.info["iteration_wall_ns"] = self.iter_ns
+        self.info["iteration_ranges"] = "process"
+
+
+def _compiled(torch: Any) -> bool:
+    """Whether the program compiled anything with torch.compile before its window."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is None:
+        return False
+    try:
+        return bool(dynamo.counters["stats"]["unique_graphs"])
+    except Exception:
+        return False
+
+
+# ------------------------------------------------------------------------------ the process
+def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
+    """Run the job's program with its steps found and its window profiled (see the module
+    docstring); the exit status is the script's (0 where profkit stopped it after the window)."""
+    import json
+    import runpy
+
+    from .files import write_new
+    from .harness import _fail, _gpu_lock, _machine
+
+    assert job.program is not None
+    began = time.perf_counter()
+    stages: dict[str, float] = {}
+    program = Program(tuple(job.program["argv"]), job.program.get("script"), job.program.get("module"),
+                      tuple(job.program.get("args", ())))
+    import torch
+
+    stages["torch_imported"] = round(time.perf_counter() - began, 3)
+    info = _machine(torch, job.spec) if job.spec.device != "cuda" or torch.cuda.is_available() else \
+        _machine(torch, _cpu(job))
+    info["pid"] = os.getpid()
+    if ranks is not None:
+        info["rank"], info["local_rank"], info["world_size"] = ranks["rank"], ranks["local_rank"], ranks["world_size"]
+    window = Window(job, torch, info, lambda: clock.said())
+    clock = StepClock(torch, "auto" if job.whole_program else job.step, window.on_step)
+    window.clock = clock
+    ended: dict[str, Any] = {}
+
+    def write_info() -> None:
+        info["steps"] = {"by": clock.by or "none", "said": clock.said(), "seen": clock.count,
+                         "warmup": job.warmup, "iters": job.iters, "whole_program": job.whole_program}
+        info["stages_s"] = stages
+        write_new(job.info_path, json.dumps(info, indent=2), replace=True)
+
+    def on_window_end(n: int) -> None:
+        window.on_step(n)
+        if window.done and "window" not in ended:
+            ended["window"] = n
+            stages["window_done"] = round(time.perf_counter() - began, 3)
+            write_info()
+            if not job.run_to_end:
+                _stop_soon()
+                raise WindowDone(0)
+
+    clock.on_step = (lambda n: None) if job.whole_program else on_window_end
+    _gpu_lock(job, "prepare")
+    clock.install()
+    if job.warmup == 0 or job.whole_program:
+        window.start()
+    stages["started"] = round(time.perf_counter() - began, 3)
+    code = 0
+    error: BaseException | None = None
+    sys.argv = [program.script or program.module or "", *program.args]
+    try:
+        if program.script is not None:
+            sys.path.insert(0, str(Path(program.script).parent))
+            runpy.run_path(program.script, run_name="__main__")
+        else:
+            sys.path.insert(0, os.getcwd())
+            assert program.module is not None
+            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+    except WindowDone:
+        _flush()
+        os._exit(0)
+    except SystemExit as exc:
+        if "window" in ended and not job.run_to_end:
+            _flush()
+            os._exit(0)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        code, error = 130, exc
+    except BaseException as exc:  # the script's own error: its traceback, as Python shows it
+        code, error = 1, exc
+        _print_traceback(exc)
+    if "window" in ended:  # run to its end after the window
+        write_info()
+        return code
+    reached = clock.count
+    if job.whole_program and window.started:
+        window.finish(partial=True)
+        write_info()
+        return code
+    if window.started and not window.done:  # it ended inside the window: the profiler detached quietly
+        try:
+            window.finish(partial=True)
+        except Exception:
+            pass
+    write_info()
+    if error is not None:
+        what = "was interrupted" if isinstance(error, KeyboardInterrupt) else f"raised {_error_line(error)}"
+    else:
+        what = f"ended (exit status {code})"
+    if clock.by is None and clock.asked == "auto" and error is None and code == 0:
+        return _fail_with(job, f"the script ended without a step: no optimizer stepped, no model was called twice, "
+                               f"no backward() ran twice and no profkit.step() was reached", NO_STEPS_EXIT)
+    need = job.warmup + job.iters
+    how = clock.said()
+    if clock.by is None:
+        text = (f"the script {what} and no step was found by `step` {job.step} (it never fired)" if clock.asked != "auto"
+                else f"the script {what} before its first step")
+    else:
+        text = (f"the script {what} after {reached} step{'s' if reached != 1 else ''} ({how}), before the window's "
+                f"end: `warmup` {job.warmup} + `iters` {job.iters} needs {need}")
+    _fail(job, text)
+    return code if code not in (0, None) else 1
+
+
+def _cpu(job: HarnessJob) -> Any:
+    from dataclasses import replace
+
+    return replace(job.spec, device="cpu")
+
+
+def _fail_with(job: HarnessJob, text: str, code: int) -> int:
+    from .harness import _fail
+
+    _fail(job, text)
+    return code
+
+
+def _error_line(exc: BaseException) -> str:
+    from .harness import _error_line as line
+
+    return line(exc)
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """The script's traceback as ``python train.py`` prints it: from the script's own frames
+    (runpy's and profkit's left out)."""
+    import runpy
+    import traceback
+
+    tb = exc.__traceback__
+    here = str(Path(__file__).parent)
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(here) or
+                              tb.tb_frame.f_code.co_filename in ("<frozen runpy>", runpy.__file__)):
+        tb = tb.tb_next
+    print("".join(traceback.format_exception(type(exc), exc, tb)), file=sys.stderr, end="")
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _stop_soon() -> None:
+    """If the script goes on after the WindowDone raised in it (it caught SystemExit), end the
+    process after STOP_GRACE_S: profkit's files are written by then."""
+    def stop() -> None:
+        time.sleep(STOP_GRACE_S)
+        _flush()
+        os._exit(0)
+
+    threading.Thread(target=stop, name="profkit-stop", daemon=True).start()
