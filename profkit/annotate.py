@@ -91,10 +91,14 @@ class Annotator:
     """``with Annotator(push, pop):`` every operator call in the block is in a range (see the
     module docstring). ``push(name)``/``pop()`` open and close one on the calling thread."""
 
-    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]):
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any], optimizer_hooks: bool = True):
         import torch
 
         self.torch = torch
+        # False: the caller forwards optimizer steps to _opt_pre/_opt_post itself (a program's
+        # step clock, whose window opens and closes inside an optimizer's step hooks, where
+        # registering or removing one would change the hooks torch is iterating).
+        self.optimizer_hooks = optimizer_hooks
         self.push, self.pop = push, pop
         self.paths: dict[int, tuple[str, str]] = {}       # id(module) -> (path, class name)
         self.param_owner: dict[int, tuple[str, str]] = {}  # id(parameter) -> its module's
@@ -242,9 +246,10 @@ class Annotator:
         mod = self.torch.nn.modules.module
         import torch.optim.optimizer as optim
         self._handles = [mod.register_module_forward_pre_hook(self._pre),
-                         mod.register_module_forward_hook(self._post, always_call=True),
-                         optim.register_optimizer_step_pre_hook(self._opt_pre),
-                         optim.register_optimizer_step_post_hook(self._opt_post)]
+                         mod.register_module_forward_hook(self._post, always_call=True)]
+        if self.optimizer_hooks:
+            self._handles += [optim.register_optimizer_step_pre_hook(self._opt_pre),
+                              optim.register_optimizer_step_post_hook(self._opt_post)]
         self._mode = _Mode()
         self._mode.__enter__()
         return self

@@ -562,6 +562,7 @@ def profile(
             raise UsageError("`program` is a command line as a list of strings: [\"python\", \"train.py\", ...]")
         return _profile(RunRequest("", RunOptions.make(**options), program=resolve(list(program), Path.cwd())),
                         db, progress)
+    assert workload is not None
     return _profile(RunRequest(workload, RunOptions.make(**options)), db, progress)
 
 

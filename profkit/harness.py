@@ -341,12 +341,13 @@ def _annotated(info: HarnessInfo, on: bool,
 
 
 def _annotator(info: HarnessInfo, backend: Callable[[], tuple[Callable[[str], Any], Callable[[], Any]]],
-               compiled: bool) -> Any:
-    """An entered Annotator (CompiledTracer for a compiled model), or None (and why in ``info``)."""
+               compiled: bool, optimizer_hooks: bool = True) -> Any:
+    """An entered Annotator (CompiledTracer for a compiled model), or None (and why in ``info``);
+    ``optimizer_hooks`` False: the caller tells the Annotator of optimizer steps itself."""
     from .annotate import Annotator, CompiledTracer
 
     try:
-        annotator = (CompiledTracer if compiled else Annotator)(*backend())
+        annotator = CompiledTracer(*backend()) if compiled else Annotator(*backend(), optimizer_hooks=optimizer_hooks)
         annotator.__enter__()
     except Exception as exc:  # an older torch without the hooks the annotator needs
         info["attribution"] = "off"

@@ -287,83 +287,118 @@ def count_step(step: Callable[[], Any], sync: Callable[[], None], metrics: list[
 
 def _count(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str],
            order: list[tuple[str, int]], device_index: int, ranges: str) -> dict[str, Any]:
-    wanted = set(metrics)
-    # A user range runs from the push before its launch to the pop after it, so its duration
-    # holds the launch's host time too (2.4 us kernels read 96 us on an H100): the launch's
-    # duration is the timed one, and a duration counter is taken only where every launch is a range.
-    uncounted = [m for m in metrics if ranges == "first" and m.startswith(TIMES)]
-    metrics = [m for m in metrics if m not in uncounted]
-    metrics += [CTAS] if CTAS not in wanted else []
-    cu = _Cupti()
-    ctx = _P()
+    counter = StepCounter(metrics, order, device_index, ranges)
     try:
-        cuda = C.CDLL("libcuda.so.1")
-    except OSError as exc:
-        raise CounterUnavailable(f"no CUDA driver to count on ({exc})") from None
-    if cuda.cuCtxGetCurrent(C.byref(ctx)) != 0 or not ctx.value:
-        raise CounterUnavailable("no current CUDA context to count on")
-    cu("cuptiProfilerInitialize", _new(_Init))
-    host = obj = selector = None
-    try:
-        chip = cu("cuptiDeviceGetChipName", _new(_Chip, deviceIndex=device_index)).pChipName
+        counter.begin()
+        for _ in range(MAX_PASSES):
+            counter.start_pass()
+            step()
+            sync()
+            if counter.end_pass():
+                return counter.result()
+        raise CounterUnavailable(f"the counter set was not collected in {MAX_PASSES} steps")
+    finally:
+        counter.close()
+
+
+class StepCounter:
+    """The Range Profiler's session over one step's launches, its passes driven from outside:
+    ``begin()``, then for each pass ``start_pass()``, the step run (and waited for), and
+    ``end_pass()``, until it says every pass is collected; then ``result()``; ``close()`` in any
+    case. :func:`count_step` runs the step itself for each pass; a program profkit runs as it is
+    runs its own steps after the window (``profkit.program``)."""
+
+    def __init__(self, metrics: list[str], order: list[tuple[str, int]], device_index: int, ranges: str) -> None:
+        self.wanted = set(metrics)
+        # A user range runs from the push before its launch to the pop after it, so its duration
+        # holds the launch's host time too (2.4 us kernels read 96 us on an H100): the launch's
+        # duration is the timed one, and a duration counter is taken only where every launch is a range.
+        self.uncounted = [m for m in metrics if ranges == "first" and m.startswith(TIMES)]
+        self.metrics = [m for m in metrics if m not in self.uncounted]
+        self.metrics += [CTAS] if CTAS not in self.wanted else []
+        self.order, self.device_index, self.ranges = order, device_index, ranges
+        self.cu = _Cupti()
+        self.host: Any = None
+        self.obj: Any = None
+        self.selector: _FirstLaunches | None = None
+        self.passes_run = 0
+        self.initialized = False
+
+    def begin(self) -> None:
+        cu, metrics, order = self.cu, self.metrics, self.order
+        ctx = _P()
+        try:
+            cuda = C.CDLL("libcuda.so.1")
+        except OSError as exc:
+            raise CounterUnavailable(f"no CUDA driver to count on ({exc})") from None
+        if cuda.cuCtxGetCurrent(C.byref(ctx)) != 0 or not ctx.value:
+            raise CounterUnavailable("no current CUDA context to count on")
+        cu("cuptiProfilerInitialize", _new(_Init))
+        self.initialized = True
+        chip = cu("cuptiDeviceGetChipName", _new(_Chip, deviceIndex=self.device_index)).pChipName
         size = cu("cuptiProfilerGetCounterAvailability", _new(_Avail, ctx=ctx)).counterAvailabilityImageSize
         avail = (C.c_uint8 * size)()
         cu("cuptiProfilerGetCounterAvailability", _new(_Avail, ctx=ctx, counterAvailabilityImageSize=size,
                                                       pCounterAvailabilityImage=C.cast(avail, _P)))
-        host = _P(cu("cuptiProfilerHostInitialize", _new(_HostInit, profilerType=RANGE_PROFILER, pChipName=chip,
-                                                           pCounterAvailabilityImage=C.cast(avail, _P))).pHostObject)
-        names = (C.c_char_p * len(metrics))(*[m.encode() for m in metrics])
-        cu("cuptiProfilerHostConfigAddMetrics", _new(_AddMetrics, pHostObject=host, ppMetricNames=names,
+        self.host = _P(cu("cuptiProfilerHostInitialize", _new(_HostInit, profilerType=RANGE_PROFILER, pChipName=chip,
+                                                                pCounterAvailabilityImage=C.cast(avail, _P))).pHostObject)
+        self.names = names = (C.c_char_p * len(metrics))(*[m.encode() for m in metrics])
+        cu("cuptiProfilerHostConfigAddMetrics", _new(_AddMetrics, pHostObject=self.host, ppMetricNames=names,
                                                      numMetrics=len(metrics)))
-        size = cu("cuptiProfilerHostGetConfigImageSize", _new(_ConfigSize, pHostObject=host)).configImageSize
-        config = (C.c_uint8 * size)()
-        cu("cuptiProfilerHostGetConfigImage", _new(_Config, pHostObject=host, configImageSize=size,
+        size = cu("cuptiProfilerHostGetConfigImageSize", _new(_ConfigSize, pHostObject=self.host)).configImageSize
+        self.config = config = (C.c_uint8 * size)()
+        cu("cuptiProfilerHostGetConfigImage", _new(_Config, pHostObject=self.host, configImageSize=size,
                                                    pConfigImage=C.cast(config, _P)))
-        passes = cu("cuptiProfilerHostGetNumOfPasses", _new(_Passes, configImageSize=size,
-                                                            pConfigImage=C.cast(config, _P))).numOfPasses
+        self.passes = passes = cu("cuptiProfilerHostGetNumOfPasses", _new(_Passes, configImageSize=size,
+                                                                         pConfigImage=C.cast(config, _P))).numOfPasses
         if not 0 < passes <= MAX_PASSES:
             raise CounterUnavailable(f"the counter set takes {passes} passes")
-        obj = _P(cu("cuptiRangeProfilerEnable", _new(_Enable, ctx=ctx)).pRangeProfilerObject)
-        if ranges != "all":
-            selector = _FirstLaunches(cu, obj, order)
+        self.obj = obj = _P(cu("cuptiRangeProfilerEnable", _new(_Enable, ctx=ctx)).pRangeProfilerObject)
+        if self.ranges != "all":
+            self.selector = _FirstLaunches(cu, obj, order)
             try:
-                selector.subscribe()
+                self.selector.subscribe()
             except CounterUnavailable as exc:
                 raise _LaunchesMissed(str(exc)) from None
-        counted = selector.counted if selector else list(range(len(order)))
+        self.counted = counted = self.selector.counted if self.selector else list(range(len(order)))
         # The counter data's size grows with the ranges it holds, and so do the profiler's
         # start and stop (8,192 ranges cost 7 s a pass on an H100): room for the ranges
         # counted and one more, which shows a step that launches more.
         room = max(16, len(counted) + 1)
-        data_size = cu("cuptiRangeProfilerGetCounterDataSize", _new(
+        self.data_size = data_size = cu("cuptiRangeProfilerGetCounterDataSize", _new(
             _DataSize, pRangeProfilerObject=obj, pMetricNames=names, numMetrics=len(metrics), maxNumOfRanges=room,
             maxNumRangeTreeNodes=room)).counterDataSize
-        data = (C.c_uint8 * data_size)()
+        self.data = data = (C.c_uint8 * data_size)()
         cu("cuptiRangeProfilerCounterDataImageInitialize", _new(_DataInit, pRangeProfilerObject=obj,
                                                                 counterDataSize=data_size, pCounterData=C.cast(data, _P)))
         try:
             cu("cuptiRangeProfilerSetConfig", _new(
                 _SetConfig, pRangeProfilerObject=obj, configSize=size, pConfig=C.cast(config, _P),
                 counterDataImageSize=data_size, pCounterDataImage=C.cast(data, _P),
-                range=USER_RANGE if selector else AUTO_RANGE, replayMode=USER_REPLAY, maxRangesPerPass=room,
+                range=USER_RANGE if self.selector else AUTO_RANGE, replayMode=USER_REPLAY, maxRangesPerPass=room,
                 numNestingLevels=1, minNestingLevel=1, passIndex=0, targetNestingLevel=1))
         except CounterUnavailable as exc:
-            raise (_LaunchesMissed(str(exc)) if selector else exc) from None
-        done = False
-        for _ in range(MAX_PASSES):
-            if selector:
-                selector.new_pass()
-            cu("cuptiRangeProfilerStart", _new(_Object, pRangeProfilerObject=obj))
-            step()
-            sync()
-            done = bool(cu("cuptiRangeProfilerStop", _new(_Stop, pRangeProfilerObject=obj)).isAllPassSubmitted)
-            if selector:
-                _check_pass(selector, len(order))
-            if done:
-                break
-        if not done:
+            raise (_LaunchesMissed(str(exc)) if self.selector else exc) from None
+
+    def start_pass(self) -> None:
+        if self.selector:
+            self.selector.new_pass()
+        self.cu("cuptiRangeProfilerStart", _new(_Object, pRangeProfilerObject=self.obj))
+
+    def end_pass(self) -> bool:
+        """The pass's step has run and its kernels are done: whether every pass is collected."""
+        done = bool(self.cu("cuptiRangeProfilerStop", _new(_Stop, pRangeProfilerObject=self.obj)).isAllPassSubmitted)
+        self.passes_run += 1
+        if self.selector:
+            _check_pass(self.selector, len(self.order))
+        if not done and self.passes_run >= MAX_PASSES:
             raise CounterUnavailable(f"the counter set was not collected in {MAX_PASSES} steps")
-        dropped = cu("cuptiRangeProfilerDecodeData", _new(_Decode, pRangeProfilerObject=obj)).numOfRangeDropped
+        return done
+
+    def result(self) -> dict[str, Any]:
+        cu, metrics, order, counted = self.cu, self.metrics, self.order, self.counted
+        data, data_size, names, selector = self.data, self.data_size, self.names, self.selector
+        dropped = cu("cuptiRangeProfilerDecodeData", _new(_Decode, pRangeProfilerObject=self.obj)).numOfRangeDropped
         total = cu("cuptiRangeProfilerGetCounterDataInfo", _new(_DataInfo, pCounterDataImage=C.cast(data, _P),
                                                                 counterDataImageSize=data_size)).numTotalRanges
         if dropped or total != len(counted):
@@ -374,7 +409,7 @@ def _count(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str]
         for r, i in enumerate(counted):
             name, ctas = order[i]
             cu("cuptiProfilerHostEvaluateToGpuValues", _new(
-                _Evaluate, pHostObject=host, pCounterDataImage=C.cast(data, _P), counterDataImageSize=data_size,
+                _Evaluate, pHostObject=self.host, pCounterDataImage=C.cast(data, _P), counterDataImageSize=data_size,
                 rangeIndex=r, ppMetricNames=names, numMetrics=len(metrics), pMetricValues=values))
             got = dict(zip(metrics, values))
             if round(got[CTAS]) != ctas:
@@ -382,14 +417,22 @@ def _count(step: Callable[[], Any], sync: Callable[[], None], metrics: list[str]
                                          f"timed step's ran {ctas}: the step does not repeat its kernels")
             if name not in functions:
                 functions[name] = {m: (int(v) if float(v).is_integer() else float(v)) for m, v in got.items()
-                                   if m != CTAS or CTAS in wanted}
-        return {"functions": functions, "passes": int(passes), "launches": len(order), "ranges": len(counted),
-                "range_mode": ranges, "named_launches": selector.named if selector else 0, "uncounted": uncounted}
-    finally:
-        if selector is not None:
-            selector.unsubscribe()
-        if obj is not None:
-            cu.lib.cuptiRangeProfilerDisable(C.byref(_new(_Object, pRangeProfilerObject=obj)))
-        if host is not None:
-            cu.lib.cuptiProfilerHostDeinitialize(C.byref(_new(_Host, pHostObject=host)))
-        cu.lib.cuptiProfilerDeInitialize(C.byref(_new(_Init)))
+                                   if m != CTAS or CTAS in self.wanted}
+        return {"functions": functions, "passes": int(self.passes), "launches": len(order), "ranges": len(counted),
+                "range_mode": self.ranges, "named_launches": selector.named if selector else 0,
+                "uncounted": self.uncounted}
+
+    def close(self) -> None:
+        cu = self.cu
+        if self.selector is not None:
+            self.selector.unsubscribe()
+            self.selector = None
+        if self.obj is not None:
+            cu.lib.cuptiRangeProfilerDisable(C.byref(_new(_Object, pRangeProfilerObject=self.obj)))
+            self.obj = None
+        if self.host is not None:
+            cu.lib.cuptiProfilerHostDeinitialize(C.byref(_new(_Host, pHostObject=self.host)))
+            self.host = None
+        if self.initialized:
+            cu.lib.cuptiProfilerDeInitialize(C.byref(_new(_Init)))
+            self.initialized = False

@@ -206,6 +206,13 @@ class _Job:
     store: Store | None = None      # the run's database (ncu's counters kept across runs are read there)
     after: list[Callable[[RunRecord], None]] = field(default_factory=list)  # once the run is stored
     counting_fallback: str | None = None  # why the run's process could not count (ncu's then did)
+    ended_at: float = 0.0                 # time.time() when the last process it ran ended
+
+    def what(self, extra: str = "") -> str:
+        """What runs, as progress names it: ``vgg16 (fp16, eager)``, or a program's command line."""
+        if self.req.program is not None:
+            return f"`{self.req.program.shown()}`" + (f" ({extra.lstrip(', ')})" if extra else "")
+        return f"{self.workload} ({self.req.options.precision}, {self.req.options.mode}{extra})"
 
     @property
     def job_path(self) -> Path:
@@ -285,6 +292,7 @@ class _Job:
 
         t0 = time.monotonic()
         result = runner.stream(argv, log_path=log, on_line=line, timeout=self.req.options.timeout_s, env=self.env())
+        self.ended_at = time.time()
         # Each rank's error, first written first: when one rank fails, the others fail after it
         # in their collectives ("connection closed by peer"), and the first is the cause.
         errors = sorted(((f.stat().st_mtime_ns, r, f.read_text(encoding="utf-8", errors="replace").strip())
@@ -351,8 +359,14 @@ def _program_said(job: _Job, info: HarnessInfo, notes: list[str], progress: Prog
     progress.note(text)
     ended = ("ran to its end" if o.run_to_end or steps.get("whole_program") else
              "stopped by profkit after its window (--run-to-end lets it finish)")
+    said: dict[str, object] = {"argv": list(req.program.argv), "cwd": os.getcwd(), "steps": dict(steps), "ended": ended}
+    if "window_done_unix" in info and not o.run_to_end and job.ended_at:
+        # How soon the program ended after its window (and the counting after it) was done.
+        said["stopped_after_s"] = round(max(0.0, job.ended_at - float(info["window_done_unix"])), 3)
+        ended += f", {said['stopped_after_s']:.1f} s after it"
     progress.note(f"the program {ended}")
-    return {"argv": list(req.program.argv), "cwd": os.getcwd(), "steps": dict(steps), "ended": ended}
+    said["ended"] = ended
+    return said
 
 
 def _read_traceback(error_file: Path) -> str | None:
@@ -545,14 +559,15 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             per_function = job.req.options.metrics is None and per_function_plan(cc)
         counters = None
         if per_function and job.store is not None and gpu_info is not None and job.ranks <= 1:
-            counters = ncu_counters.plan(job.store, job.req.options, job.workload, Path(job.job.workload_path),
+            # A program's kernels follow its command line too: its arguments are in the signature.
+            what = job.workload if job.req.program is None else f"{job.workload}: {job.req.program.shown()}"
+            counters = ncu_counters.plan(job.store, job.req.options, what, Path(job.job.workload_path),
                                          gpu_info, driver_version(), ncu.identity(exe), set_label, metrics)
             if counters.strategy == ncu_counters.TIMED_FIRST:
                 return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
             # CUDA graphs (reduce-overhead) replay many kernels in one launch: ncu profiles their nodes.
-            # A program's step cannot be run again on demand: ncu counts in a process of its own.
-            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu" and not uses_graphs(job.req.spec) \
-                    and job.req.program is None:
+            # A program's steps after its window are the counting passes (profkit.program.Counting).
+            if os.environ.get("PROFKIT_NCU_COUNTING") != "ncu" and not uses_graphs(job.req.spec):
                 here = _counted_here(job, asked, gpu_info, set_label, metrics, counters)
                 if here is not None:
                     return here
@@ -580,7 +595,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     spec = job.req.spec
     what = (f"{set_label} on the first launch of each kernel function, every launch timed by a second process"
             if per_function else set_label)
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}) under ncu, metrics: {what}")
+    job.progress.stage(f"profiling {job.what()} under ncu, metrics: {what}")
     timer_log = job.folder / "harness-times.log"
     on_line, seen = _ncu_progress(job)
     if per_function:
@@ -654,7 +669,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare", kernel_times_path=str(times))
     job.write()
     spec = job.req.spec
-    job.progress.stage(f"timing every launch of {job.workload} ({spec.precision}, {spec.mode}) with CUPTI; "
+    job.progress.stage(f"timing every launch of {job.what()} with CUPTI; "
                        "kernel functions counted by ncu in earlier runs are not profiled again")
     timer_log = job.folder / "harness-times.log"
     timer_argv = job.harness_argv()
@@ -734,9 +749,9 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
                       count_metrics=list(metrics), counts_path=str(counts))
     job.write()
     spec = job.req.spec
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}): every launch timed, then counted "
+    job.progress.stage(f"profiling {job.what()}: every launch timed, then counted "
                        f"({set_label}) by CUPTI's Range Profiler in the same process")
-    timer_log = job.folder / "harness-times.log"
+    timer_log = job.folder / ("harness-counted.log" if job.req.program is not None else "harness-times.log")
     result, wall = job.stream(job.harness_argv(), timer_log)
     info = job.info()
     if result.returncode != 0 or not times.exists() or not counts.exists():
@@ -871,7 +886,7 @@ def _profile_torch(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     spec = job.req.spec
     where = "CPU operators" if spec.device == "cpu" else "CPU operators and CUDA kernels"
     ranks = f", {job.ranks} ranks under torchrun" if job.ranks > 1 else ""
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}{ranks}) with torch.profiler: {where}")
+    job.progress.stage(f"profiling {job.what(ranks)} with torch.profiler: {where}")
     log = job.folder / "torch.log"
     # Kineto's own chatter (and a GPU-less machine's "gpuGetDeviceCount failed") goes to the log.
     result, wall = job.stream(argv, log)
@@ -914,7 +929,7 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.options.cpu_sampling, job.req.options.context_switches)
     spec = job.req.spec
     ranks = f", {job.ranks} ranks under torchrun" if job.ranks > 1 else ""
-    job.progress.stage(f"profiling {job.workload} ({spec.precision}, {spec.mode}{ranks}) under nsys")
+    job.progress.stage(f"profiling {job.what(ranks)} under nsys")
     log = job.folder / "nsys.log"
     result, wall = job.stream(argv, log)
     report = base.with_suffix(".nsys-rep")

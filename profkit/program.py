@@ -22,9 +22,9 @@ Steps are found without changing the script (:class:`StepClock`):
 ``--step`` names one of them (``optimizer``, ``optimizer:Adam``, ``forward``,
 ``forward:Generator``, ``backward``, ``marker``). The first ``warmup`` steps run unprofiled; the
 next ``iters`` are the window (:class:`Window`), each in a step range as a workload's
-iterations are; when the window is done the profiler's files are written and the script is
-stopped (``SystemExit`` raised where the step ended, so the script's ``finally`` blocks run;
-ended outright after :data:`STOP_GRACE_S` if it goes on), or, with ``run_to_end``, left to
+iterations are; when the window is done (and, for ncu's per-function plan, the steps after it
+have been counted: :class:`Counting`) the profiler's files are written and the script is ended
+there with the processes it started (:func:`_stop_now`), or, with ``run_to_end``, left to
 finish with the profiler detached.
 
 Importing this module is cheap (the CLI resolves programs with it): torch is imported in
@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from .errors import UsageError
 
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker")
-STOP_GRACE_S = 3.0  # after the window, the script is ended outright if SystemExit did not end it by then
 NO_STEPS_EXIT = 4   # the profiled process's exit status where the script ran to its end without a step
 # Python's own options a program's command line may give, and how they reach the profiled process.
 _PYTHON_ENV = {"-u": ("PYTHONUNBUFFERED", "1"), "-B": ("PYTHONDONTWRITEBYTECODE", "1")}
@@ -365,10 +364,6 @@ class StepClock:
 
 
 # ------------------------------------------------------------------------------ the window
-class WindowDone(SystemExit):
-    """Raised in the script where the window's last step ended: profkit stops it there."""
-
-
 class Window:
     """The profiled steps: started when the warm-up's last step ends (at the start where there is
     no warm-up), each step in its range, and finished (files written) when the last one ends."""
@@ -387,6 +382,7 @@ class Window:
         self._log: Any = None
         self._annotator: Any = None
         self.clock: StepClock | None = None
+        self.launched: Any = None  # ncu's per-function plan: the last step's launches, to count
 
     def on_step(self, n: int) -> None:
         """The ``n``-th step (1-based) has ended."""
@@ -414,7 +410,7 @@ class Window:
         torch, job = self.torch, self.job
         ranges = job.attribution
         compiled = _compiled(torch)
-        if compiled and ranges and job.kernel_times_path:
+        if compiled and job.kernel_times_path:
             self.info["generated_kernels"] = annotate.generated_kernel_digests()
         if ranges and compiled:
             self.info["compiled_kernels"] = annotate.compiled_kernels()
@@ -434,7 +430,7 @@ class Window:
             log = self._log
             backend = (lambda: (log.push, log.pop)) if log is not None else annotate.nvtx_backend
         if ranges and not (compiled and job.profiler == "torch"):
-            self._annotator = _annotator(self.info, backend, compiled)
+            self._annotator = _annotator(self.info, backend, compiled, optimizer_hooks=False)
             if self._annotator is not None and self.clock is not None and not compiled:
                 self.clock.annotator = self._annotator
         elif not ranges:
@@ -499,6 +495,8 @@ class Window:
         if self._timer is not None:
             self._timer.stop()
             self.info["timed_launches"] = len(self._timer.kernels)
+            if job.count_metrics:
+                self.launched = _launched(self._timer, self.step_index)
         if not job.run_to_end:
             pass  # the GPU lock is held to the end: this process stops now
         else:
@@ -508,6 +506,134 @@ class Window:
             self._timer.write(Path(job.kernel_times_path), self._log.to_json() if self._log else None)
         self.info["iteration_wall_ns"] = self.iter_ns
         self.info["iteration_ranges"] = "process"
+
+
+def _launched(timer: Any, last: int) -> Any:
+    """What the timer saw launched (``harness.StepLaunches``): the last window step's kernels in
+    launch order, which name the counted steps' ranges, and every kernel function of the window."""
+    import math
+
+    from .harness import StepLaunches
+
+    marks = dict(timer.marks)
+    lo, hi = marks.get(f"iter{last}.start", 0), marks.get(f"iter{last}.end", 0)
+    ordered = sorted(timer.kernels, key=lambda k: int(k["correlation"]))
+    first = marks.get("iter0.start", 0)
+    return StepLaunches([(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi],
+                        {str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi})
+
+
+class Counting:
+    """ncu's per-function plan's first run in the program's own process: the steps after the
+    window are the Range Profiler's passes (``kernel_counter.StepCounter``), each held to the
+    window's last step (the same kernels in the same order), and the counters are written to the
+    job's ``counts_path``. Where it cannot count, ``info["kernel_counter_error"]`` says why and
+    no file is written: the parent counts under ncu in a process of its own instead."""
+
+    def __init__(self, job: HarnessJob, info: HarnessInfo, torch: Any, launched: Any):
+        self.job, self.info, self.torch, self.launched = job, info, torch, launched
+        self.counter: Any = None
+        self.ranges = os.environ.get("PROFKIT_COUNT_RANGES") or "first"
+        self.began = time.perf_counter()
+        self.fallback: str | None = None
+
+    def begin(self) -> bool:
+        """Start counting with the next step; False (and why in the info) where it cannot."""
+        import json
+
+        from .files import write_new
+        from .kernel_counter import MAX_RANGES, CounterUnavailable
+
+        job, launched = self.job, self.launched
+        assert job.counts_path
+        if self.info.get("kernel_timer_error") or launched is None:
+            return False
+        if not launched.last:
+            write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
+                      replace=True)
+            return False
+        missed = launched.functions - {name for name, _ in launched.last}
+        if missed:
+            return self._fail(f"{len(missed)} kernel functions of the earlier profiled steps are not in the last "
+                              f"(first: {min(missed)[:80]}): the steps after it would not count them")
+        functions = len({name for name, _ in launched.last})
+        if functions > MAX_RANGES or (self.ranges == "all" and len(launched.last) > MAX_RANGES):
+            return self._fail(f"the step launches {functions} kernel functions, more than the {MAX_RANGES} ranges "
+                              "counted in the run's process")
+        try:
+            self._start()
+        except CounterUnavailable as exc:
+            return self._retry(exc)
+        return True
+
+    def _start(self) -> None:
+        from .kernel_counter import StepCounter
+
+        self.counter = StepCounter(list(self.job.count_metrics or ()), list(self.launched.last),
+                                   self.torch.cuda.current_device(), self.ranges)
+        try:
+            self.counter.begin()
+            self.counter.start_pass()
+        except BaseException:
+            self.counter.close()
+            self.counter = None
+            raise
+
+    def _retry(self, exc: Exception) -> bool:
+        """"first" could not be had or missed launches: every launch a range, from the next step."""
+        from .kernel_counter import CounterUnavailable, _LaunchesMissed
+
+        if not isinstance(exc, _LaunchesMissed) or self.ranges == "all":
+            return self._fail(str(exc))
+        self.ranges, self.fallback = "all", str(exc)
+        try:
+            self._start()
+        except CounterUnavailable as again:
+            return self._fail(str(again))
+        return True
+
+    def on_step(self) -> bool:
+        """A step after the window has ended: its pass is done. Whether counting is over."""
+        import json
+
+        from .files import write_new
+        from .kernel_counter import CounterUnavailable
+
+        self.torch.cuda.synchronize()
+        try:
+            if not self.counter.end_pass():
+                self.counter.start_pass()
+                return False
+            counts = self.counter.result()
+        except CounterUnavailable as exc:
+            self._close()
+            return not self._retry(exc)
+        except Exception as exc:
+            self._close()
+            return not self._fail(f"counting failed: {_error_line(exc)}")
+        self._close()
+        counts["wall_s"] = round(time.perf_counter() - self.began, 3)
+        if self.fallback:
+            counts["ranges_fallback"] = self.fallback
+        assert self.job.counts_path
+        write_new(self.job.counts_path, json.dumps(counts), replace=True)
+        return True
+
+    def ended_early(self) -> None:
+        """The script ended before every pass was counted."""
+        self._close()
+        self._fail("the script ended before its steps after the window were counted")
+
+    def _close(self) -> None:
+        if self.counter is not None:
+            try:
+                self.counter.close()
+            finally:
+                self.counter = None
+
+    def _fail(self, why: str) -> bool:
+        self.info["kernel_counter_error"] = why
+        return False
 
 
 def _compiled(torch: Any) -> bool:
@@ -555,15 +681,31 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
         info["stages_s"] = stages
         write_new(job.info_path, json.dumps(info, indent=2), replace=True)
 
+    counting: list[Counting] = []  # ncu's per-function plan: the steps after the window count
+
+    def end_window() -> None:
+        ended["window"] = True
+        info["window_done_unix"] = time.time()  # the parent says how soon the script ended after it
+        write_info()
+        if not job.run_to_end:
+            _stop_now()
+
     def on_window_end(n: int) -> None:
-        window.on_step(n)
-        if window.done and "window" not in ended:
-            ended["window"] = n
+        if not window.done:
+            window.on_step(n)
+            if not window.done:
+                return
             stages["window_done"] = round(time.perf_counter() - began, 3)
-            write_info()
-            if not job.run_to_end:
-                _stop_soon()
-                raise WindowDone(0)
+            if job.counts_path and job.count_metrics and window.cuda:
+                count = Counting(job, info, torch, window.launched)
+                if count.begin():
+                    counting.append(count)
+                    return
+            end_window()
+        elif counting and "window" not in ended:
+            if counting[0].on_step():
+                stages["counted"] = round(time.perf_counter() - began, 3)
+                end_window()
 
     clock.on_step = (lambda n: None) if job.whole_program else on_window_end
     _gpu_lock(job, "prepare")
@@ -582,13 +724,7 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
             sys.path.insert(0, os.getcwd())
             assert program.module is not None
             runpy.run_module(program.module, run_name="__main__", alter_sys=True)
-    except WindowDone:
-        _flush()
-        os._exit(0)
     except SystemExit as exc:
-        if "window" in ended and not job.run_to_end:
-            _flush()
-            os._exit(0)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)
@@ -598,6 +734,10 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
         code, error = 1, exc
         _print_traceback(exc)
     if "window" in ended:  # run to its end after the window
+        write_info()
+        return code
+    if counting:  # the window is profiled, but the script ended before it was counted
+        counting[0].ended_early()
         write_info()
         return code
     reached = clock.count
@@ -671,12 +811,17 @@ def _flush() -> None:
             pass
 
 
-def _stop_soon() -> None:
-    """If the script goes on after the WindowDone raised in it (it caught SystemExit), end the
-    process after STOP_GRACE_S: profkit's files are written by then."""
-    def stop() -> None:
-        time.sleep(STOP_GRACE_S)
-        _flush()
-        os._exit(0)
-
-    threading.Thread(target=stop, name="profkit-stop", daemon=True).start()
+def _stop_now() -> NoReturn:
+    """End the program where its window (and its counting) ended: profkit's files are written.
+    Its output is flushed and the processes it started (a DataLoader's workers) are ended with
+    it; nothing of its own teardown runs (a DataLoader's shutdown waits seconds on its workers,
+    a trainer's teardown may save checkpoints of a run profkit cut short)."""
+    _flush()
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        for child in mp.active_children():
+            try:
+                child.kill()
+            except Exception:
+                pass
+    os._exit(0)

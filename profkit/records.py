@@ -151,6 +151,7 @@ class HarnessInfo(TypedDict, total=False):
     workload_sources: str           # ncu's timing process: the workload's own sources (code_versions)
     # a program run as it is (profkit.program)
     steps: ProgramSteps
+    window_done_unix: float         # when the window (and its counting) ended: time.time()
     # profkit bench
     model: bool                     # the workload built (model, inputs): its output can be compared
     build_and_warmup_s: float
