@@ -45,14 +45,35 @@ debug)
   ;;
 basics)
   for t in auto auto nsys torch; do
-    echo "=== amp_train tool $t"; /usr/bin/time -f "wall %e s" python3 -m profkit run --tool $t --warmup 3 --iters 2 --no-report -- python amp_train.py --steps 10000 2>&1 | tail -25
+    echo "=== amp_train tool $t"; python3 -m profkit run --tool $t --warmup 3 --iters 2 --no-report -- python amp_train.py --steps 10000 > "$OUT/amp-$t.out" 2>&1; echo "rc $?"; grep "^profkit\|^profiled" "$OUT/amp-$t.out" | tail -6
   done
-  (cd mnist && echo "=== mnist auto" && /usr/bin/time -f "wall %e s" python3 -m profkit run --warmup 3 --iters 2 --no-report -- python main.py --epochs 100 2>&1 | grep -v "^Train Epoch" | tail -25)
-  (cd dcgan && echo "=== dcgan auto" && /usr/bin/time -f "wall %e s" python3 -m profkit run --warmup 3 --iters 2 --no-report -- python main.py --dataset fake --workers 2 --niter 100 --outf "$W/dcgan-out" 2>&1 | tail -25)
+  show amp_train-ncu 8; show amp_train-ncu-2 8
+  (cd mnist && echo "=== mnist auto" && python3 -m profkit run --warmup 3 --iters 2 --no-report -- python main.py --epochs 100 > "$OUT/mnist.out" 2>&1; echo "rc $?"; grep "^profkit\|^profiled" "$OUT/mnist.out" | tail -6; show main-ncu 8)
+  (cd dcgan && echo "=== dcgan auto" && python3 -m profkit run --warmup 3 --iters 2 --no-report -- python main.py --dataset fake --accel --workers 2 --niter 100 --outf "$W/dcgan-out" > "$OUT/dcgan.out" 2>&1; echo "rc $?"; grep "^profkit\|^profiled" "$OUT/dcgan.out" | tail -6; show main-ncu-2 8)
+  ;;
+verdicts)
+  # The same models as workload files, under the default tool, against the programs' windows.
+  python3 -m profkit run "$ROOT/benchmarks/programs/mnist_workload.py" --warmup 3 --iters 2 --no-report > "$OUT/mnist-wl.out" 2>&1; echo "rc $?"; tail -2 "$OUT/mnist-wl.out"
+  python3 -m profkit run "$ROOT/benchmarks/programs/amp_train_workload.py" --warmup 3 --iters 2 --no-report > "$OUT/amp-wl.out" 2>&1; echo "rc $?"; tail -2 "$OUT/amp-wl.out"
+  python3 "$ROOT/benchmarks/program_verdicts.py" "$PROFKIT_DB" main-ncu mnist_workload-fp32-eager-ncu
+  python3 "$ROOT/benchmarks/program_verdicts.py" "$PROFKIT_DB" amp_train-ncu amp_train_workload-fp32-eager-ncu
+  for t in nsys torch; do
+    (cd mnist && python3 -m profkit run --tool $t --warmup 3 --iters 2 --no-report -- python main.py --epochs 100 > "$OUT/mnist-$t.out" 2>&1; echo "mnist $t rc $?"; grep "^profkit: steps\|^profkit: the program\|^profiled" "$OUT/mnist-$t.out")
+    (cd dcgan && python3 -m profkit run --tool $t --warmup 3 --iters 2 --no-report -- python main.py --dataset fake --accel --workers 2 --niter 100 --outf "$W/dcgan-$t" > "$OUT/dcgan-$t.out" 2>&1; echo "dcgan $t rc $?"; grep "^profkit: steps\|^profkit: the program\|^profiled\|error" "$OUT/dcgan-$t.out")
+  done
+  (cd dcgan && python3 -m profkit run --warmup 3 --iters 2 --no-report -- python main.py --dataset fake --accel --workers 2 --niter 100 --outf "$W/dcgan-ncu" > "$OUT/dcgan-ncu.out" 2>&1; echo "dcgan ncu rc $?"; grep "^profkit: steps\|^profkit: the program\|^profiled\|error" "$OUT/dcgan-ncu.out")
+  for r in main-nsys main-torch main-ncu main-ncu-2 amp_train-ncu; do python3 - "$PROFKIT_DB" $r <<'PY'
+import sys, profkit
+run = profkit.open_db(sys.argv[1]).run(sys.argv[2])
+k = run.kernels(); k = k[k.kind == "kernel"]
+att = float(k[k.module.notna()].duration_ns.sum() / k.duration_ns.sum()) if len(k) else 0
+print(run.name, run.tool, len(k), "kernels; attributed", f"{att:.2%}", "; findings:", [f.title if hasattr(f, "title") else str(f)[:80] for f in run.findings()][:4])
+PY
+  done
   ;;
 wall)
-  python3 "$ROOT/benchmarks/program_wall.py" --warmup 3 --iters 2 -- \
-    amp_train=python amp_train.py --steps 10000 ";;" dcgan=python dcgan/main.py --dataset fake --workers 2 --niter 100 --outf "$W/dcgan-out2" 2>&1 | tail -12
+  python3 "$ROOT/benchmarks/program_wall.py" --warmup 3 --iters 2 --cwd "$W/mnist" -- \
+    amp_train=python ../amp_train.py --steps 10000 ";;" mnist=python main.py --epochs 100 ";;" dcgan=python ../dcgan/main.py --dataset fake --accel --workers 2 --niter 100 --outf "$W/dcgan-out2" 2>&1 | tail -12
   ;;
 esac
 done

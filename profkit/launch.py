@@ -563,7 +563,9 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             what = job.workload if job.req.program is None else f"{job.workload}: {job.req.program.shown()}"
             counters = ncu_counters.plan(job.store, job.req.options, what, Path(job.job.workload_path),
                                          gpu_info, driver_version(), ncu.identity(exe), set_label, metrics)
-            if counters.strategy == ncu_counters.TIMED_FIRST:
+            # A program counts in its own process, in the steps after its window (a few steps):
+            # cheaper than ncu started again for the functions never counted.
+            if counters.strategy == ncu_counters.TIMED_FIRST and job.req.program is None:
                 return _timed_first(job, exe, asked, gpu_info, set_label, metrics, counters)
             # CUDA graphs (reduce-overhead) replay many kernels in one launch: ncu profiles their nodes.
             # A program's steps after its window are the counting passes (profkit.program.Counting).
@@ -765,6 +767,10 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     if not counted["launches"] and not info.get("timed_launches"):
         from .errors import NoKernelsProfiled
 
+        if job.req.program is not None:
+            raise NoKernelsProfiled(f"CUPTI saw no kernel in the program's {job.req.options.iters} profiled steps: "
+                                    f"it ran them on the CPU", f"Profile its CPU operators with --device cpu; the "
+                                    f"log is {timer_log}.")
         raise NoKernelsProfiled("CUPTI profiled no kernels: the measured iterations launched no kernel",
                                 f"Did the workload run its measured iterations on the GPU? The log is {timer_log}.")
     functions: dict[str, Counted] = {}

@@ -219,3 +219,19 @@ def test_script_without_steps_is_profiled_whole(tmp_path):
     run = stored(tmp_path)
     assert run.info.program["steps"]["whole_program"] is True
     assert (run.kernels().name == "aten::tanh").sum() == 3
+
+
+def test_ddp_program_two_ranks_on_gloo(tmp_path):
+    """--nproc-per-node 2 runs the script under torchrun (gloo on the CPU): one run, a rank on
+    every row, each rank's window found by its own optimizer steps."""
+    shutil.copy(OWN / "ddp_gloo.py", tmp_path)
+    r = profkit(tmp_path, "run", "--nproc-per-node", "2", "--warmup", "2", "--iters", "2", "--no-report", "--",
+                "python", "ddp_gloo.py")
+    assert r.returncode == 0, r.stderr
+    run = stored(tmp_path)
+    k = run.kernels()
+    assert sorted(k["rank"].dropna().unique().tolist()) == [0, 1]
+    assert run.name == "ddp_gloo-cpu-2ranks" and run.info.world_size == 2
+    assert len([x for x in run.ranges()["name"] if ".iter" in x]) == 4  # two steps on each rank
+    time.sleep(1)
+    assert processes_mentioning(str(tmp_path)) == []
