@@ -297,13 +297,18 @@ class Database:
         ints = {"id", "batch_size", "iters", "kernel_count", "gpu_time_ns"}
         return df.astype({c: "Int64" if c in ints else "string" for c in RUN_LIST_FIELDS})
 
-    def import_file(self, path: str | os.PathLike[str], name: str | None = None) -> Run:
+    def import_file(self, path: str | os.PathLike[str], name: str | None = None, step_ranges: Sequence[str] = ()) -> Run:
         """Import an export made elsewhere as a new run: any format of ``profkit.parse.FORMATS``
         (``profkit import --help`` lists them), known by its suffix. A file imported before
-        gives a new run and a ProfkitWarning."""
+        gives a new run and a ProfkitWarning. Steps are torch.profiler's ``ProfilerStep#N``
+        ranges and profkit's own; ``step_ranges`` names others (a user's or a framework's NVTX
+        or record_function ranges, one per step), each then the process's: every thread's work
+        in it is the step's."""
         from .ingest import import_file
 
-        return self._attach(import_file(self.store, Path(path), name=name))
+        if isinstance(step_ranges, str):
+            step_ranges = [step_ranges]
+        return self._attach(import_file(self.store, Path(path), name=name, step_ranges=list(step_ranges)))
 
     def diff(self, a: str | int, b: str | int, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""

@@ -131,7 +131,7 @@ FLAGS = {
     **{f.name: cli_of(f).flags[0] for f in fields(RunOptions)},
     **{p: "--" + p.replace("_", "-") for p in ("db", "top", "limit", "match", "modes", "precisions", "output", "vs",
                                               "workloads", "tools", "address", "workers", "tls_ca_file", "tls_cert",
-                                              "tls_key")},
+                                              "tls_key", "step_range")},
     "threshold_pct": "--threshold",
 }
 
@@ -705,16 +705,20 @@ def run(workload: Optional[str], options: dict[str, Any], report: bool, db: Opti
 @app.command("import")
 @argument("path", import_help(), metavar="PATH", type=Path)
 @option("--name", help="Run name (default: from the file name).", show_default=False)
+@option("--step-range", "step_range", multiple=True, show_default=False,
+        help="A range that holds one step (a user's or a framework's NVTX or record_function range; repeat for "
+             "more): its work is the step's, on every thread. torch.profiler's ProfilerStep#N ranges are steps anyway.")
 @db_option
 @handles_errors
-def import_(path: Path, name: Optional[str], db: Optional[Path]) -> None:
+def import_(path: Path, name: Optional[str], step_range: tuple[str, ...], db: Optional[Path]) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last."""
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
     with _Stages(render.console(stderr=True)) as stages:
         stages.stage(f"importing {path}")
-        done = database.import_file(path, name=name)  # the database file is made when the run is reserved
+        # the database file is made when the run is reserved
+        done = database.import_file(path, name=name, step_ranges=list(step_range))
     # The result is printed before the command counts as done: if it cannot be written
     # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
     try:

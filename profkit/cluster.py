@@ -114,7 +114,9 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
     workloads rarely fits all of them."""
     for what in SET_BY_SWEEP:
         if what in (options or {}):
-            raise UsageError(f"a sweep sets each job's `{what}` itself" if what != "nproc_per_node" else
+            raise UsageError(f"`{what}` concerns a program run as it is; a sweep runs workloads"
+                             if what in ("step", "run_to_end") else
+                             f"a sweep sets each job's `{what}` itself" if what != "nproc_per_node" else
                              "`nproc_per_node`: a sweep's job is one process on one GPU",
                              "Give `precisions`, `modes` and `tools`." if what in ("precision", "mode", "tool")
                              else None)

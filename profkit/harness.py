@@ -103,11 +103,14 @@ def harness_info(path: Path) -> HarnessInfo:
     return cast(HarnessInfo, data) if isinstance(data, dict) else {}
 
 
-def main(argv: list[str] | None = None) -> int:
+def start(argv: list[str] | None, module: str) -> tuple[HarnessJob, dict[str, int] | None] | None:
+    """A profiled process's start (``python -m profkit.<module> JOB.json``): watch the profkit
+    that started it, read the job, and for a rank of a distributed job take its rank's files and
+    end with torchrun. None (after the usage line) for a bad command line."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m profkit.harness JOB.json", file=sys.stderr)
-        return 2
+        print(f"usage: python -m profkit.{module} JOB.json", file=sys.stderr)
+        return None
     from .tools.runner import watch_lifeline
 
     # Whatever ends the profkit that started this process (SIGKILL, the OOM killer), this
@@ -126,10 +129,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         job = _per_rank_job(job, ranks["rank"])
-    if job.program is not None:  # a user's program, as it is: it joins its process group itself
-        from . import program
+    return job, ranks
 
-        return program.run(job, ranks)
+
+def main(argv: list[str] | None = None) -> int:
+    started = start(argv, "harness")
+    if started is None:
+        return 2
+    job, ranks = started
     if job.profiler == "bench":  # profkit bench: times iterations; no profiler, no ranges
         return _bench(job)
     # Seconds since the process began its work, at each stage: where a profiled run's time goes.

@@ -10,10 +10,11 @@ import shutil
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .classify import classified
-from .errors import EmptyCapture, ProfkitWarning
+from . import nvtx_ranges
+from .errors import EmptyCapture, ProfkitWarning, UsageError
 from .parse import detect, load
 from .parse.formats import run_name
 from .parse.nsys_export import stage
@@ -70,13 +71,16 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, 
         return store.fill_run(reserved, classified(capture), row)
 
 
-def import_file(store: Store, path: str | Path, name: str | None = None) -> RunRecord:
+def import_file(store: Store, path: str | Path, name: str | None = None, step_ranges: Sequence[str] = ()) -> RunRecord:
     """Import one export as a new run. The run's name is reserved first (so that concurrent
     imports never collide); if the import fails or is interrupted nothing of it stays. A file
     imported before makes a new run all the same, with a ProfkitWarning saying so. Ctrl-C or
     a stop signal ends it within moments, even inside a long SQLite statement
     (``processes.stoppable``), with nothing of it stored."""
-    with stoppable():
+    for step in step_ranges:
+        if not isinstance(step, str) or not step.strip():
+            raise UsageError(f"`step_range` names a range, not {step!r}")
+    with stoppable(), nvtx_ranges.step_ranges(step_ranges):  # ranges of these names are steps
         return _import_file(store, Path(path).expanduser(), name)
 
 

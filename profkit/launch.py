@@ -225,13 +225,19 @@ class _Job:
     def ranks(self) -> int:
         return self.req.options.nproc_per_node
 
+    @property
+    def process_module(self) -> str:
+        """What runs in the profiled process, chosen here alone: ``profkit.program`` for a user's
+        program as it is, ``profkit.harness`` for a workload file."""
+        return "profkit.program" if self.job.program is not None else "profkit.harness"
+
     def harness_argv(self) -> list[str]:
-        """The harness's command line; for several ranks, torchrun's (one machine, a free
-        port: concurrent jobs do not meet) starting it once per rank."""
+        """The profiled process's command line; for several ranks, torchrun's (one machine, a
+        free port: concurrent jobs do not meet) starting it once per rank."""
         if self.ranks > 1:
             return runner.python_argv("-m", "profkit.torchrun", "--standalone", f"--nproc-per-node={self.ranks}",
-                                      "-m", "profkit.harness", str(self.job_path))
-        return runner.python_argv("-m", "profkit.harness", str(self.job_path))
+                                      "-m", self.process_module, str(self.job_path))
+        return runner.python_argv("-m", self.process_module, str(self.job_path))
 
     def env(self) -> dict[str, str] | None:
         """What the profiled process's environment adds (runner's adds NVLink multicast off):
@@ -601,7 +607,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     timer_log = job.folder / "harness-times.log"
     on_line, seen = _ncu_progress(job)
     if per_function:
-        with runner.Background(runner.python_argv("-m", "profkit.harness", str(timer_job)), timer_log) as timer:
+        with runner.Background(runner.python_argv("-m", job.process_module, str(timer_job)), timer_log) as timer:
             result, _ = job.stream(argv, job.folder / "ncu.log", on_line)
             timer_result = timer.wait(timeout=job.req.options.timeout_s)
         wall = timer_result.wall_s  # both processes: the timer started first and ends last
@@ -699,7 +705,7 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
         write_new(count_path, count_job.to_json(), replace=True)
         nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
         argv = ncu.profile_argv(exe, report, nvtx_filter, metrics,
-                                runner.python_argv("-m", "profkit.harness", str(count_path)),
+                                runner.python_argv("-m", job.process_module, str(count_path)),
                                 extra=ncu.per_function_argv(missing))
         job.progress.stage(f"profiling {len(missing)} kernel functions never counted before under ncu "
                            f"({len(functions)} counted in earlier runs), metrics: {set_label}")

@@ -16,7 +16,9 @@ the trace importer treats as the process's too (:func:`is_iteration_range`).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterable, Iterator, NamedTuple
 
 DOMAIN = "profkit"
 
@@ -37,11 +39,28 @@ def ncu_include_filter(run_tag: str) -> str:
 
 
 _ITERATION = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.iter[0-9]+")
+# torch.profiler's own step ranges, one per prof.step() of a schedule's recorded steps.
+_PROFILER_STEP = re.compile(r"ProfilerStep#[0-9]+")
+# Ranges an import is told are steps (``profkit import --step-range NAME``): a user's own or a
+# framework's NVTX or record_function ranges, one per step.
+_STEP_NAMES: ContextVar[frozenset[str]] = ContextVar("step_names", default=frozenset())
 
 
 def is_iteration_range(name: str) -> bool:
-    """Whether a range name is one of profkit's measured iterations (``<tag>.iter<N>``)."""
-    return bool(_ITERATION.fullmatch(name))
+    """Whether a range is a step: one of profkit's measured iterations (``<tag>.iter<N>``),
+    torch.profiler's ``ProfilerStep#N``, or a range the import was told holds a step
+    (:func:`step_ranges`). A step's range is the process's: every thread's work in it is the step's."""
+    return bool(_ITERATION.fullmatch(name) or _PROFILER_STEP.fullmatch(name) or name in _STEP_NAMES.get())
+
+
+@contextmanager
+def step_ranges(names: Iterable[str]) -> Iterator[None]:
+    """While importing: ranges of these names are steps (:func:`is_iteration_range`)."""
+    token = _STEP_NAMES.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _STEP_NAMES.reset(token)
 
 
 # ------------------------------------------------------------------------------ operator ranges

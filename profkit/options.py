@@ -33,6 +33,8 @@ MAX_RANKS = 64
 MAX_TIMEOUT_S = 30 * 24 * 3600
 MAX_NAME = 120  # characters in a run name (it names a folder)
 GPU_ONLY = ("ncu", "nsys")
+# How a program's steps are found (``--step``; ``profkit.program``).
+STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker")
 
 # The commands that take run options. A sweep takes every option that applies to one job; it
 # names its runs itself, and each of its jobs is one process on one GPU (no `nproc_per_node`).
@@ -262,8 +264,6 @@ class RunOptions:
         require_int("warmup", self.warmup, 0)
         if not isinstance(self.step, str):
             raise UsageError(f"`step` is a way to find steps, not {self.step!r}")
-        from .program import check_step
-
         check_step(self.step)
         require_bool("run_to_end", self.run_to_end)
         check_timeout(self.timeout_s)
@@ -335,6 +335,16 @@ class RunOptions:
         return "-".join([workload, self.precision, *(NAME_PARTS[k] for k in self.switches()), self.mode,
                          "cpu" if self.device == "cpu" else tool,
                          *([f"{self.nproc_per_node}ranks"] if self.nproc_per_node > 1 else [])])
+
+
+def check_step(how: str) -> None:
+    """``--step``'s value: a source, or ``optimizer:CLASS`` / ``forward:CLASS``."""
+    source, _, cls = how.partition(":")
+    if source not in STEP_SOURCES or (cls and source not in ("optimizer", "forward")) or (":" in how and not cls):
+        raise UsageError(f"`step` {how!r} is not a way to find steps",
+                         "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward or marker.")
+    if cls and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cls):
+        raise UsageError(f"`step` {how!r}: {cls!r} is no class name")
 
 
 def require_bool(option: str, value: object) -> None:

@@ -43,13 +43,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from .errors import UsageError
+from .options import STEP_SOURCES as STEP_SOURCES  # here for program.STEP_SOURCES
+from .options import check_step as check_step
 
 if TYPE_CHECKING:
     from .harness import HarnessJob
     from .records import HarnessInfo
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
-STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker")
 NO_STEPS_EXIT = 4   # the profiled process's exit status where the script ran to its end without a step
 # Python's own options a program's command line may give, and how they reach the profiled process.
 _PYTHON_ENV = {"-u": ("PYTHONUNBUFFERED", "1"), "-B": ("PYTHONDONTWRITEBYTECODE", "1")}
@@ -79,22 +80,12 @@ class Program:
         return " ".join(self.argv)
 
 
-def check_step(how: str) -> None:
-    """``--step``'s value: a source, or ``optimizer:CLASS`` / ``forward:CLASS``."""
-    source, _, cls = how.partition(":")
-    if source not in STEP_SOURCES or (cls and source not in ("optimizer", "forward")) or (":" in how and not cls):
-        raise UsageError(f"`step` {how!r} is not a way to find steps",
-                         "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward or marker.")
-    if cls and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cls):
-        raise UsageError(f"`step` {how!r}: {cls!r} is no class name")
-
-
 def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Program:
     """The program a command line after ``--`` names, checked without running any of it."""
     argv = tuple(str(a) for a in argv)
     hint = "Give it as you would run it: profkit run -- python train.py [ARGS]"
     if not argv or not argv[0]:
-        raise UsageError("no program after `--`", hint)
+        raise UsageError("no program after --", hint)
     first, rest = argv[0], list(argv[1:])
     base = Path(first).name
     if PYTHON.fullmatch(base):
@@ -108,17 +99,17 @@ def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Progr
             elif flag in ("-W", "-m") or (flag.startswith(("-W", "-m")) and len(flag) > 2):
                 value = flag[2:] if len(flag) > 2 else (rest.pop(0) if rest else "")
                 if not value:
-                    raise UsageError(f"`{first} {flag}` needs a value", hint)
+                    raise UsageError(f"'{first} {flag}' needs a value", hint)
                 if flag.startswith("-m"):
                     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", value):
-                        raise UsageError(f"`-m {value}` names no Python module")
+                        raise UsageError(f"'-m {value}' names no Python module")
                     return Program(argv, module=value, args=tuple(rest), env=env, warnings=tuple(warnings))
                 warnings.append(value)
             else:
-                raise UsageError(f"`{first} {flag}`: profkit runs the program with its own Python ({sys.executable}) "
+                raise UsageError(f"'{first} {flag}': profkit runs the program with its own Python ({sys.executable}) "
                                  f"and passes on -u, -B, -W and -m only", hint)
         if not rest:
-            raise UsageError(f"`{first}` is given no script", hint)
+            raise UsageError(f"'{first}' is given no script", hint)
         if rest[0] == "-" or rest[0] == "-c":
             raise UsageError("profkit runs a script file or a module, not code from standard input or -c", hint)
         return _script(argv, rest[0], rest[1:], cwd, env, warnings)
@@ -133,7 +124,7 @@ def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Progr
     if shutil.which(first):
         extra = (" For torchrun, give profkit --nproc-per-node N and the script itself."
                  if base in ("torchrun", "torch.distributed.run") else "")
-        raise UsageError(f"`{first}` is not Python: profkit runs a Python script or module in its own process, "
+        raise UsageError(f"'{first}' is not Python: profkit runs a Python script or module in its own process, "
                          f"with its steps found there.{extra}", hint)
     raise UsageError(f"no program or script named {first}", hint)
 
@@ -760,14 +751,27 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
                                f"no backward() ran twice and no profkit.step() was reached", NO_STEPS_EXIT)
     need = job.warmup + job.iters
     how = clock.said()
-    if clock.by is None:
-        text = (f"the script {what} and no step was found by `step` {job.step} (it never fired)" if clock.asked != "auto"
-                else f"the script {what} before its first step")
+    if clock.count == 0 and clock.asked != "auto":
+        text = f"the script {what} and no step was found by `step` {job.step} (it never fired)"
+    elif clock.by is None:
+        text = f"the script {what} before its first step"
     else:
         text = (f"the script {what} after {reached} step{'s' if reached != 1 else ''} ({how}), before the window's "
                 f"end: `warmup` {job.warmup} + `iters` {job.iters} needs {need}")
     _fail(job, text)
     return code if code not in (0, None) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m profkit.program JOB.json``: the profiled process of a program's run (what
+    ``launch`` starts where the job names a program; ``profkit.harness`` runs workload files)."""
+    from .harness import start
+
+    started = start(argv, "program")
+    if started is None:
+        return 2
+    job, ranks = started
+    return run(job, ranks)
 
 
 def _cpu(job: HarnessJob) -> Any:
@@ -825,3 +829,10 @@ def _stop_now() -> NoReturn:
             except Exception:
                 pass
     os._exit(0)
+
+
+if __name__ == "__main__":
+    # The module's one copy, profkit.program, runs it: profkit.step() in the script finds its clock there.
+    from profkit.program import main as _main
+
+    sys.exit(_main())

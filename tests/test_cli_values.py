@@ -49,6 +49,8 @@ NEW_OPTIONS |= {f"{c} wide" for c in ("runs", "kernels", "summary", "ranges", "d
 NEW_OPTIONS |= {f"{c} fresh_counters" for c in ("run", "compare", "sweep")}
 # Issue 34: a tls:// scheduler's files for `sweep --address` (tests/test_sweep_security.py checks them).
 NEW_OPTIONS |= {f"sweep {p}" for p in ("tls_ca_file", "tls_cert", "tls_key")}
+# Issue 35: a program's steps and its end (tests/test_program_scripts.py), and import's step ranges.
+NEW_OPTIONS |= {"run step", "run run_to_end", "import step_range"}
 # A choice added since the recording (issue 23): --match module, listed in the messages too.
 NEW_CHOICES = {"match": ("'exact', 'family', 'op'.", "'exact', 'family', 'op', 'module'.", "module")}
 # Defaults changed since the recording, on purpose (issue 24: one default --match, family, for

@@ -234,7 +234,8 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
     run, sweep = params("run"), params("sweep")
     own = {"report"}  # run's own, not a run option: the sweep writes no report per job
     not_in_sweep = {k for k in run if k not in sweep} - own - {"help", "_click_default_help"}
-    assert not_in_sweep == {"tool", "precision", "mode", "name", "nproc_per_node"}
+    # A program's own options (issue 35): a sweep runs workloads.
+    assert not_in_sweep == {"tool", "precision", "mode", "name", "nproc_per_node", "step", "run_to_end"}
     assert set(cluster.SET_BY_SWEEP) == not_in_sweep
     assert all(sweep[k] == v for k, v in run.items() if k in sweep and k != "db")
     assert [f.name for f in for_command("sweep")] == [f for f in ("compile_mode", "batch_size", "iters", "warmup",

@@ -48,8 +48,10 @@ def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> list
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
     out = []
     for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
+        # A step's range is the process's, a push/pop one too (``--step-range``: a user's own).
+        process_wide = bool(process_wide) or is_iteration_range(text or "")
         r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid),
-                      process_wide=bool(process_wide))
+                      process_wide=process_wide)
         # The walk's key: the thread's globalTid, or for a start/end range its process's (the
         # globalTid with the thread part zero, which no thread has): the SQL import's too.
         r.global_tid = _process_tid(gtid) if process_wide else gtid
@@ -128,7 +130,10 @@ def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, in
             k = back[gtid][k]
         if k >= 0:
             lab = rs[k].op  # one of profkit's operator ranges: its module and operator
-            op = " ".join(x for x in (lab.module, lab.op) if x) if lab is not None and rs[k].own_op else rs[k].name
+            # profkit's operator range: its module and operator; one nsys --pytorch or emit_nvtx
+            # wrote: its operator and input shapes, not the raw range text.
+            op = (" ".join(x for x in (lab.module, lab.op) if x) if rs[k].own_op else
+                  " ".join(x for x in (lab.op, lab.shapes) if x)) if lab is not None else rs[k].name
         step = steps.get(_pid(gtid), none).at(start)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
                     "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,

@@ -1,0 +1,101 @@
+"""Bad input to ``profkit run -- PROGRAM`` (issue 35): each one line and a non-zero exit, no run
+stored where nothing ran, and nothing of the program left running."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from .conftest import cli, one_line_error, processes_mentioning
+from .test_program_scripts import OWN, profkit
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv, message, code", [
+    (["--", "nosuch.py"], "no such script: nosuch.py", 2),
+    (["--", "python", "nosuch.py"], "no such script: nosuch.py", 2),
+    (["--", "python"], "'python' is given no script", 2),
+    (["--"], "no program after --", 2),
+    (["--", "python", "-c", "print(1)"], "profkit runs the program with its own Python", 2),
+    (["--", "python", "-"], "not code from standard input", 2),
+    (["--", "ls", "-l"], "'ls' is not Python", 2),
+    (["--", "definitely-no-such-program-here"], "no program or script named definitely-no-such-program-here", 2),
+    (["--iters", "0", "--", "train.py"], "iters", 2),
+    (["--warmup", "-1", "--", "train.py"], "warmup", 2),
+    (["--step", "bogus", "--", "train.py"], "is not a way to find steps", 2),
+    (["--step", "forward:1x", "--", "train.py"], "is no class name", 2),
+    (["--precision", "fp16", "--", "train.py"], "--precision is asked of a workload file's build(spec)", 2),
+    (["--batch-size", "4", "--", "train.py"], "--batch-size is asked of a workload file's build(spec)", 2),
+    (["--step", "backward", "resnet18"], "--step concerns a program run as it is", 2),
+    (["--run-to-end", "resnet18"], "--run-to-end concerns a program run as it is", 2),
+    (["resnet18", "--", "train.py"], "give a workload or a program after --, not both", 2),
+    ([], "nothing to run", 2),
+])
+def test_bad_program_command_lines(here, argv, message, code):
+    r = cli("run", *argv, env={"PROFKIT_DB": str(here / "profkit.db")})  # nothing after the program's words
+    one_line_error(r, message, code)
+    assert not (here / "profkit.db").exists()  # nothing ran: nothing stored
+
+
+def test_a_directory_is_no_script(here):
+    (here / "pkg").mkdir()
+    one_line_error(cli("run", "--", "python", "pkg", env={"PROFKIT_DB": str(here / "profkit.db")}), "pkg is not a file", 2)
+
+
+def ended_with_one_error(r, message: str, code: int) -> None:
+    """The run's end: exit ``code`` and one error line of profkit's (the program's own output
+    above it), no traceback of profkit's."""
+    assert r.returncode == code, (r.returncode, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("profkit: error:")]
+    assert len(errors) == 1 and message in errors[0], r.stderr
+    assert r.stderr.strip().splitlines()[-1] == errors[0]
+    assert "profkit/" not in r.stderr  # no frame of profkit's
+
+
+@pytest.mark.torch
+def test_a_step_that_never_fires(tmp_path):
+    shutil.copy(OWN / "marked.py", tmp_path)
+    r = profkit(tmp_path, "run", "--step", "forward:Generator", "--no-report", "--", "python", "marked.py")
+    ended_with_one_error(r, "the script ended (exit status 0) and no step was found by --step forward:Generator "
+                            "(it never fired)", 1)
+
+
+@pytest.mark.torch
+def test_a_window_larger_than_the_script(tmp_path):
+    shutil.copy(OWN / "marked.py", tmp_path)
+    r = profkit(tmp_path, "run", "--warmup", "45", "--iters", "10", "--no-report", "--", "marked.py")
+    ended_with_one_error(r, "the script ended (exit status 0) after 50 steps (each profkit.step() in the script), "
+                            "before the window's end: --warmup 45 + --iters 10 needs 55", 1)
+    import profkit as pk
+
+    assert [x.status for x in pk.open_db(tmp_path / "profkit.db").list_runs()] == ["failed"]
+
+
+@pytest.mark.torch
+def test_a_script_with_dataloader_workers_that_ends_too_soon_leaves_nothing_running(tmp_path):
+    """DataLoader num_workers 2, four steps where the window needs five: one line, and the
+    script's worker processes are gone with it."""
+    shutil.copy(OWN / "amp_train.py", tmp_path)
+    r = profkit(tmp_path, "run", "--warmup", "3", "--iters", "2", "--no-report", "--", "python", "amp_train.py",
+                "--steps", "4", "--workers", "2")
+    ended_with_one_error(r, "after 4 steps", 1)
+    time.sleep(1)
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+@pytest.mark.torch
+def test_a_script_with_dataloader_workers_stopped_after_its_window_leaves_nothing_running(tmp_path):
+    shutil.copy(OWN / "amp_train.py", tmp_path)
+    r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "1", "--no-report", "--", "python", "amp_train.py",
+                "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    time.sleep(1)
+    assert processes_mentioning(str(tmp_path)) == []

@@ -1,0 +1,58 @@
+"""Captures of unmodified scripts, imported (issue 35): torch.profiler's ``ProfilerStep#N`` ranges
+are steps; ``--step-range NAME`` makes a user's or a framework's ranges steps; nsys's own PyTorch
+annotation (``--pytorch=autograd-shapes-nvtx``) is read as operators and shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import DATA, cli, one_line_error
+
+STEPS = DATA / "torch" / "profiler_steps.json.gz"  # tests/data/capture/profiler_steps.py made it
+SHAPES = DATA / "nsys" / "autograd_shapes.sqlite.gz"  # benchmarks/program_gpu.sh's nsys_pytorch stage made it
+
+
+def test_profiler_steps_are_steps(tmp_path):
+    import profkit
+
+    db = profkit.open_db(tmp_path / "p.db")
+    run = db.import_file(STEPS)
+    ranges = run.ranges()
+    steps = ranges[ranges.name.str.startswith("ProfilerStep#")]
+    assert steps.name.tolist() == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    # A step is the process's: every operator of the recorded steps is in one, autograd's thread's too.
+    k = run.kernels()
+    assert k.nvtx_path.str.startswith("ProfilerStep#").all()
+    assert int(steps.kernels.sum()) == len(k) and (steps.other_thread_kernels == 0).all()
+
+
+def test_step_range_names_a_users_ranges(tmp_path):
+    r = cli("import", STEPS, "--step-range", "Optimizer.step#SGD.step", db=tmp_path / "p.db")
+    assert r.exit_code == 0, r.output
+    import profkit
+
+    run = profkit.open_db(tmp_path / "p.db").list_runs()[-1]
+    ranges = run.ranges()
+    opt = ranges[ranges.name == "Optimizer.step#SGD.step"]
+    assert len(opt) == 3 and (opt.other_thread_kernels == 0).all()
+
+
+def test_step_range_must_name_something(tmp_path):
+    one_line_error(cli("import", STEPS, "--step-range", " ", db=tmp_path / "p.db"), "names a range", 2)
+    assert not (tmp_path / "p.db").exists()
+
+
+def test_nsys_pytorch_annotation_reads_as_operators_and_shapes(tmp_path):
+    if not SHAPES.exists():
+        pytest.skip("the nsys capture is made on the GPU machine")
+    import profkit
+
+    run = profkit.open_db(tmp_path / "p.db").import_file(SHAPES)
+    k = run.kernels()
+    k = k[k.kind == "kernel"]
+    assert k.op.notna().mean() > 0.9
+    assert k.op.str.contains(", op_id = |sizes = ", regex=True).sum() == 0
+    assert k.shapes.notna().any()
+    for f in run.findings():
+        for w in getattr(f, "where", []) or []:
+            assert "op_id =" not in str(w) and "sizes = [" not in str(w)
