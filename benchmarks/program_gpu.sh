@@ -71,6 +71,51 @@ print(run.name, run.tool, len(k), "kernels; attributed", f"{att:.2%}", "; findin
 PY
   done
   ;;
+kit)
+  # Real third-party scripts (Hugging Face Trainer and Accelerate, a LightningCLI script, timm's
+  # train.py), unmodified, from the kit a helper assembled (.gpu-kit: carried, not committed).
+  printf '#!/bin/sh\nexec python3 -m profkit "$@"\n' > "$W/pk"; chmod +x "$W/pk"
+  export PROFKIT="$W/pk" KIT_RUN_TAG=auto
+  PROFKIT_OPTS="--warmup 3 --iters 2 --no-report" bash "$ROOT/.gpu-kit/run_profkit.sh" "$W/kit" > "$OUT/kit-auto.txt" 2>&1
+  grep -A6 "=== summary" "$OUT/kit-auto.txt"; grep "profkit: error\|Error" "$OUT/kit-auto.txt" | head
+  export KIT_RUN_TAG=nsys; PROFKIT_OPTS="--tool nsys --warmup 3 --iters 2 --no-report" bash "$ROOT/.gpu-kit/run_profkit.sh" "$W/kit" hf_trainer lightning > "$OUT/kit-nsys.txt" 2>&1
+  grep -A4 "=== summary" "$OUT/kit-nsys.txt"
+  export KIT_RUN_TAG=torch; PROFKIT_OPTS="--tool torch --warmup 3 --iters 2 --no-report" bash "$ROOT/.gpu-kit/run_profkit.sh" "$W/kit" accelerate timm > "$OUT/kit-torch.txt" 2>&1
+  grep -A4 "=== summary" "$OUT/kit-torch.txt"
+  cp "$W/kit/out/profkit.db" "$OUT/kit.db" 2>/dev/null
+  python3 - "$OUT/kit.db" <<'PY'
+import sys, profkit
+db = profkit.open_db(sys.argv[1])
+for run in db.list_runs():
+    if run.status != "ok":
+        print(run.name, run.status, (run.info.error or "")[:200]); continue
+    k = run.kernels(); k = k[k.kind == "kernel"]
+    att = float(k[k.module.notna()].duration_ns.sum() / k.duration_ns.sum()) if len(k) else 0.0
+    p = run.info.program or {}; plan = run.info.ncu_plan or {}
+    print(f"{run.name}: {run.tool}, {len(k)} kernels, attributed {att:.2%}, {p.get('steps', {}).get('said')}, "
+          f"{p.get('ended')}, counted by {plan.get('counted_by')}, profiled {run.profiled_wall_s} s; "
+          f"findings {[f.title for f in run.findings()][:4]}")
+    w = [str(x) for f in run.findings() for x in (getattr(f, 'where', None) or [])][:2]
+    print("   where:", w)
+PY
+  ;;
+nsys_pytorch)
+  # A user's own nsys capture of the unmodified AMP script, with nsys's PyTorch annotation.
+  NSYS=$(python3 -c "from profkit.tools import nsys; print(nsys.find())")
+  "$NSYS" profile --pytorch=autograd-shapes-nvtx -t cuda,nvtx -s none --cpuctxsw none --force-overwrite true \
+    -o "$W/autograd_shapes" python3 amp_train.py --steps 20 > "$OUT/nsys-pytorch.log" 2>&1; echo "nsys rc $?"
+  "$NSYS" export --type sqlite --force-overwrite true -o "$W/autograd_shapes.sqlite" "$W/autograd_shapes.nsys-rep" > /dev/null 2>&1
+  ls -la "$W"/autograd_shapes*; gzip -9c "$W/autograd_shapes.sqlite" > "$OUT/autograd_shapes.sqlite.gz"; ls -la "$OUT/autograd_shapes.sqlite.gz"
+  python3 -m profkit --db "$W/imp.db" import "$OUT/autograd_shapes.sqlite.gz" 2>&1 | tail -3
+  python3 - "$W/imp.db" <<'PY'
+import sys, profkit
+run = profkit.open_db(sys.argv[1]).list_runs()[-1]
+k = run.kernels(); k = k[k.kind == "kernel"]
+print("ops", k.op.notna().mean(), k.op.value_counts().head(5).to_dict(), k.shapes.dropna().head(3).tolist())
+for f in run.findings():
+    print(f.title, [str(x)[:160] for x in (getattr(f, "where", None) or [])][:3])
+PY
+  ;;
 wall)
   python3 "$ROOT/benchmarks/program_wall.py" --warmup 3 --iters 2 --cwd "$W/mnist" -- \
     amp_train=python ../amp_train.py --steps 10000 ";;" mnist=python main.py --epochs 100 ";;" dcgan=python ../dcgan/main.py --dataset fake --accel --workers 2 --niter 100 --outf "$W/dcgan-out2" 2>&1 | tail -12
