@@ -2,8 +2,9 @@
 side in one command, on one machine:
 
 - **bare**: the program in plain Python until the end of the window (warm-up + iterations
-  optimizer steps of its first optimizer; its forward calls where it makes none), then ended:
-  a stub starts it with runpy and one process-wide hook, nothing of profkit's loaded;
+  optimizer steps of its first optimizer; its forward calls where it makes none), then ended
+  with its worker processes: a stub starts it with runpy and one process-wide hook, nothing of
+  profkit's loaded; run once before (not timed) so that both find the files cached;
 - **profkit**: ``profkit run [--tool T] --warmup W --iters I --no-report -- PROGRAM``, the whole
   command (profiling, import, storage), and what the run says of it (tool, how soon the
   program was stopped after its window).
@@ -34,6 +35,9 @@ def done():
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     sys.stdout.flush(); sys.stderr.flush()
+    mp = sys.modules.get("multiprocessing")
+    for child in (mp.active_children() if mp else []):
+        child.kill()  # as profkit ends a program's DataLoader workers: no wait on them
     os._exit(0)
 def post(opt, args, kwargs):
     if state["first"] is None:
@@ -113,6 +117,7 @@ def main() -> None:
         for spec in programs:
             name, _, words = spec.partition("=")
             pargv = shlex.split(words)
+            bare(pargv, args.warmup + args.iters, args.cwd)  # once first: files and kernels cached for both
             base = bare(pargv, args.warmup + args.iters, args.cwd)
             for tool in tools:
                 db = Path(tmp) / f"{name}-{tool or 'auto'}.db"
