@@ -8,7 +8,7 @@ STAGES=${*:-"basics wall"}
 ROOT=$(pwd)
 W=$(mktemp -d)
 EX=$ROOT/tests/data/programs/pytorch-examples
-cp -r "$EX/mnist" "$EX/dcgan" "$EX/word_language_model" "$W/"
+cp -r "$EX/mnist" "$EX/dcgan" "$EX/word_language_model" "$EX/ddp-tutorial-series" "$W/"
 cp "$ROOT/tests/data/programs/own/amp_train.py" "$W/"
 python3 - "$W" <<'PY'
 import struct, sys, numpy as np
@@ -114,6 +114,24 @@ k = run.kernels(); k = k[k.kind == "kernel"]
 print("ops", k.op.notna().mean(), k.op.value_counts().head(5).to_dict(), k.shapes.dropna().head(3).tolist())
 for f in run.findings():
     print(f.title, [str(x)[:160] for x in (getattr(f, "where", None) or [])][:3])
+PY
+  ;;
+ddp)
+  # pytorch/examples' DDP tutorial script for torchrun, unmodified, on two GPUs.
+  for t in auto torch; do
+    (cd ddp-tutorial-series && python3 -m profkit run --tool $t --nproc-per-node 2 --warmup 3 --iters 2 --no-report -- python multigpu_torchrun.py 50 10 > "$OUT/ddp-$t.out" 2>&1; echo "ddp $t rc $?"; grep "^profkit\|^profiled\|rank" "$OUT/ddp-$t.out" | tail -8)
+  done
+  python3 - "$PROFKIT_DB" <<'PY'
+import sys, profkit
+for run in profkit.open_db(sys.argv[1]).list_runs():
+    if not run.name.startswith("multigpu"):
+        continue
+    k = run.kernels(); k = k[k.kind == "kernel"]
+    r = run.ranges()
+    print(run.name, run.status, run.tool, "world", run.info.world_size, "ranks", sorted(k["rank"].dropna().unique().tolist()),
+          "kernels", len(k), "step ranges", int(r.name.str.contains(r"\.iter", regex=True).sum()),
+          "nccl kernels", int(k.name.str.contains("nccl", case=False).sum()), (run.info.program or {}).get("ended"))
+    print("   findings", [f.title for f in run.findings()])
 PY
   ;;
 wall)
