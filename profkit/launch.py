@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, cast
 from . import gpu, nvtx_ranges, workloads
 from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, WorkloadTraceback
 from .files import disk_full, write_new
-from .harness import HarnessJob, harness_info, rank_file, traceback_file
+from .process.job import HarnessJob, harness_info, rank_file, traceback_file
 from .ingest import now, store_capture
 from .parse.compiled import with_compiled_kernels
 from .parse.schema import Capture, KernelRow
@@ -376,7 +376,7 @@ def _program_said(job: _Job, info: HarnessInfo, notes: list[str], progress: Prog
 
 
 def _read_traceback(error_file: Path) -> str | None:
-    """The traceback the harness wrote beside ``error_file`` (:func:`profkit.harness.traceback_file`), if any."""
+    """The traceback the harness wrote beside ``error_file`` (:func:`profkit.process.job.traceback_file`), if any."""
     try:
         return traceback_file(error_file).read_text(encoding="utf-8", errors="replace") or None
     except OSError:
@@ -600,7 +600,6 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
     nvtx_filter = nvtx_ranges.ncu_include_filter(job.tag)
     argv = ncu.profile_argv(exe, report, nvtx_filter, metrics, job.harness_argv(),
                             extra=ncu.per_function_argv() if per_function else None)
-    spec = job.req.spec
     what = (f"{set_label} on the first launch of each kernel function, every launch timed by a second process"
             if per_function else set_label)
     job.progress.stage(f"profiling {job.what()} under ncu, metrics: {what}")
@@ -676,7 +675,6 @@ def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str,
     times.unlink(missing_ok=True)
     job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare", kernel_times_path=str(times))
     job.write()
-    spec = job.req.spec
     job.progress.stage(f"timing every launch of {job.what()} with CUPTI; "
                        "kernel functions counted by ncu in earlier runs are not profiled again")
     timer_log = job.folder / "harness-times.log"
@@ -756,7 +754,6 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     job.job = replace(job.job, gpu_lock=None, gpu_lock_at="prepare", kernel_times_path=str(times), counting=False,
                       count_metrics=list(metrics), counts_path=str(counts))
     job.write()
-    spec = job.req.spec
     job.progress.stage(f"profiling {job.what()}: every launch timed, then counted "
                        f"({set_label}) by CUPTI's Range Profiler in the same process")
     timer_log = job.folder / ("harness-counted.log" if job.req.program is not None else "harness-times.log")
@@ -939,7 +936,6 @@ def _profile_nsys(job: _Job) -> tuple[Capture[KernelRow], RunFields]:
     job.job = replace(job.job, profiler="nsys")
     job.write()
     argv = nsys.profile_argv(exe, base, job.harness_argv(), job.req.options.cpu_sampling, job.req.options.context_switches)
-    spec = job.req.spec
     ranks = f", {job.ranks} ranks under torchrun" if job.ranks > 1 else ""
     job.progress.stage(f"profiling {job.what(ranks)} under nsys")
     log = job.folder / "nsys.log"

@@ -2,7 +2,7 @@
 
 The parent (``profkit.launch``) resolves the command line here (:func:`resolve`: a script, a
 ``.py`` file run with this Python, or ``python -m MODULE``) without running any of it. The
-profiled process (``python -m profkit.harness JOB.json`` with ``program`` in the job) runs it
+profiled process (``python -m profkit.program JOB.json``) runs it
 (:func:`run`): the script in the user's folder with its own ``sys.argv``, as ``__main__``, its
 own folder first on ``sys.path``, as plain ``python`` would.
 
@@ -43,11 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from .errors import UsageError
-from .options import STEP_SOURCES as STEP_SOURCES  # here for program.STEP_SOURCES
-from .options import check_step as check_step
+
+from .process.common import error_line, fail, gpu_lock, machine, release_gpu_lock
+from .process.job import HarnessJob, StepLaunches, start
+from .process.record import Recorder, recorder
 
 if TYPE_CHECKING:
-    from .harness import HarnessJob
     from .records import HarnessInfo
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
@@ -357,7 +358,9 @@ class StepClock:
 # ------------------------------------------------------------------------------ the window
 class Window:
     """The profiled steps: started when the warm-up's last step ends (at the start where there is
-    no warm-up), each step in its range, and finished (files written) when the last one ends."""
+    no warm-up), each step in its range, and finished (files written) when the last one ends. How
+    they are profiled is the job's way (``process.record.recorder``), as for a workload's
+    measured iterations."""
 
     def __init__(self, job: HarnessJob, torch: Any, info: HarnessInfo, clock_said: Callable[[], str]):
         self.job, self.torch, self.info = job, torch, info
@@ -367,13 +370,9 @@ class Window:
         self.step_index = -1
         self.iter_ns: list[int] = []
         self._t0 = 0
-        self._range: Any = None
-        self._prof: Any = None
-        self._timer: Any = None
-        self._log: Any = None
-        self._annotator: Any = None
+        self.rec: Recorder | None = None
         self.clock: StepClock | None = None
-        self.launched: Any = None  # ncu's per-function plan: the last step's launches, to count
+        self.launched: StepLaunches | None = None  # ncu's per-function plan: the last step's launches, to count
 
     def on_step(self, n: int) -> None:
         """The ``n``-th step (1-based) has ended."""
@@ -390,44 +389,17 @@ class Window:
         self._open_step()
 
     def start(self) -> None:
-        from . import annotate
-        from .harness import _annotator, _gpu_lock, _kernel_timer
-
         if self.clock is not None:
             self.clock.frozen = True
-        _gpu_lock(self.job, "warmup")
+        gpu_lock(self.job, "warmup")
         self.started = True
         self._sync()
-        torch, job = self.torch, self.job
-        ranges = job.attribution
-        compiled = _compiled(torch)
-        if compiled and job.kernel_times_path:
-            self.info["generated_kernels"] = annotate.generated_kernel_digests()
-        if ranges and compiled:
-            self.info["compiled_kernels"] = annotate.compiled_kernels()
-        if job.profiler == "torch":
-            from torch.profiler import ProfilerActivity, profile
-
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-            self._prof = profile(activities=activities, record_shapes=True)
-            self._prof.start()
-            backend = annotate.record_function_backend
-        else:
-            if job.profiler == "nsys" and self.cuda:
-                torch.cuda.profiler.start()
-            self._timer = _kernel_timer(job, self.info)
-            self._log = annotate.IntervalLog(self._timer.now, *annotate.nvtx_backend()) \
-                if self._timer is not None and ranges else None
-            log = self._log
-            backend = (lambda: (log.push, log.pop)) if log is not None else annotate.nvtx_backend
-        if ranges and not (compiled and job.profiler == "torch"):
-            self._annotator = _annotator(self.info, backend, compiled, optimizer_hooks=False)
-            if self._annotator is not None and self.clock is not None and not compiled:
-                self.clock.annotator = self._annotator
-        elif not ranges:
-            self.info["attribution"] = "off"
-        else:
-            self.info["attribution"] = "compiled"
+        # The window opens inside an optimizer's step hooks: the step clock tells the operator
+        # ranges of optimizer steps (a hook registered there would change what torch iterates).
+        self.rec = recorder(self.job, self.info, self.cuda, _compiled(), optimizer_hooks=False)
+        self.rec.start()
+        if self.clock is not None and self.rec.annotator is not None and not self.rec.compiled:
+            self.clock.annotator = self.rec.annotator
         self._open_step()
 
     def _sync(self) -> None:
@@ -435,83 +407,32 @@ class Window:
             self.torch.cuda.synchronize()
 
     def _open_step(self) -> None:
-        from . import nvtx_ranges
-
+        assert self.rec is not None
         self.step_index += 1
-        name = nvtx_ranges.iteration_range(self.job.tag, self.step_index)
-        if self._timer is not None:
-            self._timer.mark(f"iter{self.step_index}.start")
+        self.rec.open_step(self.step_index)
         self._t0 = time.perf_counter_ns()
-        if self.job.profiler == "torch":
-            from torch.autograd.profiler import record_function
-
-            self._range = record_function(name)
-            self._range.__enter__()
-        else:
-            import nvtx
-
-            self._range = nvtx.start_range(name, domain=nvtx_ranges.DOMAIN)
 
     def _close_step(self) -> None:
+        assert self.rec is not None
         self._sync()
-        if self.job.profiler == "torch":
-            self._range.__exit__(None, None, None)
-        else:
-            import nvtx
-
-            nvtx.end_range(self._range)
         self.iter_ns.append(time.perf_counter_ns() - self._t0)
-        if self._timer is not None:
-            self._timer.mark(f"iter{self.step_index}.end")
+        self.rec.close_step(self.step_index)
 
     def finish(self, partial: bool = False) -> None:
         """The window's end: the profiler stopped, its files and the info written."""
-        from .harness import _code_environment, _release_gpu_lock
-
-        if self.done or not self.started:
+        if self.done or not self.started or self.rec is None:
             return
         self.done = True
         if partial:  # the script ended inside the window (a whole-program window ends so)
             self._close_step()
         if self.clock is not None:
             self.clock.annotator = None
-        if self._annotator is not None:
-            self._annotator.__exit__(None, None, None)
-        job = self.job
-        if self._prof is not None:
-            self._prof.stop()
-            self._prof.export_chrome_trace(job.trace_path)
-        if job.profiler == "nsys" and self.cuda:
-            self.torch.cuda.profiler.stop()
-        if self._timer is not None:
-            self._timer.stop()
-            self.info["timed_launches"] = len(self._timer.kernels)
-            if job.count_metrics:
-                self.launched = _launched(self._timer, self.step_index)
-        if not job.run_to_end:
-            pass  # the GPU lock is held to the end: this process stops now
-        else:
-            _release_gpu_lock()
-        if self._timer is not None and job.kernel_times_path:
-            _code_environment(job, self.info)
-            self._timer.write(Path(job.kernel_times_path), self._log.to_json() if self._log else None)
+        self.launched = self.rec.stop()
+        if self.job.run_to_end:  # else the GPU's turn is held to the end: this process stops now
+            release_gpu_lock()
+        self.rec.write()
         self.info["iteration_wall_ns"] = self.iter_ns
         self.info["iteration_ranges"] = "process"
-
-
-def _launched(timer: Any, last: int) -> Any:
-    """What the timer saw launched (``harness.StepLaunches``): the last window step's kernels in
-    launch order, which name the counted steps' ranges, and every kernel function of the window."""
-    import math
-
-    from .harness import StepLaunches
-
-    marks = dict(timer.marks)
-    lo, hi = marks.get(f"iter{last}.start", 0), marks.get(f"iter{last}.end", 0)
-    ordered = sorted(timer.kernels, key=lambda k: int(k["correlation"]))
-    first = marks.get("iter0.start", 0)
-    return StepLaunches([(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi],
-                        {str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi})
 
 
 class Counting:
@@ -601,7 +522,7 @@ class Counting:
             return not self._retry(exc)
         except Exception as exc:
             self._close()
-            return not self._fail(f"counting failed: {_error_line(exc)}")
+            return not self._fail(f"counting failed: {error_line(exc)}")
         self._close()
         counts["wall_s"] = round(time.perf_counter() - self.began, 3)
         if self.fallback:
@@ -627,7 +548,7 @@ class Counting:
         return False
 
 
-def _compiled(torch: Any) -> bool:
+def _compiled() -> bool:
     """Whether the program compiled anything with torch.compile before its window."""
     dynamo = sys.modules.get("torch._dynamo.utils")
     if dynamo is None:
@@ -646,7 +567,6 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     import runpy
 
     from .files import write_new
-    from .harness import _fail, _gpu_lock, _machine
 
     assert job.program is not None
     began = time.perf_counter()
@@ -656,8 +576,8 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     import torch
 
     stages["torch_imported"] = round(time.perf_counter() - began, 3)
-    info = _machine(torch, job.spec) if job.spec.device != "cuda" or torch.cuda.is_available() else \
-        _machine(torch, _cpu(job))
+    info = machine(torch, job.spec) if job.spec.device != "cuda" or torch.cuda.is_available() else \
+        machine(torch, _cpu(job))
     info["pid"] = os.getpid()
     if ranks is not None:
         info["rank"], info["local_rank"], info["world_size"] = ranks["rank"], ranks["local_rank"], ranks["world_size"]
@@ -699,7 +619,7 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
                 end_window()
 
     clock.on_step = (lambda n: None) if job.whole_program else on_window_end
-    _gpu_lock(job, "prepare")
+    gpu_lock(job, "prepare")
     clock.install()
     if job.warmup == 0 or job.whole_program:
         window.start()
@@ -743,12 +663,12 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
             pass
     write_info()
     if error is not None:
-        what = "was interrupted" if isinstance(error, KeyboardInterrupt) else f"raised {_error_line(error)}"
+        what = "was interrupted" if isinstance(error, KeyboardInterrupt) else f"raised {error_line(error)}"
     else:
         what = f"ended (exit status {code})"
     if clock.by is None and clock.asked == "auto" and error is None and code == 0:
-        return _fail_with(job, f"the script ended without a step: no optimizer stepped, no model was called twice, "
-                               f"no backward() ran twice and no profkit.step() was reached", NO_STEPS_EXIT)
+        return _fail_with(job, "the script ended without a step: no optimizer stepped, no model was called twice, "
+                               "no backward() ran twice and no profkit.step() was reached", NO_STEPS_EXIT)
     need = job.warmup + job.iters
     how = clock.said()
     if clock.count == 0 and clock.asked != "auto":
@@ -758,15 +678,13 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     else:
         text = (f"the script {what} after {reached} step{'s' if reached != 1 else ''} ({how}), before the window's "
                 f"end: `warmup` {job.warmup} + `iters` {job.iters} needs {need}")
-    _fail(job, text)
+    fail(job, text)
     return code if code not in (0, None) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m profkit.program JOB.json``: the profiled process of a program's run (what
     ``launch`` starts where the job names a program; ``profkit.harness`` runs workload files)."""
-    from .harness import start
-
     started = start(argv, "program")
     if started is None:
         return 2
@@ -781,16 +699,8 @@ def _cpu(job: HarnessJob) -> Any:
 
 
 def _fail_with(job: HarnessJob, text: str, code: int) -> int:
-    from .harness import _fail
-
-    _fail(job, text)
+    fail(job, text)
     return code
-
-
-def _error_line(exc: BaseException) -> str:
-    from .harness import _error_line as line
-
-    return line(exc)
 
 
 def _print_traceback(exc: BaseException) -> None:

@@ -47,7 +47,7 @@ def _captures() -> list[tuple[str, Path, Path, Path, str, dict[int, int], bool]]
 
 CAPTURES = _captures()
 KEY = ("NVIDIA H100 80GB HBM3 (sm 9.0)", "environment-digest", "full:digest", "signature-digest")
-# What a run's timing process reports of the code it ran (harness._code_environment).
+# What a run's timing process reports of the code it ran (process.common.code_environment).
 PROCESS = {"native_libraries": "212 files, 0123456789abcdef", "workload_sources": "1 files, fedcba9876543210"}
 
 

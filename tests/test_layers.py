@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("shared", ["version", "errors", "records", "rows", "formatting", "processes", "names", "choices", "options", "files",
                 "parse.schema", "nvtx_ranges"]),
     ("launch side", ["tools", "gpu", "code_versions", "torchrun", "workloads", "harness", "kernel_timer", "kernel_counter",
-                     "steps", "annotate", "program"]),
+                     "steps", "annotate", "process", "program"]),
     ("verdicts", ["classify"]),
     ("readers", ["parse"]),
     ("store", ["store"]),

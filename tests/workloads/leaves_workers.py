@@ -1,6 +1,6 @@
 """A small model whose build leaves a worker process running (as a DataLoader's workers do)
 when the env says so, and whose atexit handler marks that Python's own exit ran: the harness
-ends at once only where nothing of the workload's is left (profkit.harness._alone)."""
+ends at once only where nothing of the workload's is left (profkit.process.common.alone)."""
 
 import atexit
 import multiprocessing
