@@ -53,6 +53,13 @@ def is_iteration_range(name: str) -> bool:
     return bool(_ITERATION.fullmatch(name) or _PROFILER_STEP.fullmatch(name) or name in _STEP_NAMES.get())
 
 
+def is_named_step(name: str) -> bool:
+    """A step range that is not profkit's own: torch.profiler's ``ProfilerStep#N`` or one an import
+    names (:func:`step_ranges`). A push/pop one is taken for the process's; profkit's own
+    push/pop iteration ranges of older runs stay their thread's, as they were recorded."""
+    return bool(_PROFILER_STEP.fullmatch(name) or name in _STEP_NAMES.get())
+
+
 @contextmanager
 def step_ranges(names: Iterable[str]) -> Iterator[None]:
     """While importing: ranges of these names are steps (:func:`is_iteration_range`)."""

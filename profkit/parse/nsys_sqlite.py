@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from ..nvtx_ranges import is_iteration_range
+from ..nvtx_ranges import is_iteration_range, is_named_step
 from ..processes import stoppable
 from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange, stage
 from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
@@ -49,7 +49,7 @@ def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> list
     out = []
     for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
         # A step's range is the process's, a push/pop one too (``--step-range``: a user's own).
-        process_wide = bool(process_wide) or is_iteration_range(text or "")
+        process_wide = bool(process_wide) or is_named_step(text or "")
         r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid),
                       process_wide=process_wide)
         # The walk's key: the thread's globalTid, or for a start/end range its process's (the
