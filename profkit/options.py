@@ -34,7 +34,7 @@ MAX_TIMEOUT_S = 30 * 24 * 3600
 MAX_NAME = 120  # characters in a run name (it names a folder)
 GPU_ONLY = ("ncu", "nsys")
 # How a program's steps are found (``--step``; ``profkit.program``).
-STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker")
+STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker", "function")
 
 # The commands that take run options. A sweep takes every option that applies to one job; it
 # names its runs itself, and each of its jobs is one process on one GPU (no `nproc_per_node`).
@@ -183,8 +183,8 @@ class RunOptions:
                                     "and profiled together as one run (nsys or torch), with a rank on every kernel.")
     step: str = _opt("auto", "--step", commands=frozenset({RUN}),
                      help="A program's steps (after --): auto (each optimizer step, else each call of the model, else "
-                          "each backward), optimizer, optimizer:CLASS, forward, forward:CLASS, backward, or marker "
-                          "(profkit.step() in the script).")
+                          "each backward), optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker "
+                          "(profkit.step() in the script), or function:NAME (each return of that function or method).")
     run_to_end: bool = _opt(False, "--run-to-end", commands=frozenset({RUN}),
                             help="A program (after --) runs to its end with the profiler detached after the window, "
                                  "instead of being stopped there.")
@@ -338,13 +338,20 @@ class RunOptions:
 
 
 def check_step(how: str) -> None:
-    """``--step``'s value: a source, or ``optimizer:CLASS`` / ``forward:CLASS``."""
-    source, _, cls = how.partition(":")
-    if source not in STEP_SOURCES or (cls and source not in ("optimizer", "forward")) or (":" in how and not cls):
+    """``--step``'s value: a source, ``optimizer:CLASS`` / ``forward:CLASS``, or ``function:NAME``
+    (a function or method of the script's, by name or qualified name: ``train_step``,
+    ``Trainer.training_step``)."""
+    source, _, name = how.partition(":")
+    if source not in STEP_SOURCES or (name and source not in ("optimizer", "forward", "function")) \
+            or (":" in how and not name) or (source == "function" and not name):
         raise UsageError(f"`step` {how!r} is not a way to find steps",
-                         "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward or marker.")
-    if cls and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cls):
-        raise UsageError(f"`step` {how!r}: {cls!r} is no class name")
+                         "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker or "
+                         "function:NAME.")
+    if source == "function":
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+            raise UsageError(f"`step` {how!r}: {name!r} is no function's name")
+    elif name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise UsageError(f"`step` {how!r}: {name!r} is no class name")
 
 
 def require_bool(option: str, value: object) -> None:

@@ -211,6 +211,8 @@ class StepClock:
             mod = torch.nn.modules.module
             self._module_handles = [mod.register_module_forward_pre_hook(self._fwd_pre),
                                     mod.register_module_forward_hook(self._fwd_post, always_call=True)]
+        if self.by == "function":
+            self._find_function()
         _ACTIVE[:] = [self]
 
     def uninstall(self) -> None:
@@ -319,6 +321,71 @@ class StepClock:
             return
         self._local.depth = max(0, getattr(self._local, "depth", 1) - 1)
 
+    # ------------------------------------------------------------------ a function
+    def _find_function(self) -> None:
+        """``--step function:NAME``: a step ends at each return of that function. A profile hook
+        (``sys.setprofile``) finds its first call; the function is then wrapped where the
+        program looks it up (its module's global, or its class's attribute) and the hook goes,
+        so that only its first call is traced. A function no name reaches (one defined inside
+        another) stays traced by the hook, each of its returns a step."""
+        wanted = self.cls or ""
+        traced: dict[int, Any] = {}  # id(frame) -> frame, of the calls whose return ends a step
+
+        def hook(frame: Any, event: str, arg: Any) -> None:
+            code = frame.f_code
+            if event == "call" and (code.co_qualname == wanted or code.co_name == wanted) and self._here():
+                traced[id(frame)] = frame
+                if not getattr(self, "_wrapped", False):
+                    self._wrapped = self._wrap(frame)
+                    if self._wrapped:
+                        self.detail = f"each return of {code.co_qualname}()"
+                    else:
+                        self.detail = f"each return of {code.co_qualname}() (traced: no name reaches it)"
+            elif event == "return" and id(frame) in traced and traced[id(frame)] is frame:
+                del traced[id(frame)]
+                self._step()
+                if self._wrapped and not traced:
+                    sys.setprofile(None)  # its later calls go through the wrapper
+
+        self._wrapped = False
+        sys.setprofile(hook)
+        self._undo.append(lambda: sys.setprofile(None))
+
+    def _wrap(self, frame: Any) -> bool:
+        """Wrap the function ``frame`` runs where the program looks it up; whether it could."""
+        import functools
+        import gc
+        import types
+
+        code = frame.f_code
+        function = next((f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code),
+                        None)
+        if function is None or "<locals>" in code.co_qualname:
+            return False
+        parts = code.co_qualname.split(".")
+        owner: Any = function.__globals__
+        for part in parts[:-1]:
+            owner = owner.get(part) if isinstance(owner, dict) else getattr(owner, part, None)
+            if owner is None:
+                return False
+        name = parts[-1]
+        if (owner.get(name) if isinstance(owner, dict) else owner.__dict__.get(name)) is not function:
+            return False
+        clock = self
+        wrapped: Callable[..., Any] = function
+
+        @functools.wraps(wrapped)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            out = wrapped(*args, **kwargs)
+            clock._step()
+            return out
+
+        if isinstance(owner, dict):
+            owner[name] = wrapper
+        else:
+            setattr(owner, name, wrapper)
+        return True
+
     # ------------------------------------------------------------------ backward, marker
     def _backward(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
@@ -352,7 +419,8 @@ class StepClock:
         if self.by is None:
             return "no step boundary found"
         return self.detail or {"optimizer": "each optimizer step", "forward": "each call of the model",
-                               "backward": "each backward()", "marker": "each profkit.step()"}[self.by]
+                               "backward": "each backward()", "marker": "each profkit.step()",
+                               "function": f"each return of {self.cls}()"}[self.by]
 
 
 # ------------------------------------------------------------------------------ the window

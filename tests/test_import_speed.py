@@ -21,7 +21,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest import DATA, cli  # noqa: E402
 
 GOLDEN = DATA / "import_speed" / "golden.json"
-EXPORTS = sorted(p.relative_to(DATA).as_posix() for p in DATA.rglob("*.sqlite.gz"))
+# Exports committed after issue 25 have no digest from before it: their own tests read them
+# (nsys/autograd_shapes: tests/test_program_imports.py).
+LATER = {"nsys/autograd_shapes.sqlite.gz"}
+EXPORTS = sorted(e for p in DATA.rglob("*.sqlite.gz") if (e := p.relative_to(DATA).as_posix()) not in LATER)
 
 
 def _sha(text: str) -> str:

@@ -24,6 +24,8 @@ from .test_bad_inputs import KINETO, digest, seeded, unchanged  # noqa: F401  (s
 # capability, by :func:`read_digest`), computed by the whole-file reader (json.load) at commit
 # aaa232e, before the reader streamed. The streamed reader must give the same, bit for bit.
 GOLDEN = {
+    # Issue 35's trace with ProfilerStep#N ranges, made after that commit: its digest as first read.
+    "torch/profiler_steps.json.gz": "80229d87b13d39ea",
     "attention/attention_zoo_bf16.torch.json.gz": "3267e68ba52ce3aa",
     "attention/attention_zoo_fp16.torch.json.gz": "e71483a635bbe133",
     "attention/bert_encoder_bf16.torch.json.gz": "2162021633b3f77d",

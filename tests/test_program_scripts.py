@@ -235,3 +235,26 @@ def test_ddp_program_two_ranks_on_gloo(tmp_path):
     assert len([x for x in run.ranges()["name"] if ".iter" in x]) == 4  # two steps on each rank
     time.sleep(1)
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_step_names_a_function(tmp_path):
+    """--step function:train_step: each return of the script's own function ends a step (the
+    function wrapped where the script looks it up, after its first call)."""
+    shutil.copy(OWN / "raises.py", tmp_path)
+    r = profkit(tmp_path, "run", "--step", "function:train_step", "--warmup", "1", "--iters", "1", "--no-report",
+                "--", "raises.py")
+    assert r.returncode == 0, r.stderr
+    run = stored(tmp_path)
+    assert run.info.program["steps"]["by"] == "function"
+    assert run.info.program["steps"]["said"] == "each return of train_step()"
+    assert len(step_ranges(run)) == 1
+
+
+def test_step_names_a_method(tmp_path):
+    """--step function:Net.forward, a method of pytorch/examples' mnist script, by its qualified name."""
+    work = copy(EXAMPLES / "mnist", tmp_path / "mnist")
+    fake_mnist(tmp_path / "data")
+    r = profkit(work, "run", "--step", "function:Net.forward", "--warmup", "2", "--iters", "1", "--no-report", "--",
+                "python", "main.py", "--epochs", "1000", "--no-accel")
+    assert r.returncode == 0, r.stderr
+    assert stored(work).info.program["steps"]["said"] == "each return of Net.forward()"
