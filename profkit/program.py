@@ -358,10 +358,10 @@ class StepClock:
         import types
 
         code = frame.f_code
-        function = next((f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code),
-                        None)
-        if function is None or "<locals>" in code.co_qualname:
+        found = [f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code]
+        if not found or "<locals>" in code.co_qualname:
             return False
+        function: Callable[..., Any] = found[0]
         parts = code.co_qualname.split(".")
         owner: Any = function.__globals__
         for part in parts[:-1]:
@@ -371,8 +371,7 @@ class StepClock:
         name = parts[-1]
         if (owner.get(name) if isinstance(owner, dict) else owner.__dict__.get(name)) is not function:
             return False
-        clock = self
-        wrapped: Callable[..., Any] = function
+        clock, wrapped = self, function
 
         @functools.wraps(wrapped)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
