@@ -310,6 +310,18 @@ class Database:
             step_ranges = [step_ranges]
         return self._attach(import_file(self.store, Path(path), name=name, step_ranges=list(step_ranges)))
 
+    def import_ranks(self, paths: Sequence[str | os.PathLike[str]], name: str | None = None,
+                     step_ranges: Sequence[str] = ()) -> Run:
+        """Import one torch.profiler trace per rank of a distributed job, in rank order (each
+        rank profiled on its own: ``profkit run -- ...`` inside torchrun or srun), as one run
+        with a rank on every row."""
+        from .ingest import import_ranks
+
+        if isinstance(step_ranges, str):
+            step_ranges = [step_ranges]
+        return self._attach(import_ranks(self.store, [Path(p) for p in paths], name=name,
+                                         step_ranges=list(step_ranges)))
+
     def diff(self, a: str | int, b: str | int, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
         return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)

@@ -84,6 +84,52 @@ def import_file(store: Store, path: str | Path, name: str | None = None, step_ra
         return _import_file(store, Path(path).expanduser(), name)
 
 
+def import_ranks(store: Store, paths: Sequence[str | Path], name: str | None = None,
+                 step_ranges: Sequence[str] = ()) -> RunRecord:
+    """Import one torch.profiler trace per rank of a distributed job (each rank profiled on its
+    own: ``profkit run`` inside torchrun or srun), in rank order, as one run with a rank on every
+    row, as ``profkit run --nproc-per-node`` stores one."""
+    for step in step_ranges:
+        if not isinstance(step, str) or not step.strip():
+            raise UsageError(f"`step_range` names a range, not {step!r}")
+    with stoppable(), nvtx_ranges.step_ranges(step_ranges):
+        return _import_ranks(store, [Path(p).expanduser() for p in paths], name)
+
+
+def _import_ranks(store: Store, paths: list[Path], name: str | None) -> RunRecord:
+    from .parse.ranks import merge_ranks
+
+    found = [detect(p) for p in paths]  # each refused before anything is written
+    if any(f.format.name != "kineto" for f in found):
+        other = next(p for p, f in zip(paths, found) if f.format.name != "kineto")
+        raise UsageError(f"ranks are merged at import from torch.profiler traces, one a rank; {other.name} is "
+                         f"{next(f for f in found if f.format.name != 'kineto').format.what}",
+                         "An nsys capture of several ranks (nsys around torchrun) is one file: import it alone.")
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise UsageError("the same trace is given twice: one trace a rank")
+    if name is not None:
+        check_run_name(name)
+    digest = hashlib.sha256("".join(sha256(p) for p in paths).encode()).hexdigest()
+    fields: RunFields = {"source": "import", "started_at": now(), "source_sha256": digest,
+                         "info": RunInfo(imported_from=str(paths[0].resolve()), world_size=len(paths))}
+    run = store.reserve(name, f"{run_name(paths[0].name)}-{len(paths)}ranks", fields, status="importing")
+    workdir = None
+    try:
+        workdir = store.reserve_folder(run)
+        capture = merge_ranks({rank: load(p, workdir=workdir) for rank, p in enumerate(paths)})
+        more: RunFields = {"raw_files": {f"{capture.source_format}-rank{r}": str(p.resolve()) for r, p in enumerate(paths)},
+                           **profkit_tag(capture)}  # type: ignore[typeddict-item]
+        done = store_capture(store, capture, more, reserved=run)
+    except BaseException as exc:
+        store.delete_run(run.id)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if isinstance(exc, EmptyCapture):
+            raise EmptyCapture(f"{paths[0].name} and the other ranks: {exc.message}", exc.hint) from None
+        raise
+    return done
+
+
 def _import_file(store: Store, path: Path, name: str | None) -> RunRecord:
     found = detect(path)  # a missing, odd or unknown file is refused before anything is written
     if name is not None:

@@ -92,7 +92,7 @@ class Plan:
 def plan(req: RunRequest) -> Plan:
     """Check a request and choose its tool, before anything is written."""
     wname, wpath = check(req)
-    if req.program is not None and req.options.tool == "auto" and req.options.device == "cuda" \
+    if req.program is not None and req.options.tool in ("auto", "torch") and req.options.device == "cuda" \
             and not DRIVER_DIR.exists() and gpu.query() is None:
         # A program runs where it is: on a machine without a GPU, its CPU operators.
         req = replace(req, options=replace(req.options, device="cpu"))
@@ -343,6 +343,17 @@ class _Job:
 _KINETO_LOG = re.compile(r"(USDT|STAGE|ERROR|WARNING|INFO):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \w+\.cpp:\d+\]")
 
 
+def launcher_rank() -> int | None:
+    """This profkit's rank where a launcher (torchrun, srun) started it as one rank of a job of
+    several: ``profkit run -- train.py`` inside torchrun profiles each rank on its own, the run
+    named after its rank (``profkit import`` merges the ranks' traces)."""
+    for rank, size in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+        r, n = os.environ.get(rank, ""), os.environ.get(size, "")
+        if r.isdigit() and n.isdigit() and int(n) > 1:
+            return int(r)
+    return None
+
+
 class NoSteps(WorkloadError):
     """A program ran to its end without a step boundary profkit could find."""
 
@@ -462,7 +473,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     }
     options = o.switches()
     default_name = o.default_name(wname, tool) if req.program is None else \
-        "-".join([wname, "cpu" if o.device == "cpu" else tool, *([f"{o.nproc_per_node}ranks"] if o.nproc_per_node > 1 else [])])
+        "-".join([wname, "cpu" if o.device == "cpu" else tool, *([f"{o.nproc_per_node}ranks"] if o.nproc_per_node > 1 else []),
+                  *([f"rank{launcher_rank()}"] if launcher_rank() is not None and o.nproc_per_node <= 1 else [])])
     reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name

@@ -258,3 +258,25 @@ def test_step_names_a_method(tmp_path):
                 "python", "main.py", "--epochs", "1000", "--no-accel")
     assert r.returncode == 0, r.stderr
     assert stored(work).info.program["steps"]["said"] == "each return of Net.forward()"
+
+
+def test_ranks_profiled_inside_torchrun_merge_at_import(tmp_path):
+    """`torchrun ... -m profkit run -- ddp_gloo.py`: each rank profiles itself, its run named after
+    its rank; `profkit import` of the two traces makes one run with both ranks."""
+    shutil.copy(OWN / "ddp_gloo.py", tmp_path)
+    env = {**os.environ, "PROFKIT_DB": str(tmp_path / "profkit.db"), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "profkit", "run", "--tool", "torch", "--warmup", "2", "--iters", "2", "--no-report",
+                        "--", "python", "ddp_gloo.py"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import profkit as pk
+
+    db = pk.open_db(tmp_path / "profkit.db")
+    assert sorted(x.name for x in db.list_runs()) == ["ddp_gloo-cpu-rank0", "ddp_gloo-cpu-rank1"]
+    traces = [tmp_path / "profkit-runs" / f"ddp_gloo-cpu-rank{i}" / "trace.json.gz" for i in (0, 1)]
+    i = profkit(tmp_path, "import", *map(str, traces), "--name", "both")
+    assert i.returncode == 0, i.stderr
+    run = stored(tmp_path, "both")
+    assert sorted(run.kernels()["rank"].unique().tolist()) == [0, 1] and run.info.world_size == 2
+    assert len(step_ranges(run)) == 4
