@@ -77,11 +77,15 @@ def import_file(store: Store, path: str | Path, name: str | None = None, step_ra
     imported before makes a new run all the same, with a ProfkitWarning saying so. Ctrl-C or
     a stop signal ends it within moments, even inside a long SQLite statement
     (``processes.stoppable``), with nothing of it stored."""
+    _check_step_ranges(step_ranges)
+    with stoppable(), nvtx_ranges.step_ranges(step_ranges):  # ranges of these names are steps
+        return _import_file(store, Path(path).expanduser(), name)
+
+
+def _check_step_ranges(step_ranges: Sequence[str]) -> None:
     for step in step_ranges:
         if not isinstance(step, str) or not step.strip():
             raise UsageError(f"`step_range` names a range, not {step!r}")
-    with stoppable(), nvtx_ranges.step_ranges(step_ranges):  # ranges of these names are steps
-        return _import_file(store, Path(path).expanduser(), name)
 
 
 def import_ranks(store: Store, paths: Sequence[str | Path], name: str | None = None,
@@ -89,9 +93,7 @@ def import_ranks(store: Store, paths: Sequence[str | Path], name: str | None = N
     """Import one torch.profiler trace per rank of a distributed job (each rank profiled on its
     own: ``profkit run`` inside torchrun or srun), in rank order, as one run with a rank on every
     row, as ``profkit run --nproc-per-node`` stores one."""
-    for step in step_ranges:
-        if not isinstance(step, str) or not step.strip():
-            raise UsageError(f"`step_range` names a range, not {step!r}")
+    _check_step_ranges(step_ranges)
     with stoppable(), nvtx_ranges.step_ranges(step_ranges):
         return _import_ranks(store, [Path(p).expanduser() for p in paths], name)
 
