@@ -31,7 +31,7 @@ from .records import HarnessInfo, NcuPlan, RankInfo, RunInfo, RunRecord
 from .store import Store
 from .options import GPU_ONLY, RunOptions
 from .processes import how_it_ended
-from .program import NO_STEPS_EXIT, Program
+from .program import Program
 from .store.database import RunFields
 from .tools import ncu, nsys, runner
 
@@ -311,12 +311,12 @@ class _Job:
             where = f"Its log is {log}."
             if self.req.program is not None:
                 # A program's own exit status is passed on (1 where it had none: it ended too soon).
-                if result.returncode == NO_STEPS_EXIT and not self.job.whole_program and self.ranks <= 1:
+                if (self.info().get("steps") or {}).get("none_found") and not self.job.whole_program \
+                        and self.ranks <= 1:
                     raise NoSteps(errors[0][2], where)
                 error = WorkloadError(errors[0][2] if self.ranks <= 1 else f"rank {errors[0][1]}: {errors[0][2]}",
                                       where)
-                error.exit_code = result.returncode if 0 < result.returncode < 256 and \
-                    result.returncode != NO_STEPS_EXIT else 1
+                error.exit_code = result.returncode if 0 < result.returncode < 256 else 1
                 raise error from cause
             if self.ranks <= 1:
                 raise WorkloadError(errors[0][2], where) from cause
@@ -332,6 +332,12 @@ class _Job:
             raise WorkloadError(f"rank {first}: {text}" + "".join(
                 f" ({x})" for x in ([f"then rank {', '.join(map(str, after))} failed too"] if after else []) + silent),
                 where) from cause
+        if self.req.program is not None and result.returncode != 0 and not self.info().get("iteration_wall_ns"):
+            # It ended without a word of its own (os._exit, a signal) before its window was done.
+            error = WorkloadError(f"the script {how_it_ended(result.returncode)} before its window was done, without an "
+                                  f"error of its own", f"Its log is {log}.")
+            error.exit_code = result.returncode if 0 < result.returncode < 256 else 1
+            raise error
         if self.ranks > 1 and result.returncode != 0:
             raise ToolFailed(f"torchrun's ranks failed (exit {result.returncode}): {_torchrun_cause(result.tail)}",
                              f"The log is {log}.")
@@ -376,6 +382,8 @@ def _program_said(job: _Job, info: HarnessInfo, notes: list[str], progress: Prog
     progress.note(text)
     ended = ("ran to its end" if o.run_to_end or steps.get("whole_program") else
              "stopped by profkit after its window (--run-to-end lets it finish)")
+    if steps.get("exit_status"):
+        ended += f" (exit status {steps['exit_status']} after its window)"
     said: dict[str, object] = {"argv": list(req.program.argv), "cwd": os.getcwd(), "steps": dict(steps), "ended": ended}
     if "window_done_unix" in info and not o.run_to_end and job.ended_at:
         # How soon the program ended after its window (and the counting after it) was done.
@@ -435,7 +443,8 @@ def harness_job(req: RunRequest, workload: str, path: Path, folder: Path, progre
         nproc_per_node=req.options.nproc_per_node,
         attribution=tool is not None and req.options.attribution_for(tool),
         program=None if program is None else {"argv": list(program.argv), "script": program.script,
-                                              "module": program.module, "args": list(program.args)},
+                                              "module": program.module, "args": list(program.args),
+                                              "safe_path": os.environ.get("PYTHONSAFEPATH")},
         step=req.options.step, run_to_end=req.options.run_to_end), progress)
 
 

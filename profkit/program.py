@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from .records import HarnessInfo
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
-NO_STEPS_EXIT = 4   # the profiled process's exit status where the script ran to its end without a step
 # Python's own options a program's command line may give, and how they reach the profiled process.
 _PYTHON_ENV = {"-u": ("PYTHONUNBUFFERED", "1"), "-B": ("PYTHONDONTWRITEBYTECODE", "1")}
 
@@ -185,8 +184,10 @@ class StepClock:
         self.on_step = on_step
         self.pid = os.getpid()
         self.optimizers_made = 0
-        self.pacer: int | None = None          # id() of the optimizer or module whose steps count
-        self.forwards = 0                      # the pacer module's top-level calls
+        self.pacer: int | None = None          # id() of the optimizer whose steps count
+        self.model: int | None = None          # id() of the module whose top-level calls count
+        self.calls: dict[int, int] = {}        # top-level calls of each module with parameters, until one is the model
+        self.forwards = 0                      # the model's top-level calls
         self.backwards = 0
         self.frozen = False                    # the window began: the way steps are found no longer changes
         self.annotator: Any = None             # the window's operator ranges (optimizer phase from here)
@@ -246,6 +247,7 @@ class StepClock:
         self.by, self.detail = by, detail
         if by != "forward":
             self._drop_module_hooks()  # a compiled model must not trace them
+            self.calls.clear()
 
     # ------------------------------------------------------------------ optimizers
     def _made(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> Any:
@@ -295,26 +297,31 @@ class StepClock:
         self._local.depth = depth + 1
         if depth or not self._here():
             return
-        if self.by is None:
-            if self.optimizers_made and not self.frozen:
-                self._decide("optimizer", "")
+        if self.by is None and self.optimizers_made and not self.frozen:
+            self._decide("optimizer", "")  # its steps will count (gradient accumulation: several calls a step)
+            return
+        key = id(module)
+        if self.model is None:
+            # The model is the first module called a second time at the top (a module with
+            # parameters, or the class --step names): not a transform or a loss, nor a backbone
+            # called once before the loop.
+            if (self.cls is not None and type(module).__name__ != self.cls) or \
+                    (self.cls is None and next(module.parameters(), None) is None):
                 return
-        if self.pacer is None:
-            if self.cls is not None and type(module).__name__ != self.cls:
+            self.calls[key] = self.calls.get(key, 0) + 1
+            if self.calls[key] < 2:
                 return
-            if self.cls is None and next(module.parameters(), None) is None:
-                return  # a loss or a transform: not the model
-            self.pacer = id(module)
-        if id(module) != self.pacer:
+            self.model, self.forwards = key, 1
+            self.calls.clear()
+            if self.by is None and not self.frozen:
+                self._decide("forward", "")
+        if key != self.model:
             return
         self.forwards += 1
-        if self.by is None and self.forwards == 2 and not self.frozen:
-            self._decide("forward", "")
         if self.by == "forward":
             self.detail = (f"each call of the model ({type(module).__name__}), "
                            f"{'the module --step names' if self.cls else 'no optimizer being made'}")
-            if self.forwards > 1:
-                self._step()
+            self._step()  # its call begins a step: the one before has ended
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
         if self.torch.compiler.is_compiling():
@@ -323,67 +330,60 @@ class StepClock:
 
     # ------------------------------------------------------------------ a function
     def _find_function(self) -> None:
-        """``--step function:NAME``: a step ends at each return of that function. A profile hook
-        (``sys.setprofile``) finds its first call; the function is then wrapped where the
-        program looks it up (its module's global, or its class's attribute) and the hook goes,
-        so that only its first call is traced. A function no name reaches (one defined inside
-        another) stays traced by the hook, each of its returns a step."""
+        """``--step function:NAME``: a step ends at each return of that function or method (its
+        name, or its qualified name), however the program reaches it. On Python 3.12 and newer
+        ``sys.monitoring`` watches that function's code alone (every other function's start
+        event is turned off at its first call); before, a profile hook (``sys.setprofile``)
+        sees every call, which slows a Python-heavy loop."""
         wanted = self.cls or ""
-        traced: dict[int, Any] = {}  # id(frame) -> frame, of the calls whose return ends a step
+
+        def matches(code: Any) -> bool:
+            return bool(code.co_qualname == wanted or code.co_name == wanted)
+
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is not None:
+            tool = next((t for t in range(5, 0, -1) if monitoring.get_tool(t) is None), None)
+            if tool is not None:
+                events = monitoring.events
+                monitoring.use_tool_id(tool, "profkit")
+
+                def started(code: Any, offset: int) -> Any:
+                    if not matches(code):
+                        return monitoring.DISABLE
+                    monitoring.set_local_events(tool, code, events.PY_RETURN)
+                    self.detail = f"each return of {code.co_qualname}()"
+                    return monitoring.DISABLE
+
+                def returned(code: Any, offset: int, value: Any) -> Any:
+                    if self._here():
+                        self._step()
+                    return None
+
+                monitoring.register_callback(tool, events.PY_START, started)
+                monitoring.register_callback(tool, events.PY_RETURN, returned)
+                monitoring.set_events(tool, events.PY_START)
+
+                def stop() -> None:
+                    monitoring.set_events(tool, 0)
+                    monitoring.register_callback(tool, events.PY_START, None)
+                    monitoring.register_callback(tool, events.PY_RETURN, None)
+                    monitoring.free_tool_id(tool)
+
+                self._undo.append(stop)
+                return
+        frames: set[int] = set()  # id() of the frames of its calls under way
 
         def hook(frame: Any, event: str, arg: Any) -> None:
-            code = frame.f_code
-            if event == "call" and (code.co_qualname == wanted or code.co_name == wanted) and self._here():
-                traced[id(frame)] = frame
-                if not getattr(self, "_wrapped", False):
-                    self._wrapped = self._wrap(frame)
-                    if self._wrapped:
-                        self.detail = f"each return of {code.co_qualname}()"
-                    else:
-                        self.detail = f"each return of {code.co_qualname}() (traced: no name reaches it)"
-            elif event == "return" and id(frame) in traced and traced[id(frame)] is frame:
-                del traced[id(frame)]
+            if event == "call":
+                if matches(frame.f_code) and self._here():
+                    frames.add(id(frame))
+                    self.detail = f"each return of {frame.f_code.co_qualname}()"
+            elif event == "return" and id(frame) in frames:
+                frames.discard(id(frame))
                 self._step()
-                if self._wrapped and not traced:
-                    sys.setprofile(None)  # its later calls go through the wrapper
 
-        self._wrapped = False
         sys.setprofile(hook)
         self._undo.append(lambda: sys.setprofile(None))
-
-    def _wrap(self, frame: Any) -> bool:
-        """Wrap the function ``frame`` runs where the program looks it up; whether it could."""
-        import functools
-        import gc
-        import types
-
-        code = frame.f_code
-        found = [f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code]
-        if not found or "<locals>" in code.co_qualname:
-            return False
-        function: Callable[..., Any] = found[0]
-        parts = code.co_qualname.split(".")
-        owner: Any = function.__globals__
-        for part in parts[:-1]:
-            owner = owner.get(part) if isinstance(owner, dict) else getattr(owner, part, None)
-            if owner is None:
-                return False
-        name = parts[-1]
-        if (owner.get(name) if isinstance(owner, dict) else owner.__dict__.get(name)) is not function:
-            return False
-        clock, wrapped = self, function
-
-        @functools.wraps(wrapped)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            out = wrapped(*args, **kwargs)
-            clock._step()
-            return out
-
-        if isinstance(owner, dict):
-            owner[name] = wrapper
-        else:
-            setattr(owner, name, wrapper)
-        return True
 
     # ------------------------------------------------------------------ backward, marker
     def _backward(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -391,10 +391,8 @@ class StepClock:
         if not self._here():
             return out
         self.backwards += 1
-        if self.by is None and not self.frozen and self.pacer is None and not self.optimizers_made \
-                and self.backwards == 2:
-            self._decide("backward", "each backward() (no optimizer made, no module called)")
-            self.count = 1  # the first backward ended the first step
+        if self.by is None and not self.frozen and not self.calls and self.model is None and not self.optimizers_made:
+            self._decide("backward", "each backward() (no optimizer made, no model called)")
         if self.by == "backward":
             self.detail = self.detail or "each backward()"
             self._step()
@@ -456,8 +454,8 @@ class Window:
         self._open_step()
 
     def start(self) -> None:
-        if self.clock is not None:
-            self.clock.frozen = True
+        if self.clock is not None and self.job.warmup > 0:
+            self.clock.frozen = True  # the steps so far were found one way: the window's are too
         gpu_lock(self.job, "warmup")
         self.started = True
         self._sync()
@@ -653,9 +651,13 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     window.clock = clock
     ended: dict[str, Any] = {}
 
-    def write_info() -> None:
+    def write_info(none_found: bool = False) -> None:
         info["steps"] = {"by": clock.by or "none", "said": clock.said(), "seen": clock.count,
                          "warmup": job.warmup, "iters": job.iters, "whole_program": job.whole_program}
+        if none_found:
+            info["steps"]["none_found"] = True  # profkit profiles the whole program instead
+        if "exit_status" in ended:
+            info["steps"]["exit_status"] = ended["exit_status"]
         info["stages_s"] = stages
         write_new(job.info_path, json.dumps(info, indent=2), replace=True)
 
@@ -667,6 +669,7 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
         write_info()
         if not job.run_to_end:
             _stop_now()
+        clock.uninstall()  # it runs on with nothing of profkit's in it
 
     def on_window_end(n: int) -> None:
         if not window.done:
@@ -694,6 +697,12 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     code = 0
     error: BaseException | None = None
     sys.argv = [program.script or program.module or "", *program.args]
+    # The program's environment as plain python would give it: profkit's own processes run with
+    # the current folder off their path (tools.runner.SAFE_PATH); the program's children do not.
+    if job.program.get("safe_path") is None:
+        os.environ.pop("PYTHONSAFEPATH", None)
+    else:
+        os.environ["PYTHONSAFEPATH"] = str(job.program["safe_path"])
     try:
         if program.script is not None:
             sys.path.insert(0, str(Path(program.script).parent))
@@ -711,9 +720,10 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     except BaseException as exc:  # the script's own error: its traceback, as Python shows it
         code, error = 1, exc
         _print_traceback(exc)
-    if "window" in ended:  # run to its end after the window
+    if "window" in ended:  # run to its end after the window: the run is whole, however it ended
+        ended["exit_status"] = code
         write_info()
-        return code
+        return 0
     if counting:  # the window is profiled, but the script ended before it was counted
         counting[0].ended_early()
         write_info()
@@ -734,8 +744,9 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     else:
         what = f"ended (exit status {code})"
     if clock.by is None and clock.asked == "auto" and error is None and code == 0:
+        write_info(none_found=True)
         return _fail_with(job, "the script ended without a step: no optimizer stepped, no model was called twice, "
-                               "no backward() ran twice and no profkit.step() was reached", NO_STEPS_EXIT)
+                               "no backward() ran and no profkit.step() was reached", 1)
     need = job.warmup + job.iters
     how = clock.said()
     if clock.count == 0 and clock.asked != "auto":

@@ -111,6 +111,8 @@ class ProgramSteps(TypedDict, total=False):
     warmup: int
     iters: int
     whole_program: bool             # no step found: the whole program was the window
+    none_found: bool                # the script ended without a step (profkit then profiles it whole)
+    exit_status: int                # run to its end after the window (--run-to-end): how it ended
 
 
 class HarnessInfo(TypedDict, total=False):

@@ -99,3 +99,80 @@ def test_a_script_with_dataloader_workers_stopped_after_its_window_leaves_nothin
     assert r.returncode == 0, r.stderr
     time.sleep(1)
     assert processes_mentioning(str(tmp_path)) == []
+
+
+SCRIPTS = {
+    # A forward call before the optimizer exists (a lazy module's first call): steps are the optimizer's.
+    "lazy.py": """import torch
+from torch import nn
+model = nn.Sequential(nn.LazyLinear(16), nn.ReLU(), nn.Linear(16, 4))
+model(torch.randn(1, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(30):
+    loss = model(torch.randn(4, 8)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+""",
+    # No module, no optimizer: each backward() ends a step, the first one too.
+    "manual.py": """import torch
+w = torch.randn(8, 1, requires_grad=True)
+for i in range(30):
+    loss = (torch.randn(4, 8) @ w).pow(2).sum(); loss.backward()
+    with torch.no_grad(): w -= 0.01 * w.grad; w.grad = None
+""",
+    # A helper process left in the background holding the output: it does not hold profkit up.
+    "background.py": """import subprocess, torch
+subprocess.Popen(["sleep", "60"])
+m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(50):
+    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()
+""",
+    # Ends with status 4 before the window is done.
+    "exit4.py": """import sys, torch
+m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(4):
+    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()
+sys.exit(4)
+""",
+    # Ends without a word of its own inside the window.
+    "os_exit.py": """import os, torch
+m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(10):
+    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()
+    if i == 3:
+        os._exit(3)
+""",
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("script, args, said", [
+    ("lazy.py", ["--warmup", "2"], "each SGD.step()"),
+    ("manual.py", ["--warmup", "1"], "each backward()"),
+    ("background.py", ["--warmup", "0", "--iters", "1"], "each SGD.step()"),
+])
+def test_steps_are_found_in_awkward_scripts(tmp_path, script, args, said):
+    (tmp_path / script).write_text(SCRIPTS[script])
+    t0 = time.monotonic()
+    r = profkit(tmp_path, "run", *args, "--no-report", "--", "python", script)
+    assert r.returncode == 0, r.stderr
+    assert f"profkit: steps: {said}" in r.stderr
+    assert time.monotonic() - t0 < 40  # not held up by the background process
+    time.sleep(1.5)
+    assert processes_mentioning(str(tmp_path)) == [] and "sleep 60" not in " ".join(processes_mentioning("sleep 60"))
+
+
+@pytest.mark.torch
+def test_the_scripts_exit_status_is_passed_on(tmp_path):
+    (tmp_path / "exit4.py").write_text(SCRIPTS["exit4.py"])
+    r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "5", "--no-report", "--", "exit4.py")
+    ended_with_one_error(r, "the script ended (exit status 4) after 4 steps", 4)
+    (tmp_path / "os_exit.py").write_text(SCRIPTS["os_exit.py"])
+    r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "5", "--no-report", "--", "os_exit.py")
+    ended_with_one_error(r, "the script exited with status 3 before its window was done, without an error of its own", 3)
+
+
+@pytest.mark.torch
+def test_run_to_end_keeps_a_whole_window_whatever_the_end(tmp_path):
+    (tmp_path / "exit4.py").write_text(SCRIPTS["exit4.py"])
+    r = profkit(tmp_path, "run", "--warmup", "1", "--iters", "2", "--run-to-end", "--no-report", "--", "exit4.py")
+    assert r.returncode == 0, r.stderr
+    assert "the program ran to its end (exit status 4 after its window)" in r.stderr

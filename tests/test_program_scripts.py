@@ -179,7 +179,8 @@ def test_marker_and_run_to_end(tmp_path):
     r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "2", "--run-to-end", "--no-report", "--", "marked.py")
     assert r.returncode == 0, r.stderr
     run = stored(tmp_path)
-    assert run.info.program["steps"]["by"] == "marker" and run.info.program["steps"]["seen"] == 50
+    # Profkit stops watching once the window is done: the hooks go, the script runs on without them.
+    assert run.info.program["steps"]["by"] == "marker" and run.info.program["steps"]["seen"] == 4
     assert "ran to its end" in r.stderr and len(step_ranges(run)) == 2
 
 

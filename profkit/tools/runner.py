@@ -59,6 +59,8 @@ def python_argv(*args: str) -> list[str]:
     return [sys.executable, "-P", *args]
 
 
+REAP_S = 1.0  # after a child ended, how long what of its group holds its output open may go on
+
 # The signals that stop profkit (and that its children must not have inherited as ignored).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # A child, its output read as text or not (stopping one needs neither).
@@ -301,6 +303,17 @@ def stream(
         if timer:
             timer.daemon = True
             timer.start()
+        # Once the child has ended, what of its group still holds its output open (a helper the
+        # program started in the background) is ended after a moment: the output's end-of-file
+        # then comes, and nothing it started goes on.
+        read_all = threading.Event()
+
+        def reap() -> None:
+            proc.wait()
+            if not read_all.wait(REAP_S):
+                _signal_group(proc, signal.SIGKILL)
+
+        threading.Thread(target=reap, name="profkit-reap", daemon=True).start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -312,6 +325,7 @@ def stream(
                     del tail[0]
                 if on_line:
                     on_line(line)
+            read_all.set()
             proc.wait()
             # Whatever of its group outlived it (a DataLoader's workers of a program profkit
             # stopped) goes with it.
