@@ -97,6 +97,20 @@ def builtins() -> list[tuple[str, str]]:
     return [(name, describe(builtin_path(name))) for name in builtin_names()]
 
 
+def _names_build(node: Any) -> bool:
+    """Whether ``build`` is defined, assigned or imported anywhere in ``node``."""
+    import ast
+
+    for n in ast.walk(node):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == "build":
+            return True
+        if isinstance(n, ast.Name) and n.id == "build" and isinstance(n.ctx, ast.Store):
+            return True
+        if isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) in ("build", "*") for a in n.names):
+            return True
+    return False
+
+
 def declared(path: Path) -> dict[str, Any]:
     """What a workload file declares at its top level (``PRECISIONS``, ``MODES``,
     ``CHANNELS_LAST``), read without running it. A file that does not parse, or defines no
@@ -116,7 +130,8 @@ def declared(path: Path) -> dict[str, Any]:
             has_build = has_build or any((a.asname or a.name) in ("build", "*") for a in node.names)
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.Import,
                                  ast.ImportFrom, ast.Expr)):
-            has_build = True  # defined under an `if` or `try`: let loading the file decide
+            # defined under an `if` or `try`: let loading the file decide, where `build` is named there
+            has_build = has_build or _names_build(node)
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if getattr(target, "id", None) == "build":
@@ -129,7 +144,8 @@ def declared(path: Path) -> dict[str, Any]:
                     # MODES = "eager" means the one mode, not its letters.
                     found[target.id] = (value,) if isinstance(value, str) else value  # type: ignore[attr-defined]
     if not has_build:
-        raise WorkloadError(f"workload file {path} defines no build(spec) function")
+        raise WorkloadError(f"workload file {path} defines no build(spec) function",
+                            f"To profile it as it is, give it after --: profkit run -- python {path.name}")
     return found
 
 

@@ -176,3 +176,13 @@ def test_run_to_end_keeps_a_whole_window_whatever_the_end(tmp_path):
     r = profkit(tmp_path, "run", "--warmup", "1", "--iters", "2", "--run-to-end", "--no-report", "--", "exit4.py")
     assert r.returncode == 0, r.stderr
     assert "the program ran to its end (exit status 4 after its window)" in r.stderr
+
+
+def test_a_script_given_without_dashes_is_not_run_as_a_workload(here):
+    """`profkit run train.py` on a training script (top-level code, no build): refused before it
+    runs, with the way to run it as it is."""
+    (here / "loop.py").write_text("import sys\nfor i in range(3):\n    print(i)\nsys.exit(4)\n")
+    r = cli("run", "--device", "cpu", "loop.py", env={"PROFKIT_DB": str(here / "profkit.db")})
+    one_line_error(r, "defines no build(spec) function. To profile it as it is, give it after --: "
+                      "profkit run -- python loop.py", 1)
+    assert not (here / "profkit.db").exists()
