@@ -655,6 +655,9 @@ class ProgramCommand(Command):
     """``profkit run``: everything after ``--`` is a program and its own arguments, as nsys
     and ncu take it (kept in ``ctx.meta["program"]``, never read as profkit's options)."""
 
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- PROGRAM [ARGS]...]"]
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--" in args:
             at = args.index("--")
