@@ -707,31 +707,31 @@ def run(workload: Optional[str], options: dict[str, Any], report: bool, db: Opti
 
 # ---------------------------------------------------------------------------------- import
 @app.command("import")
-@argument("paths", import_help() + " Several torch.profiler traces, one a rank in rank order, make one run of "
-                  "a distributed job.", metavar="PATH...", type=Path, nargs=-1)
+@argument("path", import_help() + " Several torch.profiler traces, one a rank in rank order, make one run of "
+                 "a distributed job.", metavar="PATH", type=Path, nargs=-1)
 @option("--name", help="Run name (default: from the file name).", show_default=False)
 @option("--step-range", "step_range", multiple=True, show_default=False,
         help="A range that holds one step (a user's or a framework's NVTX or record_function range; repeat for "
              "more): its work is the step's, on every thread. torch.profiler's ProfilerStep#N ranges are steps anyway.")
 @db_option
 @handles_errors
-def import_(paths: tuple[Path, ...], name: Optional[str], step_range: tuple[str, ...], db: Optional[Path]) -> None:
+def import_(path: tuple[Path, ...], name: Optional[str], step_range: tuple[str, ...], db: Optional[Path]) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last. Several torch.profiler
     traces, one a rank in rank order (each rank profiled on its own inside torchrun or srun), make one
     run with a rank on every row."""
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
+    paths, first = list(path), path[0]
     with _Stages(render.console(stderr=True)) as stages:
-        path = paths[0]
-        stages.stage(f"importing {path}" if len(paths) == 1 else f"importing {len(paths)} ranks' traces")
+        stages.stage(f"importing {first}" if len(paths) == 1 else f"importing {len(paths)} ranks' traces")
         # the database file is made when the run is reserved
-        done = (database.import_file(path, name=name, step_ranges=list(step_range)) if len(paths) == 1 else
-                database.import_ranks(list(paths), name=name, step_ranges=list(step_range)))
+        done = (database.import_file(first, name=name, step_ranges=list(step_range)) if len(paths) == 1 else
+                database.import_ranks(paths, name=name, step_ranges=list(step_range)))
     # The result is printed before the command counts as done: if it cannot be written
     # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
     try:
-        render.imported(done, str(path))
+        render.imported(done, str(first) if len(paths) == 1 else ", ".join(map(str, paths)))
         sys.stdout.flush()
     except BrokenPipeError:
         raise
@@ -739,7 +739,7 @@ def import_(paths: tuple[Path, ...], name: Optional[str], step_range: tuple[str,
         database.store.delete_run(done.id)
         from .errors import StoreError
 
-        raise StoreError(f"cannot write the output ({exc.strerror or exc}); the import of {path} is undone",
+        raise StoreError(f"cannot write the output ({exc.strerror or exc}); the import of {first} is undone",
                          "Free the output's disk or send it elsewhere, then import again.") from None
 
 
