@@ -103,6 +103,7 @@ def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Progr
                 if flag.startswith("-m"):
                     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", value):
                         raise UsageError(f"'-m {value}' names no Python module")
+                    _check_module(value, cwd)
                     return Program(argv, module=value, args=tuple(rest), env=env, warnings=tuple(warnings))
                 warnings.append(value)
             else:
@@ -127,6 +128,18 @@ def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Progr
         raise UsageError(f"'{first}' is not Python: profkit runs a Python script or module in its own process, "
                          f"with its steps found there.{extra}", hint)
     raise UsageError(f"no program or script named {first}", hint)
+
+
+def _check_module(name: str, cwd: Path | None) -> None:
+    """Refuse ``-m NAME`` whose top-level package is nowhere on the path the program will have
+    (its folder first), found without importing anything."""
+    import importlib.machinery
+
+    top = name.split(".")[0]
+    path = [str(cwd or Path.cwd()), *[p for p in sys.path if p]]
+    if top not in sys.builtin_module_names and importlib.machinery.PathFinder.find_spec(top, path) is None:
+        raise UsageError(f"no module named {top} (for -m {name}) in the current folder or on this Python's path",
+                         "Run profkit from the folder the module is in, or install its package.")
 
 
 def _in(cwd: Path | None, path: str) -> Path:
@@ -689,6 +702,8 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
                 end_window()
 
     clock.on_step = (lambda n: None) if job.whole_program else on_window_end
+    if job.profiler == "torch":
+        _refuse_own_profiler(job, torch)
     gpu_lock(job, "prepare")
     clock.install()
     if job.warmup == 0 or job.whole_program:
@@ -768,6 +783,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     job, ranks = started
     return run(job, ranks)
+
+
+def _refuse_own_profiler(job: HarnessJob, torch: Any) -> None:
+    """Under ``--tool torch`` profkit's torch.profiler records the window: one the script starts
+    itself cannot run beside it (torch refuses it, and the process then dies at exit). The
+    script is ended there, saying so."""
+    cls = torch.profiler.profile
+    original = cls.start
+
+    def start(self: Any) -> Any:
+        if not getattr(self, "_profkit", False):
+            fail(job, "the script runs torch.profiler itself, which cannot run beside profkit's: profile it with "
+                      "`tool` nsys or ncu, or import the trace it writes (profkit import TRACE)")
+            _flush()
+            os._exit(1)
+        return original(self)
+
+    cls.start = start
 
 
 def _cpu(job: HarnessJob) -> Any:

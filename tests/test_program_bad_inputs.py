@@ -186,3 +186,23 @@ def test_a_script_given_without_dashes_is_not_run_as_a_workload(here):
     one_line_error(r, "defines no build(spec) function. To profile it as it is, give it after --: "
                       "profkit run -- python loop.py", 1)
     assert not (here / "profkit.db").exists()
+
+
+@pytest.mark.torch
+def test_a_script_running_torch_profiler_itself(tmp_path):
+    (tmp_path / "ownprof.py").write_text("""import torch
+from torch.profiler import profile, schedule
+m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+with profile(schedule=schedule(wait=1, warmup=1, active=2)) as prof:
+    for i in range(20):
+        m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad(); prof.step()
+""")
+    r = profkit(tmp_path, "run", "--tool", "torch", "--warmup", "2", "--iters", "2", "--no-report", "--", "ownprof.py")
+    ended_with_one_error(r, "the script runs torch.profiler itself, which cannot run beside profkit's: profile it "
+                            "with --tool nsys or ncu", 1)
+
+
+def test_a_module_that_is_nowhere(here):
+    one_line_error(cli("run", "--", "python", "-m", "nosuchmod.sub", env={"PROFKIT_DB": str(here / "profkit.db")}),
+                   "no module named nosuchmod (for -m nosuchmod.sub)", 2)
+    assert not (here / "profkit.db").exists()

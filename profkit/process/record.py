@@ -121,6 +121,7 @@ class TorchRecorder(Recorder):
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.prof = profile(activities=activities, record_shapes=True)
+        self.prof._profkit = True  # profkit's own (profkit.program refuses a program's own profiler)
         self.prof.start()
         # torch.profiler records a compiled model's operators with their input types anyway.
         if self._attribution() and not self.compiled:
