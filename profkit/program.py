@@ -440,9 +440,8 @@ class Window:
     they are profiled is the job's way (``process.record.recorder``), as for a workload's
     measured iterations."""
 
-    def __init__(self, job: HarnessJob, torch: Any, info: HarnessInfo, clock_said: Callable[[], str]):
+    def __init__(self, job: HarnessJob, torch: Any, info: HarnessInfo):
         self.job, self.torch, self.info = job, torch, info
-        self.said = clock_said
         self.cuda = job.spec.device == "cuda" and torch.cuda.is_available()
         self.started = self.done = False
         self.step_index = -1
@@ -659,7 +658,7 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     info["pid"] = os.getpid()
     if ranks is not None:
         info["rank"], info["local_rank"], info["world_size"] = ranks["rank"], ranks["local_rank"], ranks["world_size"]
-    window = Window(job, torch, info, lambda: clock.said())
+    window = Window(job, torch, info)
     clock = StepClock(torch, "auto" if job.whole_program else job.step, window.on_step)
     window.clock = clock
     ended: dict[str, Any] = {}
