@@ -40,7 +40,7 @@ from .options import Spec
 from .process.common import alone, error_line, fail, gpu_lock, leave, machine, need_cuda, release_gpu_lock
 from .process.job import HarnessJob, start
 from .process.job import StepLaunches as StepLaunches  # here for harness.StepLaunches
-from .process.record import recorder
+from .process.record import countable, recorder
 from .records import HarnessInfo
 
 if TYPE_CHECKING:
@@ -221,17 +221,9 @@ def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], i
     from .kernel_counter import CounterUnavailable, count_step
 
     assert job.counts_path and job.count_metrics
-    if info.get("kernel_timer_error") or launched is None:
-        return  # no timed step to name the counted launches: the parent says why
-    if not launched.last:  # nothing launched: nothing to count (the parent says so)
-        write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
-                  replace=True)
+    if not countable(job, info, launched, "measured iterations", "one more step"):
         return
-    missed = launched.functions - {name for name, _ in launched.last}
-    if missed:
-        info["kernel_counter_error"] = (f"{len(missed)} kernel functions of the earlier measured iterations are not in "
-                                        f"the last (first: {min(missed)[:80]}): one more step would not count them")
-        return
+    assert launched is not None
     try:
         counts = count_step(step, sync, job.count_metrics, list(launched.last), torch.cuda.current_device())
     except CounterUnavailable as exc:

@@ -46,7 +46,7 @@ from .errors import UsageError
 
 from .process.common import error_line, fail, gpu_lock, machine, release_gpu_lock
 from .process.job import HarnessJob, StepLaunches, start
-from .process.record import Recorder, recorder
+from .process.record import Recorder, countable, recorder
 
 if TYPE_CHECKING:
     from .records import HarnessInfo
@@ -200,8 +200,6 @@ class StepClock:
         self.pacer: int | None = None          # id() of the optimizer whose steps count
         self.model: int | None = None          # id() of the module whose top-level calls count
         self.calls: dict[int, int] = {}        # top-level calls of each module with parameters, until one is the model
-        self.forwards = 0                      # the model's top-level calls
-        self.backwards = 0
         self.frozen = False                    # the window began: the way steps are found no longer changes
         self.annotator: Any = None             # the window's operator ranges (optimizer phase from here)
         self._local = threading.local()
@@ -268,12 +266,10 @@ class StepClock:
         return original(opt, *args, **kwargs)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        self._local.stepping = opt
         if self.annotator is not None:
             self.annotator._opt_pre(opt, args, kwargs)
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        self._local.stepping = None
         self._local.stepped = opt
         if self.annotator is not None:
             self.annotator._opt_post(opt, args, kwargs)
@@ -324,13 +320,12 @@ class StepClock:
             self.calls[key] = self.calls.get(key, 0) + 1
             if self.calls[key] < 2:
                 return
-            self.model, self.forwards = key, 1
+            self.model = key
             self.calls.clear()
             if self.by is None and not self.frozen:
                 self._decide("forward", "")
         if key != self.model:
             return
-        self.forwards += 1
         if self.by == "forward":
             self.detail = (f"each call of the model ({type(module).__name__}), "
                            f"{'the module --step names' if self.cls else 'no optimizer being made'}")
@@ -403,7 +398,6 @@ class StepClock:
         out = original(*args, **kwargs)
         if not self._here():
             return out
-        self.backwards += 1
         if self.by is None and not self.frozen and not self.calls and self.model is None and not self.optimizers_made:
             self._decide("backward", "each backward() (no optimizer made, no model called)")
         if self.by == "backward":
@@ -528,23 +522,11 @@ class Counting:
 
     def begin(self) -> bool:
         """Start counting with the next step; False (and why in the info) where it cannot."""
-        import json
-
-        from .files import write_new
         from .kernel_counter import MAX_RANGES, CounterUnavailable
 
-        job, launched = self.job, self.launched
-        assert job.counts_path
-        if self.info.get("kernel_timer_error") or launched is None:
+        launched = self.launched
+        if not countable(self.job, self.info, launched, "profiled steps", "the steps after it"):
             return False
-        if not launched.last:
-            write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
-                      replace=True)
-            return False
-        missed = launched.functions - {name for name, _ in launched.last}
-        if missed:
-            return self._fail(f"{len(missed)} kernel functions of the earlier profiled steps are not in the last "
-                              f"(first: {min(missed)[:80]}): the steps after it would not count them")
         functions = len({name for name, _ in launched.last})
         if functions > MAX_RANGES or (self.ranges == "all" and len(launched.last) > MAX_RANGES):
             return self._fail(f"the step launches {functions} kernel functions, more than the {MAX_RANGES} ranges "
@@ -759,8 +741,9 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
         what = f"ended (exit status {code})"
     if clock.by is None and clock.asked == "auto" and error is None and code == 0:
         write_info(none_found=True)
-        return _fail_with(job, "the script ended without a step: no optimizer stepped, no model was called twice, "
-                               "no backward() ran and no profkit.step() was reached", 1)
+        fail(job, "the script ended without a step: no optimizer stepped, no model was called twice, no backward() "
+                  "ran and no profkit.step() was reached")
+        return 1
     need = job.warmup + job.iters
     how = clock.said()
     if clock.count == 0 and clock.asked != "auto":
@@ -806,11 +789,6 @@ def _cpu(job: HarnessJob) -> Any:
     from dataclasses import replace
 
     return replace(job.spec, device="cpu")
-
-
-def _fail_with(job: HarnessJob, text: str, code: int) -> int:
-    fail(job, text)
-    return code
 
 
 def _print_traceback(exc: BaseException) -> None:

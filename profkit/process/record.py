@@ -220,6 +220,32 @@ class TimerRecorder(Recorder):
             self.timer.write(Path(job.kernel_times_path), self.log.to_json() if self.log else None)
 
 
+def countable(job: HarnessJob, info: HarnessInfo, launched: StepLaunches | None, earlier: str, after: str) -> bool:
+    """Whether what the timer saw launched (``TimerRecorder.stop``) can name the counted
+    launches' ranges, before counting starts (a workload's one more step, a program's steps
+    after its window). Where not: nothing launched writes counts of nothing to the job's
+    ``counts_path`` (the parent says so); functions of the ``earlier`` steps missing from the
+    last one put why in the info (counting ``after`` it would miss them); no timer leaves the
+    timer's own reason (the parent says why)."""
+    import json
+
+    from ..files import write_new
+
+    assert job.counts_path
+    if info.get("kernel_timer_error") or launched is None:
+        return False
+    if not launched.last:
+        write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
+                  replace=True)
+        return False
+    missed = launched.functions - {name for name, _ in launched.last}
+    if missed:
+        info["kernel_counter_error"] = (f"{len(missed)} kernel functions of the earlier {earlier} are not in the last "
+                                        f"(first: {min(missed)[:80]}): {after} would not count them")
+        return False
+    return True
+
+
 def recorder(job: HarnessJob, info: HarnessInfo, cuda: bool, compiled: bool, optimizer_hooks: bool = True) -> Recorder:
     """The way the job's window is profiled: the one place it is chosen."""
     if job.profiler == "torch":
