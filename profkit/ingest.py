@@ -10,7 +10,7 @@ import shutil
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .classify import classified
 from . import nvtx_ranges
@@ -102,10 +102,10 @@ def _import_ranks(store: Store, paths: list[Path], name: str | None) -> RunRecor
     from .parse.ranks import merge_ranks
 
     found = [detect(p) for p in paths]  # each refused before anything is written
-    if any(f.format.name != "kineto" for f in found):
-        other = next(p for p, f in zip(paths, found) if f.format.name != "kineto")
-        raise UsageError(f"ranks are merged at import from torch.profiler traces, one a rank; {other.name} is "
-                         f"{next(f for f in found if f.format.name != 'kineto').format.what}",
+    other = next(((p, f) for p, f in zip(paths, found) if f.format.name != "kineto"), None)
+    if other is not None:
+        raise UsageError(f"ranks are merged at import from torch.profiler traces, one a rank; {other[0].name} is "
+                         f"{other[1].format.what}",
                          "An nsys capture of several ranks (nsys around torchrun) is one file: import it alone.")
     if len({p.resolve() for p in paths}) < len(paths):
         raise UsageError("the same trace is given twice: one trace a rank")
@@ -115,19 +115,32 @@ def _import_ranks(store: Store, paths: list[Path], name: str | None) -> RunRecor
     fields: RunFields = {"source": "import", "started_at": now(), "source_sha256": digest,
                          "info": RunInfo(imported_from=str(paths[0].resolve()), world_size=len(paths))}
     run = store.reserve(name, f"{run_name(paths[0].name)}-{len(paths)}ranks", fields, status="importing")
+    return _stored(store, run, None, lambda workdir: merge_ranks({r: load(p, workdir=workdir) for r, p in enumerate(paths)}),
+                   lambda c: {f"{c.source_format}-rank{r}": str(p.resolve()) for r, p in enumerate(paths)},
+                   f"{paths[0].name} and the other ranks")
+
+
+def _stored(store: Store, run: RunRecord, capture: Capture[KernelRow] | None,
+            read: Callable[[Path], Capture[KernelRow]], raw_files: Callable[[Capture[KernelRow]], dict[str, str]],
+            what: str) -> RunRecord:
+    """An import's capture stored as its reserved ``run``: read into a folder made for this run
+    alone where it is not read yet (decompressed, exported, merged). If anything fails or is
+    interrupted, nothing of it stays; an empty capture is named by ``what`` (the store's own
+    words know no file)."""
     workdir = None
     try:
-        workdir = store.reserve_folder(run)
-        capture = merge_ranks({rank: load(p, workdir=workdir) for rank, p in enumerate(paths)})
-        more: RunFields = {"raw_files": {f"{capture.source_format}-rank{r}": str(p.resolve()) for r, p in enumerate(paths)},
-                           **profkit_tag(capture)}  # type: ignore[typeddict-item]
+        if capture is None:
+            workdir = store.reserve_folder(run)
+            capture = read(workdir)
+        more: RunFields = {"raw_files": raw_files(capture), **profkit_tag(capture)}  # type: ignore[typeddict-item]
         done = store_capture(store, capture, more, reserved=run)
+        stage("run stored")
     except BaseException as exc:
         store.delete_run(run.id)
-        if workdir is not None:
+        if workdir is not None:  # made by this import, above
             shutil.rmtree(workdir, ignore_errors=True)
         if isinstance(exc, EmptyCapture):
-            raise EmptyCapture(f"{paths[0].name} and the other ranks: {exc.message}", exc.hint) from None
+            raise EmptyCapture(f"{what}: {exc.message}", exc.hint) from None
         raise
     return done
 
@@ -150,22 +163,8 @@ def _import_file(store: Store, path: Path, name: str | None) -> RunRecord:
     }
     earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")
-    workdir = None
-    try:
-        if capture is None:  # decompressed or exported into a folder made for this run alone
-            workdir = store.reserve_folder(run)
-            capture = load(path, workdir=workdir)
-        more: RunFields = {"raw_files": {capture.source_format: str(path.resolve())},
-                           **profkit_tag(capture)}  # type: ignore[typeddict-item]
-        done = store_capture(store, capture, more, reserved=run)
-        stage("run stored")
-    except BaseException as exc:
-        store.delete_run(run.id)
-        if workdir is not None:  # made by this import, above
-            shutil.rmtree(workdir, ignore_errors=True)
-        if isinstance(exc, EmptyCapture):  # the store's words, which know no file
-            raise EmptyCapture(f"{path.name}: {exc.message}", exc.hint) from None
-        raise
+    done = _stored(store, run, capture, lambda workdir: load(path, workdir=workdir),
+                   lambda c: {c.source_format: str(path.resolve())}, path.name)
     if earlier:
         warnings.warn(f"the same file was imported before as {', '.join(earlier)}; this is a new run",
                       ProfkitWarning, stacklevel=4)  # at the caller of Database.import_file

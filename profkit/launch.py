@@ -481,9 +481,10 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         "started_at": started,
     }
     options = o.switches()
+    rank = launcher_rank() if req.program is not None and o.nproc_per_node <= 1 else None
     default_name = o.default_name(wname, tool) if req.program is None else \
         "-".join([wname, "cpu" if o.device == "cpu" else tool, *([f"{o.nproc_per_node}ranks"] if o.nproc_per_node > 1 else []),
-                  *([f"rank{launcher_rank()}"] if launcher_rank() is not None and o.nproc_per_node <= 1 else [])])
+                  *([f"rank{rank}"] if rank is not None else [])])
     reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name
