@@ -85,14 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     gpu_lock(job, "warmup")
     stage("gpu_turn")
     t0 = time.perf_counter()
+    bare: list[int] = []  # the warm-up steps after the first, each to a sync: the unprofiled step's wall time
     try:
-        for _ in range(job.warmup):
+        for i in range(job.warmup):
+            began = time.perf_counter_ns()
             step()  # torch.compile compiles here, on the first call
-        sync()
+            sync()
+            if i:
+                bare.append(time.perf_counter_ns() - began)
     except Exception as exc:  # the user's model, or the compiler on it
         what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
         return fail(job, f"{what} {Path(job.workload_path).stem} in {spec.precision}: {error_line(exc)}", exc)
     info["warmup_s"] = time.perf_counter() - t0
+    info["bare_iteration_ns"] = bare
     stage("warmed_up")
     if spec.mode == "compile":
         info["compile_mode"] = spec.compile_mode

@@ -29,6 +29,21 @@ BUFFER_BYTES = 8 << 20
 
 _RUNTIME = struct.Struct("<IIQQIIII")  # kind, cbid, start, end, processId, threadId, correlationId, returnValue
 
+# The runtime and driver calls that block the host until the GPU is done (the names of
+# ``parse.schema.HOST_SYNC_CALLS``), by CUPTI callback id (cupti_runtime_cbid.h and
+# cupti_driver_cbid.h, CUDA 12 and 13; per-thread-stream variants under the same name).
+SYNC_CALLS: dict[tuple[int, int], str] = {
+    **{(KIND_RUNTIME, cbid): name for name, ids in (
+        ("cudaMemcpy", (31, 215)), ("cudaMemcpy2D", (32, 216)), ("cudaMemcpyToSymbol", (39, 223)),
+        ("cudaMemcpyFromSymbol", (40, 224)), ("cudaThreadSynchronize", (126,)), ("cudaStreamSynchronize", (131, 239)),
+        ("cudaEventSynchronize", (137,)), ("cudaMemcpy3D", (144, 245)), ("cudaMemcpyPeer", (160,)),
+        ("cudaDeviceSynchronize", (165,))) for cbid in ids},
+    **{(KIND_DRIVER, cbid): name for name, ids in (
+        ("cuCtxSynchronize", (17, 800)), ("cuMemcpyHtoD", (43, 276, 397)), ("cuMemcpyDtoH", (45, 278, 398)),
+        ("cuEventSynchronize", (121,)), ("cuStreamSynchronize", (126, 440)), ("cuMemcpy", (248, 305, 408)))
+       for cbid in ids},
+}
+
 
 class CuptiUnavailable(RuntimeError):
     """CUPTI's activity API cannot be used in this process; the message says why."""
@@ -57,14 +72,15 @@ _COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_vo
 
 class KernelTimer:
     """``start()``, mark iterations with ``mark()``, ``stop()``; then ``kernels`` holds one dict
-    per kernel execution and ``launches`` (correlation id -> launching thread and time) where
-    CUPTI gave runtime records."""
+    per kernel execution, ``launches`` (correlation id -> launching thread and time) and
+    ``syncs`` (the calls that blocked the host) where CUPTI gave runtime records."""
 
     def __init__(self) -> None:
         self.lib = _libcupti()
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self.kernels: list[dict[str, Any]] = []
         self.launches: dict[int, tuple[int, int]] = {}
+        self.syncs: list[dict[str, Any]] = []  # the host's waits for the GPU (``SYNC_CALLS``), in record order
         self.marks: list[tuple[str, int]] = []
         self.runtime = False
         self._request = _REQUEST(self._on_request)
@@ -96,8 +112,12 @@ class KernelTimer:
             if kind == KIND_CONCURRENT_KERNEL:
                 self.kernels.append(_read_kernel(address))
             elif kind in (KIND_RUNTIME, KIND_DRIVER):
-                _, _, start, _, _, thread, corr, _ = _RUNTIME.unpack(ctypes.string_at(address, _RUNTIME.size))
+                _, cbid, start, end, _, thread, corr, _ = _RUNTIME.unpack(ctypes.string_at(address, _RUNTIME.size))
                 self.launches[corr] = (thread, start)
+                sync = SYNC_CALLS.get((kind, cbid))
+                if sync is not None:
+                    self.syncs.append({"name": sync, "start": start, "end": end, "thread": thread,
+                                       "driver": kind == KIND_DRIVER})
         if buffer is not None:
             self._buffers.pop(buffer, None)
 
@@ -134,7 +154,8 @@ class KernelTimer:
         for k in self.kernels:
             launch = self.launches.get(k["correlation"])
             k["thread"], k["launched_at"] = launch if launch else (None, None)
-        out: dict[str, Any] = {"marks": self.marks, "runtime_records": self.runtime, "kernels": self.kernels}
+        out: dict[str, Any] = {"marks": self.marks, "runtime_records": self.runtime, "kernels": self.kernels,
+                               "syncs": sorted(self.syncs, key=lambda s: s["start"])}
         if ops is not None:
             out["ops"] = ops
         path.write_text(json.dumps(out))

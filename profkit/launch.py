@@ -207,6 +207,7 @@ class _Job:
     after: list[Callable[[RunRecord], None]] = field(default_factory=list)  # once the run is stored
     counting_fallback: str | None = None  # why the run's process could not count (ncu's then did)
     ended_at: float = 0.0                 # time.time() when the last process it ran ended
+    timeline: HarnessInfo | None = None   # the process whose timeline the run keeps, where not the job's own
 
     def what(self, extra: str = "") -> str:
         """What runs, as progress names it: ``vgg16 (fp16, eager)``, or a program's command line."""
@@ -506,6 +507,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
                            f"as run {name}")
             capture, row = DRIVERS[tool](job)
         info = job.info()
+        if job.timeline is not None:  # ncu's per-function plan in two processes: the timing one's iterations
+            info.update(cast(HarnessInfo, {k: v for k, v in job.timeline.items() if k in TIMELINE_KEYS}))
         program_info = _program_said(job, info, capture.notes, progress) if req.program is not None else None
         if info.get("amp_skipped_steps"):
             text = (f"the AMP loss scaler found inf/NaN gradients and skipped the optimizer step in "
@@ -656,6 +659,7 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
             counters.learn(timer_info)
             counters.counted = len(functions)
         capture = _timed_capture(job, times, functions, timer_info, (profiled.gpu_name, profiled.compute_capability))
+        job.timeline = timer_info
         set_label = f"{set_label} per function"
         plan = {"launches": "the first launch of each kernel function (ncu --kernel-id ::regex:.:1, mangled names); "
                             "its verdict is every launch's of that function",
@@ -683,6 +687,11 @@ def _profile_ncu(job: _Job, per_function: bool | None = None) -> tuple[Capture[K
         "metric_set": set_label, "metrics": metrics, "command": argv, "profiled_wall_s": round(wall, 3),
         "raw_files": raw_files, "info": RunInfo(report_bytes=report.stat().st_size, ncu_plan=plan),
     }
+
+
+# What a run keeps of the process whose timeline it has (the iterations' and the bare steps' wall times),
+# where another process (ncu's, counting) wrote the job's own info.
+TIMELINE_KEYS = ("iteration_wall_ns", "bare_iteration_ns", "iteration_ranges")
 
 
 def _timed_first(job: _Job, exe: str, asked: "Future[str]", gpu_info: tuple[str, str], set_label: str,
@@ -766,8 +775,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
     launch's there. None where the harness could not count (CUPTI too old, counters not
     permitted, a step that does not repeat): the note says why, and ncu counts in a process of
     its own instead."""
-    from .parse.ncu_plan import Counted
-    from .names import demangle, short_name
+    from .parse.ncu_plan import counted_functions
 
     times, counts = job.folder / "kernel_times.json", job.folder / "kernel_counts.json"
     for stale in (times, counts):
@@ -798,10 +806,7 @@ def _counted_here(job: _Job, asked: "Future[str]", gpu_info: tuple[str, str], se
                                     f"log is {timer_log}.")
         raise NoKernelsProfiled("CUPTI profiled no kernels: the measured iterations launched no kernel",
                                 f"Did the workload run its measured iterations on the GPU? The log is {timer_log}.")
-    functions: dict[str, Counted] = {}
-    for mangled, values in counted["functions"].items():
-        name = demangle(mangled)
-        functions[mangled] = Counted(name, short_name(name), dict(values), {m: _ncu_unit(m) for m in values})
+    functions = counted_functions(counted)
     counters.learn(info)
     counters.counted = len(functions)
     capture = _timed_capture(job, times, functions, info, gpu_info)
@@ -869,12 +874,6 @@ def _export_functions(exe: str, report: Path, folder: Path,
     write_new(mangled, texts[1], replace=True)
     raw_files.update({"ncu-csv": str(csv_path), "ncu-csv-mangled": str(mangled)})
     return ncu_functions(csv_path, mangled)
-
-
-def _ncu_unit(metric: str) -> str:
-    """The unit ncu's raw page gives a counter of the per-function plan's sets (its exports in
-    tests/data/ncu): ns for durations, inst for instruction counts, none for tensor-path ops."""
-    return "ns" if metric.startswith("gpu__time_duration") else "inst" if "inst_executed" in metric else ""
 
 
 def _timed_capture(job: _Job, times: Path, functions: dict[str, "Counted"], info: HarnessInfo,

@@ -440,7 +440,8 @@ class Window:
         self.started = self.done = False
         self.step_index = -1
         self.iter_ns: list[int] = []
-        self._t0 = 0
+        self.bare_ns: list[int] = []
+        self._t0 = self._bare_end = 0
         self.rec: Recorder | None = None
         self.clock: StepClock | None = None
         self.launched: StepLaunches | None = None  # ncu's per-function plan: the last step's launches, to count
@@ -450,6 +451,7 @@ class Window:
         if self.done:
             return
         if not self.started:
+            self._bare_step(n)
             if n == self.job.warmup:
                 self.start()
             return
@@ -458,6 +460,17 @@ class Window:
             self.finish()
             return
         self._open_step()
+
+    def _bare_step(self, n: int) -> None:
+        """A warm-up step has ended: each one after the first timed from the last one's end to
+        its own, both to a device sync (``bare_iteration_ns``: the step with no profiler)."""
+        if not self.cuda:
+            return
+        self._sync()
+        now = time.perf_counter_ns()
+        if n > 1 and self._bare_end:
+            self.bare_ns.append(now - self._bare_end)
+        self._bare_end = now
 
     def start(self) -> None:
         if self.clock is not None and self.job.warmup > 0:
@@ -503,6 +516,7 @@ class Window:
             release_gpu_lock()
         self.rec.write()
         self.info["iteration_wall_ns"] = self.iter_ns
+        self.info["bare_iteration_ns"] = self.bare_ns
         self.info["iteration_ranges"] = "process"
 
 

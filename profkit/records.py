@@ -139,6 +139,8 @@ class HarnessInfo(TypedDict, total=False):
     compile_mode: str
     amp_skipped_steps: int          # measured iterations whose AMP loss scaler skipped the optimizer step
     iteration_wall_ns: list[int]
+    bare_iteration_ns: list[int]    # warm-up steps after the first, each timed to a device sync: no profiler,
+                                    # no ranges (the timeline findings' unstretched figure)
     iteration_ranges: str           # "process": start/end ranges (older runs: push/pop, the main thread's)
     stages_s: dict[str, float]      # seconds since start at each stage (torch_imported, built, ...)
     thread_ids: dict[str, int]      # ncu's per-function plan: Python thread ident -> native id

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import itertools
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from ..names import demangle, short_name
 from ..records import CountedFunction
 from .ncu_csv import read_ncu_csv
 from .ranges import attribute_row
-from .schema import Capture, ClassifiedRow, KernelRow, RangeRow, kernel_row
+from .schema import Capture, ClassifiedRow, HostSyncRow, KernelRow, RangeRow, kernel_row
 
 DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function): {detail}"
 DETAIL_KEPT = ("counters of launch {launch} of run {run!r}, kept across runs (same GPU, libraries, workload, options "
@@ -75,6 +76,23 @@ def ncu_functions(csv_path: Path, mangled_csv_path: Path) -> tuple[dict[str, Cou
             units = {k: profiled.metric_units[k] for k in r["metrics"] if k in profiled.metric_units}
             functions[m["name"]] = Counted(r["name"], r["short_name"], dict(r["metrics"]), units)
     return functions, profiled
+
+
+def counted_functions(counted: dict[str, Any]) -> dict[str, Counted]:
+    """The functions CUPTI's Range Profiler counted in the run's process (``kernel_counts.json``:
+    ``kernel_counter.count_step``'s ``functions``, mangled name -> counter -> value), as the join
+    takes them, each counter with the unit ncu's raw page gives it."""
+    functions: dict[str, Counted] = {}
+    for mangled, values in counted["functions"].items():
+        name = demangle(mangled)
+        functions[mangled] = Counted(name, short_name(name), dict(values), {m: ncu_unit(m) for m in values})
+    return functions
+
+
+def ncu_unit(metric: str) -> str:
+    """The unit ncu's raw page gives a counter of the per-function plan's sets (its exports in
+    tests/data/ncu): ns for durations, inst for instruction counts, none for tensor-path ops."""
+    return "ns" if metric.startswith("gpu__time_duration") else "inst" if "inst_executed" in metric else ""
 
 
 def read_per_function(csv_path: Path, mangled_csv_path: Path, times_path: Path, run_tag: str,
@@ -149,10 +167,12 @@ def read_timed(times_path: Path, functions: dict[str, Counted], run_tag: str, do
         ops = _op_finder(times.get("ops"))
         out, ranges, first = _join(times["kernels"], times["windows"], functions, run_tag, domain, ids, capture.notes,
                                    process_wide, ops)
+        syncs = _host_syncs(times, run_tag, ids, ops)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BadExport(f"{times_path} has a kernel record profkit cannot read ({type(exc).__name__}: {exc})") from None
     capture.rows = cast(Iterator[KernelRow], iter(out))
     capture.ranges.extend(ranges)
+    capture.host_syncs = syncs
     capture.range_paths = [r["path"] for r in ranges]
     capture.counted_launches = {m: first[m] for m, f in functions.items() if f.kept is None and m in first}
     capture.counted_configs = {m: _row_config(out[i]) for m, i in capture.counted_launches.items()}
@@ -170,6 +190,40 @@ def read_timed(times_path: Path, functions: dict[str, Counted], run_tag: str, do
 
 
 OpFinder = Callable[[Any, Any], "OpLabel | None"]
+
+
+def _host_syncs(times: dict[str, Any], run_tag: str, thread_ids: dict[int, int], ops: OpFinder) -> list[HostSyncRow]:
+    """The calls that blocked the host while the harness timed (``KernelTimer.syncs``, files
+    since issue 36), in start order, each with the operator range it was made in, the GPU work
+    around it and the measured iteration it was made in. A driver call inside a runtime one of
+    the same thread (cudaStreamSynchronize calling cuStreamSynchronize) is that call, not another."""
+    calls = sorted(times.get("syncs") or [], key=lambda c: (int(c["start"]), bool(c.get("driver"))))
+    if not calls:
+        return []
+    spans = sorted((int(k["start"]), int(k["end"])) for k in times["kernels"])
+    starts = [a for a, _ in spans]
+    ends_so_far = list(itertools.accumulate((b for _, b in spans), max))
+    outer: dict[Any, tuple[int, int]] = {}  # thread -> the last runtime call's span
+    out: list[HostSyncRow] = []
+    for c in calls:
+        thread, start, end = c.get("thread"), int(c["start"]), int(c["end"])
+        if c.get("driver"):
+            span = outer.get(thread)
+            if span is not None and span[0] <= start and end <= span[1]:
+                continue
+        else:
+            outer[thread] = (start, end)
+        k = bisect.bisect_right(starts, end)  # kernels begun before the call returned: spans[:k]
+        step = next(((it, e) for it, s_, e in times["windows"] if s_ <= start <= e), None)
+        label = ops(thread, start)
+        out.append({"sync_id": len(out), "name": str(c["name"]), "start_ns": start, "end_ns": end,
+                    "thread_id": thread_ids.get(thread) if isinstance(thread, int) else None, "rank": None,
+                    "op": " ".join(x for x in (label.module, label.op) if x) if label is not None else None,
+                    "gpu_last_end_ns": ends_so_far[k - 1] if k else None,
+                    "gpu_next_start_ns": starts[k] if k < len(starts) else None,
+                    "iteration": f"{run_tag}.iter{step[0]}" if step else None,
+                    "iteration_end_ns": step[1] if step else None})
+    return out
 
 
 def _op_finder(ops: Any) -> OpFinder:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 36 on the GPU machine: models written outside the project (tests/data/capture/: a Hugging
+# Face BERT MLM training step, torchvision's Faster R-CNN, an LSTM language model, timm's ResNet-50
+# in NCHW and channels-last) under the default tool (ncu's per-function plan), nsys and
+# torch.profiler, each as `profkit run` keeps it; the finding fixes beside their problems.
+#   bash benchmarks/findings_gpu.sh OUT [PART...]   (ncu nsys torch extra fixes; all of them by default)
+set -u
+OUT=${1:?OUT}
+C=tests/data/capture
+mkdir -p "$OUT"
+# One database per run (they run three at a time): NAME WORKLOAD TOOL ARGS...
+run() {
+  local name=$1 w=$2 t=$3; shift 3
+  timeout 420 profkit run "$C/$w" --tool "$t" --name "$name" --iters 2 --db "$OUT/$name.db" --no-report "$@" \
+    >"$OUT/$name.log" 2>&1
+  echo "== $name ($t $*): rc $? $(tail -1 "$OUT/$name.log" | cut -c1-150)"
+}
+export -f run; export OUT C
+python3 -c "import torch, torchvision, transformers, timm; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'timm', timm.__version__)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# PART: one of these job lists, or all.
+jobs_for() {
+  case $1 in
+  ncu|nsys|torch)
+    echo "bert-amp-$1 hf_bert_mlm.py $1 --precision amp --batch-size 8"
+    echo "frcnn-fp32-$1 tv_fasterrcnn.py $1 --precision fp32 --batch-size 2"
+    echo "frcnn-amp-$1 tv_fasterrcnn.py $1 --precision amp --batch-size 2"
+    echo "lstm-fp16-$1 lstm_lm.py $1 --precision fp16 --batch-size 20"
+    echo "lstm-amp-$1 lstm_lm.py $1 --precision amp --batch-size 20"
+    echo "r50-fp16-$1 timm_resnet50.py $1 --precision fp16 --batch-size 8"
+    echo "r50cl-fp16-$1 timm_resnet50.py $1 --precision fp16 --batch-size 8 --channels-last" ;;
+  extra)
+    echo "bert-amp-compile-nsys hf_bert_mlm.py nsys --precision amp --batch-size 8 --mode compile"
+    echo "bert-amp-compile-torch hf_bert_mlm.py torch --precision amp --batch-size 8 --mode compile"
+    echo "r50-fp16-ncufull timm_resnet50.py ncu --precision fp16 --batch-size 8 --metrics full"
+    echo "lstm-fp16-ncufull lstm_lm.py ncu --precision fp16 --batch-size 20 --metrics full" ;;
+  fixes)
+    for t in ncu nsys torch; do
+      echo "lstm1024-fp16-$t lstm_lm_aligned.py $t --precision fp16 --batch-size 20"
+      echo "r50b1-fp16-$t timm_resnet50.py $t --precision fp16 --batch-size 1"
+    done
+    echo "sync-ncu host_sync_train.py ncu --precision fp32 --batch-size 8"
+    echo "syncfixed-ncu host_sync_train_fixed.py ncu --precision fp32 --batch-size 8" ;;
+  esac
+}
+shift
+for p in ${@:-ncu nsys torch extra fixes}; do
+  jobs_for $p
+done | xargs -P 3 -L 1 bash -c 'run "$@"' _
+# What comes back: each run's kept folder (reports left out) and its database, compressed.
+find "$OUT" -name report.sqlite -exec gzip -9 {} \;
+(cd "$OUT" && tar -czf "raw-$(date +%s).tgz" --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='*.lock' \
+  --exclude='*.db-wal' --exclude='*.db-shm' *-runs *.db *.log 2>/dev/null)
+ls -la "$OUT"/raw-*.tgz
