@@ -120,8 +120,12 @@ def parse_nvtx(cell: str) -> tuple[int | None, list[tuple[str, str]]]:
         if m:
             ranges.append((m.group("domain"), m.group("range")))
         elif ":" in entry:
+            # The message not repeated (``none``, as for a push with no registered string): the
+            # six fields after the name are split off its end, since a name may hold colons
+            # itself (profkit's operator ranges: ``pk.op|aten::conv2d|...``).
             domain, rest = entry.split(":", 1)
-            ranges.append((domain, rest.split(":", 1)[0]))
+            fields = rest.rsplit(":", 6)
+            ranges.append((domain, fields[0] if len(fields) == 7 else rest.split(":", 1)[0]))
     return tid, ranges
 
 
