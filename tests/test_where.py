@@ -237,16 +237,17 @@ def test_the_stores_module_groups_hold_every_kernel(store, name):
     assert by_groups == by_rows
 
 
-def test_timeline_findings_of_a_run_with_operator_ranges_say_the_ranges_stretched_it(store):
-    """Under nsys and torch.profiler the operator ranges' host cost is in the timeline: a
-    launch-bound (or host-sync) finding there says so; ncu's kernels are measured one by one."""
-    from profkit.analyze.findings import STRETCHED, findings
+def test_timeline_findings_of_a_run_without_bare_iterations_say_what_they_judged(store):
+    """These captures (2026-11-24) timed no bare iteration: launch-bound is judged on the profiled
+    timeline and says so, under every tool (the default ncu plan's timing harness ran operator
+    ranges too); a host-sync finding says the operator ranges stretched its gaps."""
+    from profkit.analyze.findings import NO_BARE, findings
 
-    for name in ("resnet18_train-amp-eager-nsys", "resnet18_train-amp-eager-torch"):
+    for name in ("resnet18_train-amp-eager-nsys", "resnet18_train-amp-eager-torch", "resnet18_train-amp-eager-ncu"):
         found = {f.id: f for f in findings(store, store.get_run(name))}
-        assert "launch_bound" in found and found["launch_bound"].detail.endswith(STRETCHED), name
-    ncu = findings(store, store.get_run("resnet18_train-amp-eager-ncu"))
-    assert not any(f.detail.endswith(STRETCHED) for f in ncu)
+        assert "judged on the profiled timeline" in found["launch_bound"].detail, name
+    syncs = {f.id: f for f in findings(store, store.get_run("host_sync_train-fp32-eager-nsys"))}["host_syncs"]
+    assert syncs.detail.endswith(NO_BARE)
 
 
 def test_attribution_is_on_by_default_under_ncu_only():

@@ -145,18 +145,52 @@ def findings(store: Store, run: RunRecord) -> list[Finding]:
 
 # Findings read from the host side of a timeline: the gaps between kernels, what blocked the host.
 TIMELINE = frozenset({"launch_bound", "host_syncs", "exposed_communication"})
-STRETCHED = ("; this run's operator ranges (attribution) stretched the host side of its timeline: profile it "
-             "again with --no-attribution to judge it")
+
+
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """How much longer a run's profiled iterations ran than its bare ones (the warm-up steps
+    after the first, timed with no profiler and no ranges: ``HarnessInfo.bare_iteration_ns``):
+    the profiler's and profkit's ranges' cost on the host, which widens the gaps a timeline
+    finding reads."""
+
+    profiled_ns: float  # the measured iterations' mean wall time
+    bare_ns: int        # the fastest bare step's
+
+    @property
+    def ratio(self) -> float:
+        return self.profiled_ns / self.bare_ns if self.bare_ns else 1.0
+
+    def text(self) -> str:
+        return (f"the profiled iterations ran {self.ratio:.1f}x the bare one ({fmt_ns(int(self.profiled_ns))} against "
+                f"{fmt_ns(self.bare_ns)} with no profiler)")
+
+
+def stretch(run: RunRecord) -> Stretch | None:
+    """The run's :class:`Stretch`, where its harness timed bare steps and measured iterations."""
+    harness = run.info.harness or {}
+    walls, bare = harness.get("iteration_wall_ns") or [], harness.get("bare_iteration_ns") or []
+    if not walls or not bare or min(bare) <= 0:
+        return None
+    return Stretch(sum(walls) / len(walls), min(bare))
 
 
 def _stretched(run: RunRecord, found: Finding) -> Finding:
-    """A timeline finding of a run whose operators ran in attribution ranges (nsys and
-    torch.profiler record each one, 4-5x host time per iteration on ResNet-50 on an H100)
-    says so: its gaps are partly profkit's."""
-    harness = run.info.harness or {}
-    if found.id in TIMELINE and harness.get("attribution") == "ranges" and run.tool != "ncu":
-        return replace(found, detail=found.detail + STRETCHED)
+    """A timeline finding (other than launch-bound, which judges the bare iteration itself) of a
+    run whose profiled iterations ran notably longer than its bare ones says so: its gaps are
+    partly the profiler's (nsys and torch.profiler record each operator, 2-3x host time per
+    iteration on an H100; the default ncu plan's timing harness with operator ranges, 4-7x)."""
+    if found.id not in TIMELINE or found.id == "launch_bound":
+        return found
+    s = stretch(run)
+    if s is not None and s.ratio >= finding_rules()["launch_bound"].number("stretched_ratio"):
+        return replace(found, detail=found.detail + f"; {s.text()}: the idle time without the profiler is shorter")
+    if s is None and (run.info.harness or {}).get("attribution") == "ranges" and run.source == "run":
+        return replace(found, detail=found.detail + "; " + NO_BARE)
     return found
+
+
+NO_BARE = "this run timed no bare iteration, and its operator ranges stretched the host side of its timeline"
 
 
 def half_precision_run(run: RunRecord, groups: list[KernelGroup]) -> bool:
@@ -338,48 +372,120 @@ def _tf32_left_off(ctx: _Context, rule: FindingRule) -> Finding | None:
 
 
 def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
-    """Tensor-core matrix work whose dimensions are not a multiple of what its precision needs
-    (rules.toml's ``multiple``), read from the launching operator's input shapes where the run
-    has them (``ops`` says which dimensions of which operator are matrix dimensions); where it
-    has none, the kernels whose names say they could not load aligned vectors (``pattern``)."""
+    """Tensor-core matrix work that cannot load aligned vectors, each kind of work judged by the
+    best evidence the run has for it:
+
+    - input shapes (the launching operator's, where the run records them; ``ops`` says which
+      dimensions of which operator are matrix dimensions, cuDNN's RNNs' input and hidden sizes
+      among them): a dimension not a multiple of what the precision needs (``multiple``) is the
+      cause, and the advice is to pad it. A row count (the tokens or images a linear layer
+      takes: its first matrix's rows) is a leading dimension only in some of the backward pass's
+      products, so one alone counts where the kernel's name says it loaded unaligned too;
+    - shapes that are all multiples, a convolution, and a kernel whose name says it loads
+      unaligned (``pattern``: cuDNN runs NCHW convolutions, 1x1 ones as GEMMs, with 2-element
+      loads): the layout is the cause, and the advice channels-last;
+    - no shapes: the name is a lead, not a verdict. A convolution's kernel (or, in a run whose
+      convolutions convert layouts or run NCHW kernels, any GEMM's) gets the layout advice; the
+      detail says the run recorded no shapes."""
     multiple = {k: int(v) for k, v in rule.table("multiple").items() if isinstance(v, (int, float))}
     ops = {k: str(v) for k, v in rule.table("ops").items()}
     named = re.compile(rule.text("pattern"))
     groups = ctx.store.shape_groups(ctx.run.id, rule.names("families"))
-    chosen: list[tuple[ShapeGroup, list[int]]] = []
+    rows = {d for g in groups if g.shapes and ops.get(g.op or "") in ("linear", "matrix")
+            for d in _row_counts(g.shapes, ops[g.op or ""])}
+    padded: list[tuple[ShapeGroup, list[int]]] = []  # misaligned by shape
+    layout: list[ShapeGroup] = []                     # aligned channels, unaligned kernels: NCHW
+    leads: list[ShapeGroup] = []                      # no shapes: the kernel's name alone
     for g in groups:
         need = multiple.get(g.precision)
         if need is None:
             continue
-        if g.shapes and g.op in ops:
-            bad = [d for d in _matrix_dims(g.shapes, ops[g.op]) if d % need and d > 1]  # 1: a vector, nothing to pad
-            if bad:
-                chosen.append((g, bad))
-        elif not g.shapes and named.search(g.name):
-            chosen.append((g, []))
-    time = sum(g.time_ns for g, _ in chosen)
+        kind = ops.get(g.op or "")
+        unaligned_name = bool(named.search(g.name))
+        if g.shapes and kind is not None:
+            # 1: a vector, nothing to pad; a convolution over fewer channels than the multiple (an
+            # image's 3) runs cuDNN's first-layer kernels, which pad them themselves.
+            bad = [d for d in _matrix_dims(g.shapes, kind) if d % need and d > 1 and not (kind == "conv" and d < need)]
+            features = [d for d in bad if d not in rows]
+            if features or (bad and unaligned_name):
+                padded.append((g, features or bad))
+            elif not bad and unaligned_name and kind == "conv":
+                layout.append(g)
+        elif unaligned_name and not g.shapes:
+            leads.append(g)
+    chosen = [g for g, _ in padded] + layout + leads
+    time = sum(g.time_ns for g in chosen)
     share = round(100.0 * time / ctx.total, 2)
     if not chosen or share < rule.number("min_share_pct"):
         return None
-    vocabulary = rule.number("vocabulary")
-    dims = {d for _, bad in chosen for d in bad}
+    nchw = _nchw_run(ctx, groups, ops)
+    led_layout = [g for g in leads if nchw or g.family == "conv" or ops.get(g.op or "") == "conv"]
+    parts = []
+    dims = {d for _, bad in padded for d in bad}
+    if padded:
+        shown = ", ".join(str(d) for d in sorted(dims)[:6])
+        needs = " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in padded))
+        parts.append(f"{_launches_of([g for g, _ in padded])} with dimensions {shown} not a multiple of {needs}")
+    if layout:
+        parts.append(f"{_launches_of(layout)} NCHW convolutions whose channel counts are multiples, in kernels that load "
+                     "unaligned (align1/align2)")
+    if leads:
+        parts.append(f"{_launches_of(leads)} in kernels whose names say they load unaligned (align1/align2); the run "
+                     "recorded no input shapes to say why"
+                     + (" (its convolutions run NCHW: the layout is the likely cause)" if led_layout else ""))
     where = _places((" ".join(x for x in (g.module, g.op, g.shapes) if x) or None, g.launches, g.time_ns)
-                    for g, _ in chosen)
+                    for g in chosen)
     kernels: dict[str, FindingKernel] = {}
-    for g, _ in chosen:
+    for g in chosen:
         k = kernels.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
         kernels[g.name] = replace(k, launches=k.launches + g.launches, time_ns=k.time_ns + g.time_ns)
-    shown = ", ".join(str(d) for d in sorted(dims)[:6])
-    detail = (f"{sum(g.launches for g, _ in chosen)} GEMM/convolution launches took {fmt_ns(time)} ({share:.1f}% of GPU "
-              "time) with " + (f"dimensions {shown} not a multiple of "
-                               + " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in chosen))
-                               if dims else "kernels whose names say they load unaligned (align1/align2)"))
+    detail = (f"{_launches_of(chosen)} GEMM/convolution/RNN launches took {fmt_ns(time)} ({share:.1f}% of GPU time): "
+              + "; ".join(parts))
     if where and where[0].where:
         detail += f"; most in {where[0].where} ({100 * where[0].time_ns / time:.0f}%)"
+    vocabulary = rule.number("vocabulary")
     if any(d >= vocabulary for d in dims):
         detail += f"; {max(d for d in dims if d >= vocabulary)} looks like a vocabulary: pad it to a multiple of 64"
-    return Finding(rule.id, rule.title, detail, rule.advice, int(time), share,
+    layout_time = sum(g.time_ns for g in layout + led_layout)
+    advice = rule.advice
+    if layout_time * 2 > time:  # mostly the layout: channels-last first
+        advice = rule.text("layout_advice") + (" " + rule.advice if padded or len(led_layout) < len(leads) else "")
+    elif layout_time:
+        advice = rule.advice + " " + rule.text("layout_advice")
+    return Finding(rule.id, rule.title, detail, advice, int(time), share,
                    sorted(kernels.values(), key=lambda k: -k.time_ns), where)
+
+
+def _launches_of(groups: list[ShapeGroup]) -> int:
+    return sum(g.launches for g in groups)
+
+
+def _row_counts(shapes: str, kind: str) -> list[int]:
+    """The row counts of a linear layer's product (the tokens or images it takes): a "linear"
+    operator's input's leading dimensions' product, a "matrix" one's first matrix's rows."""
+    tensors = [t for t in _tensors(shapes) if len(t) >= 2]
+    if not tensors:
+        return []
+    return [math.prod(tensors[0][:-1])] if kind == "linear" else [tensors[0][-2]]
+
+
+def _nchw_run(ctx: _Context, groups: list[ShapeGroup], ops: dict[str, str]) -> bool:
+    """Whether the run's convolutions ran in NCHW: it converts layouts for cuDNN (kernels of the
+    layout family) or runs convolution kernels named for NCHW, and profkit did not lay it out
+    channels-last."""
+    if (ctx.run.info.options or {}).get("channels_last"):
+        return False
+    if any(g.family == "layout" for g in ctx.groups):
+        return True
+    return any(_NCHW_NAME.search(g.name) for g in groups if g.family == "conv" or ops.get(g.op or "") == "conv")
+
+
+_NCHW_NAME = re.compile(r"_nchw(?:kcrs)?_")
+
+
+def _tensors(shapes: str) -> list[list[int]]:
+    """``[8,256];[256]`` -> [[8, 256], [256]]."""
+    return [[int(x) for x in t.strip("[]").split(",") if x] for t in shapes.split(";")]
 
 
 def _matrix_dims(shapes: str, kind: str) -> list[int]:
@@ -388,8 +494,11 @@ def _matrix_dims(shapes: str, kind: str) -> list[int]:
     matrices for bmm); for a "linear" one (linear, matmul) the same, an input of more
     dimensions read as the matrix of its leading dimensions' product by its last; for a "conv"
     one the input's channels and the weight's output channels (its input channels, per group,
-    too where not 1: a depthwise weight has 1)."""
-    tensors = [[int(x) for x in t.strip("[]").split(",") if x] for t in shapes.split(";")]
+    too where not 1: a depthwise weight has 1); for an "rnn" one (cuDNN's) the last dimension
+    of every 3-D tensor: the input's features and the hidden and cell states' size."""
+    tensors = _tensors(shapes)
+    if kind == "rnn":  # cuDNN's RNN: the input's features and the hidden state's (every 3-D tensor's last)
+        return list(dict.fromkeys(t[-1] for t in tensors if len(t) == 3))
     if kind == "linear":
         return [d for t in tensors if len(t) >= 2 for d in (math.prod(t[:-1]), t[-1])]
     if kind == "conv":
@@ -448,20 +557,34 @@ def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, Find
 
 
 def _launch_bound(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """The GPU busy less than ``max_busy_pct`` of an iteration, with many kernels in it: judged
+    on the bare iteration's wall time (the warm-up steps after the first, no profiler and no
+    ranges), since a profiler stretches the host side of the iterations it records (ncu's
+    per-function plan 4-7x, nsys and torch.profiler 2-3x on an H100); where the run timed no
+    bare step (an imported capture, an older run), on the profiled iterations, saying so."""
     if ctx.run.info.compile_mode == "reduce-overhead":
         return None  # already replaying CUDA graphs: the advice is taken
     tops = [r for r in ctx.top_ranges if r["wall_ns"]]
     if not tops:
-        return None  # ncu records kernels, not a timeline
-    wall = sum(r["wall_ns"] or 0 for r in tops)
-    busy = sum(r["gpu_time_ns"] for r in tops)
+        return None  # ncu records kernels, not a timeline (the run's caveats say so)
+    wall = sum(r["wall_ns"] or 0 for r in tops) / len(tops)
+    busy = sum(r["gpu_time_ns"] for r in tops) / len(tops)
     per_iteration = sum(r["kernels"] for r in tops) / len(tops)
-    busy_pct = 100 * busy / wall if wall else 100.0
+    s = stretch(ctx.run)
+    judged = min(float(s.bare_ns), max(wall, 1.0)) if s is not None else wall
+    busy_pct = min(100.0, 100 * busy / judged) if judged else 100.0
     if busy_pct >= rule.number("max_busy_pct") or per_iteration < rule.number("min_kernels_per_iteration"):
         return None
-    detail = (f"the GPU ran kernels {busy_pct:.0f}% of each range's wall time ({per_iteration:.0f} kernels per range, "
-              f"{busy / max(1, sum(r['kernels'] for r in tops)) / 1000:.1f} us each on average)")
-    return Finding(rule.id, rule.title, detail, rule.advice, int(wall - busy), None, [])
+    each = f"{per_iteration:.0f} kernels per iteration, {busy / max(1.0, per_iteration) / 1000:.1f} us each on average"
+    if s is not None:
+        detail = (f"the GPU ran kernels {busy_pct:.0f}% of the bare iteration's wall time ({fmt_ns(int(busy))} of "
+                  f"{fmt_ns(s.bare_ns)} with no profiler; {each})")
+        if s.ratio >= rule.number("stretched_ratio"):
+            detail += f"; {s.text()}"
+    else:
+        detail = (f"the GPU ran kernels {busy_pct:.0f}% of each range's wall time ({each}); judged on the profiled "
+                  "timeline: the run timed no bare iteration, and a profiler stretches the host side of what it records")
+    return Finding(rule.id, rule.title, detail, rule.advice, int(max(0.0, judged - busy) * len(tops)), None, [])
 
 
 def _autograd_thread(ctx: _Context, rule: FindingRule) -> Finding | None:
