@@ -38,12 +38,29 @@ class NameRule:
     family: str | None
     examples: tuple[str, ...]
     precision_from_inputs: bool = False  # names carry no type: the launching operator's input types tell
+    # Where the launching operator's types are not known: what the name still says (a Precision,
+    # RUN_HALF or RUN_FLOAT), as ``precision`` is given. Applied once the run's rows are stored
+    # (``Store.judge_by_run``), since the run's own types decide the last two.
+    precision_else: Any = None
 
     def precision_for(self, match: re.Match[str]) -> Precision | None:
-        if isinstance(self.precision, dict):
-            mapped: Precision | None = self.precision["map"].get(match.group(self.precision["group"]))
-            return mapped
-        return cast("Precision | None", self.precision)
+        return cast("Precision | None", _mapped(self.precision, match))
+
+    def else_for(self, match: re.Match[str]) -> str | None:
+        return _mapped(self.precision_else, match)
+
+
+def _mapped(spec: Any, match: re.Match[str]) -> str | None:
+    """A rule's precision given as a value or as {group, map}, for one match of its pattern."""
+    if isinstance(spec, dict):
+        return cast("str | None", spec["map"].get(match.group(spec["group"])))
+    return cast("str | None", spec)
+
+
+# The values a rule's ``precision_else`` may give besides a precision: the run's 2-byte float
+# type (fp16 or bf16: its tag, else the one with more kernel time) and the run's float type
+# (its tag; an AMP run's kernels are of both: mixed).
+RUN_HALF, RUN_FLOAT = "run-half", "run-float"
 
 
 @dataclass(frozen=True)
@@ -84,13 +101,16 @@ def _precisions(where: str, values: Iterable[Any]) -> None:
 def rules() -> Rules:
     data = tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
     for r in data.get("name_rule", []):
-        p = r.get("precision")
-        _precisions(f"name rule {r['id']}", p["map"].values() if isinstance(p, dict) else [] if p is None else [p])
+        for key, extra in (("precision", ()), ("precision_else", (RUN_HALF, RUN_FLOAT))):
+            p = r.get(key)
+            values = p["map"].values() if isinstance(p, dict) else [] if p is None else [p]
+            _precisions(f"name rule {r['id']}'s {key}", [v for v in values if v not in extra])
     name_rules = tuple(
         NameRule(
             id=r["id"], description=r.get("description", ""), regex=re.compile(r["pattern"]),
             precision=r.get("precision"), tensor_core=r.get("tensor_core"), family=r.get("family"),
             examples=tuple(r.get("examples", ())), precision_from_inputs=r.get("precision_from") == "inputs",
+            precision_else=r.get("precision_else"),
         )
         for r in data.get("name_rule", [])
     )
@@ -225,6 +245,20 @@ def types_precision(input_types: str | None) -> Precision | None:
 
 
 @lru_cache(maxsize=65536)
+def name_else(name: str) -> tuple[str, str] | None:
+    """What the first rule with a ``precision_else`` that matches ``name`` says where the
+    launching operator's types are unknown: (a precision, RUN_HALF or RUN_FLOAT; the rule's id)."""
+    for rule in rules().name_rules:
+        if rule.precision_else is None:
+            continue
+        m = rule.regex.search(name)
+        if m:
+            value = rule.else_for(m)
+            return (value, rule.id) if value else None
+    return None
+
+
+@lru_cache(maxsize=65536)
 def inputs_rule(name: str) -> str | None:
     """The first rule matching ``name`` that takes its precision from the launching operator's
     input types (kernels whose names carry no type: Triton's, cuDNN's SDPA), or None."""
@@ -279,14 +313,16 @@ def by_name(name: str) -> tuple[Precision | None, bool | None, str | None, str, 
     tensor: bool | None = None
     family: str | None = None
     p_rule = t_rule = ""
+    claimed = False  # a rule whose name has no type claimed the precision for the operator's types
     for rule in rules().name_rules:
         m = rule.regex.search(name)
         if not m:
             continue
-        if precision is None:
+        if precision is None and not claimed:
             p = rule.precision_for(m)
             if p is not None:
                 precision, p_rule = p, rule.id
+            claimed = rule.precision_from_inputs
         if tensor is None and rule.tensor_core is not None:
             tensor, t_rule = rule.tensor_core, rule.id
         if family is None and rule.family is not None:

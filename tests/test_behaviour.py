@@ -65,7 +65,18 @@ CHANGED: dict[str, str | tuple[str, frozenset[Any]]] = {
     ".json.totals.time_by_precision_?_ns": "issue 23: as .json[].precision, in the diff's totals",
     ".json.rows[].precision_b": "issue 23: as .json[].precision, in the diff's rows",
     ".json[].family": ("issue 24: convolutions run as implicit GEMMs (cuDNN xmma fprop/dgrad/wgrad, CUTLASS conv "
-                       "kernels) are family conv, not gemm (rule conv_family)", frozenset({"gemm"})),
+                       "kernels) are family conv, not gemm (rule conv_family); issue 36: cuDNN's first-layer "
+                       "convolution is conv, opaque copies and gathers memory, cuDNN's dQ conversion attention",
+                       frozenset({"gemm", None})),
+    ".json[].tensor_core": ("issue 36: cuDNN's first-layer convolution runs on tensor cores (its HMMA tile), opaque "
+                            "copies, gathers and cuDNN's dQ conversion do not", frozenset({None})),
+    ".json.rows[].tensor_core_pct_?": "issue 36: as .json[].tensor_core, in the diff's rows",
+    ".json.tensor_core_kernels": "issue 36: as .json[].tensor_core, in the summary's launches on tensor cores",
+    ".json.tensor_core_time_pct": "issue 36: as .json[].tensor_core, in the summary's time on tensor cores",
+    ".json.tensor_core_time_ns": "issue 36: as .json[].tensor_core, in the summary's time on tensor cores",
+    ".json.unclassified_time_ns": "issue 36: as .json[].tensor_core, the summary's time whose tensor-core use is unknown",
+    ".json.totals.tensor_core_time_pct_?": "issue 36: as .json[].tensor_core, in the diff's totals",
+    ".json.totals.tensor_core_time_?_ns": "issue 36: as .json[].tensor_core, in the diff's totals",
     ".json.rows[].family": "issue 24: as .json[].family, in the diff's rows (conv, not gemm)",
     ".json.rows[].name": ("issue 24: with --match family, a kernel no work rule knows is its short name with what "
                           "differs between variants wildcarded as `*` (tile shapes, an element type, lone numbers); "

@@ -24,6 +24,15 @@ from .test_bad_inputs import KINETO, digest, seeded, unchanged  # noqa: F401  (s
 # capability, by :func:`read_digest`), computed by the whole-file reader (json.load) at commit
 # aaa232e, before the reader streamed. The streamed reader must give the same, bit for bit.
 GOLDEN = {
+    # Issue 36's traces of models nobody on the team wrote (findings/): their digests as first read.
+    "findings/bert-amp-compile-torch/trace.json.gz": "e539920dca0953e1",
+    "findings/bert-amp-torch/trace.json.gz": "5be2bb6f658d4bd8",
+    "findings/frcnn-amp-torch/trace.json.gz": "5cf115bbacd1ab71",
+    "findings/frcnn-fp32-torch/trace.json.gz": "7719698f0ec13974",
+    "findings/lstm-amp-torch/trace.json.gz": "91c67780ff78a764",
+    "findings/lstm-fp16-torch/trace.json.gz": "05a173776efbafdc",
+    "findings/r50-fp16-torch/trace.json.gz": "409c5f36dfdf6dde",
+    "findings/r50cl-fp16-torch/trace.json.gz": "a22d3dbf0f08596b",
     # Issue 35's trace with ProfilerStep#N ranges, made after that commit: its digest as first read.
     "torch/profiler_steps.json.gz": "80229d87b13d39ea",
     "attention/attention_zoo_bf16.torch.json.gz": "3267e68ba52ce3aa",

@@ -32,7 +32,8 @@ def real_names() -> set[str]:
               *(DATA / "attention").glob("*.raw.csv.gz"), *(DATA / "attention").glob("*.json.gz"),
               *(DATA / "ddp").glob("torch_*.json.gz"), *(DATA / "ddp").glob("nsys_*.sqlite.gz"),
               *(DATA / "where").glob("*/report.sqlite.gz"), *(DATA / "where").glob("*/trace.json.gz"),
-              *(DATA / "where").glob("*/raw.csv.gz")]:
+              *(DATA / "where").glob("*/raw.csv.gz"),
+              *(DATA / "findings").glob("*/report.sqlite.gz"), *(DATA / "findings").glob("*/trace.json.gz")]:
         if "kernel_times" in f.name:
             continue
         names |= {r["name"] for r in load(f).rows}

@@ -267,6 +267,8 @@ class Runs(Writes):
                     raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
             else:
                 activity, count, total = self._insert_kernels(run.id, capture.rows)
+            if activity == "kernel":
+                self.judge_by_run(run.id, (fields or {}).get("precision") or run.precision)
             info = {**run.info, **((fields or {}).get("info") or {}), "notes": list(capture.notes)}
             update = _encoded({**(fields or {}), "activity": activity, "kernel_count": count, "gpu_time_ns": total,
                                "info": info, "status": OK, "owner": None})

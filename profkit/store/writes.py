@@ -153,6 +153,47 @@ class Writes(Connection):
                 forget_prepared_aggregates(self)
         return changed
 
+    def judge_by_run(self, run_id: int, tag: str | None) -> int:
+        """Kernels of ``run_id`` still of unknown precision whose names a rule's ``precision_else``
+        reads (``classify.name_else``: a type in the name where no operator's types were recorded,
+        an opaque copy's element size), judged so; the run's own types stand for RUN_HALF and
+        RUN_FLOAT: its tag (``tag``: fp16, bf16, fp32, amp), else its kernels' time by precision.
+        Returns the rows changed."""
+        from ..classify import RUN_FLOAT, RUN_HALF, name_else
+
+        names = self.conn.execute(
+            "select distinct k.name_id, n.text from kernel_rows k join strings n on n.id = k.name_id "
+            "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'", [run_id]).fetchall()
+        judged = [(i, found) for i, name in names if (found := name_else(name)) is not None]
+        if not judged:
+            return 0
+        times = dict(self.conn.execute(
+            "select precision, sum(coalesce(duration_ns, 0)) from kernel_rows where run_id = ? and kind = 'kernel' "
+            "group by precision", [run_id]).fetchall())
+
+        def most(among: tuple[str, ...]) -> str | None:
+            present = [p for p in among if times.get(p)]
+            return max(present, key=lambda p: times[p]) if present else None
+
+        run = {RUN_HALF: tag if tag in ("fp16", "bf16") else most(("fp16", "bf16")) or "fp16",
+               RUN_FLOAT: tag if tag in ("fp32", "fp16", "bf16") else "mixed" if tag == "amp" else
+               most(("fp32", "fp16", "bf16")) or "fp32"}
+        said = {RUN_HALF: "the run's 2-byte float type", RUN_FLOAT: "the run's float type"}
+        changed = 0
+        with self.write():
+            for name_id, (value, rule) in judged:
+                precision = run.get(value, value)
+                detail = (f"rule {rule}: {said[value]} ({precision}), no operator's types recorded" if value in run
+                          else f"rule {rule}: the type its name gives, no operator's types recorded")
+                ids = self.intern([detail])
+                changed += self.conn.execute(
+                    "update kernel_rows set precision = ?, evidence = 'name', evidence_detail_id = ? where run_id = ? "
+                    "and name_id = ? and kind = 'kernel' and precision = 'unknown'",
+                    [precision, ids[detail], run_id, name_id]).rowcount
+            if changed:
+                forget_prepared_aggregates(self)
+        return changed
+
     def write_aggregates(self, run_id: int) -> None:
         """Write ``run_id``'s aggregates from its rows as they are now (:func:`write_aggregates`);
         inside a write transaction."""

@@ -110,6 +110,7 @@ NOT_CAPTURES = {
     "where/": "issue 23's captures with attribution, made after this recording (tests/test_where.py reads them)",
     "catalog/": "issue 23's catalog captures with attribution (compiled under nsys and torch.profiler, eager under ncu), made after this recording (tests/test_where.py reads them)",
     "capture/": "the scripts that made the captures",
+    "findings/": "issue 36's captures of models nobody on the team wrote under each tool (tests/test_findings_36.py reads them)",
     "torch/profiler_steps": "issue 35's torch.profiler trace with ProfilerStep#N ranges (tests/test_program_imports.py)",
     "nsys/autograd_shapes": "issue 35's nsys capture of an unmodified script with --pytorch=autograd-shapes-nvtx (tests/test_program_imports.py)",
     "programs/": "users' scripts profkit runs as they are (tests/test_program_scripts.py): no captures",
