@@ -8,9 +8,10 @@ set -u
 OUT=${1:?OUT}
 C=tests/data/capture
 mkdir -p "$OUT"
-# One database per run (they run three at a time): NAME WORKLOAD TOOL ARGS...
+# One database per run, one run at a time (profiled runs share no GPU): NAME WORKLOAD TOOL ARGS...
 run() {
   local name=$1 w=$2 t=$3; shift 3
+  rm -rf "$OUT/$name.db" "$OUT/$name-runs"  # a run made again
   timeout 420 profkit run "$C/$w" --tool "$t" --name "$name" --iters 2 --db "$OUT/$name.db" --no-report "$@" \
     >"$OUT/$name.log" 2>&1
   echo "== $name ($t $*): rc $? $(tail -1 "$OUT/$name.log" | cut -c1-150)"
@@ -35,7 +36,7 @@ jobs_for() {
     echo "r50-fp16-ncufull timm_resnet50.py ncu --precision fp16 --batch-size 8 --metrics full"
     echo "lstm-fp16-ncufull lstm_lm.py ncu --precision fp16 --batch-size 20 --metrics full" ;;
   fixes)
-    for t in ncu nsys torch; do
+    for t in ncu nsys; do
       echo "lstm1024-fp16-$t lstm_lm_aligned.py $t --precision fp16 --batch-size 20"
       echo "r50b1-fp16-$t timm_resnet50.py $t --precision fp16 --batch-size 1"
     done
@@ -46,7 +47,7 @@ jobs_for() {
 shift
 for p in ${@:-ncu nsys torch extra fixes}; do
   jobs_for $p
-done | xargs -P 3 -L 1 bash -c 'run "$@"' _
+done | xargs -P 1 -L 1 bash -c 'run "$@"' _
 # What comes back: each run's kept folder (reports left out) and its database, compressed.
 find "$OUT" -name report.sqlite -exec gzip -9 {} \;
 (cd "$OUT" && tar -czf "raw-$(date +%s).tgz" --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='*.lock' \
