@@ -924,16 +924,61 @@ def headline(d: Diff) -> list[str]:
                 f"{x.name} ({x.tensor_core_pct_a:.0f}% -> {x.tensor_core_pct_b:.0f}% of its time; "
                 f"{', '.join(x.works_a[:2])} in {x.precision_a} -> {', '.join(x.works_b[:2])} in {x.precision_b})"
                 for x in moved[:4]) + (f" and {len(moved) - 4} more" if len(moved) > 4 else ""))
-    if t.fused_kernels:
-        fused_ns = sum(x.time_b_ns for x in t.fused_kernels)
-        fused_calls = sum(x.calls_b for x in t.fused_kernels)
-        gone = t.replaced_by_fusion
-        lines.append(f"fused (Triton) kernels in B: {len(t.fused_kernels)} kinds, {_n(fused_calls)} launches, "
-                     f"{fmt_ns(fused_ns)}; they replace {len(gone)} kinds of memory-bound kernels of A "
-                     f"({_n(sum(x.calls_a for x in gone))} launches, {fmt_ns(sum(x.time_a_ns for x in gone))}"
-                     + (": " + ", ".join(x.name for x in gone[:4]) + (" ..." if len(gone) > 4 else "") if gone else "")
-                     + ")")
+    lines += fusion_lines(d)
     lines += [f"note: {n}" for n in t.notes]
+    return lines
+
+
+FUSION_SHOWN = 6  # A's kinds of kernels without counterpart listed one a line; the rest summed in one
+FUSION_WIDTH = 76  # their lines' width: under 80 columns with compare's indent
+
+
+def _some(names: list[str], width: int) -> str:
+    """``names`` comma-joined, as many as fit in ``width``, the rest counted (``+2``); the
+    first cut in the middle where even it alone does not fit."""
+    for n in range(len(names), 0, -1):
+        more = f" +{len(names) - n}" if n < len(names) else ""
+        text = ", ".join(names[:n]) + more
+        if len(text) <= width:
+            return text
+    more = f" +{len(names) - 1}" if len(names) > 1 else ""
+    return cut_middle(names[0], max(width - len(more), 1)) + more if names else ""
+
+
+def fusion_lines(d: Diff) -> list[str]:
+    """What compile did: B's generated (Triton) kernels, and every kind of A's kernels without
+    a counterpart in B, with the part of it launched by operators those kernels fused; the
+    largest kinds one a line (each in under 80 columns), the rest summed in one."""
+    t = d.totals
+    if not t.fused_kernels:
+        return []
+    per = " per iteration" if t.per_iteration else ""
+    made = t.fused_kernels
+    lines = [f"fused (Triton) kernels in B: {len(made)} kinds, {_n(sum(x.calls_b for x in made))} launches, "
+             f"{fmt_ns(sum(x.time_b_ns for x in made))}{per}"]
+    gone = t.replaced_by_fusion
+    if not gone:
+        return lines
+    total = sum(x.time_a_ns for x in gone)
+    fused = sum(x.fused_time_a_ns for x in gone)
+    lines += [f"A's kernels without counterpart in B: {len(gone)} kinds, {_n(sum(x.calls_a for x in gone))} launches, "
+              f"{fmt_ns(total)}{per}",
+              f"  of which launched by operators B's Triton kernels fused: {fmt_ns(fused)}"
+              + (f" ({100 * fused / total:.0f}%)" if total else "")]
+    for x in gone[:FUSION_SHOWN]:
+        head = (f"  {fmt_ns(x.time_a_ns):>8}  {cut_middle(x.name.removeprefix('void '), 30):30} "
+                f"{_n(x.calls_a) + 'x':>5}  ")
+        if not x.fused_ops:
+            lines.append(head + "not traced to B's kernels")
+            continue
+        head += "fused: " if x.fused_time_a_ns >= x.time_a_ns else f"{fmt_ns(x.fused_time_a_ns)} fused: "
+        lines.append(head + _some([o.rpartition("::")[2] for o in x.fused_ops], FUSION_WIDTH - len(head)))
+    rest = gone[FUSION_SHOWN:]
+    if rest:
+        calls = sum(x.calls_a for x in rest)
+        lines.append(f"  and {len(rest)} more kind{'s' if len(rest) > 1 else ''}: {_n(calls)} launch"
+                     f"{'' if calls == 1 else 'es'}, {fmt_ns(sum(x.time_a_ns for x in rest))}, "
+                     f"{fmt_ns(sum(x.fused_time_a_ns for x in rest))} of it fused")
     return lines
 
 

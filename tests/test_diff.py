@@ -222,3 +222,161 @@ def test_ncu_against_nsys_status_follows_calls(runs):
     _, r = runs
     d = r["eager"].diff(r["heur"])  # same 162 kernels: ncu's locked clocks make every time differ
     assert d.totals.status.changed == 0 and d.totals.status.same > 0
+
+
+# ---------------------------------------------------------------- what compile removed (issue 36)
+LLAMA = [(f"hf_llama-bf16-eager-{tool}", f"hf_llama-bf16-compile-{tool}") for tool in ("nsys", "torch", "ncu")]
+
+
+@pytest.fixture
+def compiled(tmp_path, diff_dir):
+    """Eager against torch.compile on real H100 captures: the Llama-style model of
+    tests/data/where under nsys, torch.profiler and ncu's per-function plan (imported as `profkit
+    run` imports them, Inductor's operator lists included), and resnet18's Kineto traces of
+    tests/data/diff (the generated kernels known by their names only)."""
+    from .where_data import import_where
+
+    db = profkit.open_db(tmp_path / "c.db")
+    for pair in LLAMA:
+        for name in pair:
+            import_where(db.store, name)
+    db.import_file(diff_dir / "r18_fp16_eager_torch.json.gz", name="r18_eager")
+    db.import_file(diff_dir / "r18_fp16_compile_torch.json.gz", name="r18_compile")
+    return db
+
+
+PAIRS = [*LLAMA, ("r18_eager", "r18_compile")]
+
+
+def without_counterpart(db, a, b):
+    """A's kernels whose work (diff --match family's key) B never ran: (kinds, launches, time),
+    read from the store's kernel groups, not from the diff."""
+    from profkit.classify import work_key
+
+    def groups(name):
+        return [g for g in db.store.kernel_groups(db.run(name).id) if g.kind == "kernel"]
+
+    seen_b = {work_key(g.short_name or g.name, g.name)[0] for g in groups(b)}
+    gone = [g for g in groups(a) if work_key(g.short_name or g.name, g.name)[0] not in seen_b]
+    return ({work_key(g.short_name or g.name, g.name)[0] for g in gone}, sum(g.calls for g in gone),
+            sum(g.time_ns for g in gone))
+
+
+@pytest.mark.parametrize("a,b", PAIRS)
+def test_fusion_total_is_every_kernel_without_counterpart(compiled, a, b):
+    """What compile removed is every kind of A's kernels B has none of, whatever its family
+    (copies, gathers, scans and concatenations too, not only element-wise and norm kernels):
+    its total is exactly their summed time, in the diff and in the lines printed."""
+    from profkit import render
+
+    d = compiled.diff(a, b)
+    t = d.totals
+    assert t.fused_kernels and not t.per_iteration and t.notes == []
+    kinds, launches, time_ns = without_counterpart(compiled, a, b)
+    gone = t.replaced_by_fusion
+    assert {x.name for x in gone} == kinds and len(gone) == len(kinds)
+    assert sum(x.calls_a for x in gone) == launches and sum(x.time_a_ns for x in gone) == time_ns
+    assert [x.time_a_ns for x in gone] == sorted((x.time_a_ns for x in gone), reverse=True)
+    lines = render.fusion_lines(d)
+    assert lines[1] == (f"A's kernels without counterpart in B: {len(kinds)} kinds, {launches} launches, "
+                        f"{profkit.formatting.fmt_ns(time_ns)}")
+    # The largest kinds one a line, the rest summed in one: every kind counted once.
+    listed = lines[3:3 + min(len(gone), render.FUSION_SHOWN)]
+    assert [line[12:42].rstrip() for line in listed] == [
+        profkit.formatting.cut_middle(x.name, 30) for x in gone[:render.FUSION_SHOWN]]
+    if len(gone) > render.FUSION_SHOWN:
+        rest = gone[render.FUSION_SHOWN:]
+        assert lines[-1].startswith(f"  and {len(rest)} more kind")
+        assert f"{sum(x.calls_a for x in rest)} launch" in lines[-1]
+    assert all(len(line) <= render.FUSION_WIDTH for line in lines[3:])
+
+
+@pytest.mark.parametrize("a,b", LLAMA)
+def test_fusion_traced_by_inductors_operator_lists(compiled, a, b):
+    """A removed kind's time is traced to B's generated kernels where the operators that
+    launched it are among those Inductor says each kernel fused; what no kernel fused is not
+    (aten::all's reduction, aten::diff's copies: Inductor decomposed them into other operators)."""
+    d = compiled.diff(a, b)
+    gone = {x.name: x for x in d.totals.replaced_by_fusion}
+    made = {x.name for x in d.totals.fused_kernels}
+    for x in gone.values():
+        assert 0 < x.fused_time_a_ns <= x.time_a_ns and set(x.fused_into) <= made
+        assert x.fused_ops and all(o.startswith("aten::") for o in x.fused_ops)
+    reduce, cat = gone["reduce_kernel"], gone["CatArrayBatchedCopy"]
+    assert reduce.fused_ops == ["aten::mean"] and reduce.fused_time_a_ns < reduce.time_a_ns
+    assert all("mean" in k for k in reduce.fused_into)
+    assert cat.fused_ops == ["aten::cat"] and cat.fused_time_a_ns < cat.time_a_ns
+    assert "aten::to" in gone["unrolled_elementwise_kernel"].fused_ops  # fused as aten::_to_copy
+    # Exactly the time of the removed kernels whose operator a generated kernel of B lists (here
+    # by its own name, or aten::to as the aten::_to_copy Inductor lists for it).
+    from profkit.classify import work_key
+
+    b_ops = {o for g in compiled.store.kernel_groups(compiled.run(b).id) if g.short_name.startswith("triton_")
+             for o in (g.op or "").split("+")}
+    a_gone = [g for g in compiled.store.kernel_groups(compiled.run(a).id)
+              if g.kind == "kernel" and work_key(g.short_name or g.name, g.name)[0] in gone]
+    traced = sum(g.time_ns for g in a_gone if g.op in b_ops or (g.op == "aten::to" and "aten::_to_copy" in b_ops))
+    assert traced == sum(x.fused_time_a_ns for x in gone.values())
+
+
+def test_fusion_traced_by_kernel_names(compiled):
+    """resnet18's compiled trace holds no operator lists: Triton's names say what each kernel
+    fused (batch norm, add, max pool, mean); the layout conversions and copies, whose operators
+    (cudnn_convolution, copy_) no name holds, stay untraced."""
+    d = compiled.diff("r18_eager", "r18_compile")
+    gone = {x.name: x for x in d.totals.replaced_by_fusion}
+    bn = gone["batch_norm_transform_input_kernel"]
+    assert bn.fused_time_a_ns == bn.time_a_ns and bn.fused_ops == ["aten::native_batch_norm"]
+    assert bn.fused_into and all("native_batch_norm" in k for k in bn.fused_into)
+    assert gone["max_pool_forward_nchw"].fused_ops == ["aten::max_pool2d_with_indices"]
+    for name in ("cuDNN layout nchwToNhwc", "cuDNN layout nhwcToNchw", "unrolled_elementwise_kernel",
+                 "cuDNN implicit_convolve_sgemm conv"):
+        assert gone[name].fused_time_a_ns == 0 and gone[name].fused_ops == gone[name].fused_into == []
+
+
+def test_no_matrix_work_fused_into_a_pointwise_kernel(compiled):
+    """A generated kernel of no matrix math takes over no GEMM or attention kernel, though its
+    operator list names the attention and bmm whose inputs it prepares."""
+    from profkit.analyze.fusion import GeneratedKernel
+
+    groups = compiled.store.kernel_groups(compiled.run("hf_llama-bf16-compile-nsys").id)
+    (rope, *_) = [g for g in groups if "_scaled_dot_product_cudnn_attention" in (g.op or "") and g.family == "fused"]
+    k = GeneratedKernel.of(rope)
+    assert "bmm" in k.ops and "scaled_dot_product_cudnn_attention" in k.ops
+    assert k.fuses("aten::mul", "elementwise") and k.fuses("aten::_to_copy", "elementwise")
+    assert not k.fuses("aten::bmm", "gemm") and not k.fuses("aten::_scaled_dot_product_cudnn_attention", "attention")
+    assert not k.fuses("aten::all", "reduce")
+
+
+def test_fusion_in_the_terminal_and_the_side_by_side_page(compiled, tmp_path):
+    """`profkit diff` and `profkit compare` print the total and the largest kinds, each line
+    under 80 columns; the side-by-side page gives the total and one row per kind."""
+    from profkit import render
+    from profkit.api import Comparison
+
+    a, b = LLAMA[0]
+    d = compiled.diff(a, b)
+    gone = d.totals.replaced_by_fusion
+    total = profkit.formatting.fmt_ns(sum(x.time_a_ns for x in gone))
+    fused = profkit.formatting.fmt_ns(sum(x.fused_time_a_ns for x in gone))
+    out = cli("diff", a, b, db=compiled.path, env={"COLUMNS": "80"}).stdout
+    assert f"A's kernels without counterpart in B: {len(gone)} kinds" in out and total in out
+    assert f"of which launched by operators B's Triton kernels fused: {fused}" in out
+    cmp = Comparison("hf_llama", "family", ["eager", "compile"], [compiled.run(a), compiled.run(b)], [d])
+    with pytest.MonkeyPatch.context() as m:
+        import io
+        import sys
+
+        buf = io.StringIO()
+        m.setattr(sys, "stdout", buf)
+        m.setenv("COLUMNS", "80")
+        render.compare(cmp, "table")
+    text = buf.getvalue()
+    shown = [line for line in text.splitlines() if line.startswith("     ") and " fused: " in line]
+    assert len(shown) == render.FUSION_SHOWN and all(len(line) <= 80 for line in shown)
+    assert f"  A's kernels without counterpart in B: {len(gone)} kinds" in text
+    page = compiled.run(a).report(tmp_path / "vs.html", vs=compiled.run(b)).read_text()
+    assert f"of A's kernels have no counterpart in B: {sum(x.calls_a for x in gone)} launches, {total}, " \
+           f"of which {fused}" in " ".join(page.split())
+    table = page[page.index('id="fusion-kernels"'):page.index("</details>", page.index('id="fusion-kernels"'))]
+    assert table.count("<tr>") == len(gone) + 1 and "aten::mean" in table

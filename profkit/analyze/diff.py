@@ -17,6 +17,10 @@ Each run's rows are aggregated by a key and the two sides outer-joined:
   compile or a precision did to each module. Kernels only; a row's ``variants`` are the
   module's class.
 
+Where B has kernels torch.compile generated, every row only A has is what compile removed
+(``DiffTotals.replaced_by_fusion``), each traced by its launching operators to the generated
+kernels that fused them (``analyze.fusion``).
+
 A row is ``added`` (only in B), ``removed`` (only in A), ``changed`` (the calls differ, or the
 time moved by more than the noise threshold: ``threshold_pct`` of A's time and at least
 ``MIN_DELTA_NS``) or ``same``. When both runs know how many measured iterations they hold and
@@ -37,6 +41,7 @@ from ..parse.schema import Kind
 from ..records import MatrixWork, RunRecord, ncu_timed
 from ..rows import KernelGroup, ModuleGroup
 from ..store import Store
+from .fusion import TakenOver, generated, taken_over
 from .matrix import MATRIX_FAMILIES, of_run
 from .modules import NOT_ATTRIBUTED, attributed, no_attribution
 from .ranges import iteration_ranges, launches_outside, run_ranges
@@ -50,8 +55,6 @@ Status = Literal["added", "removed", "changed", "same"]
 DEFAULT_THRESHOLD_PCT = 10.0
 MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whatever its share
 SHARE_MOVE_PCT = 20.0  # how far an operation's tensor-core share must move to say it moved
-# Families whose kernels torch.compile fuses into generated (Triton) kernels.
-FUSABLE = ("elementwise", "norm", "reduce", "pooling", "layout", "memory", "fused")
 
 
 @dataclass(frozen=True)
@@ -125,12 +128,19 @@ class FusedKernel:
 
 @dataclass(frozen=True)
 class ReplacedKernel:
-    """A row only A has, of a family (elementwise, norm, ...) such fused kernels replace."""
+    """A row only A has (no counterpart in B) where B has generated kernels: what compile
+    removed, whatever its family. ``fused_time_a_ns`` of its time was launched by operators
+    that B's generated kernels fused (``analyze.fusion``: Inductor's operator lists, else the
+    kernels' names), ``fused_ops`` those operators and ``fused_into`` the rows of B's kernels
+    that fused them, most time first."""
 
     name: str
     calls_a: float
     time_a_ns: float
     family: str
+    fused_time_a_ns: float = 0
+    fused_ops: list[str] = field(default_factory=list)
+    fused_into: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -170,7 +180,7 @@ class DiffTotals:
     onto_tensor_cores: list[MovedOperation]     # operations B runs on tensor cores more, most time (B) first
     off_tensor_cores: list[MovedOperation]      # and less, most time (A) first
     fused_kernels: list[FusedKernel]            # B's added Triton kernels
-    replaced_by_fusion: list[ReplacedKernel]    # A's removed fusable kernels (empty unless fused_kernels)
+    replaced_by_fusion: list[ReplacedKernel]    # every row only A has, most time first (empty unless fused_kernels)
     per_iteration: bool = False                 # the runs' iteration counts differ: figures per iteration
     notes: list[str] = field(default_factory=list)  # what to know to read the diff (matching, warm-ups, ncu times)
     # tensor-core coverage of each side's GEMM, conv and attention time (analyze.matrix), over
@@ -241,6 +251,11 @@ class Diff:
                           f"{pct(mw_a.tensor_core_pct if mw_a else None)} -> {pct(mw_b.tensor_core_pct if mw_b else None)}"))
         s = t.status
         facts.append(("rows", f"{s.added} added, {s.removed} removed, {s.changed} changed, {s.same} same"))
+        if t.replaced_by_fusion:
+            gone = t.replaced_by_fusion
+            facts.append(("A's kernels without counterpart in B",
+                          f"{len(gone)} kinds, {fmt_ns(sum(x.time_a_ns for x in gone))}{per}, of which "
+                          f"{fmt_ns(sum(x.fused_time_a_ns for x in gone))} fused into B's generated kernels"))
         name = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator", "module": "module"}.get(
             self.match, "name")
         shown = [r for r in self.rows if r.status != "same"][:top]
@@ -418,8 +433,9 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = DEFAULT_
     rows = [_row(key, kind, side_a.get((key, kind)), side_b.get((key, kind)), threshold_pct, times_compare)
             for key, kind in dict.fromkeys([*side_a, *side_b])]
     rows.sort(key=lambda r: (-abs(r.delta_time_ns), r.name))
+    key = None if match == "module" else (lambda g: (_key(g, match, by_short), g.kind))
     totals = _totals(run_a, run_b, rows, groups_a, groups_b, iters_a, iters_b, scale_a, scale_b, per_iteration,
-                     notes, (of_run(store, run_a, outside_a, scale_a), of_run(store, run_b, outside_b, scale_b)))
+                     notes, (of_run(store, run_a, outside_a, scale_a), of_run(store, run_b, outside_b, scale_b)), key)
     return Diff(run_a.name, run_b.name, match, float(threshold_pct), rows, totals)
 
 
@@ -460,7 +476,8 @@ def _row(key: str, kind: Kind, a: _Sum | None, b: _Sum | None, threshold_pct: fl
 def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: list[KernelGroup],
             groups_b: list[KernelGroup], iters_a: int | None, iters_b: int | None, scale_a: float,
             scale_b: float, per_iteration: bool, notes: list[str],
-            matrix: tuple[MatrixWork | None, MatrixWork | None] = (None, None)) -> DiffTotals:
+            matrix: tuple[MatrixWork | None, MatrixWork | None] = (None, None),
+            key: Callable[[KernelGroup], tuple[str, Kind]] | None = None) -> DiffTotals:
     main = [r for r in rows if r.kind in ("kernel", "cpu_op")]
     ta = _sums(groups_a, run_a.activity, scale_a, iters_a, run_a.tool)
     tb = _sums(groups_b, run_b.activity, scale_b, iters_b, run_b.tool)
@@ -479,9 +496,12 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
             off.append((op, a, b))
     onto.sort(key=lambda x: -x[2].time)
     off.sort(key=lambda x: -x[1].time)
-    fused = [r for r in main if r.status == "added" and any(v.startswith("triton_") for v in r.variants_b)]
-    replaced = [r for r in main if r.status == "removed" and r.family
-                and set(r.family.split(",")) & set(FUSABLE)]
+    # What compile removed: every row of A without a counterpart in B, where B has generated
+    # kernels; the part of each that those kernels fused, by the operators that launched it.
+    fused = [r for r in main if r.status == "added" and any(generated(v) for v in r.variants_b)]
+    replaced = sorted((r for r in main if r.status == "removed"), key=lambda r: (-r.time_a_ns, r.name)) if fused else []
+    taken = taken_over(groups_a, key, {(r.name, r.kind) for r in replaced}, groups_b, key,
+                       scale_a) if key and replaced else {}
     return DiffTotals(
         kernels_a=ta.kernels, kernels_b=tb.kernels,
         gpu_time_a_ns=ta.gpu_time_ns, gpu_time_b_ns=tb.gpu_time_ns,
@@ -492,10 +512,17 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
         onto_tensor_cores=[_moved(f, a, b) for f, a, b in onto],
         off_tensor_cores=[_moved(f, a, b) for f, a, b in off],
         fused_kernels=[FusedKernel(r.name, r.calls_b, r.time_b_ns, r.variants_b) for r in fused],
-        replaced_by_fusion=([ReplacedKernel(r.name, r.calls_a, r.time_a_ns, r.family or "") for r in replaced]
-                            if fused else []),
+        replaced_by_fusion=[_replaced(r, taken.get((r.name, r.kind))) for r in replaced],
         per_iteration=per_iteration, notes=notes, matrix_work_a=matrix[0], matrix_work_b=matrix[1],
     )
+
+
+def _replaced(row: DiffRow, taken: TakenOver[tuple[str, Kind]] | None) -> ReplacedKernel:
+    """A row only A has, with the part of it B's generated kernels fused."""
+    if taken is None:
+        return ReplacedKernel(row.name, row.calls_a, row.time_a_ns, row.family or "")
+    return ReplacedKernel(row.name, row.calls_a, row.time_a_ns, row.family or "", _num(taken.time_ns), taken.ops,
+                          [k[0] for k in taken.into])
 
 
 def _sums(groups: list[KernelGroup], activity: str, scale: float, iterations: int | None,
