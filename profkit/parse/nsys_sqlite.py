@@ -25,9 +25,9 @@ from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..nvtx_ranges import is_iteration_range, is_named_step
 from ..processes import stoppable
-from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange, stage
-from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
-                     range_rows)
+from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, OperatorCall, StateRange, stage
+from .ranges import (MAX_DEPTH, RANGE, TORCH_OP, OpenRange, attribute, gc_paused, inner_operator_ranges, kept, merged,
+                     nest_in_process_ranges, outer_first, place, range_rows)
 from .schema import Capture, HostSyncRow, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -42,27 +42,34 @@ def _process_tid(global_tid: int) -> int:
     return global_tid - (global_tid & TID_MASK)
 
 
-def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> list[OpenRange]:
+def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> tuple[list[OpenRange], list[OpenRange]]:
     """The push/pop and start/end ranges, sorted by walk key (thread, or process for start/end
-    ranges) and start, with their paths and depths; those nested too deep left out (a note)."""
+    ranges) and start, with their paths and depths; those nested too deep left out (a note).
+    Returned twice: those the walks that attribute rows need, less the operator ranges of
+    PyTorch's annotation inside another operator range (:func:`ranges.inner_operator_ranges`),
+    and every one, in the same order (the host syncs' innermost operator)."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
     out = []
     for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
-        # A step's range is the process's, a push/pop one too (``--step-range``: a user's own).
-        process_wide = bool(process_wide) or is_named_step(text or "")
         r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid),
-                      process_wide=process_wide)
+                      process_wide=bool(process_wide))
+        # A step's range is the process's, a push/pop one too (``--step-range``: a user's own, by
+        # its name as shown: without what PyTorch's annotation adds to every call's).
+        r.process_wide = r.process_wide or (not r.attribution_only and is_named_step(r.name))
         # The walk's key: the thread's globalTid, or for a start/end range its process's (the
         # globalTid with the thread part zero, which no thread has): the SQL import's too.
-        r.global_tid = _process_tid(gtid) if process_wide else gtid
+        r.global_tid = _process_tid(gtid) if r.process_wide else gtid
         r.rank = ranks.get(_pid(gtid))
         out.append(r)
     out.sort(key=lambda r: (r.global_tid, r.start, -r.end))
-    for _ in attribute((r.global_tid, r.start, RANGE, r) for r in out):  # sets paths and depths
+    inner = inner_operator_ranges(out)
+    walked = [r for r, i in zip(out, inner) if not i]
+    for _ in attribute((r.global_tid, r.start, RANGE, r) for r in walked):  # sets paths and depths
         pass
-    out = kept(out, notes)
-    nest_in_process_ranges(out)
-    return out
+    walked = kept(walked, notes)
+    every = [r for r in out if r.depth < MAX_DEPTH]  # in walk order (the others have depth 0)
+    nest_in_process_ranges(walked)
+    return walked, every
 
 
 def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> Capture[KernelRow]:
@@ -78,12 +85,13 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
             gpu_name, cc = export.gpu()
             meta = export.meta
             notes: list[str] = []
-            ranges = _ranges(export, ranks, notes)
-            capture: Capture[KernelRow] = Capture(
-                rows=iter(()), tool="nsys", source_format="nsys-sqlite",
-                tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
-                range_paths=[r.path for r in ranges])
-            capture.host_syncs = _host_syncs(export, ranges, ranks)
+            with gc_paused():
+                ranges, every_range = _ranges(export, ranks, notes)
+                capture: Capture[KernelRow] = Capture(
+                    rows=iter(()), tool="nsys", source_format="nsys-sqlite",
+                    tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
+                    range_paths=[r.path for r in ranges if not r.attribution_only])
+                capture.host_syncs = _host_syncs(export, every_range, ranks)
     except BaseException:
         if export is not None:
             export.close()
@@ -98,22 +106,23 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
 def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, int]) -> list[HostSyncRow]:
     """The export's host-blocking calls, each with the innermost push/pop range open on its
     thread when it began as its ``op`` (an operator's range where the program pushes them:
-    ``emit_nvtx``, or nsys ``--pytorch``)."""
+    ``emit_nvtx``, or nsys ``--pytorch``). ``ranges`` in walk order (by thread, start, the
+    longer first), as :func:`_ranges` gives them."""
     calls = export.host_syncs()
     stage("host syncs (SQL)")
     if not calls:
         return []
+    calling = {c[4] for c in calls}  # only their threads' ranges are looked up
     by_thread: dict[int, list[OpenRange]] = {}
     iterations: dict[int | None, list[OpenRange]] = {}
     for r in ranges:
-        if is_iteration_range(r.name):
+        if not r.attribution_only and is_iteration_range(r.name):
             iterations.setdefault(r.process, []).append(r)
-        elif not r.process_wide:
+        elif not r.process_wide and r.global_tid in calling:
             by_thread.setdefault(int(r.global_tid or 0), []).append(r)
     starts: dict[int, list[int]] = {}
     back: dict[int, list[int]] = {}
     for g, own in by_thread.items():
-        own.sort(key=lambda r: (r.start, -r.end))
         starts[g] = [r.start for r in own]
         back[g] = _previous_longer(own)
     steps = {p: _Steps(rs) for p, rs in iterations.items()}
@@ -193,11 +202,24 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
             v = COPY_VERDICT["memset"]
             names.append((MEMSET_KEY, None, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
                           v.family, v.evidence, v.evidence_detail))
-        states, segments = _segments(ranges)
-        tops = [_state_row(k, [ranges[i] for i in members]) for k, members in enumerate(states)]
-        result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, tops, segments,
-                                                    [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)],
-                                                    ranks)
+        # PyTorch's operator calls (the outermost of each thread's: see _ranges) go to SQL as
+        # they are, intervals that never overlap; the walk's states are of the other ranges, so
+        # that they change where the run's ranges or profkit's own operator ranges do, not at
+        # every call.
+        operators: list[OperatorCall] = [(int(r.global_tid), r.start, r.end, r.op.op, r.op.shapes) for r in ranges
+                                         if r.role == TORCH_OP and r.op is not None and r.end > r.start]
+        ranges = [r for r in ranges if r.role != TORCH_OP]
+        with gc_paused():
+            states, segments = _segments(ranges)
+        tops: list[StateRange] = []
+
+        def state_rows(used: list[int]) -> list[StateRange]:
+            tops.extend(_state_row(k, [ranges[i] for i in states[k]]) for k in used)
+            return tops
+
+        result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, state_rows, segments,
+                                                    [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)
+                                                     if not r.attribution_only], ranks, operators)
     finally:
         export.close()
     stage("GPU operations written")
@@ -260,7 +282,8 @@ def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int,
         if not own:
             return None
         p = _process_tid(g)
-        now = tuple(own) if p == g else tuple(r for r in _merged_ix(ranges, open_by_thread.get(p, []), own))
+        process_open = open_by_thread.get(p) if p != g else None
+        now = tuple(_merged_ix(ranges, process_open, own)) if process_open else tuple(own)
         sid = state_ids.get(now)
         if sid is None:
             sid = state_ids[now] = len(states)
