@@ -76,6 +76,8 @@ Segment = tuple[int, int, int | None]
 OperatorCall = tuple[int, int, int, str, str | None]
 # Per range: (range index, process, start, end).
 Window = tuple[int, int | None, int, int]
+# A runtime call that blocked the host, as host_syncs() gives it.
+HostSyncCall = tuple[int, str, int, int, int, int | None, int | None]
 
 
 _last = [time.monotonic(), time.process_time()]
@@ -365,7 +367,7 @@ class NsysExport:
               on r.correlationId = ops.correlationId and (r.globalTid >> 24) = (ops.globalPid >> 24)
             order by coalesce(r.start, ops.start), ops.correlationId"""
 
-    def host_syncs(self) -> list[tuple[int, str, int, int, int, int | None, int | None]]:
+    def host_syncs(self) -> list[HostSyncCall]:
         """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
         (call name without its version suffix, start, end, globalTid, the latest end of the
         GPU operations of its process begun before the call returned, the first start of one

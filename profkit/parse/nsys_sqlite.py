@@ -23,11 +23,12 @@ from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from ..nvtx_ranges import is_iteration_range, is_named_step
+from ..nvtx_ranges import OpLabel, is_iteration_range, is_named_step
 from ..processes import stoppable
-from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, OperatorCall, StateRange, stage
-from .ranges import (MAX_DEPTH, RANGE, TORCH_OP, OpenRange, attribute, gc_paused, inner_operator_ranges, kept, merged,
-                     nest_in_process_ranges, outer_first, place, range_rows)
+from .nsys_export import (MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, HostSyncCall, NameRow, NsysExport, OperatorCall,
+                          StateRange, stage)
+from .ranges import (MAX_DEPTH, OF_RUN, OWN_OP, RANGE, TORCH_OP, OpenRange, attribute, gc_paused, inner_operator_calls,
+                     kept, merged, nest_in_process_ranges, outer_first, place, range_rows, read_range)
 from .schema import Capture, HostSyncRow, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -42,34 +43,106 @@ def _process_tid(global_tid: int) -> int:
     return global_tid - (global_tid & TID_MASK)
 
 
-def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> tuple[list[OpenRange], list[OpenRange]]:
-    """The push/pop and start/end ranges, sorted by walk key (thread, or process for start/end
-    ranges) and start, with their paths and depths; those nested too deep left out (a note).
-    Returned twice: those the walks that attribute rows need, less the operator ranges of
-    PyTorch's annotation inside another operator range (:func:`ranges.inner_operator_ranges`),
-    and every one, in the same order (the host syncs' innermost operator)."""
+def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str],
+            calls: list[HostSyncCall]) -> tuple[list[OpenRange], list[str | None]]:
+    """The push/pop and start/end ranges the walks that attribute rows need, sorted by walk key
+    (thread, or process for start/end ranges) and start, with their paths and depths; those
+    nested too deep left out (a note), and so are the operator calls of PyTorch's annotation
+    inside another operator range (:func:`ranges.inner_operator_calls`: several a kernel, and
+    never a row's attribution). And for each of ``calls`` (the host syncs, in start order) what
+    names the innermost push/pop range open on its thread when it began, any of them."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
-    out = []
+    order: list[tuple[int, int, int, int]] = []  # (walk key, start, -end, index), sorted below
+    read: list[tuple[int, int, int, int, bool, str, OpLabel | None, str]] = []
     for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
-        r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid),
-                      process_wide=bool(process_wide))
+        shown, label, role = read_range(text or "")
         # A step's range is the process's, a push/pop one too (``--step-range``: a user's own, by
         # its name as shown: without what PyTorch's annotation adds to every call's).
-        r.process_wide = r.process_wide or (not r.attribution_only and is_named_step(r.name))
+        process_wide = bool(process_wide) or (role == OF_RUN and is_named_step(shown))
         # The walk's key: the thread's globalTid, or for a start/end range its process's (the
         # globalTid with the thread part zero, which no thread has): the SQL import's too.
-        r.global_tid = _process_tid(gtid) if r.process_wide else gtid
-        r.rank = ranks.get(_pid(gtid))
-        out.append(r)
-    out.sort(key=lambda r: (r.global_tid, r.start, -r.end))
-    inner = inner_operator_ranges(out)
-    walked = [r for r, i in zip(out, inner) if not i]
+        order.append((_process_tid(gtid) if process_wide else gtid, start, -end, len(read)))
+        read.append((start, end, gtid, dom, process_wide, shown, label, role))
+    order.sort()
+    inner = inner_operator_calls((key, read[i][0], read[i][1], read[i][7], read[i][4]) for key, _, _, i in order)
+    made: list[OpenRange | None] = [None] * len(read)
+    walked = []
+    for (key, _, _, i), skip in zip(order, inner):
+        if skip:
+            continue
+        begin, finish, thread, domain, wide, shown, label, role = read[i]
+        r = OpenRange(shown, domains.get((_pid(thread), domain)), thread & TID_MASK, begin, finish,
+                      process=_pid(thread), process_wide=wide, read=(shown, label, role))
+        r.global_tid = key
+        r.rank = ranks.get(_pid(thread))
+        made[i] = r
+        walked.append(r)
     for _ in attribute((r.global_tid, r.start, RANGE, r) for r in walked):  # sets paths and depths
         pass
     walked = kept(walked, notes)
-    every = [r for r in out if r.depth < MAX_DEPTH]  # in walk order (the others have depth 0)
     nest_in_process_ranges(walked)
-    return walked, every
+    return walked, _innermost(order, read, made, calls)
+
+
+def _innermost(order: list[tuple[int, int, int, int]], read: list[Any], made: list[OpenRange | None],
+               calls: list[HostSyncCall]) -> list[str | None]:
+    """For each call, what names the innermost push/pop range open on its thread when it began
+    (:func:`_sync_op`; None outside any): per thread, its ranges (in walk order) and its calls
+    (in start order) side by side, with a stack of the ranges begun so far that may still be
+    open. Those ended by an instant are popped from its top, so that the top is the latest
+    begun of those open then: the innermost, where ranges nest (push/pop ranges do)."""
+    out: list[str | None] = [None] * len(calls)
+    by_thread: dict[int, list[int]] = {}
+    for c, call in enumerate(calls):
+        by_thread.setdefault(call[4], []).append(c)
+    if not by_thread:
+        return out
+    k, n = 0, len(order)
+    while k < n:
+        key = order[k][0]
+        end_k = k
+        while end_k < n and order[end_k][0] == key:
+            end_k += 1
+        mine = by_thread.get(key)
+        if mine:
+            stack: list[int] = []
+            j = 0
+            for _, start, neg_end, i in order[k:end_k]:
+                r = made[i]
+                if r is not None and (r.depth >= MAX_DEPTH or  # left out, as the walk leaves it
+                                      (r.role == OF_RUN and is_iteration_range(r.name))):  # a step, not an op
+                    continue
+                while j < len(mine) and calls[mine[j]][2] < start:
+                    out[mine[j]] = _top(stack, read, calls[mine[j]][2])
+                    j += 1
+                while stack and read[stack[-1]][1] <= start:
+                    stack.pop()
+                stack.append(i)
+            for c in mine[j:]:
+                out[c] = _top(stack, read, calls[c][2])
+        k = end_k
+    return out
+
+
+def _top(stack: list[int], read: list[Any], t: int) -> str | None:
+    """The latest begun range of ``stack`` still open at ``t`` (those ended popped), named as a
+    host sync's ``op`` (:func:`_sync_op`)."""
+    while stack and read[stack[-1]][1] <= t:
+        stack.pop()
+    if not stack:
+        return None
+    _, _, _, _, _, shown, label, role = read[stack[-1]]
+    return _sync_op(shown, label, role)
+
+
+def _sync_op(shown: str, label: OpLabel | None, role: str) -> str:
+    """A host sync's ``op`` from the range around it: profkit's operator range, its module and
+    operator; an operator's (PyTorch's annotation, or a range named like one), the operator and
+    input shapes; any other range, its name."""
+    if label is None:
+        return shown
+    parts = (label.module, label.op) if role == OWN_OP else (label.op, label.shapes)
+    return " ".join(x for x in parts if x)
 
 
 def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> Capture[KernelRow]:
@@ -85,13 +158,16 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
             gpu_name, cc = export.gpu()
             meta = export.meta
             notes: list[str] = []
+            calls = export.host_syncs()
+            stage("host syncs (SQL)")
             with gc_paused():
-                ranges, every_range = _ranges(export, ranks, notes)
-                capture: Capture[KernelRow] = Capture(
-                    rows=iter(()), tool="nsys", source_format="nsys-sqlite",
-                    tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
-                    range_paths=[r.path for r in ranges if not r.attribution_only])
-                capture.host_syncs = _host_syncs(export, every_range, ranks)
+                ranges, innermost = _ranges(export, ranks, notes, calls)
+            stage("ranges")
+            capture: Capture[KernelRow] = Capture(
+                rows=iter(()), tool="nsys", source_format="nsys-sqlite",
+                tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
+                range_paths=[r.path for r in ranges if not r.attribution_only])
+            capture.host_syncs = _host_syncs(calls, ranges, innermost, ranks)
     except BaseException:
         if export is not None:
             export.close()
@@ -103,65 +179,27 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
     return capture
 
 
-def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, int]) -> list[HostSyncRow]:
-    """The export's host-blocking calls, each with the innermost push/pop range open on its
-    thread when it began as its ``op`` (an operator's range where the program pushes them:
-    ``emit_nvtx``, or nsys ``--pytorch``). ``ranges`` in walk order (by thread, start, the
-    longer first), as :func:`_ranges` gives them."""
-    calls = export.host_syncs()
-    stage("host syncs (SQL)")
+def _host_syncs(calls: list[HostSyncCall], ranges: list[OpenRange], innermost: list[str | None],
+                ranks: dict[int, int]) -> list[HostSyncRow]:
+    """The export's host-blocking calls, each with what names the innermost push/pop range open
+    on its thread when it began as its ``op`` (:func:`_innermost`: an operator's range where the
+    program pushes them, ``emit_nvtx`` or nsys ``--pytorch``), and the step it was made in."""
     if not calls:
         return []
-    calling = {c[4] for c in calls}  # only their threads' ranges are looked up
-    by_thread: dict[int, list[OpenRange]] = {}
     iterations: dict[int | None, list[OpenRange]] = {}
     for r in ranges:
         if not r.attribution_only and is_iteration_range(r.name):
             iterations.setdefault(r.process, []).append(r)
-        elif not r.process_wide and r.global_tid in calling:
-            by_thread.setdefault(int(r.global_tid or 0), []).append(r)
-    starts: dict[int, list[int]] = {}
-    back: dict[int, list[int]] = {}
-    for g, own in by_thread.items():
-        starts[g] = [r.start for r in own]
-        back[g] = _previous_longer(own)
     steps = {p: _Steps(rs) for p, rs in iterations.items()}
     none = _Steps([])
     out: list[HostSyncRow] = []
-    for i, name, start, end, gtid, last_end, next_start in calls:
-        op = None
-        rs = by_thread.get(gtid, [])
-        # Ranges on a thread nest: the latest begun at or before the call that is still open is
-        # the innermost. One that ended before it did not hold the call, nor did any begun after
-        # it that ended no later: the walk goes on from the latest begun before it that ends later.
-        k = bisect.bisect_right(starts.get(gtid, []), start) - 1
-        while k >= 0 and rs[k].end <= start:
-            k = back[gtid][k]
-        if k >= 0:
-            lab = rs[k].op  # one of profkit's operator ranges: its module and operator
-            # profkit's operator range: its module and operator; one nsys --pytorch or emit_nvtx
-            # wrote: its operator and input shapes, not the raw range text.
-            op = (" ".join(x for x in (lab.module, lab.op) if x) if rs[k].own_op else
-                  " ".join(x for x in (lab.op, lab.shapes) if x)) if lab is not None else rs[k].name
+    for (i, name, start, end, gtid, last_end, next_start), op in zip(calls, innermost):
         step = steps.get(_pid(gtid), none).at(start)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
                     "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
                     "gpu_next_start_ns": next_start, "iteration": step.name if step else None,
                     "iteration_end_ns": step.end if step else None})
     stage("host syncs placed")
-    return out
-
-
-def _previous_longer(rs: list[OpenRange]) -> list[int]:
-    """For each range, the index of the latest one before it (in ``rs``' order) that ends
-    later than it does, or -1: one stack pass."""
-    out: list[int] = []
-    stack: list[int] = []
-    for k, r in enumerate(rs):
-        while stack and rs[stack[-1]].end <= r.end:
-            stack.pop()
-        out.append(stack[-1] if stack else -1)
-        stack.append(k)
     return out
 
 

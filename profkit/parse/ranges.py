@@ -94,10 +94,12 @@ class OpenRange:
                  "gpu_time_ns", "process", "global_tid", "process_wide", "rank", "op", "role")
 
     def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
-                 process: int | None = None, process_wide: bool = False):
+                 process: int | None = None, process_wide: bool = False,
+                 read: tuple[str, OpLabel | None, str] | None = None):
         self.domain, self.thread_id, self.start, self.end = domain, thread_id, start, end
-        # Its name as shown, an operator range's attribution and what the range is: read_range.
-        self.name, self.op, self.role = read_range(name)
+        # Its name as shown, an operator range's attribution and what the range is: read_range
+        # (``read``: what it gave the caller already).
+        self.name, self.op, self.role = read if read is not None else read_range(name)
         self.process = process
         self.process_wide = process_wide
         self.rank: int | None = None  # the process's rank in a distributed job, where known
@@ -201,24 +203,25 @@ def attribute_row(row: KernelRow, labels: list[OpLabel], call: OpLabel | None = 
         row["op"], row["shapes"] = lab.op, lab.shapes
 
 
-def inner_operator_ranges(ranges: list[OpenRange]) -> list[bool]:
-    """For ranges sorted by (walk key, start, longer first): whether each is an operator call
-    of PyTorch's annotation (TORCH_OP) inside another operator range of its thread, PyTorch's or
-    profkit's (``aten::empty`` inside ``aten::zeros``). Such a range is never the attribution a
-    row gets (:func:`attribute_row`: profkit's innermost operator range, else the outermost
-    call), nor a range of the run, so that a walk that attributes rows can leave it out:
-    PyTorch writes one around every nested call, several for each kernel. Push/pop ranges nest,
-    so an operator range begun earlier on the thread that ends after this one begins holds it."""
+def inner_operator_calls(ranges: Iterable[tuple[object, int, int, str, bool]]) -> list[bool]:
+    """For ranges (walk key, start, end, role, process-wide) sorted by walk key, start, the
+    longer first: whether each is an operator call of PyTorch's annotation (TORCH_OP) inside
+    another operator range of its thread, PyTorch's or profkit's (``aten::empty`` inside
+    ``aten::zeros``). Such a range is never the attribution a row gets (:func:`attribute_row`:
+    profkit's innermost operator range, else the outermost call), nor a range of the run, so
+    that a walk that attributes rows can leave it out: PyTorch writes one around every nested
+    call, several for each kernel. Push/pop ranges nest, so an operator range begun earlier on
+    the thread that ends after this one begins holds it."""
     out: list[bool] = []
-    key: object = object()
+    at: object = object()
     until: int | None = None  # the latest end of the thread's operator ranges begun so far
-    for r in ranges:
-        if r.global_tid != key:
-            key, until = r.global_tid, None
-        inner = r.role == TORCH_OP and until is not None and r.start < until and not r.process_wide
+    for key, start, end, role, process_wide in ranges:
+        if key != at:
+            at, until = key, None
+        inner = role == TORCH_OP and until is not None and start < until and not process_wide
         out.append(inner)
-        if not inner and r.role != OF_RUN and not r.process_wide:
-            until = r.end if until is None else max(until, r.end)
+        if not inner and role != OF_RUN and not process_wide:
+            until = end if until is None else max(until, end)
     return out
 
 
