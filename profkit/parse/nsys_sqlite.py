@@ -9,9 +9,14 @@
   so that a training step's backward kernels, launched by autograd's thread, count).
 * The calls that blocked the host (stream, event and device synchronisations, synchronous
   copies) with the GPU work around each, and the innermost range open on their thread.
+* The ranges PyTorch's own annotation writes (``emit_nvtx``, nsys ``--pytorch``: one around
+  every operator call, several a kernel) are read by name and shapes (``ranges.read_range``);
+  an operator call is the attribution of what was launched in it, not a range of the run. Only
+  the outermost call of a thread counts for that, so the nested ones are left out of the walk,
+  and the bulk import hands the outermost to SQL as intervals rather than walking them.
 
 Nothing loads a whole table into Python: the operations come in launch order, batch by batch,
-and a walk over the (few) ranges attributes them on the way. A capture of millions of kernels
+and a walk over the ranges attributes them on the way. A capture of millions of kernels
 imports in bounded memory.
 """
 
@@ -219,6 +224,7 @@ class _Steps:
         return self.rs[k] if k >= 0 and t < self.rs[k].end else None
 
 
+@gc_paused()  # it builds a tuple or two for every range, all kept until its end
 def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
           capture: Capture[KernelRow], ranks: dict[int, int]) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
@@ -247,8 +253,7 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
         operators: list[OperatorCall] = [(int(r.global_tid), r.start, r.end, r.op.op, r.op.shapes) for r in ranges
                                          if r.role == TORCH_OP and r.op is not None and r.end > r.start]
         ranges = [r for r in ranges if r.role != TORCH_OP]
-        with gc_paused():
-            states, segments = _segments(ranges)
+        states, segments = _segments(ranges)
         tops: list[StateRange] = []
 
         def state_rows(used: list[int]) -> list[StateRange]:
