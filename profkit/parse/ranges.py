@@ -110,11 +110,6 @@ class OpenRange:
         self.kernels = self.gpu_ops = self.gpu_time_ns = 0
 
     @property
-    def own_op(self) -> bool:
-        """One of profkit's operator ranges: attribution, not a range of the run's own."""
-        return self.role == OWN_OP
-
-    @property
     def attribution_only(self) -> bool:
         """An operator range (profkit's or PyTorch's): attribution, not a range of the run's own."""
         return self.role != OF_RUN
