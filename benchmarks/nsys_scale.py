@@ -40,19 +40,8 @@ def synthesize(out: Path, kernels: int) -> dict:
     con = sqlite3.connect(out)
     base = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     copies = -(-kernels // base)
-    lo = min(con.execute(f"select min(start) from {t}").fetchone()[0] for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",))
-    hi = max(con.execute(f"select max(end) from {t}").fetchone()[0] for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"))
-    span = hi - lo + 1000
-    corr = max(con.execute(f"select max(correlationId) from {t}").fetchone()[0]
-               for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",)) + 1
     t0 = time.monotonic()
-    for table in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",):
-        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
-        sel = ", ".join({"start": "start + :s", "end": "end + :s", "correlationId": "correlationId + :c"}.get(c, c) for c in cols)
-        con.execute(f"create temp table src as select * from {table}")
-        for i in range(1, copies):
-            con.execute(f"insert into {table} ({', '.join(cols)}) select {sel} from src", {"s": i * span, "c": i * corr})
-        con.execute("drop table src")
+    span, _ = replicate_gpu_work(con, copies)
     cols = [r[1] for r in con.execute("pragma table_info(NVTX_EVENTS)")]
     sel = ", ".join({"start": "start + :s", "end": "end + :s"}.get(c, c) for c in cols)
     con.execute("create temp table src as select * from NVTX_EVENTS where eventType = 59")
@@ -66,11 +55,30 @@ def synthesize(out: Path, kernels: int) -> dict:
             "synth_s": round(time.monotonic() - t0, 1)}
 
 
-def timed(argv: list[str], stdout=subprocess.DEVNULL, env: dict | None = None) -> dict:
+def replicate_gpu_work(con: sqlite3.Connection, copies: int) -> tuple[int, int]:
+    """Append ``copies - 1`` copies of the export's GPU operations and runtime calls, each
+    shifted by the capture's span in time and by the largest correlation id in correlation;
+    returns (span, correlation shift), by which a caller shifts what else it copies."""
+    lo = min(con.execute(f"select min(start) from {t}").fetchone()[0] for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",))
+    hi = max(con.execute(f"select max(end) from {t}").fetchone()[0] for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"))
+    span = hi - lo + 1000
+    corr = max(con.execute(f"select max(correlationId) from {t}").fetchone()[0]
+               for t in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",)) + 1
+    for table in GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME",):
+        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
+        sel = ", ".join({"start": "start + :s", "end": "end + :s", "correlationId": "correlationId + :c"}.get(c, c) for c in cols)
+        con.execute(f"create temp table src as select * from {table}")
+        for i in range(1, copies):
+            con.execute(f"insert into {table} ({', '.join(cols)}) select {sel} from src", {"s": i * span, "c": i * corr})
+        con.execute("drop table src")
+    return span, corr
+
+
+def timed(argv: list[str], stdout=subprocess.DEVNULL, env: dict | None = None, cwd: Path | None = None) -> dict:
     """Wall time, CPU time (user + system) and peak RSS of a command (output to /dev/null),
     through GNU time; with ``stages`` where the command printed PROFKIT_TIMINGS lines."""
     p = subprocess.run(["/usr/bin/time", "-v", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
-                       env={**os.environ, **(env or {})})
+                       env={**os.environ, **(env or {})}, cwd=cwd)
     if p.returncode != 0:
         raise SystemExit(f"{argv} failed: {p.stderr[-2000:]}")
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1))

@@ -42,6 +42,8 @@ def sha256(path: Path) -> str:
 def profkit_tag(capture: Capture[KernelRow]) -> dict[str, str]:
     """workload / precision / mode from profkit's own NVTX range names, where present."""
     for path in capture.range_paths:
+        if ".iter" not in path:  # most of a capture's ranges, and the search is slow on a long path
+            continue
         m = re.search(r"(?:^|/)(?:profkit@)?([^/@]+)\.iter\d+$", path)
         if m:
             parts = m.group(1).split(".")

@@ -106,27 +106,15 @@ class OpLabel(NamedTuple):
     input_types: str | None     # input dtypes, ``float16,float16``
 
 
-# The ranges torch.autograd.profiler.emit_nvtx(record_shapes=True) and nsys's
-# --pytorch=autograd-shapes-nvtx write, one per dispatcher operator and nested like the calls:
-#   aten::conv2d, op_id = 28869, sizes = [[8, 3, 224, 224], [64, 3, 7, 7], []], input_op_ids = [...]
-#   aten::addmm, seq = 12, sizes = [[64], [8, 512], [512, 64]]
-_EMIT_NVTX = re.compile(r"(?P<op>[A-Za-z_][\w.]*::[\w.]+)(?:, (?:seq|op_id|stashed seq) = \d+)*(?:, sizes = (?P<sizes>\[.*?\]\]|\[\]))?")
-
-
 def op_label(name: str) -> OpLabel | None:
-    """The attribution an operator range's name gives (profkit's own, or an emit_nvtx-style
-    range from another capture: operator and shapes only), or None for any other range."""
-    if name.startswith(OP_PREFIX):
-        fields = name[len(OP_PREFIX):].split("|")
-        if len(fields) != 6:
-            return None
-        op, phase, module, module_type, in_shapes, dtypes = fields
-        return OpLabel(op, PHASES.get(phase, phase) or None, module if module or module_type else None,
-                       module_type or None, in_shapes or None, dtypes or None)
-    m = _EMIT_NVTX.match(name)
-    if m is None or (m.end() != len(name) and not name.startswith(", input_op_ids", m.end())):
+    """The attribution one of profkit's operator ranges gives (see above), or None for any
+    other range. (The ranges PyTorch's own annotation writes, ``emit_nvtx`` and nsys
+    ``--pytorch``, are read by ``profkit.parse.torch_nvtx``.)"""
+    if not name.startswith(OP_PREFIX):
         return None
-    sizes = m.group("sizes")
-    inner = re.findall(r"\[([0-9, ]*)\]", sizes[1:-1]) if sizes and sizes != "[]" else []
-    return OpLabel(m.group("op"), None, None, None,
-                   ";".join(f"[{s.replace(' ', '')}]" for s in inner if s.strip()) or None, None)
+    fields = name[len(OP_PREFIX):].split("|")
+    if len(fields) != 6:
+        return None
+    op, phase, module, module_type, in_shapes, dtypes = fields
+    return OpLabel(op, PHASES.get(phase, phase) or None, module if module or module_type else None,
+                   module_type or None, in_shapes or None, dtypes or None)

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from profkit.nvtx_ranges import OP_PREFIX, op_label, op_range
+from profkit.parse.ranges import read_range
 from profkit.store import Store
 
 from .where_data import CATALOG, CATALOG_RUNS, EAGER, RUNS, TRAINING, import_where
@@ -214,10 +215,13 @@ def test_an_operator_range_name_says_everything_and_parses_back():
     assert lab is not None and (lab.op, lab.phase, lab.module, lab.module_type) == (
         "aten::addmm", "backward", "layers.3.mlp.down_proj", "Linear")
     assert op_label(op_range("aten::add_", "fwd", "", "ResNet", "[3]", "int64")).module == ""
-    # The range nsys --pytorch=autograd-shapes-nvtx wrote (tests/shared NSIGHT notes, H100): operator and shapes.
-    foreign = op_label("aten::conv2d, op_id = 28869, sizes = [[8, 3, 224, 224], [64, 3, 7, 7], []], "
-                       "input_op_ids = [(4541,0)]")
+    # The range nsys --pytorch=autograd-shapes-nvtx wrote (tests/shared NSIGHT notes, H100): operator and shapes,
+    # read by the importers' read_range (profkit.parse.torch_nvtx), not by op_label.
+    name = "aten::conv2d, op_id = 28869, sizes = [[8, 3, 224, 224], [64, 3, 7, 7], []], input_op_ids = [(4541,0)]"
+    assert op_label(name) is None
+    shown, foreign, _ = read_range(name)
     assert foreign is not None and (foreign.op, foreign.shapes) == ("aten::conv2d", "[8,3,224,224];[64,3,7,7]")
+    assert shown == "aten::conv2d [8,3,224,224];[64,3,7,7]"
     assert op_label("profkit@resnet18.fp16.eager.iter0") is None
 
 

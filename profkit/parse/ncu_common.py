@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from ..nvtx_ranges import OP_PREFIX, op_label
-from .ranges import attribute_row
+from .ranges import OF_RUN, TORCH_OP, attribute_row, read_range
 from .schema import KernelRow, kernel_row
 
 # ncu's raw page carries every device attribute and profiler bookkeeping value on every row;
@@ -55,10 +54,11 @@ def nvtx_columns(ranges: list[tuple[str, str]]) -> dict[str, Any]:
     """A launch's NVTX stack [(domain, range), ...] as kernel-table columns: its innermost
     range and path, and the attribution its operator ranges give (profkit's own operator
     ranges are attribution, not ranges: left out of the path; see ``ranges.attribute_row``)."""
-    kept = [(d, n) for d, n in ranges if not n.startswith(OP_PREFIX)]
-    labels = [lab for _, n in ranges if "::" in n and (lab := op_label(n)) is not None]
+    read = [(d, *read_range(n)) for d, n in ranges]
+    kept = [(d, shown) for d, shown, _, role in read if role == OF_RUN]
+    labels = [lab for _, _, lab, role in read if lab is not None and role != TORCH_OP]
     row = kernel_row(0, "kernel", "", "", nvtx_range=kept[-1][1] if kept else None, nvtx_path=nvtx_path(kept))
-    attribute_row(row, labels)
+    attribute_row(row, labels, next((lab for _, _, lab, role in read if role == TORCH_OP), None))
     return {k: row[k] for k in ATTRIBUTED}  # type: ignore[literal-required]
 
 

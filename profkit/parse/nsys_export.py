@@ -71,8 +71,13 @@ StateRange = tuple[int, str | None, str | None, str | None, str | None, str | No
 STATE_COLUMNS = ("nvtx_range", "nvtx_path", "op", "module", "module_type", "shapes", "phase", "input_types")
 # Per thread: (globalTid, start, state index or None), the thread's state from ``start`` on.
 Segment = tuple[int, int, int | None]
+# An operator call PyTorch's annotation wrote, outermost on its thread: (globalTid, start, end,
+# operator, input shapes or None); those of a thread never overlap.
+OperatorCall = tuple[int, int, int, str, str | None]
 # Per range: (range index, process, start, end).
 Window = tuple[int, int | None, int, int]
+# A runtime call that blocked the host, as host_syncs() gives it.
+HostSyncCall = tuple[int, str, int, int, int, int | None, int | None]
 
 
 _last = [time.monotonic(), time.process_time()]
@@ -282,16 +287,22 @@ class NsysExport:
 
     def nvtx_ranges(self) -> Iterator[tuple[int, int, str | None, int, int, int]]:
         """(start, end, text, globalTid, domainId, 1 for a start/end range else 0) of every closed
-        push/pop and start/end range, by thread and start (a start/end range's thread is the one
-        that started it)."""
+        push/pop and start/end range, in the table's order (a start/end range's thread is the one
+        that started it). The caller orders them as its walk needs: a sort in SQL costs more."""
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
+        ranges = f"n.eventType in ({', '.join(map(str, PUSH_POP + START_END))}) and n.end is not null"
         rows = self.con.execute(f"""
             select n.start, n.end, cast(coalesce(n.text, s.value) as text), n.globalTid, n.domainId,
                    n.eventType in ({", ".join(map(str, START_END))})
             from NVTX_EVENTS n left join StringIds s on s.id = n.textId
-            where n.eventType in ({", ".join(map(str, PUSH_POP + START_END))}) and n.end is not null
-            order by n.globalTid, n.start, n.end desc""")
+            where {ranges}""")
+        # One scan in SQL for what each row must be (a capture with a range around every operator
+        # call has hundreds of thousands); only where one is not are the rows checked one by one,
+        # to name it (start is checked with the table's types).
+        if not self.con.execute(f"""select exists (select 1 from NVTX_EVENTS n where {ranges} and (
+                typeof(n.end) != 'integer' or typeof(n.globalTid) != 'integer' or n.end < n.start))""").fetchone()[0]:
+            return iter(rows)
         return (_checked(r, "NVTX_EVENTS", ((0, "start"), (1, "end"), (3, "globalTid")), self.path, ordered=(0, 1))
                 for r in rows)
 
@@ -356,7 +367,7 @@ class NsysExport:
               on r.correlationId = ops.correlationId and (r.globalTid >> 24) = (ops.globalPid >> 24)
             order by coalesce(r.start, ops.start), ops.correlationId"""
 
-    def host_syncs(self) -> list[tuple[int, str, int, int, int, int | None, int | None]]:
+    def host_syncs(self) -> list[HostSyncCall]:
         """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
         (call name without its version suffix, start, end, globalTid, the latest end of the
         GPU operations of its process begun before the call returned, the first start of one

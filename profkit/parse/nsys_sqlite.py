@@ -9,9 +9,14 @@
   so that a training step's backward kernels, launched by autograd's thread, count).
 * The calls that blocked the host (stream, event and device synchronisations, synchronous
   copies) with the GPU work around each, and the innermost range open on their thread.
+* The ranges PyTorch's own annotation writes (``emit_nvtx``, nsys ``--pytorch``: one around
+  every operator call, several a kernel) are read by name and shapes (``ranges.read_range``);
+  an operator call is the attribution of what was launched in it, not a range of the run. Only
+  the outermost call of a thread counts for that, so the nested ones are left out of the walk,
+  and the bulk import hands the outermost to SQL as intervals rather than walking them.
 
 Nothing loads a whole table into Python: the operations come in launch order, batch by batch,
-and a walk over the (few) ranges attributes them on the way. A capture of millions of kernels
+and a walk over the ranges attributes them on the way. A capture of millions of kernels
 imports in bounded memory.
 """
 
@@ -23,11 +28,12 @@ from typing import Any, Iterator
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
-from ..nvtx_ranges import is_iteration_range, is_named_step
+from ..nvtx_ranges import OpLabel, is_iteration_range, is_named_step
 from ..processes import stoppable
-from .nsys_export import MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, NameRow, NsysExport, StateRange, stage
-from .ranges import (RANGE, OpenRange, attribute, kept, merged, nest_in_process_ranges, outer_first, place,
-                     range_rows)
+from .nsys_export import (MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, HostSyncCall, NameRow, NsysExport, OperatorCall,
+                          StateRange, stage)
+from .ranges import (MAX_DEPTH, OF_RUN, OWN_OP, RANGE, TORCH_OP, OpenRange, attribute, gc_paused, inner_operator_calls,
+                     kept, merged, nest_in_process_ranges, outer_first, place, range_rows, read_range)
 from .schema import Capture, HostSyncRow, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -42,27 +48,106 @@ def _process_tid(global_tid: int) -> int:
     return global_tid - (global_tid & TID_MASK)
 
 
-def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str]) -> list[OpenRange]:
-    """The push/pop and start/end ranges, sorted by walk key (thread, or process for start/end
-    ranges) and start, with their paths and depths; those nested too deep left out (a note)."""
+def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str],
+            calls: list[HostSyncCall]) -> tuple[list[OpenRange], list[str | None]]:
+    """The push/pop and start/end ranges the walks that attribute rows need, sorted by walk key
+    (thread, or process for start/end ranges) and start, with their paths and depths; those
+    nested too deep left out (a note), and so are the operator calls of PyTorch's annotation
+    inside another operator range (:func:`ranges.inner_operator_calls`: several a kernel, and
+    never a row's attribution). And for each of ``calls`` (the host syncs, in start order) what
+    names the innermost push/pop range open on its thread when it began, any of them."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
-    out = []
+    order: list[tuple[int, int, int, int]] = []  # (walk key, start, -end, index), sorted below
+    read: list[tuple[int, int, int, int, bool, str, OpLabel | None, str]] = []
     for start, end, text, gtid, dom, process_wide in export.nvtx_ranges():
-        # A step's range is the process's, a push/pop one too (``--step-range``: a user's own).
-        process_wide = bool(process_wide) or is_named_step(text or "")
-        r = OpenRange(text or "", domains.get((_pid(gtid), dom)), gtid & TID_MASK, start, end, process=_pid(gtid),
-                      process_wide=process_wide)
+        shown, label, role = read_range(text or "")
+        # A step's range is the process's, a push/pop one too (``--step-range``: a user's own, by
+        # its name as shown: without what PyTorch's annotation adds to every call's).
+        process_wide = bool(process_wide) or (role == OF_RUN and is_named_step(shown))
         # The walk's key: the thread's globalTid, or for a start/end range its process's (the
         # globalTid with the thread part zero, which no thread has): the SQL import's too.
-        r.global_tid = _process_tid(gtid) if process_wide else gtid
-        r.rank = ranks.get(_pid(gtid))
-        out.append(r)
-    out.sort(key=lambda r: (r.global_tid, r.start, -r.end))
-    for _ in attribute((r.global_tid, r.start, RANGE, r) for r in out):  # sets paths and depths
+        order.append((_process_tid(gtid) if process_wide else gtid, start, -end, len(read)))
+        read.append((start, end, gtid, dom, process_wide, shown, label, role))
+    order.sort()
+    inner = inner_operator_calls((key, read[i][0], read[i][1], read[i][7], read[i][4]) for key, _, _, i in order)
+    made: list[OpenRange | None] = [None] * len(read)
+    walked = []
+    for (key, _, _, i), skip in zip(order, inner):
+        if skip:
+            continue
+        begin, finish, thread, domain, wide, shown, label, role = read[i]
+        r = OpenRange(shown, domains.get((_pid(thread), domain)), thread & TID_MASK, begin, finish,
+                      process=_pid(thread), process_wide=wide, read=(shown, label, role))
+        r.global_tid = key
+        r.rank = ranks.get(_pid(thread))
+        made[i] = r
+        walked.append(r)
+    for _ in attribute((r.global_tid, r.start, RANGE, r) for r in walked):  # sets paths and depths
         pass
-    out = kept(out, notes)
-    nest_in_process_ranges(out)
+    walked = kept(walked, notes)
+    nest_in_process_ranges(walked)
+    return walked, _innermost(order, read, made, calls)
+
+
+def _innermost(order: list[tuple[int, int, int, int]], read: list[Any], made: list[OpenRange | None],
+               calls: list[HostSyncCall]) -> list[str | None]:
+    """For each call, what names the innermost push/pop range open on its thread when it began
+    (:func:`_sync_op`; None outside any): per thread, its ranges (in walk order) and its calls
+    (in start order) side by side, with a stack of the ranges begun so far that may still be
+    open. Those ended by an instant are popped from its top, so that the top is the latest
+    begun of those open then: the innermost, where ranges nest (push/pop ranges do)."""
+    out: list[str | None] = [None] * len(calls)
+    by_thread: dict[int, list[int]] = {}
+    for c, call in enumerate(calls):
+        by_thread.setdefault(call[4], []).append(c)
+    if not by_thread:
+        return out
+    k, n = 0, len(order)
+    while k < n:
+        key = order[k][0]
+        end_k = k
+        while end_k < n and order[end_k][0] == key:
+            end_k += 1
+        mine = by_thread.get(key)
+        if mine:
+            stack: list[int] = []
+            j = 0
+            for _, start, neg_end, i in order[k:end_k]:
+                r = made[i]
+                if r is not None and (r.depth >= MAX_DEPTH or  # left out, as the walk leaves it
+                                      (r.role == OF_RUN and is_iteration_range(r.name))):  # a step, not an op
+                    continue
+                while j < len(mine) and calls[mine[j]][2] < start:
+                    out[mine[j]] = _top(stack, read, calls[mine[j]][2])
+                    j += 1
+                while stack and read[stack[-1]][1] <= start:
+                    stack.pop()
+                stack.append(i)
+            for c in mine[j:]:
+                out[c] = _top(stack, read, calls[c][2])
+        k = end_k
     return out
+
+
+def _top(stack: list[int], read: list[Any], t: int) -> str | None:
+    """The latest begun range of ``stack`` still open at ``t`` (those ended popped), named as a
+    host sync's ``op`` (:func:`_sync_op`)."""
+    while stack and read[stack[-1]][1] <= t:
+        stack.pop()
+    if not stack:
+        return None
+    _, _, _, _, _, shown, label, role = read[stack[-1]]
+    return _sync_op(shown, label, role)
+
+
+def _sync_op(shown: str, label: OpLabel | None, role: str) -> str:
+    """A host sync's ``op`` from the range around it: profkit's operator range, its module and
+    operator; an operator's (PyTorch's annotation, or a range named like one), the operator and
+    input shapes; any other range, its name."""
+    if label is None:
+        return shown
+    parts = (label.module, label.op) if role == OWN_OP else (label.op, label.shapes)
+    return " ".join(x for x in parts if x)
 
 
 def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> Capture[KernelRow]:
@@ -78,12 +163,16 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
             gpu_name, cc = export.gpu()
             meta = export.meta
             notes: list[str] = []
-            ranges = _ranges(export, ranks, notes)
+            calls = export.host_syncs()
+            stage("host syncs (SQL)")
+            with gc_paused():
+                ranges, innermost = _ranges(export, ranks, notes, calls)
+            stage("ranges")
             capture: Capture[KernelRow] = Capture(
                 rows=iter(()), tool="nsys", source_format="nsys-sqlite",
                 tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
-                range_paths=[r.path for r in ranges])
-            capture.host_syncs = _host_syncs(export, ranges, ranks)
+                range_paths=[r.path for r in ranges if not r.attribution_only])
+            capture.host_syncs = _host_syncs(calls, ranges, innermost, ranks)
     except BaseException:
         if export is not None:
             export.close()
@@ -95,64 +184,27 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
     return capture
 
 
-def _host_syncs(export: NsysExport, ranges: list[OpenRange], ranks: dict[int, int]) -> list[HostSyncRow]:
-    """The export's host-blocking calls, each with the innermost push/pop range open on its
-    thread when it began as its ``op`` (an operator's range where the program pushes them:
-    ``emit_nvtx``, or nsys ``--pytorch``)."""
-    calls = export.host_syncs()
-    stage("host syncs (SQL)")
+def _host_syncs(calls: list[HostSyncCall], ranges: list[OpenRange], innermost: list[str | None],
+                ranks: dict[int, int]) -> list[HostSyncRow]:
+    """The export's host-blocking calls, each with what names the innermost push/pop range open
+    on its thread when it began as its ``op`` (:func:`_innermost`: an operator's range where the
+    program pushes them, ``emit_nvtx`` or nsys ``--pytorch``), and the step it was made in."""
     if not calls:
         return []
-    by_thread: dict[int, list[OpenRange]] = {}
     iterations: dict[int | None, list[OpenRange]] = {}
     for r in ranges:
-        if is_iteration_range(r.name):
+        if not r.attribution_only and is_iteration_range(r.name):
             iterations.setdefault(r.process, []).append(r)
-        elif not r.process_wide:
-            by_thread.setdefault(int(r.global_tid or 0), []).append(r)
-    starts: dict[int, list[int]] = {}
-    back: dict[int, list[int]] = {}
-    for g, own in by_thread.items():
-        own.sort(key=lambda r: (r.start, -r.end))
-        starts[g] = [r.start for r in own]
-        back[g] = _previous_longer(own)
     steps = {p: _Steps(rs) for p, rs in iterations.items()}
     none = _Steps([])
     out: list[HostSyncRow] = []
-    for i, name, start, end, gtid, last_end, next_start in calls:
-        op = None
-        rs = by_thread.get(gtid, [])
-        # Ranges on a thread nest: the latest begun at or before the call that is still open is
-        # the innermost. One that ended before it did not hold the call, nor did any begun after
-        # it that ended no later: the walk goes on from the latest begun before it that ends later.
-        k = bisect.bisect_right(starts.get(gtid, []), start) - 1
-        while k >= 0 and rs[k].end <= start:
-            k = back[gtid][k]
-        if k >= 0:
-            lab = rs[k].op  # one of profkit's operator ranges: its module and operator
-            # profkit's operator range: its module and operator; one nsys --pytorch or emit_nvtx
-            # wrote: its operator and input shapes, not the raw range text.
-            op = (" ".join(x for x in (lab.module, lab.op) if x) if rs[k].own_op else
-                  " ".join(x for x in (lab.op, lab.shapes) if x)) if lab is not None else rs[k].name
+    for (i, name, start, end, gtid, last_end, next_start), op in zip(calls, innermost):
         step = steps.get(_pid(gtid), none).at(start)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
                     "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
                     "gpu_next_start_ns": next_start, "iteration": step.name if step else None,
                     "iteration_end_ns": step.end if step else None})
     stage("host syncs placed")
-    return out
-
-
-def _previous_longer(rs: list[OpenRange]) -> list[int]:
-    """For each range, the index of the latest one before it (in ``rs``' order) that ends
-    later than it does, or -1: one stack pass."""
-    out: list[int] = []
-    stack: list[int] = []
-    for k, r in enumerate(rs):
-        while stack and rs[stack[-1]].end <= r.end:
-            stack.pop()
-        out.append(stack[-1] if stack else -1)
-        stack.append(k)
     return out
 
 
@@ -172,6 +224,7 @@ class _Steps:
         return self.rs[k] if k >= 0 and t < self.rs[k].end else None
 
 
+@gc_paused()  # it builds a tuple or two for every range, all kept until its end
 def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
           capture: Capture[KernelRow], ranks: dict[int, int]) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
@@ -193,11 +246,23 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
             v = COPY_VERDICT["memset"]
             names.append((MEMSET_KEY, None, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
                           v.family, v.evidence, v.evidence_detail))
+        # PyTorch's operator calls (the outermost of each thread's: see _ranges) go to SQL as
+        # they are, intervals that never overlap; the walk's states are of the other ranges, so
+        # that they change where the run's ranges or profkit's own operator ranges do, not at
+        # every call.
+        operators: list[OperatorCall] = [(int(r.global_tid), r.start, r.end, r.op.op, r.op.shapes) for r in ranges
+                                         if r.role == TORCH_OP and r.op is not None and r.end > r.start]
+        ranges = [r for r in ranges if r.role != TORCH_OP]
         states, segments = _segments(ranges)
-        tops = [_state_row(k, [ranges[i] for i in members]) for k, members in enumerate(states)]
-        result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, tops, segments,
-                                                    [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)],
-                                                    ranks)
+        tops: list[StateRange] = []
+
+        def state_rows(used: list[int]) -> list[StateRange]:
+            tops.extend(_state_row(k, [ranges[i] for i in states[k]]) for k in used)
+            return tops
+
+        result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, state_rows, segments,
+                                                    [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)
+                                                     if not r.attribution_only], ranks, operators)
     finally:
         export.close()
     stage("GPU operations written")
@@ -260,7 +325,8 @@ def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int,
         if not own:
             return None
         p = _process_tid(g)
-        now = tuple(own) if p == g else tuple(r for r in _merged_ix(ranges, open_by_thread.get(p, []), own))
+        process_open = open_by_thread.get(p) if p != g else None
+        now = tuple(_merged_ix(ranges, process_open, own)) if process_open else tuple(own)
         sid = state_ids.get(now)
         if sid is None:
             sid = state_ids[now] = len(states)

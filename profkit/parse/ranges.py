@@ -20,11 +20,15 @@ with the nesting depth and the number of ranges, not with the number of activiti
 from __future__ import annotations
 
 import bisect
+import gc
 from collections import defaultdict
+from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..nvtx_ranges import OP_PREFIX, OpLabel, op_label
 from .schema import KernelRow, RangeRow
+from .torch_nvtx import TorchRange, read_torch_range
 
 # Sort order at equal start: ranges open before a point that starts with them is tested.
 RANGE, POINT = 0, 1
@@ -35,15 +39,67 @@ RANGE, POINT = 0, 1
 MAX_DEPTH = 128
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused: while a walk builds an object or a tuple for
+    each of hundreds of thousands of ranges (a capture of PyTorch's annotation), all kept, the
+    collector runs again and again over them, to free nothing (a fifth of such an import)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+# What a range is to the walk (:func:`read_range`): one of the run's ranges; one of profkit's own
+# operator ranges; one PyTorch's annotation wrote around an operator's call. Both kinds of
+# operator range are attribution only: no range of the run's, so that a run's ranges are the same
+# with or without them, as a torch.profiler trace's are (its operators are no ranges).
+OF_RUN, OWN_OP, TORCH_OP = "range", "own operator", "torch operator"
+
+
+def read_range(name: str) -> tuple[str, OpLabel | None, str]:
+    """A range's name as profkit shows it, the attribution it gives, and what it is (OF_RUN,
+    OWN_OP or TORCH_OP):
+
+    * profkit's own operator range (``nvtx_ranges.op_range``): OWN_OP, its label;
+    * a range PyTorch's annotation wrote (``emit_nvtx``, nsys ``--pytorch``; ``torch_nvtx``), named
+      by its name and input shapes: an operator's is TORCH_OP, with the operator and shapes; any
+      other (an autograd node's, a ``record_function``'s) is a range;
+    * a range with an operator's bare name (``aten::conv2d``; a library's own range named like
+      one, CUB's ``cub::DeviceRadixSort``): a range, whose name is the attribution where nothing
+      else gives one;
+    * any other: a range, as it is."""
+    if name.startswith(OP_PREFIX):
+        return name, op_label(name), OWN_OP
+    if " = " not in name and "::" not in name:  # neither annotated nor an operator: most ranges, at once
+        return name, None, OF_RUN
+    torch = read_torch_range(name)
+    return (name, None, OF_RUN) if torch is None else _torch_range(torch)
+
+
+@lru_cache(maxsize=1 << 16)
+def _torch_range(torch: TorchRange) -> tuple[str, OpLabel | None, str]:
+    """:func:`read_range` of a range PyTorch's annotation wrote (the same for every step's call)."""
+    label = OpLabel(torch.name, None, None, None, torch.shapes, None) if torch.operator else None
+    return torch.label, label, TORCH_OP if label is not None and torch.annotated else OF_RUN
+
+
 class OpenRange:
     """A range instance being attributed; becomes a RANGE_COLUMNS row."""
 
     __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
-                 "gpu_time_ns", "process", "global_tid", "process_wide", "rank", "op")
+                 "gpu_time_ns", "process", "global_tid", "process_wide", "rank", "op", "role")
 
     def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
-                 process: int | None = None, process_wide: bool = False):
-        self.name, self.domain, self.thread_id, self.start, self.end = name, domain, thread_id, start, end
+                 process: int | None = None, process_wide: bool = False,
+                 read: tuple[str, OpLabel | None, str] | None = None):
+        self.domain, self.thread_id, self.start, self.end = domain, thread_id, start, end
+        # Its name as shown, an operator range's attribution and what the range is: read_range
+        # (``read``: what it gave the caller already).
+        self.name, self.op, self.role = read if read is not None else read_range(name)
         self.process = process
         self.process_wide = process_wide
         self.rank: int | None = None  # the process's rank in a distributed job, where known
@@ -52,13 +108,11 @@ class OpenRange:
         self.path = ""
         self.depth = 0
         self.kernels = self.gpu_ops = self.gpu_time_ns = 0
-        # An operator range's attribution (profkit's own ranges, or emit_nvtx-style ones).
-        self.op: OpLabel | None = op_label(name) if "::" in name else None
 
     @property
-    def own_op(self) -> bool:
-        """One of profkit's operator ranges: attribution, not a range of the run's own."""
-        return self.name.startswith(OP_PREFIX)
+    def attribution_only(self) -> bool:
+        """An operator range (profkit's or PyTorch's): attribution, not a range of the run's own."""
+        return self.role != OF_RUN
 
     def label(self) -> str:
         return f"{self.domain}@{self.name}" if self.domain else self.name
@@ -102,7 +156,7 @@ def nest_in_process_ranges(ranges: list[OpenRange]) -> None:
     if not by_process:
         return
     for r in ranges:
-        if r.process_wide:
+        if r.process_wide or r.attribution_only:
             continue
         outer = [p for p in by_process.get(r.process, ()) if p.start <= r.start < p.end]
         if outer:
@@ -116,22 +170,22 @@ def place(row: KernelRow, stack: list[OpenRange], count: bool = True) -> None:
     the attribution of the operator ranges among them (:func:`attribute_row`); profkit's own
     operator ranges are no range of the row's. ``count``: the ranges count it (else only the
     row's columns are set)."""
-    ranges = [r for r in stack if not r.own_op]
+    ranges = [r for r in stack if not r.attribution_only]
     if ranges:
         row["nvtx_range"], row["nvtx_path"] = ranges[-1].name, ranges[-1].path
-    attribute_row(row, [r.op for r in stack if r.op is not None])
+    attribute_row(row, [r.op for r in stack if r.op is not None and r.role != TORCH_OP],
+                  next((r.op for r in stack if r.role == TORCH_OP), None))
     if count:
         for r in ranges:
             r.count(row["kind"], row["duration_ns"] or 0)
 
 
-def attribute_row(row: KernelRow, labels: list[OpLabel]) -> None:
-    """Fill a row's attribution columns from the operator ranges it was launched in (outermost
-    first): profkit's innermost one, which says everything and wins over what the importer
-    knew; else (a capture made with emit_nvtx or nsys --pytorch) the outermost, the operator
-    the model called, with its shapes, where the importer knew no operator."""
-    if not labels:
-        return
+def attribute_row(row: KernelRow, labels: list[OpLabel], call: OpLabel | None = None) -> None:
+    """Fill a row's attribution columns from the operator ranges it was launched in: of
+    ``labels`` (outermost first), profkit's innermost one, which says everything and wins over
+    what the importer knew; else, where the importer knew no operator, the outermost operator
+    call PyTorch's annotation wrote around it (``call``: emit_nvtx, nsys --pytorch), the operator
+    the model called, with its shapes; else the outermost range named like an operator."""
     own = [lab for lab in labels if lab.phase is not None]  # profkit's ranges always say the phase
     if own:
         lab = own[-1]
@@ -139,8 +193,31 @@ def attribute_row(row: KernelRow, labels: list[OpLabel]) -> None:
         row["shapes"], row["phase"] = lab.shapes, lab.phase
         if lab.input_types:
             row["input_types"] = lab.input_types
-    elif row["op"] is None:
-        row["op"], row["shapes"] = labels[0].op, labels[0].shapes
+    elif row["op"] is None and (call is not None or labels):
+        lab = call if call is not None else labels[0]
+        row["op"], row["shapes"] = lab.op, lab.shapes
+
+
+def inner_operator_calls(ranges: Iterable[tuple[object, int, int, str, bool]]) -> list[bool]:
+    """For ranges (walk key, start, end, role, process-wide) sorted by walk key, start, the
+    longer first: whether each is an operator call of PyTorch's annotation (TORCH_OP) inside
+    another operator range of its thread, PyTorch's or profkit's (``aten::empty`` inside
+    ``aten::zeros``). Such a range is never the attribution a row gets (:func:`attribute_row`:
+    profkit's innermost operator range, else the outermost call), nor a range of the run, so
+    that a walk that attributes rows can leave it out: PyTorch writes one around every nested
+    call, several for each kernel. Push/pop ranges nest, so an operator range begun earlier on
+    the thread that ends after this one begins holds it."""
+    out: list[bool] = []
+    at: object = object()
+    until: int | None = None  # the latest end of the thread's operator ranges begun so far
+    for key, start, end, role, process_wide in ranges:
+        if key != at:
+            at, until = key, None
+        inner = role == TORCH_OP and until is not None and start < until and not process_wide
+        out.append(inner)
+        if not inner and role != OF_RUN and not process_wide:
+            until = end if until is None else max(until, end)
+    return out
 
 
 P = TypeVar("P")
@@ -168,16 +245,18 @@ def attribute(events: Iterable[tuple[object, int, int, OpenRange | P]],
             open_ = [r for r in open_ if r.end > start]
         if isinstance(obj, OpenRange):  # a RANGE event
             if paths:
-                # profkit's operator ranges are no range of the run's: not in a path either
-                # (a library's own range inside an operator's: CUB's cub::DeviceSelect::Flagged)
-                outer = [r for r in open_ if r.end >= obj.end and not r.own_op]
+                # Operator ranges that are attribution only are no range of the run's: not in a
+                # path either (a library's own range inside an operator's: CUB's
+                # cub::DeviceSelect::Flagged), nor given one.
+                outer = [r for r in open_ if r.end >= obj.end and not r.attribution_only]
                 obj.depth = len(outer)
                 if obj.depth >= MAX_DEPTH:
                     # Too deep (see MAX_DEPTH): no path, and never open, so that the ranges
                     # inside it are too deep as well; the caller leaves them out (kept()).
                     obj.path = ""
                     continue
-                obj.path = "/".join([r.label() for r in outer] + [obj.label()])
+                if not obj.attribution_only:
+                    obj.path = "/".join([r.label() for r in outer] + [obj.label()])
             open_.append(obj)
         else:
             yield obj, open_
@@ -224,7 +303,7 @@ def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRang
                gpu: bool) -> list[RangeRow]:
     """The capture's range rows, in start order."""
     rows: list[RangeRow] = []
-    for i, r in enumerate(sorted((r for r in ranges if not r.own_op), key=outer_first)):
+    for i, r in enumerate(sorted((r for r in ranges if not r.attribution_only), key=outer_first)):
         rows.append({
             "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
             "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,

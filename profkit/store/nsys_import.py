@@ -7,28 +7,34 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import BadExport
 from ..files import file_uri
-from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport, Segment,
-                                 StateRange, Window, integer_test, stage)
+from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport,
+                                 OperatorCall, Segment, StateRange, Window, integer_test, stage)
 from ..parse.schema import MAX_DURATION_NS
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 
 
-def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
-                   segments: list[Segment], windows: list[Window], ranks: dict[int, int] | None = None) -> GpuOpsImport:
+def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow],
+                   ranges: Callable[[list[int]], list[StateRange]], segments: list[Segment], windows: list[Window],
+                   ranks: dict[int, int] | None = None, operators: list[OperatorCall] | None = None) -> GpuOpsImport:
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
 
     ``names``: (key, shortName id, name, short name, precision, tensor_core, family, evidence,
     detail) per operation name, the key being the export's demangledName id for kernels (with
     their shortName id), ``MEMCPY_KEY`` with the copyKind for copies and ``MEMSET_KEY`` for
-    sets. ``ranges``: (state index, name, path) of the innermost range of each state, a state
-    being a set of ranges open on a thread at once. ``segments``: (globalTid, start, state index
-    or None), per thread the state from ``start`` on. ``windows``: (range index, process, start,
+    sets. ``segments``: (globalTid, start, state index or None), per thread the state from
+    ``start`` on, a state being a set of ranges open on a thread at once. ``ranges``: given the
+    states some operation was launched in, their rows (state index, the innermost range's name
+    and path, the attribution columns): asked once the operations are placed, since with a range
+    around every operator call (PyTorch's annotation) most states hold no operation. ``operators``:
+    the operator calls PyTorch's annotation wrote, outermost on their thread (none overlap): a
+    launch in one has its operator and shapes, unless its state has profkit's own operator range
+    (which says more), and over any range merely named like an operator. ``windows``: (range index, process, start,
     end). ``ranks``: the rank of each process (pid) of a distributed job, for the rows' ``rank``.
     Returns the operations counted by kind (count, time), per state and kind (count,
     time), the kernels each range's process launched in its window, and the operations with no
@@ -41,7 +47,8 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[Name
     small = export.path.stat().st_size <= IN_MEMORY_BYTES
     con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
     try:
-        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows, ranks or {})
+        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows, ranks or {},
+                               operators or [])
     finally:
         if con.in_transaction:
             con.execute("rollback")
@@ -51,11 +58,11 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[Name
 
 
 def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[NameRow],
-                    ranges: list[StateRange], segments: list[Segment], windows: list[Window],
-                    ranks: dict[int, int]) -> GpuOpsImport:
+                    ranges: Callable[[list[int]], list[StateRange]], segments: list[Segment], windows: list[Window],
+                    ranks: dict[int, int], operators: list[OperatorCall]) -> GpuOpsImport:
     with store.write():
         ids = store.intern({t for row in names for t in (row[2], row[3], row[6], row[8]) if t is not None} |
-                           {t for row in ranges for t in row[1:] if t is not None})
+                           {t for row in operators for t in row[3:] if t is not None})
         con.execute("attach database ? as src", [_ro_uri(export.path)])
         try:
             con.execute("create temp table nm (key integer, sn integer, name_id, short_id, precision, tensor_core, "
@@ -63,11 +70,14 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
                 (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
                 for k, sn, n, sh, p, tc, f, ev, d in names))
-            con.execute(f"create temp table rg (ix integer primary key, {', '.join(c + '_id' for c in STATE_COLUMNS)})")
-            con.executemany(f"insert into temp.rg values (?{', ?' * len(STATE_COLUMNS)})",
-                            ((r[0], *(ids.get(t) if t is not None else None for t in r[1:])) for r in ranges))
             con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
             con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
+            con.execute("create temp table oc (ix integer primary key, gtid integer, start integer, end integer, "
+                        "op_id, shapes_id)")
+            con.executemany("insert into temp.oc (gtid, start, end, op_id, shapes_id) values (?, ?, ?, ?, ?)",
+                            ((g, a, b, ids[op], ids.get(sh) if sh is not None else None)
+                             for g, a, b, op, sh in operators))
+            con.execute("create index temp.oc_at on oc (gtid, start)")
             con.execute("create temp table rk (pid integer primary key, rank integer)")
             con.executemany("insert into temp.rk values (?, ?)", ranks.items())
             stage("import tables")
@@ -95,10 +105,41 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             if long:
                 raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
             stage("ops checked")
+            # One pass over the operations groups them by what their rows' aggregates and the
+            # counts below group by (an upsert per operation into a small table, no sort): the
+            # counts by kind, by state and kind, of operations with no launch, and the run's
+            # aggregates (``writes.write_aggregates``) are made from those few groups.
+            low = key_sentinel("sn")  # NULL's sentinel in the key (a unique index holds NULLs apart)
+            con.execute("create temp table opg (kind, key, sn, rix, oix, pid, dev, launches, time_ns, min_ns, max_ns, "
+                        "first_launch, min_thread, unlaunched)")
+            con.execute("create unique index temp.opg_key on opg (kind, key, sn, rix, oix, pid, dev)")
+            con.execute(f"""insert into temp.opg
+                select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), coalesce(oix, {low}), pid,
+                       coalesce(dev, {low}), 1, end - start, end - start, end - start, seq, ltid & {0xFFFFFF},
+                       ltid is null
+                from temp.ops where true
+                on conflict (kind, key, sn, rix, oix, pid, dev) do update set
+                    launches = launches + 1, time_ns = time_ns + excluded.time_ns,
+                    min_ns = min(min_ns, excluded.min_ns), max_ns = max(max_ns, excluded.max_ns),
+                    first_launch = min(first_launch, excluded.first_launch),
+                    min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
+                    unlaunched = unlaunched + excluded.unlaunched""")
+            # The rows of the states an operation was launched in (the groups' rix), their texts interned.
+            rows = ranges([int(r[0]) for r in con.execute(f"select distinct rix from temp.opg where rix != {low}")])
+            ids.update(store.intern({t for row in rows for t in row[1:] if t is not None and t not in ids}))
+            con.execute(f"create temp table rg (ix integer primary key, {', '.join(c + '_id' for c in STATE_COLUMNS)})")
+            con.executemany(f"insert into temp.rg values (?{', ?' * len(STATE_COLUMNS)})",
+                            ((r[0], *(ids.get(t) if t is not None else None for t in r[1:])) for r in rows))
+            stage("states")
             source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
                       "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
                       "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
-                      "thread_id": f"o.ltid & {0xFFFFFF}", **{c: f"rg.{c}_id" for c in STATE_COLUMNS}, "metrics": "null", "precision": "n.precision",
+                      "thread_id": f"o.ltid & {0xFFFFFF}", **{c: f"rg.{c}_id" for c in STATE_COLUMNS},
+                      # The operator call around the launch, unless profkit's own operator range
+                      # (which always says the phase) is, and over a range merely named like one.
+                      **{c: f"case when rg.phase_id is null and oc.ix is not null then oc.{c}_id else rg.{c}_id end"
+                         for c in ("op", "shapes")},
+                      "metrics": "null", "precision": "n.precision",
                       "tensor_core": "n.tensor_core", "family": "n.family_id", "evidence": "n.evidence",
                       "evidence_detail": "n.detail_id", "name": "n.name_id", "short_name": "n.short_id"}
             assert set(source) == set(KERNEL_COLUMNS)
@@ -107,27 +148,9 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             # cross join: the operations are the outer loop, read in seq order (no sort).
             con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
                         "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
-                        "left join temp.rk rk on rk.pid = o.pid order by o.seq",
+                        "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
                         [run_id])
             stage("rows written")
-            # One pass over the operations groups them by what their rows' aggregates and the
-            # counts below group by (an upsert per operation into a small table, no sort): the
-            # counts by kind, by state and kind, of operations with no launch, and the run's
-            # aggregates (``writes.write_aggregates``) are made from those few groups.
-            low = key_sentinel("sn")  # NULL's sentinel in the key (a unique index holds NULLs apart)
-            con.execute("create temp table opg (kind, key, sn, rix, pid, dev, launches, time_ns, min_ns, max_ns, "
-                        "first_launch, min_thread, unlaunched)")
-            con.execute("create unique index temp.opg_key on opg (kind, key, sn, rix, pid, dev)")
-            con.execute(f"""insert into temp.opg
-                select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), pid, coalesce(dev, {low}), 1, end - start,
-                       end - start, end - start, seq, ltid & {0xFFFFFF}, ltid is null
-                from temp.ops where true
-                on conflict (kind, key, sn, rix, pid, dev) do update set
-                    launches = launches + 1, time_ns = time_ns + excluded.time_ns,
-                    min_ns = min(min_ns, excluded.min_ns), max_ns = max(max_ns, excluded.max_ns),
-                    first_launch = min(first_launch, excluded.first_launch),
-                    min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
-                    unlaunched = unlaunched + excluded.unlaunched""")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
             unlaunched = 0
@@ -146,11 +169,11 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             fill_fine_aggregates(store, "temp.agg_bulk", f"""
                 select {", ".join(f"{source[stored[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
                        o.min_ns, o.max_ns, o.first_launch, o.min_thread, 0 as metric_launches
-                from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, pid,
-                             nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
+                from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, nullif(oix, {low}) as oix,
+                             pid, nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
                       from temp.opg) o
                 cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix
-                left join temp.rk rk on rk.pid = o.pid""", [])
+                left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid""", [])
             # Kept in Python until the run's last transaction writes them: a change of temp_store
             # (below) drops temporary tables.
             groups = con.execute("select * from temp.agg_bulk").fetchall()
@@ -158,7 +181,7 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             launched = _launched(con, windows)
             stage("launched per range")
         finally:
-            for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "rk"):
+            for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "oc", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
     store.prepared_aggregates = (run_id, groups)
     return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
@@ -191,31 +214,32 @@ def _check_once(export: NsysExport, con: Any) -> None:
 
 
 def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
-    """Per range, the kernels its process launched in its window. The operations are in seq
-    order by coalesce(launch start, start), so those launched in [start, end) lie between the
-    first seq whose key is at or after start and the first at or after end (found by binary
-    search, no index): only those rows are counted."""
-    n = int(con.execute("select count(*) from temp.ops").fetchone()[0])
-    first: dict[int, int] = {}
+    """Per range, the kernels its process launched in its window [start, end): the kernels'
+    launch starts read once, sorted per process, and two binary searches per range (numpy:
+    a capture of PyTorch's annotation has several ranges a kernel, and a query or two per
+    range cost more than the rest of the import)."""
+    if not windows:
+        return {}
+    import numpy as np
 
-    def at_or_after(t: int) -> int:
-        if t not in first:
-            lo, hi = 0, n
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if con.execute("select coalesce(lstart, start) from temp.ops where seq = ?", [mid]).fetchone()[0] < t:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            first[t] = lo
-        return first[t]
-
-    out = {}
-    for ix, pid, start, end in windows:
-        lo, hi = at_or_after(start), at_or_after(end)
-        out[ix] = 0 if hi <= lo else int(con.execute(
-            "select count(*) from temp.ops where seq >= ? and seq < ? and kind = 'kernel' and lpid = ? "
-            "and lstart >= ? and lstart < ?", [lo, hi, pid, start, end]).fetchone()[0])
+    cur = con.execute("select lpid, lstart from temp.ops where kind = 'kernel' and lstart is not null")
+    chunks = []
+    while batch := cur.fetchmany(262144):
+        chunks.append(np.array(batch, dtype=np.int64))
+    launches = np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+    launches = launches[np.lexsort((launches[:, 1], launches[:, 0]))]
+    pids, firsts = np.unique(launches[:, 0], return_index=True)
+    bounds = dict(zip(pids.tolist(), zip(firsts.tolist(), [*firsts[1:].tolist(), len(launches)])))
+    by_pid: dict[Any, list[Window]] = {}
+    for w in windows:
+        by_pid.setdefault(w[1], []).append(w)
+    out: dict[int, int] = {}
+    for pid, ws in by_pid.items():
+        lo, hi = bounds.get(pid, (0, 0)) if isinstance(pid, int) else (0, 0)
+        starts = launches[lo:hi, 1]
+        span = np.array([(s, e) for _, _, s, e in ws], dtype=np.int64).reshape(-1, 2)
+        n = np.searchsorted(starts, span[:, 1], side="left") - np.searchsorted(starts, span[:, 0], side="left")
+        out.update(zip((w[0] for w in ws), np.maximum(n, 0).tolist()))
     return out
 
 
@@ -226,13 +250,15 @@ def _ro_uri(path: Path) -> str:
 IN_MEMORY_BYTES = 256 << 20
 # The columns of the operations' working table after seq, as ``_ops_sql`` selects them.
 OPS_COLUMNS = ("kind", "key", "sn", "start", "end", "dev", "stream", "gx", "gy", "gz", "bx", "by", "bz", "lstart",
-               "ltid", "lpid", "pid", "rix")
+               "ltid", "lpid", "pid", "rix", "oix")
 
 def _ops_sql(export: NsysExport) -> str:
     """The GPU operations with their launch calls, numbered in launch order, each with the
     innermost range open for its launching thread then (``temp.seg``): the thread's own state
     where it has ranges of its own open, else its process's (start/end ranges, keyed by the
-    globalTid with the thread part zero)."""
+    globalTid with the thread part zero); and the operator call of PyTorch's annotation it was
+    launched in (``temp.oc``: a thread's never overlap, so the latest begun by then is the one,
+    if it has not ended)."""
     cols = export.schema.columns
 
     def kind(name: str, table: str, alias: str) -> str:  # NULL where the row's columns are not all integers
@@ -266,5 +292,7 @@ def _ops_sql(export: NsysExport) -> str:
                coalesce((select s.ix from temp.seg s where s.gtid = launched.ltid and s.start <= launched.lstart
                          order by s.start desc limit 1),
                         (select s.ix from temp.seg s where s.gtid = launched.ltid - (launched.ltid & {0xFFFFFF})
-                           and s.start <= launched.lstart order by s.start desc limit 1)) as rix
+                           and s.start <= launched.lstart order by s.start desc limit 1)) as rix,
+               (select case when c.end > launched.lstart then c.ix end from temp.oc c
+                where c.gtid = launched.ltid and c.start <= launched.lstart order by c.start desc limit 1) as oix
         from launched"""

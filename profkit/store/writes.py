@@ -40,7 +40,7 @@ from .layout import AGG_KEYS, INTERNED, KERNEL_COLUMNS, PATH_AGG_KEYS, STORED_CO
 
 if TYPE_CHECKING:
     from ..classify import Verdict
-    from ..parse.nsys_export import GpuOpsImport, NameRow, NsysExport, Segment, StateRange, Window
+    from ..parse.nsys_export import GpuOpsImport, NameRow, NsysExport, OperatorCall, Segment, StateRange, Window
 
 BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
 
@@ -48,13 +48,15 @@ BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get thei
 class Writes(Connection):
     """Writing kernel rows (the run's row around them is ``runs``')."""
 
-    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[NameRow], ranges: list[StateRange],
-                       segments: list[Segment], windows: list[Window], ranks: dict[int, int] | None = None) -> GpuOpsImport:
+    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[NameRow],
+                       ranges: Callable[[list[int]], list[StateRange]], segments: list[Segment], windows: list[Window],
+                       ranks: dict[int, int] | None = None, operators: list[OperatorCall] | None = None
+                       ) -> GpuOpsImport:
         """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
         file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
         from .nsys_import import insert_gpu_ops
 
-        return insert_gpu_ops(self, run_id, export, names, ranges, segments, windows, ranks)
+        return insert_gpu_ops(self, run_id, export, names, ranges, segments, windows, ranks, operators)
 
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
