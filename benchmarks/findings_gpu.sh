@@ -3,7 +3,7 @@
 # Face BERT MLM training step, torchvision's Faster R-CNN, an LSTM language model, timm's ResNet-50
 # in NCHW and channels-last) under the default tool (ncu's per-function plan), nsys and
 # torch.profiler, each as `profkit run` keeps it; the finding fixes beside their problems.
-#   bash benchmarks/findings_gpu.sh OUT [PART...]   (ncu nsys torch extra fixes; all of them by default)
+#   bash benchmarks/findings_gpu.sh OUT [PART...]   (ncu nsys torch extra fixes more; all of them by default)
 set -u
 OUT=${1:?OUT}
 C=tests/data/capture
@@ -42,10 +42,17 @@ jobs_for() {
     done
     echo "sync-ncu host_sync_train.py ncu --precision fp32 --batch-size 8"
     echo "syncfixed-ncu host_sync_train_fixed.py ncu --precision fp32 --batch-size 8" ;;
+  more)
+    # After the first captures: the compiled step with Inductor's kernel list kept without attribution,
+    # and a batch that keeps the GPU busy (launch-bound's fix: quiet on the bare iteration).
+    echo "bert-amp-compile-nsys hf_bert_mlm.py nsys --precision amp --batch-size 8 --mode compile"
+    for t in ncu nsys torch; do
+      echo "r50b64-fp16-$t timm_resnet50.py $t --precision fp16 --batch-size 64"
+    done ;;
   esac
 }
 shift
-for p in ${@:-ncu nsys torch extra fixes}; do
+for p in ${@:-ncu nsys torch extra fixes more}; do
   jobs_for $p
 done | xargs -P 1 -L 1 bash -c 'run "$@"' _
 # What comes back: each run's kept folder (reports left out) and its database, compressed.

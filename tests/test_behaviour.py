@@ -43,6 +43,9 @@ ADDED: dict[str, str] = {
     "time_by_precision_b_ns": "issue 23: a diff row's time per precision, side B",
     "matrix_tensor_core_pct_a": "issue 23: a diff row's tensor-core coverage of its matrix work, side A",
     "matrix_tensor_core_pct_b": "issue 23: a diff row's tensor-core coverage of its matrix work, side B",
+    "fused_time_a_ns": "issue 36: of a kind compile removed, the time launched by operators B's kernels fused",
+    "fused_ops": "issue 36: those operators",
+    "fused_into": "issue 36: B's generated kernels that fused them",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).
@@ -71,6 +74,9 @@ CHANGED: dict[str, str | tuple[str, frozenset[Any]]] = {
     ".json[].tensor_core": ("issue 36: cuDNN's first-layer convolution runs on tensor cores (its HMMA tile), opaque "
                             "copies, gathers and cuDNN's dQ conversion do not", frozenset({None})),
     ".json.rows[].tensor_core_pct_?": "issue 36: as .json[].tensor_core, in the diff's rows",
+    ".json.totals.replaced_by_fusion": ("issue 36: what compile removed is every kind of A's kernels without "
+                                        "counterpart in B, whatever its family (was: element-wise, norm, layout "
+                                        "and memory kinds only)"),
     ".json.tensor_core_kernels": "issue 36: as .json[].tensor_core, in the summary's launches on tensor cores",
     ".json.tensor_core_time_pct": "issue 36: as .json[].tensor_core, in the summary's time on tensor cores",
     ".json.tensor_core_time_ns": "issue 36: as .json[].tensor_core, in the summary's time on tensor cores",

@@ -226,6 +226,8 @@ def test_ncu_against_nsys_status_follows_calls(runs):
 
 # ---------------------------------------------------------------- what compile removed (issue 36)
 LLAMA = [(f"hf_llama-bf16-eager-{tool}", f"hf_llama-bf16-compile-{tool}") for tool in ("nsys", "torch", "ncu")]
+# The issue's own case (tests/data/findings): Hugging Face's BERT MLM training step, AMP, eager -> compile.
+BERT = [(f"bert-amp-{tool}", f"bert-amp-compile-{tool}") for tool in ("nsys", "torch")]
 
 
 @pytest.fixture
@@ -234,18 +236,21 @@ def compiled(tmp_path, diff_dir):
     tests/data/where under nsys, torch.profiler and ncu's per-function plan (imported as `profkit
     run` imports them, Inductor's operator lists included), and resnet18's Kineto traces of
     tests/data/diff (the generated kernels known by their names only)."""
-    from .where_data import import_where
+    from .where_data import FINDINGS, import_where
 
     db = profkit.open_db(tmp_path / "c.db")
     for pair in LLAMA:
         for name in pair:
             import_where(db.store, name)
+    for pair in BERT:
+        for name in pair:
+            import_where(db.store, name, FINDINGS)
     db.import_file(diff_dir / "r18_fp16_eager_torch.json.gz", name="r18_eager")
     db.import_file(diff_dir / "r18_fp16_compile_torch.json.gz", name="r18_compile")
     return db
 
 
-PAIRS = [*LLAMA, ("r18_eager", "r18_compile")]
+PAIRS = [*LLAMA, *BERT, ("r18_eager", "r18_compile")]
 
 
 def without_counterpart(db, a, b):

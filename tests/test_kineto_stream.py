@@ -25,6 +25,7 @@ from .test_bad_inputs import KINETO, digest, seeded, unchanged  # noqa: F401  (s
 # aaa232e, before the reader streamed. The streamed reader must give the same, bit for bit.
 GOLDEN = {
     # Issue 36's traces of models nobody on the team wrote (findings/): their digests as first read.
+    "findings/r50b64-fp16-torch/trace.json.gz": "4cadb5446c199465",
     "findings/bert-amp-compile-torch/trace.json.gz": "e539920dca0953e1",
     "findings/bert-amp-torch/trace.json.gz": "5be2bb6f658d4bd8",
     "findings/frcnn-amp-torch/trace.json.gz": "5cf115bbacd1ab71",

@@ -34,8 +34,9 @@ def launches_outside(iterations: list[RangeRow], kernel_count: int) -> int:
 
 def caveats(store: Store, run: RunRecord) -> dict[str, str]:
     """What a run's headline figures and its ranges do not show by themselves, in sentences, by
-    where they belong: ``headline`` (work captured outside the measured iterations: a warm-up)
-    and ``ranges`` (kernels other threads launched while the ranges were open). The one source
+    where they belong: ``headline`` (work captured outside the measured iterations: a warm-up),
+    ``timeline`` (a run with no timeline, whose timeline findings are not judged) and ``ranges``
+    (kernels other threads launched while the ranges were open). The one source
     of these caveats: the HTML report and ``profkit summary`` both print what this returns."""
     out = {}
     ranges = run_ranges(store, run)
@@ -46,6 +47,10 @@ def caveats(store: Store, run: RunRecord) -> dict[str, str]:
         out["headline"] = (f"The capture also holds {outside:,} {what} outside its "
                            f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
                            "captured too); these figures count everything, as profkit summary does.")
+    if run.activity == "kernel" and not any(r["wall_ns"] for r in tops or ranges):
+        out["timeline"] = ("This run has no timeline (its tool measured each kernel on its own: ncu profiling every "
+                           "launch): launch-bound, host synchronisations and exposed communication are not judged "
+                           "here; the default plan, nsys and torch.profiler record them.")
     others = sum(r["other_thread_kernels"] or 0 for r in ranges if r["depth"] == 0)
     if others:
         out["ranges"] = (f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "

@@ -49,8 +49,12 @@ class Recorder:
         job, info = self.job, self.info
         if self.compiled and job.kernel_times_path:  # the timing process of ncu's per-function plan
             info["generated_kernels"] = annotate.generated_kernel_digests()
-        if job.attribution and self.compiled:
+        if self.compiled:
+            # What each generated kernel fused and its element types, from Inductor's output code
+            # (read before the window, nothing in it): with or without attribution, the Triton
+            # kernels' precision comes from their types (their names carry none).
             info["compiled_kernels"] = annotate.compiled_kernels()
+        if job.attribution and self.compiled:
             info["attribution"] = "compiled"
         elif not job.attribution:
             info["attribution"] = "off"
