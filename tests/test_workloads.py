@@ -67,12 +67,14 @@ def test_builtins_listed_without_torch():
 def test_harness_runs_measured_iterations(tmp_path):
     tag = nvtx_ranges.tag("resnet18", "fp32", "eager")
     job = {"spec": workloads.Spec(batch_size=1, device="cpu").as_dict(),
-           "workload_path": str(workloads.resolve("resnet18")[1]), "warmup": 1, "iters": 2,
+           "workload_path": str(workloads.resolve("resnet18")[1]), "warmup": 3, "iters": 2,
            "tag": tag, "info_path": str(tmp_path / "info.json")}
     (tmp_path / "job.json").write_text(json.dumps(job))
     subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], check=True)
     info = json.loads((tmp_path / "info.json").read_text())
     assert len(info["iteration_wall_ns"]) == 2 and all(t > 0 for t in info["iteration_wall_ns"])
+    # Issue 36: the warm-up steps after the first, each timed (no profiler, no ranges): the bare step.
+    assert len(info["bare_iteration_ns"]) == 2 and all(t > 0 for t in info["bare_iteration_ns"])
     assert info["torch_version"]
 
 

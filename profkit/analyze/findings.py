@@ -21,7 +21,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Callable, Iterable
 
 from ..classify import RULES_PATH, operation_of
-from ..formatting import fmt_ns
+from ..formatting import cut_middle, fmt_ns
 from ..names import short_name
 from ..parse.schema import HostSyncRow, Precision, RangeRow
 from ..records import RunRecord
@@ -207,6 +207,8 @@ def half_precision_run(run: RunRecord, groups: list[KernelGroup]) -> bool:
 # Where a finding's kernels came from is listed place by place up to this many; beyond, the
 # index of a module list's item (``blocks.3.mlp.fc2``) is folded: ``blocks.*.mlp.fc2``.
 WHERE_PLACES = 8
+# A place named in a finding's sentence is cut to this many characters (an RNN's shapes run long).
+WHERE_TEXT = 100
 _LAYER_INDEX = re.compile(r"(?<=\.)\d+(?=\.)|^\d+(?=\.)")
 
 
@@ -442,7 +444,7 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     detail = (f"{_launches_of(chosen)} GEMM/convolution/RNN launches took {fmt_ns(time)} ({share:.1f}% of GPU time): "
               + "; ".join(parts))
     if where and where[0].where:
-        detail += f"; most in {where[0].where} ({100 * where[0].time_ns / time:.0f}%)"
+        detail += f"; most in {cut_middle(where[0].where, WHERE_TEXT)} ({100 * where[0].time_ns / time:.0f}%)"
     vocabulary = rule.number("vocabulary")
     if any(d >= vocabulary for d in dims):
         detail += f"; {max(d for d in dims if d >= vocabulary)} looks like a vocabulary: pad it to a multiple of 64"
