@@ -963,8 +963,9 @@ def fusion_lines(d: Diff) -> list[str]:
     fused = sum(x.fused_time_a_ns for x in gone)
     lines += [f"A's kernels without counterpart in B: {len(gone)} kinds, {_n(sum(x.calls_a for x in gone))} launches, "
               f"{fmt_ns(total)}{per}",
-              f"  of which launched by operators B's Triton kernels fused: {fmt_ns(fused)}"
-              + (f" ({100 * fused / total:.0f}%)" if total else "")]
+              (f"  of which launched by operators that B's Triton kernels fused: {fmt_ns(fused)}"
+               + (f" ({100 * fused / total:.0f}%)" if total else "")) if t.fusion_traced else
+              "  A recorded no launching operators (--attribution): not traced to B's kernels"]
     for x in gone[:FUSION_SHOWN]:
         head = (f"  {fmt_ns(x.time_a_ns):>8}  {cut_middle(x.name.removeprefix('void '), 30):30} "
                 f"{_n(x.calls_a) + 'x':>5}  ")

@@ -46,6 +46,7 @@ ADDED: dict[str, str] = {
     "fused_time_a_ns": "issue 36: of a kind compile removed, the time launched by operators B's kernels fused",
     "fused_ops": "issue 36: those operators",
     "fused_into": "issue 36: B's generated kernels that fused them",
+    "fusion_traced": "issue 36: whether A's removed kernels carry the operators that launched them",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).

@@ -366,7 +366,7 @@ def test_fusion_in_the_terminal_and_the_side_by_side_page(compiled, tmp_path):
     fused = profkit.formatting.fmt_ns(sum(x.fused_time_a_ns for x in gone))
     out = cli("diff", a, b, db=compiled.path, env={"COLUMNS": "80"}).stdout
     assert f"A's kernels without counterpart in B: {len(gone)} kinds" in out and total in out
-    assert f"of which launched by operators B's Triton kernels fused: {fused}" in out
+    assert f"of which launched by operators that B's Triton kernels fused: {fused}" in out
     cmp = Comparison("hf_llama", "family", ["eager", "compile"], [compiled.run(a), compiled.run(b)], [d])
     with pytest.MonkeyPatch.context() as m:
         import io

@@ -200,3 +200,22 @@ def test_the_default_plans_timer_recorded_the_host_waits():
     times = json.loads(gzip.decompress((FINDINGS / "frcnn-amp-ncu" / "kernel_times.json.gz").read_bytes()))
     assert {s["name"] for s in times["syncs"]} <= {"cudaStreamSynchronize", "cudaDeviceSynchronize"}
     assert len(times["syncs"]) >= 72
+
+
+# ---------------------------------------------------------------- 6. compare's fusion accounting
+def test_fusion_says_it_cannot_trace_a_run_without_operators(tmp_path):
+    """BERT eager under nsys (no attribution: no launching operators) against compile: the total
+    of A's kernels without counterpart stands, and the line says they are not traced, rather than
+    "0 ns fused"; the same pair under torch.profiler traces most of it."""
+    import profkit
+    from profkit import render
+
+    db = profkit.open_db(tmp_path / "b.db")
+    for name in ("bert-amp-nsys", "bert-amp-compile-nsys", "bert-amp-torch", "bert-amp-compile-torch"):
+        import_where(db.store, name, FINDINGS)
+    nsys = db.diff("bert-amp-nsys", "bert-amp-compile-nsys")
+    assert nsys.totals.replaced_by_fusion and not nsys.totals.fusion_traced
+    assert "not traced to B's kernels" in render.fusion_lines(nsys)[2]
+    torch = db.diff("bert-amp-torch", "bert-amp-compile-torch")
+    gone = torch.totals.replaced_by_fusion
+    assert torch.totals.fusion_traced and sum(x.fused_time_a_ns for x in gone) > 0.5 * sum(x.time_a_ns for x in gone)

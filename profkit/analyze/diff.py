@@ -57,6 +57,11 @@ MIN_DELTA_NS = 1000  # below a microsecond of total time a change is noise whate
 SHARE_MOVE_PCT = 20.0  # how far an operation's tensor-core share must move to say it moved
 
 
+# What the fusion accounting says where A's removed kernels have no launching operators.
+NOT_TRACED = ("A recorded no launching operators (profile it with --attribution, or under ncu or torch.profiler): "
+              "not traced to B's kernels")
+
+
 @dataclass(frozen=True)
 class DiffRow:
     """One key (kernel name, work or operator) on both sides. Times are integer ns, or
@@ -182,6 +187,7 @@ class DiffTotals:
     fused_kernels: list[FusedKernel]            # B's added Triton kernels
     replaced_by_fusion: list[ReplacedKernel]    # every row only A has, most time first (empty unless fused_kernels)
     per_iteration: bool = False                 # the runs' iteration counts differ: figures per iteration
+    fusion_traced: bool = True                  # A's removed kernels carry their launching operators (else not traceable)
     notes: list[str] = field(default_factory=list)  # what to know to read the diff (matching, warm-ups, ncu times)
     # tensor-core coverage of each side's GEMM, conv and attention time (analyze.matrix), over
     # the compared kernels and per iteration as the rest; None for CPU operators
@@ -254,8 +260,9 @@ class Diff:
         if t.replaced_by_fusion:
             gone = t.replaced_by_fusion
             facts.append(("A's kernels without counterpart in B",
-                          f"{len(gone)} kinds, {fmt_ns(sum(x.time_a_ns for x in gone))}{per}, of which "
-                          f"{fmt_ns(sum(x.fused_time_a_ns for x in gone))} fused into B's generated kernels"))
+                          f"{len(gone)} kinds, {fmt_ns(sum(x.time_a_ns for x in gone))}{per}, " +
+                          (f"of which {fmt_ns(sum(x.fused_time_a_ns for x in gone))} fused into B's generated kernels"
+                           if t.fusion_traced else NOT_TRACED)))
         name = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator", "module": "module"}.get(
             self.match, "name")
         shown = [r for r in self.rows if r.status != "same"][:top]
@@ -513,6 +520,7 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
         off_tensor_cores=[_moved(f, a, b) for f, a, b in off],
         fused_kernels=[FusedKernel(r.name, r.calls_b, r.time_b_ns, r.variants_b) for r in fused],
         replaced_by_fusion=[_replaced(r, taken.get((r.name, r.kind))) for r in replaced],
+        fusion_traced=not replaced or any(g.op for g in groups_a if key and key(g) in {(r.name, r.kind) for r in replaced}),
         per_iteration=per_iteration, notes=notes, matrix_work_a=matrix[0], matrix_work_b=matrix[1],
     )
 

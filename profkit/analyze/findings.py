@@ -429,8 +429,9 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
         needs = " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in padded))
         parts.append(f"{_launches_of([g for g, _ in padded])} with dimensions {shown} not a multiple of {needs}")
     if layout:
-        parts.append(f"{_launches_of(layout)} NCHW convolutions whose channel counts are multiples, in kernels that load "
-                     "unaligned (align1/align2)")
+        needs = " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g in layout))
+        parts.append(f"{_launches_of(layout)} NCHW convolutions whose channel counts are all multiples of {needs}, in "
+                     "kernels that load unaligned (align1/align2)")
     if leads:
         parts.append(f"{_launches_of(leads)} in kernels whose names say they load unaligned (align1/align2); the run "
                      "recorded no input shapes to say why"
@@ -444,7 +445,7 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     detail = (f"{_launches_of(chosen)} GEMM/convolution/RNN launches took {fmt_ns(time)} ({share:.1f}% of GPU time): "
               + "; ".join(parts))
     if where and where[0].where:
-        detail += f"; most in {cut_middle(where[0].where, WHERE_TEXT)} ({100 * where[0].time_ns / time:.0f}%)"
+        detail += f"; most in {_place_text(where[0].where)} ({100 * where[0].time_ns / time:.0f}%)"
     vocabulary = rule.number("vocabulary")
     if any(d >= vocabulary for d in dims):
         detail += f"; {max(d for d in dims if d >= vocabulary)} looks like a vocabulary: pad it to a multiple of 64"
@@ -456,6 +457,23 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
         advice = rule.advice + " " + rule.text("layout_advice")
     return Finding(rule.id, rule.title, detail, advice, int(time), share,
                    sorted(kernels.values(), key=lambda k: -k.time_ns), where)
+
+
+def _place_text(place: str) -> str:
+    """A place (module, operator, shapes) for a finding's sentence: shapes past ``WHERE_TEXT``
+    characters cut at a tensor's end (``...;[2,20,1020];...``), never inside one."""
+    if len(place) <= WHERE_TEXT:
+        return place
+    head, sep, shapes = place.rpartition(" ")
+    if not sep or not shapes.startswith("["):
+        return cut_middle(place, WHERE_TEXT)
+    tensors = shapes.split(";")
+    kept: list[str] = []
+    for t in tensors:
+        if len(head) + len(";".join([*kept, t])) + 6 > WHERE_TEXT:
+            break
+        kept.append(t)
+    return f"{head} {';'.join(kept)};... ({len(tensors)} inputs)" if kept else head
 
 
 def _launches_of(groups: list[ShapeGroup]) -> int:
@@ -637,8 +655,10 @@ def _host_syncs(ctx: _Context, rule: FindingRule) -> Finding | None:
     named = ", ".join(f"{c} {n}" for n, c in sorted(calls.items(), key=lambda x: (-x[1], x[0])))
     per = f", {len(kept) / len(steps):.3g} per iteration" if steps else ""
     ops = [w for w in where if w.where]
+    unplaced = sum(w.count for w in where if not w.where)
     called = (", from " + ", ".join(f"{w.where} ({w.count})" for w in ops[:3])
-              + (f", {len(ops) - 3} more" if len(ops) > 3 else "")) if ops else ""
+              + (f", {len(ops) - 3} more" if len(ops) > 3 else "")
+              + (f", {unplaced} in no operator's range" if unplaced else "")) if ops else ""
     wall = sum(r["wall_ns"] or 0 for r in iteration_ranges(run_ranges(ctx.store, ctx.run)))
     share = f" ({100 * idle / wall:.1f}% of the iterations' wall time)" if steps and wall else ""
     detail = (f"{len(kept)} host synchronisation{'s' if len(kept) != 1 else ''}{per} ({named}){called}; the GPU "

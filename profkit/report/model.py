@@ -87,7 +87,7 @@ def headline(summary: Summary, evidence_basis: str) -> list[dict[str, Any]]:
          + evidence_basis},
         {"key": "time_by_precision_ns", "label": "time by precision", "value": by_precision,
          "text": " · ".join(f"{p} {100 * t / total:.1f}%" for p, t in by_precision.items() if t) if total else "-",
-         "basis": "measured times; precision " + evidence_basis},
+         "basis": "measured times; " + evidence_basis},
     ]
 
 
