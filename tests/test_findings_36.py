@@ -219,3 +219,24 @@ def test_fusion_says_it_cannot_trace_a_run_without_operators(tmp_path):
     torch = db.diff("bert-amp-torch", "bert-amp-compile-torch")
     gone = torch.totals.replaced_by_fusion
     assert torch.totals.fusion_traced and sum(x.fused_time_a_ns for x in gone) > 0.5 * sum(x.time_a_ns for x in gone)
+
+
+def test_a_programs_warm_up_steps_are_its_bare_steps(tmp_path):
+    """profkit.program's window on a GPU: each warm-up step after the first is timed from the
+    last one's end to its own, both to a device sync (here a stand-in for torch's CUDA calls,
+    counting the syncs); the window's info keeps them as ``bare_iteration_ns``."""
+    import types
+
+    from profkit.options import Spec
+    from profkit.process.job import HarnessJob
+    from profkit.program import Window
+
+    syncs: list[int] = []
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 synchronize=lambda: syncs.append(1))
+    job = HarnessJob(spec=Spec(device="cuda"), workload_path="w.py", warmup=3, iters=2, tag="t",
+                     info_path=str(tmp_path / "i.json"))
+    window = Window(job, types.SimpleNamespace(cuda=cuda), {})
+    for n in (1, 2):  # the window itself opens at step 3 (the last warm-up step)
+        window.on_step(n)
+    assert len(syncs) == 2 and len(window.bare_ns) == 1 and window.bare_ns[0] > 0
