@@ -134,10 +134,10 @@ def test_summary_figure_is_the_kernel_tables(runs, name):
 
 
 def test_the_figures_on_the_committed_captures(runs):
-    """What the issue says of ResNet-50 fp16: 24.7% of all GPU time, all its matrix work."""
+    """What the issue says of ResNet-50 fp16: 24.7% of all GPU time then, 26.4% once cuDNN's first-layer convolution counts as the tensor-core convolution it is (issue 36), all its matrix work."""
     db, _, _ = runs
     r50 = cli_json("summary", "r50", db=db.path)
-    assert r50["tensor_core_time_pct"] == 24.72 and r50["matrix_work"]["tensor_core_pct"] == 100.0
+    assert r50["tensor_core_time_pct"] == 26.37 and r50["matrix_work"]["tensor_core_pct"] == 100.0
     mnv2 = cli_json("summary", "mnv2", db=db.path)["matrix_work"]
     assert 0 < mnv2["tensor_core_pct"] < 100  # its depthwise convolutions ran on CUDA cores
     bert = kernels(db.path, "bert")
@@ -219,7 +219,7 @@ def test_diff_totals_side_by_side(runs):
     b = d["matrix_work_b"]
     assert (f"tensor cores on matrix work (GEMM, conv, attention): 100.0% of {fmt_ns(a['time_ns'])} -> "
             f"{b['tensor_core_pct']:.1f}% of {fmt_ns(b['time_ns'])}") in r.stdout
-    assert "tensor-core share of GPU time: 24.7% -> 20.4%" in r.stdout  # the share of all, beside it
+    assert "tensor-core share of GPU time: 26.4% -> 20.4%" in r.stdout  # the share of all, beside it
     # CPU against CPU: no tensor cores, no figure
     cpu = cli_json("diff", "cpu", "cpu", db=db.path)["totals"]
     assert cpu["matrix_work_a"] is None and cpu["matrix_work_b"] is None

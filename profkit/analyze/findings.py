@@ -184,7 +184,10 @@ def _stretched(run: RunRecord, found: Finding) -> Finding:
         return found
     s = stretch(run)
     if s is not None and s.ratio >= finding_rules()["launch_bound"].number("stretched_ratio"):
-        return replace(found, detail=found.detail + f"; {s.text()}: the idle time without the profiler is shorter")
+        what = ("the GPU's idle time after them was measured on that stretched timeline: without the profiler it is "
+                "shorter" if found.id == "host_syncs" else
+                "the exposed time was measured on that stretched timeline")
+        return replace(found, detail=found.detail + f"; {s.text()}: {what}")
     if s is None and (run.info.harness or {}).get("attribution") == "ranges" and run.source == "run":
         return replace(found, detail=found.detail + "; " + NO_BARE)
     return found
@@ -393,8 +396,9 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     ops = {k: str(v) for k, v in rule.table("ops").items()}
     named = re.compile(rule.text("pattern"))
     groups = ctx.store.shape_groups(ctx.run.id, rule.names("families"))
-    rows = {d for g in groups if g.shapes and ops.get(g.op or "") in ("linear", "matrix")
-            for d in _row_counts(g.shapes, ops[g.op or ""])}
+    row_ops = set(rule.names("row_ops"))
+    rows = {d for g in groups if g.shapes and g.op in row_ops for d in _row_counts(g.shapes, ops.get(g.op or ""))}
+    channels_last = bool((ctx.run.info.options or {}).get("channels_last"))
     padded: list[tuple[ShapeGroup, list[int]]] = []  # misaligned by shape
     layout: list[ShapeGroup] = []                     # aligned channels, unaligned kernels: NCHW
     leads: list[ShapeGroup] = []                      # no shapes: the kernel's name alone
@@ -405,15 +409,16 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
         kind = ops.get(g.op or "")
         unaligned_name = bool(named.search(g.name))
         if g.shapes and kind is not None:
-            # 1: a vector, nothing to pad; a convolution over fewer channels than the multiple (an
-            # image's 3) runs cuDNN's first-layer kernels, which pad them themselves.
-            bad = [d for d in _matrix_dims(g.shapes, kind) if d % need and d > 1 and not (kind == "conv" and d < need)]
+            # 1: a vector, nothing to pad; a convolution's input of fewer channels than the multiple
+            # (an image's 3) runs cuDNN's first-layer kernels, which pad them themselves.
+            first = _first_layer_channels(g.shapes, need) if kind == "conv" else None
+            bad = [d for d in _matrix_dims(g.shapes, kind) if d % need and d > 1 and d != first]
             features = [d for d in bad if d not in rows]
             if features or (bad and unaligned_name):
                 padded.append((g, features or bad))
-            elif not bad and unaligned_name and kind == "conv":
+            elif not bad and unaligned_name and kind == "conv" and not channels_last:
                 layout.append(g)
-        elif unaligned_name and not g.shapes:
+        elif unaligned_name:  # no shapes, or an operator the rule cannot read: the name is a lead
             leads.append(g)
     chosen = [g for g, _ in padded] + layout + leads
     time = sum(g.time_ns for g in chosen)
@@ -421,7 +426,10 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not chosen or share < rule.number("min_share_pct"):
         return None
     nchw = _nchw_run(ctx, groups, ops)
-    led_layout = [g for g in leads if nchw or g.family == "conv" or ops.get(g.op or "") == "conv"]
+    # A lead is the layout's where it is a convolution's, or of an unknown operator in an NCHW run;
+    # never where its operator is a linear, matrix or recurrent one.
+    led_layout = [g for g in leads if not channels_last and (g.family == "conv" or ops.get(g.op or "") == "conv" or
+                                                            (nchw and not g.op))]
     parts = []
     dims = {d for _, bad in padded for d in bad}
     if padded:
@@ -434,7 +442,7 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
                      "kernels that load unaligned (align1/align2)")
     if leads:
         parts.append(f"{_launches_of(leads)} in kernels whose names say they load unaligned (align1/align2); the run "
-                     "recorded no input shapes to say why"
+                     "recorded no input shapes it can read to say why"
                      + (" (its convolutions run NCHW: the layout is the likely cause)" if led_layout else ""))
     where = _places((" ".join(x for x in (g.module, g.op, g.shapes) if x) or None, g.launches, g.time_ns)
                     for g in chosen)
@@ -480,9 +488,17 @@ def _launches_of(groups: list[ShapeGroup]) -> int:
     return sum(g.launches for g in groups)
 
 
-def _row_counts(shapes: str, kind: str) -> list[int]:
-    """The row counts of a linear layer's product (the tokens or images it takes): a "linear"
-    operator's input's leading dimensions' product, a "matrix" one's first matrix's rows."""
+def _first_layer_channels(shapes: str, need: int) -> int | None:
+    """A convolution's input channels where fewer than ``need`` (an image's 3), else None."""
+    tensors = _tensors(shapes)
+    channels = tensors[0][1] if tensors and len(tensors[0]) >= 3 else None
+    return channels if channels is not None and channels < need else None
+
+
+def _row_counts(shapes: str, kind: str | None) -> list[int]:
+    """The row counts of a linear layer's forward product (the tokens or images it takes): a
+    "linear" operator's input's leading dimensions' product, addmm's first matrix's rows (the
+    rule's ``row_ops`` are the forward operators)."""
     tensors = [t for t in _tensors(shapes) if len(t) >= 2]
     if not tensors:
         return []

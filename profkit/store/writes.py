@@ -177,24 +177,48 @@ class Writes(Connection):
             present = [p for p in among if times.get(p)]
             return max(present, key=lambda p: times[p]) if present else None
 
+        # An AMP run's parameters (embeddings included) stay fp32: its float type is fp32.
         run = {RUN_HALF: tag if tag in ("fp16", "bf16") else most(("fp16", "bf16")) or "fp16",
-               RUN_FLOAT: tag if tag in ("fp32", "fp16", "bf16") else "mixed" if tag == "amp" else
+               RUN_FLOAT: tag if tag in ("fp32", "fp16", "bf16") else "fp32" if tag == "amp" else
                most(("fp32", "fp16", "bf16")) or "fp32"}
         said = {RUN_HALF: "the run's 2-byte float type", RUN_FLOAT: "the run's float type"}
         changed = 0
+        verdicts: dict[int, tuple[str, int]] = {}  # name id -> (precision, evidence detail id)
         with self.write():
             for name_id, (value, rule) in judged:
                 precision = run.get(value, value)
                 detail = (f"rule {rule}: {said[value]} ({precision}), no operator's types recorded" if value in run
-                          else f"rule {rule}: the type its name gives, no operator's types recorded")
+                          else f"rule {rule}: by what its name says (an element type or size), no operator's types "
+                               "recorded")
                 ids = self.intern([detail])
+                verdicts[name_id] = (precision, ids[detail])
                 changed += self.conn.execute(
                     "update kernel_rows set precision = ?, evidence = 'name', evidence_detail_id = ? where run_id = ? "
                     "and name_id = ? and kind = 'kernel' and precision = 'unknown'",
                     [precision, ids[detail], run_id, name_id]).rowcount
             if changed:
-                forget_prepared_aggregates(self)
+                self._judge_prepared(run_id, verdicts)
         return changed
+
+    def _judge_prepared(self, run_id: int, verdicts: dict[int, tuple[str, int]]) -> None:
+        """A bulk import's grouped launches (``prepared_aggregates``) given the verdicts
+        :meth:`judge_by_run` wrote to the rows, so the run's aggregates are still written from
+        them (not by reading every row again)."""
+        prepared = self.prepared_aggregates
+        if prepared is None or prepared[0] != run_id:
+            return
+        keys = fine_keys()
+        kind, name, prec, ev, detail = (keys.index(c) for c in ("kind", "name_id", "precision", "evidence",
+                                                                 "evidence_detail_id"))
+        groups: list[tuple[Any, ...]] = []
+        for g in prepared[1]:
+            v = verdicts.get(g[name]) if g[kind] == "kernel" and g[prec] == "unknown" else None
+            if v is not None:
+                changed = list(g)
+                changed[prec], changed[ev], changed[detail] = v[0], "name", v[1]
+                g = tuple(changed)
+            groups.append(g)
+        self.prepared_aggregates = (run_id, groups)
 
     def write_aggregates(self, run_id: int) -> None:
         """Write ``run_id``'s aggregates from its rows as they are now (:func:`write_aggregates`);
