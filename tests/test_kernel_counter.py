@@ -280,7 +280,7 @@ def test_counted_metrics_take_the_units_ncus_raw_page_gives_them():
     import gzip
 
     from profkit import classify
-    from profkit.launch import _ncu_unit
+    from profkit.parse.ncu_plan import ncu_unit as _ncu_unit
 
     path = Path(__file__).parent / "data" / "catalog" / "mobilenet_v2-amp-eager-ncu" / "raw-mangled.csv.gz"
     with gzip.open(path, "rt", newline="") as f:
