@@ -39,8 +39,8 @@ from ..nvtx_ranges import OP_PREFIX, is_iteration_range, op_label
 from .gzipped import GZIP_ERRORS, open_text
 from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
                      nest_in_process_ranges, place, range_rows)
-from .schema import (COLUMNS, DIM_LIMIT, ID_LIMIT, Capture, HostSyncRow, KernelRow, Kind, RangeRow, host_sync_call,
-                     launch_value_fault)
+from .schema import (COLUMNS, DIM_LIMIT, ID_LIMIT, Capture, HostSyncRow, KernelRow, Kind, RangeRow, gpu_around,
+                     host_sync_call, launch_value_fault)
 
 GPU_KINDS: dict[str, Kind] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -668,18 +668,15 @@ def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
     if not found:
         return []
     by_ext = trace.by_ext or {}
-    spans = sorted((g[2], g[2] + g[3]) for g in trace.gpu)
-    starts = [s for s, _ in spans]
-    ends_so_far = list(itertools.accumulate((e for _, e in spans), max))
+    around = gpu_around((g[2], g[2] + g[3]) for g in trace.gpu)
     out: list[HostSyncRow] = []
     for i, (_, (thread, start, dur, name, ext)) in enumerate(found):
         end = start + dur
-        k = bisect.bisect_right(starts, end)  # operations begun before the call returned: spans[:k]
+        last_end, next_start = around(end)
         step = next((x for x in steps if x[0] <= start < x[1]), None)
         out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": _int(thread[1]),
                     "rank": None, "op": by_ext.get(ext, _NO_OP)[0] if ext is not None else None,
-                    "gpu_last_end_ns": ends_so_far[k - 1] if k else None,
-                    "gpu_next_start_ns": starts[k] if k < len(starts) else None,
+                    "gpu_last_end_ns": last_end, "gpu_next_start_ns": next_start,
                     "iteration": step[2] if step else None, "iteration_end_ns": step[1] if step else None})
     return out
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import gzip
-import itertools
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from ..names import demangle, short_name
 from ..records import CountedFunction
 from .ncu_csv import read_ncu_csv
 from .ranges import attribute_row
-from .schema import Capture, ClassifiedRow, HostSyncRow, KernelRow, RangeRow, kernel_row
+from .schema import Capture, ClassifiedRow, HostSyncRow, KernelRow, RangeRow, gpu_around, kernel_row
 
 DETAIL_SHARED = "counters of launch {launch} (the first of this kernel function): {detail}"
 DETAIL_KEPT = ("counters of launch {launch} of run {run!r}, kept across runs (same GPU, libraries, workload, options "
@@ -200,9 +199,7 @@ def _host_syncs(times: dict[str, Any], run_tag: str, thread_ids: dict[int, int],
     calls = sorted(times.get("syncs") or [], key=lambda c: (int(c["start"]), bool(c.get("driver"))))
     if not calls:
         return []
-    spans = sorted((int(k["start"]), int(k["end"])) for k in times["kernels"])
-    starts = [a for a, _ in spans]
-    ends_so_far = list(itertools.accumulate((b for _, b in spans), max))
+    around = gpu_around((int(k["start"]), int(k["end"])) for k in times["kernels"])
     outer: dict[Any, tuple[int, int]] = {}  # thread -> the last runtime call's span
     out: list[HostSyncRow] = []
     for c in calls:
@@ -213,14 +210,13 @@ def _host_syncs(times: dict[str, Any], run_tag: str, thread_ids: dict[int, int],
                 continue
         else:
             outer[thread] = (start, end)
-        k = bisect.bisect_right(starts, end)  # kernels begun before the call returned: spans[:k]
+        last_end, next_start = around(end)
         step = next(((it, e) for it, s_, e in times["windows"] if s_ <= start <= e), None)
         label = ops(thread, start)
         out.append({"sync_id": len(out), "name": str(c["name"]), "start_ns": start, "end_ns": end,
                     "thread_id": thread_ids.get(thread) if isinstance(thread, int) else None, "rank": None,
                     "op": " ".join(x for x in (label.module, label.op) if x) if label is not None else None,
-                    "gpu_last_end_ns": ends_so_far[k - 1] if k else None,
-                    "gpu_next_start_ns": starts[k] if k < len(starts) else None,
+                    "gpu_last_end_ns": last_end, "gpu_next_start_ns": next_start,
                     "iteration": f"{run_tag}.iter{step[0]}" if step else None,
                     "iteration_end_ns": step[1] if step else None})
     return out

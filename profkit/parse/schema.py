@@ -76,6 +76,8 @@ pandas DataFrame with the dtypes above.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Literal, TypedDict, TypeVar, get_args
 
@@ -253,6 +255,21 @@ def host_sync_call(name: str) -> str | None:
     """A runtime call's name as ``HOST_SYNC_CALLS`` has it (the _vNNNN suffix dropped), if it is one."""
     base = name.split("_v", 1)[0] if "_v" in name else name
     return base if base in HOST_SYNC_CALLS else None
+
+
+def gpu_around(spans: Iterable[tuple[int, int]]) -> Callable[[int], tuple[int | None, int | None]]:
+    """For a host sync's row: given the GPU operations' (start, end), a function of the instant
+    a call returned -> (the latest end of the operations begun by then, the first start of one
+    begun after it), None where there is none (one sort, then a binary search per call)."""
+    ordered = sorted(spans)
+    starts = [a for a, _ in ordered]
+    ends_so_far = list(itertools.accumulate((b for _, b in ordered), max))
+
+    def around(t: int) -> tuple[int | None, int | None]:
+        k = bisect.bisect_right(starts, t)  # operations begun by t: ordered[:k]
+        return (ends_so_far[k - 1] if k else None), (starts[k] if k < len(starts) else None)
+
+    return around
 
 
 RowT = TypeVar("RowT", KernelRow, ClassifiedRow)

@@ -340,6 +340,16 @@ class Connection:
         for row in cur:
             yield dict(zip(names, row))
 
+    def _texts(self, ids: Iterable[int]) -> dict[int, str]:
+        """The texts of these ``strings`` ids (the queries' and the writes' alike)."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            out.update(self.execute(f"select id, text from strings where id in ({', '.join('?' * len(chunk))})",
+                                    chunk).fetchall())
+        return out
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 

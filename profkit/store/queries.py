@@ -125,16 +125,6 @@ class Queries(Connection):
             out[b] = sorted(((k, n, t) for k, (n, t) in acc.items()), key=lambda r: (-r[2], r[0]))
         return out
 
-    def _texts(self, ids: Iterable[int]) -> dict[int, str]:
-        """The texts of these ``strings`` ids."""
-        ids = list(ids)
-        out: dict[int, str] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            out.update(self.execute(f"select id, text from strings where id in ({', '.join('?' * len(chunk))})",
-                                    chunk).fetchall())
-        return out
-
     def top_names(self, run_id: int, kind: str, limit: int) -> list[NameTotal]:
         """The most expensive (name, precision) pairs of a run's rows of one kind: launches,
         summed time, and the tensor-core verdict and evidence of the first launch."""
