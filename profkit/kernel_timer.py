@@ -155,7 +155,7 @@ class KernelTimer:
             launch = self.launches.get(k["correlation"])
             k["thread"], k["launched_at"] = launch if launch else (None, None)
         out: dict[str, Any] = {"marks": self.marks, "runtime_records": self.runtime, "kernels": self.kernels,
-                               "syncs": sorted(self.syncs, key=lambda s: s["start"])}
+                               "syncs": self.syncs}
         if ops is not None:
             out["ops"] = ops
         path.write_text(json.dumps(out))

@@ -507,8 +507,8 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
     # kernels; the part of each that those kernels fused, by the operators that launched it.
     fused = [r for r in main if r.status == "added" and any(generated(v) for v in r.variants_b)]
     replaced = sorted((r for r in main if r.status == "removed"), key=lambda r: (-r.time_a_ns, r.name)) if fused else []
-    taken = taken_over(groups_a, key, {(r.name, r.kind) for r in replaced}, groups_b, key,
-                       scale_a) if key and replaced else {}
+    gone = {(r.name, r.kind) for r in replaced}
+    taken = taken_over(groups_a, key, gone, groups_b, key, scale_a) if key and replaced else {}
     return DiffTotals(
         kernels_a=ta.kernels, kernels_b=tb.kernels,
         gpu_time_a_ns=ta.gpu_time_ns, gpu_time_b_ns=tb.gpu_time_ns,
@@ -520,7 +520,7 @@ def _totals(run_a: RunRecord, run_b: RunRecord, rows: list[DiffRow], groups_a: l
         off_tensor_cores=[_moved(f, a, b) for f, a, b in off],
         fused_kernels=[FusedKernel(r.name, r.calls_b, r.time_b_ns, r.variants_b) for r in fused],
         replaced_by_fusion=[_replaced(r, taken.get((r.name, r.kind))) for r in replaced],
-        fusion_traced=not replaced or any(g.op for g in groups_a if key and key(g) in {(r.name, r.kind) for r in replaced}),
+        fusion_traced=not replaced or any(g.op for g in groups_a if key and key(g) in gone),
         per_iteration=per_iteration, notes=notes, matrix_work_a=matrix[0], matrix_work_b=matrix[1],
     )
 

@@ -159,7 +159,7 @@ class Stretch:
 
     @property
     def ratio(self) -> float:
-        return self.profiled_ns / self.bare_ns if self.bare_ns else 1.0
+        return self.profiled_ns / self.bare_ns  # stretch() keeps only a positive bare step
 
     def text(self) -> str:
         return (f"the profiled iterations ran {self.ratio:.1f}x the bare one ({fmt_ns(int(self.profiled_ns))} against "
@@ -425,21 +425,23 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     share = round(100.0 * time / ctx.total, 2)
     if not chosen or share < rule.number("min_share_pct"):
         return None
-    nchw = _nchw_run(ctx, groups, ops)
     # A lead is the layout's where it is a convolution's, or of an unknown operator in an NCHW run;
-    # never where its operator is a linear, matrix or recurrent one.
+    # never where its operator is a linear, matrix or recurrent one, nor in a channels-last run.
+    nchw = not channels_last and _nchw_run(ctx, groups, ops)
     led_layout = [g for g in leads if not channels_last and (g.family == "conv" or ops.get(g.op or "") == "conv" or
                                                             (nchw and not g.op))]
     parts = []
     dims = {d for _, bad in padded for d in bad}
+    def needs(of: list[ShapeGroup]) -> str:  # "8 (fp16)": the multiples the groups' precisions need
+        return " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g in of))
+
     if padded:
         shown = ", ".join(str(d) for d in sorted(dims)[:6])
-        needs = " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g, _ in padded))
-        parts.append(f"{_launches_of([g for g, _ in padded])} with dimensions {shown} not a multiple of {needs}")
+        mis = [g for g, _ in padded]
+        parts.append(f"{_launches_of(mis)} with dimensions {shown} not a multiple of {needs(mis)}")
     if layout:
-        needs = " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g in layout))
-        parts.append(f"{_launches_of(layout)} NCHW convolutions whose channel counts are all multiples of {needs}, in "
-                     "kernels that load unaligned (align1/align2)")
+        parts.append(f"{_launches_of(layout)} NCHW convolutions whose channel counts are all multiples of "
+                     f"{needs(layout)}, in kernels that load unaligned (align1/align2)")
     if leads:
         parts.append(f"{_launches_of(leads)} in kernels whose names say they load unaligned (align1/align2); the run "
                      "recorded no input shapes it can read to say why"
@@ -507,10 +509,7 @@ def _row_counts(shapes: str, kind: str | None) -> list[int]:
 
 def _nchw_run(ctx: _Context, groups: list[ShapeGroup], ops: dict[str, str]) -> bool:
     """Whether the run's convolutions ran in NCHW: it converts layouts for cuDNN (kernels of the
-    layout family) or runs convolution kernels named for NCHW, and profkit did not lay it out
-    channels-last."""
-    if (ctx.run.info.options or {}).get("channels_last"):
-        return False
+    layout family) or runs convolution kernels named for NCHW."""
     if any(g.family == "layout" for g in ctx.groups):
         return True
     return any(_NCHW_NAME.search(g.name) for g in groups if g.family == "conv" or ops.get(g.op or "") == "conv")
@@ -607,8 +606,8 @@ def _launch_bound(ctx: _Context, rule: FindingRule) -> Finding | None:
     busy = sum(r["gpu_time_ns"] for r in tops) / len(tops)
     per_iteration = sum(r["kernels"] for r in tops) / len(tops)
     s = stretch(ctx.run)
-    judged = min(float(s.bare_ns), max(wall, 1.0)) if s is not None else wall
-    busy_pct = min(100.0, 100 * busy / judged) if judged else 100.0
+    judged = min(float(s.bare_ns), wall) if s is not None else wall  # tops' walls are positive
+    busy_pct = min(100.0, 100 * busy / judged)
     if busy_pct >= rule.number("max_busy_pct") or per_iteration < rule.number("min_kernels_per_iteration"):
         return None
     each = f"{per_iteration:.0f} kernels per iteration, {busy / max(1.0, per_iteration) / 1000:.1f} us each on average"

@@ -163,15 +163,10 @@ class Writes(Connection):
         Returns the rows changed."""
         from ..classify import RUN_FLOAT, RUN_HALF, name_else
 
-        names = self.conn.execute(
-            "select distinct k.name_id, n.text from kernel_rows k join strings n on n.id = k.name_id "
-            "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'", [run_id]).fetchall()
-        judged = [(i, found) for i, name in names if (found := name_else(name)) is not None]
+        unknown, times = self._unknown_names_and_times(run_id)
+        judged = [(i, found) for i, name in unknown if (found := name_else(name)) is not None]
         if not judged:
             return 0
-        times = dict(self.conn.execute(
-            "select precision, sum(coalesce(duration_ns, 0)) from kernel_rows where run_id = ? and kind = 'kernel' "
-            "group by precision", [run_id]).fetchall())
 
         def most(among: tuple[str, ...]) -> str | None:
             present = [p for p in among if times.get(p)]
@@ -199,6 +194,31 @@ class Writes(Connection):
             if changed:
                 self._judge_prepared(run_id, verdicts)
         return changed
+
+    def _unknown_names_and_times(self, run_id: int) -> tuple[list[tuple[int, str]], dict[str, int]]:
+        """The (id, text) of the names of ``run_id``'s kernels of unknown precision, and its kernel
+        time per precision: from a bulk import's grouped launches where it has them (a few
+        thousand groups, not millions of rows), else from its rows."""
+        prepared = self.prepared_aggregates
+        if prepared is None or prepared[0] != run_id:
+            names = self.conn.execute(
+                "select distinct k.name_id, n.text from kernel_rows k join strings n on n.id = k.name_id "
+                "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'", [run_id]).fetchall()
+            return names, dict(self.conn.execute(
+                "select precision, sum(coalesce(duration_ns, 0)) from kernel_rows where run_id = ? and kind = 'kernel' "
+                "group by precision", [run_id]).fetchall())
+        keys = fine_keys()
+        kind, name, prec, time = (*(keys.index(c) for c in ("kind", "name_id", "precision")),
+                                  len(keys) + FINE_MEASURES.index("time_ns"))
+        times: dict[str, int] = {}
+        ids: set[int] = set()
+        for g in prepared[1]:
+            if g[kind] == "kernel":
+                times[g[prec]] = times.get(g[prec], 0) + int(g[time] or 0)
+                if g[prec] == "unknown":
+                    ids.add(g[name])
+        texts = self._texts(ids) if ids else {}
+        return [(i, texts[i]) for i in ids if i in texts], times
 
     def _judge_prepared(self, run_id: int, verdicts: dict[int, tuple[str, int]]) -> None:
         """A bulk import's grouped launches (``prepared_aggregates``) given the verdicts
