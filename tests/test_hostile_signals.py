@@ -359,12 +359,13 @@ def test_the_local_cluster_takes_work_only_from_the_sweep(tmp_path):
 
 # ------------------------------------------------------------ a lifeline that is not a parent's
 @pytest.mark.parametrize("value", ["3:1:999999", "99999999999999999999:1:1", "3:1:99999999999999999999",
-                                   "x:y:z", "1:2", f"0:0:{os.getpid()}"])
+                                   "x:y:z", "1:2", "0:0:OWN_PID"])
 def test_a_stale_or_forged_lifeline_is_ignored(tmp_path, value):
     """PROFKIT_LIFELINE inherited by a process profkit did not start for it (a shell opened from
     a workload), stale or forged: profkit works as ever, and a harness given it kills no one (a
     process beside it in its group lives on). Only an ancestor's lifeline is watched."""
-    env = {**os.environ, "PROFKIT_LIFELINE": value}
+    # OWN_PID: this test process's own pid (put in here, so parallel workers collect the same ids)
+    env = {**os.environ, "PROFKIT_LIFELINE": value.replace("OWN_PID", str(os.getpid()))}
     out = subprocess.run([*PROFKIT, "workloads"], capture_output=True, text=True,
                          env=env, timeout=60)
     assert out.returncode == 0 and out.stderr == "", out.stderr
