@@ -6,13 +6,26 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from click.testing import CliRunner
 
 DATA = Path(__file__).parent / "data"
 NCU_DATA = DATA / "ncu"
+CHECKOUT = Path(__file__).parents[1]
+
+# Hypothesis keeps no example database and its caches in a temporary folder (not .hypothesis/
+# in the checkout); the examples it draws are the same every run (derandomize), on every worker.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="profkit-tests-hypothesis-")
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
+settings.register_profile("profkit", database=None, derandomize=True)
+settings.load_profile("profkit")
 
 
 @functools.cache
@@ -86,6 +99,50 @@ needs_gpu_ncu_nsys = needs("gpu", "ncu", "nsys", "torch")
 @pytest.fixture
 def db(tmp_path):
     return tmp_path / "profkit.db"
+
+
+@pytest.fixture(autouse=True)
+def _outside_the_checkout(tmp_path_factory, monkeypatch):
+    """Every test runs in a folder of its own: what a command writes where it runs (``reports/``,
+    ``profkit.db``, ``profkit-runs/``) lands there, never in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+def _untracked(root: Path) -> set[str] | None:
+    """The checkout's untracked and ignored files (Python's bytecode caches left out), or None
+    where ``root`` is no git checkout (an unpacked sdist)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line[3:] for line in out.stdout.splitlines() if "__pycache__/" not in line and line[:2] in ("??", "!!")}
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_BEFORE] = _untracked(CHECKOUT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite writes nothing into the checkout: a file that appeared there during the session
+    fails it (checked once, by the process that ran the session, not by each parallel worker)."""
+    shutil.rmtree(_HYPOTHESIS_HOME, ignore_errors=True)
+    if hasattr(session.config, "workerinput"):
+        return
+    before = session.config.stash.get(_BEFORE, None)
+    after = _untracked(CHECKOUT)
+    if before is None or after is None:
+        return
+    new = sorted(after - before)
+    if new:
+        session.config.get_terminal_writer().line(f"the tests wrote into the checkout: {', '.join(new[:10])}",
+                                                  red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[set[str] | None]()
 
 
 @pytest.fixture(autouse=True)

@@ -28,6 +28,10 @@ _spec.loader.exec_module(recorder)
 
 GOLDEN = recorder.load()
 
+# One recording (a session fixture, minutes of CPU) for the whole module: under parallel workers
+# (`pytest -n auto --dist loadgroup`) every test here goes to the same worker, which makes it once.
+pytestmark = pytest.mark.xdist_group("behaviour")
+
 # Keys added to profkit's JSON output on purpose since the recording, with the issue.
 ADDED: dict[str, str] = {
     "module": "issue 23: the module that ran a kernel's operator (kernel table)",
