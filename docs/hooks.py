@@ -76,24 +76,16 @@ def _param_lines(cmd: Any, ctx: Any) -> list[str]:
     for p in cmd.params:
         if getattr(p, "hidden", False):
             continue
-        kind = getattr(p, "param_type_name", "")
-        if kind == "option":
-            record = p.get_help_record(ctx)
-            if record is None:
-                continue
+        record = p.get_help_record(ctx) if hasattr(p, "get_help_record") else None
+        if record is not None:
             names, help_text = record
-        else:
-            names = p.make_metavar(ctx) if _takes_ctx(p.make_metavar) else p.make_metavar()
+        elif getattr(p, "param_type_name", "") == "option":
+            continue
+        else:  # Click's arguments have no help record
+            names = getattr(p, "human_readable_name", None) or str(p.name).upper()
             help_text = getattr(p, "help", None) or ""
         lines.append(f"- {_code(names)}: {_text(help_text)}" if help_text else f"- {_code(names)}")
     return lines
-
-
-def _takes_ctx(method: Any) -> bool:
-    try:
-        return "ctx" in inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _usage(cmd: Any, ctx: Any) -> str:

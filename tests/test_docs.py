@@ -249,8 +249,11 @@ def test_the_pages_examples_run(page: Path, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ the pages
-def test_readme_is_short() -> None:
-    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+def test_readme_is_short_and_its_links_lead_somewhere() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert links and all((ROOT / link).exists() for link in links if "://" not in link), links
 
 
 def test_every_command_has_a_guide_page_in_the_nav() -> None:
@@ -272,6 +275,39 @@ def test_the_references_are_made_from_the_cli_and_the_rules() -> None:
         for rule in rules[kind]:
             assert f"`{rule['id']}`" in findings, (kind, rule["id"])
     assert HOOKS.generate("x <!-- generated: cli -->") == "x " + reference
+
+
+def test_the_reference_reads_a_typer_app_as_well(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command reference and the docs' command checks read Click's public API only, so a
+    Typer app (turned into its Click command by typer.main.get_command) serves as well."""
+    typer = pytest.importorskip("typer")
+    import profkit.cli
+
+    app = typer.Typer(help="A test app.")
+
+    @app.callback()
+    def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Tracebacks.")) -> None:
+        """The app."""
+
+    @app.command()
+    def kernels(run: str = typer.Argument(..., help="Run name or id."),
+                limit: int = typer.Option(5000, help="At most this many launches."),
+                fmt: str = typer.Option("table", "--format", "-f", help="Output format.")) -> None:
+        """List a run's kernel launches."""
+
+    @app.command()
+    def runs() -> None:
+        """List runs."""
+
+    monkeypatch.setattr(profkit.cli, "app", app)
+    reference = HOOKS.cli_reference()
+    assert "\n## profkit kernels\n" in reference and "List a run's kernel launches." in reference
+    assert "`-f, --format <str>`: Output format." in reference and "Run name or id." in reference
+    assert {name: sorted(HOOKS.option_strings(cmd)) for name, cmd, _ in HOOKS.subcommands(HOOKS.cli_command())} == \
+        {"kernels": ["--format", "--limit", "-f"], "runs": []}
+    assert profkit_problems(["kernels", "r", "--limit", "3"]) == []
+    assert profkit_problems(["kernels", "r", "--top", "3"]) == ["profkit kernels has no option --top"]
+    assert profkit_problems(["summary", "r"]) == ["unknown command profkit summary"]
 
 
 def test_readme_test_command_is_what_ci_runs():
