@@ -206,7 +206,8 @@ def test_every_block_is_checked_or_output(block: Block) -> None:
 
 
 # ------------------------------------------------------------------------------------ running them
-PRELUDE_SHELL = 'profkit() { "$PYTHON" -m profkit "$@"; }\npython() { "$PYTHON" "$@"; }\n'
+PRELUDE_SHELL = ('profkit() { "$PYTHON" -m profkit "$@"; }\npython() { "$PYTHON" "$@"; }\n'
+                 'sqlite-utils() { "$PYTHON" -m sqlite_utils "$@"; }\n')
 # A notebook cell's display() where no notebook is: IPython's, which prints the repr.
 PRELUDE_PYTHON = "try:\n    from IPython.display import display\nexcept ImportError:\n    display = print\n"
 
