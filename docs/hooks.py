@@ -131,7 +131,7 @@ def findings_reference(path: Path = RULES) -> str:
             out.append("")
     out += ["## Name rules", "", "Tried in order; for each verdict the first rule that sets it decides.", ""]
     for r in rules.get("name_rule", []):
-        verdict = ", ".join(f"{k} {_code(_value(r[k]) if k != 'precision' or not isinstance(r[k], dict) else 'from the name')}"
+        verdict = ", ".join(f"{k} {_code('from the name' if isinstance(r[k], dict) else _value(r[k]))}"
                             for k in ("precision", "tensor_core", "family", "precision_else") if k in r)
         out += [f"### `{r['id']}`", "", _text(r.get("description", "")), "", f"Sets: {verdict or 'nothing'}.", "",
                 f"Pattern: {_code(r['pattern'])}", ""]

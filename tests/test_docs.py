@@ -1,15 +1,16 @@
 """The README and the docs site (docs/, mkdocs.yml) say what is true.
 
 - The README's test command is the one .ci/run runs, in a fresh venv; the README stays short.
-- Every code block of README.md and docs/ is checked: shell blocks and Python blocks run for real,
-  page by page in a temporary folder (with ``tests/`` of this checkout beside them, so the
-  committed captures are at the paths the docs give), in order, so a page's later blocks see what
-  its earlier ones made. A block that cannot run on a CPU-only test machine is marked by an HTML
-  comment on the line before it: ``<!-- gpu -->`` (needs a GPU, ncu or nsys), ``<!-- setup -->``
-  (installs, the test suite itself), ``<!-- slow -->`` (runs on a CPU, but for minutes); those
-  are only parsed: each ``profkit`` command must name a command and options the CLI has (read
-  from the command object, as ``--help`` shows them), each ``pip install`` extras pyproject.toml
-  has. ``<!-- file: NAME -->`` makes a block a file (a script, a check file) the next blocks use.
+- Every code block of README.md and docs/ is checked: shell blocks and Python blocks run for
+  real, section by section (``## `` headings) in a temporary folder each (with ``tests/`` of
+  this checkout beside them, so the committed captures are at the paths the docs give), in
+  order, so a section's later blocks see what its earlier ones made. A block that cannot run on
+  a CPU-only test machine is marked by an HTML comment on the line before it: ``<!-- gpu -->``
+  (needs a GPU, ncu or nsys), ``<!-- setup -->`` (installs, the test suite itself),
+  ``<!-- slow -->`` (runs on a CPU, but for minutes); those are only parsed: each ``profkit`` command must
+  name a command and options the CLI has (read from the command object, as ``--help`` shows
+  them), each ``pip install`` extras pyproject.toml has. ``<!-- file: NAME -->`` makes a block a
+  file (a script, a check file) the next blocks use.
 - Every command has a guide page, and the generated references name every command, option and
   finding.
 """
@@ -37,8 +38,8 @@ SHELL = {"bash", "sh", "console", "shell"}
 CHECKED = SHELL | {"python", "toml", "yaml"}
 UNCHECKED = {"text", ""}  # output and synopses
 # Commands the docs may show besides profkit's own: set-up, tools, shell built-ins.
-OTHER_COMMANDS = {".", "source", "cd", "export", "mkdir", "ls", "cat", "head", "cp", "echo", "nvidia-smi", "nsys", "ncu",
-                  "dask", "sqlite-utils", "datasette", "git", "mkdocs", "python3", "python", "torchrun", "srun",
+OTHER_COMMANDS = {".", "source", "cd", "export", "mkdir", "ls", "cat", "head", "cp", "echo", "nvidia-smi", "nsys",
+                  "ncu", "dask", "sqlite-utils", "datasette", "git", "mkdocs", "python3", "python", "torchrun", "srun",
                   "chromium", "apt-get", "sudo", "tmux", "mktemp", "true"}
 
 
@@ -61,6 +62,7 @@ class Block:
     code: str
     marks: set[str] = field(default_factory=set)
     file: str | None = None
+    section: str = ""  # the "## " heading above it ("" before the first)
 
     def __str__(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line} ({self.lang or 'no language'})"
@@ -71,9 +73,12 @@ def blocks(page: Path) -> list[Block]:
     out: list[Block] = []
     lines = page.read_text(encoding="utf-8").splitlines()
     i = 0
+    section = ""
     while i < len(lines):
         m = re.match(r"^(\s*)```(\S*)", lines[i])
         if not m:
+            if lines[i].startswith("## "):
+                section = lines[i][3:].strip()
             i += 1
             continue
         indent, lang = m.group(1), m.group(2).lower()
@@ -94,7 +99,7 @@ def blocks(page: Path) -> list[Block]:
             elif comment.split(":")[0] != "generated":
                 marks.add(comment)
             j -= 1
-        out.append(Block(page, start + 1, lang, "\n".join(body) + "\n", marks, file))
+        out.append(Block(page, start + 1, lang, "\n".join(body) + "\n", marks, file, section))
     return out
 
 
@@ -221,20 +226,24 @@ def needs_torch(page_blocks: list[Block]) -> bool:
     return bool(re.search(r"profkit (run|bench|compare|sweep)\b|^import torch|profkit\.(profile|bench)\(", code, re.M))
 
 
-RUN_PAGES = [p for p in PAGES if any(runs(b) for b in blocks(p))]
+# A page's sections run apart (each in a folder of its own, in parallel where the tests are):
+# a section's blocks see what the section's earlier blocks made.
+RUN_SECTIONS = sorted({(p, b.section) for p in PAGES for b in blocks(p) if runs(b)},
+                      key=lambda ps: (PAGES.index(ps[0]), ps[1]))
 
 
-@pytest.mark.parametrize("page", RUN_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_pages_examples_run(page: Path, tmp_path: Path) -> None:
-    """Each page's runnable blocks, in order, in a folder of its own: exit status 0."""
-    page_blocks = blocks(page)
-    if needs_torch(page_blocks) and importlib.util.find_spec("torch") is None:
-        pytest.skip("the page's examples need PyTorch")
+@pytest.mark.parametrize(("page", "section"), RUN_SECTIONS,
+                         ids=[f"{p.relative_to(ROOT)}#{s or 'top'}" for p, s in RUN_SECTIONS])
+def test_the_pages_examples_run(page: Path, section: str, tmp_path: Path) -> None:
+    """Each section's runnable blocks, in order, in a folder of its own: exit status 0."""
+    section_blocks = [b for b in blocks(page) if b.section == section]
+    if needs_torch(section_blocks) and importlib.util.find_spec("torch") is None:
+        pytest.skip("these examples need PyTorch")
     (tmp_path / "tests").symlink_to(ROOT / "tests")
     env = {k: v for k, v in os.environ.items() if k != "PROFKIT_DB"}
     env.update(PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
                COLUMNS="120")
-    for block in page_blocks:
+    for block in section_blocks:
         if block.file:
             (tmp_path / block.file).write_text(block.code)
             continue
