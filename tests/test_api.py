@@ -1,4 +1,4 @@
-"""profkit.api, the Python API, tested directly: the README's notebook example runs as written;
+"""profkit.api, the Python API, tested directly: the docs' API example (docs/api/index.md) runs as written;
 for the same run, Run.summary() equals `summary --format json`, Run.kernels() equals `kernels
 --format json` and Run.ranges() equals `ranges --format json`; errors name parameters, not
 flags; importing profkit stays cheap."""
@@ -28,8 +28,9 @@ CAPTURES = [NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", DATA / "torch" / "torch
 
 
 def readme_example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    """The first example of the Python API's page (docs/api/index.md)."""
+    text = (ROOT / "docs" / "api" / "index.md").read_text()
+    section = text.split("\n## ", 1)[0]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

@@ -381,7 +381,7 @@ def test_a_check_file_and_options_together(db, tmp_path):
 
 
 def test_a_cpu_only_ci_job_checks_an_imported_capture(tmp_path):
-    """What the README's workflow does: a fresh database, `profkit import` of the capture a GPU
+    """What the docs' CI workflow (docs/guide/check.md) does: a fresh database, `profkit import` of the capture a GPU
     job uploaded, `profkit check` with JUnit output."""
     db = tmp_path / "ci.db"
     imported = cli("import", FP16_OFF_TENSOR_CORES, db=db)
@@ -565,16 +565,13 @@ def test_an_unknown_run_or_baseline_is_refused(db):
 
 
 def test_the_readme_check_file_example(db, tmp_path):
-    """README's "CI gate: profkit check" section: its check file loads and checks a run, and its
-    workflow's check step names options `profkit check` has."""
+    """The guide's check file (docs/guide/check.md) loads and checks a run, and its workflow's
+    check step names options `profkit check` has."""
     import re
 
     from .conftest import cli as run_cli
 
-    readme = (DATA.parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.partition("## CI gate: profkit check")[2].partition("\n## ")[0]
-    if not section:
-        pytest.skip("README has no CI gate section yet")
+    section = (DATA.parents[1] / "docs" / "guide" / "check.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     (tmp_path / "checks.toml").write_text(example)
     code, out = json_results(db, "r18_fp16_compile_torch", "--config", tmp_path / "checks.toml",

@@ -155,11 +155,12 @@ def test_find_cycle_reports_the_cycle() -> None:
 
 
 def layers_text() -> str:
-    """LAYERS as README.md's architecture section shows them: top first, one line each."""
+    """LAYERS as the architecture page (docs/architecture.md) shows them: top first, one line each."""
     width = max(len(name) for name, _ in LAYERS)
     return "\n".join(f"{name:<{width}}  {', '.join(entries)}" for name, entries in reversed(LAYERS))
 
 
-def test_the_readme_shows_these_layers() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"```\n{layers_text()}\n```" in readme, "README.md's layers differ from LAYERS: paste\n" + layers_text()
+def test_the_architecture_page_shows_these_layers() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert f"```text\n{layers_text()}\n```" in page, \
+        "docs/architecture.md's layers differ from LAYERS: paste\n" + layers_text()

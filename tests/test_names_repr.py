@@ -1,7 +1,7 @@
 """Issue 24, items 6 and 7: readable family names (a word's digits kept, variants wildcarded,
 convolutions never labelled gemm), one default --match, "did you mean" for run and workload
 names, progress lines on a stderr that is no terminal, and the notebook reprs (one line, and an
-HTML card: escaped, self-contained, shown in Chromium and by the README's notebook example)."""
+HTML card: escaped, self-contained, shown in Chromium and by the docs' notebook example)."""
 
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ def test_html_cards_hold_the_figures_and_escape_every_name(db):
 
 
 def _readme_notebook_code() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "api" / "index.md").read_text()
     section = readme.split("\n## In a notebook\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) == 1
@@ -219,7 +219,7 @@ def _readme_notebook_code() -> str:
 
 
 def test_the_readmes_notebook_example_runs_and_shows_cards(tmp_path, monkeypatch):
-    """The README's notebook cell, run in IPython's shell from a folder where tests/ is the
+    """The docs' notebook cell (docs/api/index.md), run in IPython's shell from a folder where tests/ is the
     repository's: what it displays, and its last value, are HTML cards (as a notebook shows
     them)."""
     from IPython.core.interactiveshell import InteractiveShell

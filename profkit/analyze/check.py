@@ -176,7 +176,7 @@ def load_checks(path: str | os.PathLike[str]) -> Checks:
     """A check file (TOML) -> :class:`Checks`; anything wrong in it (unreadable, no regular
     file, larger than 64 KiB, not TOML, nested too deep, an unknown table or key, a value
     of the wrong type or out of range, an unknown finding id) is a UsageError naming the file
-    and the key, in one line (``files.load_toml``). See README's "CI gate"."""
+    and the key, in one line (``files.load_toml``). See docs/guide/check.md."""
     name = str(path)
     data = load_toml(path, "check file")
     values: dict[str, Any] = {}
