@@ -140,6 +140,9 @@ _SUFFIX = re.compile(r"\b(\d+)(?:ul|u|l|ll|ull)\b")
 _SPACE = re.compile(r"\s+(?=[*&>,)])")
 _VOID = re.compile(r"\bvoid (?=[A-Za-z_])")
 _EMPTY_LAMBDA = re.compile(r"::lambda\(\)(?=::)")
+# A lambda in a function template is that function's body: its template arguments name it
+# (``gpu_kernel_impl_nocast<CUDAFunctor_add<float>>::lambda(int)``).
+_BODY = re.compile(r"(?<=>)::lambda\([^()]*\)")
 
 
 def _drop_scope_parameters(text: str) -> str:
@@ -171,7 +174,7 @@ def _tidy(text: str) -> str:
         if tidier == text:
             break
         text = tidier
-    text = _VOID.sub("", _drop_scope_parameters(text))
+    text = _BODY.sub("", _VOID.sub("", _drop_scope_parameters(text)))
     return _SPACE.sub("", _SUFFIX.sub(r"\1", _CAST.sub("", text))).strip()
 
 

@@ -133,6 +133,7 @@ def cut_text(text: str, width: int, how: str | None) -> str:
     return cut_middle(text, width)
 
 
+CHUNK_ROWS = 200  # rows laid out by Rich at once (print_table)
 PADDING = 2  # between two columns (Rich's padding (0, 1), no padding at the table's edges)
 
 
@@ -207,18 +208,23 @@ def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], 
         shown_cols, room = _fit(fit, natural, width)
     else:
         shown_cols, room = _fit(cols, natural, width)
-    t = Table(box=None, header_style="bold", title=RichText(shown(title)) if title else None, pad_edge=False,
-              title_justify="left" if title_left else "center", show_edge=False)
     whole = {i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut}  # wrapped by Rich
-    for i in shown_cols:
-        t.add_column(RichText(cols[i].header), justify=cols[i].justify,  # type: ignore[arg-type]
-                     no_wrap=i not in whole, overflow="fold" if i in whole else "ellipsis",
-                     width=room[i] if i in whole else None)
     cut = {i: make(room[i]) for i, make in labels.items() if i in shown_cols and i not in whole}
-    for r in rows:
-        t.add_row(*(RichText(r[i] if i in whole else cut[i][r[i]] if i in cut else cut_text(r[i], room[i], cols[i].cut))
-                    for i in shown_cols))
-    c.print(t)
+    # Every column's width is fixed here (Rich need not measure each cell again), so a long table
+    # is printed in parts that line up: its first lines come at once (`profkit kernels RUN | head`).
+    step = len(rows) if wide else CHUNK_ROWS
+    for start in range(0, len(rows), step):
+        t = Table(box=None, header_style="bold", title=RichText(shown(title)) if title and not start else None,
+                  title_justify="left" if title_left else "center", pad_edge=False, show_edge=False,
+                  show_header=not start)
+        for i in shown_cols:
+            t.add_column(RichText(cols[i].header), justify=cols[i].justify,  # type: ignore[arg-type]
+                         no_wrap=i not in whole, overflow="fold" if i in whole else "ellipsis",
+                         width=room[i] if i in whole or not wide else None)
+        for r in rows[start:start + step]:
+            t.add_row(*(RichText(r[i] if i in whole else cut[i][r[i]] if i in cut else
+                                 cut_text(r[i], room[i], cols[i].cut)) for i in shown_cols))
+        c.print(t)
     dropped = [cols[i].header for i in range(len(cols)) if i not in shown_cols]
     if dropped:
         c.print(Text(f"(not shown at {width} columns: {', '.join(dropped)}; --wide shows every column)"))
@@ -402,12 +408,12 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     elif where:
         # Where each kernel came from: module, operator, its input shapes and types, phase
         # (a run with attribution: profkit run records it).
-        cols = [n, Col("kernel", cut="kernel", least=28, share=5, key=True), Col("duration", "right"),
+        cols = [n, Col("kernel", cut="kernel", least=40, share=5, key=True), Col("duration", "right"),
                 Col("module", cut="start", least=10, share=4, drop=1), Col("op", cut="middle", least=6, share=2, drop=3),
                 Col("shapes", cut="middle", least=10, share=3, drop=5), Col("types", cut="middle", least=8, drop=4),
                 Col("ph", drop=2), Col("prec"), Col("TC")]
     else:
-        cols = [n, Col("kernel", cut="kernel", least=28, share=3, key=True), Col("duration", "right"),
+        cols = [n, Col("kernel", cut="kernel", least=40, share=3, key=True), Col("duration", "right"),
                 Col("grid", drop=2), Col("block", drop=3), Col("range", cut="middle", least=10, drop=5), Col("prec"),
                 Col("TC"), Col("evidence", drop=4)]
     body = []
