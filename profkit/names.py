@@ -5,8 +5,9 @@ template arguments); ``short_name`` is the function's own name, which all of the
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from .formatting import cut_middle
 
@@ -247,15 +248,31 @@ def _with_arguments(group: list[str]) -> dict[str, str]:
     return out
 
 
-def _distinct(labels: dict[str, str], grow: list[Any]) -> dict[str, str]:
+def _shared(labels: dict[str, str]) -> list[list[str]]:
+    """The groups of names that share a label."""
+    groups: dict[str, list[str]] = {}
+    for n, label in labels.items():
+        groups.setdefault(label, []).append(n)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _distinct(labels: dict[str, str], grow: list[Any], width: int | None = None) -> dict[str, str]:
     """``labels`` (full name -> label) with every label two names share grown by each of
     ``grow`` in turn (a function of the group of names that share one -> their new labels),
-    and last, where even that leaves two alike, marked with ``_tag``."""
-    for step in [*grow, lambda group: {n: f"{labels[n]} ~{_tag(n)}" for n in group}]:
-        groups: dict[str, list[str]] = {}
-        for n, label in labels.items():
-            groups.setdefault(label, []).append(n)
-        shared = [g for g in groups.values() if len(g) > 1]
+    and last, where even that leaves two alike, marked with ``_tag`` (and, were two marks
+    alike, numbered), within ``width``."""
+
+    def mark(group: list[str], by: Any) -> dict[str, str]:
+        out = {}
+        for i, n in enumerate(group):
+            end = f" ~{by(i, n)}"
+            out[n] = (labels[n] if width is None or len(labels[n]) + len(end) <= width else
+                      cut_middle(labels[n], max(1, width - len(end)))) + end
+        return out
+
+    last = [lambda group: mark(group, lambda i, n: _tag(n)), lambda group: mark(group, lambda i, n: i + 1)]
+    for step in [*grow, *last]:
+        shared = _shared(labels)
         if not shared:
             break
         for g in shared:
@@ -344,8 +361,9 @@ def table_labels(names: Iterable[str], width: int | None = None, short: bool = T
     printed alike. Where two share a label, each grows by the template arguments that tell it
     apart (``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, …>``), then by its whole
     tidied name, then by a short stable mark (``~1a2b``). With ``width``, each is cut to it
-    in the middle (its start and end stay), and where two cut alike, each shows the part where
-    they differ instead. The one place that makes a table's names."""
+    (its template arguments kept where they fit, else its start and end), and where two cut
+    alike, each shows the part where they differ instead. The one place that makes a table's
+    names."""
     distinct = list(dict.fromkeys(names))
     labels = {n: display_name(n) if short else n for n in distinct}
     grow = [_with_arguments, lambda group: {n: _tidy(n.removeprefix("void ")) for n in group}] if short else []
@@ -356,7 +374,4 @@ def table_labels(names: Iterable[str], width: int | None = None, short: bool = T
     if len(set(cut.values())) == len(cut):
         return cut
     apart = _cut_apart(labels, width)
-    cut = _distinct(cut, [apart, _words_apart(labels, width), apart])
-    # the last resort's mark, within the width
-    return {n: label if len(label) <= width else cut_middle(labels[n], max(1, width - 6)) + " ~" + _tag(n)
-            for n, label in cut.items()}
+    return _distinct(cut, [apart, _words_apart(labels, width), apart], width)

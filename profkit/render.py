@@ -99,6 +99,17 @@ def Text(*parts: str | tuple[str, str], style: str = "") -> RichText:
     return RichText.assemble(*(shown(p) if isinstance(p, str) else (shown(p[0]), p[1]) for p in parts), style=style)
 
 
+def hanging(c: Console, head: str, text: str) -> None:
+    """``head`` and ``text`` on a line, ``text`` wrapped under itself (Rich's grid)."""
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(head), Text(text))
+    c.print(grid)
+
+
 # ---------------------------------------------------------------------------------- what goes into a table
 @dataclass(frozen=True)
 class Col:
@@ -179,6 +190,25 @@ def _fit(cols: Sequence[Col], natural: Sequence[int], width: int) -> tuple[list[
     return shown_cols, room
 
 
+def _parts(cols: Sequence[Col], shown_cols: list[int], room: list[int], width: int) -> list[list[int]]:
+    """The columns of each table a table is printed as: one where it fits; else (more columns
+    of figures than the width holds: a rank's each) several, each with the ``key`` columns."""
+    def need(idx: Sequence[int]) -> int:
+        return sum(room[i] for i in idx) + PADDING * (len(idx) - 1)
+
+    keys = [i for i in shown_cols if cols[i].key]
+    if need(shown_cols) <= width or need(keys) >= width:
+        return [shown_cols]
+    parts = [list(keys)]
+    for i in shown_cols:
+        if i in keys:
+            continue
+        if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) > width:
+            parts.append(list(keys))
+        parts[-1].append(i)
+    return [sorted(p) for p in parts]
+
+
 def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], title: str | None = None,
                 title_left: bool = False) -> None:
     """A table of plain-text cells on ``c``, laid out by Rich. profkit picks the columns that
@@ -203,28 +233,30 @@ def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], 
     for i, make in labels.items():  # a kernel's short label is what the column needs, not its full name
         if not wide:
             natural[i] = max([cell_len(cols[i].header)] + [cell_len(v) for v in make(None).values()])
-    if wide:  # every column, every word whole: the other words wrapped at their least, the names in the rest
-        fit = [replace(col, drop=0, share=0 if i not in labels else max(col.share, 1)) for i, col in enumerate(cols)]
+    if wide:  # every column, every word whole (wrapped where the room is short), the names given most room
+        fit = [replace(col, drop=0, share=col.share * (4 if i in labels else 1)) for i, col in enumerate(cols)]
         shown_cols, room = _fit(fit, natural, width)
     else:
         shown_cols, room = _fit(cols, natural, width)
     whole = {i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut}  # wrapped by Rich
     cut = {i: make(room[i]) for i, make in labels.items() if i in shown_cols and i not in whole}
     # Every column's width is fixed here (Rich need not measure each cell again), so a long table
-    # is printed in parts that line up: its first lines come at once (`profkit kernels RUN | head`).
+    # is printed in chunks that line up: its first lines come at once (`profkit kernels RUN | head`).
     step = len(rows) if wide else CHUNK_ROWS
-    for start in range(0, len(rows), step):
-        t = Table(box=None, header_style="bold", title=RichText(shown(title)) if title and not start else None,
-                  title_justify="left" if title_left else "center", pad_edge=False, show_edge=False,
-                  show_header=not start)
-        for i in shown_cols:
-            t.add_column(RichText(cols[i].header), justify=cols[i].justify,  # type: ignore[arg-type]
-                         no_wrap=i not in whole, overflow="fold" if i in whole else "ellipsis",
-                         width=room[i] if i in whole or not wide else None)
-        for r in rows[start:start + step]:
-            t.add_row(*(RichText(r[i] if i in whole else cut[i][r[i]] if i in cut else
-                                 cut_text(r[i], room[i], cols[i].cut)) for i in shown_cols))
-        c.print(t)
+    for n, part in enumerate(_parts(cols, shown_cols, room, width)):
+        for start in range(0, len(rows), step):
+            first = not n and not start
+            t = Table(box=None, header_style="bold", title=RichText(shown(title)) if title and first else None,
+                      title_justify="left" if title_left else "center", pad_edge=False, show_edge=False,
+                      show_header=not start)
+            for i in part:
+                t.add_column(RichText(cols[i].header), justify=cols[i].justify,  # type: ignore[arg-type]
+                             no_wrap=i not in whole, overflow="fold" if i in whole else "ellipsis",
+                             width=room[i] if i in whole or not wide else None)
+            for r in rows[start:start + step]:
+                t.add_row(*(RichText(r[i] if i in whole else cut[i][r[i]] if i in cut else
+                                     cut_text(r[i], room[i], cols[i].cut)) for i in part))
+            c.print(t)
     dropped = [cols[i].header for i in range(len(cols)) if i not in shown_cols]
     if dropped:
         c.print(Text(f"(not shown at {width} columns: {', '.join(dropped)}; --wide shows every column)"))
@@ -485,7 +517,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
     if s.memory_ops:
         c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
     for text in (caveats or {}).values():
-        c.print(Text(f"caveat: {text}"))
+        hanging(c, "caveat: ", text)
     print_table(c, [Col("precision"), Col("calls" if cpu else "launches", "right"),
                     Col("CPU self time" if cpu else "GPU time", "right"), Col("share", "right")],
                 [[p, str(s.kernels_by_precision.get(p, 0)), fmt_ns(ns),
@@ -601,7 +633,8 @@ def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> 
     (from the kernels) whom the others waited for."""
     waits = comm and any(r.waited_for is not None for r in rows)
     rank_ids = sorted({p.rank for r in rows for p in r.ranks})
-    cols = [Col(h, "left" if h == "iteration" else "right", key=h == "iteration")
+    cols = [Col(h, "left" if h == "iteration" else "right", key=h == "iteration",
+                cut="middle" if h == "iteration" else None, least=14)
             for h in ["iteration", "start skew", "end skew", *(f"rank {i} wall" for i in rank_ids),
                       *(["waited for", "wait"] if waits else [])]]
     body = []
@@ -653,8 +686,8 @@ def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: 
     """One row per range, nested by depth; a CPU run's ranges count operators, a GPU run's
     kernels, GPU operations and other threads' kernels."""
     cpu = run.activity == "cpu_op"
-    cols = [*([Col("rank", "right", key=True)] if ranked else []), Col("range", cut="middle", least=16, key=True),
-            Col("thread", "right"), Col("wall", "right"), Col("ops" if cpu else "kernels", "right"),
+    cols = [*([Col("rank", "right", key=True)] if ranked else []), Col("range", cut="middle", least=24, key=True),
+            Col("thread", "right", drop=1), Col("wall", "right"), Col("ops" if cpu else "kernels", "right"),
             *([] if cpu else [Col("GPU ops", "right")]), Col("CPU self time" if cpu else "GPU time", "right"),
             *([] if cpu else [Col("other threads", "right")])]
     body = []
@@ -953,13 +986,13 @@ def findings(found: Sequence[Finding]) -> None:
     c = console()
     c.print(Text("findings", style="bold"))
     for f in found:
-        c.print(Text(f"- {f.title}: {f.detail}"))
+        hanging(c, "- ", f"{f.title}: {f.detail}")
         heads = [f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): " for k in f.kernels[:3]]
         # the kernels by the tables' labels, each on its line (the full names: --format json)
         labels = table_labels([k.name for k in f.kernels[:3]], max(20, c.width - max(map(len, heads), default=0)))
         for head, k in zip(heads, f.kernels[:3]):
             c.print(Text(head + labels[k.name]))
-        c.print(Text(f"    try: {f.advice}"))
+        hanging(c, "    try: ", f.advice)
 
 
 def report_written(path: Any, stderr: bool = False) -> None:
@@ -975,9 +1008,10 @@ def check(report: CheckReport, fmt: str) -> None:
     elif fmt == "junit":
         sys.stdout.write(report.to_junit())
     else:
-        c = console()  # each line wrapped to the width
+        c = console()  # each line wrapped to the width, under its text ("PASS  ...")
         for text in report.lines():
-            c.print(Text(text))
+            status = re.match(r"[A-Z]+  (?=\S)", text)
+            hanging(c, status.group(), text[status.end():]) if status else c.print(Text(text))
 
 
 def doctor(checks: Sequence[Any], fmt: str) -> None:
