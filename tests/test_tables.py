@@ -333,6 +333,19 @@ def test_labels_are_the_reports_short_names_grown_apart(many):
         assert len(set(cut.values())) == len(names) and max(map(len, cut.values())) <= width
 
 
+def test_the_report_names_kernels_as_the_tables_do(many):
+    """One labelling for the HTML report's kernel table and the command's: no two kernels of
+    Faster R-CNN alike in the report either."""
+    from profkit.names import table_labels
+    from profkit.report.model import kernel_table
+
+    run = profkit.open_db(many).run(MANY[0])
+    rows = kernel_table(Store(many), run)["rows"]
+    labels = table_labels(r["name"] for r in rows)
+    assert [r["short"] for r in rows] == [labels[r["name"]] for r in rows]
+    assert len({r["short"] for r in rows}) == len({r["name"] for r in rows}) > 100
+
+
 @pytest.mark.parametrize("sight", SIGHTS)
 def test_diff_and_compare_fit_and_tell_kernels_apart(many, sight, monkeypatch, capsys):
     """`diff` (exact: every kernel) and `compare`'s tables on two captures of Faster R-CNN."""
