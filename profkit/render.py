@@ -1,22 +1,22 @@
-"""Everything the ``profkit`` command prints, in one place: tables (rich), JSON and CSV of what
-the library returns. No analysis and no database access here: each function takes records
-(runs, kernel rows, summaries, range rows) and writes them.
+"""Everything the ``profkit`` command prints, in one place: tables and text through Rich, JSON
+and CSV of what the library returns. No analysis and no database access here: each function
+takes records (runs, kernel rows, summaries, range rows) and writes them.
 
-In a terminal, long kernel and range names are cut to fit the window with an ellipsis. When
-standard output is not a terminal (a file, a pipe to ``less`` or ``grep``) nothing is cut:
-tables take the width their contents need. There tables and plain lines are written as rich
-would write them, without rich (``PlainConsole``): importing rich and laying a table out with
-it took longer than all the rest of ``profkit kernels``.
+Tables are Rich's (``rich.table.Table``), as wide as the output: ``$COLUMNS`` wherever it is
+set, in a terminal or not; else the terminal's width; else (a file, a pipe to ``head`` or
+``grep``) 80 columns. profkit decides only what goes into a table: which columns fit (``Col``:
+figures and verdicts whole, words left out first) and how kernel names read (``names.table_labels``:
+the report's short names, never two kernels printed alike, cut to the room left); ``--wide``
+shows the full names, wrapped by Rich. JSON and CSV keep the full names.
 
-Every string is printed as text, never as rich markup, and through ``formatting.shown``: a
-control character in a kernel's, GPU's or run's name (a screen clear, an OSC 52 clipboard
-write) shows as ``\\x1b`` and does nothing. The consoles, ``Text``, ``Table`` and ``line`` apply
-it themselves, so no command prints around it.
+Every string is printed as text, never as Rich markup or emoji codes, and through
+``formatting.shown``: a control character in a kernel's, GPU's or run's name (a screen clear, an
+OSC 52 clipboard write) shows as ``\\x1b`` and does nothing. ``console``, ``Text`` and
+``print_table`` apply it themselves, so no command prints around it.
 """
 
 from __future__ import annotations
 
-import builtins
 import csv
 import io
 import itertools
@@ -24,18 +24,27 @@ import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TextIO, Union
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import name_params
 from .formatting import UNSAFE, cut_middle, fmt_ns, shown
+from .names import table_labels
 from .parse.schema import KERNEL_FIELDS, RANGE_FIELDS, ClassifiedRow, Kind, RangeRow
-from .records import (RUN_LIST_FIELDS, BenchRecord, BenchRow, IterationSkew, ModuleView, RankReport, RunRecord,
-                      Summary)
+from .records import (
+    RUN_LIST_FIELDS,
+    BenchRecord,
+    BenchRow,
+    IterationSkew,
+    ModuleView,
+    RankReport,
+    RunRecord,
+    Summary,
+)
 
 if TYPE_CHECKING:
-    from rich.console import Console as RichConsole
-    from rich.table import Table as RichTable
+    from rich.console import Console
     from rich.text import Text as RichText
 
     from .analyze.check import CheckReport
@@ -46,240 +55,72 @@ if TYPE_CHECKING:
 
 # Rows in a `kernels` table unless --limit says otherwise (JSON and CSV stream every row).
 TABLE_MAX = 5000
-# Wide enough for any row; rich sizes a table to its contents, not to this.
-UNLIMITED_WIDTH = 1_000_000
+# The width of what is printed where nothing says ($COLUMNS unset and no terminal).
+DEFAULT_WIDTH = 80
 
 
-def _rich_console(stderr: bool, width: int | None = None) -> RichConsole:
-    from rich.console import Console
+def width_of(stream: Any) -> int | None:
+    """How wide ``stream``'s lines may be: ``$COLUMNS`` where set (a terminal or not), else
+    None for a terminal (Rich asks the window), else DEFAULT_WIDTH. The one place that decides
+    how wide profkit's output is."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if _is_terminal(stream) else DEFAULT_WIDTH
 
-    class _Console(Console):
+
+def console(stderr: bool = False, wide: bool = False) -> Console:
+    """A Rich console for stdout (or stderr) as wide as ``width_of`` says, that prints a str as
+    text (no markup, emoji codes or highlighting; its control characters shown escaped) and lets
+    a closed pipe end the command as the CLI ends it (Rich's own way exits 1). ``wide``: the
+    tables' --wide (full kernel names, wrapped)."""
+    from rich.console import Console as RichConsole
+
+    class _Console(RichConsole):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError
 
         def print(self, *objects: Any, **options: Any) -> None:
             super().print(*(shown(o) if isinstance(o, str) else o for o in objects), **options)
 
-    # No markup and no emoji codes: a name holding "[bold]" or ":smile:" is printed as it is.
-    return _Console(stderr=stderr, width=width, markup=False, emoji=False)
-
-
-def console(stderr: bool = False, wide: bool = False) -> Console:
-    """A rich console that cuts nothing when its stream is not a terminal (or ``wide``: the
-    tables' --wide), and lets a closed pipe end the command as the CLI ends it (rich's own way
-    exits 1). Where rich would see no terminal, a PlainConsole, which makes the rich one only
-    if something but a plain table is printed."""
     stream = sys.stderr if stderr else sys.stdout
-    if _surely_no_terminal(stream):
-        return PlainConsole(stderr)
-    c = _rich_console(stderr)
-    if wide or not c.is_terminal:
-        c = _rich_console(stderr, width=UNLIMITED_WIDTH)
+    c = _Console(stderr=stderr, width=width_of(stream), markup=False, emoji=False, highlight=False)
+    c.profkit_wide = wide  # type: ignore[attr-defined]  # read by print_table
     return c
 
 
-def _surely_no_terminal(stream: Any) -> bool:
-    """Whether rich's console would take ``stream`` for no terminal (rich's Console.is_terminal,
-    read without importing rich); False wherever that is in doubt (Windows, Jupyter, a stream
-    rich itself proxies, FORCE_COLOR), which only costs the time of importing rich."""
-    if sys.platform == "win32" or hasattr(builtins, "get_ipython") or "DATABRICKS_RUNTIME_VERSION" in os.environ:
-        return False
-    if stream is None or type(stream).__module__.startswith("rich"):
-        return False
-    tty_compatible = os.environ.get("TTY_COMPATIBLE", "")
-    if tty_compatible in ("0", "1"):
-        return tty_compatible == "0"
-    if "FORCE_COLOR" in os.environ:
-        return False
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return isatty is None or not isatty()
-    except ValueError:  # a closed stream: rich says no terminal too
-        return True
-
-
-class PlainConsole:
-    """The console for a stream that is no terminal. There rich adds no colour and, at
-    UNLIMITED_WIDTH, cuts nothing, so what ``_plain_lines`` can lay out as rich would (a Table,
-    a line of plain text) is written here; anything else (a status line, a character rich
-    counts otherwise) goes to the rich console, made on first need. A str is text, as on the
-    rich console (no markup), its control characters shown escaped."""
-
-    is_terminal = False
-    width = UNLIMITED_WIDTH
-
-    def __init__(self, stderr: bool = False) -> None:
-        self.stderr = stderr
-        self._rich: RichConsole | None = None
-
-    @property
-    def rich(self) -> RichConsole:
-        if self._rich is None:
-            self._rich = _rich_console(self.stderr, width=UNLIMITED_WIDTH)
-        return self._rich
-
-    def print(self, *objects: Any, **options: Any) -> None:
-        objects = tuple(shown(o) if isinstance(o, str) else o for o in objects)
-        lines = _plain_lines(objects[0]) if len(objects) == 1 and not options else None
-        if lines is None:
-            self.rich.print(*objects, **options)
-            return
-        out: TextIO = sys.stderr if self.stderr else sys.stdout
-        out.write("".join(line + "\n" for line in lines))
-        out.flush()  # as rich does after each print
-
-    def __getattr__(self, name: str) -> Any:  # status(), rule(), ...: the rich console's
-        return getattr(self.rich, name)
-
-
-Console = Union["RichConsole", PlainConsole]
-
-def _plain_lines(obj: Any) -> list[str] | None:
-    """What a colourless rich console at UNLIMITED_WIDTH prints for ``obj``, where that is
-    plain to see (a Table whose plain_lines can tell; printable ASCII, as a str or a Text),
-    else None."""
-    if isinstance(obj, Table):
-        return obj.plain_lines()
-    text = obj if isinstance(obj, str) else obj.plain if isinstance(obj, Text) else None
-    return [text] if text is not None and text.isascii() and text.isprintable() else None
-
-
-class Text:
-    """A line of text printed as it is (no markup, no emoji codes) in a style, as rich's
-    ``Text(text, style=...)``; its parts may be (text, style) pairs of their own:
+def Text(*parts: str | tuple[str, str], style: str = "") -> RichText:
+    """A line of text printed as it is (no markup, no emoji codes) in a style, as Rich's
+    ``Text.assemble``; its parts may be (text, style) pairs of their own:
     ``Text((name, "bold"), " on ", gpu)``. Every part's control characters are shown escaped
-    (``formatting.shown``), a newline too: a Text is one line. Printed on a rich console it is
-    that rich Text."""
+    (``formatting.shown``), a newline too: a Text is one line."""
+    from rich.text import Text as RichText
 
-    def __init__(self, *parts: str | tuple[str, str], style: str = "") -> None:
-        self.parts = [(shown(p), "") if isinstance(p, str) else (shown(p[0]), p[1]) for p in parts]
-        self.plain = "".join(text for text, _ in self.parts)
-        self.style = style
-
-    def __rich__(self) -> RichText:
-        from rich.text import Text as RichText
-
-        return RichText.assemble(*self.parts, style=self.style)
+    return RichText.assemble(*(shown(p) if isinstance(p, str) else (shown(p[0]), p[1]) for p in parts), style=style)
 
 
-def add_row(t: Table, *cells: str) -> None:
-    """A table row of plain text: kernel names hold brackets ("[lambda() (instance 3)]") that
-    rich would otherwise take for markup and drop, and may hold control characters, shown
-    escaped."""
-    t.add_row(*cells)
+def hanging(c: Console, head: str, text: str) -> None:
+    """``head`` and ``text`` on a line, ``text`` wrapped under itself (Rich's grid)."""
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(head), Text(text))
+    c.print(grid)
 
 
-def fits(c: Console) -> bool:
-    """Whether tables on ``c`` must fit a window (a terminal) rather than show everything."""
-    return c.width < UNLIMITED_WIDTH
-
-
-def table(c: Console, title: str | None = None, title_left: bool = False) -> Table:
-    """A plain table. Its title is centred over it in a terminal; piped, where a table may be
-    thousands of columns wide, it starts the line."""
-    return Table(title, title_justify="left" if title_left or not fits(c) else "center")
-
-
-class Table:
-    """A table with no borders, a bold header and plain-text cells, with rich Table's
-    ``add_column`` options. On a rich console it is printed as that rich Table (``__rich__``);
-    on a PlainConsole, ``plain_lines`` lays it out as rich would, where it can tell. (Rich
-    measures and lays out each cell through several layers: ~1 ms a row of `profkit kernels`.)"""
-
-    # The add_column options plain_lines knows; a column with any other goes to rich.
-    PLAIN_OPTIONS = frozenset({"justify", "no_wrap", "overflow", "min_width", "max_width"})
-
-    def __init__(self, title: str | None = None, title_justify: str = "center") -> None:
-        self.title = shown(title) if title is not None else None
-        self.title_justify = title_justify
-        self.columns: list[tuple[str, dict[str, Any]]] = []
-        self.rows: list[tuple[str, ...]] = []
-
-    def add_column(self, header: str, **options: Any) -> None:
-        self.columns.append((shown(header), options))
-
-    def add_row(self, *cells: str) -> None:
-        self.rows.append(tuple(shown(c) for c in cells))
-
-    def __rich__(self) -> RichTable:
-        from rich.table import Table as RichTable
-        from rich.text import Text as RichText
-
-        t = RichTable(box=None, header_style="bold", title=RichText(self.title) if self.title else None,
-                      title_justify=self.title_justify)  # type: ignore[arg-type]
-        for header, options in self.columns:
-            t.add_column(RichText(header), **options)
-        for row in self.rows:
-            t.add_row(*(RichText(c) for c in row))
-        return t
-
-    def plain_lines(self) -> list[str] | None:
-        """The lines rich writes for this table on a console with no colour and UNLIMITED_WIDTH,
-        or None where that takes rich to tell: a character rich does not count as one cell
-        (non-ASCII, a tab, a control character), a header rich would read as markup or emoji,
-        a column too narrow for a cell, a centred or over-long title."""
-        if not self._plain_text():
-            return None
-        widths, aligns = [], []
-        for i in range(len(self.columns)):
-            column = self._plain_column(i)
-            if column is None:
-                return None
-            widths.append(column[0])
-            aligns.append(column[1])
-        table_width = sum(w + 2 for w in widths)
-        if table_width > UNLIMITED_WIDTH or self.title and len(self.title) > table_width:
-            return None
-        lines = [self.title.ljust(table_width)] if self.title else []
-        for row in [tuple(h for h, _ in self.columns)] + self.rows:
-            # rich strips a right-justified cell's trailing spaces; a left one keeps them
-            lines.append("".join(" " + (c.rstrip().rjust(w) if a == "right" else c.ljust(w)) + " "
-                                 for c, w, a in zip(row, widths, aligns)))
-        return lines
-
-    def _plain_text(self) -> bool:
-        """Whether rich would print every row, header and the title as plain_lines does: as
-        many cells as columns, no markup or emoji in a header, a left title, and one cell a
-        character (printable ASCII)."""
-        if not self.columns or any(len(row) != len(self.columns) for row in self.rows):
-            return False
-        headers = [h for h, _ in self.columns]
-        if any("[" in h or ":" in h for h in headers) or self.title_justify != "left" and self.title:
-            return False
-        if not all(c.isascii() and c.isprintable() for row in self.rows for c in row):
-            return False
-        return all(h.isascii() and h.isprintable() for h in headers + [self.title or ""])
-
-    def _plain_column(self, i: int) -> tuple[int, str] | None:
-        """Column ``i``'s width (not counting its padding) and justification, or None where
-        rich must lay it out: an option plain_lines does not know, or a width below a cell's.
-        It is as wide as its longest cell, plus one space either side; rich's min_width and
-        max_width clamp that, and a clamp below a cell would cut it."""
-        header, options = self.columns[i]
-        if not self.PLAIN_OPTIONS.issuperset(options) or options.get("justify", "left") not in ("left", "right"):
-            return None
-        natural = max([len(header)] + [len(row[i]) for row in self.rows]) + 2
-        width = natural
-        if options.get("min_width") is not None:
-            width = max(width, options["min_width"] + 2)
-        if options.get("max_width") is not None:
-            width = min(width, options["max_width"] + 2)
-        if width < natural:
-            return None
-        return width - 2, options.get("justify", "left")
-
-
-# ---------------------------------------------------------------------------------- fitting a table to its room
+# ---------------------------------------------------------------------------------- what goes into a table
 @dataclass(frozen=True)
 class Col:
-    """A column of a table laid out by ``print_table``. ``cut``: how a cell too long for the
-    room is shortened: None (never: numbers, verdicts, run names), "middle" (a kernel or
-    operator name: its start and its end, where templates and tile sizes tell two kernels
-    apart, stay), "start" (a module path: its end says most), "end" (a date). A cut column
-    keeps at least ``least`` characters and takes its ``share`` of the room left. ``drop``
-    (text such as a GPU's name): where even the least of every column does not fit, the
-    column with the highest ``drop`` goes first, and a line under the table names it. ``key``
-    columns (a row's name, its id) are repeated where a table must be split in two to fit."""
+    """A column of a table printed by ``print_table``. ``cut``: how a cell too long for the
+    room is shortened: None (never: numbers, verdicts, run names), "kernel" (kernel names: the
+    report's short labels, no two kernels alike, ``names.table_labels``), "name" (operator or
+    range names: cut in the middle, no two alike), "start" (a module path: its end says most),
+    "end" (a date, an error), "wrap" (prose: Rich wraps it onto more lines). A cut column keeps at least ``least`` characters and takes its
+    ``share`` of the room left. ``drop``: where the whole columns and the least of the cut ones
+    do not fit, the column with the highest ``drop`` goes first, and a line under the table
+    names it (``--wide`` shows every column)."""
 
     header: str
     justify: str = "left"
@@ -288,13 +129,6 @@ class Col:
     share: int = 1
     drop: int = 0
     key: bool = False
-
-
-def room(c: Console) -> int | None:
-    """The columns a table may take on ``c``: the terminal's width (rich's: $COLUMNS where set,
-    else the window's), or None where nothing is cut (not a terminal, or --wide). The one place
-    that decides how wide profkit's tables are."""
-    return c.width if fits(c) else None
 
 
 def cut_text(text: str, width: int, how: str | None) -> str:
@@ -310,87 +144,122 @@ def cut_text(text: str, width: int, how: str | None) -> str:
     return cut_middle(text, width)
 
 
-def _least(col: Col, natural: int) -> int:
-    return natural if col.cut is None else min(natural, max(col.least, len(col.header)))
+CHUNK_ROWS = 200  # rows laid out by Rich at once (print_table)
+PADDING = 2  # between two columns (Rich's padding (0, 1), no padding at the table's edges)
 
 
-def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]],
-            width: int) -> tuple[list[list[int]], list[list[int]], list[int]]:
-    """Which columns each part of the table shows (a list of column indices per part: one part
-    where everything fits), each part's column widths, and the columns dropped."""
-    natural = [max([len(col.header)] + [len(r[i]) for r in rows]) for i, col in enumerate(cols)]
-    visible = list(range(len(cols)))
+def _fit(cols: Sequence[Col], natural: Sequence[int], width: int) -> tuple[list[int], list[int]]:
+    """Which columns a table shows in ``width`` (their indices) and each column's room: every
+    column without ``cut`` at its natural width, the cut ones sharing what is left (by
+    ``share``, up to their natural width, at least their ``least``); columns with ``drop``
+    left out, highest first, only where that does not fit."""
+    least = [n if col.cut is None else min(n, max(col.least, len(col.header))) for col, n in zip(cols, natural)]
+    shown_cols = list(range(len(cols)))
 
     def need(idx: Sequence[int]) -> int:
-        return sum(_least(cols[i], natural[i]) + 2 for i in idx)
+        return sum(least[i] for i in idx) + PADDING * (len(idx) - 1)
 
-    dropped = []
     for i in sorted((i for i, col in enumerate(cols) if col.drop), key=lambda i: -cols[i].drop):
-        if need(visible) <= width:
+        if need(shown_cols) <= width:
             break
-        visible.remove(i)
-        dropped.append(i)
-    # Where even that does not fit, the table is shown in parts, each with the key columns.
-    parts = [visible]
-    if need(visible) > width:
-        keys = [i for i in visible if cols[i].key]
-        # a part keeps a third of the width for the names it repeats (not just their least)
-        named = sum(max(_least(cols[i], natural[i]), min(natural[i], width // 3)) - _least(cols[i], natural[i])
-                    for i in keys if cols[i].cut)
-        parts = [list(keys)]
-        for i in visible:
-            if i in keys:
-                continue
-            if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) + named > width:
-                parts.append(list(keys))
-            parts[-1].append(i)
-    layouts = []
-    for part in parts:  # the room left goes to the cut columns, by share, up to what they need
-        widths = [_least(col, n) for col, n in zip(cols, natural)]
-        layouts.append(widths)
-        spare = width - need(part)
-        while spare > 0:
-            hungry = [i for i in part if cols[i].cut and widths[i] < natural[i]]
-            if not hungry:
-                break
-            shares = sum(cols[i].share for i in hungry)
-            given = 0
-            for i in hungry:
-                more = min(natural[i] - widths[i], max(1, spare * cols[i].share // shares), spare - given)
-                widths[i] += more
-                given += more
-            spare -= given
-    return parts, layouts, dropped
+        shown_cols.remove(i)
+    room = list(least)
+    spare = width - need(shown_cols)
+    while spare < 0:  # even so too wide: the cut columns give up their least, down to 8 characters
+        squeezable = [i for i in shown_cols if cols[i].cut and room[i] > 8]
+        if not squeezable:
+            break  # Rich shrinks what is left
+        for i in squeezable:
+            if spare < 0 and room[i] > 8:
+                room[i] -= 1
+                spare += 1
+    while spare > 0:
+        hungry = [i for i in shown_cols if cols[i].cut and room[i] < natural[i]]
+        if not hungry:
+            break
+        if not any(cols[i].share for i in hungry):
+            break
+        hungry = [i for i in hungry if cols[i].share]
+        shares = sum(cols[i].share for i in hungry)
+        given = 0
+        for i in hungry:
+            more = min(natural[i] - room[i], max(1, spare * cols[i].share // shares), spare - given)
+            room[i] += more
+            given += more
+        spare -= given
+    return shown_cols, room
+
+
+def _parts(cols: Sequence[Col], shown_cols: list[int], room: list[int], width: int) -> list[list[int]]:
+    """The columns of each table a table is printed as: one where it fits; else (more columns
+    of figures than the width holds: a rank's each) several, each with the ``key`` columns."""
+    def need(idx: Sequence[int]) -> int:
+        return sum(room[i] for i in idx) + PADDING * (len(idx) - 1)
+
+    keys = [i for i in shown_cols if cols[i].key]
+    if need(shown_cols) <= width or need(keys) >= width:
+        return [shown_cols]
+    parts = [list(keys)]
+    for i in shown_cols:
+        if i in keys:
+            continue
+        if len(parts[-1]) > len(keys) and need(parts[-1] + [i]) > width:
+            parts.append(list(keys))
+        parts[-1].append(i)
+    return [sorted(p) for p in parts]
 
 
 def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], title: str | None = None,
                 title_left: bool = False) -> None:
-    """A table of plain-text cells, laid out to the room ``c`` gives (``room``): every column
-    without ``cut`` whole, the cut ones sharing what is left and cut as they say; columns
-    dropped or the table split in parts only where the whole columns alone do not fit. Where
-    there is no limit (piped, --wide) every cell is whole. Cells are measured as they will
-    show (``formatting.shown``: a control character takes the room of its escape)."""
-    width = room(c)
-    rows = [[shown(cell) for cell in r] for r in rows]
-    if width is None:
-        t = table(c, title, title_left)
-        for col in cols:
-            t.add_column(col.header, justify=col.justify, no_wrap=True)
-        for r in rows:
-            add_row(t, *r)
-        c.print(t)
+    """A table of plain-text cells on ``c``, laid out by Rich. profkit picks the columns that
+    fit ``c``'s width (``_fit``) and the names' labels: kernel names as ``names.table_labels``
+    makes them for the room their column has (other names cut, no two alike); with --wide
+    (``console(wide=True)``) every column and the full names, which Rich wraps. Nothing is
+    printed for a table without rows."""
+    if not rows:
         return
-    parts, layouts, dropped = _layout(cols, rows, width)
-    for n, (part, widths) in enumerate(zip(parts, layouts)):
-        t = table(c, title if n == 0 else None, title_left)
-        for i in part:
-            t.add_column(cols[i].header, justify=cols[i].justify, no_wrap=True)
-        for r in rows:
-            add_row(t, *(cut_text(r[i], widths[i], cols[i].cut) for i in part))
-        c.print(t)
+    from rich.cells import cell_len
+    from rich.table import Table
+    from rich.text import Text as RichText
+
+    wide = bool(getattr(c, "profkit_wide", False))
+    width = c.width
+    rows = [[shown(cell) for cell in r] for r in rows]
+    labels: dict[int, Callable[[int | None], dict[str, str]]] = {}
+    for i, col in enumerate(cols):
+        if col.cut in ("kernel", "name"):
+            labels[i] = partial(table_labels, [r[i] for r in rows], short=col.cut == "kernel")
+    natural = [max([cell_len(col.header)] + [cell_len(r[i]) for r in rows]) for i, col in enumerate(cols)]
+    for i, make in labels.items():  # a kernel's short label is what the column needs, not its full name
+        if not wide:
+            natural[i] = max([cell_len(cols[i].header)] + [cell_len(v) for v in make(None).values()])
+    if wide:  # every column, every word whole (wrapped where the room is short), the names given most room
+        fit = [replace(col, drop=0, share=col.share * (4 if i in labels else 1)) for i, col in enumerate(cols)]
+        shown_cols, room = _fit(fit, natural, width)
+    else:
+        shown_cols, room = _fit(cols, natural, width)
+    whole = {i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut}  # wrapped by Rich
+    cut = {i: make(room[i]) for i, make in labels.items() if i in shown_cols and i not in whole}
+    # Every column's width is fixed here (Rich need not measure each cell again), so a long table
+    # is printed in chunks that line up: its first lines come at once (`profkit kernels RUN | head`).
+    step = len(rows) if wide else CHUNK_ROWS
+    for n, part in enumerate(_parts(cols, shown_cols, room, width)):
+        for start in range(0, len(rows), step):
+            first = not n and not start
+            t = Table(box=None, header_style="bold", title=RichText(shown(title)) if title and first else None,
+                      title_justify="left" if title_left else "center", pad_edge=False, show_edge=False,
+                      show_header=not start)
+            for i in part:
+                t.add_column(RichText(cols[i].header), justify=cols[i].justify,  # type: ignore[arg-type]
+                             no_wrap=i not in whole, overflow="fold" if i in whole else "ellipsis",
+                             width=room[i] if i in whole or not wide else None)
+            for r in rows[start:start + step]:
+                t.add_row(*(RichText(r[i] if i in whole else cut[i][r[i]] if i in cut else
+                                     cut_text(r[i], room[i], cols[i].cut)) for i in part))
+            c.print(t)
+    dropped = [cols[i].header for i in range(len(cols)) if i not in shown_cols]
     if dropped:
-        c.print(Text(f"(not shown at {width} columns: {', '.join(cols[i].header for i in dropped)}; "
-                     "--wide shows every column)"))
+        c.print(Text(f"(not shown at {width} columns: {', '.join(dropped)}; --wide shows every column)"))
 
 
 EVIDENCE_WORDS = {"metrics": "counters", "name": "kernel names", "dtypes": "operator input types", "none": "nothing"}
@@ -521,11 +390,14 @@ def runs(records: Sequence[RunRecord], fmt: str, wide: bool = False) -> None:
     if not records:
         c.print("no runs yet: try `profkit run vgg16` or `profkit import REPORT.ncu-rep`")
         return
-    # A run's name whole (it is typed next); its figures whole; the words about it cut or left out.
-    cols = [Col("id", "right", key=True), Col("name", key=True), Col("source", cut="end", least=6, drop=6),
-            Col("workload", cut="middle", least=8, drop=2), Col("prec"), Col("mode", cut="end", least=5, drop=3),
-            Col("tool", drop=4), Col("gpu", cut="middle", least=8, drop=5), Col("kernels", "right"),
-            Col("time", "right"), Col("finished", drop=7)]
+    # A run's name whole where it fits (it is typed next; else cut in its middle, its id beside
+    # it), its precision and mode (eager, torchscript and compile runs differ by them), its
+    # figures whole; the words about it cut or left out.
+    cols = [Col("id", "right", key=True), Col("name", cut="name", least=40, share=100, key=True),
+            Col("source", cut="end", least=6, drop=6),
+            Col("workload", cut="middle", least=8, drop=2), Col("prec"), Col("mode"), Col("tool", drop=3),
+            Col("gpu", cut="middle", least=8, drop=4), Col("kernels", "right"), Col("time", "right"),
+            Col("finished", drop=5)]
     body = []
     for r in records:
         cpu = r.activity == "cpu_op"
@@ -533,7 +405,7 @@ def runs(records: Sequence[RunRecord], fmt: str, wide: bool = False) -> None:
         body.append([str(r.id), name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
                      r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
                      f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
-                     fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:19 if fits(c) else None]])
+                     fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:16].replace("T", " ")])
     print_table(c, cols, body)
 
 
@@ -557,23 +429,25 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     cap = limit if limit is not None else TABLE_MAX
     shown_rows = list(itertools.islice(rows, cap))
     where = not cpu and any(r["module"] is not None or r["op"] or r["shapes"] for r in shown_rows)
-    # Every figure and verdict whole; the names share the rest, cut in the middle (a module
-    # path at its start: its end says most).
+    # Every figure and verdict whole; the kernel by its short label (names.table_labels), the
+    # other names sharing the rest, cut in the middle (a module path at its start: its end
+    # says most); where even that does not fit, the launch's details are left out first.
     n = Col("#", "right", key=True)
     if cpu:
-        cols = [n, Col("operator", cut="middle", least=20, share=3, key=True), Col("self time", "right"),
-                Col("input types", cut="middle", least=8, share=2), Col("range", cut="middle", least=10, drop=1),
-                Col("prec"), Col("evidence")]
+        cols = [n, Col("operator", cut="name", least=24, share=3, key=True), Col("self time", "right"),
+                Col("input types", cut="middle", least=8, share=2, drop=2), Col("range", cut="middle", least=10, drop=3),
+                Col("prec"), Col("evidence", drop=1)]
     elif where:
         # Where each kernel came from: module, operator, its input shapes and types, phase
-        # (a run with attribution: profkit run records it); the kernel by its short name.
-        cols = [n, Col("kernel", cut="middle", share=5, key=True), Col("duration", "right"),
-                Col("module", cut="start", least=8, share=6), Col("op", cut="middle", least=6, share=3),
-                Col("shapes", cut="middle", least=10, share=4, drop=1), Col("types", cut="middle", least=8, share=2),
-                Col("ph"), Col("prec"), Col("TC")]
+        # (a run with attribution: profkit run records it).
+        cols = [n, Col("kernel", cut="kernel", least=40, share=5, key=True), Col("duration", "right"),
+                Col("module", cut="start", least=10, share=4, drop=1), Col("op", cut="middle", least=6, share=2, drop=3),
+                Col("shapes", cut="middle", least=10, share=3, drop=5), Col("types", cut="middle", least=8, drop=4),
+                Col("ph", drop=2), Col("prec"), Col("TC")]
     else:
-        cols = [n, Col("kernel", cut="middle", share=3, key=True), Col("duration", "right"), Col("grid"),
-                Col("block"), Col("range", cut="middle", least=10, drop=1), Col("prec"), Col("TC"), Col("evidence")]
+        cols = [n, Col("kernel", cut="kernel", least=40, share=3, key=True), Col("duration", "right"),
+                Col("grid", drop=2), Col("block", drop=3), Col("range", cut="middle", least=10, drop=5), Col("prec"),
+                Col("TC"), Col("evidence", drop=4)]
     body = []
     for r in shown_rows:
         if cpu:
@@ -581,13 +455,13 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
                          r["nvtx_range"] or "-", r["precision"], r["evidence"]])
         elif where:
             module = r["module"]
-            # the kernel's short name (its function's): the whole one is in --format json or csv
-            body.append([str(r["launch_id"]), r["short_name"] or r["name"].removeprefix("void "),
+            # the kernel's short label (print_table's): the whole name is in --wide, --format json or csv
+            body.append([str(r["launch_id"]), r["name"],
                          fmt_ns(r["duration_ns"]), "-" if module is None else "(model)" if module == "" else module,
                          (r["op"] or "-").replace("aten::", ""), r["shapes"] or "-", _short_types(r["input_types"]),
                          PHASE_SHORT.get(r["phase"] or "", "-"), r["precision"], _tc(r["tensor_core"])])
         else:
-            body.append([str(r["launch_id"]), r["name"].removeprefix("void "), fmt_ns(r["duration_ns"]),
+            body.append([str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]),
                          _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
                          _tc(r["tensor_core"]), r["evidence"]])
     print_table(c, cols, body, title)
@@ -643,7 +517,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
     if s.memory_ops:
         c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
     for text in (caveats or {}).values():
-        c.print(Text(f"caveat: {text}"))
+        hanging(c, "caveat: ", text)
     print_table(c, [Col("precision"), Col("calls" if cpu else "launches", "right"),
                     Col("CPU self time" if cpu else "GPU time", "right"), Col("share", "right")],
                 [[p, str(s.kernels_by_precision.get(p, 0)), fmt_ns(ns),
@@ -651,7 +525,7 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
                  for p, ns in s.time_by_precision_ns.items()])
     if s.top_kernels:
         # A CPU run's operators have no tensor cores: no TC column.
-        cols = [Col("operator" if cpu else "kernel", cut="middle", share=1, key=True),
+        cols = [Col("operator" if cpu else "kernel", cut="name" if cpu else "kernel", least=24, key=True),
                 Col("calls" if cpu else "launches", "right"), Col("time", "right"), Col("share", "right"),
                 Col("prec"), *([] if cpu else [Col("TC")])]
         print_table(c, cols, [[r.name, str(r.launches), fmt_ns(r.total_ns), f"{r.pct:.1f}%", r.precision or "-",
@@ -696,9 +570,9 @@ def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
 
         c.print(Text(f"by module: {no_attribution(run)}"))
         return
-    cols = [Col("module", cut="start", least=14, share=2, key=True), Col("type", cut="middle", least=8, drop=1),
+    cols = [Col("module", cut="start", least=14, share=2, key=True), Col("type", cut="middle", least=8, drop=2),
             Col("launches", "right"), Col("time", "right"), Col("share", "right"), Col("precision"),
-            Col("TC of matrix", "right"), Col("phase")]
+            Col("TC of matrix", "right"), Col("phase", drop=1)]
     rows = view.rows
     listed = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
     body = [[_module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns), f"{r.time_pct:.1f}%",
@@ -759,7 +633,8 @@ def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> 
     (from the kernels) whom the others waited for."""
     waits = comm and any(r.waited_for is not None for r in rows)
     rank_ids = sorted({p.rank for r in rows for p in r.ranks})
-    cols = [Col(h, "left" if h == "iteration" else "right", key=h == "iteration")
+    cols = [Col(h, "left" if h == "iteration" else "right", key=h == "iteration",
+                cut="middle" if h == "iteration" else None, least=14)
             for h in ["iteration", "start skew", "end skew", *(f"rank {i} wall" for i in rank_ids),
                       *(["waited for", "wait"] if waits else [])]]
     body = []
@@ -811,8 +686,8 @@ def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: 
     """One row per range, nested by depth; a CPU run's ranges count operators, a GPU run's
     kernels, GPU operations and other threads' kernels."""
     cpu = run.activity == "cpu_op"
-    cols = [*([Col("rank", "right", key=True)] if ranked else []), Col("range", cut="middle", least=16, key=True),
-            Col("thread", "right"), Col("wall", "right"), Col("ops" if cpu else "kernels", "right"),
+    cols = [*([Col("rank", "right", key=True)] if ranked else []), Col("range", cut="middle", least=24, key=True),
+            Col("thread", "right", drop=1), Col("wall", "right"), Col("ops" if cpu else "kernels", "right"),
             *([] if cpu else [Col("GPU ops", "right")]), Col("CPU self time" if cpu else "GPU time", "right"),
             *([] if cpu else [Col("other threads", "right")])]
     body = []
@@ -830,17 +705,23 @@ def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: 
 
 
 # ---------------------------------------------------------------------------------- run, import, workloads
+RAW_FILE_WORDS = {"ncu-rep": "ncu capture", "nsys-rep": "nsys capture", "kineto-json": "torch.profiler trace"}
+
+
 def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str,
              caveats: Mapping[str, str] | None = None) -> None:
     c = console()
     summary(run, s, "table", c, caveats=caveats)
     size = run.info.report_bytes
     traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
+    # the tool's own file, named for what it is (the HTML report, where asked for, is "report:")
+    what = next((RAW_FILE_WORDS[k] for k, path in (run.raw_files or {}).items() if path == report
+                 and k in RAW_FILE_WORDS), "capture")
     if report and traces > 1:  # rank 0's trace, with the others beside it
-        c.print(f"report: {report} and {traces - 1} more ranks' traces beside it"
+        c.print(f"{what}: {report} and {traces - 1} more ranks' traces beside it"
                 + (f" ({size / 1e6:.2f} MB in all)" if size else ""))
     elif report:
-        c.print(f"report: {report} ({size / 1e6:.2f} MB)" if size else f"report: {report}")
+        c.print(f"{what}: {report} ({size / 1e6:.2f} MB)" if size else f"{what}: {report}")
     c.print(Text(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as ", (run.name, "bold"), f" in {db_path}"))
 
 
@@ -853,14 +734,11 @@ def imported(run: RunRecord, source: str) -> None:
 
 
 def workloads(rows: Sequence[WorkloadEntry]) -> None:
-    """The catalog: each workload's name, what it supports and what it is."""
-    names = [shown(r.name) for r in rows]
-    width = max([len(n) for n in names] + [8])
-    precisions = max([len(",".join(r.precisions)) for r in rows] + [10])
-    modes = max([len(",".join(r.modes)) for r in rows] + [5])
-    line(f"{'workload':{width}}  {'precisions':{precisions}}  {'modes':{modes}}  description")
-    for name, r in zip(names, rows):
-        line(f"{name:{width}}  {','.join(r.precisions):{precisions}}  {','.join(r.modes):{modes}}  {r.description}")
+    """The catalog: each workload's name whole, what it supports and what it is (wrapped to
+    the width)."""
+    cols = [Col("workload"), Col("precisions", cut="wrap", least=11, share=2), Col("modes", cut="wrap", least=12, share=2),
+            Col("description", cut="wrap", least=24, share=6)]
+    print_table(console(), cols, [[r.name, ", ".join(r.precisions), ", ".join(r.modes), r.description] for r in rows])
 
 
 def line(text: str = "", stderr: bool = False) -> None:
@@ -1003,17 +881,21 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, w
     cpu = cpu_diff(d)
     name_col = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator",
                 "module": "module"}[d.match]
-    # Every figure and verdict whole; the name takes what is left, cut in the middle (a
-    # module's path at its start: its end says most).
-    name = Col(name_col, cut="start" if by_module else "middle", least=16, key=True)
+    # Every figure and verdict whole; the name takes what is left: a kernel by its short label
+    # (names.table_labels), a module's path cut at its start (its end says most), other names
+    # in the middle. Where that does not fit, the calls and A's time, then B's, are left out
+    # first (the delta and the verdicts stay).
+    name = Col(name_col, cut="start" if by_module else "kernel" if d.match == "exact" and not cpu else "name",
+               least=30, key=True)
     if by_module:  # a module's main precision and the tensor-core coverage of its matrix work
-        cols = [Col("status"), name, Col("time A", "right"), Col("time B", "right"), Col("delta", "right"),
+        cols = [Col("status"), name, Col("time A", "right", drop=1), Col("time B", "right"), Col("delta", "right"),
                 Col("prec A->B"), Col("TC matrix A->B", "right")]
     else:
-        cols = [Col("status"), name, Col("calls A->B", "right"), Col("time A", "right"), Col("time B", "right"),
-                Col("delta", "right"), Col("prec A->B"), *([] if cpu else [Col("TC A->B", "right")])]
+        cols = [Col("status"), name, Col("calls A->B", "right", drop=4), Col("time A", "right", drop=3),
+                Col("time B", "right", drop=2), Col("delta", "right"), Col("prec A->B"),
+                *([] if cpu else [Col("TC A->B", "right")])]
     if d.match not in ("exact", "module"):
-        cols.append(Col("variants A/B", "right"))
+        cols.append(Col("variants A/B", "right", drop=1))
     body = []
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
@@ -1025,7 +907,7 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, w
                      f"{_main_precision(r.time_by_precision_b_ns, r.time_b_ns)}",
                      f"{_share(r.matrix_tensor_core_pct_a)}->{_share(r.matrix_tensor_core_pct_b)}"]
         else:
-            cells = [r.status, r.name.removeprefix("void "), f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
+            cells = [r.status, r.name, f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
                      fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
                      f"{r.precision_a or '-'}->{r.precision_b or '-'}",
                      *([] if cpu else [f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"])]
@@ -1050,11 +932,11 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> N
         return
     c = console(wide=wide)
     cpu = any(cpu_diff(d) for d in cmp.diffs)  # CPU operators: no tensor cores, CPU self time
-    cols = [Col("variant", key=True), Col("run", key=True), Col("calls" if cpu else "launches", "right"),
+    cols = [Col("variant", key=True), Col("run", key=True), Col("calls" if cpu else "launches", "right", drop=6),
             Col("CPU self time" if cpu else "GPU time", "right"),
-            *([] if cpu else [Col("TC of matrix work", "right"), Col("TC share", "right")]), Col("by precision"),
-            Col("added", "right"), Col("removed", "right"), Col("changed", "right"),
-            *([] if cpu else [Col("fused", "right")])]
+            *([] if cpu else [Col("TC of matrix work", "right"), Col("TC share", "right", drop=5)]),
+            Col("by precision", cut="end", least=14), Col("added", "right", drop=3), Col("removed", "right", drop=2),
+            Col("changed", "right", drop=4), *([] if cpu else [Col("fused", "right", drop=1)])]
     body = []
     for v in cmp.variant_rows():
         matrix = "-" if v.matrix_time_ns is None else "none" if v.matrix_tensor_core_pct is None else (
@@ -1081,13 +963,14 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> N
         return
     per = any(d.totals.per_iteration for d in cmp.diffs)
     name = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator", "module": "module"}[cmp.match]
-    cols = [Col(name, cut="start" if cmp.match == "module" else "middle", least=16, key=True),
+    cols = [Col(name, cut="start" if cmp.match == "module" else "kernel" if cmp.match == "exact" and not cpu else "name",
+                least=24, key=True),
             *(Col(label, "right") for label in cmp.labels)]
     by_key = [{(r.name, r.kind): r for r in d.rows} for d in cmp.diffs]
     body = []
     for key in top:
         first = next((m[key] for m in by_key if key in m), None)
-        cells = [key[0].removeprefix("void "), fmt_ns(first.time_a_ns) if first and first.calls_a else "-"]
+        cells = [key[0], fmt_ns(first.time_a_ns) if first and first.calls_a else "-"]
         for m in by_key:
             row = m.get(key)
             cells.append(fmt_ns(row.time_b_ns) if row and row.calls_b else "-")
@@ -1103,18 +986,17 @@ def findings(found: Sequence[Finding]) -> None:
     c = console()
     c.print(Text("findings", style="bold"))
     for f in found:
-        c.print(Text(f"- {f.title}: {f.detail}"))
-        for k in f.kernels[:3]:
-            name = k.name.removeprefix("void ")
-            width = room(c)
-            if width is not None:  # a name's start and end tell two kernels apart
-                name = cut_text(name, max(20, width - 40), "middle")
-            c.print(Text(f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): {name}"))
-        c.print(Text(f"    try: {f.advice}"))
+        hanging(c, "- ", f"{f.title}: {f.detail}")
+        heads = [f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): " for k in f.kernels[:3]]
+        # the kernels by the tables' labels, each on its line (the full names: --format json)
+        labels = table_labels([k.name for k in f.kernels[:3]], max(20, c.width - max(map(len, heads), default=0)))
+        for head, k in zip(heads, f.kernels[:3]):
+            c.print(Text(head + labels[k.name]))
+        hanging(c, "    try: ", f.advice)
 
 
 def report_written(path: Any, stderr: bool = False) -> None:
-    """Where a report was written (stderr when stdout carries JSON or CSV)."""
+    """Where an HTML report was written (stderr when stdout carries JSON or CSV)."""
     line(f"report: {path}", stderr=stderr)
 
 
@@ -1126,8 +1008,10 @@ def check(report: CheckReport, fmt: str) -> None:
     elif fmt == "junit":
         sys.stdout.write(report.to_junit())
     else:
+        c = console()  # each line wrapped to the width, under its text ("PASS  ...")
         for text in report.lines():
-            line(text)
+            status = re.match(r"[A-Z]+  (?=\S)", text)
+            hanging(c, status.group(), text[status.end():]) if status else c.print(Text(text))
 
 
 def doctor(checks: Sequence[Any], fmt: str) -> None:
@@ -1177,7 +1061,7 @@ def bench(b: BenchRecord, fmt: str, wide: bool = False) -> None:
     c.print(Text(_bench_heading(b)))
     c.print(Text("median time per iteration (± half the interquartile range), one row per mode:"))
     _bench_grid(c, b)
-    c.print(Text("each combination:"))
+    c.print(Text("each combination's times:"))
     _bench_detail(c, b)
     notes = dict.fromkeys(r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a"))
     for note in notes:
@@ -1211,22 +1095,27 @@ def _bench_grid(c: Console, b: BenchRecord) -> None:
 
 
 def _bench_detail(c: Console, b: BenchRecord) -> None:
-    """One row per combination with its figures."""
-    cols = [Col("combination", key=True), *(Col(h, "right") for h in ("median", "±", "min", "max", "items/s",
-                                                                        "s/item", "peak MiB", "max abs diff", "top-1"))]
-    body = []
+    """One row per combination with its figures, in two tables that each fit 80 columns: its
+    times, then its throughput, memory and agreement with fp32 eager."""
+    times = [Col("combination", key=True), *(Col(h, "right") for h in ("median", "±", "min", "max"))]
+    other = [Col("combination", key=True),
+             *(Col(h, "right") for h in ("items/s", "s/item", "peak MiB", "max abs diff", "top-1"))]
+    rows_t, rows_o = [], []
     for r in b.rows:
         if r.status != "ok":
-            body.append([_bench_label(r), r.status, *("-" * (len(cols) - 2))])
+            rows_t.append([_bench_label(r), r.status, *("-" * (len(times) - 2))])
+            rows_o.append([_bench_label(r), *("-" * (len(other) - 1))])
             continue
-        body.append([_bench_label(r), _bench_ms(r.median_ms), _bench_ms(r.spread_ms).removesuffix(" ms"),
-                     _bench_ms(r.min_ms), _bench_ms(r.max_ms),
-                     "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
-                     "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
-                     "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
-                     "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
-                     "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%"])
-    print_table(c, cols, body)
+        rows_t.append([_bench_label(r), _bench_ms(r.median_ms), _bench_ms(r.spread_ms).removesuffix(" ms"),
+                       _bench_ms(r.min_ms), _bench_ms(r.max_ms)])
+        rows_o.append([_bench_label(r), "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
+                       "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
+                       "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
+                       "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
+                       "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%"])
+    print_table(c, times, rows_t)
+    c.print(Text("each combination's throughput, peak memory and agreement with fp32 eager:"))
+    print_table(c, other, rows_o)
 
 
 def benches(records: Sequence[BenchRecord], fmt: str, wide: bool = False) -> None:

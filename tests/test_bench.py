@@ -97,9 +97,11 @@ def test_the_grid_people_make_by_hand(grid_db):
     fp16 = next(x for x in out["rows"] if (x["precision"], x["mode"]) == ("fp16", "torchscript"))
     assert lines[head + 2].rstrip().endswith(render._bench_ms(fp16["median_ms"], fp16["spread_ms"]))
     assert re.fullmatch(r"[0-9.,]+ ms \(±[0-9.,]+\)", render._bench_ms(fp16["median_ms"], fp16["spread_ms"]))
+    # each combination's times, then its throughput, memory and agreement (two tables)
     detail = [l.split() for l in lines if l.strip().startswith(("fp32 ", "fp16 "))]
-    assert [d[:2] for d in detail] == [["fp32", "eager"], ["fp16", "eager"], ["fp32", "torchscript"], ["fp16", "torchscript"]]
-    assert detail[0][-2:] == ["0", "100.0%"]  # fp32 eager against itself
+    assert [d[:2] for d in detail] == 2 * [["fp32", "eager"], ["fp16", "eager"], ["fp32", "torchscript"],
+                                           ["fp16", "torchscript"]]
+    assert detail[4][-2:] == ["0", "100.0%"]  # fp32 eager against itself
     listed = cli("bench", "--list", db=db)
     assert listed.exit_code == 0 and "tiny_classifier" in listed.stdout and "4/4" in listed.stdout
     assert json.loads(cli("bench", "--list", "-f", "json", db=db).stdout)[0]["rows"] == out["rows"]
@@ -136,7 +138,7 @@ def test_a_training_step_has_no_agreement_and_no_reference(tmp_path):
     assert row.status == "ok" and row.median_ms > 0 and len(row.iter_ns) == 2
     assert row.max_abs_diff is None and row.top1_agreement is None and row.note.startswith("n/a: the workload builds")
     r = cli("bench", "--show", "1", db=tmp_path / "p.db", env={"COLUMNS": "200"})
-    assert next(l for l in r.stdout.splitlines() if l.startswith(" fp32 eager")).split()[-2:] == ["n/a", "n/a"]
+    assert [l for l in r.stdout.splitlines() if l.startswith("fp32 eager")][-1].split()[-2:] == ["n/a", "n/a"]
     assert "agreement with fp32 eager: n/a: the workload builds its own step" in r.stdout
 
 

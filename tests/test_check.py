@@ -16,6 +16,13 @@ import pytest
 from .conftest import DATA, cli, one_line_error
 from .where_data import import_where
 
+
+@pytest.fixture(autouse=True)
+def wide_window(monkeypatch):
+    """A window wide enough that no line is wrapped: these tests read the lines' words (the
+    widths are test_tables')."""
+    monkeypatch.setenv("COLUMNS", "400")
+
 # An fp16 run with matrix work off the tensor cores: VGG16's first convolution runs cuDNN's
 # implicit_convolve_sgemm (an SGEMM-based convolution on CUDA cores) in fp16. The lead is
 # capturing a small fp16 GEMV (a GEMM cuBLAS runs off the tensor cores) as tests/data/check/:

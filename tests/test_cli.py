@@ -216,28 +216,33 @@ def test_workloads_lists_builtins():
         assert name in out
 
 
-def _profkit(args, db, **kw):
-    """profkit as a user starts it, in its own process, with stdout a pipe (not a terminal)."""
+def _profkit(args, db, columns=None, **kw):
+    """profkit as a user starts it, in its own process, with stdout a pipe (not a terminal);
+    ``columns``: COLUMNS (else unset)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PROFKIT_DB", "COLUMNS")}
+    env.update({"COLUMNS": str(columns)} if columns else {})
     return subprocess.run([sys.executable, "-m", "profkit", "--db", str(db), *args], capture_output=True,
                           text=True, env=env, **kw)
 
 
-def test_piped_tables_cut_nothing(db):
-    """Piped to a file or `less`, runs, kernels and summary keep every character of every name."""
+def test_piped_tables_fit_80_columns_and_wide_keeps_every_name(db):
+    """Piped to a file or `less` with nothing saying how wide, runs, kernels and summary fit 80
+    columns (issue 37: never a 1,400-character line); --wide in a window as wide as the
+    longest name keeps every character of every name."""
     assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
     names = [k["name"] for k in cli_json("kernels", "r", db=db)]
     longest = max(names, key=len)
     assert len(longest) > 1000  # a batch-norm kernel's demangled name
-    kernels = _profkit(["kernels", "r"], db).stdout
-    assert "…" not in kernels
-    assert all(n.removeprefix("void ") in kernels for n in names)
-    summary = _profkit(["summary", "r"], db).stdout
-    assert "…" not in summary and longest.removeprefix("void ") in summary.replace("void ", "")
-    runs = _profkit(["runs"], db).stdout
+    for args in (["kernels", "r"], ["summary", "r"], ["runs"], ["ranges", "r"]):
+        out = _profkit(args, db).stdout
+        assert out and max(len(ln) for ln in out.splitlines()) <= 80, args
+    kernels = _profkit(["kernels", "r", "--wide"], db, columns=3000).stdout
+    assert "…" not in kernels and all(n in kernels for n in names)
+    summary = _profkit(["summary", "r", "--wide"], db, columns=3000).stdout
+    assert longest in summary
+    runs = _profkit(["runs", "--wide"], db, columns=3000).stdout
     assert "…" not in runs and "NVIDIA H100 80GB HBM3" in runs and "2026-" in runs
-    ranges = _profkit(["ranges", "r"], db).stdout
-    assert "resnet18.fp16.eager.iter0" in ranges
+    assert "resnet18.fp16.eager.iter0" in _profkit(["ranges", "r"], db).stdout
 
 
 def test_terminal_tables_fit_the_window(db):
@@ -299,7 +304,7 @@ def test_markup_in_names_is_printed_as_it_is(capsys):
                 tensor_core_time_pct=0.0, unclassified_time_ns=0, time_by_precision_ns={"fp16": 5},
                 kernels_by_precision={"fp16": 1}, time_by_family_ns={"unknown": 5}, evidence={"name": 1}, time_by_evidence_ns={"name": 5},
                 top_kernels=[top], memory_ops={})
-    render.summary(run, s, "table")
+    render.summary(run, s, "table", wide=True)  # the kernel's full name (a table's label is its function's: k)
     out = capsys.readouterr().out
     assert "[red]wl" in out and "GPU [red]X[/red]" in out and "k<[lambda() (instance 3)]>" in out
 

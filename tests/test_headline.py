@@ -33,6 +33,13 @@ from profkit.report import model
 from . import chromium
 from .conftest import DATA, NCU_DATA, cli, cli_json
 
+
+@pytest.fixture(autouse=True)
+def wide_window(monkeypatch):
+    """A window wide enough that no line is wrapped: these tests read the lines' words (the
+    widths are test_tables')."""
+    monkeypatch.setenv("COLUMNS", "400")
+
 needs_chromium = pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
 
 GPU_RUNS = ("r50", "mnv2", "r18fp32", "bert", "nomatrix", "undecided")

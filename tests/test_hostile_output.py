@@ -114,17 +114,19 @@ def test_names_from_captures_print_escaped(hostile, command, where):
 
 
 def test_every_name_shows_escaped_and_markup_as_text(hostile):
-    """What the names hold is there to read: the escapes, and markup as its brackets."""
-    kernels = cli("kernels", "evil", "--wide", db=hostile).stdout
+    """What the names hold is there to read: the escapes, and markup as its brackets (in a
+    window wide enough for every name whole)."""
+    wide = TERMINALS["wide terminal"]
+    kernels = cli("kernels", "evil", "--wide", db=hostile, env=wide).stdout
     for text in ("\\x1b[2J\\x1b[H", "\\x1b]52;c;ZXZpbA==\\x07osc_kernel", "\\x9b2Jcsi\\rover", f"{MARKUP} \\u202eabc"):
         assert text in kernels
-    runs = cli("runs", db=hostile).stdout
+    runs = cli("runs", db=hostile, env=wide).stdout
     assert shown(GPU) in runs and f"[/oops]{shown(CLEAR)}x" in runs and shown(f"{OSC52}w") in runs
     assert shown(WORKLOAD) in runs
     summary = cli("summary", "evil", "--top", "200", db=hostile, env=TERMINALS["wide terminal"]).stdout
     assert shown(GPU) in summary and MARKUP in SGR.sub("", summary)
     assert f"[/oops]{shown(CLEAR)}x has no ranges" in cli("ranges", "3", db=hostile).stdout
-    check = cli("check", "evil", "--min-tensor-core-coverage", "99", "--no-fp32-matrix", db=hostile).stdout
+    check = cli("check", "evil", "--min-tensor-core-coverage", "99", "--no-fp32-matrix", db=hostile, env=wide).stdout
     assert "cutlass::Kernel<cutlass_80_simt_sge" in check and "\\x07_128x128" in check
 
 

@@ -1,18 +1,21 @@
 """Issue 24: terminal tables that fit 80, 120 and 200 columns on the committed captures (every
 figure and verdict whole, run names whole, long names cut in the middle; --wide and JSON whole),
-CPU runs in CPU words, and the report's caveats in `summary` and `diff`.
+CPU runs in CPU words, and the report's caveats in `summary` and `diff`. Issue 37: Rich lays the
+tables out; COLUMNS is honoured piped or not, 80 where nothing says; kernels by the report's
+short labels, never two kernels printed alike (cut or not); `runs` keeps the mode, `workloads`
+fits, an empty section prints nothing, `run` names each file for what it is.
 
-A terminal is given to the command as rich takes one: TTY_COMPATIBLE=1 and COLUMNS (the
-mechanism render.room reads); the last test runs the commands in a real terminal (tmux)."""
+A terminal is given to the command as Rich takes one: TTY_COMPATIBLE=1 and COLUMNS (what
+render.width_of reads); the tmux test runs the commands in a real terminal."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,6 @@ from .where_data import import_where
 
 WIDTHS = (80, 120, 200)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SHOTS = Path("/work/shots-24/tables")
 LLAMA, TRAIN, NCU, NCU_B, CPU, CPU_B = ("hf_llama-bf16-eager-nsys", "resnet18_train-amp-eager-torch",
                                         "r18_fp16_eager_ncu", "r18_fp16_torchscript_ncu", "cpu_resnet18_fp32",
                                         "cpu_resnet18_bf16")
@@ -106,31 +108,29 @@ def test_figures_and_run_names_are_whole(db, width):
         assert f"{pct:.1f}%" in text
 
 
-def test_names_are_cut_in_the_middle_and_given_the_room(db):
-    names = [r["name"].removeprefix("void ") for r in cli_json("kernels", NCU, db=db)]
-    for width in WIDTHS:
-        text = screen("kernels", NCU, db=db, width=width)
-        rows = [ln.split(None, 1)[1] for ln in text.splitlines() if re.match(r"\s*\d+\s", ln)]
-        cut = [r.split("  ")[0] for r in rows if "…" in r.split("  ")[0]]
-        assert cut, width
-        for cell in cut:  # both ends of a real name
-            head, tail = cell.split("…")
-            assert any(n.startswith(head) and n.endswith(tail) for n in names), cell
-            assert len(head) >= 5 and len(tail) >= 5
-        if width == 200:  # the names get the room (not ~70 characters)
-            assert max(len(c) for c in cut) > 100
-    wide = cli("kernels", NCU, "--wide", db=db, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"}).stdout
+def test_wide_shows_the_full_names_wrapped(db):
+    """--wide: every full kernel name (one line each in a window wide enough, wrapped by Rich in
+    80 columns: no line wider, nothing cut)."""
+    names = [r["name"] for r in cli_json("kernels", NCU, db=db)]
+    wide = cli("kernels", NCU, "--wide", db=db, env={"COLUMNS": "5000", "TTY_COMPATIBLE": "1"}).stdout
     assert "…" not in wide and all(n in wide for n in names)
+    text = screen("kernels", NCU, "--wide", db=db, width=80)
+    assert "…" not in text and max(len(n) for n in names) > 200
 
 
-def test_a_table_too_wide_is_dropped_or_split_never_cut(db):
-    """At 80 columns `runs` leaves out text columns (and says which), and `diff` splits in
-    two tables that repeat the name: nothing with a figure is lost."""
+def test_a_table_too_wide_leaves_out_words_never_figures(db):
+    """At 80 columns `runs` leaves out text columns (and says which) but keeps the mode; `diff`
+    leaves out the calls and the times where the kernel's name needs the room, says so, and
+    keeps the delta, precisions and tensor cores whole."""
     text = screen("runs", db=db, width=80)
     assert "not shown at 80 columns:" in text and "--wide" in text
-    assert "finished" not in text.split("not shown")[0]
+    head = text.splitlines()[0].split()
+    assert head[:3] == ["id", "name", "prec"] and "mode" in head and "finished" not in head
+    assert "torchscript" in text and "eager" in text
     diff = screen("diff", NCU, NCU_B, "--all", "--match", "exact", db=db, width=80)
-    assert diff.count(" kernel ") == 2  # the name heads both parts
+    assert re.search(r"\(not shown at 80 columns: calls A->B, time A(, time B)?; --wide shows every column\)", diff)
+    for col in ("delta", "prec A->B", "TC A->B"):
+        assert col in diff.split("(not shown")[0]
 
 
 def test_csv_and_json_keep_whole_names(db):
@@ -229,39 +229,262 @@ def test_diff_prints_the_reports_caveats(db):
         assert f"note: {n}" in text
 
 
+# ---------------------------------------------------------------------------------- issue 37: every command, every width
+# Captures with many kernels that share the report's short name (PyTorch's elementwise, reduce
+# and multi-tensor launchers in several types and vector widths; cuDNN's sm90 kernels that
+# differ in their middle): Faster R-CNN and BERT under nsys, ncu and torch.profiler, VGG16 under ncu.
+MANY = ("frcnn-amp-nsys", "frcnn-fp32-nsys", "bert-amp-ncu", "bert-amp-torch")
+VGG = "vgg16_fp16_eager"
+# How the output is seen: a terminal of 80 or 120 columns (COLUMNS, as a terminal sets it), a pipe
+# with COLUMNS=80, and a pipe where nothing says (COLUMNS unset: 80).
+SIGHTS = {"80": ({"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}, 80),
+          "120": ({"COLUMNS": "120", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}, 120),
+          "piped 80": ({"COLUMNS": "80", "TTY_COMPATIBLE": None, "FORCE_COLOR": None}, 80),
+          "piped": ({"COLUMNS": None, "TTY_COMPATIBLE": None, "FORCE_COLOR": None}, 80)}
+
+
+@pytest.fixture(scope="module")
+def many(db, tmp_path_factory):
+    """The tables' database and the captures above (tests/data/findings/, tests/data/ncu)."""
+    from .where_data import FINDINGS
+
+    store = Store(db)
+    for name in MANY:
+        import_where(store, name, FINDINGS)
+    profkit.open_db(db).import_file(DATA / "ncu" / "vgg16_fp16_eager.raw.csv.gz", name=VGG)
+    return db
+
+
+def seen(*args, db, sight):
+    env, width = SIGHTS[sight]
+    r = cli(*args, db=db, env=env) if db else cli(*args, env=env)
+    assert r.exit_code in (0, 1), r.output  # check: 1 where an assertion fails
+    text = ANSI.sub("", r.stdout)
+    assert not [ln for ln in text.splitlines() if len(ln) > width], (args, sight, text)
+    return text
+
+
+def cells(text, header, count, column):
+    """Column ``column`` (an index) of the ``count`` rows under the table header that starts
+    with ``header`` (cells are two or more spaces apart)."""
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if re.match(rf"\s*{re.escape(header)}\s", ln))
+    return [re.split(r"\s{2,}", ln.strip())[column] for ln in lines[at + 1:at + 1 + count]]
+
+
+def assert_apart(full, printed):
+    """Each full name printed one way, and no two full names printed alike."""
+    by_name = {}
+    for name, cell in zip(full, printed, strict=True):
+        assert by_name.setdefault(name, cell) == cell, (name, cell, by_name[name])
+    alike = {}
+    for name, cell in by_name.items():
+        alike.setdefault(cell, []).append(name)
+    assert not [v for v in alike.values() if len(v) > 1], [v for v in alike.values() if len(v) > 1]
+
+
+@pytest.mark.parametrize("sight", SIGHTS)
+@pytest.mark.parametrize("run", (*MANY, VGG))
+def test_kernels_and_summary_fit_and_tell_kernels_apart(many, run, sight):
+    """`kernels` and `summary` on captures whose kernels share short names: no line wider than
+    the width (80 in a pipe where nothing says), each kernel printed one way, no two alike;
+    launches, times, precisions and tensor cores whole."""
+    rows = cli_json("kernels", run, db=many)[:300]  # (JSON streams every row)
+    text = seen("kernels", run, "--limit", "300", db=many, sight=sight)
+    assert_apart([r["name"] for r in rows], cells(text, "#", len(rows), 1))
+    for r, ln in zip(rows, text.splitlines()[2:]):
+        assert ln.split()[0] == str(r["launch_id"]) and f" {r['precision']} " in f"{ln} "
+    s = cli_json("summary", run, "--top", "200", db=many)
+    text = seen("summary", run, "--top", "200", db=many, sight=sight)
+    top = s["top_kernels"]
+    assert len({k["name"] for k in top}) > 15
+    printed = cells(text, "kernel", len(top), 0)
+    assert_apart([k["name"] for k in top], printed)
+    for k, label in zip(top, printed):  # the report's short name where it alone tells the kernel
+        assert label.split("<")[0].rstrip("…") in k["name"] or "…" in label, (label, k["name"])
+    rows = text[text.index("top kernels by GPU time"):].splitlines()[2:2 + len(top)]
+    for k, ln in zip(top, rows):
+        assert ln.split()[-3:] == [f"{k['pct']:.1f}%", k["precision"],
+                                  {True: "yes", False: "no", None: "-"}[k["tensor_core"]]], ln
+
+
+def test_labels_are_the_reports_short_names_grown_apart(many):
+    """names.table_labels on real captures' names: the report's label (display_name) where it
+    is the kernel's alone; the template arguments that differ where two share it; cut to a
+    width, still apart, each within it."""
+    from profkit.names import display_name, table_labels
+
+    names = [r["name"] for run in ("frcnn-amp-nsys", VGG) for r in cli_json("kernels", run, db=many)]
+    names = sorted(set(names))
+    labels = table_labels(names)
+    shared = {}
+    for n in names:
+        shared.setdefault(display_name(n), []).append(n)
+    for label, group in shared.items():
+        if len(group) == 1:
+            assert labels[group[0]] == label
+        else:
+            assert all(labels[n].startswith(label.split("<")[0]) and labels[n] != label for n in group), group
+    adds = [labels[n] for n in shared["vectorized_elementwise_kernel<CUDAFunctor_add>"]]
+    assert sorted(adds) == ["vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, …>",
+                            "vectorized_elementwise_kernel<8, CUDAFunctor_add<Half>, …>"], adds
+    for width in (8, 12, 20, 30, 44):
+        cut = table_labels(names, width)
+        assert len(set(cut.values())) == len(names) and max(map(len, cut.values())) <= width
+
+
+def test_the_report_names_kernels_as_the_tables_do(many):
+    """One labelling for the HTML report's kernel table and the command's: no two kernels of
+    Faster R-CNN alike in the report either."""
+    from profkit.names import table_labels
+    from profkit.report.model import kernel_table
+
+    run = profkit.open_db(many).run(MANY[0])
+    rows = kernel_table(Store(many), run)["rows"]
+    labels = table_labels(r["name"] for r in rows)
+    assert [r["short"] for r in rows] == [labels[r["name"]] for r in rows]
+    assert len({r["short"] for r in rows}) == len({r["name"] for r in rows}) > 100
+
+
+@pytest.mark.parametrize("sight", SIGHTS)
+def test_diff_and_compare_fit_and_tell_kernels_apart(many, sight, monkeypatch, capsys):
+    """`diff` (exact: every kernel) and `compare`'s tables on two captures of Faster R-CNN."""
+    a, b = MANY[:2]
+    d = cli_json("diff", a, b, "--match", "exact", "--all", db=many)
+    text = seen("diff", a, b, "--match", "exact", "--all", db=many, sight=sight)
+    assert_apart([r["name"] for r in d["rows"]], cells(text, "status", len(d["rows"]), 1))
+    from profkit.api import Comparison
+
+    runs = profkit.open_db(many)
+    ra, rb = runs.run(a), runs.run(b)
+    env, width = SIGHTS[sight]
+    for k, v in env.items():
+        monkeypatch.delenv(k, raising=False) if v is None else monkeypatch.setenv(k, v)
+    render.compare(Comparison("frcnn", "exact", ["amp", "fp32"], [ra, rb], [ra.diff(rb)]), "table")
+    out = ANSI.sub("", capsys.readouterr().out)
+    assert not [ln for ln in out.splitlines() if len(ln) > width], out
+    top = out[out.index("what changed most"):].splitlines()[2:]
+    printed = [re.split(r"\s{2,}", ln.strip())[0] for ln in top if ln.strip()]
+    assert len(printed) == 15 and len(set(printed)) == 15
+
+
+@pytest.mark.parametrize("sight", SIGHTS)
+def test_every_other_table_command_fits(many, sight, tmp_path):
+    """`runs` (mode kept), `workloads`, `ranges`, `bench --show`, `bench --list` and `check`
+    in the width, piped or not."""
+    runs = seen("runs", db=many, sight=sight)
+    head = runs.splitlines()[0].split()
+    assert "mode" in head and "prec" in head
+    for r in cli_json("runs", db=many):
+        assert re.search(rf"^\s*{r['id']}\s.*\s{r['mode']}\s", runs, re.MULTILINE), r["name"]
+    catalog = seen("workloads", db=None, sight=sight)
+    assert catalog.splitlines()[0].split() == ["workload", "precisions", "modes", "description"]
+    for name in ("resnet18", "vgg16", "bert_encoder", "attention_zoo"):
+        assert re.search(rf"^{name}\s", catalog, re.MULTILINE)
+    seen("ranges", TRAIN, db=many, sight=sight)
+    seen("ranges", MANY[0], db=many, sight=sight)
+    seen("check", MANY[0], "--min-tensor-core-coverage", "99", "--no-fp32-matrix", db=many, sight=sight)
+    import gzip
+
+    bench_db = tmp_path / "b.db"
+    bench_db.write_bytes(gzip.decompress((DATA / "behaviour" / "bench.db.gz").read_bytes()))
+    text = seen("bench", "--show", "1", db=bench_db, sight=sight)
+    assert "100.0%" in text and "items/s" in text and "max abs diff" in text
+    seen("bench", "--list", db=bench_db, sight=sight)
+
+
+def test_a_pipe_takes_columns_else_80(db):
+    """Piped, COLUMNS is honoured (the README's `profkit kernels RUN | head`), and where it is
+    unset the width is 80, never unlimited."""
+    for env, width in (({"COLUMNS": "100", "TTY_COMPATIBLE": None}, 100), ({"COLUMNS": None, "TTY_COMPATIBLE": None}, 80),
+                       ({"COLUMNS": "60", "TTY_COMPATIBLE": None}, 60)):
+        text = cli("kernels", NCU, db=db, env=env).stdout
+        longest = max(len(ln) for ln in text.splitlines())
+        assert width - 10 <= longest <= width, (env, longest)
+
+
+def test_an_empty_section_prints_nothing(db):
+    """A diff of a run with itself: no table headers without rows, one line that says so."""
+    text = cli("diff", NCU, NCU, db=db, env={"COLUMNS": "80"}).stdout
+    assert "status" not in text and "kernel" not in text.split("rows:")[1], text
+    assert "0 of " in text and "unchanged rows hidden" in text
+    assert cli("diff", NCU, NCU, "--all", db=db).stdout.count("status") == 1
+
+
+def test_run_names_each_file_for_what_it_is(db, capsys):
+    """`run`'s closing lines: the tool's capture as "ncu capture:" (nsys, torch.profiler: their
+    own words), the HTML page as "report:"."""
+    from profkit.records import RunInfo
+
+    d = profkit.open_db(db)
+    for name, kind, word in ((NCU, "ncu-rep", "ncu capture"), (NSYS, "nsys-rep", "nsys capture"),
+                             ("t_eager", "kineto-json", "torch.profiler trace")):
+        run = d.run(name)
+        raw = f"/runs/{name}.{kind}"
+        record = replace(run, raw_files={kind: raw}, info=RunInfo(report_bytes=1_500_000))
+        render.run_done(record, run.summary(), raw, "profkit.db")
+        render.report_written(f"reports/{name}.html")
+        out = capsys.readouterr().out
+        assert f"\n{word}: {raw} (1.50 MB)\n" in out and f"\nreport: reports/{name}.html\n" in out
+        assert "report: " + raw not in out
+
+
 # ---------------------------------------------------------------------------------- a real terminal
+SCREENS = "PROFKIT_SCREENS"  # a folder to keep the screens in for a person to read (else the test's own)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
-def test_in_a_real_terminal(db, tmp_path):
-    """summary, kernels and diff in tmux at 80, 120 and 200 columns: no line wider than the
-    window, the verdict columns there; the screens are kept for a person to read."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    env = f"PYTHONPATH={Path(__file__).resolve().parents[1]} PROFKIT_DB={db}"
-    for width in WIDTHS:
-        for name, args, must in (("summary", f"summary {LLAMA}", ["prec", "TC", "share", "TC of matrix"]),
-                                 ("kernels", f"kernels {LLAMA} --limit 25", ["prec", "TC", "duration", "ph"]),
-                                 ("diff", f"diff {NCU} {NCU_B} --all", ["prec A->B", "TC A->B", "delta"]),
-                                 ("summary-cpu", f"summary {CPU}", ["CPU self time", "share"])):
+def test_in_a_real_terminal(many, tmp_path):
+    """kernels, summary, diff, runs and workloads in tmux at 80 and 120 columns (and piped, with
+    COLUMNS=80 and with nothing set): no line wider than the window, the verdict columns there,
+    no two kernels printed alike in `summary`'s top kernels. The screens are kept (in
+    $PROFKIT_SCREENS where set) for a person to read."""
+    import os
+
+    keep = Path(os.environ.get(SCREENS) or tmp_path / "screens")
+    keep.mkdir(parents=True, exist_ok=True)
+    a, b = MANY[:2]
+    env = f"PYTHONPATH={Path(__file__).resolve().parents[1]} PROFKIT_DB={many}"
+    commands = {"kernels": (f"kernels {a} --limit 40", ["prec", "TC", "duration"]),
+                "summary": (f"summary {a}", ["prec", "TC", "share", "launches"]),
+                "diff": (f"diff {a} {b} --match exact", ["prec A->B", "TC A->B", "delta"]),
+                "runs": ("runs", ["mode", "prec", "kernels", "time"]),
+                "workloads": ("workloads", ["precisions", "modes", "description"])}
+    top = [k["name"] for k in cli_json("summary", a, db=many)["top_kernels"]]
+    for width in (80, 120):
+        for name, (args, must) in commands.items():
             session = f"{name}{width}"
             # a server of its own for each screen: its first session sets the window's size
             tmux = ["tmux", "-L", f"profkit-tables-{tmp_path.name}-{session}"]
             done = tmp_path / f"{session}.done"
-            cmd = f"env {env} {sys.executable} -m profkit {args}; touch {done}; sleep 30"
-            subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", str(width), "-y", "100", cmd],
+            cmd = f"env -u COLUMNS {env} {sys.executable} -m profkit {args}; touch {done}; sleep 30"
+            subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", str(width), "-y", "200", cmd],
                            check=True)
-            for _ in range(300):
+            for _ in range(600):
                 if done.exists():
                     break
                 time.sleep(0.1)
             time.sleep(0.3)
-            shot = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-t", session], check=True,
+            shot = subprocess.run([*tmux, "capture-pane", "-p", "-t", session, "-S", "-", "-E", "-"], check=True,
                                   capture_output=True, text=True).stdout
             subprocess.run([*tmux, "kill-server"], check=False)
-            (SHOTS / f"{name}-{width}.txt").write_text(shot)
+            (keep / f"{name}-{width}.txt").write_text(shot)
             lines = shot.rstrip("\n").splitlines()
             assert max(len(ln.rstrip()) for ln in lines) <= width, (name, width)
             assert "Traceback" not in shot
             for col in must:
                 assert col in shot, (name, width, col)
+            if name == "summary":
+                assert_apart(top, cells(shot, "kernel", len(top), 0))
+    for name, (args, _) in commands.items():  # and through a pipe, as `profkit ... | less` shows it
+        for label, columns in (("piped-COLUMNS=80", "80"), ("piped", None)):
+            child = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR")}
+            child.update({"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PROFKIT_DB": str(many)},
+                         **({"COLUMNS": columns} if columns else {}))
+            out = subprocess.run([sys.executable, "-m", "profkit", *args.split()], capture_output=True, text=True,
+                                 env=child, check=True).stdout
+            (keep / f"{name}-{label}.txt").write_text(out)
+            assert max(len(ln) for ln in out.splitlines()) <= 80, (name, label)
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -17,6 +17,8 @@ from profkit.store import Store
 from .conftest import NCU_DATA, cli, cli_json, one_line_error
 from .where_data import RUNS, import_where
 
+WIDE = {"COLUMNS": "250"}  # a window wide enough for every column: these tests read what the tables hold
+
 USED = ["resnet18_train-amp-eager-nsys", "resnet18_train-amp-eager-torch", "hf_llama-bf16-eager-nsys",
         "hf_llama-bf16-eager-torch", "hf_llama-bf16-compile-nsys", "hf_gpt2_train-amp-eager-nsys",
         "hf_gpt2_train_padded-amp-eager-nsys"]
@@ -106,12 +108,12 @@ def test_the_llamas_rms_norm_shows_fp32_in_a_bf16_run(db):
 
 
 def test_the_summary_table_shows_modules_and_says_when_a_capture_has_none(db_path):
-    out = cli("summary", "hf_llama-bf16-eager-nsys", db=db_path).stdout
+    out = cli("summary", "hf_llama-bf16-eager-nsys", db=db_path, env=WIDE).stdout
     assert "GPU time by module (depth 2" in out
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("model.layers.0 "))
     assert "LlamaDecoderLayer" in line and "bf16" in line and "fp32" in line and "fwd 100%" in line
     for name in ("old", "hf_llama-bf16-compile-nsys"):
-        r = cli("summary", name, db=db_path)
+        r = cli("summary", name, db=db_path, env=WIDE)
         assert r.exit_code == 0
         notes = [ln for ln in r.stdout.splitlines() if "module" in ln]
         assert len(notes) == 1 and "has no module attribution" in notes[0], notes
@@ -141,11 +143,11 @@ def test_the_api_refuses_a_bad_depth_and_a_run_without_attribution(db):
 
 # ---------------------------------------------------------------------------------- kernels
 def test_the_kernel_table_shows_module_operator_shapes_and_types(db_path):
-    out = cli("kernels", "hf_llama-bf16-eager-nsys", db=db_path).stdout
+    out = cli("kernels", "hf_llama-bf16-eager-nsys", db=db_path, env=WIDE).stdout
     header = next(ln for ln in out.splitlines() if ln.strip().startswith("#"))
     assert header.split() == ["#", "kernel", "duration", "module", "op", "shapes", "types", "ph", "prec", "TC"]
     assert re.search(r"model\.layers\.0\.self_attn\.q_proj\s+linear\s+\[4,128,256\];\[256,256\]\s+bf16,bf16\s+fwd", out)
-    back = cli("kernels", "resnet18_train-amp-eager-nsys", db=db_path).stdout
+    back = cli("kernels", "resnet18_train-amp-eager-nsys", db=db_path, env=WIDE).stdout
     assert re.search(r"layer1\.0\.conv1\s+convolution_backward\s+\S+\s+\S+\s+bwd", back)
     # JSON has the columns whole
     rows = cli_json("kernels", "hf_llama-bf16-eager-nsys", db=db_path)
@@ -165,7 +167,7 @@ def test_the_kernel_table_fits_a_terminal_and_keeps_a_paths_end(db_path):
 
 def test_a_kernel_table_without_attribution_is_as_before(db_path):
     """(The summary says the capture has no attribution: test_the_summary_table_shows_modules_...)"""
-    r = cli("kernels", "old", "--limit", "3", db=db_path)
+    r = cli("kernels", "old", "--limit", "3", db=db_path, env=WIDE)
     assert r.exit_code == 0 and not r.stderr
     header = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("#"))
     assert header.split() == ["#", "kernel", "duration", "grid", "block", "range", "prec", "TC", "evidence"]

@@ -24,7 +24,7 @@ from ..analyze.summary import summarize
 from ..analyze.throughput import throughput
 from ..choices import DEFAULT_MATCH
 from ..formatting import fmt_ns
-from ..names import display_name
+from ..names import display_name, table_labels
 from ..records import ncu_timed
 from ..workloads import option_labels
 
@@ -119,10 +119,11 @@ def kernel_table(store: Store, run: RunRecord) -> dict[str, Any]:
             "×".join(str(v) for v in block) if block[0] is not None else None,
             r.stream, r.thread_id, r.nvtx_range, r.tensor_core, r.evidence_detail])
     rows = []
+    short = table_labels(g.name for g in groups)  # as the command's tables name them: no two alike
     for g, inside in zip(groups, launches):
         tc = "yes" if g.tc_calls == g.calls else "no" if g.cuda_calls == g.calls else \
              "mixed" if g.tc_calls or g.cuda_calls else "unknown"
-        rows.append({"name": g.name, "short": display_name(g.name, g.short_name), "precision": g.precision, "tc": tc,
+        rows.append({"name": g.name, "short": short[g.name], "precision": g.precision, "tc": tc,
                      "family": g.family, "matrix": g.family in MATRIX_FAMILIES, "op": g.op, "evidence": g.evidences, "details": g.details,
                      "launches": g.calls, "time_ns": g.time_ns, "mean_ns": g.time_ns / g.calls,
                      "min_ns": g.min_ns, "max_ns": g.max_ns, "pct": 100 * g.time_ns / total,
@@ -244,8 +245,9 @@ def vs_page(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = DEFAU
         sides.append({"header": header(store, run), "summary": summary.to_dict(),
                       "headline": headline(summary, _basis(summary)), "findings": _finding_dicts(store, run)})
     diff = d.to_dict()
-    # Readable labels for the rows (exact matching keys rows by full kernel name).
-    diff["labels"] = [display_name(r.name) if d.match == "exact" else r.name for r in d.rows]
+    # Readable labels for the rows (exact matching keys rows by full kernel name), as `diff` has them.
+    labels = table_labels(r.name for r in d.rows) if d.match == "exact" else {}
+    diff["labels"] = [labels.get(r.name, r.name) for r in d.rows]
     diff["matrix_change"] = describe_change(d.totals.matrix_work_a, d.totals.matrix_work_b)
     return {
         "page": "vs", "title": f"{run_a.name} vs {run_b.name}", "generated": _now(),
