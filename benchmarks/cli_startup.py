@@ -2,7 +2,8 @@
 `runs` and `kernels` on a 90-launch run), and which heavy modules each one imports.
 
     python benchmarks/cli_startup.py [N]              # this checkout, N runs each (default 30)
-    python benchmarks/cli_startup.py [N] --compare REF
+    python benchmarks/cli_startup.py [N] --compare REF   # REF's tree and this checkout, interleaved
+                                                       # (issue 37: REF 6dd9b09, the command on plain Click)
     python benchmarks/cli_startup.py [N] --tty        # standard output a terminal (a pty)
 
 The run is tests/data/ncu/vgg16_fp16_eager.raw.csv.gz, imported by each tree's own
@@ -33,8 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "tests" / "data" / "ncu" / "vgg16_fp16_eager.raw.csv.gz"
-HEAVY = ("torch", "pandas", "numpy", "sqlite_utils", "ncu_report", "pydantic", "typer.rich_utils", "rich.console",
-         "rich.table", "rich.text")
+HEAVY = ("torch", "pandas", "numpy", "sqlite_utils", "ncu_report", "pydantic", "typer", "typer.rich_utils",
+         "rich.console", "rich.table", "rich.text")
 RUN = "vgg16"
 # (label, arguments after `python`); DB stands for the tree's database.
 CASES = [
