@@ -256,6 +256,7 @@ app = typer.Typer(
     cls=Profkit,
     help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
     "for every kernel, its precision and whether it ran on the tensor cores.",
+    rich_markup_mode="rich",  # help texts are written plain: _h keeps their brackets
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -795,8 +796,8 @@ def check(
     = False,
     max_finding: Annotated[Optional[list[str]], typer.Option(
         "--max-finding", metavar="ID=PCT", show_default=False,
-        help="Fail if the finding ID (rules.toml's \\[\\[finding]] ids, or any) takes more than PCT % of GPU time; "
-             "repeatable.")] = None,
+        help=_h("Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; "
+                "repeatable."))] = None,
     baseline: Annotated[Optional[str], typer.Option(
         metavar="RUN", show_default=False,
         help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.")] = None,

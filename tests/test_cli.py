@@ -398,3 +398,21 @@ def test_a_foreign_warning_inside_a_command_is_shown_once_and_the_command_ends()
     worker = threading.Thread(target=lambda: (command(), done.set()), daemon=True)
     worker.start()
     assert done.wait(10) and calls == [1]
+
+
+def test_help_shows_brackets_as_written():
+    """Typer's help reads Rich markup: a check file's [sections] and a finding's [[finding]] are
+    text in profkit's help, not markup that vanishes."""
+    text = help_words(cli("check", "--help", env={"COLUMNS": "200"}).stdout)
+    assert "[tensor_cores] min_coverage" in text and "[baseline] run" in text and "[[finding]] ids" in text
+
+
+@pytest.mark.parametrize("argv", [["summary", "r", "--top", "x"], ["summary"], ["summary", "r", "extra"],
+                                  ["nosuch"], ["runs", "--nope"], ["--nope"], ["run", "w", "--tool", "x"],
+                                  ["check", "r", "--min-tensor-core-coverage", "101"], ["import"]], ids=" ".join)
+def test_usage_errors_are_one_line_without_typers_panel(argv, db):
+    """Typer's usage errors come as one line on stderr (never its boxed panel), exit 2, nothing
+    on stdout."""
+    r = cli(*argv, db=db)
+    one_line_error(r, "", 2)
+    assert r.stdout == "" and "╭" not in r.stderr and "(see: profkit" in r.stderr
