@@ -323,7 +323,8 @@ def _run_option(command: str, f: Any) -> inspect.Parameter:
     and help from the record."""
     c = cli_of(f)
     default = default_for(f, command)
-    kind: Any = c.choices or {"int": int, "bool": bool, "bool | None": bool, "float | None": float}.get(str(f.type), str)
+    types = {"int": int, "bool": bool, "bool | None": bool, "float | None": float}
+    kind: Any = c.choices or types.get(str(f.type), str)
     if c.choices is not None and default is not None:
         default = c.choices(default)
     if default is None:
@@ -642,9 +643,9 @@ def ranges(run_ref: RunRef, fmt: Fmt = Format.table, wide: Wide = False, db: Db 
 
 
 # ---------------------------------------------------------------------------------- diff, compare
-MATCH_HELP = ("Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated "
-              "names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose "
-              "code launched them (module: runs with attribution).")
+MATCH_HELP = ("Line up kernels by exact name, by the work they do (family: tile variants, template instances, "
+              "generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the "
+              "module whose code launched them (module: runs with attribution).")
 Limit = Annotated[Optional[int], typer.Option(min=0, help="Show at most this many rows (table only).",
                                               show_default=False)]
 
@@ -676,7 +677,8 @@ def diff_(
 def compare(
     workload: Annotated[str, typer.Argument(metavar="WORKLOAD", show_default=False,
                                             help="A built-in workload or a .py file defining build(spec).")],
-    modes: Annotated[str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")] = "eager",
+    modes: Annotated[str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")] \
+        = "eager",
     precisions: Annotated[str, typer.Option("--precisions", "--precision",
                                             help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
     match: Annotated[Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")]
@@ -836,7 +838,8 @@ def check(
     if junit_xml is not None:
         from .files import write_atomic
 
-        write_atomic(junit_xml, report.to_junit(), "Give --junit-xml a file in a folder you can write, with free space.")
+        write_atomic(junit_xml, report.to_junit(),
+                     "Give --junit-xml a file in a folder you can write, with free space.")
     render.check(report, fmt.value)
     if not report.ok or (strict and report.count("skip")):
         _exit(1)

@@ -1,6 +1,7 @@
 """What keeps the everyday commands quick (issue 12: `--help`, `summary`, `runs`, `kernels` under
-0.3 s; issue 37, on Typer: `--help` under 0.35 s, `summary` under 0.6 s): which modules they import, and that the plain rendering profkit.render does itself,
-where rich would add no colour and cut nothing, writes exactly what rich writes."""
+0.3 s; issue 37, on Typer: `--help` under 0.35 s, `summary` under 0.6 s): which modules they
+import, and that the plain rendering profkit.render does itself, where rich would add no colour
+and cut nothing, writes exactly what rich writes."""
 
 from __future__ import annotations
 
