@@ -12,8 +12,9 @@ draws the help.
 Every bad input ends in one line on stderr: the library's errors (their parameter names
 become this command's flags) and the usage errors Typer finds (unknown option, bad value),
 which :class:`Profkit` prints as one line instead of Typer's panel. A closed pipe (``profkit
-kernels RUN | head``) ends quietly. To add a command: a function under ``@command("name")``
-and ``@handles_errors``, its parameters declared as the others are.
+kernels RUN | head``) ends quietly. To add a command: a function under ``@command("name")`` and
+``@handles_errors``, its parameters declared as the others are (``RunRef``, ``Db``, ``Fmt``, ...),
+its name and flags added to tests/test_cli.py's FLAGS.
 """
 
 from __future__ import annotations
