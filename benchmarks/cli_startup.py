@@ -2,7 +2,8 @@
 `runs` and `kernels` on a 90-launch run), and which heavy modules each one imports.
 
     python benchmarks/cli_startup.py [N]              # this checkout, N runs each (default 30)
-    python benchmarks/cli_startup.py [N] --compare REF
+    python benchmarks/cli_startup.py [N] --compare REF   # REF's tree and this checkout, interleaved
+                                                       # (issue 37: REF 6dd9b09, the command on plain Click)
     python benchmarks/cli_startup.py [N] --tty        # standard output a terminal (a pty)
 
 The run is tests/data/ncu/vgg16_fp16_eager.raw.csv.gz, imported by each tree's own
@@ -15,13 +16,16 @@ profkit module is compiled again on each start.
 
 With --compare, REF (a commit) is exported with `git archive` into a temporary folder (the
 repository is not touched) and each command runs alternately from both trees, so drift in the
-machine's load falls on both alike. Prints the median and spread (min, max) of wall time in ms.
+machine's load falls on both alike. Prints the median and spread (min, max) of wall time in ms,
+and the median CPU time (user + system) of the command's process, which other jobs on a shared
+machine inflate less than its wall time.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,8 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "tests" / "data" / "ncu" / "vgg16_fp16_eager.raw.csv.gz"
-HEAVY = ("torch", "pandas", "numpy", "sqlite_utils", "ncu_report", "pydantic", "typer.rich_utils", "rich.console",
-         "rich.table", "rich.text")
+HEAVY = ("torch", "pandas", "numpy", "sqlite_utils", "ncu_report", "pydantic", "typer", "typer.rich_utils",
+         "rich.console", "rich.table", "rich.text")
 RUN = "vgg16"
 # (label, arguments after `python`); DB stands for the tree's database.
 CASES = [
@@ -66,14 +70,26 @@ def _drain(fd: int) -> None:
         pass
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's ended children so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+CPU_MS: list[float] = []  # each once()'s CPU time, in ms (the last one's last)
+
+
 def once(tree: Path, args: list[str], db: Path, tty: bool = False, importtime: bool = False) -> tuple[float, str]:
-    """Wall time in ms of one start of ``python ARGS`` from ``tree``, and its stderr."""
+    """Wall time in ms of one start of ``python ARGS`` from ``tree``, and its stderr (its CPU
+    time appended to CPU_MS)."""
+    cpu0 = _children_cpu()
     argv = [sys.executable, *(["-X", "importtime"] if importtime else []), *(str(db) if a == "DB" else a for a in args)]
     env = environment(tree, tty)
     if not tty:
         t0 = time.perf_counter()
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
         elapsed = (time.perf_counter() - t0) * 1000
+        CPU_MS.append((_children_cpu() - cpu0) * 1000)
         if p.returncode != 0:
             raise SystemExit(f"{' '.join(args)} failed ({p.returncode}): {p.stderr.decode()[-2000:]}")
         return elapsed, p.stderr.decode()
@@ -86,6 +102,7 @@ def once(tree: Path, args: list[str], db: Path, tty: bool = False, importtime: b
         t0 = time.perf_counter()
         p = subprocess.run(argv, stdout=slave, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
         elapsed = (time.perf_counter() - t0) * 1000
+        CPU_MS.append((_children_cpu() - cpu0) * 1000)
     finally:
         os.close(slave)
         reader.join(timeout=5)
@@ -140,15 +157,18 @@ def main() -> None:
             for _, argv in CASES:  # warm the file cache and write the bytecode caches
                 once(tree, argv, dbs[label], tty)
         times: dict[tuple[str, str], list[float]] = {(t, c): [] for t in trees for c, _ in CASES}
+        cpu: dict[tuple[str, str], list[float]] = {(t, c): [] for t in trees for c, _ in CASES}
         for _ in range(n):
             for case, argv in CASES:
                 for label, tree in trees.items():
                     times[(label, case)].append(once(tree, argv, dbs[label], tty)[0])
+                    cpu[(label, case)].append(CPU_MS[-1])
         where = "a terminal (pty, 200 columns)" if tty else "a pipe"
         print(f"{n} runs each, standard output {where}, {sys.executable}")
-        print(f"{'tree':16} {'command':24} {'median ms':>10} {'min':>7} {'max':>7}")
+        print(f"{'tree':16} {'command':24} {'median ms':>10} {'min':>7} {'max':>7} {'CPU ms':>7}")
         for (label, case), t in times.items():
-            print(f"{label:16} {case:24} {statistics.median(t):10.1f} {min(t):7.1f} {max(t):7.1f}")
+            print(f"{label:16} {case:24} {statistics.median(t):10.1f} {min(t):7.1f} {max(t):7.1f} "
+                  f"{statistics.median(cpu[(label, case)]):7.1f}")
         for label, tree in trees.items():
             print(f"heavy modules imported ({label}):")
             for case, argv in CASES[:4]:

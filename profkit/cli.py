@@ -1,17 +1,20 @@
 """The ``profkit`` command: parse options, call the library (``profkit.api``), hand what it
 returns to ``profkit.render``, and turn expected errors into one line and a non-zero exit.
-No analysis and no SQL live here, and nothing heavy (torch, pandas, rich) is imported before a
-command needs it, so ``profkit --help`` is instant.
+No analysis and no SQL live here, and nothing heavy (torch, pandas) is imported before a
+command needs it, so ``profkit --help`` is quick.
 
-The command line is plain Click, through its public API only: each option's value is
-converted by one of the small ParamTypes below (no pydantic, whose import alone took longer
-than all the rest of ``profkit summary``), and the help is laid out as Typer's plain help laid
-it out before (tests/test_cli_values.py checks the values and messages against what Typer
-made of them).
+The command line is a Typer app, declared through Typer's public API: every command's
+arguments and options are its function's parameters, ``Annotated[T, typer.Option(help=...)]``;
+the run options are made from their one record (``profkit.options``) into the signatures of
+the commands that take them (:func:`run_options`). Typer checks and converts the values, and
+draws the help.
 
 Every bad input ends in one line on stderr: the library's errors (their parameter names
-become this command's flags) and the usage errors Click finds (unknown option, bad choice).
-A closed pipe (``profkit kernels RUN | head``) ends quietly.
+become this command's flags) and the usage errors Typer finds (unknown option, bad value),
+which :class:`Profkit` prints as one line instead of Typer's panel. A closed pipe (``profkit
+kernels RUN | head``) ends quietly. To add a command: a function under ``@command("name")`` and
+``@handles_errors``, its parameters declared as the others are (``RunRef``, ``Db``, ``Fmt``, ...),
+its name and flags added to tests/test_cli.py's FLAGS.
 """
 
 from __future__ import annotations
@@ -19,25 +22,26 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import inspect
 import io
 import os
-import re
 import signal
 import sys
 import warnings
 from dataclasses import fields
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Callable, NoReturn, Optional, Sequence
 
-import click
+import typer
+from typer.core import TyperCommand, TyperGroup
 
 from .choices import DEFAULT_MATCH, CheckFormat, Format, Match
 from .errors import ProfkitError, ProfkitWarning, name_params
 from .formatting import shown
 from .options import RunOptions, cli_of, default_for, for_command
-from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
 from .parse.formats import import_help
+from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
 
 if TYPE_CHECKING:
     from .api import Database
@@ -141,249 +145,54 @@ def flag(param: str) -> str | None:
     return FLAGS.get(param)
 
 
-# ---------------------------------------------------------------------------------- parameter values
-# What each kind of value accepts, and the messages for what it does not, are those of the
-# Typer (0.29, converting with pydantic) that profkit's command line stood on before: an int is
-# digits with an optional sign, single underscores between digits and a zero fraction ("5.0"),
-# around spaces; a float is what Python's float() reads, with those underscores; a choice is
-# one of its values exactly. tests/test_cli_values.py compares them with Typer's, recorded.
-_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
-_DIGITS = r"[0-9]+(?:_[0-9]+)*"
-_FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?"
-                    r"|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
-_SPACE = " \t\n\r\f\v"
+# ---------------------------------------------------------------------------------- the app
+def _h(text: str) -> str:
+    """Help text as it is written: Typer's help reads Rich markup, and a ``[section]`` of a
+    check file or ``[ARGS]`` is text here."""
+    return text.replace("[", "\\[")
 
 
-if TYPE_CHECKING:  # generic from Click 8.4 on; profkit takes Click 8.2 too, where it is not
-    _ParamType = click.ParamType[Any]
-else:
-    _ParamType = click.ParamType
+class _Stopped(Exception):
+    """Ctrl-C or a stop signal while Typer parsed the command line: carried past Typer, which
+    would turn it into a silent exit 130 (the signal's own status and line are profkit's)."""
+
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        super().__init__(str(interrupt))
+        self.interrupt = interrupt
 
 
-class Value(_ParamType):
-    """A kind of option value: ``label`` is how the help shows it (``<int>``)."""
-
-    label = "str"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        return value
-
-
-def _unicode(value: str, kind: Value, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
-    """``value``, failing where it holds an undecodable byte (a surrogate escape)."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        kind.fail("Input should be a valid string, unable to parse raw data as a unicode string", param, ctx)
-    return value
+def _usage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of the parser's usage errors (Typer's Click's ClickException:
+    unknown option, bad value, missing argument), which carry their message and exit status.
+    Typer exports no base class of them but BadParameter, so they are told by what they carry."""
+    return (not isinstance(exc, ProfkitError) and callable(getattr(exc, "format_message", None))
+            and isinstance(getattr(exc, "exit_code", None), int))
 
 
-class Number(Value):
-    """An int or a float, within ``lo`` and ``hi`` where given."""
+class Profkit(TyperGroup):
+    """The ``profkit`` group: its commands in the order they are defined; every error one line
+    on stderr (Typer's usage errors too, with the command whose help to see); ``profkit``
+    alone prints the help."""
 
-    def __init__(self, kind: type, lo: Optional[float] = None, hi: Optional[float] = None) -> None:
-        self.kind, self.lo, self.hi = kind, lo, hi
-        self.name = kind.__name__
-        self.label = self.name + (" range" if lo is not None or hi is not None else "")
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
 
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        if isinstance(value, str):
-            text = _unicode(value, self, param, ctx).strip(_SPACE)
-            if self.kind is int:
-                if not _INT.fullmatch(text):
-                    self.fail("Input should be a valid integer, unable to parse string as an integer", param, ctx)
-                try:
-                    value = int(text.partition(".")[0].replace("_", ""))
-                except ValueError:  # longer than Python reads (4300 digits)
-                    self.fail("Unable to parse input string as an integer, exceeded maximum size", param, ctx)
-            else:
-                if not _FLOAT.fullmatch(text):
-                    self.fail("Input should be a valid number, unable to parse string as a number", param, ctx)
-                value = float(text.replace("_", ""))
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(f"Value {value!r} is not a valid {self.name}.", param, ctx)
-        else:
-            value = self.kind(value)
-        if self.hi is not None and not value <= self.hi:  # NaN fails here first, as it did
-            self.fail(f"Input should be less than or equal to {self.hi}", param, ctx)
-        if self.lo is not None and not value >= self.lo:
-            self.fail(f"Input should be greater than or equal to {self.lo}", param, ctx)
-        return value
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt as exc:
+            raise _Stopped(exc) from exc
 
-
-class PathValue(Value):
-    label = "path"
-    name = "path"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        if isinstance(value, Path):
-            return value
-        if "\0" in value:
-            self.fail("embedded null byte", param, ctx)
-        return Path(value)
-
-
-class Choice(Value):
-    """One of an Enum's values, exactly as written; the member is the option's value."""
-
-    def __init__(self, enum: type[Enum]) -> None:
-        self.enum = enum
-        self.name = enum.__name__
-        self.label = "|".join(str(m.value) for m in enum)
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        if isinstance(value, self.enum):
-            return value
-        for member in self.enum:
-            if value == member.value:
-                return member
-        choices = ", ".join(repr(m.value) for m in self.enum)
-        self.fail(f"{value!r} is not one of {choices}.", param, ctx)
-
-
-def _value(kind: Any, lo: Optional[float], hi: Optional[float]) -> Value:
-    if kind is int or kind is float:
-        return Number(kind, lo, hi)
-    if kind is Path:
-        return PathValue()
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        return Choice(kind)
-    return Value()
-
-
-def _range(lo: Optional[float], hi: Optional[float]) -> str | None:
-    if lo is None and hi is None:
-        return None
-    return f"x<={hi}" if lo is None else f"x>={lo}" if hi is None else f"{lo}<=x<={hi}"
-
-
-class Option(click.Option):
-    """An option whose help reads ``--top <int range>  How many ...  [default: 10; x>=0]``."""
-
-    def __init__(self, decls: Sequence[str], *, lo: Optional[float] = None, hi: Optional[float] = None,
-                 **attrs: Any) -> None:
-        super().__init__(decls, **attrs)
-        self.lo, self.hi = lo, hi
-        self.declared_default = attrs.get("default")  # None where none was given
-
-    def get_error_hint(self, ctx: Optional[click.Context]) -> str:
-        hint = " / ".join(f"'{o}'" for o in self.opts)
-        return f"{hint} (env var: '{self.envvar}')" if self.envvar else hint
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        def names(opts: Sequence[str]) -> str:
-            text = ", ".join(sorted(opts, key=lambda o: len(o) - len(o.lstrip("-"))))
-            if self.is_flag:
-                return text
-            return f"{text} {self.metavar or '<' + getattr(self.type, 'label', 'str') + '>'}"
-
-        extra = []
-        if self.envvar:
-            extra.append(f"env var: {self.envvar}")
-        default = self.declared_default
-        if self.show_default and default is not None:
-            if isinstance(default, Enum):
-                extra.append(f"default: {default.value}")
-            elif self.is_flag and self.secondary_opts:
-                extra.append(f"default: {(self.opts if default else self.secondary_opts)[0].lstrip('-')}")
-            elif not (self.is_flag and not default):
-                extra.append(f"default: {default}")
-        extra += [r for r in (_range(self.lo, self.hi),) if r]
-        if self.required:
-            extra.append("required")
-        help = self.help or ""
-        if extra:
-            help = f"{help}  [{'; '.join(extra)}]" if help else f"[{'; '.join(extra)}]"
-        return " / ".join(names(o) for o in (self.opts, self.secondary_opts) if o), help
-
-
-class Argument(click.Argument):
-    """An argument with help (``RUN <str>  Run name or id ...  [required]``), shown in usage as
-    ``{RUN}`` (required) or ``[RUN]``."""
-
-    def __init__(self, decls: Sequence[str], *, help: str = "", **attrs: Any) -> None:
-        super().__init__(decls, **attrs)
-        self.help = help
-
-    def display(self) -> str:
-        return self.metavar or self.name or ""
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str]:
-        help = (self.help or "") + ("  [required]" if self.required else "")
-        return f"{self.display()} <{getattr(self.type, 'label', 'str')}>", help
-
-    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
-        return [f"{{{self.display()}}}" if self.required else f"[{self.display()}]"]
-
-    def get_error_hint(self, ctx: Optional[click.Context]) -> str:
-        return f"'{self.display()}'"
-
-
-def option(*decls: str, type: Any = str, default: Any = None, help: str = "", show_default: bool = True,
-           min: Optional[float] = None, max: Optional[float] = None, **attrs: Any) -> Callable[[Any], Any]:
-    """An option (``type``: str, int, float, Path or an Enum; ``min`` and ``max`` bound a number)."""
-    if default is not None:  # (Click takes an explicit default None for a value: --workloads would not be missed)
-        attrs["default"] = default
-    return click.option(*decls, cls=Option, type=_value(type, min, max), help=help, show_default=show_default,
-                        lo=min, hi=max, **attrs)
-
-
-def switch(*decls: str, help: str, default: bool = False, **attrs: Any) -> Callable[[Any], Any]:
-    """A flag (``--all``), or a pair of them (``--report/--no-report``)."""
-    return click.option(*decls, cls=Option, is_flag=True, default=default, help=help, show_default=True, **attrs)
-
-
-def argument(name: str, help: str, metavar: Optional[str] = None, required: bool = True,
-             type: Any = str, nargs: int = 1) -> Callable[[Any], Any]:
-    """An argument (a str, or ``type``), ``metavar`` its name in the help (else ``name``);
-    ``nargs`` -1: one or more."""
-    return click.argument(name, cls=Argument, type=_value(type, None, None), metavar=metavar, required=required,
-                          help=help, nargs=nargs)
-
-
-class Command(click.Command):
-    """A profkit command: its help lists its arguments, then its options."""
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        records = [(p.param_type_name, p.get_help_record(ctx)) for p in self.get_params(ctx)]
-        for kind, title in (("argument", "Arguments"), ("option", "Options")):
-            rows = [r for k, r in records if k == kind and r is not None]
-            if rows:
-                with formatter.section(title):
-                    formatter.write_dl(rows)
-
-    def format_arguments(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Nothing: Click 8.5 lists the arguments in a section of its own (Click 8.4 has no such
-        step), and :meth:`format_options` lists them already, before the options."""
-
-
-class OneLineErrors(click.Group):
-    """The parser's usage errors (unknown option, bad value, missing argument) as one line,
-    like every other error; ``profkit`` alone prints the help. The command list of its help
-    shows each command's first paragraph whole."""
-
-    command_class = Command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Click's plain help cuts a command's summary to the rest of a line, or at its first
-        # full stop; Typer's rich help, which profkit showed before, printed the whole first
-        # paragraph of the docstring. So does this, wrapped by Click's formatter.
-        rows = []
-        for name in self.list_commands(ctx):
-            cmd = self.get_command(ctx, name)
-            if cmd is None or cmd.hidden:
-                continue
-            text = cmd.short_help or (cmd.help or "").split("\n\n")[0]
-            rows.append((name, " ".join(text.split())))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # in the order they are defined, not sorted
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # Ctrl-C or a stop signal while the command's options were read
+            raise _Stopped(exc) from exc
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
+        extra["windows_expand_args"] = windows_expand_args
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         unusable = _unusable_stdout()
@@ -392,32 +201,31 @@ class OneLineErrors(click.Group):
                  "or >/dev/null to discard it)")
             sys.exit(1)
         _printable_output()
+        args = list(sys.argv[1:] if args is None else args) or ["--help"]  # `profkit` alone: the help
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError:  # `profkit` alone: the help
-            return super().main(["--help"], prog_name, complete_var, standalone_mode=True, **extra)
-        except click.ClickException as exc:
-            ctx = getattr(exc, "ctx", None)
-            where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-            _err(f"profkit: error: {' '.join(_usage_message(exc).split())}{where}")
-            sys.exit(exc.exit_code)
+        except _Stopped as exc:
+            sys.exit(_stopped(exc.interrupt))
         except BrokenPipeError:
             _quiet_pipe()
             sys.exit(0)
         except SystemExit as exc:
-            # Rich or Click met a closed pipe themselves (printing the help to `| head -1`): they
-            # point stdout at /dev/null (or wrap it) and exit 1; a reader gone is no error here.
+            # Typer, Rich or Click met a closed pipe themselves (printing the help to `| head -1`):
+            # they point stdout at /dev/null (or wrap it) and exit 1; a reader gone is no error here.
             if exc.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or _stdout_is_devnull()):
                 _quiet_pipe()
                 sys.exit(0)
             raise
-        except click.Abort as exc:
-            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C or a stop signal while Click parsed
-                raise exc.__cause__ from None  # main() says which, with its exit status
+        except typer.Abort:
             _err("profkit: interrupted")
             sys.exit(130)
-        except Exception as exc:  # --verbose's traceback, or a bug's: printed as _err prints, names escaped
-            import traceback
+        except Exception as exc:
+            if _usage_error(exc):
+                ctx = getattr(exc, "ctx", None)
+                where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+                _err(f"profkit: error: {' '.join(exc.format_message().split())}{where}")  # type: ignore[attr-defined]
+                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            import traceback  # --verbose's traceback, or a bug's: printed as _err prints, names escaped
 
             _err(traceback.format_exc().rstrip("\n"))
             sys.exit(exc.exit_code if isinstance(exc, ProfkitError) else 1)
@@ -429,22 +237,47 @@ class OneLineErrors(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-_EXTRA_ARGUMENTS = re.compile(r"Got unexpected extra arguments? \(")
+class ProgramCommand(TyperCommand):
+    """``profkit run``: everything after ``--`` is a program and its own arguments, as nsys
+    and ncu take it (kept in ``ctx.meta["program"]``, never read as profkit's options)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- PROGRAM [ARGS]...]"]
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta["program"] = args[at + 1:]
+            args = args[:at]
+        return super().parse_args(ctx, args)
 
 
-def _usage_message(exc: click.ClickException) -> str:
-    """Click's message for a usage error, worded as profkit's command line (on Typer) has
-    always worded it: ``No such option: --to (Possible options: --top)``, ``Got unexpected
-    extra argument(s) (a b)``."""
-    if isinstance(exc, click.NoSuchOption):
-        possible = f" (Possible options: {', '.join(sorted(exc.possibilities))})" if exc.possibilities else ""
-        return f"No such option: {exc.option_name}{possible}"
-    return _EXTRA_ARGUMENTS.sub("Got unexpected extra argument(s) (", exc.format_message(), count=1)
+app = typer.Typer(
+    name="profkit",
+    cls=Profkit,
+    help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
+    "for every kernel, its precision and whether it ran on the tensor cores.",
+    rich_markup_mode="rich",  # help texts are written plain: _h keeps their brackets
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def command(name: str, **settings: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command of the app (Typer's ``app.command``), its help the function's docstring, each
+    paragraph as one line that the help wraps to the terminal (Typer's Rich help keeps a
+    docstring's line breaks where they are in the source)."""
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        doc = inspect.getdoc(fn) or ""
+        text = "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
+        return app.command(name, help=_h(text), **settings)(fn)
+
+    return decorate
 
 
 def _exit(code: int) -> NoReturn:
-    """End the command with exit status ``code`` (Click's way, so the status is kept)."""
-    click.get_current_context().exit(code)
+    """End the command with exit status ``code``."""
+    raise typer.Exit(code)
 
 
 _state: dict[str, Any] = {"verbose": False, "db": None}
@@ -454,56 +287,78 @@ DB_HELP = "Database file (default: $PROFKIT_DB, else ./profkit.db)."
 RUN_HELP = "Run name or id (see `profkit runs`)."
 THRESHOLD_HELP = ("Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and "
                   "whose calls are equal is 'same'.")
+WIDE_HELP = "Tables: cut nothing to fit the terminal (every name and column whole)."
+
+# The options several commands share, declared once.
+Db = Annotated[Optional[Path], typer.Option(help=DB_HELP, show_default=False)]
+Fmt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+Wide = Annotated[bool, typer.Option("--wide", help=WIDE_HELP)]
+Threshold = Annotated[float, typer.Option(min=0, max=1000, help=THRESHOLD_HELP)]
+Report = Annotated[bool, typer.Option("--report/--no-report", help=REPORT_HELP)]
+RunRef = Annotated[str, typer.Argument(metavar="RUN", help=RUN_HELP, show_default=False)]
 
 
-def db_option(fn: Any) -> Any:
-    return option("--db", type=Path, help=DB_HELP, show_default=False)(fn)
+def _version(value: bool) -> None:
+    if value:
+        from .version import __version__
+
+        print(f"profkit {__version__}")
+        raise typer.Exit(0)
 
 
-def fmt_option(fn: Any) -> Any:
-    return option("--format", "-f", "fmt", type=Format, default=Format.table, help="Output format.")(fn)
+@app.callback()
+def root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
+    # Before the command, `profkit --db X ...` also reads PROFKIT_DB; a command's own --db wins.
+    db: Annotated[Optional[Path], typer.Option(envvar="PROFKIT_DB", help="Database file (default ./profkit.db).",
+                                               show_default=False)] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print profkit's version and exit.", callback=_version,
+                                          is_eager=True)] = False,
+) -> None:
+    _state["verbose"] = verbose
+    _state["db"] = db
 
 
-def wide_option(fn: Any) -> Any:
-    return switch("--wide", help="Tables: cut nothing to fit the terminal (every name and column whole).")(fn)
-
-
-def threshold_option(fn: Any) -> Any:
-    return option("--threshold", type=float, default=10.0, min=0, max=1000, help=THRESHOLD_HELP)(fn)
-
-
-def run_argument(fn: Any) -> Any:
-    return argument("run_ref", RUN_HELP, metavar="RUN")(fn)
+def _run_option(command: str, f: Any) -> inspect.Parameter:
+    """A run option of ``command`` as a parameter of its function: its type, default, flags
+    and help from the record."""
+    c = cli_of(f)
+    default = default_for(f, command)
+    types = {"int": int, "bool": bool, "bool | None": bool, "float | None": float}
+    kind: Any = c.choices or types.get(str(f.type), str)
+    if c.choices is not None and default is not None:
+        default = c.choices(default)
+    if default is None:
+        kind = Optional[kind]
+    info = typer.Option(*c.flags, help=_h(c.help_for(command)), show_default=c.show_default and default is not None)
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
 
 
 def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """The run options ``command`` takes, from their one record (``profkit.options``): each
-    option's flag, type, default and help there. The command receives them together as
+    """The run options ``command`` takes, from their one record (``profkit.options``), put in
+    place of the function's ``options`` parameter. The function receives them together as
     ``options``, keyed by the library's parameter names (``timeout_s`` for --timeout), its
     choices as their values: what ``profkit.api`` takes as keyword arguments."""
+    taken = for_command(command)
+
     def decorate(fn: Callable[..., None]) -> Callable[..., None]:
-        names: dict[str, str] = {}
+        own = inspect.signature(fn, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in own.parameters.values():
+            if p.name == "options":
+                params += [_run_option(command, f) for f in taken]
+            else:
+                params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+        names = {f.name for f in taken}
 
-        @functools.wraps(fn)
-        def command_fn(*args: Any, **kwargs: Any) -> None:
-            given = {names[k]: (v.value if isinstance(v, Enum) else v) for k, v in kwargs.items() if k in names}
-            fn(*args, options=given, **{k: v for k, v in kwargs.items() if k not in names})
+        def command_fn(**kwargs: Any) -> None:
+            given = {k: (v.value if isinstance(v, Enum) else v) for k, v in kwargs.items() if k in names}
+            fn(options=given, **{k: v for k, v in kwargs.items() if k not in names})
 
-        for f in reversed(for_command(command)):
-            c = cli_of(f)
-            names[c.flags[0].split("/")[0].lstrip("-").replace("-", "_")] = f.name
-            default = default_for(f, command)
-            if f.type == "bool":
-                command_fn = switch(*c.flags, help=c.help_for(command), default=bool(default))(command_fn)
-                continue
-            if f.type == "bool | None":  # a pair of flags, neither given: the default the library decides
-                command_fn = click.option(*c.flags, cls=Option, is_flag=True, default=None,
-                                          help=c.help_for(command))(command_fn)
-                continue
-            kind: Any = c.choices or {"int": int, "float | None": float}.get(str(f.type), str)
-            command_fn = option(*c.flags, type=kind, default=kind(default) if c.choices and default is not None
-                                else default, help=c.help_for(command),
-                                show_default=c.show_default and default is not None)(command_fn)
+        command_fn.__name__, command_fn.__qualname__, command_fn.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        command_fn.__module__ = fn.__module__
+        command_fn.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        command_fn.__annotations__ = {p.name: p.annotation for p in params}
         return command_fn
 
     return decorate
@@ -618,29 +473,6 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
 
     return wrapper
 
-def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value:
-        from .version import __version__
-
-        print(f"profkit {__version__}")
-        ctx.exit(0)
-
-
-@click.group(
-    name="profkit",
-    cls=OneLineErrors,
-    help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
-    "for every kernel, its precision and whether it ran on the tensor cores.",
-    no_args_is_help=True,
-)
-@switch("--verbose", "-v", help="Show tracebacks for errors.")
-# Before the command, `profkit --db X ...` also reads PROFKIT_DB; a command's own --db wins.
-@option("--db", type=Path, envvar="PROFKIT_DB", help="Database file (default ./profkit.db).", show_default=False)
-@switch("--version", help="Print profkit's version and exit.", callback=_version, is_eager=True, expose_value=False)
-def app(verbose: bool, db: Optional[Path]) -> None:
-    _state["verbose"] = verbose
-    _state["db"] = db
-
 
 def _open(db: Optional[Path], create: bool = False) -> Database:
     from .api import open_db
@@ -650,30 +482,24 @@ def _open(db: Optional[Path], create: bool = False) -> Database:
     return open_db(db or _state["db"], create=create)
 
 
+def _list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
 # ---------------------------------------------------------------------------------- run
-class ProgramCommand(Command):
-    """``profkit run``: everything after ``--`` is a program and its own arguments, as nsys
-    and ncu take it (kept in ``ctx.meta["program"]``, never read as profkit's options)."""
-
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
-        return [*super().collect_usage_pieces(ctx), "[-- PROGRAM [ARGS]...]"]
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args:
-            at = args.index("--")
-            ctx.meta["program"] = args[at + 1:]
-            args = args[:at]
-        return super().parse_args(ctx, args)
-
-
-@app.command("run", cls=ProgramCommand)
-@argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec). Or, after "
-                      "--, your own program as it is: profkit run -- python train.py --epochs 1.", required=False)
-@run_options("run")
-@switch("--report/--no-report", help=REPORT_HELP, default=True)
-@db_option
+@command("run", cls=ProgramCommand)
 @handles_errors
-def run(workload: Optional[str], options: dict[str, Any], report: bool, db: Optional[Path]) -> None:
+@run_options("run")
+def run(
+    ctx: typer.Context,
+    workload: Annotated[Optional[str], typer.Argument(
+        metavar="WORKLOAD",
+        help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec). Or, after --, your own "
+             "program as it is: profkit run -- python train.py --epochs 1.", show_default=False)] = None,
+    options: Any = None,
+    report: Report = True,
+    db: Db = None,
+) -> None:
     """Profile your script as it is (profkit run -- python train.py ARGS: its steps found, a window of them
     profiled, the script stopped after it) or a workload; store its kernels, print a summary and write its
     HTML report."""
@@ -682,7 +508,7 @@ def run(workload: Optional[str], options: dict[str, Any], report: bool, db: Opti
     from .errors import UsageError
     from .launch import Progress
 
-    program = click.get_current_context().meta.get("program")
+    program = ctx.meta.get("program")
     if program is not None and workload is not None:
         raise UsageError(f"give a workload or a program after --, not both ({workload} and {' '.join(program)})")
     if program is None and workload is None:
@@ -706,28 +532,34 @@ def run(workload: Optional[str], options: dict[str, Any], report: bool, db: Opti
 
 
 # ---------------------------------------------------------------------------------- import
-@app.command("import")
-@argument("path", import_help() + " Several torch.profiler traces, one a rank in rank order, make one run of "
-                 "a distributed job.", metavar="PATH", type=Path, nargs=-1)
-@option("--name", help="Run name (default: from the file name).", show_default=False)
-@option("--step-range", "step_range", multiple=True, show_default=False,
-        help="A range that holds one step (a user's or a framework's NVTX or record_function range; repeat for "
-             "more): its work is the step's, on every thread. torch.profiler's ProfilerStep#N ranges are steps anyway.")
-@db_option
+@command("import")
 @handles_errors
-def import_(path: tuple[Path, ...], name: Optional[str], step_range: tuple[str, ...], db: Optional[Path]) -> None:
+def import_(
+    path: Annotated[list[Path], typer.Argument(
+        metavar="PATH", show_default=False,
+        help=import_help() + " Several torch.profiler traces, one a rank in rank order, make one run of a distributed "
+                             "job.")],
+    name: Annotated[Optional[str], typer.Option(help="Run name (default: from the file name).",
+                                                show_default=False)] = None,
+    step_range: Annotated[Optional[list[str]], typer.Option(
+        "--step-range", show_default=False,
+        help="A range that holds one step (a user's or a framework's NVTX or record_function range; repeat for "
+             "more): its work is the step's, on every thread. torch.profiler's ProfilerStep#N ranges are steps "
+             "anyway.")] = None,
+    db: Db = None,
+) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last. Several torch.profiler
     traces, one a rank in rank order (each rank profiled on its own inside torchrun or srun), make one
     run with a rank on every row."""
     from . import render  # here, not at the top: --help need not pay for it
 
     database = _open(db, create=True)
-    paths, first = list(path), path[0]
+    paths, first, ranges = list(path), path[0], list(step_range or ())
     with _Stages(render.console(stderr=True)) as stages:
         stages.stage(f"importing {first}" if len(paths) == 1 else f"importing {len(paths)} ranks' traces")
         # the database file is made when the run is reserved
-        done = (database.import_file(first, name=name, step_ranges=list(step_range)) if len(paths) == 1 else
-                database.import_ranks(paths, name=name, step_ranges=list(step_range)))
+        done = (database.import_file(first, name=name, step_ranges=ranges) if len(paths) == 1 else
+                database.import_ranks(paths, name=name, step_ranges=ranges))
     # The result is printed before the command counts as done: if it cannot be written
     # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
     try:
@@ -744,28 +576,29 @@ def import_(path: tuple[Path, ...], name: Optional[str], step_range: tuple[str, 
 
 
 # ---------------------------------------------------------------------------------- runs
-@app.command("runs")
-@fmt_option
-@wide_option
-@db_option
+@command("runs")
 @handles_errors
-def runs(fmt: Format, wide: bool, db: Optional[Path]) -> None:
+def runs(fmt: Fmt = Format.table, wide: Wide = False, db: Db = None) -> None:
     """List the runs in the database."""
     from . import render  # here, not at the top: --help need not pay for it
+
     render.runs(_open(db).list_runs(), fmt.value, wide=wide)
 
 
 # ---------------------------------------------------------------------------------- kernels
-@app.command("kernels")
-@run_argument
-@fmt_option
-@option("--limit", type=int, min=0, help="Show at most this many launches (table only).", show_default=False)
-@wide_option
-@db_option
+@command("kernels")
 @handles_errors
-def kernels(run_ref: str, fmt: Format, limit: Optional[int], wide: bool, db: Optional[Path]) -> None:
+def kernels(
+    run_ref: RunRef,
+    fmt: Fmt = Format.table,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="Show at most this many launches (table only).",
+                                                 show_default=False)] = None,
+    wide: Wide = False,
+    db: Db = None,
+) -> None:
     """List a run's kernel launches with their precision, tensor-core verdict and evidence."""
     from . import render  # here, not at the top: --help need not pay for it
+
     r = _open(db).run(run_ref)
     if fmt is Format.json:
         render.json_array(r.iter_kernels_json())  # each row's JSON made by SQLite: millions of rows
@@ -776,17 +609,22 @@ def kernels(run_ref: str, fmt: Format, limit: Optional[int], wide: bool, db: Opt
 
 
 # ---------------------------------------------------------------------------------- summary
-@app.command("summary")
-@run_argument
-@fmt_option
-@option("--top", type=int, default=10, min=0, help="How many kernels to list by time.")
-@option("--module-depth", type=int, default=2, min=1, help="Levels of the module tree in the by-module table (a list's index counts with its name: model.layers.0 is 2); deeper modules' time rolls up into them.")
-@wide_option
-@db_option
+@command("summary")
 @handles_errors
-def summary(run_ref: str, fmt: Format, top: int, module_depth: int, wide: bool, db: Optional[Path]) -> None:
-    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision and by module."""
+def summary(
+    run_ref: RunRef,
+    fmt: Fmt = Format.table,
+    top: Annotated[int, typer.Option(min=0, help="How many kernels to list by time.")] = 10,
+    module_depth: Annotated[int, typer.Option(
+        min=1, help="Levels of the module tree in the by-module table (a list's index counts with its name: "
+                    "model.layers.0 is 2); deeper modules' time rolls up into them.")] = 2,
+    wide: Wide = False,
+    db: Db = None,
+) -> None:
+    """Summarise a run: launches, GPU time, tensor-core share (of matrix work and of all GPU time), time by precision
+    and by module."""
     from . import render  # here, not at the top: --help need not pay for it
+
     r = _open(db).run(run_ref)
     render.summary(r, r.summary(top=top, module_depth=module_depth), fmt.value,
                    caveats=r.caveats() if fmt is Format.table else None, wide=wide)
@@ -795,34 +633,38 @@ def summary(run_ref: str, fmt: Format, top: int, module_depth: int, wide: bool, 
 
 
 # ---------------------------------------------------------------------------------- ranges
-@app.command("ranges")
-@run_argument
-@fmt_option
-@wide_option
-@db_option
+@command("ranges")
 @handles_errors
-def ranges(run_ref: str, fmt: Format, wide: bool, db: Optional[Path]) -> None:
+def ranges(run_ref: RunRef, fmt: Fmt = Format.table, wide: Wide = False, db: Db = None) -> None:
     """Per NVTX range: kernels launched in it, their GPU time, wall time, other threads' kernels."""
     from . import render  # here, not at the top: --help need not pay for it
+
     r = _open(db).run(run_ref)
     render.ranges(r, r.range_rows(), fmt.value, wide=wide)
 
 
 # ---------------------------------------------------------------------------------- diff, compare
+MATCH_HELP = ("Line up kernels by exact name, by the work they do (family: tile variants, template instances, "
+              "generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the "
+              "module whose code launched them (module: runs with attribution).")
+Limit = Annotated[Optional[int], typer.Option(min=0, help="Show at most this many rows (table only).",
+                                              show_default=False)]
 
-@app.command("diff")
-@argument("run_a", "The run to compare from (name or id).", metavar="RUN_A")
-@argument("run_b", "The run to compare with it.", metavar="RUN_B")
-@option("--match", type=Match, default=DEFAULT_MATCH, help="Line up kernels by exact name, by the work they do (family: tile variants, template instances, generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the module whose code launched them (module: runs with attribution).")
-@fmt_option
-@threshold_option
-@option("--limit", type=int, min=0, help="Show at most this many rows (table only).", show_default=False)
-@switch("--all", "all_rows", help="Show unchanged rows too (table only).")
-@wide_option
-@db_option
+
+@command("diff")
 @handles_errors
-def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, limit: Optional[int], all_rows: bool,
-          wide: bool, db: Optional[Path]) -> None:
+def diff_(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The run to compare from (name or id).",
+                                         show_default=False)],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with it.", show_default=False)],
+    match: Annotated[Match, typer.Option(help=MATCH_HELP)] = DEFAULT_MATCH,
+    fmt: Fmt = Format.table,
+    threshold: Threshold = 10.0,
+    limit: Limit = None,
+    all_rows: Annotated[bool, typer.Option("--all", help="Show unchanged rows too (table only).")] = False,
+    wide: Wide = False,
+    db: Db = None,
+) -> None:
     """What changed from RUN_A to RUN_B: kernels added, removed, faster or slower; tensor-core share; fusions."""
     from . import render  # here, not at the top: --help need not pay for it
 
@@ -830,20 +672,25 @@ def diff_(run_a: str, run_b: str, match: Match, fmt: Format, threshold: float, l
     render.diff(d, fmt.value, limit=limit, show_same=all_rows, wide=wide)
 
 
-@app.command("compare")
-@argument("workload", "A built-in workload or a .py file defining build(spec).")
-@option("--modes", default="eager", help="Comma-separated modes to profile: eager, torchscript, compile.")
-@option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
-@option("--match", type=Match, default=DEFAULT_MATCH, help="How the diffs line kernels up (see `profkit diff --help`).")
-@threshold_option
-@run_options("compare")
-@fmt_option
-@switch("--report/--no-report", help=REPORT_HELP, default=True)
-@wide_option
-@db_option
+@command("compare")
 @handles_errors
-def compare(workload: str, modes: str, precisions: str, match: Match, threshold: float, options: dict[str, Any],
-            fmt: Format, report: bool, wide: bool, db: Optional[Path]) -> None:
+@run_options("compare")
+def compare(
+    workload: Annotated[str, typer.Argument(metavar="WORKLOAD", show_default=False,
+                                            help="A built-in workload or a .py file defining build(spec).")],
+    modes: Annotated[str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")] \
+        = "eager",
+    precisions: Annotated[str, typer.Option("--precisions", "--precision",
+                                            help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
+    match: Annotated[Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")]
+    = DEFAULT_MATCH,
+    threshold: Threshold = 10.0,
+    options: Any = None,
+    fmt: Fmt = Format.table,
+    report: Report = True,
+    wide: Wide = False,
+    db: Db = None,
+) -> None:
     """Profile a workload in several modes or precisions, show what changed against the first, and write
     each variant's side-by-side HTML report."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -865,17 +712,25 @@ def compare(workload: str, modes: str, precisions: str, match: Match, threshold:
 
 
 # ---------------------------------------------------------------------------------- report
-@app.command("report")
-@argument("run_ref", "The run (name or id).", metavar="RUN", required=False)
-@option("--vs", metavar="RUN_B", help="Another run: the two side by side, with their diff.", show_default=False)
-@option("--output", "-o", type=Path, help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; a run named index: reports/index+ID.html).", show_default=False)
-@switch("--index", help="Write an index of every run in the database, with the run reports it links (written anew where missing or stale).")
-@option("--match", type=Match, default=DEFAULT_MATCH, help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")
-@threshold_option
-@db_option
+@command("report")
 @handles_errors
-def report_(run_ref: Optional[str], vs: Optional[str], output: Optional[Path], index: bool, match: Match,
-            threshold: float, db: Optional[Path]) -> None:
+def report_(
+    run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).",
+                                                     show_default=False)] = None,
+    vs: Annotated[Optional[str], typer.Option(metavar="RUN_B", show_default=False,
+                                              help="Another run: the two side by side, with their diff.")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", show_default=False,
+        help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; "
+             "a run named index: reports/index+ID.html).")] = None,
+    index: Annotated[bool, typer.Option(
+        "--index", help="Write an index of every run in the database, with the run reports it links (written anew "
+                        "where missing or stale).")] = False,
+    match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")]
+    = DEFAULT_MATCH,
+    threshold: Threshold = 10.0,
+    db: Db = None,
+) -> None:
     """Write a self-contained HTML kernel report: charts, findings, a sortable table; opens offline."""
     from . import render  # here, not at the top: --help need not pay for it
     from .errors import UsageError
@@ -893,10 +748,6 @@ def report_(run_ref: Optional[str], vs: Optional[str], output: Optional[Path], i
     r = database.run(run_ref)
     other = database.run(vs) if vs is not None else None
     render.report_written(r.report(output, vs=other, match=match.value, threshold_pct=threshold))
-
-
-def _list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 # ---------------------------------------------------------------------------------- check
@@ -929,25 +780,45 @@ def _cannot_check(fn: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-@app.command("check")
-@run_argument
-@option("--config", "-c", type=Path, help="A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, [findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options given here take precedence.", show_default=False)
-@option("--min-tensor-core-coverage", "min_coverage", type=float, min=0, max=100, help="Fail unless at least this % of the run's GEMM, conv and attention time ran on tensor cores.", show_default=False)
-@switch("--no-fp32-matrix", help="Fail a half-precision run (fp16, bf16, amp) with GEMM, conv or attention kernels in fp32 or TF32.")
-@option("--max-finding", "max_finding", multiple=True, metavar="ID=PCT", help="Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; repeatable.", show_default=False)
-@option("--baseline", metavar="RUN", help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.", show_default=False)
-@option("--max-slowdown", type=float, min=0, max=1000, help="Fail if GPU time per iteration is more than this % above the baseline's, in total or in the kernels that moved beyond the diff's noise threshold.", show_default=False)
-@option("--max-launches", type=int, min=1, help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.", show_default=False)
-@switch("--strict", help="Fail skipped assertions too (those the run cannot answer: no matrix work, a CPU run, ...).")
-@option("--format", "-f", "fmt", type=CheckFormat, default=CheckFormat.text, help="Output format.")
-@option("--junit-xml", type=Path, help="Also write the JUnit XML report to this file.", show_default=False)
-@db_option
+@command("check")
 @handles_errors
 @_cannot_check
-def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], no_fp32_matrix: bool,
-          max_finding: tuple[str, ...], baseline: Optional[str], max_slowdown: Optional[float],
-          max_launches: Optional[int], strict: bool, fmt: CheckFormat, junit_xml: Optional[Path],
-          db: Optional[Path]) -> None:
+def check(
+    run_ref: RunRef,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", show_default=False,
+        help=_h("A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, "
+                "[findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options "
+                "given here take precedence."))] = None,
+    min_coverage: Annotated[Optional[float], typer.Option(
+        "--min-tensor-core-coverage", min=0, max=100, show_default=False,
+        help="Fail unless at least this % of the run's GEMM, conv and attention time ran on tensor cores.")] = None,
+    no_fp32_matrix: Annotated[bool, typer.Option(
+        "--no-fp32-matrix",
+        help="Fail a half-precision run (fp16, bf16, amp) with GEMM, conv or attention kernels in fp32 or TF32.")]
+    = False,
+    max_finding: Annotated[Optional[list[str]], typer.Option(
+        "--max-finding", metavar="ID=PCT", show_default=False,
+        help=_h("Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; "
+                "repeatable."))] = None,
+    baseline: Annotated[Optional[str], typer.Option(
+        metavar="RUN", show_default=False,
+        help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.")] = None,
+    max_slowdown: Annotated[Optional[float], typer.Option(
+        min=0, max=1000, show_default=False,
+        help="Fail if GPU time per iteration is more than this % above the baseline's, in total or in the kernels "
+             "that moved beyond the diff's noise threshold.")] = None,
+    max_launches: Annotated[Optional[int], typer.Option(
+        min=1, show_default=False,
+        help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict",
+        help="Fail skipped assertions too (those the run cannot answer: no matrix work, a CPU run, ...).")] = False,
+    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="Output format.")] = CheckFormat.text,
+    junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the JUnit XML report to this file.",
+                                                      show_default=False)] = None,
+    db: Db = None,
+) -> None:
     """Assert over a run, for CI: tensor-core coverage of matrix work, no fp32 matrix work in a half run,
     no finding above a share of GPU time, slowdown against a baseline run, launches per iteration. One line
     per assertion (PASS, FAIL or SKIP, the measured value, the limit); exit 0 if none failed, 1 if any did, 2 if
@@ -957,7 +828,7 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
 
     # The check file and the options are checked before the database is opened.
     given = Checks(min_coverage=min_coverage, no_fp32_matrix=no_fp32_matrix,
-                   max_findings=dict(parse_finding_limit(t) for t in max_finding), max_slowdown=max_slowdown,
+                   max_findings=dict(parse_finding_limit(t) for t in max_finding or ()), max_slowdown=max_slowdown,
                    max_launches=max_launches)
     checks = (load_checks(config) if config is not None else Checks()).merged(given)
     if baseline is not None and checks.max_slowdown is None:
@@ -968,26 +839,34 @@ def check(run_ref: str, config: Optional[Path], min_coverage: Optional[float], n
     if junit_xml is not None:
         from .files import write_atomic
 
-        write_atomic(junit_xml, report.to_junit(), "Give --junit-xml a file in a folder you can write, with free space.")
+        write_atomic(junit_xml, report.to_junit(),
+                     "Give --junit-xml a file in a folder you can write, with free space.")
     render.check(report, fmt.value)
     if not report.ok or (strict and report.count("skip")):
         _exit(1)
 
 
 # ---------------------------------------------------------------------------------- bench
-@app.command("bench")
-@argument("workload", "A built-in workload (see `profkit workloads`) or a .py file defining build(spec).", metavar="WORKLOAD", required=False)
-@option("--precisions", "--precision", "precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")
-@option("--modes", default="eager", help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")
-@run_options("bench")
-@fmt_option
-@switch("--list", "list_", help="List the stored benchmarks instead of running one.")
-@option("--show", type=int, metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False)
-@wide_option
-@db_option
+@command("bench")
 @handles_errors
-def bench(workload: Optional[str], precisions: str, modes: str, options: dict[str, Any], fmt: Format, list_: bool,
-          show: Optional[int], wide: bool, db: Optional[Path]) -> None:
+@run_options("bench")
+def bench(
+    workload: Annotated[Optional[str], typer.Argument(
+        metavar="WORKLOAD", show_default=False,
+        help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).")] = None,
+    precisions: Annotated[str, typer.Option(
+        "--precisions", "--precision",
+        help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")] = "fp32",
+    modes: Annotated[str, typer.Option(
+        help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")] = "eager",
+    options: Any = None,
+    fmt: Fmt = Format.table,
+    list_: Annotated[bool, typer.Option("--list", help="List the stored benchmarks instead of running one.")] = False,
+    show: Annotated[Optional[int], typer.Option(metavar="ID", min=1, help="Print a stored benchmark again.",
+                                                show_default=False)] = None,
+    wide: Wide = False,
+    db: Db = None,
+) -> None:
     """Time a workload in each precision and mode, and print the grid of modes x precisions: median time
     per iteration and its spread, items/s, peak GPU memory, agreement with fp32 eager.
 
@@ -1027,11 +906,9 @@ def bench(workload: Optional[str], precisions: str, modes: str, options: dict[st
 
 
 # ---------------------------------------------------------------------------------- doctor
-@app.command("doctor")
-@fmt_option
-@db_option
+@command("doctor")
 @handles_errors
-def doctor(fmt: Format, db: Optional[Path]) -> None:
+def doctor(fmt: Fmt = Format.table, db: Db = None) -> None:
     """Check what this machine can profile: GPU and driver, PyTorch, ncu and counter permission, nsys and its
     importer, the database and disk space. One line each; exit 1 if any check fails."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -1044,23 +921,34 @@ def doctor(fmt: Format, db: Optional[Path]) -> None:
 
 
 # ---------------------------------------------------------------------------------- sweep
-@app.command("sweep")
-@option("--workloads", required=True, help="Comma-separated built-in workloads or .py files.", show_default=False)
-@option("--precisions", default="fp32", help="Comma-separated precisions: fp32, fp16, bf16, amp.")
-@option("--modes", default="eager", help="Comma-separated modes: eager, torchscript, compile.")
-@option("--tools", default="auto", help="Comma-separated tools: auto, ncu, nsys, torch.")
-@option("--address", help="A Dask scheduler (tls://host:8786, or tcp://) to hand the jobs to; its workers each see one GPU and offer the resource GPU=1. Left out: a local cluster, one worker per GPU.", show_default=False)
-@option("--tls-ca-file", help="For a tls:// --address: the cluster's CA certificate(s), PEM (default: Dask's distributed.comm.tls.ca-file).", show_default=False)
-@option("--tls-cert", help="For a tls:// --address: this client's certificate, PEM (default: Dask's distributed.comm.tls.client.cert).", show_default=False)
-@option("--tls-key", help="For a tls:// --address: this client's private key, PEM (default: Dask's distributed.comm.tls.client.key, or in --tls-cert).", show_default=False)
-@option("--workers", type=int, help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False)
-@run_options("sweep")
-@fmt_option
-@db_option
+@command("sweep")
 @handles_errors
-def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Optional[str], tls_ca_file: Optional[str],
-          tls_cert: Optional[str], tls_key: Optional[str], workers: Optional[int], options: dict[str, Any], fmt: Format,
-          db: Optional[Path]) -> None:
+@run_options("sweep")
+def sweep(
+    workloads: Annotated[str, typer.Option(help="Comma-separated built-in workloads or .py files.",
+                                           show_default=False)],
+    precisions: Annotated[str, typer.Option(help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
+    modes: Annotated[str, typer.Option(help="Comma-separated modes: eager, torchscript, compile.")] = "eager",
+    tools: Annotated[str, typer.Option(help="Comma-separated tools: auto, ncu, nsys, torch.")] = "auto",
+    address: Annotated[Optional[str], typer.Option(
+        show_default=False,
+        help="A Dask scheduler (tls://host:8786, or tcp://) to hand the jobs to; its workers each see one GPU and "
+             "offer the resource GPU=1. Left out: a local cluster, one worker per GPU.")] = None,
+    tls_ca_file: Annotated[Optional[str], typer.Option(
+        show_default=False, help="For a tls:// --address: the cluster's CA certificate(s), PEM (default: Dask's "
+                                 "distributed.comm.tls.ca-file).")] = None,
+    tls_cert: Annotated[Optional[str], typer.Option(
+        show_default=False, help="For a tls:// --address: this client's certificate, PEM (default: Dask's "
+                                 "distributed.comm.tls.client.cert).")] = None,
+    tls_key: Annotated[Optional[str], typer.Option(
+        show_default=False, help="For a tls:// --address: this client's private key, PEM (default: Dask's "
+                                 "distributed.comm.tls.client.key, or in --tls-cert).")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Local workers (default: one per GPU; 2 with --device cpu).",
+                                                   show_default=False)] = None,
+    options: Any = None,
+    fmt: Fmt = Format.table,
+    db: Db = None,
+) -> None:
     """Profile a matrix of workloads x precisions x modes x tools, one profiled run per cell, on
     every local GPU at once (or a Dask cluster); every run lands in one database as it finishes.
     A failed job is stored with its error and logs and the others go on (exit 1 at the end)."""
@@ -1082,7 +970,7 @@ def sweep(workloads: str, precisions: str, modes: str, tools: str, address: Opti
 
 
 # ---------------------------------------------------------------------------------- workloads
-@app.command("workloads")
+@command("workloads")
 @handles_errors
 def workloads_() -> None:
     """List the built-in workloads, with the precisions and modes each supports."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
-from click.testing import CliRunner
+from typer.testing import CliRunner
 
 DATA = Path(__file__).parent / "data"
 NCU_DATA = DATA / "ncu"
@@ -166,6 +166,13 @@ def cli(*args, db=None, env=None):
     from profkit.cli import app
 
     return _runner.invoke(app, [str(a) for a in args] + (["--db", str(db)] if db else []), env=env)
+
+
+def help_words(text: str) -> str:
+    """A help as Typer draws it, its words one space apart, without the panels' borders."""
+    import re
+
+    return " ".join(re.sub("[\u2500-\u257f]", " ", text).split())
 
 
 def cli_json(*args, db=None):

@@ -11,7 +11,7 @@ import pytest
 
 from profkit.parse import detect, load
 from profkit.parse.formats import FORMATS, import_help, match, run_name, unknown_hint
-from .conftest import NCU_DATA, cli, cli_json, one_line_error
+from .conftest import NCU_DATA, cli, cli_json, help_words, one_line_error
 from .test_cli_startup import imported_modules
 
 SUFFIXES = [s for f in FORMATS for s in f.all_suffixes]
@@ -42,7 +42,7 @@ def test_every_reader_is_there():
 
 
 def test_help_and_hint_name_every_suffix(tmp_path):
-    help_text = "".join(cli("import", "--help").stdout.split())  # Click may wrap a line after a hyphen
+    help_text = "".join(help_words(cli("import", "--help").stdout).split())  # a line may wrap after a hyphen
     assert "".join(import_help().split()) in help_text
     (tmp_path / "notes.txt").write_text("x")
     r = cli("import", tmp_path / "notes.txt", db=tmp_path / "p.db")

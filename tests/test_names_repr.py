@@ -81,12 +81,15 @@ def test_tensor_core_convolutions_are_conv_not_gemm(db):
 
 # ------------------------------------------------------------------------- (b) one default --match
 def test_diff_compare_and_report_default_to_family(db):
+    import typer.main
+
     from profkit.cli import app
 
     assert cli_json("diff", "r18_eager", "r18_compiled", db=db.path)["match"] == "family"
     assert db.diff("r18_eager", "r18_compiled").match == "family"
     assert db.run("r18_eager").diff(db.run("r18_compiled")).match == "family"
-    defaults = {name: next(p.default for p in app.commands[name].params if p.name == "match")
+    commands = typer.main.get_command(app).commands
+    defaults = {name: next(p.default for p in commands[name].params if p.name == "match")
                 for name in ("diff", "compare", "report")}
     assert {k: getattr(v, "value", v) for k, v in defaults.items()} == dict.fromkeys(defaults, "family")
     # report: --match alone (the default) without --vs is no error; another one is

@@ -222,14 +222,15 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
     """Every option of `profkit run` is one of `profkit sweep`'s, with the same flags, but those
     the sweep sets itself (its matrix: precisions, modes, tools; its run names) and the ranks of
     one job (a sweep's job is one process on one GPU)."""
-    import click
+    import typer.main
 
     from profkit.cli import app
     from profkit.options import RunOptions, for_command
 
+    commands = typer.main.get_command(app).commands
+
     def params(command: str) -> dict[str, list[str]]:
-        ctx = click.Context(app.commands[command], info_name=command)
-        return {p.name: list(p.opts) for p in app.commands[command].get_params(ctx) if isinstance(p, click.Option)}
+        return {p.name: list(p.opts) for p in commands[command].params if p.param_type_name == "option"}
 
     run, sweep = params("run"), params("sweep")
     own = {"report"}  # run's own, not a run option: the sweep writes no report per job
