@@ -337,7 +337,11 @@ def test_readme_test_command_is_what_ci_runs():
     docs_readme = "python -m mkdocs build --strict -d \"$(mktemp -d)\""
     docs_ci = next(l for l in ci_commands if "mkdocs" in l)
     assert re.fullmatch(r'python -m mkdocs build --strict -d "\$scratch/[\w.-]+"', docs_ci), docs_ci
-    assert ci_commands[1:] == [docs_ci if c == docs_readme else c for c in checks]
-    assert checks == ["python -m mypy", docs_readme, "python -m pytest -q"]
+    quick = 'python -m pytest -q -n auto --dist loadgroup -m "not slow"'
+    slow = "python -m pytest -q -n auto --dist loadgroup -m slow"
+    assert checks == ["python -m ruff format --check", "python -m ruff check", "python -m mypy", docs_readme, quick]
+    # CI runs the README's checks, then its slow tier (the README's second test command).
+    assert ci_commands[1:] == [docs_ci if c == docs_readme else c for c in checks] + [slow]
+    assert f"```bash\n{slow}\n```" in readme
     # Nothing outside the venv installs or runs Python after it is made.
     assert not any(l.startswith("python3 ") for l in ci[venv + 1:])
