@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, cast
 
 from . import gpu, nvtx_ranges, workloads
-from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, WorkloadTraceback
+from .errors import (EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, TorchNotInstalled, UsageError, WorkloadError,
+                     WorkloadTraceback)
 from .files import disk_full, write_new
 from .process.job import HarnessJob, harness_info, rank_file, traceback_file
 from .ingest import now, store_capture
@@ -92,6 +93,7 @@ class Plan:
 def plan(req: RunRequest) -> Plan:
     """Check a request and choose its tool, before anything is written."""
     wname, wpath = check(req)
+    require_torch()
     if req.program is not None and req.options.tool in ("auto", "torch") and req.options.device == "cuda" \
             and not DRIVER_DIR.exists() and gpu.query() is None:
         # A program runs where it is: on a machine without a GPU, its CPU operators.
@@ -119,6 +121,19 @@ def plan(req: RunRequest) -> Plan:
         if tool in GPU_ONLY:
             {"ncu": ncu, "nsys": nsys}[tool].find()  # not installed: say so before anything is written
     return Plan(req, wname, wpath, tool, why)
+
+
+def require_torch(what: str | None = None) -> None:
+    """Refuse, before anything is written, to run a workload or a program where PyTorch is not
+    installed (the profiled process imports it): a TorchNotInstalled saying how to get it."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # an import hook refusing it, or a broken torch package
+        found = False
+    if not found:
+        raise TorchNotInstalled(*(() if what is None else (what,)))
 
 
 # What a workload file's build(spec) is asked for: a program runs as its own code says.
