@@ -57,3 +57,79 @@ def test_run_without_torch_says_how_to_install_it(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.startswith("ToolNotFound PyTorch is not installed"), (p.stdout, p.stderr)
     assert issubclass(TorchNotInstalled, profkit.errors.ProfkitError) and not db.exists()
+
+
+# ------------------------------------------------------------------ options a step cannot apply (item 4)
+STEP_FILE = '''
+def build(spec):
+    import torch
+
+    x = torch.randn(spec.batch_size, 64)
+    w = torch.randn(64, 64)
+
+    def step():
+        return x @ w
+
+    return step
+'''
+# The same step, built where reading the file cannot tell (a call's result): building it tells.
+STEP_BY_CALL = '''
+def make(spec):
+    import torch
+
+    x = torch.randn(spec.batch_size, 64)
+    return lambda: x @ x.T
+
+
+def build(spec):
+    return make(spec)
+'''
+
+
+@pytest.mark.parametrize("option, value", [("precision", "bf16"), ("mode", "torchscript"), ("precision", "amp")])
+def test_a_step_that_cannot_apply_an_option_is_refused_before_the_run(tmp_path, option, value):
+    """A workload that returns its own step and declares nothing: asked for a precision or mode
+    it may not apply, it is refused before anything is written, naming the option and why,
+    instead of a run stored as bf16 or torchscript that is neither."""
+    path = tmp_path / "my_step.py"
+    path.write_text(STEP_FILE)
+    db = tmp_path / "p.db"
+    with pytest.raises(WorkloadError) as exc:
+        profkit.profile(str(path), device="cpu", db=db, **{option: value})
+    line = exc.value.one_line()
+    assert f"builds its own step and does not say that it applies `{option}` {value}" in line
+    assert ("PRECISIONS" if option == "precision" else "MODES") in line
+    assert not db.exists()
+
+
+def test_a_step_that_declares_what_it_applies_is_not_refused(tmp_path):
+    from profkit import launch
+    from profkit.options import RunOptions
+
+    path = tmp_path / "my_step.py"
+    path.write_text('PRECISIONS = ("fp32", "bf16")\n' + STEP_FILE)
+    launch.check(launch.RunRequest(str(path), RunOptions.make(device="cpu", precision="bf16")))
+    with pytest.raises(WorkloadError, match="`mode` compile"):
+        launch.check(launch.RunRequest(str(path), RunOptions.make(device="cpu", mode="compile")))
+
+
+def test_the_builtin_that_ignores_precision_says_so():
+    from profkit import launch
+    from profkit.options import RunOptions
+
+    with pytest.raises(WorkloadError, match="does not support precision 'fp16'"):
+        launch.check(launch.RunRequest(str(ROOT / "workloads" / "precision_zoo.py"),
+                                       RunOptions.make(device="cpu", precision="fp16")))
+
+
+@needs_torch
+def test_a_step_found_when_built_is_refused_there(tmp_path):
+    """Where only building tells that a workload returns its own step, the build refuses the
+    option, before any iteration: the run is failed with that one line, no run labelled bf16."""
+    path = tmp_path / "by_call.py"
+    path.write_text(STEP_BY_CALL)
+    db = tmp_path / "p.db"
+    with pytest.raises(WorkloadError, match="does not say that it applies `precision` bf16"):
+        profkit.profile(str(path), device="cpu", db=db, precision="bf16", iters=1, warmup=0, batch_size=2)
+    runs = profkit.open_db(db).list_runs()
+    assert [(r.status, r.kernel_count) for r in runs] == [("failed", 0)]
