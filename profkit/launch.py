@@ -34,6 +34,7 @@ from .options import GPU_ONLY, RunOptions
 from .processes import how_it_ended
 from .program import Program
 from .store.database import RunFields
+from .store.runs import ENDED_WITHOUT_KERNELS
 from .tools import ncu, nsys, runner
 
 if TYPE_CHECKING:
@@ -501,6 +502,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     default_name = o.default_name(wname, tool) if req.program is None else \
         "-".join([wname, "cpu" if o.device == "cpu" else tool, *([f"{o.nproc_per_node}ranks"] if o.nproc_per_node > 1 else []),
                   *([f"rank{rank}"] if rank is not None else [])])
+    if req.options.name is not None and (prior := store.name_status(req.options.name)) in ENDED_WITHOUT_KERNELS:
+        progress.note(f"run {req.options.name} {prior} before: this run replaces it (its row and its files)")
     reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name
