@@ -522,7 +522,7 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
         off = base.attribution is False or (base.attribution is None and base.tool in ("nsys", "torch"))
         why = ("attribution is turned off" if off else
                "a compiled model's kernels carry the operators Inductor fused, not modules" if "compile" in mode_list else
-               "a CPU run's operators have no kernels to attribute" if base.device == "cpu" else None)
+               None)
         if why:
             raise UsageError(f"`match` module lines kernels up by the module that launched them, and {why}",
                              "Compare eager runs with attribution (on by default under ncu, `attribution` under nsys "
