@@ -24,8 +24,8 @@ kernels that fused them (``analyze.fusion``).
 A row is ``added`` (only in B), ``removed`` (only in A), ``changed`` (the calls differ, or the
 time moved by more than the noise threshold: ``threshold_pct`` of A's time and at least
 ``MIN_DELTA_NS``) or ``same``; where a side is a CPU run of fewer than ``MIN_CPU_ITERS``
-measured iterations, whose times are noise, by its calls alone (``DiffTotals.noise_bound``). When both runs know how many measured iterations they hold and
-the counts differ, calls and times are per iteration. Memcpy and memset rows take part; the
+measured iterations, whose times are noise, by its calls alone (``DiffTotals.noise_bound``).
+When both runs know how many measured iterations they hold and the counts differ, calls and times are per iteration. Memcpy and memset rows take part; the
 totals count kernels (or CPU operators) only, as the summary does.
 """
 
@@ -266,8 +266,8 @@ class Diff:
         s = t.status
         facts.append(("rows", f"{s.added} added, {s.removed} removed, {s.changed} changed, {s.same} same"))
         if t.noise_bound:
-            facts.append(("times", f"noise-bound (a CPU run of fewer than {MIN_CPU_ITERS} measured iterations): "
-                                   "rows changed by their calls alone"))
+            facts.append(("times", (f"noise-bound (a CPU run of fewer than {MIN_CPU_ITERS} measured iterations): "
+                                    "rows changed by their calls alone")))
         if t.replaced_by_fusion:
             gone = t.replaced_by_fusion
             facts.append(("A's kernels without counterpart in B",
@@ -437,7 +437,8 @@ def diff(store: Store, run_a: RunRecord, run_b: RunRecord, match: str = DEFAULT_
         notes.append(f"{run_a.name} holds {_plural(iters_a, 'iteration')} and {run_b.name} "
                      f"{_plural(iters_b, 'iteration')}: calls and times are per iteration")
     times_compare = ncu_timed(run_a) == ncu_timed(run_b)
-    few = [(r, n) for r, n in ((run_a, iters_a), (run_b, iters_b)) if r.activity == "cpu_op" and (n or 0) < MIN_CPU_ITERS]
+    few = [(r, n) for r, n in ((run_a, iters_a), (run_b, iters_b))
+           if r.activity == "cpu_op" and (n or 0) < MIN_CPU_ITERS]
     if few:
         times_compare = False
         notes.append("noise-bound: " + " and ".join(f"{r.name} holds {_plural(n, 'measured iteration')}" if n else

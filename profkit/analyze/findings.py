@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any, Callable, Iterable
 
 from ..classify import RULES_PATH, operation_of
@@ -743,7 +743,7 @@ def _cpu_layout_conversions(ctx: _Context, rule: FindingRule) -> Finding | None:
                                  f"{ctx.share(chosen):.1f}% of CPU self time{where_text(found.where, found.time_ns)}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rule_pattern(rule_id: str, text: str) -> re.Pattern[str]:
     return re.compile(text)
 

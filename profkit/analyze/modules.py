@@ -1,5 +1,5 @@
-"""A run's GPU time (a CPU run's: CPU self time) by module: the by-module view of ``profkit summary``, ``Run.modules`` and
-``profkit diff --match module``.
+"""A run's GPU time (a CPU run's: CPU self time) by module: the by-module view of ``profkit
+summary``, ``Run.modules`` and ``profkit diff --match module``.
 
 Every kernel row of a run with attribution names the module whose code launched it (its path
 from the model, ``model.layers.0.self_attn.q_proj``; see ``parse.schema``). The view cuts the

@@ -375,7 +375,8 @@ class Runs(Writes):
                     raise RunNotFound(f"no run {str(ref)!r} in {self.path}", "It was deleted meanwhile.")
                 if row[0] in WRITING:
                     owner = (row[1] or "?").removesuffix(LOCKED)
-                    raise StoreError(f"run {run.name!r} is being written now ({row[0]}, by the profkit process {owner})",
+                    raise StoreError(f"run {run.name!r} is being written now ({row[0]}, by the profkit process "
+                                     f"{owner})",
                                      "Wait for it to end, or stop that process: a run whose process died is marked "
                                      "interrupted the next time the database is opened.")
                 self._forget(run.id)
