@@ -28,7 +28,7 @@ _EXPORTS = {
     "Progress": "launch",
     "bench": "api", "sweep": "api", "BenchRecord": "records", "BenchRow": "records", "BenchNotFound": "errors",
     "RankReport": "records", "RankFigures": "records", "IterationSkew": "records", "RankIteration": "records",
-    "RankDifference": "records",
+    "RankDifference": "records", "RemovedRun": "records", "TorchNotInstalled": "errors",
     "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
     "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
     "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
@@ -48,8 +48,9 @@ if TYPE_CHECKING:
     from .launch import Progress
     from .program import step
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow
+    from .errors import TorchNotInstalled
     from .records import (BenchRecord, BenchRow, IterationSkew, MemoryOps, RankDifference, RankFigures, RankIteration,
-                          RankReport, RunRecord, Summary, TopKernel)
+                          RankReport, RemovedRun, RunRecord, Summary, TopKernel)
 
 
 def __getattr__(name: str) -> Any:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from .choices import DEFAULT_MATCH
 from .errors import ProfkitError, StoreError, UsageError
 from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
-from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RunRecord, Summary
+from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RemovedRun, RunRecord, Summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -297,6 +297,27 @@ class Database:
         ints = {"id", "batch_size", "iters", "kernel_count", "gpu_time_ns"}
         return df.astype({c: "Int64" if c in ints else "string" for c in RUN_LIST_FIELDS})
 
+    def remove(self, run: Run | str | int) -> RemovedRun:
+        """Delete ``run`` (a Run of this database, or a name or id) for good: its row, every row of
+        it (kernels, their aggregates, ranges, host syncs, the ncu counters read from it) and its
+        folder of raw files in ``<db stem>-runs/`` (the one made for it; a file imported in place
+        is left where it is, and no report written elsewhere is touched). Its name is free again;
+        its id is never given again. Complete, failed and interrupted runs alike; RunNotFound if
+        there is no such run, and a StoreError, before anything is deleted, for a run still being
+        written or a raw folder that is not the one profkit made for it."""
+        if isinstance(run, Run):
+            self._own(run)
+            ref: str | int = run.id
+        else:
+            ref = run
+        record, folder = self.store.remove_run(ref)
+        return RemovedRun(record, None if folder is None else str(folder))
+
+    def _own(self, run: Run) -> None:
+        """Refuse a Run of another database: its id means another run in this one."""
+        if run.db is not None and run.db.path.resolve() != self.path.resolve():
+            raise UsageError(f"run {run.name!r} is in another database ({run.db.path}), not {self.path}")
+
     def import_file(self, path: str | os.PathLike[str], name: str | None = None, step_ranges: Sequence[str] = ()) -> Run:
         """Import an export made elsewhere as a new run: any format of ``profkit.parse.FORMATS``
         (``profkit import --help`` lists them), known by its suffix. A file imported before
@@ -501,7 +522,7 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
         off = base.attribution is False or (base.attribution is None and base.tool in ("nsys", "torch"))
         why = ("attribution is turned off" if off else
                "a compiled model's kernels carry the operators Inductor fused, not modules" if "compile" in mode_list else
-               "a CPU run's operators have no kernels to attribute" if base.device == "cpu" else None)
+               None)
         if why:
             raise UsageError(f"`match` module lines kernels up by the module that launched them, and {why}",
                              "Compare eager runs with attribution (on by default under ncu, `attribution` under nsys "

@@ -20,7 +20,6 @@ stored in one transaction at the end, so an interrupted one leaves nothing.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import shutil
@@ -121,8 +120,7 @@ def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: s
         what = "a C++ compiler for Inductor's CPU code" if device == "cpu" else "a C compiler for Triton"
         raise UsageError(f"`modes` compile needs {what}, and none was found (${variable}, {', '.join(names)})",
                          "Install one, or leave compile out of `modes`.")
-    if importlib.util.find_spec("torch") is None:
-        raise UsageError("a benchmark runs the workload, which needs PyTorch", "pip install 'profkit[torch]'.")
+    launch.require_torch("a benchmark runs the workload under PyTorch")
     if device == "cuda" and not launch.DRIVER_DIR.exists() and gpu.query() is None:
         raise UsageError("no NVIDIA GPU or driver found here", "Benchmark on the CPU with `device` cpu.")
     return BenchPlan(name, path, precision_list, mode_list, requests)

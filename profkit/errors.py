@@ -126,6 +126,18 @@ class ToolNotFound(ProfkitError):
     """A profiler (ncu, nsys, nvidia-smi) is not installed or not on PATH."""
 
 
+class TorchNotInstalled(ToolNotFound):
+    """PyTorch, which every profiled run and benchmark runs, is not installed here."""
+
+    def __init__(self, what: str = "profiling runs the workload or program under PyTorch"):
+        super().__init__(f"PyTorch is not installed: {what}", TORCH_INSTALL_HINT)
+
+
+# How to get PyTorch: the CPU-only build is a tenth of the size of the default (CUDA) one.
+TORCH_INSTALL_HINT = ("Install it: pip install torch torchvision (CPU-only build: pip install torch torchvision "
+                      "--index-url https://download.pytorch.org/whl/cpu).")
+
+
 class ToolFailed(ProfkitError):
     """A profiler ran and failed; the message carries its ==ERROR== lines and the log path."""
 

@@ -76,12 +76,14 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, 
 def import_file(store: Store, path: str | Path, name: str | None = None, step_ranges: Sequence[str] = ()) -> RunRecord:
     """Import one export as a new run. The run's name is reserved first (so that concurrent
     imports never collide); if the import fails or is interrupted nothing of it stays. A file
-    imported before makes a new run all the same, with a ProfkitWarning saying so. Ctrl-C or
+    imported before makes a new run all the same, with a ProfkitWarning saying so; but under
+    the ``name`` of the run it was imported as (the same bytes, the same ``step_ranges``) it
+    gives that run back as it is, so that importing is a step one can run again. Ctrl-C or
     a stop signal ends it within moments, even inside a long SQLite statement
     (``processes.stoppable``), with nothing of it stored."""
     _check_step_ranges(step_ranges)
     with stoppable(), nvtx_ranges.step_ranges(step_ranges):  # ranges of these names are steps
-        return _import_file(store, Path(path).expanduser(), name)
+        return _import_file(store, Path(path).expanduser(), name, list(step_ranges))
 
 
 def _check_step_ranges(step_ranges: Sequence[str]) -> None:
@@ -147,13 +149,28 @@ def _stored(store: Store, run: RunRecord, capture: Capture[KernelRow] | None,
     return done
 
 
-def _import_file(store: Store, path: Path, name: str | None) -> RunRecord:
+def _imported_already(store: Store, name: str | None, digest: str, steps: list[str]) -> RunRecord | None:
+    """The complete run named ``name`` if it was imported from a file of this SHA-256 with the
+    same step ranges: importing it again under its name gives it back as it is (a notebook cell
+    run twice), where any other file, or the same one split into other steps, is refused as the
+    name is taken (RunExists)."""
+    if name is None or store.name_status(name) != "ok":
+        return None
+    run = store.get_run(name)
+    if run.source != "import" or run.source_sha256 != digest:
+        return None
+    return run if sorted(run.info.step_ranges or []) == sorted(set(steps)) else None
+
+
+def _import_file(store: Store, path: Path, name: str | None, steps: list[str]) -> RunRecord:
     found = detect(path)  # a missing, odd or unknown file is refused before anything is written
     if name is not None:
         check_run_name(name)
     base = run_name(path.name)
     digest = sha256(path)
     stage("sha256")
+    if (same := _imported_already(store, name, digest, steps)) is not None:
+        return same
     # Exports read in place are read (and refused, if bad) before the run is reserved, so that a
     # bad file never makes a database; those first decompressed or converted need the run's folder.
     capture = load(path) if found.in_place else None
@@ -161,7 +178,7 @@ def _import_file(store: Store, path: Path, name: str | None) -> RunRecord:
         "source": "import",
         "started_at": now(),
         "source_sha256": digest,
-        "info": RunInfo(imported_from=str(path.resolve())),
+        "info": RunInfo(imported_from=str(path.resolve()), step_ranges=sorted(set(steps)) or None),
     }
     earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, cast
 
 from . import gpu, nvtx_ranges, workloads
-from .errors import EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, UsageError, WorkloadError, WorkloadTraceback
+from .errors import (EmptyCapture, ProfkitError, ToolFailed, ToolNotFound, TorchNotInstalled, UsageError, WorkloadError,
+                     WorkloadTraceback)
 from .files import disk_full, write_new
 from .process.job import HarnessJob, harness_info, rank_file, traceback_file
 from .ingest import now, store_capture
@@ -33,6 +34,7 @@ from .options import GPU_ONLY, RunOptions
 from .processes import how_it_ended
 from .program import Program
 from .store.database import RunFields
+from .store.runs import ENDED_WITHOUT_KERNELS
 from .tools import ncu, nsys, runner
 
 if TYPE_CHECKING:
@@ -92,6 +94,7 @@ class Plan:
 def plan(req: RunRequest) -> Plan:
     """Check a request and choose its tool, before anything is written."""
     wname, wpath = check(req)
+    require_torch()
     if req.program is not None and req.options.tool in ("auto", "torch") and req.options.device == "cuda" \
             and not DRIVER_DIR.exists() and gpu.query() is None:
         # A program runs where it is: on a machine without a GPU, its CPU operators.
@@ -119,6 +122,19 @@ def plan(req: RunRequest) -> Plan:
         if tool in GPU_ONLY:
             {"ncu": ncu, "nsys": nsys}[tool].find()  # not installed: say so before anything is written
     return Plan(req, wname, wpath, tool, why)
+
+
+def require_torch(what: str | None = None) -> None:
+    """Refuse, before anything is written, to run a workload or a program where PyTorch is not
+    installed (the profiled process imports it): a TorchNotInstalled saying how to get it."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # an import hook refusing it, or a broken torch package
+        found = False
+    if not found:
+        raise TorchNotInstalled(*(() if what is None else (what,)))
 
 
 # What a workload file's build(spec) is asked for: a program runs as its own code says.
@@ -486,6 +502,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     default_name = o.default_name(wname, tool) if req.program is None else \
         "-".join([wname, "cpu" if o.device == "cpu" else tool, *([f"{o.nproc_per_node}ranks"] if o.nproc_per_node > 1 else []),
                   *([f"rank{rank}"] if rank is not None else [])])
+    if req.options.name is not None and (prior := store.name_status(req.options.name)) in ENDED_WITHOUT_KERNELS:
+        progress.note(f"run {req.options.name} {prior} before: this run replaces it (its row and its files)")
     reserved = store.reserve(req.options.name, default_name, base_fields,
                              status="running")
     name = reserved.name

@@ -178,6 +178,7 @@ class RunInfo(Mapping[str, Any]):
     # imported runs (profkit.ingest)
     imported_from: str | None = None            # the imported file's absolute path (its sha256: RunRecord.source_sha256)
     metric_units: dict[str, str] | None = None  # counter -> the unit ncu's CSV gave it
+    step_ranges: list[str] | None = None        # the ranges named as steps at import (``step_ranges``), if any
     # every stored run
     profkit_version: str | None = None          # the profkit that stored it
     notes: list[str] | None = None              # what the parser or the store noticed, one line each
@@ -264,6 +265,18 @@ class RunRecord:
         out = {f.name: getattr(self, f.name) for f in fields(RunRecord)}
         out["info"] = self.info.to_dict()
         return out
+
+
+@dataclass(frozen=True)
+class RemovedRun:
+    """What deleting a run removed (``Database.remove``): the run as it was, and its raw folder
+    (None where it had none of its own: a capture imported in place is the user's file, left)."""
+
+    run: RunRecord
+    folder: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.run.id, "name": self.run.name, "status": self.run.status, "folder": self.folder}
 
 
 def ncu_timed(run: RunRecord) -> bool:

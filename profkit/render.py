@@ -533,8 +533,8 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
                     "top operators by CPU self time" if cpu else "top kernels by GPU time", title_left=True)
     if s.ranks is not None:
         ranks(s.ranks, c)
-    if not cpu:
-        modules(run, s.modules, c)
+    if not cpu or s.modules is not None:  # a CPU run's by module where it has attribution
+        modules(run, s.modules, c, cpu)
 
 
 MODULE_STATUS = {"added": "appeared", "removed": "vanished"}  # a diff by module's rows, in the table
@@ -563,28 +563,30 @@ def _phases(times: dict[str, float], total: float) -> str:
     return " ".join(f"{PHASE_SHORT.get(k, k)} {100 * t / total:.0f}%" for k, t in times.items() if total and t) or "-"
 
 
-def modules(run: RunRecord, view: ModuleView | None, c: Console) -> None:
-    """The summary's by-module table, or one line saying the capture has no attribution."""
+def modules(run: RunRecord, view: ModuleView | None, c: Console, cpu: bool = False) -> None:
+    """The summary's by-module table (``cpu``: a CPU run's operator calls and CPU self time, no
+    tensor cores), or one line saying the capture has no attribution."""
     if view is None:
         from .analyze.modules import no_attribution
 
         c.print(Text(f"by module: {no_attribution(run)}"))
         return
     cols = [Col("module", cut="start", least=14, share=2, key=True), Col("type", cut="middle", least=8, drop=2),
-            Col("launches", "right"), Col("time", "right"), Col("share", "right"), Col("precision"),
-            Col("TC of matrix", "right"), Col("phase", drop=1)]
+            Col("calls" if cpu else "launches", "right"), Col("time", "right"), Col("share", "right"),
+            Col("precision"), *([] if cpu else [Col("TC of matrix", "right")]), Col("phase", drop=1)]
     rows = view.rows
     listed = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
     body = [[_module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns), f"{r.time_pct:.1f}%",
              _mix(r.time_by_precision_ns, r.time_ns),
-             "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%",
+             *([] if cpu else ["-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%"]),
              _phases(r.time_by_phase_ns, r.time_ns)] for r in listed]
     rest = rows[len(listed):]
     if rest:
         body.append([f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
-                     fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "", "", ""])
-    print_table(c, cols, body, f"GPU time by module (depth {view.depth}; --module-depth N for more or fewer levels)",
-                title_left=True)
+                     fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "",
+                     *([] if cpu else [""]), ""])
+    print_table(c, cols, body, f"{'CPU self time' if cpu else 'GPU time'} by module (depth {view.depth}; "
+                "--module-depth N for more or fewer levels)", title_left=True)
 
 
 # ---------------------------------------------------------------------------------- ranks

@@ -162,9 +162,68 @@ def check_declared(path: Path, spec: Spec) -> None:
 
     try:
         found = declared(path)
+        own_step = builds_own_step(path)
     except OSError:
         return  # loading it will say what is wrong
     check_supported(types.SimpleNamespace(**found), spec, path)
+    if own_step:
+        check_step_options(types.SimpleNamespace(**found), spec, path)
+
+
+def builds_own_step(path: Path) -> bool:
+    """Whether a workload file's ``build`` visibly returns a step of its own, read without running
+    it: every ``return`` of its body gives a function defined in it (``def step(): ...; return
+    step``, or a lambda). False where that cannot be told so (a call's result, a tuple): building
+    it tells (:func:`prepare`)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    build = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build"), None)
+    if build is None:
+        return False
+    defined: set[str] = set()
+    returned: list[ast.expr | None] = []
+    todo: list[ast.AST] = list(build.body)
+    while todo:  # build's own statements, not those of the functions it defines
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.Return):
+            returned.append(node.value)
+        todo.extend(ast.iter_child_nodes(node))
+    return bool(returned) and all(isinstance(v, ast.Lambda) or (isinstance(v, ast.Name) and v.id in defined)
+                                  for v in returned)
+
+
+def check_step_options(module: object, spec: Spec, path: Path) -> None:
+    """Refuse what a workload that builds its own step would be asked and could leave undone,
+    profkit applying nothing to a step: a precision or mode other than the default unless its
+    file declares the ones its build(spec) applies (``PRECISIONS``, ``MODES``), channels-last
+    unless it says it applies it (``CHANNELS_LAST = True``), and BatchNorm in fp32 (profkit casts
+    no model of a step). Otherwise its run would be stored under a label it never had.
+    ``module``: the workload's module, or anything with its declarations as attributes."""
+    default = Spec()
+    for option, attr in (("precision", "PRECISIONS"), ("mode", "MODES")):
+        value = getattr(spec, option)
+        if value != getattr(default, option) and getattr(module, attr, None) is None:
+            raise WorkloadError(f"workload {path.stem} builds its own step and does not say that it applies "
+                                f"`{option}` {value}: profkit applies nothing to a step",
+                                f"Set {attr} = (...) in its file to what its build(spec) applies from spec.{option}, "
+                                f"or leave out `{option}`.")
+    if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is not True:
+        raise WorkloadError(f"workload {path.stem} builds its own step and does not say that it applies channels-last",
+                            "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.")
+    if spec.keep_bn_fp32:
+        raise WorkloadError(f"workload {path.stem} builds its own step, so profkit casts no model whose BatchNorm "
+                            "it could keep in fp32", "Leave out `keep_bn_fp32` for it.")
 
 
 @dataclass(frozen=True)
@@ -269,14 +328,6 @@ def check_supported(module: object, spec: Spec, path: Path) -> None:
                             "Leave out `channels_last` for it.")
 
 
-def _channels_last_step(module: ModuleType, spec: Spec, path: Path) -> None:
-    """A workload that builds its own step applies ``channels_last`` itself, if its file says it
-    does (``CHANNELS_LAST = True``); otherwise the option would silently do nothing."""
-    if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is not True:
-        raise WorkloadError(f"workload {path.stem} builds its own step and does not say that it applies channels-last",
-                            "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.")
-
-
 def keep_batchnorm_fp32(model: torch.nn.Module) -> int:
     """Put ``model``'s BatchNorm layers back in fp32 after a cast to fp16/bf16, as users do by
     hand (``.half()`` then ``bn.float()``): cuDNN's batch norm takes half inputs with fp32
@@ -331,10 +382,7 @@ def prepare(module: ModuleType, spec: Spec) -> Callable[[], Any]:
     where = Path(getattr(module, "__file__", "") or "workload")  # for messages
     if callable(built) and not isinstance(built, torch.nn.Module):
         user_step: Callable[[], Any] = built  # applies spec's precision, mode and options itself
-        _channels_last_step(module, spec, where)
-        if spec.keep_bn_fp32:
-            raise WorkloadError(f"workload {where.stem} builds its own step, so profkit casts no model whose BatchNorm "
-                                "it could keep in fp32", "Leave out `keep_bn_fp32` for it.")
+        check_step_options(module, spec, where)
         return user_step
     if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
         raise WorkloadError(

@@ -133,7 +133,8 @@ def test_errors_name_parameters_not_flags(tmp_path):
 @needs_torch
 def test_failed_profile_is_recorded_failed(tmp_path):
     """A workload that fails in the profiled process: one WorkloadError; the run is recorded as
-    failed with the error, keeps its files (the log) and its name, and has no kernels."""
+    failed with the error, keeps its files (the log) and its name until a run of that name
+    replaces it, and has no kernels."""
     with pytest.raises(profkit.WorkloadError, match="weights file missing"):
         profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=tmp_path / "p.db",
                         name="broken")
@@ -143,8 +144,10 @@ def test_failed_profile_is_recorded_failed(tmp_path):
     assert (tmp_path / "p-runs" / "broken" / "harness.log").exists() or list((tmp_path / "p-runs" / "broken").iterdir())
     with pytest.raises(profkit.RunIncomplete, match="run 'broken' is failed: .*weights file missing"):
         db.run("broken")
-    with pytest.raises(profkit.RunExists, match=r"\(failed; it keeps its files\)"):
+    # issue 37: its name can be used again; the run that fails again replaces it
+    with pytest.raises(profkit.WorkloadError, match="weights file missing"):
         profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=db, name="broken")
+    assert [(r.name, r.status, r.id > run.id) for r in db.list_runs()] == [("broken", "failed", True)]
 
 
 @needs_torch

@@ -51,6 +51,7 @@ ADDED: dict[str, str] = {
     "fused_ops": "issue 36: those operators",
     "fused_into": "issue 36: B's generated kernels that fused them",
     "fusion_traced": "issue 36: whether A's removed kernels carry the operators that launched them",
+    "noise_bound": "issue 37: the diff's totals: a CPU run of fewer than 5 measured iterations has noise-bound times",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).
@@ -96,6 +97,10 @@ CHANGED: dict[str, str | tuple[str, frozenset[Any]]] = {
      ".json"): ("issue 24: the fmha_cutlassF kernels of fp16 and bf16 are one family now (an element type that is a "
                 "part of its own is wildcarded): one row 'same' instead of one 'added' and one 'removed'"),
     ".json.time_by_family_ns": "issue 24: the summary's time per family, as .json[].family (conv, not gemm)",
+    **{f"diff torch.cpu_resnet18_fp32 torch.cpu_resnet18_bf16 --match {m} :: {path}": (
+        "issue 37: CPU runs of 2 and 1 measured iterations: their times are noise, so a row is changed only where "
+        "its calls are, and a note says so") for m in ("exact", "family", "op", "module")
+       for path in (".json.rows[].status", ".json.totals.status", ".json.totals.notes")},
 }
 
 

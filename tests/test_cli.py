@@ -88,9 +88,12 @@ def test_second_import_makes_a_new_run(db):
 def test_name_clash_refused_and_database_unchanged(db):
     cli("import", str(CSV), "--name", "a", db=db)
     before = (run_count(db), kernel_count(db))
-    r = cli("import", str(CSV), "--name", "a", db=db)
+    r = cli("import", str(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz"), "--name", "a", db=db)
     assert r.exit_code == 1 and "already exists" in r.stderr
     assert (run_count(db), kernel_count(db)) == before
+    # issue 37: the same file under the name of its run gives that run back (a notebook cell run twice)
+    r = cli("import", str(CSV), "--name", "a", db=db)
+    assert r.exit_code == 0 and (run_count(db), kernel_count(db)) == before
 
 
 def bad_inputs(tmp_path):
@@ -133,7 +136,7 @@ def test_other_bad_inputs(tmp_path, db):
         (["import", str(CSV), "--name", ".."], 2, "--name '..' is not a usable run name"),
         (["summary", "keep", "--top", "-1"], 2, "Invalid value for '--top'"),
         (["kernels", "keep", "--limit", "-3"], 2, "Invalid value for '--limit'"),
-        (["import", str(CSV), "--name", "keep"], 1, "Choose another --name"),
+        (["import", str(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz"), "--name", "keep"], 1, "Choose another --name"),
         (["run", "nosuch"], 1, "unknown workload"),
         (["run", "resnet18", "--precision", "fp7"], 2,
          "Invalid value for '--precision': Value error, 'fp7' is not one of 'fp32'"),

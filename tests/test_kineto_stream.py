@@ -24,6 +24,9 @@ from .test_bad_inputs import KINETO, digest, seeded, unchanged  # noqa: F401  (s
 # capability, by :func:`read_digest`), computed by the whole-file reader (json.load) at commit
 # aaa232e, before the reader streamed. The streamed reader must give the same, bit for bit.
 GOLDEN = {
+    # Issue 37's CPU traces with attribution: their digests as first read.
+    "torch/cpu_resnet18_fp16_attribution.json.gz": "eac2fe0807441bdc",
+    "torch/cpu_heads_contiguous_attribution.json.gz": "9201ac44efe46f8c",
     # Issue 36's traces of models nobody on the team wrote (findings/): their digests as first read.
     "findings/r50b64-fp16-torch/trace.json.gz": "4cadb5446c199465",
     "findings/bert-amp-compile-torch/trace.json.gz": "e539920dca0953e1",

@@ -2,6 +2,7 @@
 bf16, fp8, int8) plus an fp32 and an fp16 convolution: a reference for what each precision's
 kernels are called and what the tensor-core counters say about them. Ignores --precision."""
 
+PRECISIONS = ("fp32",)  # each product in its own precision, whatever --precision says
 MODES = ("eager",)
 
 

@@ -4,11 +4,13 @@ half-precision matrix work that missed the tensor cores, fp32 kernels in a half-
 (in an AMP run, fp32 matrix work outside autocast alone), fp32 matrix work on CUDA cores on a
 GPU with TF32, NCCL communication of a distributed run left exposed (no compute beside it),
 time in layout conversions, memory-bound kernels fusion would remove, a launch-bound timeline,
-kernels launched from autograd's thread, and host synchronisations inside the step.
+kernels launched from autograd's thread, and host synchronisations inside the step; and in a
+CPU run (operators, not kernels: ``activity = "cpu_op"`` in the rule) half-precision operators
+on PyTorch's slow fallback and time converting tensors between layouts.
 
 The findings' titles, advice and thresholds are data (``[[finding]]`` in rules.toml); the
 checks here read the store's aggregates (``Store.kernel_groups``) and the run's ranges. CPU
-runs (operators, not kernels) get none of these GPU findings.
+runs get only the CPU's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any, Callable, Iterable
 
 from ..classify import RULES_PATH, operation_of
@@ -124,16 +126,20 @@ def finding_rules() -> dict[str, FindingRule]:
 
 
 def findings(store: Store, run: RunRecord) -> list[Finding]:
-    """The findings that hold for a stored run, in the order rules.toml lists them."""
-    if run.activity != "kernel":
+    """The findings that hold for a stored run, in the order rules.toml lists them: a GPU run's
+    over its kernels, a CPU run's (``activity`` cpu_op) over its operators' CPU self time, each
+    rule on the runs of its ``activity`` (kernel unless it says)."""
+    if run.activity not in ("kernel", "cpu_op"):
         return []
-    groups = [g for g in store.kernel_groups(run.id) if g.kind == "kernel"]
+    groups = [g for g in store.kernel_groups(run.id) if g.kind == run.activity]
     total = sum(g.time_ns for g in groups)
     if not total:
         return []
     ctx = _Context(run, groups, total, store)
     out = []
     for rule_id, rule in finding_rules().items():
+        if rule.settings.get("activity", "kernel") != run.activity:
+            continue
         check = CHECKS.get(rule_id)
         if check is None:
             raise ValueError(f"rules.toml has a finding {rule_id!r} that no check implements")
@@ -708,6 +714,45 @@ def _idle_after(calls: list[HostSyncRow], end: int | None) -> list[tuple[HostSyn
     return out
 
 
+def _cpu_slow_fallback(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """A CPU run's half-precision operators that ran on PyTorch's reference kernels (the rule's
+    ``pattern``), where no fast one exists for that precision on this CPU."""
+    pattern = _pattern(rule)
+    precisions = set(rule.names("precisions"))
+    chosen = [g for g in ctx.groups if g.precision in precisions and pattern.search(g.name)]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
+        return None
+    found = ctx.finding(rule, "", chosen)
+    names = ", ".join(k.name for k in found.kernels[:3])
+    return replace(found, detail=f"{_launches(chosen)} {'/'.join(sorted({g.precision for g in chosen}))} calls of "
+                                 f"{names} took {ctx.share(chosen):.1f}% of CPU self time on PyTorch's slow fallback"
+                                 f"{where_text(found.where, found.time_ns)}")
+
+
+def _cpu_layout_conversions(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """A CPU run's time converting tensors between layouts: the operators the rule's ``pattern``
+    names, and the copies they made (rows whose launching operator it names)."""
+    pattern = _pattern(rule)
+    chosen = [g for g in ctx.groups if pattern.search(g.name) or (g.op is not None and pattern.search(g.op))]
+    if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
+        return None
+    found = ctx.finding(rule, "", chosen)
+    named = [g for g in chosen if pattern.search(g.name)]  # the conversions themselves, not their copies
+    ops = sorted({g.name for g in named}, key=lambda n: -sum(g.time_ns for g in named if g.name == n))
+    return replace(found, detail=f"{_launches(named)} layout conversions ({', '.join(ops[:3]) or 'copies'}) took "
+                                 f"{ctx.share(chosen):.1f}% of CPU self time{where_text(found.where, found.time_ns)}")
+
+
+@cache
+def _rule_pattern(rule_id: str, text: str) -> re.Pattern[str]:
+    return re.compile(text)
+
+
+def _pattern(rule: FindingRule) -> re.Pattern[str]:
+    """A rule's ``pattern``, compiled once."""
+    return _rule_pattern(rule.id, rule.text("pattern"))
+
+
 CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
     "half_missed_tensor_cores": _half_missed,
     "fp32_in_half_run": _fp32_in_half,
@@ -722,4 +767,6 @@ CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
                                   "batch-norm, activation, copy and layout"),
     "launch_bound": _launch_bound,
     "autograd_thread": _autograd_thread,
+    "cpu_slow_fallback": _cpu_slow_fallback,
+    "cpu_layout_conversions": _cpu_layout_conversions,
 }

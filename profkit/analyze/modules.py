@@ -1,5 +1,5 @@
-"""A run's GPU time by module: the by-module view of ``profkit summary``, ``Run.modules`` and
-``profkit diff --match module``.
+"""A run's GPU time (a CPU run's: CPU self time) by module: the by-module view of ``profkit
+summary``, ``Run.modules`` and ``profkit diff --match module``.
 
 Every kernel row of a run with attribution names the module whose code launched it (its path
 from the model, ``model.layers.0.self_attn.q_proj``; see ``parse.schema``). The view cuts the
@@ -91,9 +91,11 @@ class _Acc:
                 self.matrix_tc += t
 
 
-def module_rows(groups: Iterable[ModuleGroup], depth: int | None, scale: float = 1.0) -> list[ModuleRow]:
+def module_rows(groups: Iterable[ModuleGroup], depth: int | None, scale: float = 1.0,
+                tensor_cores: bool = True) -> list[ModuleRow]:
     """The groups summed per module at ``depth`` (None: whole paths), most time first; times
-    divided by ``scale`` (a diff's iteration count)."""
+    divided by ``scale`` (a diff's iteration count). Without ``tensor_cores`` (CPU operators)
+    no row has a tensor-core coverage."""
     groups = list(groups)
     types: dict[str, str] = {}
     for g in groups:  # a module's class, where a kernel of its own names it
@@ -110,7 +112,7 @@ def module_rows(groups: Iterable[ModuleGroup], depth: int | None, scale: float =
         time_by_precision_ns={p: num(t) for p, t in sorted(a.precision.items(), key=lambda x: (-x[1], x[0]))},
         time_by_phase_ns={p: num(t) for p, t in sorted(a.phase.items(), key=lambda x: _phase_order(x[0]))},
         matrix_time_ns=num(a.matrix),
-        matrix_tensor_core_pct=round(100 * a.matrix_tc / a.matrix, 2) if a.matrix else None)
+        matrix_tensor_core_pct=round(100 * a.matrix_tc / a.matrix, 2) if a.matrix and tensor_cores else None)
         for key, a in acc.items()]
     rows.sort(key=lambda r: (-r.time_ns, r.module))
     return rows
@@ -127,18 +129,16 @@ def check_depth(depth: object) -> None:
 
 
 def module_view(store: Store, run: RunRecord, depth: int = DEFAULT_DEPTH) -> ModuleView | None:
-    """A stored run's GPU time by module at ``depth`` levels; None where its capture has no
-    module attribution (or it is a run of CPU operators)."""
+    """A stored run's GPU time (a CPU run's: its operators' CPU self time, each call counted
+    once) by module at ``depth`` levels; None where its capture has no module attribution."""
     check_depth(depth)
-    if run.activity == "cpu_op":
-        return None
-    groups = store.module_groups(run.id)
+    groups = store.module_groups(run.id, kind=run.activity)
     if not attributed(groups):
         return None
-    return ModuleView(depth=depth, rows=module_rows(groups, depth))
+    return ModuleView(depth=depth, rows=module_rows(groups, depth, tensor_cores=run.activity != "cpu_op"))
 
 
 def require_attribution(store: Store, run: RunRecord) -> None:
     """Refuse a run whose capture has no module attribution, in one line."""
-    if run.activity == "cpu_op" or not attributed(store.module_groups(run.id)):
+    if not attributed(store.module_groups(run.id, kind=run.activity)):
         raise UsageError(no_attribution(run))

@@ -202,9 +202,7 @@ NO_ATTRIBUTION = ("This capture has no module attribution: profkit run records t
 def modules(store: Store, run: RunRecord) -> dict[str, Any]:
     """The module tree (``analyze.modules``): its top-level nodes, each with its children, and
     their kernel time; or, for a run without attribution, the line that says so (``note``)."""
-    if run.activity == "cpu_op":
-        return {"nodes": [], "time_ns": 0, "note": "A CPU run: the module tree shows GPU kernels' time."}
-    groups = store.module_groups(run.id)
+    groups = store.module_groups(run.id, kind=run.activity)  # a CPU run's: its operators' CPU self time
     if not attributed(groups):
         harness = run.info.harness or {}
         why = harness.get("attribution_note")

@@ -173,20 +173,21 @@ class Queries(Connection):
                 short_name=_least(g.short_name, texts.get(short)), family=_least(g.family, texts.get(family))))
         return [g for _, g in sorted(merged.values(), key=lambda fg: fg[0])]
 
-    def module_groups(self, run_id: int, in_iterations: bool = False) -> list[ModuleGroup]:
-        """A run's kernels grouped by (module, phase, precision, family, tensor-core verdict):
-        launches, summed time, distinct operators, most time first. Every kernel is in one
-        group (module None where the capture does not say), so the groups' time is the run's
-        kernel time. ``in_iterations``: only kernels launched in a measured iteration."""
+    def module_groups(self, run_id: int, in_iterations: bool = False, kind: str = "kernel") -> list[ModuleGroup]:
+        """A run's kernels (``kind`` cpu_op: a CPU run's operator calls) grouped by (module, phase,
+        precision, family, tensor-core verdict): launches, summed time, distinct operators, most
+        time first. Every kernel is in one group (module None where the capture does not say),
+        so the groups' time is the run's kernel time. ``in_iterations``: only kernels launched in
+        a measured iteration."""
         from ..rows import ModuleGroup
 
         where, paths = self._iterations_filter(in_iterations)
         q = f"""select module_id, min(module_type_id), phase_id, coalesce(precision, 'unknown'), family_id,
                        tensor_core, sum(launches), sum(time_ns), count(distinct op_id)
-                from kernel_aggs where run_id = ? and kind = 'kernel'{where}
+                from kernel_aggs where run_id = ? and kind = ?{where}
                 group by module_id, phase_id, coalesce(precision, 'unknown'), family_id, tensor_core
                 order by 8 desc"""
-        rows = self.execute(q, [run_id, *paths]).fetchall()
+        rows = self.execute(q, [run_id, kind, *paths]).fetchall()
         texts = self._texts({i for r in rows for i in (r[0], r[1], r[2], r[4]) if i is not None})
         return [ModuleGroup(module=texts.get(m) if m is not None else None, module_type=texts.get(mt),
                             phase=texts.get(ph), precision=prec, family=texts.get(fam),

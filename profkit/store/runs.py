@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import sqlite3
 from pathlib import Path
@@ -33,6 +34,7 @@ from .writes import Writes
 # Run statuses: complete, and being written by the owner process. (A run that ended without
 # kernels is "failed" or "interrupted".)
 OK, WRITING = "ok", ("running", "importing")
+ENDED_WITHOUT_KERNELS = ("failed", "interrupted")  # a name held by one of these can be used again
 LOCKED = "+lock"     # an owner that holds its run's lock (schema 9 on); without it, an owner of an earlier profkit
 MAX_FOLDERS = 1000   # names a run's raw folder tries (<name>, <name>-2, ...) before it gives up
 
@@ -112,8 +114,13 @@ class Runs(Writes):
         check_run_name(name)
         row = self.execute("select status from runs where name = ?", [name]).fetchone()
         if row:
-            what = "" if row[0] == OK else f" ({row[0]}; it keeps its files)"
+            what = "" if row[0] == OK else f" ({row[0]}: being written now)" if row[0] in WRITING else f" ({row[0]})"
             raise RunExists(f"a run named {name!r} already exists in {self.path}{what}", "Choose another `name`.")
+
+    def name_status(self, name: str) -> str | None:
+        """The status of the run named ``name``, or None where there is none."""
+        row = self.execute("select status from runs where name = ?", [name]).fetchone()
+        return None if row is None else str(row[0])
 
     def runs_of_file(self, sha256: str) -> list[str]:
         """Names of the complete runs imported from a file with this SHA-256."""
@@ -128,9 +135,11 @@ class Runs(Writes):
         row = _encoded({**fields, "status": status, "owner": _owner() + LOCKED, "kernel_count": 0, "gpu_time_ns": 0})
         row.pop("folder", None)
         run_id = 0
+        replaced: RunRecord | None = None
         try:
             with self.write():
                 if name is not None:
+                    replaced = self._replace_ended(name)
                     self.check_name_free(name)
                 row["name"] = name if name is not None else self.unique_name(base)
                 set_max_run_id(self)
@@ -146,7 +155,24 @@ class Runs(Writes):
             if isinstance(exc, sqlite3.OperationalError):
                 raise unwritable(self.path, exc) from exc
             raise
+        if replaced is not None:
+            try:
+                self._remove_folder(replaced)
+            except (OSError, StoreError):
+                pass  # its files stay where they are; the new run's folder is another (reserve_folder)
         return self.get_run(run_id)
+
+    def _replace_ended(self, name: str) -> RunRecord | None:
+        """Inside a write transaction: the run named ``name`` deleted (its rows and its row) if it
+        ended without kernels (``failed`` or ``interrupted``), so that its name can be used again:
+        running the same named run again after a failure replaces the failure. Returns it (its
+        folder is the caller's to remove, after the transaction), else None."""
+        row = self.execute("select id, status from runs where name = ?", [name]).fetchone()
+        if row is None or row[1] not in ENDED_WITHOUT_KERNELS:
+            return None
+        ended = self.get_run(int(row[0]))
+        self._forget(ended.id)
+        return ended
 
     # ------------------------------------------------------------------ run locks and raw folders
     def _lock_path(self, run_id: int) -> Path:
@@ -330,6 +356,72 @@ class Runs(Writes):
             self._delete_rows(run_id)
             self.execute("delete from runs where id = ?", [run_id])
         self._unlock(run_id)
+
+    def remove_run(self, ref: str | int) -> tuple[RunRecord, Path | None]:
+        """Delete a run (by name or id) that is not being written: in one transaction its row and
+        every row of it (kernel rows and their aggregates, ranges, host syncs, and the ncu
+        counters read from it, which later runs would otherwise reuse), then its raw folder (the
+        one made for it in ``<db stem>-runs/``: never a folder it was not given, never through a
+        link, never outside that folder). Returns the run as it was and the folder deleted (None
+        where it had none of its own: a run imported in place keeps no files, and an earlier
+        profkit's recorded none). RunNotFound if there is no such run; a StoreError, before
+        anything is deleted, for a run still being written or a folder that leads elsewhere."""
+        run = self.get_run(ref)
+        folder = self._own_folder(run)  # checked before anything goes
+        try:
+            with self.write():
+                row = self.execute("select status, owner from runs where id = ?", [run.id]).fetchone()
+                if row is None:
+                    raise RunNotFound(f"no run {str(ref)!r} in {self.path}", "It was deleted meanwhile.")
+                if row[0] in WRITING:
+                    owner = (row[1] or "?").removesuffix(LOCKED)
+                    raise StoreError(f"run {run.name!r} is being written now ({row[0]}, by the profkit process "
+                                     f"{owner})",
+                                     "Wait for it to end, or stop that process: a run whose process died is marked "
+                                     "interrupted the next time the database is opened.")
+                self._forget(run.id)
+        except sqlite3.OperationalError as exc:
+            raise unwritable(self.path, exc) from exc
+        if folder is not None:
+            self._remove_folder(run)
+        return run, folder
+
+    def _forget(self, run_id: int) -> None:
+        """Inside a write transaction: a run's rows in every table that holds any, then its row."""
+        self._delete_rows(run_id)
+        self.execute("delete from counters where run_id = ?", [run_id])
+        self.execute("delete from runs where id = ?", [run_id])
+
+    def _own_folder(self, run: RunRecord) -> Path | None:
+        """The raw folder made for ``run`` (recorded in its ``folder``), if it is there as a
+        folder; None where it has none of its own or it is gone. A StoreError where it, or the
+        folder of runs, is a link or leads out of ``<db stem>-runs/``, or another user could
+        have put it there (:func:`profkit.files.untrusted`)."""
+        if not run.folder:
+            return None
+        folder = _in_runs(self.path, run.folder)  # a plain name, inside the folder of runs
+        if not os.path.lexists(folder):
+            return None
+        why = untrusted(folder.parent) or untrusted(folder)
+        if why is not None or folder.is_symlink() or not folder.is_dir():
+            raise StoreError(f"the raw folder {folder} of run {run.name!r} is not one profkit made for it "
+                             f"({why or 'a link or a file'})", "Remove it yourself if it is yours, and try again.")
+        return folder
+
+    def _remove_folder(self, run: RunRecord) -> None:
+        """Delete the raw folder made for ``run`` (:meth:`_own_folder`), and all in it. shutil's
+        rmtree works through open folder descriptors here (``rmtree.avoids_symlink_attacks``):
+        a link inside is removed, never followed."""
+        folder = self._own_folder(run)
+        if folder is None:
+            return
+        if not shutil.rmtree.avoids_symlink_attacks:
+            raise StoreError(f"cannot remove {folder} safely on this system", "Remove it yourself.")
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:
+            raise StoreError(f"run {run.name!r} is deleted, but not all of its folder {folder}: {exc.strerror or exc}",
+                             "Remove what is left yourself.") from None
 
     def _clear_rows(self, run_id: int) -> None:
         """Remove a run's kernel and range rows, keeping its row; best effort."""

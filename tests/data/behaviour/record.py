@@ -111,6 +111,10 @@ NOT_CAPTURES = {
     "catalog/": "issue 23's catalog captures with attribution (compiled under nsys and torch.profiler, eager under ncu), made after this recording (tests/test_where.py reads them)",
     "capture/": "the scripts that made the captures",
     "findings/": "issue 36's captures of models nobody on the team wrote under each tool (tests/test_findings_36.py reads them)",
+    "torch/cpu_resnet18_fp16_attribution": ("issue 37's CPU trace with attribution: fp16 convolutions on PyTorch's "
+                                            "slow fallback (tests/test_honest.py)"),
+    "torch/cpu_heads_contiguous_attribution": ("issue 37's CPU trace with attribution: attention heads split with "
+                                               "transpose().contiguous() (tests/test_honest.py)"),
     "torch/profiler_steps": "issue 35's torch.profiler trace with ProfilerStep#N ranges (tests/test_program_imports.py)",
     "nsys/autograd_shapes": "issue 35's nsys capture of an unmodified script with --pytorch=autograd-shapes-nvtx (tests/test_program_imports.py)",
     "programs/": "users' scripts profkit runs as they are (tests/test_program_scripts.py): no captures",
