@@ -585,6 +585,17 @@ def runs(fmt: Fmt = Format.table, wide: Wide = False, db: Db = None) -> None:
     render.runs(_open(db).list_runs(), fmt.value, wide=wide)
 
 
+# ---------------------------------------------------------------------------------- rm
+@command("rm")
+@handles_errors
+def rm(run_ref: RunRef, fmt: Fmt = Format.table, db: Db = None) -> None:
+    """Delete a run for good: its row, its kernels, ranges and counters, and the folder of raw files
+    profkit made for it (a capture imported in place and reports written elsewhere are left)."""
+    from . import render  # here, not at the top: --help need not pay for it
+
+    render.removed(_open(db).remove(run_ref), fmt.value)
+
+
 # ---------------------------------------------------------------------------------- kernels
 @command("kernels")
 @handles_errors

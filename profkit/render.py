@@ -39,6 +39,7 @@ from .records import (
     IterationSkew,
     ModuleView,
     RankReport,
+    RemovedRun,
     RunRecord,
     Summary,
 )
@@ -733,6 +734,19 @@ def imported(run: RunRecord, source: str) -> None:
     what, clock = ("CPU operator calls", "CPU self") if cpu else ("kernel launches", "GPU")
     error(f"imported {run.kernel_count} {what} ({fmt_ns(run.gpu_time_ns)} {clock} time) from {source}")
     line(run.name)
+
+
+def removed(done: RemovedRun, fmt: str) -> None:
+    """What ``profkit rm`` deleted: the run and its folder (JSON and CSV: the same as a record)."""
+    if fmt == "json":
+        write_json(done.to_dict())
+        return
+    if fmt == "csv":
+        write_csv([done.to_dict()], list(done.to_dict()))
+        return
+    run = done.run
+    where = f"and its folder {done.folder}" if done.folder else "(no folder of its own)"
+    line(f"removed run {run.name} (id {run.id}) {where}")
 
 
 def workloads(rows: Sequence[WorkloadEntry]) -> None:

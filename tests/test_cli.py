@@ -224,6 +224,7 @@ FLAGS = {
              "--metrics --modes --precisions --timeout --tls-ca-file --tls-cert --tls-key --tools --warmup --workers "
              "--workloads",
     "workloads": "",
+    "rm": "--db --format -f run_ref",  # issue 37
 }
 
 

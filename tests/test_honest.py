@@ -22,7 +22,7 @@ from profkit.errors import (
     WorkloadError,
 )
 
-from .conftest import DATA, needs_torch
+from .conftest import DATA, cli, needs_torch, one_line_error
 
 ROOT = Path(__file__).parents[1]
 
@@ -368,3 +368,24 @@ def test_cpu_findings_on_real_cpu_captures(tmp_path):
     from profkit.analyze.findings import finding_rules
 
     assert {r.settings.get("activity") for r in finding_rules().values()} == {None, "cpu_op"}
+
+
+@needs_torch
+def test_rm_deletes_a_run_and_its_folder_from_the_command_line(tmp_path):
+    """`profkit rm RUN`: the run, its rows and its folder go; one line says so (JSON: the same as
+    an object); an unknown run is one line and exit 1, and the name is free again."""
+    db = tmp_path / "p.db"
+    r = cli("run", "resnet18", "--device", "cpu", "--batch-size", "1", "--iters", "1", "--warmup", "1",
+            "--name", "r", "--no-report", db=db)
+    assert r.exit_code == 0, r.output
+    folder = tmp_path / "p-runs" / profkit.open_db(db).run("r").folder
+    assert folder.is_dir()
+    r = cli("rm", "r", db=db)
+    assert r.exit_code == 0 and r.stdout == f"removed run r (id 1) and its folder {folder}\n", r.output
+    assert not folder.exists() and profkit.open_db(db).list_runs() == []
+    one_line_error(cli("rm", "r", db=db), "no run 'r'")
+    imported = cli("import", NSYS_GZ, "--name", "r", db=db)
+    assert imported.exit_code == 0, imported.output
+    gone = json.loads(cli("rm", "r", "-f", "json", db=db).stdout)
+    assert {k: gone[k] for k in ("id", "name", "status")} == {"id": 2, "name": "r", "status": "ok"}
+    assert gone["folder"] is None or not Path(gone["folder"]).exists()
