@@ -39,7 +39,9 @@ def aggregate_step(db: Path) -> dict:
     t0 = time.monotonic()
     write_aggregates(store, run.id)
     took = time.monotonic() - t0
-    groups = store.execute("select count(*) from kernel_aggs where run_id = ?", [run.id]).fetchone()[0]
+    groups = store.execute(
+        "select count(*) from kernel_aggs where run_id = ?", [run.id]
+    ).fetchone()[0]
     paths = store.execute("select count(*) from path_aggs where run_id = ?", [run.id]).fetchone()[0]
     con.execute("rollback")
     store.close()
@@ -53,15 +55,19 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true")
     a = ap.parse_args()
     big, db = a.workdir / "synthetic.sqlite", a.workdir / "bench.db"
-    result: dict = {"machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
-                    "date": time.strftime("%Y-%m-%d")}
+    result: dict = {
+        "machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
     profkit = [sys.executable, "-m", "profkit"]
     if not (a.reuse and db.exists()):
         shutil.rmtree(a.workdir, ignore_errors=True)
         a.workdir.mkdir(parents=True)
         result["capture"] = synthesize(big, a.kernels)
         for name in ("a", "b"):
-            result[f"import_{name}"] = timed([*profkit, "import", str(big), "--name", name, "--db", str(db)])
+            result[f"import_{name}"] = timed(
+                [*profkit, "import", str(big), "--name", name, "--db", str(db)]
+            )
         checkpoint(db)
     result["aggregate_step"] = aggregate_step(db)
     result["sql_group_by"] = sql_aggregate(big)
@@ -72,11 +78,17 @@ def main() -> None:
     result["diff"] = timed([*profkit, "diff", "a", "b", *db_arg])
     result["ranges_json"] = timed([*profkit, "ranges", "a", "--format", "json", *db_arg])
     result["report"] = timed([*profkit, "report", "a", "-o", str(out / "a.html"), *db_arg])
-    result["report_vs"] = timed([*profkit, "report", "a", "--vs", "b", "-o", str(out / "ab.html"), *db_arg])
+    result["report_vs"] = timed(
+        [*profkit, "report", "a", "--vs", "b", "-o", str(out / "ab.html"), *db_arg]
+    )
     result["sql_group_by_after"] = sql_aggregate(big)
-    best = max(min(result["sql_group_by"]["kern_sum_s"], result["sql_group_by_after"]["kern_sum_s"]), 0.1)
-    result["ratios_to_group_by"] = {k: round(result[k]["wall_s"] / best, 2)
-                                    for k in ("summary", "diff", "ranges_json", "report", "report_vs")}
+    best = max(
+        min(result["sql_group_by"]["kern_sum_s"], result["sql_group_by_after"]["kern_sum_s"]), 0.1
+    )
+    result["ratios_to_group_by"] = {
+        k: round(result[k]["wall_s"] / best, 2)
+        for k in ("summary", "diff", "ranges_json", "report", "report_vs")
+    }
     print(json.dumps(result, indent=2))
 
 

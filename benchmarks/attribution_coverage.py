@@ -38,8 +38,10 @@ def main(argv: list[str]) -> int:
         if not total:
             continue
         pct = {key: round(100 * v / total, 2) for key, v in sorted(by.items())}
-        print(f"{run.name} ({run.tool}): {total / 1e6:.3f} ms of kernels; " +
-              ", ".join(f"{k} {v}%" for k, v in pct.items()))
+        print(
+            f"{run.name} ({run.tool}): {total / 1e6:.3f} ms of kernels; "
+            + ", ".join(f"{k} {v}%" for k, v in pct.items())
+        )
     return 0
 
 

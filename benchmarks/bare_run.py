@@ -24,23 +24,33 @@ def main() -> None:
     attribution = len(sys.argv) > 6 and sys.argv[6] == "attribution"
     mode = sys.argv[7] if len(sys.argv) > 7 else "eager"
     d = tempfile.mkdtemp()
-    job = {"spec": {"batch_size": b, "precision": p, "mode": mode, "device": device},
-           "workload_path": str(workloads.resolve(w)[1]), "warmup": 3, "iters": iters,
-           "tag": nvtx_ranges.tag(w, p, mode), "info_path": os.path.join(d, "info.json"),
-           "attribution": attribution}
+    job = {
+        "spec": {"batch_size": b, "precision": p, "mode": mode, "device": device},
+        "workload_path": str(workloads.resolve(w)[1]),
+        "warmup": 3,
+        "iters": iters,
+        "tag": nvtx_ranges.tag(w, p, mode),
+        "info_path": os.path.join(d, "info.json"),
+        "attribution": attribution,
+    }
     with open(os.path.join(d, "job.json"), "w") as f:
         f.write(json.dumps(job))
     t = time.monotonic()
-    subprocess.run([sys.executable, "-m", "profkit.harness", os.path.join(d, "job.json")], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "profkit.harness", os.path.join(d, "job.json")], check=True
+    )
     wall = time.monotonic() - t
     with open(job["info_path"]) as f:
         info = json.load(f)
     its = [ns / 1e6 for ns in info["iteration_wall_ns"]]
     import statistics
 
-    print(f"bare{' with attribution' if attribution else ''} {w} {p} {mode} batch {b}: median "
-          f"{statistics.median(its):.2f} ms of {len(its)}; process {wall:.1f} s, measured iterations "
-          + ", ".join(f"{ms:.2f}" for ms in its) + f" ms; stages (s): {info.get('stages_s')}")
+    print(
+        f"bare{' with attribution' if attribution else ''} {w} {p} {mode} batch {b}: median "
+        f"{statistics.median(its):.2f} ms of {len(its)}; process {wall:.1f} s, measured iterations "
+        + ", ".join(f"{ms:.2f}" for ms in its)
+        + f" ms; stages (s): {info.get('stages_s')}"
+    )
 
 
 if __name__ == "__main__":

@@ -57,9 +57,14 @@ def unknown_share(db: Path, name: str) -> dict[str, object]:
             unknown += t
             worst[k["short_name"]] = worst.get(k["short_name"], 0) + t
     top = sorted(worst.items(), key=lambda kv: -kv[1])[:3]
-    return {"kernel_ns": total, "unknown_pct": round(100 * unknown / total, 3) if total else None,
-            "evidence_pct": {e: round(100 * v / total, 1) for e, v in sorted(evidence.items(), key=lambda kv: -kv[1])},
-            "unknown_top": [(n, round(100 * v / total, 2)) for n, v in top]}
+    return {
+        "kernel_ns": total,
+        "unknown_pct": round(100 * unknown / total, 3) if total else None,
+        "evidence_pct": {
+            e: round(100 * v / total, 1) for e, v in sorted(evidence.items(), key=lambda kv: -kv[1])
+        },
+        "unknown_top": [(n, round(100 * v / total, 2)) for n, v in top],
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -76,16 +81,55 @@ def main(argv: list[str]) -> int:
     def one(i: int, v: tuple[str, str, str, str]) -> None:
         tool, w, p, mode = v
         if time.monotonic() - start > budget:
-            results.append({"tool": tool, "workload": w, "precision": p, "mode": mode, "status": "not run (budget)"})
+            results.append(
+                {
+                    "tool": tool,
+                    "workload": w,
+                    "precision": p,
+                    "mode": mode,
+                    "status": "not run (budget)",
+                }
+            )
             return
         db = out / f"{tool}-{i}.db"
         name = f"{w}-{p}-{mode}-{tool}"
         t0 = time.monotonic()
-        r = subprocess.run(["profkit", "run", w, "--precision", p, "--mode", mode, "--tool", tool, "--attribution",
-                            "--batch-size", "2", "--iters", "1", "--warmup", "2", "--name", name, "--db", str(db),
-                            "--no-report", "--timeout", "280"], capture_output=True, text=True)
-        row: dict[str, object] = {"tool": tool, "workload": w, "precision": p, "mode": mode,
-                                  "wall_s": round(time.monotonic() - t0, 1)}
+        r = subprocess.run(
+            [
+                "profkit",
+                "run",
+                w,
+                "--precision",
+                p,
+                "--mode",
+                mode,
+                "--tool",
+                tool,
+                "--attribution",
+                "--batch-size",
+                "2",
+                "--iters",
+                "1",
+                "--warmup",
+                "2",
+                "--name",
+                name,
+                "--db",
+                str(db),
+                "--no-report",
+                "--timeout",
+                "280",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        row: dict[str, object] = {
+            "tool": tool,
+            "workload": w,
+            "precision": p,
+            "mode": mode,
+            "wall_s": round(time.monotonic() - t0, 1),
+        }
         if r.returncode != 0:
             row["status"] = "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
         else:
@@ -99,8 +143,10 @@ def main(argv: list[str]) -> int:
             pool.submit(one, i, v)
     (out / f"catalog-{'-'.join(tools)}.json").write_text(json.dumps(results, indent=1))
     ok = [r for r in results if r["status"] == "ok"]
-    print(f"{len(ok)} of {len(todo)} ran; unknown > 1%: "
-          f"{[(r['workload'], r['precision'], r['mode'], r['tool'], r['unknown_pct']) for r in ok if (r['unknown_pct'] or 0) > 1]}")
+    print(
+        f"{len(ok)} of {len(todo)} ran; unknown > 1%: "
+        f"{[(r['workload'], r['precision'], r['mode'], r['tool'], r['unknown_pct']) for r in ok if (r['unknown_pct'] or 0) > 1]}"
+    )
     print("max unknown %:", max((r["unknown_pct"] or 0 for r in ok), default=None))
     return 0
 

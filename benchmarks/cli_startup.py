@@ -37,8 +37,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "tests" / "data" / "ncu" / "vgg16_fp16_eager.raw.csv.gz"
-HEAVY = ("torch", "pandas", "numpy", "sqlite_utils", "ncu_report", "pydantic", "typer", "typer.rich_utils",
-         "rich.console", "rich.table", "rich.text")
+HEAVY = (
+    "torch",
+    "pandas",
+    "numpy",
+    "sqlite_utils",
+    "ncu_report",
+    "pydantic",
+    "typer",
+    "typer.rich_utils",
+    "rich.console",
+    "rich.table",
+    "rich.text",
+)
 RUN = "vgg16"
 # (label, arguments after `python`); DB stands for the tree's database.
 CASES = [
@@ -53,9 +64,20 @@ CASES = [
 
 
 def environment(tree: Path, tty: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONDONTWRITEBYTECODE", "PROFKIT_DB", "COLUMNS", "LINES", "TTY_COMPATIBLE",
-                        "TTY_INTERACTIVE", "FORCE_COLOR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYTHONDONTWRITEBYTECODE",
+            "PROFKIT_DB",
+            "COLUMNS",
+            "LINES",
+            "TTY_COMPATIBLE",
+            "TTY_INTERACTIVE",
+            "FORCE_COLOR",
+        )
+    }
     env["PYTHONPATH"] = str(tree)
     if tty:
         env["COLUMNS"] = "200"
@@ -79,19 +101,27 @@ def _children_cpu() -> float:
 CPU_MS: list[float] = []  # each once()'s CPU time, in ms (the last one's last)
 
 
-def once(tree: Path, args: list[str], db: Path, tty: bool = False, importtime: bool = False) -> tuple[float, str]:
+def once(
+    tree: Path, args: list[str], db: Path, tty: bool = False, importtime: bool = False
+) -> tuple[float, str]:
     """Wall time in ms of one start of ``python ARGS`` from ``tree``, and its stderr (its CPU
     time appended to CPU_MS)."""
     cpu0 = _children_cpu()
-    argv = [sys.executable, *(["-X", "importtime"] if importtime else []), *(str(db) if a == "DB" else a for a in args)]
+    argv = [
+        sys.executable,
+        *(["-X", "importtime"] if importtime else []),
+        *(str(db) if a == "DB" else a for a in args),
+    ]
     env = environment(tree, tty)
     if not tty:
         t0 = time.perf_counter()
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
+        p = subprocess.run(argv, capture_output=True, env=env, cwd=tempfile.gettempdir())
         elapsed = (time.perf_counter() - t0) * 1000
         CPU_MS.append((_children_cpu() - cpu0) * 1000)
         if p.returncode != 0:
-            raise SystemExit(f"{' '.join(args)} failed ({p.returncode}): {p.stderr.decode()[-2000:]}")
+            raise SystemExit(
+                f"{' '.join(args)} failed ({p.returncode}): {p.stderr.decode()[-2000:]}"
+            )
         return elapsed, p.stderr.decode()
     import pty
 
@@ -100,7 +130,9 @@ def once(tree: Path, args: list[str], db: Path, tty: bool = False, importtime: b
     reader.start()
     try:
         t0 = time.perf_counter()
-        p = subprocess.run(argv, stdout=slave, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
+        p = subprocess.run(
+            argv, stdout=slave, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir()
+        )
         elapsed = (time.perf_counter() - t0) * 1000
         CPU_MS.append((_children_cpu() - cpu0) * 1000)
     finally:
@@ -122,8 +154,13 @@ def heavy(tree: Path, args: list[str], db: Path, tty: bool) -> str:
 def prepare(tree: Path, folder: Path) -> Path:
     """Import the capture into a fresh database with the tree's own profkit."""
     db = folder / "profkit.db"
-    p = subprocess.run([sys.executable, "-m", "profkit", "import", str(CAPTURE), "--name", RUN, "--db", str(db)],
-                       capture_output=True, text=True, env=environment(tree, False), cwd=tempfile.gettempdir())
+    p = subprocess.run(
+        [sys.executable, "-m", "profkit", "import", str(CAPTURE), "--name", RUN, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env=environment(tree, False),
+        cwd=tempfile.gettempdir(),
+    )
     if p.returncode != 0:
         raise SystemExit(f"import into {db} failed: {p.stderr}")
     return db
@@ -135,7 +172,7 @@ def main() -> None:
     if "--compare" in args:
         i = args.index("--compare")
         ref = args[i + 1]
-        del args[i:i + 2]
+        del args[i : i + 2]
     tty = "--tty" in args
     if tty:
         args.remove("--tty")
@@ -146,7 +183,9 @@ def main() -> None:
         if ref:
             base = work / "ref"
             base.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
             trees = {ref: base, "this checkout": ROOT}
         dbs = {}
@@ -167,8 +206,10 @@ def main() -> None:
         print(f"{n} runs each, standard output {where}, {sys.executable}")
         print(f"{'tree':16} {'command':24} {'median ms':>10} {'min':>7} {'max':>7} {'CPU ms':>7}")
         for (label, case), t in times.items():
-            print(f"{label:16} {case:24} {statistics.median(t):10.1f} {min(t):7.1f} {max(t):7.1f} "
-                  f"{statistics.median(cpu[(label, case)]):7.1f}")
+            print(
+                f"{label:16} {case:24} {statistics.median(t):10.1f} {min(t):7.1f} {max(t):7.1f} "
+                f"{statistics.median(cpu[(label, case)]):7.1f}"
+            )
         for label, tree in trees.items():
             print(f"heavy modules imported ({label}):")
             for case, argv in CASES[:4]:

@@ -19,21 +19,45 @@ def main() -> None:
     a, b = d.run(new), d.run(ref)
 
     def verdicts(run):
-        return [(k["name"], k["precision"], k["tensor_core"], k["family"], k["evidence"]) for k in run.iter_kernels()]
+        return [
+            (k["name"], k["precision"], k["tensor_core"], k["family"], k["evidence"])
+            for k in run.iter_kernels()
+        ]
 
     va, vb = verdicts(a), verdicts(b)
-    diffs = [{"launch": i, "run": x, "reference": y} for i, (x, y) in enumerate(zip(va, vb)) if x != y]
+    diffs = [
+        {"launch": i, "run": x, "reference": y} for i, (x, y) in enumerate(zip(va, vb)) if x != y
+    ]
 
     def plan(run):
         p = run.info.get("ncu_plan", {})
         c = p.get("counters", {})
-        return {"strategy": c.get("strategy"), "cached": c.get("cached"), "counted": c.get("counted"),
-                "kept": c.get("kept"), "profiled_launches": p.get("profiled_launches"),
-                "profiled_wall_s": run.profiled_wall_s, "wall_s": p.get("wall_s")}
+        return {
+            "strategy": c.get("strategy"),
+            "cached": c.get("cached"),
+            "counted": c.get("counted"),
+            "kept": c.get("kept"),
+            "profiled_launches": p.get("profiled_launches"),
+            "profiled_wall_s": run.profiled_wall_s,
+            "wall_s": p.get("wall_s"),
+        }
 
-    print(json.dumps({"workload": a.workload, "mode": a.mode, "run": new, "reference": ref, "launches": len(va),
-                      "launches_reference": len(vb), "mismatches": len(diffs) + abs(len(va) - len(vb)),
-                      "first_mismatches": diffs[:5], "plan": plan(a), "plan_reference": plan(b)}))
+    print(
+        json.dumps(
+            {
+                "workload": a.workload,
+                "mode": a.mode,
+                "run": new,
+                "reference": ref,
+                "launches": len(va),
+                "launches_reference": len(vb),
+                "mismatches": len(diffs) + abs(len(va) - len(vb)),
+                "first_mismatches": diffs[:5],
+                "plan": plan(a),
+                "plan_reference": plan(b),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

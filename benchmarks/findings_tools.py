@@ -30,13 +30,18 @@ def main(prefixes: list[str]) -> None:
             unknown = sum(g.time_ns for g in groups if g.precision == "unknown")
             attributed = sum(g.time_ns for g in groups if g.op)
             harness = run.info.harness or {}
-            walls, bare = harness.get("iteration_wall_ns") or [], harness.get("bare_iteration_ns") or []
+            walls, bare = (
+                harness.get("iteration_wall_ns") or [],
+                harness.get("bare_iteration_ns") or [],
+            )
             per_iter = total / max(1, len(walls))
             busy = 100 * per_iter / (sum(walls) / len(walls)) if walls else float("nan")
             busy_bare = 100 * per_iter / min(bare) if bare else float("nan")
             found = " ".join(f.id for f in findings(store, run))
-            print(f"{name:24} {100 * unknown / total:6.2f}% {100 * attributed / total:4.0f}% {busy:4.0f}% "
-                  f"{busy_bare:4.0f}%  {found}")
+            print(
+                f"{name:24} {100 * unknown / total:6.2f}% {100 * attributed / total:4.0f}% {busy:4.0f}% "
+                f"{busy_bare:4.0f}%  {found}"
+            )
 
 
 if __name__ == "__main__":

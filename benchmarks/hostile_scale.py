@@ -56,15 +56,21 @@ def bomb(folder: Path, name: str, source: Path, filler: bytes, mb: float) -> Pat
 def run(label: str, path: Path, folder: Path) -> None:
     db = folder / f"{label}.db"
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "profkit", "import", str(path), "--db", str(db)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "profkit", "import", str(path), "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
     err = proc.stderr.read().decode().strip().splitlines() if proc.stderr else []
     size = sum(f.stat().st_size for f in folder.glob(f"{label}.db*"))
-    print(f"{label:14} input {path.stat().st_size / 1e6:7.2f} MB  exit {os.waitstatus_to_exitcode(status)}  "
-          f"{wall:6.1f} s  peak RSS {usage.ru_maxrss / 1024:7.0f} MiB  db {size / 1e6:6.2f} MB  "
-          f"{(err[-1] if err else '')[:110]}", flush=True)
+    print(
+        f"{label:14} input {path.stat().st_size / 1e6:7.2f} MB  exit {os.waitstatus_to_exitcode(status)}  "
+        f"{wall:6.1f} s  peak RSS {usage.ru_maxrss / 1024:7.0f} MiB  db {size / 1e6:6.2f} MB  "
+        f"{(err[-1] if err else '')[:110]}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -77,7 +83,11 @@ def main() -> None:
         run("baseline", NSYS, folder)
         for n in (int(x) for x in args.nested.split(",") if x):
             run(f"nested{n}", nested(folder, n), folder)
-        run("csv-bomb", bomb(folder, "bomb.csv.gz", NCU_CSV, b"," * 4095 + b"\n", args.bomb_mb), folder)
+        run(
+            "csv-bomb",
+            bomb(folder, "bomb.csv.gz", NCU_CSV, b"," * 4095 + b"\n", args.bomb_mb),
+            folder,
+        )
         run("json-bomb", bomb(folder, "bomb.json.gz", KINETO, b" " * 4096, args.bomb_mb), folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

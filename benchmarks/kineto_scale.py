@@ -43,8 +43,12 @@ def synthesize(out: Path, events: int) -> dict[str, Any]:
     lo = min(e["ts"] for e in timed_)
     hi = max(e["ts"] + (e.get("dur") or 0) for e in timed_)
     span = round(hi - lo + 1000.0, 3)
-    step = 1 + max((e.get("args") or {}).get(k) or 0 for e in src for k in IDS
-                   if isinstance((e.get("args") or {}).get(k), int))
+    step = 1 + max(
+        (e.get("args") or {}).get(k) or 0
+        for e in src
+        for k in IDS
+        if isinstance((e.get("args") or {}).get(k), int)
+    )
     copies = -(-events // len(src))
     t0 = time.monotonic()
     head = json.dumps(data)[:-1]  # the other keys, traceEvents last
@@ -58,20 +62,28 @@ def synthesize(out: Path, events: int) -> dict[str, Any]:
                     if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M":
                         e["ts"] = round(e["ts"] + i * span, 3)
                     if isinstance(e.get("args"), dict) and any(k in e["args"] for k in IDS):
-                        e["args"] = {k: v + i * step if k in IDS and isinstance(v, int) else v
-                                     for k, v in e["args"].items()}
+                        e["args"] = {
+                            k: v + i * step if k in IDS and isinstance(v, int) else v
+                            for k, v in e["args"].items()
+                        }
                     if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
                         e["id"] += i * step
                 f.write(("" if first else ",\n") + json.dumps(e))
                 first = False
         f.write("\n]}\n")
-    return {"copies": copies, "events": copies * len(src), "file_mb": round(out.stat().st_size / 1e6),
-            "synth_s": round(time.monotonic() - t0, 1)}
+    return {
+        "copies": copies,
+        "events": copies * len(src),
+        "file_mb": round(out.stat().st_size / 1e6),
+        "synth_s": round(time.monotonic() - t0, 1),
+    }
 
 
 def timed(argv: list[str], stdout: Any = subprocess.DEVNULL) -> dict[str, Any]:
     """Wall time and peak RSS of a command (output to /dev/null), through GNU time."""
-    p = subprocess.run(["/usr/bin/time", "-v", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(
+        ["/usr/bin/time", "-v", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True
+    )
     if p.returncode != 0:
         raise SystemExit(f"{argv} failed: {p.stderr[-2000:]}")
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1))  # type: ignore[union-attr]
@@ -84,15 +96,26 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/kineto-scale"))
-    ap.add_argument("--big-gb", type=float, default=0.0, help="also import a trace of about this many GB")
-    ap.add_argument("--repeat", type=int, default=2, help="runs of each, alternating (the best of each is compared)")
-    ap.add_argument("--keep", action="store_true", help="keep the synthetic traces (else removed at the end)")
+    ap.add_argument(
+        "--big-gb", type=float, default=0.0, help="also import a trace of about this many GB"
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=2,
+        help="runs of each, alternating (the best of each is compared)",
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the synthetic traces (else removed at the end)"
+    )
     a = ap.parse_args()
     shutil.rmtree(a.workdir, ignore_errors=True)
     a.workdir.mkdir(parents=True)
     trace = a.workdir / "synthetic.json"
-    result: dict[str, Any] = {"machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
-                              "date": time.strftime("%Y-%m-%d")}
+    result: dict[str, Any] = {
+        "machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
     result["capture"] = synthesize(trace, a.events)
     py = sys.executable
     load = [py, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(trace)]
@@ -100,20 +123,39 @@ def main() -> None:
     for i in range(a.repeat):  # side by side, alternating: both see the machine as it is
         runs["json_load"].append(timed(load))
         db = a.workdir / f"bench{i}.db"
-        runs["import"].append(timed([py, "-m", "profkit", "import", str(trace), "--name", "big", "--db", str(db)]))
+        runs["import"].append(
+            timed([py, "-m", "profkit", "import", str(trace), "--name", "big", "--db", str(db)])
+        )
     result.update(runs)
-    best = {k: {"wall_s": min(r["wall_s"] for r in v), "peak_rss_mb": min(r["peak_rss_mb"] for r in v)}
-            for k, v in runs.items()}
+    best = {
+        k: {"wall_s": min(r["wall_s"] for r in v), "peak_rss_mb": min(r["peak_rss_mb"] for r in v)}
+        for k, v in runs.items()
+    }
     result["ratios"] = {  # best against best
-        "import_vs_json_load_time": round(best["import"]["wall_s"] / max(best["json_load"]["wall_s"], 0.1), 2),
-        "import_vs_json_load_rss": round(best["import"]["peak_rss_mb"] / max(best["json_load"]["peak_rss_mb"], 1), 2),
+        "import_vs_json_load_time": round(
+            best["import"]["wall_s"] / max(best["json_load"]["wall_s"], 0.1), 2
+        ),
+        "import_vs_json_load_rss": round(
+            best["import"]["peak_rss_mb"] / max(best["json_load"]["peak_rss_mb"], 1), 2
+        ),
     }
     if a.big_gb:
         big = a.workdir / "big.json"
         per_event = trace.stat().st_size / result["capture"]["events"]
         result["big_capture"] = synthesize(big, int(a.big_gb * 1e9 / per_event))
-        result["big_import"] = timed([py, "-m", "profkit", "import", str(big), "--name", "big", "--db",
-                                      str(a.workdir / "big.db")])
+        result["big_import"] = timed(
+            [
+                py,
+                "-m",
+                "profkit",
+                "import",
+                str(big),
+                "--name",
+                "big",
+                "--db",
+                str(a.workdir / "big.db"),
+            ]
+        )
     if not a.keep:
         for p in a.workdir.glob("*.json"):
             p.unlink()

@@ -26,8 +26,12 @@ def one(argv: list[str], out: dict, t0: float) -> None:
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     prof = [time.monotonic() - t0 for line in p.stdout if line.startswith("==PROF== Profiling")]
     p.wait()
-    out.update(end=round(time.monotonic() - t0, 2), first=round(prof[0], 2) if prof else None,
-               last=round(prof[-1], 2) if prof else None, n=len(prof))
+    out.update(
+        end=round(time.monotonic() - t0, 2),
+        first=round(prof[0], 2) if prof else None,
+        last=round(prof[-1], 2) if prof else None,
+        n=len(prof),
+    )
 
 
 def main() -> None:
@@ -41,9 +45,24 @@ def main() -> None:
     for count in (1, 2):
         t0 = time.monotonic()
         outs: list[dict] = [{} for _ in range(count)]
-        threads = [threading.Thread(target=one, args=(ncu.profile_argv(exe, Path(d) / f"r{i}.ncu-rep", flt, SETS["full"],
-                                                                        harness, extra=ncu.per_function_argv()), outs[i], t0))
-                   for i in range(count)]
+        threads = [
+            threading.Thread(
+                target=one,
+                args=(
+                    ncu.profile_argv(
+                        exe,
+                        Path(d) / f"r{i}.ncu-rep",
+                        flt,
+                        SETS["full"],
+                        harness,
+                        extra=ncu.per_function_argv(),
+                    ),
+                    outs[i],
+                    t0,
+                ),
+            )
+            for i in range(count)
+        ]
         for t in threads:
             t.start()
         for t in threads:

@@ -31,9 +31,14 @@ SETS["sass"] = ["gpu__time_duration.sum"] + [m for m in SETS["full"] if m.starts
 
 
 def job_file(d: str, w: str, p: str, b: int, warmup: int = 3) -> str:
-    job = {"spec": {"batch_size": b, "precision": p, "mode": "eager", "device": "cuda"},
-           "workload_path": str(workloads.resolve(w)[1]), "warmup": warmup, "iters": 1,
-           "tag": nvtx_ranges.tag(w, p, "eager"), "info_path": os.path.join(d, "info.json")}
+    job = {
+        "spec": {"batch_size": b, "precision": p, "mode": "eager", "device": "cuda"},
+        "workload_path": str(workloads.resolve(w)[1]),
+        "warmup": warmup,
+        "iters": 1,
+        "tag": nvtx_ranges.tag(w, p, "eager"),
+        "info_path": os.path.join(d, "info.json"),
+    }
     path = os.path.join(d, f"job{warmup}.json")
     Path(path).write_text(json.dumps(job))
     return path
@@ -48,8 +53,13 @@ def stages(d: str) -> dict | None:
 
 def stamped(argv: list[str], env: dict | None = None) -> tuple[float, list[tuple[float, str]], int]:
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env={**os.environ, **(env or {})})
+    p = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     lines = [(time.monotonic() - t0, line.rstrip()) for line in p.stdout]
     rc = p.wait()
     return time.monotonic() - t0, lines, rc
@@ -64,18 +74,33 @@ def main() -> None:
     job = job_file(d, w, p, b)
     harness = [sys.executable, "-m", "profkit.harness", job]
     wall, _, rc = stamped(harness)
-    print(json.dumps({"workload": w, "set": "bare", "wall_s": round(wall, 2), "rc": rc, "stages": stages(d)}), flush=True)
+    print(
+        json.dumps(
+            {"workload": w, "set": "bare", "wall_s": round(wall, 2), "rc": rc, "stages": stages(d)}
+        ),
+        flush=True,
+    )
     exe = ncu.find()
     for name in names:
         # VARIANT:SET runs SET with one change: eager (CUDA_MODULE_LOADING=EAGER), warm1 (one
         # warm-up iteration), app (--target-processes application-only).
         variant, _, name = name.rpartition(":")
         env = {"CUDA_MODULE_LOADING": "EAGER"} if variant == "eager" else None
-        target = [sys.executable, "-m", "profkit.harness", job_file(d, w, p, b, 1)] if variant == "warm1" else harness
+        target = (
+            [sys.executable, "-m", "profkit.harness", job_file(d, w, p, b, 1)]
+            if variant == "warm1"
+            else harness
+        )
         metrics = SETS.get(name) or name.split(",")
         report = Path(d) / f"{name[:20].replace(',', '_')}.ncu-rep"
-        argv = ncu.profile_argv(exe, report, nvtx_ranges.ncu_include_filter(nvtx_ranges.tag(w, p, "eager")),
-                                metrics, target, extra=ncu.per_function_argv())
+        argv = ncu.profile_argv(
+            exe,
+            report,
+            nvtx_ranges.ncu_include_filter(nvtx_ranges.tag(w, p, "eager")),
+            metrics,
+            target,
+            extra=ncu.per_function_argv(),
+        )
         if variant == "app":
             argv[argv.index("all")] = "application-only"
         wall, lines, rc = stamped(argv, env)
@@ -85,13 +110,27 @@ def main() -> None:
         exp = subprocess.run(ncu.export_csv_argv(exe, report), capture_output=True, text=True)
         export_s = time.monotonic() - t
         errors = [l for _, l in lines if "==ERROR==" in l or "==WARNING==" in l][:3]
-        print(json.dumps({"workload": w, "set": (name if name in SETS else f"{len(metrics)} metrics") + (f" ({variant})" if variant else ""),
-                          "wall_s": round(wall, 2), "stages": stages(d),
-                          "rc": rc, "first_prof_s": round(prof[0][0], 2) if prof else None,
-                          "last_prof_s": round(prof[-1][0], 2) if prof else None, "functions": len(prof),
-                          "passes": sorted(set(passes)), "export_s": round(export_s, 2), "export_rc": exp.returncode,
-                          "report_kb": report.stat().st_size // 1024 if report.exists() else None, "errors": errors}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "workload": w,
+                    "set": (name if name in SETS else f"{len(metrics)} metrics")
+                    + (f" ({variant})" if variant else ""),
+                    "wall_s": round(wall, 2),
+                    "stages": stages(d),
+                    "rc": rc,
+                    "first_prof_s": round(prof[0][0], 2) if prof else None,
+                    "last_prof_s": round(prof[-1][0], 2) if prof else None,
+                    "functions": len(prof),
+                    "passes": sorted(set(passes)),
+                    "export_s": round(export_s, 2),
+                    "export_rc": exp.returncode,
+                    "report_kb": report.stat().st_size // 1024 if report.exists() else None,
+                    "errors": errors,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

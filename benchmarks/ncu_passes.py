@@ -16,8 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-TARGET = ("import torch; a = torch.ones(256, 256, device='cuda', dtype=torch.half); "
-          "torch.cuda.synchronize(); b = a @ a; torch.cuda.synchronize()")
+TARGET = (
+    "import torch; a = torch.ones(256, 256, device='cuda', dtype=torch.half); "
+    "torch.cuda.synchronize(); b = a @ a; torch.cuda.synchronize()"
+)
 PASSES = re.compile(r"- (\d+) pass")
 
 
@@ -27,15 +29,29 @@ def chip() -> str:
 
 
 def tensor_metrics(outdir: Path) -> list[str]:
-    out = subprocess.run(["ncu", "--query-metrics", "--chip", chip()], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ncu", "--query-metrics", "--chip", chip()], capture_output=True, text=True
+    ).stdout
     (outdir / "query_metrics.txt").write_text(out)
-    names = [l.split()[0] for l in out.splitlines() if l.strip() and "ops_path_tensor" in l.split()[0]]
+    names = [
+        l.split()[0] for l in out.splitlines() if l.strip() and "ops_path_tensor" in l.split()[0]
+    ]
     return sorted(set(n for n in names if n.startswith("sm")))
 
 
 def passes(metrics: list[str]) -> tuple[int | None, str]:
-    argv = ["ncu", "--metrics", ",".join(["gpu__time_duration.sum", *metrics]), "--kernel-name", "regex:gemm|nvjet|Kernel",
-            "--launch-count", "1", sys.executable, "-c", TARGET]
+    argv = [
+        "ncu",
+        "--metrics",
+        ",".join(["gpu__time_duration.sum", *metrics]),
+        "--kernel-name",
+        "regex:gemm|nvjet|Kernel",
+        "--launch-count",
+        "1",
+        sys.executable,
+        "-c",
+        TARGET,
+    ]
     p = subprocess.run(argv, capture_output=True, text=True)
     m = PASSES.search(p.stdout + p.stderr)
     errors = [l for l in (p.stdout + p.stderr).splitlines() if "==ERROR==" in l]

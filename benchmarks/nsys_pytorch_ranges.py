@@ -50,10 +50,21 @@ def annotated(out: Path, copies: int) -> dict[str, int]:
     span, _ = replicate_gpu_work(con, copies)
     cols = [r[1] for r in con.execute("pragma table_info(NVTX_EVENTS)")]
     rows = con.execute(f"select {', '.join(cols)} from NVTX_EVENTS").fetchall()
-    if con.execute("select count(*) from NVTX_EVENTS where text is null and textId is not null").fetchone()[0]:
-        raise SystemExit(f"{SOURCE.name}: range names in StringIds; this script shifts inline names only")
-    top = max((int(m.group(2)) for r in rows if r[cols.index("text")] for m in _OP_ID.finditer(r[cols.index("text")])),
-              default=0)
+    if con.execute(
+        "select count(*) from NVTX_EVENTS where text is null and textId is not null"
+    ).fetchone()[0]:
+        raise SystemExit(
+            f"{SOURCE.name}: range names in StringIds; this script shifts inline names only"
+        )
+    top = max(
+        (
+            int(m.group(2))
+            for r in rows
+            if r[cols.index("text")]
+            for m in _OP_ID.finditer(r[cols.index("text")])
+        ),
+        default=0,
+    )
     at = {c: cols.index(c) for c in ("start", "end", "text")}
 
     def shifted(row: tuple, i: int) -> tuple:
@@ -62,16 +73,22 @@ def annotated(out: Path, copies: int) -> dict[str, int]:
             if row[at[c]] is not None:
                 row[at[c]] += i * span
         if row[at["text"]]:  # op 0 is "no op" in input_op_ids: (0,-1)
-            row[at["text"]] = _OP_ID.sub(lambda m: m.group(1) + str(int(m.group(2)) and int(m.group(2)) + i * top),
-                                         row[at["text"]])
+            row[at["text"]] = _OP_ID.sub(
+                lambda m: m.group(1) + str(int(m.group(2)) and int(m.group(2)) + i * top),
+                row[at["text"]],
+            )
         return tuple(row)
 
     for i in range(1, copies):
-        con.executemany(f"insert into NVTX_EVENTS ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
-                        (shifted(r, i) for r in rows))
+        con.executemany(
+            f"insert into NVTX_EVENTS ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
+            (shifted(r, i) for r in rows),
+        )
     con.commit()
-    counts = {"kernels": con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0],
-              "ranges": con.execute("select count(*) from NVTX_EVENTS").fetchone()[0]}
+    counts = {
+        "kernels": con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0],
+        "ranges": con.execute("select count(*) from NVTX_EVENTS").fetchone()[0],
+    }
     con.close()
     return counts
 
@@ -83,8 +100,11 @@ def without_annotation(src: Path, out: Path) -> int:
 
     shutil.copy(src, out)
     con = sqlite3.connect(out)
-    gone = [(i,) for i, text in con.execute("select rowid, text from NVTX_EVENTS")
-            if text and read_torch_range(text) is not None]
+    gone = [
+        (i,)
+        for i, text in con.execute("select rowid, text from NVTX_EVENTS")
+        if text and read_torch_range(text) is not None
+    ]
     con.executemany("delete from NVTX_EVENTS where rowid = ?", gone)
     con.commit()
     con.execute("vacuum")
@@ -102,21 +122,34 @@ def imported(capture: Path, workdir: Path) -> dict:
     t0 = time.monotonic()
     # In the workdir: ``python -m`` puts its folder first on the path, and PYTHONPATH (made
     # absolute; this checkout where unset) names the tree measured.
-    path = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] or [str(ROOT)]
-    out = timed([sys.executable, "-m", "profkit", "import", str(capture), "--name", "x", "--db", str(db)],
-                env={"PROFKIT_TIMINGS": "1", "PYTHONPATH": os.pathsep.join(path)}, cwd=workdir)
+    path = [
+        os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ] or [str(ROOT)]
+    out = timed(
+        [sys.executable, "-m", "profkit", "import", str(capture), "--name", "x", "--db", str(db)],
+        env={"PROFKIT_TIMINGS": "1", "PYTHONPATH": os.pathsep.join(path)},
+        cwd=workdir,
+    )
     out["wall_s"] = round(time.monotonic() - t0, 2)  # timed's own is to 0.1 s
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--copies", default="1,5,20", help="how many times to repeat the capture, comma separated")
-    ap.add_argument("--runs", type=int, default=3, help="imports of each variant (the fastest is kept)")
+    ap.add_argument(
+        "--copies", default="1,5,20", help="how many times to repeat the capture, comma separated"
+    )
+    ap.add_argument(
+        "--runs", type=int, default=3, help="imports of each variant (the fastest is kept)"
+    )
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/nsys-pytorch-ranges"))
     a = ap.parse_args()
-    result: dict = {"machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
-                    "date": time.strftime("%Y-%m-%d"), "source": str(SOURCE.relative_to(ROOT)), "captures": []}
+    result: dict = {
+        "machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+        "source": str(SOURCE.relative_to(ROOT)),
+        "captures": [],
+    }
     for copies in (int(c) for c in a.copies.split(",")):
         shutil.rmtree(a.workdir, ignore_errors=True)
         a.workdir.mkdir(parents=True)
@@ -129,10 +162,15 @@ def main() -> None:
                 runs[name].append(imported(path, a.workdir))
         for name, rs in runs.items():
             best = min(rs, key=lambda r: r["wall_s"])
-            entry[name] = {"wall_s": best["wall_s"], "cpu_s": best["cpu_s"], "peak_rss_mb": best["peak_rss_mb"],
-                           "walls_s": [r["wall_s"] for r in rs],
-                           "stages_over_0.05_s": {k: v["wall_s"] for k, v in best.get("stages", {}).items()
-                                                  if v["wall_s"] >= 0.05}}
+            entry[name] = {
+                "wall_s": best["wall_s"],
+                "cpu_s": best["cpu_s"],
+                "peak_rss_mb": best["peak_rss_mb"],
+                "walls_s": [r["wall_s"] for r in rs],
+                "stages_over_0.05_s": {
+                    k: v["wall_s"] for k, v in best.get("stages", {}).items() if v["wall_s"] >= 0.05
+                },
+            }
         entry["ratio"] = round(entry["annotated"]["wall_s"] / max(entry["bare"]["wall_s"], 0.01), 2)
         result["captures"].append(entry)
         print(json.dumps(entry), file=sys.stderr)

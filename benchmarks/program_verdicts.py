@@ -3,6 +3,7 @@ function both launched, the verdicts (precision, tensor cores) their launches go
 share of each run's kernel time that is attributed to a module.
 
 Usage: python benchmarks/program_verdicts.py DB PROGRAM_RUN WORKLOAD_RUN"""
+
 import sys
 
 import profkit
@@ -11,7 +12,10 @@ import profkit
 def verdicts(run):
     k = run.kernels()
     k = k[k.kind == "kernel"]
-    return k, {name: sorted(set(zip(g.precision.astype(str), g.tensor_core.astype(str)))) for name, g in k.groupby("name")}
+    return k, {
+        name: sorted(set(zip(g.precision.astype(str), g.tensor_core.astype(str))))
+        for name, g in k.groupby("name")
+    }
 
 
 def main() -> None:
@@ -21,10 +25,15 @@ def main() -> None:
     kb, vb = verdicts(b)
     shared = sorted(set(va) & set(vb))
     differ = [n for n in shared if va[n] != vb[n]]
-    share = {r.name: float(k[k.module.notna()].duration_ns.sum() / k.duration_ns.sum()) for r, k in ((a, ka), (b, kb))}
-    print(f"{a.name} vs {b.name}: {len(shared)} kernel functions in both ({len(va)} and {len(vb)} in all), "
-          f"{len(differ)} with other verdicts; launches {len(ka)} vs {len(kb)}; "
-          f"attributed to a module: {share[a.name]:.1%} vs {share[b.name]:.1%}")
+    share = {
+        r.name: float(k[k.module.notna()].duration_ns.sum() / k.duration_ns.sum())
+        for r, k in ((a, ka), (b, kb))
+    }
+    print(
+        f"{a.name} vs {b.name}: {len(shared)} kernel functions in both ({len(va)} and {len(vb)} in all), "
+        f"{len(differ)} with other verdicts; launches {len(ka)} vs {len(kb)}; "
+        f"attributed to a module: {share[a.name]:.1%} vs {share[b.name]:.1%}"
+    )
     for n in differ[:10]:
         print(f"  differs: {n[:100]}: {va[n]} vs {vb[n]}")
     only = sorted(set(va) ^ set(vb))

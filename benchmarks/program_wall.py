@@ -75,17 +75,37 @@ def program_args(argv: list[str]) -> list[str]:
 
 def bare(argv: list[str], steps: int, cwd: Path) -> float:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", STUB, str(steps), *program_args(argv)], cwd=cwd,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", STUB, str(steps), *program_args(argv)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise SystemExit(f"bare run of {argv} failed ({r.returncode}): {r.stderr[-2000:]}")
     return wall
 
 
-def profiled(argv: list[str], tool: str | None, warmup: int, iters: int, cwd: Path, db: Path) -> tuple[float, dict]:
-    cmd = [sys.executable, "-m", "profkit", "--db", str(db), "run", "--warmup", str(warmup), "--iters", str(iters),
-           "--no-report", *(["--tool", tool] if tool else []), "--", *argv]
+def profiled(
+    argv: list[str], tool: str | None, warmup: int, iters: int, cwd: Path, db: Path
+) -> tuple[float, dict]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "profkit",
+        "--db",
+        str(db),
+        "run",
+        "--warmup",
+        str(warmup),
+        "--iters",
+        str(iters),
+        "--no-report",
+        *(["--tool", tool] if tool else []),
+        "--",
+        *argv,
+    ]
     t0 = time.monotonic()
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -96,9 +116,15 @@ def profiled(argv: list[str], tool: str | None, warmup: int, iters: int, cwd: Pa
     run = profkit.open_db(db).list_runs()[-1]
     program = run.info.program or {}
     plan = run.info.ncu_plan or {}
-    return wall, {"run": run.name, "tool": run.tool, "stopped_after_s": program.get("stopped_after_s"),
-                  "steps": (program.get("steps") or {}).get("said"), "kernels": run.kernel_count,
-                  "counted_by": plan.get("counted_by") or plan.get("timed_by"), "profiled_wall_s": run.profiled_wall_s}
+    return wall, {
+        "run": run.name,
+        "tool": run.tool,
+        "stopped_after_s": program.get("stopped_after_s"),
+        "steps": (program.get("steps") or {}).get("said"),
+        "kernels": run.kernel_count,
+        "counted_by": plan.get("counted_by") or plan.get("timed_by"),
+        "profiled_wall_s": run.profiled_wall_s,
+    }
 
 
 def main() -> None:
@@ -110,28 +136,41 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=2)
     parser.add_argument("--cwd", type=Path, default=Path.cwd())
     args = parser.parse_args(argv[:at])
-    programs = [p.strip() for p in " ".join(argv[at + 1:]).split(";;") if p.strip()]
+    programs = [p.strip() for p in " ".join(argv[at + 1 :]).split(";;") if p.strip()]
     tools = args.tool or [None]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for spec in programs:
             name, _, words = spec.partition("=")
             pargv = shlex.split(words)
-            bare(pargv, args.warmup + args.iters, args.cwd)  # once first: files and kernels cached for both
+            bare(
+                pargv, args.warmup + args.iters, args.cwd
+            )  # once first: files and kernels cached for both
             base = bare(pargv, args.warmup + args.iters, args.cwd)
             for tool in tools:
                 db = Path(tmp) / f"{name}-{tool or 'auto'}.db"
                 wall, said = profiled(pargv, tool, args.warmup, args.iters, args.cwd, db)
-                row = {"program": name, "tool": said["tool"], "asked": tool or "auto", "bare_s": round(base, 2),
-                       "profkit_s": round(wall, 2), "ratio": round(wall / base, 2), **said}
+                row = {
+                    "program": name,
+                    "tool": said["tool"],
+                    "asked": tool or "auto",
+                    "bare_s": round(base, 2),
+                    "profkit_s": round(wall, 2),
+                    "ratio": round(wall / base, 2),
+                    **said,
+                }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print()
-    print("| program | tool | bare to window end | profkit run | ratio | stopped after window | steps |")
+    print(
+        "| program | tool | bare to window end | profkit run | ratio | stopped after window | steps |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['program']} | {r['tool']} ({r['asked']}) | {r['bare_s']} s | {r['profkit_s']} s | {r['ratio']}x | "
-              f"{r['stopped_after_s']} s | {r['steps']} |")
+        print(
+            f"| {r['program']} | {r['tool']} ({r['asked']}) | {r['bare_s']} s | {r['profkit_s']} s | {r['ratio']}x | "
+            f"{r['stopped_after_s']} s | {r['steps']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ def in_browser(path: Path, shot: Path | None, repeat: int = 3) -> dict:
             opened = chromium.open_report(b, path)
             page = opened.page
             if opened.errors or opened.dialogs or opened.requests:
-                raise SystemExit(f"the page misbehaved: {opened.errors or opened.dialogs or opened.requests}")
+                raise SystemExit(
+                    f"the page misbehaved: {opened.errors or opened.dialogs or opened.requests}"
+                )
             loads.append(opened.load_s)
             t0 = time.perf_counter()
             page.click('#kernel-table th[data-key="launches"]')
@@ -45,7 +47,9 @@ def in_browser(path: Path, shot: Path | None, repeat: int = 3) -> dict:
             sorts.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             page.fill("#kernel-table input.filter-text", "conv")
-            page.wait_for_function("() => document.querySelector('#kernel-table .table-info').textContent.includes('match')")
+            page.wait_for_function(
+                "() => document.querySelector('#kernel-table .table-info').textContent.includes('match')"
+            )
             filters.append(time.perf_counter() - t0)  # includes the 120 ms typing debounce
             heap = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : 0")
             if i == 0 and shot is not None:
@@ -53,24 +57,32 @@ def in_browser(path: Path, shot: Path | None, repeat: int = 3) -> dict:
                 page.wait_for_timeout(300)
                 page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=60)
             page.close()
-    return {"load_s": [round(x, 2) for x in loads], "load_median_s": round(statistics.median(loads), 2),
-            "sort_median_s": round(statistics.median(sorts), 3), "filter_median_s": round(statistics.median(filters), 3),
-            "js_heap_mb": round(heap / 1e6, 1)}
+    return {
+        "load_s": [round(x, 2) for x in loads],
+        "load_median_s": round(statistics.median(loads), 2),
+        "sort_median_s": round(statistics.median(sorts), 3),
+        "filter_median_s": round(statistics.median(filters), 3),
+        "js_heap_mb": round(heap / 1e6, 1),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernels", type=int, default=100_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/report-scale"))
-    ap.add_argument("--screenshot", type=Path, default=ROOT / "benchmarks" / "screenshots" / "report_100k.jpg")
+    ap.add_argument(
+        "--screenshot", type=Path, default=ROOT / "benchmarks" / "screenshots" / "report_100k.jpg"
+    )
     a = ap.parse_args()
     if chromium.available():
         raise SystemExit(chromium.available())
     shutil.rmtree(a.workdir, ignore_errors=True)
     a.workdir.mkdir(parents=True)
     big, db, html = a.workdir / "synthetic.sqlite", a.workdir / "bench.db", a.workdir / "big.html"
-    result = {"machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
-              "date": time.strftime("%Y-%m-%d")}
+    result = {
+        "machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
     result["capture"] = synthesize(big, a.kernels)
     profkit = [sys.executable, "-m", "profkit", "--db", str(db)]
     result["import"] = timed([*profkit, "import", str(big), "--name", "big"])

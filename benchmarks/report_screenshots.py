@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import profkit  # noqa: E402
-
 from tests import chromium  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
@@ -66,9 +65,12 @@ def main() -> None:
         "nsys_r50_fp16": runs["r50_fp16_b64_nsys"].report(tmp / "nsys.html"),
         "nsys_train_amp": runs["r18_train_amp_nsys"].report(tmp / "train.html"),
         "cpu_r18_fp32": runs["r18_fp32_cpu"].report(tmp / "cpu.html"),
-        "vs_eager_ts": runs["r18_fp16_eager_ncu"].report(tmp / "vs_ts.html", vs=runs["r18_fp16_torchscript_ncu"]),
-        "vs_eager_compile": runs["r18_fp16_eager_torch"].report(tmp / "vs_compile.html", vs=runs["r18_fp16_compile_torch"],
-                                                                 match="family"),
+        "vs_eager_ts": runs["r18_fp16_eager_ncu"].report(
+            tmp / "vs_ts.html", vs=runs["r18_fp16_torchscript_ncu"]
+        ),
+        "vs_eager_compile": runs["r18_fp16_eager_torch"].report(
+            tmp / "vs_compile.html", vs=runs["r18_fp16_compile_torch"], match="family"
+        ),
         "index": db.write_index(tmp / "index.html"),
     }
     with chromium.browser() as b:
@@ -76,14 +78,20 @@ def main() -> None:
             opened = chromium.open_report(b, path)
             if opened.errors or opened.dialogs or opened.requests:
                 raise SystemExit(f"{name}: {opened.errors or opened.dialogs or opened.requests}")
-            opened.page.screenshot(path=str(a.out / f"{name}.jpg"), full_page=True, type="jpeg", quality=60)
+            opened.page.screenshot(
+                path=str(a.out / f"{name}.jpg"), full_page=True, type="jpeg", quality=60
+            )
             print(f"{name}: loaded in {opened.load_s:.2f} s -> {a.out / (name + '.jpg')}")
         page = chromium.open_report(b, pages["ncu_mnv2_fp16"]).page
         page.click('#kernel-table th[data-key="launches"]')
         page.fill("#kernel-table input.filter-text", "conv")
-        page.wait_for_function("() => document.querySelector('#kernel-table .table-info').textContent.includes('match')")
+        page.wait_for_function(
+            "() => document.querySelector('#kernel-table .table-info').textContent.includes('match')"
+        )
         page.click("#kernel-table tbody tr.row >> nth=0")
-        page.locator("#kernels").screenshot(path=str(a.out / "kernel_open.jpg"), type="jpeg", quality=60)
+        page.locator("#kernels").screenshot(
+            path=str(a.out / "kernel_open.jpg"), type="jpeg", quality=60
+        )
         print(f"kernel_open -> {a.out / 'kernel_open.jpg'}")
 
 

@@ -15,8 +15,9 @@ import html
 import inspect
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "profkit" / "rules.toml"
@@ -101,10 +102,29 @@ def cli_reference() -> str:
     """The command reference: the global options, then each command's usage, help and options."""
     group = cli_command()
     root = group.make_context("profkit", [], resilient_parsing=True)
-    out = [_help(group), "", "```text", _usage(group, root), "```", "", "Options of every command:", ""]
+    out = [
+        _help(group),
+        "",
+        "```text",
+        _usage(group, root),
+        "```",
+        "",
+        "Options of every command:",
+        "",
+    ]
     out += _param_lines(group, root)
     for name, cmd, ctx in subcommands(group):
-        out += ["", f"## profkit {name}", "", _help(cmd), "", "```text", _usage(cmd, ctx), "```", ""]
+        out += [
+            "",
+            f"## profkit {name}",
+            "",
+            _help(cmd),
+            "",
+            "```text",
+            _usage(cmd, ctx),
+            "```",
+            "",
+        ]
         out += _param_lines(cmd, ctx) or ["No options."]
         out += ["", f"Guide: [profkit {name}](../guide/{name}.md)."]
     return "\n".join(out) + "\n"
@@ -123,24 +143,63 @@ def findings_reference(path: Path = RULES) -> str:
     rules = tomllib.loads(path.read_text(encoding="utf-8"))
     out = ["## Findings", ""]
     for f in rules.get("finding", []):
-        out += [f"### {_text(f['title'])}", "", f"Id `{f['id']}`.", "", f"**Try:** {_text(f['advice'])}", ""]
+        out += [
+            f"### {_text(f['title'])}",
+            "",
+            f"Id `{f['id']}`.",
+            "",
+            f"**Try:** {_text(f['advice'])}",
+            "",
+        ]
         knobs = {k: v for k, v in f.items() if k not in ("id", "title", "advice")}
         if knobs:
             out += ["Thresholds and settings (`rules.toml`):", ""]
             out += [f"- `{k}`: {_code(_value(v))}" for k, v in knobs.items()]
             out.append("")
-    out += ["## Name rules", "", "Tried in order; for each verdict the first rule that sets it decides.", ""]
+    out += [
+        "## Name rules",
+        "",
+        "Tried in order; for each verdict the first rule that sets it decides.",
+        "",
+    ]
     for r in rules.get("name_rule", []):
-        verdict = ", ".join(f"{k} {_code('from the name' if isinstance(r[k], dict) else _value(r[k]))}"
-                            for k in ("precision", "tensor_core", "family", "precision_else") if k in r)
-        out += [f"### `{r['id']}`", "", _text(r.get("description", "")), "", f"Sets: {verdict or 'nothing'}.", "",
-                f"Pattern: {_code(r['pattern'])}", ""]
+        verdict = ", ".join(
+            f"{k} {_code('from the name' if isinstance(r[k], dict) else _value(r[k]))}"
+            for k in ("precision", "tensor_core", "family", "precision_else")
+            if k in r
+        )
+        out += [
+            f"### `{r['id']}`",
+            "",
+            _text(r.get("description", "")),
+            "",
+            f"Sets: {verdict or 'nothing'}.",
+            "",
+            f"Pattern: {_code(r['pattern'])}",
+            "",
+        ]
         if r.get("examples"):
             out += [f"Example: {_code(r['examples'][0])}", ""]
-    out += ["## Operator rules", "", "The family of a CPU operator or autograd node; the first match wins.", ""]
-    out += [f"- `{r['id']}` -> {r['family']}: {_code(r['pattern'])}" for r in rules.get("op_rule", [])]
-    out += ["", "## Work rules", "", "What `profkit diff --match family` lines up across variants.", ""]
-    out += [f"- `{r['id']}`: {_text(r['label'])} ({_code(r['pattern'])})" for r in rules.get("work_rule", [])]
+    out += [
+        "## Operator rules",
+        "",
+        "The family of a CPU operator or autograd node; the first match wins.",
+        "",
+    ]
+    out += [
+        f"- `{r['id']}` -> {r['family']}: {_code(r['pattern'])}" for r in rules.get("op_rule", [])
+    ]
+    out += [
+        "",
+        "## Work rules",
+        "",
+        "What `profkit diff --match family` lines up across variants.",
+        "",
+    ]
+    out += [
+        f"- `{r['id']}`: {_text(r['label'])} ({_code(r['pattern'])})"
+        for r in rules.get("work_rule", [])
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -148,7 +207,9 @@ def generate(markdown: str) -> str:
     """``markdown`` with each ``<!-- generated: ... -->`` marker replaced by what it names."""
     for marker, what in MARKERS.items():
         if marker in markdown:
-            markdown = markdown.replace(marker, cli_reference() if what == "cli" else findings_reference())
+            markdown = markdown.replace(
+                marker, cli_reference() if what == "cli" else findings_reference()
+            )
     return markdown
 
 

@@ -21,36 +21,101 @@ from .version import __version__
 
 # Public name -> module that defines it, imported on first use (PEP 562).
 _EXPORTS = {
-    "open_db": "api", "profile": "api", "compare": "api", "list_workloads": "api", "Database": "api", "Run": "api",
-    "Comparison": "api", "Diff": "analyze.diff", "DiffRow": "analyze.diff", "Finding": "analyze.findings",
-    "RunRecord": "records", "Summary": "records", "TopKernel": "records", "MemoryOps": "records",
-    "KernelRow": "parse.schema", "ClassifiedRow": "parse.schema", "RangeRow": "parse.schema",
+    "open_db": "api",
+    "profile": "api",
+    "compare": "api",
+    "list_workloads": "api",
+    "Database": "api",
+    "Run": "api",
+    "Comparison": "api",
+    "Diff": "analyze.diff",
+    "DiffRow": "analyze.diff",
+    "Finding": "analyze.findings",
+    "RunRecord": "records",
+    "Summary": "records",
+    "TopKernel": "records",
+    "MemoryOps": "records",
+    "KernelRow": "parse.schema",
+    "ClassifiedRow": "parse.schema",
+    "RangeRow": "parse.schema",
     "Progress": "launch",
-    "bench": "api", "sweep": "api", "BenchRecord": "records", "BenchRow": "records", "BenchNotFound": "errors",
-    "RankReport": "records", "RankFigures": "records", "IterationSkew": "records", "RankIteration": "records",
-    "RankDifference": "records", "RemovedRun": "records", "TorchNotInstalled": "errors",
-    "ProfkitError": "errors", "UsageError": "errors", "WorkloadError": "errors", "ToolNotFound": "errors",
-    "ToolFailed": "errors", "NoKernelsProfiled": "errors", "BadExport": "errors", "EmptyCapture": "errors",
-    "RunNotFound": "errors", "RunIncomplete": "errors", "RunExists": "errors", "StoreError": "errors",
-    "ProfkitWarning": "errors", "step": "program",
+    "bench": "api",
+    "sweep": "api",
+    "BenchRecord": "records",
+    "BenchRow": "records",
+    "BenchNotFound": "errors",
+    "RankReport": "records",
+    "RankFigures": "records",
+    "IterationSkew": "records",
+    "RankIteration": "records",
+    "RankDifference": "records",
+    "RemovedRun": "records",
+    "TorchNotInstalled": "errors",
+    "ProfkitError": "errors",
+    "UsageError": "errors",
+    "WorkloadError": "errors",
+    "ToolNotFound": "errors",
+    "ToolFailed": "errors",
+    "NoKernelsProfiled": "errors",
+    "BadExport": "errors",
+    "EmptyCapture": "errors",
+    "RunNotFound": "errors",
+    "RunIncomplete": "errors",
+    "RunExists": "errors",
+    "StoreError": "errors",
+    "ProfkitWarning": "errors",
+    "step": "program",
 }
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from .analyze.diff import Diff, DiffRow
     from .analyze.findings import Finding
-    from .api import Comparison, Database, Run, compare, list_workloads, open_db, profile
-    from .errors import (BadExport, EmptyCapture, NoKernelsProfiled, ProfkitError, ProfkitWarning, RunExists,
-                         RunIncomplete, RunNotFound, StoreError, ToolFailed, ToolNotFound, UsageError,
-                         WorkloadError)
-    from .api import bench, sweep
-    from .errors import BenchNotFound
+    from .api import (
+        Comparison,
+        Database,
+        Run,
+        bench,
+        compare,
+        list_workloads,
+        open_db,
+        profile,
+        sweep,
+    )
+    from .errors import (
+        BadExport,
+        BenchNotFound,
+        EmptyCapture,
+        NoKernelsProfiled,
+        ProfkitError,
+        ProfkitWarning,
+        RunExists,
+        RunIncomplete,
+        RunNotFound,
+        StoreError,
+        ToolFailed,
+        ToolNotFound,
+        TorchNotInstalled,
+        UsageError,
+        WorkloadError,
+    )
     from .launch import Progress
-    from .program import step
     from .parse.schema import ClassifiedRow, KernelRow, RangeRow
-    from .errors import TorchNotInstalled
-    from .records import (BenchRecord, BenchRow, IterationSkew, MemoryOps, RankDifference, RankFigures, RankIteration,
-                          RankReport, RemovedRun, RunRecord, Summary, TopKernel)
+    from .program import step
+    from .records import (
+        BenchRecord,
+        BenchRow,
+        IterationSkew,
+        MemoryOps,
+        RankDifference,
+        RankFigures,
+        RankIteration,
+        RankReport,
+        RemovedRun,
+        RunRecord,
+        Summary,
+        TopKernel,
+    )
 
 
 def __getattr__(name: str) -> Any:

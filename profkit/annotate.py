@@ -27,7 +27,8 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .nvtx_ranges import op_range
 
@@ -41,7 +42,9 @@ OUTSIDE = "(outside modules)"
 # Operators that launch no kernel (allocation, detaching): no range, the call's cost only. Not
 # views in general: ``aten::to``, ``reshape`` and ``contiguous`` may alias (``func.is_view``) or
 # copy, and are seen before they decide.
-_NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::detach", "aten::lift_fresh", "aten::alias"})
+_NO_KERNEL = frozenset(
+    {"aten::empty", "aten::empty_strided", "aten::detach", "aten::lift_fresh", "aten::alias"}
+)
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -65,7 +68,9 @@ class IntervalLog:
     ncu plan, whose launches CUPTI records with their thread and time): the NVTX ranges are
     pushed too, for ncu's profiled launches."""
 
-    def __init__(self, clock: Callable[[], int], push: Callable[[str], Any], pop: Callable[[], Any]):
+    def __init__(
+        self, clock: Callable[[], int], push: Callable[[str], Any], pop: Callable[[], Any]
+    ):
         self.clock, self._push, self._pop = clock, push, pop
         self.names: dict[str, int] = {}
         self.intervals: list[tuple[int, int, int, int]] = []  # thread, start, end, name index
@@ -73,7 +78,9 @@ class IntervalLog:
 
     def push(self, name: str) -> None:
         self._push(name)
-        stack = self._open.__dict__.setdefault("stack", [])  # CUPTI names a thread by its pthread id's low 32 bits
+        stack = self._open.__dict__.setdefault(
+            "stack", []
+        )  # CUPTI names a thread by its pthread id's low 32 bits
         stack.append((name, self.clock()))
 
     def pop(self) -> None:
@@ -91,7 +98,9 @@ class Annotator:
     """``with Annotator(push, pop):`` every operator call in the block is in a range (see the
     module docstring). ``push(name)``/``pop()`` open and close one on the calling thread."""
 
-    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any], optimizer_hooks: bool = True):
+    def __init__(
+        self, push: Callable[[str], Any], pop: Callable[[], Any], optimizer_hooks: bool = True
+    ):
         import torch
 
         self.torch = torch
@@ -100,9 +109,9 @@ class Annotator:
         # registering or removing one would change the hooks torch is iterating).
         self.optimizer_hooks = optimizer_hooks
         self.push, self.pop = push, pop
-        self.paths: dict[int, tuple[str, str]] = {}       # id(module) -> (path, class name)
+        self.paths: dict[int, tuple[str, str]] = {}  # id(module) -> (path, class name)
         self.param_owner: dict[int, tuple[str, str]] = {}  # id(parameter) -> its module's
-        self.seq_owner: dict[int, tuple[str, str]] = {}   # autograd sequence nr -> module
+        self.seq_owner: dict[int, tuple[str, str]] = {}  # autograd sequence nr -> module
         self.roots: list[str] = []
         self._local = threading.local()
         self._handles: list[Any] = []
@@ -132,7 +141,9 @@ class Annotator:
             return self.paths[id(module)]
         # A module outside the model's tree (made or held elsewhere): under its caller.
         base = self.paths[id(parent)][0]
-        return self._register(module, f"{base}.?{type(module).__name__}" if base else f"?{type(module).__name__}")
+        return self._register(
+            module, f"{base}.?{type(module).__name__}" if base else f"?{type(module).__name__}"
+        )
 
     def _register(self, module: Any, path: str) -> tuple[str, str]:
         if id(module) not in self.paths:
@@ -205,11 +216,16 @@ class Annotator:
             return [_dtype_name(dtype)]
         name = func._schema.name
         if name in VALUE_TYPED_FACTORIES:
-            values = [a for a in [*list(args)[VALUE_TYPED_FACTORIES[name]:], kwargs.get("fill_value")]
-                      if isinstance(a, (bool, int, float, complex))]
+            values = [
+                a
+                for a in [*list(args)[VALUE_TYPED_FACTORIES[name] :], kwargs.get("fill_value")]
+                if isinstance(a, (bool, int, float, complex))
+            ]
             if name != "aten::full":  # arange(True) counts to 1: int64
                 values = [int(v) if isinstance(v, bool) else v for v in values]
-            if values:  # as torch.tensor infers a type from Python numbers: arange's and full's rule
+            if (
+                values
+            ):  # as torch.tensor infers a type from Python numbers: arange's and full's rule
                 return [_dtype_name(torch.tensor(values).dtype)]
         elif name in INT64_FACTORIES:
             return ["int64"]
@@ -233,7 +249,9 @@ class Annotator:
                 # a call) for modes that call torch.compile inside it; this one never does.
                 return False
 
-            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            def __torch_dispatch__(
+                self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+            ) -> Any:
                 kwargs = kwargs or {}
                 if func._schema.name in _NO_KERNEL or func.namespace == "profiler":
                     return func(*args, **kwargs)
@@ -245,11 +263,16 @@ class Annotator:
 
         mod = self.torch.nn.modules.module
         import torch.optim.optimizer as optim
-        self._handles = [mod.register_module_forward_pre_hook(self._pre),
-                         mod.register_module_forward_hook(self._post, always_call=True)]
+
+        self._handles = [
+            mod.register_module_forward_pre_hook(self._pre),
+            mod.register_module_forward_hook(self._post, always_call=True),
+        ]
         if self.optimizer_hooks:
-            self._handles += [optim.register_optimizer_step_pre_hook(self._opt_pre),
-                              optim.register_optimizer_step_post_hook(self._opt_post)]
+            self._handles += [
+                optim.register_optimizer_step_pre_hook(self._opt_pre),
+                optim.register_optimizer_step_post_hook(self._opt_post),
+            ]
         self._mode = _Mode()
         self._mode.__enter__()
         return self
@@ -288,7 +311,11 @@ def record_function_backend() -> tuple[Callable[[str], Any], Callable[[], Any]]:
 # ------------------------------------------------------------------------------ torch.compile
 def output_code_files() -> list[str]:
     """The files of Inductor's output code loaded in this process so far."""
-    return [path for module in _output_code_modules() if isinstance(path := getattr(module, "__file__", None), str)]
+    return [
+        path
+        for module in _output_code_modules()
+        if isinstance(path := getattr(module, "__file__", None), str)
+    ]
 
 
 def _output_code_modules() -> list[Any]:
@@ -299,7 +326,9 @@ def _output_code_modules() -> list[Any]:
     if codecache is None:
         return []
     cache = codecache.PyCodeCache
-    return list(getattr(cache, "modules", [])) + list(getattr(cache, "modules_no_attr", {}).values())
+    return list(getattr(cache, "modules", [])) + list(
+        getattr(cache, "modules_no_attr", {}).values()
+    )
 
 
 class _OpCall:
@@ -321,7 +350,9 @@ class _Namespace:
     """``extern_kernels``, ``torch.ops`` or an operator namespace (``aten``) whose operators run
     in ranges; ``torch`` itself, of which only ``ops`` is followed."""
 
-    def __init__(self, target: Any, tracer: CompiledTracer, namespace: str | None, torch_module: bool = False):
+    def __init__(
+        self, target: Any, tracer: CompiledTracer, namespace: str | None, torch_module: bool = False
+    ):
         self._target, self._tracer, self._ns, self._torch = target, tracer, namespace, torch_module
 
     def __getattr__(self, name: str) -> Any:
@@ -330,7 +361,11 @@ class _Namespace:
             return _Namespace(value, self._tracer, None) if name == "ops" else value
         if self._ns is None:  # torch.ops.<namespace>
             return _Namespace(value, self._tracer, name)
-        if not callable(value) or f"{self._ns}::{name}" in _NO_KERNEL or self._ns in ("inductor", "profiler"):
+        if (
+            not callable(value)
+            or f"{self._ns}::{name}" in _NO_KERNEL
+            or self._ns in ("inductor", "profiler")
+        ):
             return value
         return _OpCall(value, f"{self._ns}::{name}", self._tracer)
 
@@ -394,17 +429,38 @@ class CompiledTracer:
 # fill_value)``), those that make int64, and those that make the default float type.
 VALUE_TYPED_FACTORIES = {"aten::arange": 0, "aten::range": 0, "aten::full": 1}
 INT64_FACTORIES = {"aten::randint", "aten::randperm"}
-DEFAULT_FLOAT_FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::empty_strided", "aten::rand",
-                           "aten::randn", "aten::eye", "aten::scalar_tensor"}
+DEFAULT_FLOAT_FACTORIES = {
+    "aten::zeros",
+    "aten::ones",
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::rand",
+    "aten::randn",
+    "aten::eye",
+    "aten::scalar_tensor",
+}
 
 _KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(?P<name>\w+)'", re.M)
 _ORIGINAL_ATEN = re.compile(r"^# .*Original ATen: \[(?P<ops>[^\]]*)\]", re.M)
 _SIGNATURE = re.compile(r"'signature': \{(?P<sig>[^}]*)\}")
 _POINTER = re.compile(r"'(?P<arg>\w+)': '\*(?P<t>\w+)'")
 # Triton's pointer element types -> torch dtype names.
-TRITON_TYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "i64": "int64",
-                "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8", "i1": "bool", "fp8e4nv": "float8_e4m3fn",
-                "fp8e5": "float8_e5m2", "fp8e4b8": "float8_e4m3fnuz", "fp8e5b16": "float8_e5m2fnuz"}
+TRITON_TYPES = {
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "fp64": "float64",
+    "i64": "int64",
+    "i32": "int32",
+    "i16": "int16",
+    "i8": "int8",
+    "u8": "uint8",
+    "i1": "bool",
+    "fp8e4nv": "float8_e4m3fn",
+    "fp8e5": "float8_e5m2",
+    "fp8e4b8": "float8_e4m3fnuz",
+    "fp8e5b16": "float8_e5m2fnuz",
+}
 
 
 def _kernel_defs(source: str) -> Iterator[tuple[re.Match[str], int, int]]:
@@ -413,7 +469,11 @@ def _kernel_defs(source: str) -> Iterator[tuple[re.Match[str], int, int]]:
     the file's end)."""
     defs = list(_KERNEL_DEF.finditer(source))
     for i, d in enumerate(defs):
-        yield d, defs[i - 1].end() if i else 0, defs[i + 1].start() if i + 1 < len(defs) else len(source)
+        yield (
+            d,
+            defs[i - 1].end() if i else 0,
+            defs[i + 1].start() if i + 1 < len(defs) else len(source),
+        )
 
 
 def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
@@ -422,12 +482,27 @@ def kernels_in_output_code(source: str) -> dict[str, CompiledKernel]:
     compiled signature; inputs and outputs alike, outputs last)."""
     found: dict[str, CompiledKernel] = {}
     for d, after_previous, end in _kernel_defs(source):
-        before = source[after_previous:d.start()]
-        body = source[d.end():end]
+        before = source[after_previous : d.start()]
+        body = source[d.end() : end]
         aten = _ORIGINAL_ATEN.findall(before)
-        ops = list(dict.fromkeys(o.strip().replace(".", "::", 1) for o in aten[-1].split(",") if o.strip())) if aten else []
+        ops = (
+            list(
+                dict.fromkeys(
+                    o.strip().replace(".", "::", 1) for o in aten[-1].split(",") if o.strip()
+                )
+            )
+            if aten
+            else []
+        )
         sig = _SIGNATURE.search(body)
-        types = [TRITON_TYPES.get(m.group("t"), m.group("t")) for m in _POINTER.finditer(sig.group("sig"))] if sig else []
+        types = (
+            [
+                TRITON_TYPES.get(m.group("t"), m.group("t"))
+                for m in _POINTER.finditer(sig.group("sig"))
+            ]
+            if sig
+            else []
+        )
         found[d.group("name")] = {"ops": ops, "input_types": ",".join(types)}
     return found
 
@@ -448,7 +523,9 @@ def generated_kernel_digests() -> dict[str, str]:
     found: dict[str, str] = {}
     for source in _output_code_sources():
         for d, _, end in _kernel_defs(source):
-            found[d.group("name")] = hashlib.sha256(source[d.start():end].encode()).hexdigest()[:20]
+            found[d.group("name")] = hashlib.sha256(source[d.start() : end].encode()).hexdigest()[
+                :20
+            ]
     return found
 
 

@@ -16,14 +16,23 @@ subclasses whose messages name these functions' parameters.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .choices import DEFAULT_MATCH
 from .errors import ProfkitError, StoreError, UsageError
-from .parse.schema import KERNEL_FIELDS, RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
-from .records import RUN_LIST_FIELDS, ModuleRow, ModuleView, RankReport, RemovedRun, RunRecord, Summary
+from .parse.schema import RANGE_COLUMNS, RANGE_FIELDS, ClassifiedRow, RangeRow, frame
+from .records import (
+    RUN_LIST_FIELDS,
+    ModuleRow,
+    ModuleView,
+    RankReport,
+    RemovedRun,
+    RunRecord,
+    Summary,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,13 +40,22 @@ if TYPE_CHECKING:
     from .analyze.check import CheckReport, Checks
     from .analyze.diff import Diff
     from .analyze.findings import Finding
-
     from .cluster import SweepResult
     from .launch import Progress, RunRequest
     from .records import BenchRecord
     from .store import Store
 
-__all__ = ["Comparison", "Database", "Run", "bench", "compare", "list_workloads", "open_db", "profile", "sweep"]
+__all__ = [
+    "Comparison",
+    "Database",
+    "Run",
+    "bench",
+    "compare",
+    "list_workloads",
+    "open_db",
+    "profile",
+    "sweep",
+]
 
 
 @dataclass(frozen=True)
@@ -62,9 +80,14 @@ class Run(RunRecord):
     def _repr_html_(self) -> str:
         from .formatting import fmt_ns, html_card
 
-        facts = [("workload", " ".join(x for x in (self.workload, self.precision, self.mode) if x) or "-"),
-                 ("tool", f"{self.tool or '?'}{' ' + self.tool_version if self.tool_version else ''}"),
-                 ("device", self.gpu_name or self.device or "-")]
+        facts = [
+            (
+                "workload",
+                " ".join(x for x in (self.workload, self.precision, self.mode) if x) or "-",
+            ),
+            ("tool", f"{self.tool or '?'}{' ' + self.tool_version if self.tool_version else ''}"),
+            ("device", self.gpu_name or self.device or "-"),
+        ]
         if self.status not in (None, "ok"):
             facts.append(("status", f"{self.status}: {self.info.get('error') or ''}".rstrip(": ")))
         table: dict[str, Any] = {}
@@ -79,15 +102,20 @@ class Run(RunRecord):
             table = summary.top_table()
         else:
             cpu = self.activity == "cpu_op"
-            facts += [("operator calls" if cpu else "kernel launches", f"{self.kernel_count:,}"),
-                      ("CPU self time" if cpu else "GPU time", fmt_ns(self.gpu_time_ns))]
+            facts += [
+                ("operator calls" if cpu else "kernel launches", f"{self.kernel_count:,}"),
+                ("CPU self time" if cpu else "GPU time", fmt_ns(self.gpu_time_ns)),
+            ]
         return html_card(f"Run {self.id}", self.name, facts, **table)
 
     @property
     def database(self) -> Database:
         """The database the run is stored in."""
         if self.db is None:
-            raise StoreError(f"run {self.name!r} is not attached to a database", "Get runs from open_db(...).run().")
+            raise StoreError(
+                f"run {self.name!r} is not attached to a database",
+                "Get runs from open_db(...).run().",
+            )
         return self.db
 
     def iter_kernels(self) -> Iterator[ClassifiedRow]:
@@ -140,8 +168,17 @@ class Run(RunRecord):
             raise UsageError(no_attribution(self))
         cols = list(ModuleRow.__dataclass_fields__)
         df = pd.DataFrame([asdict(r) for r in view.rows], columns=cols)
-        return df.astype({"module": "string", "module_type": "string", "launches": "Int64", "time_ns": "Int64",
-                          "time_pct": "float64", "matrix_time_ns": "Int64", "matrix_tensor_core_pct": "Float64"})
+        return df.astype(
+            {
+                "module": "string",
+                "module_type": "string",
+                "launches": "Int64",
+                "time_ns": "Int64",
+                "time_pct": "float64",
+                "matrix_time_ns": "Int64",
+                "matrix_tensor_core_pct": "Float64",
+            }
+        )
 
     def ranks(self) -> RankReport | None:
         """A distributed run's ranks side by side (``--nproc-per-node``): per rank its GPU time
@@ -162,9 +199,13 @@ class Run(RunRecord):
         import pandas as pd
 
         df = pd.DataFrame(self.range_rows(), columns=list(RANGE_COLUMNS))[list(RANGE_FIELDS)]
-        return df.astype({c: "Int64" if RANGE_COLUMNS[c] == "int" else "string" for c in RANGE_FIELDS})
+        return df.astype(
+            {c: "Int64" if RANGE_COLUMNS[c] == "int" else "string" for c in RANGE_FIELDS}
+        )
 
-    def diff(self, other: RunRecord, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
+    def diff(
+        self, other: RunRecord, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0
+    ) -> Diff:
         """This run (A) against ``other`` (B): each kernel (``match`` exact), kind of work
         (family) or launching operator (op) on both sides, with status and deltas, and the
         headline totals. See ``profkit.analyze.diff``."""
@@ -175,9 +216,15 @@ class Run(RunRecord):
 
     def _same_database(self, other: RunRecord) -> None:
         """Refuse ``other`` if it is a run of another database: its ids mean nothing in this one."""
-        if isinstance(other, Run) and other.db is not None and other.db.path.resolve() != self.database.path.resolve():
-            raise UsageError(f"{self.name} and {other.name} are in two databases ({self.database.path}, {other.db.path})",
-                             "Import both captures into one database to diff them.")
+        if (
+            isinstance(other, Run)
+            and other.db is not None
+            and other.db.path.resolve() != self.database.path.resolve()
+        ):
+            raise UsageError(
+                f"{self.name} and {other.name} are in two databases ({self.database.path}, {other.db.path})",
+                "Import both captures into one database to diff them.",
+            )
 
     def caveats(self) -> dict[str, str]:
         """What the run's figures do not show by themselves, as the report prints them: work
@@ -195,8 +242,12 @@ class Run(RunRecord):
 
         return findings(self.database.store, self)
 
-    def check(self, config: Checks | str | os.PathLike[str] | None = None, baseline: Run | str | int | None = None,
-              **limits: Any) -> CheckReport:
+    def check(
+        self,
+        config: Checks | str | os.PathLike[str] | None = None,
+        baseline: Run | str | int | None = None,
+        **limits: Any,
+    ) -> CheckReport:
         """Assertions over this run, as ``profkit check`` makes them: ``config`` a check file's
         path or a ``Checks``, ``limits`` its fields over it (``min_coverage=95``,
         ``no_fp32_matrix=True``, ``max_findings={"fusable_kernels": 60}``, ``max_slowdown=5``,
@@ -210,9 +261,17 @@ class Run(RunRecord):
                 import difflib
 
                 near = difflib.get_close_matches(key, known, n=1)
-                raise UsageError(f"unknown check {key!r}", f"Did you mean {near[0]}?" if near else
-                                 f"The checks are {', '.join(known)}.")
-        base = config if isinstance(config, Checks) else load_checks(config) if config is not None else Checks()
+                raise UsageError(
+                    f"unknown check {key!r}",
+                    f"Did you mean {near[0]}?" if near else f"The checks are {', '.join(known)}.",
+                )
+        base = (
+            config
+            if isinstance(config, Checks)
+            else load_checks(config)
+            if config is not None
+            else Checks()
+        )
         checks = base.merged(Checks(**limits))
         if isinstance(baseline, (str, int)):
             baseline = self.database.run(baseline)
@@ -220,11 +279,21 @@ class Run(RunRecord):
             baseline = self.database.run(checks.baseline)
         if baseline is not None:
             self._same_database(baseline)
-            checks = Checks(**{**{f.name: getattr(checks, f.name) for f in fields(Checks)}, "baseline": baseline.name})
+            checks = Checks(
+                **{
+                    **{f.name: getattr(checks, f.name) for f in fields(Checks)},
+                    "baseline": baseline.name,
+                }
+            )
         return run_checks(self.database.store, self, checks.check(), baseline)
 
-    def report(self, output: str | os.PathLike[str] | None = None, vs: Run | str | int | None = None,
-               match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Path:
+    def report(
+        self,
+        output: str | os.PathLike[str] | None = None,
+        vs: Run | str | int | None = None,
+        match: str = DEFAULT_MATCH.value,
+        threshold_pct: float = 10.0,
+    ) -> Path:
         """Write this run's self-contained HTML report (``reports/<name>.html`` unless
         ``output``); with ``vs`` (a Run, or a name or id in this database), the two runs side by
         side with their diff (``reports/vs/<name>+<other>.html``). Returns its path."""
@@ -233,8 +302,14 @@ class Run(RunRecord):
         other = self.database.run(vs) if isinstance(vs, (str, int)) else vs
         if other is not None:
             self._same_database(other)  # as diff does
-        return write_report(self.database.store, self, None if output is None else Path(output), other, match,
-                            threshold_pct)
+        return write_report(
+            self.database.store,
+            self,
+            None if output is None else Path(output),
+            other,
+            match,
+            threshold_pct,
+        )
 
     def count_by_kind(self) -> dict[str, int]:
         """Rows of each kind: kernel, memcpy, memset (timeline tools) or cpu_op."""
@@ -243,7 +318,14 @@ class Run(RunRecord):
     @property
     def report_path(self) -> str | None:
         """The raw report profkit kept for the run (.ncu-rep, .nsys-rep or Kineto trace)."""
-        return next((self.raw_files[k] for k in ("ncu-rep", "nsys-rep", "kineto-json") if k in self.raw_files), None)
+        return next(
+            (
+                self.raw_files[k]
+                for k in ("ncu-rep", "nsys-rep", "kineto-json")
+                if k in self.raw_files
+            ),
+            None,
+        )
 
 
 class Database:
@@ -279,9 +361,12 @@ class Database:
             from .errors import RunIncomplete
 
             why = record.info.error
-            raise RunIncomplete(f"run {record.name!r} is {record.status}{': ' + why if why else ''}",
-                                f"It has no kernels; its files are in {self.store.run_folder(record)}."
-                                if record.source == "run" else "It has no kernels yet.")
+            raise RunIncomplete(
+                f"run {record.name!r} is {record.status}{': ' + why if why else ''}",
+                f"It has no kernels; its files are in {self.store.run_folder(record)}."
+                if record.source == "run"
+                else "It has no kernels yet.",
+            )
         return self._attach(record)
 
     def list_runs(self) -> list[Run]:
@@ -292,8 +377,10 @@ class Database:
         """One row per run (``RUN_LIST_FIELDS`` columns), oldest first."""
         import pandas as pd
 
-        df = pd.DataFrame([{k: getattr(r, k) for k in RUN_LIST_FIELDS} for r in self.store.runs()],
-                          columns=list(RUN_LIST_FIELDS))
+        df = pd.DataFrame(
+            [{k: getattr(r, k) for k in RUN_LIST_FIELDS} for r in self.store.runs()],
+            columns=list(RUN_LIST_FIELDS),
+        )
         ints = {"id", "batch_size", "iters", "kernel_count", "gpu_time_ns"}
         return df.astype({c: "Int64" if c in ints else "string" for c in RUN_LIST_FIELDS})
 
@@ -316,9 +403,13 @@ class Database:
     def _own(self, run: Run) -> None:
         """Refuse a Run of another database: its id means another run in this one."""
         if run.db is not None and run.db.path.resolve() != self.path.resolve():
-            raise UsageError(f"run {run.name!r} is in another database ({run.db.path}), not {self.path}")
+            raise UsageError(
+                f"run {run.name!r} is in another database ({run.db.path}), not {self.path}"
+            )
 
-    def import_file(self, path: str | os.PathLike[str], name: str | None = None, step_ranges: Sequence[str] = ()) -> Run:
+    def import_file(
+        self, path: str | os.PathLike[str], name: str | None = None, step_ranges: Sequence[str] = ()
+    ) -> Run:
         """Import an export made elsewhere as a new run: any format of ``profkit.parse.FORMATS``
         (``profkit import --help`` lists them), known by its suffix. A file imported before
         gives a new run and a ProfkitWarning. Steps are torch.profiler's ``ProfilerStep#N``
@@ -329,10 +420,16 @@ class Database:
 
         if isinstance(step_ranges, str):
             step_ranges = [step_ranges]
-        return self._attach(import_file(self.store, Path(path), name=name, step_ranges=list(step_ranges)))
+        return self._attach(
+            import_file(self.store, Path(path), name=name, step_ranges=list(step_ranges))
+        )
 
-    def import_ranks(self, paths: Sequence[str | os.PathLike[str]], name: str | None = None,
-                     step_ranges: Sequence[str] = ()) -> Run:
+    def import_ranks(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        name: str | None = None,
+        step_ranges: Sequence[str] = (),
+    ) -> Run:
         """Import one torch.profiler trace per rank of a distributed job, in rank order (each
         rank profiled on its own: ``profkit run -- ...`` inside torchrun or srun), as one run
         with a rank on every row."""
@@ -340,10 +437,19 @@ class Database:
 
         if isinstance(step_ranges, str):
             step_ranges = [step_ranges]
-        return self._attach(import_ranks(self.store, [Path(p) for p in paths], name=name,
-                                         step_ranges=list(step_ranges)))
+        return self._attach(
+            import_ranks(
+                self.store, [Path(p) for p in paths], name=name, step_ranges=list(step_ranges)
+            )
+        )
 
-    def diff(self, a: str | int, b: str | int, match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0) -> Diff:
+    def diff(
+        self,
+        a: str | int,
+        b: str | int,
+        match: str = DEFAULT_MATCH.value,
+        threshold_pct: float = 10.0,
+    ) -> Diff:
         """Run ``a`` against run ``b`` (names or ids); see :meth:`Run.diff`."""
         return self.run(a).diff(self.run(b), match=match, threshold_pct=threshold_pct)
 
@@ -374,16 +480,16 @@ class VariantRow:
     """One variant of a :class:`Comparison`: its figures, and (but for the first) how its
     kernel rows moved against the first's."""
 
-    variant: str                  # "fp16 eager": what differs between the variants
-    run: str                      # its run's name
-    kernels: float                # launches (per iteration where both sides have iterations)
+    variant: str  # "fp16 eager": what differs between the variants
+    run: str  # its run's name
+    kernels: float  # launches (per iteration where both sides have iterations)
     gpu_time_ns: float
-    tensor_core_time_pct: float   # of all GPU time
-    by_precision: str             # "fp16 80%, fp32 20%"
-    added: int | None             # rows against the first variant (None for the first)
+    tensor_core_time_pct: float  # of all GPU time
+    by_precision: str  # "fp16 80%, fp32 20%"
+    added: int | None  # rows against the first variant (None for the first)
     removed: int | None
     changed: int | None
-    fused_kernels: int | None     # kernels torch.compile fused away or into others
+    fused_kernels: int | None  # kernels torch.compile fused away or into others
     # tensor-core coverage of matrix work (GEMM, conv, attention; profkit.analyze.matrix): the
     # share of that time on tensor cores (None without matrix work, or for CPU operators), the
     # time, and the part of it whose tensor-core use is unknown (None for CPU operators)
@@ -398,9 +504,9 @@ class Comparison:
 
     workload: str
     match: str
-    labels: list[str]       # "fp16 eager", ... (what differs between the variants)
+    labels: list[str]  # "fp16 eager", ... (what differs between the variants)
     runs: list[Run]
-    diffs: list[Diff]       # runs[i + 1] against runs[0]
+    diffs: list[Diff]  # runs[i + 1] against runs[0]
 
     def variant_rows(self) -> list[VariantRow]:
         """One row per variant: its run, launches, GPU time, tensor-core share (of all GPU time
@@ -413,16 +519,32 @@ class Comparison:
             t = self.diffs[max(0, i - 1)].totals
             side = t.side("b" if i else "a")
             total = side.gpu_time_ns
-            out.append(VariantRow(
-                variant=label, run=r.name, kernels=side.kernels, gpu_time_ns=total,
-                tensor_core_time_pct=side.tensor_core_time_pct,
-                by_precision=", ".join(f"{p} {100 * v / total:.0f}%" for p, v in side.time_by_precision_ns.items()
-                                       if total and v) or "-",
-                added=t.status.added if i else None, removed=t.status.removed if i else None,
-                changed=t.status.changed if i else None, fused_kernels=len(t.fused_kernels) if i else None,
-                matrix_tensor_core_pct=side.matrix_work.tensor_core_pct if side.matrix_work else None,
-                matrix_time_ns=side.matrix_work.time_ns if side.matrix_work else None,
-                matrix_undecided_time_ns=side.matrix_work.undecided_time_ns if side.matrix_work else None))
+            out.append(
+                VariantRow(
+                    variant=label,
+                    run=r.name,
+                    kernels=side.kernels,
+                    gpu_time_ns=total,
+                    tensor_core_time_pct=side.tensor_core_time_pct,
+                    by_precision=", ".join(
+                        f"{p} {100 * v / total:.0f}%"
+                        for p, v in side.time_by_precision_ns.items()
+                        if total and v
+                    )
+                    or "-",
+                    added=t.status.added if i else None,
+                    removed=t.status.removed if i else None,
+                    changed=t.status.changed if i else None,
+                    fused_kernels=len(t.fused_kernels) if i else None,
+                    matrix_tensor_core_pct=side.matrix_work.tensor_core_pct
+                    if side.matrix_work
+                    else None,
+                    matrix_time_ns=side.matrix_work.time_ns if side.matrix_work else None,
+                    matrix_undecided_time_ns=side.matrix_work.undecided_time_ns
+                    if side.matrix_work
+                    else None,
+                )
+            )
         return out
 
     def write_reports(self, folder: str | os.PathLike[str] = "reports") -> list[Path]:
@@ -431,12 +553,25 @@ class Comparison:
         from .report import write_report
 
         first = self.runs[0]
-        return [write_report(first.database.store, first, vs=r, match=self.match, threshold_pct=self.diffs[0].threshold_pct,
-                             folder=Path(folder)) for r in self.runs[1:]]
+        return [
+            write_report(
+                first.database.store,
+                first,
+                vs=r,
+                match=self.match,
+                threshold_pct=self.diffs[0].threshold_pct,
+                folder=Path(folder),
+            )
+            for r in self.runs[1:]
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "match": self.match, "variants": [asdict(v) for v in self.variant_rows()],
-                "diffs": [d.to_dict() for d in self.diffs]}
+        return {
+            "workload": self.workload,
+            "match": self.match,
+            "variants": [asdict(v) for v in self.variant_rows()],
+            "diffs": [d.to_dict() for d in self.diffs],
+        }
 
     # ---- in a notebook: one line, or a card with a row per variant
     def __repr__(self) -> str:
@@ -449,15 +584,33 @@ class Comparison:
         from .formatting import fmt_ns, html_card, pct
 
         cpu = bool(self.runs) and self.runs[0].activity == "cpu_op"
-        columns = ["variant", "run", "calls" if cpu else "launches", "CPU self time" if cpu else "GPU time"] + \
-            ([] if cpu else ["tensor cores, of matrix work"]) + ["by precision", "added", "removed", "changed"]
-        rows = [[v.variant, v.run, f"{v.kernels:,.0f}", fmt_ns(v.gpu_time_ns)]
-                + ([] if cpu else [pct(v.matrix_tensor_core_pct)])
-                + [v.by_precision] + ["-" if x is None else str(x) for x in (v.added, v.removed, v.changed)]
-                for v in self.variant_rows()]
+        columns = (
+            [
+                "variant",
+                "run",
+                "calls" if cpu else "launches",
+                "CPU self time" if cpu else "GPU time",
+            ]
+            + ([] if cpu else ["tensor cores, of matrix work"])
+            + ["by precision", "added", "removed", "changed"]
+        )
+        rows = [
+            [v.variant, v.run, f"{v.kernels:,.0f}", fmt_ns(v.gpu_time_ns)]
+            + ([] if cpu else [pct(v.matrix_tensor_core_pct)])
+            + [v.by_precision]
+            + ["-" if x is None else str(x) for x in (v.added, v.removed, v.changed)]
+            for v in self.variant_rows()
+        ]
         numeric = {2, 3} | ({4} if not cpu else set()) | set(range(len(columns) - 3, len(columns)))
-        return html_card("Comparison of", self.workload, [("match", self.match), ("variants", str(len(self.runs)))],
-                         columns, rows, caption="each variant against the first", numeric=numeric)
+        return html_card(
+            "Comparison of",
+            self.workload,
+            [("match", self.match), ("variants", str(len(self.runs)))],
+            columns,
+            rows,
+            caption="each variant against the first",
+            numeric=numeric,
+        )
 
 
 def compare(
@@ -477,7 +630,10 @@ def compare(
     from .launch import check, plan
 
     variants = _variants(workload, modes, precisions, match, options)
-    for req, _ in variants:  # every variant's options first, then the tool: all before anything runs
+    for (
+        req,
+        _,
+    ) in variants:  # every variant's options first, then the tool: all before anything runs
         check(req)
     plan(variants[0][0])
     database = db if isinstance(db, Database) else open_db(db, create=True)
@@ -485,14 +641,21 @@ def compare(
     # (A new database file is made only when the first variant stores its run.)
     for req, label in variants:
         if progress:
-            progress.note(f"variant {label}: profiling {workload} in {req.options.precision}, {req.options.mode}")
+            progress.note(
+                f"variant {label}: profiling {workload} in {req.options.precision}, {req.options.mode}"
+            )
         runs.append(_profile(req, database, progress))
     diffs = [runs[0].diff(r, match=match, threshold_pct=threshold_pct) for r in runs[1:]]
     return Comparison(workload, match, [label for _, label in variants], runs, diffs)
 
 
-def _variants(workload: str, modes: str | Sequence[str], precisions: str | Sequence[str], match: str,
-              options: dict[str, Any]) -> list[tuple[RunRequest, str]]:
+def _variants(
+    workload: str,
+    modes: str | Sequence[str],
+    precisions: str | Sequence[str],
+    match: str,
+    options: dict[str, Any],
+) -> list[tuple[RunRequest, str]]:
     """A comparison's variants (precisions outer, modes inner), each a request with its label
     ("fp16 eager": what differs between the variants), refused in one line where the asked
     combination cannot be compared."""
@@ -502,33 +665,56 @@ def _variants(workload: str, modes: str | Sequence[str], precisions: str | Seque
     from .options import RunOptions
 
     mode_list = modes.split(",") if isinstance(modes, str) else list(modes or ())
-    precision_list = precisions.split(",") if isinstance(precisions, str) else list(precisions or ())
+    precision_list = (
+        precisions.split(",") if isinstance(precisions, str) else list(precisions or ())
+    )
     if not mode_list or not precision_list:
         raise UsageError("`modes` and `precisions` each need at least one value")
     require_choice("match", match, MATCHES)
     if "name" in options or "mode" in options or "precision" in options:
-        raise UsageError("compare names its runs and sets each variant's `mode` and `precision` itself; "
-                         "give `modes` and `precisions`")
+        raise UsageError(
+            "compare names its runs and sets each variant's `mode` and `precision` itself; "
+            "give `modes` and `precisions`"
+        )
     pairs = [(p, m) for p in dict.fromkeys(precision_list) for m in dict.fromkeys(mode_list)]
     if len(pairs) < 2:
-        raise UsageError("compare needs at least two variants: give two `modes` or two `precisions`")
+        raise UsageError(
+            "compare needs at least two variants: give two `modes` or two `precisions`"
+        )
     base = RunOptions.make(**options)
     base.check_values()
     base.check_grid(precision_list, mode_list)
     if match == "op" and base.tool != "torch" and base.device != "cpu":
-        raise UsageError("`match` op lines kernels up by the operators that launched them, which only torch.profiler "
-                         "records", "Use `tool` torch, or match exact or family.")
+        raise UsageError(
+            "`match` op lines kernels up by the operators that launched them, which only torch.profiler "
+            "records",
+            "Use `tool` torch, or match exact or family.",
+        )
     if match == "module":
-        off = base.attribution is False or (base.attribution is None and base.tool in ("nsys", "torch"))
-        why = ("attribution is turned off" if off else
-               "a compiled model's kernels carry the operators Inductor fused, not modules" if "compile" in mode_list else
-               None)
+        off = base.attribution is False or (
+            base.attribution is None and base.tool in ("nsys", "torch")
+        )
+        why = (
+            "attribution is turned off"
+            if off
+            else "a compiled model's kernels carry the operators Inductor fused, not modules"
+            if "compile" in mode_list
+            else None
+        )
         if why:
-            raise UsageError(f"`match` module lines kernels up by the module that launched them, and {why}",
-                             "Compare eager runs with attribution (on by default under ncu, `attribution` under nsys "
-                             "and torch), or match exact, family or op.")
-    labels = [" ".join(x for x, many in ((p, len(set(precision_list)) > 1), (m, len(set(mode_list)) > 1)) if many)
-              for p, m in pairs]
+            raise UsageError(
+                f"`match` module lines kernels up by the module that launched them, and {why}",
+                "Compare eager runs with attribution (on by default under ncu, `attribution` under nsys "
+                "and torch), or match exact, family or op.",
+            )
+    labels = [
+        " ".join(
+            x
+            for x, many in ((p, len(set(precision_list)) > 1), (m, len(set(mode_list)) > 1))
+            if many
+        )
+        for p, m in pairs
+    ]
     return [(RunRequest(workload, base.cell(p, m)), label) for (p, m), label in zip(pairs, labels)]
 
 
@@ -591,24 +777,36 @@ def profile(
     from .options import RunOptions
 
     if (workload is None) == (program is None):
-        raise UsageError("profile a `workload` or a `program`: one of them" if workload is None else
-                         "give a `workload` or a `program`, not both")
+        raise UsageError(
+            "profile a `workload` or a `program`: one of them"
+            if workload is None
+            else "give a `workload` or a `program`, not both"
+        )
     if program is not None:
         from .program import resolve
 
         if isinstance(program, str):
-            raise UsageError("`program` is a command line as a list of strings: [\"python\", \"train.py\", ...]")
-        return _profile(RunRequest("", RunOptions.make(**options), program=resolve(list(program), Path.cwd())),
-                        db, progress)
+            raise UsageError(
+                '`program` is a command line as a list of strings: ["python", "train.py", ...]'
+            )
+        return _profile(
+            RunRequest("", RunOptions.make(**options), program=resolve(list(program), Path.cwd())),
+            db,
+            progress,
+        )
     assert workload is not None
     return _profile(RunRequest(workload, RunOptions.make(**options)), db, progress)
 
 
-def _profile(req: RunRequest, db: Database | str | os.PathLike[str] | None, progress: Progress | None) -> Run:
+def _profile(
+    req: RunRequest, db: Database | str | os.PathLike[str] | None, progress: Progress | None
+) -> Run:
     from .launch import plan, run
 
     checked = plan(req)
-    database = db if isinstance(db, Database) else open_db(db, create=True)  # the file is made when the run is reserved
+    database = (
+        db if isinstance(db, Database) else open_db(db, create=True)
+    )  # the file is made when the run is reserved
     return database._attach(run(database.store, checked, progress))
 
 
@@ -656,7 +854,7 @@ def sweep(
     on_result: Callable[[Any, int, int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     **options: Any,
-) -> "SweepResult":
+) -> SweepResult:
     """Profile every cell of ``workloads`` x ``precisions`` x ``modes`` x ``tools`` (one
     :func:`profile` each) on Dask: a local cluster with one worker per GPU, or the scheduler at
     ``address`` (a ``tls://`` one reached with ``tls_ca_file``, ``tls_cert`` and ``tls_key``, else
@@ -674,11 +872,16 @@ def sweep(
     if workers is not None:
         require_int("workers", workers, 1)
         if address:
-            raise UsageError("`workers` sizes the local cluster; with `address` the scheduler's own workers run the "
-                             "jobs", "Leave out `workers`, or `address` to run on this machine.")
+            raise UsageError(
+                "`workers` sizes the local cluster; with `address` the scheduler's own workers run the "
+                "jobs",
+                "Leave out `workers`, or `address` to run on this machine.",
+            )
     if address and _dask() is None:
-        raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
-                         f"Install it: {INSTALL_HINT}")
+        raise UsageError(
+            "`address` hands the jobs to a Dask scheduler, and Dask is not installed",
+            f"Install it: {INSTALL_HINT}",
+        )
     security = tls_security(address, tls_ca_file, tls_cert, tls_key)
     checked = plan(workloads, precisions, modes, tools, options)
     if address is None:  # the jobs run on this machine: its GPUs and tools, checked first
@@ -686,9 +889,18 @@ def sweep(
         from .launch import plan as plan_run
 
         if checked.device == "cuda" and not count():
-            raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
-                             "Use `device` cpu, or give a scheduler `address`.")
+            raise UsageError(
+                "`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
+                "Use `device` cpu, or give a scheduler `address`.",
+            )
         tools_chosen = [plan_run(req).tool for _, req, _ in checked.jobs]
         skip_auto_twins(checked, tools_chosen)
-    return run(_writable(db).store, checked, address=address, workers=workers, security=security, on_result=on_result,
-               on_note=on_note)
+    return run(
+        _writable(db).store,
+        checked,
+        address=address,
+        workers=workers,
+        security=security,
+        on_result=on_result,
+        on_note=on_note,
+    )

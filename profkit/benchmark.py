@@ -25,9 +25,10 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 from . import gpu, launch, workloads
 from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_values
@@ -81,8 +82,13 @@ def compiler(device: str) -> str | None:
 DEFAULTS = BENCH_DEFAULTS  # (batch size, timed iterations, warm-up) where not given, per device
 
 
-def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: str | Sequence[str] = ("eager",),
-         **options: Any) -> BenchPlan:
+def plan(
+    workload: str,
+    *,
+    precisions: str | Sequence[str] = ("fp32",),
+    modes: str | Sequence[str] = ("eager",),
+    **options: Any,
+) -> BenchPlan:
     """Check a benchmark's options, the workload and what it supports, and this machine (a GPU
     for ``device`` cuda, a compiler for torch.compile, PyTorch), before anything runs or is
     written. Raises a ProfkitError that names the first problem. ``options`` are the run
@@ -104,25 +110,39 @@ def plan(workload: str, *, precisions: str | Sequence[str] = ("fp32",), modes: s
     requests = [RunRequest(workload, base.cell(p, m)) for m in mode_list for p in precision_list]
     name, path = workloads.resolve(workload)
     supported_precisions, supported_modes = workloads.supports(path)
-    for what, asked, supported in (("precision", precision_list, supported_precisions),
-                                   ("mode", mode_list, supported_modes)):
+    for what, asked, supported in (
+        ("precision", precision_list, supported_precisions),
+        ("mode", mode_list, supported_modes),
+    ):
         for value in asked:
             if value not in supported:
-                raise WorkloadError(f"workload {name} does not support {what} {value!r}",
-                                    f"It supports {', '.join(supported)}.")
+                raise WorkloadError(
+                    f"workload {name} does not support {what} {value!r}",
+                    f"It supports {', '.join(supported)}.",
+                )
     if "compile" in mode_list and base.warmup < 1:
-        raise UsageError("`modes` compile compiles in the warm-up, so that no timed iteration holds the compiler: "
-                         "`warmup` must be at least 1")
+        raise UsageError(
+            "`modes` compile compiles in the warm-up, so that no timed iteration holds the compiler: "
+            "`warmup` must be at least 1"
+        )
     for req in requests:  # every other rule a profiled run has
         launch.check(req)
     if "compile" in mode_list and compiler(device) is None:
         variable, names = COMPILERS[device]
-        what = "a C++ compiler for Inductor's CPU code" if device == "cpu" else "a C compiler for Triton"
-        raise UsageError(f"`modes` compile needs {what}, and none was found (${variable}, {', '.join(names)})",
-                         "Install one, or leave compile out of `modes`.")
+        what = (
+            "a C++ compiler for Inductor's CPU code"
+            if device == "cpu"
+            else "a C compiler for Triton"
+        )
+        raise UsageError(
+            f"`modes` compile needs {what}, and none was found (${variable}, {', '.join(names)})",
+            "Install one, or leave compile out of `modes`.",
+        )
     launch.require_torch("a benchmark runs the workload under PyTorch")
     if device == "cuda" and not launch.DRIVER_DIR.exists() and gpu.query() is None:
-        raise UsageError("no NVIDIA GPU or driver found here", "Benchmark on the CPU with `device` cpu.")
+        raise UsageError(
+            "no NVIDIA GPU or driver found here", "Benchmark on the CPU with `device` cpu."
+        )
     return BenchPlan(name, path, precision_list, mode_list, requests)
 
 
@@ -134,8 +154,10 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
     measured: list[tuple[BenchRow, HarnessInfo, Path | None]] = []
     with tempfile.TemporaryDirectory(prefix="profkit-bench-") as tmp:
         for i, req in enumerate(p.requests):
-            progress.stage(f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of {len(p.requests)}): "
-                           f"building, {p.warmup} warm-up and {p.iters} timed iterations")
+            progress.stage(
+                f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of {len(p.requests)}): "
+                f"building, {p.warmup} warm-up and {p.iters} timed iterations"
+            )
             measured.append(_measure(p, req, Path(tmp) / f"{i}", progress))
         asked = {(r.precision, r.mode): (r, out) for r, _, out in measured}
         models = [info.get("model") for r, info, _ in measured if r.status == "ok"]
@@ -146,9 +168,19 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
             if REFERENCE in asked:
                 reference, ref_output = asked[REFERENCE]
             elif all(v in s for v, s in zip(REFERENCE, workloads.supports(p.path))):
-                progress.note(f"running {p.workload} in fp32 eager too: the reference the outputs are compared with")
-                req = replace(p.requests[0], options=replace(p.requests[0].options, precision="fp32", mode="eager",
-                                                             compile_mode="default", keep_bn_fp32=False))
+                progress.note(
+                    f"running {p.workload} in fp32 eager too: the reference the outputs are compared with"
+                )
+                req = replace(
+                    p.requests[0],
+                    options=replace(
+                        p.requests[0].options,
+                        precision="fp32",
+                        mode="eager",
+                        compile_mode="default",
+                        keep_bn_fp32=False,
+                    ),
+                )
                 progress.stage(f"{p.workload} in fp32, eager (the reference)")
                 row, ref_info, ref_output = _measure(p, req, Path(tmp) / "reference", progress)
                 reference = replace(row, reference_only=True)
@@ -160,19 +192,36 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
         rows = [_agreement(row, info, out, ref_output, why_none) for row, info, out in measured]
     info = next((i for r, i, _ in measured if r.status == "ok"), HarnessInfo())
     record = BenchRecord(
-        id=None, workload=p.workload, batch_size=p.spec.batch_size, device=p.spec.device, iters=p.iters,
-        warmup=p.warmup, precisions=p.precisions, modes=p.modes, created_at=now(), rows=rows,
-        gpu_name=info.get("gpu_name"), torch_version=info.get("torch_version"),
-        info={"workload_path": str(p.path), "python": info.get("python") or sys.version.split()[0],
-              "cuda_version": info.get("cuda_version"),
-              **({"options": options} if (options := {k: True for r in p.requests for k in r.spec.options()}) else {})},
+        id=None,
+        workload=p.workload,
+        batch_size=p.spec.batch_size,
+        device=p.spec.device,
+        iters=p.iters,
+        warmup=p.warmup,
+        precisions=p.precisions,
+        modes=p.modes,
+        created_at=now(),
+        rows=rows,
+        gpu_name=info.get("gpu_name"),
+        torch_version=info.get("torch_version"),
+        info={
+            "workload_path": str(p.path),
+            "python": info.get("python") or sys.version.split()[0],
+            "cuda_version": info.get("cuda_version"),
+            **(
+                {"options": options}
+                if (options := {k: True for r in p.requests for k in r.spec.options()})
+                else {}
+            ),
+        },
     )
     progress.stage("storing")
     return store.add_bench(record)
 
 
-def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) -> tuple[BenchRow, HarnessInfo,
-                                                                                          Path | None]:
+def _measure(
+    p: BenchPlan, req: RunRequest, folder: Path, progress: Progress
+) -> tuple[BenchRow, HarnessInfo, Path | None]:
     """One combination in its own harness process: its row (timings; failed with the error's
     one line where it failed), what the harness wrote, and its saved output, if any."""
     precision, mode = req.spec.precision, req.spec.mode
@@ -189,7 +238,9 @@ def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) ->
 
     try:
         result, _ = job.stream(job.harness_argv(), log)
-    except ProfkitError as exc:  # the workload's error (from the harness's error file), or the timeout
+    except (
+        ProfkitError
+    ) as exc:  # the workload's error (from the harness's error file), or the timeout
         return failed(exc.one_line())
     if result.returncode != 0:
         last = next((line.strip() for line in reversed(result.tail) if line.strip()), "no output")
@@ -201,9 +252,16 @@ def _measure(p: BenchPlan, req: RunRequest, folder: Path, progress: Progress) ->
     s = stats(times)
     seconds = s["median_ms"] / 1e3
     batch = req.spec.batch_size
-    row = BenchRow(precision, mode, "ok", **s,
-                   items_per_s=_sig(batch / seconds) if seconds > 0 else None, s_per_item=_sig(seconds / batch),
-                   peak_memory_bytes=info.get("peak_memory_bytes"), iter_ns=list(times))
+    row = BenchRow(
+        precision,
+        mode,
+        "ok",
+        **s,
+        items_per_s=_sig(batch / seconds) if seconds > 0 else None,
+        s_per_item=_sig(seconds / batch),
+        peak_memory_bytes=info.get("peak_memory_bytes"),
+        iter_ns=list(times),
+    )
     return row, info, output if info.get("output_saved") and output.exists() else None
 
 
@@ -231,21 +289,34 @@ def stats(iter_ns: Sequence[int]) -> Stats:
         return ms[lo] + (ms[hi] - ms[lo]) * (at - lo)
 
     p25, p75 = quantile(0.25), quantile(0.75)
-    return {"median_ms": round(quantile(0.5), 6), "spread_ms": round((p75 - p25) / 2, 6), "p25_ms": round(p25, 6),
-            "p75_ms": round(p75, 6), "min_ms": round(ms[0], 6), "max_ms": round(ms[-1], 6)}
+    return {
+        "median_ms": round(quantile(0.5), 6),
+        "spread_ms": round((p75 - p25) / 2, 6),
+        "p25_ms": round(p25, 6),
+        "p75_ms": round(p75, 6),
+        "min_ms": round(ms[0], 6),
+        "max_ms": round(ms[-1], 6),
+    }
 
 
 def _sig(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def _agreement(row: BenchRow, info: HarnessInfo, output: Path | None, reference: Path | None,
-               why_none: str | None) -> BenchRow:
+def _agreement(
+    row: BenchRow,
+    info: HarnessInfo,
+    output: Path | None,
+    reference: Path | None,
+    why_none: str | None,
+) -> BenchRow:
     """``row`` with its output compared with the reference's, or a note saying why it is not."""
     if row.status != "ok":
         return row
     if not info.get("model"):
-        return replace(row, note="n/a: the workload builds its own step (no model output to compare)")
+        return replace(
+            row, note="n/a: the workload builds its own step (no model output to compare)"
+        )
     if why_none:
         return replace(row, note=why_none)
     if output is None or reference is None:
@@ -270,7 +341,11 @@ def agreement(output: Any, reference: Any) -> tuple[float | None, float | None, 
     import torch
 
     if tuple(output.shape) != tuple(reference.shape):
-        return None, None, f"n/a: output shape {tuple(output.shape)} differs from fp32 eager's {tuple(reference.shape)}"
+        return (
+            None,
+            None,
+            f"n/a: output shape {tuple(output.shape)} differs from fp32 eager's {tuple(reference.shape)}",
+        )
     if output.numel() == 0:
         return None, None, "n/a: the output is empty"
     for what, t in (("the output", output), ("fp32 eager's output", reference)):

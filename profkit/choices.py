@@ -8,9 +8,9 @@ from enum import Enum
 
 
 class Tool(str, Enum):
-    auto = "auto"    # ncu where it can read counters, else nsys, else torch
-    ncu = "ncu"      # Nsight Compute: per-kernel counters
-    nsys = "nsys"    # Nsight Systems: the timeline
+    auto = "auto"  # ncu where it can read counters, else nsys, else torch
+    ncu = "ncu"  # Nsight Compute: per-kernel counters
+    nsys = "nsys"  # Nsight Systems: the timeline
     torch = "torch"  # torch.profiler (Kineto)
 
 
@@ -18,13 +18,13 @@ class Precision(str, Enum):
     fp32 = "fp32"
     fp16 = "fp16"
     bf16 = "bf16"
-    amp = "amp"      # torch.autocast: fp16 on CUDA, bf16 on the CPU
+    amp = "amp"  # torch.autocast: fp16 on CUDA, bf16 on the CPU
 
 
 class Mode(str, Enum):
     eager = "eager"
     torchscript = "torchscript"  # torch.jit.trace
-    compile = "compile"          # torch.compile, compiled during the warm-up
+    compile = "compile"  # torch.compile, compiled during the warm-up
 
 
 class CompileMode(str, Enum):
@@ -39,9 +39,9 @@ class Device(str, Enum):
 
 
 class Match(str, Enum):
-    exact = "exact"    # a kernel by its name
+    exact = "exact"  # a kernel by its name
     family = "family"  # by kind of work (conv, gemm, ...)
-    op = "op"          # by the operator that launched it (torch.profiler)
+    op = "op"  # by the operator that launched it (torch.profiler)
     module = "module"  # by the module whose code launched it (runs with attribution: profkit run)
 
 
@@ -58,7 +58,7 @@ class Format(str, Enum):
 
 
 class CheckFormat(str, Enum):
-    text = "text"    # one line per assertion and a summary line
+    text = "text"  # one line per assertion and a summary line
     json = "json"
     junit = "junit"  # JUnit XML: one testsuite, one testcase per assertion
 

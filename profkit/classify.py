@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import UsageError
 from .parse.schema import PRECISIONS, Capture, ClassifiedRow, Evidence, KernelRow, Precision, frame
@@ -33,11 +34,15 @@ class NameRule:
     id: str
     description: str
     regex: re.Pattern[str]
-    precision: Any  # a Precision, or {"group": g, "map": {...: Precision}}, or None (checked on load)
+    precision: (
+        Any  # a Precision, or {"group": g, "map": {...: Precision}}, or None (checked on load)
+    )
     tensor_core: bool | None
     family: str | None
     examples: tuple[str, ...]
-    precision_from_inputs: bool = False  # names carry no type: the launching operator's input types tell
+    precision_from_inputs: bool = (
+        False  # names carry no type: the launching operator's input types tell
+    )
     # Where the launching operator's types are not known: what the name still says (a Precision,
     # RUN_HALF or RUN_FLOAT), as ``precision`` is given. Applied once the run's rows are stored
     # (``Store.judge_by_run``), since the run's own types decide the last two.
@@ -82,10 +87,14 @@ class Rules:
 
     name_rules: tuple[NameRule, ...]
     counters: dict[str, Precision]
-    core_counters: dict[str, str]              # ncu metric -> the float width its CUDA-core instructions are (half, fp32, fp64)
-    core_min: float                            # fewer float instructions than this: no float arithmetic to speak of
-    metric_sets: dict[str, dict[str, Any]]     # chip (sm_90, other) -> preset -> metric list; "default" -> preset
-    ncu_plans: dict[str, str]                  # chip -> "per-function" where that is ncu's default plan
+    core_counters: dict[
+        str, str
+    ]  # ncu metric -> the float width its CUDA-core instructions are (half, fp32, fp64)
+    core_min: float  # fewer float instructions than this: no float arithmetic to speak of
+    metric_sets: dict[
+        str, dict[str, Any]
+    ]  # chip (sm_90, other) -> preset -> metric list; "default" -> preset
+    ncu_plans: dict[str, str]  # chip -> "per-function" where that is ncu's default plan
     op_rules: tuple[OpRule, ...]
     torch_types: dict[str, Precision]
     work_rules: tuple[WorkRule, ...]
@@ -94,7 +103,9 @@ class Rules:
 def _precisions(where: str, values: Iterable[Any]) -> None:
     bad = sorted({str(v) for v in values if v not in PRECISIONS})
     if bad:
-        raise ValueError(f"{RULES_PATH}: {where} names unknown precisions {bad}: not one of {', '.join(PRECISIONS)}")
+        raise ValueError(
+            f"{RULES_PATH}: {where} names unknown precisions {bad}: not one of {', '.join(PRECISIONS)}"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -107,9 +118,14 @@ def rules() -> Rules:
             _precisions(f"name rule {r['id']}'s {key}", [v for v in values if v not in extra])
     name_rules = tuple(
         NameRule(
-            id=r["id"], description=r.get("description", ""), regex=re.compile(r["pattern"]),
-            precision=r.get("precision"), tensor_core=r.get("tensor_core"), family=r.get("family"),
-            examples=tuple(r.get("examples", ())), precision_from_inputs=r.get("precision_from") == "inputs",
+            id=r["id"],
+            description=r.get("description", ""),
+            regex=re.compile(r["pattern"]),
+            precision=r.get("precision"),
+            tensor_core=r.get("tensor_core"),
+            family=r.get("family"),
+            examples=tuple(r.get("examples", ())),
+            precision_from_inputs=r.get("precision_from") == "inputs",
             precision_else=r.get("precision_else"),
         )
         for r in data.get("name_rule", [])
@@ -121,22 +137,46 @@ def rules() -> Rules:
     core: dict[str, str] = {}
     for table in data.get("core_counters", {}).values():
         core.update({k: v for k, v in table.items() if k != "min_instructions"})
-    core_min = min((float(t.get("min_instructions", 0)) for t in data.get("core_counters", {}).values()), default=0.0)
+    core_min = min(
+        (float(t.get("min_instructions", 0)) for t in data.get("core_counters", {}).values()),
+        default=0.0,
+    )
     if set(core.values()) - set(CORE_WIDTHS):
-        raise ValueError(f"{RULES_PATH}: core_counters names widths other than {', '.join(CORE_WIDTHS)}")
+        raise ValueError(
+            f"{RULES_PATH}: core_counters names widths other than {', '.join(CORE_WIDTHS)}"
+        )
     _precisions("torch_types", data.get("torch_types", {}).values())
     op_rules = tuple(
-        OpRule(id=r["id"], regex=re.compile(r["pattern"]), family=r["family"], examples=tuple(r.get("examples", ())))
+        OpRule(
+            id=r["id"],
+            regex=re.compile(r["pattern"]),
+            family=r["family"],
+            examples=tuple(r.get("examples", ())),
+        )
         for r in data.get("op_rule", [])
     )
     work_rules = tuple(
-        WorkRule(id=r["id"], regex=re.compile(r["pattern"]), label=r["label"], examples=tuple(r.get("examples", ())),
-                 lowercase=bool(r.get("lowercase", False)), operation=r.get("operation"))
+        WorkRule(
+            id=r["id"],
+            regex=re.compile(r["pattern"]),
+            label=r["label"],
+            examples=tuple(r.get("examples", ())),
+            lowercase=bool(r.get("lowercase", False)),
+            operation=r.get("operation"),
+        )
         for r in data.get("work_rule", [])
     )
-    return Rules(name_rules=name_rules, counters=counters, core_counters=core, core_min=core_min, metric_sets=data.get("metric_sets", {}),
-                 ncu_plans=data.get("ncu_plans", {}), op_rules=op_rules, torch_types=data.get("torch_types", {}),
-                 work_rules=work_rules)
+    return Rules(
+        name_rules=name_rules,
+        counters=counters,
+        core_counters=core,
+        core_min=core_min,
+        metric_sets=data.get("metric_sets", {}),
+        ncu_plans=data.get("ncu_plans", {}),
+        op_rules=op_rules,
+        torch_types=data.get("torch_types", {}),
+        work_rules=work_rules,
+    )
 
 
 @dataclass(frozen=True)
@@ -173,10 +213,17 @@ def _work(short_name: str, name: str) -> tuple[str, str, str]:
         for rule in rules().work_rules:
             m = rule.regex.search(text) if text else None
             if m:
-                groups = {k: (v or "").lower() if rule.lowercase else (v or "") for k, v in m.groupdict().items()}
+                groups = {
+                    k: (v or "").lower() if rule.lowercase else (v or "")
+                    for k, v in m.groupdict().items()
+                }
                 label = rule.label.format(**groups)
                 op_groups = {k: (v or "").lower() for k, v in m.groupdict().items()}
-                return label, rule.id, rule.operation.format(**op_groups) if rule.operation else label
+                return (
+                    label,
+                    rule.id,
+                    rule.operation.format(**op_groups) if rule.operation else label,
+                )
     label = variant_label(short_name)
     return label, "", label
 
@@ -189,7 +236,9 @@ def _work(short_name: str, name: str) -> tuple[str, str, str]:
 # `max_pool2d`, `nll_loss_forward_reduce_cuda_kernel_2d`, `bn_fw_inf_1C11`, `sm90`, `16bits`.
 _VARIANT_PARTS = (
     re.compile(r"\d+(?:x\d+)+(?![A-Za-z0-9])"),
-    re.compile(r"(?<=_)(?:f16|bf16|f32|f64|fp16|bf16|fp32|tf32|fp64|fp8|e4m3|e5m2|half|float|double|i8|s8|u8)(?=_|$)"),
+    re.compile(
+        r"(?<=_)(?:f16|bf16|f32|f64|fp16|bf16|fp32|tf32|fp64|fp8|e4m3|e5m2|half|float|double|i8|s8|u8)(?=_|$)"
+    ),
     re.compile(r"(?:(?<=_)|^)\d+(?=_|$)"),
 )
 
@@ -228,7 +277,11 @@ def classify_op(name: str, input_types: str | None) -> Verdict:
     where = f"; family from op rule {f_rule}" if f_rule else ""
     if precision and precision != "int":  # a CPU operator's precision is its floating-point inputs'
         return Verdict(precision, False, family, "dtypes", f"input types {input_types}{where}")
-    detail = f"no floating-point tensor inputs ({input_types})" if types else "no tensor input types recorded"
+    detail = (
+        f"no floating-point tensor inputs ({input_types})"
+        if types
+        else "no tensor input types recorded"
+    )
     return Verdict("unknown", False, family, "none", f"CPU operator: {detail}{where}")
 
 
@@ -238,7 +291,11 @@ def types_precision(input_types: str | None) -> Precision | None:
     ``int`` (integer and boolean work); None where no tensor type is known."""
     table = rules().torch_types
     mapped = list(dict.fromkeys(table[t] for t in (input_types or "").split(",") if t in table))
-    chosen = [p for p in mapped if p not in ("int8", "int")] or [p for p in mapped if p == "int8"] or mapped
+    chosen = (
+        [p for p in mapped if p not in ("int8", "int")]
+        or [p for p in mapped if p == "int8"]
+        or mapped
+    )
     if not chosen:
         return None
     return chosen[0] if len(chosen) == 1 else "mixed"
@@ -360,8 +417,13 @@ def from_core_counters(v: Verdict, metrics: dict[str, float]) -> Verdict:
     counts = ", ".join(f"{w} {by[w]:,.0f}" for w in CORE_WIDTHS if w in by)
     precision: Precision = "fp16" if width == "half" else "fp64" if width == "fp64" else "fp32"
     what = "; half, which is fp16 or bf16 alike" if width == "half" else ""
-    return Verdict(precision, v.tensor_core, v.family, "metrics",
-                   f"{v.evidence_detail}; CUDA-core float instructions (threads): {counts}{what}")
+    return Verdict(
+        precision,
+        v.tensor_core,
+        v.family,
+        "metrics",
+        f"{v.evidence_detail}; CUDA-core float instructions (threads): {counts}{what}",
+    )
 
 
 def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
@@ -375,15 +437,28 @@ def classify_one(name: str, metrics: dict[str, float] | None) -> Verdict:
             detail = "tensor-path ops: " + ", ".join(
                 f"{m}={metrics[m]:,.0f}" for m in sorted(measured) if metrics[m]
             )
-            return Verdict(used[0] if len(used) == 1 else "mixed", True, family or "gemm", "metrics", detail)
+            return Verdict(
+                used[0] if len(used) == 1 else "mixed", True, family or "gemm", "metrics", detail
+            )
         types_measured = set(measured.values())
         if tensor and precision and precision not in types_measured:
             # The run did not count this kernel's type (e.g. fp8 with the 'tensor' preset).
-            return Verdict(precision, True, family, "name",
-                           f"rule {t_rule}; no {precision} tensor counter was collected")
+            return Verdict(
+                precision,
+                True,
+                family,
+                "name",
+                f"rule {t_rule}; no {precision} tensor counter was collected",
+            )
         detail = f"tensor-path ops = 0 for {', '.join(sorted(types_measured))}"
         if p_rule:  # the counters decided tensor cores (none), a name rule the precision
-            return Verdict(precision or "unknown", False, family, "name", f"{detail}; precision from rule {p_rule}")
+            return Verdict(
+                precision or "unknown",
+                False,
+                family,
+                "name",
+                f"{detail}; precision from rule {p_rule}",
+            )
         return Verdict("unknown", False, family, "metrics", detail)
     if precision is None and tensor is None:
         return Verdict("unknown", None, family, "none", "no counters and no name rule matched")
@@ -397,7 +472,9 @@ COPY_VERDICT = {
 }
 
 
-def classify_row(kind: str, name: str, metrics: dict[str, float] | None, input_types: str | None) -> Verdict:
+def classify_row(
+    kind: str, name: str, metrics: dict[str, float] | None, input_types: str | None
+) -> Verdict:
     if kind == "cpu_op":
         return classify_op(name, input_types)
     if kind in COPY_VERDICT:
@@ -424,8 +501,13 @@ def from_inputs(v: Verdict, input_types: str) -> Verdict:
     precision = types_precision(input_types)
     if not precision:
         return v
-    return Verdict(precision, v.tensor_core, v.family, "dtypes",
-                   f"{v.evidence_detail}; precision from the launching operator's input types ({input_types})")
+    return Verdict(
+        precision,
+        v.tensor_core,
+        v.family,
+        "dtypes",
+        f"{v.evidence_detail}; precision from the launching operator's input types ({input_types})",
+    )
 
 
 @lru_cache(maxsize=65536)
@@ -454,13 +536,23 @@ def classify_rows(rows: Iterable[KernelRow]) -> Iterator[ClassifiedRow]:
 def classified(capture: Capture[KernelRow]) -> Capture[ClassifiedRow]:
     """The capture with its rows classified as they are read (ranges, host syncs and notes shared)."""
     return Capture(
-        rows=classify_rows(capture.rows), tool=capture.tool, source_format=capture.source_format,
-        tool_version=capture.tool_version, gpu_name=capture.gpu_name, compute_capability=capture.compute_capability,
-        metric_names=capture.metric_names, metric_units=capture.metric_units, notes=capture.notes,
-        ranges=capture.ranges, range_paths=capture.range_paths, host_syncs=capture.host_syncs, bulk=capture.bulk)
+        rows=classify_rows(capture.rows),
+        tool=capture.tool,
+        source_format=capture.source_format,
+        tool_version=capture.tool_version,
+        gpu_name=capture.gpu_name,
+        compute_capability=capture.compute_capability,
+        metric_names=capture.metric_names,
+        metric_units=capture.metric_units,
+        notes=capture.notes,
+        ranges=capture.ranges,
+        range_paths=capture.range_paths,
+        host_syncs=capture.host_syncs,
+        bulk=capture.bulk,
+    )
 
 
-def classify(df: "pd.DataFrame") -> "pd.DataFrame":
+def classify(df: pd.DataFrame) -> pd.DataFrame:
     """A kernel table (DataFrame) with the verdict columns added: for notebooks and tests; the
     import path classifies rows as they stream (``classified``)."""
     records = df.astype(object).where(df.notna(), None).to_dict("records")

@@ -28,10 +28,11 @@ import os
 import signal
 import sys
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -41,7 +42,7 @@ from .errors import ProfkitError, ProfkitWarning, name_params
 from .formatting import shown
 from .options import RunOptions, cli_of, default_for, for_command
 from .parse.formats import import_help
-from .processes import TERMINATING, Terminated, parent_gone, stop_on_signals, stopped_by
+from .processes import TERMINATING, parent_gone, stop_on_signals, stopped_by
 
 if TYPE_CHECKING:
     from .api import Database
@@ -133,9 +134,27 @@ class _Stages:
 # the run options' from their record, then the other commands' own.
 FLAGS = {
     **{f.name: cli_of(f).flags[0] for f in fields(RunOptions)},
-    **{p: "--" + p.replace("_", "-") for p in ("db", "top", "limit", "match", "modes", "precisions", "output", "vs",
-                                              "workloads", "tools", "address", "workers", "tls_ca_file", "tls_cert",
-                                              "tls_key", "step_range")},
+    **{
+        p: "--" + p.replace("_", "-")
+        for p in (
+            "db",
+            "top",
+            "limit",
+            "match",
+            "modes",
+            "precisions",
+            "output",
+            "vs",
+            "workloads",
+            "tools",
+            "address",
+            "workers",
+            "tls_ca_file",
+            "tls_cert",
+            "tls_key",
+            "step_range",
+        )
+    },
     "threshold_pct": "--threshold",
 }
 
@@ -165,8 +184,11 @@ def _usage_error(exc: BaseException) -> bool:
     """Whether ``exc`` is one of the parser's usage errors (Typer's Click's ClickException:
     unknown option, bad value, missing argument), which carry their message and exit status.
     Typer exports no base class of them but BadParameter, so they are told by what they carry."""
-    return (not isinstance(exc, ProfkitError) and callable(getattr(exc, "format_message", None))
-            and isinstance(getattr(exc, "exit_code", None), int))
+    return (
+        not isinstance(exc, ProfkitError)
+        and callable(getattr(exc, "format_message", None))
+        and isinstance(getattr(exc, "exit_code", None), int)
+    )
 
 
 class Profkit(TyperGroup):
@@ -177,7 +199,9 @@ class Profkit(TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 
-    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
         try:
             return super().make_context(info_name, args, parent, **extra)
         except KeyboardInterrupt as exc:
@@ -186,22 +210,34 @@ class Profkit(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt as exc:  # Ctrl-C or a stop signal while the command's options were read
+        except (
+            KeyboardInterrupt
+        ) as exc:  # Ctrl-C or a stop signal while the command's options were read
             raise _Stopped(exc) from exc
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
-             **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         extra["windows_expand_args"] = windows_expand_args
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         unusable = _unusable_stdout()
         if unusable:  # said before anything is done: no command then stores what it could not print
-            _err(f"profkit: error: {unusable}: nothing could be printed. Give it an output (a file, a pipe, "
-                 "or >/dev/null to discard it)")
+            _err(
+                f"profkit: error: {unusable}: nothing could be printed. Give it an output (a file, a pipe, "
+                "or >/dev/null to discard it)"
+            )
             sys.exit(1)
         _printable_output()
-        args = list(sys.argv[1:] if args is None else args) or ["--help"]  # `profkit` alone: the help
+        args = list(sys.argv[1:] if args is None else args) or [
+            "--help"
+        ]  # `profkit` alone: the help
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _Stopped as exc:
@@ -212,7 +248,9 @@ class Profkit(TyperGroup):
         except SystemExit as exc:
             # Typer, Rich or Click met a closed pipe themselves (printing the help to `| head -1`):
             # they point stdout at /dev/null (or wrap it) and exit 1; a reader gone is no error here.
-            if exc.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or _stdout_is_devnull()):
+            if exc.code == 1 and (
+                type(sys.stdout).__name__ == "PacifyFlushWrapper" or _stdout_is_devnull()
+            ):
                 _quiet_pipe()
                 sys.exit(0)
             raise
@@ -247,7 +285,7 @@ class ProgramCommand(TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if "--" in args:
             at = args.index("--")
-            ctx.meta["program"] = args[at + 1:]
+            ctx.meta["program"] = args[at + 1 :]
             args = args[:at]
         return super().parse_args(ctx, args)
 
@@ -267,6 +305,7 @@ def command(name: str, **settings: Any) -> Callable[[Callable[..., None]], Calla
     """A command of the app (Typer's ``app.command``), its help the function's docstring, each
     paragraph as one line that the help wraps to the terminal (Typer's Rich help keeps a
     docstring's line breaks where they are in the source)."""
+
     def decorate(fn: Callable[..., None]) -> Callable[..., None]:
         doc = inspect.getdoc(fn) or ""
         text = "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
@@ -285,8 +324,10 @@ _state: dict[str, Any] = {"verbose": False, "db": None}
 REPORT_HELP = "Write the HTML report under reports/ and print its path."
 DB_HELP = "Database file (default: $PROFKIT_DB, else ./profkit.db)."
 RUN_HELP = "Run name or id (see `profkit runs`)."
-THRESHOLD_HELP = ("Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and "
-                  "whose calls are equal is 'same'.")
+THRESHOLD_HELP = (
+    "Noise threshold: a row whose time moved by less than this percentage of A's (or by under 1 us) and "
+    "whose calls are equal is 'same'."
+)
 WIDE_HELP = "Tables: cut nothing to fit the terminal (every name and column whole)."
 
 # The options several commands share, declared once.
@@ -308,12 +349,22 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")
+    ] = False,
     # Before the command, `profkit --db X ...` also reads PROFKIT_DB; a command's own --db wins.
-    db: Annotated[Optional[Path], typer.Option(envvar="PROFKIT_DB", help="Database file (default ./profkit.db).",
-                                               show_default=False)] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print profkit's version and exit.", callback=_version,
-                                          is_eager=True)] = False,
+    db: Annotated[
+        Optional[Path],
+        typer.Option(
+            envvar="PROFKIT_DB", help="Database file (default ./profkit.db).", show_default=False
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print profkit's version and exit.", callback=_version, is_eager=True
+        ),
+    ] = False,
 ) -> None:
     _state["verbose"] = verbose
     _state["db"] = db
@@ -330,8 +381,12 @@ def _run_option(command: str, f: Any) -> inspect.Parameter:
         default = c.choices(default)
     if default is None:
         kind = Optional[kind]
-    info = typer.Option(*c.flags, help=_h(c.help_for(command)), show_default=c.show_default and default is not None)
-    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
+    info = typer.Option(
+        *c.flags, help=_h(c.help_for(command)), show_default=c.show_default and default is not None
+    )
+    return inspect.Parameter(
+        f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info]
+    )
 
 
 def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -352,10 +407,16 @@ def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., N
         names = {f.name for f in taken}
 
         def command_fn(**kwargs: Any) -> None:
-            given = {k: (v.value if isinstance(v, Enum) else v) for k, v in kwargs.items() if k in names}
+            given = {
+                k: (v.value if isinstance(v, Enum) else v) for k, v in kwargs.items() if k in names
+            }
             fn(options=given, **{k: v for k, v in kwargs.items() if k not in names})
 
-        command_fn.__name__, command_fn.__qualname__, command_fn.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        command_fn.__name__, command_fn.__qualname__, command_fn.__doc__ = (
+            fn.__name__,
+            fn.__qualname__,
+            fn.__doc__,
+        )
         command_fn.__module__ = fn.__module__
         command_fn.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         command_fn.__annotations__ = {p.name: p.annotation for p in params}
@@ -381,7 +442,12 @@ def _unusable_stdout() -> str | None:
         return "standard output is closed"
     try:
         flags = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL)
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # not a real file (tests)
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+        io.UnsupportedOperation,
+    ):  # not a real file (tests)
         return None
     if flags & os.O_ACCMODE == os.O_RDONLY:
         return "standard output is open for reading only"
@@ -441,7 +507,11 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
                         if issubclass(w.category, ProfkitWarning):
                             _err(f"profkit: note: {name_params(str(w.message), flag)}")
                         else:
-                            _err(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip())
+                            _err(
+                                warnings.formatwarning(
+                                    w.message, w.category, w.filename, w.lineno
+                                ).rstrip()
+                            )
         except ProfkitError as exc:
             if _state["verbose"]:
                 raise
@@ -492,10 +562,15 @@ def _list(text: str) -> list[str]:
 @run_options("run")
 def run(
     ctx: typer.Context,
-    workload: Annotated[Optional[str], typer.Argument(
-        metavar="WORKLOAD",
-        help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec). Or, after --, your own "
-             "program as it is: profkit run -- python train.py --epochs 1.", show_default=False)] = None,
+    workload: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="WORKLOAD",
+            help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec). Or, after --, your own "
+            "program as it is: profkit run -- python train.py --epochs 1.",
+            show_default=False,
+        ),
+    ] = None,
     options: Any = None,
     report: Report = True,
     db: Db = None,
@@ -510,22 +585,36 @@ def run(
 
     program = ctx.meta.get("program")
     if program is not None and workload is not None:
-        raise UsageError(f"give a workload or a program after --, not both ({workload} and {' '.join(program)})")
+        raise UsageError(
+            f"give a workload or a program after --, not both ({workload} and {' '.join(program)})"
+        )
     if program is None and workload is None:
-        raise UsageError("nothing to run", "Give your program after --: profkit run -- python train.py [ARGS]; "
-                                           "or a workload: profkit run resnet18.")
+        raise UsageError(
+            "nothing to run",
+            "Give your program after --: profkit run -- python train.py [ARGS]; "
+            "or a workload: profkit run resnet18.",
+        )
     err = render.console(stderr=True)
     with _Stages(err) as stages:
+
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
         def on_output(text: str) -> None:  # the program's own output, as under plain python
             stages.output(text)
 
-        done = profile(workload, program=program, db=db or _state["db"], **options,
-                       progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note,
-                                         on_output=on_output))
-    render.run_done(done, done.summary(), done.report_path, str(done.database.path), caveats=done.caveats())
+        done = profile(
+            workload,
+            program=program,
+            db=db or _state["db"],
+            **options,
+            progress=Progress(
+                on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note, on_output=on_output
+            ),
+        )
+    render.run_done(
+        done, done.summary(), done.report_path, str(done.database.path), caveats=done.caveats()
+    )
     render.findings(done.findings())
     if report:
         render.report_written(done.report())
@@ -535,17 +624,30 @@ def run(
 @command("import")
 @handles_errors
 def import_(
-    path: Annotated[list[Path], typer.Argument(
-        metavar="PATH", show_default=False,
-        help=import_help() + " Several torch.profiler traces, one a rank in rank order, make one run of a distributed "
-                             "job.")],
-    name: Annotated[Optional[str], typer.Option(help="Run name (default: from the file name).",
-                                                show_default=False)] = None,
-    step_range: Annotated[Optional[list[str]], typer.Option(
-        "--step-range", show_default=False,
-        help="A range that holds one step (a user's or a framework's NVTX or record_function range; repeat for "
-             "more): its work is the step's, on every thread. torch.profiler's ProfilerStep#N ranges are steps "
-             "anyway.")] = None,
+    path: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH",
+            show_default=False,
+            help=import_help()
+            + " Several torch.profiler traces, one a rank in rank order, make one run of a distributed "
+            "job.",
+        ),
+    ],
+    name: Annotated[
+        Optional[str],
+        typer.Option(help="Run name (default: from the file name).", show_default=False),
+    ] = None,
+    step_range: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--step-range",
+            show_default=False,
+            help="A range that holds one step (a user's or a framework's NVTX or record_function range; repeat for "
+            "more): its work is the step's, on every thread. torch.profiler's ProfilerStep#N ranges are steps "
+            "anyway.",
+        ),
+    ] = None,
     db: Db = None,
 ) -> None:
     """Import a capture made elsewhere as a new run; prints the run's name last. Several torch.profiler
@@ -556,10 +658,15 @@ def import_(
     database = _open(db, create=True)
     paths, first, ranges = list(path), path[0], list(step_range or ())
     with _Stages(render.console(stderr=True)) as stages:
-        stages.stage(f"importing {first}" if len(paths) == 1 else f"importing {len(paths)} ranks' traces")
+        stages.stage(
+            f"importing {first}" if len(paths) == 1 else f"importing {len(paths)} ranks' traces"
+        )
         # the database file is made when the run is reserved
-        done = (database.import_file(first, name=name, step_ranges=ranges) if len(paths) == 1 else
-                database.import_ranks(paths, name=name, step_ranges=ranges))
+        done = (
+            database.import_file(first, name=name, step_ranges=ranges)
+            if len(paths) == 1
+            else database.import_ranks(paths, name=name, step_ranges=ranges)
+        )
     # The result is printed before the command counts as done: if it cannot be written
     # (a full disk, /dev/full), the import is undone, so that a retry makes no duplicate.
     try:
@@ -571,8 +678,10 @@ def import_(
         database.store.delete_run(done.id)
         from .errors import StoreError
 
-        raise StoreError(f"cannot write the output ({exc.strerror or exc}); the import of {first} is undone",
-                         "Free the output's disk or send it elsewhere, then import again.") from None
+        raise StoreError(
+            f"cannot write the output ({exc.strerror or exc}); the import of {first} is undone",
+            "Free the output's disk or send it elsewhere, then import again.",
+        ) from None
 
 
 # ---------------------------------------------------------------------------------- runs
@@ -602,8 +711,12 @@ def rm(run_ref: RunRef, fmt: Fmt = Format.table, db: Db = None) -> None:
 def kernels(
     run_ref: RunRef,
     fmt: Fmt = Format.table,
-    limit: Annotated[Optional[int], typer.Option(min=0, help="Show at most this many launches (table only).",
-                                                 show_default=False)] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option(
+            min=0, help="Show at most this many launches (table only).", show_default=False
+        ),
+    ] = None,
     wide: Wide = False,
     db: Db = None,
 ) -> None:
@@ -615,8 +728,14 @@ def kernels(
         render.json_array(r.iter_kernels_json())  # each row's JSON made by SQLite: millions of rows
         return
     counts = r.count_by_kind() if fmt is Format.table else {}
-    render.kernels(r, r.iter_kernels(), fmt.value, limit=limit,
-                   memory_ops=counts.get("memcpy", 0) + counts.get("memset", 0), wide=wide)
+    render.kernels(
+        r,
+        r.iter_kernels(),
+        fmt.value,
+        limit=limit,
+        memory_ops=counts.get("memcpy", 0) + counts.get("memset", 0),
+        wide=wide,
+    )
 
 
 # ---------------------------------------------------------------------------------- summary
@@ -626,9 +745,14 @@ def summary(
     run_ref: RunRef,
     fmt: Fmt = Format.table,
     top: Annotated[int, typer.Option(min=0, help="How many kernels to list by time.")] = 10,
-    module_depth: Annotated[int, typer.Option(
-        min=1, help="Levels of the module tree in the by-module table (a list's index counts with its name: "
-                    "model.layers.0 is 2); deeper modules' time rolls up into them.")] = 2,
+    module_depth: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Levels of the module tree in the by-module table (a list's index counts with its name: "
+            "model.layers.0 is 2); deeper modules' time rolls up into them.",
+        ),
+    ] = 2,
     wide: Wide = False,
     db: Db = None,
 ) -> None:
@@ -637,8 +761,13 @@ def summary(
     from . import render  # here, not at the top: --help need not pay for it
 
     r = _open(db).run(run_ref)
-    render.summary(r, r.summary(top=top, module_depth=module_depth), fmt.value,
-                   caveats=r.caveats() if fmt is Format.table else None, wide=wide)
+    render.summary(
+        r,
+        r.summary(top=top, module_depth=module_depth),
+        fmt.value,
+        caveats=r.caveats() if fmt is Format.table else None,
+        wide=wide,
+    )
     if fmt is Format.table:
         render.findings(r.findings())
 
@@ -655,24 +784,36 @@ def ranges(run_ref: RunRef, fmt: Fmt = Format.table, wide: Wide = False, db: Db 
 
 
 # ---------------------------------------------------------------------------------- diff, compare
-MATCH_HELP = ("Line up kernels by exact name, by the work they do (family: tile variants, template instances, "
-              "generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the "
-              "module whose code launched them (module: runs with attribution).")
-Limit = Annotated[Optional[int], typer.Option(min=0, help="Show at most this many rows (table only).",
-                                              show_default=False)]
+MATCH_HELP = (
+    "Line up kernels by exact name, by the work they do (family: tile variants, template instances, "
+    "generated names), by the PyTorch operator that launched them (op: torch.profiler runs), or by the "
+    "module whose code launched them (module: runs with attribution)."
+)
+Limit = Annotated[
+    Optional[int],
+    typer.Option(min=0, help="Show at most this many rows (table only).", show_default=False),
+]
 
 
 @command("diff")
 @handles_errors
 def diff_(
-    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The run to compare from (name or id).",
-                                         show_default=False)],
-    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with it.", show_default=False)],
+    run_a: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_A", help="The run to compare from (name or id).", show_default=False
+        ),
+    ],
+    run_b: Annotated[
+        str, typer.Argument(metavar="RUN_B", help="The run to compare with it.", show_default=False)
+    ],
     match: Annotated[Match, typer.Option(help=MATCH_HELP)] = DEFAULT_MATCH,
     fmt: Fmt = Format.table,
     threshold: Threshold = 10.0,
     limit: Limit = None,
-    all_rows: Annotated[bool, typer.Option("--all", help="Show unchanged rows too (table only).")] = False,
+    all_rows: Annotated[
+        bool, typer.Option("--all", help="Show unchanged rows too (table only).")
+    ] = False,
     wide: Wide = False,
     db: Db = None,
 ) -> None:
@@ -687,14 +828,26 @@ def diff_(
 @handles_errors
 @run_options("compare")
 def compare(
-    workload: Annotated[str, typer.Argument(metavar="WORKLOAD", show_default=False,
-                                            help="A built-in workload or a .py file defining build(spec).")],
-    modes: Annotated[str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")] \
-        = "eager",
-    precisions: Annotated[str, typer.Option("--precisions", "--precision",
-                                            help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
-    match: Annotated[Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")]
-    = DEFAULT_MATCH,
+    workload: Annotated[
+        str,
+        typer.Argument(
+            metavar="WORKLOAD",
+            show_default=False,
+            help="A built-in workload or a .py file defining build(spec).",
+        ),
+    ],
+    modes: Annotated[
+        str, typer.Option(help="Comma-separated modes to profile: eager, torchscript, compile.")
+    ] = "eager",
+    precisions: Annotated[
+        str,
+        typer.Option(
+            "--precisions", "--precision", help="Comma-separated precisions: fp32, fp16, bf16, amp."
+        ),
+    ] = "fp32",
+    match: Annotated[
+        Match, typer.Option(help="How the diffs line kernels up (see `profkit diff --help`).")
+    ] = DEFAULT_MATCH,
     threshold: Threshold = 10.0,
     options: Any = None,
     fmt: Fmt = Format.table,
@@ -710,12 +863,20 @@ def compare(
 
     err = render.console(stderr=True)
     with _Stages(err) as stages:
+
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
-        cmp = do_compare(workload, modes=_list(modes), precisions=_list(precisions), match=match.value,
-                         threshold_pct=threshold, db=db or _state["db"], **options,
-                         progress=Progress(on_stage=stages.stage, on_note=on_note))
+        cmp = do_compare(
+            workload,
+            modes=_list(modes),
+            precisions=_list(precisions),
+            match=match.value,
+            threshold_pct=threshold,
+            db=db or _state["db"],
+            **options,
+            progress=Progress(on_stage=stages.stage, on_note=on_note),
+        )
     render.compare(cmp, fmt.value, wide=wide)
     if report:
         for path in cmp.write_reports():
@@ -726,19 +887,40 @@ def compare(
 @command("report")
 @handles_errors
 def report_(
-    run_ref: Annotated[Optional[str], typer.Argument(metavar="RUN", help="The run (name or id).",
-                                                     show_default=False)] = None,
-    vs: Annotated[Optional[str], typer.Option(metavar="RUN_B", show_default=False,
-                                              help="Another run: the two side by side, with their diff.")] = None,
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", show_default=False,
-        help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; "
-             "a run named index: reports/index+ID.html).")] = None,
-    index: Annotated[bool, typer.Option(
-        "--index", help="Write an index of every run in the database, with the run reports it links (written anew "
-                        "where missing or stale).")] = False,
-    match: Annotated[Match, typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`).")]
-    = DEFAULT_MATCH,
+    run_ref: Annotated[
+        Optional[str],
+        typer.Argument(metavar="RUN", help="The run (name or id).", show_default=False),
+    ] = None,
+    vs: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar="RUN_B",
+            show_default=False,
+            help="Another run: the two side by side, with their diff.",
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--output",
+            "-o",
+            show_default=False,
+            help="Where to write the page (default: reports/RUN.html, reports/vs/RUN+RUN_B.html, or reports/index.html; "
+            "a run named index: reports/index+ID.html).",
+        ),
+    ] = None,
+    index: Annotated[
+        bool,
+        typer.Option(
+            "--index",
+            help="Write an index of every run in the database, with the run reports it links (written anew "
+            "where missing or stale).",
+        ),
+    ] = False,
+    match: Annotated[
+        Match,
+        typer.Option(help="With --vs: how the diff lines kernels up (see `profkit diff --help`)."),
+    ] = DEFAULT_MATCH,
     threshold: Threshold = 10.0,
     db: Db = None,
 ) -> None:
@@ -753,9 +935,13 @@ def report_(
         render.report_written(database.write_index(output))
         return
     if vs is None and (match is not DEFAULT_MATCH or threshold != 10.0):
-        raise UsageError("--match and --threshold shape the diff of a side-by-side report: give --vs RUN_B too")
+        raise UsageError(
+            "--match and --threshold shape the diff of a side-by-side report: give --vs RUN_B too"
+        )
     if run_ref is None:
-        raise UsageError("give the RUN to report on (or --index for every run)", "profkit runs lists them.")
+        raise UsageError(
+            "give the RUN to report on (or --index for every run)", "profkit runs lists them."
+        )
     r = database.run(run_ref)
     other = database.run(vs) if vs is not None else None
     render.report_written(r.report(output, vs=other, match=match.value, threshold_pct=threshold))
@@ -763,9 +949,17 @@ def report_(
 
 # ---------------------------------------------------------------------------------- check
 # profkit.analyze.check's parameters, as this command names them
-FLAGS.update({"min_coverage": "--min-tensor-core-coverage", "no_fp32_matrix": "--no-fp32-matrix",
-              "max_finding": "--max-finding", "max_findings": "--max-finding", "baseline": "--baseline",
-              "max_slowdown": "--max-slowdown", "max_launches": "--max-launches"})
+FLAGS.update(
+    {
+        "min_coverage": "--min-tensor-core-coverage",
+        "no_fp32_matrix": "--no-fp32-matrix",
+        "max_finding": "--max-finding",
+        "max_findings": "--max-finding",
+        "baseline": "--baseline",
+        "max_slowdown": "--max-slowdown",
+        "max_launches": "--max-launches",
+    }
+)
 
 
 def _cannot_check(fn: Callable[..., None]) -> Callable[..., None]:
@@ -796,38 +990,88 @@ def _cannot_check(fn: Callable[..., None]) -> Callable[..., None]:
 @_cannot_check
 def check(
     run_ref: RunRef,
-    config: Annotated[Optional[Path], typer.Option(
-        "--config", "-c", show_default=False,
-        help=_h("A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, "
+    config: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--config",
+            "-c",
+            show_default=False,
+            help=_h(
+                "A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, "
                 "[findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options "
-                "given here take precedence."))] = None,
-    min_coverage: Annotated[Optional[float], typer.Option(
-        "--min-tensor-core-coverage", min=0, max=100, show_default=False,
-        help="Fail unless at least this % of the run's GEMM, conv and attention time ran on tensor cores.")] = None,
-    no_fp32_matrix: Annotated[bool, typer.Option(
-        "--no-fp32-matrix",
-        help="Fail a half-precision run (fp16, bf16, amp) with GEMM, conv or attention kernels in fp32 or TF32.")]
-    = False,
-    max_finding: Annotated[Optional[list[str]], typer.Option(
-        "--max-finding", metavar="ID=PCT", show_default=False,
-        help=_h("Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; "
-                "repeatable."))] = None,
-    baseline: Annotated[Optional[str], typer.Option(
-        metavar="RUN", show_default=False,
-        help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.")] = None,
-    max_slowdown: Annotated[Optional[float], typer.Option(
-        min=0, max=1000, show_default=False,
-        help="Fail if GPU time per iteration is more than this % above the baseline's, in total or in the kernels "
-             "that moved beyond the diff's noise threshold.")] = None,
-    max_launches: Annotated[Optional[int], typer.Option(
-        min=1, show_default=False,
-        help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.")] = None,
-    strict: Annotated[bool, typer.Option(
-        "--strict",
-        help="Fail skipped assertions too (those the run cannot answer: no matrix work, a CPU run, ...).")] = False,
-    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="Output format.")] = CheckFormat.text,
-    junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the JUnit XML report to this file.",
-                                                      show_default=False)] = None,
+                "given here take precedence."
+            ),
+        ),
+    ] = None,
+    min_coverage: Annotated[
+        Optional[float],
+        typer.Option(
+            "--min-tensor-core-coverage",
+            min=0,
+            max=100,
+            show_default=False,
+            help="Fail unless at least this % of the run's GEMM, conv and attention time ran on tensor cores.",
+        ),
+    ] = None,
+    no_fp32_matrix: Annotated[
+        bool,
+        typer.Option(
+            "--no-fp32-matrix",
+            help="Fail a half-precision run (fp16, bf16, amp) with GEMM, conv or attention kernels in fp32 or TF32.",
+        ),
+    ] = False,
+    max_finding: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--max-finding",
+            metavar="ID=PCT",
+            show_default=False,
+            help=_h(
+                "Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; "
+                "repeatable."
+            ),
+        ),
+    ] = None,
+    baseline: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar="RUN",
+            show_default=False,
+            help="A run to compare GPU time per iteration with (name or id); needs --max-slowdown.",
+        ),
+    ] = None,
+    max_slowdown: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0,
+            max=1000,
+            show_default=False,
+            help="Fail if GPU time per iteration is more than this % above the baseline's, in total or in the kernels "
+            "that moved beyond the diff's noise threshold.",
+        ),
+    ] = None,
+    max_launches: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.",
+        ),
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail skipped assertions too (those the run cannot answer: no matrix work, a CPU run, ...).",
+        ),
+    ] = False,
+    fmt: Annotated[
+        CheckFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = CheckFormat.text,
+    junit_xml: Annotated[
+        Optional[Path],
+        typer.Option(help="Also write the JUnit XML report to this file.", show_default=False),
+    ] = None,
     db: Db = None,
 ) -> None:
     """Assert over a run, for CI: tensor-core coverage of matrix work, no fp32 matrix work in a half run,
@@ -838,20 +1082,29 @@ def check(
     from .analyze.check import Checks, load_checks, parse_finding_limit
 
     # The check file and the options are checked before the database is opened.
-    given = Checks(min_coverage=min_coverage, no_fp32_matrix=no_fp32_matrix,
-                   max_findings=dict(parse_finding_limit(t) for t in max_finding or ()), max_slowdown=max_slowdown,
-                   max_launches=max_launches)
+    given = Checks(
+        min_coverage=min_coverage,
+        no_fp32_matrix=no_fp32_matrix,
+        max_findings=dict(parse_finding_limit(t) for t in max_finding or ()),
+        max_slowdown=max_slowdown,
+        max_launches=max_launches,
+    )
     checks = (load_checks(config) if config is not None else Checks()).merged(given)
     if baseline is not None and checks.max_slowdown is None:
         from .errors import UsageError
 
-        raise UsageError("--baseline needs a limit: --max-slowdown PCT (or [baseline] max_slowdown in the check file)")
+        raise UsageError(
+            "--baseline needs a limit: --max-slowdown PCT (or [baseline] max_slowdown in the check file)"
+        )
     report = _open(db).run(run_ref).check(checks, baseline=baseline)
     if junit_xml is not None:
         from .files import write_atomic
 
-        write_atomic(junit_xml, report.to_junit(),
-                     "Give --junit-xml a file in a folder you can write, with free space.")
+        write_atomic(
+            junit_xml,
+            report.to_junit(),
+            "Give --junit-xml a file in a folder you can write, with free space.",
+        )
     render.check(report, fmt.value)
     if not report.ok or (strict and report.count("skip")):
         _exit(1)
@@ -862,19 +1115,37 @@ def check(
 @handles_errors
 @run_options("bench")
 def bench(
-    workload: Annotated[Optional[str], typer.Argument(
-        metavar="WORKLOAD", show_default=False,
-        help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).")] = None,
-    precisions: Annotated[str, typer.Option(
-        "--precisions", "--precision",
-        help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).")] = "fp32",
-    modes: Annotated[str, typer.Option(
-        help="Comma-separated modes: eager, torchscript, compile (the grid's rows).")] = "eager",
+    workload: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="WORKLOAD",
+            show_default=False,
+            help="A built-in workload (see `profkit workloads`) or a .py file defining build(spec).",
+        ),
+    ] = None,
+    precisions: Annotated[
+        str,
+        typer.Option(
+            "--precisions",
+            "--precision",
+            help="Comma-separated precisions: fp32, fp16, bf16, amp (the grid's columns).",
+        ),
+    ] = "fp32",
+    modes: Annotated[
+        str,
+        typer.Option(help="Comma-separated modes: eager, torchscript, compile (the grid's rows)."),
+    ] = "eager",
     options: Any = None,
     fmt: Fmt = Format.table,
-    list_: Annotated[bool, typer.Option("--list", help="List the stored benchmarks instead of running one.")] = False,
-    show: Annotated[Optional[int], typer.Option(metavar="ID", min=1, help="Print a stored benchmark again.",
-                                                show_default=False)] = None,
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the stored benchmarks instead of running one.")
+    ] = False,
+    show: Annotated[
+        Optional[int],
+        typer.Option(
+            metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False
+        ),
+    ] = None,
     wide: Wide = False,
     db: Db = None,
 ) -> None:
@@ -889,7 +1160,9 @@ def bench(
 
     if list_ or show is not None:
         if workload is not None or (list_ and show is not None):
-            raise UsageError("--list and --show read stored benchmarks: give either alone, with no WORKLOAD")
+            raise UsageError(
+                "--list and --show read stored benchmarks: give either alone, with no WORKLOAD"
+            )
         database = _open(db)
         if list_:
             render.benches(database.benches(), fmt.value, wide=wide)
@@ -903,16 +1176,25 @@ def bench(
 
     err = render.console(stderr=True)
     with _Stages(err) as stages:
+
         def on_note(text: str) -> None:
             err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
 
-        done = do_bench(workload, precisions=_list(precisions), modes=_list(modes), db=db or _state["db"], **options,
-                        progress=Progress(on_stage=stages.stage, on_note=on_note))
+        done = do_bench(
+            workload,
+            precisions=_list(precisions),
+            modes=_list(modes),
+            db=db or _state["db"],
+            **options,
+            progress=Progress(on_stage=stages.stage, on_note=on_note),
+        )
     render.bench(done, fmt.value, wide=wide)
     if not done.ok:
         failed = [r for r in done.rows if r.status != "ok" and not r.reference_only]
-        _err(f"profkit: error: {len(failed)} of {sum(not r.reference_only for r in done.rows)} combinations failed "
-             f"(stored as benchmark {done.id})")
+        _err(
+            f"profkit: error: {len(failed)} of {sum(not r.reference_only for r in done.rows)} combinations failed "
+            f"(stored as benchmark {done.id})"
+        )
         _exit(1)
 
 
@@ -936,26 +1218,57 @@ def doctor(fmt: Fmt = Format.table, db: Db = None) -> None:
 @handles_errors
 @run_options("sweep")
 def sweep(
-    workloads: Annotated[str, typer.Option(help="Comma-separated built-in workloads or .py files.",
-                                           show_default=False)],
-    precisions: Annotated[str, typer.Option(help="Comma-separated precisions: fp32, fp16, bf16, amp.")] = "fp32",
-    modes: Annotated[str, typer.Option(help="Comma-separated modes: eager, torchscript, compile.")] = "eager",
-    tools: Annotated[str, typer.Option(help="Comma-separated tools: auto, ncu, nsys, torch.")] = "auto",
-    address: Annotated[Optional[str], typer.Option(
-        show_default=False,
-        help="A Dask scheduler (tls://host:8786, or tcp://) to hand the jobs to; its workers each see one GPU and "
-             "offer the resource GPU=1. Left out: a local cluster, one worker per GPU.")] = None,
-    tls_ca_file: Annotated[Optional[str], typer.Option(
-        show_default=False, help="For a tls:// --address: the cluster's CA certificate(s), PEM (default: Dask's "
-                                 "distributed.comm.tls.ca-file).")] = None,
-    tls_cert: Annotated[Optional[str], typer.Option(
-        show_default=False, help="For a tls:// --address: this client's certificate, PEM (default: Dask's "
-                                 "distributed.comm.tls.client.cert).")] = None,
-    tls_key: Annotated[Optional[str], typer.Option(
-        show_default=False, help="For a tls:// --address: this client's private key, PEM (default: Dask's "
-                                 "distributed.comm.tls.client.key, or in --tls-cert).")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Local workers (default: one per GPU; 2 with --device cpu).",
-                                                   show_default=False)] = None,
+    workloads: Annotated[
+        str,
+        typer.Option(help="Comma-separated built-in workloads or .py files.", show_default=False),
+    ],
+    precisions: Annotated[
+        str, typer.Option(help="Comma-separated precisions: fp32, fp16, bf16, amp.")
+    ] = "fp32",
+    modes: Annotated[
+        str, typer.Option(help="Comma-separated modes: eager, torchscript, compile.")
+    ] = "eager",
+    tools: Annotated[
+        str, typer.Option(help="Comma-separated tools: auto, ncu, nsys, torch.")
+    ] = "auto",
+    address: Annotated[
+        Optional[str],
+        typer.Option(
+            show_default=False,
+            help="A Dask scheduler (tls://host:8786, or tcp://) to hand the jobs to; its workers each see one GPU and "
+            "offer the resource GPU=1. Left out: a local cluster, one worker per GPU.",
+        ),
+    ] = None,
+    tls_ca_file: Annotated[
+        Optional[str],
+        typer.Option(
+            show_default=False,
+            help="For a tls:// --address: the cluster's CA certificate(s), PEM (default: Dask's "
+            "distributed.comm.tls.ca-file).",
+        ),
+    ] = None,
+    tls_cert: Annotated[
+        Optional[str],
+        typer.Option(
+            show_default=False,
+            help="For a tls:// --address: this client's certificate, PEM (default: Dask's "
+            "distributed.comm.tls.client.cert).",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Optional[str],
+        typer.Option(
+            show_default=False,
+            help="For a tls:// --address: this client's private key, PEM (default: Dask's "
+            "distributed.comm.tls.client.key, or in --tls-cert).",
+        ),
+    ] = None,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Local workers (default: one per GPU; 2 with --device cpu).", show_default=False
+        ),
+    ] = None,
     options: Any = None,
     fmt: Fmt = Format.table,
     db: Db = None,
@@ -972,9 +1285,21 @@ def sweep(
     def on_result(res: Any, i: int, total: int) -> None:
         _err(render.sweep_progress(res, i, total, flag))
 
-    result = do_sweep(workloads, precisions=precisions, modes=modes, tools=tools, address=address, workers=workers,
-                      tls_ca_file=tls_ca_file, tls_cert=tls_cert, tls_key=tls_key, db=db or _state["db"],
-                      on_result=on_result, on_note=on_note, **options)
+    result = do_sweep(
+        workloads,
+        precisions=precisions,
+        modes=modes,
+        tools=tools,
+        address=address,
+        workers=workers,
+        tls_ca_file=tls_ca_file,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        db=db or _state["db"],
+        on_result=on_result,
+        on_note=on_note,
+        **options,
+    )
     render.sweep(result, fmt.value, flag)
     if result.failed():
         _exit(1)
@@ -994,12 +1319,16 @@ def workloads_() -> None:
 def main() -> None:
     try:
         stop_on_signals()
-        if "PROFKIT_LIFELINE" in os.environ:  # started by profkit (a sweep's job): it dies with its starter
+        if (
+            "PROFKIT_LIFELINE" in os.environ
+        ):  # started by profkit (a sweep's job): it dies with its starter
             from .tools.runner import watch_lifeline
 
             watch_lifeline(parent_gone)
         app()
-    except KeyboardInterrupt as exc:  # before a command's own handling began (start-up), or after it
+    except (
+        KeyboardInterrupt
+    ) as exc:  # before a command's own handling began (start-up), or after it
         sys.exit(_stopped(exc))
 
 

@@ -28,9 +28,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from . import gpu, launch, workloads
 from .errors import StoreError, UsageError, WorkloadError, require_values
@@ -69,11 +70,11 @@ class JobResult:
     skipped; where it ran and how long it took."""
 
     job: Job
-    status: str                       # ok, failed, skipped
-    run: str | None = None            # the run's name in the database
-    error: str | None = None          # one line, the library's words (`parameters` in backticks)
-    error_type: str | None = None     # the error's ProfkitError class (ToolFailed, WorkloadError...)
-    worker: str | None = None         # host, and GPU where one was assigned
+    status: str  # ok, failed, skipped
+    run: str | None = None  # the run's name in the database
+    error: str | None = None  # one line, the library's words (`parameters` in backticks)
+    error_type: str | None = None  # the error's ProfkitError class (ToolFailed, WorkloadError...)
+    worker: str | None = None  # host, and GPU where one was assigned
     wall_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,19 +93,27 @@ class SweepPlan:
 @dataclass
 class SweepResult:
     results: list[JobResult] = field(default_factory=list)
-    engine: str = "in turn"           # "dask (local, N workers)", "dask (ADDRESS)" or "in turn"
+    engine: str = "in turn"  # "dask (local, N workers)", "dask (ADDRESS)" or "in turn"
     wall_s: float = 0.0
 
     def failed(self) -> list[JobResult]:
         return [r for r in self.results if r.status == "failed"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "wall_s": round(self.wall_s, 3), "jobs": [r.to_dict() for r in self.results]}
+        return {
+            "engine": self.engine,
+            "wall_s": round(self.wall_s, 3),
+            "jobs": [r.to_dict() for r in self.results],
+        }
 
 
-def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = ("fp32",),
-         modes: str | Sequence[str] = ("eager",), tools: str | Sequence[str] = ("auto",),
-         options: Mapping[str, Any] | None = None) -> SweepPlan:
+def plan(
+    workload_list: str | Sequence[str],
+    precisions: str | Sequence[str] = ("fp32",),
+    modes: str | Sequence[str] = ("eager",),
+    tools: str | Sequence[str] = ("auto",),
+    options: Mapping[str, Any] | None = None,
+) -> SweepPlan:
     """Check a sweep before anything runs: every value, every workload (found, and parsed), and
     each cell's options as ``profkit run`` checks them. ``options`` are every job's (a run's
     options but precision, mode, tool and name, which the matrix and the sweep set); torch.compile's
@@ -114,12 +123,16 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
     workloads rarely fits all of them."""
     for what in SET_BY_SWEEP:
         if what in (options or {}):
-            raise UsageError(f"`{what}` concerns a program run as it is; a sweep runs workloads"
-                             if what in ("step", "run_to_end") else
-                             f"a sweep sets each job's `{what}` itself" if what != "nproc_per_node" else
-                             "`nproc_per_node`: a sweep's job is one process on one GPU",
-                             "Give `precisions`, `modes` and `tools`." if what in ("precision", "mode", "tool")
-                             else None)
+            raise UsageError(
+                f"`{what}` concerns a program run as it is; a sweep runs workloads"
+                if what in ("step", "run_to_end")
+                else f"a sweep sets each job's `{what}` itself"
+                if what != "nproc_per_node"
+                else "`nproc_per_node`: a sweep's job is one process on one GPU",
+                "Give `precisions`, `modes` and `tools`."
+                if what in ("precision", "mode", "tool")
+                else None,
+            )
     require_command_options(SWEEP, options or {})
     base = RunOptions.make(**(options or {}))
     names = require_values("workloads", workload_list, blanks=False)
@@ -139,12 +152,20 @@ def plan(workload_list: str | Sequence[str], precisions: str | Sequence[str] = (
                     except WorkloadError as exc:
                         if "does not support" not in exc.message:
                             raise
-                        skipped.append(JobResult(Job(workloads.resolve(name)[0], p, m, t), "skipped",
-                                                 error=exc.one_line()))
+                        skipped.append(
+                            JobResult(
+                                Job(workloads.resolve(name)[0], p, m, t),
+                                "skipped",
+                                error=exc.one_line(),
+                            )
+                        )
                         continue
                     jobs.append((Job(wname, p, m, t), req, path))
     if not jobs:
-        raise UsageError("no cell of the sweep's matrix can run: " + "; ".join(r.error or "" for r in skipped[:3]))
+        raise UsageError(
+            "no cell of the sweep's matrix can run: "
+            + "; ".join(r.error or "" for r in skipped[:3])
+        )
     return SweepPlan(jobs, skipped, base.device)
 
 
@@ -156,12 +177,21 @@ SET_BY_SWEEP = tuple(f.name for f in fields(RunOptions) if f not in for_command(
 def skip_auto_twins(sweep: SweepPlan, chosen: list[str]) -> None:
     """Skip the ``auto`` cells whose tool ``chosen`` here (one per job, in order) is one the sweep
     also names for the same workload, precision and mode: the same run twice."""
-    named = {(job.workload, job.precision, job.mode, job.tool) for job, _, _ in sweep.jobs if job.tool != "auto"}
+    named = {
+        (job.workload, job.precision, job.mode, job.tool)
+        for job, _, _ in sweep.jobs
+        if job.tool != "auto"
+    }
     keep = []
     for (job, req, path), tool in zip(sweep.jobs, chosen):
         if job.tool == "auto" and (job.workload, job.precision, job.mode, tool) in named:
-            sweep.skipped.append(JobResult(job, "skipped", error=f"auto chooses {tool} here, which the sweep runs "
-                                                                 "already for this cell"))
+            sweep.skipped.append(
+                JobResult(
+                    job,
+                    "skipped",
+                    error=f"auto chooses {tool} here, which the sweep runs already for this cell",
+                )
+            )
             continue
         keep.append((job, req, path))
     sweep.jobs[:] = keep
@@ -184,7 +214,7 @@ class JobOutcome:
     """What a worker sends back: the job's status and error (typed: its ProfkitError's class
     name), its database and raw folder as one gzipped tar archive, where it ran and how long."""
 
-    status: str                   # ok or failed
+    status: str  # ok or failed
     archive: bytes
     error: str | None = None
     error_type: str | None = None
@@ -203,12 +233,16 @@ def run_job(request: JobRequest) -> JobOutcome:
     folder = Path(tempfile.mkdtemp(prefix="profkit-sweep-", dir=request.scratch))
     try:
         job_file = folder / "job.json"
-        JobFile(request.workload, request.options, str(folder / "job.db"), str(folder / OUTCOME)).write(job_file)
+        JobFile(
+            request.workload, request.options, str(folder / "job.db"), str(folder / OUTCOME)
+        ).write(job_file)
         # The current folder (the worker's, the sweep's) is on the path of no process of the job:
         # `-P` for this one, PYTHONSAFEPATH (runner.child_env) for all it starts.
         argv = runner.python_argv("-m", "profkit.sweep_job", str(job_file))
         with runner.Background(argv, folder / "job.log") as child:  # it dies with this process
-            (folder / JOB_PID).write_text(str(child.proc.pid))  # for a sweep that ends first to wait on
+            (folder / JOB_PID).write_text(
+                str(child.proc.pid)
+            )  # for a sweep that ends first to wait on
             done = child.wait()
         status, error, kind = read_outcome(folder / OUTCOME, done.returncode, done.tail)
         for f in (job_file, folder / OUTCOME, folder / JOB_PID):
@@ -217,15 +251,24 @@ def run_job(request: JobRequest) -> JobOutcome:
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
             tar.add(folder, arcname="job")
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return JobOutcome(status, archive.getvalue(), error, kind,
-                          socket.gethostname() + (f" GPU {visible}" if visible not in (None, "") else ""),
-                          round(time.perf_counter() - started, 3))
+        return JobOutcome(
+            status,
+            archive.getvalue(),
+            error,
+            kind,
+            socket.gethostname() + (f" GPU {visible}" if visible not in (None, "") else ""),
+            round(time.perf_counter() - started, 3),
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _request(req: launch.RunRequest, path: Path, scratch: Path | None) -> JobRequest:
-    workload = str(path) if path.parent != (workloads.builtin_dir() or Path("/nonexistent")) else req.workload
+    workload = (
+        str(path)
+        if path.parent != (workloads.builtin_dir() or Path("/nonexistent"))
+        else req.workload
+    )
     return JobRequest(workload, req.options, str(scratch) if scratch else None)
 
 
@@ -234,8 +277,14 @@ def store_result(store: Store, job: Job, outcome: JobOutcome) -> JobResult:
     """Put a job's outcome into the sweep's database: its run, with its raw folder moved beside
     the database (rows and ranges copied as they were classified), or a failed run with the
     error and the job's logs. Returns the job's result."""
-    result = JobResult(job, outcome.status, error=outcome.error, error_type=outcome.error_type,
-                       worker=outcome.worker, wall_s=outcome.wall_s)
+    result = JobResult(
+        job,
+        outcome.status,
+        error=outcome.error,
+        error_type=outcome.error_type,
+        worker=outcome.worker,
+        wall_s=outcome.wall_s,
+    )
     with tempfile.TemporaryDirectory(prefix="profkit-sweep-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(outcome.archive), mode="r:gz") as tar:
             tar.extractall(tmp, filter="data")
@@ -256,7 +305,9 @@ def store_result(store: Store, job: Job, outcome: JobOutcome) -> JobResult:
                 result.run = copied.name
             else:
                 result.status = "failed"
-                copied = _failed_run(store, job, runs[0] if runs else None, result.error or "failed")
+                copied = _failed_run(
+                    store, job, runs[0] if runs else None, result.error or "failed"
+                )
                 result.run = copied.name
             try:  # into the run's folder, made for it (empty): nothing else is overwritten
                 dest = dest or store.reserve_folder(copied)
@@ -265,10 +316,14 @@ def store_result(store: Store, job: Job, outcome: JobOutcome) -> JobResult:
             except (OSError, StoreError) as exc:
                 store.set_raw_files(copied.id, {})
                 where = dest or f"its folder beside {store.path}"
-                raise StoreError(f"run {copied.name} is stored, but its files could not be put in {where} ({exc})",
-                                 "Make that folder writable; the sweep stopped here.") from None
+                raise StoreError(
+                    f"run {copied.name} is stored, but its files could not be put in {where} ({exc})",
+                    "Make that folder writable; the sweep stopped here.",
+                ) from None
             if result.status == "failed" and dest is not None:  # its logs, for the failed run
-                store.set_raw_files(copied.id, {f.name: str(f) for f in sorted(dest.iterdir()) if f.is_file()})
+                store.set_raw_files(
+                    copied.id, {f.name: str(f) for f in sorted(dest.iterdir()) if f.is_file()}
+                )
         finally:
             if source is not None:
                 source.close()
@@ -279,17 +334,27 @@ def _copy_run(store: Store, source: Store, run: RunRecord) -> tuple[RunRecord, P
     """A job's run copied into the sweep's database, and the raw folder made for it there."""
     from .parse.schema import Capture
 
-    fields: RunFields = {k: v for k, v in run.to_dict().items()  # type: ignore[assignment]
-                         if k not in ("id", "name", "status", "kernel_count", "gpu_time_ns", "activity", "folder")}
+    fields: RunFields = {
+        k: v
+        for k, v in run.to_dict().items()  # type: ignore[assignment]
+        if k not in ("id", "name", "status", "kernel_count", "gpu_time_ns", "activity", "folder")
+    }
     fields["info"] = run.info  # the record, not its JSON
     reserved = store.reserve(None, run.name, fields, status="importing")
     try:
         dest = store.reserve_folder(reserved)
-        fields["raw_files"] = _moved(run.raw_files or {}, source.path, source.run_folder(run).name, dest)
-        capture: Capture[Any] = Capture(rows=source.iter_kernels(run.id), tool=run.tool or "",
-                                        source_format="profkit", metric_names=list(run.metrics),
-                                        notes=list(run.info.notes or []), ranges=source.ranges(run.id),
-                                        host_syncs=source.host_syncs(run.id))
+        fields["raw_files"] = _moved(
+            run.raw_files or {}, source.path, source.run_folder(run).name, dest
+        )
+        capture: Capture[Any] = Capture(
+            rows=source.iter_kernels(run.id),
+            tool=run.tool or "",
+            source_format="profkit",
+            metric_names=list(run.metrics),
+            notes=list(run.info.notes or []),
+            ranges=source.ranges(run.id),
+            host_syncs=source.host_syncs(run.id),
+        )
         return store.fill_run(reserved, capture, fields), dest
     except BaseException:
         store.delete_run(reserved.id)
@@ -304,12 +369,24 @@ def _moved(files: dict[str, str], job_db: Path, folder_name: str, dest: Path) ->
 
 
 def _failed_run(store: Store, job: Job, run: RunRecord | None, error: str) -> RunRecord:
-    fields: RunFields = {"source": "run", "workload": job.workload, "precision": job.precision, "mode": job.mode,
-                         "tool": job.tool}
+    fields: RunFields = {
+        "source": "run",
+        "workload": job.workload,
+        "precision": job.precision,
+        "mode": job.mode,
+        "tool": job.tool,
+    }
     if run is not None:
-        fields.update({k: v for k, v in run.to_dict().items()  # type: ignore[typeddict-item]
-                       if k in ("batch_size", "iters", "device", "started_at", "command", "tool")})
-    base = run.name if run is not None else "-".join([job.workload, job.precision, job.mode, job.tool])
+        fields.update(
+            {
+                k: v
+                for k, v in run.to_dict().items()  # type: ignore[typeddict-item]
+                if k in ("batch_size", "iters", "device", "started_at", "command", "tool")
+            }
+        )
+    base = (
+        run.name if run is not None else "-".join([job.workload, job.precision, job.mode, job.tool])
+    )
     reserved = store.reserve(None, base, fields, status="running")
     store.end_run(reserved.id, "failed", error)
     return store.get_run(reserved.id)
@@ -324,9 +401,16 @@ def _dask() -> Any | None:
     return distributed
 
 
-def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: int | None = None,
-        security: Security | None = None, on_result: Callable[[JobResult, int, int], None] | None = None,
-        on_note: Callable[[str], None] | None = None) -> SweepResult:
+def run(
+    store: Store,
+    sweep: SweepPlan,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    security: Security | None = None,
+    on_result: Callable[[JobResult, int, int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> SweepResult:
     """Run a checked sweep and store every job's outcome as it arrives. ``address``: a Dask
     scheduler to hand the jobs to (its workers must each see one GPU and offer the resource
     ``GPU=1``), reached with ``security`` (:func:`tls_security`); without it a local cluster with
@@ -341,15 +425,21 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
     scratch, held = None, -1
     try:
         remove_dead_scratch(store.runs_base())
-        if not address:  # this sweep's own folder (a second sweep beside the same database has another)
+        if (
+            not address
+        ):  # this sweep's own folder (a second sweep beside the same database has another)
             scratch, held = own_scratch(store.runs_base())
         dask = _dask()
         if dask is None:
             if address:
-                raise UsageError("`address` hands the jobs to a Dask scheduler, and Dask is not installed",
-                                 f"Install it: {INSTALL_HINT}")
-            note(f"Dask is not installed: running the {total} jobs one after another ({INSTALL_HINT} runs them "
-                 "on every local GPU at once)")
+                raise UsageError(
+                    "`address` hands the jobs to a Dask scheduler, and Dask is not installed",
+                    f"Install it: {INSTALL_HINT}",
+                )
+            note(
+                f"Dask is not installed: running the {total} jobs one after another ({INSTALL_HINT} runs them "
+                "on every local GPU at once)"
+            )
             out.engine = "in turn"
             for i, (job, req, path) in enumerate(sweep.jobs, start=1):
                 res = store_result(store, job, run_job(_request(req, path, scratch)))
@@ -357,20 +447,33 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
                 if on_result:
                     on_result(res, i, total)
             return out
-        with _client(dask, address, workers, sweep.device, scratch, security) as (client, engine, per_gpu):
+        with _client(dask, address, workers, sweep.device, scratch, security) as (
+            client,
+            engine,
+            per_gpu,
+        ):
             out.engine = engine
-            futures = {client.submit(run_job, _request(req, path, scratch), pure=False,
-                                     key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
-                                     resources={"GPU": 1} if per_gpu else None): job
-                       for i, (job, req, path) in enumerate(sweep.jobs)}
+            futures = {
+                client.submit(
+                    run_job,
+                    _request(req, path, scratch),
+                    pure=False,
+                    key=f"profkit-{i}-{job.label().replace(' ', '-').replace('/', '_')}",
+                    resources={"GPU": 1} if per_gpu else None,
+                ): job
+                for i, (job, req, path) in enumerate(sweep.jobs)
+            }
             try:
                 for i, future in enumerate(dask.as_completed(list(futures)), start=1):
                     job = futures.pop(future)  # and the archive goes with the future, once stored
                     try:
                         outcome = future.result()
                     except Exception as exc:  # the worker died under the job
-                        res = JobResult(job, "failed",
-                                        error=f"the worker running it failed: {type(exc).__name__}: {exc}")
+                        res = JobResult(
+                            job,
+                            "failed",
+                            error=f"the worker running it failed: {type(exc).__name__}: {exc}",
+                        )
                         res.run = _failed_run(store, job, None, res.error or "failed").name
                     else:
                         res = store_result(store, job, outcome)
@@ -391,7 +494,9 @@ def run(store: Store, sweep: SweepPlan, *, address: str | None = None, workers: 
 
 
 JOB_PID = "job.pid"  # in a local job's folder: its job process (profkit.sweep_job)
-JOB_END_S = 15       # how long an interrupted sweep waits for its jobs to stop their profilers (then kills them)
+JOB_END_S = (
+    15  # how long an interrupted sweep waits for its jobs to stop their profilers (then kills them)
+)
 SCRATCH = ".sweep-"  # a sweep's own folder beside the database: <db stem>-runs/.sweep-XXXXXXXX/
 
 
@@ -405,12 +510,17 @@ def own_scratch(base: Path) -> tuple[Path, int]:
         try:
             path = Path(tempfile.mkdtemp(prefix=SCRATCH, dir=base))
         except OSError as exc:
-            raise StoreError(f"cannot make the sweep's folder in {base}: {exc.strerror or exc}",
-                             "Check the folder's permissions and the free disk space.") from None
+            raise StoreError(
+                f"cannot make the sweep's folder in {base}: {exc.strerror or exc}",
+                "Check the folder's permissions and the free disk space.",
+            ) from None
         held = _lock_scratch(path)
         if held is not None:
             return path, held
-    raise StoreError(f"cannot lock a folder of the sweep's own in {base}", "Check what else removes folders there.")
+    raise StoreError(
+        f"cannot lock a folder of the sweep's own in {base}",
+        "Check what else removes folders there.",
+    )
 
 
 def _lock_scratch(path: Path) -> int | None:
@@ -488,7 +598,9 @@ def _wait_for_jobs(scratch: Path) -> None:
         pids = [p for p in pids if runner.alive(p)]
         if pids:
             time.sleep(0.1)
-    for pid in pids:  # still there: each job leads its own process group (and its profiler dies with it)
+    for (
+        pid
+    ) in pids:  # still there: each job leads its own process group (and its profiler dies with it)
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
@@ -535,9 +647,12 @@ TLS_CONFIG = "distributed.comm.tls"  # Dask's own settings of a client's TLS fil
 TLS_FILE_MAX = 1 << 20  # a PEM file of a CA bundle, a certificate or a key is far smaller
 
 
-def tls_security(address: str | None, tls_ca_file: str | os.PathLike[str] | None = None,
-                 tls_cert: str | os.PathLike[str] | None = None,
-                 tls_key: str | os.PathLike[str] | None = None) -> Security | None:
+def tls_security(
+    address: str | None,
+    tls_ca_file: str | os.PathLike[str] | None = None,
+    tls_cert: str | os.PathLike[str] | None = None,
+    tls_key: str | os.PathLike[str] | None = None,
+) -> Security | None:
     """What reaches the scheduler at a ``tls://`` ``address``: the CA file, certificate and key
     given (the files of ``dask worker``'s ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key``),
     each one not given read from Dask's own configuration (``distributed.comm.tls.ca-file``,
@@ -546,14 +661,23 @@ def tls_security(address: str | None, tls_ca_file: str | os.PathLike[str] | None
     file that cannot be read or is not PEM, a certificate without its key, or TLS files with an
     address that is not TLS, is one line. None where Dask's defaults apply (a plain address, or
     a TLS one with Dask's ``distributed.client.security-loader`` and no files given)."""
-    given = {k: os.fspath(v) for k, v in (("tls_ca_file", tls_ca_file), ("tls_cert", tls_cert),
-                                           ("tls_key", tls_key)) if v is not None}
+    given = {
+        k: os.fspath(v)
+        for k, v in (("tls_ca_file", tls_ca_file), ("tls_cert", tls_cert), ("tls_key", tls_key))
+        if v is not None
+    }
     tls = bool(address) and str(address).startswith("tls://")
     if given and not tls:
         first = next(iter(given))
-        raise UsageError(f"`{first}` is for a scheduler `address` tls://...; " +
-                         (f"`address` is {address}" if address else "the local cluster makes its own certificates"),
-                         "Give a tls:// `address`, or leave out the TLS files.")
+        raise UsageError(
+            f"`{first}` is for a scheduler `address` tls://...; "
+            + (
+                f"`address` is {address}"
+                if address
+                else "the local cluster makes its own certificates"
+            ),
+            "Give a tls:// `address`, or leave out the TLS files.",
+        )
     if not tls:
         return None
     from dask import config as dask_config
@@ -562,40 +686,68 @@ def tls_security(address: str | None, tls_ca_file: str | os.PathLike[str] | None
     if not given and dask_config.get("distributed.client.security-loader", None):
         return None  # Dask's own loader gives the client its settings
     # (distributed leaves Security unannotated: Any here)
-    dask_names = {"tls_ca_file": "tls_ca_file", "tls_cert": "tls_client_cert", "tls_key": "tls_client_key"}
-    security: Any = cast(Any, Security)(**{dask_names[k]: v for k, v in given.items()})  # the others: Dask's config
-    config_keys = {"tls_ca_file": f"{TLS_CONFIG}.ca-file", "tls_cert": f"{TLS_CONFIG}.client.cert",
-                   "tls_key": f"{TLS_CONFIG}.client.key"}
-    hint = (f"Give `tls_ca_file`, `tls_cert` and `tls_key` (the cluster's CA, and a certificate and key it signed, "
-            f"as dask worker takes them), or set Dask's {', '.join(config_keys.values())}.")
-    values: dict[str, str | None] = {"tls_ca_file": security.tls_ca_file, "tls_cert": security.tls_client_cert,
-                                     "tls_key": security.tls_client_key}
+    dask_names = {
+        "tls_ca_file": "tls_ca_file",
+        "tls_cert": "tls_client_cert",
+        "tls_key": "tls_client_key",
+    }
+    security: Any = cast(Any, Security)(
+        **{dask_names[k]: v for k, v in given.items()}
+    )  # the others: Dask's config
+    config_keys = {
+        "tls_ca_file": f"{TLS_CONFIG}.ca-file",
+        "tls_cert": f"{TLS_CONFIG}.client.cert",
+        "tls_key": f"{TLS_CONFIG}.client.key",
+    }
+    hint = (
+        f"Give `tls_ca_file`, `tls_cert` and `tls_key` (the cluster's CA, and a certificate and key it signed, "
+        f"as dask worker takes them), or set Dask's {', '.join(config_keys.values())}."
+    )
+    values: dict[str, str | None] = {
+        "tls_ca_file": security.tls_ca_file,
+        "tls_cert": security.tls_client_cert,
+        "tls_key": security.tls_client_key,
+    }
     if not values["tls_ca_file"] or not values["tls_cert"]:
-        raise UsageError(f"`address` {address} is a TLS scheduler, and no CA file or certificate was given", hint)
+        raise UsageError(
+            f"`address` {address} is a TLS scheduler, and no CA file or certificate was given", hint
+        )
     hint = "Give the cluster's CA, and a certificate and key it signed, as PEM files."
 
     def named(what: str) -> str:
-        return f"`{what}` {values[what]}" if what in given else f"{values[what]} (Dask's {config_keys[what]})"
+        return (
+            f"`{what}` {values[what]}"
+            if what in given
+            else f"{values[what]} (Dask's {config_keys[what]})"
+        )
 
     # Each file read here first, so that a missing, unreadable or wrong one is named (the ssl
     # module's own errors name no file); Dask's configuration may hold the PEM text itself.
-    texts = {what: value if "\n" in value else _pem_file(value, named(what), hint)
-             for what, value in values.items() if value is not None}
+    texts = {
+        what: value if "\n" in value else _pem_file(value, named(what), hint)
+        for what, value in values.items()
+        if value is not None
+    }
     if "-----BEGIN CERTIFICATE-----" not in texts["tls_ca_file"]:
         raise UsageError(f"the TLS CA file {named('tls_ca_file')} holds no PEM certificate", hint)
     if "-----BEGIN CERTIFICATE-----" not in texts["tls_cert"]:
         raise UsageError(f"the TLS certificate {named('tls_cert')} is not a PEM certificate", hint)
     if values["tls_key"] is None and "PRIVATE KEY-----" not in texts["tls_cert"]:
-        raise UsageError(f"the TLS certificate {named('tls_cert')} holds no private key, and no `tls_key` was given",
-                         hint)
+        raise UsageError(
+            f"the TLS certificate {named('tls_cert')} holds no private key, and no `tls_key` was given",
+            hint,
+        )
     if values["tls_key"] is not None and "PRIVATE KEY-----" not in texts["tls_key"]:
         raise UsageError(f"the TLS key {named('tls_key')} is not a PEM private key", hint)
     try:
         security.get_connection_args("client")  # the files read as Dask reads them
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         if "KEY_VALUES_MISMATCH" in str(exc):
-            raise UsageError(f"the TLS key {named('tls_key' if values['tls_key'] else 'tls_cert')} is not the key of "
-                             f"the certificate {named('tls_cert')}", hint) from None
+            raise UsageError(
+                f"the TLS key {named('tls_key' if values['tls_key'] else 'tls_cert')} is not the key of "
+                f"the certificate {named('tls_cert')}",
+                hint,
+            ) from None
         raise UsageError(f"the TLS files do not make a client's settings ({exc})", hint) from None
     return cast(Security, security)
 
@@ -612,7 +764,9 @@ def _pem_file(path: str, named: str, hint: str) -> str:
     except OSError as exc:
         raise UsageError(f"cannot read the TLS file {named}: {exc.strerror or exc}", hint) from None
     if len(data) > TLS_FILE_MAX:
-        raise UsageError(f"the TLS file {named} is larger than a PEM file ({TLS_FILE_MAX >> 20} MiB)", hint)
+        raise UsageError(
+            f"the TLS file {named} is larger than a PEM file ({TLS_FILE_MAX >> 20} MiB)", hint
+        )
     return data.decode("ascii", errors="replace")
 
 
@@ -638,7 +792,9 @@ def _connect(dask: Any, address: str, security: Security | None = None) -> Any:
     if address.startswith("tls://"):
         hint = "Check the address, and that the scheduler trusts the CA that signed the certificate given."
     if thread.is_alive():
-        raise UsageError(f"nothing at {address} answered as a Dask scheduler within {CONNECT_S + 5} s", hint)
+        raise UsageError(
+            f"nothing at {address} answered as a Dask scheduler within {CONNECT_S + 5} s", hint
+        )
     error = box.get("error")
     if isinstance(error, (OSError, ValueError, TypeError)):
         raise UsageError(f"no Dask scheduler answered at {address} ({error})", hint)
@@ -653,8 +809,15 @@ class _client:
     for the CPU, its scratch in a folder of its own made in ``scratch`` (the sweep's folder;
     None: the temporary folder)."""
 
-    def __init__(self, dask: Any, address: str | None, workers: int | None, device: str,
-                 scratch: Path | None = None, security: Security | None = None):
+    def __init__(
+        self,
+        dask: Any,
+        address: str | None,
+        workers: int | None,
+        device: str,
+        scratch: Path | None = None,
+        security: Security | None = None,
+    ):
         self.dask, self.address, self.workers, self.device = dask, address, workers, device
         self.scratch, self.security = scratch, security
         self.cluster: Any = None
@@ -671,16 +834,23 @@ class _client:
             workers = self.client.scheduler_info().get("workers", {}).values()
             if per_gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
                 self.client.close()
-                raise UsageError(f"no worker of the Dask scheduler at {self.address} offers the resource GPU, so "
-                                 "no job could start", "Start one dask worker per GPU there, with its GPU visible and: --nthreads 1 --resources GPU=1.")
+                raise UsageError(
+                    f"no worker of the Dask scheduler at {self.address} offers the resource GPU, so "
+                    "no job could start",
+                    "Start one dask worker per GPU there, with its GPU visible and: --nthreads 1 --resources GPU=1.",
+                )
             return self.client, f"dask ({self.address})", per_gpu
         gpus = gpu.count() if self.device == "cuda" else 0
         if self.device == "cuda" and not gpus:
-            raise UsageError("`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
-                             "Use `device` cpu, or give a scheduler `address`.")
+            raise UsageError(
+                "`device` cuda, but this machine shows no GPU (nvidia-smi -L)",
+                "Use `device` cpu, or give a scheduler `address`.",
+            )
         count = self.workers or (gpus if gpus else 2)
         if gpus and count > gpus:
-            raise UsageError(f"`workers` {count}, but this machine has {gpus} GPUs: one worker per GPU")
+            raise UsageError(
+                f"`workers` {count}, but this machine has {gpus} GPUs: one worker per GPU"
+            )
         # A local cluster runs any code it is sent, so only this process may send it: mutual
         # TLS with a key made now and held in memory only (another user of this machine can
         # reach 127.0.0.1, but has no certificate the scheduler accepts), bound to this host,
@@ -699,18 +869,29 @@ class _client:
         try:
             self._local = Path(tempfile.mkdtemp(prefix="dask-scratch-space-", dir=self.scratch))
         except OSError as exc:
-            raise StoreError(f"cannot make the local cluster's scratch folder: {exc.strerror or exc}",
-                             "Check the free disk space.") from None
+            raise StoreError(
+                f"cannot make the local cluster's scratch folder: {exc.strerror or exc}",
+                "Check the free disk space.",
+            ) from None
         self._safe_path = os.environ.get("PYTHONSAFEPATH")
         os.environ.update(SAFE_PATH)
-        self._config = dask_config.set({"distributed.scheduler.http.routes": [],
-                                          "distributed.worker.http.routes": [],
-                                          "temporary-directory": str(self._local),
-                                          **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in SAFE_PATH.items()}})
+        self._config = dask_config.set(
+            {
+                "distributed.scheduler.http.routes": [],
+                "distributed.worker.http.routes": [],
+                "temporary-directory": str(self._local),
+                **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in SAFE_PATH.items()},
+            }
+        )
         self._config.__enter__()
-        common: dict[str, Any] = {"host": "127.0.0.1", "protocol": "tls://", "security": security,
-                                  "dashboard": False, "preload": [__name__],  # dask_setup above
-                                  "local_directory": str(self._local)}
+        common: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "protocol": "tls://",
+            "security": security,
+            "dashboard": False,
+            "preload": [__name__],  # dask_setup above
+            "local_directory": str(self._local),
+        }
         specs = {}
         for i in range(count):
             # The Nanny's worker process (Dask starts it): multicast off, and the sweep's lifeline.
@@ -721,8 +902,12 @@ class _client:
                 options["resources"] = {"GPU": 1}
             specs[f"worker-{i}"] = {"cls": dask.Nanny, "options": options}
         try:
-            self.cluster = dask.SpecCluster(workers=specs, scheduler={"cls": dask.Scheduler, "options": {
-                **common, "dashboard_address": None}}, silence_logs=QUIET, security=security)
+            self.cluster = dask.SpecCluster(
+                workers=specs,
+                scheduler={"cls": dask.Scheduler, "options": {**common, "dashboard_address": None}},
+                silence_logs=QUIET,
+                security=security,
+            )
             self.client = dask.Client(self.cluster, security=security)
         except BaseException:  # no `with` block runs to undo the config set above: undone here
             self.__exit__(None, None, None)
@@ -739,8 +924,11 @@ class _client:
         try:
             return temporary()
         except ImportError:
-            raise UsageError("a local sweep secures its Dask cluster with TLS, and the cryptography package is "
-                             "not installed", f"Install it: {INSTALL_HINT}") from None
+            raise UsageError(
+                "a local sweep secures its Dask cluster with TLS, and the cryptography package is "
+                "not installed",
+                f"Install it: {INSTALL_HINT}",
+            ) from None
 
     def __exit__(self, *exc: Any) -> None:
         try:
@@ -753,7 +941,9 @@ class _client:
                 self._config.__exit__(None, None, None)
             if self._local is not None:  # its folders off this process's path, and gone
                 local = str(self._local)
-                sys.path[:] = [p for p in sys.path if p != local and not p.startswith(local + os.sep)]
+                sys.path[:] = [
+                    p for p in sys.path if p != local and not p.startswith(local + os.sep)
+                ]
                 shutil.rmtree(local, ignore_errors=True)
                 if self._safe_path is None:
                     os.environ.pop("PYTHONSAFEPATH", None)

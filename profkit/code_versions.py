@@ -19,9 +19,9 @@ import re
 import stat
 import sys
 import sysconfig
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
 
 # Libraries profkit's own timing and counting load (CUPTI, and the perfworks libraries its
 # profiler API loads to count): they time and count kernels but hold none of the workload's,
@@ -31,9 +31,15 @@ PROFILER_LIBRARIES = ("libcupti", "libnvperf", "libpcsamplingutil")
 
 def environment(gpu: str, driver: str | None, ncu: str | None) -> dict[str, str]:
     """The environment's parts, as text (what a run's info shows)."""
-    return {"gpu": gpu, "driver": driver or "unknown", "python": sys.version.split()[0],
-            "torch": _version("torch"), "cuda": torch_cuda() or "unknown", "packages": packages_digest(),
-            "ncu": ncu or "unknown"}
+    return {
+        "gpu": gpu,
+        "driver": driver or "unknown",
+        "python": sys.version.split()[0],
+        "torch": _version("torch"),
+        "cuda": torch_cuda() or "unknown",
+        "packages": packages_digest(),
+        "ncu": ncu or "unknown",
+    }
 
 
 def environment_key(env: dict[str, str]) -> str:
@@ -54,7 +60,12 @@ def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
     files: set[str] = set()
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/") and not parts[5].endswith(" (deleted)"):
+        if (
+            len(parts) == 6
+            and "x" in parts[1]
+            and parts[5].startswith("/")
+            and not parts[5].endswith(" (deleted)")
+        ):
             files.add(parts[5])
     seen = []
     for path in sorted(files):
@@ -70,15 +81,18 @@ def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
     return f"{len(seen)} files, {digest}"
 
 
-def workload_sources(workload: Path, modules: Iterable[ModuleType] | None = None,
-                     generated: Iterable[str] = ()) -> str:
+def workload_sources(
+    workload: Path, modules: Iterable[ModuleType] | None = None, generated: Iterable[str] = ()
+) -> str:
     """The source of the workload file and of every Python module loaded (``modules``, by
     default ``sys.modules``) from outside the installed packages and the standard library, but
     profkit's own and the ``generated`` files (torch.compile's output code, whose kernels are
     keyed by their own source's digest), as a count and a digest of each one's name and
     content (a moved checkout keeps its digest)."""
     installed = {os.path.realpath(p) for p in _installed_paths()}
-    installed.add(os.path.realpath(Path(__file__).parent))  # profkit: times and counts, launches nothing measured
+    installed.add(
+        os.path.realpath(Path(__file__).parent)
+    )  # profkit: times and counts, launches nothing measured
     skip = {os.path.realpath(p) for p in generated}
     found = {"<workload>": os.path.realpath(workload)}
     for module in list(sys.modules.values()) if modules is None else modules:
@@ -106,7 +120,11 @@ def _file_digest(path: str) -> str:
         return "unreadable"
     with os.fdopen(fd, "rb") as f:
         try:
-            return hashlib.sha256(f.read()).hexdigest() if stat.S_ISREG(os.fstat(fd).st_mode) else "unreadable"
+            return (
+                hashlib.sha256(f.read()).hexdigest()
+                if stat.S_ISREG(os.fstat(fd).st_mode)
+                else "unreadable"
+            )
         except OSError:
             return "unreadable"
 
@@ -116,10 +134,18 @@ def _installed_paths() -> set[str]:
     (sysconfig's, site's, the user's, and any on the path, as a venv sharing the system's has)."""
     import site
 
-    paths = {p for n in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(n))}
+    paths = {
+        p
+        for n in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(n))
+    }
     paths.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
     paths.add(site.getusersitepackages())
-    paths.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+    paths.update(
+        p
+        for p in sys.path
+        if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")
+    )
     return {p for p in paths if p}
 
 
@@ -129,7 +155,9 @@ def packages_digest() -> str:
     each; listing the folders takes a millisecond, reading every package's metadata 0.3 s)."""
     seen: set[str] = set()
     for entry in sys.path:
-        if not entry or not os.path.isabs(entry):  # the current folder ('' for python -m): not the installation
+        if not entry or not os.path.isabs(
+            entry
+        ):  # the current folder ('' for python -m): not the installation
             continue
         try:
             names = os.listdir(entry)

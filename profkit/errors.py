@@ -10,7 +10,7 @@ error with its flags (``--iters must be at least 1``) through :meth:`ProfkitErro
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 _PARAM = re.compile(r"`([a-z][a-z0-9_]*)`")
 
@@ -36,8 +36,9 @@ def require_choice(param: str, value: object, choices: tuple[str, ...]) -> None:
         raise UsageError(f"unknown `{param}` {value!r}", f"Choose one of {', '.join(choices)}.")
 
 
-def require_values(param: str, given: object, choices: tuple[str, ...] | None = None, *,
-                   blanks: bool = True) -> list[str]:
+def require_values(
+    param: str, given: object, choices: tuple[str, ...] | None = None, *, blanks: bool = True
+) -> list[str]:
     """A comma-separated string or a sequence of names -> the names, stripped, each once, in
     the order given; each one of ``choices`` where there are choices. Blank items are skipped,
     or (``blanks=False``) refused; none left is a UsageError."""
@@ -49,8 +50,10 @@ def require_values(param: str, given: object, choices: tuple[str, ...] | None = 
             raise UsageError(f"`{param}` must be names, not {item!r}")
     out = list(dict.fromkeys(i.strip() for i in items if i.strip()))
     if not out:
-        raise UsageError(f"`{param}` needs at least one value",
-                         f"Choose from {', '.join(choices)}." if choices else None)
+        raise UsageError(
+            f"`{param}` needs at least one value",
+            f"Choose from {', '.join(choices)}." if choices else None,
+        )
     for item in out:
         if choices is not None:
             require_choice(param, item, choices)
@@ -62,8 +65,14 @@ def did_you_mean(given: object, names: list[str], rest: str | None = None) -> st
     ``difflib``'s ratio, as ``get_close_matches``) before ``rest``; ``rest`` alone where none is close."""
     import difflib
 
-    scored = sorted(((difflib.SequenceMatcher(None, given, n).ratio(), n) for n in dict.fromkeys(names)),
-                    key=lambda x: -x[0]) if isinstance(given, str) else []
+    scored = (
+        sorted(
+            ((difflib.SequenceMatcher(None, given, n).ratio(), n) for n in dict.fromkeys(names)),
+            key=lambda x: -x[0],
+        )
+        if isinstance(given, str)
+        else []
+    )
     # The closest, and any as close as it (run names share long suffixes: -fp16-eager-ncu).
     close = [n for r, n in scored[:3] if r >= 0.6 and r >= scored[0][0] - 0.05]
     if not close:
@@ -119,7 +128,9 @@ class WorkloadTraceback(Exception):
         self.text = text
 
     def __str__(self) -> str:
-        return f"the workload's own traceback, from the process that ran it:\n\n{self.text.rstrip()}"
+        return (
+            f"the workload's own traceback, from the process that ran it:\n\n{self.text.rstrip()}"
+        )
 
 
 class ToolNotFound(ProfkitError):
@@ -134,8 +145,10 @@ class TorchNotInstalled(ToolNotFound):
 
 
 # How to get PyTorch: the CPU-only build is a tenth of the size of the default (CUDA) one.
-TORCH_INSTALL_HINT = ("Install it: pip install torch torchvision (CPU-only build: pip install torch torchvision "
-                      "--index-url https://download.pytorch.org/whl/cpu).")
+TORCH_INSTALL_HINT = (
+    "Install it: pip install torch torchvision (CPU-only build: pip install torch torchvision "
+    "--index-url https://download.pytorch.org/whl/cpu)."
+)
 
 
 class ToolFailed(ProfkitError):

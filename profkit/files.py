@@ -20,10 +20,18 @@ from typing import IO, Any
 
 from .errors import ProfkitError, StoreError, UsageError
 
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = (
+    os.O_WRONLY
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
-def open_new(path: str | os.PathLike[str], mode: str = "wb", *, replace: bool = False, **kwargs: Any) -> IO[Any]:
+def open_new(
+    path: str | os.PathLike[str], mode: str = "wb", *, replace: bool = False, **kwargs: Any
+) -> IO[Any]:
     """Open ``path`` for writing as a file made now. Where something is at ``path`` already it
     is refused (a StoreError), or with ``replace`` (a file profkit itself rewrites, such as a
     job file or a log) its name is removed first: a link is removed, never written through, and
@@ -39,8 +47,10 @@ def open_new(path: str | os.PathLike[str], mode: str = "wb", *, replace: bool = 
     try:
         fd = os.open(path, _FLAGS, 0o666)
     except FileExistsError:
-        raise StoreError(f"{path} exists already, and profkit writes only files it makes itself",
-                         "Remove it (or the link) if it is yours, and try again.") from None
+        raise StoreError(
+            f"{path} exists already, and profkit writes only files it makes itself",
+            "Remove it (or the link) if it is yours, and try again.",
+        ) from None
     return os.fdopen(fd, mode, **kwargs)
 
 
@@ -82,11 +92,15 @@ def disk_full(where: Path, exc: BaseException) -> StoreError | None:
 
 
 def full_disk(where: Path, why: str = "no space left") -> StoreError:
-    return StoreError(f"the disk is full: cannot write {where} ({why})",
-                      "Free some space on it, or use a database on another disk (`db`).")
+    return StoreError(
+        f"the disk is full: cannot write {where} ({why})",
+        "Free some space on it, or use a database on another disk (`db`).",
+    )
 
 
-def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = None, *, files_only: bool = False) -> None:
+def write_atomic(
+    path: str | os.PathLike[str], text: str, hint: str | None = None, *, files_only: bool = False
+) -> None:
     """Write ``text`` (UTF-8) to ``path``, a file the user named (``--junit-xml``, a report's
     ``output``), whole or not at all: into a new file beside it, flushed to the disk (fsync),
     then renamed over it, so a reader (a CI job) never sees half a file, and a full disk leaves
@@ -99,7 +113,11 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
     never waited on."""
     path = Path(path)
     data = text.encode("utf-8")
-    refuse_foreign_link(path, "profkit writes nothing through it", "Remove it if it should not be there, or write elsewhere.")
+    refuse_foreign_link(
+        path,
+        "profkit writes nothing through it",
+        "Remove it if it should not be there, or write elsewhere.",
+    )
     target = _through_links(path)
     try:
         st: os.stat_result | None = os.stat(path)  # as the kernel finds it (/dev/stdout: a pipe)
@@ -120,7 +138,9 @@ def write_atomic(path: str | os.PathLike[str], text: str, hint: str | None = Non
         st = None
     except OSError as exc:
         raise _cannot_write(path, exc, False, hint) from None
-    tmp = target.parent / f".profkit-{secrets.token_hex(8)}.tmp"  # short: any legal name's file has one
+    tmp = (
+        target.parent / f".profkit-{secrets.token_hex(8)}.tmp"
+    )  # short: any legal name's file has one
     try:
         fd = os.open(tmp, _FLAGS, 0o666)  # the umask applies, as to any new file
     except OSError as exc:
@@ -211,8 +231,10 @@ def _through_links(path: Path) -> Path:
         if not stat.S_ISLNK(st.st_mode):
             return path
         if st.st_uid not in (me, 0):
-            raise ProfkitError(f"{path} is a link another user made: profkit writes nothing through it",
-                               "Remove it if it should not be there, or write elsewhere.")
+            raise ProfkitError(
+                f"{path} is a link another user made: profkit writes nothing through it",
+                "Remove it if it should not be there, or write elsewhere.",
+            )
         try:
             path = path.parent / os.readlink(path)
         except OSError:
@@ -237,10 +259,14 @@ def _write_stream(path: Path, data: bytes, hint: str | None) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
-            raise ProfkitError(f"cannot write {path}: it is a named pipe, and no process reads it", hint) from None
+            raise ProfkitError(
+                f"cannot write {path}: it is a named pipe, and no process reads it", hint
+            ) from None
         raise _cannot_write(path, exc, False, hint) from None
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # changed since it was looked at: never written in place
+        if stat.S_ISREG(
+            os.fstat(fd).st_mode
+        ):  # changed since it was looked at: never written in place
             raise ProfkitError(f"cannot write {path}: it changed while it was opened", hint)
         import fcntl
 
@@ -306,8 +332,10 @@ def own_folder(folder: Path, what: str, advice: str = OWN_FOLDER_ADVICE) -> Path
     try:
         folder.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError as exc:
-        raise StoreError(f"cannot make the {what} {folder}: {exc.strerror or exc}",
-                         "Check the folder's permissions and the free disk space.") from None
+        raise StoreError(
+            f"cannot make the {what} {folder}: {exc.strerror or exc}",
+            "Check the folder's permissions and the free disk space.",
+        ) from None
     why = untrusted(folder)
     if why:
         raise StoreError(f"the {what} {folder} {why}", advice)
@@ -336,8 +364,15 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
         if stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{name}: cannot read it (Is a directory)")
         if not stat.S_ISREG(st.st_mode):
-            kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
-                stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "no regular file"
+            kind = (
+                "a named pipe"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "no regular file"
+            )
             raise UsageError(f"{name}: not a {what} ({kind}, not a file)")
         limit = MAX_USER_FILE_BYTES
         data = b""
@@ -365,7 +400,9 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
 # quantifiers and a start only where a name starts keep both searches linear on any text. A
 # valid check file has no such run of dotted names, not even in a string or a comment.
 _QUOTED = re.compile(r"""'[^'\n]*+'?|"(?:[^"\\\n]|\\.)*+"?""")
-_DOTTED_TOO_DEEP = re.compile(rf"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++(?:[ \t]*+\.[ \t]*+[A-Za-z0-9_-]++){{{MAX_NESTING},}}")
+_DOTTED_TOO_DEEP = re.compile(
+    rf"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++(?:[ \t]*+\.[ \t]*+[A-Za-z0-9_-]++){{{MAX_NESTING},}}"
+)
 
 
 def _nests_too_deep(text: str) -> bool:
@@ -391,8 +428,12 @@ def load_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     # The depth counted without recursing (a dotted key a.b.c... nests tables without it).
     level: list[Any] = [data]
     for _ in range(MAX_NESTING):
-        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)
-                 if isinstance(v, (dict, list))]
+        level = [
+            v
+            for x in level
+            for v in (x.values() if isinstance(x, dict) else x)
+            if isinstance(v, (dict, list))
+        ]
         if not level:
             return data
     raise too_deep
@@ -405,10 +446,14 @@ def open_own_folder(folder: Path, what: str, advice: str = OWN_FOLDER_ADVICE) ->
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise StoreError(f"cannot open the {what} {folder}: {exc.strerror or exc}", advice) from None
+        raise StoreError(
+            f"cannot open the {what} {folder}: {exc.strerror or exc}", advice
+        ) from None
     try:
         link, st = os.lstat(folder), os.fstat(fd)
-        why = _untrusted(link, st) or (None if os.path.samestat(os.stat(folder), st) else "changed while it was opened")
+        why = _untrusted(link, st) or (
+            None if os.path.samestat(os.stat(folder), st) else "changed while it was opened"
+        )
     except OSError as exc:
         why = f"cannot be read ({exc.strerror})"
     if why:
@@ -434,14 +479,24 @@ def replace_file(folder_fd: int, name: str, data: bytes, shown: Path) -> None:
         raise StoreError(f"cannot write {shown}: {exc.strerror or exc}") from None
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"cannot write {shown}: it is a folder", "Remove it, or write elsewhere.")
+            raise UsageError(
+                f"cannot write {shown}: it is a folder", "Remove it, or write elsewhere."
+            )
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-            raise UsageError(f"cannot write {shown}: it is not a regular file", "Remove it, or write elsewhere.")
+            raise UsageError(
+                f"cannot write {shown}: it is not a regular file", "Remove it, or write elsewhere."
+            )
         if st.st_uid not in (os.geteuid(), 0):
             kind = "a link" if stat.S_ISLNK(st.st_mode) else "a file"
-            raise StoreError(f"{shown} is {kind} another user made: profkit writes no page through it or over it",
-                             "Remove it if it should not be there, and try again.")
-    mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
+            raise StoreError(
+                f"{shown} is {kind} another user made: profkit writes no page through it or over it",
+                "Remove it if it should not be there, and try again.",
+            )
+    mode = (
+        stat.S_IMODE(st.st_mode)
+        if st is not None and stat.S_ISREG(st.st_mode)
+        else 0o666 & ~_umask()
+    )
     tmp = f".profkit-{secrets.token_hex(8)}.tmp"
     fd = os.open(tmp, _FLAGS, 0o600, dir_fd=folder_fd)
     try:

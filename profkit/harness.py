@@ -32,12 +32,22 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .files import write_new
 from .options import Spec
-from .process.common import alone, error_line, fail, gpu_lock, leave, machine, need_cuda, release_gpu_lock
+from .process.common import (
+    alone,
+    error_line,
+    fail,
+    gpu_lock,
+    leave,
+    machine,
+    need_cuda,
+    release_gpu_lock,
+)
 from .process.job import HarnessJob, start
 from .process.job import StepLaunches as StepLaunches  # here for harness.StepLaunches
 from .process.record import countable, recorder
@@ -73,19 +83,29 @@ def main(argv: list[str] | None = None) -> int:
     except ProfkitError as exc:
         return fail(job, exc.one_line(), exc)
     except Exception as exc:  # torch.jit.trace runs the model while it builds
-        return fail(job, f"preparing {Path(job.workload_path).stem} in {job.spec.precision}, {job.spec.mode} failed: "
-                          f"{error_line(exc)}", exc)
+        return fail(
+            job,
+            f"preparing {Path(job.workload_path).stem} in {job.spec.precision}, {job.spec.mode} failed: "
+            f"{error_line(exc)}",
+            exc,
+        )
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
     info = machine(torch, spec)
     info["pid"] = os.getpid()
     if ranks is not None:
-        info["rank"], info["local_rank"], info["world_size"] = ranks["rank"], ranks["local_rank"], ranks["world_size"]
+        info["rank"], info["local_rank"], info["world_size"] = (
+            ranks["rank"],
+            ranks["local_rank"],
+            ranks["world_size"],
+        )
 
     gpu_lock(job, "warmup")
     stage("gpu_turn")
     t0 = time.perf_counter()
-    bare: list[int] = []  # the warm-up steps after the first, each to a sync: the unprofiled step's wall time
+    bare: list[
+        int
+    ] = []  # the warm-up steps after the first, each to a sync: the unprofiled step's wall time
     try:
         for i in range(job.warmup):
             began = time.perf_counter_ns()
@@ -94,8 +114,16 @@ def main(argv: list[str] | None = None) -> int:
             if i:
                 bare.append(time.perf_counter_ns() - began)
     except Exception as exc:  # the user's model, or the compiler on it
-        what = f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" else "the warm-up failed for"
-        return fail(job, f"{what} {Path(job.workload_path).stem} in {spec.precision}: {error_line(exc)}", exc)
+        what = (
+            f"torch.compile ({spec.compile_mode}) failed on"
+            if spec.mode == "compile"
+            else "the warm-up failed for"
+        )
+        return fail(
+            job,
+            f"{what} {Path(job.workload_path).stem} in {spec.precision}: {error_line(exc)}",
+            exc,
+        )
     info["warmup_s"] = time.perf_counter() - t0
     info["bare_iteration_ns"] = bare
     stage("warmed_up")
@@ -109,21 +137,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         launched = _measure(job, spec, step, sync, barrier, info, iter_ns)
     except Exception as exc:  # the user's model in a measured iteration
-        hint = " (it ran under profkit's operator ranges for attribution: try --no-attribution)" \
-            if info.get("attribution") == "ranges" else ""
-        return fail(job, f"a measured iteration failed for {Path(job.workload_path).stem} in {spec.precision}: "
-                          f"{error_line(exc)}{hint}", exc)
+        hint = (
+            " (it ran under profkit's operator ranges for attribution: try --no-attribution)"
+            if info.get("attribution") == "ranges"
+            else ""
+        )
+        return fail(
+            job,
+            f"a measured iteration failed for {Path(job.workload_path).stem} in {spec.precision}: "
+            f"{error_line(exc)}{hint}",
+            exc,
+        )
     stage("measured")
     if scaler is not None and scale_before:
         # Each overflow halves the scale (it grows only every 2000 clean steps).
-        skipped = round(math.log2(scale_before / scaler.get_scale())) if scaler.get_scale() else len(iter_ns)
+        skipped = (
+            round(math.log2(scale_before / scaler.get_scale()))
+            if scaler.get_scale()
+            else len(iter_ns)
+        )
         info["amp_skipped_steps"] = max(0, min(skipped, len(iter_ns)))
     # After the measured iterations and their AMP scale: the counted steps change neither.
     if job.counts_path and job.count_metrics and spec.device == "cuda":
         _count(job, step, sync, info, torch, launched)
         stage("counted")
     info["iteration_wall_ns"] = iter_ns
-    info["iteration_ranges"] = "process"  # start/end ranges (older runs: push/pop, the main thread's)
+    info["iteration_ranges"] = (
+        "process"  # start/end ranges (older runs: push/pop, the main thread's)
+    )
     info["stages_s"] = stages
     write_new(job.info_path, json.dumps(info, indent=2), replace=True)
     if ranks is not None:
@@ -136,8 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _measure(job: HarnessJob, spec: Spec, step: Callable[[], Any], sync: Callable[[], None], barrier: Callable[[], None],
-             info: HarnessInfo, iter_ns: list[int]) -> StepLaunches | None:
+def _measure(
+    job: HarnessJob,
+    spec: Spec,
+    step: Callable[[], Any],
+    sync: Callable[[], None],
+    barrier: Callable[[], None],
+    info: HarnessInfo,
+    iter_ns: list[int],
+) -> StepLaunches | None:
     """The measured iterations, each in its step range, under the job's profiler (the way
     ``process.record.recorder`` chooses: torch.profiler here, nsys's capture range, CUPTI's
     timer for ncu's per-function plan, or ncu's NVTX filter). Returns what the timer saw
@@ -172,8 +220,10 @@ def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> C
         if cuda:
             need_cuda(torch)
             if ranks["local_rank"] >= torch.cuda.device_count():
-                raise ProfkitError(f"rank {ranks['rank']} needs GPU {ranks['local_rank']}, but PyTorch sees "
-                                   f"{torch.cuda.device_count()}")
+                raise ProfkitError(
+                    f"rank {ranks['rank']} needs GPU {ranks['local_rank']}, but PyTorch sees "
+                    f"{torch.cuda.device_count()}"
+                )
             torch.cuda.set_device(ranks["local_rank"])
             dist.init_process_group("nccl", device_id=torch.device("cuda", ranks["local_rank"]))
             group = dist.new_group(backend="gloo")
@@ -183,7 +233,9 @@ def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> C
     except ProfkitError:
         raise
     except Exception as exc:
-        raise ProfkitError(f"rank {ranks['rank']} could not join the process group: {error_line(exc)}") from None
+        raise ProfkitError(
+            f"rank {ranks['rank']} could not join the process group: {error_line(exc)}"
+        ) from None
 
     # A DDP script joins the group itself first thing: in a workload run here, the group is
     # joined already, and its own call does nothing (rather than fail "twice").
@@ -195,7 +247,9 @@ def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> C
     return lambda: dist.barrier(group=group)
 
 
-def _build(job: HarnessJob, observe: Callable[[Any], None] | None = None) -> tuple[Spec, Callable[[], Any]]:
+def _build(
+    job: HarnessJob, observe: Callable[[Any], None] | None = None
+) -> tuple[Spec, Callable[[], Any]]:
     """The job's spec and its workload built for it: the GPU checked, the file loaded and held
     to what it declares (``observe`` sees the module first), torch seeded, the step prepared."""
     import torch
@@ -218,8 +272,14 @@ def _build(job: HarnessJob, observe: Callable[[Any], None] | None = None) -> tup
     return spec, workloads.prepare(module, spec)
 
 
-def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], info: HarnessInfo, torch: Any,
-           launched: StepLaunches | None) -> None:
+def _count(
+    job: HarnessJob,
+    step: Callable[[], Any],
+    sync: Callable[[], None],
+    info: HarnessInfo,
+    torch: Any,
+    launched: StepLaunches | None,
+) -> None:
     """The counters of one more step's launches, counted here (``profkit.kernel_counter``) and
     written to ``job.counts_path``; where CUPTI cannot count it, the reason in ``info`` and no file
     (the parent then counts under ncu)."""
@@ -230,7 +290,9 @@ def _count(job: HarnessJob, step: Callable[[], Any], sync: Callable[[], None], i
         return
     assert launched is not None
     try:
-        counts = count_step(step, sync, job.count_metrics, list(launched.last), torch.cuda.current_device())
+        counts = count_step(
+            step, sync, job.count_metrics, list(launched.last), torch.cuda.current_device()
+        )
     except CounterUnavailable as exc:
         info["kernel_counter_error"] = str(exc)
         return
@@ -259,13 +321,18 @@ def _bench(job: HarnessJob) -> int:
     try:
         import torch
 
-        def observe(module: Any) -> None:  # what prepare() is given tells a model from a step function
+        def observe(
+            module: Any,
+        ) -> None:  # what prepare() is given tells a model from a step function
             build = module.build
 
             def observed_build(s: Spec) -> Any:  # whatever the workload's build returns
                 built = build(s)
-                built_model.append(isinstance(built, tuple) and len(built) == 2
-                                   and isinstance(built[0], torch.nn.Module))
+                built_model.append(
+                    isinstance(built, tuple)
+                    and len(built) == 2
+                    and isinstance(built[0], torch.nn.Module)
+                )
                 return built
 
             module.build = observed_build
@@ -275,8 +342,11 @@ def _bench(job: HarnessJob) -> int:
         return fail(job, exc.one_line(), exc)
     except Exception as exc:  # torch.jit.trace runs the model while it builds
         asked = job.spec
-        return fail(job, f"preparing {path.stem} in {asked.precision}, {asked.mode} failed: "
-                          f"{error_line(exc)}", exc)
+        return fail(
+            job,
+            f"preparing {path.stem} in {asked.precision}, {asked.mode} failed: {error_line(exc)}",
+            exc,
+        )
 
     cuda = spec.device == "cuda"
     info = machine(torch, spec)
@@ -294,7 +364,10 @@ def _bench(job: HarnessJob) -> int:
         phase = "measured iterations"
         for _ in range(job.iters):
             if cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start, end = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
                 start.record()
                 out = step()
                 end.record()
@@ -305,9 +378,14 @@ def _bench(job: HarnessJob) -> int:
                 out = step()
                 iter_ns.append(time.perf_counter_ns() - t0)
     except Exception as exc:  # the user's model, or the compiler on it
-        what = (f"torch.compile ({spec.compile_mode}) failed on" if spec.mode == "compile" and phase == "warm-up"
-                else f"the {phase} failed for")
-        return fail(job, f"{what} {path.stem} in {spec.precision}, {spec.mode}: {error_line(exc)}", exc)
+        what = (
+            f"torch.compile ({spec.compile_mode}) failed on"
+            if spec.mode == "compile" and phase == "warm-up"
+            else f"the {phase} failed for"
+        )
+        return fail(
+            job, f"{what} {path.stem} in {spec.precision}, {spec.mode}: {error_line(exc)}", exc
+        )
     info["iter_ns"] = iter_ns
     info["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
     output = _first_tensor(out, torch) if info["model"] else None
@@ -323,7 +401,13 @@ def _first_tensor(value: object, torch: Any) -> _torch.Tensor | None:
     first, as models return them); None if it holds none."""
     if isinstance(value, torch.Tensor):
         return value
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    items = (
+        value.values()
+        if isinstance(value, dict)
+        else value
+        if isinstance(value, (list, tuple))
+        else ()
+    )
     for item in items:
         found = _first_tensor(item, torch)
         if found is not None:

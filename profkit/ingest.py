@@ -8,27 +8,28 @@ import hashlib
 import re
 import shutil
 import warnings
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from .classify import classified
 from . import nvtx_ranges
+from .classify import classified
 from .errors import EmptyCapture, ProfkitWarning, UsageError
+from .options import check_run_name
 from .parse import detect, load
 from .parse.formats import run_name
 from .parse.nsys_export import stage
 from .parse.schema import Capture, KernelRow
+from .processes import stoppable
 from .records import RunInfo, RunRecord
 from .store import Store
-from .options import check_run_name
-from .processes import stoppable
 from .store.database import RunFields
 from .version import __version__
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def sha256(path: Path) -> str:
@@ -52,7 +53,9 @@ def profkit_tag(capture: Capture[KernelRow]) -> dict[str, str]:
     return {}
 
 
-def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, reserved: RunRecord) -> RunRecord:
+def store_capture(
+    store: Store, capture: Capture[KernelRow], fields: RunFields, reserved: RunRecord
+) -> RunRecord:
     """Classify a capture's rows as they are read and write them into the ``reserved`` run,
     with ``fields`` and what the capture says of itself."""
     row: RunFields = {
@@ -73,7 +76,9 @@ def store_capture(store: Store, capture: Capture[KernelRow], fields: RunFields, 
         return store.fill_run(reserved, classified(capture), row)
 
 
-def import_file(store: Store, path: str | Path, name: str | None = None, step_ranges: Sequence[str] = ()) -> RunRecord:
+def import_file(
+    store: Store, path: str | Path, name: str | None = None, step_ranges: Sequence[str] = ()
+) -> RunRecord:
     """Import one export as a new run. The run's name is reserved first (so that concurrent
     imports never collide); if the import fails or is interrupted nothing of it stays. A file
     imported before makes a new run all the same, with a ProfkitWarning saying so; but under
@@ -92,8 +97,12 @@ def _check_step_ranges(step_ranges: Sequence[str]) -> None:
             raise UsageError(f"`step_range` names a range, not {step!r}")
 
 
-def import_ranks(store: Store, paths: Sequence[str | Path], name: str | None = None,
-                 step_ranges: Sequence[str] = ()) -> RunRecord:
+def import_ranks(
+    store: Store,
+    paths: Sequence[str | Path],
+    name: str | None = None,
+    step_ranges: Sequence[str] = (),
+) -> RunRecord:
     """Import one torch.profiler trace per rank of a distributed job (each rank profiled on its
     own: ``profkit run`` inside torchrun or srun), in rank order, as one run with a rank on every
     row, as ``profkit run --nproc-per-node`` stores one."""
@@ -108,25 +117,43 @@ def _import_ranks(store: Store, paths: list[Path], name: str | None) -> RunRecor
     found = [detect(p) for p in paths]  # each refused before anything is written
     other = next(((p, f) for p, f in zip(paths, found) if f.format.name != "kineto"), None)
     if other is not None:
-        raise UsageError(f"ranks are merged at import from torch.profiler traces, one a rank; {other[0].name} is "
-                         f"{other[1].format.what}",
-                         "An nsys capture of several ranks (nsys around torchrun) is one file: import it alone.")
+        raise UsageError(
+            f"ranks are merged at import from torch.profiler traces, one a rank; {other[0].name} is "
+            f"{other[1].format.what}",
+            "An nsys capture of several ranks (nsys around torchrun) is one file: import it alone.",
+        )
     if len({p.resolve() for p in paths}) < len(paths):
         raise UsageError("the same trace is given twice: one trace a rank")
     if name is not None:
         check_run_name(name)
     digest = hashlib.sha256("".join(sha256(p) for p in paths).encode()).hexdigest()
-    fields: RunFields = {"source": "import", "started_at": now(), "source_sha256": digest,
-                         "info": RunInfo(imported_from=str(paths[0].resolve()), world_size=len(paths))}
-    run = store.reserve(name, f"{run_name(paths[0].name)}-{len(paths)}ranks", fields, status="importing")
-    return _stored(store, run, None, lambda workdir: merge_ranks({r: load(p, workdir=workdir) for r, p in enumerate(paths)}),
-                   lambda c: {f"{c.source_format}-rank{r}": str(p.resolve()) for r, p in enumerate(paths)},
-                   f"{paths[0].name} and the other ranks")
+    fields: RunFields = {
+        "source": "import",
+        "started_at": now(),
+        "source_sha256": digest,
+        "info": RunInfo(imported_from=str(paths[0].resolve()), world_size=len(paths)),
+    }
+    run = store.reserve(
+        name, f"{run_name(paths[0].name)}-{len(paths)}ranks", fields, status="importing"
+    )
+    return _stored(
+        store,
+        run,
+        None,
+        lambda workdir: merge_ranks({r: load(p, workdir=workdir) for r, p in enumerate(paths)}),
+        lambda c: {f"{c.source_format}-rank{r}": str(p.resolve()) for r, p in enumerate(paths)},
+        f"{paths[0].name} and the other ranks",
+    )
 
 
-def _stored(store: Store, run: RunRecord, capture: Capture[KernelRow] | None,
-            read: Callable[[Path], Capture[KernelRow]], raw_files: Callable[[Capture[KernelRow]], dict[str, str]],
-            what: str) -> RunRecord:
+def _stored(
+    store: Store,
+    run: RunRecord,
+    capture: Capture[KernelRow] | None,
+    read: Callable[[Path], Capture[KernelRow]],
+    raw_files: Callable[[Capture[KernelRow]], dict[str, str]],
+    what: str,
+) -> RunRecord:
     """An import's capture stored as its reserved ``run``: read into a folder made for this run
     alone where it is not read yet (decompressed, exported, merged). If anything fails or is
     interrupted, nothing of it stays; an empty capture is named by ``what`` (the store's own
@@ -149,7 +176,9 @@ def _stored(store: Store, run: RunRecord, capture: Capture[KernelRow] | None,
     return done
 
 
-def _imported_already(store: Store, name: str | None, digest: str, steps: list[str]) -> RunRecord | None:
+def _imported_already(
+    store: Store, name: str | None, digest: str, steps: list[str]
+) -> RunRecord | None:
     """The complete run named ``name`` if it was imported from a file of this SHA-256 with the
     same step ranges: importing it again under its name gives it back as it is (a notebook cell
     run twice), where any other file, or the same one split into other steps, is refused as the
@@ -182,9 +211,18 @@ def _import_file(store: Store, path: Path, name: str | None, steps: list[str]) -
     }
     earlier = store.runs_of_file(digest)
     run = store.reserve(name, base, fields, status="importing")
-    done = _stored(store, run, capture, lambda workdir: load(path, workdir=workdir),
-                   lambda c: {c.source_format: str(path.resolve())}, path.name)
+    done = _stored(
+        store,
+        run,
+        capture,
+        lambda workdir: load(path, workdir=workdir),
+        lambda c: {c.source_format: str(path.resolve())},
+        path.name,
+    )
     if earlier:
-        warnings.warn(f"the same file was imported before as {', '.join(earlier)}; this is a new run",
-                      ProfkitWarning, stacklevel=4)  # at the caller of Database.import_file
+        warnings.warn(
+            f"the same file was imported before as {', '.join(earlier)}; this is a new run",
+            ProfkitWarning,
+            stacklevel=4,
+        )  # at the caller of Database.import_file
     return done

@@ -20,28 +20,49 @@ from pathlib import Path
 from typing import Any
 
 KIND_CONCURRENT_KERNEL = 10
-KIND_DRIVER = 4   # cuLaunchKernel and friends: how cuBLAS and cuDNN launch
+KIND_DRIVER = 4  # cuLaunchKernel and friends: how cuBLAS and cuDNN launch
 KIND_RUNTIME = 5  # cudaLaunchKernel: how PyTorch's own kernels launch
 SUCCESS = 0
 MAX_LIMIT_REACHED = 3  # cuptiActivityGetNextRecord: no more records in the buffer
 FLUSH_FORCED = 1
 BUFFER_BYTES = 8 << 20
 
-_RUNTIME = struct.Struct("<IIQQIIII")  # kind, cbid, start, end, processId, threadId, correlationId, returnValue
+_RUNTIME = struct.Struct(
+    "<IIQQIIII"
+)  # kind, cbid, start, end, processId, threadId, correlationId, returnValue
 
 # The runtime and driver calls that block the host until the GPU is done (the names of
 # ``parse.schema.HOST_SYNC_CALLS``), by CUPTI callback id (cupti_runtime_cbid.h and
 # cupti_driver_cbid.h, CUDA 12 and 13; per-thread-stream variants under the same name).
 SYNC_CALLS: dict[tuple[int, int], str] = {
-    **{(KIND_RUNTIME, cbid): name for name, ids in (
-        ("cudaMemcpy", (31, 215)), ("cudaMemcpy2D", (32, 216)), ("cudaMemcpyToSymbol", (39, 223)),
-        ("cudaMemcpyFromSymbol", (40, 224)), ("cudaThreadSynchronize", (126,)), ("cudaStreamSynchronize", (131, 239)),
-        ("cudaEventSynchronize", (137,)), ("cudaMemcpy3D", (144, 245)), ("cudaMemcpyPeer", (160,)),
-        ("cudaDeviceSynchronize", (165,))) for cbid in ids},
-    **{(KIND_DRIVER, cbid): name for name, ids in (
-        ("cuCtxSynchronize", (17, 800)), ("cuMemcpyHtoD", (43, 276, 397)), ("cuMemcpyDtoH", (45, 278, 398)),
-        ("cuEventSynchronize", (121,)), ("cuStreamSynchronize", (126, 440)), ("cuMemcpy", (248, 305, 408)))
-       for cbid in ids},
+    **{
+        (KIND_RUNTIME, cbid): name
+        for name, ids in (
+            ("cudaMemcpy", (31, 215)),
+            ("cudaMemcpy2D", (32, 216)),
+            ("cudaMemcpyToSymbol", (39, 223)),
+            ("cudaMemcpyFromSymbol", (40, 224)),
+            ("cudaThreadSynchronize", (126,)),
+            ("cudaStreamSynchronize", (131, 239)),
+            ("cudaEventSynchronize", (137,)),
+            ("cudaMemcpy3D", (144, 245)),
+            ("cudaMemcpyPeer", (160,)),
+            ("cudaDeviceSynchronize", (165,)),
+        )
+        for cbid in ids
+    },
+    **{
+        (KIND_DRIVER, cbid): name
+        for name, ids in (
+            ("cuCtxSynchronize", (17, 800)),
+            ("cuMemcpyHtoD", (43, 276, 397)),
+            ("cuMemcpyDtoH", (45, 278, 398)),
+            ("cuEventSynchronize", (121,)),
+            ("cuStreamSynchronize", (126, 440)),
+            ("cuMemcpy", (248, 305, 408)),
+        )
+        for cbid in ids
+    },
 }
 
 
@@ -65,9 +86,15 @@ def _libcupti() -> ctypes.CDLL:
     raise CuptiUnavailable("no libcupti in this process or on the library path")
 
 
-_REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
-                            ctypes.POINTER(ctypes.c_size_t))
-_COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+_REQUEST = ctypes.CFUNCTYPE(
+    None,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.POINTER(ctypes.c_size_t),
+)
+_COMPLETE = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+)
 
 
 class KernelTimer:
@@ -80,22 +107,34 @@ class KernelTimer:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self.kernels: list[dict[str, Any]] = []
         self.launches: dict[int, tuple[int, int]] = {}
-        self.syncs: list[dict[str, Any]] = []  # the host's waits for the GPU (``SYNC_CALLS``), in record order
+        self.syncs: list[
+            dict[str, Any]
+        ] = []  # the host's waits for the GPU (``SYNC_CALLS``), in record order
         self.marks: list[tuple[str, int]] = []
         self.runtime = False
         self._request = _REQUEST(self._on_request)
         self._complete = _COMPLETE(self._on_complete)
-        self.lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+        self.lib.cuptiActivityGetNextRecord.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_void_p),
+        ]
         self.lib.cuptiGetResultString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 
     def _check(self, result: int, what: str) -> None:
         if result != SUCCESS:
             text = ctypes.c_char_p()
             self.lib.cuptiGetResultString(result, ctypes.byref(text))
-            raise CuptiUnavailable(f"{what} failed: {(text.value or b'?').decode(errors='replace')} ({result})")
+            raise CuptiUnavailable(
+                f"{what} failed: {(text.value or b'?').decode(errors='replace')} ({result})"
+            )
 
-    def _on_request(self, buffer: ctypes._Pointer[ctypes.c_void_p], size: ctypes._Pointer[ctypes.c_size_t],
-                    max_records: ctypes._Pointer[ctypes.c_size_t]) -> None:
+    def _on_request(
+        self,
+        buffer: ctypes._Pointer[ctypes.c_void_p],
+        size: ctypes._Pointer[ctypes.c_size_t],
+        max_records: ctypes._Pointer[ctypes.c_size_t],
+    ) -> None:
         buf = ctypes.create_string_buffer(BUFFER_BYTES + 8)
         address = (ctypes.addressof(buf) + 7) & ~7  # records are 8-byte aligned
         self._buffers[address] = buf
@@ -103,21 +142,35 @@ class KernelTimer:
         size[0] = BUFFER_BYTES
         max_records[0] = 0
 
-    def _on_complete(self, context: int | None, stream: int, buffer: int | None, size: int, valid: int) -> None:
+    def _on_complete(
+        self, context: int | None, stream: int, buffer: int | None, size: int, valid: int
+    ) -> None:
         # ctypes passes c_void_p arguments as int (None for NULL) and the integer ones as int.
         record = ctypes.c_void_p()
-        while valid and self.lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record)) == SUCCESS:
+        while (
+            valid
+            and self.lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record)) == SUCCESS
+        ):
             address = record.value or 0
             kind = ctypes.c_uint32.from_address(address).value
             if kind == KIND_CONCURRENT_KERNEL:
                 self.kernels.append(_read_kernel(address))
             elif kind in (KIND_RUNTIME, KIND_DRIVER):
-                _, cbid, start, end, _, thread, corr, _ = _RUNTIME.unpack(ctypes.string_at(address, _RUNTIME.size))
+                _, cbid, start, end, _, thread, corr, _ = _RUNTIME.unpack(
+                    ctypes.string_at(address, _RUNTIME.size)
+                )
                 self.launches[corr] = (thread, start)
                 sync = SYNC_CALLS.get((kind, cbid))
                 if sync is not None:
-                    self.syncs.append({"name": sync, "start": start, "end": end, "thread": thread,
-                                       "driver": kind == KIND_DRIVER})
+                    self.syncs.append(
+                        {
+                            "name": sync,
+                            "start": start,
+                            "end": end,
+                            "thread": thread,
+                            "driver": kind == KIND_DRIVER,
+                        }
+                    )
         if buffer is not None:
             self._buffers.pop(buffer, None)
 
@@ -127,13 +180,19 @@ class KernelTimer:
         return ts.value
 
     def start(self) -> None:
-        self._check(self.lib.cuptiActivityRegisterCallbacks(self._request, self._complete),
-                    "cuptiActivityRegisterCallbacks")
-        self._check(self.lib.cuptiActivityEnable(KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(kernel)")
+        self._check(
+            self.lib.cuptiActivityRegisterCallbacks(self._request, self._complete),
+            "cuptiActivityRegisterCallbacks",
+        )
+        self._check(
+            self.lib.cuptiActivityEnable(KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(kernel)"
+        )
         # Runtime and driver API records tie each kernel to its launching thread; where CUPTI
         # refuses them, the iteration windows alone place the kernels.
-        self.runtime = (self.lib.cuptiActivityEnable(KIND_RUNTIME) == SUCCESS
-                        and self.lib.cuptiActivityEnable(KIND_DRIVER) == SUCCESS)
+        self.runtime = (
+            self.lib.cuptiActivityEnable(KIND_RUNTIME) == SUCCESS
+            and self.lib.cuptiActivityEnable(KIND_DRIVER) == SUCCESS
+        )
 
     def mark(self, label: str) -> None:
         self.marks.append((label, self.now()))
@@ -154,8 +213,12 @@ class KernelTimer:
         for k in self.kernels:
             launch = self.launches.get(k["correlation"])
             k["thread"], k["launched_at"] = launch if launch else (None, None)
-        out: dict[str, Any] = {"marks": self.marks, "runtime_records": self.runtime, "kernels": self.kernels,
-                               "syncs": self.syncs}
+        out: dict[str, Any] = {
+            "marks": self.marks,
+            "runtime_records": self.runtime,
+            "kernels": self.kernels,
+            "syncs": self.syncs,
+        }
         if ops is not None:
             out["ops"] = ops
         path.write_text(json.dumps(out))
@@ -170,5 +233,14 @@ def _read_kernel(address: int) -> dict[str, Any]:
     (correlation,) = struct.unpack_from("<I", raw, 92)
     (name_ptr,) = struct.unpack_from("<Q", raw, 104)
     name = ctypes.string_at(name_ptr).decode(errors="replace") if name_ptr else ""
-    return {"name": name, "start": start, "end": end, "device": device, "context": context, "stream": stream,
-            "grid": list(grid), "block": list(block), "correlation": correlation}
+    return {
+        "name": name,
+        "start": start,
+        "end": end,
+        "device": device,
+        "context": context,
+        "stream": stream,
+        "grid": list(grid),
+        "block": list(block),
+        "correlation": correlation,
+    }

@@ -49,16 +49,30 @@ def short_name(name: str) -> str:
 _GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel", "kernel_entry"}
 # PyTorch's elementwise and reduction launchers: the functor or function they run names them
 # (``vectorized_elementwise_kernel<4, at::CUDAFunctor_add<c10::Half>, ...>``).
-_LAUNCHERS = {"vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel", "reduce_kernel"}
-_WRAPPERS = {"void", "gpu_kernel_impl_nocast", "gpu_kernel_impl", "BinaryFunctor", "ReduceOp", "lambda", "operator",
-             "array", "TensorIteratorBase"}
+_LAUNCHERS = {
+    "vectorized_elementwise_kernel",
+    "unrolled_elementwise_kernel",
+    "elementwise_kernel",
+    "reduce_kernel",
+}
+_WRAPPERS = {
+    "void",
+    "gpu_kernel_impl_nocast",
+    "gpu_kernel_impl",
+    "BinaryFunctor",
+    "ReduceOp",
+    "lambda",
+    "operator",
+    "array",
+    "TensorIteratorBase",
+}
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*[<(]")
 
 
 def _first_argument(text: str) -> str:
     """The first template argument of ``name<...>``: up to its comma or closing '>'."""
     depth, arg = 0, []
-    for ch in text[text.find("<") + 1:]:
+    for ch in text[text.find("<") + 1 :]:
         if ch in "<(":
             depth += 1
         elif ch in ">)":
@@ -76,14 +90,16 @@ def display_name(name: str, short: str | None = None) -> str:
     ``Kernel2``) with their first template argument; for PyTorch's elementwise and reduction
     launchers with the functor they run (``vectorized_elementwise_kernel<CUDAFunctor_add>``)."""
     short = short or short_name(name)
-    text = name[name.find(short):] if short in name else ""
+    text = name[name.find(short) :] if short in name else ""
     if "<" not in text:
         return short
     if short in _GENERIC:
         first = _first_argument(text)
         return f"{short}<{first}>" if first else short
     if short in _LAUNCHERS:
-        called = next((m for m in _CALLED.findall(text[text.find("<") + 1:]) if m not in _WRAPPERS), None)
+        called = next(
+            (m for m in _CALLED.findall(text[text.find("<") + 1 :]) if m not in _WRAPPERS), None
+        )
         return f"{short}<{called}>" if called else short
     return short
 
@@ -135,7 +151,9 @@ def demangle(name: str) -> str:
 # "[lambda(float) (instance 1)]" alike), no "::operator()() const" steps, no spaces before "*"/"&".
 _LAMBDA = re.compile(r"\{(lambda\([^(){}]*\))#\d+\}|\[(lambda\([^()\[\]]*\)) \(instance \d+\)\]")
 _OPERATOR_CALL = re.compile(r"::operator ?\(\)\(\) const")
-_NAMESPACE = re.compile(r"(?:\(anonymous namespace\)|<unnamed>|\b[A-Za-z_]\w*)::(?=[A-Za-z_~(<\[{])")
+_NAMESPACE = re.compile(
+    r"(?:\(anonymous namespace\)|<unnamed>|\b[A-Za-z_]\w*)::(?=[A-Za-z_~(<\[{])"
+)
 _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool)\)(?=-?\w)")
 _SUFFIX = re.compile(r"\b(\d+)(?:ul|u|l|ll|ull)\b")
 _SPACE = re.compile(r"\s+(?=[*&>,)])")
@@ -207,7 +225,7 @@ def template_arguments(name: str, short: str | None = None) -> list[str]:
     if at < 0:
         return []
     depth, inner = 0, []
-    for ch in text[at + len(short):]:
+    for ch in text[at + len(short) :]:
         if ch == "<":
             depth += 1
             if depth == 1:
@@ -235,7 +253,9 @@ def _with_arguments(group: list[str]) -> dict[str, str]:
     it from the others (the ones all share shown as "…")."""
     args = {n: template_arguments(n) for n in group}
     most = max(len(a) for a in args.values())
-    differ = [i for i in range(most) if len({a[i] if i < len(a) else None for a in args.values()}) > 1]
+    differ = [
+        i for i in range(most) if len({a[i] if i < len(a) else None for a in args.values()}) > 1
+    ]
     out = {}
     for n, a in args.items():
         shown: list[str] = []
@@ -266,11 +286,17 @@ def _distinct(labels: dict[str, str], grow: list[Any], width: int | None = None)
         out = {}
         for i, n in enumerate(group):
             end = f" ~{by(i, n)}"
-            out[n] = (labels[n] if width is None or len(labels[n]) + len(end) <= width else
-                      cut_middle(labels[n], max(1, width - len(end)))) + end
+            out[n] = (
+                labels[n]
+                if width is None or len(labels[n]) + len(end) <= width
+                else cut_middle(labels[n], max(1, width - len(end)))
+            ) + end
         return out
 
-    last = [lambda group: mark(group, lambda i, n: _tag(n)), lambda group: mark(group, lambda i, n: i + 1)]
+    last = [
+        lambda group: mark(group, lambda i, n: _tag(n)),
+        lambda group: mark(group, lambda i, n: i + 1),
+    ]
     for step in [*grow, *last]:
         shared = _shared(labels)
         if not shared:
@@ -300,11 +326,11 @@ def _cut_apart(labels: dict[str, str], width: int) -> Any:
                 at -= 1
             head = min(at, max(1, (width - 1) // 4))
             if at <= head:  # they part near their start: their start, cut at its end
-                out[n] = text if len(text) <= width else text[:width - 1] + "…"
+                out[n] = text if len(text) <= width else text[: width - 1] + "…"
                 continue
             rest = width - head - 1
             # the part from there on, cut at its end: what the group shares after it says nothing
-            part = text[at:] if len(text) - at <= rest else text[at:at + rest - 1] + "…"
+            part = text[at:] if len(text) - at <= rest else text[at : at + rest - 1] + "…"
             out[n] = text[:head] + "…" + part
         return out if [out[n] for n in group] != texts else {n: labels[n] for n in group}
 
@@ -324,7 +350,7 @@ def _words_apart(labels: dict[str, str], width: int) -> Any:
     def step(group: list[str]) -> dict[str, str]:
         words = {n: [w for w in _WORD.findall(labels[n]) if w] for n in group}
         most = max(len(w) for w in words.values())
-        differ = [i for i in range(most) if len({tuple(w[i:i + 1]) for w in words.values()}) > 1]
+        differ = [i for i in range(most) if len({tuple(w[i : i + 1]) for w in words.values()}) > 1]
         out = {}
         for n, w in words.items():
             text = w[0] if w else ""
@@ -333,7 +359,7 @@ def _words_apart(labels: dict[str, str], width: int) -> Any:
                     text += ("" if i - 1 in differ else "…") + w[i]
             if differ and differ[-1] < len(w) - 1:
                 text += "…"
-            out[n] = text if len(text) <= width else text[:width - 1] + "…"
+            out[n] = text if len(text) <= width else text[: width - 1] + "…"
         return out
 
     return step
@@ -351,11 +377,13 @@ def _cut_label(label: str, width: int) -> str:
     they are what tells it from its siblings; anything else cut in the middle."""
     at = label.find("<")
     if len(label) > width and at > 0 and label.endswith(">") and width - (len(label) - at) - 1 >= 8:
-        return label[:width - (len(label) - at) - 1] + "…" + label[at:]
+        return label[: width - (len(label) - at) - 1] + "…" + label[at:]
     return cut_middle(label, width)
 
 
-def table_labels(names: Iterable[str], width: int | None = None, short: bool = True) -> dict[str, str]:
+def table_labels(
+    names: Iterable[str], width: int | None = None, short: bool = True
+) -> dict[str, str]:
     """How a table prints each of ``names`` (kernel names, or operator names with ``short``
     False): the readable label the report shows (``display_name``), and no two distinct names
     printed alike. Where two share a label, each grows by the template arguments that tell it
@@ -366,7 +394,11 @@ def table_labels(names: Iterable[str], width: int | None = None, short: bool = T
     names."""
     distinct = list(dict.fromkeys(names))
     labels = {n: display_name(n) if short else n for n in distinct}
-    grow = [_with_arguments, lambda group: {n: _tidy(n.removeprefix("void ")) for n in group}] if short else []
+    grow = (
+        [_with_arguments, lambda group: {n: _tidy(n.removeprefix("void ")) for n in group}]
+        if short
+        else []
+    )
     labels = _distinct(labels, grow)
     if width is None:
         return labels

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .code_versions import environment, environment_key
-from .records import CounterUse, CountedFunction, HarnessInfo, RunRecord
+from .records import CountedFunction, CounterUse, HarnessInfo, RunRecord
 
 if TYPE_CHECKING:
     from .options import RunOptions
@@ -64,7 +65,9 @@ class CounterPlan:
     env: dict[str, str]
     signature: str
     strategy: str
-    machine_key: str = ""  # the digest of the environment's parts known before the run: picks the strategy
+    machine_key: str = (
+        ""  # the digest of the environment's parts known before the run: picks the strategy
+    )
     scopes: dict[str, str] = field(default_factory=dict)  # generated kernel name -> source digest
     cached: int = 0
     counted: int = 0
@@ -104,40 +107,84 @@ class CounterPlan:
             return {}
         wanted = {m: (m, self.scope(m), config) for m, config in functions.items()}
         found = self.store.counted(self.key, wanted.values())
-        out = {m: Counted(f.name, f.short_name, f.metrics, f.metric_units, kept=f)
-               for m, k in wanted.items() if (f := found.get(k)) is not None}
+        out = {
+            m: Counted(f.name, f.short_name, f.metrics, f.metric_units, kept=f)
+            for m, k in wanted.items()
+            if (f := found.get(k)) is not None
+        }
         self.cached = len(out)
         return out
 
     @staticmethod
-    def keepable(capture: Capture[KernelRow], functions: dict[str, Counted]) -> dict[str, tuple[Counted, int, str]]:
+    def keepable(
+        capture: Capture[KernelRow], functions: dict[str, Counted]
+    ) -> dict[str, tuple[Counted, int, str]]:
         """The functions this run's ncu counted, each with the launch whose counters the run
         shows and that launch's configuration: what :meth:`keep` writes."""
-        return {m: (f, launch, capture.counted_configs[m]) for m, launch in capture.counted_launches.items()
-                if (f := functions.get(m)) is not None and f.metrics and m in capture.counted_configs}
+        return {
+            m: (f, launch, capture.counted_configs[m])
+            for m, launch in capture.counted_launches.items()
+            if (f := functions.get(m)) is not None and f.metrics and m in capture.counted_configs
+        }
 
-    def keep(self, run: RunRecord, capture: Capture[KernelRow], functions: dict[str, Counted]) -> None:
+    def keep(
+        self, run: RunRecord, capture: Capture[KernelRow], functions: dict[str, Counted]
+    ) -> None:
         """Keep the counters this run's ncu read (:meth:`keepable`), where the run's process said
         what code it ran."""
-        rows = [CountedFunction(m, self.scope(m), config, f.name, f.short_name, f.metrics, f.metric_units, run.id,
-                                run.name, launch)
-                for m, (f, launch, config) in self.keepable(capture, functions).items()] if self.known else []
+        rows = (
+            [
+                CountedFunction(
+                    m,
+                    self.scope(m),
+                    config,
+                    f.name,
+                    f.short_name,
+                    f.metrics,
+                    f.metric_units,
+                    run.id,
+                    run.name,
+                    launch,
+                )
+                for m, (f, launch, config) in self.keepable(capture, functions).items()
+            ]
+            if self.known
+            else []
+        )
         self.kept = self.store.keep_counters(self.key, rows)
 
     def use(self) -> CounterUse:
-        return {"environment": self.env, "environment_key": self.key[1], "machine_key": self.machine_key,
-                "signature": self.signature, "strategy": self.strategy, "cached": self.cached,
-                "counted": self.counted, "kept": self.kept}
+        return {
+            "environment": self.env,
+            "environment_key": self.key[1],
+            "machine_key": self.machine_key,
+            "signature": self.signature,
+            "strategy": self.strategy,
+            "cached": self.cached,
+            "counted": self.counted,
+            "kept": self.kept,
+        }
 
 
-def plan(store: Store, options: RunOptions, workload: str, path: Path, gpu: tuple[str, str], driver: str | None,
-         ncu_identity: str | None, set_label: str, metrics: list[str]) -> CounterPlan:
+def plan(
+    store: Store,
+    options: RunOptions,
+    workload: str,
+    path: Path,
+    gpu: tuple[str, str],
+    driver: str | None,
+    ncu_identity: str | None,
+    set_label: str,
+    metrics: list[str],
+) -> CounterPlan:
     """How an ncu run of the per-function plan goes (see the module's description). ``path``:
     the workload's file (its content is in the signature: kernels it builds itself change with it)."""
     env = environment(f"{gpu[0]} (sm {gpu[1]})", driver, ncu_identity)
     digest = hashlib.sha256(",".join(sorted(metrics)).encode()).hexdigest()[:12]
     signature = _signature(options, workload, path)
-    p = CounterPlan(store, env["gpu"], f"{set_label}:{digest}", env, signature, COUNTED, environment_key(env))
+    p = CounterPlan(
+        store, env["gpu"], f"{set_label}:{digest}", env, signature, COUNTED, environment_key(env)
+    )
     if options.fresh_counters:
         p.strategy = FRESH
     elif store.counted_run(p.machine_key, signature) is not None:
@@ -153,10 +200,15 @@ def _signature(options: RunOptions, workload: str, path: Path) -> str:
         source = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
     except OSError:
         source = str(path)
-    what: dict[str, Any] = {"workload": workload, "source": source, "precision": options.precision,
-                            "batch_size": options.batch_size,
-                            "device": options.device, "kernels": KERNEL_SOURCES.get(options.mode, options.mode),
-                            "switches": options.switches()}
+    what: dict[str, Any] = {
+        "workload": workload,
+        "source": source,
+        "precision": options.precision,
+        "batch_size": options.batch_size,
+        "device": options.device,
+        "kernels": KERNEL_SOURCES.get(options.mode, options.mode),
+        "switches": options.switches(),
+    }
     if options.mode == "compile":
         what["compile_mode"] = options.compile_mode
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:20]

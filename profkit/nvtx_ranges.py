@@ -16,9 +16,10 @@ the trace importer treats as the process's too (:func:`is_iteration_range`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 DOMAIN = "profkit"
 
@@ -50,7 +51,9 @@ def is_iteration_range(name: str) -> bool:
     """Whether a range is a step: one of profkit's measured iterations (``<tag>.iter<N>``),
     torch.profiler's ``ProfilerStep#N``, or a range the import was told holds a step
     (:func:`step_ranges`). A step's range is the process's: every thread's work in it is the step's."""
-    return bool(_ITERATION.fullmatch(name) or _PROFILER_STEP.fullmatch(name) or name in _STEP_NAMES.get())
+    return bool(
+        _ITERATION.fullmatch(name) or _PROFILER_STEP.fullmatch(name) or name in _STEP_NAMES.get()
+    )
 
 
 def is_named_step(name: str) -> bool:
@@ -90,7 +93,9 @@ OP_PREFIX = "pk.op|"
 PHASES = {"fwd": "forward", "bwd": "backward", "opt": "optimizer"}
 
 
-def op_range(op: str, phase: str, module: str | None, module_type: str | None, shapes: str, dtypes: str) -> str:
+def op_range(
+    op: str, phase: str, module: str | None, module_type: str | None, shapes: str, dtypes: str
+) -> str:
     """The name of an operator call's range (see above); ``module`` None: outside any module."""
     return f"{OP_PREFIX}{op}|{phase}|{'' if module is None else module}|{module_type or ''}|{shapes}|{dtypes}"
 
@@ -99,11 +104,11 @@ class OpLabel(NamedTuple):
     """What an operator range says: the kernel table's attribution of the kernels in it."""
 
     op: str
-    phase: str | None           # forward, backward, optimizer (None: the range does not say)
-    module: str | None          # module path ("" the model itself); None outside any module
-    module_type: str | None     # the module's class
-    shapes: str | None          # input shapes, ``[8,512];[512,64]`` (scalars left out)
-    input_types: str | None     # input dtypes, ``float16,float16``
+    phase: str | None  # forward, backward, optimizer (None: the range does not say)
+    module: str | None  # module path ("" the model itself); None outside any module
+    module_type: str | None  # the module's class
+    shapes: str | None  # input shapes, ``[8,512];[512,64]`` (scalars left out)
+    input_types: str | None  # input dtypes, ``float16,float16``
 
 
 def op_label(name: str) -> OpLabel | None:
@@ -112,9 +117,15 @@ def op_label(name: str) -> OpLabel | None:
     ``--pytorch``, are read by ``profkit.parse.torch_nvtx``.)"""
     if not name.startswith(OP_PREFIX):
         return None
-    fields = name[len(OP_PREFIX):].split("|")
+    fields = name[len(OP_PREFIX) :].split("|")
     if len(fields) != 6:
         return None
     op, phase, module, module_type, in_shapes, dtypes = fields
-    return OpLabel(op, PHASES.get(phase, phase) or None, module if module or module_type else None,
-                   module_type or None, in_shapes or None, dtypes or None)
+    return OpLabel(
+        op,
+        PHASES.get(phase, phase) or None,
+        module if module or module_type else None,
+        module_type or None,
+        in_shapes or None,
+        dtypes or None,
+    )

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 from enum import Enum
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .choices import CompileMode, Device, Mode, Precision, Tool, values
 from .errors import UsageError, require_choice, require_int
@@ -78,9 +79,13 @@ class Spec:
     mode: str = "eager"
     device: str = "cuda"
     compile_mode: str = "default"  # torch.compile's mode, for mode "compile"
-    keep_bn_fp32: bool = False     # fp16/bf16: BatchNorm layers keep fp32 weights (cuDNN takes mixed inputs)
-    channels_last: bool = False    # model and 4-D inputs in torch.channels_last memory format
-    cudnn_benchmark: bool = False  # torch.backends.cudnn.benchmark: cuDNN times its algorithms first
+    keep_bn_fp32: bool = (
+        False  # fp16/bf16: BatchNorm layers keep fp32 weights (cuDNN takes mixed inputs)
+    )
+    channels_last: bool = False  # model and 4-D inputs in torch.channels_last memory format
+    cudnn_benchmark: bool = (
+        False  # torch.backends.cudnn.benchmark: cuDNN times its algorithms first
+    )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,12 +97,19 @@ class Spec:
 
 # The options beyond precision and mode, with how runs and tables show them, and how a run's
 # default name shows them (after its precision).
-SWITCHES = {"keep_bn_fp32": "BatchNorm fp32", "channels_last": "channels-last", "cudnn_benchmark": "cuDNN benchmark"}
+SWITCHES = {
+    "keep_bn_fp32": "BatchNorm fp32",
+    "channels_last": "channels-last",
+    "cudnn_benchmark": "cuDNN benchmark",
+}
 NAME_PARTS = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark": "cudnnbench"}
 
 # profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
 # and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.
-BENCH_DEFAULTS = {"cuda": (8, 20, 5), "cpu": (1, 3, 1)}  # (batch size, timed iterations, warm-up iterations)
+BENCH_DEFAULTS = {
+    "cuda": (8, 20, 5),
+    "cpu": (1, 3, 1),
+}  # (batch size, timed iterations, warm-up iterations)
 
 
 def _bench_default(i: int) -> str:
@@ -113,81 +125,185 @@ CUDNN_BENCH_HELP = "Set torch.backends.cudnn.benchmark: cuDNN times its algorith
 class RunOptions:
     """Every option of a profiled run (``profkit run``), in the order ``--help`` lists them."""
 
-    tool: str = _opt("auto", "--tool", choices=Tool, commands=frozenset({RUN, COMPARE}),
-                     help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch "
-                          "(torch.profiler).",
-                     helps={COMPARE: "Profiler for every variant (auto: ncu where it can read counters, else nsys, "
-                                     "else torch)."})
-    precision: str = _opt(Spec.precision, "--precision", choices=Precision, commands=frozenset({RUN}),
-                          help="Precision the workload runs in (amp: torch.autocast).")
-    mode: str = _opt(Spec.mode, "--mode", choices=Mode, commands=frozenset({RUN}),
-                     help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).")
-    compile_mode: str = _opt(Spec.compile_mode, "--compile-mode", choices=CompileMode, commands=PROFILED,
-                             help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their "
-                                  "kernels are traced one by one).",
-                             helps={COMPARE: "torch.compile mode for the compile variant.",
-                                    SWEEP: "torch.compile mode for the compile cells."})
-    batch_size: int = _opt(Spec.batch_size, "--batch-size", help="Batch size passed to the workload.",
-                           helps={BENCH: "Batch size passed to the workload (items per iteration). " + _bench_default(0),
-                                  SWEEP: "Batch size passed to the workloads."},
-                           defaults={BENCH: None})
-    iters: int = _opt(1, "--iters", help="Measured iterations, each in its own NVTX range.",
-                      helps={COMPARE: "Measured iterations per variant.", SWEEP: "Measured iterations per run.",
-                             BENCH: "Timed iterations per combination, after the warm-up. " + _bench_default(1)},
-                      defaults={BENCH: None})
-    warmup: int = _opt(3, "--warmup", help="Unprofiled iterations before the measured ones.",
-                       helps={COMPARE: "Unprofiled iterations before the measured ones (compilation happens here).",
-                              BENCH: "Untimed iterations first (torch.compile compiles here). " + _bench_default(2)},
-                       defaults={BENCH: None})
-    device: str = _opt(Spec.device, "--device", choices=Device,
-                       help="cuda, or cpu to profile CPU operators with torch.profiler.",
-                       helps={COMPARE: "cuda, or cpu to compare CPU operators with torch.profiler.",
-                              BENCH: "cuda (timed with CUDA events), or cpu (with small defaults).",
-                              SWEEP: "cuda, or cpu (torch.profiler runs)."})
-    keep_bn_fp32: bool = _opt(Spec.keep_bn_fp32, "--keep-bn-fp32", help=KEEP_BN_HELP,
-                              helps={c: KEEP_BN_HELP.replace("With --precision fp16 or bf16", "In the fp16 and bf16 "
-                                                             + ("variants" if c == COMPARE else "combinations" if c == BENCH
-                                                                else "cells"))
-                                     for c in (COMPARE, BENCH, SWEEP)})
+    tool: str = _opt(
+        "auto",
+        "--tool",
+        choices=Tool,
+        commands=frozenset({RUN, COMPARE}),
+        help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch "
+        "(torch.profiler).",
+        helps={
+            COMPARE: "Profiler for every variant (auto: ncu where it can read counters, else nsys, "
+            "else torch)."
+        },
+    )
+    precision: str = _opt(
+        Spec.precision,
+        "--precision",
+        choices=Precision,
+        commands=frozenset({RUN}),
+        help="Precision the workload runs in (amp: torch.autocast).",
+    )
+    mode: str = _opt(
+        Spec.mode,
+        "--mode",
+        choices=Mode,
+        commands=frozenset({RUN}),
+        help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).",
+    )
+    compile_mode: str = _opt(
+        Spec.compile_mode,
+        "--compile-mode",
+        choices=CompileMode,
+        commands=PROFILED,
+        help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their "
+        "kernels are traced one by one).",
+        helps={
+            COMPARE: "torch.compile mode for the compile variant.",
+            SWEEP: "torch.compile mode for the compile cells.",
+        },
+    )
+    batch_size: int = _opt(
+        Spec.batch_size,
+        "--batch-size",
+        help="Batch size passed to the workload.",
+        helps={
+            BENCH: "Batch size passed to the workload (items per iteration). " + _bench_default(0),
+            SWEEP: "Batch size passed to the workloads.",
+        },
+        defaults={BENCH: None},
+    )
+    iters: int = _opt(
+        1,
+        "--iters",
+        help="Measured iterations, each in its own NVTX range.",
+        helps={
+            COMPARE: "Measured iterations per variant.",
+            SWEEP: "Measured iterations per run.",
+            BENCH: "Timed iterations per combination, after the warm-up. " + _bench_default(1),
+        },
+        defaults={BENCH: None},
+    )
+    warmup: int = _opt(
+        3,
+        "--warmup",
+        help="Unprofiled iterations before the measured ones.",
+        helps={
+            COMPARE: "Unprofiled iterations before the measured ones (compilation happens here).",
+            BENCH: "Untimed iterations first (torch.compile compiles here). " + _bench_default(2),
+        },
+        defaults={BENCH: None},
+    )
+    device: str = _opt(
+        Spec.device,
+        "--device",
+        choices=Device,
+        help="cuda, or cpu to profile CPU operators with torch.profiler.",
+        helps={
+            COMPARE: "cuda, or cpu to compare CPU operators with torch.profiler.",
+            BENCH: "cuda (timed with CUDA events), or cpu (with small defaults).",
+            SWEEP: "cuda, or cpu (torch.profiler runs).",
+        },
+    )
+    keep_bn_fp32: bool = _opt(
+        Spec.keep_bn_fp32,
+        "--keep-bn-fp32",
+        help=KEEP_BN_HELP,
+        helps={
+            c: KEEP_BN_HELP.replace(
+                "With --precision fp16 or bf16",
+                "In the fp16 and bf16 "
+                + ("variants" if c == COMPARE else "combinations" if c == BENCH else "cells"),
+            )
+            for c in (COMPARE, BENCH, SWEEP)
+        },
+    )
     channels_last: bool = _opt(Spec.channels_last, "--channels-last", help=CHANNELS_LAST_HELP)
     cudnn_benchmark: bool = _opt(Spec.cudnn_benchmark, "--cudnn-benchmark", help=CUDNN_BENCH_HELP)
-    metrics: str | None = _opt(None, "--metrics", commands=PROFILED, show_default=False,
-                               help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of "
-                                    "metric names, profiled on every launch. Left out: the chip's default; on Hopper, "
-                                    "the tensor counters on the first launch of each kernel function and every launch "
-                                    "timed by CUPTI.",
-                               helps={COMPARE: "ncu metric preset or list (as for run).",
-                                      SWEEP: "ncu metric preset or list (as for run), for the ncu cells."})
-    fresh_counters: bool = _opt(False, "--fresh-counters", commands=PROFILED,
-                                help="ncu: count every kernel function again, instead of taking the counters kept from "
-                                     "earlier runs on this GPU with the same driver, CUDA, PyTorch and packages.")
-    name: str | None = _opt(None, "--name", commands=frozenset({RUN}), show_default=False,
-                            help="Run name (default: workload-precision-mode-tool).")
-    timeout_s: float | None = _opt(None, "--timeout", show_default=False,
-                                   help="Stop the profiler after this many seconds.",
-                                   helps={SWEEP: "Stop each job's profiler after this many seconds.",
-                                          COMPARE: "Stop each variant's profiler after this many seconds.",
-                                          BENCH: "Stop a combination's process after this many seconds."})
-    cpu_sampling: bool = _opt(False, "--cpu-sampling", commands=PROFILED,
-                              help="nsys: sample CPU call stacks too (large captures).")
-    context_switches: bool = _opt(False, "--context-switches", commands=PROFILED,
-                                  help="nsys: trace the process's CPU context switches.")
-    attribution: bool | None = _opt(None, "--attribution/--no-attribution", commands=PROFILED, show_default=False,
-                                    help="Trace each kernel to the module, operator and input shapes that launched it. "
-                                         "Default: on under ncu (its kernels are measured one by one, so the operator "
-                                         "ranges cost nothing there), off under nsys and torch, whose timelines the "
-                                         "ranges' host cost would stretch (4-5x per iteration on ResNet-50, H100). A "
-                                         "compiled model's kernels are traced from Inductor's code.")
-    nproc_per_node: int = _opt(1, "--nproc-per-node", commands=frozenset({RUN}),
-                               help="Ranks of a distributed job on this machine (one GPU each), started by torchrun "
-                                    "and profiled together as one run (nsys or torch), with a rank on every kernel.")
-    step: str = _opt("auto", "--step", commands=frozenset({RUN}),
-                     help="A program's steps (after --): auto (each optimizer step, else each call of the model, else "
-                          "each backward), optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker "
-                          "(profkit.step() in the script), or function:NAME (each return of that function or method).")
-    run_to_end: bool = _opt(False, "--run-to-end", commands=frozenset({RUN}),
-                            help="A program (after --) runs to its end with the profiler detached after the window, "
-                                 "instead of being stopped there.")
+    metrics: str | None = _opt(
+        None,
+        "--metrics",
+        commands=PROFILED,
+        show_default=False,
+        help="ncu metric preset for this GPU (time, tensor, full) or a comma-separated list of "
+        "metric names, profiled on every launch. Left out: the chip's default; on Hopper, "
+        "the tensor counters on the first launch of each kernel function and every launch "
+        "timed by CUPTI.",
+        helps={
+            COMPARE: "ncu metric preset or list (as for run).",
+            SWEEP: "ncu metric preset or list (as for run), for the ncu cells.",
+        },
+    )
+    fresh_counters: bool = _opt(
+        False,
+        "--fresh-counters",
+        commands=PROFILED,
+        help="ncu: count every kernel function again, instead of taking the counters kept from "
+        "earlier runs on this GPU with the same driver, CUDA, PyTorch and packages.",
+    )
+    name: str | None = _opt(
+        None,
+        "--name",
+        commands=frozenset({RUN}),
+        show_default=False,
+        help="Run name (default: workload-precision-mode-tool).",
+    )
+    timeout_s: float | None = _opt(
+        None,
+        "--timeout",
+        show_default=False,
+        help="Stop the profiler after this many seconds.",
+        helps={
+            SWEEP: "Stop each job's profiler after this many seconds.",
+            COMPARE: "Stop each variant's profiler after this many seconds.",
+            BENCH: "Stop a combination's process after this many seconds.",
+        },
+    )
+    cpu_sampling: bool = _opt(
+        False,
+        "--cpu-sampling",
+        commands=PROFILED,
+        help="nsys: sample CPU call stacks too (large captures).",
+    )
+    context_switches: bool = _opt(
+        False,
+        "--context-switches",
+        commands=PROFILED,
+        help="nsys: trace the process's CPU context switches.",
+    )
+    attribution: bool | None = _opt(
+        None,
+        "--attribution/--no-attribution",
+        commands=PROFILED,
+        show_default=False,
+        help="Trace each kernel to the module, operator and input shapes that launched it. "
+        "Default: on under ncu (its kernels are measured one by one, so the operator "
+        "ranges cost nothing there), off under nsys and torch, whose timelines the "
+        "ranges' host cost would stretch (4-5x per iteration on ResNet-50, H100). A "
+        "compiled model's kernels are traced from Inductor's code.",
+    )
+    nproc_per_node: int = _opt(
+        1,
+        "--nproc-per-node",
+        commands=frozenset({RUN}),
+        help="Ranks of a distributed job on this machine (one GPU each), started by torchrun "
+        "and profiled together as one run (nsys or torch), with a rank on every kernel.",
+    )
+    step: str = _opt(
+        "auto",
+        "--step",
+        commands=frozenset({RUN}),
+        help="A program's steps (after --): auto (each optimizer step, else each call of the model, else "
+        "each backward), optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker "
+        "(profkit.step() in the script), or function:NAME (each return of that function or method).",
+    )
+    run_to_end: bool = _opt(
+        False,
+        "--run-to-end",
+        commands=frozenset({RUN}),
+        help="A program (after --) runs to its end with the profiler detached after the window, "
+        "instead of being stopped there.",
+    )
 
     # ------------------------------------------------------------------ from the caller
     @classmethod
@@ -226,28 +342,45 @@ class RunOptions:
         if self.keep_bn_fp32 and self.precision not in ("fp16", "bf16"):
             raise UsageError(
                 f"`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16, not in {self.precision}",
-                "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.")
+                "With amp, autocast already runs BatchNorm in fp32; use it with precision fp16 or bf16.",
+            )
         if self.cudnn_benchmark and self.device != "cuda":
-            raise UsageError("`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda")
+            raise UsageError(
+                "`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda"
+            )
         self._check_compile()
         if self.device == "cpu" and self.tool in GPU_ONLY:
-            raise UsageError(f"{self.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)")
+            raise UsageError(
+                f"{self.tool} profiles GPU work; `device` cpu needs `tool` torch (or auto)"
+            )
         if self.metrics is not None and self.tool not in ("ncu", "auto"):
             raise UsageError(f"`metrics` chooses ncu counters; `tool` {self.tool} collects none")
         if (self.cpu_sampling or self.context_switches) and self.tool not in ("nsys", "auto"):
-            raise UsageError(f"`cpu_sampling` and `context_switches` are nsys options, not {self.tool}'s")
+            raise UsageError(
+                f"`cpu_sampling` and `context_switches` are nsys options, not {self.tool}'s"
+            )
         if self.fresh_counters and self.tool not in ("ncu", "auto"):
-            raise UsageError(f"`fresh_counters` counts ncu's counters again; `tool` {self.tool} collects none")
+            raise UsageError(
+                f"`fresh_counters` counts ncu's counters again; `tool` {self.tool} collects none"
+            )
         if self.fresh_counters and self.metrics is not None:
-            raise UsageError("`fresh_counters` concerns ncu's default plan, which keeps counters across runs; with "
-                             "`metrics` every launch is profiled and nothing is kept", "Leave out one of them.")
+            raise UsageError(
+                "`fresh_counters` concerns ncu's default plan, which keeps counters across runs; with "
+                "`metrics` every launch is profiled and nothing is kept",
+                "Leave out one of them.",
+            )
         if self.nproc_per_node > 1:
             if self.tool == "ncu" or self.metrics is not None:
-                raise UsageError("`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels "
-                                 "one by one, serialised and replayed", "Use `tool` nsys (or torch) for a distributed job.")
+                raise UsageError(
+                    "`nproc_per_node` starts several ranks at once; ncu profiles one process's kernels "
+                    "one by one, serialised and replayed",
+                    "Use `tool` nsys (or torch) for a distributed job.",
+                )
             if self.mode == "torchscript":
-                raise UsageError("`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
-                                 "Use `mode` eager or compile.")
+                raise UsageError(
+                    "`nproc_per_node`: TorchScript cannot trace a DistributedDataParallel model",
+                    "Use `mode` eager or compile.",
+                )
 
     def check_values(self) -> None:
         """Each option's own value: a choice among its choices, a whole number in range, true
@@ -268,7 +401,9 @@ class RunOptions:
         require_bool("run_to_end", self.run_to_end)
         check_timeout(self.timeout_s)
         if self.metrics is not None and not isinstance(self.metrics, str):
-            raise UsageError(f"`metrics` must be a preset name or comma-separated metric names, not {self.metrics!r}")
+            raise UsageError(
+                f"`metrics` must be a preset name or comma-separated metric names, not {self.metrics!r}"
+            )
         if self.name is not None:
             if not isinstance(self.name, str):
                 raise UsageError(f"`name` must be a string, not {self.name!r}")
@@ -277,40 +412,58 @@ class RunOptions:
             require_bool(switch, getattr(self, switch))
         require_int("nproc_per_node", self.nproc_per_node, 1)
         if self.nproc_per_node > MAX_RANKS:
-            raise UsageError(f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {self.nproc_per_node}")
+            raise UsageError(
+                f"`nproc_per_node` is at most {MAX_RANKS} (one machine's ranks), not {self.nproc_per_node}"
+            )
 
     def _check_compile(self) -> None:
         if self.mode != "compile" and self.compile_mode != "default":
-            raise UsageError(f"`compile_mode` {self.compile_mode} is torch.compile's: it needs `mode` compile")
+            raise UsageError(
+                f"`compile_mode` {self.compile_mode} is torch.compile's: it needs `mode` compile"
+            )
         if self.compile_mode == "reduce-overhead":
             if self.device != "cuda":
-                raise UsageError("`compile_mode` reduce-overhead replays CUDA graphs: it needs `device` cuda")
+                raise UsageError(
+                    "`compile_mode` reduce-overhead replays CUDA graphs: it needs `device` cuda"
+                )
             if self.warmup < 3:
                 # CUDA graph trees run eagerly, then record, then replay: measure replays only.
-                raise UsageError("`compile_mode` reduce-overhead records its CUDA graphs during the first warm-up "
-                                 f"iterations: `warmup` must be at least 3 so the measured ones replay them, not "
-                                 f"{self.warmup}")
+                raise UsageError(
+                    "`compile_mode` reduce-overhead records its CUDA graphs during the first warm-up "
+                    f"iterations: `warmup` must be at least 3 so the measured ones replay them, not "
+                    f"{self.warmup}"
+                )
         if self.mode == "compile" and self.warmup < 1:
-            raise UsageError("`mode` compile compiles in the warm-up, so that no measured iteration holds the "
-                             "compiler: `warmup` must be at least 1")
+            raise UsageError(
+                "`mode` compile compiles in the warm-up, so that no measured iteration holds the "
+                "compiler: `warmup` must be at least 1"
+            )
 
     # ------------------------------------------------------------------ grids of runs
-    def check_grid(self, precisions: Sequence[str], modes: Sequence[str], tools: Sequence[str] | None = None) -> None:
+    def check_grid(
+        self, precisions: Sequence[str], modes: Sequence[str], tools: Sequence[str] | None = None
+    ) -> None:
         """Options given to a grid of runs (``compare``, ``bench``, ``sweep``) that no cell of it
         would take: each is refused in one line, never silently dropped. ``tools`` None: every
         cell has this record's tool."""
         if self.compile_mode != "default" and "compile" not in modes:
-            raise UsageError(f"`compile_mode` {self.compile_mode} is torch.compile's: it needs compile among the "
-                             "`modes`")
+            raise UsageError(
+                f"`compile_mode` {self.compile_mode} is torch.compile's: it needs compile among the "
+                "`modes`"
+            )
         if self.keep_bn_fp32 and not {"fp16", "bf16"} & set(precisions):
-            raise UsageError("`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 "
-                             "or bf16 among the `precisions`")
+            raise UsageError(
+                "`keep_bn_fp32` keeps BatchNorm in fp32 in a model cast to fp16 or bf16: it needs fp16 "
+                "or bf16 among the `precisions`"
+            )
         if tools is None:
             return
         if self.metrics is not None and "ncu" not in tools:
             raise UsageError("`metrics` chooses ncu counters: it needs ncu among the `tools`")
         if self.fresh_counters and "ncu" not in tools:
-            raise UsageError("`fresh_counters` counts ncu's counters again: it needs ncu among the `tools`")
+            raise UsageError(
+                "`fresh_counters` counts ncu's counters again: it needs ncu among the `tools`"
+            )
         for switch in ("cpu_sampling", "context_switches"):
             if getattr(self, switch) and "nsys" not in tools:
                 raise UsageError(f"`{switch}` is an nsys option: it needs nsys among the `tools`")
@@ -320,21 +473,39 @@ class RunOptions:
         mode to the compile cells, BatchNorm kept in fp32 to the fp16 and bf16 cells, and (with
         ``tool``, a cell's own) ncu's metrics to the ncu cells and nsys's switches to the nsys
         cells."""
-        by_tool: dict[str, Any] = {} if tool is None else {
-            "tool": tool, "metrics": self.metrics if tool == "ncu" else None,
-            "fresh_counters": self.fresh_counters and tool == "ncu",
-            "cpu_sampling": self.cpu_sampling and tool == "nsys",
-            "context_switches": self.context_switches and tool == "nsys"}
-        return replace(self, precision=precision, mode=mode,
-                       compile_mode=self.compile_mode if mode == "compile" else "default",
-                       keep_bn_fp32=self.keep_bn_fp32 and precision in ("fp16", "bf16"), **by_tool)
+        by_tool: dict[str, Any] = (
+            {}
+            if tool is None
+            else {
+                "tool": tool,
+                "metrics": self.metrics if tool == "ncu" else None,
+                "fresh_counters": self.fresh_counters and tool == "ncu",
+                "cpu_sampling": self.cpu_sampling and tool == "nsys",
+                "context_switches": self.context_switches and tool == "nsys",
+            }
+        )
+        return replace(
+            self,
+            precision=precision,
+            mode=mode,
+            compile_mode=self.compile_mode if mode == "compile" else "default",
+            keep_bn_fp32=self.keep_bn_fp32 and precision in ("fp16", "bf16"),
+            **by_tool,
+        )
 
     # ------------------------------------------------------------------ names
     def default_name(self, workload: str, tool: str) -> str:
         """``workload-precision[-options]-mode-tool[-Nranks]`` (cpu for a CPU run's tool)."""
-        return "-".join([workload, self.precision, *(NAME_PARTS[k] for k in self.switches()), self.mode,
-                         "cpu" if self.device == "cpu" else tool,
-                         *([f"{self.nproc_per_node}ranks"] if self.nproc_per_node > 1 else [])])
+        return "-".join(
+            [
+                workload,
+                self.precision,
+                *(NAME_PARTS[k] for k in self.switches()),
+                self.mode,
+                "cpu" if self.device == "cpu" else tool,
+                *([f"{self.nproc_per_node}ranks"] if self.nproc_per_node > 1 else []),
+            ]
+        )
 
 
 def check_step(how: str) -> None:
@@ -342,11 +513,17 @@ def check_step(how: str) -> None:
     (a function or method of the script's, by name or qualified name: ``train_step``,
     ``Trainer.training_step``)."""
     source, _, name = how.partition(":")
-    if source not in STEP_SOURCES or (name and source not in ("optimizer", "forward", "function")) \
-            or (":" in how and not name) or (source == "function" and not name):
-        raise UsageError(f"`step` {how!r} is not a way to find steps",
-                         "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker or "
-                         "function:NAME.")
+    if (
+        source not in STEP_SOURCES
+        or (name and source not in ("optimizer", "forward", "function"))
+        or (":" in how and not name)
+        or (source == "function" and not name)
+    ):
+        raise UsageError(
+            f"`step` {how!r} is not a way to find steps",
+            "Use auto, optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker or "
+            "function:NAME.",
+        )
     if source == "function":
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
             raise UsageError(f"`step` {how!r}: {name!r} is no function's name")
@@ -360,16 +537,26 @@ def require_bool(option: str, value: object) -> None:
 
 
 def check_timeout(t: object) -> None:
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1
-                          or t > MAX_TIMEOUT_S):
-        raise UsageError(f"`timeout_s` must be a number of seconds, at least 1 and at most {MAX_TIMEOUT_S} (30 days), "
-                         f"not {t!r}", "Leave it out for no time limit.")
+    if t is not None and (
+        isinstance(t, bool)
+        or not isinstance(t, (int, float))
+        or not math.isfinite(t)
+        or t < 1
+        or t > MAX_TIMEOUT_S
+    ):
+        raise UsageError(
+            f"`timeout_s` must be a number of seconds, at least 1 and at most {MAX_TIMEOUT_S} (30 days), "
+            f"not {t!r}",
+            "Leave it out for no time limit.",
+        )
 
 
 def check_run_name(name: str) -> None:
     """Refuse a run name that is not usable: it names the run's folder and must not read as an id."""
     if len(name) > MAX_NAME:
-        raise UsageError(f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}")
+        raise UsageError(
+            f"`name` is {len(name)} characters long; a run name has at most {MAX_NAME}"
+        )
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or name.isdigit():
         raise UsageError(
             f"`name` {name!r} is not a usable run name",
@@ -385,7 +572,11 @@ def for_command(command: str) -> list[Field[Any]]:
 
 def default_for(f: Field[Any], command: str) -> Any:
     c = cli_of(f)
-    return c.defaults[command] if command in c.defaults else (f.default if f.default is not MISSING else None)
+    return (
+        c.defaults[command]
+        if command in c.defaults
+        else (f.default if f.default is not MISSING else None)
+    )
 
 
 def require_command_options(command: str, given: Mapping[str, Any]) -> None:
@@ -396,7 +587,9 @@ def require_command_options(command: str, given: Mapping[str, Any]) -> None:
         if key in takes:
             continue
         _refuse_unknown(key)
-        raise UsageError(f"{command} takes no option `{key}`", f"Its run options are {', '.join(sorted(takes))}.")
+        raise UsageError(
+            f"{command} takes no option `{key}`", f"Its run options are {', '.join(sorted(takes))}."
+        )
 
 
 def _refuse_unknown(key: str) -> None:
@@ -408,5 +601,7 @@ def _refuse_unknown(key: str) -> None:
     import difflib
 
     near = difflib.get_close_matches(key, known, n=1)
-    raise UsageError(f"unknown option `{key}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
-                     f"The options are {', '.join(known)}.")
+    raise UsageError(
+        f"unknown option `{key}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
+        f"The options are {', '.join(known)}.",
+    )

@@ -9,9 +9,10 @@ import os
 import signal
 import threading
 import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
 
@@ -102,7 +103,7 @@ class Progressing(Protocol):
 
 # The SQLite connections whose statements a stop signal may cut short (:func:`watch`), by their
 # owner (an export's reader, the store's connection): an entry goes with its owner.
-_watched: "weakref.WeakKeyDictionary[object, Progressing]" = weakref.WeakKeyDictionary()
+_watched: weakref.WeakKeyDictionary[object, Progressing] = weakref.WeakKeyDictionary()
 # What a stop signal's handler raised while :func:`stoppable` was in force, and its depth.
 _stops: list[BaseException] = []
 _depth = [0]

@@ -38,12 +38,12 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import UsageError
-
 from .process.common import error_line, fail, gpu_lock, machine, release_gpu_lock
 from .process.job import HarnessJob, StepLaunches, start
 from .process.record import Recorder, countable, recorder
@@ -61,12 +61,12 @@ class Program:
     """A program's command line, resolved: a script (its absolute path) or a module, its own
     arguments (its ``sys.argv[1:]``), and what Python's options ask of the environment."""
 
-    argv: tuple[str, ...]                 # as the user gave it
+    argv: tuple[str, ...]  # as the user gave it
     script: str | None = None
     module: str | None = None
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()        # -W options
+    warnings: tuple[str, ...] = ()  # -W options
 
     @property
     def name(self) -> str:
@@ -104,29 +104,44 @@ def resolve(argv: tuple[str, ...] | list[str], cwd: Path | None = None) -> Progr
                     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", value):
                         raise UsageError(f"'-m {value}' names no Python module")
                     _check_module(value, cwd)
-                    return Program(argv, module=value, args=tuple(rest), env=env, warnings=tuple(warnings))
+                    return Program(
+                        argv, module=value, args=tuple(rest), env=env, warnings=tuple(warnings)
+                    )
                 warnings.append(value)
             else:
-                raise UsageError(f"'{first} {flag}': profkit runs the program with its own Python ({sys.executable}) "
-                                 f"and passes on -u, -B, -W and -m only", hint)
+                raise UsageError(
+                    f"'{first} {flag}': profkit runs the program with its own Python ({sys.executable}) "
+                    f"and passes on -u, -B, -W and -m only",
+                    hint,
+                )
         if not rest:
             raise UsageError(f"'{first}' is given no script", hint)
         if rest[0] == "-" or rest[0] == "-c":
-            raise UsageError("profkit runs a script file or a module, not code from standard input or -c", hint)
+            raise UsageError(
+                "profkit runs a script file or a module, not code from standard input or -c", hint
+            )
         return _script(argv, rest[0], rest[1:], cwd, env, warnings)
     if first.endswith(".py") or _python_file(first, cwd):
         return _script(argv, first, rest, cwd, {}, [])
     where = _in(cwd, first)
     if where.exists() or "/" in first:
-        raise UsageError(f"{first} is not a Python program (no .py name, no python on its #! line)",
-                         "profkit runs Python programs: profkit run -- python SCRIPT [ARGS], or -- python -m MODULE.")
+        raise UsageError(
+            f"{first} is not a Python program (no .py name, no python on its #! line)",
+            "profkit runs Python programs: profkit run -- python SCRIPT [ARGS], or -- python -m MODULE.",
+        )
     import shutil
 
     if shutil.which(first):
-        extra = (" For torchrun, give profkit --nproc-per-node N and the script itself."
-                 if base in ("torchrun", "torch.distributed.run") else "")
-        raise UsageError(f"'{first}' is not Python: profkit runs a Python script or module in its own process, "
-                         f"with its steps found there.{extra}", hint)
+        extra = (
+            " For torchrun, give profkit --nproc-per-node N and the script itself."
+            if base in ("torchrun", "torch.distributed.run")
+            else ""
+        )
+        raise UsageError(
+            f"'{first}' is not Python: profkit runs a Python script or module in its own process, "
+            f"with its steps found there.{extra}",
+            hint,
+        )
     raise UsageError(f"no program or script named {first}", hint)
 
 
@@ -137,9 +152,14 @@ def _check_module(name: str, cwd: Path | None) -> None:
 
     top = name.split(".")[0]
     path = [str(cwd or Path.cwd()), *[p for p in sys.path if p]]
-    if top not in sys.builtin_module_names and importlib.machinery.PathFinder.find_spec(top, path) is None:
-        raise UsageError(f"no module named {top} (for -m {name}) in the current folder or on this Python's path",
-                         "Run profkit from the folder the module is in, or install its package.")
+    if (
+        top not in sys.builtin_module_names
+        and importlib.machinery.PathFinder.find_spec(top, path) is None
+    ):
+        raise UsageError(
+            f"no module named {top} (for -m {name}) in the current folder or on this Python's path",
+            "Run profkit from the folder the module is in, or install its package.",
+        )
 
 
 def _in(cwd: Path | None, path: str) -> Path:
@@ -158,16 +178,26 @@ def _python_file(path: str, cwd: Path | None) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
-def _script(argv: tuple[str, ...], path: str, args: list[str], cwd: Path | None, env: dict[str, str],
-            warnings: list[str]) -> Program:
+def _script(
+    argv: tuple[str, ...],
+    path: str,
+    args: list[str],
+    cwd: Path | None,
+    env: dict[str, str],
+    warnings: list[str],
+) -> Program:
     p = _in(cwd, path)
     if not p.exists():
-        raise UsageError(f"no such script: {path}", "Check the path; it is read from the current folder.")
+        raise UsageError(
+            f"no such script: {path}", "Check the path; it is read from the current folder."
+        )
     if not p.is_file():
         raise UsageError(f"{path} is not a file")
     if not os.access(p, os.R_OK):
         raise UsageError(f"cannot read {path}: permission denied")
-    return Program(argv, script=str(p.resolve()), args=tuple(args), env=env, warnings=tuple(warnings))
+    return Program(
+        argv, script=str(p.resolve()), args=tuple(args), env=env, warnings=tuple(warnings)
+    )
 
 
 # ------------------------------------------------------------------------------ the marker
@@ -189,19 +219,21 @@ class StepClock:
     def __init__(self, torch: Any, how: str, on_step: Callable[[int], None]):
         self.torch = torch
         source, _, cls = how.partition(":")
-        self.asked = source           # auto, or the source --step names
-        self.cls = cls or None        # --step optimizer:CLASS / forward:CLASS
+        self.asked = source  # auto, or the source --step names
+        self.cls = cls or None  # --step optimizer:CLASS / forward:CLASS
         self.by: str | None = None if source == "auto" else source
         self.detail = ""
         self.count = 0
         self.on_step = on_step
         self.pid = os.getpid()
         self.optimizers_made = 0
-        self.pacer: int | None = None          # id() of the optimizer whose steps count
-        self.model: int | None = None          # id() of the module whose top-level calls count
-        self.calls: dict[int, int] = {}        # top-level calls of each module with parameters, until one is the model
-        self.frozen = False                    # the window began: the way steps are found no longer changes
-        self.annotator: Any = None             # the window's operator ranges (optimizer phase from here)
+        self.pacer: int | None = None  # id() of the optimizer whose steps count
+        self.model: int | None = None  # id() of the module whose top-level calls count
+        self.calls: dict[
+            int, int
+        ] = {}  # top-level calls of each module with parameters, until one is the model
+        self.frozen = False  # the window began: the way steps are found no longer changes
+        self.annotator: Any = None  # the window's operator ranges (optimizer phase from here)
         self._local = threading.local()
         self._module_handles: list[Any] = []
         self._undo: list[Callable[[], None]] = []
@@ -211,8 +243,10 @@ class StepClock:
         torch = self.torch
         import torch.optim.optimizer as optim
 
-        handles = [optim.register_optimizer_step_pre_hook(self._opt_pre),
-                   optim.register_optimizer_step_post_hook(self._opt_post)]
+        handles = [
+            optim.register_optimizer_step_pre_hook(self._opt_pre),
+            optim.register_optimizer_step_post_hook(self._opt_post),
+        ]
         self._undo += [h.remove for h in handles]
         self._patch(torch.optim.Optimizer, "__init__", self._made)
         scaler = getattr(getattr(torch.amp, "grad_scaler", None), "GradScaler", None)
@@ -221,8 +255,10 @@ class StepClock:
         self._patch(torch.autograd, "backward", self._backward)
         if self.by in (None, "forward"):
             mod = torch.nn.modules.module
-            self._module_handles = [mod.register_module_forward_pre_hook(self._fwd_pre),
-                                    mod.register_module_forward_hook(self._fwd_post, always_call=True)]
+            self._module_handles = [
+                mod.register_module_forward_pre_hook(self._fwd_pre),
+                mod.register_module_forward_hook(self._fwd_post, always_call=True),
+            ]
         if self.by == "function":
             self._find_function()
         _ACTIVE[:] = [self]
@@ -275,7 +311,9 @@ class StepClock:
             self.annotator._opt_post(opt, args, kwargs)
         self._optimizer_stepped(opt)
 
-    def _scaler_step(self, original: Callable[..., Any], scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+    def _scaler_step(
+        self, original: Callable[..., Any], scaler: Any, optimizer: Any, *args: Any, **kwargs: Any
+    ) -> Any:
         self._local.stepped = None
         out = original(scaler, optimizer, *args, **kwargs)
         if getattr(self._local, "stepped", None) is not optimizer:  # skipped: inf/NaN gradients
@@ -294,7 +332,9 @@ class StepClock:
             if self.cls and name != self.cls:
                 return
             self.pacer = id(opt)
-            self.detail = f"each {name}.step()" + ("" if self.cls else " (the first optimizer to step)")
+            self.detail = f"each {name}.step()" + (
+                "" if self.cls else " (the first optimizer to step)"
+            )
         if id(opt) == self.pacer:
             self._step()
 
@@ -307,15 +347,18 @@ class StepClock:
         if depth or not self._here():
             return
         if self.by is None and self.optimizers_made and not self.frozen:
-            self._decide("optimizer", "")  # its steps will count (gradient accumulation: several calls a step)
+            self._decide(
+                "optimizer", ""
+            )  # its steps will count (gradient accumulation: several calls a step)
             return
         key = id(module)
         if self.model is None:
             # The model is the first module called a second time at the top (a module with
             # parameters, or the class --step names): not a transform or a loss, nor a backbone
             # called once before the loop.
-            if (self.cls is not None and type(module).__name__ != self.cls) or \
-                    (self.cls is None and next(module.parameters(), None) is None):
+            if (self.cls is not None and type(module).__name__ != self.cls) or (
+                self.cls is None and next(module.parameters(), None) is None
+            ):
                 return
             self.calls[key] = self.calls.get(key, 0) + 1
             if self.calls[key] < 2:
@@ -327,8 +370,10 @@ class StepClock:
         if key != self.model:
             return
         if self.by == "forward":
-            self.detail = (f"each call of the model ({type(module).__name__}), "
-                           f"{'the module --step names' if self.cls else 'no optimizer being made'}")
+            self.detail = (
+                f"each call of the model ({type(module).__name__}), "
+                f"{'the module --step names' if self.cls else 'no optimizer being made'}"
+            )
             self._step()  # its call begins a step: the one before has ended
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
@@ -398,7 +443,13 @@ class StepClock:
         out = original(*args, **kwargs)
         if not self._here():
             return out
-        if self.by is None and not self.frozen and not self.calls and self.model is None and not self.optimizers_made:
+        if (
+            self.by is None
+            and not self.frozen
+            and not self.calls
+            and self.model is None
+            and not self.optimizers_made
+        ):
             self._decide("backward", "each backward() (no optimizer made, no model called)")
         if self.by == "backward":
             self.detail = self.detail or "each backward()"
@@ -406,7 +457,11 @@ class StepClock:
         return out
 
     def marker(self) -> None:
-        if not self._here() or self.by not in (None, "marker") and (self.frozen or self.asked != "auto"):
+        if (
+            not self._here()
+            or self.by not in (None, "marker")
+            and (self.frozen or self.asked != "auto")
+        ):
             return
         if self.by != "marker":  # the script's own marker wins over what was found so far
             self._decide("marker", "each profkit.step() in the script")
@@ -422,9 +477,16 @@ class StepClock:
         """How steps were found, for the run and its printout."""
         if self.by is None:
             return "no step boundary found"
-        return self.detail or {"optimizer": "each optimizer step", "forward": "each call of the model",
-                               "backward": "each backward()", "marker": "each profkit.step()",
-                               "function": f"each return of {self.cls}()"}[self.by]
+        return (
+            self.detail
+            or {
+                "optimizer": "each optimizer step",
+                "forward": "each call of the model",
+                "backward": "each backward()",
+                "marker": "each profkit.step()",
+                "function": f"each return of {self.cls}()",
+            }[self.by]
+        )
 
 
 # ------------------------------------------------------------------------------ the window
@@ -444,7 +506,9 @@ class Window:
         self._t0 = self._bare_end = 0
         self.rec: Recorder | None = None
         self.clock: StepClock | None = None
-        self.launched: StepLaunches | None = None  # ncu's per-function plan: the last step's launches, to count
+        self.launched: StepLaunches | None = (
+            None  # ncu's per-function plan: the last step's launches, to count
+        )
 
     def on_step(self, n: int) -> None:
         """The ``n``-th step (1-based) has ended."""
@@ -543,8 +607,10 @@ class Counting:
             return False
         functions = len({name for name, _ in launched.last})
         if functions > MAX_RANGES or (self.ranges == "all" and len(launched.last) > MAX_RANGES):
-            return self._fail(f"the step launches {functions} kernel functions, more than the {MAX_RANGES} ranges "
-                              "counted in the run's process")
+            return self._fail(
+                f"the step launches {functions} kernel functions, more than the {MAX_RANGES} ranges "
+                "counted in the run's process"
+            )
         try:
             self._start()
         except CounterUnavailable as exc:
@@ -554,8 +620,12 @@ class Counting:
     def _start(self) -> None:
         from .kernel_counter import StepCounter
 
-        self.counter = StepCounter(list(self.job.count_metrics or ()), list(self.launched.last),
-                                   self.torch.cuda.current_device(), self.ranges)
+        self.counter = StepCounter(
+            list(self.job.count_metrics or ()),
+            list(self.launched.last),
+            self.torch.cuda.current_device(),
+            self.ranges,
+        )
         try:
             self.counter.begin()
             self.counter.start_pass()
@@ -565,7 +635,7 @@ class Counting:
             raise
 
     def _retry(self, exc: Exception) -> bool:
-        """"first" could not be had or missed launches: every launch a range, from the next step."""
+        """ "first" could not be had or missed launches: every launch a range, from the next step."""
         from .kernel_counter import CounterUnavailable, _LaunchesMissed
 
         if not isinstance(exc, _LaunchesMissed) or self.ranges == "all":
@@ -644,24 +714,41 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     assert job.program is not None
     began = time.perf_counter()
     stages: dict[str, float] = {}
-    program = Program(tuple(job.program["argv"]), job.program.get("script"), job.program.get("module"),
-                      tuple(job.program.get("args", ())))
+    program = Program(
+        tuple(job.program["argv"]),
+        job.program.get("script"),
+        job.program.get("module"),
+        tuple(job.program.get("args", ())),
+    )
     import torch
 
     stages["torch_imported"] = round(time.perf_counter() - began, 3)
-    info = machine(torch, job.spec) if job.spec.device != "cuda" or torch.cuda.is_available() else \
-        machine(torch, _cpu(job))
+    info = (
+        machine(torch, job.spec)
+        if job.spec.device != "cuda" or torch.cuda.is_available()
+        else machine(torch, _cpu(job))
+    )
     info["pid"] = os.getpid()
     if ranks is not None:
-        info["rank"], info["local_rank"], info["world_size"] = ranks["rank"], ranks["local_rank"], ranks["world_size"]
+        info["rank"], info["local_rank"], info["world_size"] = (
+            ranks["rank"],
+            ranks["local_rank"],
+            ranks["world_size"],
+        )
     window = Window(job, torch, info)
     clock = StepClock(torch, "auto" if job.whole_program else job.step, window.on_step)
     window.clock = clock
     ended: dict[str, Any] = {}
 
     def write_info(none_found: bool = False) -> None:
-        info["steps"] = {"by": clock.by or "none", "said": clock.said(), "seen": clock.count,
-                         "warmup": job.warmup, "iters": job.iters, "whole_program": job.whole_program}
+        info["steps"] = {
+            "by": clock.by or "none",
+            "said": clock.said(),
+            "seen": clock.count,
+            "warmup": job.warmup,
+            "iters": job.iters,
+            "whole_program": job.whole_program,
+        }
         if none_found:
             info["steps"]["none_found"] = True  # profkit profiles the whole program instead
         if "exit_status" in ended:
@@ -743,20 +830,29 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
         window.finish(partial=True)
         write_info()
         return code
-    if window.started and not window.done:  # it ended inside the window: the profiler detached quietly
+    if (
+        window.started and not window.done
+    ):  # it ended inside the window: the profiler detached quietly
         try:
             window.finish(partial=True)
         except Exception:
             pass
     write_info()
     if error is not None:
-        what = "was interrupted" if isinstance(error, KeyboardInterrupt) else f"raised {error_line(error)}"
+        what = (
+            "was interrupted"
+            if isinstance(error, KeyboardInterrupt)
+            else f"raised {error_line(error)}"
+        )
     else:
         what = f"ended (exit status {code})"
     if clock.by is None and clock.asked == "auto" and error is None and code == 0:
         write_info(none_found=True)
-        fail(job, "the script ended without a step: no optimizer stepped, no model was called twice, no backward() "
-                  "ran and no profkit.step() was reached")
+        fail(
+            job,
+            "the script ended without a step: no optimizer stepped, no model was called twice, no backward() "
+            "ran and no profkit.step() was reached",
+        )
         return 1
     need = job.warmup + job.iters
     how = clock.said()
@@ -765,8 +861,10 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     elif clock.by is None:
         text = f"the script {what} before its first step"
     else:
-        text = (f"the script {what} after {reached} step{'s' if reached != 1 else ''} ({how}), before the window's "
-                f"end: `warmup` {job.warmup} + `iters` {job.iters} needs {need}")
+        text = (
+            f"the script {what} after {reached} step{'s' if reached != 1 else ''} ({how}), before the window's "
+            f"end: `warmup` {job.warmup} + `iters` {job.iters} needs {need}"
+        )
     fail(job, text)
     return code if code not in (0, None) else 1
 
@@ -790,8 +888,11 @@ def _refuse_own_profiler(job: HarnessJob, torch: Any) -> None:
 
     def start(self: Any) -> Any:
         if not getattr(self, "_profkit", False):
-            fail(job, "the script runs torch.profiler itself, which cannot run beside profkit's: profile it with "
-                      "`tool` nsys or ncu, or import the trace it writes (profkit import TRACE)")
+            fail(
+                job,
+                "the script runs torch.profiler itself, which cannot run beside profkit's: profile it with "
+                "`tool` nsys or ncu, or import the trace it writes (profkit import TRACE)",
+            )
             _flush()
             os._exit(1)
         return original(self)
@@ -813,8 +914,10 @@ def _print_traceback(exc: BaseException) -> None:
 
     tb = exc.__traceback__
     here = str(Path(__file__).parent)
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(here) or
-                              tb.tb_frame.f_code.co_filename in ("<frozen runpy>", runpy.__file__)):
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename.startswith(here)
+        or tb.tb_frame.f_code.co_filename in ("<frozen runpy>", runpy.__file__)
+    ):
         tb = tb.tb_next
     print("".join(traceback.format_exception(type(exc), exc, tb)), file=sys.stderr, end="")
 

@@ -32,14 +32,16 @@ class NcuPlan(TypedDict, total=False):
     durations: str
     profiled_launches: int
     timed_by: str
-    counted_by: str                    # who counted: ncu's process, or CUPTI's Range Profiler in the run's
-    counted_launches: int              # the launches of the step counted in the run's process (one more step)
-    counted_ranges: int                # of them, those the Range Profiler counted (the first of each function)
-    ranges_fallback: str               # why every launch was a range (the launch callbacks could not be had)
-    passes: int                        # the counter set's passes (steps run again) in the run's process
-    counting_fallback: str             # why counting in the run's process failed (ncu counted instead)
-    wall_s: dict[str, float | dict[str, float] | None]  # profile, export_and_join (s); each harness's stages_s
-    counters: CounterUse               # the counters kept across runs: what this run took and added
+    counted_by: str  # who counted: ncu's process, or CUPTI's Range Profiler in the run's
+    counted_launches: int  # the launches of the step counted in the run's process (one more step)
+    counted_ranges: int  # of them, those the Range Profiler counted (the first of each function)
+    ranges_fallback: str  # why every launch was a range (the launch callbacks could not be had)
+    passes: int  # the counter set's passes (steps run again) in the run's process
+    counting_fallback: str  # why counting in the run's process failed (ncu counted instead)
+    wall_s: dict[
+        str, float | dict[str, float] | None
+    ]  # profile, export_and_join (s); each harness's stages_s
+    counters: CounterUse  # the counters kept across runs: what this run took and added
 
 
 class CounterUse(TypedDict, total=False):
@@ -53,9 +55,9 @@ class CounterUse(TypedDict, total=False):
     it added to the cache."""
 
     environment: dict[str, str]
-    environment_key: str            # the digest of environment (the counters table's key)
-    machine_key: str                # the digest of its parts known before the run (what picks the strategy)
-    signature: str                  # what decides which functions the run launches, and their shapes (a digest)
+    environment_key: str  # the digest of environment (the counters table's key)
+    machine_key: str  # the digest of its parts known before the run (what picks the strategy)
+    signature: str  # what decides which functions the run launches, and their shapes (a digest)
     strategy: str
     cached: int
     counted: int
@@ -98,21 +100,21 @@ class CompiledKernel(TypedDict):
     """A kernel torch.compile generated (Inductor's output code): the ATen operators it fused
     and its pointer arguments' element types, as its compiled signature gives them."""
 
-    ops: list[str]                  # "aten::convolution", in Inductor's order
-    input_types: str                # "float16,float16" (torch dtype names), "" when none
+    ops: list[str]  # "aten::convolution", in Inductor's order
+    input_types: str  # "float16,float16" (torch dtype names), "" when none
 
 
 class ProgramSteps(TypedDict, total=False):
     """How a program's steps were found and how far it got (``HarnessInfo.steps``)."""
 
-    by: str                         # optimizer, forward, backward, marker; none
-    said: str                       # "each AdamW.step() (the first optimizer to step)"
-    seen: int                       # steps that ended while profkit watched
+    by: str  # optimizer, forward, backward, marker; none
+    said: str  # "each AdamW.step() (the first optimizer to step)"
+    seen: int  # steps that ended while profkit watched
     warmup: int
     iters: int
-    whole_program: bool             # no step found: the whole program was the window
-    none_found: bool                # the script ended without a step (profkit then profiles it whole)
-    exit_status: int                # run to its end after the window (--run-to-end): how it ended
+    whole_program: bool  # no step found: the whole program was the window
+    none_found: bool  # the script ended without a step (profkit then profiles it whole)
+    exit_status: int  # run to its end after the window (--run-to-end): how it ended
 
 
 class HarnessInfo(TypedDict, total=False):
@@ -126,38 +128,46 @@ class HarnessInfo(TypedDict, total=False):
     cudnn_version: int | None
     device: str
     python: str
-    gpu_name: str                   # device cuda
-    compute_capability: str         # "9.0"
+    gpu_name: str  # device cuda
+    compute_capability: str  # "9.0"
     pid: int
     # a rank of a distributed job (torchrun)
     rank: int
     local_rank: int
     world_size: int
-    ranks: list[RankInfo]           # rank 0's file as the parent keeps it: every rank's figures
+    ranks: list[RankInfo]  # rank 0's file as the parent keeps it: every rank's figures
     # a profiled run
     warmup_s: float
     compile_mode: str
-    amp_skipped_steps: int          # measured iterations whose AMP loss scaler skipped the optimizer step
+    amp_skipped_steps: int  # measured iterations whose AMP loss scaler skipped the optimizer step
     iteration_wall_ns: list[int]
-    bare_iteration_ns: list[int]    # warm-up steps after the first, each timed to a device sync: no profiler,
-                                    # no ranges (the timeline findings' unstretched figure)
-    iteration_ranges: str           # "process": start/end ranges (older runs: push/pop, the main thread's)
-    stages_s: dict[str, float]      # seconds since start at each stage (torch_imported, built, ...)
-    thread_ids: dict[str, int]      # ncu's per-function plan: Python thread ident -> native id
-    kernel_timer_error: str         # ncu's per-function plan: why CUPTI's timer could not start
-    timed_launches: int             # ncu's per-function plan: kernels CUPTI timed in the measured iterations
-    kernel_counter_error: str       # its first run: why the launches could not be counted in the process
-    attribution: str                # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
-    attribution_note: str           # why a run has none (a compiled model's, a failure to start)
-    compiled_kernels: dict[str, CompiledKernel]  # torch.compile: generated kernel name -> what it fused
-    generated_kernels: dict[str, str]  # ncu's timing process, torch.compile: kernel name -> source digest
-    native_libraries: str           # ncu's timing process: the native libraries it mapped (code_versions)
-    workload_sources: str           # ncu's timing process: the workload's own sources (code_versions)
+    bare_iteration_ns: list[
+        int
+    ]  # warm-up steps after the first, each timed to a device sync: no profiler,
+    # no ranges (the timeline findings' unstretched figure)
+    iteration_ranges: str  # "process": start/end ranges (older runs: push/pop, the main thread's)
+    stages_s: dict[str, float]  # seconds since start at each stage (torch_imported, built, ...)
+    thread_ids: dict[str, int]  # ncu's per-function plan: Python thread ident -> native id
+    kernel_timer_error: str  # ncu's per-function plan: why CUPTI's timer could not start
+    timed_launches: int  # ncu's per-function plan: kernels CUPTI timed in the measured iterations
+    kernel_counter_error: str  # its first run: why the launches could not be counted in the process
+    attribution: (
+        str  # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
+    )
+    attribution_note: str  # why a run has none (a compiled model's, a failure to start)
+    compiled_kernels: dict[
+        str, CompiledKernel
+    ]  # torch.compile: generated kernel name -> what it fused
+    generated_kernels: dict[
+        str, str
+    ]  # ncu's timing process, torch.compile: kernel name -> source digest
+    native_libraries: str  # ncu's timing process: the native libraries it mapped (code_versions)
+    workload_sources: str  # ncu's timing process: the workload's own sources (code_versions)
     # a program run as it is (profkit.program)
     steps: ProgramSteps
-    window_done_unix: float         # when the window (and its counting) ended: time.time()
+    window_done_unix: float  # when the window (and its counting) ended: time.time()
     # profkit bench
-    model: bool                     # the workload built (model, inputs): its output can be compared
+    model: bool  # the workload built (model, inputs): its output can be compared
     build_and_warmup_s: float
     iter_ns: list[int]
     peak_memory_bytes: int | None
@@ -176,40 +186,61 @@ class RunInfo(Mapping[str, Any]):
     (``info["notes"]``, ``{**info, ...}``), so the store merges it as JSON."""
 
     # imported runs (profkit.ingest)
-    imported_from: str | None = None            # the imported file's absolute path (its sha256: RunRecord.source_sha256)
+    imported_from: str | None = (
+        None  # the imported file's absolute path (its sha256: RunRecord.source_sha256)
+    )
     metric_units: dict[str, str] | None = None  # counter -> the unit ncu's CSV gave it
-    step_ranges: list[str] | None = None        # the ranges named as steps at import (``step_ranges``), if any
+    step_ranges: list[str] | None = (
+        None  # the ranges named as steps at import (``step_ranges``), if any
+    )
     # every stored run
-    profkit_version: str | None = None          # the profkit that stored it
-    notes: list[str] | None = None              # what the parser or the store noticed, one line each
-    error: str | None = None                    # why a failed / interrupted run did not finish
+    profkit_version: str | None = None  # the profkit that stored it
+    notes: list[str] | None = None  # what the parser or the store noticed, one line each
+    error: str | None = None  # why a failed / interrupted run did not finish
     # runs profkit profiled (profkit.launch)
-    harness: HarnessInfo | None = None          # the harness's own info file: machine, versions, iteration times
+    harness: HarnessInfo | None = (
+        None  # the harness's own info file: machine, versions, iteration times
+    )
     tool_choice: ToolChoice | None = None
-    report_bytes: int | None = None             # size of the tool's raw report(s), bytes
+    report_bytes: int | None = None  # size of the tool's raw report(s), bytes
     ncu_plan: NcuPlan | None = None
-    per_function_plan_failed: str | None = None  # why ncu's per-function plan fell back to every launch
-    compile_mode: str | None = None             # torch.compile's mode, for mode compile
-    options: dict[str, bool] | None = None      # workload options asked for (channels_last, ...)
-    world_size: int | None = None               # ranks, for --nproc-per-node above 1
-    cuda_graphs: str | None = None              # how the tool saw CUDA graph launches, where the workload used them
-    program: dict[str, Any] | None = None       # a program run as it is: its command line, its steps, how it ended
+    per_function_plan_failed: str | None = (
+        None  # why ncu's per-function plan fell back to every launch
+    )
+    compile_mode: str | None = None  # torch.compile's mode, for mode compile
+    options: dict[str, bool] | None = None  # workload options asked for (channels_last, ...)
+    world_size: int | None = None  # ranks, for --nproc-per-node above 1
+    cuda_graphs: str | None = (
+        None  # how the tool saw CUDA graph launches, where the workload used them
+    )
+    program: dict[str, Any] | None = (
+        None  # a program run as it is: its command line, its steps, how it ended
+    )
     extra: dict[str, Any] = field(default_factory=dict)  # keys profkit does not write, kept as read
-    present: tuple[str, ...] = field(default=(), repr=False, compare=False)  # the keys read, in order
+    present: tuple[str, ...] = field(
+        default=(), repr=False, compare=False
+    )  # the keys read, in order
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> RunInfo:
         """The record of a stored ``info`` (decoded JSON); unknown keys go to ``extra``."""
         data = dict(data or {})
         known = {f.name for f in fields(cls)} - set(_INFO_INTERNAL)
-        return cls(**{k: v for k, v in data.items() if k in known},
-                   extra={k: v for k, v in data.items() if k not in known}, present=tuple(data))
+        return cls(
+            **{k: v for k, v in data.items() if k in known},
+            extra={k: v for k, v in data.items() if k not in known},
+            present=tuple(data),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order (a null read stays null), then the
         fields set since, in field order, then ``extra``'s new keys."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)
-                  if f.name not in _INFO_INTERNAL and (getattr(self, f.name) is not None or f.name in self.present)}
+        values = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in _INFO_INTERNAL
+            and (getattr(self, f.name) is not None or f.name in self.present)
+        }
         values.update(self.extra)
         order = {k: i for i, k in enumerate(self.present)}
         return dict(sorted(values.items(), key=lambda kv: order.get(kv[0], len(order))))
@@ -230,31 +261,31 @@ class RunRecord:
 
     id: int
     name: str
-    source: str | None = None               # "run" (profkit launched it) or "import"
-    status: str | None = None               # ok; running / importing (being written); failed / interrupted
+    source: str | None = None  # "run" (profkit launched it) or "import"
+    status: str | None = None  # ok; running / importing (being written); failed / interrupted
     workload: str | None = None
     precision: str | None = None
     mode: str | None = None
     batch_size: int | None = None
     iters: int | None = None
-    device: str | None = None               # cuda or cpu
-    tool: str | None = None                 # ncu, nsys or torch
+    device: str | None = None  # cuda or cpu
+    tool: str | None = None  # ncu, nsys or torch
     tool_version: str | None = None
-    metric_set: str | None = None           # ncu preset, "custom", or None
-    metrics: list[str] = field(default_factory=list)       # counters the capture has per kernel
+    metric_set: str | None = None  # ncu preset, "custom", or None
+    metrics: list[str] = field(default_factory=list)  # counters the capture has per kernel
     gpu_name: str | None = None
     compute_capability: str | None = None
-    command: list[str] = field(default_factory=list)       # the profiler command line
+    command: list[str] = field(default_factory=list)  # the profiler command line
     started_at: str | None = None
     finished_at: str | None = None
     raw_files: dict[str, str] = field(default_factory=dict)  # {kind: path} of the kept captures
     source_sha256: str | None = None
-    activity: str = "kernel"                # "kernel" (GPU work) or "cpu_op" (CPU operators)
-    kernel_count: int = 0                   # kernel launches, or CPU operator calls for cpu_op
-    gpu_time_ns: int = 0                    # their summed duration (CPU self time for cpu_op)
+    activity: str = "kernel"  # "kernel" (GPU work) or "cpu_op" (CPU operators)
+    kernel_count: int = 0  # kernel launches, or CPU operator calls for cpu_op
+    gpu_time_ns: int = 0  # their summed duration (CPU self time for cpu_op)
     profiled_wall_s: float | None = None
-    info: RunInfo = field(default_factory=RunInfo)          # versions, iteration times, notes (see RunInfo)
-    folder: str | None = None               # its raw folder in <db stem>-runs/ (None: its name, or none made)
+    info: RunInfo = field(default_factory=RunInfo)  # versions, iteration times, notes (see RunInfo)
+    folder: str | None = None  # its raw folder in <db stem>-runs/ (None: its name, or none made)
 
     def __post_init__(self) -> None:
         if not isinstance(self.info, RunInfo):  # the store's decoded JSON column
@@ -276,7 +307,12 @@ class RemovedRun:
     folder: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.run.id, "name": self.run.name, "status": self.run.status, "folder": self.folder}
+        return {
+            "id": self.run.id,
+            "name": self.run.name,
+            "status": self.run.status,
+            "folder": self.folder,
+        }
 
 
 def ncu_timed(run: RunRecord) -> bool:
@@ -287,9 +323,27 @@ def ncu_timed(run: RunRecord) -> bool:
 
 
 # What `profkit runs --format json` lists of each run.
-RUN_LIST_FIELDS = ("id", "name", "status", "source", "workload", "precision", "mode", "batch_size", "iters", "device",
-                   "tool", "tool_version", "metric_set", "gpu_name", "compute_capability", "activity",
-                   "kernel_count", "gpu_time_ns", "finished_at")
+RUN_LIST_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "source",
+    "workload",
+    "precision",
+    "mode",
+    "batch_size",
+    "iters",
+    "device",
+    "tool",
+    "tool_version",
+    "metric_set",
+    "gpu_name",
+    "compute_capability",
+    "activity",
+    "kernel_count",
+    "gpu_time_ns",
+    "finished_at",
+)
 
 
 @dataclass(frozen=True)
@@ -299,10 +353,10 @@ class TopKernel:
     name: str
     launches: int
     total_ns: int
-    pct: float                  # of the run's GPU time (CPU self time for CPU runs)
+    pct: float  # of the run's GPU time (CPU self time for CPU runs)
     precision: Precision | None
     tensor_core: bool | None
-    evidence: Evidence | None   # its first launch's
+    evidence: Evidence | None  # its first launch's
 
 
 @dataclass(frozen=True)
@@ -322,11 +376,11 @@ class MatrixWork:
     iteration in a diff whose runs' iteration counts differ); shares are percentages, 2 places.
     Made by ``analyze.matrix.matrix_work`` alone."""
 
-    time_ns: float                  # the matrix kernels' summed duration
-    tensor_core_time_ns: float      # of it, on tensor cores
-    undecided_time_ns: float        # of it, tensor-core use unknown (counted out of tensor_core_time_ns)
-    tensor_core_pct: float | None   # tensor_core_time_ns over time_ns; None without matrix work
-    gpu_time_pct: float             # time_ns over all the run's GPU time (0.0 without GPU time)
+    time_ns: float  # the matrix kernels' summed duration
+    tensor_core_time_ns: float  # of it, on tensor cores
+    undecided_time_ns: float  # of it, tensor-core use unknown (counted out of tensor_core_time_ns)
+    tensor_core_pct: float | None  # tensor_core_time_ns over time_ns; None without matrix work
+    gpu_time_pct: float  # time_ns over all the run's GPU time (0.0 without GPU time)
 
 
 @dataclass(frozen=True)
@@ -335,17 +389,19 @@ class ModuleRow:
     every module below it, at the view's depth of the module tree. Times are integer
     nanoseconds (floats per iteration in a diff whose runs' iteration counts differ)."""
 
-    module: str                     # its path from the model ("" the model's own code), or
+    module: str  # its path from the model ("" the model's own code), or
     #                                 "(optimizer)", "(outside modules)", "(CrossEntropyLoss)"
     #                                 (another top-level module), "(not attributed)"
-    module_type: str | None         # its class (Linear), where a kernel of its own says so
+    module_type: str | None  # its class (Linear), where a kernel of its own says so
     launches: float
-    time_ns: float                  # GPU time of its kernels and its submodules'
-    time_pct: float                 # of the run's kernel time (2 places)
+    time_ns: float  # GPU time of its kernels and its submodules'
+    time_pct: float  # of the run's kernel time (2 places)
     time_by_precision_ns: dict[str, float]  # precision -> time, largest first
-    time_by_phase_ns: dict[str, float]      # forward / backward / optimizer (/ unknown) -> time
-    matrix_time_ns: float           # of it, GEMM, conv and attention kernels (analyze.matrix)
-    matrix_tensor_core_pct: float | None  # the share of that on tensor cores; None without matrix work
+    time_by_phase_ns: dict[str, float]  # forward / backward / optimizer (/ unknown) -> time
+    matrix_time_ns: float  # of it, GEMM, conv and attention kernels (analyze.matrix)
+    matrix_tensor_core_pct: (
+        float | None
+    )  # the share of that on tensor cores; None without matrix work
 
 
 @dataclass(frozen=True)
@@ -354,7 +410,7 @@ class ModuleView:
     module at ``depth`` levels of the module tree, most time first; the rows' times add up to
     the run's kernel time."""
 
-    depth: int | None               # levels shown (a list's index counts with its name); None: whole paths
+    depth: int | None  # levels shown (a list's index counts with its name); None: whole paths
     rows: list[ModuleRow]
 
 
@@ -373,18 +429,20 @@ class Summary:
     tensor_core_kernels: int
     tensor_core_time_ns: int
     tensor_core_time_pct: float
-    unclassified_time_ns: int                   # kernels whose tensor-core use nothing told
+    unclassified_time_ns: int  # kernels whose tensor-core use nothing told
     time_by_precision_ns: dict[Precision, int]  # largest first
     kernels_by_precision: dict[Precision, int]  # most first
     time_by_family_ns: dict[str, int]
-    evidence: dict[Evidence, int]               # launches per kind of evidence
-    time_by_evidence_ns: dict[Evidence, int]    # time whose precision each kind of evidence decided, most first
+    evidence: dict[Evidence, int]  # launches per kind of evidence
+    time_by_evidence_ns: dict[
+        Evidence, int
+    ]  # time whose precision each kind of evidence decided, most first
     top_kernels: list[TopKernel]
-    memory_ops: dict[str, MemoryOps]            # memcpy / memset, apart from the kernels
+    memory_ops: dict[str, MemoryOps]  # memcpy / memset, apart from the kernels
     # tensor-core coverage of the GEMM, conv and attention kernels' time (the headline's
     # figure beside tensor_core_time_pct); None for a run of CPU operators (no tensor cores)
     matrix_work: MatrixWork | None = None
-    ranks: RankReport | None = None             # a distributed job's per-rank figures; None for one process
+    ranks: RankReport | None = None  # a distributed job's per-rank figures; None for one process
     # GPU time by module (analyze.modules); None where the capture has no module attribution
     modules: ModuleView | None = None
 
@@ -401,17 +459,32 @@ class Summary:
         from .formatting import fmt_ns, pct
 
         total = self.gpu_time_ns
-        shares = ", ".join(f"{p} {100 * t / total:.1f}%" for p, t in self.time_by_precision_ns.items() if total and t)
+        shares = ", ".join(
+            f"{p} {100 * t / total:.1f}%"
+            for p, t in self.time_by_precision_ns.items()
+            if total and t
+        )
         if self._cpu():
-            return [("operator calls", f"{self.kernels:,}"), ("CPU self time", fmt_ns(total)),
-                    ("time by precision", shares or "-")]
-        facts = [("kernel launches", f"{self.kernels:,}"), ("GPU time", fmt_ns(total)),
-                 ("time by precision", shares or "-")]
+            return [
+                ("operator calls", f"{self.kernels:,}"),
+                ("CPU self time", fmt_ns(total)),
+                ("time by precision", shares or "-"),
+            ]
+        facts = [
+            ("kernel launches", f"{self.kernels:,}"),
+            ("GPU time", fmt_ns(total)),
+            ("time by precision", shares or "-"),
+        ]
         mw = self.matrix_work
         if mw is not None:
-            facts.append(("tensor cores, of matrix work",
-                          "no GEMM, conv or attention kernels" if mw.tensor_core_pct is None
-                          else f"{pct(mw.tensor_core_pct)} of {fmt_ns(mw.time_ns)} (GEMM, conv, attention)"))
+            facts.append(
+                (
+                    "tensor cores, of matrix work",
+                    "no GEMM, conv or attention kernels"
+                    if mw.tensor_core_pct is None
+                    else f"{pct(mw.tensor_core_pct)} of {fmt_ns(mw.time_ns)} (GEMM, conv, attention)",
+                )
+            )
         facts.append(("tensor cores, of all GPU time", pct(self.tensor_core_time_pct)))
         return facts
 
@@ -419,7 +492,9 @@ class Summary:
         from .formatting import fmt_ns, pct
 
         if self._cpu():
-            figures = f"{self.kernels:,} CPU operator calls, {fmt_ns(self.gpu_time_ns)} CPU self time"
+            figures = (
+                f"{self.kernels:,} CPU operator calls, {fmt_ns(self.gpu_time_ns)} CPU self time"
+            )
         else:
             figures = f"{self.kernels:,} kernel launches, {fmt_ns(self.gpu_time_ns)} GPU time"
             if self.matrix_work is not None and self.matrix_work.tensor_core_pct is not None:
@@ -439,13 +514,24 @@ class Summary:
         from .formatting import fmt_ns
 
         cpu = self._cpu()
-        columns = ["operator" if cpu else "kernel", "precision"] + ([] if cpu else ["tensor cores"]) + \
-            ["calls" if cpu else "launches", "time", "share"]
-        rows = [[k.name, k.precision or "-"] + ([] if cpu else ["?" if k.tensor_core is None else "yes" if k.tensor_core else "no"])
-                + [f"{k.launches:,}", fmt_ns(k.total_ns), f"{k.pct:.1f}%"] for k in self.top_kernels]
+        columns = (
+            ["operator" if cpu else "kernel", "precision"]
+            + ([] if cpu else ["tensor cores"])
+            + ["calls" if cpu else "launches", "time", "share"]
+        )
+        rows = [
+            [k.name, k.precision or "-"]
+            + ([] if cpu else ["?" if k.tensor_core is None else "yes" if k.tensor_core else "no"])
+            + [f"{k.launches:,}", fmt_ns(k.total_ns), f"{k.pct:.1f}%"]
+            for k in self.top_kernels
+        ]
         n = len(columns)
-        return {"columns": columns, "rows": rows, "numeric": {n - 3, n - 2, n - 1},
-                "caption": f"top {'operators' if cpu else 'kernels'} by {'CPU self' if cpu else 'GPU'} time"}
+        return {
+            "columns": columns,
+            "rows": rows,
+            "numeric": {n - 3, n - 2, n - 1},
+            "caption": f"top {'operators' if cpu else 'kernels'} by {'CPU self' if cpu else 'GPU'} time",
+        }
 
 
 # ---------------------------------------------------------------------------------- ranks
@@ -457,12 +543,12 @@ class RankFigures:
     hand it over), their count and wall time. Times are integer nanoseconds."""
 
     rank: int
-    devices: list[int]                      # the GPUs its kernels ran on
-    kernels: int                            # launches (CPU operator calls)
-    gpu_time_ns: int                        # their summed duration (CPU self time)
+    devices: list[int]  # the GPUs its kernels ran on
+    kernels: int  # launches (CPU operator calls)
+    gpu_time_ns: int  # their summed duration (CPU self time)
     comm_kernels: int
     comm_time_ns: int
-    compute_time_ns: int                    # gpu_time_ns less the communication kernels' (operators') time
+    compute_time_ns: int  # gpu_time_ns less the communication kernels' (operators') time
     # Of comm_time_ns, how long a compute kernel of the same rank ran on the same GPU at the
     # same time (both as unions of intervals: concurrent kernels count once). None where the
     # run has no kernel start times, or for CPU operators.
@@ -475,9 +561,9 @@ class RankIteration:
     """One rank's part of one measured iteration."""
 
     rank: int
-    start_ns: int | None                    # its iteration range's start, on the capture's clock
+    start_ns: int | None  # its iteration range's start, on the capture's clock
     wall_ns: int | None
-    kernels: int                            # launched inside it (any thread of the rank's process)
+    kernels: int  # launched inside it (any thread of the rank's process)
     gpu_time_ns: int
     comm_time_ns: int
 
@@ -490,9 +576,9 @@ class IterationSkew:
     communication time in an iteration is the one the others waited for (``waited_for``),
     and ``wait_ns`` is how much longer the most-waiting rank spent in communication."""
 
-    iteration: str                          # the iteration range's name (<tag>.iterN)
-    start_skew_ns: int | None               # latest rank's start less the earliest's
-    end_skew_ns: int | None                 # latest rank's end less the earliest's
+    iteration: str  # the iteration range's name (<tag>.iterN)
+    start_skew_ns: int | None  # latest rank's start less the earliest's
+    end_skew_ns: int | None  # latest rank's end less the earliest's
     waited_for: int | None
     wait_ns: int | None
     ranks: list[RankIteration]
@@ -504,8 +590,8 @@ class LaunchCountDifference:
 
     name: str
     precision: str
-    launches: int                           # this rank's (0: none)
-    vs_launches: int                        # the other rank's (0: none)
+    launches: int  # this rank's (0: none)
+    vs_launches: int  # the other rank's (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,8 +599,8 @@ class PrecisionDifference:
     """A kernel name one rank ran in other precisions than the other."""
 
     name: str
-    precisions: list[str]                   # this rank's, sorted
-    vs_precisions: list[str]                # the other rank's, sorted
+    precisions: list[str]  # this rank's, sorted
+    vs_precisions: list[str]  # the other rank's, sorted
 
 
 @dataclass(frozen=True)
@@ -537,8 +623,8 @@ class RankReport:
     activity: str
     ranks: list[RankFigures]
     iterations: list[IterationSkew]
-    differences: list[RankDifference]       # ranks whose kernels differ from rank 0's
-    same_kernels: bool                      # every rank launched the same kernels, as often, in the same precisions
+    differences: list[RankDifference]  # ranks whose kernels differ from rank 0's
+    same_kernels: bool  # every rank launched the same kernels, as often, in the same precisions
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -559,21 +645,23 @@ class BenchRow:
 
     precision: str
     mode: str
-    status: str                             # ok, or failed (``error`` says why, in one line)
-    reference_only: bool = False            # fp32 eager, run only as the reference for agreement
+    status: str  # ok, or failed (``error`` says why, in one line)
+    reference_only: bool = False  # fp32 eager, run only as the reference for agreement
     error: str | None = None
     median_ms: float | None = None
-    spread_ms: float | None = None          # see SPREAD
+    spread_ms: float | None = None  # see SPREAD
     p25_ms: float | None = None
     p75_ms: float | None = None
     min_ms: float | None = None
     max_ms: float | None = None
-    items_per_s: float | None = None        # batch_size / median seconds
-    s_per_item: float | None = None         # median seconds / batch_size
-    peak_memory_bytes: int | None = None    # torch.cuda.max_memory_allocated over the measured iterations
-    max_abs_diff: float | None = None       # largest |output - fp32 eager output|, inference workloads
-    top1_agreement: float | None = None     # share of positions whose argmax over the last dim agrees
-    note: str | None = None                 # why agreement is n/a, where it is
+    items_per_s: float | None = None  # batch_size / median seconds
+    s_per_item: float | None = None  # median seconds / batch_size
+    peak_memory_bytes: int | None = (
+        None  # torch.cuda.max_memory_allocated over the measured iterations
+    )
+    max_abs_diff: float | None = None  # largest |output - fp32 eager output|, inference workloads
+    top1_agreement: float | None = None  # share of positions whose argmax over the last dim agrees
+    note: str | None = None  # why agreement is n/a, where it is
     iter_ns: list[int] = field(default_factory=list)  # each measured iteration's time
 
     def to_dict(self) -> dict[str, Any]:
@@ -586,7 +674,7 @@ class BenchInfo(TypedDict, total=False):
     workload_path: str
     python: str
     cuda_version: str | None
-    options: dict[str, bool]        # the layout and library options that were on (channels_last, ...)
+    options: dict[str, bool]  # the layout and library options that were on (channels_last, ...)
 
 
 @dataclass(frozen=True)
@@ -603,10 +691,12 @@ class BenchRecord:
     precisions: list[str]
     modes: list[str]
     created_at: str
-    rows: list[BenchRow]                    # modes outer, precisions inner; the reference last
+    rows: list[BenchRow]  # modes outer, precisions inner; the reference last
     gpu_name: str | None = None
     torch_version: str | None = None
-    info: BenchInfo = field(default_factory=lambda: BenchInfo())  # workload file, python and CUDA versions
+    info: BenchInfo = field(
+        default_factory=lambda: BenchInfo()
+    )  # workload file, python and CUDA versions
 
     @property
     def ok(self) -> bool:

@@ -24,9 +24,10 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .errors import name_params
 from .formatting import UNSAFE, cut_middle, fmt_ns, shown
@@ -97,7 +98,9 @@ def Text(*parts: str | tuple[str, str], style: str = "") -> RichText:
     (``formatting.shown``), a newline too: a Text is one line."""
     from rich.text import Text as RichText
 
-    return RichText.assemble(*(shown(p) if isinstance(p, str) else (shown(p[0]), p[1]) for p in parts), style=style)
+    return RichText.assemble(
+        *(shown(p) if isinstance(p, str) else (shown(p[0]), p[1]) for p in parts), style=style
+    )
 
 
 def hanging(c: Console, head: str, text: str) -> None:
@@ -139,9 +142,9 @@ def cut_text(text: str, width: int, how: str | None) -> str:
     if width <= 1:
         return "…"[:width]
     if how == "start":
-        return "…" + text[len(text) - width + 1:]
+        return "…" + text[len(text) - width + 1 :]
     if how == "end":
-        return text[:width - 1] + "…"
+        return text[: width - 1] + "…"
     return cut_middle(text, width)
 
 
@@ -154,7 +157,10 @@ def _fit(cols: Sequence[Col], natural: Sequence[int], width: int) -> tuple[list[
     column without ``cut`` at its natural width, the cut ones sharing what is left (by
     ``share``, up to their natural width, at least their ``least``); columns with ``drop``
     left out, highest first, only where that does not fit."""
-    least = [n if col.cut is None else min(n, max(col.least, len(col.header))) for col, n in zip(cols, natural)]
+    least = [
+        n if col.cut is None else min(n, max(col.least, len(col.header)))
+        for col, n in zip(cols, natural)
+    ]
     shown_cols = list(range(len(cols)))
 
     def need(idx: Sequence[int]) -> int:
@@ -191,9 +197,12 @@ def _fit(cols: Sequence[Col], natural: Sequence[int], width: int) -> tuple[list[
     return shown_cols, room
 
 
-def _parts(cols: Sequence[Col], shown_cols: list[int], room: list[int], width: int) -> list[list[int]]:
+def _parts(
+    cols: Sequence[Col], shown_cols: list[int], room: list[int], width: int
+) -> list[list[int]]:
     """The columns of each table a table is printed as: one where it fits; else (more columns
     of figures than the width holds: a rank's each) several, each with the ``key`` columns."""
+
     def need(idx: Sequence[int]) -> int:
         return sum(room[i] for i in idx) + PADDING * (len(idx) - 1)
 
@@ -210,8 +219,13 @@ def _parts(cols: Sequence[Col], shown_cols: list[int], room: list[int], width: i
     return [sorted(p) for p in parts]
 
 
-def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], title: str | None = None,
-                title_left: bool = False) -> None:
+def print_table(
+    c: Console,
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[str]],
+    title: str | None = None,
+    title_left: bool = False,
+) -> None:
     """A table of plain-text cells on ``c``, laid out by Rich. profkit picks the columns that
     fit ``c``'s width (``_fit``) and the names' labels: kernel names as ``names.table_labels``
     makes them for the room their column has (other names cut, no two alike); with --wide
@@ -230,16 +244,28 @@ def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], 
     for i, col in enumerate(cols):
         if col.cut in ("kernel", "name"):
             labels[i] = partial(table_labels, [r[i] for r in rows], short=col.cut == "kernel")
-    natural = [max([cell_len(col.header)] + [cell_len(r[i]) for r in rows]) for i, col in enumerate(cols)]
-    for i, make in labels.items():  # a kernel's short label is what the column needs, not its full name
+    natural = [
+        max([cell_len(col.header)] + [cell_len(r[i]) for r in rows]) for i, col in enumerate(cols)
+    ]
+    for (
+        i,
+        make,
+    ) in labels.items():  # a kernel's short label is what the column needs, not its full name
         if not wide:
-            natural[i] = max([cell_len(cols[i].header)] + [cell_len(v) for v in make(None).values()])
+            natural[i] = max(
+                [cell_len(cols[i].header)] + [cell_len(v) for v in make(None).values()]
+            )
     if wide:  # every column, every word whole (wrapped where the room is short), the names given most room
-        fit = [replace(col, drop=0, share=col.share * (4 if i in labels else 1)) for i, col in enumerate(cols)]
+        fit = [
+            replace(col, drop=0, share=col.share * (4 if i in labels else 1))
+            for i, col in enumerate(cols)
+        ]
         shown_cols, room = _fit(fit, natural, width)
     else:
         shown_cols, room = _fit(cols, natural, width)
-    whole = {i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut}  # wrapped by Rich
+    whole = {
+        i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut
+    }  # wrapped by Rich
     cut = {i: make(room[i]) for i, make in labels.items() if i in shown_cols and i not in whole}
     # Every column's width is fixed here (Rich need not measure each cell again), so a long table
     # is printed in chunks that line up: its first lines come at once (`profkit kernels RUN | head`).
@@ -247,23 +273,50 @@ def print_table(c: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], 
     for n, part in enumerate(_parts(cols, shown_cols, room, width)):
         for start in range(0, len(rows), step):
             first = not n and not start
-            t = Table(box=None, header_style="bold", title=RichText(shown(title)) if title and first else None,
-                      title_justify="left" if title_left else "center", pad_edge=False, show_edge=False,
-                      show_header=not start)
+            t = Table(
+                box=None,
+                header_style="bold",
+                title=RichText(shown(title)) if title and first else None,
+                title_justify="left" if title_left else "center",
+                pad_edge=False,
+                show_edge=False,
+                show_header=not start,
+            )
             for i in part:
-                t.add_column(RichText(cols[i].header), justify=cols[i].justify,  # type: ignore[arg-type]
-                             no_wrap=i not in whole, overflow="fold" if i in whole else "ellipsis",
-                             width=room[i] if i in whole or not wide else None)
-            for r in rows[start:start + step]:
-                t.add_row(*(RichText(r[i] if i in whole else cut[i][r[i]] if i in cut else
-                                     cut_text(r[i], room[i], cols[i].cut)) for i in part))
+                t.add_column(
+                    RichText(cols[i].header),
+                    justify=cols[i].justify,  # type: ignore[arg-type]
+                    no_wrap=i not in whole,
+                    overflow="fold" if i in whole else "ellipsis",
+                    width=room[i] if i in whole or not wide else None,
+                )
+            for r in rows[start : start + step]:
+                t.add_row(
+                    *(
+                        RichText(
+                            r[i]
+                            if i in whole
+                            else cut[i][r[i]]
+                            if i in cut
+                            else cut_text(r[i], room[i], cols[i].cut)
+                        )
+                        for i in part
+                    )
+                )
             c.print(t)
     dropped = [cols[i].header for i in range(len(cols)) if i not in shown_cols]
     if dropped:
-        c.print(Text(f"(not shown at {width} columns: {', '.join(dropped)}; --wide shows every column)"))
+        c.print(
+            Text(f"(not shown at {width} columns: {', '.join(dropped)}; --wide shows every column)")
+        )
 
 
-EVIDENCE_WORDS = {"metrics": "counters", "name": "kernel names", "dtypes": "operator input types", "none": "nothing"}
+EVIDENCE_WORDS = {
+    "metrics": "counters",
+    "name": "kernel names",
+    "dtypes": "operator input types",
+    "none": "nothing",
+}
 
 
 def evidence_line(s: Any) -> str:
@@ -271,8 +324,12 @@ def evidence_line(s: Any) -> str:
     operator calls): ``precision decided by counters 30.7% of the time (12 launches), ...``."""
     total = sum(s.time_by_evidence_ns.values()) or 1
     unit = "calls" if getattr(s, "activity", None) == "cpu_op" else "launches"
-    parts = [f"{EVIDENCE_WORDS.get(k, k)} {100 * ns / total:.1f}%" + (" of the time" if i == 0 else "")
-             + f" ({s.evidence.get(k, 0):,} {unit})" for i, (k, ns) in enumerate(s.time_by_evidence_ns.items())]
+    parts = [
+        f"{EVIDENCE_WORDS.get(k, k)} {100 * ns / total:.1f}%"
+        + (" of the time" if i == 0 else "")
+        + f" ({s.evidence.get(k, 0):,} {unit})"
+        for i, (k, ns) in enumerate(s.time_by_evidence_ns.items())
+    ]
     return "precision decided by " + ", ".join(parts)
 
 
@@ -282,7 +339,9 @@ def _tc(v: bool | None) -> str:
 
 def _dims(r: Mapping[str, Any], what: str) -> str:
     xyz = [r[f"{what}_{a}"] for a in "xyz"]
-    return "-" if all(v is None for v in xyz) else ",".join("-" if v is None else str(v) for v in xyz)
+    return (
+        "-" if all(v is None for v in xyz) else ",".join("-" if v is None else str(v) for v in xyz)
+    )
 
 
 def write_json(obj: Any) -> None:
@@ -305,7 +364,9 @@ def json_array(objects: Iterable[str], batch: int = 5000) -> None:
     characters escaped instead, as json.dumps writes them. Control characters (SQLite's JSON
     leaves DEL, C1 and bidirectional ones as they are) are escaped: ``_json_inert``."""
     write = sys.stdout.write
-    if (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "") != "utf8":
+    if (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "").replace(
+        "_", ""
+    ) != "utf8":
         objects = (json.dumps(json.loads(text)) if not text.isascii() else text for text in objects)
     objects = map(_json_inert, objects)
     write("[")
@@ -373,8 +434,14 @@ def write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None
         if terminal:
             w.writerow({k: csv_cell(v, True) for k, v in r.items()})
         else:  # csv_cell where it changes anything (the same, a third faster on millions of rows)
-            w.writerow({k: csv_cell(v) if v.__class__ in _AS_JSON or v.__class__ is str and v[:1] in _FORMULA_FIRST
-                        else v for k, v in r.items()})
+            w.writerow(
+                {
+                    k: csv_cell(v)
+                    if v.__class__ in _AS_JSON or v.__class__ is str and v[:1] in _FORMULA_FIRST
+                    else v
+                    for k, v in r.items()
+                }
+            )
         emit()
 
 
@@ -394,25 +461,50 @@ def runs(records: Sequence[RunRecord], fmt: str, wide: bool = False) -> None:
     # A run's name whole where it fits (it is typed next; else cut in its middle, its id beside
     # it), its precision and mode (eager, torchscript and compile runs differ by them), its
     # figures whole; the words about it cut or left out.
-    cols = [Col("id", "right", key=True), Col("name", cut="name", least=40, share=100, key=True),
-            Col("source", cut="end", least=6, drop=6),
-            Col("workload", cut="middle", least=8, drop=2), Col("prec"), Col("mode"), Col("tool", drop=3),
-            Col("gpu", cut="middle", least=8, drop=4), Col("kernels", "right"), Col("time", "right"),
-            Col("finished", drop=5)]
+    cols = [
+        Col("id", "right", key=True),
+        Col("name", cut="name", least=40, share=100, key=True),
+        Col("source", cut="end", least=6, drop=6),
+        Col("workload", cut="middle", least=8, drop=2),
+        Col("prec"),
+        Col("mode"),
+        Col("tool", drop=3),
+        Col("gpu", cut="middle", least=8, drop=4),
+        Col("kernels", "right"),
+        Col("time", "right"),
+        Col("finished", drop=5),
+    ]
     body = []
     for r in records:
         cpu = r.activity == "cpu_op"
         name = r.name if r.status in (None, "ok") else f"{r.name} ({r.status})"
-        body.append([str(r.id), name, r.source or "", r.workload or "-", r.precision or "-", r.mode or "-",
-                     r.tool or "", "CPU only" if cpu else (r.gpu_name or "-"),
-                     f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
-                     fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""), (r.finished_at or "")[:16].replace("T", " ")])
+        body.append(
+            [
+                str(r.id),
+                name,
+                r.source or "",
+                r.workload or "-",
+                r.precision or "-",
+                r.mode or "-",
+                r.tool or "",
+                "CPU only" if cpu else (r.gpu_name or "-"),
+                f"{r.kernel_count} ops" if cpu else str(r.kernel_count),
+                fmt_ns(r.gpu_time_ns) + (" cpu" if cpu else ""),
+                (r.finished_at or "")[:16].replace("T", " "),
+            ]
+        )
     print_table(c, cols, body)
 
 
 # ---------------------------------------------------------------------------------- kernels
-def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int | None = None,
-            memory_ops: int = 0, wide: bool = False) -> None:
+def kernels(
+    run: RunRecord,
+    rows: Iterable[ClassifiedRow],
+    fmt: str,
+    limit: int | None = None,
+    memory_ops: int = 0,
+    wide: bool = False,
+) -> None:
     """A run's kernel table (rows with KERNEL_FIELDS, as the store yields them). JSON and CSV
     are streamed, one launch at a time."""
     if fmt == "json":
@@ -424,7 +516,9 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     c = console(wide=wide)
     cpu = run.activity == "cpu_op"
     what = "CPU operator calls (self time)" if cpu else "kernel launches"
-    title = f"{run.name}: {run.kernel_count} {what}" + (f" and {memory_ops} memcpy/memset" if memory_ops else "")
+    title = f"{run.name}: {run.kernel_count} {what}" + (
+        f" and {memory_ops} memcpy/memset" if memory_ops else ""
+    )
     # A table is built whole before it is printed (a huge run's would take minutes and GBs): at
     # most ``cap`` rows, read first, so that their attribution picks the columns.
     cap = limit if limit is not None else TABLE_MAX
@@ -435,47 +529,111 @@ def kernels(run: RunRecord, rows: Iterable[ClassifiedRow], fmt: str, limit: int 
     # says most); where even that does not fit, the launch's details are left out first.
     n = Col("#", "right", key=True)
     if cpu:
-        cols = [n, Col("operator", cut="name", least=24, share=3, key=True), Col("self time", "right"),
-                Col("input types", cut="middle", least=8, share=2, drop=2), Col("range", cut="middle", least=10, drop=3),
-                Col("prec"), Col("evidence", drop=1)]
+        cols = [
+            n,
+            Col("operator", cut="name", least=24, share=3, key=True),
+            Col("self time", "right"),
+            Col("input types", cut="middle", least=8, share=2, drop=2),
+            Col("range", cut="middle", least=10, drop=3),
+            Col("prec"),
+            Col("evidence", drop=1),
+        ]
     elif where:
         # Where each kernel came from: module, operator, its input shapes and types, phase
         # (a run with attribution: profkit run records it).
-        cols = [n, Col("kernel", cut="kernel", least=40, share=5, key=True), Col("duration", "right"),
-                Col("module", cut="start", least=10, share=4, drop=1), Col("op", cut="middle", least=6, share=2, drop=3),
-                Col("shapes", cut="middle", least=10, share=3, drop=5), Col("types", cut="middle", least=8, drop=4),
-                Col("ph", drop=2), Col("prec"), Col("TC")]
+        cols = [
+            n,
+            Col("kernel", cut="kernel", least=40, share=5, key=True),
+            Col("duration", "right"),
+            Col("module", cut="start", least=10, share=4, drop=1),
+            Col("op", cut="middle", least=6, share=2, drop=3),
+            Col("shapes", cut="middle", least=10, share=3, drop=5),
+            Col("types", cut="middle", least=8, drop=4),
+            Col("ph", drop=2),
+            Col("prec"),
+            Col("TC"),
+        ]
     else:
-        cols = [n, Col("kernel", cut="kernel", least=40, share=3, key=True), Col("duration", "right"),
-                Col("grid", drop=2), Col("block", drop=3), Col("range", cut="middle", least=10, drop=5), Col("prec"),
-                Col("TC"), Col("evidence", drop=4)]
+        cols = [
+            n,
+            Col("kernel", cut="kernel", least=40, share=3, key=True),
+            Col("duration", "right"),
+            Col("grid", drop=2),
+            Col("block", drop=3),
+            Col("range", cut="middle", least=10, drop=5),
+            Col("prec"),
+            Col("TC"),
+            Col("evidence", drop=4),
+        ]
     body = []
     for r in shown_rows:
         if cpu:
-            body.append([str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]), r["input_types"] or "-",
-                         r["nvtx_range"] or "-", r["precision"], r["evidence"]])
+            body.append(
+                [
+                    str(r["launch_id"]),
+                    r["name"],
+                    fmt_ns(r["duration_ns"]),
+                    r["input_types"] or "-",
+                    r["nvtx_range"] or "-",
+                    r["precision"],
+                    r["evidence"],
+                ]
+            )
         elif where:
             module = r["module"]
             # the kernel's short label (print_table's): the whole name is in --wide, --format json or csv
-            body.append([str(r["launch_id"]), r["name"],
-                         fmt_ns(r["duration_ns"]), "-" if module is None else "(model)" if module == "" else module,
-                         (r["op"] or "-").replace("aten::", ""), r["shapes"] or "-", _short_types(r["input_types"]),
-                         PHASE_SHORT.get(r["phase"] or "", "-"), r["precision"], _tc(r["tensor_core"])])
+            body.append(
+                [
+                    str(r["launch_id"]),
+                    r["name"],
+                    fmt_ns(r["duration_ns"]),
+                    "-" if module is None else "(model)" if module == "" else module,
+                    (r["op"] or "-").replace("aten::", ""),
+                    r["shapes"] or "-",
+                    _short_types(r["input_types"]),
+                    PHASE_SHORT.get(r["phase"] or "", "-"),
+                    r["precision"],
+                    _tc(r["tensor_core"]),
+                ]
+            )
         else:
-            body.append([str(r["launch_id"]), r["name"], fmt_ns(r["duration_ns"]),
-                         _dims(r, "grid"), _dims(r, "block"), r["nvtx_range"] or "-", r["precision"],
-                         _tc(r["tensor_core"]), r["evidence"]])
+            body.append(
+                [
+                    str(r["launch_id"]),
+                    r["name"],
+                    fmt_ns(r["duration_ns"]),
+                    _dims(r, "grid"),
+                    _dims(r, "block"),
+                    r["nvtx_range"] or "-",
+                    r["precision"],
+                    _tc(r["tensor_core"]),
+                    r["evidence"],
+                ]
+            )
     print_table(c, cols, body, title)
     n_shown = len(shown_rows)
     total = (run.kernel_count or 0) + memory_ops
     if limit is None and n_shown < total:
-        line(f"profkit: the first {n_shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
-             "streams them all", stderr=True)
+        line(
+            f"profkit: the first {n_shown:,} of {total:,} rows; --limit N shows more, --format json or csv "
+            "streams them all",
+            stderr=True,
+        )
 
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
-_TYPES_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
-                "int32": "i32", "int8": "i8", "uint8": "u8", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
+_TYPES_SHORT = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float64": "fp64",
+    "int64": "i64",
+    "int32": "i32",
+    "int8": "i8",
+    "uint8": "u8",
+    "float8_e4m3fn": "fp8e4m3",
+    "float8_e5m2": "fp8e5m2",
+}
 
 
 def _short_types(types: str | None) -> str:
@@ -484,16 +642,27 @@ def _short_types(types: str | None) -> str:
 
 
 # ---------------------------------------------------------------------------------- summary
-def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
-            caveats: Mapping[str, str] | None = None, wide: bool = False) -> None:
+def summary(
+    run: RunRecord,
+    s: Summary,
+    fmt: str,
+    c: Console | None = None,
+    caveats: Mapping[str, str] | None = None,
+    wide: bool = False,
+) -> None:
     """A run's summary; ``caveats`` (``Run.caveats()``, what the report prints beside its
     figures) each on a line of its own under the headline."""
     if fmt == "json":
         write_json(s.to_dict())
         return
     if fmt == "csv":
-        write_csv([{"precision": p, "gpu_time_ns": ns, "kernels": s.kernels_by_precision.get(p, 0)}
-                   for p, ns in s.time_by_precision_ns.items()], ["precision", "gpu_time_ns", "kernels"])
+        write_csv(
+            [
+                {"precision": p, "gpu_time_ns": ns, "kernels": s.kernels_by_precision.get(p, 0)}
+                for p, ns in s.time_by_precision_ns.items()
+            ],
+            ["precision", "gpu_time_ns", "kernels"],
+        )
         return
     c = c or console(wide=wide)
     from .workloads import option_labels
@@ -504,48 +673,102 @@ def summary(run: RunRecord, s: Summary, fmt: str, c: Console | None = None,
     where = "the CPU (no GPU work recorded)" if cpu else (run.gpu_name or "unknown GPU")
     c.print(Text((run.name, "bold"), f"  {what}  {run.tool or ''} on {where}"))
     if cpu:
-        c.print(f"{s.kernels} CPU operator calls, {fmt_ns(s.gpu_time_ns)} CPU self time; "
-                "these are CPU operators, not GPU kernels: no tensor cores")
+        c.print(
+            f"{s.kernels} CPU operator calls, {fmt_ns(s.gpu_time_ns)} CPU self time; "
+            "these are CPU operators, not GPU kernels: no tensor cores"
+        )
     elif s.matrix_work is None:
-        c.print(Text(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time; tensor cores: "
-                     f"{s.tensor_core_kernels} launches, ", (f"{s.tensor_core_time_pct:.1f}%", "bold"), " of GPU time"))
+        c.print(
+            Text(
+                f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time; tensor cores: "
+                f"{s.tensor_core_kernels} launches, ",
+                (f"{s.tensor_core_time_pct:.1f}%", "bold"),
+                " of GPU time",
+            )
+        )
     else:
         from .analyze.matrix import describe
 
         c.print(f"{s.kernels} kernel launches, {fmt_ns(s.gpu_time_ns)} GPU time")
-        c.print(Text(f"{describe(s.matrix_work, s.tensor_core_time_pct)} ({s.tensor_core_kernels} launches on tensor cores)"))
+        c.print(
+            Text(
+                f"{describe(s.matrix_work, s.tensor_core_time_pct)} ({s.tensor_core_kernels} launches on tensor cores)"
+            )
+        )
     c.print(Text(evidence_line(s)))
     if s.memory_ops:
-        c.print("besides the kernels: " + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items()))
+        c.print(
+            "besides the kernels: "
+            + ", ".join(f"{v.count} {k} ({fmt_ns(v.time_ns)})" for k, v in s.memory_ops.items())
+        )
     for text in (caveats or {}).values():
         hanging(c, "caveat: ", text)
-    print_table(c, [Col("precision"), Col("calls" if cpu else "launches", "right"),
-                    Col("CPU self time" if cpu else "GPU time", "right"), Col("share", "right")],
-                [[p, str(s.kernels_by_precision.get(p, 0)), fmt_ns(ns),
-                  f"{100.0 * ns / s.gpu_time_ns if s.gpu_time_ns else 0.0:.1f}%"]
-                 for p, ns in s.time_by_precision_ns.items()])
+    print_table(
+        c,
+        [
+            Col("precision"),
+            Col("calls" if cpu else "launches", "right"),
+            Col("CPU self time" if cpu else "GPU time", "right"),
+            Col("share", "right"),
+        ],
+        [
+            [
+                p,
+                str(s.kernels_by_precision.get(p, 0)),
+                fmt_ns(ns),
+                f"{100.0 * ns / s.gpu_time_ns if s.gpu_time_ns else 0.0:.1f}%",
+            ]
+            for p, ns in s.time_by_precision_ns.items()
+        ],
+    )
     if s.top_kernels:
         # A CPU run's operators have no tensor cores: no TC column.
-        cols = [Col("operator" if cpu else "kernel", cut="name" if cpu else "kernel", least=24, key=True),
-                Col("calls" if cpu else "launches", "right"), Col("time", "right"), Col("share", "right"),
-                Col("prec"), *([] if cpu else [Col("TC")])]
-        print_table(c, cols, [[r.name, str(r.launches), fmt_ns(r.total_ns), f"{r.pct:.1f}%", r.precision or "-",
-                               *([] if cpu else [_tc(r.tensor_core)])] for r in s.top_kernels],
-                    "top operators by CPU self time" if cpu else "top kernels by GPU time", title_left=True)
+        cols = [
+            Col(
+                "operator" if cpu else "kernel", cut="name" if cpu else "kernel", least=24, key=True
+            ),
+            Col("calls" if cpu else "launches", "right"),
+            Col("time", "right"),
+            Col("share", "right"),
+            Col("prec"),
+            *([] if cpu else [Col("TC")]),
+        ]
+        print_table(
+            c,
+            cols,
+            [
+                [
+                    r.name,
+                    str(r.launches),
+                    fmt_ns(r.total_ns),
+                    f"{r.pct:.1f}%",
+                    r.precision or "-",
+                    *([] if cpu else [_tc(r.tensor_core)]),
+                ]
+                for r in s.top_kernels
+            ],
+            "top operators by CPU self time" if cpu else "top kernels by GPU time",
+            title_left=True,
+        )
     if s.ranks is not None:
         ranks(s.ranks, c)
     if not cpu or s.modules is not None:  # a CPU run's by module where it has attribution
         modules(run, s.modules, c, cpu)
 
 
-MODULE_STATUS = {"added": "appeared", "removed": "vanished"}  # a diff by module's rows, in the table
+MODULE_STATUS = {
+    "added": "appeared",
+    "removed": "vanished",
+}  # a diff by module's rows, in the table
 MODULE_ROWS = 20  # the by-module table's rows, most time first; the rest summed in one
 
 
 def _mix(times: dict[str, float], total: float, most: int = 3) -> str:
     """Time per key as shares, largest first: "bf16 72%, fp32 28%" (at most ``most``)."""
     parts = [f"{k} {100 * t / total:.0f}%" for k, t in list(times.items())[:most] if total and t]
-    return ", ".join(parts) + (" ..." if len([t for t in times.values() if t]) > most else "") or "-"
+    return (
+        ", ".join(parts) + (" ..." if len([t for t in times.values() if t]) > most else "") or "-"
+    )
 
 
 def _main_precision(times: dict[str, float], total: float) -> str:
@@ -561,7 +784,14 @@ def _module_name(m: str) -> str:
 
 
 def _phases(times: dict[str, float], total: float) -> str:
-    return " ".join(f"{PHASE_SHORT.get(k, k)} {100 * t / total:.0f}%" for k, t in times.items() if total and t) or "-"
+    return (
+        " ".join(
+            f"{PHASE_SHORT.get(k, k)} {100 * t / total:.0f}%"
+            for k, t in times.items()
+            if total and t
+        )
+        or "-"
+    )
 
 
 def modules(run: RunRecord, view: ModuleView | None, c: Console, cpu: bool = False) -> None:
@@ -572,22 +802,59 @@ def modules(run: RunRecord, view: ModuleView | None, c: Console, cpu: bool = Fal
 
         c.print(Text(f"by module: {no_attribution(run)}"))
         return
-    cols = [Col("module", cut="start", least=14, share=2, key=True), Col("type", cut="middle", least=8, drop=2),
-            Col("calls" if cpu else "launches", "right"), Col("time", "right"), Col("share", "right"),
-            Col("precision"), *([] if cpu else [Col("TC of matrix", "right")]), Col("phase", drop=1)]
+    cols = [
+        Col("module", cut="start", least=14, share=2, key=True),
+        Col("type", cut="middle", least=8, drop=2),
+        Col("calls" if cpu else "launches", "right"),
+        Col("time", "right"),
+        Col("share", "right"),
+        Col("precision"),
+        *([] if cpu else [Col("TC of matrix", "right")]),
+        Col("phase", drop=1),
+    ]
     rows = view.rows
     listed = rows if len(rows) <= MODULE_ROWS + 1 else rows[:MODULE_ROWS]
-    body = [[_module_name(r.module), r.module_type or "-", _n(r.launches), fmt_ns(r.time_ns), f"{r.time_pct:.1f}%",
-             _mix(r.time_by_precision_ns, r.time_ns),
-             *([] if cpu else ["-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%"]),
-             _phases(r.time_by_phase_ns, r.time_ns)] for r in listed]
-    rest = rows[len(listed):]
+    body = [
+        [
+            _module_name(r.module),
+            r.module_type or "-",
+            _n(r.launches),
+            fmt_ns(r.time_ns),
+            f"{r.time_pct:.1f}%",
+            _mix(r.time_by_precision_ns, r.time_ns),
+            *(
+                []
+                if cpu
+                else [
+                    "-" if r.matrix_tensor_core_pct is None else f"{r.matrix_tensor_core_pct:.0f}%"
+                ]
+            ),
+            _phases(r.time_by_phase_ns, r.time_ns),
+        ]
+        for r in listed
+    ]
+    rest = rows[len(listed) :]
     if rest:
-        body.append([f"({len(rest)} more modules)", "", _n(sum(r.launches for r in rest)),
-                     fmt_ns(sum(r.time_ns for r in rest)), f"{sum(r.time_pct for r in rest):.1f}%", "",
-                     *([] if cpu else [""]), ""])
-    print_table(c, cols, body, f"{'CPU self time' if cpu else 'GPU time'} by module (depth {view.depth}; "
-                "--module-depth N for more or fewer levels)", title_left=True)
+        body.append(
+            [
+                f"({len(rest)} more modules)",
+                "",
+                _n(sum(r.launches for r in rest)),
+                fmt_ns(sum(r.time_ns for r in rest)),
+                f"{sum(r.time_pct for r in rest):.1f}%",
+                "",
+                *([] if cpu else [""]),
+                "",
+            ]
+        )
+    print_table(
+        c,
+        cols,
+        body,
+        f"{'CPU self time' if cpu else 'GPU time'} by module (depth {view.depth}; "
+        "--module-depth N for more or fewer levels)",
+        title_left=True,
+    )
 
 
 # ---------------------------------------------------------------------------------- ranks
@@ -598,35 +865,70 @@ def ranks(rep: RankReport, c: Console) -> None:
     heads = ["rank", "GPU", "kernels", "GPU time", "compute", comm, f"{comm} share", "overlapped"]
     if cpu:
         heads = ["rank", "ops", "CPU time", "compute", "collectives", f"{comm} wall"]
-    cols = [Col(h, "left" if h in ("rank", "GPU") else "right", key=h == "rank", drop=1 if h == "GPU" else 0)
-            for h in heads]
+    cols = [
+        Col(
+            h,
+            "left" if h in ("rank", "GPU") else "right",
+            key=h == "rank",
+            drop=1 if h == "GPU" else 0,
+        )
+        for h in heads
+    ]
     body = []
     for f in rep.ranks:
         share = f"{100.0 * f.comm_time_ns / f.gpu_time_ns:.1f}%" if f.gpu_time_ns else "-"
         if cpu:
-            body.append([str(f.rank), str(f.kernels), fmt_ns(f.gpu_time_ns), fmt_ns(f.compute_time_ns),
-                         str(f.comm_kernels), fmt_ns(f.comm_time_ns)])
+            body.append(
+                [
+                    str(f.rank),
+                    str(f.kernels),
+                    fmt_ns(f.gpu_time_ns),
+                    fmt_ns(f.compute_time_ns),
+                    str(f.comm_kernels),
+                    fmt_ns(f.comm_time_ns),
+                ]
+            )
         else:
             over = "-" if f.comm_overlap_pct is None else f"{f.comm_overlap_pct:.1f}%"
-            body.append([str(f.rank), ",".join(map(str, f.devices)) or "-", str(f.kernels), fmt_ns(f.gpu_time_ns),
-                         fmt_ns(f.compute_time_ns), fmt_ns(f.comm_time_ns), share, over])
+            body.append(
+                [
+                    str(f.rank),
+                    ",".join(map(str, f.devices)) or "-",
+                    str(f.kernels),
+                    fmt_ns(f.gpu_time_ns),
+                    fmt_ns(f.compute_time_ns),
+                    fmt_ns(f.comm_time_ns),
+                    share,
+                    over,
+                ]
+            )
     print_table(c, cols, body, f"{rep.world_size} ranks", title_left=True)
     if cpu:
-        c.print("collectives: gloo's all-reduce and broadcast ranges, run on gloo's own threads beside the operators")
+        c.print(
+            "collectives: gloo's all-reduce and broadcast ranges, run on gloo's own threads beside the operators"
+        )
     else:
-        c.print(f"overlapped: the share of a rank's {comm} time during which a compute kernel of its own ran on its GPU")
+        c.print(
+            f"overlapped: the share of a rank's {comm} time during which a compute kernel of its own ran on its GPU"
+        )
     if rep.iterations:
         iterations(rep.iterations, c)
     for note in rep.notes:
         c.print(Text(f"note: {note}"))
     if rep.same_kernels:
-        c.print(f"every rank launched the same {'operators' if cpu else 'kernels'}, as often, in the same precisions")
+        c.print(
+            f"every rank launched the same {'operators' if cpu else 'kernels'}, as often, in the same precisions"
+        )
     for d in rep.differences:
         more = sum(x.launches for x in d.kernels) - sum(x.vs_launches for x in d.kernels)
-        c.print(f"rank {d.rank} differs from rank {d.vs}: {len(d.kernels)} kernels launched a different number of "
-                f"times ({more:+d} launches in all), {len(d.precisions)} in other precisions")
+        c.print(
+            f"rank {d.rank} differs from rank {d.vs}: {len(d.kernels)} kernels launched a different number of "
+            f"times ({more:+d} launches in all), {len(d.precisions)} in other precisions"
+        )
         for p in d.precisions[:5]:
-            c.print(Text(f"  {p.name[:90]}: {'/'.join(p.precisions)} vs {'/'.join(p.vs_precisions)}"))
+            c.print(
+                Text(f"  {p.name[:90]}: {'/'.join(p.precisions)} vs {'/'.join(p.vs_precisions)}")
+            )
         for k in d.kernels[:5]:
             c.print(Text(f"  {k.name[:90]} ({k.precision}): {k.launches} vs {k.vs_launches}"))
 
@@ -636,21 +938,40 @@ def iterations(rows: Sequence[IterationSkew], c: Console, comm: bool = True) -> 
     (from the kernels) whom the others waited for."""
     waits = comm and any(r.waited_for is not None for r in rows)
     rank_ids = sorted({p.rank for r in rows for p in r.ranks})
-    cols = [Col(h, "left" if h == "iteration" else "right", key=h == "iteration",
-                cut="middle" if h == "iteration" else None, least=14)
-            for h in ["iteration", "start skew", "end skew", *(f"rank {i} wall" for i in rank_ids),
-                      *(["waited for", "wait"] if waits else [])]]
+    cols = [
+        Col(
+            h,
+            "left" if h == "iteration" else "right",
+            key=h == "iteration",
+            cut="middle" if h == "iteration" else None,
+            least=14,
+        )
+        for h in [
+            "iteration",
+            "start skew",
+            "end skew",
+            *(f"rank {i} wall" for i in rank_ids),
+            *(["waited for", "wait"] if waits else []),
+        ]
+    ]
     body = []
     for r in rows:
         walls = {p.rank: p.wall_ns for p in r.ranks}
-        cells = [r.iteration, fmt_ns(r.start_skew_ns), fmt_ns(r.end_skew_ns), *(fmt_ns(walls.get(i)) for i in rank_ids)]
+        cells = [
+            r.iteration,
+            fmt_ns(r.start_skew_ns),
+            fmt_ns(r.end_skew_ns),
+            *(fmt_ns(walls.get(i)) for i in rank_ids),
+        ]
         if waits:
             cells += ["-" if r.waited_for is None else f"rank {r.waited_for}", fmt_ns(r.wait_ns)]
         body.append(cells)
     print_table(c, cols, body, "iterations across ranks", title_left=True)
     if waits:
-        c.print("waited for: the rank with the least communication time in the iteration; the others reached the "
-                "all-reduce first and waited inside it (wait: the most-waiting rank's communication time less its)")
+        c.print(
+            "waited for: the rank with the least communication time in the iteration; the others reached the "
+            "all-reduce first and waited inside it (wait: the most-waiting rank's communication time less its)"
+        )
 
 
 # ---------------------------------------------------------------------------------- ranges
@@ -680,59 +1001,99 @@ def ranges(run: RunRecord, rows: Sequence[RangeRow], fmt: str, wide: bool = Fals
             f"{others} kernels were launched by other threads of the process while these ranges were open: "
             "a push/pop range belongs to the thread that opened it, and PyTorch's autograd engine runs the "
             "backward pass on a thread of its own. Those kernels are not in the ranges' kernels or GPU time "
-            "(nor in what ncu's NVTX filter profiles); they are in the run's kernel table.")
+            "(nor in what ncu's NVTX filter profiles); they are in the run's kernel table."
+        )
     elif rows[0]["wall_ns"] is None:
-        c.print("ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch.")
+        c.print(
+            "ncu records kernels, not ranges: wall times and other threads' kernels need --tool nsys or torch."
+        )
 
 
 def _ranges_table(c: Console, run: RunRecord, rows: Sequence[RangeRow], ranked: bool) -> None:
     """One row per range, nested by depth; a CPU run's ranges count operators, a GPU run's
     kernels, GPU operations and other threads' kernels."""
     cpu = run.activity == "cpu_op"
-    cols = [*([Col("rank", "right", key=True)] if ranked else []), Col("range", cut="middle", least=24, key=True),
-            Col("thread", "right", drop=1), Col("wall", "right"), Col("ops" if cpu else "kernels", "right"),
-            *([] if cpu else [Col("GPU ops", "right")]), Col("CPU self time" if cpu else "GPU time", "right"),
-            *([] if cpu else [Col("other threads", "right")])]
+    cols = [
+        *([Col("rank", "right", key=True)] if ranked else []),
+        Col("range", cut="middle", least=24, key=True),
+        Col("thread", "right", drop=1),
+        Col("wall", "right"),
+        Col("ops" if cpu else "kernels", "right"),
+        *([] if cpu else [Col("GPU ops", "right")]),
+        Col("CPU self time" if cpu else "GPU time", "right"),
+        *([] if cpu else [Col("other threads", "right")]),
+    ]
     body = []
     for r in rows:
-        cells = [*([str(r["rank"]) if r.get("rank") is not None else "-"] if ranked else []),
-                 "  " * (r["depth"] or 0) + (r["name"] or ""), str(r["thread_id"] or "-"), fmt_ns(r["wall_ns"]),
-                 str(r["kernels"])]
+        cells = [
+            *([str(r["rank"]) if r.get("rank") is not None else "-"] if ranked else []),
+            "  " * (r["depth"] or 0) + (r["name"] or ""),
+            str(r["thread_id"] or "-"),
+            fmt_ns(r["wall_ns"]),
+            str(r["kernels"]),
+        ]
         if not cpu:
             cells.append(str(r["gpu_ops"]))
         cells.append(fmt_ns(r["gpu_time_ns"]))
         if not cpu:
-            cells.append("-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"]))
+            cells.append(
+                "-" if r["other_thread_kernels"] is None else str(r["other_thread_kernels"])
+            )
         body.append(cells)
     print_table(c, cols, body, f"{run.name}: {len(rows)} ranges", title_left=True)
 
 
 # ---------------------------------------------------------------------------------- run, import, workloads
-RAW_FILE_WORDS = {"ncu-rep": "ncu capture", "nsys-rep": "nsys capture", "kineto-json": "torch.profiler trace"}
+RAW_FILE_WORDS = {
+    "ncu-rep": "ncu capture",
+    "nsys-rep": "nsys capture",
+    "kineto-json": "torch.profiler trace",
+}
 
 
-def run_done(run: RunRecord, s: Summary, report: str | None, db_path: str,
-             caveats: Mapping[str, str] | None = None) -> None:
+def run_done(
+    run: RunRecord,
+    s: Summary,
+    report: str | None,
+    db_path: str,
+    caveats: Mapping[str, str] | None = None,
+) -> None:
     c = console()
     summary(run, s, "table", c, caveats=caveats)
     size = run.info.report_bytes
     traces = sum(k.startswith("kineto-json-rank") for k in run.raw_files or {})
     # the tool's own file, named for what it is (the HTML report, where asked for, is "report:")
-    what = next((RAW_FILE_WORDS[k] for k, path in (run.raw_files or {}).items() if path == report
-                 and k in RAW_FILE_WORDS), "capture")
+    what = next(
+        (
+            RAW_FILE_WORDS[k]
+            for k, path in (run.raw_files or {}).items()
+            if path == report and k in RAW_FILE_WORDS
+        ),
+        "capture",
+    )
     if report and traces > 1:  # rank 0's trace, with the others beside it
-        c.print(f"{what}: {report} and {traces - 1} more ranks' traces beside it"
-                + (f" ({size / 1e6:.2f} MB in all)" if size else ""))
+        c.print(
+            f"{what}: {report} and {traces - 1} more ranks' traces beside it"
+            + (f" ({size / 1e6:.2f} MB in all)" if size else "")
+        )
     elif report:
         c.print(f"{what}: {report} ({size / 1e6:.2f} MB)" if size else f"{what}: {report}")
-    c.print(Text(f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as ", (run.name, "bold"), f" in {db_path}"))
+    c.print(
+        Text(
+            f"profiled in {run.profiled_wall_s or 0:.1f} s; run stored as ",
+            (run.name, "bold"),
+            f" in {db_path}",
+        )
+    )
 
 
 def imported(run: RunRecord, source: str) -> None:
     """What an import made: a line on stderr, and the new run's name last on stdout."""
     cpu = run.activity == "cpu_op"
     what, clock = ("CPU operator calls", "CPU self") if cpu else ("kernel launches", "GPU")
-    error(f"imported {run.kernel_count} {what} ({fmt_ns(run.gpu_time_ns)} {clock} time) from {source}")
+    error(
+        f"imported {run.kernel_count} {what} ({fmt_ns(run.gpu_time_ns)} {clock} time) from {source}"
+    )
     line(run.name)
 
 
@@ -752,9 +1113,17 @@ def removed(done: RemovedRun, fmt: str) -> None:
 def workloads(rows: Sequence[WorkloadEntry]) -> None:
     """The catalog: each workload's name whole, what it supports and what it is (wrapped to
     the width)."""
-    cols = [Col("workload"), Col("precisions", cut="wrap", least=11, share=2), Col("modes", cut="wrap", least=12, share=2),
-            Col("description", cut="wrap", least=24, share=6)]
-    print_table(console(), cols, [[r.name, ", ".join(r.precisions), ", ".join(r.modes), r.description] for r in rows])
+    cols = [
+        Col("workload"),
+        Col("precisions", cut="wrap", least=11, share=2),
+        Col("modes", cut="wrap", least=12, share=2),
+        Col("description", cut="wrap", least=24, share=6),
+    ]
+    print_table(
+        console(),
+        cols,
+        [[r.name, ", ".join(r.precisions), ", ".join(r.modes), r.description] for r in rows],
+    )
 
 
 def line(text: str = "", stderr: bool = False) -> None:
@@ -768,9 +1137,27 @@ def error(text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------- diff, compare
-DIFF_CSV_FIELDS = ("name", "kind", "status", "calls_a", "calls_b", "time_a_ns", "time_b_ns", "mean_a_ns", "mean_b_ns",
-                   "delta_calls", "delta_time_ns", "delta_pct", "precision_a", "precision_b", "tensor_core_pct_a",
-                   "tensor_core_pct_b", "family", "variants_a", "variants_b")
+DIFF_CSV_FIELDS = (
+    "name",
+    "kind",
+    "status",
+    "calls_a",
+    "calls_b",
+    "time_a_ns",
+    "time_b_ns",
+    "mean_a_ns",
+    "mean_b_ns",
+    "delta_calls",
+    "delta_time_ns",
+    "delta_pct",
+    "precision_a",
+    "precision_b",
+    "tensor_core_pct_a",
+    "tensor_core_pct_b",
+    "family",
+    "variants_a",
+    "variants_b",
+)
 
 
 def _n(x: float) -> str:
@@ -803,27 +1190,44 @@ def headline(d: Diff) -> list[str]:
         + (f", per iteration (A {t.iterations_a}, B {t.iterations_b})" if t.per_iteration else ""),
         f"{calls}{per}: {_n(t.kernels_a)} -> {_n(t.kernels_b)}; {clock}{per}: {fmt_ns(t.gpu_time_a_ns)} -> "
         f"{fmt_ns(t.gpu_time_b_ns)}"
-        + (f" ({100 * (t.gpu_time_b_ns - t.gpu_time_a_ns) / t.gpu_time_a_ns:+.1f}%)" if t.gpu_time_a_ns else ""),
+        + (
+            f" ({100 * (t.gpu_time_b_ns - t.gpu_time_a_ns) / t.gpu_time_a_ns:+.1f}%)"
+            if t.gpu_time_a_ns
+            else ""
+        ),
         *filter(None, [None if cpu else describe_change(t.matrix_work_a, t.matrix_work_b)]),
-        *([] if cpu else
-          [f"tensor-core share of GPU time: {t.tensor_core_time_pct_a:.1f}% -> {t.tensor_core_time_pct_b:.1f}%"]),
+        *(
+            []
+            if cpu
+            else [
+                f"tensor-core share of GPU time: {t.tensor_core_time_pct_a:.1f}% -> {t.tensor_core_time_pct_b:.1f}%"
+            ]
+        ),
         f"time by precision: {_by_precision(t.time_by_precision_a_ns, t.gpu_time_a_ns)} -> "
         f"{_by_precision(t.time_by_precision_b_ns, t.gpu_time_b_ns)}",
-        "rows: " + ", ".join(f"{n} {s}" for s, n in asdict(t.status).items())
+        "rows: "
+        + ", ".join(f"{n} {s}" for s, n in asdict(t.status).items())
         + f" (noise threshold {d.threshold_pct:g}%)",
     ]
     for moved, where in ((t.onto_tensor_cores, "onto"), (t.off_tensor_cores, "off")):
         if moved:
-            lines.append(f"{where} the tensor cores in B: " + "; ".join(
-                f"{x.name} ({x.tensor_core_pct_a:.0f}% -> {x.tensor_core_pct_b:.0f}% of its time; "
-                f"{', '.join(x.works_a[:2])} in {x.precision_a} -> {', '.join(x.works_b[:2])} in {x.precision_b})"
-                for x in moved[:4]) + (f" and {len(moved) - 4} more" if len(moved) > 4 else ""))
+            lines.append(
+                f"{where} the tensor cores in B: "
+                + "; ".join(
+                    f"{x.name} ({x.tensor_core_pct_a:.0f}% -> {x.tensor_core_pct_b:.0f}% of its time; "
+                    f"{', '.join(x.works_a[:2])} in {x.precision_a} -> {', '.join(x.works_b[:2])} in {x.precision_b})"
+                    for x in moved[:4]
+                )
+                + (f" and {len(moved) - 4} more" if len(moved) > 4 else "")
+            )
     lines += fusion_lines(d)
     lines += [f"note: {n}" for n in t.notes]
     return lines
 
 
-FUSION_SHOWN = 6  # A's kinds of kernels without counterpart listed one a line; the rest summed in one
+FUSION_SHOWN = (
+    6  # A's kinds of kernels without counterpart listed one a line; the rest summed in one
+)
 FUSION_WIDTH = 76  # their lines' width: under 80 columns with compare's indent
 
 
@@ -848,32 +1252,49 @@ def fusion_lines(d: Diff) -> list[str]:
         return []
     per = " per iteration" if t.per_iteration else ""
     made = t.fused_kernels
-    lines = [f"fused (Triton) kernels in B: {len(made)} kinds, {_n(sum(x.calls_b for x in made))} launches, "
-             f"{fmt_ns(sum(x.time_b_ns for x in made))}{per}"]
+    lines = [
+        f"fused (Triton) kernels in B: {len(made)} kinds, {_n(sum(x.calls_b for x in made))} launches, "
+        f"{fmt_ns(sum(x.time_b_ns for x in made))}{per}"
+    ]
     gone = t.replaced_by_fusion
     if not gone:
         return lines
     total = sum(x.time_a_ns for x in gone)
     fused = sum(x.fused_time_a_ns for x in gone)
-    lines += [f"A's kernels without counterpart in B: {len(gone)} kinds, {_n(sum(x.calls_a for x in gone))} launches, "
-              f"{fmt_ns(total)}{per}",
-              (f"  of which launched by operators that B's Triton kernels fused: {fmt_ns(fused)}"
-               + (f" ({100 * fused / total:.0f}%)" if total else "")) if t.fusion_traced else
-              "  A recorded no launching operators (--attribution): not traced to B's kernels"]
+    lines += [
+        f"A's kernels without counterpart in B: {len(gone)} kinds, {_n(sum(x.calls_a for x in gone))} launches, "
+        f"{fmt_ns(total)}{per}",
+        (
+            f"  of which launched by operators that B's Triton kernels fused: {fmt_ns(fused)}"
+            + (f" ({100 * fused / total:.0f}%)" if total else "")
+        )
+        if t.fusion_traced
+        else "  A recorded no launching operators (--attribution): not traced to B's kernels",
+    ]
     for x in gone[:FUSION_SHOWN]:
-        head = (f"  {fmt_ns(x.time_a_ns):>8}  {cut_middle(x.name.removeprefix('void '), 30):30} "
-                f"{_n(x.calls_a) + 'x':>5}  ")
+        head = (
+            f"  {fmt_ns(x.time_a_ns):>8}  {cut_middle(x.name.removeprefix('void '), 30):30} "
+            f"{_n(x.calls_a) + 'x':>5}  "
+        )
         if not x.fused_ops:
             lines.append(head + "not traced to B's kernels")
             continue
-        head += "fused: " if x.fused_time_a_ns >= x.time_a_ns else f"{fmt_ns(x.fused_time_a_ns)} fused: "
-        lines.append(head + _some([o.rpartition("::")[2] for o in x.fused_ops], FUSION_WIDTH - len(head)))
+        head += (
+            "fused: "
+            if x.fused_time_a_ns >= x.time_a_ns
+            else f"{fmt_ns(x.fused_time_a_ns)} fused: "
+        )
+        lines.append(
+            head + _some([o.rpartition("::")[2] for o in x.fused_ops], FUSION_WIDTH - len(head))
+        )
     rest = gone[FUSION_SHOWN:]
     if rest:
         calls = sum(x.calls_a for x in rest)
-        lines.append(f"  and {len(rest)} more kind{'s' if len(rest) > 1 else ''}: {_n(calls)} launch"
-                     f"{'' if calls == 1 else 'es'}, {fmt_ns(sum(x.time_a_ns for x in rest))}, "
-                     f"{fmt_ns(sum(x.fused_time_a_ns for x in rest))} of it fused")
+        lines.append(
+            f"  and {len(rest)} more kind{'s' if len(rest) > 1 else ''}: {_n(calls)} launch"
+            f"{'' if calls == 1 else 'es'}, {fmt_ns(sum(x.time_a_ns for x in rest))}, "
+            f"{fmt_ns(sum(x.fused_time_a_ns for x in rest))} of it fused"
+        )
     return lines
 
 
@@ -881,7 +1302,9 @@ def _signed_ns(x: float) -> str:
     return ("+" if x > 0 else "-" if x < 0 else "") + fmt_ns(abs(x))
 
 
-def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, wide: bool = False) -> None:
+def diff(
+    d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, wide: bool = False
+) -> None:
     if fmt == "json":
         write_json(d.to_dict())
         return
@@ -895,21 +1318,43 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, w
     hidden = len(d.rows) - len(rows)
     by_module = d.match == "module"
     cpu = cpu_diff(d)
-    name_col = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator",
-                "module": "module"}[d.match]
+    name_col = {
+        "exact": "operator" if cpu else "kernel",
+        "family": "work",
+        "op": "operator",
+        "module": "module",
+    }[d.match]
     # Every figure and verdict whole; the name takes what is left: a kernel by its short label
     # (names.table_labels), a module's path cut at its start (its end says most), other names
     # in the middle. Where that does not fit, the calls and A's time, then B's, are left out
     # first (the delta and the verdicts stay).
-    name = Col(name_col, cut="start" if by_module else "kernel" if d.match == "exact" and not cpu else "name",
-               least=30, key=True)
+    name = Col(
+        name_col,
+        cut="start" if by_module else "kernel" if d.match == "exact" and not cpu else "name",
+        least=30,
+        key=True,
+    )
     if by_module:  # a module's main precision and the tensor-core coverage of its matrix work
-        cols = [Col("status"), name, Col("time A", "right", drop=1), Col("time B", "right"), Col("delta", "right"),
-                Col("prec A->B"), Col("TC matrix A->B", "right")]
+        cols = [
+            Col("status"),
+            name,
+            Col("time A", "right", drop=1),
+            Col("time B", "right"),
+            Col("delta", "right"),
+            Col("prec A->B"),
+            Col("TC matrix A->B", "right"),
+        ]
     else:
-        cols = [Col("status"), name, Col("calls A->B", "right", drop=4), Col("time A", "right", drop=3),
-                Col("time B", "right", drop=2), Col("delta", "right"), Col("prec A->B"),
-                *([] if cpu else [Col("TC A->B", "right")])]
+        cols = [
+            Col("status"),
+            name,
+            Col("calls A->B", "right", drop=4),
+            Col("time A", "right", drop=3),
+            Col("time B", "right", drop=2),
+            Col("delta", "right"),
+            Col("prec A->B"),
+            *([] if cpu else [Col("TC A->B", "right")]),
+        ]
     if d.match not in ("exact", "module"):
         cols.append(Col("variants A/B", "right", drop=1))
     body = []
@@ -917,24 +1362,39 @@ def diff(d: Diff, fmt: str, limit: int | None = None, show_same: bool = False, w
         if limit is not None and i >= limit:
             break
         if by_module:
-            cells = [MODULE_STATUS.get(r.status, r.status), _module_name(r.name), fmt_ns(r.time_a_ns),
-                     fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
-                     f"{_main_precision(r.time_by_precision_a_ns, r.time_a_ns)}->"
-                     f"{_main_precision(r.time_by_precision_b_ns, r.time_b_ns)}",
-                     f"{_share(r.matrix_tensor_core_pct_a)}->{_share(r.matrix_tensor_core_pct_b)}"]
+            cells = [
+                MODULE_STATUS.get(r.status, r.status),
+                _module_name(r.name),
+                fmt_ns(r.time_a_ns),
+                fmt_ns(r.time_b_ns),
+                _signed_ns(r.delta_time_ns),
+                f"{_main_precision(r.time_by_precision_a_ns, r.time_a_ns)}->"
+                f"{_main_precision(r.time_by_precision_b_ns, r.time_b_ns)}",
+                f"{_share(r.matrix_tensor_core_pct_a)}->{_share(r.matrix_tensor_core_pct_b)}",
+            ]
         else:
-            cells = [r.status, r.name, f"{_n(r.calls_a)}->{_n(r.calls_b)}", fmt_ns(r.time_a_ns),
-                     fmt_ns(r.time_b_ns), _signed_ns(r.delta_time_ns),
-                     f"{r.precision_a or '-'}->{r.precision_b or '-'}",
-                     *([] if cpu else [f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"])]
+            cells = [
+                r.status,
+                r.name,
+                f"{_n(r.calls_a)}->{_n(r.calls_b)}",
+                fmt_ns(r.time_a_ns),
+                fmt_ns(r.time_b_ns),
+                _signed_ns(r.delta_time_ns),
+                f"{r.precision_a or '-'}->{r.precision_b or '-'}",
+                *([] if cpu else [f"{_share(r.tensor_core_pct_a)}->{_share(r.tensor_core_pct_b)}"]),
+            ]
         if d.match not in ("exact", "module"):
             cells.append(f"{len(r.variants_a)}/{len(r.variants_b)}")
         body.append(cells)
     print_table(c, cols, body)
     n_shown = min(len(rows), limit) if limit is not None else len(rows)
     if hidden or n_shown < len(rows):
-        c.print(Text(f"{n_shown} of {len(d.rows)} rows shown" + (f"; {hidden} unchanged rows hidden (--all shows them)"
-                                                                   if hidden else "")))
+        c.print(
+            Text(
+                f"{n_shown} of {len(d.rows)} rows shown"
+                + (f"; {hidden} unchanged rows hidden (--all shows them)" if hidden else "")
+            )
+        )
 
 
 def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> None:
@@ -942,27 +1402,69 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> N
         write_json(cmp.to_dict())
         return
     if fmt == "csv":
-        write_csv((asdict(v) for v in cmp.variant_rows()), ("variant", "run", "kernels", "gpu_time_ns", "tensor_core_time_pct", "added",
-                                       "removed", "changed", "fused_kernels", "matrix_tensor_core_pct",
-                                       "matrix_time_ns", "matrix_undecided_time_ns"))
+        write_csv(
+            (asdict(v) for v in cmp.variant_rows()),
+            (
+                "variant",
+                "run",
+                "kernels",
+                "gpu_time_ns",
+                "tensor_core_time_pct",
+                "added",
+                "removed",
+                "changed",
+                "fused_kernels",
+                "matrix_tensor_core_pct",
+                "matrix_time_ns",
+                "matrix_undecided_time_ns",
+            ),
+        )
         return
     c = console(wide=wide)
     cpu = any(cpu_diff(d) for d in cmp.diffs)  # CPU operators: no tensor cores, CPU self time
-    cols = [Col("variant", key=True), Col("run", key=True), Col("calls" if cpu else "launches", "right", drop=6),
-            Col("CPU self time" if cpu else "GPU time", "right"),
-            *([] if cpu else [Col("TC of matrix work", "right"), Col("TC share", "right", drop=5)]),
-            Col("by precision", cut="end", least=14), Col("added", "right", drop=3), Col("removed", "right", drop=2),
-            Col("changed", "right", drop=4), *([] if cpu else [Col("fused", "right", drop=1)])]
+    cols = [
+        Col("variant", key=True),
+        Col("run", key=True),
+        Col("calls" if cpu else "launches", "right", drop=6),
+        Col("CPU self time" if cpu else "GPU time", "right"),
+        *([] if cpu else [Col("TC of matrix work", "right"), Col("TC share", "right", drop=5)]),
+        Col("by precision", cut="end", least=14),
+        Col("added", "right", drop=3),
+        Col("removed", "right", drop=2),
+        Col("changed", "right", drop=4),
+        *([] if cpu else [Col("fused", "right", drop=1)]),
+    ]
     body = []
     for v in cmp.variant_rows():
-        matrix = "-" if v.matrix_time_ns is None else "none" if v.matrix_tensor_core_pct is None else (
-            f"{v.matrix_tensor_core_pct:.1f}% of {fmt_ns(v.matrix_time_ns)}")
-        body.append([v.variant, v.run, _n(v.kernels), fmt_ns(v.gpu_time_ns),
-                     *([] if cpu else [matrix, f"{v.tensor_core_time_pct:.1f}%"]), v.by_precision,
-                     *("-" if x is None else str(x) for x in (v.added, v.removed, v.changed,
-                                                              *([] if cpu else [v.fused_kernels])))])
-    print_table(c, cols, body, f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} "
-                f"(matched by {cmp.match})", title_left=True)
+        matrix = (
+            "-"
+            if v.matrix_time_ns is None
+            else "none"
+            if v.matrix_tensor_core_pct is None
+            else (f"{v.matrix_tensor_core_pct:.1f}% of {fmt_ns(v.matrix_time_ns)}")
+        )
+        body.append(
+            [
+                v.variant,
+                v.run,
+                _n(v.kernels),
+                fmt_ns(v.gpu_time_ns),
+                *([] if cpu else [matrix, f"{v.tensor_core_time_pct:.1f}%"]),
+                v.by_precision,
+                *(
+                    "-" if x is None else str(x)
+                    for x in (v.added, v.removed, v.changed, *([] if cpu else [v.fused_kernels]))
+                ),
+            ]
+        )
+    print_table(
+        c,
+        cols,
+        body,
+        f"{cmp.workload}: {len(cmp.runs)} variants, each against {cmp.labels[0]} "
+        f"(matched by {cmp.match})",
+        title_left=True,
+    )
     for label, d in zip(cmp.labels[1:], cmp.diffs):
         c.print(Text(""))
         c.print(Text(f"{cmp.labels[0]} -> {label}", style="bold"))
@@ -978,10 +1480,25 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> N
     if not top:
         return
     per = any(d.totals.per_iteration for d in cmp.diffs)
-    name = {"exact": "operator" if cpu else "kernel", "family": "work", "op": "operator", "module": "module"}[cmp.match]
-    cols = [Col(name, cut="start" if cmp.match == "module" else "kernel" if cmp.match == "exact" and not cpu else "name",
-                least=24, key=True),
-            *(Col(label, "right") for label in cmp.labels)]
+    name = {
+        "exact": "operator" if cpu else "kernel",
+        "family": "work",
+        "op": "operator",
+        "module": "module",
+    }[cmp.match]
+    cols = [
+        Col(
+            name,
+            cut="start"
+            if cmp.match == "module"
+            else "kernel"
+            if cmp.match == "exact" and not cpu
+            else "name",
+            least=24,
+            key=True,
+        ),
+        *(Col(label, "right") for label in cmp.labels),
+    ]
     by_key = [{(r.name, r.kind): r for r in d.rows} for d in cmp.diffs]
     body = []
     for key in top:
@@ -991,8 +1508,14 @@ def compare(cmp: Comparison, fmt: str, limit: int = 15, wide: bool = False) -> N
             row = m.get(key)
             cells.append(fmt_ns(row.time_b_ns) if row and row.calls_b else "-")
         body.append(cells)
-    print_table(c, cols, body, f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of "
-                f"{len(keys)})", title_left=True)
+    print_table(
+        c,
+        cols,
+        body,
+        f"what changed most ({'time per iteration' if per else 'time'}; top {len(top)} of "
+        f"{len(keys)})",
+        title_left=True,
+    )
 
 
 def findings(found: Sequence[Finding]) -> None:
@@ -1003,9 +1526,14 @@ def findings(found: Sequence[Finding]) -> None:
     c.print(Text("findings", style="bold"))
     for f in found:
         hanging(c, "- ", f"{f.title}: {f.detail}")
-        heads = [f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): " for k in f.kernels[:3]]
+        heads = [
+            f"    {fmt_ns(k.time_ns)} in {k.launches} launches ({k.precision}): "
+            for k in f.kernels[:3]
+        ]
         # the kernels by the tables' labels, each on its line (the full names: --format json)
-        labels = table_labels([k.name for k in f.kernels[:3]], max(20, c.width - max(map(len, heads), default=0)))
+        labels = table_labels(
+            [k.name for k in f.kernels[:3]], max(20, c.width - max(map(len, heads), default=0))
+        )
         for head, k in zip(heads, f.kernels[:3]):
             c.print(Text(head + labels[k.name]))
         hanging(c, "    try: ", f.advice)
@@ -1027,7 +1555,7 @@ def check(report: CheckReport, fmt: str) -> None:
         c = console()  # each line wrapped to the width, under its text ("PASS  ...")
         for text in report.lines():
             status = re.match(r"[A-Z]+  (?=\S)", text)
-            hanging(c, status.group(), text[status.end():]) if status else c.print(Text(text))
+            hanging(c, status.group(), text[status.end() :]) if status else c.print(Text(text))
 
 
 def doctor(checks: Sequence[Any], fmt: str) -> None:
@@ -1043,11 +1571,40 @@ def doctor(checks: Sequence[Any], fmt: str) -> None:
 
 
 # ---------------------------------------------------------------------------------- bench
-BENCH_CSV_FIELDS = ("precision", "mode", "status", "reference_only", "median_ms", "spread_ms", "p25_ms", "p75_ms",
-                    "min_ms", "max_ms", "items_per_s", "s_per_item", "peak_memory_bytes", "max_abs_diff",
-                    "top1_agreement", "note", "error")
-BENCH_LIST_FIELDS = ("id", "workload", "batch_size", "device", "gpu_name", "torch_version", "iters", "warmup",
-                     "precisions", "modes", "combinations", "failed", "created_at")
+BENCH_CSV_FIELDS = (
+    "precision",
+    "mode",
+    "status",
+    "reference_only",
+    "median_ms",
+    "spread_ms",
+    "p25_ms",
+    "p75_ms",
+    "min_ms",
+    "max_ms",
+    "items_per_s",
+    "s_per_item",
+    "peak_memory_bytes",
+    "max_abs_diff",
+    "top1_agreement",
+    "note",
+    "error",
+)
+BENCH_LIST_FIELDS = (
+    "id",
+    "workload",
+    "batch_size",
+    "device",
+    "gpu_name",
+    "torch_version",
+    "iters",
+    "warmup",
+    "precisions",
+    "modes",
+    "combinations",
+    "failed",
+    "created_at",
+)
 
 
 def _bench_ms(median: float | None, spread: float | None = None) -> str:
@@ -1079,7 +1636,9 @@ def bench(b: BenchRecord, fmt: str, wide: bool = False) -> None:
     _bench_grid(c, b)
     c.print(Text("each combination's times:"))
     _bench_detail(c, b)
-    notes = dict.fromkeys(r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a"))
+    notes = dict.fromkeys(
+        r.note for r in b.rows if r.status == "ok" and r.note and r.note.startswith("n/a")
+    )
     for note in notes:
         c.print(Text(f"agreement with fp32 eager: {note}"))
     for r in b.rows:
@@ -1092,10 +1651,12 @@ def _bench_heading(b: BenchRecord) -> str:
 
     where = "CPU" if b.device == "cpu" else (b.gpu_name or "GPU")
     options = "".join(f", {label}" for label in option_labels((b.info or {}).get("options")))
-    return (f"{b.workload}{options}, batch {b.batch_size}, on {where}"
-            + (f", torch {b.torch_version}" if b.torch_version else "")
-            + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
-            + (f" (benchmark {b.id})" if b.id is not None else ""))
+    return (
+        f"{b.workload}{options}, batch {b.batch_size}, on {where}"
+        + (f", torch {b.torch_version}" if b.torch_version else "")
+        + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
+        + (f" (benchmark {b.id})" if b.id is not None else "")
+    )
 
 
 def _bench_grid(c: Console, b: BenchRecord) -> None:
@@ -1105,7 +1666,13 @@ def _bench_grid(c: Console, b: BenchRecord) -> None:
         cells = [m]
         for p in b.precisions:
             r = b.row(p, m)
-            cells.append("-" if r is None else _bench_ms(r.median_ms, r.spread_ms) if r.status == "ok" else r.status)
+            cells.append(
+                "-"
+                if r is None
+                else _bench_ms(r.median_ms, r.spread_ms)
+                if r.status == "ok"
+                else r.status
+            )
         body.append(cells)
     print_table(c, [Col("mode", key=True), *(Col(p, "right") for p in b.precisions)], body)
 
@@ -1113,22 +1680,39 @@ def _bench_grid(c: Console, b: BenchRecord) -> None:
 def _bench_detail(c: Console, b: BenchRecord) -> None:
     """One row per combination with its figures, in two tables that each fit 80 columns: its
     times, then its throughput, memory and agreement with fp32 eager."""
-    times = [Col("combination", key=True), *(Col(h, "right") for h in ("median", "±", "min", "max"))]
-    other = [Col("combination", key=True),
-             *(Col(h, "right") for h in ("items/s", "s/item", "peak MiB", "max abs diff", "top-1"))]
+    times = [
+        Col("combination", key=True),
+        *(Col(h, "right") for h in ("median", "±", "min", "max")),
+    ]
+    other = [
+        Col("combination", key=True),
+        *(Col(h, "right") for h in ("items/s", "s/item", "peak MiB", "max abs diff", "top-1")),
+    ]
     rows_t, rows_o = [], []
     for r in b.rows:
         if r.status != "ok":
             rows_t.append([_bench_label(r), r.status, *("-" * (len(times) - 2))])
             rows_o.append([_bench_label(r), *("-" * (len(other) - 1))])
             continue
-        rows_t.append([_bench_label(r), _bench_ms(r.median_ms), _bench_ms(r.spread_ms).removesuffix(" ms"),
-                       _bench_ms(r.min_ms), _bench_ms(r.max_ms)])
-        rows_o.append([_bench_label(r), "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
-                       "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
-                       "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
-                       "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
-                       "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%"])
+        rows_t.append(
+            [
+                _bench_label(r),
+                _bench_ms(r.median_ms),
+                _bench_ms(r.spread_ms).removesuffix(" ms"),
+                _bench_ms(r.min_ms),
+                _bench_ms(r.max_ms),
+            ]
+        )
+        rows_o.append(
+            [
+                _bench_label(r),
+                "-" if r.items_per_s is None else f"{r.items_per_s:,.1f}",
+                "-" if r.s_per_item is None else f"{r.s_per_item:.3g} s",
+                "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**20:,.1f}",
+                "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}",
+                "n/a" if r.top1_agreement is None else f"{100 * r.top1_agreement:.1f}%",
+            ]
+        )
     print_table(c, times, rows_t)
     c.print(Text("each combination's throughput, peak memory and agreement with fp32 eager:"))
     print_table(c, other, rows_o)
@@ -1139,32 +1723,65 @@ def benches(records: Sequence[BenchRecord], fmt: str, wide: bool = False) -> Non
     if fmt == "json":
         write_json([b.to_dict() for b in records])
         return
-    rows = [{**{k: getattr(b, k) for k in BENCH_LIST_FIELDS if hasattr(b, k)},
-             "combinations": sum(not r.reference_only for r in b.rows),
-             "failed": sum(r.status != "ok" and not r.reference_only for r in b.rows)} for b in records]
+    rows = [
+        {
+            **{k: getattr(b, k) for k in BENCH_LIST_FIELDS if hasattr(b, k)},
+            "combinations": sum(not r.reference_only for r in b.rows),
+            "failed": sum(r.status != "ok" and not r.reference_only for r in b.rows),
+        }
+        for b in records
+    ]
     if fmt == "csv":
         write_csv(rows, BENCH_LIST_FIELDS)
         return
     c = console(wide=wide)
     if not records:
-        c.print("no benchmarks yet: try `profkit bench resnet18 --device cpu --batch-size 1 --iters 5 --warmup 1`")
+        c.print(
+            "no benchmarks yet: try `profkit bench resnet18 --device cpu --batch-size 1 --iters 5 --warmup 1`"
+        )
         return
-    cols = [Col("id", "right", key=True), Col("workload", key=True), Col("batch", "right"),
-            Col("on", cut="middle", least=8, drop=1), Col("precisions"), Col("modes"), Col("ok", "right"),
-            Col("created", drop=2)]
-    print_table(c, cols, [[str(b.id), b.workload, str(b.batch_size), "CPU" if b.device == "cpu" else (b.gpu_name or "GPU"),
-                           ",".join(b.precisions), ",".join(b.modes),
-                           f"{row['combinations'] - row['failed']}/{row['combinations']}", b.created_at[:19]]
-                          for b, row in zip(records, rows)])
+    cols = [
+        Col("id", "right", key=True),
+        Col("workload", key=True),
+        Col("batch", "right"),
+        Col("on", cut="middle", least=8, drop=1),
+        Col("precisions"),
+        Col("modes"),
+        Col("ok", "right"),
+        Col("created", drop=2),
+    ]
+    print_table(
+        c,
+        cols,
+        [
+            [
+                str(b.id),
+                b.workload,
+                str(b.batch_size),
+                "CPU" if b.device == "cpu" else (b.gpu_name or "GPU"),
+                ",".join(b.precisions),
+                ",".join(b.modes),
+                f"{row['combinations'] - row['failed']}/{row['combinations']}",
+                b.created_at[:19],
+            ]
+            for b, row in zip(records, rows)
+        ],
+    )
 
 
 # ---------------------------------------------------------------------------------- sweep
-def sweep_progress(res: Any, done: int, total: int, option: Callable[[str], str | None] | None = None) -> str:
+def sweep_progress(
+    res: Any, done: int, total: int, option: Callable[[str], str | None] | None = None
+) -> str:
     """One line as a sweep's job ends (on stderr); ``option`` names the parameters in its error
     as the caller calls them (the command: flags)."""
     where = f" on {res.worker}" if res.worker else ""
     took = f" in {res.wall_s:.0f} s" if res.wall_s is not None else ""
-    what = f"run {res.run}" if res.status == "ok" else f"FAILED: {name_params(res.error or '', option)}"
+    what = (
+        f"run {res.run}"
+        if res.status == "ok"
+        else f"FAILED: {name_params(res.error or '', option)}"
+    )
     return f"[{done}/{total}] {res.job.label()}{where}{took}: {what}"
 
 
@@ -1172,7 +1789,10 @@ def sweep(result: Any, fmt: str, option: Callable[[str], str | None] | None = No
     """A sweep's jobs: one row each (skipped cells too), then the engine and wall time; the
     jobs' errors with their parameters named by ``option`` (the command: flags)."""
     out = result.to_dict()
-    rows = [{**r, "error": name_params(r["error"], option) if r["error"] else r["error"]} for r in out["jobs"]]
+    rows = [
+        {**r, "error": name_params(r["error"], option) if r["error"] else r["error"]}
+        for r in out["jobs"]
+    ]
     if fmt == "json":
         write_json({**out, "jobs": rows})
         return
@@ -1181,11 +1801,37 @@ def sweep(result: Any, fmt: str, option: Callable[[str], str | None] | None = No
         write_csv(rows, fields)
         return
     c = console()
-    cols = [Col("workload", cut="middle", key=True), Col("precision"), Col("mode"), Col("tool"), Col("status"),
-            Col("run"), Col("worker", cut="middle", drop=1), Col("wall", "right"), Col("error", cut="end", share=2)]
-    print_table(c, cols, [[str(r["workload"]), r["precision"], r["mode"], r["tool"], r["status"], r["run"] or "-",
-                           r["worker"] or "-", f"{r['wall_s']:.0f} s" if r["wall_s"] is not None else "-",
-                           r["error"] or ""] for r in rows])
+    cols = [
+        Col("workload", cut="middle", key=True),
+        Col("precision"),
+        Col("mode"),
+        Col("tool"),
+        Col("status"),
+        Col("run"),
+        Col("worker", cut="middle", drop=1),
+        Col("wall", "right"),
+        Col("error", cut="end", share=2),
+    ]
+    print_table(
+        c,
+        cols,
+        [
+            [
+                str(r["workload"]),
+                r["precision"],
+                r["mode"],
+                r["tool"],
+                r["status"],
+                r["run"] or "-",
+                r["worker"] or "-",
+                f"{r['wall_s']:.0f} s" if r["wall_s"] is not None else "-",
+                r["error"] or "",
+            ]
+            for r in rows
+        ],
+    )
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("ok", "failed", "skipped")}
-    c.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
-            f"{result.engine}, {result.wall_s:.0f} s wall")
+    c.print(
+        f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
+        f"{result.engine}, {result.wall_s:.0f} s wall"
+    )

@@ -18,11 +18,11 @@ from .parse.schema import Evidence, Kind, Precision
 class KindTotals:
     """A run's rows of one kind, summed (``Queries.totals``)."""
 
-    count: int                      # launches
-    time_ns: int                    # their summed duration
-    tensor_core_count: int          # launches on tensor cores
-    tensor_core_time_ns: int        # and their time
-    unknown_time_ns: int            # time of launches whose tensor-core use nothing told
+    count: int  # launches
+    time_ns: int  # their summed duration
+    tensor_core_count: int  # launches on tensor cores
+    tensor_core_time_ns: int  # and their time
+    unknown_time_ns: int  # time of launches whose tensor-core use nothing told
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +30,11 @@ class FamilyTotals:
     """A run's rows of one kind and family, summed (``Queries.family_totals``): what the
     tensor-core coverage of matrix work is computed from (``analyze.matrix``)."""
 
-    family: str | None              # gemm, conv, attention, norm, ...; None where no rule named one
-    count: int                      # launches
-    time_ns: int                    # their summed duration
-    tensor_core_time_ns: int        # of it, launches on tensor cores
-    undecided_time_ns: int          # of it, launches whose tensor-core use nothing told
+    family: str | None  # gemm, conv, attention, norm, ...; None where no rule named one
+    count: int  # launches
+    time_ns: int  # their summed duration
+    tensor_core_time_ns: int  # of it, launches on tensor cores
+    undecided_time_ns: int  # of it, launches whose tensor-core use nothing told
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +43,10 @@ class NameTotal:
 
     name: str
     launches: int
-    total_ns: int                   # summed duration
+    total_ns: int  # summed duration
     precision: Precision | None
-    tensor_core: bool | None        # the first launch's verdict
-    evidence: Evidence | None       # and what told it
+    tensor_core: bool | None  # the first launch's verdict
+    evidence: Evidence | None  # and what told it
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +56,13 @@ class KernelGroup:
 
     kind: Kind
     name: str
-    op: str | None                  # the PyTorch operator that launched them (torch.profiler runs)
-    short_name: str | None          # the least of the group's
-    family: str | None              # the least of the group's
+    op: str | None  # the PyTorch operator that launched them (torch.profiler runs)
+    short_name: str | None  # the least of the group's
+    family: str | None  # the least of the group's
     calls: int
     time_ns: int
-    tc_time_ns: int                 # time of the launches on tensor cores
-    precision: Precision            # "unknown" where the row has none
+    tc_time_ns: int  # time of the launches on tensor cores
+    precision: Precision  # "unknown" where the row has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +71,15 @@ class ModuleGroup:
     (``Queries.module_groups``): what the by-module views sum up, level by level of the
     module tree."""
 
-    module: str | None              # the module path ("" the model itself; None: not known)
-    module_type: str | None         # the least of the group's module classes
-    phase: str | None               # forward, backward, optimizer, or None where not known
-    precision: Precision            # "unknown" where the row has none
+    module: str | None  # the module path ("" the model itself; None: not known)
+    module_type: str | None  # the least of the group's module classes
+    phase: str | None  # forward, backward, optimizer, or None where not known
+    precision: Precision  # "unknown" where the row has none
     family: str | None
     tensor_core: bool | None
     launches: int
     time_ns: int
-    ops: int                        # distinct launching operators among them
+    ops: int  # distinct launching operators among them
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +111,14 @@ class NameGroup:
     family: str | None
     calls: int
     time_ns: int
-    min_ns: int | None              # shortest launch
-    max_ns: int | None              # longest launch
-    tc_calls: int                   # launches on tensor cores
-    cuda_calls: int                 # launches off them (CUDA cores)
-    evidences: list[str]            # the distinct kinds of evidence behind the verdicts
-    details: list[str]              # the distinct evidence details (non-empty)
-    op: str | None                  # the least launching operator
-    first: int                      # the group's first launch_id
+    min_ns: int | None  # shortest launch
+    max_ns: int | None  # longest launch
+    tc_calls: int  # launches on tensor cores
+    cuda_calls: int  # launches off them (CUDA cores)
+    evidences: list[str]  # the distinct kinds of evidence behind the verdicts
+    details: list[str]  # the distinct evidence details (non-empty)
+    op: str | None  # the least launching operator
+    first: int  # the group's first launch_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ class Launch:
     name: str
     precision: Precision | None
     duration_ns: int | None
-    start_ns: int | None            # on the capture's clock
+    start_ns: int | None  # on the capture's clock
     grid_x: int | None
     grid_y: int | None
     grid_z: int | None
@@ -167,23 +167,23 @@ class TimelineOp:
     stream: int | None
     device: int | None
     rank: int | None
-    start_ns: int                   # on the capture's clock
+    start_ns: int  # on the capture's clock
     duration_ns: int | None
     precision: Precision | None
     tensor_core: bool | None
-    family: str | None = None       # gemm, conv, attention, norm, ...
+    family: str | None = None  # gemm, conv, attention, norm, ...
 
 
 @dataclass(frozen=True, slots=True)
 class PathTotals:
     """The launches made in one NVTX stack (``Queries.kernel_paths``)."""
 
-    nvtx_path: str                  # the stack, outermost range first
-    name: str | None                # its innermost range's name
-    thread_id: int | None           # the launching thread
-    kernels: int                    # kernels (or CPU operators)
-    gpu_ops: int                    # kernels, memcpy and memset
-    gpu_time_ns: int                # the kernels' summed duration (CPU self time)
+    nvtx_path: str  # the stack, outermost range first
+    name: str | None  # its innermost range's name
+    thread_id: int | None  # the launching thread
+    kernels: int  # kernels (or CPU operators)
+    gpu_ops: int  # kernels, memcpy and memset
+    gpu_time_ns: int  # the kernels' summed duration (CPU self time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +196,7 @@ class RankTotals:
     time_ns: int
     family_kernels: int
     family_ns: int
-    devices: list[int]              # the GPUs its rows ran on, in order
+    devices: list[int]  # the GPUs its rows ran on, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,4 +207,4 @@ class RankPathTime:
     nvtx_path: str | None
     kernels: int
     time_ns: int
-    family_ns: int                  # the time of the family asked for (communication)
+    family_ns: int  # the time of the family asked for (communication)

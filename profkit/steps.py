@@ -5,12 +5,19 @@ scaler is needed). Imported by workload files inside the profiled process only."
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
-def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
-                  optimizer: Callable[[Any], Any], loss: Callable[[Any, Any], Any],
-                  wrap: Callable[[Any], Any] | None = None) -> Callable[[], Any]:
+def training_step(
+    model: Any,
+    spec: Any,
+    inputs: tuple[Any, ...],
+    targets: Any,
+    optimizer: Callable[[Any], Any],
+    loss: Callable[[Any, Any], Any],
+    wrap: Callable[[Any], Any] | None = None,
+) -> Callable[[], Any]:
     """One step of ``model`` (built on the CPU in fp32) on ``inputs`` and ``targets`` (moved to
     ``spec.device``): zero the gradients, forward, ``loss(output, targets)``, backward, step.
     ``wrap`` (:func:`data_parallel`) wraps the model once it is on its device and laid out."""
@@ -21,7 +28,9 @@ def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
     inputs = tuple(x.to(dev) for x in inputs)
     if getattr(spec, "channels_last", False):  # the workload says CHANNELS_LAST = True: images here
         model = model.to(memory_format=torch.channels_last)
-        inputs = tuple(x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in inputs)
+        inputs = tuple(
+            x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in inputs
+        )
     targets = targets.to(dev)
     if wrap is not None:
         model = wrap(model)
@@ -45,8 +54,9 @@ def training_step(model: Any, spec: Any, inputs: tuple[Any, ...], targets: Any,
     return step
 
 
-def image_classifier_step(model: Any, spec: Any, classes: int = 1000, size: int = 224,
-                          distributed: bool = False) -> Callable[[], Any]:
+def image_classifier_step(
+    model: Any, spec: Any, classes: int = 1000, size: int = 224, distributed: bool = False
+) -> Callable[[], Any]:
     """:func:`training_step` of an image classifier on random ``size`` x ``size`` images and
     labels, with SGD (momentum 0.9) and cross-entropy: the torchvision training workloads.
     ``distributed``: data-parallel (:func:`data_parallel`), each rank on a batch of its own."""
@@ -57,11 +67,20 @@ def image_classifier_step(model: Any, spec: Any, classes: int = 1000, size: int 
         import torch.distributed as dist
 
         _join(spec)
-        gen = torch.Generator().manual_seed(1000 + dist.get_rank())  # the same weights, a batch per rank
+        gen = torch.Generator().manual_seed(
+            1000 + dist.get_rank()
+        )  # the same weights, a batch per rank
     x = torch.randn(spec.batch_size, 3, size, size, generator=gen)
     y = torch.randint(0, classes, (spec.batch_size,), generator=gen)
-    return training_step(model, spec, (x,), y, lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9),
-                         torch.nn.CrossEntropyLoss(), wrap=(lambda m: data_parallel(m, spec)) if distributed else None)
+    return training_step(
+        model,
+        spec,
+        (x,),
+        y,
+        lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9),
+        torch.nn.CrossEntropyLoss(),
+        wrap=(lambda m: data_parallel(m, spec)) if distributed else None,
+    )
 
 
 def data_parallel(model: Any, spec: Any) -> Any:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ProfkitError, error_from_json
-from .processes import how_it_ended
 from .files import write_new
 from .options import RunOptions
+from .processes import how_it_ended
 
 OUTCOME = "outcome.json"  # in the job's folder
 
@@ -42,10 +42,14 @@ class JobFile:
     @classmethod
     def read(cls, path: str | Path) -> JobFile:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(data["workload"], RunOptions.from_json(data["options"]), data["db"], data["outcome"])
+        return cls(
+            data["workload"], RunOptions.from_json(data["options"]), data["db"], data["outcome"]
+        )
 
 
-def read_outcome(path: Path, returncode: int, tail: list[str]) -> tuple[str, str | None, str | None]:
+def read_outcome(
+    path: Path, returncode: int, tail: list[str]
+) -> tuple[str, str | None, str | None]:
     """(status, error, error type) of a job whose process ended with ``returncode``: what it
     wrote, else (killed before it could) how it ended, with its last line of output unless
     that is one of its own progress lines."""
@@ -54,7 +58,11 @@ def read_outcome(path: Path, returncode: int, tail: list[str]) -> tuple[str, str
     except (OSError, ValueError):
         last = next((line.strip() for line in reversed(tail) if line.strip()), "")
         said = f": {last[:300]}" if last and not last.startswith("profkit: ") else ""
-        return "failed", f"the job's process {how_it_ended(returncode)} before it said how its run ended{said}", None
+        return (
+            "failed",
+            f"the job's process {how_it_ended(returncode)} before it said how its run ended{said}",
+            None,
+        )
     if data.get("status") == "ok":
         return "ok", None, None
     exc = error_from_json(data.get("error") or {})
@@ -75,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = JobFile.read(argv[0])
     except (OSError, ValueError, KeyError, TypeError, ProfkitError) as exc:
-        print(f"profkit: error: {argv[0]} is not a sweep job's file ({type(exc).__name__}: {exc})", file=sys.stderr)
+        print(
+            f"profkit: error: {argv[0]} is not a sweep job's file ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+        )
         return 2
     try:
         _run(job)
@@ -95,8 +106,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _outcome(job: JobFile, error: dict[str, Any] | None) -> None:
     """The job's outcome, for :func:`read_outcome`: ok, or failed with its error."""
-    write_new(job.outcome, json.dumps({"status": "ok"} if error is None else {"status": "failed", "error": error}),
-              replace=True)
+    write_new(
+        job.outcome,
+        json.dumps({"status": "ok"} if error is None else {"status": "failed", "error": error}),
+        replace=True,
+    )
 
 
 def _run(job: JobFile) -> None:
@@ -106,8 +120,14 @@ def _run(job: JobFile) -> None:
     checked = plan(RunRequest(job.workload, job.options))
     store = Store(job.db, create=True)
     try:
-        run(store, checked, Progress(on_stage=lambda text: print(f"profkit: {text}", flush=True),
-                                     on_note=lambda text: print(f"profkit: {text}", flush=True)))
+        run(
+            store,
+            checked,
+            Progress(
+                on_stage=lambda text: print(f"profkit: {text}", flush=True),
+                on_note=lambda text: print(f"profkit: {text}", flush=True),
+            ),
+        )
     finally:
         store.close()
 

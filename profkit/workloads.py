@@ -26,15 +26,20 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import WorkloadError, did_you_mean
-from .options import COMPILE_MODES as COMPILE_MODES, DEVICES as DEVICES, MODES as MODES, PRECISIONS as PRECISIONS
-from .options import SWITCHES, Spec as Spec  # Spec's home is options: the record of a run's options
+from .options import COMPILE_MODES as COMPILE_MODES
+from .options import DEVICES as DEVICES
+from .options import MODES as MODES
+from .options import PRECISIONS as PRECISIONS
+from .options import SWITCHES  # Spec's home is options: the record of a run's options
+from .options import Spec as Spec
 
 if TYPE_CHECKING:
     import torch  # its types only (torch is imported where used, never at module import)
@@ -84,8 +89,11 @@ def builtin_path(name: str) -> Path:
         names = ", ".join(builtin_names()) or "none installed"
         raise WorkloadError(
             f"unknown workload {name!r}",
-            did_you_mean(name, builtin_names(),
-                         f"Built-ins: {names}; or give the path of a .py file that defines build(spec)."),
+            did_you_mean(
+                name,
+                builtin_names(),
+                f"Built-ins: {names}; or give the path of a .py file that defines build(spec).",
+            ),
         )
     folder = builtin_dir()
     assert folder is not None  # builtin_names() found the name in it
@@ -102,11 +110,16 @@ def _names_build(node: Any) -> bool:
     import ast
 
     for n in ast.walk(node):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == "build":
+        if (
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.name == "build"
+        ):
             return True
         if isinstance(n, ast.Name) and n.id == "build" and isinstance(n.ctx, ast.Store):
             return True
-        if isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) in ("build", "*") for a in n.names):
+        if isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name) in ("build", "*") for a in n.names
+        ):
             return True
     return False
 
@@ -120,16 +133,31 @@ def declared(path: Path) -> dict[str, Any]:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
-        raise WorkloadError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}") from None
+        raise WorkloadError(
+            f"workload file {path} failed to import: {type(exc).__name__}: {exc}"
+        ) from None
     found: dict[str, Any] = {}
     has_build = False
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "build":
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.name == "build"
+        ):
             has_build = True
         if isinstance(node, (ast.ImportFrom, ast.Import)):  # `from x import build`, or `*`: it may
             has_build = has_build or any((a.asname or a.name) in ("build", "*") for a in node.names)
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.Import,
-                                 ast.ImportFrom, ast.Expr)):
+        if not isinstance(
+            node,
+            (
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.ClassDef,
+                ast.Assign,
+                ast.Import,
+                ast.ImportFrom,
+                ast.Expr,
+            ),
+        ):
             # defined under an `if` or `try`: let loading the file decide, where `build` is named there
             has_build = has_build or _names_build(node)
         if isinstance(node, ast.Assign):
@@ -144,8 +172,10 @@ def declared(path: Path) -> dict[str, Any]:
                     # MODES = "eager" means the one mode, not its letters.
                     found[target.id] = (value,) if isinstance(value, str) else value  # type: ignore[attr-defined]
     if not has_build:
-        raise WorkloadError(f"workload file {path} defines no build(spec) function",
-                            f"To profile it as it is, give it after --: profkit run -- python {path.name}")
+        raise WorkloadError(
+            f"workload file {path} defines no build(spec) function",
+            f"To profile it as it is, give it after --: profkit run -- python {path.name}",
+        )
     return found
 
 
@@ -181,7 +211,9 @@ def builds_own_step(path: Path) -> bool:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError, ValueError):
         return False
-    build = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build"), None)
+    build = next(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build"), None
+    )
     if build is None:
         return False
     defined: set[str] = set()
@@ -199,8 +231,9 @@ def builds_own_step(path: Path) -> bool:
         if isinstance(node, ast.Return):
             returned.append(node.value)
         todo.extend(ast.iter_child_nodes(node))
-    return bool(returned) and all(isinstance(v, ast.Lambda) or (isinstance(v, ast.Name) and v.id in defined)
-                                  for v in returned)
+    return bool(returned) and all(
+        isinstance(v, ast.Lambda) or (isinstance(v, ast.Name) and v.id in defined) for v in returned
+    )
 
 
 def check_step_options(module: object, spec: Spec, path: Path) -> None:
@@ -214,16 +247,23 @@ def check_step_options(module: object, spec: Spec, path: Path) -> None:
     for option, attr in (("precision", "PRECISIONS"), ("mode", "MODES")):
         value = getattr(spec, option)
         if value != getattr(default, option) and getattr(module, attr, None) is None:
-            raise WorkloadError(f"workload {path.stem} builds its own step and does not say that it applies "
-                                f"`{option}` {value}: profkit applies nothing to a step",
-                                f"Set {attr} = (...) in its file to what its build(spec) applies from spec.{option}, "
-                                f"or leave out `{option}`.")
+            raise WorkloadError(
+                f"workload {path.stem} builds its own step and does not say that it applies "
+                f"`{option}` {value}: profkit applies nothing to a step",
+                f"Set {attr} = (...) in its file to what its build(spec) applies from spec.{option}, "
+                f"or leave out `{option}`.",
+            )
     if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is not True:
-        raise WorkloadError(f"workload {path.stem} builds its own step and does not say that it applies channels-last",
-                            "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.")
+        raise WorkloadError(
+            f"workload {path.stem} builds its own step and does not say that it applies channels-last",
+            "Set CHANNELS_LAST = True in its file once its build(spec) honours spec.channels_last.",
+        )
     if spec.keep_bn_fp32:
-        raise WorkloadError(f"workload {path.stem} builds its own step, so profkit casts no model whose BatchNorm "
-                            "it could keep in fp32", "Leave out `keep_bn_fp32` for it.")
+        raise WorkloadError(
+            f"workload {path.stem} builds its own step, so profkit casts no model whose BatchNorm "
+            "it could keep in fp32",
+            "Leave out `keep_bn_fp32` for it.",
+        )
 
 
 @dataclass(frozen=True)
@@ -238,13 +278,18 @@ class WorkloadEntry:
 
 def catalog() -> list[WorkloadEntry]:
     """Each built-in workload: name, description, and the precisions and modes it supports."""
-    return [WorkloadEntry(name, description, *supports(builtin_path(name))) for name, description in builtins()]
+    return [
+        WorkloadEntry(name, description, *supports(builtin_path(name)))
+        for name, description in builtins()
+    ]
 
 
 def resolve(workload: str) -> tuple[str, Path]:
     """Map a built-in name or a path to (workload name, file path)."""
     if not isinstance(workload, str) or not workload:
-        raise WorkloadError(f"a workload is a built-in's name or a .py file's path, not {workload!r}")
+        raise WorkloadError(
+            f"a workload is a built-in's name or a .py file's path, not {workload!r}"
+        )
     looks_like_path = workload.endswith(".py") or "/" in workload or "\\" in workload
     if looks_like_path:
         path = Path(workload).expanduser()
@@ -276,9 +321,14 @@ def load_module(path: Path) -> ModuleType:
     try:
         module_spec.loader.exec_module(module)
     except Exception as exc:  # the user's code: report, don't crash
-        aside = (f" (its folder {folder} is not on the import path: it {why_not})"
-                 if why_not is not None and isinstance(exc, ImportError) else "")
-        raise WorkloadError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}{aside}") from exc
+        aside = (
+            f" (its folder {folder} is not on the import path: it {why_not})"
+            if why_not is not None and isinstance(exc, ImportError)
+            else ""
+        )
+        raise WorkloadError(
+            f"workload file {path} failed to import: {type(exc).__name__}: {exc}{aside}"
+        ) from exc
     if not callable(getattr(module, "build", None)):
         raise WorkloadError(f"workload file {path} defines no build(spec) function")
     return module
@@ -305,7 +355,9 @@ def describe(path: Path) -> str:
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DESCRIPTION" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "DESCRIPTION" for t in node.targets
+        ):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return node.value.value.strip().splitlines()[0]
     doc = ast.get_docstring(tree)
@@ -324,8 +376,10 @@ def check_supported(module: object, spec: Spec, path: Path) -> None:
                 f"It supports {', '.join(allowed)}.",
             )
     if spec.channels_last and getattr(module, "CHANNELS_LAST", None) is False:
-        raise WorkloadError(f"workload {path.stem} has no image (4-D) tensors to lay out channels-last",
-                            "Leave out `channels_last` for it.")
+        raise WorkloadError(
+            f"workload {path.stem} has no image (4-D) tensors to lay out channels-last",
+            "Leave out `channels_last` for it.",
+        )
 
 
 def keep_batchnorm_fp32(model: torch.nn.Module) -> int:
@@ -397,19 +451,25 @@ def prepare(module: ModuleType, spec: Spec) -> Callable[[], Any]:
     if cast_dtype is not None:
         model = model.to(cast_dtype)
         if spec.keep_bn_fp32 and not keep_batchnorm_fp32(model):
-            raise WorkloadError(f"workload {where.stem} has no BatchNorm "
-                                "layers to keep in fp32", "Leave out `keep_bn_fp32` for it.")
+            raise WorkloadError(
+                f"workload {where.stem} has no BatchNorm layers to keep in fp32",
+                "Leave out `keep_bn_fp32` for it.",
+            )
     inputs = _cast(inputs, device, cast_dtype)
     if spec.channels_last:
         tensors: list[torch.Tensor] = []
         _map_tensors(inputs, tensors.append)
         images = [t for t in tensors if t.dim() == 4 and t.is_floating_point()]
         if not images:
-            raise WorkloadError(f"`channels_last` lays out 4-D image tensors, and workload {where.stem}'s inputs "
-                                "have none",
-                                "Leave out `channels_last` for it.")
+            raise WorkloadError(
+                f"`channels_last` lays out 4-D image tensors, and workload {where.stem}'s inputs "
+                "have none",
+                "Leave out `channels_last` for it.",
+            )
         model = model.to(memory_format=torch.channels_last)
-        inputs = _map_tensors(inputs, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t)
+        inputs = _map_tensors(
+            inputs, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+        )
 
     autocast: Callable[[], AbstractContextManager[Any]] | None = None
     if spec.precision == "amp":

@@ -11,18 +11,31 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 # Without the background-networking flags Chromium keeps trying hosts this machine cannot reach.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def executable() -> str | None:
-    return os.environ.get("PROFKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    return (
+        os.environ.get("PROFKIT_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
 
 
 def available() -> str | None:
@@ -51,9 +64,9 @@ def browser() -> Iterator[Any]:
 @dataclass
 class Opened:
     page: Any
-    load_s: float                       # navigation start to the page's script being done
-    errors: list[str] = field(default_factory=list)    # uncaught exceptions and console errors
-    dialogs: list[str] = field(default_factory=list)   # alert()/confirm()/prompt() the page opened
+    load_s: float  # navigation start to the page's script being done
+    errors: list[str] = field(default_factory=list)  # uncaught exceptions and console errors
+    dialogs: list[str] = field(default_factory=list)  # alert()/confirm()/prompt() the page opened
     requests: list[str] = field(default_factory=list)  # anything fetched beside the file itself
 
 
@@ -61,7 +74,10 @@ def open_report(b: Any, path: Path, width: int = 1400, height: int = 900) -> Ope
     page = b.new_page(viewport={"width": width, "height": height})
     opened = Opened(page, 0.0)
     page.on("pageerror", lambda e: opened.errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: opened.errors.append(f"console: {m.text}") if m.type == "error" else None)
+    page.on(
+        "console",
+        lambda m: opened.errors.append(f"console: {m.text}") if m.type == "error" else None,
+    )
     page.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))
     url = Path(path).resolve().as_uri()
     page.on("request", lambda r: opened.requests.append(r.url) if r.url != url else None)

@@ -66,8 +66,12 @@ def has_torch() -> bool:
 # What each marker of pyproject.toml needs, cheapest check first (has_cuda imports torch). A
 # test with the marker is skipped, when it is set up, where that is missing; so a marker is
 # both what `pytest -m gpu` / `-m "not gpu"` select by and the skip rule.
-REQUIREMENTS = {"ncu": (has_ncu, "Nsight Compute (ncu)"), "nsys": (has_nsys, "Nsight Systems (nsys)"),
-                "torch": (has_torch, "PyTorch"), "gpu": (has_cuda, "a CUDA GPU")}
+REQUIREMENTS = {
+    "ncu": (has_ncu, "Nsight Compute (ncu)"),
+    "nsys": (has_nsys, "Nsight Systems (nsys)"),
+    "torch": (has_torch, "PyTorch"),
+    "gpu": (has_cuda, "a CUDA GPU"),
+}
 
 
 def pytest_runtest_setup(item):
@@ -86,6 +90,7 @@ def needs(*markers: str):
         for mark in marks:
             test = mark(test)
         return test
+
     return apply
 
 
@@ -112,13 +117,21 @@ def _untracked(root: Path) -> set[str] | None:
     """The checkout's untracked and ignored files (Python's bytecode caches left out), or None
     where ``root`` is no git checkout (an unpacked sdist)."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--ignored", "--untracked-files=all"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
         return None
-    return {line[3:] for line in out.stdout.splitlines() if "__pycache__/" not in line and line[:2] in ("??", "!!")}
+    return {
+        line[3:]
+        for line in out.stdout.splitlines()
+        if "__pycache__/" not in line and line[:2] in ("??", "!!")
+    }
 
 
 def pytest_sessionstart(session):
@@ -137,8 +150,9 @@ def pytest_sessionfinish(session, exitstatus):
         return
     new = sorted(after - before)
     if new:
-        session.config.get_terminal_writer().line(f"the tests wrote into the checkout: {', '.join(new[:10])}",
-                                                  red=True)
+        session.config.get_terminal_writer().line(
+            f"the tests wrote into the checkout: {', '.join(new[:10])}", red=True
+        )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -189,7 +203,9 @@ def one_line_error(result, message: str, code: int = 1) -> None:
     no traceback."""
     assert result.exit_code == code, (result.exit_code, result.output)
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], (
+        result.stderr
+    )
     assert "Traceback" not in result.output
     assert "`" not in lines[0], lines[0]  # the library's `param` marks became flags
 
@@ -213,8 +229,6 @@ def nsys_dir(tmp_path_factory):
     for gz in NSYS_DATA.glob("*.sqlite.gz"):
         (out / gz.name[:-3]).write_bytes(gzip.decompress(gz.read_bytes()))
     return out
-
-
 
 
 def kernel_table(path, capture=None):
@@ -284,8 +298,15 @@ def ctrl_c(argv: list[str], cwd, after_s: float, timeout: float = 90.0):
     import subprocess
     import time
 
-    proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(after_s)
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)

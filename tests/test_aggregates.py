@@ -12,21 +12,39 @@ import gzip
 import json
 import shutil
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from profkit.ingest import import_file, store_capture
-from profkit.parse.nsys_sqlite import read_nsys_sqlite
 from profkit.parse.kineto import read_kineto
+from profkit.parse.nsys_sqlite import read_nsys_sqlite
 from profkit.parse.ranks import merge_ranks
 from profkit.store import Store
 from profkit.store.layout import INTERNED
 from profkit.store.queries import Queries, _least, _verdict
 
 from .conftest import DATA, cli, cli_json, one_line_error
+
+if TYPE_CHECKING:  # the reference's annotations: the rows each query gives
+    from profkit.rows import (
+        FamilyTotals,
+        KernelGroup,
+        KindTotals,
+        Launch,
+        MetricSums,
+        ModuleGroup,
+        NameGroup,
+        NameTotal,
+        PathTotals,
+        RankPathTime,
+        RankTotals,
+        ShapeGroup,
+        TimelineOp,
+    )
 from .where_data import CATALOG, CATALOG_RUNS, RUNS, import_where
 
 DDP = DATA / "ddp"
@@ -36,8 +54,13 @@ class Rows(Store):
     """The store with the row-based queries the aggregates replaced (the reference)."""
 
     def count_by_kind(self, run_id: int) -> dict[str, int]:
-        return {k: int(n) for k, n in self.execute(
-            "select kind, count(*) from kernels where run_id = ? group by kind order by kind", [run_id])}
+        return {
+            k: int(n)
+            for k, n in self.execute(
+                "select kind, count(*) from kernels where run_id = ? group by kind order by kind",
+                [run_id],
+            )
+        }
 
     def totals(self, run_id: int, kind: str) -> KindTotals:
         from profkit.rows import KindTotals
@@ -46,43 +69,73 @@ class Rows(Store):
             "select count(*), coalesce(sum(duration_ns), 0), coalesce(sum(tensor_core = 1), 0), "
             "coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0), "
             "coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0) "
-            "from kernels where run_id = ? and kind = ?", [run_id, kind]).fetchone()
-        return KindTotals(count=int(count), time_ns=int(total), tensor_core_count=int(tc_count),
-                          tensor_core_time_ns=int(tc_time), unknown_time_ns=int(unknown_time))
+            "from kernels where run_id = ? and kind = ?",
+            [run_id, kind],
+        ).fetchone()
+        return KindTotals(
+            count=int(count),
+            time_ns=int(total),
+            tensor_core_count=int(tc_count),
+            tensor_core_time_ns=int(tc_time),
+            unknown_time_ns=int(unknown_time),
+        )
 
-    def family_totals(self, run_id: int, kind: str, in_iterations: bool = False) -> list[FamilyTotals]:
+    def family_totals(
+        self, run_id: int, kind: str, in_iterations: bool = False
+    ) -> list[FamilyTotals]:
         from profkit.rows import FamilyTotals
 
         where, args = self._iterations_filter(in_iterations)
-        rows = self.execute(f"""select family_id, count(*), coalesce(sum(duration_ns), 0),
+        rows = self.execute(
+            f"""select family_id, count(*), coalesce(sum(duration_ns), 0),
                                        coalesce(sum(case when tensor_core = 1 then duration_ns else 0 end), 0),
                                        coalesce(sum(case when tensor_core is null then duration_ns else 0 end), 0)
                                 from kernel_rows where run_id = ? and kind = ?{where} group by family_id""",
-                            [run_id, kind, *args]).fetchall()
+            [run_id, kind, *args],
+        ).fetchall()
         texts = self._texts({r[0] for r in rows if r[0] is not None})
-        out = [FamilyTotals(family=texts.get(f) if f is not None else None, count=int(n), time_ns=int(t),
-                            tensor_core_time_ns=int(tc), undecided_time_ns=int(un)) for f, n, t, tc, un in rows]
+        out = [
+            FamilyTotals(
+                family=texts.get(f) if f is not None else None,
+                count=int(n),
+                time_ns=int(t),
+                tensor_core_time_ns=int(tc),
+                undecided_time_ns=int(un),
+            )
+            for f, n, t, tc, un in rows
+        ]
         return sorted(out, key=lambda r: (-r.time_ns, r.family or ""))
 
     def _iterations_filter(self, in_iterations: bool) -> tuple[str, list[Any]]:
         if not in_iterations:
             return "", []
-        paths = [r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")]
-        return (f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"), paths
+        paths = [
+            r[0] for r in self.execute("select id from strings where text glob '*.iter[0-9]*'")
+        ]
+        return (
+            f" and nvtx_path_id in ({', '.join('?' * len(paths))})" if paths else " and 0"
+        ), paths
 
     GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
 
-    def breakdown(self, run_id: int, bys: Sequence[str], kinds: Iterable[str],
-                  missing: str | dict[str, str] = "unknown") -> dict[str, list[tuple[str, int, int]]]:
+    def breakdown(
+        self,
+        run_id: int,
+        bys: Sequence[str],
+        kinds: Iterable[str],
+        missing: str | dict[str, str] = "unknown",
+    ) -> dict[str, list[tuple[str, int, int]]]:
         bad = [b for b in bys if b not in self.GROUPABLE]
         if bad:
             raise ValueError(f"cannot group kernels by {bad[0]!r}")
         kinds = list(kinds)
         cols = [f"{b}_id" if b in INTERNED else b for b in bys]
-        q = f"""select {', '.join(cols)}, count(*), coalesce(sum(duration_ns), 0) from kernel_rows
-                where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by {', '.join(cols)}"""
+        q = f"""select {", ".join(cols)}, count(*), coalesce(sum(duration_ns), 0) from kernel_rows
+                where run_id = ? and kind in ({", ".join("?" * len(kinds))}) group by {", ".join(cols)}"""
         combos = self.execute(q, [run_id, *kinds]).fetchall()
-        texts = self._texts({v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None})
+        texts = self._texts(
+            {v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None}
+        )
         out = {}
         for i, b in enumerate(bys):
             acc: dict[str, list[int]] = {}
@@ -105,10 +158,20 @@ class Rows(Store):
                from kernel_rows where run_id = ? and kind = ? group by name_id, precision"""
         groups = self.execute(q, [run_id, kind]).fetchall()
         texts = self._texts({g[0] for g in groups if g[0] is not None})
-        named = sorted(((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0]))[:limit]
-        return [NameTotal(name=name, launches=int(n), total_ns=int(t), precision=precision,
-                          tensor_core=None if tc is None else bool(tc), evidence=ev)
-                for name, _, n, t, precision, tc, ev in named]
+        named = sorted(
+            ((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0])
+        )[:limit]
+        return [
+            NameTotal(
+                name=name,
+                launches=int(n),
+                total_ns=int(t),
+                precision=precision,
+                tensor_core=None if tc is None else bool(tc),
+                evidence=ev,
+            )
+            for name, _, n, t, precision, tc, ev in named
+        ]
 
     def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[KernelGroup]:
         from profkit.rows import KernelGroup
@@ -129,14 +192,33 @@ class Rows(Store):
             key = (kind, texts.get(name, ""), texts.get(op), precision)
             seen = merged.get(key)
             if seen is None:
-                merged[key] = (first, KernelGroup(
-                    kind=kind, name=key[1], op=key[2], short_name=texts.get(short), family=texts.get(family),
-                    calls=int(calls), time_ns=int(time_ns), tc_time_ns=int(tc_ns), precision=precision))
+                merged[key] = (
+                    first,
+                    KernelGroup(
+                        kind=kind,
+                        name=key[1],
+                        op=key[2],
+                        short_name=texts.get(short),
+                        family=texts.get(family),
+                        calls=int(calls),
+                        time_ns=int(time_ns),
+                        tc_time_ns=int(tc_ns),
+                        precision=precision,
+                    ),
+                )
                 continue
             was_first, g = seen
-            merged[key] = (min(was_first, first), replace(
-                g, calls=g.calls + calls, time_ns=g.time_ns + time_ns, tc_time_ns=g.tc_time_ns + tc_ns,
-                short_name=_least(g.short_name, texts.get(short)), family=_least(g.family, texts.get(family))))
+            merged[key] = (
+                min(was_first, first),
+                replace(
+                    g,
+                    calls=g.calls + calls,
+                    time_ns=g.time_ns + time_ns,
+                    tc_time_ns=g.tc_time_ns + tc_ns,
+                    short_name=_least(g.short_name, texts.get(short)),
+                    family=_least(g.family, texts.get(family)),
+                ),
+            )
         return [g for _, g in sorted(merged.values(), key=lambda fg: fg[0])]
 
     def module_groups(self, run_id: int, in_iterations: bool = False) -> list[ModuleGroup]:
@@ -150,10 +232,20 @@ class Rows(Store):
                 order by 8 desc"""
         rows = self.execute(q, [run_id, *paths]).fetchall()
         texts = self._texts({i for r in rows for i in (r[0], r[1], r[2], r[4]) if i is not None})
-        return [ModuleGroup(module=texts.get(m) if m is not None else None, module_type=texts.get(mt),
-                            phase=texts.get(ph), precision=prec, family=texts.get(fam),
-                            tensor_core=None if tc is None else bool(tc), launches=int(n), time_ns=int(t), ops=int(ops))
-                for m, mt, ph, prec, fam, tc, n, t, ops in rows]
+        return [
+            ModuleGroup(
+                module=texts.get(m) if m is not None else None,
+                module_type=texts.get(mt),
+                phase=texts.get(ph),
+                precision=prec,
+                family=texts.get(fam),
+                tensor_core=None if tc is None else bool(tc),
+                launches=int(n),
+                time_ns=int(t),
+                ops=int(ops),
+            )
+            for m, mt, ph, prec, fam, tc, n, t, ops in rows
+        ]
 
     def shape_groups(self, run_id: int, families: Sequence[str]) -> list[ShapeGroup]:
         from profkit.rows import ShapeGroup
@@ -163,17 +255,28 @@ class Rows(Store):
             return []
         q = f"""select name_id, min(short_name_id), op_id, shapes_id, input_types_id, module_id,
                        coalesce(precision, 'unknown'), family_id, tensor_core, count(*), coalesce(sum(duration_ns), 0)
-                from kernel_rows where run_id = ? and kind = 'kernel' and family_id in ({', '.join('?' * len(fam))})
+                from kernel_rows where run_id = ? and kind = 'kernel' and family_id in ({", ".join("?" * len(fam))})
                 group by name_id, op_id, shapes_id, input_types_id, module_id, coalesce(precision, 'unknown'),
                          family_id, tensor_core
                 order by 11 desc"""
         rows = self.execute(q, [run_id, *fam]).fetchall()
         texts = self._texts({i for r in rows for i in (*r[:6], r[7]) if i is not None})
-        return [ShapeGroup(name=texts.get(n, ""), short_name=texts.get(sn), op=texts.get(op), shapes=texts.get(sh),
-                           input_types=texts.get(ty), module=texts.get(m) if m is not None else None, precision=p,
-                           family=texts.get(f), tensor_core=None if tc is None else bool(tc), launches=int(c),
-                           time_ns=int(t))
-                for n, sn, op, sh, ty, m, p, f, tc, c, t in rows]
+        return [
+            ShapeGroup(
+                name=texts.get(n, ""),
+                short_name=texts.get(sn),
+                op=texts.get(op),
+                shapes=texts.get(sh),
+                input_types=texts.get(ty),
+                module=texts.get(m) if m is not None else None,
+                precision=p,
+                family=texts.get(f),
+                tensor_core=None if tc is None else bool(tc),
+                launches=int(c),
+                time_ns=int(t),
+            )
+            for n, sn, op, sh, ty, m, p, f, tc, c, t in rows
+        ]
 
     def name_groups(self, run_id: int, kind: str) -> list[NameGroup]:
         from profkit.rows import NameGroup
@@ -184,9 +287,16 @@ class Rows(Store):
                       json_group_array(distinct evidence) as evidences,
                       json_group_array(distinct evidence_detail) as details, min(op) as op, min(launch_id) as first
                from kernels where run_id = ? and kind = ? group by name, precision order by time_ns desc, name"""
-        return [NameGroup(**{**r, "evidences": [e for e in json.loads(r["evidences"]) if e is not None],
-                             "details": [d for d in json.loads(r["details"]) if d]})
-                for r in self.query(q, [run_id, kind])]
+        return [
+            NameGroup(
+                **{
+                    **r,
+                    "evidences": [e for e in json.loads(r["evidences"]) if e is not None],
+                    "details": [d for d in json.loads(r["details"]) if d],
+                }
+            )
+            for r in self.query(q, [run_id, kind])
+        ]
 
     def first_launches(self, run_id: int, kind: str, per_group: int) -> list[Launch]:
         from dataclasses import fields
@@ -194,19 +304,23 @@ class Rows(Store):
         from profkit.rows import Launch
 
         cols = tuple(f.name for f in fields(Launch))  # the kernel table's columns the record holds
-        q = f"""select {', '.join(cols)} from (
-                  select {', '.join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
+        q = f"""select {", ".join(cols)} from (
+                  select {", ".join(cols)}, row_number() over (partition by name, precision order by launch_id) as nth
                   from kernels where run_id = ? and kind = ?)
                where nth <= ? order by launch_id"""
-        return [Launch(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])})
-                for r in self.execute(q, [run_id, kind, per_group])]
+        return [
+            Launch(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])})
+            for r in self.execute(q, [run_id, kind, per_group])
+        ]
 
     def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[MetricSums]:
         from profkit.rows import MetricSums
 
         if not metrics:
             return []
-        sums = ", ".join(f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics)))
+        sums = ", ".join(
+            f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics))
+        )
         q = f"""select name, precision, min(short_name) as short_name, count(*) as calls,
                        coalesce(sum(duration_ns), 0) as time_ns, {sums}
                 from kernels where run_id = ? and kind = 'kernel' and metrics != '{{}}'
@@ -217,11 +331,21 @@ class Rows(Store):
             name, precision, short, calls, time_ns, *values = row
             found = {m: float(v) for m, v in zip(metrics, values) if v}
             if found:
-                out.append(MetricSums(name=name, precision=precision, short_name=short, calls=int(calls),
-                                      time_ns=int(time_ns), metrics=found))
+                out.append(
+                    MetricSums(
+                        name=name,
+                        precision=precision,
+                        short_name=short,
+                        calls=int(calls),
+                        time_ns=int(time_ns),
+                        metrics=found,
+                    )
+                )
         return out
 
-    def timeline(self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int) -> tuple[list[TimelineOp], int]:
+    def timeline(
+        self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int
+    ) -> tuple[list[TimelineOp], int]:
         from profkit.rows import TimelineOp
 
         where = "run_id = ? and start_ns is not null and kind != 'cpu_op'"
@@ -233,10 +357,27 @@ class Rows(Store):
             where += " and start_ns < ?"
             args.append(end_ns)
         total = int(self.execute(f"select count(*) from kernels where {where}", args).fetchone()[0])
-        cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
-                "precision", "tensor_core", "family")
-        rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])}) for r in self.execute(
-            f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?", [*args, limit])]
+        cols = (
+            "launch_id",
+            "kind",
+            "name",
+            "short_name",
+            "stream",
+            "device",
+            "rank",
+            "start_ns",
+            "duration_ns",
+            "precision",
+            "tensor_core",
+            "family",
+        )
+        rows = [
+            TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])})
+            for r in self.execute(
+                f"select {', '.join(cols)} from kernels where {where} order by start_ns, launch_id limit ?",
+                [*args, limit],
+            )
+        ]
         return rows, total
 
     def kernel_paths(self, run_id: int) -> list[PathTotals]:
@@ -246,9 +387,17 @@ class Rows(Store):
                       sum(kind in ('kernel', 'cpu_op')) as kernels, count(*) as gpu_ops,
                       sum(case when kind in ('kernel', 'cpu_op') then duration_ns else 0 end) as gpu_time_ns
                from kernels where run_id = ? and nvtx_path is not null group by nvtx_path order by first"""
-        return [PathTotals(nvtx_path=r["nvtx_path"], name=r["name"], thread_id=r["thread_id"], kernels=int(r["kernels"]),
-                           gpu_ops=int(r["gpu_ops"]), gpu_time_ns=int(r["gpu_time_ns"] or 0))
-                for r in self.query(q, [run_id])]
+        return [
+            PathTotals(
+                nvtx_path=r["nvtx_path"],
+                name=r["name"],
+                thread_id=r["thread_id"],
+                kernels=int(r["kernels"]),
+                gpu_ops=int(r["gpu_ops"]),
+                gpu_time_ns=int(r["gpu_time_ns"] or 0),
+            )
+            for r in self.query(q, [run_id])
+        ]
 
     def rank_totals(self, run_id: int, kind: str, family: str) -> list[RankTotals]:
         from profkit.rows import RankTotals
@@ -258,26 +407,47 @@ class Rows(Store):
                       coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0),
                       group_concat(distinct device)
                from kernel_rows where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
-        return [RankTotals(rank=int(r), kernels=int(n), time_ns=int(t), family_kernels=int(fn), family_ns=int(ft),
-                           devices=sorted({int(d) for d in (devs or "").split(",") if d}))
-                for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])]
+        return [
+            RankTotals(
+                rank=int(r),
+                kernels=int(n),
+                time_ns=int(t),
+                family_kernels=int(fn),
+                family_ns=int(ft),
+                devices=sorted({int(d) for d in (devs or "").split(",") if d}),
+            )
+            for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])
+        ]
 
     def rank_path_times(self, run_id: int, kind: str, family: str) -> list[RankPathTime]:
         from profkit.rows import RankPathTime
 
         fid = self._string_id(family)
-        rows = self.execute("""select rank, nvtx_path_id, count(*), coalesce(sum(duration_ns), 0),
+        rows = self.execute(
+            """select rank, nvtx_path_id, count(*), coalesce(sum(duration_ns), 0),
                                       coalesce(sum(case when family_id = ? then duration_ns else 0 end), 0)
                                from kernel_rows where run_id = ? and kind = ? and rank is not null
-                               group by rank, nvtx_path_id""", [fid, run_id, kind]).fetchall()
+                               group by rank, nvtx_path_id""",
+            [fid, run_id, kind],
+        ).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
-        return [RankPathTime(rank=int(r), nvtx_path=texts.get(p) if p is not None else None, kernels=int(n),
-                             time_ns=int(t), family_ns=int(ft)) for r, p, n, t, ft in rows]
+        return [
+            RankPathTime(
+                rank=int(r),
+                nvtx_path=texts.get(p) if p is not None else None,
+                kernels=int(n),
+                time_ns=int(t),
+                family_ns=int(ft),
+            )
+            for r, p, n, t, ft in rows
+        ]
 
     def rank_name_counts(self, run_id: int, kind: str) -> list[tuple[int, str, str, int]]:
-        rows = self.execute("""select rank, name_id, coalesce(precision, 'unknown'), count(*) from kernel_rows
+        rows = self.execute(
+            """select rank, name_id, coalesce(precision, 'unknown'), count(*) from kernel_rows
                                where run_id = ? and kind = ? and rank is not null group by rank, name_id, precision""",
-                            [run_id, kind]).fetchall()
+            [run_id, kind],
+        ).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
         return [(int(r), texts.get(n, ""), p, int(c)) for r, n, p, c in rows]
 
@@ -288,8 +458,19 @@ def _files() -> list[Path]:
     out = []
     for folder in ("ncu", "attention", "diff", "report", "steps", "ncu_plan", "nsys", "torch"):
         for f in sorted((DATA / folder).iterdir()):
-            if f.name.endswith((".raw.csv.gz", ".sqlite.gz", ".json.gz", ".raw-autounits.csv", ".raw-autounits.csv.gz")) \
-                    and "kernel_times" not in f.name and "raw-mangled" not in f.name:
+            if (
+                f.name.endswith(
+                    (
+                        ".raw.csv.gz",
+                        ".sqlite.gz",
+                        ".json.gz",
+                        ".raw-autounits.csv",
+                        ".raw-autounits.csv.gz",
+                    )
+                )
+                and "kernel_times" not in f.name
+                and "raw-mangled" not in f.name
+            ):
                 out.append(f)
     return out
 
@@ -314,18 +495,27 @@ def every_capture(tmp_path_factory) -> tuple[Path, list[str]]:
             names.append(import_where(store, name, base).name)
     # A distributed run of two ranks under nsys, and under torch.profiler (merged ranks).
     export = tmp / "ddp.sqlite"
-    export.write_bytes(gzip.decompress((DDP / "nsys_resnet50_ddp_train_amp.sqlite.gz").read_bytes()))
+    export.write_bytes(
+        gzip.decompress((DDP / "nsys_resnet50_ddp_train_amp.sqlite.gz").read_bytes())
+    )
     pids = {}
     for r in (0, 1):
         info = json.loads((DDP / f"nsys_resnet50_ddp_train_amp.harness.rank{r}.json").read_text())
         pids[info["pid"]] = info["rank"]
     traces = {r: DDP / f"torch_resnet50_ddp_train_amp.rank{r}.json.gz" for r in (0, 1)}
     cpu = {r: DDP / f"cpu_resnet50_ddp_train_fp32.rank{r}.json.gz" for r in (0, 1)}
-    for name, capture in (("ddp-nsys", read_nsys_sqlite(export, ranks=pids)),
-                          ("ddp-torch", merge_ranks({r: read_kineto(t) for r, t in traces.items()})),
-                          ("ddp-cpu", merge_ranks({r: read_kineto(t) for r, t in cpu.items()}))):
-        fields = {"name": name, "source": "run", "workload": "resnet50_ddp_train", "device": "cuda",
-                  "info": {"world_size": 2}}
+    for name, capture in (
+        ("ddp-nsys", read_nsys_sqlite(export, ranks=pids)),
+        ("ddp-torch", merge_ranks({r: read_kineto(t) for r, t in traces.items()})),
+        ("ddp-cpu", merge_ranks({r: read_kineto(t) for r, t in cpu.items()})),
+    ):
+        fields = {
+            "name": name,
+            "source": "run",
+            "workload": "resnet50_ddp_train",
+            "device": "cuda",
+            "info": {"world_size": 2},
+        }
         reserved = store.reserve(None, name, fields, status="running")  # type: ignore[arg-type]
         names.append(store_capture(store, capture, fields, reserved).name)  # type: ignore[arg-type]
     store.close()
@@ -340,17 +530,32 @@ def _answers(store: Queries, run_id: int, activity: str) -> dict[str, object]:
         "count_by_kind": store.count_by_kind(run_id),
         "totals": [store.totals(run_id, k) for k in kinds],
         "family_totals": [store.family_totals(run_id, k, i) for k in kinds for i in (False, True)],
-        "breakdown": [store.breakdown(run_id, Queries.GROUPABLE, ks, {"evidence": "none"})
-                      for ks in ([activity], ["memcpy", "memset"], kinds)],
+        "breakdown": [
+            store.breakdown(run_id, Queries.GROUPABLE, ks, {"evidence": "none"})
+            for ks in ([activity], ["memcpy", "memset"], kinds)
+        ],
         "top_names": [store.top_names(run_id, k, n) for k in kinds for n in (3, 1000)],
         "kernel_groups": [store.kernel_groups(run_id, i) for i in (False, True)],
         "module_groups": [store.module_groups(run_id, i) for i in (False, True)],
-        "shape_groups": [store.shape_groups(run_id, families), store.shape_groups(run_id, families[:1])],
+        "shape_groups": [
+            store.shape_groups(run_id, families),
+            store.shape_groups(run_id, families[:1]),
+        ],
         "name_groups": [store.name_groups(run_id, k) for k in kinds],
         "first_launches": [store.first_launches(run_id, k, n) for k in kinds for n in (1, 25)],
-        "metric_sums": store.metric_sums(run_id, ["sm__inst_executed_pipe_tensor.sum", "dram__bytes.sum",
-                                                  "gpu__time_duration.sum", "sm__cycles_elapsed.avg"]),
-        "timeline": [store.timeline(run_id, None, None, 3000), store.timeline(run_id, None, None, 7)],
+        "metric_sums": store.metric_sums(
+            run_id,
+            [
+                "sm__inst_executed_pipe_tensor.sum",
+                "dram__bytes.sum",
+                "gpu__time_duration.sum",
+                "sm__cycles_elapsed.avg",
+            ],
+        ),
+        "timeline": [
+            store.timeline(run_id, None, None, 3000),
+            store.timeline(run_id, None, None, 7),
+        ],
         "kernel_paths": store.kernel_paths(run_id),
         "rank_totals": [store.rank_totals(run_id, k, "communication") for k in kinds],
         "rank_path_times": [store.rank_path_times(run_id, k, "communication") for k in kinds],
@@ -359,7 +564,10 @@ def _answers(store: Queries, run_id: int, activity: str) -> dict[str, object]:
     starts = [op.start_ns for op in store.timeline(run_id, None, None, 100000)[0]]
     if starts:
         mid = starts[len(starts) // 2]
-        out["timeline_window"] = [store.timeline(run_id, mid, None, 50), store.timeline(run_id, starts[1 % len(starts)], mid, 3000)]
+        out["timeline_window"] = [
+            store.timeline(run_id, mid, None, 50),
+            store.timeline(run_id, starts[1 % len(starts)], mid, 3000),
+        ]
     return out
 
 
@@ -385,12 +593,15 @@ def test_the_aggregates_hold_every_launch_once(every_capture):
     group is a launch of the run; runs without measured-iteration ranges have nothing in_iter."""
     db, names = every_capture
     con = sqlite3.connect(db)
-    for run_id, n, t in con.execute("select run_id, count(*), coalesce(sum(duration_ns), 0) from kernel_rows "
-                                    "group by run_id"):
-        assert con.execute("select sum(launches), sum(time_ns) from kernel_aggs where run_id = ?",
-                           [run_id]).fetchone() == (n, t)
-        assert con.execute("select sum(launches), sum(time_ns) from path_aggs where run_id = ?",
-                           [run_id]).fetchone() == (n, t)
+    for run_id, n, t in con.execute(
+        "select run_id, count(*), coalesce(sum(duration_ns), 0) from kernel_rows group by run_id"
+    ):
+        assert con.execute(
+            "select sum(launches), sum(time_ns) from kernel_aggs where run_id = ?", [run_id]
+        ).fetchone() == (n, t)
+        assert con.execute(
+            "select sum(launches), sum(time_ns) from path_aggs where run_id = ?", [run_id]
+        ).fetchone() == (n, t)
     assert con.execute("select count(distinct run_id) from kernel_aggs").fetchone()[0] == len(names)
 
 
@@ -405,16 +616,24 @@ def test_an_earlier_database_gets_its_aggregates_in_the_migration(tmp_path, sche
     with_rows = {r for (r,) in old.execute("select distinct run_id from kernels")}
     old.close()
     aggs, rows = Store(path), Rows(path)
-    assert with_rows and {r for (r,) in aggs.execute("select distinct run_id from kernel_aggs")} == with_rows
+    assert (
+        with_rows
+        and {r for (r,) in aggs.execute("select distinct run_id from kernel_aggs")} == with_rows
+    )
     for run in aggs.runs():
         if run.id in with_rows:
-            assert _answers(aggs, run.id, run.activity or "kernel") == _answers(rows, run.id, run.activity or "kernel")
+            assert _answers(aggs, run.id, run.activity or "kernel") == _answers(
+                rows, run.id, run.activity or "kernel"
+            )
 
 
 def _aggregate_rows(db: Path) -> int:
     con = sqlite3.connect(db)
     try:
-        return sum(con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("kernel_aggs", "path_aggs"))
+        return sum(
+            con.execute(f"select count(*) from {t}").fetchone()[0]
+            for t in ("kernel_aggs", "path_aggs")
+        )
     finally:
         con.close()
 
@@ -425,7 +644,10 @@ def test_an_import_that_fails_leaves_no_aggregates(tmp_path, monkeypatch, report
     from profkit.store.writes import Writes
 
     db = tmp_path / "p.db"
-    assert cli("import", DATA / "ncu" / "precision_zoo.raw.csv.gz", "--name", "good", db=db).exit_code == 0
+    assert (
+        cli("import", DATA / "ncu" / "precision_zoo.raw.csv.gz", "--name", "good", db=db).exit_code
+        == 0
+    )
     before, aggs = cli_json("runs", db=db), _aggregate_rows(db)
     assert aggs
     original = Writes.write_aggregates
@@ -435,8 +657,13 @@ def test_an_import_that_fails_leaves_no_aggregates(tmp_path, monkeypatch, report
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(Writes, "write_aggregates", full_disk)
-    for capture in (DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz", report_dir / "r50_fp16_b64_nsys.sqlite"):
-        one_line_error(cli("import", capture, "--name", "bad", db=db), "the disk is full: cannot write")
+    for capture in (
+        DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz",
+        report_dir / "r50_fp16_b64_nsys.sqlite",
+    ):
+        one_line_error(
+            cli("import", capture, "--name", "bad", db=db), "the disk is full: cannot write"
+        )
         assert cli_json("runs", db=db) == before and _aggregate_rows(db) == aggs
     monkeypatch.undo()
     bad = tmp_path / "bad.sqlite"
@@ -452,10 +679,19 @@ def test_an_import_that_fails_leaves_no_aggregates(tmp_path, monkeypatch, report
 def test_a_deleted_run_takes_its_aggregates_with_it(tmp_path):
     db = tmp_path / "p.db"
     for name in ("a", "b"):
-        assert cli("import", DATA / "ncu" / "precision_zoo.raw.csv.gz", "--name", name, db=db).exit_code == 0
+        assert (
+            cli(
+                "import", DATA / "ncu" / "precision_zoo.raw.csv.gz", "--name", name, db=db
+            ).exit_code
+            == 0
+        )
     store = Store(db)
     a, b = store.get_run("a"), store.get_run("b")
     assert _answers(store, a.id, "kernel") == _answers(store, b.id, "kernel")
     store.delete_run(a.id)
-    assert {r for (r,) in store.execute("select distinct run_id from kernel_aggs union "
-                                        "select distinct run_id from path_aggs")} == {b.id}
+    assert {
+        r
+        for (r,) in store.execute(
+            "select distinct run_id from kernel_aggs union select distinct run_id from path_aggs"
+        )
+    } == {b.id}

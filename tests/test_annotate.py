@@ -28,8 +28,14 @@ def test_a_factorys_range_carries_the_type_it_makes():
         torch.ones(2, dtype=torch.float16)
         torch.arange(3) + torch.ones(3)
     made = [(x.op, x.input_types) for x in labels(names)]
-    assert made == [("aten::arange", "int64"), ("aten::full", "float32"), ("aten::ones", "float16"),
-                    ("aten::arange", "int64"), ("aten::ones", "float32"), ("aten::add", "int64,float32")]
+    assert made == [
+        ("aten::arange", "int64"),
+        ("aten::full", "float32"),
+        ("aten::ones", "float16"),
+        ("aten::arange", "int64"),
+        ("aten::ones", "float32"),
+        ("aten::add", "int64,float32"),
+    ]
 
 
 class _Block(torch.nn.Module):
@@ -38,7 +44,7 @@ class _Block(torch.nn.Module):
         self.qkv = torch.nn.Linear(64, 192)
         self.out = torch.nn.Linear(64, 64)
 
-    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv(x).view(2, 16, 3, 4, 16).permute(2, 0, 3, 1, 4)
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         return self.out(torch.relu(y.transpose(1, 2).reshape(2, 16, 64)))
@@ -63,11 +69,16 @@ def test_a_compiled_models_own_operator_calls_get_ranges_without_compiling_again
     assert dict(torch._dynamo.utils.counters["stats"]) == stats
     assert names and not depth
     found = labels(names)
-    assert {(x.op, x.phase) for x in found} >= {("aten::addmm", "forward"), ("aten::mm", "backward")}
+    assert {(x.op, x.phase) for x in found} >= {
+        ("aten::addmm", "forward"),
+        ("aten::mm", "backward"),
+    }
     assert any("scaled_dot_product" in x.op and x.phase == "forward" for x in found)
     assert any("scaled_dot_product" in x.op and x.phase == "backward" for x in found)
     addmm = next(x for x in found if x.op == "aten::addmm")
-    assert addmm.shapes == "[192];[32,64];[64,192]" and addmm.input_types == "float32,float32,float32"
+    assert (
+        addmm.shapes == "[192];[32,64];[64,192]" and addmm.input_types == "float32,float32,float32"
+    )
     assert all(x.module is None for x in found)  # a compiled graph runs no module
     for module in _output_code_modules():
         assert type(module.__dict__["torch"]).__name__ == "module"
@@ -87,13 +98,28 @@ def test_a_factorys_type_is_the_one_its_meta_call_gives():
     a = annotate.Annotator.__new__(annotate.Annotator)
     a.torch = torch
     aten = torch.ops.aten
-    cases = [(aten.arange.default, (10,), {}), (aten.arange.start, (0, 10), {}), (aten.arange.start_step, (0, 1.0, 0.1), {}),
-             (aten.full.default, ((2, 2), 1.5), {}), (aten.full.default, ((2, 2), 1), {}),
-             (aten.full.default, ((2, 2), True), {}), (aten.full.default, ((2, 2), float("-inf")), {}),
-             (aten.zeros.default, ((2, 2),), {}), (aten.ones.default, ((3,),), {"dtype": torch.float16}),
-             (aten.randint.low, (0, 5, (3,)), {}), (aten.eye.default, (3,), {}), (aten.empty.memory_format, ((2,),), {}),
-             (aten.randperm.default, (5,), {}), (aten.scalar_tensor.default, (2,), {}), (aten.linspace.default, (0, 1, 5), {}),
-             (aten.linspace.default, (0, 1j, 5), {}), (aten.arange.default, (True,), {}), (aten.full.default, ((2,), 1j), {})]
+    cases = [
+        (aten.arange.default, (10,), {}),
+        (aten.arange.start, (0, 10), {}),
+        (aten.arange.start_step, (0, 1.0, 0.1), {}),
+        (aten.full.default, ((2, 2), 1.5), {}),
+        (aten.full.default, ((2, 2), 1), {}),
+        (aten.full.default, ((2, 2), True), {}),
+        (aten.full.default, ((2, 2), float("-inf")), {}),
+        (aten.zeros.default, ((2, 2),), {}),
+        (aten.ones.default, ((3,),), {"dtype": torch.float16}),
+        (aten.randint.low, (0, 5, (3,)), {}),
+        (aten.eye.default, (3,), {}),
+        (aten.empty.memory_format, ((2,),), {}),
+        (aten.randperm.default, (5,), {}),
+        (aten.scalar_tensor.default, (2,), {}),
+        (aten.linspace.default, (0, 1, 5), {}),
+        (aten.linspace.default, (0, 1j, 5), {}),
+        (aten.arange.default, (True,), {}),
+        (aten.full.default, ((2,), 1j), {}),
+    ]
     for func, args, kwargs in cases:
         made = func(*args, **{**kwargs, "device": "meta"})
-        assert a._made(func, args, {**kwargs, "device": "cpu"}) == [str(made.dtype).removeprefix("torch.")], func
+        assert a._made(func, args, {**kwargs, "device": "cpu"}) == [
+            str(made.dtype).removeprefix("torch.")
+        ], func

@@ -11,7 +11,6 @@ import hashlib
 import io
 import json
 import math
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -40,8 +39,13 @@ def write_csv(path: Path, rows: list[list[str]]) -> Path:
     return path
 
 
-def ncu_edit(tmp: Path, column: str | None = None, value: str = "", row: int | None = 2,
-             drop_units: bool = False) -> Path:
+def ncu_edit(
+    tmp: Path,
+    column: str | None = None,
+    value: str = "",
+    row: int | None = 2,
+    drop_units: bool = False,
+) -> Path:
     rows = ncu_rows()
     if drop_units:
         rows = [rows[0], *rows[2:]]
@@ -112,64 +116,136 @@ def unchanged(db: Path) -> None:
 
 CASES = {
     # ncu CSV
-    "ncu units row missing": (lambda t: ncu_edit(t, drop_units=True), "has no units row below its header"),
-    "ncu duration not a number": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "abc", row=None),
-                                  "row 3: gpu__time_duration.sum is 'abc', not a number"),
-    "ncu duration infinite": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "inf"),
-                              "gpu__time_duration.sum is 'inf', not a finite non-negative number"),
-    "ncu duration negative": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "-5"),
-                              "gpu__time_duration.sum is '-5', not a finite non-negative number"),
-    "ncu ID infinite": (lambda t: ncu_edit(t, "ID", "inf"), "ID is 'inf', not a finite non-negative number"),
+    "ncu units row missing": (
+        lambda t: ncu_edit(t, drop_units=True),
+        "has no units row below its header",
+    ),
+    "ncu duration not a number": (
+        lambda t: ncu_edit(t, "gpu__time_duration.sum", "abc", row=None),
+        "row 3: gpu__time_duration.sum is 'abc', not a number",
+    ),
+    "ncu duration infinite": (
+        lambda t: ncu_edit(t, "gpu__time_duration.sum", "inf"),
+        "gpu__time_duration.sum is 'inf', not a finite non-negative number",
+    ),
+    "ncu duration negative": (
+        lambda t: ncu_edit(t, "gpu__time_duration.sum", "-5"),
+        "gpu__time_duration.sum is '-5', not a finite non-negative number",
+    ),
+    "ncu ID infinite": (
+        lambda t: ncu_edit(t, "ID", "inf"),
+        "ID is 'inf', not a finite non-negative number",
+    ),
     "ncu ID fraction": (lambda t: ncu_edit(t, "ID", "1.5"), "ID is '1.5', not a whole number"),
-    "ncu grid too large": (lambda t: ncu_edit(t, "Grid Size", "(99999999999999999999999, 2, 1)"),
-                           "Grid Size is '(99999999999999999999999, 2, 1)', not three whole numbers"),
-    "ncu grid negative": (lambda t: ncu_edit(t, "Grid Size", "(-5, 2, 1)"), "Grid Size is '(-5, 2, 1)'"),
-    "ncu duration nan": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "nan"), "is 'nan', not a number"),
-    "ncu duration of a year": (lambda t: ncu_edit(t, "gpu__time_duration.sum", "31536000000000000"),
-                               "more than a day: not a real duration"),
-    "ncu column twice": (lambda t: write_csv(t / "edited.csv", [r + [r[ncu_rows()[0].index("gpu__time_duration.sum")]]
-                                                               for r in ncu_rows()]),
-                         "has the column 'gpu__time_duration.sum' more than once"),
-    "ncu nothing to import": (lambda t: write_csv(t / "edited.csv", ncu_rows()[:2]), "holds no kernel rows"),
+    "ncu grid too large": (
+        lambda t: ncu_edit(t, "Grid Size", "(99999999999999999999999, 2, 1)"),
+        "Grid Size is '(99999999999999999999999, 2, 1)', not three whole numbers",
+    ),
+    "ncu grid negative": (
+        lambda t: ncu_edit(t, "Grid Size", "(-5, 2, 1)"),
+        "Grid Size is '(-5, 2, 1)'",
+    ),
+    "ncu duration nan": (
+        lambda t: ncu_edit(t, "gpu__time_duration.sum", "nan"),
+        "is 'nan', not a number",
+    ),
+    "ncu duration of a year": (
+        lambda t: ncu_edit(t, "gpu__time_duration.sum", "31536000000000000"),
+        "more than a day: not a real duration",
+    ),
+    "ncu column twice": (
+        lambda t: write_csv(
+            t / "edited.csv",
+            [r + [r[ncu_rows()[0].index("gpu__time_duration.sum")]] for r in ncu_rows()],
+        ),
+        "has the column 'gpu__time_duration.sum' more than once",
+    ),
+    "ncu nothing to import": (
+        lambda t: write_csv(t / "edited.csv", ncu_rows()[:2]),
+        "holds no kernel rows",
+    ),
     # Kineto
-    "kineto negative dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=-5)),
-                            "has a negative duration (-5 us)"),
-    "kineto bool dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=True)),
-                        "ts/dur True is not a number"),
-    "kineto huge dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=1e30)),
-                        "ts/dur 1e+30 is not a finite time"),
-    "kineto Infinity dur": (lambda t: _kineto_text(t, lambda text: text.replace('"dur": 28.864', '"dur": Infinity', 1)),
-                            "is not a finite time"),
-    "kineto no dur": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").pop("dur")),
-                      "has no dur (a complete event needs ts and dur)"),
-    "kineto name not text": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(name=5)),
-                             "name is 5, not a string"),
-    "kineto nested too deep": (lambda t: (t / "edited.json").write_text("[" * 100_000) and t / "edited.json",
-                               "nested too deeply"),
-    "kineto negative range": (lambda t: kineto_edit(t, lambda k: first_event(k, "user_annotation").update(dur=-3)),
-                              "(user_annotation 'resnet18.fp16.eager.iter0') has a negative duration"),
-    "kineto correlation list": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel")["args"].update(
-        correlation=[1])), "args.correlation is [1], not a whole number from 0 to 2^63 - 1"),
-    "kineto args string": (lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(args="x")),
-                           "args is str, not an object"),
-    "kineto deviceProperties": (lambda t: kineto_edit(t, lambda k: k.update(deviceProperties="x")),
-                                "deviceProperties is not a list of objects"),
-    "kineto nothing": (lambda t: kineto_edit(t, lambda k: k.update(traceEvents=[])),
-                       "holds no GPU kernels and no CPU operators"),
+    "kineto negative dur": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=-5)),
+        "has a negative duration (-5 us)",
+    ),
+    "kineto bool dur": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=True)),
+        "ts/dur True is not a number",
+    ),
+    "kineto huge dur": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(dur=1e30)),
+        "ts/dur 1e+30 is not a finite time",
+    ),
+    "kineto Infinity dur": (
+        lambda t: _kineto_text(t, lambda text: text.replace('"dur": 28.864', '"dur": Infinity', 1)),
+        "is not a finite time",
+    ),
+    "kineto no dur": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").pop("dur")),
+        "has no dur (a complete event needs ts and dur)",
+    ),
+    "kineto name not text": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(name=5)),
+        "name is 5, not a string",
+    ),
+    "kineto nested too deep": (
+        lambda t: (t / "edited.json").write_text("[" * 100_000) and t / "edited.json",
+        "nested too deeply",
+    ),
+    "kineto negative range": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "user_annotation").update(dur=-3)),
+        "(user_annotation 'resnet18.fp16.eager.iter0') has a negative duration",
+    ),
+    "kineto correlation list": (
+        lambda t: kineto_edit(
+            t, lambda k: first_event(k, "kernel")["args"].update(correlation=[1])
+        ),
+        "args.correlation is [1], not a whole number from 0 to 2^63 - 1",
+    ),
+    "kineto args string": (
+        lambda t: kineto_edit(t, lambda k: first_event(k, "kernel").update(args="x")),
+        "args is str, not an object",
+    ),
+    "kineto deviceProperties": (
+        lambda t: kineto_edit(t, lambda k: k.update(deviceProperties="x")),
+        "deviceProperties is not a list of objects",
+    ),
+    "kineto nothing": (
+        lambda t: kineto_edit(t, lambda k: k.update(traceEvents=[])),
+        "holds no GPU kernels and no CPU operators",
+    ),
     # nsys
-    "nsys end before start": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 100 "
-                                                     "where rowid = 3"), "ends before it starts"),
-    "nsys end text": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = 'abc' where rowid = 3"),
-                      "CUPTI_ACTIVITY_KIND_KERNEL has end = 'abc', not an integer"),
-    "nsys globalTid text": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_RUNTIME set globalTid = 'x' "
-                                                   "where rowid = 3"),
-                            "CUPTI_ACTIVITY_KIND_RUNTIME has globalTid = 'x', not an integer"),
-    "nsys globalTid null": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_RUNTIME set globalTid = NULL"),
-                            "CUPTI_ACTIVITY_KIND_RUNTIME has globalTid = None, not an integer"),
-    "nsys end past 2^63": (lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = 9223372036854775807 "
-                                                  "where rowid = 3"), "more than a day: not a real duration"),
-    "nsys no kernels": (lambda t: nsys_edit(t, "delete from CUPTI_ACTIVITY_KIND_KERNEL"),
-                        "the capture holds no kernel launches"),
+    "nsys end before start": (
+        lambda t: nsys_edit(
+            t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 100 where rowid = 3"
+        ),
+        "ends before it starts",
+    ),
+    "nsys end text": (
+        lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = 'abc' where rowid = 3"),
+        "CUPTI_ACTIVITY_KIND_KERNEL has end = 'abc', not an integer",
+    ),
+    "nsys globalTid text": (
+        lambda t: nsys_edit(
+            t, "update CUPTI_ACTIVITY_KIND_RUNTIME set globalTid = 'x' where rowid = 3"
+        ),
+        "CUPTI_ACTIVITY_KIND_RUNTIME has globalTid = 'x', not an integer",
+    ),
+    "nsys globalTid null": (
+        lambda t: nsys_edit(t, "update CUPTI_ACTIVITY_KIND_RUNTIME set globalTid = NULL"),
+        "CUPTI_ACTIVITY_KIND_RUNTIME has globalTid = None, not an integer",
+    ),
+    "nsys end past 2^63": (
+        lambda t: nsys_edit(
+            t, "update CUPTI_ACTIVITY_KIND_KERNEL set end = 9223372036854775807 where rowid = 3"
+        ),
+        "more than a day: not a real duration",
+    ),
+    "nsys no kernels": (
+        lambda t: nsys_edit(t, "delete from CUPTI_ACTIVITY_KIND_KERNEL"),
+        "the capture holds no kernel launches",
+    ),
 }
 
 
@@ -186,12 +262,21 @@ def test_odd_files(seeded, tmp_path):
     import os
 
     os.mkfifo(tmp_path / "pipe.csv")
-    one_line_error(cli("import", tmp_path / "pipe.csv", db=seeded), "is not a regular file (a pipe or a device)")
+    one_line_error(
+        cli("import", tmp_path / "pipe.csv", db=seeded),
+        "is not a regular file (a pipe or a device)",
+    )
     (tmp_path / "loop.csv").symlink_to(tmp_path / "loop.csv")
-    one_line_error(cli("import", tmp_path / "loop.csv", db=seeded), "is a symbolic link that leads nowhere")
+    one_line_error(
+        cli("import", tmp_path / "loop.csv", db=seeded), "is a symbolic link that leads nowhere"
+    )
     (tmp_path / "bad.ncu-rep.gz").write_bytes(b"not gzip")
-    one_line_error(cli("import", tmp_path / "bad.ncu-rep.gz", db=seeded), "is not a readable gzip file")
-    one_line_error(cli("import", NCU_CSV, "--name", "x" * 121, db=seeded), "a run name has at most 120", 2)
+    one_line_error(
+        cli("import", tmp_path / "bad.ncu-rep.gz", db=seeded), "is not a readable gzip file"
+    )
+    one_line_error(
+        cli("import", NCU_CSV, "--name", "x" * 121, db=seeded), "a run name has at most 120", 2
+    )
     unchanged(seeded)
 
 
@@ -211,17 +296,40 @@ def test_bad_schema_version_is_one_line(seeded):
 
 
 # ------------------------------------------------------------------ property tests
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-                    derandomize=True)
-ANY_CELL = st.one_of(st.text(max_size=12), st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                     st.integers(min_value=-2 ** 70, max_value=2 ** 70).map(str), st.sampled_from(
-                         ["", "n/a", "inf", "-inf", "nan", "1,234.5", "1e400", "-0", "0x10", "(1, 2, 3)"]))
-ANY_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(min_value=-2 ** 70, max_value=2 ** 70),
-                                  st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8)),
-                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                   max_size=3), max_leaves=6)
-ANY_SQL = st.one_of(st.none(), st.integers(min_value=-2 ** 63, max_value=2 ** 63 - 1),
-                    st.floats(allow_nan=False), st.text(max_size=8), st.binary(max_size=8))
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
+ANY_CELL = st.one_of(
+    st.text(max_size=12),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(
+        ["", "n/a", "inf", "-inf", "nan", "1,234.5", "1e400", "-0", "0x10", "(1, 2, 3)"]
+    ),
+)
+ANY_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+ANY_SQL = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+)
 
 
 def _import_is_sound_or_refused(path: Path, tmp: Path) -> None:
@@ -249,9 +357,22 @@ def _import_is_sound_or_refused(path: Path, tmp: Path) -> None:
 
 
 @SETTINGS
-@given(column=st.sampled_from(["ID", "gpu__time_duration.sum", "Stream", "Grid Size", "Block Size",
-                               "sm__ops_path_tensor_src_fp16.sum", "Kernel Name", "Device"]),
-       row=st.integers(min_value=1, max_value=40), value=ANY_CELL)
+@given(
+    column=st.sampled_from(
+        [
+            "ID",
+            "gpu__time_duration.sum",
+            "Stream",
+            "Grid Size",
+            "Block Size",
+            "sm__ops_path_tensor_src_fp16.sum",
+            "Kernel Name",
+            "Device",
+        ]
+    ),
+    row=st.integers(min_value=1, max_value=40),
+    value=ANY_CELL,
+)
 def test_ncu_csv_property(tmp_path, column, row, value):
     rows = ncu_rows()
     if column not in rows[0]:
@@ -261,9 +382,12 @@ def test_ncu_csv_property(tmp_path, column, row, value):
 
 
 @SETTINGS
-@given(cat=st.sampled_from(["kernel", "cuda_runtime", "user_annotation", "gpu_memcpy"]),
-       field=st.sampled_from(["ts", "dur", "args", "name", "tid", "pid"]), value=ANY_JSON,
-       arg=st.sampled_from([None, "correlation", "External id", "stream", "grid", "device"]))
+@given(
+    cat=st.sampled_from(["kernel", "cuda_runtime", "user_annotation", "gpu_memcpy"]),
+    field=st.sampled_from(["ts", "dur", "args", "name", "tid", "pid"]),
+    value=ANY_JSON,
+    arg=st.sampled_from([None, "correlation", "External id", "stream", "grid", "device"]),
+)
 def test_kineto_property(tmp_path, cat, field, value, arg):
     trace = kineto_trace()
     events = [e for e in trace["traceEvents"] if str(e.get("cat", "")).lower() == cat]
@@ -280,13 +404,24 @@ def test_kineto_property(tmp_path, cat, field, value, arg):
 
 
 @SETTINGS
-@given(table_column=st.sampled_from([("CUPTI_ACTIVITY_KIND_KERNEL", "start"), ("CUPTI_ACTIVITY_KIND_KERNEL", "end"),
-                                     ("CUPTI_ACTIVITY_KIND_KERNEL", "streamId"),
-                                     ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
-                                     ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
-                                     ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId"), ("NVTX_EVENTS", "start"),
-                                     ("NVTX_EVENTS", "end"), ("NVTX_EVENTS", "text"), ("StringIds", "value")]),
-       rowid=st.integers(min_value=1, max_value=30), value=ANY_SQL)
+@given(
+    table_column=st.sampled_from(
+        [
+            ("CUPTI_ACTIVITY_KIND_KERNEL", "start"),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", "end"),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", "streamId"),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+            ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+            ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId"),
+            ("NVTX_EVENTS", "start"),
+            ("NVTX_EVENTS", "end"),
+            ("NVTX_EVENTS", "text"),
+            ("StringIds", "value"),
+        ]
+    ),
+    rowid=st.integers(min_value=1, max_value=30),
+    value=ANY_SQL,
+)
 def test_nsys_property(tmp_path, table_column, rowid, value):
     table, column = table_column
     path = tmp_path / "h.sqlite"
@@ -306,7 +441,9 @@ def test_damaged_database_while_streaming_is_one_line(tmp_path, report_dir):
     """Pages damaged after the data was stored: `kernels --format json` stops with one line on
     stderr and exit 1 (what it printed before is cut short, and says so), no traceback."""
     db = tmp_path / "p.db"
-    assert cli("import", report_dir / "r50_fp16_b64_nsys.sqlite", "--name", "r", db=db).exit_code == 0
+    assert (
+        cli("import", report_dir / "r50_fp16_b64_nsys.sqlite", "--name", "r", db=db).exit_code == 0
+    )
     import gc
 
     gc.collect()  # the import ran in this process: its connection may still be open until collected
@@ -318,15 +455,24 @@ def test_damaged_database_while_streaming_is_one_line(tmp_path, report_dir):
     page_size = con.execute("pragma page_size").fetchone()[0]
     # The kernel rows' leaf pages, second half (where they lie in the file depends on what
     # else the schema holds): the JSON stream is well under way when it reaches them.
-    leaves = [n for (n,) in con.execute("select pageno from dbstat where name = 'kernel_rows' and pagetype = 'leaf' "
-                                        "order by path")]
+    leaves = [
+        n
+        for (n,) in con.execute(
+            "select pageno from dbstat where name = 'kernel_rows' and pagetype = 'leaf' "
+            "order by path"
+        )
+    ]
     con.close()
     assert len(leaves) > 10
     with db.open("r+b") as f:
-        for page in leaves[len(leaves) // 2:]:  # the page header and cell pointers: never readable as a page
+        for page in leaves[
+            len(leaves) // 2 :
+        ]:  # the page header and cell pointers: never readable as a page
             f.seek((page - 1) * page_size)
             f.write(b"\xde\xad\xbe\xef" * 200)
-    one_line_error(cli("kernels", "r", "--format", "json", db=db), "the database is damaged or unreadable")
+    one_line_error(
+        cli("kernels", "r", "--format", "json", db=db), "the database is damaged or unreadable"
+    )
 
 
 def test_output_that_cannot_be_written_undoes_the_import(tmp_path):
@@ -337,8 +483,12 @@ def test_output_that_cannot_be_written_undoes_the_import(tmp_path):
 
     db = tmp_path / "p.db"
     with open("/dev/full", "w") as full:
-        p = subprocess.run([sys.executable, "-m", "profkit", "--db", str(db), "import", str(NCU_CSV)],
-                           stdout=full, stderr=subprocess.PIPE, text=True)
+        p = subprocess.run(
+            [sys.executable, "-m", "profkit", "--db", str(db), "import", str(NCU_CSV)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "cannot write the output (No space left on device); the import of" in p.stderr
     assert profkit.open_db(db).list_runs() == []
@@ -348,13 +498,18 @@ def test_run_names_are_safe_file_names_for_run_and_import(tmp_path):
     db = tmp_path / "p.db"
     for bad in ("..", ".", "-x", ".hidden", "a/b", "x" * 121, "12"):
         one_line_error(cli("import", NCU_CSV, "--name", bad, db=db), "run name", 2)
-        one_line_error(cli("run", "resnet18", "--device", "cpu", "--name", bad, db=db), "run name", 2)
+        one_line_error(
+            cli("run", "resnet18", "--device", "cpu", "--name", bad, db=db), "run name", 2
+        )
     assert not db.exists()
     runs = tmp_path / "p-runs"
     runs.mkdir()
     (runs / "out").symlink_to(tmp_path)
     # A link where the run's folder would be is left alone: the run's folder is made anew beside it.
-    assert cli("import", NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz", "--name", "out", db=db).exit_code == 0
+    assert (
+        cli("import", NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz", "--name", "out", db=db).exit_code
+        == 0
+    )
     assert not (tmp_path / "resnet18_fp16_eager.ncu-rep").exists() and (runs / "out").is_symlink()
     assert (runs / "out-2" / "resnet18_fp16_eager.ncu-rep").is_file()
 
@@ -367,17 +522,29 @@ def test_huge_kernel_tables_are_cut_with_a_pointer(tmp_path, monkeypatch):
     assert cli("import", NCU_CSV, "--name", "r", db=db).exit_code == 0
     r = cli("kernels", "r", db=db)
     assert r.exit_code == 0
-    assert "the first 100 of 162 rows; --limit N shows more, --format json or csv streams them all" in r.stderr
+    assert (
+        "the first 100 of 162 rows; --limit N shows more, --format json or csv streams them all"
+        in r.stderr
+    )
     assert "the first" not in cli("kernels", "r", "--limit", "150", db=db).stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "resnet18", "--device", "cpu", "--timeout", "0"], "--timeout must be a number of seconds, at least 1"),
-    (["run", "resnet18", "--device", "cpu", "--timeout", "-5"], "--timeout must be a number of seconds, at least 1"),
-    (["summary", "good", "--top", "-1"], "Invalid value for '--top'"),
-    (["kernels", "good", "--limit", "-5"], "Invalid value for '--limit'"),
-    (["diff", "good", "good", "--threshold", "-1"], "Invalid value for '--threshold'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["run", "resnet18", "--device", "cpu", "--timeout", "0"],
+            "--timeout must be a number of seconds, at least 1",
+        ),
+        (
+            ["run", "resnet18", "--device", "cpu", "--timeout", "-5"],
+            "--timeout must be a number of seconds, at least 1",
+        ),
+        (["summary", "good", "--top", "-1"], "Invalid value for '--top'"),
+        (["kernels", "good", "--limit", "-5"], "Invalid value for '--limit'"),
+        (["diff", "good", "good", "--threshold", "-1"], "Invalid value for '--threshold'"),
+    ],
+)
 def test_numeric_options_are_range_checked(seeded, args, message):
     one_line_error(cli(*args, db=seeded), message, 2)
     unchanged(seeded)

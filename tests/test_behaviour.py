@@ -14,7 +14,6 @@ only (``diff A B --match family :: .json.rows``)."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,33 +55,50 @@ ADDED: dict[str, str] = {
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).
 CHANGED: dict[str, str | tuple[str, frozenset[Any]]] = {
-    ".json[].evidence": ("issue 23: the evidence is what decided the precision: the launching operator's "
-                         "input types `dtypes` (was `name` for Triton and SDPA kernels, `none` for the rest); off "
-                         "the tensor cores on ncu runs, the name rule (`name`, was `metrics`: the tensor-path "
-                         "counters decided only that no tensor core was used)", frozenset({"name", "none", "metrics"})),
+    ".json[].evidence": (
+        "issue 23: the evidence is what decided the precision: the launching operator's "
+        "input types `dtypes` (was `name` for Triton and SDPA kernels, `none` for the rest); off "
+        "the tensor cores on ncu runs, the name rule (`name`, was `metrics`: the tensor-path "
+        "counters decided only that no tensor core was used)",
+        frozenset({"name", "none", "metrics"}),
+    ),
     ".json[].evidence_detail": "issue 23: says the launching operator's input types gave the precision",
     ".json.evidence": "issue 23: the summary's launches per evidence, as .json[].evidence",
     ".json.time_by_precision_ns": "issue 23: the summary's time per precision, as .json[].precision",
     ".json.kernels_by_precision": "issue 23: the summary's launches per precision, as .json[].precision",
-    ".json.top_kernels[].evidence": ("issue 23: as .json[].evidence, in the summary's top kernels",
-                                     frozenset({"name", "none", "metrics"})),
-    ".json.top_kernels[].precision": ("issue 23: as .json[].precision, in the summary's top kernels",
-                                      frozenset({"unknown"})),
-    ".json[].precision": ("issue 23: kernels whose names and counters say no precision take the launching "
-                          "operator's input types", frozenset({"unknown"})),
+    ".json.top_kernels[].evidence": (
+        "issue 23: as .json[].evidence, in the summary's top kernels",
+        frozenset({"name", "none", "metrics"}),
+    ),
+    ".json.top_kernels[].precision": (
+        "issue 23: as .json[].precision, in the summary's top kernels",
+        frozenset({"unknown"}),
+    ),
+    ".json[].precision": (
+        "issue 23: kernels whose names and counters say no precision take the launching "
+        "operator's input types",
+        frozenset({"unknown"}),
+    ),
     ".json.rows[].precision_a": "issue 23: as .json[].precision, in the diff's rows",
     ".json.totals.time_by_precision_?_ns": "issue 23: as .json[].precision, in the diff's totals",
     ".json.rows[].precision_b": "issue 23: as .json[].precision, in the diff's rows",
-    ".json[].family": ("issue 24: convolutions run as implicit GEMMs (cuDNN xmma fprop/dgrad/wgrad, CUTLASS conv "
-                       "kernels) are family conv, not gemm (rule conv_family); issue 36: cuDNN's first-layer "
-                       "convolution is conv, opaque copies and gathers memory, cuDNN's dQ conversion attention",
-                       frozenset({"gemm", None})),
-    ".json[].tensor_core": ("issue 36: cuDNN's first-layer convolution runs on tensor cores (its HMMA tile), opaque "
-                            "copies, gathers and cuDNN's dQ conversion do not", frozenset({None})),
+    ".json[].family": (
+        "issue 24: convolutions run as implicit GEMMs (cuDNN xmma fprop/dgrad/wgrad, CUTLASS conv "
+        "kernels) are family conv, not gemm (rule conv_family); issue 36: cuDNN's first-layer "
+        "convolution is conv, opaque copies and gathers memory, cuDNN's dQ conversion attention",
+        frozenset({"gemm", None}),
+    ),
+    ".json[].tensor_core": (
+        "issue 36: cuDNN's first-layer convolution runs on tensor cores (its HMMA tile), opaque "
+        "copies, gathers and cuDNN's dQ conversion do not",
+        frozenset({None}),
+    ),
     ".json.rows[].tensor_core_pct_?": "issue 36: as .json[].tensor_core, in the diff's rows",
-    ".json.totals.replaced_by_fusion": ("issue 36: what compile removed is every kind of A's kernels without "
-                                        "counterpart in B, whatever its family (was: element-wise, norm, layout "
-                                        "and memory kinds only)"),
+    ".json.totals.replaced_by_fusion": (
+        "issue 36: what compile removed is every kind of A's kernels without "
+        "counterpart in B, whatever its family (was: element-wise, norm, layout "
+        "and memory kinds only)"
+    ),
     ".json.tensor_core_kernels": "issue 36: as .json[].tensor_core, in the summary's launches on tensor cores",
     ".json.tensor_core_time_pct": "issue 36: as .json[].tensor_core, in the summary's time on tensor cores",
     ".json.tensor_core_time_ns": "issue 36: as .json[].tensor_core, in the summary's time on tensor cores",
@@ -90,17 +106,27 @@ CHANGED: dict[str, str | tuple[str, frozenset[Any]]] = {
     ".json.totals.tensor_core_time_pct_?": "issue 36: as .json[].tensor_core, in the diff's totals",
     ".json.totals.tensor_core_time_?_ns": "issue 36: as .json[].tensor_core, in the diff's totals",
     ".json.rows[].family": "issue 24: as .json[].family, in the diff's rows (conv, not gemm)",
-    ".json.rows[].name": ("issue 24: with --match family, a kernel no work rule knows is its short name with what "
-                          "differs between variants wildcarded as `*` (tile shapes, an element type, lone numbers); "
-                          "digits inside a word stay (max_pool2d, bn_fw_inf_1C11): was every digit as `#`"),
-    ("diff attention.attention_zoo_fp16.ncu.raw attention.attention_zoo_bf16.ncu.raw --match family :: "
-     ".json"): ("issue 24: the fmha_cutlassF kernels of fp16 and bf16 are one family now (an element type that is a "
-                "part of its own is wildcarded): one row 'same' instead of one 'added' and one 'removed'"),
+    ".json.rows[].name": (
+        "issue 24: with --match family, a kernel no work rule knows is its short name with what "
+        "differs between variants wildcarded as `*` (tile shapes, an element type, lone numbers); "
+        "digits inside a word stay (max_pool2d, bn_fw_inf_1C11): was every digit as `#`"
+    ),
+    (
+        "diff attention.attention_zoo_fp16.ncu.raw attention.attention_zoo_bf16.ncu.raw --match family :: "
+        ".json"
+    ): (
+        "issue 24: the fmha_cutlassF kernels of fp16 and bf16 are one family now (an element type that is a "
+        "part of its own is wildcarded): one row 'same' instead of one 'added' and one 'removed'"
+    ),
     ".json.time_by_family_ns": "issue 24: the summary's time per family, as .json[].family (conv, not gemm)",
-    **{f"diff torch.cpu_resnet18_fp32 torch.cpu_resnet18_bf16 --match {m} :: {path}": (
-        "issue 37: CPU runs of 2 and 1 measured iterations: their times are noise, so a row is changed only where "
-        "its calls are, and a note says so") for m in ("exact", "family", "op", "module")
-       for path in (".json.rows[].status", ".json.totals.status", ".json.totals.notes")},
+    **{
+        f"diff torch.cpu_resnet18_fp32 torch.cpu_resnet18_bf16 --match {m} :: {path}": (
+            "issue 37: CPU runs of 2 and 1 measured iterations: their times are noise, so a row is changed only where "
+            "its calls are, and a note says so"
+        )
+        for m in ("exact", "family", "op", "module")
+        for path in (".json.rows[].status", ".json.totals.status", ".json.totals.notes")
+    },
 }
 
 
@@ -177,13 +203,19 @@ def _at(value: Any, where: str) -> Any:
 
 def check(got: Any, want: Any, what: str, command: str) -> None:
     found = first_difference(got, want)
-    while found and (at := _intended(found, want, command)):  # a change made on purpose: compare the rest without it
+    while found and (
+        at := _intended(found, want, command)
+    ):  # a change made on purpose: compare the rest without it
         got, want = _without(got, want, at)
         found = first_difference(got, want)
     if found and ".sha256" in found:
-        found += (f" (the rows between the first and last {recorder.EDGE} differ; record.py --out FILE records "
-                  f"them in full with FULL_ROWS raised)")
-    assert found is None, f"{what}: `profkit {command} -f json` differs from the recording at {found}"
+        found += (
+            f" (the rows between the first and last {recorder.EDGE} differ; record.py --out FILE records "
+            f"them in full with FULL_ROWS raised)"
+        )
+    assert found is None, (
+        f"{what}: `profkit {command} -f json` differs from the recording at {found}"
+    )
 
 
 def _without(got: Any, want: Any, where: str) -> tuple[Any, Any]:
@@ -210,13 +242,20 @@ def test_every_committed_capture_is_recorded():
     left_out = []
     for f in sorted(DATA.rglob("*")):
         rel = f.relative_to(DATA).as_posix()
-        if f.is_file() and rel not in recorder.CAPTURES and not any(
-                rel.startswith(k) if k.endswith("/") else k in rel for k in recorder.NOT_CAPTURES):
+        if (
+            f.is_file()
+            and rel not in recorder.CAPTURES
+            and not any(
+                rel.startswith(k) if k.endswith("/") else k in rel for k in recorder.NOT_CAPTURES
+            )
+        ):
             left_out.append(rel)
-    assert left_out == [], "captures the recording leaves out (add them to CAPTURES and record again)"
+    assert left_out == [], (
+        "captures the recording leaves out (add them to CAPTURES and record again)"
+    )
     names = [recorder.run_name(c) for c in recorder.CAPTURES]
     assert len(set(names)) == len(names)
-    assert list(GOLDEN["captures"])[:len(names)] == names
+    assert list(GOLDEN["captures"])[: len(names)] == names
 
 
 def test_runs(recorded):
@@ -234,7 +273,12 @@ def test_kernels_summary_ranges(recorded, run):
 def test_diff(recorded, pair):
     a, b, match = pair.split()
     assert pair in recorded["diff"], f"{pair}: not recorded now"
-    check(recorded["diff"][pair], GOLDEN["diff"][pair], f"{a} against {b}", f"diff {a} {b} --match {match}")
+    check(
+        recorded["diff"][pair],
+        GOLDEN["diff"][pair],
+        f"{a} against {b}",
+        f"diff {a} {b} --match {match}",
+    )
 
 
 def test_bench_show(recorded):
@@ -243,16 +287,31 @@ def test_bench_show(recorded):
 
 def test_the_check_names_the_first_difference():
     """The messages above: a changed, missing, new or retyped field, and a shorter list."""
-    want = {"exit": 0, "json": [{"launch_id": 0, "duration_ns": 5}, {"launch_id": 1, "duration_ns": 7}]}
+    want = {
+        "exit": 0,
+        "json": [{"launch_id": 0, "duration_ns": 5}, {"launch_id": 1, "duration_ns": 7}],
+    }
     assert first_difference(want, want) is None
-    got = {"exit": 0, "json": [{"launch_id": 0, "duration_ns": 5}, {"launch_id": 1, "duration_ns": 8}]}
+    got = {
+        "exit": 0,
+        "json": [{"launch_id": 0, "duration_ns": 5}, {"launch_id": 1, "duration_ns": 8}],
+    }
     assert first_difference(got, want) == ".json[1].duration_ns: 8, recorded 7"
-    assert first_difference({"exit": 0, "json": want["json"][:1]}, want) == ".json: 1 items, recorded 2"
+    assert (
+        first_difference({"exit": 0, "json": want["json"][:1]}, want)
+        == ".json: 1 items, recorded 2"
+    )
     assert first_difference({"exit": 0}, want).startswith(".json: missing")
     assert first_difference({**want, "x": 1}, want) == "$: new key 'x' = 1"
-    assert first_difference({"exit": 0.0, "json": want["json"]}, want) == ".exit: 0.0 (float), recorded 0 (int)"
-    with pytest.raises(AssertionError, match=r"r18: `profkit kernels r18 -f json` differs from the recording at "
-                                             r"\.json\[1\]\.duration_ns: 8, recorded 7"):
+    assert (
+        first_difference({"exit": 0.0, "json": want["json"]}, want)
+        == ".exit: 0.0 (float), recorded 0 (int)"
+    )
+    with pytest.raises(
+        AssertionError,
+        match=r"r18: `profkit kernels r18 -f json` differs from the recording at "
+        r"\.json\[1\]\.duration_ns: 8, recorded 7",
+    ):
         check(got, want, "r18", "kernels r18")
 
 

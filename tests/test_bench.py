@@ -21,8 +21,8 @@ from profkit.store import Store
 from .conftest import cli, needs_gpu, needs_torch, one_line_error
 
 WORKLOADS = Path(__file__).parent / "workloads"
-TINY = str(WORKLOADS / "tiny_classifier.py")       # fails in bf16, at run time
-TRAIN = str(WORKLOADS / "tiny_train_step.py")      # builds its own step
+TINY = str(WORKLOADS / "tiny_classifier.py")  # fails in bf16, at run time
+TRAIN = str(WORKLOADS / "tiny_train_step.py")  # builds its own step
 CPU = ("--device", "cpu", "--batch-size", "4", "--iters", "3", "--warmup", "1")
 
 
@@ -33,7 +33,10 @@ def bench_count(db: Path) -> int:
 def stored_rows(db: Path, bench_id: int) -> list[dict]:
     con = sqlite3.connect(db)
     con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from bench_rows where bench_id = ? order by seq", [bench_id])]
+    return [
+        dict(r)
+        for r in con.execute("select * from bench_rows where bench_id = ? order by seq", [bench_id])
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,18 @@ def grid_db(tmp_path_factory):
     """tiny_classifier in fp32 and fp16, eager and torchscript, on the CPU: (db, JSON printed)."""
     pytest.importorskip("torch")
     db = tmp_path_factory.mktemp("bench") / "profkit.db"
-    r = cli("bench", TINY, "--precisions", "fp32,fp16", "--modes", "eager,torchscript", *CPU, "-f", "json", db=db)
+    r = cli(
+        "bench",
+        TINY,
+        "--precisions",
+        "fp32,fp16",
+        "--modes",
+        "eager,torchscript",
+        *CPU,
+        "-f",
+        "json",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     return db, json.loads(r.stdout)
 
@@ -49,12 +63,18 @@ def grid_db(tmp_path_factory):
 @needs_torch
 def test_json_rows_agreement_and_what_is_stored(grid_db):
     db, out = grid_db
-    assert out["workload"] == "tiny_classifier" and out["device"] == "cpu" and out["gpu_name"] is None
+    assert (
+        out["workload"] == "tiny_classifier" and out["device"] == "cpu" and out["gpu_name"] is None
+    )
     assert (out["batch_size"], out["iters"], out["warmup"]) == (4, 3, 1) and out["torch_version"]
     assert "interquartile" in out["spread"]
     rows = out["rows"]
-    assert [(r["precision"], r["mode"]) for r in rows] == [("fp32", "eager"), ("fp16", "eager"),
-                                                             ("fp32", "torchscript"), ("fp16", "torchscript")]
+    assert [(r["precision"], r["mode"]) for r in rows] == [
+        ("fp32", "eager"),
+        ("fp16", "eager"),
+        ("fp32", "torchscript"),
+        ("fp16", "torchscript"),
+    ]
     for r in rows:
         assert r["status"] == "ok" and r["error"] is None and not r["reference_only"]
         assert len(r["iter_ns"]) == 3 and all(isinstance(t, int) and t > 0 for t in r["iter_ns"])
@@ -65,16 +85,24 @@ def test_json_rows_agreement_and_what_is_stored(grid_db):
         assert r["peak_memory_bytes"] is None  # CPU
         assert 0 <= r["max_abs_diff"] < 0.05 and 0 <= r["top1_agreement"] <= 1
     # fp32 eager against itself; the same weights and inputs in every process (torch seeded).
-    assert (rows[0]["max_abs_diff"], rows[0]["top1_agreement"], rows[0]["note"]) == (0.0, 1.0, "the reference")
+    assert (rows[0]["max_abs_diff"], rows[0]["top1_agreement"], rows[0]["note"]) == (
+        0.0,
+        1.0,
+        "the reference",
+    )
     assert rows[2]["max_abs_diff"] < 1e-5 and rows[2]["top1_agreement"] == 1.0
     assert rows[1]["max_abs_diff"] > 0  # fp16 rounds
     # Stored: the benchmark and a row per combination, as printed.
     assert bench_count(db) == 1
     stored = stored_rows(db, out["id"])
     assert [(r["precision"], r["mode"], r["status"]) for r in stored] == [
-        (r["precision"], r["mode"], "ok") for r in rows]
+        (r["precision"], r["mode"], "ok") for r in rows
+    ]
     assert [json.loads(r["iter_ns"]) for r in stored] == [r["iter_ns"] for r in rows]
-    assert stored[1]["median_ms"] == rows[1]["median_ms"] and stored[1]["top1_agreement"] == rows[1]["top1_agreement"]
+    assert (
+        stored[1]["median_ms"] == rows[1]["median_ms"]
+        and stored[1]["top1_agreement"] == rows[1]["top1_agreement"]
+    )
     # Read back through the API and the command, the same.
     import profkit
 
@@ -90,17 +118,26 @@ def test_the_grid_people_make_by_hand(grid_db):
     r = cli("bench", "--show", out["id"], db=db, env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("tiny_classifier, batch 4, on CPU, torch ") and "3 timed iterations after 1 warm-up" in lines[0]
+    assert (
+        lines[0].startswith("tiny_classifier, batch 4, on CPU, torch ")
+        and "3 timed iterations after 1 warm-up" in lines[0]
+    )
     head = lines.index(next(l for l in lines if l.split()[:3] == ["mode", "fp32", "fp16"]))
     eager, script = lines[head + 1].split(), lines[head + 2].split()
     assert eager[0] == "eager" and script[0] == "torchscript"
     fp16 = next(x for x in out["rows"] if (x["precision"], x["mode"]) == ("fp16", "torchscript"))
     assert lines[head + 2].rstrip().endswith(render._bench_ms(fp16["median_ms"], fp16["spread_ms"]))
-    assert re.fullmatch(r"[0-9.,]+ ms \(±[0-9.,]+\)", render._bench_ms(fp16["median_ms"], fp16["spread_ms"]))
+    assert re.fullmatch(
+        r"[0-9.,]+ ms \(±[0-9.,]+\)", render._bench_ms(fp16["median_ms"], fp16["spread_ms"])
+    )
     # each combination's times, then its throughput, memory and agreement (two tables)
     detail = [l.split() for l in lines if l.strip().startswith(("fp32 ", "fp16 "))]
-    assert [d[:2] for d in detail] == 2 * [["fp32", "eager"], ["fp16", "eager"], ["fp32", "torchscript"],
-                                           ["fp16", "torchscript"]]
+    assert [d[:2] for d in detail] == 2 * [
+        ["fp32", "eager"],
+        ["fp16", "eager"],
+        ["fp32", "torchscript"],
+        ["fp16", "torchscript"],
+    ]
     assert detail[4][-2:] == ["0", "100.0%"]  # fp32 eager against itself
     listed = cli("bench", "--list", db=db)
     assert listed.exit_code == 0 and "tiny_classifier" in listed.stdout and "4/4" in listed.stdout
@@ -115,17 +152,34 @@ def test_a_failing_combination_is_recorded_and_the_others_go_on(tmp_path):
     db = tmp_path / "p.db"
     r = cli("bench", TINY, "--precisions", "fp16,bf16", *CPU, db=db, env={"COLUMNS": "200"})
     assert r.exit_code == 1, r.output
-    assert "this model has no bf16 kernel" in r.stdout and "bf16 eager failed: the warm-up failed" in r.stdout
-    assert r.stderr.strip().splitlines()[-1] == "profkit: error: 1 of 2 combinations failed (stored as benchmark 1)"
+    assert (
+        "this model has no bf16 kernel" in r.stdout
+        and "bf16 eager failed: the warm-up failed" in r.stdout
+    )
+    assert (
+        r.stderr.strip().splitlines()[-1]
+        == "profkit: error: 1 of 2 combinations failed (stored as benchmark 1)"
+    )
     grid = next(l for l in r.stdout.splitlines() if l.split()[:1] == ["eager"]).split()
-    assert grid[-1] == "failed" and grid[2] == "ms" and len(grid) == 5  # fp16's cell, bf16's; no fp32 column
+    assert (
+        grid[-1] == "failed" and grid[2] == "ms" and len(grid) == 5
+    )  # fp16's cell, bf16's; no fp32 column
     assert "fp32 eager (reference)" in r.stdout
     rows = stored_rows(db, 1)
     assert [(x["precision"], x["mode"], x["status"], x["reference_only"]) for x in rows] == [
-        ("fp16", "eager", "ok", 0), ("bf16", "eager", "failed", 0), ("fp32", "eager", "ok", 1)]
-    assert rows[1]["error"].startswith("the warm-up failed for tiny_classifier in bf16, eager: RuntimeError")
+        ("fp16", "eager", "ok", 0),
+        ("bf16", "eager", "failed", 0),
+        ("fp32", "eager", "ok", 1),
+    ]
+    assert rows[1]["error"].startswith(
+        "the warm-up failed for tiny_classifier in bf16, eager: RuntimeError"
+    )
     assert rows[1]["median_ms"] is None and rows[0]["median_ms"] > 0
-    assert 0 < rows[0]["max_abs_diff"] < 0.05 and rows[2]["max_abs_diff"] == 0.0 and rows[2]["top1_agreement"] == 1.0
+    assert (
+        0 < rows[0]["max_abs_diff"] < 0.05
+        and rows[2]["max_abs_diff"] == 0.0
+        and rows[2]["top1_agreement"] == 1.0
+    )
 
 
 @needs_torch
@@ -133,12 +187,21 @@ def test_a_training_step_has_no_agreement_and_no_reference(tmp_path):
     import profkit
 
     b = profkit.bench(TRAIN, device="cpu", batch_size=4, iters=2, warmup=1, db=tmp_path / "p.db")
-    assert b.ok and b.id == 1 and len(b.rows) == 1  # no fp32 eager reference run for a step function
+    assert (
+        b.ok and b.id == 1 and len(b.rows) == 1
+    )  # no fp32 eager reference run for a step function
     (row,) = b.rows
     assert row.status == "ok" and row.median_ms > 0 and len(row.iter_ns) == 2
-    assert row.max_abs_diff is None and row.top1_agreement is None and row.note.startswith("n/a: the workload builds")
+    assert (
+        row.max_abs_diff is None
+        and row.top1_agreement is None
+        and row.note.startswith("n/a: the workload builds")
+    )
     r = cli("bench", "--show", "1", db=tmp_path / "p.db", env={"COLUMNS": "200"})
-    assert [l for l in r.stdout.splitlines() if l.startswith("fp32 eager")][-1].split()[-2:] == ["n/a", "n/a"]
+    assert [l for l in r.stdout.splitlines() if l.startswith("fp32 eager")][-1].split()[-2:] == [
+        "n/a",
+        "n/a",
+    ]
     assert "agreement with fp32 eager: n/a: the workload builds its own step" in r.stdout
 
 
@@ -147,9 +210,22 @@ def test_stats_median_quartiles_and_spread():
     from profkit.benchmark import stats
 
     s = stats([4_000_000, 1_000_000, 3_000_000, 2_000_000])
-    assert s == {"median_ms": 2.5, "spread_ms": 0.75, "p25_ms": 1.75, "p75_ms": 3.25, "min_ms": 1.0, "max_ms": 4.0}
-    assert stats([5_000_000]) == {"median_ms": 5.0, "spread_ms": 0.0, "p25_ms": 5.0, "p75_ms": 5.0, "min_ms": 5.0,
-                                  "max_ms": 5.0}
+    assert s == {
+        "median_ms": 2.5,
+        "spread_ms": 0.75,
+        "p25_ms": 1.75,
+        "p75_ms": 3.25,
+        "min_ms": 1.0,
+        "max_ms": 4.0,
+    }
+    assert stats([5_000_000]) == {
+        "median_ms": 5.0,
+        "spread_ms": 0.0,
+        "p25_ms": 5.0,
+        "p75_ms": 5.0,
+        "min_ms": 5.0,
+        "max_ms": 5.0,
+    }
 
 
 @needs_torch
@@ -162,16 +238,28 @@ def test_agreement():
     assert agreement(ref.clone(), ref) == (0.0, 1.0, None)
     diff, top1, note = agreement(torch.tensor([[0.1, 0.9, 0.0], [0.2, 0.5, 0.3]]), ref)
     assert diff == pytest.approx(0.3) and top1 == 0.5 and note is None
-    assert agreement(torch.zeros(2, 4), ref)[2] == "n/a: output shape (2, 4) differs from fp32 eager's (2, 3)"
+    assert (
+        agreement(torch.zeros(2, 4), ref)[2]
+        == "n/a: output shape (2, 4) differs from fp32 eager's (2, 3)"
+    )
     assert agreement(ref * float("nan"), ref)[2] == "n/a: the output holds NaN or infinity"
     assert agreement(torch.ones(3, 1), torch.zeros(3, 1)) == (1.0, None, None)
 
 
 # ------------------------------------------------------------------ bad input: one line, nothing stored
 def _bench(bench_id: int | None = None) -> BenchRecord:
-    return BenchRecord(id=bench_id, workload="w", batch_size=1, device="cpu", iters=1, warmup=0, precisions=["fp32"],
-                       modes=["eager"], created_at="2026-01-01T00:00:00+00:00",
-                       rows=[BenchRow("fp32", "eager", "ok", median_ms=1.0, iter_ns=[1_000_000])])
+    return BenchRecord(
+        id=bench_id,
+        workload="w",
+        batch_size=1,
+        device="cpu",
+        iters=1,
+        warmup=0,
+        precisions=["fp32"],
+        modes=["eager"],
+        created_at="2026-01-01T00:00:00+00:00",
+        rows=[BenchRow("fp32", "eager", "ok", median_ms=1.0, iter_ns=[1_000_000])],
+    )
 
 
 @pytest.fixture
@@ -188,7 +276,11 @@ BAD = {
     "no precision": (["--precisions", ","], "--precisions needs at least one value", 2),
     "batch 0": (["--batch-size", "0"], "--batch-size must be at least 1, not 0", 2),
     "iters 0": (["--iters", "0"], "--iters must be at least 1, not 0", 2),
-    "compile without warm-up": (["--modes", "compile", "--warmup", "0"], "--warmup must be at least 1", 2),
+    "compile without warm-up": (
+        ["--modes", "compile", "--warmup", "0"],
+        "--warmup must be at least 1",
+        2,
+    ),
 }
 
 
@@ -199,14 +291,26 @@ def test_bad_options_are_one_line_and_store_nothing(seeded, case):
     assert bench_count(seeded) == 1
 
 
-@pytest.mark.parametrize("workload, args, message", [
-    ("nosuch", [], "unknown workload 'nosuch'"),
-    ("resnet18_train", ["--precisions", "fp32,bf16"], "workload resnet18_train does not support precision 'bf16'. "
-                                                      "It supports fp32, amp"),
-    ("precision_zoo", ["--modes", "torchscript"], "workload precision_zoo does not support mode 'torchscript'"),
-    (str(WORKLOADS / "absent.py"), [], "workload file not found"),
-])
-def test_unknown_workloads_and_unsupported_combinations_are_refused_first(seeded, workload, args, message):
+@pytest.mark.parametrize(
+    "workload, args, message",
+    [
+        ("nosuch", [], "unknown workload 'nosuch'"),
+        (
+            "resnet18_train",
+            ["--precisions", "fp32,bf16"],
+            "workload resnet18_train does not support precision 'bf16'. It supports fp32, amp",
+        ),
+        (
+            "precision_zoo",
+            ["--modes", "torchscript"],
+            "workload precision_zoo does not support mode 'torchscript'",
+        ),
+        (str(WORKLOADS / "absent.py"), [], "workload file not found"),
+    ],
+)
+def test_unknown_workloads_and_unsupported_combinations_are_refused_first(
+    seeded, workload, args, message
+):
     one_line_error(cli("bench", workload, "--device", "cpu", *args, db=seeded), message)
     assert bench_count(seeded) == 1
 
@@ -215,17 +319,27 @@ def test_what_this_machine_cannot_do_is_refused_first(seeded, monkeypatch):
     from profkit import benchmark, launch
 
     monkeypatch.setattr(benchmark, "compiler", lambda device: None)
-    one_line_error(cli("bench", TINY, "--device", "cpu", "--modes", "eager,compile", db=seeded),
-                   "--modes compile needs a C++ compiler for Inductor's CPU code, and none was found", 2)
+    one_line_error(
+        cli("bench", TINY, "--device", "cpu", "--modes", "eager,compile", db=seeded),
+        "--modes compile needs a C++ compiler for Inductor's CPU code, and none was found",
+        2,
+    )
     monkeypatch.setattr(launch, "DRIVER_DIR", Path("/nonexistent-driver"))
     monkeypatch.setattr(benchmark.gpu, "query", lambda: None)
-    one_line_error(cli("bench", TINY, db=seeded), "no NVIDIA GPU or driver found here. Benchmark on the CPU with "
-                                                  "--device cpu", 2)
+    one_line_error(
+        cli("bench", TINY, db=seeded),
+        "no NVIDIA GPU or driver found here. Benchmark on the CPU with --device cpu",
+        2,
+    )
     assert bench_count(seeded) == 1
 
 
-def test_a_database_that_cannot_be_written_is_refused_before_anything_runs(tmp_path, seeded, monkeypatch):
-    one_line_error(cli("bench", TINY, "--device", "cpu", db=tmp_path / "no" / "p.db"), "does not exist")
+def test_a_database_that_cannot_be_written_is_refused_before_anything_runs(
+    tmp_path, seeded, monkeypatch
+):
+    one_line_error(
+        cli("bench", TINY, "--device", "cpu", db=tmp_path / "no" / "p.db"), "does not exist"
+    )
     one_line_error(cli("bench", TINY, "--device", "cpu", db=tmp_path), "is a folder")
     text = tmp_path / "notes.txt"
     text.write_text("not a database")
@@ -236,7 +350,9 @@ def test_a_database_that_cannot_be_written_is_refused_before_anything_runs(tmp_p
     other = sqlite3.connect(seeded, isolation_level=None)
     other.execute("begin immediate")
     try:
-        one_line_error(cli("bench", TINY, "--device", "cpu", db=seeded), "is locked by another process")
+        one_line_error(
+            cli("bench", TINY, "--device", "cpu", db=seeded), "is locked by another process"
+        )
     finally:
         other.execute("rollback")
     assert bench_count(seeded) == 1
@@ -244,10 +360,17 @@ def test_a_database_that_cannot_be_written_is_refused_before_anything_runs(tmp_p
 
 def test_list_and_show(seeded):
     one_line_error(cli("bench", "--show", "7", db=seeded), "no benchmark '7'")
-    one_line_error(cli("bench", TINY, "--list", db=seeded), "--list and --show read stored benchmarks", 2)
+    one_line_error(
+        cli("bench", TINY, "--list", db=seeded), "--list and --show read stored benchmarks", 2
+    )
     one_line_error(cli("bench", db=seeded), "give the WORKLOAD to benchmark", 2)
     assert "w" in cli("bench", "--list", db=seeded).stdout.split()
-    assert json.loads(cli("bench", "--show", "1", "-f", "json", db=seeded).stdout)["rows"][0]["median_ms"] == 1.0
+    assert (
+        json.loads(cli("bench", "--show", "1", "-f", "json", db=seeded).stdout)["rows"][0][
+            "median_ms"
+        ]
+        == 1.0
+    )
     assert bench_count(seeded) == 1
 
 
@@ -267,13 +390,16 @@ def test_a_schema_6_database_gets_the_bench_tables(tmp_path):
     path = tmp_path / "p.db"
     Store(path).add_bench(_bench())
     con = sqlite3.connect(path)
-    con.executescript("drop table bench_rows; drop table benches; drop table _sqlite_migrations; "
-                      "update meta set value = '6' where key = 'schema_version';")  # a schema 6 database
+    con.executescript(
+        "drop table bench_rows; drop table benches; drop table _sqlite_migrations; "
+        "update meta set value = '6' where key = 'schema_version';"
+    )  # a schema 6 database
     con.close()
     store = Store(path)
     assert store.benches() == [] and SCHEMA_VERSION >= 7
-    assert sqlite3.connect(path).execute("select value from meta where key = 'schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),)
+    assert sqlite3.connect(path).execute(
+        "select value from meta where key = 'schema_version'"
+    ).fetchone() == (str(SCHEMA_VERSION),)
     assert store.add_bench(_bench()).id == 1
 
 
@@ -281,12 +407,31 @@ def test_a_schema_6_database_gets_the_bench_tables(tmp_path):
 def test_on_the_gpu_cuda_events_peak_memory_and_agreement(tmp_path):
     """On a GPU: CUDA-event times, peak memory per combination, fp16 agreeing with fp32 eager."""
     db = tmp_path / "g.db"
-    r = cli("bench", "resnet18", "--precisions", "fp32,fp16", "--modes", "eager,torchscript", "--batch-size", "2",
-            "--iters", "5", "--warmup", "2", "-f", "json", db=db)
+    r = cli(
+        "bench",
+        "resnet18",
+        "--precisions",
+        "fp32,fp16",
+        "--modes",
+        "eager,torchscript",
+        "--batch-size",
+        "2",
+        "--iters",
+        "5",
+        "--warmup",
+        "2",
+        "-f",
+        "json",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["rows"]
-    assert {(x["precision"], x["mode"]) for x in rows} == {("fp32", "eager"), ("fp16", "eager"), ("fp32", "torchscript"),
-                                                           ("fp16", "torchscript")}
+    assert {(x["precision"], x["mode"]) for x in rows} == {
+        ("fp32", "eager"),
+        ("fp16", "eager"),
+        ("fp32", "torchscript"),
+        ("fp16", "torchscript"),
+    }
     for x in rows:
         assert x["status"] == "ok" and x["median_ms"] > 0 and x["peak_memory_bytes"] > 0
         assert x["max_abs_diff"] is not None and x["top1_agreement"] >= 0.5
@@ -299,7 +444,9 @@ def test_the_cpu_gets_small_defaults():
     from profkit import benchmark
 
     p = benchmark.plan("resnet18", device="cpu")
-    assert (p.requests[0].spec.batch_size, p.iters, p.warmup) == benchmark.DEFAULTS["cpu"] == (1, 3, 1)
+    assert (
+        (p.requests[0].spec.batch_size, p.iters, p.warmup) == benchmark.DEFAULTS["cpu"] == (1, 3, 1)
+    )
     p = benchmark.plan("resnet18", device="cpu", batch_size=4, iters=7, warmup=0)
     assert (p.requests[0].spec.batch_size, p.iters, p.warmup) == (4, 7, 0)
 
@@ -310,14 +457,34 @@ def test_layout_and_library_options_apply_to_every_combination(tmp_path):
     keeps its BatchNorm as it is) are recorded with the benchmark and shown in its header;
     --keep-bn-fp32 with no half precision asked is refused first."""
     db = tmp_path / "b.db"
-    r = cli("bench", "resnet18", "--precisions", "bf16", "--channels-last", "--keep-bn-fp32", "--device", "cpu",
-            "--iters", "1", "--warmup", "0", db=db)
+    r = cli(
+        "bench",
+        "resnet18",
+        "--precisions",
+        "bf16",
+        "--channels-last",
+        "--keep-bn-fp32",
+        "--device",
+        "cpu",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines()[0].startswith("resnet18, BatchNorm fp32, channels-last, batch 1, on CPU")
+    assert r.stdout.splitlines()[0].startswith(
+        "resnet18, BatchNorm fp32, channels-last, batch 1, on CPU"
+    )
     shown = json.loads(cli("bench", "--show", "1", "-f", "json", db=db).stdout)
     assert shown["info"]["options"] == {"channels_last": True, "keep_bn_fp32": True}
-    assert [(x["precision"], x["reference_only"], x["status"]) for x in shown["rows"]] == [("bf16", False, "ok"),
-                                                                                          ("fp32", True, "ok")]
-    one_line_error(cli("bench", "resnet18", "--keep-bn-fp32", "--device", "cpu", db=tmp_path / "c.db"),
-                   "needs fp16 or bf16 among the --precisions", 2)
+    assert [(x["precision"], x["reference_only"], x["status"]) for x in shown["rows"]] == [
+        ("bf16", False, "ok"),
+        ("fp32", True, "ok"),
+    ]
+    one_line_error(
+        cli("bench", "resnet18", "--keep-bn-fp32", "--device", "cpu", db=tmp_path / "c.db"),
+        "needs fp16 or bf16 among the --precisions",
+        2,
+    )
     assert not (tmp_path / "c.db").exists()

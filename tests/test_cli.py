@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+
 from .conftest import NCU_DATA, cli, cli_json, help_words, one_line_error
 
 CSV = NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
@@ -47,7 +48,9 @@ def test_output_contract(db):
         assert k["nvtx_range"] == "resnet18.fp16.eager.iter0"
         assert k["precision"] in ("fp32", "fp16") and k["tensor_core"] in (True, False)
         # Counters decided tensor cores; off them a name rule gave the precision (issue 23).
-        assert k["evidence"] == "metrics" if k["tensor_core"] else k["evidence"] in ("metrics", "name")
+        assert (
+            k["evidence"] == "metrics" if k["tensor_core"] else k["evidence"] in ("metrics", "name")
+        )
         assert k["evidence_detail"].startswith("tensor-path ops")
     s = json.loads(cli("summary", "r", "-f", "json", db=db).stdout)
     assert s["kernels"] == 162
@@ -57,7 +60,9 @@ def test_output_contract(db):
     assert s["tensor_core_time_pct"] == pytest.approx(100 * tc / s["gpu_time_ns"], abs=0.01)
     assert sum(s["time_by_precision_ns"].values()) == s["gpu_time_ns"]
     # By id as well as by name; csv and table forms work.
-    assert cli("summary", "1", "-f", "csv", db=db).stdout.startswith("precision,gpu_time_ns,kernels")
+    assert cli("summary", "1", "-f", "csv", db=db).stdout.startswith(
+        "precision,gpu_time_ns,kernels"
+    )
     assert cli("kernels", "1", "-f", "csv", db=db).stdout.count("\n") == 163
     assert "tensor cores" in cli("summary", "r", db=db).stdout
     assert cli("kernels", "r", "--limit", "3", db=db).exit_code == 0
@@ -131,15 +136,26 @@ def test_other_bad_inputs(tmp_path, db):
         (["summary", "nosuch"], 1, "no run 'nosuch'"),
         (["kernels", "99"], 1, "no run '99'"),
         (["ranges", "nosuch"], 1, "no run 'nosuch'"),
-        (["import", str(CSV), "--name", "bad name!"], 2, "--name 'bad name!' is not a usable run name"),
+        (
+            ["import", str(CSV), "--name", "bad name!"],
+            2,
+            "--name 'bad name!' is not a usable run name",
+        ),
         (["import", str(CSV), "--name", "123"], 2, "--name '123' is not a usable run name"),
         (["import", str(CSV), "--name", ".."], 2, "--name '..' is not a usable run name"),
         (["summary", "keep", "--top", "-1"], 2, "Invalid value for '--top'"),
         (["kernels", "keep", "--limit", "-3"], 2, "Invalid value for '--limit'"),
-        (["import", str(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz"), "--name", "keep"], 1, "Choose another --name"),
+        (
+            ["import", str(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz"), "--name", "keep"],
+            1,
+            "Choose another --name",
+        ),
         (["run", "nosuch"], 1, "unknown workload"),
-        (["run", "resnet18", "--precision", "fp7"], 2,
-         "Invalid value for '--precision': Value error, 'fp7' is not one of 'fp32'"),
+        (
+            ["run", "resnet18", "--precision", "fp7"],
+            2,
+            "Invalid value for '--precision': Value error, 'fp7' is not one of 'fp32'",
+        ),
         (["run", "resnet18", "--mode", "jit"], 2, "Invalid value for '--mode'"),
         (["run", "resnet18", "--batch-size", "zero"], 2, "Invalid value for '--batch-size'"),
         (["run", str(tmp_path / "nofile.py")], 1, "workload file not found"),
@@ -200,9 +216,9 @@ def test_every_command_has_help():
 FLAGS = {
     "profkit": "--db --verbose -v --version",
     "run": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
-           "--cpu-sampling --cudnn-benchmark --db --device --fresh-counters --iters --keep-bn-fp32 --metrics --mode "
-           "--name --no-report --report --nproc-per-node --precision --run-to-end --step --timeout --tool --warmup "
-           "workload",
+    "--cpu-sampling --cudnn-benchmark --db --device --fresh-counters --iters --keep-bn-fp32 --metrics --mode "
+    "--name --no-report --report --nproc-per-node --precision --run-to-end --step --timeout --tool --warmup "
+    "workload",
     "import": "--db --name --step-range path",
     "runs": "--db --format -f --wide",
     "kernels": "--db --format -f --limit --wide run_ref",
@@ -210,19 +226,19 @@ FLAGS = {
     "ranges": "--db --format -f --wide run_ref",
     "diff": "--all --db --format -f --limit --match --threshold --wide run_a run_b",
     "compare": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
-               "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
-               "--match --metrics --modes --no-report --report --precision --precisions --threshold --timeout --tool "
-               "--warmup --wide workload",
+    "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
+    "--match --metrics --modes --no-report --report --precision --precisions --threshold --timeout --tool "
+    "--warmup --wide workload",
     "report": "--db --index --match --output -o --threshold --vs run_ref",
     "check": "--baseline --config -c --db --format -f --junit-xml --max-finding --max-launches --max-slowdown "
-             "--min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
+    "--min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
     "bench": "--batch-size --channels-last --cudnn-benchmark --db --device --format -f --iters --keep-bn-fp32 --list "
-             "--modes --precision --precisions --show --timeout --warmup --wide workload",
+    "--modes --precision --precisions --show --timeout --warmup --wide workload",
     "doctor": "--db --format -f",
     "sweep": "--address --attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
-             "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
-             "--metrics --modes --precisions --timeout --tls-ca-file --tls-cert --tls-key --tools --warmup --workers "
-             "--workloads",
+    "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
+    "--metrics --modes --precisions --timeout --tls-ca-file --tls-cert --tls-key --tools --warmup --workers "
+    "--workloads",
     "workloads": "",
     "rm": "--db --format -f run_ref",  # issue 37
 }
@@ -237,17 +253,27 @@ def test_every_option_keeps_its_flags():
     found = {"profkit": group, **group.commands}  # type: ignore[attr-defined]
 
     def flags(command) -> list[str]:
-        return sorted(name for p in command.params
-                      for name in ([p.name] if p.param_type_name == "argument" else p.opts + p.secondary_opts))
+        return sorted(
+            name
+            for p in command.params
+            for name in ([p.name] if p.param_type_name == "argument" else p.opts + p.secondary_opts)
+        )
 
-    assert {name: flags(c) for name, c in found.items()} == {name: sorted(f.split()) for name, f in FLAGS.items()}
+    assert {name: flags(c) for name, c in found.items()} == {
+        name: sorted(f.split()) for name, f in FLAGS.items()
+    }
     assert next(p for p in group.params if p.name == "db").envvar == "PROFKIT_DB"
 
 
 def test_help_shows_the_choices():
     """Options with a fixed set of values list them in --help (and the parser checks them)."""
     text = " ".join(cli("run", "--help", env={"COLUMNS": "200"}).stdout.split())
-    for choices in ("auto|ncu|nsys|torch", "fp32|fp16|bf16|amp", "eager|torchscript|compile", "cuda|cpu"):
+    for choices in (
+        "auto|ncu|nsys|torch",
+        "fp32|fp16|bf16|amp",
+        "eager|torchscript|compile",
+        "cuda|cpu",
+    ):
         assert choices in text, choices
     for command in ("kernels", "summary", "ranges", "runs", "diff", "compare"):
         assert "table|json|csv" in cli(command, "--help", env={"COLUMNS": "200"}).stdout
@@ -256,10 +282,14 @@ def test_help_shows_the_choices():
 
 
 def test_help_imports_nothing_heavy():
-    code = ("import sys; from profkit.cli import app; from typer.testing import CliRunner; "
-            "CliRunner().invoke(app, ['--help']); "
-            "print(','.join(m for m in ('torch', 'pandas', 'sqlite_utils', 'ncu_report') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; from profkit.cli import app; from typer.testing import CliRunner; "
+        "CliRunner().invoke(app, ['--help']); "
+        "print(','.join(m for m in ('torch', 'pandas', 'sqlite_utils', 'ncu_report') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == ""
 
 
@@ -274,8 +304,13 @@ def _profkit(args, db, columns=None, **kw):
     ``columns``: COLUMNS (else unset)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PROFKIT_DB", "COLUMNS")}
     env.update({"COLUMNS": str(columns)} if columns else {})
-    return subprocess.run([sys.executable, "-m", "profkit", "--db", str(db), *args], capture_output=True,
-                          text=True, env=env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "profkit", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        **kw,
+    )
 
 
 def test_piped_tables_fit_80_columns_and_wide_keeps_every_name(db):
@@ -303,8 +338,14 @@ def test_terminal_tables_fit_the_window(db):
     assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
     import re
 
-    out = cli("kernels", "r", "--limit", "5", db=db,
-              env={"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}).stdout
+    out = cli(
+        "kernels",
+        "r",
+        "--limit",
+        "5",
+        db=db,
+        env={"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"},
+    ).stdout
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
     assert "…" in plain and max(len(line) for line in plain.splitlines()) <= 80
 
@@ -312,10 +353,19 @@ def test_terminal_tables_fit_the_window(db):
 def test_closed_pipe_ends_quietly(db):
     """`profkit kernels RUN | head -1`: no traceback, no 'Exception ignored', exit 0."""
     assert cli("import", str(CSV), "--name", "r", db=db).exit_code == 0
-    for args in (["kernels", "r"], ["kernels", "r", "-f", "json"], ["kernels", "r", "-f", "csv"], ["summary", "r"]):
+    for args in (
+        ["kernels", "r"],
+        ["kernels", "r", "-f", "json"],
+        ["kernels", "r", "-f", "csv"],
+        ["summary", "r"],
+    ):
         env = {k: v for k, v in os.environ.items() if k != "PROFKIT_DB"}
-        p = subprocess.Popen([sys.executable, "-m", "profkit", "--db", str(db), *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "profkit", "--db", str(db), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         assert p.stdout.readline()
         p.stdout.close()  # what `head -1` does once it has its line
         err = p.stderr.read().decode()
@@ -325,8 +375,10 @@ def test_closed_pipe_ends_quietly(db):
 
 def test_failed_commands_leave_no_database(tmp_path):
     """A command that creates the database and then fails removes it again."""
-    for argv, message in [(["import", str(tmp_path / "missing.csv")], "no such file"),
-                          (["import", str(CSV), "--name", "12"], "not a usable run name")]:
+    for argv, message in [
+        (["import", str(tmp_path / "missing.csv")], "no such file"),
+        (["import", str(CSV), "--name", "12"], "not a usable run name"),
+    ]:
         fresh = tmp_path / "fresh.db"
         r = cli(*argv, db=fresh)
         assert r.exit_code != 0 and message in r.stderr and not fresh.exists(), (argv, r.stderr)
@@ -340,8 +392,13 @@ def test_user_text_in_backticks_is_not_taken_for_a_flag():
     from profkit.cli import flag
     from profkit.errors import WorkloadError
 
-    exc = WorkloadError("workload build(spec) failed: ValueError: set `foo_bar` first", "Use `device` cpu.")
-    assert exc.one_line(flag) == "workload build(spec) failed: ValueError: set `foo_bar` first. Use --device cpu."
+    exc = WorkloadError(
+        "workload build(spec) failed: ValueError: set `foo_bar` first", "Use `device` cpu."
+    )
+    assert (
+        exc.one_line(flag)
+        == "workload build(spec) failed: ValueError: set `foo_bar` first. Use --device cpu."
+    )
 
 
 def test_markup_in_names_is_printed_as_it_is(capsys):
@@ -349,15 +406,44 @@ def test_markup_in_names_is_printed_as_it_is(capsys):
     from profkit import render
     from profkit.records import RunRecord, Summary, TopKernel
 
-    run = RunRecord(id=1, name="r", workload="[red]wl", precision="fp16", mode="eager", tool="torch",
-                    gpu_name="GPU [red]X[/red]")
-    top = TopKernel(name="k<[lambda() (instance 3)]>", launches=1, total_ns=5, pct=100.0, precision="fp16",
-                    tensor_core=False, evidence="name")
-    s = Summary(run="r", activity="kernel", kernels=1, gpu_time_ns=5, tensor_core_kernels=0, tensor_core_time_ns=0,
-                tensor_core_time_pct=0.0, unclassified_time_ns=0, time_by_precision_ns={"fp16": 5},
-                kernels_by_precision={"fp16": 1}, time_by_family_ns={"unknown": 5}, evidence={"name": 1}, time_by_evidence_ns={"name": 5},
-                top_kernels=[top], memory_ops={})
-    render.summary(run, s, "table", wide=True)  # the kernel's full name (a table's label is its function's: k)
+    run = RunRecord(
+        id=1,
+        name="r",
+        workload="[red]wl",
+        precision="fp16",
+        mode="eager",
+        tool="torch",
+        gpu_name="GPU [red]X[/red]",
+    )
+    top = TopKernel(
+        name="k<[lambda() (instance 3)]>",
+        launches=1,
+        total_ns=5,
+        pct=100.0,
+        precision="fp16",
+        tensor_core=False,
+        evidence="name",
+    )
+    s = Summary(
+        run="r",
+        activity="kernel",
+        kernels=1,
+        gpu_time_ns=5,
+        tensor_core_kernels=0,
+        tensor_core_time_ns=0,
+        tensor_core_time_pct=0.0,
+        unclassified_time_ns=0,
+        time_by_precision_ns={"fp16": 5},
+        kernels_by_precision={"fp16": 1},
+        time_by_family_ns={"unknown": 5},
+        evidence={"name": 1},
+        time_by_evidence_ns={"name": 5},
+        top_kernels=[top],
+        memory_ops={},
+    )
+    render.summary(
+        run, s, "table", wide=True
+    )  # the kernel's full name (a table's label is its function's: k)
     out = capsys.readouterr().out
     assert "[red]wl" in out and "GPU [red]X[/red]" in out and "k<[lambda() (instance 3)]>" in out
 
@@ -371,8 +457,16 @@ def test_launch_index_never_cut(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
     monkeypatch.setenv("TTY_INTERACTIVE", "1")
-    rows = [{**kernel_row(123455, "kernel", "k" * 300, "k", duration_ns=5), "precision": "fp16", "tensor_core": False,
-             "family": None, "evidence": "name", "evidence_detail": ""}]
+    rows = [
+        {
+            **kernel_row(123455, "kernel", "k" * 300, "k", duration_ns=5),
+            "precision": "fp16",
+            "tensor_core": False,
+            "family": None,
+            "evidence": "name",
+            "evidence_detail": "",
+        }
+    ]
     render.kernels(RunRecord(id=1, name="big", kernel_count=123456), rows, "table")
     out = capsys.readouterr().out
     assert "123455" in out and "…" in out
@@ -384,8 +478,14 @@ def test_help_into_a_closed_pipe_is_quiet():
     import sys
 
     for args in (["--help"], ["kernels", "--help"]):
-        p = subprocess.run(f"{sys.executable} -m profkit {' '.join(args)} | head -1 >/dev/null; "
-                           "echo ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True, text=True)
+        p = subprocess.run(
+            f"{sys.executable} -m profkit {' '.join(args)} | head -1 >/dev/null; "
+            "echo ${PIPESTATUS[0]}",
+            shell=True,
+            executable="/bin/bash",
+            capture_output=True,
+            text=True,
+        )
         assert p.stdout.strip() == "0" and p.stderr == "", (args, p.stdout, p.stderr)
 
 
@@ -401,7 +501,7 @@ def test_a_foreign_warning_inside_a_command_is_shown_once_and_the_command_ends()
 
     @cli_module.handles_errors
     def command() -> None:
-        warnings.warn("port 8787 is already in use", UserWarning)
+        warnings.warn("port 8787 is already in use", UserWarning, stacklevel=2)
         calls.append(1)
 
     done = threading.Event()
@@ -414,12 +514,28 @@ def test_help_shows_brackets_as_written():
     """Typer's help reads Rich markup: a check file's [sections] and a finding's [[finding]] are
     text in profkit's help, not markup that vanishes."""
     text = help_words(cli("check", "--help", env={"COLUMNS": "200"}).stdout)
-    assert "[tensor_cores] min_coverage" in text and "[baseline] run" in text and "[[finding]] ids" in text
+    assert (
+        "[tensor_cores] min_coverage" in text
+        and "[baseline] run" in text
+        and "[[finding]] ids" in text
+    )
 
 
-@pytest.mark.parametrize("argv", [["summary", "r", "--top", "x"], ["summary"], ["summary", "r", "extra"],
-                                  ["nosuch"], ["runs", "--nope"], ["--nope"], ["run", "w", "--tool", "x"],
-                                  ["check", "r", "--min-tensor-core-coverage", "101"], ["import"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["summary", "r", "--top", "x"],
+        ["summary"],
+        ["summary", "r", "extra"],
+        ["nosuch"],
+        ["runs", "--nope"],
+        ["--nope"],
+        ["run", "w", "--tool", "x"],
+        ["check", "r", "--min-tensor-core-coverage", "101"],
+        ["import"],
+    ],
+    ids=" ".join,
+)
 def test_usage_errors_are_one_line_without_typers_panel(argv, db):
     """Typer's usage errors come as one line on stderr (never its boxed panel), exit 2, nothing
     on stdout."""

@@ -25,9 +25,17 @@ HEAVY = ("pandas", "numpy", "torch", "sqlite_utils", "ncu_report")
 
 def imported_modules(*args: str) -> set[str]:
     """The modules ``python -m profkit ARGS`` imports, its output a pipe, as `-X importtime` lists them."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PROFKIT_DB", "COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR")}
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "profkit", *args], capture_output=True, text=True,
-                       env=env)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PROFKIT_DB", "COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR")
+    }
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "profkit", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     return set(re.findall(r"^import time:.*\|\s*([\w.]+)\s*$", p.stderr, re.M))
 
@@ -39,7 +47,9 @@ def vgg_db(tmp_path_factory):
     return db
 
 
-@pytest.mark.parametrize("args", [["--help"], ["summary", "v"], ["runs"], ["kernels", "v"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "args", [["--help"], ["summary", "v"], ["runs"], ["kernels", "v"]], ids=" ".join
+)
 def test_everyday_commands_import_nothing_heavy(vgg_db, args):
     modules = imported_modules(*args, *(["--db", str(vgg_db)] if args != ["--help"] else []))
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
@@ -65,12 +75,22 @@ def test_no_private_names_of_click_rich_or_typer():
                     if a.name.split(".")[0] in ("click", "rich", "typer"):
                         aliases[a.asname or a.name.split(".")[0]] = a.name
                         found += [f"{path.name}: import {a.name}"] if "._" in a.name else []
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("click", "rich", "typer"):
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                "click",
+                "rich",
+                "typer",
+            ):
                 names = [node.module or ""] + [a.name for a in node.names]
                 if any(n.startswith("_") or "._" in n for n in names):
-                    found.append(f"{path.name}: from {node.module} import {', '.join(a.name for a in node.names)}")
+                    found.append(
+                        f"{path.name}: from {node.module} import {', '.join(a.name for a in node.names)}"
+                    )
         for node in ast.walk(tree):  # click._x, typer.core._x, rich.console._x
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
                 base = node.value
                 while isinstance(base, ast.Attribute):
                     base = base.value

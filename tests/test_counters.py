@@ -17,7 +17,14 @@ from profkit import code_versions, ncu_counters
 from profkit.analyze.throughput import throughput
 from profkit.ingest import now, store_capture
 from profkit.options import RunOptions
-from profkit.parse.ncu_plan import DETAIL_KEPT, Counted, ncu_functions, read_timed, timed_functions, kernel_times
+from profkit.parse.ncu_plan import (
+    DETAIL_KEPT,
+    Counted,
+    kernel_times,
+    ncu_functions,
+    read_timed,
+    timed_functions,
+)
 from profkit.records import CountedFunction, RunInfo
 from profkit.store import Store
 from profkit.tools import ncu
@@ -31,8 +38,18 @@ WORKLOAD = Path(__file__).resolve().parents[1] / "workloads" / "resnet50.py"
 def _captures() -> list[tuple[str, Path, Path, Path, str, dict[int, int], bool]]:
     """(label, raw CSV, mangled CSV, kernel times, run tag, thread ids, process-wide) of every
     committed per-function capture."""
-    out = [(w, PLAN / f"{w}_fp16.raw.csv.gz", PLAN / f"{w}_fp16.raw-mangled.csv.gz",
-            PLAN / f"{w}_fp16.kernel_times.json.gz", f"{w}.fp16.eager", {}, False) for w in ("vgg16", "mnv2")]
+    out = [
+        (
+            w,
+            PLAN / f"{w}_fp16.raw.csv.gz",
+            PLAN / f"{w}_fp16.raw-mangled.csv.gz",
+            PLAN / f"{w}_fp16.kernel_times.json.gz",
+            f"{w}.fp16.eager",
+            {},
+            False,
+        )
+        for w in ("vgg16", "mnv2")
+    ]
     for base in (DATA / "where", DATA / "catalog"):
         for folder in sorted(base.iterdir()):
             if not (folder / "kernel_times.json.gz").exists():
@@ -40,24 +57,53 @@ def _captures() -> list[tuple[str, Path, Path, Path, str, dict[int, int], bool]]
             job = json.loads((folder / "job.json").read_text())
             times = json.loads((folder / "harness-times.json").read_text())
             ids = {int(k): int(v) for k, v in (times.get("thread_ids") or {}).items()}
-            out.append((folder.name, folder / "raw.csv.gz", folder / "raw-mangled.csv.gz",
-                        folder / "kernel_times.json.gz", job["tag"], ids, True))
+            out.append(
+                (
+                    folder.name,
+                    folder / "raw.csv.gz",
+                    folder / "raw-mangled.csv.gz",
+                    folder / "kernel_times.json.gz",
+                    job["tag"],
+                    ids,
+                    True,
+                )
+            )
     return out
 
 
 CAPTURES = _captures()
 KEY = ("NVIDIA H100 80GB HBM3 (sm 9.0)", "environment-digest", "full:digest", "signature-digest")
 # What a run's timing process reports of the code it ran (process.common.code_environment).
-PROCESS = {"native_libraries": "212 files, 0123456789abcdef", "workload_sources": "1 files, fedcba9876543210"}
+PROCESS = {
+    "native_libraries": "212 files, 0123456789abcdef",
+    "workload_sources": "1 files, fedcba9876543210",
+}
 
 
 def _verdicts(rows):
-    return [(r["launch_id"], r["name"], r["short_name"], r["precision"], r["tensor_core"], r["family"], r["evidence"],
-             r["duration_ns"], r["op"], r["module"]) for r in rows]
+    return [
+        (
+            r["launch_id"],
+            r["name"],
+            r["short_name"],
+            r["precision"],
+            r["tensor_core"],
+            r["family"],
+            r["evidence"],
+            r["duration_ns"],
+            r["op"],
+            r["module"],
+        )
+        for r in rows
+    ]
 
 
-@pytest.mark.parametrize("label, raw, mangled, times, tag, ids, process_wide", CAPTURES, ids=[c[0] for c in CAPTURES])
-def test_a_kept_verdict_equals_the_one_it_stands_for(tmp_path, label, raw, mangled, times, tag, ids, process_wide):
+@pytest.mark.parametrize(
+    "label, raw, mangled, times, tag, ids, process_wide", CAPTURES, ids=[c[0] for c in CAPTURES]
+)
+def test_a_kept_verdict_equals_the_one_it_stands_for(
+    tmp_path, label, raw, mangled, times, tag, ids, process_wide
+):
     """Counters kept in the database from one run, read back for the next, give every launch
     the verdict this run's own ncu report gives it; each launch names the run they came from."""
     functions, profiled = ncu_functions(raw, mangled)
@@ -67,24 +113,53 @@ def test_a_kept_verdict_equals_the_one_it_stands_for(tmp_path, label, raw, mangl
     assert first and set(first) <= set(functions)
     store = Store(tmp_path / "p.db")
     configs = fresh_capture.counted_configs
-    written = store.keep_counters(KEY, [CountedFunction(m, "", configs[m], f.name, f.short_name, f.metrics,
-                                                        f.metric_units, 7, "earlier-run", first[m])
-                                        for m, f in functions.items() if m in first])
+    written = store.keep_counters(
+        KEY,
+        [
+            CountedFunction(
+                m,
+                "",
+                configs[m],
+                f.name,
+                f.short_name,
+                f.metrics,
+                f.metric_units,
+                7,
+                "earlier-run",
+                first[m],
+            )
+            for m, f in functions.items()
+            if m in first
+        ],
+    )
     assert written == len(first)
     timed = timed_functions(kernel_times(times))
-    assert {m: timed[m] for m in first} == configs  # the first launch's configuration, as the timed run sees it
+    assert {
+        m: timed[m] for m in first
+    } == configs  # the first launch's configuration, as the timed run sees it
     found = store.counted(KEY, [(m, "", config) for m, config in timed.items()])
-    kept = {m: Counted(f.name, f.short_name, f.metrics, f.metric_units, kept=f) for (m, _, _), f in found.items()}
+    kept = {
+        m: Counted(f.name, f.short_name, f.metrics, f.metric_units, kept=f)
+        for (m, _, _), f in found.items()
+    }
     assert set(kept) == set(first)  # every function timed and counted is found again
     again_capture = read_timed(times, kept, tag, "profkit", ids, process_wide)
     again = list(again_capture.rows)
     assert _verdicts(again) == _verdicts(fresh)
-    assert again_capture.counted_launches == {}  # nothing counted by this run's ncu: nothing to keep again
+    assert (
+        again_capture.counted_launches == {}
+    )  # nothing counted by this run's ncu: nothing to keep again
     for a, f in zip(again, fresh):
-        assert bool(a["metrics"]) == bool(f["metrics"]) and a["metrics"] == f["metrics"]  # on the same launch
+        assert (
+            bool(a["metrics"]) == bool(f["metrics"]) and a["metrics"] == f["metrics"]
+        )  # on the same launch
         if a["evidence"] == "metrics":
             assert "of run 'earlier-run', kept across runs" in a["evidence_detail"]
-            launch = first[next(m for m, c in kept.items() if c.name == a["name"])] if a["metrics"] else None
+            launch = (
+                first[next(m for m, c in kept.items() if c.name == a["name"])]
+                if a["metrics"]
+                else None
+            )
             if launch is not None:
                 assert a["evidence_detail"].startswith(f"counters of launch {launch} of run")
             assert f["evidence_detail"].endswith(a["evidence_detail"].split("): ", 1)[1])
@@ -106,15 +181,25 @@ def _run_of(store, plan, name, workload, raw, mangled, times, tag, ids, process_
     else:
         functions = counted
     capture = read_timed(times, functions, tag, "profkit", ids, process_wide)
-    fields = {"name": name, "source": "run", "tool": "ncu", "started_at": now(), "workload": workload,
-              "info": RunInfo(ncu_plan={"counters": plan.use()})}
+    fields = {
+        "name": name,
+        "source": "run",
+        "tool": "ncu",
+        "started_at": now(),
+        "workload": workload,
+        "info": RunInfo(ncu_plan={"counters": plan.use()}),
+    }
     run = store_capture(store, capture, fields, store.reserve(name, name, fields, status="running"))
     plan.keep(run, capture, functions)
     return run
 
 
-@pytest.mark.parametrize("between", [("mobilenet_v2", 8), ("resnet50", 32)], ids=["another-workload", "another-batch"])
-def test_a_repeat_run_shows_its_own_launch_counts_not_those_of_another_workload_or_batch(tmp_path, between):
+@pytest.mark.parametrize(
+    "between", [("mobilenet_v2", 8), ("resnet50", 32)], ids=["another-workload", "another-batch"]
+)
+def test_a_repeat_run_shows_its_own_launch_counts_not_those_of_another_workload_or_batch(
+    tmp_path, between
+):
     """Issue 34: ResNet-50 counted, then MobileNetV2 (or ResNet-50 at another batch size: the
     committed MobileNetV2 capture stands for its launches), whose cuDNN and CUTLASS functions are
     ResNet-50's with other op counts; ResNet-50 again takes the kept counters. Each launch of the
@@ -124,16 +209,41 @@ def test_a_repeat_run_shows_its_own_launch_counts_not_those_of_another_workload_
     gpu = ("NVIDIA H100 80GB HBM3", "9.0")
 
     def plan(workload, batch):
-        return ncu_counters.plan(store, RunOptions.make(precision="fp16", batch_size=batch), workload, WORKLOAD, gpu,
-                                 "580.159.04", "2025.3.1", "full", ["sm__ops_path_tensor_src_fp16.sum"])
+        return ncu_counters.plan(
+            store,
+            RunOptions.make(precision="fp16", batch_size=batch),
+            workload,
+            WORKLOAD,
+            gpu,
+            "580.159.04",
+            "2025.3.1",
+            "full",
+            ["sm__ops_path_tensor_src_fp16.sum"],
+        )
 
     r50 = json.loads((R50 / "job.json").read_text())
     timer = json.loads((R50 / "harness-times.json").read_text())
     ids = {int(k): int(v) for k, v in (timer.get("thread_ids") or {}).items()}
-    r50_files = (R50 / "raw.csv.gz", R50 / "raw-mangled.csv.gz", R50 / "kernel_times.json.gz", r50["tag"], ids, True)
-    mnv2_files = (PLAN / "mnv2_fp16.raw.csv.gz", PLAN / "mnv2_fp16.raw-mangled.csv.gz",
-                  PLAN / "mnv2_fp16.kernel_times.json.gz", "mnv2.fp16.eager", {}, False)
-    r50_functions, mnv2_functions = ncu_functions(*r50_files[:2])[0], ncu_functions(*mnv2_files[:2])[0]
+    r50_files = (
+        R50 / "raw.csv.gz",
+        R50 / "raw-mangled.csv.gz",
+        R50 / "kernel_times.json.gz",
+        r50["tag"],
+        ids,
+        True,
+    )
+    mnv2_files = (
+        PLAN / "mnv2_fp16.raw.csv.gz",
+        PLAN / "mnv2_fp16.raw-mangled.csv.gz",
+        PLAN / "mnv2_fp16.kernel_times.json.gz",
+        "mnv2.fp16.eager",
+        {},
+        False,
+    )
+    r50_functions, mnv2_functions = (
+        ncu_functions(*r50_files[:2])[0],
+        ncu_functions(*mnv2_files[:2])[0],
+    )
     shared = {m for m in r50_functions if m.startswith("_Z")} & set(mnv2_functions)
     assert len(shared) >= 3  # the same C++ functions, launched with other shapes
 
@@ -143,7 +253,9 @@ def test_a_repeat_run_shows_its_own_launch_counts_not_those_of_another_workload_
     again = plan("resnet50", 8)
     assert again.strategy == ncu_counters.TIMED_FIRST
     repeat = _run_of(store, again, "r50-again", "resnet50", *r50_files)
-    assert again.cached == counted.kept > 0 and again.kept == 0  # every function found again, nothing counted
+    assert (
+        again.cached == counted.kept > 0 and again.kept == 0
+    )  # every function found again, nothing counted
 
     def launches(run):
         return [(k["launch_id"], k["name"], k["metrics"]) for k in store.iter_kernels(run.id)]
@@ -158,12 +270,20 @@ def test_a_repeat_run_shows_its_own_launch_counts_not_those_of_another_workload_
 
 
 def test_only_the_same_key_scope_and_launch_configuration_finds_counters(tmp_path):
-    functions, _ = ncu_functions(PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz")
+    functions, _ = ncu_functions(
+        PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz"
+    )
     m, f = next(iter(functions.items()))
     config = "grid 1568x1x1 block 128x1x1"
     store = Store(tmp_path / "p.db")
-    store.keep_counters(KEY, [CountedFunction(m, "", config, f.name, f.short_name, f.metrics, f.metric_units, 1, "a",
-                                              0)])
+    store.keep_counters(
+        KEY,
+        [
+            CountedFunction(
+                m, "", config, f.name, f.short_name, f.metrics, f.metric_units, 1, "a", 0
+            )
+        ],
+    )
     assert store.counted(KEY, [(m, "", config)])[(m, "", config)].metrics == f.metrics
     assert store.counted((KEY[0], "another-environment", *KEY[2:]), [(m, "", config)]) == {}
     assert store.counted(("NVIDIA A100-SXM4-80GB (sm 8.0)", *KEY[1:]), [(m, "", config)]) == {}
@@ -171,12 +291,23 @@ def test_only_the_same_key_scope_and_launch_configuration_finds_counters(tmp_pat
     assert store.counted(KEY, [(m, "source:digest-of-a-generated-kernel", config)]) == {}
     assert store.counted(KEY, [(m, "", "grid 784x1x1 block 128x1x1")]) == {}
     # Counted again at the same launch: the latest count stands; at another, both are kept.
-    store.keep_counters(KEY, [CountedFunction(m, "", config, f.name, f.short_name, {"x": 1.0}, {}, 2, "b", 5),
-                              CountedFunction(m, "", "grid 2x1x1 block 32x1x1", f.name, f.short_name, {"x": 2.0}, {},
-                                              2, "b", 9)])
+    store.keep_counters(
+        KEY,
+        [
+            CountedFunction(m, "", config, f.name, f.short_name, {"x": 1.0}, {}, 2, "b", 5),
+            CountedFunction(
+                m, "", "grid 2x1x1 block 32x1x1", f.name, f.short_name, {"x": 2.0}, {}, 2, "b", 9
+            ),
+        ],
+    )
     again = store.counted(KEY, [(m, "", config)])[(m, "", config)]
     assert (again.metrics, again.run_name, again.launch_id) == ({"x": 1.0}, "b", 5)
-    assert store.counted(KEY, [(m, "", "grid 2x1x1 block 32x1x1")])[(m, "", "grid 2x1x1 block 32x1x1")].launch_id == 9
+    assert (
+        store.counted(KEY, [(m, "", "grid 2x1x1 block 32x1x1")])[
+            (m, "", "grid 2x1x1 block 32x1x1")
+        ].launch_id
+        == 9
+    )
 
 
 def test_a_run_of_the_same_kind_in_this_environment_makes_the_next_run_timed_first(tmp_path):
@@ -188,37 +319,78 @@ def test_a_run_of_the_same_kind_in_this_environment_makes_the_next_run_timed_fir
     gpu = ("NVIDIA H100 80GB HBM3", "9.0")
 
     def plan(**given):
-        return ncu_counters.plan(store, RunOptions.make(**given), "resnet50", WORKLOAD, gpu, "580.159.04", "2025.3.1",
-                                 "full", ["m1", "m2"])
+        return ncu_counters.plan(
+            store,
+            RunOptions.make(**given),
+            "resnet50",
+            WORKLOAD,
+            gpu,
+            "580.159.04",
+            "2025.3.1",
+            "full",
+            ["m1", "m2"],
+        )
 
     first = plan(precision="fp16")
     assert first.strategy == ncu_counters.COUNTED
-    capture = read_timed(PLAN / "vgg16_fp16.kernel_times.json.gz",
-                         ncu_functions(PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz")[0],
-                         "vgg16.fp16.eager", "profkit")
-    fields = {"name": "earlier", "source": "run", "tool": "ncu", "started_at": now(), "workload": "resnet50",
-              "info": RunInfo(ncu_plan={"counters": first.use()})}
-    store_capture(store, capture, fields, store.reserve("earlier", "earlier", fields, status="running"))
+    capture = read_timed(
+        PLAN / "vgg16_fp16.kernel_times.json.gz",
+        ncu_functions(PLAN / "vgg16_fp16.raw.csv.gz", PLAN / "vgg16_fp16.raw-mangled.csv.gz")[0],
+        "vgg16.fp16.eager",
+        "profkit",
+    )
+    fields = {
+        "name": "earlier",
+        "source": "run",
+        "tool": "ncu",
+        "started_at": now(),
+        "workload": "resnet50",
+        "info": RunInfo(ncu_plan={"counters": first.use()}),
+    }
+    store_capture(
+        store, capture, fields, store.reserve("earlier", "earlier", fields, status="running")
+    )
     assert plan(precision="fp16").strategy == ncu_counters.TIMED_FIRST
     # Its kernels carry ncu's names (kept or read now), whether or not ncu wrote files this time:
     # diff matches them by exact name against ncu runs.
     from profkit.analyze.diff import _dialect
 
-    assert "ncu-csv" not in store.get_run("earlier").raw_files and _dialect(store.get_run("earlier")) == "ncu-csv"
+    assert (
+        "ncu-csv" not in store.get_run("earlier").raw_files
+        and _dialect(store.get_run("earlier")) == "ncu-csv"
+    )
     assert plan(precision="fp16", mode="torchscript").strategy == ncu_counters.TIMED_FIRST
     assert plan(precision="fp16", mode="compile").strategy == ncu_counters.COUNTED
     assert plan(precision="fp32").strategy == ncu_counters.COUNTED
     assert plan(precision="fp16", batch_size=16).strategy == ncu_counters.COUNTED
     assert plan(precision="fp16", channels_last=True).strategy == ncu_counters.COUNTED
     assert plan(precision="fp16", fresh_counters=True).strategy == ncu_counters.FRESH
-    other_driver = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", WORKLOAD, gpu, "590.1",
-                                     "2025.3.1", "full", ["m1", "m2"])
+    other_driver = ncu_counters.plan(
+        store,
+        RunOptions.make(precision="fp16"),
+        "resnet50",
+        WORKLOAD,
+        gpu,
+        "590.1",
+        "2025.3.1",
+        "full",
+        ["m1", "m2"],
+    )
     assert other_driver.strategy == ncu_counters.COUNTED and other_driver.key[1] != first.key[1]
     # The workload's file changed (its own kernels may have): counted again.
     edited = tmp_path / "resnet50.py"
     edited.write_text(WORKLOAD.read_text() + "\n# edited\n")
-    changed = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", edited, gpu, "580.159.04",
-                                "2025.3.1", "full", ["m1", "m2"])
+    changed = ncu_counters.plan(
+        store,
+        RunOptions.make(precision="fp16"),
+        "resnet50",
+        edited,
+        gpu,
+        "580.159.04",
+        "2025.3.1",
+        "full",
+        ["m1", "m2"],
+    )
     assert changed.strategy == ncu_counters.COUNTED
 
 
@@ -230,8 +402,17 @@ def test_every_function_is_kept_for_its_signature_only(tmp_path):
     gpu = ("NVIDIA H100 80GB HBM3", "9.0")
 
     def plan(precision):
-        p = ncu_counters.plan(store, RunOptions.make(precision=precision), "resnet50", WORKLOAD, gpu, "580.159.04",
-                              "2025.3.1", "full", ["m1"])
+        p = ncu_counters.plan(
+            store,
+            RunOptions.make(precision=precision),
+            "resnet50",
+            WORKLOAD,
+            gpu,
+            "580.159.04",
+            "2025.3.1",
+            "full",
+            ["m1"],
+        )
         p.learn(dict(PROCESS))
         return p
 
@@ -251,11 +432,22 @@ def test_nothing_is_looked_up_or_kept_where_the_process_did_not_say_what_it_ran(
     """A timing process that reported no native libraries or sources (it died first, or maps
     could not be read): its run neither takes kept counters nor keeps its own."""
     store = Store(tmp_path / "p.db")
-    p = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", WORKLOAD,
-                          ("NVIDIA H100 80GB HBM3", "9.0"), "580.159.04", "2025.3.1", "full", ["m1"])
+    p = ncu_counters.plan(
+        store,
+        RunOptions.make(precision="fp16"),
+        "resnet50",
+        WORKLOAD,
+        ("NVIDIA H100 80GB HBM3", "9.0"),
+        "580.159.04",
+        "2025.3.1",
+        "full",
+        ["m1"],
+    )
     config = "grid 8x1x1 block 128x1x1"
     p.learn(dict(PROCESS))
-    store.keep_counters(p.key, [CountedFunction("_Z1kv", "", config, "k", "k", {"x": 1.0}, {}, 1, "a", 0)])
+    store.keep_counters(
+        p.key, [CountedFunction("_Z1kv", "", config, "k", "k", {"x": 1.0}, {}, 1, "a", 0)]
+    )
     assert p.look_up({"_Z1kv": config})
     p.learn({"native_libraries": "unknown", "workload_sources": PROCESS["workload_sources"]})
     assert not p.known and p.look_up({"_Z1kv": config}) == {}
@@ -265,10 +457,16 @@ def test_nothing_is_looked_up_or_kept_where_the_process_did_not_say_what_it_ran(
 
 def test_the_filter_names_only_the_functions_never_counted():
     assert ncu.per_function_argv() == ncu.PER_FUNCTION
-    argv = ncu.per_function_argv(["_Z6kernelPf", "triton_poi_fused_add_0", "_ZN2at6native.part.0$x"])
-    assert argv[:3] == ["--kernel-name-base", "mangled", "--kernel-id"] and argv[4:] == ncu.COUNTS_ONLY
+    argv = ncu.per_function_argv(
+        ["_Z6kernelPf", "triton_poi_fused_add_0", "_ZN2at6native.part.0$x"]
+    )
+    assert (
+        argv[:3] == ["--kernel-name-base", "mangled", "--kernel-id"] and argv[4:] == ncu.COUNTS_ONLY
+    )
     assert argv[3] == r"::regex:^(_Z6kernelPf|triton_poi_fused_add_0|_ZN2at6native\.part\.0\$x)$:1"
-    assert ncu.per_function_argv(["a:b"]) == ncu.PER_FUNCTION  # a colon would end --kernel-id's name part
+    assert (
+        ncu.per_function_argv(["a:b"]) == ncu.PER_FUNCTION
+    )  # a colon would end --kernel-id's name part
 
 
 def test_a_generated_kernel_is_kept_under_its_source_digest():
@@ -277,8 +475,10 @@ def test_a_generated_kernel_is_kept_under_its_source_digest():
     from profkit import annotate
 
     def code(body: str) -> str:
-        return (f"triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', '''\n{body}\n''')\n"
-                "triton_poi_fused_mul_1 = async_compile.triton('triton_poi_fused_mul_1', '''\nx * y\n''')\n")
+        return (
+            f"triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', '''\n{body}\n''')\n"
+            "triton_poi_fused_mul_1 = async_compile.triton('triton_poi_fused_mul_1', '''\nx * y\n''')\n"
+        )
 
     digests = {}
     for label, body in (("a", "x + y"), ("b", "x + 2 * y"), ("c", "x + y")):
@@ -291,14 +491,24 @@ def test_a_generated_kernel_is_kept_under_its_source_digest():
 def test_the_detail_of_a_kept_verdict_names_the_run():
     assert DETAIL_KEPT.format(launch=3, run="resnet50-fp16-eager-ncu", detail="HGMMA fp16") == (
         "counters of launch 3 of run 'resnet50-fp16-eager-ncu', kept across runs (same GPU, libraries, workload, "
-        "options and launch configuration): HGMMA fp16")
+        "options and launch configuration): HGMMA fp16"
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--tool", "nsys", "--fresh-counters"), "--fresh-counters counts ncu's counters again; --tool nsys collects none"),
-    (("--tool", "torch", "--fresh-counters"), "--tool torch collects none"),
-    (("--tool", "ncu", "--metrics", "full", "--fresh-counters"), "with --metrics every launch is profiled"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("--tool", "nsys", "--fresh-counters"),
+            "--fresh-counters counts ncu's counters again; --tool nsys collects none",
+        ),
+        (("--tool", "torch", "--fresh-counters"), "--tool torch collects none"),
+        (
+            ("--tool", "ncu", "--metrics", "full", "--fresh-counters"),
+            "with --metrics every launch is profiled",
+        ),
+    ],
+)
 def test_fresh_counters_where_nothing_is_kept_is_one_line(tmp_path, args, message):
     """Refused before anything runs (no GPU needed), the database untouched."""
     from .conftest import cli, one_line_error
@@ -314,12 +524,17 @@ def test_a_grid_without_ncu_refuses_fresh_counters():
     with pytest.raises(UsageError, match="it needs ncu among the `tools`"):
         RunOptions.make(fresh_counters=True).check_grid(["fp16"], ["eager"], ["nsys", "torch"])
     options = RunOptions.make(fresh_counters=True)
-    assert options.cell("fp16", "eager", "ncu").fresh_counters and not options.cell("fp16", "eager", "nsys").fresh_counters
+    assert (
+        options.cell("fp16", "eager", "ncu").fresh_counters
+        and not options.cell("fp16", "eager", "nsys").fresh_counters
+    )
 
 
 def _maps(*lines: str) -> str:
-    return "".join(f"7f0000000000-7f0000001000 {perms} 00000000 fe:00 1{' ' * 20}{path}\n" for perms, path in
-                   (line.split(" ", 1) for line in lines))
+    return "".join(
+        f"7f0000000000-7f0000001000 {perms} 00000000 fe:00 1{' ' * 20}{path}\n"
+        for perms, path in (line.split(" ", 1) for line in lines)
+    )
 
 
 def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_path):
@@ -327,7 +542,13 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
     libraries a process mapped (/proc/self/maps) are in the key, each by path, size and time.
     Another library, the same library at another path, or one rebuilt in place changes it; data
     files, deleted files and profkit's own profiler libraries do not."""
-    for name in ("libcudnn.so.9", "libcublasLt.so.12", "libcupti.so.12", "libnvperf_host.so", "weights.bin"):
+    for name in (
+        "libcudnn.so.9",
+        "libcublasLt.so.12",
+        "libcupti.so.12",
+        "libnvperf_host.so",
+        "weights.bin",
+    ):
         (tmp_path / name).write_bytes(b"\x7fELF" + name.encode())
     (tmp_path / "conda").mkdir()
     (tmp_path / "conda" / "libcudnn.so.9").write_bytes((tmp_path / "libcudnn.so.9").read_bytes())
@@ -340,9 +561,18 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
     base = [f"r-xp {tmp_path}/libcudnn.so.9", f"r--p {tmp_path}/libcudnn.so.9", "rw-p [heap]"]
     first = digest(*base)
     assert first.startswith("1 files, ") and digest(*base) == first
-    assert digest(*base, f"r--p {tmp_path}/weights.bin", f"r-xp {tmp_path}/libcupti.so.12",
-                  f"r-xp {tmp_path}/libnvperf_host.so", f"r-xp {tmp_path}/gone.so (deleted)", "r-xp /dev/zero",
-                  "r-xp [vdso]") == first
+    assert (
+        digest(
+            *base,
+            f"r--p {tmp_path}/weights.bin",
+            f"r-xp {tmp_path}/libcupti.so.12",
+            f"r-xp {tmp_path}/libnvperf_host.so",
+            f"r-xp {tmp_path}/gone.so (deleted)",
+            "r-xp /dev/zero",
+            "r-xp [vdso]",
+        )
+        == first
+    )
     assert digest(*base, f"r-xp {tmp_path}/libcublasLt.so.12").startswith("2 files, ")
     assert digest(f"r-xp {tmp_path}/conda/libcudnn.so.9") != first  # the same bytes found elsewhere
     os.utime(tmp_path / "libcudnn.so.9", ns=(1, 10**18))
@@ -375,12 +605,16 @@ def test_the_workload_sources_are_its_file_and_its_own_modules(tmp_path):
     assert first.startswith("2 files, ")  # the workload file and my_layers
     assert code_versions.workload_sources(workload, mine) == first
     generated.write_text("# other output code\n")
-    assert code_versions.workload_sources(workload, mine + others, generated=[str(generated)]) == first
+    assert (
+        code_versions.workload_sources(workload, mine + others, generated=[str(generated)]) == first
+    )
     helper.write_text("def kernel(): return 2\n")
     assert code_versions.workload_sources(workload, mine) != first
     assert code_versions.workload_sources(workload, []) != first
     os.mkfifo(tmp_path / "fifo.py")  # put in a module's place: read as unreadable, not waited on
-    assert code_versions.workload_sources(workload, [module("fifo", tmp_path / "fifo.py")]).startswith("2 files, ")
+    assert code_versions.workload_sources(
+        workload, [module("fifo", tmp_path / "fifo.py")]
+    ).startswith("2 files, ")
 
 
 def test_another_process_environment_is_another_key(tmp_path):
@@ -389,17 +623,30 @@ def test_another_process_environment_is_another_key(tmp_path):
     store = Store(tmp_path / "p.db")
 
     def plan(**process):
-        p = ncu_counters.plan(store, RunOptions.make(precision="fp16"), "resnet50", WORKLOAD,
-                              ("NVIDIA H100 80GB HBM3", "9.0"), "580.159.04", "2025.3.1", "full", ["m1"])
+        p = ncu_counters.plan(
+            store,
+            RunOptions.make(precision="fp16"),
+            "resnet50",
+            WORKLOAD,
+            ("NVIDIA H100 80GB HBM3", "9.0"),
+            "580.159.04",
+            "2025.3.1",
+            "full",
+            ["m1"],
+        )
         p.learn({**PROCESS, **process})
         return p
 
     config = "grid 8x1x1 block 128x1x1"
     kept = plan()
-    store.keep_counters(kept.key, [CountedFunction("_Z1kv", "", config, "k", "k", {"x": 1.0}, {}, 1, "a", 0)])
+    store.keep_counters(
+        kept.key, [CountedFunction("_Z1kv", "", config, "k", "k", {"x": 1.0}, {}, 1, "a", 0)]
+    )
     assert plan().look_up({"_Z1kv": config})
-    for process in ({"native_libraries": "213 files, 00000000000000aa"},
-                    {"workload_sources": "2 files, 00000000000000bb"}):
+    for process in (
+        {"native_libraries": "213 files, 00000000000000aa"},
+        {"workload_sources": "2 files, 00000000000000bb"},
+    ):
         other = plan(**process)
         assert other.machine_key == kept.machine_key and other.key != kept.key
         assert other.look_up({"_Z1kv": config}) == {}
@@ -415,21 +662,36 @@ def test_the_timing_harness_reports_its_libraries_and_sources(tmp_path):
     import _ctypes
 
     workload = tmp_path / "w.py"
-    workload.write_text("import ctypes, os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nimport my_layers\n"
-                        "def build(spec):\n    ctypes.CDLL('libprofkit_test_native.so')\n    return my_layers.step\n")
+    workload.write_text(
+        "import ctypes, os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nimport my_layers\n"
+        "def build(spec):\n    ctypes.CDLL('libprofkit_test_native.so')\n    return my_layers.step\n"
+    )
     (tmp_path / "my_layers.py").write_text("def step():\n    return 1\n")
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "libprofkit_test_native.so").write_bytes(Path(_ctypes.__file__).read_bytes())
+        (tmp_path / folder / "libprofkit_test_native.so").write_bytes(
+            Path(_ctypes.__file__).read_bytes()
+        )
 
     def harness(libs: str) -> dict:
-        job = {"spec": {"batch_size": 1, "device": "cpu"}, "workload_path": str(workload), "warmup": 1, "iters": 1,
-               "tag": "w.fp32.eager", "info_path": str(tmp_path / "info.json"),
-               "kernel_times_path": str(tmp_path / "kernel_times.json")}
+        job = {
+            "spec": {"batch_size": 1, "device": "cpu"},
+            "workload_path": str(workload),
+            "warmup": 1,
+            "iters": 1,
+            "tag": "w.fp32.eager",
+            "info_path": str(tmp_path / "info.json"),
+            "kernel_times_path": str(tmp_path / "kernel_times.json"),
+        }
         (tmp_path / "job.json").write_text(json.dumps(job))
         env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path / libs)}
-        p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], env=env,
-                           capture_output=True, text=True, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr
         return json.loads((tmp_path / "info.json").read_text())
 

@@ -14,9 +14,24 @@ import profkit
 
 from .conftest import DATA, NCU_DATA, cli, cli_json, needs_torch, one_line_error
 
-ROW_KEYS = {"name", "status", "calls_a", "calls_b", "time_a_ns", "time_b_ns", "variants_a", "variants_b"}
-TOTAL_KEYS = {"kernels_a", "kernels_b", "gpu_time_a_ns", "gpu_time_b_ns", "tensor_core_time_pct_a",
-              "tensor_core_time_pct_b"}
+ROW_KEYS = {
+    "name",
+    "status",
+    "calls_a",
+    "calls_b",
+    "time_a_ns",
+    "time_b_ns",
+    "variants_a",
+    "variants_b",
+}
+TOTAL_KEYS = {
+    "kernels_a",
+    "kernels_b",
+    "gpu_time_a_ns",
+    "gpu_time_b_ns",
+    "tensor_core_time_pct_a",
+    "tensor_core_time_pct_b",
+}
 
 
 @pytest.fixture
@@ -24,11 +39,15 @@ def runs(tmp_path, diff_dir, nsys_dir):
     """Every capture imported once into a fresh database, by short names."""
     db = profkit.open_db(tmp_path / "d.db")
     files = {
-        "eager": diff_dir / "r18_fp16_eager_ncu.raw.csv.gz", "ts": diff_dir / "r18_fp16_torchscript_ncu.raw.csv.gz",
-        "heur": diff_dir / "r18_fp16_heuristic_nsys.sqlite", "tuned": diff_dir / "r18_fp16_autotuned_nsys.sqlite",
-        "t_eager": diff_dir / "r18_fp16_eager_torch.json.gz", "t_compile": diff_dir / "r18_fp16_compile_torch.json.gz",
+        "eager": diff_dir / "r18_fp16_eager_ncu.raw.csv.gz",
+        "ts": diff_dir / "r18_fp16_torchscript_ncu.raw.csv.gz",
+        "heur": diff_dir / "r18_fp16_heuristic_nsys.sqlite",
+        "tuned": diff_dir / "r18_fp16_autotuned_nsys.sqlite",
+        "t_eager": diff_dir / "r18_fp16_eager_torch.json.gz",
+        "t_compile": diff_dir / "r18_fp16_compile_torch.json.gz",
         "graphs": diff_dir / "r18_fp16_graphs_nsys.sqlite",
-        "fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz", "fp16": NCU_DATA / "resnet18_fp16_eager.raw.csv.gz",
+        "fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
+        "fp16": NCU_DATA / "resnet18_fp16_eager.raw.csv.gz",
         "nsys3": nsys_dir / "nsys_resnet18_fp16.sqlite",
     }
     return db, {k: db.import_file(f, name=k) for k, f in files.items()}
@@ -73,8 +92,13 @@ def test_fp32_against_fp16(runs):
     _, r = runs
     d = r["fp32"].diff(r["fp16"], match="family")
     t = d.totals
-    assert t.tensor_core_time_pct_a == pytest.approx(39.31) and t.tensor_core_time_pct_b == pytest.approx(23.09)
-    assert set(t.time_by_precision_a_ns) == {"fp32", "tf32"} and set(t.time_by_precision_b_ns) == {"fp16", "fp32"}
+    assert t.tensor_core_time_pct_a == pytest.approx(
+        39.31
+    ) and t.tensor_core_time_pct_b == pytest.approx(23.09)
+    assert set(t.time_by_precision_a_ns) == {"fp32", "tf32"} and set(t.time_by_precision_b_ns) == {
+        "fp16",
+        "fp32",
+    }
     fprop = by_name(d)["cuDNN xmma conv fprop"]
     assert "tf32" in fprop.precision_a and fprop.precision_b == "fp16"
     exact = r["fp32"].diff(r["fp16"], match="exact")
@@ -94,7 +118,9 @@ def test_a_run_against_itself(runs, match):
     for key in ("fp16", "heur", "t_compile"):
         d = r[key].diff(r[key], match=match)
         assert {x.status for x in d.rows} == {"same"} and all(x.delta_time_ns == 0 for x in d.rows)
-        assert d.totals.onto_tensor_cores == d.totals.off_tensor_cores == [] and d.totals.notes == []
+        assert (
+            d.totals.onto_tensor_cores == d.totals.off_tensor_cores == [] and d.totals.notes == []
+        )
 
 
 def test_ncu_against_nsys(runs):
@@ -118,7 +144,11 @@ def test_eager_against_compile_fusions(runs):
     assert (t.kernels_a, t.kernels_b) == (162, 57)
     assert t.fused_kernels and all(x.name.startswith("Triton ") for x in t.fused_kernels)
     replaced = {x.name for x in t.replaced_by_fusion}
-    assert {"cuDNN layout nchwToNhwc", "vectorized_elementwise_kernel", "batch_norm_transform_input_kernel"} <= replaced
+    assert {
+        "cuDNN layout nchwToNhwc",
+        "vectorized_elementwise_kernel",
+        "batch_norm_transform_input_kernel",
+    } <= replaced
     triton = [x for x in d.rows if x.name.startswith("Triton ")]
     assert triton and all(x.status == "added" and x.tensor_core_pct_b == 0 for x in triton)
     assert all(v.startswith("triton_") for x in triton for v in x.variants_b)
@@ -141,7 +171,9 @@ def test_cuda_graph_kernels_are_traced_one_by_one(runs):
     compiled model's, not one opaque graph launch."""
     db, r = runs
     g = r["graphs"]
-    assert g.kernel_count == 116 and g.count_by_kind()["kernel"] == 116  # 58 per iteration, 2 iterations
+    assert (
+        g.kernel_count == 116 and g.count_by_kind()["kernel"] == 116
+    )  # 58 per iteration, 2 iterations
     d = r["heur"].diff(g, match="family")
     assert d.totals.per_iteration and d.totals.kernels_b == 58 and d.totals.fused_kernels
 
@@ -154,14 +186,25 @@ def test_json_contract_and_command(runs, tmp_path):
     exact = cli_json("diff", "eager", "ts", "--match", "exact", db=db.path)
     assert all(ROW_KEYS <= set(row) for row in exact["rows"])
     table = cli("diff", "fp32", "fp16", "--match", "family", db=db.path).stdout
-    assert "tensor-core share of GPU time: 39.3% -> 23.1%" in table and "cuDNN xmma conv fprop" in table
-    assert cli("diff", "eager", "ts", "-f", "csv", db=db.path).stdout.startswith("name,kind,status,")
-    assert "14 unchanged rows hidden" in " ".join(cli("diff", "eager", "ts", "--match", "exact", db=db.path).stdout.split())
+    assert (
+        "tensor-core share of GPU time: 39.3% -> 23.1%" in table
+        and "cuDNN xmma conv fprop" in table
+    )
+    assert cli("diff", "eager", "ts", "-f", "csv", db=db.path).stdout.startswith(
+        "name,kind,status,"
+    )
+    assert "14 unchanged rows hidden" in " ".join(
+        cli("diff", "eager", "ts", "--match", "exact", db=db.path).stdout.split()
+    )
     for argv, message, code in [
         (["diff", "eager", "nosuch"], "no run 'nosuch'", 1),
         (["diff", "eager", "ts", "--match", "name"], "Invalid value for '--match'", 2),
         (["diff", "eager", "ts", "--threshold", "-1"], "Invalid value for '--threshold'", 2),
-        (["diff", "fp16", "t_eager", "--match", "op"], "recorded no launching operators, so --match op", 2),
+        (
+            ["diff", "fp16", "t_eager", "--match", "op"],
+            "recorded no launching operators, so --match op",
+            2,
+        ),
     ]:
         one_line_error(cli(*argv, db=db.path), message, code)
 
@@ -183,17 +226,43 @@ def test_compare_on_the_cpu(tmp_path, monkeypatch):
     """`profkit compare` end to end where there is no GPU: eager against TorchScript on the CPU,
     with the side-by-side report it writes."""
     monkeypatch.chdir(tmp_path)
-    r = cli("compare", "resnet18", "--modes", "eager,torchscript", "--device", "cpu", "--batch-size", "1",
-            "--warmup", "1", db=tmp_path / "c.db")
+    r = cli(
+        "compare",
+        "resnet18",
+        "--modes",
+        "eager,torchscript",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "1",
+        "--warmup",
+        "1",
+        db=tmp_path / "c.db",
+    )
     assert r.exit_code == 0, r.output
     text = " ".join(r.stdout.split())
     assert "resnet18: 2 variants, each against eager" in text and "eager -> torchscript" in text
-    written = [line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("report: ")]
+    written = [
+        line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("report: ")
+    ]
     runs = cli_json("runs", db=tmp_path / "c.db")
-    assert [x["mode"] for x in runs] == ["eager", "torchscript"] and {x["device"] for x in runs} == {"cpu"}
-    assert written == [f"reports/vs/{runs[0]['name']}+{runs[1]['name']}.html"] and (tmp_path / written[0]).exists()
-    one_line_error(cli("compare", "resnet18", "--modes", "eager", db=tmp_path / "x.db"), "at least two variants", 2)
-    one_line_error(cli("compare", "resnet18", "--modes", "eager,jit", db=tmp_path / "x.db"), "unknown --mode 'jit'", 2)
+    assert [x["mode"] for x in runs] == ["eager", "torchscript"] and {
+        x["device"] for x in runs
+    } == {"cpu"}
+    assert (
+        written == [f"reports/vs/{runs[0]['name']}+{runs[1]['name']}.html"]
+        and (tmp_path / written[0]).exists()
+    )
+    one_line_error(
+        cli("compare", "resnet18", "--modes", "eager", db=tmp_path / "x.db"),
+        "at least two variants",
+        2,
+    )
+    one_line_error(
+        cli("compare", "resnet18", "--modes", "eager,jit", db=tmp_path / "x.db"),
+        "unknown --mode 'jit'",
+        2,
+    )
     assert not (tmp_path / "x.db").exists()
 
 
@@ -204,17 +273,23 @@ def test_refusals(runs, tmp_path):
         cpu.diff(r["t_eager"])
     with pytest.raises(profkit.UsageError, match="not 'x'"):
         r["fp16"].diff("x")  # type: ignore[arg-type]
-    other = profkit.open_db(tmp_path / "other.db").import_file(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz")
+    other = profkit.open_db(tmp_path / "other.db").import_file(
+        NCU_DATA / "resnet18_fp16_eager.raw.csv.gz"
+    )
     with pytest.raises(profkit.UsageError, match="two databases"):
         r["fp16"].diff(other)
     bf16 = db.import_file(DATA / "torch" / "cpu_resnet18_bf16.json.gz", name="cpu_bf16")
     d = cpu.diff(bf16, match="op")  # a CPU run's rows are the operators themselves
     conv = by_name(d)["aten::mkldnn_convolution"]
-    assert conv.calls_a == conv.calls_b and conv.precision_a == "fp32" and conv.precision_b == "bf16"
+    assert (
+        conv.calls_a == conv.calls_b and conv.precision_a == "fp32" and conv.precision_b == "bf16"
+    )
     with pytest.raises(profkit.UsageError, match="only torch.profiler records"):
         profkit.compare("resnet18", modes="eager,torchscript", match="op", db=tmp_path / "c.db")
     with pytest.raises(profkit.UsageError, match="needs compile among the `modes`"):
-        profkit.compare("resnet18", modes="eager,torchscript", compile_mode="max-autotune", db=tmp_path / "c.db")
+        profkit.compare(
+            "resnet18", modes="eager,torchscript", compile_mode="max-autotune", db=tmp_path / "c.db"
+        )
     assert not (tmp_path / "c.db").exists()
 
 
@@ -225,7 +300,10 @@ def test_ncu_against_nsys_status_follows_calls(runs):
 
 
 # ---------------------------------------------------------------- what compile removed (issue 36)
-LLAMA = [(f"hf_llama-bf16-eager-{tool}", f"hf_llama-bf16-compile-{tool}") for tool in ("nsys", "torch", "ncu")]
+LLAMA = [
+    (f"hf_llama-bf16-eager-{tool}", f"hf_llama-bf16-compile-{tool}")
+    for tool in ("nsys", "torch", "ncu")
+]
 # The issue's own case (tests/data/findings): Hugging Face's BERT MLM training step, AMP, eager -> compile.
 BERT = [(f"bert-amp-{tool}", f"bert-amp-compile-{tool}") for tool in ("nsys", "torch")]
 
@@ -263,8 +341,11 @@ def without_counterpart(db, a, b):
 
     seen_b = {work_key(g.short_name or g.name, g.name)[0] for g in groups(b)}
     gone = [g for g in groups(a) if work_key(g.short_name or g.name, g.name)[0] not in seen_b]
-    return ({work_key(g.short_name or g.name, g.name)[0] for g in gone}, sum(g.calls for g in gone),
-            sum(g.time_ns for g in gone))
+    return (
+        {work_key(g.short_name or g.name, g.name)[0] for g in gone},
+        sum(g.calls for g in gone),
+        sum(g.time_ns for g in gone),
+    )
 
 
 @pytest.mark.parametrize("a,b", PAIRS)
@@ -283,14 +364,17 @@ def test_fusion_total_is_every_kernel_without_counterpart(compiled, a, b):
     assert sum(x.calls_a for x in gone) == launches and sum(x.time_a_ns for x in gone) == time_ns
     assert [x.time_a_ns for x in gone] == sorted((x.time_a_ns for x in gone), reverse=True)
     lines = render.fusion_lines(d)
-    assert lines[1] == (f"A's kernels without counterpart in B: {len(kinds)} kinds, {launches} launches, "
-                        f"{profkit.formatting.fmt_ns(time_ns)}")
+    assert lines[1] == (
+        f"A's kernels without counterpart in B: {len(kinds)} kinds, {launches} launches, "
+        f"{profkit.formatting.fmt_ns(time_ns)}"
+    )
     # The largest kinds one a line, the rest summed in one: every kind counted once.
-    listed = lines[3:3 + min(len(gone), render.FUSION_SHOWN)]
+    listed = lines[3 : 3 + min(len(gone), render.FUSION_SHOWN)]
     assert [line[12:42].rstrip() for line in listed] == [
-        profkit.formatting.cut_middle(x.name, 30) for x in gone[:render.FUSION_SHOWN]]
+        profkit.formatting.cut_middle(x.name, 30) for x in gone[: render.FUSION_SHOWN]
+    ]
     if len(gone) > render.FUSION_SHOWN:
-        rest = gone[render.FUSION_SHOWN:]
+        rest = gone[render.FUSION_SHOWN :]
         assert lines[-1].startswith(f"  and {len(rest)} more kind")
         assert f"{sum(x.calls_a for x in rest)} launch" in lines[-1]
     assert all(len(line) <= render.FUSION_WIDTH for line in lines[3:])
@@ -316,11 +400,22 @@ def test_fusion_traced_by_inductors_operator_lists(compiled, a, b):
     # by its own name, or aten::to as the aten::_to_copy Inductor lists for it).
     from profkit.classify import work_key
 
-    b_ops = {o for g in compiled.store.kernel_groups(compiled.run(b).id) if g.short_name.startswith("triton_")
-             for o in (g.op or "").split("+")}
-    a_gone = [g for g in compiled.store.kernel_groups(compiled.run(a).id)
-              if g.kind == "kernel" and work_key(g.short_name or g.name, g.name)[0] in gone]
-    traced = sum(g.time_ns for g in a_gone if g.op in b_ops or (g.op == "aten::to" and "aten::_to_copy" in b_ops))
+    b_ops = {
+        o
+        for g in compiled.store.kernel_groups(compiled.run(b).id)
+        if g.short_name.startswith("triton_")
+        for o in (g.op or "").split("+")
+    }
+    a_gone = [
+        g
+        for g in compiled.store.kernel_groups(compiled.run(a).id)
+        if g.kind == "kernel" and work_key(g.short_name or g.name, g.name)[0] in gone
+    ]
+    traced = sum(
+        g.time_ns
+        for g in a_gone
+        if g.op in b_ops or (g.op == "aten::to" and "aten::_to_copy" in b_ops)
+    )
     assert traced == sum(x.fused_time_a_ns for x in gone.values())
 
 
@@ -334,9 +429,15 @@ def test_fusion_traced_by_kernel_names(compiled):
     assert bn.fused_time_a_ns == bn.time_a_ns and bn.fused_ops == ["aten::native_batch_norm"]
     assert bn.fused_into and all("native_batch_norm" in k for k in bn.fused_into)
     assert gone["max_pool_forward_nchw"].fused_ops == ["aten::max_pool2d_with_indices"]
-    for name in ("cuDNN layout nchwToNhwc", "cuDNN layout nhwcToNchw", "unrolled_elementwise_kernel",
-                 "cuDNN implicit_convolve_sgemm conv"):
-        assert gone[name].fused_time_a_ns == 0 and gone[name].fused_ops == gone[name].fused_into == []
+    for name in (
+        "cuDNN layout nchwToNhwc",
+        "cuDNN layout nhwcToNchw",
+        "unrolled_elementwise_kernel",
+        "cuDNN implicit_convolve_sgemm conv",
+    ):
+        assert (
+            gone[name].fused_time_a_ns == 0 and gone[name].fused_ops == gone[name].fused_into == []
+        )
 
 
 def test_no_matrix_work_fused_into_a_pointwise_kernel(compiled):
@@ -345,11 +446,17 @@ def test_no_matrix_work_fused_into_a_pointwise_kernel(compiled):
     from profkit.analyze.fusion import GeneratedKernel
 
     groups = compiled.store.kernel_groups(compiled.run("hf_llama-bf16-compile-nsys").id)
-    (rope, *_) = [g for g in groups if "_scaled_dot_product_cudnn_attention" in (g.op or "") and g.family == "fused"]
+    (rope, *_) = [
+        g
+        for g in groups
+        if "_scaled_dot_product_cudnn_attention" in (g.op or "") and g.family == "fused"
+    ]
     k = GeneratedKernel.of(rope)
     assert "bmm" in k.ops and "scaled_dot_product_cudnn_attention" in k.ops
     assert k.fuses("aten::mul", "elementwise") and k.fuses("aten::_to_copy", "elementwise")
-    assert not k.fuses("aten::bmm", "gemm") and not k.fuses("aten::_scaled_dot_product_cudnn_attention", "attention")
+    assert not k.fuses("aten::bmm", "gemm") and not k.fuses(
+        "aten::_scaled_dot_product_cudnn_attention", "attention"
+    )
     assert not k.fuses("aten::all", "reduce")
 
 
@@ -367,7 +474,9 @@ def test_fusion_in_the_terminal_and_the_side_by_side_page(compiled, tmp_path):
     out = cli("diff", a, b, db=compiled.path, env={"COLUMNS": "80"}).stdout
     assert f"A's kernels without counterpart in B: {len(gone)} kinds" in out and total in out
     assert f"of which launched by operators that B's Triton kernels fused: {fused}" in out
-    cmp = Comparison("hf_llama", "family", ["eager", "compile"], [compiled.run(a), compiled.run(b)], [d])
+    cmp = Comparison(
+        "hf_llama", "family", ["eager", "compile"], [compiled.run(a), compiled.run(b)], [d]
+    )
     with pytest.MonkeyPatch.context() as m:
         import io
         import sys
@@ -381,7 +490,13 @@ def test_fusion_in_the_terminal_and_the_side_by_side_page(compiled, tmp_path):
     assert len(shown) == render.FUSION_SHOWN and all(len(line) <= 80 for line in shown)
     assert f"  A's kernels without counterpart in B: {len(gone)} kinds" in text
     page = compiled.run(a).report(tmp_path / "vs.html", vs=compiled.run(b)).read_text()
-    assert f"of A's kernels have no counterpart in B: {sum(x.calls_a for x in gone)} launches, {total}, " \
-           f"of which {fused}" in " ".join(page.split())
-    table = page[page.index('id="fusion-kernels"'):page.index("</details>", page.index('id="fusion-kernels"'))]
+    assert (
+        f"of A's kernels have no counterpart in B: {sum(x.calls_a for x in gone)} launches, {total}, "
+        f"of which {fused}" in " ".join(page.split())
+    )
+    table = page[
+        page.index('id="fusion-kernels"') : page.index(
+            "</details>", page.index('id="fusion-kernels"')
+        )
+    ]
     assert table.count("<tr>") == len(gone) + 1 and "aten::mean" in table

@@ -38,9 +38,36 @@ SHELL = {"bash", "sh", "console", "shell"}
 CHECKED = SHELL | {"python", "toml", "yaml"}
 UNCHECKED = {"text", ""}  # output and synopses
 # Commands the docs may show besides profkit's own: set-up, tools, shell built-ins.
-OTHER_COMMANDS = {".", "source", "cd", "export", "mkdir", "ls", "cat", "head", "cp", "echo", "nvidia-smi", "nsys",
-                  "ncu", "dask", "sqlite-utils", "datasette", "git", "mkdocs", "python3", "python", "torchrun", "srun",
-                  "chromium", "apt-get", "sudo", "tmux", "mktemp", "true"}
+OTHER_COMMANDS = {
+    ".",
+    "source",
+    "cd",
+    "export",
+    "mkdir",
+    "ls",
+    "cat",
+    "head",
+    "cp",
+    "echo",
+    "nvidia-smi",
+    "nsys",
+    "ncu",
+    "dask",
+    "sqlite-utils",
+    "datasette",
+    "git",
+    "mkdocs",
+    "python3",
+    "python",
+    "torchrun",
+    "srun",
+    "chromium",
+    "apt-get",
+    "sudo",
+    "tmux",
+    "mktemp",
+    "true",
+}
 
 
 def load_hooks() -> ModuleType:
@@ -86,7 +113,7 @@ def blocks(page: Path) -> list[Block]:
         i += 1
         body = []
         while i < len(lines) and lines[i].strip() != "```":
-            body.append(lines[i][len(indent):])
+            body.append(lines[i][len(indent) :])
             i += 1
         i += 1
         marks: set[str] = set()
@@ -144,19 +171,31 @@ def profkit_problems(args: list[str]) -> list[str]:
         i += 2 if args[i] == "--db" else 1
     if i == len(args):
         return []
-    name, rest = args[i], args[i + 1:]
+    name, rest = args[i], args[i + 1 :]
     if name not in known:
         return [f"unknown command profkit {name}"]
     if "--" in rest:  # profkit run ... -- PROGRAM ARGS: the program's arguments are its own
-        rest = rest[:rest.index("--")]
+        rest = rest[: rest.index("--")]
     options = HOOKS.option_strings(known[name]) | globals_
-    return [f"profkit {name} has no option {t}" for t in rest
-            if t.startswith("-") and not re.fullmatch(r"-\d[\d.]*", t) and t.split("=")[0] not in options]
+    return [
+        f"profkit {name} has no option {t}"
+        for t in rest
+        if t.startswith("-")
+        and not re.fullmatch(r"-\d[\d.]*", t)
+        and t.split("=")[0] not in options
+    ]
 
 
 def pip_problems(args: list[str]) -> list[str]:
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    named = {e for a in args for m in re.finditer(r"(?:^\.|profkit)\[([\w,-]+)\]", a) for e in m.group(1).split(",")}
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    named = {
+        e
+        for a in args
+        for m in re.finditer(r"(?:^\.|profkit)\[([\w,-]+)\]", a)
+        for e in m.group(1).split(",")
+    }
     return [f"pip install names an extra pyproject.toml lacks: {e}" for e in sorted(named - extras)]
 
 
@@ -170,11 +209,13 @@ def command_problems(words: list[str]) -> list[str]:
     if words[0] == "pip":
         return pip_problems(words[1:])
     for k in range(len(words) - 1):  # python -m profkit, torchrun ... -m profkit, srun ...
-        if words[k:k + 2] == ["-m", "profkit"]:
-            return profkit_problems(words[k + 2:])
+        if words[k : k + 2] == ["-m", "profkit"]:
+            return profkit_problems(words[k + 2 :])
     if words[0] not in OTHER_COMMANDS:
-        return [f"a command the docs test does not know: {' '.join(words)} (add it to OTHER_COMMANDS if it is "
-                "not profkit's)"]
+        return [
+            f"a command the docs test does not know: {' '.join(words)} (add it to OTHER_COMMANDS if it is "
+            "not profkit's)"
+        ]
     return []
 
 
@@ -211,10 +252,14 @@ def test_every_block_is_checked_or_output(block: Block) -> None:
 
 
 # ------------------------------------------------------------------------------------ running them
-PRELUDE_SHELL = ('profkit() { "$PYTHON" -m profkit "$@"; }\npython() { "$PYTHON" "$@"; }\n'
-                 'sqlite-utils() { "$PYTHON" -m sqlite_utils "$@"; }\n')
+PRELUDE_SHELL = (
+    'profkit() { "$PYTHON" -m profkit "$@"; }\npython() { "$PYTHON" "$@"; }\n'
+    'sqlite-utils() { "$PYTHON" -m sqlite_utils "$@"; }\n'
+)
 # A notebook cell's display() where no notebook is: IPython's, which prints the repr.
-PRELUDE_PYTHON = "try:\n    from IPython.display import display\nexcept ImportError:\n    display = print\n"
+PRELUDE_PYTHON = (
+    "try:\n    from IPython.display import display\nexcept ImportError:\n    display = print\n"
+)
 
 
 def runs(block: Block) -> bool:
@@ -223,17 +268,28 @@ def runs(block: Block) -> bool:
 
 def needs_torch(page_blocks: list[Block]) -> bool:
     code = "\n".join(b.code for b in page_blocks if runs(b) or b.file)
-    return bool(re.search(r"profkit (run|bench|compare|sweep)\b|^import torch|profkit\.(profile|bench)\(", code, re.M))
+    return bool(
+        re.search(
+            r"profkit (run|bench|compare|sweep)\b|^import torch|profkit\.(profile|bench)\(",
+            code,
+            re.M,
+        )
+    )
 
 
 # A page's sections run apart (each in a folder of its own, in parallel where the tests are):
 # a section's blocks see what the section's earlier blocks made.
-RUN_SECTIONS = sorted({(p, b.section) for p in PAGES for b in blocks(p) if runs(b)},
-                      key=lambda ps: (PAGES.index(ps[0]), ps[1]))
+RUN_SECTIONS = sorted(
+    {(p, b.section) for p in PAGES for b in blocks(p) if runs(b)},
+    key=lambda ps: (PAGES.index(ps[0]), ps[1]),
+)
 
 
-@pytest.mark.parametrize(("page", "section"), RUN_SECTIONS,
-                         ids=[f"{p.relative_to(ROOT)}#{s or 'top'}" for p, s in RUN_SECTIONS])
+@pytest.mark.parametrize(
+    ("page", "section"),
+    RUN_SECTIONS,
+    ids=[f"{p.relative_to(ROOT)}#{s or 'top'}" for p, s in RUN_SECTIONS],
+)
 def test_the_pages_examples_run(page: Path, section: str, tmp_path: Path) -> None:
     """Each section's runnable blocks, in order, in a folder of its own: exit status 0."""
     section_blocks = [b for b in blocks(page) if b.section == section]
@@ -241,8 +297,11 @@ def test_the_pages_examples_run(page: Path, section: str, tmp_path: Path) -> Non
         pytest.skip("these examples need PyTorch")
     (tmp_path / "tests").symlink_to(ROOT / "tests")
     env = {k: v for k, v in os.environ.items() if k != "PROFKIT_DB"}
-    env.update(PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-               COLUMNS="120")
+    env.update(
+        PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        COLUMNS="120",
+    )
     for block in section_blocks:
         if block.file:
             (tmp_path / block.file).write_text(block.code)
@@ -254,8 +313,10 @@ def test_the_pages_examples_run(page: Path, section: str, tmp_path: Path) -> Non
         else:
             argv = ["bash", "-euo", "pipefail", "-c", PRELUDE_SHELL + block.code]
         p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, f"{block} failed ({p.returncode}):\n{block.code}\nstdout:\n{p.stdout[-3000:]}\n" \
-                                  f"stderr:\n{p.stderr[-3000:]}"
+        assert p.returncode == 0, (
+            f"{block} failed ({p.returncode}):\n{block.code}\nstdout:\n{p.stdout[-3000:]}\n"
+            f"stderr:\n{p.stderr[-3000:]}"
+        )
 
 
 # ------------------------------------------------------------------------------------ the pages
@@ -300,9 +361,11 @@ def test_the_reference_reads_a_typer_app_as_well(monkeypatch: pytest.MonkeyPatch
         """The app."""
 
     @app.command()
-    def kernels(run: str = typer.Argument(..., help="Run name or id."),
-                limit: int = typer.Option(5000, help="At most this many launches."),
-                fmt: str = typer.Option("table", "--format", "-f", help="Output format.")) -> None:
+    def kernels(
+        run: str = typer.Argument(..., help="Run name or id."),
+        limit: int = typer.Option(5000, help="At most this many launches."),
+        fmt: str = typer.Option("table", "--format", "-f", help="Output format."),
+    ) -> None:
         """List a run's kernel launches."""
 
     @app.command()
@@ -313,10 +376,14 @@ def test_the_reference_reads_a_typer_app_as_well(monkeypatch: pytest.MonkeyPatch
     reference = HOOKS.cli_reference()
     assert "\n## profkit kernels\n" in reference and "List a run's kernel launches." in reference
     assert "`-f, --format <str>`: Output format." in reference and "Run name or id." in reference
-    assert {name: sorted(HOOKS.option_strings(cmd)) for name, cmd, _ in HOOKS.subcommands(HOOKS.cli_command())} == \
-        {"kernels": ["--format", "--limit", "-f"], "runs": []}
+    assert {
+        name: sorted(HOOKS.option_strings(cmd))
+        for name, cmd, _ in HOOKS.subcommands(HOOKS.cli_command())
+    } == {"kernels": ["--format", "--limit", "-f"], "runs": []}
     assert profkit_problems(["kernels", "r", "--limit", "3"]) == []
-    assert profkit_problems(["kernels", "r", "--top", "3"]) == ["profkit kernels has no option --top"]
+    assert profkit_problems(["kernels", "r", "--top", "3"]) == [
+        "profkit kernels has no option --top"
+    ]
     assert profkit_problems(["summary", "r"]) == ["unknown command profkit summary"]
 
 
@@ -324,24 +391,36 @@ def test_readme_test_command_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text()
     line = next(l for l in readme.splitlines() if "pytest" in l and l.startswith("pip install"))
     install, *checks = [part.strip() for part in line.split("&&")]
-    ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    ci = [
+        l.strip()
+        for l in (ROOT / ".ci" / "run").read_text().splitlines()
+        if l.strip() and not l.startswith("#")
+    ]
     # A new venv, made by the machine's python3 and activated: what follows runs with its
     # pip and python, as the README's command does in the venv a user has made.
     venv = next(i for i, l in enumerate(ci) if l.startswith("python3 -m venv "))
     assert ci[venv + 1].startswith("source ") and ci[venv + 1].endswith('/bin/activate"')
-    ci_commands = [l for l in ci[venv + 2:] if l.startswith(("pip ", "python "))]
-    assert ci_commands[0].startswith("pip install ") and ci_commands[0].endswith("-e '.[torch,test,cluster,docs]'")
+    ci_commands = [l for l in ci[venv + 2 :] if l.startswith(("pip ", "python "))]
+    assert ci_commands[0].startswith("pip install ") and ci_commands[0].endswith(
+        "-e '.[torch,test,cluster,docs]'"
+    )
     assert install == "pip install -e '.[torch,test,cluster,docs]'"
     # The docs are built strictly into a temporary folder, never into the checkout: the README
     # names a new one ("$(mktemp -d)"), CI one in its scratch folder.
-    docs_readme = "python -m mkdocs build --strict -d \"$(mktemp -d)\""
+    docs_readme = 'python -m mkdocs build --strict -d "$(mktemp -d)"'
     docs_ci = next(l for l in ci_commands if "mkdocs" in l)
     assert re.fullmatch(r'python -m mkdocs build --strict -d "\$scratch/[\w.-]+"', docs_ci), docs_ci
     quick = 'python -m pytest -q -n auto --dist loadgroup -m "not slow"'
     slow = "python -m pytest -q -n auto --dist loadgroup -m slow"
-    assert checks == ["python -m ruff format --check", "python -m ruff check", "python -m mypy", docs_readme, quick]
+    assert checks == [
+        "python -m ruff format --check",
+        "python -m ruff check",
+        "python -m mypy",
+        docs_readme,
+        quick,
+    ]
     # CI runs the README's checks, then its slow tier (the README's second test command).
     assert ci_commands[1:] == [docs_ci if c == docs_readme else c for c in checks] + [slow]
     assert f"```bash\n{slow}\n```" in readme
     # Nothing outside the venv installs or runs Python after it is made.
-    assert not any(l.startswith("python3 ") for l in ci[venv + 1:])
+    assert not any(l.startswith("python3 ") for l in ci[venv + 1 :])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 
-
 from profkit.doctor import checks
 
 from .conftest import NCU_DATA, cli, cli_json, needs_gpu_ncu_nsys
@@ -23,7 +22,9 @@ def test_doctor_lines_and_database(tmp_path):
         assert lines[0].startswith("warn  GPU: no nvidia-smi") and "--device cpu" in lines[0]
     assert r.exit_code == (1 if any(line.startswith("fail") for line in lines) else 0)
     found = cli_json("doctor", db=db)
-    assert [c["name"] for c in found] == names and all(set(c) == {"name", "status", "detail", "advice"} for c in found)
+    assert [c["name"] for c in found] == names and all(
+        set(c) == {"name", "status", "detail", "advice"} for c in found
+    )
 
 
 def test_doctor_fails_on_an_unusable_database(tmp_path):
@@ -37,5 +38,16 @@ def test_doctor_fails_on_an_unusable_database(tmp_path):
 @needs_gpu_ncu_nsys
 def test_doctor_on_a_gpu_machine(tmp_path):
     found = {c.name: c for c in checks(tmp_path / "p.db")}
-    assert all(c.status == "ok" for c in found.values()), [c for c in found.values() if c.status != "ok"]
-    assert set(found) == {"GPU", "PyTorch", "ncu", "ncu counters", "nsys", "nsys import", "database", "disk"}
+    assert all(c.status == "ok" for c in found.values()), [
+        c for c in found.values() if c.status != "ok"
+    ]
+    assert set(found) == {
+        "GPU",
+        "PyTorch",
+        "ncu",
+        "ncu counters",
+        "nsys",
+        "nsys import",
+        "database",
+        "disk",
+    }

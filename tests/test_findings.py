@@ -16,12 +16,17 @@ from .conftest import DATA, NCU_DATA, cli
 def found(tmp_path_factory, diff_dir, nsys_dir, report_dir):
     db = profkit.open_db(tmp_path_factory.mktemp("f") / "f.db")
     files = {
-        "fp16": NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
+        "fp16": NCU_DATA / "resnet18_fp16_eager.raw.csv.gz",
+        "fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
         "vgg_fp16": NCU_DATA / "vgg16_fp16_eager.raw.csv.gz",
-        "eager": diff_dir / "r18_fp16_eager_torch.json.gz", "compile": diff_dir / "r18_fp16_compile_torch.json.gz",
-        "graphs": diff_dir / "r18_fp16_graphs_nsys.sqlite", "train": nsys_dir / "nsys_resnet18_train_amp.sqlite",
-        "infer": nsys_dir / "nsys_resnet18_fp16.sqlite", "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz",
-        "mnv2": report_dir / "mnv2_fp16_ncu.raw.csv.gz", "effb0": report_dir / "effb0_fp16_ncu.raw.csv.gz",
+        "eager": diff_dir / "r18_fp16_eager_torch.json.gz",
+        "compile": diff_dir / "r18_fp16_compile_torch.json.gz",
+        "graphs": diff_dir / "r18_fp16_graphs_nsys.sqlite",
+        "train": nsys_dir / "nsys_resnet18_train_amp.sqlite",
+        "infer": nsys_dir / "nsys_resnet18_fp16.sqlite",
+        "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz",
+        "mnv2": report_dir / "mnv2_fp16_ncu.raw.csv.gz",
+        "effb0": report_dir / "effb0_fp16_ncu.raw.csv.gz",
         "r50_b64": report_dir / "r50_fp16_b64_nsys.sqlite",
     }
     runs = {k: db.import_file(f, name=k) for k, f in files.items()}
@@ -32,28 +37,31 @@ def test_every_rule_has_a_check():
     assert set(finding_rules()) == set(CHECKS)
 
 
-@pytest.mark.parametrize("finding, triggers, quiet", [
-    # the first convolution over 3 channels in fp16 ran implicit_convolve_sgemm, no tensor cores;
-    # an fp32 run is no half-precision run, and the compiled run's convolutions all used them
-    ("half_missed_tensor_cores", ["fp16", "eager"], ["fp32", "compile"]),
-    # fp32 copy kernels (the input cast) in fp16 ResNet-18; VGG16 fp16 has none worth 5 %; in the AMP
-    # training step autocast's and the optimizer's fp32 kernels are meant to be (issue 23)
-    ("fp32_in_half_run", ["fp16", "eager"], ["vgg_fp16", "fp32", "train"]),
-    # (issue 23, more in test_findings_23.py) the AMP step has no fp32 GEMM or convolution; ResNet-18
-    # fp32's convolutions ran TF32; the AMP step syncs once a step (GradScaler), inference never in one
-    ("fp32_matrix_outside_autocast", [], ["train", "fp16", "fp32"]),
-    ("tf32_left_off", [], ["fp32", "fp16", "train"]),
-    ("host_syncs", ["train"], ["infer", "eager", "compile", "graphs", "fp16"]),
-    # MobileNetV2 and EfficientNet-B0 fp16: cuDNN's conv2d_c1_k1 and PyTorch's depthwise kernels;
-    # ResNets and VGG16 have no depthwise convolutions
-    ("depthwise_convolutions", ["mnv2", "effb0"], ["fp16", "vgg_fp16", "r50_b64", "eager"]),
-    ("layout_conversions", ["fp16", "fp32", "vgg_fp16", "eager"], ["compile", "graphs"]),
-    ("fusable_kernels", ["fp16", "eager", "train"], ["compile", "graphs"]),
-    # batch 2: the GPU idles most of each range, even replaying CUDA graphs; ncu records no timeline;
-    # ResNet-50 at batch 64 keeps the GPU busy
-    ("launch_bound", ["eager", "infer", "compile", "graphs"], ["fp16", "vgg_fp16", "r50_b64"]),
-    ("autograd_thread", ["train"], ["infer", "eager"]),
-])
+@pytest.mark.parametrize(
+    "finding, triggers, quiet",
+    [
+        # the first convolution over 3 channels in fp16 ran implicit_convolve_sgemm, no tensor cores;
+        # an fp32 run is no half-precision run, and the compiled run's convolutions all used them
+        ("half_missed_tensor_cores", ["fp16", "eager"], ["fp32", "compile"]),
+        # fp32 copy kernels (the input cast) in fp16 ResNet-18; VGG16 fp16 has none worth 5 %; in the AMP
+        # training step autocast's and the optimizer's fp32 kernels are meant to be (issue 23)
+        ("fp32_in_half_run", ["fp16", "eager"], ["vgg_fp16", "fp32", "train"]),
+        # (issue 23, more in test_findings_23.py) the AMP step has no fp32 GEMM or convolution; ResNet-18
+        # fp32's convolutions ran TF32; the AMP step syncs once a step (GradScaler), inference never in one
+        ("fp32_matrix_outside_autocast", [], ["train", "fp16", "fp32"]),
+        ("tf32_left_off", [], ["fp32", "fp16", "train"]),
+        ("host_syncs", ["train"], ["infer", "eager", "compile", "graphs", "fp16"]),
+        # MobileNetV2 and EfficientNet-B0 fp16: cuDNN's conv2d_c1_k1 and PyTorch's depthwise kernels;
+        # ResNets and VGG16 have no depthwise convolutions
+        ("depthwise_convolutions", ["mnv2", "effb0"], ["fp16", "vgg_fp16", "r50_b64", "eager"]),
+        ("layout_conversions", ["fp16", "fp32", "vgg_fp16", "eager"], ["compile", "graphs"]),
+        ("fusable_kernels", ["fp16", "eager", "train"], ["compile", "graphs"]),
+        # batch 2: the GPU idles most of each range, even replaying CUDA graphs; ncu records no timeline;
+        # ResNet-50 at batch 64 keeps the GPU busy
+        ("launch_bound", ["eager", "infer", "compile", "graphs"], ["fp16", "vgg_fp16", "r50_b64"]),
+        ("autograd_thread", ["train"], ["infer", "eager"]),
+    ],
+)
 def test_finding_triggers_on_real_captures(found, finding, triggers, quiet):
     by_run, _ = found
     for run in triggers:
@@ -75,14 +83,25 @@ def test_evidence_and_kernels(found):
     dw = by_run["mnv2"]["depthwise_convolutions"]
     # MobileNetV2 has 17 depthwise convolutions: 14 ran cuDNN's kernel, 3 PyTorch's
     assert sorted((short_name(k.name), k.launches) for k in dw.kernels) == [
-        ("conv2d_c1_k1_nchw_shmem_tiling", 14), ("conv_depthwise2d_forward_kernel", 3)]
-    assert dw.share_pct == pytest.approx(11.1, abs=0.05) and "20.4% of its GPU time on tensor cores" in dw.detail
+        ("conv2d_c1_k1_nchw_shmem_tiling", 14),
+        ("conv_depthwise2d_forward_kernel", 3),
+    ]
+    assert (
+        dw.share_pct == pytest.approx(11.1, abs=0.05)
+        and "20.4% of its GPU time on tensor cores" in dw.detail
+    )
     # the depthwise kernels are that finding's, not half_missed_tensor_cores'
-    assert not any("depthwise" in k.name or "c1_k1" in k.name
-                   for k in by_run["mnv2"]["half_missed_tensor_cores"].kernels)
+    assert not any(
+        "depthwise" in k.name or "c1_k1" in k.name
+        for k in by_run["mnv2"]["half_missed_tensor_cores"].kernels
+    )
 
 
 def test_summary_table_shows_findings(found):
     _, db = found
     text = " ".join(cli("summary", "fp16", db=db.path).stdout.split())
-    assert "findings" in text and "time in NCHW <-> NHWC layout conversions" in text and "channels_last" in text
+    assert (
+        "findings" in text
+        and "time in NCHW <-> NHWC layout conversions" in text
+        and "channels_last" in text
+    )

@@ -68,8 +68,9 @@ def runs(tmp_path_factory):
     db = profkit.open_db(tmp / "f.db")
     files = {k: _plain(p, tmp) for k, p in {**AMP_CAPTURES, **OTHER_CAPTURES}.items()}
     # the fp32 attention zoo's GEMMs (fp32 on CUDA cores) as if the run had been an AMP one
-    files["zoo32_as_amp"] = _retagged(OTHER_CAPTURES["zoo32"], tmp, "attention_zoo.fp32.eager",
-                                      "attention_zoo.amp.eager")
+    files["zoo32_as_amp"] = _retagged(
+        OTHER_CAPTURES["zoo32"], tmp, "attention_zoo.fp32.eager", "attention_zoo.amp.eager"
+    )
     out = {k: db.import_file(f, name=k) for k, f in files.items()}
     return db, out, files
 
@@ -83,15 +84,21 @@ def test_tf32_left_off_fires_on_fp32_gemms_on_cuda_cores(runs):
     _, r, _ = runs
     zoo = ids(r["zoo32"])["tf32_left_off"]
     # the attention zoo's fp32 matmuls ran cuBLAS's FFMA kernels (its memory-efficient attention ran TF32)
-    assert {k.name.split("_tilesize")[0] for k in zoo.kernels} == {"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n",
-                                                                    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n"}
-    assert all(k.precision == "fp32" for k in zoo.kernels) and zoo.share_pct == pytest.approx(24.59, abs=0.01)
+    assert {k.name.split("_tilesize")[0] for k in zoo.kernels} == {
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n",
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n",
+    }
+    assert all(k.precision == "fp32" for k in zoo.kernels) and zoo.share_pct == pytest.approx(
+        24.59, abs=0.01
+    )
     assert "took 28.4 us (24.6% of GPU time) on CUDA cores" in zoo.detail
     assert "NVIDIA H100 80GB HBM3 (compute capability 9.0) has TF32 tensor cores" in zoo.detail
     assert 'torch.set_float32_matmul_precision("high")' in zoo.advice and "allow_tf32" in zoo.advice
     # the precision zoo's fp32 GEMM (and its split-K pass); its TF32 GEMM and convolution are not counted
     pz = ids(r["pzoo"])["tf32_left_off"]
-    assert sorted(k.launches for k in pz.kernels) == [1, 1] and all("ffma" in k.name for k in pz.kernels)
+    assert sorted(k.launches for k in pz.kernels) == [1, 1] and all(
+        "ffma" in k.name for k in pz.kernels
+    )
 
 
 def test_tf32_left_off_quiet_where_fp32_work_ran_tf32_or_the_gpu_has_none(runs):
@@ -99,14 +106,20 @@ def test_tf32_left_off_quiet_where_fp32_work_ran_tf32_or_the_gpu_has_none(runs):
     # ResNet-18 fp32: its convolutions ran TF32 (cuDNN's default); the one FFMA convolution (3 input
     # channels) is cuDNN's choice beside them, and the classifier's batch-2 GEMV is 0.8% of the time
     assert "tf32_left_off" not in ids(r["r18_fp32"])
-    for name in ("r18_fp16_ncu", "bert_amp_nsys", "zoo32_as_amp"):  # half-precision and AMP runs: their own findings
+    for name in (
+        "r18_fp16_ncu",
+        "bert_amp_nsys",
+        "zoo32_as_amp",
+    ):  # half-precision and AMP runs: their own findings
         assert "tf32_left_off" not in ids(r[name]), name
     # the same capture on a GPU without TF32 (Volta, Turing) says nothing
     store = db.store
     for cc in ("7.0", "7.5", None):
         got = {f.id for f in findings(store, replace(r["zoo32"], compute_capability=cc))}
         assert "tf32_left_off" not in got, cc
-    assert "tf32_left_off" in {f.id for f in findings(store, replace(r["zoo32"], compute_capability="8.0"))}
+    assert "tf32_left_off" in {
+        f.id for f in findings(store, replace(r["zoo32"], compute_capability="8.0"))
+    }
 
 
 # ------------------------------------------------------------------ AMP-aware fp32
@@ -167,8 +180,10 @@ def _export_syncs(path: Path) -> list[tuple[str, int]]:
     return [(host_sync_call(n), t) for n, t in rows if host_sync_call(n)]
 
 
-@pytest.mark.parametrize("name, iterations", [("r18_amp_nsys_run", 1), ("r18_amp_nsys", 2), ("bert_amp_nsys", 2),
-                                              ("r18_amp_nsys_old", 2)])
+@pytest.mark.parametrize(
+    "name, iterations",
+    [("r18_amp_nsys_run", 1), ("r18_amp_nsys", 2), ("bert_amp_nsys", 2), ("r18_amp_nsys_old", 2)],
+)
 def test_host_syncs_fire_on_an_amp_step_under_nsys(runs, name, iterations):
     """GradScaler's found_inf .item(): one cudaStreamSynchronize per step; the harness's own
     cudaDeviceSynchronize ending each step is not counted."""
@@ -177,8 +192,10 @@ def test_host_syncs_fire_on_an_amp_step_under_nsys(runs, name, iterations):
     f = ids(run)["host_syncs"]
     inside = _export_syncs(files[name])
     assert [n for n, _ in inside] == ["cudaStreamSynchronize", "cudaDeviceSynchronize"] * iterations
-    assert f.detail.startswith(f"{iterations} host synchronisation{'s' if iterations > 1 else ''}, 1 per iteration "
-                               f"({iterations} cudaStreamSynchronize)")
+    assert f.detail.startswith(
+        f"{iterations} host synchronisation{'s' if iterations > 1 else ''}, 1 per iteration "
+        f"({iterations} cudaStreamSynchronize)"
+    )
     assert 0 < f.time_ns and f.share_pct is None and f.kernels == []
     assert "non_blocking" in f.advice and ".item()" in f.advice
 
@@ -197,7 +214,10 @@ def test_host_sync_idle_time_agrees_between_tools(runs):
     """The same BERT AMP step under nsys and torch.profiler: the GPU idles about as long after its
     syncs (over a millisecond a step: the optimizer's launches follow the .item())."""
     _, r, _ = runs
-    nsys, torch = ids(r["bert_amp_nsys"])["host_syncs"].time_ns, ids(r["bert_amp_torch"])["host_syncs"].time_ns
+    nsys, torch = (
+        ids(r["bert_amp_nsys"])["host_syncs"].time_ns,
+        ids(r["bert_amp_torch"])["host_syncs"].time_ns,
+    )
     assert 2_000_000 < nsys < 3_000_000 and abs(nsys - torch) < 0.1 * nsys
 
 
@@ -211,7 +231,10 @@ def test_host_syncs_quiet_on_inference(runs, name):
     assert stored  # the calls are there ...
     assert "host_syncs" not in ids(run)  # ... but none inside a step
     if name == "r18_fp16_nsys":
-        assert len(stored) == 127 and [n for n, _ in _export_syncs(files[name])] == ["cudaDeviceSynchronize"] * 3
+        assert (
+            len(stored) == 127
+            and [n for n, _ in _export_syncs(files[name])] == ["cudaDeviceSynchronize"] * 3
+        )
 
 
 def test_ncu_runs_have_no_host_syncs(runs):
@@ -224,8 +247,10 @@ def test_ddp_step_syncs_counted_per_process(runs):
     a run of event synchronisations waiting for one gap counts that gap once."""
     db, r, _ = runs
     f = ids(r["r50_ddp_amp_nsys"])["host_syncs"]
-    assert f.detail.startswith("18 host synchronisations, 9 per iteration (16 cudaEventSynchronize, "
-                               "2 cudaStreamSynchronize)")
+    assert f.detail.startswith(
+        "18 host synchronisations, 9 per iteration (16 cudaEventSynchronize, "
+        "2 cudaStreamSynchronize)"
+    )
     assert f.time_ns < 5_000_000
 
 
@@ -238,8 +263,10 @@ def test_a_failed_import_leaves_no_host_syncs(runs, tmp_path):
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(files["r18_amp_nsys_run"].read_bytes())
     con = sqlite3.connect(bad)
-    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 1 where rowid = "
-                "(select max(rowid) from CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.execute(
+        "update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 1 where rowid = "
+        "(select max(rowid) from CUPTI_ACTIVITY_KIND_KERNEL)"
+    )
     con.commit()
     con.close()
     db = tmp_path / "p.db"
@@ -249,7 +276,10 @@ def test_a_failed_import_leaves_no_host_syncs(runs, tmp_path):
     assert result.exit_code != 0 and "ends before it starts" in result.output
     assert cli_json("runs", db=db) == before
     con = sqlite3.connect(db)
-    assert con.execute("select count(distinct run_id), count(*) from host_syncs").fetchone() == (1, 2)
+    assert con.execute("select count(distinct run_id), count(*) from host_syncs").fetchone() == (
+        1,
+        2,
+    )
     con.close()
     store = profkit.open_db(db).store
     store.delete_run(store.get_run("good").id)  # (what an interrupted import's recovery calls)
@@ -261,12 +291,19 @@ def test_a_failed_import_leaves_no_host_syncs(runs, tmp_path):
 def test_summary_and_report_show_the_new_findings(runs, tmp_path):
     db, r, _ = runs
     out = cli("summary", "r18_amp_torch_run", db=db.path)
-    assert out.exit_code == 0 and "host synchronisations inside the step: 1 host synchronisation" in out.output
+    assert (
+        out.exit_code == 0
+        and "host synchronisations inside the step: 1 host synchronisation" in out.output
+    )
     assert "fp32 kernels in a half-precision run" not in out.output
     out = cli("summary", "zoo32", db=db.path)
     assert "fp32 matrix work on CUDA cores: TF32 left off" in out.output
     html = r["r18_amp_torch_run"].report(tmp_path / "amp.html").read_text()
-    assert 'data-id="host_syncs"' in html and "aten::_local_scalar_dense" in html and "GPU idle after" in html
+    assert (
+        'data-id="host_syncs"' in html
+        and "aten::_local_scalar_dense" in html
+        and "GPU idle after" in html
+    )
 
 
 @pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
@@ -275,8 +312,11 @@ def test_the_findings_render_in_chromium(runs, tmp_path):
     _, r, _ = runs
     shots = Path(os.environ.get("PROFKIT_SHOTS", tmp_path))
     with chromium.browser() as b:
-        for name, fid in (("r18_amp_torch_run", "host_syncs"), ("zoo32", "tf32_left_off"),
-                          ("zoo32_as_amp", "fp32_matrix_outside_autocast")):
+        for name, fid in (
+            ("r18_amp_torch_run", "host_syncs"),
+            ("zoo32", "tf32_left_off"),
+            ("zoo32_as_amp", "fp32_matrix_outside_autocast"),
+        ):
             path = r[name].report(tmp_path / f"{name}.html")
             opened = chromium.open_report(b, path)
             assert opened.errors == [] and opened.dialogs == [] and opened.requests == []
@@ -311,20 +351,39 @@ def test_each_ranks_syncs_are_its_own(tmp_path):
     for tool in ("torch", "nsys"):
         prefix = f"{tool}_resnet50_ddp_train_amp"
         if tool == "torch":
-            capture = merge_ranks({r: read_kineto(ddp / f"{prefix}.rank{r}.json.gz") for r in (0, 1)})
+            capture = merge_ranks(
+                {r: read_kineto(ddp / f"{prefix}.rank{r}.json.gz") for r in (0, 1)}
+            )
         else:
-            infos = [json.loads((ddp / f"{prefix}.harness.rank{r}.json").read_text()) for r in (0, 1)]
-            capture = read_nsys_sqlite(_plain(ddp / f"{prefix}.sqlite.gz", tmp_path),
-                                       ranks={i["pid"]: i["rank"] for i in infos})
-        fields = {"name": tool, "source": "run", "workload": "resnet50_ddp_train", "precision": "amp",
-                  "mode": "eager", "device": "cuda", "info": {"world_size": 2}}
-        run = store_capture(store, capture, fields, store.reserve(None, tool, fields, status="running"))  # type: ignore[arg-type]
+            infos = [
+                json.loads((ddp / f"{prefix}.harness.rank{r}.json").read_text()) for r in (0, 1)
+            ]
+            capture = read_nsys_sqlite(
+                _plain(ddp / f"{prefix}.sqlite.gz", tmp_path),
+                ranks={i["pid"]: i["rank"] for i in infos},
+            )
+        fields = {
+            "name": tool,
+            "source": "run",
+            "workload": "resnet50_ddp_train",
+            "precision": "amp",
+            "mode": "eager",
+            "device": "cuda",
+            "info": {"world_size": 2},
+        }
+        run = store_capture(
+            store, capture, fields, store.reserve(None, tool, fields, status="running")
+        )  # type: ignore[arg-type]
         syncs = store.host_syncs(run.id)
-        assert {s["rank"] for s in syncs} == {0, 1} and [s["sync_id"] for s in syncs] == list(range(len(syncs)))
+        assert {s["rank"] for s in syncs} == {0, 1} and [s["sync_id"] for s in syncs] == list(
+            range(len(syncs))
+        )
         found[tool] = {f.id: f for f in findings(store, run)}["host_syncs"]
     for f in found.values():
-        assert f.detail.startswith("18 host synchronisations, 9 per iteration (16 cudaEventSynchronize, "
-                                   "2 cudaStreamSynchronize)"), f.detail
+        assert f.detail.startswith(
+            "18 host synchronisations, 9 per iteration (16 cudaEventSynchronize, "
+            "2 cudaStreamSynchronize)"
+        ), f.detail
 
 
 def test_a_sweep_copies_a_runs_host_syncs(runs, tmp_path):

@@ -18,7 +18,16 @@ from .where_data import FINDINGS, FINDINGS_RUNS, import_where
 
 TOOLS = ("ncu", "nsys", "torch")
 # One model, one precision and layout, under each tool.
-MODELS = ("bert-amp", "frcnn-amp", "frcnn-fp32", "lstm-amp", "lstm-fp16", "r50-fp16", "r50cl-fp16", "r50b64-fp16")
+MODELS = (
+    "bert-amp",
+    "frcnn-amp",
+    "frcnn-fp32",
+    "lstm-amp",
+    "lstm-fp16",
+    "r50-fp16",
+    "r50cl-fp16",
+    "r50b64-fp16",
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +54,10 @@ def test_unknown_precision_is_at_most_half_a_percent_under_every_tool(store, nam
     groups = kernel_groups(store, name)
     total = sum(g.time_ns for g in groups)
     unknown = sum(g.time_ns for g in groups if g.precision == "unknown")
-    assert unknown <= 0.005 * total, (name, [g.name[:80] for g in groups if g.precision == "unknown"][:5])
+    assert unknown <= 0.005 * total, (
+        name,
+        [g.name[:80] for g in groups if g.precision == "unknown"][:5],
+    )
 
 
 def test_integer_and_opaque_kernels_get_a_type_and_the_first_layer_is_a_convolution(store):
@@ -53,17 +65,25 @@ def test_integer_and_opaque_kernels_get_a_type_and_the_first_layer_is_a_convolut
     assert by["gather_keep_from_mask"].precision == "int"  # torchvision's NMS: a boolean mask
     assert by["DeviceSelectSweepKernel"].precision == "int"  # nonzero's CUB select
     index = [g for g in kernel_groups(store, "frcnn-amp-nsys") if "OpaqueType<(int)2>" in g.name]
-    assert index and all(g.precision == "fp16" and g.family == "memory" for g in index)  # 2 bytes in an AMP run
+    assert index and all(
+        g.precision == "fp16" and g.family == "memory" for g in index
+    )  # 2 bytes in an AMP run
     first = [g for g in kernel_groups(store, "r50-fp16-nsys") if "image_first_layer" in g.name]
-    assert first and all((g.precision, g.family, g.tc_time_ns > 0) == ("fp16", "conv", True) for g in first)
+    assert first and all(
+        (g.precision, g.family, g.tc_time_ns > 0) == ("fp16", "conv", True) for g in first
+    )
 
 
 def test_the_run_decides_a_two_byte_copy_in_a_bf16_run():
     """A 2-byte opaque copy takes the run's 2-byte float type: bf16 in a bf16 run."""
     from profkit.classify import RUN_HALF, name_else
 
-    assert name_else("void at::native::index_elementwise_kernel<(int)128, (int)4, at::native::OpaqueType<(int)2>>")[0] \
+    assert (
+        name_else(
+            "void at::native::index_elementwise_kernel<(int)128, (int)4, at::native::OpaqueType<(int)2>>"
+        )[0]
         == RUN_HALF
+    )
 
 
 # ---------------------------------------------------------------- 1. timeline findings on the bare iteration
@@ -78,14 +98,18 @@ def test_launch_bound_only_where_the_bare_iterations_gpu_is_mostly_idle(store, n
     busy = sum(r["gpu_time_ns"] for r in ranges) / len(ranges)
     bare = min(harness["bare_iteration_ns"])
     rule = finding_rules()["launch_bound"]
-    expected = 100 * busy / min(bare, sum(r["wall_ns"] for r in ranges) / len(ranges)) < rule.number("max_busy_pct")
+    expected = 100 * busy / min(
+        bare, sum(r["wall_ns"] for r in ranges) / len(ranges)
+    ) < rule.number("max_busy_pct")
     assert ("launch_bound" in found(store, name)) == expected
     if expected:
         assert "of the bare iteration's wall time" in found(store, name)["launch_bound"].detail
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_launch_bound_is_quiet_where_the_bare_gpu_is_busy_though_the_profiled_one_idled(store, tool):
+def test_launch_bound_is_quiet_where_the_bare_gpu_is_busy_though_the_profiled_one_idled(
+    store, tool
+):
     """ResNet-50 fp16 at batch 64: the GPU is busy 92-93% of the bare iteration; under the
     default plan's timing harness the profiled iterations ran 3.8x longer (24% busy), which the
     finding read before: quiet now, under every tool. Batch 8 (19% busy bare): launch-bound."""
@@ -101,7 +125,13 @@ def test_launch_bound_is_quiet_where_the_bare_gpu_is_busy_though_the_profiled_on
 def test_the_stretch_is_said_under_every_tool(store):
     """The profiled iterations ran 1.5x (nsys) to 7x (the default plan's timing harness with
     operator ranges) the bare one: every timeline finding says so, the default tool's too."""
-    for name in ("r50-fp16-ncu", "r50-fp16-nsys", "r50-fp16-torch", "frcnn-amp-ncu", "frcnn-amp-nsys"):
+    for name in (
+        "r50-fp16-ncu",
+        "r50-fp16-nsys",
+        "r50-fp16-torch",
+        "frcnn-amp-ncu",
+        "frcnn-amp-nsys",
+    ):
         s = stretch(store.get_run(name))
         assert s is not None and s.ratio > 1.25
         for f in found(store, name).values():
@@ -134,8 +164,17 @@ def test_a_run_without_a_timeline_says_its_timeline_findings_are_not_judged(stor
 
 
 # ---------------------------------------------------------------- 2. misaligned shapes by shape and layout
-@pytest.mark.parametrize("name", ["r50-fp16-ncu", "r50-fp16-nsys", "r50-fp16-torch", "r50-fp16-ncufull",
-                                  "r50b1-fp16-ncu", "r50b1-fp16-nsys"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "r50-fp16-ncu",
+        "r50-fp16-nsys",
+        "r50-fp16-torch",
+        "r50-fp16-ncufull",
+        "r50b1-fp16-ncu",
+        "r50b1-fp16-nsys",
+    ],
+)
 def test_nchw_one_by_one_convolutions_get_the_layout_advice_not_padding(store, name):
     """ResNet-50's NCHW 1x1 convolutions run cuDNN's align2 GEMMs although every channel count is
     a multiple of 8: the advice is channels-last (those kernels are gone with it), under every tool."""
@@ -185,7 +224,11 @@ def test_metrics_full_runs_keep_their_attribution(store, name):
 def test_metrics_full_gives_the_default_plans_findings_less_the_timeline(store):
     for model in ("r50-fp16", "lstm-fp16"):
         full = set(found(store, f"{model}-ncufull"))
-        default = set(found(store, f"{model}-ncu")) - {"launch_bound", "host_syncs", "exposed_communication"}
+        default = set(found(store, f"{model}-ncu")) - {
+            "launch_bound",
+            "host_syncs",
+            "exposed_communication",
+        }
         assert full == default, (model, full, default)
 
 
@@ -193,14 +236,23 @@ def test_the_bare_iterations_are_kept_with_the_run(store):
     for name in FINDINGS_RUNS:
         # ncu's two processes (counting fell back to ncu): the run keeps the timing process's figures.
         timed = FINDINGS / name / "harness-times.json"
-        harness = json.loads((timed if timed.exists() else FINDINGS / name / "harness.json").read_text())
+        harness = json.loads(
+            (timed if timed.exists() else FINDINGS / name / "harness.json").read_text()
+        )
         job = json.loads((FINDINGS / name / "job.json").read_text())
-        assert len(harness["bare_iteration_ns"]) == job["warmup"] - 1 and min(harness["bare_iteration_ns"]) > 0
-        assert (store.get_run(name).info.harness or {}).get("bare_iteration_ns") == harness["bare_iteration_ns"]
+        assert (
+            len(harness["bare_iteration_ns"]) == job["warmup"] - 1
+            and min(harness["bare_iteration_ns"]) > 0
+        )
+        assert (store.get_run(name).info.harness or {}).get("bare_iteration_ns") == harness[
+            "bare_iteration_ns"
+        ]
 
 
 def test_the_default_plans_timer_recorded_the_host_waits():
-    times = json.loads(gzip.decompress((FINDINGS / "frcnn-amp-ncu" / "kernel_times.json.gz").read_bytes()))
+    times = json.loads(
+        gzip.decompress((FINDINGS / "frcnn-amp-ncu" / "kernel_times.json.gz").read_bytes())
+    )
     assert {s["name"] for s in times["syncs"]} <= {"cudaStreamSynchronize", "cudaDeviceSynchronize"}
     assert len(times["syncs"]) >= 72
 
@@ -214,14 +266,21 @@ def test_fusion_says_it_cannot_trace_a_run_without_operators(tmp_path):
     from profkit import render
 
     db = profkit.open_db(tmp_path / "b.db")
-    for name in ("bert-amp-nsys", "bert-amp-compile-nsys", "bert-amp-torch", "bert-amp-compile-torch"):
+    for name in (
+        "bert-amp-nsys",
+        "bert-amp-compile-nsys",
+        "bert-amp-torch",
+        "bert-amp-compile-torch",
+    ):
         import_where(db.store, name, FINDINGS)
     nsys = db.diff("bert-amp-nsys", "bert-amp-compile-nsys")
     assert nsys.totals.replaced_by_fusion and not nsys.totals.fusion_traced
     assert "not traced to B's kernels" in render.fusion_lines(nsys)[2]
     torch = db.diff("bert-amp-torch", "bert-amp-compile-torch")
     gone = torch.totals.replaced_by_fusion
-    assert torch.totals.fusion_traced and sum(x.fused_time_a_ns for x in gone) > 0.5 * sum(x.time_a_ns for x in gone)
+    assert torch.totals.fusion_traced and sum(x.fused_time_a_ns for x in gone) > 0.5 * sum(
+        x.time_a_ns for x in gone
+    )
 
 
 def test_a_programs_warm_up_steps_are_its_bare_steps(tmp_path):
@@ -235,10 +294,17 @@ def test_a_programs_warm_up_steps_are_its_bare_steps(tmp_path):
     from profkit.program import Window
 
     syncs: list[int] = []
-    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
-                                 synchronize=lambda: syncs.append(1))
-    job = HarnessJob(spec=Spec(device="cuda"), workload_path="w.py", warmup=3, iters=2, tag="t",
-                     info_path=str(tmp_path / "i.json"))
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, is_initialized=lambda: True, synchronize=lambda: syncs.append(1)
+    )
+    job = HarnessJob(
+        spec=Spec(device="cuda"),
+        workload_path="w.py",
+        warmup=3,
+        iters=2,
+        tag="t",
+        info_path=str(tmp_path / "i.json"),
+    )
     window = Window(job, types.SimpleNamespace(cuda=cuda), {})
     for n in (1, 2):  # the window itself opens at step 3 (the last warm-up step)
         window.on_step(n)
@@ -253,7 +319,9 @@ def test_a_linear_layers_misaligned_width_is_flagged_by_shape_alone(store, monke
 
     rules = dict(f.finding_rules())
     rule = rules["misaligned_shapes"]
-    rules["misaligned_shapes"] = f.FindingRule(rule.id, rule.title, rule.advice, {**rule.settings, "pattern": "(?!)"})
+    rules["misaligned_shapes"] = f.FindingRule(
+        rule.id, rule.title, rule.advice, {**rule.settings, "pattern": "(?!)"}
+    )
     monkeypatch.setattr(f, "finding_rules", lambda: rules)
     found_ = {x.id: x for x in f.findings(store, store.get_run("bert-amp-ncu"))}
     assert "30522" in found_["misaligned_shapes"].detail
@@ -265,8 +333,12 @@ def test_a_linear_layers_lead_in_an_nchw_run_gets_the_padding_advice(store):
     padding advice, not the channels-last one the NCHW backbone's leads get."""
     from profkit.analyze import findings as f
 
-    ctx = f._Context(store.get_run("frcnn-amp-torch"), kernel_groups(store, "frcnn-amp-torch"),
-                     sum(g.time_ns for g in kernel_groups(store, "frcnn-amp-torch")), store)
+    ctx = f._Context(
+        store.get_run("frcnn-amp-torch"),
+        kernel_groups(store, "frcnn-amp-torch"),
+        sum(g.time_ns for g in kernel_groups(store, "frcnn-amp-torch")),
+        store,
+    )
     rule = f.finding_rules()["misaligned_shapes"]
     low = f.FindingRule(rule.id, rule.title, rule.advice, {**rule.settings, "min_share_pct": 0.0})
     found_ = f._misaligned(ctx, low)

@@ -11,6 +11,7 @@ import pytest
 
 from profkit.parse import detect, load
 from profkit.parse.formats import FORMATS, import_help, match, run_name, unknown_hint
+
 from .conftest import NCU_DATA, cli, cli_json, help_words, one_line_error
 from .test_cli_startup import imported_modules
 
@@ -30,8 +31,12 @@ def test_each_suffix_is_one_formats_in_any_case():
 
 def test_gzipped_forms_are_read_as_they_are_or_decompressed_first():
     assert match("x.csv.gz").in_place and match("x.json.gz").in_place  # the readers stream them
-    assert not match("x.sqlite.gz").in_place and match("x.sqlite.gz").unpacked_first  # SQLite needs a file
-    assert not match("x.nsys-rep").in_place and not match("x.nsys-rep").unpacked_first  # nsys exports it
+    assert (
+        not match("x.sqlite.gz").in_place and match("x.sqlite.gz").unpacked_first
+    )  # SQLite needs a file
+    assert (
+        not match("x.nsys-rep").in_place and not match("x.nsys-rep").unpacked_first
+    )  # nsys exports it
     assert match("x.ncu-rep").in_place and match("x.db").in_place
 
 
@@ -42,14 +47,18 @@ def test_every_reader_is_there():
 
 
 def test_help_and_hint_name_every_suffix(tmp_path):
-    help_text = "".join(help_words(cli("import", "--help").stdout).split())  # a line may wrap after a hyphen
+    help_text = "".join(
+        help_words(cli("import", "--help").stdout).split()
+    )  # a line may wrap after a hyphen
     assert "".join(import_help().split()) in help_text
     (tmp_path / "notes.txt").write_text("x")
     r = cli("import", tmp_path / "notes.txt", db=tmp_path / "p.db")
     one_line_error(r, "don't know how to import notes.txt")
     assert unknown_hint() in r.stderr
     for s in SUFFIXES:
-        assert f"{s}," in help_text or f"{s})" in help_text or f"{s};" in help_text, s  # in the list
+        assert f"{s}," in help_text or f"{s})" in help_text or f"{s};" in help_text, (
+            s
+        )  # in the list
         assert f"{s}," in r.stderr or f"{s})" in r.stderr or f"{s};" in r.stderr, s
     assert not (tmp_path / "p.db").exists()
 
@@ -57,15 +66,28 @@ def test_help_and_hint_name_every_suffix(tmp_path):
 def test_help_imports_no_reader():
     modules = imported_modules("import", "--help")
     assert "profkit.parse.formats" in modules
-    readers = {f"profkit.parse.{f.reader.partition(':')[0]}" for f in FORMATS} | {"profkit.parse.schema"}
+    readers = {f"profkit.parse.{f.reader.partition(':')[0]}" for f in FORMATS} | {
+        "profkit.parse.schema"
+    }
     assert not readers & modules, readers & modules
 
 
-@pytest.mark.parametrize("name, base", [
-    ("vgg16_fp16_eager.raw.csv.gz", "vgg16_fp16_eager"), ("a.ncu.raw.csv.gz", "a.ncu"), ("r.ncu-rep.gz", "r"),
-    ("x.raw-mangled.csv.gz", "x.raw-mangled"), ("t.torch.json.gz", "t.torch"), ("n.nsys.sqlite.gz", "n.nsys"),
-    ("report1.nsys-rep", "report1"), ("cap.qdstrm", "cap"), ("e.db", "e"), ("K.CSV", "K"), ("notes.txt", "notes.txt"),
-])
+@pytest.mark.parametrize(
+    "name, base",
+    [
+        ("vgg16_fp16_eager.raw.csv.gz", "vgg16_fp16_eager"),
+        ("a.ncu.raw.csv.gz", "a.ncu"),
+        ("r.ncu-rep.gz", "r"),
+        ("x.raw-mangled.csv.gz", "x.raw-mangled"),
+        ("t.torch.json.gz", "t.torch"),
+        ("n.nsys.sqlite.gz", "n.nsys"),
+        ("report1.nsys-rep", "report1"),
+        ("cap.qdstrm", "cap"),
+        ("e.db", "e"),
+        ("K.CSV", "K"),
+        ("notes.txt", "notes.txt"),
+    ],
+)
 def test_default_run_name(name, base):
     assert run_name(name) == base
 

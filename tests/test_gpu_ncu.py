@@ -13,8 +13,21 @@ HERE = Path(__file__).parent
 
 @needs_gpu_ncu
 def test_run_resnet18_fp16_two_iterations(db):
-    r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--iters", "2",
-            "--name", "r18", db=db)
+    r = cli(
+        "run",
+        "resnet18",
+        "--tool",
+        "ncu",
+        "--precision",
+        "fp16",
+        "--batch-size",
+        "2",
+        "--iters",
+        "2",
+        "--name",
+        "r18",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     s = cli_json("summary", "r18", db=db)
     ks = cli_json("kernels", "r18", db=db)
@@ -27,11 +40,17 @@ def test_run_resnet18_fp16_two_iterations(db):
     # a name rule's or the launching operator's (issue 23), and attribution is on under ncu.
     assert all(k["evidence"] == "metrics" for k in ks if k["tensor_core"])
     assert {k["evidence"] for k in ks} <= {"metrics", "name", "dtypes"}
-    assert all(k["evidence_detail"].startswith(("tensor-path", "counters of launch")) for k in ks if k["evidence"] != "dtypes")
+    assert all(
+        k["evidence_detail"].startswith(("tensor-path", "counters of launch"))
+        for k in ks
+        if k["evidence"] != "dtypes"
+    )
     assert all(k["module"] is not None and k["op"] and k["phase"] == "forward" for k in ks)
     assert s["tensor_core_kernels"] > 0 and 0 < s["tensor_core_time_pct"] < 100
     assert all(k["precision"] == "fp16" for k in ks if k["tensor_core"])
-    assert not any(k["tensor_core"] for k in ks if k["family"] in ("elementwise", "layout", "pooling", "norm"))
+    assert not any(
+        k["tensor_core"] for k in ks if k["family"] in ("elementwise", "layout", "pooling", "norm")
+    )
     run = cli_json("runs", db=db)[0]
     assert run["gpu_name"] and run["compute_capability"]
     # A first run counts in its own process (CUPTI's Range Profiler): no ncu report, the counts kept.
@@ -56,7 +75,17 @@ def test_counting_under_ncu_gives_the_same_verdicts(db, monkeypatch):
     in-process run's, launch by launch."""
     import profkit
 
-    args = ("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--no-report")
+    args = (
+        "run",
+        "resnet18",
+        "--tool",
+        "ncu",
+        "--precision",
+        "fp16",
+        "--batch-size",
+        "2",
+        "--no-report",
+    )
     assert cli(*args, "--name", "here", db=db).exit_code == 0
     monkeypatch.setenv("PROFKIT_NCU_COUNTING", "ncu")
     assert cli(*args, "--name", "ncu", "--fresh-counters", db=db).exit_code == 0
@@ -68,26 +97,42 @@ def test_counting_under_ncu_gives_the_same_verdicts(db, monkeypatch):
     assert "counted_by" not in d.run("ncu").info["ncu_plan"]
 
     def verdicts(run):
-        return [(k["precision"], k["tensor_core"], k["family"], k["evidence"], k["metrics"] is None)
-                for k in run.iter_kernels()]
+        return [
+            (k["precision"], k["tensor_core"], k["family"], k["evidence"], k["metrics"] is None)
+            for k in run.iter_kernels()
+        ]
 
     assert len(verdicts(d.run("here"))) > 0 and verdicts(d.run("here")) == verdicts(d.run("ncu"))
+
     # the same counter values launch by launch, the duration aside (ncu replays it alone; the
     # run's ranges do not count it); names apart: ncu's rows carry ncu's demangling, and ncu
     # adds the SM's warp limits (sm__maximum_warps_*) to every report
     def counters(run):
-        return [{m: v for m, v in (k["metrics"] or {}).items() if not m.startswith("gpu__time_duration")}
-                for k in run.iter_kernels()]
+        return [
+            {
+                m: v
+                for m, v in (k["metrics"] or {}).items()
+                if not m.startswith("gpu__time_duration")
+            }
+            for k in run.iter_kernels()
+        ]
 
     here, ncu = counters(d.run("here")), counters(d.run("ncu"))
-    differ = [(i, m, a.get(m), b.get(m)) for i, (a, b) in enumerate(zip(here, ncu))
-              for m in sorted(set(a) | set(b)) if "maximum_warps" not in m and a.get(m) != b.get(m)]
+    differ = [
+        (i, m, a.get(m), b.get(m))
+        for i, (a, b) in enumerate(zip(here, ncu))
+        for m in sorted(set(a) | set(b))
+        if "maximum_warps" not in m and a.get(m) != b.get(m)
+    ]
     assert any(here) and len(here) == len(ncu) and not differ, differ[:30]
 
 
 @needs_gpu_ncu
 def test_no_kernels_profiled_is_an_error(db):
-    one_line_error(cli("run", HERE / "workloads" / "no_gpu_work.py", "--tool", "ncu", db=db), "profiled no kernels")
+    one_line_error(
+        cli("run", HERE / "workloads" / "no_gpu_work.py", "--tool", "ncu", db=db),
+        "profiled no kernels",
+    )
     # recorded as failed, with the error, and no kernels (its log stays in its raw folder)
     assert [(r["status"], r["kernel_count"]) for r in cli_json("runs", db=db)] == [("failed", 0)]
 
@@ -101,7 +146,11 @@ def test_broken_workload_is_one_line(db):
     note, error = lines[0], lines[-1]
     assert all(not x.startswith("profkit: error") for x in lines[1:-1]), lines
     assert note.startswith("profkit: tool: ") and r.exit_code == 1
-    assert error.startswith("profkit: error: ") and "weights file missing" in error and "Traceback" not in r.output
+    assert (
+        error.startswith("profkit: error: ")
+        and "weights file missing" in error
+        and "Traceback" not in r.output
+    )
     assert [(r["status"], r["kernel_count"]) for r in cli_json("runs", db=db)] == [("failed", 0)]
 
 
@@ -112,8 +161,21 @@ def test_default_plan_counts_each_function_once_and_times_every_launch(db):
     start. `--metrics full` profiles every launch instead, with ncu's own durations."""
     import profkit
 
-    r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--mode", "torchscript", "--batch-size", "2",
-            "--name", "ts", db=db)
+    r = cli(
+        "run",
+        "resnet18",
+        "--tool",
+        "ncu",
+        "--precision",
+        "fp16",
+        "--mode",
+        "torchscript",
+        "--batch-size",
+        "2",
+        "--name",
+        "ts",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     run = profkit.open_db(db).run("ts")
     plan = run.info["ncu_plan"]
@@ -122,16 +184,33 @@ def test_default_plan_counts_each_function_once_and_times_every_launch(db):
     counted = [k for k in ks if k["metrics"]]
     assert len(counted) == plan["profiled_launches"] == len({k["name"] for k in ks}) < len(ks)
     assert all(k["start_ns"] and k["duration_ns"] for k in ks)
-    assert all(k["evidence"] == "metrics" for k in ks if k["tensor_core"])  # off them: counters, names or types
+    assert all(
+        k["evidence"] == "metrics" for k in ks if k["tensor_core"]
+    )  # off them: counters, names or types
     # TorchScript: the operators are the scripted graph's; no module hooks run inside it.
     assert all(k["op"] for k in ks) and {k["module"] for k in ks} <= {"", "(outside modules)"}
     assert sum("counters of launch" in k["evidence_detail"] for k in ks) == len(ks) - len(counted)
     assert all(k["nvtx_range"] == "resnet18.fp16.torchscript.iter0" for k in ks)
-    assert len({k["thread_id"] for k in ks}) == 1 and ks[0]["thread_id"]  # CUPTI's thread, as an OS thread id
+    assert (
+        len({k["thread_id"] for k in ks}) == 1 and ks[0]["thread_id"]
+    )  # CUPTI's thread, as an OS thread id
     assert len(run.range_rows()) == 1 and run.range_rows()[0]["kernels"] == len(ks)
 
-    r = cli("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--metrics", "full",
-            "--name", "every", db=db)
+    r = cli(
+        "run",
+        "resnet18",
+        "--tool",
+        "ncu",
+        "--precision",
+        "fp16",
+        "--batch-size",
+        "2",
+        "--metrics",
+        "full",
+        "--name",
+        "every",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     every = profkit.open_db(db).run("every")
     assert every.info["ncu_plan"]["durations"] == "ncu" and every.metric_set == "full"
@@ -148,7 +227,17 @@ def test_a_repeated_run_takes_the_kept_counters_and_starts_no_ncu(db):
 
     import profkit
 
-    args = ("run", "resnet18", "--tool", "ncu", "--precision", "fp16", "--batch-size", "2", "--no-report")
+    args = (
+        "run",
+        "resnet18",
+        "--tool",
+        "ncu",
+        "--precision",
+        "fp16",
+        "--batch-size",
+        "2",
+        "--no-report",
+    )
     for name, extra in (("first", ()), ("repeat", ())):
         r = cli(*args, "--name", name, *extra, db=db)
         assert r.exit_code == 0, r.output
@@ -159,25 +248,41 @@ def test_a_repeated_run_takes_the_kept_counters_and_starts_no_ncu(db):
     assert plans[1]["counters"]["strategy"] == "timed first" and plans[1]["profiled_launches"] == 0
     assert plans[1]["counters"]["cached"] == plans[0]["counters"]["kept"]
     folder = Path(str(db)).parent / "profkit-runs"
-    assert not (folder / "repeat" / "report.ncu-rep").exists() and (folder / "first" / "kernel_counts.json").exists()
+    assert (
+        not (folder / "repeat" / "report.ncu-rep").exists()
+        and (folder / "first" / "kernel_counts.json").exists()
+    )
 
-    def verdicts(run):  # ncu's demangling of a name has differed between its runs ("(Params)", "(T1::Params)")
-        return [(k["short_name"], k["precision"], k["tensor_core"], k["family"], k["evidence"])
-                for k in run.iter_kernels()]
+    def verdicts(
+        run,
+    ):  # ncu's demangling of a name has differed between its runs ("(Params)", "(T1::Params)")
+        return [
+            (k["short_name"], k["precision"], k["tensor_core"], k["family"], k["evidence"])
+            for k in run.iter_kernels()
+        ]
 
     assert verdicts(repeat) == verdicts(first)
     assert [k["name"] for k in repeat.iter_kernels()] == [k["name"] for k in first.iter_kernels()]
-    assert all("of run 'first', kept across runs" in k["evidence_detail"] for k in repeat.iter_kernels()
-               if k["evidence"] == "metrics")
+    assert all(
+        "of run 'first', kept across runs" in k["evidence_detail"]
+        for k in repeat.iter_kernels()
+        if k["evidence"] == "metrics"
+    )
     con = sqlite3.connect(db)
     with con:
-        gone = con.execute("delete from counters where rowid in (select rowid from counters limit 2)").rowcount
+        gone = con.execute(
+            "delete from counters where rowid in (select rowid from counters limit 2)"
+        ).rowcount
     con.close()
     assert gone == 2
     assert cli(*args, "--name", "partial", db=db).exit_code == 0
     partial = d.run("partial")
     assert partial.info["ncu_plan"]["counters"]["strategy"] == "timed first"
-    assert partial.info["ncu_plan"]["profiled_launches"] == 2 == partial.info["ncu_plan"]["counters"]["kept"]
+    assert (
+        partial.info["ncu_plan"]["profiled_launches"]
+        == 2
+        == partial.info["ncu_plan"]["counters"]["kept"]
+    )
     assert verdicts(partial) == verdicts(first)
     assert cli(*args, "--name", "fresh", "--fresh-counters", db=db).exit_code == 0
     fresh = d.run("fresh")
@@ -202,9 +307,16 @@ def test_a_repeated_run_takes_its_own_launch_counts_after_another_batch_size(db)
     first, other, again = d.run("b2"), d.run("b8"), d.run("b2-again")
     uses = [r.info["ncu_plan"]["counters"] for r in (first, other, again)]
     assert [u["strategy"] for u in uses] == ["counted", "counted", "timed first"]
-    assert all(u["environment"]["native_libraries"] != "unknown" and u["environment"]["workload_sources"] != "unknown"
-               for u in uses)
-    assert uses[2]["environment"] == uses[0]["environment"] and uses[2]["cached"] == uses[0]["kept"] > 0
-    assert [(k["name"], k["metrics"]) for k in again.iter_kernels()] == [(k["name"], k["metrics"])
-                                                                         for k in first.iter_kernels()]
+    assert all(
+        u["environment"]["native_libraries"] != "unknown"
+        and u["environment"]["workload_sources"] != "unknown"
+        for u in uses
+    )
+    assert (
+        uses[2]["environment"] == uses[0]["environment"]
+        and uses[2]["cached"] == uses[0]["kept"] > 0
+    )
+    assert [(k["name"], k["metrics"]) for k in again.iter_kernels()] == [
+        (k["name"], k["metrics"]) for k in first.iter_kernels()
+    ]
     assert not any("of run 'b8'" in k["evidence_detail"] for k in again.iter_kernels())

@@ -40,7 +40,10 @@ def wide_window(monkeypatch):
     widths are test_tables')."""
     monkeypatch.setenv("COLUMNS", "400")
 
-needs_chromium = pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
+
+needs_chromium = pytest.mark.skipif(
+    chromium.available() is not None, reason=str(chromium.available())
+)
 
 GPU_RUNS = ("r50", "mnv2", "r18fp32", "bert", "nomatrix", "undecided")
 
@@ -67,16 +70,23 @@ def runs(tmp_path_factory, report_dir):
     capture with the tensor-core verdicts of some of its GEMM launches taken away (undecided)."""
     tmp = tmp_path_factory.mktemp("headline")
     db = profkit.open_db(tmp / "h.db")
-    files = {"r50": report_dir / "r50_fp16_b64_nsys.sqlite", "mnv2": report_dir / "mnv2_fp16_ncu.raw.csv.gz",
-             "r18fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
-             "bert": DATA / "attention" / "bert_encoder_fp16.torch.json.gz",
-             "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz"}
+    files = {
+        "r50": report_dir / "r50_fp16_b64_nsys.sqlite",
+        "mnv2": report_dir / "mnv2_fp16_ncu.raw.csv.gz",
+        "r18fp32": NCU_DATA / "resnet18_fp32_eager.raw.csv.gz",
+        "bert": DATA / "attention" / "bert_encoder_fp16.torch.json.gz",
+        "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz",
+    }
     out = {k: db.import_file(f, name=k) for k, f in files.items()}
     with pytest.warns(ProfkitWarning, match="imported before as r50"):
         out["undecided"] = db.import_file(files["r50"], name="undecided")
-    matrix_names = {k["name"] for k in kernels(db.path, "r18fp32") if k["family"] in MATRIX_FAMILIES}
-    out["nomatrix"] = db.import_file(_without_matrix_kernels(files["r18fp32"], tmp / "nomatrix.raw.csv", matrix_names),
-                                     name="nomatrix")
+    matrix_names = {
+        k["name"] for k in kernels(db.path, "r18fp32") if k["family"] in MATRIX_FAMILIES
+    }
+    out["nomatrix"] = db.import_file(
+        _without_matrix_kernels(files["r18fp32"], tmp / "nomatrix.raw.csv", matrix_names),
+        name="nomatrix",
+    )
     # Undecided: the first 40 GEMM launches of the ResNet-50 copy lose their verdict (as a kernel
     # no rule knows would have none), straight in the stored rows of that run.
     gemms = [k["launch_id"] for k in kernels(db.path, "undecided") if k["family"] == "gemm"][:40]
@@ -84,8 +94,10 @@ def runs(tmp_path_factory, report_dir):
     db.close()
     con = sqlite3.connect(tmp / "h.db")
     with con:
-        con.executemany("update kernel_rows set tensor_core = null where run_id = ? and launch_id = ?",
-                        [(undecided_id, i) for i in gemms])
+        con.executemany(
+            "update kernel_rows set tensor_core = null where run_id = ? and launch_id = ?",
+            [(undecided_id, i) for i in gemms],
+        )
     con.close()
     # The run's aggregates (issue 25: what the analyses read) written again from its rows as edited,
     # as an importer writes them once its rows are final.
@@ -115,9 +127,14 @@ def expected(rows, scale=1.0):
     def n(x):
         x = x / scale
         return int(x) if float(x).is_integer() else round(x, 3)
-    return {"time_ns": n(time), "tensor_core_time_ns": n(tc), "undecided_time_ns": n(undecided),
-            "tensor_core_pct": round(100 * tc / time, 2) if time else None,
-            "gpu_time_pct": round(100 * time / total, 2) if total else 0.0}
+
+    return {
+        "time_ns": n(time),
+        "tensor_core_time_ns": n(tc),
+        "undecided_time_ns": n(undecided),
+        "tensor_core_pct": round(100 * tc / time, 2) if time else None,
+        "gpu_time_pct": round(100 * time / total, 2) if total else 0.0,
+    }
 
 
 def all_share(rows):
@@ -149,7 +166,10 @@ def test_the_figures_on_the_committed_captures(runs):
     assert 0 < mnv2["tensor_core_pct"] < 100  # its depthwise convolutions ran on CUDA cores
     bert = kernels(db.path, "bert")
     assert any(k["family"] == "attention" for k in bert)  # attention counts as matrix work
-    assert expected(bert)["time_ns"] > expected([k for k in bert if k["family"] != "attention"])["time_ns"]
+    assert (
+        expected(bert)["time_ns"]
+        > expected([k for k in bert if k["family"] != "attention"])["time_ns"]
+    )
 
 
 @pytest.mark.parametrize("name", ["r50", "mnv2", "r18fp32"])
@@ -159,20 +179,33 @@ def test_summary_table_says_what_the_figure_is(runs, name):
     want = expected(rows)
     r = cli("summary", name, db=db.path)
     assert r.exit_code == 0, r.output
-    line = (f"tensor cores: {want['tensor_core_pct']:.1f}% of matrix work (GEMM, conv, attention: "
-            f"{fmt_ns(want['time_ns'])}), {all_share(rows):.1f}% of all GPU time")
+    line = (
+        f"tensor cores: {want['tensor_core_pct']:.1f}% of matrix work (GEMM, conv, attention: "
+        f"{fmt_ns(want['time_ns'])}), {all_share(rows):.1f}% of all GPU time"
+    )
     assert line in r.stdout, r.stdout
 
 
 def test_no_matrix_work(runs):
     db, rs, _ = runs
     summary = cli_json("summary", "nomatrix", db=db.path)
-    assert summary["matrix_work"] == {"time_ns": 0, "tensor_core_time_ns": 0, "undecided_time_ns": 0,
-                                      "tensor_core_pct": None, "gpu_time_pct": 0.0}
+    assert summary["matrix_work"] == {
+        "time_ns": 0,
+        "tensor_core_time_ns": 0,
+        "undecided_time_ns": 0,
+        "tensor_core_pct": None,
+        "gpu_time_pct": 0.0,
+    }
     assert summary["kernels"] > 0
     r = cli("summary", "nomatrix", db=db.path)
-    assert r.exit_code == 0 and ("tensor cores: no matrix work (no GEMM, conv or attention kernels); "
-                                 f"{summary['tensor_core_time_pct']:.1f}% of all GPU time") in r.stdout
+    assert (
+        r.exit_code == 0
+        and (
+            "tensor cores: no matrix work (no GEMM, conv or attention kernels); "
+            f"{summary['tensor_core_time_pct']:.1f}% of all GPU time"
+        )
+        in r.stdout
+    )
     fig = {f["key"]: f for f in model.headline(rs["nomatrix"].summary(), "x")}["matrix_work"]
     assert fig["text"] == "no matrix work" and fig["value"] == summary["matrix_work"]
     d = cli_json("diff", "r18fp32", "nomatrix", db=db.path)["totals"]
@@ -189,11 +222,15 @@ def test_undecided_time_is_counted_out_and_said(runs):
     assert want["tensor_core_time_ns"] + want["undecided_time_ns"] == want["time_ns"]
     assert cli_json("summary", "undecided", db=db.path)["matrix_work"] == want
     r = cli("summary", "undecided", db=db.path)
-    assert (f"tensor cores: {want['tensor_core_pct']:.1f}% of matrix work (GEMM, conv, attention: "
-            f"{fmt_ns(want['time_ns'])}, of which {fmt_ns(want['undecided_time_ns'])} undecided") in r.stdout
+    assert (
+        f"tensor cores: {want['tensor_core_pct']:.1f}% of matrix work (GEMM, conv, attention: "
+        f"{fmt_ns(want['time_ns'])}, of which {fmt_ns(want['undecided_time_ns'])} undecided"
+    ) in r.stdout
     r = cli("diff", "r50", "undecided", db=db.path)
-    assert f"100.0% of {fmt_ns(want['time_ns'])} -> {want['tensor_core_pct']:.1f}% of {fmt_ns(want['time_ns'])}, " \
-           f"{fmt_ns(want['undecided_time_ns'])} undecided" in r.stdout
+    assert (
+        f"100.0% of {fmt_ns(want['time_ns'])} -> {want['tensor_core_pct']:.1f}% of {fmt_ns(want['time_ns'])}, "
+        f"{fmt_ns(want['undecided_time_ns'])} undecided" in r.stdout
+    )
     # the capture as it came has no undecided matrix work
     assert cli("summary", "r50", db=db.path).stdout.count("undecided") == 0
 
@@ -203,9 +240,14 @@ def test_cpu_runs_keep_their_wording(runs):
     assert cli_json("summary", "cpu", db=db.path)["matrix_work"] is None
     assert rs["cpu"].summary().matrix_work is None
     r = cli("summary", "cpu", db=db.path)
-    assert "these are CPU operators, not GPU kernels: no tensor cores" in r.stdout and "matrix" not in r.stdout
+    assert (
+        "these are CPU operators, not GPU kernels: no tensor cores" in r.stdout
+        and "matrix" not in r.stdout
+    )
     figs = {f["key"]: f for f in model.headline(rs["cpu"].summary(), "x")}
-    assert "matrix_work" not in figs and figs["tensor_core_time_pct"]["text"] == "n/a (CPU operators)"
+    assert (
+        "matrix_work" not in figs and figs["tensor_core_time_pct"]["text"] == "n/a (CPU operators)"
+    )
 
 
 # ------------------------------------------------------------------ diff and compare
@@ -219,14 +261,23 @@ def test_diff_totals_side_by_side(runs):
     d = cli_json("diff", "r50", "mnv2", db=db.path)["totals"]
     assert d["per_iteration"] and d["iterations_a"] == 2
     a = expected(kernels(db.path, "r50"), scale=2)
-    assert d["matrix_work_a"] == a and d["gpu_time_a_ns"] * a["gpu_time_pct"] / 100 == pytest.approx(a["time_ns"], rel=1e-3)
+    assert d["matrix_work_a"] == a and d["gpu_time_a_ns"] * a[
+        "gpu_time_pct"
+    ] / 100 == pytest.approx(a["time_ns"], rel=1e-3)
     api = rs["r50"].diff(rs["mnv2"]).totals
-    assert isinstance(api.matrix_work_a, MatrixWork) and asdict(api.side("b").matrix_work) == d["matrix_work_b"]
+    assert (
+        isinstance(api.matrix_work_a, MatrixWork)
+        and asdict(api.side("b").matrix_work) == d["matrix_work_b"]
+    )
     r = cli("diff", "r50", "mnv2", db=db.path)
     b = d["matrix_work_b"]
-    assert (f"tensor cores on matrix work (GEMM, conv, attention): 100.0% of {fmt_ns(a['time_ns'])} -> "
-            f"{b['tensor_core_pct']:.1f}% of {fmt_ns(b['time_ns'])}") in r.stdout
-    assert "tensor-core share of GPU time: 26.4% -> 20.4%" in r.stdout  # the share of all, beside it
+    assert (
+        f"tensor cores on matrix work (GEMM, conv, attention): 100.0% of {fmt_ns(a['time_ns'])} -> "
+        f"{b['tensor_core_pct']:.1f}% of {fmt_ns(b['time_ns'])}"
+    ) in r.stdout
+    assert (
+        "tensor-core share of GPU time: 26.4% -> 20.4%" in r.stdout
+    )  # the share of all, beside it
     # CPU against CPU: no tensor cores, no figure
     cpu = cli_json("diff", "cpu", "cpu", db=db.path)["totals"]
     assert cpu["matrix_work_a"] is None and cpu["matrix_work_b"] is None
@@ -240,18 +291,29 @@ def test_compare_rows(runs, capsys):
 
     db, rs, _ = runs
     variants = [rs["r18fp32"], rs["mnv2"], rs["nomatrix"]]
-    cmp = Comparison("resnet18", "family", ["fp32", "mnv2", "none"], variants,
-                     [variants[0].diff(v, match="family") for v in variants[1:]])
+    cmp = Comparison(
+        "resnet18",
+        "family",
+        ["fp32", "mnv2", "none"],
+        variants,
+        [variants[0].diff(v, match="family") for v in variants[1:]],
+    )
     rows = cmp.variant_rows()
     for row, name in zip(rows, ("r18fp32", "mnv2", "nomatrix")):
         want = expected(kernels(db.path, name))
         assert (row.matrix_tensor_core_pct, row.matrix_time_ns, row.matrix_undecided_time_ns) == (
-            want["tensor_core_pct"], want["time_ns"], want["undecided_time_ns"])
+            want["tensor_core_pct"],
+            want["time_ns"],
+            want["undecided_time_ns"],
+        )
     assert cmp.to_dict()["variants"][1]["matrix_tensor_core_pct"] == rows[1].matrix_tensor_core_pct
     render.compare(cmp, "csv")
     out = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert [r["matrix_tensor_core_pct"] for r in out] == [str(rows[0].matrix_tensor_core_pct),
-                                                          str(rows[1].matrix_tensor_core_pct), ""]
+    assert [r["matrix_tensor_core_pct"] for r in out] == [
+        str(rows[0].matrix_tensor_core_pct),
+        str(rows[1].matrix_tensor_core_pct),
+        "",
+    ]
     render.compare(cmp, "table")
     table = capsys.readouterr().out
     assert "TC of matrix work" in table and f"{rows[1].matrix_tensor_core_pct:.1f}% of " in table
@@ -273,7 +335,9 @@ def test_index_page_rows(runs):
 # ------------------------------------------------------------------ in Chromium
 def shots_dir(tmp: Path) -> Path:
     default = Path("/work/shots-head")
-    out = Path(os.environ.get("PROFKIT_SHOTS") or (default if default.parent.is_dir() else tmp / "shots"))
+    out = Path(
+        os.environ.get("PROFKIT_SHOTS") or (default if default.parent.is_dir() else tmp / "shots")
+    )
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -282,7 +346,9 @@ def shots_dir(tmp: Path) -> Path:
 def pages(runs):
     db, rs, tmp = runs
     out = tmp / "out"
-    paths = {k: rs[k].report(out / f"{k}.html") for k in ("r50", "mnv2", "nomatrix", "undecided", "cpu")}
+    paths = {
+        k: rs[k].report(out / f"{k}.html") for k in ("r50", "mnv2", "nomatrix", "undecided", "cpu")
+    }
     paths["vs"] = rs["r50"].report(out / "vs.html", vs=rs["mnv2"])
     paths["index"] = db.write_index(out / "index.html")
     return paths
@@ -307,7 +373,10 @@ def test_run_report_headline_in_chromium(runs, pages, browser, name):
     fig = page.locator('.figure[data-key="matrix_work"]')
     if name == "cpu":  # no tensor cores: the headline as it was
         assert fig.count() == 0 and page.locator("#chart-tensor").count() == 0
-        assert page.locator('.figure[data-key="tensor_core_time_pct"] .label').inner_text() == "time on tensor cores"
+        assert (
+            page.locator('.figure[data-key="tensor_core_time_pct"] .label').inner_text()
+            == "time on tensor cores"
+        )
         page.locator("#headline").screenshot(path=str(shots_dir(tmp) / f"{name}_headline.png"))
         return
     assert json.loads(fig.get_attribute("data-value")) == summary["matrix_work"]
@@ -318,10 +387,14 @@ def test_run_report_headline_in_chromium(runs, pages, browser, name):
     shots = shots_dir(tmp)
     page.locator("#headline").screenshot(path=str(shots / f"{name}_headline.png"))
     mw = summary["matrix_work"]
-    page.locator("#charts figure.chart:has(#chart-tensor)").screenshot(path=str(shots / f"{name}_tensor_chart.png"))
+    page.locator("#charts figure.chart:has(#chart-tensor)").screenshot(
+        path=str(shots / f"{name}_tensor_chart.png")
+    )
     parts = dict(chart_parts(page, "chart-tensor"))
     assert sum(parts.values()) == pytest.approx(summary["gpu_time_ns"] / 1e6, rel=1e-6)
-    assert parts.get("matrix work on tensor cores", 0) == pytest.approx(mw["tensor_core_time_ns"] / 1e6)
+    assert parts.get("matrix work on tensor cores", 0) == pytest.approx(
+        mw["tensor_core_time_ns"] / 1e6
+    )
     off = mw["time_ns"] - mw["tensor_core_time_ns"] - mw["undecided_time_ns"]
     assert parts.get("matrix work on CUDA cores", 0) == pytest.approx(off / 1e6)
     assert parts.get("matrix work, undecided", 0) == pytest.approx(mw["undecided_time_ns"] / 1e6)
@@ -329,18 +402,28 @@ def test_run_report_headline_in_chromium(runs, pages, browser, name):
         assert value == "no matrix work" and "no GEMM, conv or attention kernels" in basis
         return
     assert value == f"{mw['tensor_core_pct']:.1f}%"
-    assert f"GEMM, conv, attention: {fmt_ns(mw['time_ns'])} ({mw['gpu_time_pct']:.1f}% of GPU time)" in basis
+    assert (
+        f"GEMM, conv, attention: {fmt_ns(mw['time_ns'])} ({mw['gpu_time_pct']:.1f}% of GPU time)"
+        in basis
+    )
     caption = page.locator("#charts figure.chart:has(#chart-tensor) figcaption").inner_text()
-    assert f"matrix work (GEMM, conv, attention) {mw['tensor_core_pct']:.1f}% on tensor cores" in caption
+    assert (
+        f"matrix work (GEMM, conv, attention) {mw['tensor_core_pct']:.1f}% on tensor cores"
+        in caption
+    )
     if name == "undecided":
         assert f"of which {fmt_ns(mw['undecided_time_ns'])} undecided" in basis
     if name == "r50":
         # All its matrix work ran on tensor cores: nothing in the chart or the timeline is red.
         assert "matrix work on CUDA cores" not in parts
         assert parts["other kernels (no matrix math)"] > 2 * parts["matrix work on tensor cores"]
-        labels = page.evaluate("() => Chart.getChart(document.getElementById('chart-timeline')).data.datasets"
-                               ".map(d => d.label)")
-        assert "matrix work on CUDA cores" not in labels and "other kernels (no matrix math)" in labels
+        labels = page.evaluate(
+            "() => Chart.getChart(document.getElementById('chart-timeline')).data.datasets"
+            ".map(d => d.label)"
+        )
+        assert (
+            "matrix work on CUDA cores" not in labels and "other kernels (no matrix math)" in labels
+        )
         page.locator("#timeline").screenshot(path=str(shots / "r50_timeline.png"))
     if name == "mnv2":
         assert parts["matrix work on CUDA cores"] > 0  # its depthwise convolutions
@@ -352,12 +435,17 @@ def test_vs_report_headline_in_chromium(runs, pages, browser):
     page = opened(browser, pages["vs"])
     for side, name in (("a", "r50"), ("b", "mnv2")):
         fig = page.locator(f'.figure[data-key="matrix_work"][data-side="{side}"]')
-        assert json.loads(fig.get_attribute("data-value")) == cli_json("summary", name, db=db.path)["matrix_work"]
+        assert (
+            json.loads(fig.get_attribute("data-value"))
+            == cli_json("summary", name, db=db.path)["matrix_work"]
+        )
     t = cli_json("diff", "r50", "mnv2", db=db.path)["totals"]
     a, b = t["matrix_work_a"], t["matrix_work_b"]
     line = page.locator("#matrix-change").inner_text()
-    assert line == (f"Tensor cores on matrix work (GEMM, conv, attention): {a['tensor_core_pct']:.1f}% of "
-                    f"{fmt_ns(a['time_ns'])} -> {b['tensor_core_pct']:.1f}% of {fmt_ns(b['time_ns'])}.")
+    assert line == (
+        f"Tensor cores on matrix work (GEMM, conv, attention): {a['tensor_core_pct']:.1f}% of "
+        f"{fmt_ns(a['time_ns'])} -> {b['tensor_core_pct']:.1f}% of {fmt_ns(b['time_ns'])}."
+    )
     page.locator("#headline").screenshot(path=str(shots_dir(tmp) / "vs_headline.png"))
 
 
@@ -366,13 +454,18 @@ def test_index_in_chromium(runs, pages, browser):
     db, _, tmp = runs
     page = opened(browser, pages["index"])
     cells = page.eval_on_selector_all(
-        "#kernel-table tbody tr", """rows => rows.map(r => [r.querySelector('td[data-key=name]').innerText,
+        "#kernel-table tbody tr",
+        """rows => rows.map(r => [r.querySelector('td[data-key=name]').innerText,
             r.querySelector('td[data-key=matrix_tensor_core_pct]').innerText,
-            r.querySelector('td[data-key=tensor_core_time_pct]').innerText])""")
+            r.querySelector('td[data-key=tensor_core_time_pct]').innerText])""",
+    )
     shown = {n: (m, a) for n, m, a in cells}
     for name in GPU_RUNS:
         rows = kernels(db.path, name)
         pct = expected(rows)["tensor_core_pct"]
-        assert shown[name] == ("no matrix work" if pct is None else f"{pct:.1f}%", f"{all_share(rows):.1f}%")
+        assert shown[name] == (
+            "no matrix work" if pct is None else f"{pct:.1f}%",
+            f"{all_share(rows):.1f}%",
+        )
     assert shown["cpu"] == ("-", "-")
     page.screenshot(path=str(shots_dir(tmp) / "index.png"), full_page=True)

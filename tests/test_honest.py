@@ -49,24 +49,48 @@ def test_run_without_torch_says_how_to_install_it(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
     env.pop("PROFKIT_DB", None)
     db = tmp_path / "p.db"
-    p = subprocess.run([sys.executable, "-m", "profkit", "--db", str(db), "run", "resnet18", "--device", "cpu"],
-                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "profkit", "--db", str(db), "run", "resnet18", "--device", "cpu"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert p.returncode != 0
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("profkit: error: PyTorch is not installed"), p.stderr
-    assert "pip install torch" in lines[0] and "--index-url https://download.pytorch.org/whl/cpu" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("profkit: error: PyTorch is not installed"), (
+        p.stderr
+    )
+    assert (
+        "pip install torch" in lines[0]
+        and "--index-url https://download.pytorch.org/whl/cpu" in lines[0]
+    )
     assert not db.exists()
-    code = ("import profkit, sys\nfrom profkit.errors import TorchNotInstalled\n"
-            f"try:\n    profkit.profile('resnet18', device='cpu', db={str(db)!r})\n"
-            "except TorchNotInstalled as exc:\n    print(type(exc).__mro__[1].__name__, exc.one_line())\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120,
-                       check=False)
-    assert p.returncode == 0 and p.stdout.startswith("ToolNotFound PyTorch is not installed"), (p.stdout, p.stderr)
+    code = (
+        "import profkit, sys\nfrom profkit.errors import TorchNotInstalled\n"
+        f"try:\n    profkit.profile('resnet18', device='cpu', db={str(db)!r})\n"
+        "except TorchNotInstalled as exc:\n    print(type(exc).__mro__[1].__name__, exc.one_line())\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert p.returncode == 0 and p.stdout.startswith("ToolNotFound PyTorch is not installed"), (
+        p.stdout,
+        p.stderr,
+    )
     assert issubclass(TorchNotInstalled, profkit.errors.ProfkitError) and not db.exists()
 
 
 # ------------------------------------------------------------------ options a step cannot apply (item 4)
-STEP_FILE = '''
+STEP_FILE = """
 def build(spec):
     import torch
 
@@ -77,9 +101,9 @@ def build(spec):
         return x @ w
 
     return step
-'''
+"""
 # The same step, built where reading the file cannot tell (a call's result): building it tells.
-STEP_BY_CALL = '''
+STEP_BY_CALL = """
 def make(spec):
     import torch
 
@@ -89,10 +113,12 @@ def make(spec):
 
 def build(spec):
     return make(spec)
-'''
+"""
 
 
-@pytest.mark.parametrize("option, value", [("precision", "bf16"), ("mode", "torchscript"), ("precision", "amp")])
+@pytest.mark.parametrize(
+    "option, value", [("precision", "bf16"), ("mode", "torchscript"), ("precision", "amp")]
+)
 def test_a_step_that_cannot_apply_an_option_is_refused_before_the_run(tmp_path, option, value):
     """A workload that returns its own step and declares nothing: asked for a precision or mode
     it may not apply, it is refused before anything is written, naming the option and why,
@@ -124,8 +150,12 @@ def test_the_builtin_that_ignores_precision_says_so():
     from profkit.options import RunOptions
 
     with pytest.raises(WorkloadError, match="does not support precision 'fp16'"):
-        launch.check(launch.RunRequest(str(ROOT / "workloads" / "precision_zoo.py"),
-                                       RunOptions.make(device="cpu", precision="fp16")))
+        launch.check(
+            launch.RunRequest(
+                str(ROOT / "workloads" / "precision_zoo.py"),
+                RunOptions.make(device="cpu", precision="fp16"),
+            )
+        )
 
 
 @needs_torch
@@ -136,13 +166,17 @@ def test_a_step_found_when_built_is_refused_there(tmp_path):
     path.write_text(STEP_BY_CALL)
     db = tmp_path / "p.db"
     with pytest.raises(WorkloadError, match="does not say that it applies `precision` bf16"):
-        profkit.profile(str(path), device="cpu", db=db, precision="bf16", iters=1, warmup=0, batch_size=2)
+        profkit.profile(
+            str(path), device="cpu", db=db, precision="bf16", iters=1, warmup=0, batch_size=2
+        )
     runs = profkit.open_db(db).list_runs()
     assert [(r.status, r.kernel_count) for r in runs] == [("failed", 0)]
 
 
 # ------------------------------------------------------------------ deleting a run (item 4)
-NSYS_GZ = DATA / "diff" / "r18_fp16_heuristic_nsys.sqlite.gz"  # an H100 nsys export: ranges, host syncs
+NSYS_GZ = (
+    DATA / "diff" / "r18_fp16_heuristic_nsys.sqlite.gz"
+)  # an H100 nsys export: ranges, host syncs
 
 
 def _rows_of(db_path: Path, run_id: int) -> dict[str, int]:
@@ -150,15 +184,23 @@ def _rows_of(db_path: Path, run_id: int) -> dict[str, int]:
     import sqlite3
 
     con = sqlite3.connect(db_path)
-    tables = [t for (t,) in con.execute("select name from sqlite_master where type = 'table'")
-              if any(c[1] == "run_id" for c in con.execute(f"pragma table_info({t})"))]
-    out = {t: con.execute(f"select count(*) from {t} where run_id = ?", [run_id]).fetchone()[0] for t in tables}
+    tables = [
+        t
+        for (t,) in con.execute("select name from sqlite_master where type = 'table'")
+        if any(c[1] == "run_id" for c in con.execute(f"pragma table_info({t})"))
+    ]
+    out = {
+        t: con.execute(f"select count(*) from {t} where run_id = ?", [run_id]).fetchone()[0]
+        for t in tables
+    }
     out["runs"] = con.execute("select count(*) from runs where id = ?", [run_id]).fetchone()[0]
     con.close()
     return out
 
 
-@pytest.mark.filterwarnings("ignore::profkit.errors.ProfkitWarning")  # the same file imported twice, on purpose
+@pytest.mark.filterwarnings(
+    "ignore::profkit.errors.ProfkitWarning"
+)  # the same file imported twice, on purpose
 def test_remove_deletes_a_run_its_rows_in_every_table_and_its_folder(tmp_path):
     from profkit.records import CountedFunction
 
@@ -167,24 +209,41 @@ def test_remove_deletes_a_run_its_rows_in_every_table_and_its_folder(tmp_path):
     gone = db.import_file(NSYS_GZ, name="gone")
     kept = db.import_file(NSYS_GZ, name="kept")
     key = ("H100", "env", "full", "sig")
-    db.store.keep_counters(key, [CountedFunction("k1", "", "grid 1", "k1", "k1", {}, {}, gone.id, "gone", 0),
-                                 CountedFunction("k2", "", "grid 1", "k2", "k2", {}, {}, kept.id, "kept", 0)])
+    db.store.keep_counters(
+        key,
+        [
+            CountedFunction("k1", "", "grid 1", "k1", "k1", {}, {}, gone.id, "gone", 0),
+            CountedFunction("k2", "", "grid 1", "k2", "k2", {}, {}, kept.id, "kept", 0),
+        ],
+    )
     before = _rows_of(path, gone.id)
-    assert all(before[t] for t in ("runs", "kernel_rows", "kernel_aggs", "path_aggs", "ranges", "counters")), before
-    assert set(before) >= {"kernel_rows", "kernel_aggs", "path_aggs", "ranges", "host_syncs", "counters"}
+    assert all(
+        before[t] for t in ("runs", "kernel_rows", "kernel_aggs", "path_aggs", "ranges", "counters")
+    ), before
+    assert set(before) >= {
+        "kernel_rows",
+        "kernel_aggs",
+        "path_aggs",
+        "ranges",
+        "host_syncs",
+        "counters",
+    }
     folder = tmp_path / "p-runs" / gone.folder
     assert gone.folder and folder.is_dir()
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious.txt").write_text("keep me")
-    (folder / "link").symlink_to(outside)  # a link inside the run's folder is removed, never followed
+    (folder / "link").symlink_to(
+        outside
+    )  # a link inside the run's folder is removed, never followed
 
     removed = db.remove("gone")
     assert (removed.run.name, removed.run.id, removed.folder) == ("gone", gone.id, str(folder))
     assert not any(_rows_of(path, gone.id).values())
     assert not folder.exists() and (outside / "precious.txt").read_text() == "keep me"
     assert _rows_of(path, kept.id) == _rows_of(path, kept.id) and all(
-        _rows_of(path, kept.id)[t] for t in ("runs", "kernel_rows", "ranges", "counters"))
+        _rows_of(path, kept.id)[t] for t in ("runs", "kernel_rows", "ranges", "counters")
+    )
     assert db.run("kept").summary().kernels == kept.kernel_count
     with pytest.raises(RunNotFound):
         db.run("gone")
@@ -216,7 +275,9 @@ def test_remove_refuses_a_folder_profkit_did_not_make_before_deleting_anything(t
 
 def test_remove_refuses_a_run_being_written(tmp_path):
     db = profkit.open_db(tmp_path / "p.db")
-    reserved = db.store.reserve("busy", "busy", {"source": "run"}, status="running")  # as a live `profkit run` holds it
+    reserved = db.store.reserve(
+        "busy", "busy", {"source": "run"}, status="running"
+    )  # as a live `profkit run` holds it
     with pytest.raises(profkit.StoreError, match="being written now"):
         db.remove("busy")
     assert db.run("busy", complete=False).status == "running"
@@ -231,20 +292,37 @@ def test_a_failed_runs_name_can_be_used_again(tmp_path):
     folder go, the new run takes the name (and the folder's name)."""
     path = tmp_path / "p.db"
     with pytest.raises(WorkloadError, match="weights file missing"):
-        profkit.profile(str(ROOT / "tests" / "workloads" / "broken_build.py"), device="cpu", db=path, name="mine")
+        profkit.profile(
+            str(ROOT / "tests" / "workloads" / "broken_build.py"),
+            device="cpu",
+            db=path,
+            name="mine",
+        )
     db = profkit.open_db(path)
     failed = db.run("mine", complete=False)
     assert failed.status == "failed" and (tmp_path / "p-runs" / "mine").is_dir()
     workload = tmp_path / "my_step.py"
     workload.write_text(STEP_FILE)
     notes: list[str] = []
-    run = profkit.profile(str(workload), device="cpu", db=db, name="mine", iters=1, warmup=0, batch_size=2,
-                          progress=profkit.Progress(on_note=notes.append))
+    run = profkit.profile(
+        str(workload),
+        device="cpu",
+        db=db,
+        name="mine",
+        iters=1,
+        warmup=0,
+        batch_size=2,
+        progress=profkit.Progress(on_note=notes.append),
+    )
     assert (run.name, run.status, run.folder) == ("mine", "ok", "mine") and run.id > failed.id
-    assert [r.name for r in db.list_runs()] == ["mine"] and not any(_rows_of(path, failed.id).values())
+    assert [r.name for r in db.list_runs()] == ["mine"] and not any(
+        _rows_of(path, failed.id).values()
+    )
     assert any("failed before: this run replaces it" in n for n in notes), notes
     with pytest.raises(RunExists):  # a complete run's name stays taken
-        profkit.profile(str(workload), device="cpu", db=db, name="mine", iters=1, warmup=0, batch_size=2)
+        profkit.profile(
+            str(workload), device="cpu", db=db, name="mine", iters=1, warmup=0, batch_size=2
+        )
 
 
 # ------------------------------------------------------------------ the README's notebook cell (item 4)
@@ -276,7 +354,9 @@ def test_the_readme_notebook_cell_runs_twice(tmp_path, monkeypatch):
     with pytest.raises(RunExists):  # another file under a taken name
         db.import_file(DATA / "diff" / "r18_fp16_compile_torch.json.gz", name="r18_eager")
     with pytest.raises(RunExists):  # the same file split into other steps
-        db.import_file(DATA / "diff" / "r18_fp16_eager_torch.json.gz", name="r18_eager", step_ranges=["x"])
+        db.import_file(
+            DATA / "diff" / "r18_fp16_eager_torch.json.gz", name="r18_eager", step_ranges=["x"]
+        )
     with pytest.warns(profkit.ProfkitWarning, match="imported before as r18_eager"):
         assert db.import_file(DATA / "diff" / "r18_fp16_eager_torch.json.gz").name != "r18_eager"
 
@@ -298,27 +378,40 @@ def test_a_cpu_diff_of_few_iterations_says_it_is_noise_bound(tmp_path):
     t = d.totals
     assert t.noise_bound and (t.iterations_a, t.iterations_b) == (2, 1) and MIN_CPU_ITERS == 5
     timed_only = [r for r in d.rows if r.status == "same" and r.delta_pct and abs(r.delta_pct) > 10]
-    assert timed_only, "the capture's times moved by more than the threshold: what this test is about"
+    assert timed_only, (
+        "the capture's times moved by more than the threshold: what this test is about"
+    )
     assert all(r.delta_calls != 0 for r in d.rows if r.status == "changed")
     note = next(n for n in t.notes if n.startswith("noise-bound: "))
-    assert "a holds 2 measured iterations and b holds 1 measured iteration" in note and "--iters 5" in note
+    assert (
+        "a holds 2 measured iterations and b holds 1 measured iteration" in note
+        and "--iters 5" in note
+    )
     data = json.loads(json.dumps(d.to_dict()))
     assert data["totals"]["noise_bound"] is True and note in data["totals"]["notes"]
     assert "noise-bound" in d._repr_html_()
     from profkit.api import Comparison
 
     cmp = Comparison("resnet18", "exact", ["fp32", "bf16"], [a, b], [d])
-    assert cmp.variant_rows()[1].changed == t.status.changed == sum(r.delta_calls != 0 for r in d.rows)
+    assert (
+        cmp.variant_rows()[1].changed == t.status.changed == sum(r.delta_calls != 0 for r in d.rows)
+    )
     same = a.diff(a)
     assert same.totals.noise_bound and same.totals.status.changed == 0
 
 
 # ------------------------------------------------------------------ CPU attribution and findings (item 4)
-CPU_FP16_ATTRIBUTED = DATA / "torch" / "cpu_resnet18_fp16_attribution.json.gz"  # slow fp16 convolutions
-CPU_HEADS = DATA / "torch" / "cpu_heads_contiguous_attribution.json.gz"  # heads split with .contiguous()
+CPU_FP16_ATTRIBUTED = (
+    DATA / "torch" / "cpu_resnet18_fp16_attribution.json.gz"
+)  # slow fp16 convolutions
+CPU_HEADS = (
+    DATA / "torch" / "cpu_heads_contiguous_attribution.json.gz"
+)  # heads split with .contiguous()
 
 
-@pytest.mark.filterwarnings("ignore::profkit.errors.ProfkitWarning")  # the same file imported twice, on purpose
+@pytest.mark.filterwarnings(
+    "ignore::profkit.errors.ProfkitWarning"
+)  # the same file imported twice, on purpose
 def test_a_cpu_run_with_attribution_counts_each_operator_once_and_shows_its_modules(tmp_path):
     """A CPU run with --attribution: each operator call once (ResNet-18's 20 convolutions are 20
     calls, not 40, and its calls are those of the capture's operators), and the by-module view
@@ -332,7 +425,11 @@ def test_a_cpu_run_with_attribution_counts_each_operator_once_and_shows_its_modu
     assert sum(r.time_ns for r in view.rows) == run.gpu_time_ns
     assert sum(r.launches for r in view.rows) == run.kernel_count
     conv1 = next(r for r in view.rows if r.module == "conv1")
-    assert conv1.module_type == "Conv2d" and conv1.matrix_tensor_core_pct is None and conv1.time_by_phase_ns
+    assert (
+        conv1.module_type == "Conv2d"
+        and conv1.matrix_tensor_core_pct is None
+        and conv1.time_by_phase_ns
+    )
     assert "layer4.1" in set(run.modules(depth=1)["module"])  # a list's index counts with its name
     from profkit.report.model import modules as report_modules
 
@@ -344,7 +441,11 @@ def test_a_cpu_run_with_attribution_counts_each_operator_once_and_shows_its_modu
     from .conftest import cli
 
     out = cli("summary", "r", db=tmp_path / "p.db", env={"COLUMNS": "120"})
-    assert out.exit_code == 0 and "CPU self time by module" in out.stdout and "TC of matrix" not in out.stdout
+    assert (
+        out.exit_code == 0
+        and "CPU self time by module" in out.stdout
+        and "TC of matrix" not in out.stdout
+    )
 
 
 def test_cpu_findings_on_real_cpu_captures(tmp_path):
@@ -357,13 +458,21 @@ def test_cpu_findings_on_real_cpu_captures(tmp_path):
     fp32 = db.import_file(CPU_FP32, name="fp32")
     [slow] = fp16.findings()
     assert slow.id == "cpu_slow_fallback" and slow.share_pct > 80
-    assert [k.name for k in slow.kernels] == ["aten::_slow_conv2d_forward"] and slow.kernels[0].launches == 20
-    assert "20 fp16 calls of aten::_slow_conv2d_forward took" in slow.detail and "CPU self time" in slow.detail
+    assert [k.name for k in slow.kernels] == ["aten::_slow_conv2d_forward"] and slow.kernels[
+        0
+    ].launches == 20
+    assert (
+        "20 fp16 calls of aten::_slow_conv2d_forward took" in slow.detail
+        and "CPU self time" in slow.detail
+    )
     assert [w.where for w in slow.where] == ["aten::conv2d"]
     [layout] = heads.findings()
     assert layout.id == "cpu_layout_conversions" and 30 < layout.share_pct < 45
     assert layout.detail.startswith("20 layout conversions (aten::contiguous) took")
-    assert "aten::copy_" in [k.name for k in layout.kernels] and layout.where[0].where == "aten::contiguous"
+    assert (
+        "aten::copy_" in [k.name for k in layout.kernels]
+        and layout.where[0].where == "aten::contiguous"
+    )
     assert fp32.findings() == []
     from profkit.analyze.findings import finding_rules
 
@@ -375,13 +484,29 @@ def test_rm_deletes_a_run_and_its_folder_from_the_command_line(tmp_path):
     """`profkit rm RUN`: the run, its rows and its folder go; one line says so (JSON: the same as
     an object); an unknown run is one line and exit 1, and the name is free again."""
     db = tmp_path / "p.db"
-    r = cli("run", "resnet18", "--device", "cpu", "--batch-size", "1", "--iters", "1", "--warmup", "1",
-            "--name", "r", "--no-report", db=db)
+    r = cli(
+        "run",
+        "resnet18",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "1",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "--name",
+        "r",
+        "--no-report",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     folder = tmp_path / "p-runs" / profkit.open_db(db).run("r").folder
     assert folder.is_dir()
     r = cli("rm", "r", db=db)
-    assert r.exit_code == 0 and r.stdout == f"removed run r (id 1) and its folder {folder}\n", r.output
+    assert r.exit_code == 0 and r.stdout == f"removed run r (id 1) and its folder {folder}\n", (
+        r.output
+    )
     assert not folder.exists() and profkit.open_db(db).list_runs() == []
     one_line_error(cli("rm", "r", db=db), "no run 'r'")
     imported = cli("import", NSYS_GZ, "--name", "r", db=db)

@@ -80,7 +80,17 @@ def test_torchrun_and_its_ranks_import_nothing_from_the_current_folder(planted, 
     """Two ranks on the CPU: torchrun (``-P``) and the ranks it starts (``python -m``, without
     ``-P``: PYTHONSAFEPATH, inherited) import nothing planted."""
     _, marker = planted
-    r = cli("run", TINY, "--tool", "torch", *CPU, "--nproc-per-node", "2", "--no-report", db=tmp_path / "p.db")
+    r = cli(
+        "run",
+        TINY,
+        "--tool",
+        "torch",
+        *CPU,
+        "--nproc-per-node",
+        "2",
+        "--no-report",
+        db=tmp_path / "p.db",
+    )
     assert ran(marker) == [] and r.exit_code == 0, r.output
 
 
@@ -109,8 +119,10 @@ def test_every_python_child_and_its_children_leave_out_the_current_folder(plante
     dropped."""
     where, marker = planted
     monkeypatch.setenv("PYTHONPATH", os.pathsep + os.environ.get("PYTHONPATH", "") + os.pathsep)
-    grandchild = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
-                  "'import sys, torch, numpy, nvtx, profkit; print(repr(sys.path))'], check=True)")
+    grandchild = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import sys, torch, numpy, nvtx, profkit; print(repr(sys.path))'], check=True)"
+    )
     argv = runner.python_argv("-c", grandchild)
     assert argv[:2] == [sys.executable, "-P"]
     out = subprocess.run(argv, env=runner.child_env(), capture_output=True, text=True, timeout=120)
@@ -121,7 +133,7 @@ def test_every_python_child_and_its_children_leave_out_the_current_folder(plante
     assert env["PYTHONSAFEPATH"] == "1" and "" not in env.get("PYTHONPATH", "x").split(os.pathsep)
 
 
-WITH_SIBLING = '''
+WITH_SIBLING = """
 import helper  # beside this file
 
 
@@ -130,7 +142,7 @@ def build(spec):
 
     assert helper.VALUE == 42
     return torch.nn.Linear(4, 2), (torch.randn(spec.batch_size, 4),)
-'''
+"""
 
 
 @needs_torch
@@ -158,7 +170,7 @@ def test_a_workload_file_imports_its_siblings(tmp_path, monkeypatch, start_in):
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="plays another user (nobody): needs root")
 
-OPTIONAL_IMPORT = '''
+OPTIONAL_IMPORT = """
 try:  # an optional import, missing here, as torch and its helpers probe many
     import profkit_missing_optional
 except ImportError:
@@ -169,7 +181,7 @@ def build(spec):
     import torch
 
     return torch.nn.Linear(4, 2), (torch.randn(spec.batch_size, 4),)
-'''
+"""
 
 
 def as_nobody(write: Path, text: str) -> None:
@@ -206,13 +218,25 @@ def open_folder():
 
 @needs_torch
 @needs_root
-def test_a_module_another_user_planted_beside_a_workload_in_a_shared_folder_never_runs(open_folder, tmp_path):
+def test_a_module_another_user_planted_beside_a_workload_in_a_shared_folder_never_runs(
+    open_folder, tmp_path
+):
     """A workload file in a sticky world-writable folder (/tmp-like); another user adds a module
     named like an optional import it tries: the run succeeds without it, as if it were missing."""
     folder, marker = open_folder
     (folder / "mymodel.py").write_text(OPTIONAL_IMPORT)
-    as_nobody(folder / "profkit_missing_optional.py", f"open({str(marker)!r}, 'a').write('planted\\n')\n")
-    r = cli("run", str(folder / "mymodel.py"), "--tool", "torch", *CPU, "--no-report", db=tmp_path / "p.db")
+    as_nobody(
+        folder / "profkit_missing_optional.py", f"open({str(marker)!r}, 'a').write('planted\\n')\n"
+    )
+    r = cli(
+        "run",
+        str(folder / "mymodel.py"),
+        "--tool",
+        "torch",
+        *CPU,
+        "--no-report",
+        db=tmp_path / "p.db",
+    )
     assert ran(marker) == [] and r.exit_code == 0, r.output
 
 
@@ -223,7 +247,15 @@ def test_a_workload_in_a_shared_folder_imports_no_sibling_and_says_why(open_fold
     folder, marker = open_folder
     (folder / "my_workload.py").write_text(WITH_SIBLING)
     (folder / "helper.py").write_text("VALUE = 42\n")
-    r = cli("run", str(folder / "my_workload.py"), "--tool", "torch", *CPU, "--no-report", db=tmp_path / "p.db")
+    r = cli(
+        "run",
+        str(folder / "my_workload.py"),
+        "--tool",
+        "torch",
+        *CPU,
+        "--no-report",
+        db=tmp_path / "p.db",
+    )
     assert r.exit_code != 0
     assert "No module named 'helper'" in r.output and "not on the import path" in r.output, r.output
     assert "writable by group or others" in r.output and "Traceback" not in r.output, r.output

@@ -17,7 +17,7 @@ import pytest
 import profkit
 from tests.conftest import NCU_DATA, cli, one_line_error
 
-ZOO_REP = NCU_DATA / "precision_zoo.ncu-rep.gz"   # 18 launches, H100
+ZOO_REP = NCU_DATA / "precision_zoo.ncu-rep.gz"  # 18 launches, H100
 ZOO_CSV = NCU_DATA / "precision_zoo.raw.csv.gz"
 PROFKIT = [sys.executable, "-m", "profkit"]
 
@@ -51,7 +51,9 @@ def one_line_error_of(p: subprocess.CompletedProcess, message: str, code: int = 
     err = p.stderr.decode(errors="replace") if isinstance(p.stderr, bytes) else p.stderr
     lines = err.strip().splitlines()
     assert p.returncode == code, _out(p)
-    assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], _out(p)
+    assert len(lines) == 1 and lines[0].startswith("profkit: error:") and message in lines[0], _out(
+        p
+    )
 
 
 # ------------------------------------------------------------------ a damaged .ncu-rep
@@ -85,7 +87,9 @@ def test_damaged_ncu_rep_is_one_line(tmp_path, seeded):
             assert r.exit_code == 1, (name, r.output)
             lines = r.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("profkit: error:"), (name, r.output)
-            assert re.search(r"is damaged or incomplete|could not be read as an Nsight Compute report", lines[0]), lines
+            assert re.search(
+                r"is damaged or incomplete|could not be read as an Nsight Compute report", lines[0]
+            ), lines
             assert "Traceback" not in r.output and digest(seeded) == before, name
             refused += 1
         else:
@@ -97,7 +101,10 @@ def test_a_truncated_report_names_the_problem(tmp_path, seeded):
     src = gzip.decompress(ZOO_REP.read_bytes())
     path = tmp_path / "cut.ncu-rep"
     path.write_bytes(src[: len(src) // 2])
-    one_line_error(cli("import", path, db=seeded), "cut.ncu-rep is damaged or incomplete (kernel launch 9 has no name)")
+    one_line_error(
+        cli("import", path, db=seeded),
+        "cut.ncu-rep is damaged or incomplete (kernel launch 9 has no name)",
+    )
     with pytest.raises(profkit.BadExport, match="damaged or incomplete"):
         profkit.open_db(seeded).import_file(path)
     assert [r.name for r in profkit.open_db(seeded).list_runs()] == ["zoo"]
@@ -111,21 +118,30 @@ def test_the_readers_own_log_stays_off_stderr(tmp_path, seeded):
     path = tmp_path / "logged.ncu-rep"
     path.write_bytes(bytes(src))
     before = digest(seeded)
-    p = subprocess.run([*PROFKIT, "import", str(path), "--db", str(seeded)], capture_output=True, text=True)
+    p = subprocess.run(
+        [*PROFKIT, "import", str(path), "--db", str(seeded)], capture_output=True, text=True
+    )
     one_line_error_of(p, "logged.ncu-rep is damaged or incomplete")
     assert "Can't parse" not in p.stderr and digest(seeded) == before
 
 
 # ------------------------------------------------------------------ PROFKIT_BUSY_TIMEOUT
-@pytest.mark.parametrize("value", ["abc", "-1", "inf", "-inf", "nan", "1e10", "2147484", "1e308", "0x10"])
+@pytest.mark.parametrize(
+    "value", ["abc", "-1", "inf", "-inf", "nan", "1e10", "2147484", "1e308", "0x10"]
+)
 def test_bad_busy_timeout_is_one_line(seeded, tmp_path, value):
     env = {"PROFKIT_BUSY_TIMEOUT": value}
     before = digest(seeded)
     for args in (["runs"], ["summary", "zoo"], ["import", ZOO_CSV]):
-        one_line_error(cli(*args, db=seeded, env=env), f"PROFKIT_BUSY_TIMEOUT must be a number of seconds from 0 "
-                                                       f"to 2147483, not {value!r}", 2)
+        one_line_error(
+            cli(*args, db=seeded, env=env),
+            f"PROFKIT_BUSY_TIMEOUT must be a number of seconds from 0 to 2147483, not {value!r}",
+            2,
+        )
     assert digest(seeded) == before
-    one_line_error(cli("import", ZOO_CSV, db=tmp_path / "new.db", env=env), "PROFKIT_BUSY_TIMEOUT", 2)
+    one_line_error(
+        cli("import", ZOO_CSV, db=tmp_path / "new.db", env=env), "PROFKIT_BUSY_TIMEOUT", 2
+    )
     assert not (tmp_path / "new.db").exists()
 
 
@@ -135,14 +151,24 @@ def test_good_busy_timeout(seeded, value):
 
 
 # ------------------------------------------------------------------ ids past SQLite's integers
-@pytest.mark.parametrize("ref", ["12345678901234567890", "9223372036854775808", "9" * 5000],
-                         ids=["20-digits", "2**63", "5000-digits"])
+@pytest.mark.parametrize(
+    "ref",
+    ["12345678901234567890", "9223372036854775808", "9" * 5000],
+    ids=["20-digits", "2**63", "5000-digits"],
+)
 def test_huge_run_and_bench_ids(seeded, tmp_path, ref):
     before = digest(seeded)
     monkey_cwd = tmp_path / "cwd"
     monkey_cwd.mkdir()
-    for args in (["kernels", ref], ["summary", ref], ["ranges", ref], ["diff", "zoo", ref], ["diff", ref, "zoo"],
-                 ["report", ref, "-o", monkey_cwd / "r.html"], ["report", "zoo", "--vs", ref, "-o", monkey_cwd / "v.html"]):
+    for args in (
+        ["kernels", ref],
+        ["summary", ref],
+        ["ranges", ref],
+        ["diff", "zoo", ref],
+        ["diff", ref, "zoo"],
+        ["report", ref, "-o", monkey_cwd / "r.html"],
+        ["report", "zoo", "--vs", ref, "-o", monkey_cwd / "v.html"],
+    ):
         one_line_error(cli(*args, db=seeded), "no run '")
     if len(ref) < 4300:  # Python's longest int string: a longer one is the parser's one-line error
         one_line_error(cli("bench", "--show", ref, db=seeded), "no benchmark '")
@@ -164,11 +190,21 @@ def test_database_path_not_utf8(tmp_path):
     folder = os.fsencode(tmp_path)
     db = folder + b"/x\xff.db"
     csv = os.fsencode(ZOO_CSV)
-    run = lambda *args, env=None: subprocess.run([*(a.encode() for a in PROFKIT), *args], cwd=tmp_path,  # noqa: E731
-                                                 capture_output=True, env=env)
-    for args in ([b"import", csv, b"--name", b"zoo", b"--db", db], [b"runs", b"--db", db],
-                 [b"kernels", b"zoo", b"--db", db], [b"summary", b"1", b"--db", db], [b"diff", b"zoo", b"zoo", b"--db", db],
-                 [b"report", b"zoo", b"--db", db], [b"report", b"--index", b"--db", db]):
+
+    def run(*args, env=None):
+        return subprocess.run(
+            [*(a.encode() for a in PROFKIT), *args], cwd=tmp_path, capture_output=True, env=env
+        )
+
+    for args in (
+        [b"import", csv, b"--name", b"zoo", b"--db", db],
+        [b"runs", b"--db", db],
+        [b"kernels", b"zoo", b"--db", db],
+        [b"summary", b"1", b"--db", db],
+        [b"diff", b"zoo", b"zoo", b"--db", db],
+        [b"report", b"zoo", b"--db", db],
+        [b"report", b"--index", b"--db", db],
+    ):
         p = run(*args)
         assert p.returncode == 0 and b"Traceback" not in p.stderr, _out(p)
     p = run(b"doctor", b"--db", db)  # exit 1 where this machine cannot profile: the GPU checks
@@ -195,9 +231,19 @@ def test_database_path_not_utf8(tmp_path):
 @pytest.mark.parametrize("redirect", [">&-", "1</dev/null"])
 def test_closed_stdout_is_one_line(seeded, redirect):
     before = digest(seeded)
-    for args in ("runs", "kernels zoo", "summary zoo", "runs -f json", f"import {ZOO_CSV}", "--help"):
-        p = subprocess.run(["bash", "-c", f"{sys.executable} -m profkit {args} --db {seeded} {redirect}"],
-                           capture_output=True, text=True)
+    for args in (
+        "runs",
+        "kernels zoo",
+        "summary zoo",
+        "runs -f json",
+        f"import {ZOO_CSV}",
+        "--help",
+    ):
+        p = subprocess.run(
+            ["bash", "-c", f"{sys.executable} -m profkit {args} --db {seeded} {redirect}"],
+            capture_output=True,
+            text=True,
+        )
         one_line_error_of(p, "standard output is ")
         assert "nothing could be printed" in p.stderr
     assert digest(seeded) == before
@@ -205,8 +251,15 @@ def test_closed_stdout_is_one_line(seeded, redirect):
 
 def test_closed_pipe_stays_quiet(seeded):
     """A reader that went away (``| head``) is still no error."""
-    p = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m profkit kernels zoo --db {seeded} | head -1"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"set -o pipefail; {sys.executable} -m profkit kernels zoo --db {seeded} | head -1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0 and p.stderr == "", _out(p)
 
 
@@ -216,9 +269,15 @@ def test_timeout_never_silently_ignored(tmp_path, value):
     db = tmp_path / "t.db"
     message = "--timeout must be a number of seconds, at least 1 and at most 2592000 (30 days)"
     one_line_error(cli("run", "resnet18", "--device", "cpu", "--timeout", value, db=db), message, 2)
-    one_line_error(cli("sweep", "--workloads", "resnet18", "--device", "cpu", "--timeout", value, db=db), message, 2)
+    one_line_error(
+        cli("sweep", "--workloads", "resnet18", "--device", "cpu", "--timeout", value, db=db),
+        message,
+        2,
+    )
     assert not db.exists()
-    with pytest.raises(profkit.UsageError, match=r"`timeout_s` must be a number of seconds, at least 1 and at most"):
+    with pytest.raises(
+        profkit.UsageError, match=r"`timeout_s` must be a number of seconds, at least 1 and at most"
+    ):
         profkit.profile("resnet18", device="cpu", timeout_s=float(value), db=db)
     assert not db.exists()
 
@@ -232,7 +291,19 @@ def test_longest_timeout_is_accepted():
 
 
 # ------------------------------------------------------------------ report pages
-NAMES = ["index", "index-run-1", "index-1", "Index", "x_vs_y", "z", "x", "y_vs_z", "vs", "a", "a_vs_a"]
+NAMES = [
+    "index",
+    "index-run-1",
+    "index-1",
+    "Index",
+    "x_vs_y",
+    "z",
+    "x",
+    "y_vs_z",
+    "vs",
+    "a",
+    "a_vs_a",
+]
 
 
 def _identity_of(page: Path) -> str:
@@ -252,12 +323,20 @@ def test_every_run_and_pair_has_its_own_page(tmp_path, monkeypatch):
     with pytest.warns(profkit.ProfkitWarning):  # the same capture imported again: a note
         runs = {n: d.import_file(captures[i % 2], name=n) for i, n in enumerate(NAMES)}
     pages = {}
-    for name, run in runs.items():
+    for name in runs:
         r = cli("report", name, db=db)
         assert r.exit_code == 0, r.output
         pages[name] = tmp_path / r.stdout.split(": ", 1)[1].strip()
-    pairs = [("x_vs_y", "z"), ("x", "y_vs_z"), ("x", "y"), ("a", "a_vs_a"), ("a_vs_a", "a"), ("a", "a"),
-             ("index", "vs"), ("vs", "index")]
+    pairs = [
+        ("x_vs_y", "z"),
+        ("x", "y_vs_z"),
+        ("x", "y"),
+        ("a", "a_vs_a"),
+        ("a_vs_a", "a"),
+        ("a", "a"),
+        ("index", "vs"),
+        ("vs", "index"),
+    ]
     with pytest.warns(profkit.ProfkitWarning):
         runs["y"] = d.import_file(ZOO_CSV, name="y")
     vs_pages = {}
@@ -268,14 +347,22 @@ def test_every_run_and_pair_has_its_own_page(tmp_path, monkeypatch):
     index = tmp_path / cli("report", "--index", db=db).stdout.split(": ", 1)[1].strip()
     everything = [*pages.values(), *vs_pages.values(), index]
     assert len({p.resolve() for p in everything}) == len(everything), everything
-    assert len({str(p.resolve()).lower() for p in everything}) == len(everything)  # also where case is ignored
+    assert len({str(p.resolve()).lower() for p in everything}) == len(
+        everything
+    )  # also where case is ignored
     assert all(p.is_file() for p in everything)
     for name, page in pages.items():  # each run's page is that run's (the index kept or rewrote it)
         assert _identity_of(page).split("|")[1:3] == [str(runs[name].id), name]
     for (a, b), page in vs_pages.items():
         assert f"<title>{a} vs {b}</title>" in page.read_text()
-    assert pages["index"].name == f"index+{runs['index'].id}.html" and pages["Index"].name == f"Index+{runs['Index'].id}.html"
-    assert vs_pages["x_vs_y", "z"].name == "x_vs_y+z.html" and vs_pages["x", "y_vs_z"].name == "x+y_vs_z.html"
+    assert (
+        pages["index"].name == f"index+{runs['index'].id}.html"
+        and pages["Index"].name == f"Index+{runs['Index'].id}.html"
+    )
+    assert (
+        vs_pages["x_vs_y", "z"].name == "x_vs_y+z.html"
+        and vs_pages["x", "y_vs_z"].name == "x+y_vs_z.html"
+    )
     assert index == tmp_path / "reports" / "index.html" and "profkit runs in" in index.read_text()
     links = re.findall(r'"report": "([^"]+)"', index.read_text())
     assert sorted(links) == sorted([p.name for p in pages.values()] + ["y.html"])

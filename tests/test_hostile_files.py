@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -16,7 +15,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,9 @@ from profkit.store import Store
 
 from .conftest import DATA, NCU_DATA, cli, needs_torch, one_line_error
 
-NSYS_GZ = DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"  # decompressed into the run's folder on import
+NSYS_GZ = (
+    DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"
+)  # decompressed into the run's folder on import
 NCU_REP_GZ = NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz"
 TINY = str(Path(__file__).parent / "workloads" / "tiny_classifier.py")
 
@@ -69,7 +69,9 @@ def test_two_databases_of_one_stem_keep_their_own_folders(tmp_path):
     # A damaged export of the same name fails in the second database: its own folder goes, not the first's.
     bad = tmp_path / "nsys_resnet18_fp16.sqlite.gz"
     bad.write_bytes(NSYS_GZ.read_bytes()[:5000])
-    one_line_error(cli("import", bad, "--name", "a", db=tmp_path / "x.sqlite"), "not a readable gzip file")
+    one_line_error(
+        cli("import", bad, "--name", "a", db=tmp_path / "x.sqlite"), "not a readable gzip file"
+    )
     assert tree(tmp_path / "x-runs" / "a") == before and not (tmp_path / "x-runs" / "a-2").exists()
     second = imported(tmp_path / "x.sqlite", NSYS_GZ, "a")
     other = second.get_run("a")
@@ -82,9 +84,16 @@ def test_concurrent_imports_into_two_databases_of_one_stem(tmp_path):
     """Four processes import at once into x.db and x.sqlite (one runs folder): each run has a
     folder of its own, holding its own export."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    procs = [subprocess.Popen([sys.executable, "-m", "profkit", "--db", str(tmp_path / db), "import", str(NSYS_GZ)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for db in ("x.db", "x.sqlite", "x.db", "x.sqlite")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "profkit", "--db", str(tmp_path / db), "import", str(NSYS_GZ)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for db in ("x.db", "x.sqlite", "x.db", "x.sqlite")
+    ]
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
@@ -111,14 +120,33 @@ def test_a_run_never_deletes_a_folder_it_did_not_make(tmp_path):
     victim.write_text("untouched")
     (planted / "job.json").symlink_to(victim)
     before = tree(planted)
-    r = cli("run", TINY, "--device", "cpu", "--tool", "torch", "--batch-size", "2", "--iters", "1", "--warmup", "1",
-            "--name", "r", "--no-report", db=db)
+    r = cli(
+        "run",
+        TINY,
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--batch-size",
+        "2",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "--name",
+        "r",
+        "--no-report",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     assert tree(planted) == before and victim.read_text() == "untouched"
     store = Store(db, create=False)
     run = store.get_run("r")
     assert run.status == "ok" and run.folder == "r-2"
-    assert all(Path(p).parent == tmp_path / "p-runs" / "r-2" and Path(p).is_file() for p in run.raw_files.values())
+    assert all(
+        Path(p).parent == tmp_path / "p-runs" / "r-2" and Path(p).is_file()
+        for p in run.raw_files.values()
+    )
 
 
 @needs_torch
@@ -130,15 +158,35 @@ def test_a_sweep_moves_its_job_folder_into_a_new_one(tmp_path, monkeypatch):
     planted = tmp_path / "s-runs" / "tiny_classifier-fp32-eager-cpu"
     planted.mkdir(parents=True)
     (planted / "keep.txt").write_text("someone else's")
-    r = cli("sweep", "--workloads", TINY, "--precisions", "fp32", "--device", "cpu", "--batch-size", "2",
-            "--iters", "1", "--warmup", "1", "--tools", "torch", "-f", "json", db=db)
+    r = cli(
+        "sweep",
+        "--workloads",
+        TINY,
+        "--precisions",
+        "fp32",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "2",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "--tools",
+        "torch",
+        "-f",
+        "json",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     assert tree(planted) == {"keep.txt": hashlib.sha256(b"someone else's").hexdigest()}
     store = Store(db, create=False)
     run = store.get_run("tiny_classifier-fp32-eager-cpu")
     assert run.folder == "tiny_classifier-fp32-eager-cpu-2"
-    assert run.raw_files and all(Path(p).is_file() and Path(p).parent == store.run_folder(run)
-                                 for p in run.raw_files.values())
+    assert run.raw_files and all(
+        Path(p).is_file() and Path(p).parent == store.run_folder(run)
+        for p in run.raw_files.values()
+    )
 
 
 # ------------------------------------------------------------------ 3. writing through a planted link
@@ -210,7 +258,9 @@ time.sleep(600)
 
 def _writer(db: Path, status: str) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    p = subprocess.Popen([sys.executable, "-c", WRITER, str(db), status], stdout=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), status], stdout=subprocess.PIPE, text=True, env=env
+    )
     line = p.stdout.readline() if p.stdout else ""
     assert line.strip().isdigit(), "the writer did not reserve its run"
     return p, int(line)
@@ -236,8 +286,12 @@ def _unshare_works() -> bool:
     if not shutil.which("unshare"):
         return False
     try:
-        return subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True,
-                              timeout=30).returncode == 0
+        return (
+            subprocess.run(
+                ["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True, timeout=30
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -252,17 +306,34 @@ def test_a_reader_in_another_pid_namespace_leaves_live_runs_alone(tmp_path):
     running, _ = _writer(db, "running")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     try:
-        out = subprocess.run(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c",
-                              OPEN + "; import os; print(os.getpid())", str(db)],
-                             capture_output=True, text=True, env=env, timeout=120)
+        out = subprocess.run(
+            [
+                "unshare",
+                "-p",
+                "-f",
+                "--mount-proc",
+                sys.executable,
+                "-c",
+                OPEN + "; import os; print(os.getpid())",
+                str(db),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert int(out.stdout) < 10  # it did run in a namespace of its own
         assert _statuses(db) == {"importing": "importing", "running": "running"}
     finally:
         _kill(importing)
         _kill(running)
-    subprocess.run(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", OPEN, str(db)], check=True,
-                   env=env, timeout=120)
+    subprocess.run(
+        ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", OPEN, str(db)],
+        check=True,
+        env=env,
+        timeout=120,
+    )
     assert _statuses(db) == {"running": "interrupted"}
     assert not list((tmp_path / "p.db-locks").iterdir())
 
@@ -275,7 +346,10 @@ def test_an_owner_pid_that_looks_dead_is_no_proof(tmp_path):
     try:
         con = sqlite3.connect(db)
         with con:
-            con.execute("update runs set owner = ? where id = ?", [f"{socket.gethostname()}:999999999+lock", run_id])
+            con.execute(
+                "update runs set owner = ? where id = ?",
+                [f"{socket.gethostname()}:999999999+lock", run_id],
+            )
         con.close()
         Store(db).close()
         assert _statuses(db) == {"importing": "importing"}
@@ -296,11 +370,16 @@ def test_owners_without_a_lock(tmp_path):
     store.close()
     con = sqlite3.connect(db)
     with con:
-        con.execute("update runs set owner = ? where id = ?", [f"{socket.gethostname()}:999999999", old.id])
+        con.execute(
+            "update runs set owner = ? where id = ?", [f"{socket.gethostname()}:999999999", old.id]
+        )
     con.close()
     (tmp_path / "p.db-locks" / f"{gone.id}.lock").unlink()
-    sub = subprocess.run([sys.executable, "-c", OPEN, str(db)], env={
-        **os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, timeout=120)
+    sub = subprocess.run(
+        [sys.executable, "-c", OPEN, str(db)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        timeout=120,
+    )
     assert sub.returncode == 0
     assert _statuses(db) == {"gone": "importing"}
 
@@ -326,7 +405,9 @@ def test_an_earlier_schema_opens_and_gives_new_ids(tmp_path):
     path.write_bytes(gzip.decompress((DATA / "store" / "schema7.db.gz").read_bytes()))
     store = Store(path)
     runs = store.runs()
-    assert runs and all(r.folder is None and store.run_folder(r) == tmp_path / "schema7-runs" / r.name for r in runs)
+    assert runs and all(
+        r.folder is None and store.run_folder(r) == tmp_path / "schema7-runs" / r.name for r in runs
+    )
     top = max(r.id for r in runs)
     store.delete_run(top)
     store.close()
@@ -369,7 +450,9 @@ def test_a_folder_others_may_change_is_refused(tmp_path, which):
     before = runs_json(db)
     (tmp_path / which).mkdir(exist_ok=True)
     os.chmod(tmp_path / which, 0o777)
-    one_line_error(cli("import", NSYS_GZ, "--name", "second", db=db), "may be changed by other users")
+    one_line_error(
+        cli("import", NSYS_GZ, "--name", "second", db=db), "may be changed by other users"
+    )
     assert runs_json(db) == before
     os.chmod(tmp_path / which, 0o1777)  # sticky, as /tmp: nobody renames what is not theirs
     assert cli("import", NSYS_GZ, "--name", "second", db=db).exit_code == 0

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 import profkit
-from profkit import cli as cli_module, render
+from profkit import cli as cli_module
+from profkit import render
 
 from .conftest import NCU_DATA, cli, one_line_error
 from .test_bad_inputs import kineto_edit, ncu_rows, write_csv
@@ -33,9 +34,14 @@ CSI8 = "\x9b2J"
 MARKUP = "[bold]markup[/bold] [/oops]"
 FORMULA = '=HYPERLINK("http://x","y")'
 # Kernel names of the capture, by CSV row: each a way to act on a terminal, or rich markup.
-NAMES = {2: f"void implicit_convolve_sgemm<{CLEAR}>(int)", 3: f"{OSC52}osc_kernel", 4: f"{CSI8}csi\rover",
-         5: f"{MARKUP} \u202eabc", 6: FORMULA,
-         7: f"void cutlass::Kernel<cutlass_80_simt_sgemm_{CLEAR}{OSC52}_128x128_8x4_nn_align1>(T1::Params)"}
+NAMES = {
+    2: f"void implicit_convolve_sgemm<{CLEAR}>(int)",
+    3: f"{OSC52}osc_kernel",
+    4: f"{CSI8}csi\rover",
+    5: f"{MARKUP} \u202eabc",
+    6: FORMULA,
+    7: f"void cutlass::Kernel<cutlass_80_simt_sgemm_{CLEAR}{OSC52}_128x128_8x4_nn_align1>(T1::Params)",
+}
 GPU = f"NVIDIA {CLEAR}H100{OSC52}"
 WORKLOAD = f"res{CLEAR}net"  # from the capture's NVTX range, as profkit's runs name it
 PROFKIT = [sys.executable, "-m", "profkit"]
@@ -75,7 +81,9 @@ def hostile(tmp_path_factory) -> Path:
     d.import_file(write_csv(tmp / "plain.csv", plain), name="third")
     con = sqlite3.connect(db)
     with con:
-        con.execute("update runs set name = ?, workload = ? where id = 3", (f"[/oops]{CLEAR}x", f"{OSC52}w"))
+        con.execute(
+            "update runs set name = ?, workload = ? where id = 3", (f"[/oops]{CLEAR}x", f"{OSC52}w")
+        )
     con.close()
     return db
 
@@ -94,13 +102,24 @@ COMMANDS = {
     "summary": ["summary", "evil"],
     "diff": ["diff", "good", "evil", "--all"],
     "diff by kernel": ["diff", "good", "evil", "--match", "exact"],
-    "check": ["check", "evil", "--min-tensor-core-coverage", "99", "--no-fp32-matrix", "--max-finding", "any=1"],
+    "check": [
+        "check",
+        "evil",
+        "--min-tensor-core-coverage",
+        "99",
+        "--no-fp32-matrix",
+        "--max-finding",
+        "any=1",
+    ],
     "ranges": ["ranges", "evil"],
     "database's names": ["summary", "3"],
     "no ranges": ["ranges", "3"],
 }
-TERMINALS = {"pipe": None, "terminal": {"COLUMNS": "100", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"},
-             "wide terminal": {"COLUMNS": "100000", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}}
+TERMINALS = {
+    "pipe": None,
+    "terminal": {"COLUMNS": "100", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"},
+    "wide terminal": {"COLUMNS": "100000", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"},
+}
 
 
 @pytest.mark.parametrize("where", TERMINALS)
@@ -108,7 +127,9 @@ TERMINALS = {"pipe": None, "terminal": {"COLUMNS": "100", "TTY_COMPATIBLE": "1",
 def test_names_from_captures_print_escaped(hostile, command, where):
     r = cli(*COMMANDS[command], db=hostile, env=TERMINALS[where])
     assert r.exit_code in (0, 1), r.output  # check fails its assertions: exit 1
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception  # (rich's MarkupError)
+    assert r.exception is None or isinstance(r.exception, SystemExit), (
+        r.exception
+    )  # (rich's MarkupError)
     for stream in (r.stdout, r.stderr):
         assert not raw_controls(stream, where != "pipe"), (command, where, stream)
 
@@ -118,15 +139,30 @@ def test_every_name_shows_escaped_and_markup_as_text(hostile):
     window wide enough for every name whole)."""
     wide = TERMINALS["wide terminal"]
     kernels = cli("kernels", "evil", "--wide", db=hostile, env=wide).stdout
-    for text in ("\\x1b[2J\\x1b[H", "\\x1b]52;c;ZXZpbA==\\x07osc_kernel", "\\x9b2Jcsi\\rover", f"{MARKUP} \\u202eabc"):
+    for text in (
+        "\\x1b[2J\\x1b[H",
+        "\\x1b]52;c;ZXZpbA==\\x07osc_kernel",
+        "\\x9b2Jcsi\\rover",
+        f"{MARKUP} \\u202eabc",
+    ):
         assert text in kernels
     runs = cli("runs", db=hostile, env=wide).stdout
     assert shown(GPU) in runs and f"[/oops]{shown(CLEAR)}x" in runs and shown(f"{OSC52}w") in runs
     assert shown(WORKLOAD) in runs
-    summary = cli("summary", "evil", "--top", "200", db=hostile, env=TERMINALS["wide terminal"]).stdout
+    summary = cli(
+        "summary", "evil", "--top", "200", db=hostile, env=TERMINALS["wide terminal"]
+    ).stdout
     assert shown(GPU) in summary and MARKUP in SGR.sub("", summary)
     assert f"[/oops]{shown(CLEAR)}x has no ranges" in cli("ranges", "3", db=hostile).stdout
-    check = cli("check", "evil", "--min-tensor-core-coverage", "99", "--no-fp32-matrix", db=hostile, env=wide).stdout
+    check = cli(
+        "check",
+        "evil",
+        "--min-tensor-core-coverage",
+        "99",
+        "--no-fp32-matrix",
+        db=hostile,
+        env=wide,
+    ).stdout
     assert "cutlass::Kernel<cutlass_80_simt_sge" in check and "\\x07_128x128" in check
 
 
@@ -142,8 +178,13 @@ def test_verbose_traceback_shows_names_escaped(tmp_path):
     exception's line and in the source lines) has its control characters escaped, as without -v.
     A real process: the traceback used to be Python's own, printed after profkit's code."""
     missing = tmp_path / f"nonexist{OSC52}{CLEAR}\u202e.json"
-    r = subprocess.run([*PROFKIT, "-v", "--db", str(tmp_path / "o.db"), "import", str(missing)],
-                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    r = subprocess.run(
+        [*PROFKIT, "-v", "--db", str(tmp_path / "o.db"), "import", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert r.returncode == 1, r.stderr
     assert "Traceback (most recent call last):" in r.stderr and shown(str(missing)) in r.stderr
     assert not raw_controls(r.stdout + r.stderr, False), r.stderr
@@ -174,7 +215,9 @@ def test_report_page_shows_names_escaped(tmp_path):
     html = page.read_text(encoding="utf-8")
     assert not PAGE_UNSAFE.findall(html), sorted(set(PAGE_UNSAFE.findall(html)))
     assert html.count(shown(CLEAR)) >= 1 and "GPU\\u202e[red]X[/red]\\x9b2J" in html
-    assert "\\\\x1b]52;c;ZXZpbA==\\\\x07" in html  # the kernel's name, in JSON (its backslashes doubled)
+    assert (
+        "\\\\x1b]52;c;ZXZpbA==\\\\x07" in html
+    )  # the kernel's name, in JSON (its backslashes doubled)
 
 
 def test_import_line_names_the_file_escaped(tmp_path):
@@ -230,7 +273,9 @@ def test_junit_with_control_characters_is_well_formed(hostile, tmp_path):
     assert suite.failures == 2 and suite.tests == 2
     # the run named by another program: in the suite's name, escaped
     r = cli("check", "3", "--min-tensor-core-coverage", "10", "--format", "junit", db=hostile)
-    assert f"profkit check [/oops]{shown(CLEAR)}x" in ET.fromstring(r.stdout).find("testsuite").get("name")
+    assert f"profkit check [/oops]{shown(CLEAR)}x" in ET.fromstring(r.stdout).find("testsuite").get(
+        "name"
+    )
 
 
 def _old_report(path: Path) -> bytes:
@@ -253,12 +298,22 @@ def test_junit_on_a_full_disk_leaves_the_old_file(hostile, tmp_path, monkeypatch
     monkeypatch.setattr(os, "write", full)
     r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out, db=hostile)
     monkeypatch.undo()
-    one_line_error(r, f"cannot write {out} (No space left on device); the file there is as it was", code=2)
+    one_line_error(
+        r, f"cannot write {out} (No space left on device); the file there is as it was", code=2
+    )
     assert out.read_bytes() == before
     assert os.listdir(out.parent) == ["check.xml"]
     # and where there was none, none is made (not an empty one)
     monkeypatch.setattr(os, "write", full)
-    r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out.parent / "new.xml", db=hostile)
+    r = cli(
+        "check",
+        "evil",
+        "--min-tensor-core-coverage",
+        "10",
+        "--junit-xml",
+        out.parent / "new.xml",
+        db=hostile,
+    )
     monkeypatch.undo()
     one_line_error(r, "(No space left on device); no file was made", code=2)
     assert os.listdir(out.parent) == ["check.xml"]
@@ -270,7 +325,9 @@ def tiny_tmpfs(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     try:
-        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+        p = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+        )
     except OSError as exc:
         pytest.skip(f"cannot mount a tmpfs: {exc}")
     if p.returncode != 0:
@@ -291,7 +348,16 @@ def test_junit_on_a_real_full_disk(hostile, tiny_tmpfs):
                 f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
-    r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--no-fp32-matrix", "--junit-xml", out, db=hostile)
+    r = cli(
+        "check",
+        "evil",
+        "--min-tensor-core-coverage",
+        "10",
+        "--no-fp32-matrix",
+        "--junit-xml",
+        out,
+        db=hostile,
+    )
     one_line_error(r, f"cannot write {out} (No space left on device)", code=2)
     assert out.read_bytes() == before
     assert sorted(os.listdir(tiny_tmpfs)) == ["check.xml", "filler"]
@@ -303,11 +369,29 @@ def test_junit_replaces_a_file_whole_and_keeps_its_mode(hostile, tmp_path):
     out.chmod(0o640)
     r = cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", out, db=hostile)
     assert r.exit_code == 0, r.output
-    assert ET.fromstring(out.read_bytes()).tag == "testsuites" and (out.stat().st_mode & 0o777) == 0o640
-    assert cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", "/dev/null",
-               db=hostile).exit_code == 0
-    one_line_error(cli("check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", tmp_path, db=hostile),
-                   "it is a folder", code=2)
+    assert (
+        ET.fromstring(out.read_bytes()).tag == "testsuites"
+        and (out.stat().st_mode & 0o777) == 0o640
+    )
+    assert (
+        cli(
+            "check",
+            "evil",
+            "--min-tensor-core-coverage",
+            "10",
+            "--junit-xml",
+            "/dev/null",
+            db=hostile,
+        ).exit_code
+        == 0
+    )
+    one_line_error(
+        cli(
+            "check", "evil", "--min-tensor-core-coverage", "10", "--junit-xml", tmp_path, db=hostile
+        ),
+        "it is a folder",
+        code=2,
+    )
 
 
 def test_junit_to_a_pipe_no_process_reads_is_refused_at_once(hostile, tmp_path):
@@ -319,15 +403,27 @@ def test_junit_to_a_pipe_no_process_reads_is_refused_at_once(hostile, tmp_path):
 
     fifo = tmp_path / "fifo.xml"
     os.mkfifo(fifo)
-    argv = [sys.executable, "-m", "profkit", "check", "evil", "--min-tensor-core-coverage", "10", "--db", str(hostile),
-            "--junit-xml"]
+    argv = [
+        sys.executable,
+        "-m",
+        "profkit",
+        "check",
+        "evil",
+        "--min-tensor-core-coverage",
+        "10",
+        "--db",
+        str(hostile),
+        "--junit-xml",
+    ]
     start = time.monotonic()
     try:
         p = subprocess.run([*argv, str(fifo)], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("--junit-xml at a pipe no process reads did not end in 60 s")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.startswith(f"profkit: error: cannot write {fifo}: it is a named pipe, and no process reads it")
+    assert p.stderr.startswith(
+        f"profkit: error: cannot write {fifo}: it is a named pipe, and no process reads it"
+    )
     assert time.monotonic() - start < 30
     # a pipe a process reads: written, blocking as a reader takes it
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -339,7 +435,9 @@ def test_junit_to_a_pipe_no_process_reads_is_refused_at_once(hostile, tmp_path):
         os.close(reader)
     # /dev/stdout, a pipe: the XML, then the text
     p = subprocess.run([*argv, "/dev/stdout"], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and p.stdout.startswith("<?xml") and "</testsuites>" in p.stdout, p.stderr
+    assert p.returncode == 0 and p.stdout.startswith("<?xml") and "</testsuites>" in p.stdout, (
+        p.stderr
+    )
 
 
 # ------------------------------------------------------------------ CSV (item 14)
@@ -350,15 +448,21 @@ def test_csv_guards_formulas_and_keeps_numbers(hostile):
     names = [x["name"] for x in rows]
     assert "'" + FORMULA in names and FORMULA not in names
     assert "'=HYPERLINK" in [x["short_name"] for x in rows]
-    d = list(csv.DictReader(io.StringIO(cli("diff", "good", "evil", "--match", "exact", "-f", "csv", db=hostile).stdout,
-                                        newline="")))
+    d = list(
+        csv.DictReader(
+            io.StringIO(
+                cli("diff", "good", "evil", "--match", "exact", "-f", "csv", db=hostile).stdout,
+                newline="",
+            )
+        )
+    )
     assert "'" + FORMULA in [x["name"] for x in d]
     negative = [x["delta_time_ns"] for x in d if x["delta_time_ns"].startswith("-")]
     assert negative and all(float(v) < 0 for v in negative)  # numbers stay numbers
 
 
 def test_csv_cell():
-    for text in ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\tx", "\rx", "-", "=HYPERLINK(\"a\")"):
+    for text in ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\tx", "\rx", "-", '=HYPERLINK("a")'):
         assert render.csv_cell(text) == "'" + text
     for value in (-1.5, "-1.5", "+2", "-3e5", 7, None, "a=b", "[x]"):
         assert render.csv_cell(value) == value
@@ -382,5 +486,6 @@ def test_shown():
 
     assert shown("plain <name> é 漢 …") == "plain <name> é 漢 …"
     assert shown("\x1b[2J\x9b\r\n\t\x00\x7f\u202e\u2066\u2028\udcff\ufffe") == (
-        "\\x1b[2J\\x9b\\r\\n\\t\\x00\\x7f\\u202e\\u2066\\u2028\\udcff\\ufffe")
+        "\\x1b[2J\\x9b\\r\\n\\t\\x00\\x7f\\u202e\\u2066\\u2028\\udcff\\ufffe"
+    )
     assert shown(shown("\x1b")) == "\\x1b"

@@ -20,7 +20,16 @@ from profkit.parse.gzipped import MAX_RATIO, MIN_LIMIT
 from profkit.parse.ranges import MAX_DEPTH
 
 from .conftest import DATA, cli, cli_json, one_line_error
-from .test_bad_inputs import NCU_CSV, NSYS, ncu_edit, ncu_rows, nsys_edit, seeded, unchanged, write_csv  # noqa: F401 (seeded: a fixture)
+from .test_bad_inputs import (  # noqa: F401 (seeded: a fixture)
+    NCU_CSV,
+    NSYS,
+    ncu_edit,
+    ncu_rows,
+    nsys_edit,
+    seeded,
+    unchanged,
+    write_csv,
+)
 
 KINETO = DATA / "torch" / "kineto_resnet18_fp16.json.gz"
 TENSOR = "sm__ops_path_tensor_src_fp16.sum"
@@ -32,7 +41,11 @@ def content(db: Path) -> str:
     may have raised (it had reserved an id, and ids are never given twice)."""
     con = sqlite3.connect(db)
     try:
-        return "\n".join(line for line in con.iterdump() if not line.startswith('INSERT INTO "meta" VALUES(\'max_run_id\''))
+        return "\n".join(
+            line
+            for line in con.iterdump()
+            if not line.startswith("INSERT INTO \"meta\" VALUES('max_run_id'")
+        )
     finally:
         con.close()
 
@@ -47,20 +60,30 @@ def refused(db: Path, path: Path, message: str) -> None:
 
 # ------------------------------------------------------------------ 6a: nsys rows listed twice
 def test_nsys_repeated_launch_call_is_refused(seeded, tmp_path):
-    path = nsys_edit(tmp_path, "insert into CUPTI_ACTIVITY_KIND_RUNTIME select * from CUPTI_ACTIVITY_KIND_RUNTIME "
-                               "where correlationId = (select correlationId from CUPTI_ACTIVITY_KIND_KERNEL limit 1) "
-                               "limit 1")
+    path = nsys_edit(
+        tmp_path,
+        "insert into CUPTI_ACTIVITY_KIND_RUNTIME select * from CUPTI_ACTIVITY_KIND_RUNTIME "
+        "where correlationId = (select correlationId from CUPTI_ACTIVITY_KIND_KERNEL limit 1) "
+        "limit 1",
+    )
     message = "CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId"
     refused(seeded, path, message)
-    with pytest.raises(BadExport, match=message):  # the streamed reader (not only the SQL bulk path), as it reads
+    with pytest.raises(
+        BadExport, match=message
+    ):  # the streamed reader (not only the SQL bulk path), as it reads
         list(load(path).rows)
 
 
 def test_nsys_duplicated_kernel_row_is_refused(seeded, tmp_path):
-    path = nsys_edit(tmp_path, "insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL "
-                               "where rowid = 5")
+    path = nsys_edit(
+        tmp_path,
+        "insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL "
+        "where rowid = 5",
+    )
     refused(seeded, path, "CUPTI_ACTIVITY_KIND_KERNEL lists the same operation twice (rows 5 and")
-    with pytest.raises(BadExport, match="lists the same operation twice"):  # the streamed reader, as it reads
+    with pytest.raises(
+        BadExport, match="lists the same operation twice"
+    ):  # the streamed reader, as it reads
         list(load(path).rows)
 
 
@@ -75,26 +98,36 @@ def test_nsys_import_counts_each_kernel_once(tmp_path):
 
 
 # ------------------------------------------------------------------ 6c: nsys grid and block
-@pytest.mark.parametrize("column, value, message", [
-    ("gridX", "'abc'", "gridX = 'abc', not an integer (row 3)"),
-    ("blockY", "1.5", "blockY = 1.5, not an integer (row 3)"),
-    ("gridZ", "-5", "gridZ = -5, not a whole number from 0 to 2^31 - 1 (row 3)"),
-    ("blockX", str(2 ** 40), f"blockX = {2 ** 40}, not a whole number from 0 to 2^31 - 1 (row 3)"),
-])
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        ("gridX", "'abc'", "gridX = 'abc', not an integer (row 3)"),
+        ("blockY", "1.5", "blockY = 1.5, not an integer (row 3)"),
+        ("gridZ", "-5", "gridZ = -5, not a whole number from 0 to 2^31 - 1 (row 3)"),
+        ("blockX", str(2**40), f"blockX = {2**40}, not a whole number from 0 to 2^31 - 1 (row 3)"),
+    ],
+)
 def test_nsys_bad_grid_or_block_is_refused(seeded, tmp_path, column, value, message):
-    path = nsys_edit(tmp_path, f"update CUPTI_ACTIVITY_KIND_KERNEL set {column} = {value} where rowid = 3")
+    path = nsys_edit(
+        tmp_path, f"update CUPTI_ACTIVITY_KIND_KERNEL set {column} = {value} where rowid = 3"
+    )
     refused(seeded, path, f"CUPTI_ACTIVITY_KIND_KERNEL has {message}")
-    with pytest.raises(BadExport, match="CUPTI_ACTIVITY_KIND_KERNEL has"):  # the streamed reader, as it reads
+    with pytest.raises(
+        BadExport, match="CUPTI_ACTIVITY_KIND_KERNEL has"
+    ):  # the streamed reader, as it reads
         list(load(path).rows)
 
 
 # ------------------------------------------------------------------ 6b: ncu counters
-@pytest.mark.parametrize("value, message", [
-    ("abc", f"row 3: {TENSOR} is 'abc', not a number"),
-    ("12 345", f"row 3: {TENSOR} is '12 345', not a number"),
-    ("-5", f"row 3: {TENSOR} is '-5', not a finite non-negative number"),
-    ("inf", f"row 3: {TENSOR} is 'inf', not a finite non-negative number"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("abc", f"row 3: {TENSOR} is 'abc', not a number"),
+        ("12 345", f"row 3: {TENSOR} is '12 345', not a number"),
+        ("-5", f"row 3: {TENSOR} is '-5', not a finite non-negative number"),
+        ("inf", f"row 3: {TENSOR} is 'inf', not a finite non-negative number"),
+    ],
+)
 def test_ncu_counter_text_or_negative_is_refused(seeded, tmp_path, value, message):
     refused(seeded, ncu_edit(tmp_path, TENSOR, value), message)
 
@@ -107,12 +140,12 @@ def test_ncu_counter_blank_is_no_value(tmp_path):
 
 def test_ncu_large_ids_and_counters_are_exact(tmp_path):
     rows = ncu_rows()
-    big = 2 ** 53 + 1
+    big = 2**53 + 1
     rows[2][rows[0].index("ID")] = str(big)
-    rows[2][rows[0].index(TENSOR)] = f"{2 ** 60 + 1:,}"
+    rows[2][rows[0].index(TENSOR)] = f"{2**60 + 1:,}"
     kernels = list(load(write_csv(tmp_path / "big.csv", rows)).rows)
     assert kernels[0]["launch_id"] == big
-    assert kernels[0]["metrics"][TENSOR] == 2 ** 60 + 1
+    assert kernels[0]["metrics"][TENSOR] == 2**60 + 1
 
 
 def test_ncu_id_in_float_form_past_2_53_is_refused(seeded, tmp_path):
@@ -123,7 +156,11 @@ def test_ncu_duplicate_id_names_the_row(seeded, tmp_path):
     rows = ncu_rows()
     rows[3][rows[0].index("ID")] = rows[2][rows[0].index("ID")]
     launch = rows[2][rows[0].index("ID")]
-    refused(seeded, write_csv(tmp_path / "twice.csv", rows), f"lists the same kernel ID twice ({launch}, twice.csv row 4)")
+    refused(
+        seeded,
+        write_csv(tmp_path / "twice.csv", rows),
+        f"lists the same kernel ID twice ({launch}, twice.csv row 4)",
+    )
 
 
 # ------------------------------------------------------------------ 7: a field past csv's limit
@@ -137,14 +174,18 @@ def test_ncu_long_field_is_read_up_to_the_bound(tmp_path):
 def test_ncu_field_past_the_bound_is_one_line(seeded, tmp_path):
     rows = ncu_rows()
     rows[2][rows[0].index("Kernel Name")] = "k" * ((16 << 20) + 1)
-    refused(seeded, write_csv(tmp_path / "huge.csv", rows), "not readable as CSV (a field is longer than 16 MiB)")
+    refused(
+        seeded,
+        write_csv(tmp_path / "huge.csv", rows),
+        "not readable as CSV (a field is longer than 16 MiB)",
+    )
 
 
 # ------------------------------------------------------------------ 6d: CSV output
 def test_kernels_csv_quotes_carriage_returns(tmp_path):
     rows = ncu_rows()
     rows[2][rows[0].index("Kernel Name")] = "evil\rname"
-    rows[3][rows[0].index("Kernel Name")] = "evil\nname, \"quoted\""
+    rows[3][rows[0].index("Kernel Name")] = 'evil\nname, "quoted"'
     db = tmp_path / "c.db"
     assert cli("import", write_csv(tmp_path / "cr.csv", rows), "--name", "cr", db=db).exit_code == 0
     r = cli("kernels", "cr", "-f", "csv", "--limit", "0", db=db)
@@ -152,7 +193,7 @@ def test_kernels_csv_quotes_carriage_returns(tmp_path):
     records = list(csv.DictReader(io.StringIO(r.stdout, newline="")))
     assert len(records) == 162
     names = [x["name"] for x in records]
-    assert "evil\rname" in names and "evil\nname, \"quoted\"" in names
+    assert "evil\rname" in names and 'evil\nname, "quoted"' in names
     # and a reader that splits lines first (awk, wc -l) sees one line per record too
     assert '"evil\rname"' in r.stdout
 
@@ -200,11 +241,14 @@ def test_gzipped_captures_within_the_bound_import(tmp_path):
 def _nested(tmp: Path, n: int) -> Path:
     """The nsys export with ``n`` push/pop ranges nested inside its first iteration range,
     on the thread that launched its kernels."""
-    return nsys_edit(tmp, f"""
+    return nsys_edit(
+        tmp,
+        f"""
         with recursive k(i) as (select 0 union all select i + 1 from k where i < {n - 1})
         insert into NVTX_EVENTS (start, end, eventType, text, globalTid, domainId)
         select r.start + 1 + k.i, r.end - 1 - k.i, 59, 'deep' || k.i, r.globalTid, 0
-        from k, (select start, end, globalTid from NVTX_EVENTS where eventType = 59 order by start limit 1) r""")
+        from k, (select start, end, globalTid from NVTX_EVENTS where eventType = 59 order by start limit 1) r""",
+    )
 
 
 @pytest.mark.parametrize("n", [MAX_DEPTH + 10, 4000])
@@ -217,14 +261,18 @@ def test_deeply_nested_ranges_import_in_bounded_space(tmp_path, n):
     assert cli_json("runs", db=db)[0]["kernel_count"] == 913
     ranges = cli_json("ranges", "deep", db=db)
     deep = [x for x in ranges if x["name"].startswith("deep")]
-    assert len(deep) == MAX_DEPTH - 1  # the iteration range is depth 0; depths 1 .. MAX_DEPTH - 1 kept
+    assert (
+        len(deep) == MAX_DEPTH - 1
+    )  # the iteration range is depth 0; depths 1 .. MAX_DEPTH - 1 kept
     assert max(x["depth"] for x in deep) == MAX_DEPTH - 1
     assert {"name", "domain", "path", "depth", "kernels"} <= set(deep[-1])
     assert deep[-1]["path"].count("/") == MAX_DEPTH - 1
     assert len(ranges) == len(cli_json("ranges", "base", db=base)) + MAX_DEPTH - 1
     info = profkit.open_db(db).run("deep").info
-    assert any(f"{n - MAX_DEPTH + 1} ranges nested more than {MAX_DEPTH} deep were left out" in note
-               for note in info["notes"])
+    assert any(
+        f"{n - MAX_DEPTH + 1} ranges nested more than {MAX_DEPTH} deep were left out" in note
+        for note in info["notes"]
+    )
     # Bounded: the database grows by what 127 nested paths take, not n^2 (4000: was 145 MB).
     assert db.stat().st_size < base.stat().st_size + (2 << 20)
 
@@ -242,8 +290,14 @@ def test_deeply_nested_kineto_ranges(tmp_path):
     events = trace["traceEvents"]
     outer = next(e for e in events if e.get("cat") == "user_annotation")
     for i in range(MAX_DEPTH + 50):
-        events.append({**outer, "name": f"deep{i}", "ts": outer["ts"] + (i + 1) * 1e-3,
-                       "dur": outer["dur"] - 2 * (i + 1) * 1e-3})
+        events.append(
+            {
+                **outer,
+                "name": f"deep{i}",
+                "ts": outer["ts"] + (i + 1) * 1e-3,
+                "dur": outer["dur"] - 2 * (i + 1) * 1e-3,
+            }
+        )
     path = tmp_path / "deep.json"
     path.write_text(json.dumps(trace))
     capture = load(path)

@@ -85,8 +85,10 @@ def untouched(victim: Path) -> bool:
     return victim.read_text() == SECRET and stat.S_IMODE(victim.stat().st_mode) == 0o600
 
 
-@pytest.mark.parametrize("mode, message", [(0o777, "may be changed by other users"),
-                                           (0o1777, "is a link another user made")])
+@pytest.mark.parametrize(
+    "mode, message",
+    [(0o777, "may be changed by other users"), (0o1777, "is a link another user made")],
+)
 def test_report_run_never_writes_through_a_planted_link(shared, mode, message):
     """``report RUN`` where another user linked ``reports/r.html`` to a root-only file: a
     reports folder anyone may change is refused; a sticky one (as /tmp) is trusted, but the
@@ -136,11 +138,17 @@ def test_a_page_of_ones_own_replaces_a_link_of_ones_own(shared):
     r = cli("report", "r", db=work / "p.db")
     assert r.exit_code == 0 and r.stdout == "report: reports/r.html\n", r.output
     page = folder / "r.html"
-    assert not page.is_symlink() and "profkit-report" in page.read_text() and elsewhere.read_text() == "mine"
+    assert (
+        not page.is_symlink()
+        and "profkit-report" in page.read_text()
+        and elsewhere.read_text() == "mine"
+    )
     page.chmod(0o640)
     assert cli("report", "r", db=work / "p.db").exit_code == 0
     assert stat.S_IMODE(page.stat().st_mode) == 0o640
-    assert not [p for p in folder.iterdir() if p.name.startswith(".profkit-")]  # no temporary file left
+    assert not [
+        p for p in folder.iterdir() if p.name.startswith(".profkit-")
+    ]  # no temporary file left
 
 
 @needs_torch
@@ -180,7 +188,11 @@ def test_the_index_links_only_pages_profkit_wrote(shared):
     folder = work / "reports"
     vs = folder / "vs"
     vs.chmod(0o1777)
-    forged = (vs / "r+s.html").read_text().replace("</body>", '<a href="https://example.com">phish</a></body>')
+    forged = (
+        (vs / "r+s.html")
+        .read_text()
+        .replace("</body>", '<a href="https://example.com">phish</a></body>')
+    )
     as_nobody(lambda: (vs / "s+r.html").write_text(forged))
     r = cli("report", "--index", db=db)
     assert r.exit_code == 0, r.output
@@ -190,7 +202,11 @@ def test_the_index_links_only_pages_profkit_wrote(shared):
     real = (folder / "r.html").read_text()
     (folder / "r.html").unlink()
     folder.chmod(0o1777)
-    as_nobody(lambda: (folder / "r.html").write_text(re.sub("<body.*", "<body>forged</body></html>", real, flags=re.S)))
+    as_nobody(
+        lambda: (folder / "r.html").write_text(
+            re.sub("<body.*", "<body>forged</body></html>", real, flags=re.S)
+        )
+    )
     one_line_error(cli("report", "--index", db=db), "is a file another user made")
     assert "forged" in (folder / "r.html").read_text()  # left as it is, never linked
     # And a link planted at the index's own name.
@@ -221,24 +237,56 @@ def test_junit_xml_and_output_never_write_through_another_users_link(shared):
     plant_link(drop / "junit.xml", victim)
     plant_link(drop / "page.html", victim)
     said = "is a link another user made: profkit writes nothing through it"
-    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "junit.xml", db=work / "p.db")
-    one_line_error(r, f"{drop / 'junit.xml'} {said}", code=2)  # check's "could not deliver": not a FAIL
+    r = cli(
+        "check",
+        "r",
+        "--min-tensor-core-coverage",
+        "10",
+        "--junit-xml",
+        drop / "junit.xml",
+        db=work / "p.db",
+    )
+    one_line_error(
+        r, f"{drop / 'junit.xml'} {said}", code=2
+    )  # check's "could not deliver": not a FAIL
     assert untouched(victim)
     r = cli("report", "r", "-o", drop / "page.html", db=work / "p.db")
     one_line_error(r, f"{drop / 'page.html'} {said}", code=2)
-    assert untouched(victim) and os.path.islink(drop / "page.html") and os.path.islink(drop / "junit.xml")
+    assert (
+        untouched(victim)
+        and os.path.islink(drop / "page.html")
+        and os.path.islink(drop / "junit.xml")
+    )
     # a chain: one's own link to the other user's link is refused as well
     (drop / "mine.xml").symlink_to(drop / "junit.xml")
-    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "mine.xml", db=work / "p.db")
+    r = cli(
+        "check",
+        "r",
+        "--min-tensor-core-coverage",
+        "10",
+        "--junit-xml",
+        drop / "mine.xml",
+        db=work / "p.db",
+    )
     assert r.exit_code != 0 and said in r.stderr and untouched(victim)
     # one's own links are written through, to their targets
     (drop / "mine.xml").unlink()
     (drop / "mine.xml").symlink_to(work / "junit.xml")
     (drop / "mine.html").symlink_to(work / "page.html")
-    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "mine.xml", db=work / "p.db")
+    r = cli(
+        "check",
+        "r",
+        "--min-tensor-core-coverage",
+        "10",
+        "--junit-xml",
+        drop / "mine.xml",
+        db=work / "p.db",
+    )
     assert r.exit_code in (0, 1) and "<testsuites" in (work / "junit.xml").read_text(), r.output
     assert cli("report", "r", "-o", drop / "mine.html", db=work / "p.db").exit_code == 0
-    assert "profkit-report" in (work / "page.html").read_text() and os.path.islink(drop / "mine.html")
+    assert "profkit-report" in (work / "page.html").read_text() and os.path.islink(
+        drop / "mine.html"
+    )
 
 
 def test_a_link_another_user_made_as_a_folder_on_the_way_is_refused(shared):
@@ -257,8 +305,15 @@ def test_a_link_another_user_made_as_a_folder_on_the_way_is_refused(shared):
     drop.chmod(0o1777)
     plant_link(drop / "out", secret)
     said = f"{drop / 'out'} is a link another user made: profkit writes nothing through it"
-    r = cli("check", "r", "--min-tensor-core-coverage", "10", "--junit-xml", drop / "out" / "junit.xml",
-            db=work / "p.db")
+    r = cli(
+        "check",
+        "r",
+        "--min-tensor-core-coverage",
+        "10",
+        "--junit-xml",
+        drop / "out" / "junit.xml",
+        db=work / "p.db",
+    )
     one_line_error(r, said, code=2)
     r = cli("report", "r", "-o", drop / "out" / "page.html", db=work / "p.db")
     one_line_error(r, said, code=2)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -26,7 +25,9 @@ LEFT_S = 15  # nothing may be left this long after any signal
 
 
 def _processes() -> dict[int, tuple[int, str]]:
-    out = subprocess.run(["ps", "-e", "-ww", "-o", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-e", "-ww", "-o", "pid=,ppid=,args="], capture_output=True, text=True
+    ).stdout
     procs = {}
     for line in out.splitlines():
         pid, ppid, *args = line.split(None, 2)
@@ -76,7 +77,11 @@ def _wait_for(check, what: str, timeout: float = 120):
 
 def _harnesses(folder: Path) -> set[int]:
     """The profiled (harness) processes of runs under ``folder``: their job file is there."""
-    return {pid for pid, (_, args) in _processes().items() if "profkit.harness" in args and str(folder) in args}
+    return {
+        pid
+        for pid, (_, args) in _processes().items()
+        if "profkit.harness" in args and str(folder) in args
+    }
 
 
 def _sig_ignored(pid: int, sig: int) -> bool:
@@ -115,21 +120,30 @@ def _no_leftovers(tmp_path):
 
 
 def _runs(db: Path) -> dict[str, str]:
-    out = subprocess.run([*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     return {r["name"]: r["status"] for r in json.loads(out.stdout)}
 
 
 def _kept(db: Path) -> bool:
     """The interrupted run kept its raw folder with its job file and the profiler's log."""
-    out = subprocess.run([*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [*PROFKIT, "--db", str(db), "runs", "-f", "json"], capture_output=True, text=True
+    )
     run = json.loads(out.stdout)[0]
     folder = db.parent / f"{db.stem}-runs" / (run.get("folder") or run["name"])
     return (folder / "job.json").is_file() and any(folder.glob("*.log"))
 
 
-def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = (),
-               where: tuple[str, ...] = ("--device", "cpu", "--tool", "torch")) -> subprocess.Popen:
+def _start_run(
+    db: Path,
+    workload: str,
+    *extra: str,
+    ignore: tuple[int, ...] = (),
+    where: tuple[str, ...] = ("--device", "cpu", "--tool", "torch"),
+) -> subprocess.Popen:
     """``profkit run`` as a shell would start it, with the signals ``ignore``d (a background job
     of a non-interactive shell ignores SIGINT)."""
 
@@ -137,10 +151,27 @@ def _start_run(db: Path, workload: str, *extra: str, ignore: tuple[int, ...] = (
         for sig in ignore:
             signal.signal(sig, signal.SIG_IGN)
 
-    return subprocess.Popen([*PROFKIT, "--db", str(db), "run", workload, *where,
-                             "--batch-size", "2", "--no-report", "--name", "cut", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignoring,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [
+            *PROFKIT,
+            "--db",
+            str(db),
+            "run",
+            workload,
+            *where,
+            "--batch-size",
+            "2",
+            "--no-report",
+            "--name",
+            "cut",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignoring,
+        start_new_session=True,
+    )
 
 
 @needs_torch
@@ -156,20 +187,26 @@ def test_sigterm_with_sigint_ignored_stops_the_run_and_its_children_get_default_
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=LEFT_S)
     assert p.returncode == 143, err
-    assert err.strip().splitlines()[-1] == "profkit: terminated (SIGTERM)" and "Traceback" not in err
+    assert (
+        err.strip().splitlines()[-1] == "profkit: terminated (SIGTERM)" and "Traceback" not in err
+    )
     assert _all_gone(tree) == set()
     assert _runs(db) == {"cut": "interrupted"} and _kept(db)
 
 
 @needs_torch
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=["term", "hup", "quit"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=["term", "hup", "quit"]
+)
 def test_a_child_that_ignores_sigint_is_killed_after_the_grace_period(tmp_path, sig):
     """Whatever the workload does with SIGINT, a stop ends in SIGKILL of the whole group: SIGHUP
     (the terminal closed) and SIGQUIT stop profkit as SIGTERM does, with exit 128 + signal."""
     db = tmp_path / "p.db"
     p = _start_run(db, STUBBORN, ignore=(signal.SIGINT,))
     harness = _wait_for(lambda: _harnesses(tmp_path), "the harness starting")
-    _wait_for(lambda: all(_sig_ignored(h, signal.SIGINT) for h in harness), "the workload ignoring SIGINT")
+    _wait_for(
+        lambda: all(_sig_ignored(h, signal.SIGINT) for h in harness), "the workload ignoring SIGINT"
+    )
     tree = _tree(p.pid)
     p.send_signal(sig)
     out, err = p.communicate(timeout=LEFT_S)
@@ -224,7 +261,8 @@ def test_a_child_whose_lifeline_was_closed_watches_the_pid(tmp_path):
         "p = subprocess.Popen(['bash', '-c', f'exec {fd}<&- ; exec \"$0\" -c \"$1\"', sys.executable, child],\n"
         "                     env=runner.child_env(), pass_fds=(fd,))\n"
         "print(p.pid, flush=True)\n"
-        "time.sleep(600)\n")
+        "time.sleep(600)\n"
+    )
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     time.sleep(1.0)
@@ -236,7 +274,11 @@ def test_a_child_whose_lifeline_was_closed_watches_the_pid(tmp_path):
 
 def _lifeline_kept(pid: int) -> bool:
     """Whether process ``pid`` still holds its lifeline's pipe (a launcher may close it)."""
-    env = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+    env = dict(
+        item.split("=", 1)
+        for item in Path(f"/proc/{pid}/environ").read_text().split("\0")
+        if "=" in item
+    )
     fd, inode, _ = env["PROFKIT_LIFELINE"].split(":")
     try:
         return os.readlink(f"/proc/{pid}/fd/{fd}") == f"pipe:[{inode}]"
@@ -245,7 +287,10 @@ def _lifeline_kept(pid: int) -> bool:
 
 
 @needs_gpu
-@pytest.mark.parametrize("tool", [pytest.param("ncu", marks=pytest.mark.ncu), pytest.param("nsys", marks=pytest.mark.nsys)])
+@pytest.mark.parametrize(
+    "tool",
+    [pytest.param("ncu", marks=pytest.mark.ncu), pytest.param("nsys", marks=pytest.mark.nsys)],
+)
 @pytest.mark.parametrize("case", ["term-int-ignored", "hup-stubborn", "kill"])
 def test_signals_under_a_profiler_on_the_gpu(tmp_path, tool, case):
     """The same cases under ncu and nsys on a GPU: SIGTERM to a profkit that ignores SIGINT,
@@ -255,14 +300,26 @@ def test_signals_under_a_profiler_on_the_gpu(tmp_path, tool, case):
         pytest.skip(f"needs a CUDA GPU and {tool}")
     db = tmp_path / "p.db"
     workload = STUBBORN if case == "hup-stubborn" else "resnet18"
-    p = _start_run(db, workload, "--warmup", "100000", "--precision", "fp16",
-                   ignore=(signal.SIGINT,) if case != "kill" else (), where=("--device", "cuda", "--tool", tool))
+    p = _start_run(
+        db,
+        workload,
+        "--warmup",
+        "100000",
+        "--precision",
+        "fp16",
+        ignore=(signal.SIGINT,) if case != "kill" else (),
+        where=("--device", "cuda", "--tool", tool),
+    )
     harness = _wait_for(lambda: _harnesses(tmp_path), "the harness starting", timeout=180)
     time.sleep(3.0)  # well inside the warm-up: the profiler attached, the GPU in use
     pid = next(iter(harness))
     print(f"{tool}: the harness {'kept' if _lifeline_kept(pid) else 'lost'} the lifeline's pipe")
     tree = _tree(p.pid) | harness
-    sig = {"term-int-ignored": signal.SIGTERM, "hup-stubborn": signal.SIGHUP, "kill": signal.SIGKILL}[case]
+    sig = {
+        "term-int-ignored": signal.SIGTERM,
+        "hup-stubborn": signal.SIGHUP,
+        "kill": signal.SIGKILL,
+    }[case]
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     if sig != signal.SIGKILL:
@@ -284,8 +341,11 @@ def test_a_child_whose_starter_died_before_it_watched_still_goes(tmp_path):
         "fd, _ = runner.lifeline()\n"
         "p = subprocess.Popen([sys.executable, '-c', child], env=runner.child_env(), pass_fds=(fd,),\n"
         "                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-        "print(p.pid, flush=True)\n")
-    parent = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+        "print(p.pid, flush=True)\n"
+    )
+    parent = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60
+    )
     child = int(parent.stdout)
     assert _alive({child}) == {child}  # the parent is gone, the child not yet watching
     assert _all_gone({child}, 10) == set()
@@ -293,14 +353,38 @@ def test_a_child_whose_starter_died_before_it_watched_still_goes(tmp_path):
 
 # ------------------------------------------------------------------------------------ sweeps
 def _start_sweep(db: Path, workloads: str, workers: int = 1) -> subprocess.Popen:
-    return subprocess.Popen([*PROFKIT, "--db", str(db), "sweep", "--workloads", workloads, "--device", "cpu",
-                             "--tools", "torch", "--batch-size", "2", "--iters", "1", "--warmup", "100000",
-                             "--workers", str(workers)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [
+            *PROFKIT,
+            "--db",
+            str(db),
+            "sweep",
+            "--workloads",
+            workloads,
+            "--device",
+            "cpu",
+            "--tools",
+            "torch",
+            "--batch-size",
+            "2",
+            "--iters",
+            "1",
+            "--warmup",
+            "100000",
+            "--workers",
+            str(workers),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @needs_torch
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["term", "int", "kill"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["term", "int", "kill"]
+)
 def test_a_stopped_sweep_leaves_nothing_running(tmp_path, sig):
     """A sweep stopped while its jobs profile (SIGTERM, Ctrl-C or SIGKILL): its Dask workers, the
     jobs' `profkit run` processes and their harnesses (one of them ignores SIGINT) are all gone
@@ -340,14 +424,22 @@ def test_the_local_cluster_takes_work_only_from_the_sweep(tmp_path):
         port = int(address.rsplit(":", 1)[1])
         assert client.submit(lambda: 41 + 1).result() == 42  # the sweep's own client works
         for attempt in (f"tcp://127.0.0.1:{port}", address):
-            kwargs = {"security": distributed.security.Security.temporary()} if attempt.startswith("tls") else {}
+            kwargs = (
+                {"security": distributed.security.Security.temporary()}
+                if attempt.startswith("tls")
+                else {}
+            )
             with pytest.raises((OSError, TimeoutError, ValueError)):
                 distributed.Client(attempt, timeout="3s", **kwargs)
         # every listening TCP port of this process and the workers: none answers HTTP
         import psutil
 
         pids = {os.getpid(), *(c.pid for c in psutil.Process().children(recursive=True))}
-        ports = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.pid in pids}
+        ports = {
+            c.laddr.port
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.pid in pids
+        }
         assert port in ports
         for each in ports:
             conn = http.client.HTTPConnection("127.0.0.1", each, timeout=3)
@@ -358,21 +450,35 @@ def test_the_local_cluster_takes_work_only_from_the_sweep(tmp_path):
 
 
 # ------------------------------------------------------------ a lifeline that is not a parent's
-@pytest.mark.parametrize("value", ["3:1:999999", "99999999999999999999:1:1", "3:1:99999999999999999999",
-                                   "x:y:z", "1:2", "0:0:OWN_PID"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "3:1:999999",
+        "99999999999999999999:1:1",
+        "3:1:99999999999999999999",
+        "x:y:z",
+        "1:2",
+        "0:0:OWN_PID",
+    ],
+)
 def test_a_stale_or_forged_lifeline_is_ignored(tmp_path, value):
     """PROFKIT_LIFELINE inherited by a process profkit did not start for it (a shell opened from
     a workload), stale or forged: profkit works as ever, and a harness given it kills no one (a
     process beside it in its group lives on). Only an ancestor's lifeline is watched."""
     # OWN_PID: this test process's own pid (put in here, so parallel workers collect the same ids)
     env = {**os.environ, "PROFKIT_LIFELINE": value.replace("OWN_PID", str(os.getpid()))}
-    out = subprocess.run([*PROFKIT, "workloads"], capture_output=True, text=True,
-                         env=env, timeout=60)
+    out = subprocess.run(
+        [*PROFKIT, "workloads"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0 and out.stderr == "", out.stderr
     script = tmp_path / "group.sh"
-    script.write_text(f"sleep 30 &\n{sys.executable} -m profkit.harness {tmp_path / 'none.json'}\necho harness $?\n"
-                      "kill %1\n")
-    out = subprocess.run(["setsid", "bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    script.write_text(
+        f"sleep 30 &\n{sys.executable} -m profkit.harness {tmp_path / 'none.json'}\necho harness $?\n"
+        "kill %1\n"
+    )
+    out = subprocess.run(
+        ["setsid", "bash", str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0 and "harness 1" in out.stdout, (out.stdout, out.stderr)
 
 
@@ -389,5 +495,8 @@ def test_a_stop_signal_during_start_up_is_one_line(monkeypatch, capsys):
         cli.main()
     assert exit_.value.code == 143
     assert capsys.readouterr().err == "profkit: terminated (SIGTERM)\n"
-    for sig in (signal.SIGINT, *cli.TERMINATING):  # main() left them ignored, as a stopped command does
+    for sig in (
+        signal.SIGINT,
+        *cli.TERMINATING,
+    ):  # main() left them ignored, as a stopped command does
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)

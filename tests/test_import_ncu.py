@@ -13,7 +13,12 @@ from profkit.parse.ncu_csv import parse_number
 
 from .conftest import NCU_DATA, kernel_table
 
-CAPTURES = ["precision_zoo", "resnet18_fp16_eager", "resnet18_fp32_eager", "resnet18_bf16_torchscript"]
+CAPTURES = [
+    "precision_zoo",
+    "resnet18_fp16_eager",
+    "resnet18_fp32_eager",
+    "resnet18_bf16_torchscript",
+]
 HMMA = "sm__inst_executed_pipe_tensor_op_hmma.sum"
 
 
@@ -32,7 +37,9 @@ def test_every_launch_counted_once(name, ncu_rep_dir):
     # Two independent readers of the same capture agree launch by launch.
     assert list(csv["short_name"]) == list(rep["short_name"])
     assert list(csv["duration_ns"]) == list(rep["duration_ns"])
-    assert list(csv["grid_x"]) == list(rep["grid_x"]) and list(csv["block_x"]) == list(rep["block_x"])
+    assert list(csv["grid_x"]) == list(rep["grid_x"]) and list(csv["block_x"]) == list(
+        rep["block_x"]
+    )
     assert list(csv["nvtx_path"]) == list(rep["nvtx_path"])
 
 
@@ -87,14 +94,18 @@ def test_verdicts_match_the_counters(name):
             assert row["evidence"] == "metrics"
             assert row["precision"] == (used.pop() if len(used) == 1 else "mixed"), row["name"]
         else:
-            assert row["evidence"] == ("name" if "precision from rule" in row["evidence_detail"] else "metrics")
+            assert row["evidence"] == (
+                "name" if "precision from rule" in row["evidence_detail"] else "metrics"
+            )
 
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_name_rules_agree_with_the_counters(name):
     """Stripped of its counters, every launch gets the same verdict from its name alone."""
     with_counters = classify(kernel_table(NCU_DATA / f"{name}.raw.csv.gz"))
-    names_only = with_counters.drop(columns=["precision", "tensor_core", "evidence"]).assign(metrics=[{}] * len(with_counters))
+    names_only = with_counters.drop(columns=["precision", "tensor_core", "evidence"]).assign(
+        metrics=[{}] * len(with_counters)
+    )
     names_only = classify(names_only)
     assert (names_only["evidence"] == "name").all()
     assert list(names_only["tensor_core"]) == list(with_counters["tensor_core"])
@@ -125,7 +136,7 @@ def test_tensor_op_counters_against_2mnk():
     256 x 256 x 256 matrices; conv 8x64x56x56, 64 -> 64 channels, 3x3): 2*M*N*K, multiplies and
     adds, for the fp64, TF32 (HMMA) and int8 GEMMs and both convolutions; cuBLAS's nvjet
     kernels (fp16, bf16, fp8) count 9/8 of it: they compute padded tiles."""
-    gemm = 2 * 256 ** 3
+    gemm = 2 * 256**3
     conv = 2 * 8 * 56 * 56 * 64 * 64 * 9
     seen = {}
     for r in load(NCU_DATA / "precision_zoo.raw.csv.gz").rows:
@@ -136,6 +147,8 @@ def test_tensor_op_counters_against_2mnk():
     assert seen[("sm90_xmma_ge", "fp64")] == gemm
     assert seen[("Kernel2", "tf32_dst_fp32")] == gemm  # the TF32 GEMM (CUTLASS)
     assert seen[("Kernel2", "int8")] == gemm
-    assert seen[("nvjet_sm90_h", "fp16")] == seen[("nvjet_sm90_t", "bf16_dst_fp32")] == gemm * 9 // 8
+    assert (
+        seen[("nvjet_sm90_h", "fp16")] == seen[("nvjet_sm90_t", "bf16_dst_fp32")] == gemm * 9 // 8
+    )
     assert seen[("nvjet_sm90_q", "fp8")] == gemm * 9 // 8
     assert seen[("sm80_xmma_fp", "tf32_dst_fp32")] == seen[("sm80_xmma_fp", "fp16")] == conv

@@ -43,7 +43,10 @@ def test_kernels_match_cuda_gpu_kern_sum(name, nsys_dir):
         if r["kind"] == "kernel":
             mine[r["name"]][0] += 1
             mine[r["name"]][1] += r["duration_ns"]
-    expected = {o["Name"]: [int(o["Instances"]), int(o["Total Time (ns)"])] for o in oracle(name, "cuda_gpu_kern_sum")}
+    expected = {
+        o["Name"]: [int(o["Instances"]), int(o["Total Time (ns)"])]
+        for o in oracle(name, "cuda_gpu_kern_sum")
+    }
     assert dict(mine) == expected
 
 
@@ -52,8 +55,10 @@ def test_kinds_and_launch_order(name, nsys_dir):
     path = nsys_dir / f"{name}.sqlite"
     c, rows = read(path)
     con = sqlite3.connect(path)
-    counts = {kind: con.execute(f"select count(*) from CUPTI_ACTIVITY_KIND_{kind.upper()}").fetchone()[0]
-              for kind in ("kernel", "memcpy", "memset")}
+    counts = {
+        kind: con.execute(f"select count(*) from CUPTI_ACTIVITY_KIND_{kind.upper()}").fetchone()[0]
+        for kind in ("kernel", "memcpy", "memset")
+    }
     assert Counter(r["kind"] for r in rows) == counts
     assert [r["launch_id"] for r in rows] == list(range(len(rows)))
     assert all(r["thread_id"] is not None for r in rows)
@@ -83,11 +88,16 @@ def test_kernels_per_range_match_nvtx_kern_sum(name, nsys_dir):
             key = (r["nvtx_path"].replace("@", ":"), r["name"])
             mine[key][0] += 1
             mine[key][1] += r["duration_ns"]
-    expected = {(o["NVTX Range"], o["Kernel Name"]): [int(o["Kern Inst"]), int(o["Total Time (ns)"])]
-                for o in oracle(name, "nvtx_kern_sum") if o["NVTX Range"]}
+    expected = {
+        (o["NVTX Range"], o["Kernel Name"]): [int(o["Kern Inst"]), int(o["Total Time (ns)"])]
+        for o in oracle(name, "nvtx_kern_sum")
+        if o["NVTX Range"]
+    }
     assert dict(mine) == expected
     for r in c.ranges:
-        assert r["kernels"] == sum(v[0] for (rng, _), v in mine.items() if rng == f"{r['domain']}:{r['name']}")
+        assert r["kernels"] == sum(
+            v[0] for (rng, _), v in mine.items() if rng == f"{r['domain']}:{r['name']}"
+        )
 
 
 def test_training_step_backward_runs_on_another_thread(nsys_dir):
@@ -115,31 +125,54 @@ def test_import_ranges_and_kernels_cli(nsys_dir, db):
     r = cli("import", str(nsys_dir / "nsys_resnet18_train_amp.sqlite"), "--name", "t", db=db)
     assert r.exit_code == 0, r.output
     run = json.loads(cli("runs", "-f", "json", db=db).stdout)[0]
-    assert (run["tool"], run["workload"], run["precision"], run["kernel_count"]) == ("nsys", "resnet18_train", "amp", 2102)
+    assert (run["tool"], run["workload"], run["precision"], run["kernel_count"]) == (
+        "nsys",
+        "resnet18_train",
+        "amp",
+        2102,
+    )
     ks = json.loads(cli("kernels", "t", "-f", "json", db=db).stdout)
     assert Counter(k["kind"] for k in ks) == {"kernel": 2102, "memcpy": 199, "memset": 39}
     assert {k["evidence"] for k in ks if k["kind"] == "kernel"} <= {"name", "none"}
-    assert all(k["tensor_core"] is False and k["family"] == "memory" for k in ks if k["kind"] != "kernel")
+    assert all(
+        k["tensor_core"] is False and k["family"] == "memory" for k in ks if k["kind"] != "kernel"
+    )
     rs = json.loads(cli("ranges", "t", "-f", "json", db=db).stdout)
     assert [(x["name"], x["kernels"], x["gpu_ops"], x["other_thread_kernels"]) for x in rs] == [
-        ("resnet18_train.amp.eager.iter0", 182, 187, 238), ("resnet18_train.amp.eager.iter1", 182, 187, 238)]
+        ("resnet18_train.amp.eager.iter0", 182, 187, 238),
+        ("resnet18_train.amp.eager.iter1", 182, 187, 238),
+    ]
     assert all(x["gpu_time_ns"] > 0 and x["wall_ns"] > x["gpu_time_ns"] for x in rs)
     table = " ".join(cli("ranges", "t", db=db).stdout.split())
     assert "476 kernels were launched by other threads" in table and "autograd" in table
     s = json.loads(cli("summary", "t", "-f", "json", db=db).stdout)
     assert s["kernels"] == 2102 and s["evidence"].keys() <= {"name", "none"}
     assert {k: v["count"] for k, v in s["memory_ops"].items()} == {"memcpy": 199, "memset": 39}
-    assert s["memory_ops"]["memcpy"]["time_ns"] == sum(k["duration_ns"] for k in ks if k["kind"] == "memcpy")
+    assert s["memory_ops"]["memcpy"]["time_ns"] == sum(
+        k["duration_ns"] for k in ks if k["kind"] == "memcpy"
+    )
     assert "besides the kernels: 199 memcpy" in " ".join(cli("summary", "t", db=db).stdout.split())
 
 
 def test_ranges_for_ncu_and_torch_runs(db):
     from .conftest import DATA
 
-    assert cli("import", str(DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz"), "--name", "n", db=db).exit_code == 0
+    assert (
+        cli(
+            "import", str(DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz"), "--name", "n", db=db
+        ).exit_code
+        == 0
+    )
     rs = json.loads(cli("ranges", "n", "-f", "json", db=db).stdout)
-    assert [(x["name"], x["kernels"], x["wall_ns"]) for x in rs] == [("resnet18.fp16.eager.iter0", 162, None)]
-    assert cli("import", str(DATA / "torch" / "kineto_resnet18_fp16.json.gz"), "--name", "k", db=db).exit_code == 0
+    assert [(x["name"], x["kernels"], x["wall_ns"]) for x in rs] == [
+        ("resnet18.fp16.eager.iter0", 162, None)
+    ]
+    assert (
+        cli(
+            "import", str(DATA / "torch" / "kineto_resnet18_fp16.json.gz"), "--name", "k", db=db
+        ).exit_code
+        == 0
+    )
     rs = json.loads(cli("ranges", "k", "-f", "json", db=db).stdout)
     assert [x["kernels"] for x in rs] == [162, 162] and all(x["wall_ns"] for x in rs)
     assert cli("ranges", "k", "-f", "csv", db=db).exit_code == 0
@@ -156,24 +189,39 @@ def _copy(nsys_dir, tmp_path, sql: str):
 
 
 def test_unknown_schema_refused(nsys_dir, tmp_path):
-    p = _copy(nsys_dir, tmp_path, "update META_DATA_EXPORT set value = '2' where name = 'EXPORT_SCHEMA_VERSION_MAJOR';"
-                                  "update META_DATA_EXPORT set value = '2.7.0' where name = 'EXPORT_SCHEMA_VERSION';")
+    p = _copy(
+        nsys_dir,
+        tmp_path,
+        "update META_DATA_EXPORT set value = '2' where name = 'EXPORT_SCHEMA_VERSION_MAJOR';"
+        "update META_DATA_EXPORT set value = '2.7.0' where name = 'EXPORT_SCHEMA_VERSION';",
+    )
     with pytest.raises(BadExport, match="schema 2.7.0 is not a layout profkit knows"):
         load(p)
-    p = _copy(nsys_dir, tmp_path, "alter table CUPTI_ACTIVITY_KIND_RUNTIME drop column correlationId;")
+    p = _copy(
+        nsys_dir, tmp_path, "alter table CUPTI_ACTIVITY_KIND_RUNTIME drop column correlationId;"
+    )
     with pytest.raises(BadExport, match="CUPTI_ACTIVITY_KIND_RUNTIME lacks correlationId"):
         load(p)
 
 
 def test_bad_nsys_inputs_one_line_each(nsys_dir, tmp_path, db):
-    assert cli("import", str(nsys_dir / "nsys_resnet18_fp16.sqlite"), "--name", "keep", db=db).exit_code == 0
+    assert (
+        cli(
+            "import", str(nsys_dir / "nsys_resnet18_fp16.sqlite"), "--name", "keep", db=db
+        ).exit_code
+        == 0
+    )
     plain = tmp_path / "plain.sqlite"
     sqlite3.connect(plain).execute("create table t (x)")
     (tmp_path / "junk.sqlite").write_bytes(b"not a database" * 300)
     no_kernels = _copy(nsys_dir, tmp_path, "drop table CUPTI_ACTIVITY_KIND_KERNEL;")
     no_kernels.rename(tmp_path / "nokern.sqlite")
-    cases = {plain: "not an Nsight Systems export", tmp_path / "junk.sqlite": "not a readable SQLite file",
-             tmp_path / "nokern.sqlite": "holds no CUDA kernels", db: "not an Nsight Systems export"}
+    cases = {
+        plain: "not an Nsight Systems export",
+        tmp_path / "junk.sqlite": "not a readable SQLite file",
+        tmp_path / "nokern.sqlite": "holds no CUDA kernels",
+        db: "not an Nsight Systems export",
+    }
     if not has_nsys():
         (tmp_path / "r.nsys-rep").write_bytes(b"x")
         (tmp_path / "r.qdstrm").write_bytes(b"x")
@@ -189,11 +237,27 @@ def test_run_under_nsys(db):
     """A training step under nsys: profkit's iteration ranges are start/end ranges, the
     process's, so each holds the whole step, the backward kernels autograd's thread launched
     included; the capture (cudaProfilerStart/Stop) holds nothing else."""
-    r = cli("run", "resnet18_train", "--tool", "nsys", "--precision", "amp", "--batch-size", "2", "--iters", "2",
-            "--name", "tr", db=db)
+    r = cli(
+        "run",
+        "resnet18_train",
+        "--tool",
+        "nsys",
+        "--precision",
+        "amp",
+        "--batch-size",
+        "2",
+        "--iters",
+        "2",
+        "--name",
+        "tr",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     rs = json.loads(cli("ranges", "tr", "-f", "json", db=db).stdout)
-    assert [x["name"] for x in rs] == ["resnet18_train.amp.eager.iter0", "resnet18_train.amp.eager.iter1"]
+    assert [x["name"] for x in rs] == [
+        "resnet18_train.amp.eager.iter0",
+        "resnet18_train.amp.eager.iter1",
+    ]
     assert all(x["kernels"] > 0 and x["other_thread_kernels"] == 0 for x in rs)
     ks = json.loads(cli("kernels", "tr", "-f", "json", db=db).stdout)
     kernels = [k for k in ks if k["kind"] == "kernel"]
@@ -214,10 +278,18 @@ def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):
     path = tmp_path / "odd.sqlite"
     shutil.copy(nsys_dir / "nsys_resnet18_fp16.sqlite", path)
     con = sqlite3.connect(path)
-    kernel_name = con.execute("select demangledName from CUPTI_ACTIVITY_KIND_KERNEL limit 1").fetchone()[0]
-    con.execute("update StringIds set value = ? where id = ?", (b"odd<\xff\xfe>_kernel", kernel_name))
-    text_id = con.execute("select textId from NVTX_EVENTS where textId is not null limit 1").fetchone()[0]
-    con.execute("update StringIds set value = cast(? as text) where id = ?", (b"range\xff", text_id))
+    kernel_name = con.execute(
+        "select demangledName from CUPTI_ACTIVITY_KIND_KERNEL limit 1"
+    ).fetchone()[0]
+    con.execute(
+        "update StringIds set value = ? where id = ?", (b"odd<\xff\xfe>_kernel", kernel_name)
+    )
+    text_id = con.execute(
+        "select textId from NVTX_EVENTS where textId is not null limit 1"
+    ).fetchone()[0]
+    con.execute(
+        "update StringIds set value = cast(? as text) where id = ?", (b"range\xff", text_id)
+    )
     con.commit()
     con.close()
     db = profkit.open_db(tmp_path / "d.db")
@@ -228,7 +300,9 @@ def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):
     assert run.report(tmp_path / "odd.html").exists()
 
 
-@pytest.mark.parametrize("name", ["nsys_resnet18_fp16", "nsys_resnet18_train_amp", "nsys_run_resnet18_train_amp"])
+@pytest.mark.parametrize(
+    "name", ["nsys_resnet18_fp16", "nsys_resnet18_train_amp", "nsys_run_resnet18_train_amp"]
+)
 @pytest.mark.parametrize("edit", [None, "crossing", "zero-length", "two short names", "copy kinds"])
 def test_bulk_import_equals_the_streamed_rows(tmp_path, name, edit):
     """The store writes an nsys export in SQL (Capture.bulk); the streamed rows are the same
@@ -245,22 +319,33 @@ def test_bulk_import_equals_the_streamed_rows(tmp_path, name, edit):
     if edit in ("two short names", "copy kinds"):
         con = sqlite3.connect(plain)
         if edit == "two short names":  # one kernel's short name id swapped for another's
-            other = con.execute("select max(shortName) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-            con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set shortName = ? where rowid = "
-                        "(select min(rowid) from CUPTI_ACTIVITY_KIND_KERNEL where shortName != ?)", [other, other])
+            other = con.execute("select max(shortName) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[
+                0
+            ]
+            con.execute(
+                "update CUPTI_ACTIVITY_KIND_KERNEL set shortName = ? where rowid = "
+                "(select min(rowid) from CUPTI_ACTIVITY_KIND_KERNEL where shortName != ?)",
+                [other, other],
+            )
         else:  # a copy of a kind the export's enum does not name
-            con.execute("update CUPTI_ACTIVITY_KIND_MEMCPY set copyKind = 999 where rowid = "
-                        "(select max(rowid) from CUPTI_ACTIVITY_KIND_MEMCPY)")
+            con.execute(
+                "update CUPTI_ACTIVITY_KIND_MEMCPY set copyKind = 999 where rowid = "
+                "(select max(rowid) from CUPTI_ACTIVITY_KIND_MEMCPY)"
+            )
         con.commit()
         con.close()
     elif edit:
         con = sqlite3.connect(plain)
-        start, end, tid = con.execute("select start, end, globalTid from NVTX_EVENTS where eventType = 59 "
-                                      "order by start desc limit 1").fetchone()
+        start, end, tid = con.execute(
+            "select start, end, globalTid from NVTX_EVENTS where eventType = 59 "
+            "order by start desc limit 1"
+        ).fetchone()
         first = start - (end - start) // 3 if edit == "crossing" else start + (end - start) // 2
         last = start + (end - start) // 3 if edit == "crossing" else first
-        con.execute("insert into NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) values (?, ?, 59, ?, ?, 0)",
-                    [first, last, f"user {edit}", tid])
+        con.execute(
+            "insert into NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) values (?, ?, 59, ?, ?, 0)",
+            [first, last, f"user {edit}", tid],
+        )
         con.commit()
         con.close()
     rows = list(load(plain).rows)
@@ -272,8 +357,11 @@ def test_bulk_import_equals_the_streamed_rows(tmp_path, name, edit):
     assert list(store.iter_kernels(via_sql.id)) == list(store.iter_kernels(via_rows.id))
     assert [r["launch_id"] for r in rows] == list(range(len(rows)))
     assert store.ranges(via_sql.id) == store.ranges(via_rows.id)
-    assert (via_sql.kernel_count, via_sql.gpu_time_ns, via_sql.info["notes"]) == \
-        (via_rows.kernel_count, via_rows.gpu_time_ns, via_rows.info["notes"])
+    assert (via_sql.kernel_count, via_sql.gpu_time_ns, via_sql.info["notes"]) == (
+        via_rows.kernel_count,
+        via_rows.gpu_time_ns,
+        via_rows.info["notes"],
+    )
 
 
 def test_paths_with_uri_characters(tmp_path):
@@ -287,4 +375,6 @@ def test_paths_with_uri_characters(tmp_path):
     r = cli("import", export, "--name", "odd", db=db)
     assert r.exit_code == 0, r.output
     assert cli_json("summary", "odd", db=db)["kernels"] == 913
-    assert not any("file:" in p.name or "mode=ro" in p.name for p in folder.iterdir())  # no stray files
+    assert not any(
+        "file:" in p.name or "mode=ro" in p.name for p in folder.iterdir()
+    )  # no stray files

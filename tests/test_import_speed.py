@@ -31,8 +31,11 @@ GOLDEN = DATA / "import_speed" / "golden.json"
 # Exports committed after issue 25 have no digest from before it: their own tests read them
 # (nsys/autograd_shapes: tests/test_program_imports.py; findings/: tests/test_findings_36.py).
 LATER = {"nsys/autograd_shapes.sqlite.gz", "findings/"}
-EXPORTS = sorted(e for p in DATA.rglob("*.sqlite.gz")
-                 if not any((e := p.relative_to(DATA).as_posix()).startswith(later) for later in LATER))
+EXPORTS = sorted(
+    e
+    for p in DATA.rglob("*.sqlite.gz")
+    if not any((e := p.relative_to(DATA).as_posix()).startswith(later) for later in LATER)
+)
 
 
 def _sha(text: str) -> str:
@@ -51,8 +54,14 @@ def digests(export: Path, db: Path) -> dict[str, object]:
     store = Store(db)
     run = store.get_run("g")
     syncs = json.dumps(store.host_syncs(run.id), sort_keys=True)
-    return {"kernels": _sha(kernels.stdout), "ranges": _sha(ranges.stdout), "host_syncs": _sha(syncs),
-            "notes": list(run.info.notes or []), "kernel_count": run.kernel_count, "gpu_time_ns": run.gpu_time_ns}
+    return {
+        "kernels": _sha(kernels.stdout),
+        "ranges": _sha(ranges.stdout),
+        "host_syncs": _sha(syncs),
+        "notes": list(run.info.notes or []),
+        "kernel_count": run.kernel_count,
+        "gpu_time_ns": run.gpu_time_ns,
+    }
 
 
 @pytest.mark.parametrize("export", EXPORTS)

@@ -29,7 +29,10 @@ STRUCTS = {
     "_Enable": ("CUpti_RangeProfiler_Enable_Params", "cupti_range_profiler.h"),
     "_Object": ("CUpti_RangeProfiler_Start_Params", "cupti_range_profiler.h"),
     "_DataSize": ("CUpti_RangeProfiler_GetCounterDataSize_Params", "cupti_range_profiler.h"),
-    "_DataInit": ("CUpti_RangeProfiler_CounterDataImage_Initialize_Params", "cupti_range_profiler.h"),
+    "_DataInit": (
+        "CUpti_RangeProfiler_CounterDataImage_Initialize_Params",
+        "cupti_range_profiler.h",
+    ),
     "_SetConfig": ("CUpti_RangeProfiler_SetConfig_Params", "cupti_range_profiler.h"),
     "_Stop": ("CUpti_RangeProfiler_Stop_Params", "cupti_range_profiler.h"),
     "_Decode": ("CUpti_RangeProfiler_DecodeData_Params", "cupti_range_profiler.h"),
@@ -62,11 +65,20 @@ def test_the_params_structs_have_cuptis_sizes_and_field_offsets(tmp_path):
         lines += [f'printf("{ours} {f} %zu\\n", offsetof({theirs}, {f}));' for f in fields]
     headers = sorted({h for _, h in STRUCTS.values()})
     source = tmp_path / "sizes.cpp"
-    source.write_text("#include <cstdio>\n#include <cstddef>\n" + "".join(f"#include <{h}>\n" for h in headers)
-                      + "int main() {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
+    source.write_text(
+        "#include <cstdio>\n#include <cstddef>\n"
+        + "".join(f"#include <{h}>\n" for h in headers)
+        + "int main() {\n"
+        + "\n".join(lines)
+        + "\nreturn 0;\n}\n"
+    )
     exe = tmp_path / "sizes"
-    subprocess.run([cxx, "-I", str(include), str(source), "-o", str(exe)], check=True, capture_output=True)
-    theirs = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    subprocess.run(
+        [cxx, "-I", str(include), str(source), "-o", str(exe)], check=True, capture_output=True
+    )
+    theirs = subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     mine = []
     for ours in STRUCTS:
         cls = getattr(kc, ours)
@@ -82,7 +94,10 @@ def test_the_launch_callback_ids_are_cuptis():
     include = _cupti_include()
     if include is None:
         pytest.skip("needs CUPTI's headers (torch's CUDA wheels)")
-    text = "".join((include / h).read_text() for h in ("cupti_callbacks.h", "cupti_driver_cbid.h", "cupti_runtime_cbid.h"))
+    text = "".join(
+        (include / h).read_text()
+        for h in ("cupti_callbacks.h", "cupti_driver_cbid.h", "cupti_runtime_cbid.h")
+    )
 
     def value(symbol):
         found = re.search(rf"\b{symbol}\s*=\s*(\d+)", text)
@@ -91,8 +106,12 @@ def test_the_launch_callback_ids_are_cuptis():
 
     for name, (domain, cbid) in kc.LAUNCH_CALLBACKS.items():
         driver = not name.startswith(("cuda", "__cuda"))
-        assert domain == value("CUPTI_CB_DOMAIN_DRIVER_API" if driver else "CUPTI_CB_DOMAIN_RUNTIME_API"), name
-        assert cbid == value(("CUPTI_DRIVER_TRACE_CBID_" if driver else "CUPTI_RUNTIME_TRACE_CBID_") + name), name
+        assert domain == value(
+            "CUPTI_CB_DOMAIN_DRIVER_API" if driver else "CUPTI_CB_DOMAIN_RUNTIME_API"
+        ), name
+        assert cbid == value(
+            ("CUPTI_DRIVER_TRACE_CBID_" if driver else "CUPTI_RUNTIME_TRACE_CBID_") + name
+        ), name
     assert kc.API_ENTER == value("CUPTI_API_ENTER")
 
 
@@ -134,7 +153,13 @@ def test_the_callbacks_range_only_each_functions_first_launch_and_count_every_la
     for i, (name, _) in enumerate(ORDER):
         _launch(sel, nested=i == 1, symbol=name.encode())
     assert cu.calls == ["push 0", "pop", "push 1", "pop", "push 3", "pop"]
-    assert (sel.seen, sel.named, sel.matched, sel.error, sel.differs) == (len(ORDER), 5, 5, None, None)
+    assert (sel.seen, sel.named, sel.matched, sel.error, sel.differs) == (
+        len(ORDER),
+        5,
+        5,
+        None,
+        None,
+    )
     kc._check_pass(sel, len(ORDER))  # a pass that repeats the timed step
     # a launch call on another thread, while this thread's is open, is a launch of its own
     # (its range nests in this one: the thread-block check then refuses the step)
@@ -167,13 +192,20 @@ def test_a_pass_that_does_not_repeat_the_timed_step_is_refused_or_counted_launch
     other = names[:2] + [b"d"] + names[3:]
     with pytest.raises(kc.CounterUnavailable) as caught:
         kc._check_pass(_pass(other), len(ORDER))
-    assert not isinstance(caught.value, kc._LaunchesMissed) and "launch 2 ran d where the timed step ran a" in str(caught.value)
+    assert not isinstance(
+        caught.value, kc._LaunchesMissed
+    ) and "launch 2 ran d where the timed step ran a" in str(caught.value)
     # more launches than timed: refused
     with pytest.raises(kc.CounterUnavailable) as caught:
         kc._check_pass(_pass(names + [b"a"]), len(ORDER))
-    assert not isinstance(caught.value, kc._LaunchesMissed) and "launched 6 kernels" in str(caught.value)
+    assert not isinstance(caught.value, kc._LaunchesMissed) and "launched 6 kernels" in str(
+        caught.value
+    )
     # fewer (a launch call the callbacks do not cover), or names never alike: every launch a range
-    for symbols, words in ((names[:4], "saw 4 launches of the 5"), ([b"_Z" + n for n in names], "names are not")):
+    for symbols, words in (
+        (names[:4], "saw 4 launches of the 5"),
+        ([b"_Z" + n for n in names], "names are not"),
+    ):
         with pytest.raises(kc._LaunchesMissed, match=words):
             kc._check_pass(_pass(symbols), len(ORDER))
     # a launch the callback does not name is counted, not checked
@@ -205,11 +237,18 @@ def test_the_callback_data_fields_are_at_cuptis_offsets(tmp_path):
         pytest.skip("needs a CUDA toolkit's headers (cupti_callbacks.h and crt/) and g++")
     fields = [f[0] for f in kc._CallbackData._fields_]
     source = tmp_path / "cb.cpp"
-    source.write_text("#include <cstdio>\n#include <cstddef>\n#include <cupti_callbacks.h>\nint main() {\n" + "\n".join(
-        f'printf("{f} %zu\\n", offsetof(CUpti_CallbackData, {f}));' for f in fields) + "\nreturn 0;\n}\n")
+    source.write_text(
+        "#include <cstdio>\n#include <cstddef>\n#include <cupti_callbacks.h>\nint main() {\n"
+        + "\n".join(f'printf("{f} %zu\\n", offsetof(CUpti_CallbackData, {f}));' for f in fields)
+        + "\nreturn 0;\n}\n"
+    )
     exe = tmp_path / "cb"
-    subprocess.run([cxx, "-I", str(include), str(source), "-o", str(exe)], check=True, capture_output=True)
-    theirs = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    subprocess.run(
+        [cxx, "-I", str(include), str(source), "-o", str(exe)], check=True, capture_output=True
+    )
+    theirs = subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     assert [f"{f} {getattr(kc._CallbackData, f).offset}" for f in fields] == theirs
 
 
@@ -218,12 +257,20 @@ def test_a_step_of_many_launches_is_counted_by_its_functions():
     is still counted (here it goes on to find no GPU); with every launch a range it is refused."""
     order = [(f"k{i % 3}", 1) for i in range(kc.MAX_RANGES + 10)]
     with pytest.raises(kc.CounterUnavailable) as caught:
-        kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], order, 0, ranges="first")
+        kc.count_step(
+            lambda: None, lambda: None, ["gpu__time_duration.sum"], order, 0, ranges="first"
+        )
     assert "ranges counted" not in str(caught.value)
-    with pytest.raises(kc.CounterUnavailable, match=f"launches {kc.MAX_RANGES + 10} kernels, more than the"):
-        kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], order, 0, ranges="all")
+    with pytest.raises(
+        kc.CounterUnavailable, match=f"launches {kc.MAX_RANGES + 10} kernels, more than the"
+    ):
+        kc.count_step(
+            lambda: None, lambda: None, ["gpu__time_duration.sum"], order, 0, ranges="all"
+        )
     many = [(f"k{i}", 1) for i in range(kc.MAX_RANGES + 1)]
-    with pytest.raises(kc.CounterUnavailable, match=f"launches {kc.MAX_RANGES + 1} kernel functions"):
+    with pytest.raises(
+        kc.CounterUnavailable, match=f"launches {kc.MAX_RANGES + 1} kernel functions"
+    ):
         kc.count_step(lambda: None, lambda: None, ["gpu__time_duration.sum"], many, 0)
 
 
@@ -237,8 +284,16 @@ def _job(tmp_path):
     from profkit.harness import HarnessJob
     from profkit.options import Spec
 
-    return HarnessJob(spec=Spec(), workload_path="w.py", warmup=1, iters=2, tag="t", info_path=str(tmp_path / "i.json"),
-                      count_metrics=["gpu__time_duration.sum"], counts_path=str(tmp_path / "counts.json"))
+    return HarnessJob(
+        spec=Spec(),
+        workload_path="w.py",
+        warmup=1,
+        iters=2,
+        tag="t",
+        info_path=str(tmp_path / "i.json"),
+        count_metrics=["gpu__time_duration.sum"],
+        counts_path=str(tmp_path / "counts.json"),
+    )
 
 
 def test_the_harness_counts_only_a_step_that_holds_every_timed_function(tmp_path, monkeypatch):
@@ -251,23 +306,39 @@ def test_the_harness_counts_only_a_step_that_holds_every_timed_function(tmp_path
 
     job, counts = _job(tmp_path), tmp_path / "counts.json"
     called = []
-    monkeypatch.setattr(kc, "count_step", lambda *a: called.append(a) or {"functions": {}, "passes": 7,
-                                                                          "launches": 1, "wall_s": 0.1})
+    monkeypatch.setattr(
+        kc,
+        "count_step",
+        lambda *a: called.append(a) or {"functions": {}, "passes": 7, "launches": 1, "wall_s": 0.1},
+    )
 
     def count(step_kernels, functions, info):
         counts.unlink(missing_ok=True)
-        harness._count(job, lambda: None, lambda: None, info, type("T", (), {"cuda": type("C", (), {
-            "current_device": staticmethod(lambda: 0)})}), harness.StepLaunches(step_kernels, functions))
+        harness._count(
+            job,
+            lambda: None,
+            lambda: None,
+            info,
+            type("T", (), {"cuda": type("C", (), {"current_device": staticmethod(lambda: 0)})}),
+            harness.StepLaunches(step_kernels, functions),
+        )
         return json.loads(counts.read_text()) if counts.exists() else None
 
     info: dict = {"kernel_timer_error": "CUPTI unavailable"}
-    assert count([("k", 4)], {"k"}, info) is None and "kernel_counter_error" not in info and not called
+    assert (
+        count([("k", 4)], {"k"}, info) is None and "kernel_counter_error" not in info and not called
+    )
     info = {}
-    assert count([], set(), info) == {"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0} and not called
+    assert (
+        count([], set(), info) == {"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}
+        and not called
+    )
     info = {}
     assert count([("a", 4)], {"a", "b"}, info) is None and not called
-    assert "1 kernel functions of the earlier measured iterations are not in the last (first: b)" in \
-        info["kernel_counter_error"]
+    assert (
+        "1 kernel functions of the earlier measured iterations are not in the last (first: b)"
+        in info["kernel_counter_error"]
+    )
     info = {}
     assert count([("a", 4), ("a", 8)], {"a"}, info)["passes"] == 7
     assert called[-1][3] == [("a", 4), ("a", 8)] and called[-1][2] == ["gpu__time_duration.sum"]
@@ -282,7 +353,13 @@ def test_counted_metrics_take_the_units_ncus_raw_page_gives_them():
     from profkit import classify
     from profkit.parse.ncu_plan import ncu_unit as _ncu_unit
 
-    path = Path(__file__).parent / "data" / "catalog" / "mobilenet_v2-amp-eager-ncu" / "raw-mangled.csv.gz"
+    path = (
+        Path(__file__).parent
+        / "data"
+        / "catalog"
+        / "mobilenet_v2-amp-eager-ncu"
+        / "raw-mangled.csv.gz"
+    )
     with gzip.open(path, "rt", newline="") as f:
         rows = csv.reader(f)
         header, units = next(rows), next(rows)

@@ -92,8 +92,15 @@ GOLDEN = {
 def read_digest(path: Path) -> str:
     c = read_kineto(path)
     rows = list(c.rows)
-    d = {"rows": rows, "ranges": c.ranges, "notes": c.notes, "host_syncs": c.host_syncs,
-         "gpu_name": c.gpu_name, "cc": c.compute_capability, "range_paths": c.range_paths}
+    d = {
+        "rows": rows,
+        "ranges": c.ranges,
+        "notes": c.notes,
+        "host_syncs": c.host_syncs,
+        "gpu_name": c.gpu_name,
+        "cc": c.compute_capability,
+        "range_paths": c.range_paths,
+    }
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
 
@@ -112,11 +119,13 @@ def test_committed_traces_read_as_before(name):
 
 
 SMALL = "torch/kineto_resnet18_fp16.json.gz"  # KINETO, a GPU trace with ranges
-CPU = "torch/cpu_resnet18_fp32.json.gz"       # a CPU-only trace: operators' self times
+CPU = "torch/cpu_resnet18_fp32.json.gz"  # a CPU-only trace: operators' self times
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 4096])
-@pytest.mark.parametrize("name", [SMALL, CPU, "where/host_sync_train-fp32-eager-torch/trace.json.gz"])
+@pytest.mark.parametrize(
+    "name", [SMALL, CPU, "where/host_sync_train-fp32-eager-torch/trace.json.gz"]
+)
 def test_any_chunk_size_reads_the_same(monkeypatch, tmp_path, name, chunk):
     """Chunks end anywhere (inside a number, a string, an escape, between an event and its
     comma): the trace reads the same, gzipped or plain."""
@@ -154,10 +163,14 @@ def test_top_level_entries_anywhere(tmp_path):
     trace = _trace()
     events = trace.pop("traceEvents")
     moved = tmp_path / "moved.json"
-    moved.write_text(json.dumps({"traceEvents": events, "extra": {"a": [1, {"b": "]},["}]}, **trace}))
+    moved.write_text(
+        json.dumps({"traceEvents": events, "extra": {"a": [1, {"b": "]},["}]}, **trace})
+    )
     assert read_digest(moved) == GOLDEN[SMALL]
     spaced = tmp_path / "spaced.json"
-    spaced.write_text(json.dumps({"x": "traceEvents", **trace, "traceEvents": events}, indent=3) + "\n\n")
+    spaced.write_text(
+        json.dumps({"x": "traceEvents", **trace, "traceEvents": events}, indent=3) + "\n\n"
+    )
     assert read_digest(spaced) == GOLDEN[SMALL]
 
 
@@ -188,23 +201,41 @@ def _write(tmp: Path, name: str, text: str, zipped: bool = False) -> Path:
 BAD = {
     "truncated mid-event": (lambda t: t[: _middle(t) + 40], "not a readable JSON trace"),
     "truncated between events": (lambda t: t[: _middle(t) - 2], "not a readable JSON trace"),
-    "garbage byte in traceEvents": (lambda t: t[: _middle(t)] + "\x07" + t[_middle(t):], "not a readable JSON trace"),
-    "garbage inside an event": (lambda t: t[: _middle(t) + 10] + "@" + t[_middle(t) + 10:],
-                                "not a readable JSON trace"),
-    "no comma between events": (lambda t: t[: t.rindex(",", 0, _middle(t))] + t[t.rindex(",", 0, _middle(t)) + 1:],
-                                "Expecting ',' delimiter"),
-    "comma after the last event": (lambda t: t[: t.rindex("]")] + ",]" + t[t.rindex("]") + 1:],
-                                   "not a readable JSON trace"),
+    "garbage byte in traceEvents": (
+        lambda t: t[: _middle(t)] + "\x07" + t[_middle(t) :],
+        "not a readable JSON trace",
+    ),
+    "garbage inside an event": (
+        lambda t: t[: _middle(t) + 10] + "@" + t[_middle(t) + 10 :],
+        "not a readable JSON trace",
+    ),
+    "no comma between events": (
+        lambda t: t[: t.rindex(",", 0, _middle(t))] + t[t.rindex(",", 0, _middle(t)) + 1 :],
+        "Expecting ',' delimiter",
+    ),
+    "comma after the last event": (
+        lambda t: t[: t.rindex("]")] + ",]" + t[t.rindex("]") + 1 :],
+        "not a readable JSON trace",
+    ),
     "data after the trace": (lambda t: t + ' {"traceEvents": []}', "Extra data"),
-    "traceEvents an object": (lambda t: json.dumps({**json.loads(t), "traceEvents": {"x": []}}),
-                              "not a Chrome/Kineto trace (no traceEvents list)"),
-    "traceEvents a string": (lambda t: json.dumps({**json.loads(t), "traceEvents": "[]"}),
-                             "not a Chrome/Kineto trace (no traceEvents list)"),
-    "traceEvents twice": (lambda t: t.rstrip()[:-1] + ', "traceEvents": []}', "has more than one traceEvents entry"),
+    "traceEvents an object": (
+        lambda t: json.dumps({**json.loads(t), "traceEvents": {"x": []}}),
+        "not a Chrome/Kineto trace (no traceEvents list)",
+    ),
+    "traceEvents a string": (
+        lambda t: json.dumps({**json.loads(t), "traceEvents": "[]"}),
+        "not a Chrome/Kineto trace (no traceEvents list)",
+    ),
+    "traceEvents twice": (
+        lambda t: t.rstrip()[:-1] + ', "traceEvents": []}',
+        "has more than one traceEvents entry",
+    ),
     "a JSON number": (lambda t: "12", "not a Chrome/Kineto trace"),
     "empty": (lambda t: "", "not a readable JSON trace"),
-    "a kernel named 5 mid-stream": (lambda t: t[: _middle(t)] + '{"ph": "X", "cat": "kernel", "name": 5}, '
-                                    + t[_middle(t):], "name is 5, not a string"),
+    "a kernel named 5 mid-stream": (
+        lambda t: t[: _middle(t)] + '{"ph": "X", "cat": "kernel", "name": 5}, ' + t[_middle(t) :],
+        "name is 5, not a string",
+    ),
 }
 
 

@@ -32,7 +32,10 @@ def test_auto_order(monkeypatch):
     monkeypatch.setattr(ncu, "find", lambda: "/x/ncu")
     monkeypatch.setattr(nsys, "find", lambda: "/x/nsys")
     monkeypatch.setattr(ncu, "counters_readable", lambda: (True, "counters readable"))
-    assert launch.choose_tool("cuda") == ("ncu", "Nsight Compute is at /x/ncu and counters readable")
+    assert launch.choose_tool("cuda") == (
+        "ncu",
+        "Nsight Compute is at /x/ncu and counters readable",
+    )
     monkeypatch.setattr(ncu, "counters_readable", lambda: (False, "restricted"))
     tool, why = launch.choose_tool("cuda")
     assert tool == "nsys" and "ncu is installed but restricted" in why
@@ -61,7 +64,10 @@ def test_counter_permission_from_the_driver(tmp_path):
     assert ncu.counters_readable(params, euid=1000)[0] is False
     assert ncu.counters_readable(params, euid=0)[0] is True
     params.write_text("RmProfilingAdminOnly: 0\n")
-    assert ncu.counters_readable(params, euid=1000) == (True, "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)")
+    assert ncu.counters_readable(params, euid=1000) == (
+        True,
+        "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)",
+    )
     assert ncu.counters_readable(tmp_path / "absent", euid=1000)[0] is True
 
 
@@ -85,11 +91,17 @@ def test_bad_run_options_before_any_database(tmp_path):
         (["run", "resnet18", "--device", "cpu", "--tool", "nsys"], "needs --tool torch"),
         (["run", "resnet18", "--tool", "torch", "--metrics", "time"], "collects none"),
         (["run", "resnet18", "--device", "cpu", "--metrics", "time"], "--tool auto chose torch"),
-        (["run", "resnet18", "--tool", "perf"], "Invalid value for '--tool': Value error, 'perf' is not one of 'auto', 'ncu', 'nsys', 'torch'"),
+        (
+            ["run", "resnet18", "--tool", "perf"],
+            "Invalid value for '--tool': Value error, 'perf' is not one of 'auto', 'ncu', 'nsys', 'torch'",
+        ),
         (["run", "resnet18", "--device", "tpu"], "Invalid value for '--device'"),
         (["run", "resnet18", "--iters", "0"], "--iters must be at least 1, not 0"),
         (["run", "resnet18", "--warmup", "-1"], "--warmup must be at least 0"),
-        (["run", "resnet18", "--timeout", "0"], "--timeout must be a number of seconds, at least 1"),
+        (
+            ["run", "resnet18", "--timeout", "0"],
+            "--timeout must be a number of seconds, at least 1",
+        ),
         (["run", "resnet18", "--timeout", "nan"], "--timeout must be a number of seconds"),
         (["run", "resnet18", "--name", "12"], "--name '12' is not a usable run name"),
         (["run", "resnet18", "--batch-size", "0"], "--batch-size must be at least 1"),
@@ -114,17 +126,26 @@ def test_run_on_cpu_then_summary_and_kernels(db, tmp_path, monkeypatch):
     ks = json.loads(cli("kernels", name, "-f", "json", db=db).stdout)
     assert s["kernels"] == len(ks) > 100 and s["gpu_time_ns"] == sum(k["duration_ns"] for k in ks)
     contract = json.loads(cli("kernels", name, "-f", "json", db=db).stdout)[0].keys()
-    ncu_run = cli("import", str(DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz"), "--name", "n", db=db)
+    ncu_run = cli(
+        "import", str(DATA / "ncu" / "resnet18_fp16_eager.raw.csv.gz"), "--name", "n", db=db
+    )
     assert ncu_run.exit_code == 0
     assert json.loads(cli("kernels", "n", "-f", "json", db=db).stdout)[0].keys() == contract
     assert set(json.loads(cli("summary", "n", "-f", "json", db=db).stdout)) == set(s)
-    assert {k["kind"] for k in ks} == {"cpu_op"} and {k["nvtx_range"] for k in ks} == {"resnet18.fp32.eager.iter0"}
+    assert {k["kind"] for k in ks} == {"cpu_op"} and {k["nvtx_range"] for k in ks} == {
+        "resnet18.fp32.eager.iter0"
+    }
     assert {k["precision"] for k in ks if k["family"] == "conv"} == {"fp32"}
     assert not any(k["tensor_core"] for k in ks)
     assert cli("kernels", name, "--limit", "5", db=db).exit_code == 0
     assert cli("summary", name, "-f", "csv", db=db).exit_code == 0
     run = json.loads(cli("runs", "-f", "json", db=db).stdout)[0]
-    assert (run["device"], run["tool"], run["activity"], run["gpu_name"]) == ("cpu", "torch", "cpu_op", None)
+    assert (run["device"], run["tool"], run["activity"], run["gpu_name"]) == (
+        "cpu",
+        "torch",
+        "cpu_op",
+        None,
+    )
     assert (Path(str(db)).parent / "profkit-runs" / name / "trace.json.gz").exists()
 
 
@@ -135,10 +156,26 @@ def test_a_model_that_fails_in_the_warm_up_is_one_line(tmp_path, mode):
     one line that names the compiler (or the warm-up) and the error; the run is recorded failed,
     with no kernels."""
     db = tmp_path / "p.db"
-    r = cli("run", Path(__file__).parent / "workloads" / "forward_fails.py", "--device", "cpu", "--mode", mode,
-            "--tool", "torch", "--warmup", "1", "--batch-size", "2", db=db)
-    expected = "torch.compile (default) failed on forward_fails in fp32" if mode == "compile" else \
-        "the warm-up failed for forward_fails in fp32"
+    r = cli(
+        "run",
+        Path(__file__).parent / "workloads" / "forward_fails.py",
+        "--device",
+        "cpu",
+        "--mode",
+        mode,
+        "--tool",
+        "torch",
+        "--warmup",
+        "1",
+        "--batch-size",
+        "2",
+        db=db,
+    )
+    expected = (
+        "torch.compile (default) failed on forward_fails in fp32"
+        if mode == "compile"
+        else "the warm-up failed for forward_fails in fp32"
+    )
     one_line_error(r, expected)
     assert "same reduction dim" in r.stderr or "cannot be multiplied" in r.stderr
     runs = cli_json("runs", db=db)
@@ -149,12 +186,40 @@ def test_compile_options_checked_before_anything_runs(tmp_path):
     db = tmp_path / "p.db"
     for argv, message in [
         (["run", "resnet18", "--mode", "compile", "--warmup", "0"], "--warmup must be at least 1"),
-        (["run", "resnet18", "--compile-mode", "max-autotune"], "--compile-mode max-autotune is torch.compile's: it needs --mode compile"),
-        (["run", "resnet18", "--mode", "compile", "--compile-mode", "fastest"], "Invalid value for '--compile-mode'"),
-        (["run", "resnet18", "--mode", "compile", "--compile-mode", "reduce-overhead", "--device", "cpu"],
-         "reduce-overhead replays CUDA graphs: it needs --device cuda"),
-        (["run", "resnet18", "--mode", "compile", "--compile-mode", "reduce-overhead", "--warmup", "2"],
-         "--warmup must be at least 3"),
+        (
+            ["run", "resnet18", "--compile-mode", "max-autotune"],
+            "--compile-mode max-autotune is torch.compile's: it needs --mode compile",
+        ),
+        (
+            ["run", "resnet18", "--mode", "compile", "--compile-mode", "fastest"],
+            "Invalid value for '--compile-mode'",
+        ),
+        (
+            [
+                "run",
+                "resnet18",
+                "--mode",
+                "compile",
+                "--compile-mode",
+                "reduce-overhead",
+                "--device",
+                "cpu",
+            ],
+            "reduce-overhead replays CUDA graphs: it needs --device cuda",
+        ),
+        (
+            [
+                "run",
+                "resnet18",
+                "--mode",
+                "compile",
+                "--compile-mode",
+                "reduce-overhead",
+                "--warmup",
+                "2",
+            ],
+            "--warmup must be at least 3",
+        ),
     ]:
         one_line_error(cli(*argv, db=db), message, code=2)
     assert not db.exists()
@@ -163,7 +228,17 @@ def test_compile_options_checked_before_anything_runs(tmp_path):
 @needs_torch
 def test_workload_output_that_looks_like_an_error_is_not_one(tmp_path):
     db = tmp_path / "p.db"
-    r = cli("run", Path(__file__).parent / "workloads" / "noisy_stderr.py", "--device", "cpu", "--warmup", "1",
-            "--no-report", "--name", "noisy", db=db)
+    r = cli(
+        "run",
+        Path(__file__).parent / "workloads" / "noisy_stderr.py",
+        "--device",
+        "cpu",
+        "--warmup",
+        "1",
+        "--no-report",
+        "--name",
+        "noisy",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     assert cli_json("runs", db=db)[0]["status"] == "ok"

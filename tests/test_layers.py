@@ -12,7 +12,6 @@ module like any other, with its own place.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,15 +21,57 @@ PACKAGE = ROOT / "profkit"
 # ("parse.schema" before "parse"); "profkit" is the package's own __init__ (the public names)
 # alone. A module may import any module of its own layer or of a layer below.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("shared", ["version", "errors", "records", "rows", "formatting", "processes", "names", "choices", "options", "files",
-                "parse.schema", "nvtx_ranges"]),
-    ("launch side", ["tools", "gpu", "code_versions", "torchrun", "workloads", "harness", "kernel_timer", "kernel_counter",
-                     "steps", "annotate", "process", "program"]),
+    (
+        "shared",
+        [
+            "version",
+            "errors",
+            "records",
+            "rows",
+            "formatting",
+            "processes",
+            "names",
+            "choices",
+            "options",
+            "files",
+            "parse.schema",
+            "nvtx_ranges",
+        ],
+    ),
+    (
+        "launch side",
+        [
+            "tools",
+            "gpu",
+            "code_versions",
+            "torchrun",
+            "workloads",
+            "harness",
+            "kernel_timer",
+            "kernel_counter",
+            "steps",
+            "annotate",
+            "process",
+            "program",
+        ],
+    ),
     ("verdicts", ["classify"]),
     ("readers", ["parse"]),
     ("store", ["store"]),
     ("analyses", ["analyze"]),
-    ("jobs and pages", ["ingest", "ncu_counters", "launch", "benchmark", "cluster", "sweep_job", "doctor", "report"]),
+    (
+        "jobs and pages",
+        [
+            "ingest",
+            "ncu_counters",
+            "launch",
+            "benchmark",
+            "cluster",
+            "sweep_job",
+            "doctor",
+            "report",
+        ],
+    ),
     ("front door", ["api"]),
     ("command and public names", ["cli", "render", "__main__", "profkit"]),
 ]
@@ -60,11 +101,16 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in known else target for a in node.names]
+            targets = [
+                f"{target}.{a.name}" if f"{target}.{a.name}" in known else target
+                for a in node.names
+            ]
         else:
             continue
         for t in targets:
-            while t and t not in known:  # "import profkit.parse.schema.X" style: the module that exists
+            while (
+                t and t not in known
+            ):  # "import profkit.parse.schema.X" style: the module that exists
                 t = t.rpartition(".")[0]
             if t and t != name:
                 out.add(t)
@@ -99,7 +145,7 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for n in sorted(g.get(m, ())):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if n not in state:
                 found = visit(n)
                 if found:
@@ -128,15 +174,17 @@ def upward_imports(g: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_sees_lazy_and_type_only_imports() -> None:
     g = graph()
-    assert "profkit.store" in g["profkit.analyze.summary"]          # from ..store import Store
-    assert "profkit.api" in g["profkit.cli"]                         # inside a function
-    assert "profkit.report.model" in g["profkit.report"]             # from . import model, page
-    assert "profkit.parse.schema" in g["profkit"]                    # under if TYPE_CHECKING
+    assert "profkit.store" in g["profkit.analyze.summary"]  # from ..store import Store
+    assert "profkit.api" in g["profkit.cli"]  # inside a function
+    assert "profkit.report.model" in g["profkit.report"]  # from . import model, page
+    assert "profkit.parse.schema" in g["profkit"]  # under if TYPE_CHECKING
 
 
 def test_every_module_has_a_layer() -> None:
     unplaced = [m for m in graph() if layer_of(m) is None]
-    assert not unplaced, f"place these modules in a layer of LAYERS (tests/test_layers.py): {unplaced}"
+    assert not unplaced, (
+        f"place these modules in a layer of LAYERS (tests/test_layers.py): {unplaced}"
+    )
 
 
 def test_imports_point_down() -> None:
@@ -162,5 +210,6 @@ def layers_text() -> str:
 
 def test_the_architecture_page_shows_these_layers() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    assert f"```text\n{layers_text()}\n```" in page, \
+    assert f"```text\n{layers_text()}\n```" in page, (
         "docs/architecture.md's layers differ from LAYERS: paste\n" + layers_text()
+    )

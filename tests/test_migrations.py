@@ -30,8 +30,12 @@ def record(path: Path) -> list[tuple[str, str, bool]]:
     """(set, step, whether a time is recorded) per recorded step, in order."""
     con = sqlite3.connect(path)
     try:
-        return [(s, n, at is not None) for s, n, at in
-                con.execute(f"select migration_set, name, applied_at from {MIGRATIONS_TABLE} order by id")]
+        return [
+            (s, n, at is not None)
+            for s, n, at in con.execute(
+                f"select migration_set, name, applied_at from {MIGRATIONS_TABLE} order by id"
+            )
+        ]
     finally:
         con.close()
 
@@ -43,11 +47,15 @@ def layout(path: Path) -> dict[str, list[tuple]]:
     con = sqlite3.connect(path)
     try:
         out: dict[str, list[tuple]] = {}
-        for name, kind in con.execute("select name, type from sqlite_master where name not like 'sqlite_%' "
-                                      f"and name not like '%{MIGRATIONS_TABLE}%'"):
+        for name, kind in con.execute(
+            "select name, type from sqlite_master where name not like 'sqlite_%' "
+            f"and name not like '%{MIGRATIONS_TABLE}%'"
+        ):
             pragma = "index_info" if kind == "index" else "table_info"
-            out[f"{kind} {name}"] = [tuple(r[1:]) if kind == "index" else (r[1], r[2], r[3], r[5])
-                                     for r in con.execute(f"pragma {pragma}({name})")]
+            out[f"{kind} {name}"] = [
+                tuple(r[1:]) if kind == "index" else (r[1], r[2], r[3], r[5])
+                for r in con.execute(f"pragma {pragma}({name})")
+            ]
             if kind == "table":
                 out[f"{kind} {name}"].sort()
         return out
@@ -69,6 +77,7 @@ def sha256(path: Path) -> str:
 
 def no_writes(monkeypatch) -> None:
     """Any write transaction from now on fails the test."""
+
     def refuse(self):
         raise AssertionError("a write transaction on opening an up-to-date database")
 
@@ -77,8 +86,11 @@ def no_writes(monkeypatch) -> None:
 
 def read_only(monkeypatch) -> None:
     """Stores open their file read-only (SQLite's mode=ro: root's tests cannot chmod it away)."""
+
     def connect(self):
-        return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        return sqlite3.connect(
+            f"file:{self.path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+        )
 
     monkeypatch.setattr(Store, "_connect", connect)
 
@@ -102,9 +114,20 @@ def test_a_new_database_records_every_step(db):
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
-    assert [m.name for m in Migrations("profkit").applied(Database(db))] == NAMES  # sqlite-utils reads the record
-    assert {"table runs", "table kernel_rows", "view kernels", "table strings", "table ranges", "table benches",
-            "table bench_rows", "table host_syncs", "table meta"} <= set(layout(db))
+    assert [
+        m.name for m in Migrations("profkit").applied(Database(db))
+    ] == NAMES  # sqlite-utils reads the record
+    assert {
+        "table runs",
+        "table kernel_rows",
+        "view kernels",
+        "table strings",
+        "table ranges",
+        "table benches",
+        "table bench_rows",
+        "table host_syncs",
+        "table meta",
+    } <= set(layout(db))
 
 
 @pytest.mark.parametrize("schema", [5, 7])
@@ -114,7 +137,9 @@ def test_each_committed_old_database_upgrades_and_lists_every_step(tmp_path, sch
     path = old_copy(tmp_path, schema)
     con = sqlite3.connect(path)
     assert MIGRATIONS_TABLE not in {r[0] for r in con.execute("select name from sqlite_master")}
-    assert con.execute("select value from meta where key = 'schema_version'").fetchone() == (str(schema),)
+    assert con.execute("select value from meta where key = 'schema_version'").fetchone() == (
+        str(schema),
+    )
     con.close()
     runs = [r.name for r in Store(path).runs()]
     assert record(path) == [("profkit", n, i + 1 > schema) for i, n in enumerate(NAMES)]
@@ -170,8 +195,10 @@ def test_a_step_left_out_is_applied_and_recorded_with_the_earlier_ones(db):
     """A database at schema 8 (no record) gets the steps after 8 only; 1 to 8 are recorded with them."""
     Store(db).runs()
     con = sqlite3.connect(db)
-    con.executescript(f"drop table {MIGRATIONS_TABLE}; alter table runs drop column folder; drop table host_syncs; "
-                      "delete from meta where key = 'max_run_id'; update meta set value = '8' where key = 'schema_version';")
+    con.executescript(
+        f"drop table {MIGRATIONS_TABLE}; alter table runs drop column folder; drop table host_syncs; "
+        "delete from meta where key = 'max_run_id'; update meta set value = '8' where key = 'schema_version';"
+    )
     con.close()
     Store(db).runs()
     assert record(db) == [("profkit", n, i >= 8) for i, n in enumerate(NAMES)]
@@ -198,7 +225,9 @@ def test_a_schema_13_database_drops_the_counters_it_kept_per_function(db):
         update meta set value = '13' where key = 'schema_version';""")
     con.close()
     assert Store(db).runs() == []
-    assert record(db)[-1] == ("profkit", "counters_per_launch", True) and version(db) == str(SCHEMA_VERSION)
+    assert record(db)[-1] == ("profkit", "counters_per_launch", True) and version(db) == str(
+        SCHEMA_VERSION
+    )
     assert layout(db) == layout(new)
     con = sqlite3.connect(db)
     assert con.execute("select count(*) from counters").fetchone() == (0,)
@@ -209,17 +238,26 @@ def test_an_old_database_that_cannot_be_written_is_one_line(tmp_path, monkeypatc
     path = old_copy(tmp_path, 7)
     before = sha256(path)
     read_only(monkeypatch)
-    with pytest.raises(StoreError, match=r"written by an earlier profkit \(schema 7\) and is upgraded in place"):
+    with pytest.raises(
+        StoreError, match=r"written by an earlier profkit \(schema 7\) and is upgraded in place"
+    ):
         Store(path)
     assert sha256(path) == before
 
 
-@pytest.mark.parametrize("change, message", [
-    (f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('profkit', 'from_the_future', 'x')",
-     "its layout step 'from_the_future' is not one this profkit knows"),
-    (f"update meta set value = '{SCHEMA_VERSION + 1}' where key = 'schema_version'",
-     f"schema {SCHEMA_VERSION + 1}, this one reads up to {SCHEMA_VERSION}"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('profkit', 'from_the_future', 'x')",
+            "its layout step 'from_the_future' is not one this profkit knows",
+        ),
+        (
+            f"update meta set value = '{SCHEMA_VERSION + 1}' where key = 'schema_version'",
+            f"schema {SCHEMA_VERSION + 1}, this one reads up to {SCHEMA_VERSION}",
+        ),
+    ],
+)
 def test_a_database_of_a_newer_profkit_is_refused_in_one_line(db, change, message):
     store = Store(db)
     import_file(store, CSV, name="a")
@@ -246,13 +284,18 @@ def test_a_newer_layout_this_sqlite_cannot_parse_is_refused_as_a_newer_profkits(
     assert con.execute("pragma user_version").fetchone()[0] == SCHEMA_VERSION
     con.execute(f"pragma user_version = {SCHEMA_VERSION + 1}")
     con.execute("pragma writable_schema = on")
-    con.execute("insert into sqlite_master (type, name, tbl_name, rootpage, sql) values ('table', 't_future', "
-                "'t_future', 0, 'create table t_future (x int) with_a_future_option')")
+    con.execute(
+        "insert into sqlite_master (type, name, tbl_name, rootpage, sql) values ('table', 't_future', "
+        "'t_future', 0, 'create table t_future (x int) with_a_future_option')"
+    )
     con.close()
     before = sha256(db)
     for command in (("runs",), ("summary", "a"), ("import", CSV)):
-        one_line_error(cli(*command, db=db), f"was made by a newer profkit (schema {SCHEMA_VERSION + 1}, this one reads "
-                                             f"up to {SCHEMA_VERSION}). Upgrade profkit")
+        one_line_error(
+            cli(*command, db=db),
+            f"was made by a newer profkit (schema {SCHEMA_VERSION + 1}, this one reads "
+            f"up to {SCHEMA_VERSION}). Upgrade profkit",
+        )
     assert sha256(db) == before
 
 
@@ -260,7 +303,9 @@ def test_another_set_in_the_record_is_left_alone(db):
     """The record is sqlite-utils' table: another tool's migration set in it is not profkit's."""
     Store(db).runs()
     con = sqlite3.connect(db)
-    con.execute(f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('mine', 'x', 'y')")
+    con.execute(
+        f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values ('mine', 'x', 'y')"
+    )
     con.commit()
     con.close()
     assert Store(db).runs() == []
@@ -284,8 +329,12 @@ print(sorted(r for r in sqlite3.connect(sys.argv[1]).execute("select type, name,
 """
     out = {}
     for how in ("lean", "library"):
-        p = subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{how}.db"), how], capture_output=True,
-                           text=True, check=True)
+        p = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / f"{how}.db"), how],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         out[how] = p.stdout.splitlines()
     assert out["lean"][0] == "False False" and out["library"][0] == "True True"
     assert out["lean"][1] == out["library"][1] and "kernel_rows" in out["lean"][1]

@@ -31,8 +31,13 @@ SHOTS = Path(os.environ.get("PROFKIT_SHOTS_24", "/work/shots-24/misc"))
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     d = profkit.open_db(tmp_path_factory.mktemp("names") / "p.db", create=True)
-    for path, name in ((EAGER, "r18_eager"), (COMPILED, "r18_compiled"), (CPU_FP32, "cpu_fp32"),
-                       (CPU_BF16, "cpu_bf16"), (NCU_FP16, "ncu_fp16")):
+    for path, name in (
+        (EAGER, "r18_eager"),
+        (COMPILED, "r18_compiled"),
+        (CPU_FP32, "cpu_fp32"),
+        (CPU_BF16, "cpu_bf16"),
+        (NCU_FP16, "ncu_fp16"),
+    ):
         d.import_file(path, name=name)
     return d
 
@@ -49,7 +54,10 @@ def test_family_labels_keep_a_words_digits(db):
     names = {r.name for r in rows}
     assert "max_pool2d_with_indices" in names and not any("#" in n for n in names)
     assert variant_label("bn_fw_inf_1C11_kernel_NCHW") == "bn_fw_inf_1C11_kernel_NCHW"
-    assert variant_label("nll_loss_forward_reduce_cuda_kernel_2d") == "nll_loss_forward_reduce_cuda_kernel_2d"
+    assert (
+        variant_label("nll_loss_forward_reduce_cuda_kernel_2d")
+        == "nll_loss_forward_reduce_cuda_kernel_2d"
+    )
 
 
 def test_variants_still_line_up_and_are_wildcarded_as_stars():
@@ -61,7 +69,9 @@ def test_variants_still_line_up_and_are_wildcarded_as_stars():
     assert work_key(f16) == work_key(bf16) == ("fmha_cutlassF_*_aligned_*_rf_sm80", "")
     a = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"
     b = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0"
-    assert work_key(a)[0] == work_key(b)[0] and "sm90" in work_key(a)[0] and "#" not in work_key(a)[0]
+    assert (
+        work_key(a)[0] == work_key(b)[0] and "sm90" in work_key(a)[0] and "#" not in work_key(a)[0]
+    )
     assert work_key("triton_poi_fused_add_13")[0] == work_key("triton_poi_fused_add_2")[0]
     assert variant_label("ampere_sgemm_128x64_nn") == "ampere_sgemm_*_nn"
 
@@ -69,7 +79,11 @@ def test_variants_still_line_up_and_are_wildcarded_as_stars():
 def test_tensor_core_convolutions_are_conv_not_gemm(db):
     """Every convolution run as an implicit GEMM (cuDNN xmma fprop/dgrad/wgrad, CUTLASS conv)
     in the committed ResNet-18 captures is family conv, on the tensor cores still."""
-    convs = [k for k in db.run("ncu_fp16").iter_kernels() if re.search(r"xmma_(fprop|dgrad|wgrad)|s16816fprop", k["name"])]
+    convs = [
+        k
+        for k in db.run("ncu_fp16").iter_kernels()
+        if re.search(r"xmma_(fprop|dgrad|wgrad)|s16816fprop", k["name"])
+    ]
     assert len(convs) > 10
     assert {k["family"] for k in convs} == {"conv"}
     assert any(k["tensor_core"] for k in convs)
@@ -89,17 +103,30 @@ def test_diff_compare_and_report_default_to_family(db):
     assert db.diff("r18_eager", "r18_compiled").match == "family"
     assert db.run("r18_eager").diff(db.run("r18_compiled")).match == "family"
     commands = typer.main.get_command(app).commands
-    defaults = {name: next(p.default for p in commands[name].params if p.name == "match")
-                for name in ("diff", "compare", "report")}
-    assert {k: getattr(v, "value", v) for k, v in defaults.items()} == dict.fromkeys(defaults, "family")
+    defaults = {
+        name: next(p.default for p in commands[name].params if p.name == "match")
+        for name in ("diff", "compare", "report")
+    }
+    assert {k: getattr(v, "value", v) for k, v in defaults.items()} == dict.fromkeys(
+        defaults, "family"
+    )
     # report: --match alone (the default) without --vs is no error; another one is
     assert cli("report", "r18_eager", "--match", "exact", db=db.path).exit_code == 2
 
 
 # ------------------------------------------------------------------------- (c) did you mean
-@pytest.mark.parametrize("argv", [["summary", "r18_eagr"], ["kernels", "r18_eagr"], ["ranges", "r18_eagr"],
-                                  ["diff", "r18_eagr", "r18_compiled"], ["diff", "r18_eager", "r18_compild"],
-                                  ["report", "r18_eagr"], ["report", "r18_eager", "--vs", "r18_compild"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["summary", "r18_eagr"],
+        ["kernels", "r18_eagr"],
+        ["ranges", "r18_eagr"],
+        ["diff", "r18_eagr", "r18_compiled"],
+        ["diff", "r18_eager", "r18_compild"],
+        ["report", "r18_eagr"],
+        ["report", "r18_eager", "--vs", "r18_compild"],
+    ],
+)
 def test_a_mistyped_run_name_gets_did_you_mean(db, argv):
     before = _sha(db.path)
     r = cli(*argv, db=db.path)
@@ -131,17 +158,40 @@ def test_stages_on_stderr_when_it_is_no_terminal(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cli_module, "QUIET_S", 0.0)
     db = tmp_path / "p.db"
-    r = cli("run", ROOT / "tests" / "workloads" / "tiny_classifier.py", "--device", "cpu", "--tool", "torch",
-            "--iters", "1", "--warmup", "1", "--no-report", db=db)
+    r = cli(
+        "run",
+        ROOT / "tests" / "workloads" / "tiny_classifier.py",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "--no-report",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     lines = r.stderr.splitlines()
-    stages = [line for line in lines if line.startswith(("profkit: launching", "profkit: profiling",
-                                                         "profkit: reading", "profkit: classifying"))]
-    assert [s.split()[1] for s in stages] == ["launching", "profiling", "reading", "classifying"], lines
+    stages = [
+        line
+        for line in lines
+        if line.startswith(
+            ("profkit: launching", "profkit: profiling", "profkit: reading", "profkit: classifying")
+        )
+    ]
+    assert [s.split()[1] for s in stages] == ["launching", "profiling", "reading", "classifying"], (
+        lines
+    )
     assert len(set(lines)) == len(lines)
     assert "profkit:" not in r.stdout and "CPU operator calls" in r.stdout
     r = cli("import", EAGER, "--name", "again", db=db)
-    assert r.exit_code == 0 and r.stderr.startswith("profkit: importing ") and "importing" not in r.stdout
+    assert (
+        r.exit_code == 0
+        and r.stderr.startswith("profkit: importing ")
+        and "importing" not in r.stdout
+    )
 
 
 @needs_torch
@@ -149,12 +199,31 @@ def test_compare_json_stays_clean_with_stages(tmp_path, monkeypatch):
     from profkit import cli as cli_module
 
     monkeypatch.setattr(cli_module, "QUIET_S", 0.0)
-    r = cli("compare", ROOT / "tests" / "workloads" / "tiny_classifier.py", "--device", "cpu", "--tool", "torch",
-            "--precisions", "fp32,fp16", "--modes", "eager", "--iters", "1", "--warmup", "1", "-f", "json",
-            "--no-report", db=tmp_path / "p.db")
+    r = cli(
+        "compare",
+        ROOT / "tests" / "workloads" / "tiny_classifier.py",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--precisions",
+        "fp32,fp16",
+        "--modes",
+        "eager",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "-f",
+        "json",
+        "--no-report",
+        db=tmp_path / "p.db",
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["match"] == "family"
-    assert sum(line.startswith("profkit: launching") for line in r.stderr.splitlines()) == 2, r.stderr
+    assert sum(line.startswith("profkit: launching") for line in r.stderr.splitlines()) == 2, (
+        r.stderr
+    )
 
 
 def test_quick_commands_print_no_stages(tmp_path):
@@ -173,18 +242,35 @@ def test_quick_commands_print_no_stages(tmp_path):
 def test_reprs_are_one_line_with_headline_figures(db):
     eager, compiled = db.run("r18_eager"), db.run("r18_compiled")
     d = eager.diff(compiled)
-    cmp = profkit.Comparison("resnet18", d.match, ["fp16 eager", "fp16 compile"], [eager, compiled], [d])
-    texts = {"run": repr(eager), "summary": repr(eager.summary()), "diff": repr(d), "comparison": repr(cmp)}
+    cmp = profkit.Comparison(
+        "resnet18", d.match, ["fp16 eager", "fp16 compile"], [eager, compiled], [d]
+    )
+    texts = {
+        "run": repr(eager),
+        "summary": repr(eager.summary()),
+        "diff": repr(d),
+        "comparison": repr(cmp),
+    }
     for what, text in texts.items():
-        assert "\n" not in text and len(text) < 300 and "RunInfo(" not in text and "=" not in text, (what, text)
-    assert texts["run"] == ("<Run 1 'r18_eager': resnet18 fp16 eager, torch on NVIDIA H100 80GB HBM3, "
-                            "162 kernel launches, 490.9 us GPU time>")
-    assert texts["summary"].startswith("<Summary of run 'r18_eager': 162 kernel launches, 490.9 us GPU time, "
-                                       "tensor cores 82.5% of matrix work")
-    assert texts["diff"].startswith("<Diff 'r18_eager' -> 'r18_compiled' (match family): GPU time 490.9 us -> "
-                                    "225.3 us (-54.1%)")
-    assert texts["comparison"] == "<Comparison of resnet18 (2 variants, match family): fp16 eager 490.9 us, " \
-                                  "fp16 compile 225.3 us>"
+        assert (
+            "\n" not in text and len(text) < 300 and "RunInfo(" not in text and "=" not in text
+        ), (what, text)
+    assert texts["run"] == (
+        "<Run 1 'r18_eager': resnet18 fp16 eager, torch on NVIDIA H100 80GB HBM3, "
+        "162 kernel launches, 490.9 us GPU time>"
+    )
+    assert texts["summary"].startswith(
+        "<Summary of run 'r18_eager': 162 kernel launches, 490.9 us GPU time, "
+        "tensor cores 82.5% of matrix work"
+    )
+    assert texts["diff"].startswith(
+        "<Diff 'r18_eager' -> 'r18_compiled' (match family): GPU time 490.9 us -> 225.3 us (-54.1%)"
+    )
+    assert (
+        texts["comparison"]
+        == "<Comparison of resnet18 (2 variants, match family): fp16 eager 490.9 us, "
+        "fp16 compile 225.3 us>"
+    )
 
 
 def test_cpu_runs_speak_cpu_words(db):
@@ -200,17 +286,41 @@ def test_html_cards_hold_the_figures_and_escape_every_name(db):
 
     eager = db.run("r18_eager")
     html = eager._repr_html_()
-    for piece in ("r18_eager", "resnet18 fp16 eager", "NVIDIA H100 80GB HBM3", "490.9 us", "82.5%",
-                  "top kernels by GPU time"):
+    for piece in (
+        "r18_eager",
+        "resnet18 fp16 eager",
+        "NVIDIA H100 80GB HBM3",
+        "490.9 us",
+        "82.5%",
+        "top kernels by GPU time",
+    ):
         assert piece in html, piece
     assert "<script" not in html and "http" not in html and "<link" not in html
     hostile = "<script>alert('x')</script>&"
-    s = dataclasses.replace(eager.summary(), run=hostile, top_kernels=[
-        TopKernel(name=hostile, launches=1, total_ns=10, pct=1.0, precision="fp16", tensor_core=True, evidence="name")])
+    s = dataclasses.replace(
+        eager.summary(),
+        run=hostile,
+        top_kernels=[
+            TopKernel(
+                name=hostile,
+                launches=1,
+                total_ns=10,
+                pct=1.0,
+                precision="fp16",
+                tensor_core=True,
+                evidence="name",
+            )
+        ],
+    )
     d = eager.diff(db.run("r18_compiled"))
-    d = dataclasses.replace(d, run_a=hostile, rows=[dataclasses.replace(r, name=hostile) for r in d.rows])
+    d = dataclasses.replace(
+        d, run_a=hostile, rows=[dataclasses.replace(r, name=hostile) for r in d.rows]
+    )
     for card in (s._repr_html_(), d._repr_html_()):
-        assert "<script>" not in card and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&amp;" in card
+        assert (
+            "<script>" not in card
+            and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&amp;" in card
+        )
 
 
 def _readme_notebook_code() -> str:
@@ -241,7 +351,9 @@ def test_the_readmes_notebook_example_runs_and_shows_cards(tmp_path, monkeypatch
     outputs = [o.data for o in shown.outputs] + [last]
     assert len(outputs) == 3 and all("text/html" in o for o in outputs)
     assert [o["text/plain"].split()[0] for o in outputs] == ["<Run", "<Summary", "<Diff"]
-    assert "profkit-card" in last["text/html"] and "r18_eager -&gt; r18_compiled" in last["text/html"]
+    assert (
+        "profkit-card" in last["text/html"] and "r18_eager -&gt; r18_compiled" in last["text/html"]
+    )
     assert (tmp_path / "notebook.db").exists()
 
 
@@ -250,11 +362,15 @@ def test_a_card_in_chromium(db, browser, tmp_path):
     fetched, no script error; a screenshot kept under SHOTS."""
     eager, compiled = db.run("r18_eager"), db.run("r18_compiled")
     d = eager.diff(compiled)
-    cmp = profkit.Comparison("resnet18", d.match, ["fp16 eager", "fp16 compile"], [eager, compiled], [d])
+    cmp = profkit.Comparison(
+        "resnet18", d.match, ["fp16 eager", "fp16 compile"], [eager, compiled], [d]
+    )
     page_file = tmp_path / "cards.html"
-    page_file.write_text("<!doctype html><meta charset=utf-8><body style='margin:12px;background:#f6f8fa'>"
-                         + "<div style='height:10px'></div>".join(o._repr_html_() for o in (eager, d, cmp))
-                         + "</body>")
+    page_file.write_text(
+        "<!doctype html><meta charset=utf-8><body style='margin:12px;background:#f6f8fa'>"
+        + "<div style='height:10px'></div>".join(o._repr_html_() for o in (eager, d, cmp))
+        + "</body>"
+    )
     page = browser.new_page(viewport={"width": 1000, "height": 900})
     requests: list[str] = []
     errors: list[str] = []

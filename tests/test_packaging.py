@@ -23,8 +23,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILTINS = {"precision_zoo", "resnet18", "resnet18_train", "resnet50", "resnet50_train", "resnet50_ddp_train", "vgg16", "mobilenet_v2",
-            "efficientnet_b0", "bert_encoder", "bert_encoder_train", "gpt_decoder", "attention_zoo"}
+BUILTINS = {
+    "precision_zoo",
+    "resnet18",
+    "resnet18_train",
+    "resnet50",
+    "resnet50_train",
+    "resnet50_ddp_train",
+    "vgg16",
+    "mobilenet_v2",
+    "efficientnet_b0",
+    "bert_encoder",
+    "bert_encoder_train",
+    "gpt_decoder",
+    "attention_zoo",
+}
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("torchvision") is None,
@@ -33,7 +46,17 @@ pytestmark = pytest.mark.skipif(
 
 # Left out of the copy the wheel is built from: VCS data, build outputs (a stale build/lib would
 # end up in the wheel), caches and local results.
-_TOP_LEVEL_SKIP = {".git", "build", "dist", ".venv", ".pytest_cache", ".benchmarks", "profkit.db", "profkit-runs", "reports"}
+_TOP_LEVEL_SKIP = {
+    ".git",
+    "build",
+    "dist",
+    ".venv",
+    ".pytest_cache",
+    ".benchmarks",
+    "profkit.db",
+    "profkit-runs",
+    "reports",
+}
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
@@ -45,7 +68,9 @@ def _ignore(folder: str, names: list[str]) -> set[str]:
 
 def _run(argv, **kw) -> subprocess.CompletedProcess:
     p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, **kw)
-    assert p.returncode == 0, f"{argv} exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    assert p.returncode == 0, (
+        f"{argv} exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    )
     return p
 
 
@@ -58,8 +83,11 @@ class Installed:
         self.profkit = self.bin / ("profkit.exe" if os.name == "nt" else "profkit")
         self.purelib: Path
         # What a user has: no PYTHONPATH into the checkout, no database chosen for them.
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("PROFKIT_DB", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "VIRTUAL_ENV")}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PROFKIT_DB", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "VIRTUAL_ENV")
+        }
         self.env["PATH"] = str(self.bin) + os.pathsep + self.env.get("PATH", "")
         self.env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
 
@@ -78,18 +106,45 @@ def installed(tmp_path_factory) -> Installed:
     src = base / "src"
     shutil.copytree(ROOT, src, ignore=_ignore)
     dist = base / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-          "--disable-pip-version-check", "-q", "-w", dist, src], cwd=empty)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            "-w",
+            dist,
+            src,
+        ],
+        cwd=empty,
+    )
     (inst.wheel,) = dist.glob("profkit-*.whl")
 
     # No pip of its own: the pip this Python sees (the system's, through --system-site-packages,
     # or this venv's, below) installs into the venv, which is what sys.prefix names when the
     # venv's python runs it.
     in_venv = sys.prefix != sys.base_prefix
-    _run([sys.executable, "-m", "venv", *([] if in_venv else ["--system-site-packages"]), "--without-pip", inst.venv],
-         cwd=empty)
-    inst.purelib = Path(inst.run([inst.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                 empty).stdout.strip()).resolve()
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "venv",
+            *([] if in_venv else ["--system-site-packages"]),
+            "--without-pip",
+            inst.venv,
+        ],
+        cwd=empty,
+    )
+    inst.purelib = Path(
+        inst.run(
+            [inst.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], empty
+        ).stdout.strip()
+    ).resolve()
     if in_venv:
         # Run from inside a venv (the README's set-up): the new venv sees what this one sees,
         # this venv's packages (and the base interpreter's only where this venv does), after its
@@ -99,15 +154,34 @@ def installed(tmp_path_factory) -> Installed:
         # No comprehension on the .pth line: it is exec'd inside a function of site.py, and
         # before Python 3.12 a comprehension there cannot see the `site` the line imported.
         dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
-        (inst.purelib / "_outer_venv.pth").write_text(f"import site; list(map(site.addsitedir, {dirs!r}))\n")
-    inst.run([inst.python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", "-q", inst.wheel], empty)
+        (inst.purelib / "_outer_venv.pth").write_text(
+            f"import site; list(map(site.addsitedir, {dirs!r}))\n"
+        )
+    inst.run(
+        [
+            inst.python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--ignore-installed",
+            "--no-index",
+            "-q",
+            inst.wheel,
+        ],
+        empty,
+    )
     inst.run([inst.python, "-m", "pip", "check"], empty)
     return inst
 
 
 def test_wheel_contents(installed):
     names = set(zipfile.ZipFile(installed.wheel).namelist())
-    assert {"profkit/py.typed", "profkit/rules.toml", "profkit/builtin_workloads/__init__.py"} <= names
+    assert {
+        "profkit/py.typed",
+        "profkit/rules.toml",
+        "profkit/builtin_workloads/__init__.py",
+    } <= names
     assert {f"profkit/builtin_workloads/{n}.py" for n in BUILTINS} <= names
     # Every subpackage of the source tree is found without being listed in pyproject.toml.
     for init in (ROOT / "profkit").rglob("__init__.py"):
@@ -142,6 +216,19 @@ def test_workloads_listed_from_an_empty_folder(installed, tmp_path):
 
 
 def test_run_builtin_from_an_empty_folder(installed, tmp_path):
-    p = installed.run([installed.profkit, "run", "resnet18", "--device", "cpu", "--iters", "1", "--batch-size", "2"], tmp_path)
+    p = installed.run(
+        [
+            installed.profkit,
+            "run",
+            "resnet18",
+            "--device",
+            "cpu",
+            "--iters",
+            "1",
+            "--batch-size",
+            "2",
+        ],
+        tmp_path,
+    )
     assert "CPU operator calls" in p.stdout
     assert (tmp_path / "profkit.db").is_file()

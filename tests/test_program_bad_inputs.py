@@ -19,35 +19,56 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("argv, message, code", [
-    (["--", "nosuch.py"], "no such script: nosuch.py", 2),
-    (["--", "python", "nosuch.py"], "no such script: nosuch.py", 2),
-    (["--", "python"], "'python' is given no script", 2),
-    (["--"], "no program after --", 2),
-    (["--", "python", "-c", "print(1)"], "profkit runs the program with its own Python", 2),
-    (["--", "python", "-"], "not code from standard input", 2),
-    (["--", "ls", "-l"], "'ls' is not Python", 2),
-    (["--", "definitely-no-such-program-here"], "no program or script named definitely-no-such-program-here", 2),
-    (["--iters", "0", "--", "train.py"], "iters", 2),
-    (["--warmup", "-1", "--", "train.py"], "warmup", 2),
-    (["--step", "bogus", "--", "train.py"], "is not a way to find steps", 2),
-    (["--step", "forward:1x", "--", "train.py"], "is no class name", 2),
-    (["--precision", "fp16", "--", "train.py"], "--precision is asked of a workload file's build(spec)", 2),
-    (["--batch-size", "4", "--", "train.py"], "--batch-size is asked of a workload file's build(spec)", 2),
-    (["--step", "backward", "resnet18"], "--step concerns a program run as it is", 2),
-    (["--run-to-end", "resnet18"], "--run-to-end concerns a program run as it is", 2),
-    (["resnet18", "--", "train.py"], "give a workload or a program after --, not both", 2),
-    ([], "nothing to run", 2),
-])
+@pytest.mark.parametrize(
+    "argv, message, code",
+    [
+        (["--", "nosuch.py"], "no such script: nosuch.py", 2),
+        (["--", "python", "nosuch.py"], "no such script: nosuch.py", 2),
+        (["--", "python"], "'python' is given no script", 2),
+        (["--"], "no program after --", 2),
+        (["--", "python", "-c", "print(1)"], "profkit runs the program with its own Python", 2),
+        (["--", "python", "-"], "not code from standard input", 2),
+        (["--", "ls", "-l"], "'ls' is not Python", 2),
+        (
+            ["--", "definitely-no-such-program-here"],
+            "no program or script named definitely-no-such-program-here",
+            2,
+        ),
+        (["--iters", "0", "--", "train.py"], "iters", 2),
+        (["--warmup", "-1", "--", "train.py"], "warmup", 2),
+        (["--step", "bogus", "--", "train.py"], "is not a way to find steps", 2),
+        (["--step", "forward:1x", "--", "train.py"], "is no class name", 2),
+        (
+            ["--precision", "fp16", "--", "train.py"],
+            "--precision is asked of a workload file's build(spec)",
+            2,
+        ),
+        (
+            ["--batch-size", "4", "--", "train.py"],
+            "--batch-size is asked of a workload file's build(spec)",
+            2,
+        ),
+        (["--step", "backward", "resnet18"], "--step concerns a program run as it is", 2),
+        (["--run-to-end", "resnet18"], "--run-to-end concerns a program run as it is", 2),
+        (["resnet18", "--", "train.py"], "give a workload or a program after --, not both", 2),
+        ([], "nothing to run", 2),
+    ],
+)
 def test_bad_program_command_lines(here, argv, message, code):
-    r = cli("run", *argv, env={"PROFKIT_DB": str(here / "profkit.db")})  # nothing after the program's words
+    r = cli(
+        "run", *argv, env={"PROFKIT_DB": str(here / "profkit.db")}
+    )  # nothing after the program's words
     one_line_error(r, message, code)
     assert not (here / "profkit.db").exists()  # nothing ran: nothing stored
 
 
 def test_a_directory_is_no_script(here):
     (here / "pkg").mkdir()
-    one_line_error(cli("run", "--", "python", "pkg", env={"PROFKIT_DB": str(here / "profkit.db")}), "pkg is not a file", 2)
+    one_line_error(
+        cli("run", "--", "python", "pkg", env={"PROFKIT_DB": str(here / "profkit.db")}),
+        "pkg is not a file",
+        2,
+    )
 
 
 def ended_with_one_error(r, message: str, code: int) -> None:
@@ -63,17 +84,29 @@ def ended_with_one_error(r, message: str, code: int) -> None:
 @pytest.mark.torch
 def test_a_step_that_never_fires(tmp_path):
     shutil.copy(OWN / "marked.py", tmp_path)
-    r = profkit(tmp_path, "run", "--step", "forward:Generator", "--no-report", "--", "python", "marked.py")
-    ended_with_one_error(r, "the script ended (exit status 0) and no step was found by --step forward:Generator "
-                            "(it never fired)", 1)
+    r = profkit(
+        tmp_path, "run", "--step", "forward:Generator", "--no-report", "--", "python", "marked.py"
+    )
+    ended_with_one_error(
+        r,
+        "the script ended (exit status 0) and no step was found by --step forward:Generator "
+        "(it never fired)",
+        1,
+    )
 
 
 @pytest.mark.torch
 def test_a_window_larger_than_the_script(tmp_path):
     shutil.copy(OWN / "marked.py", tmp_path)
-    r = profkit(tmp_path, "run", "--warmup", "45", "--iters", "10", "--no-report", "--", "marked.py")
-    ended_with_one_error(r, "the script ended (exit status 0) after 50 steps (each profkit.step() in the script), "
-                            "before the window's end: --warmup 45 + --iters 10 needs 55", 1)
+    r = profkit(
+        tmp_path, "run", "--warmup", "45", "--iters", "10", "--no-report", "--", "marked.py"
+    )
+    ended_with_one_error(
+        r,
+        "the script ended (exit status 0) after 50 steps (each profkit.step() in the script), "
+        "before the window's end: --warmup 45 + --iters 10 needs 55",
+        1,
+    )
     import profkit as pk
 
     assert [x.status for x in pk.open_db(tmp_path / "profkit.db").list_runs()] == ["failed"]
@@ -84,8 +117,22 @@ def test_a_script_with_dataloader_workers_that_ends_too_soon_leaves_nothing_runn
     """DataLoader num_workers 2, four steps where the window needs five: one line, and the
     script's worker processes are gone with it."""
     shutil.copy(OWN / "amp_train.py", tmp_path)
-    r = profkit(tmp_path, "run", "--warmup", "3", "--iters", "2", "--no-report", "--", "python", "amp_train.py",
-                "--steps", "4", "--workers", "2")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--warmup",
+        "3",
+        "--iters",
+        "2",
+        "--no-report",
+        "--",
+        "python",
+        "amp_train.py",
+        "--steps",
+        "4",
+        "--workers",
+        "2",
+    )
     ended_with_one_error(r, "after 4 steps", 1)
     time.sleep(1)
     assert processes_mentioning(str(tmp_path)) == []
@@ -94,8 +141,20 @@ def test_a_script_with_dataloader_workers_that_ends_too_soon_leaves_nothing_runn
 @pytest.mark.torch
 def test_a_script_with_dataloader_workers_stopped_after_its_window_leaves_nothing_running(tmp_path):
     shutil.copy(OWN / "amp_train.py", tmp_path)
-    r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "1", "--no-report", "--", "python", "amp_train.py",
-                "--workers", "2")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--warmup",
+        "2",
+        "--iters",
+        "1",
+        "--no-report",
+        "--",
+        "python",
+        "amp_train.py",
+        "--workers",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     time.sleep(1)
     assert processes_mentioning(str(tmp_path)) == []
@@ -144,11 +203,14 @@ for i in range(10):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("script, args, said", [
-    ("lazy.py", ["--warmup", "2"], "each SGD.step()"),
-    ("manual.py", ["--warmup", "1"], "each backward()"),
-    ("background.py", ["--warmup", "0", "--iters", "1"], "each SGD.step()"),
-])
+@pytest.mark.parametrize(
+    "script, args, said",
+    [
+        ("lazy.py", ["--warmup", "2"], "each SGD.step()"),
+        ("manual.py", ["--warmup", "1"], "each backward()"),
+        ("background.py", ["--warmup", "0", "--iters", "1"], "each SGD.step()"),
+    ],
+)
 def test_steps_are_found_in_awkward_scripts(tmp_path, script, args, said):
     (tmp_path / script).write_text(SCRIPTS[script])
     t0 = time.monotonic()
@@ -157,7 +219,9 @@ def test_steps_are_found_in_awkward_scripts(tmp_path, script, args, said):
     assert f"profkit: steps: {said}" in r.stderr
     assert time.monotonic() - t0 < 40  # not held up by the background process
     time.sleep(1.5)
-    assert processes_mentioning(str(tmp_path)) == [] and "sleep 60" not in " ".join(processes_mentioning("sleep 60"))
+    assert processes_mentioning(str(tmp_path)) == [] and "sleep 60" not in " ".join(
+        processes_mentioning("sleep 60")
+    )
 
 
 @pytest.mark.torch
@@ -167,13 +231,28 @@ def test_the_scripts_exit_status_is_passed_on(tmp_path):
     ended_with_one_error(r, "the script ended (exit status 4) after 4 steps", 4)
     (tmp_path / "os_exit.py").write_text(SCRIPTS["os_exit.py"])
     r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "5", "--no-report", "--", "os_exit.py")
-    ended_with_one_error(r, "the script exited with status 3 before its window was done, without an error of its own", 3)
+    ended_with_one_error(
+        r,
+        "the script exited with status 3 before its window was done, without an error of its own",
+        3,
+    )
 
 
 @pytest.mark.torch
 def test_run_to_end_keeps_a_whole_window_whatever_the_end(tmp_path):
     (tmp_path / "exit4.py").write_text(SCRIPTS["exit4.py"])
-    r = profkit(tmp_path, "run", "--warmup", "1", "--iters", "2", "--run-to-end", "--no-report", "--", "exit4.py")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--run-to-end",
+        "--no-report",
+        "--",
+        "exit4.py",
+    )
     assert r.returncode == 0, r.stderr
     assert "the program ran to its end (exit status 4 after its window)" in r.stderr
 
@@ -183,8 +262,12 @@ def test_a_script_given_without_dashes_is_not_run_as_a_workload(here):
     runs, with the way to run it as it is."""
     (here / "loop.py").write_text("import sys\nfor i in range(3):\n    print(i)\nsys.exit(4)\n")
     r = cli("run", "--device", "cpu", "loop.py", env={"PROFKIT_DB": str(here / "profkit.db")})
-    one_line_error(r, "defines no build(spec) function. To profile it as it is, give it after --: "
-                      "profkit run -- python loop.py", 1)
+    one_line_error(
+        r,
+        "defines no build(spec) function. To profile it as it is, give it after --: "
+        "profkit run -- python loop.py",
+        1,
+    )
     assert not (here / "profkit.db").exists()
 
 
@@ -197,12 +280,38 @@ with profile(schedule=schedule(wait=1, warmup=1, active=2)) as prof:
     for i in range(20):
         m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad(); prof.step()
 """)
-    r = profkit(tmp_path, "run", "--tool", "torch", "--warmup", "2", "--iters", "2", "--no-report", "--", "ownprof.py")
-    ended_with_one_error(r, "the script runs torch.profiler itself, which cannot run beside profkit's: profile it "
-                            "with --tool nsys or ncu", 1)
+    r = profkit(
+        tmp_path,
+        "run",
+        "--tool",
+        "torch",
+        "--warmup",
+        "2",
+        "--iters",
+        "2",
+        "--no-report",
+        "--",
+        "ownprof.py",
+    )
+    ended_with_one_error(
+        r,
+        "the script runs torch.profiler itself, which cannot run beside profkit's: profile it "
+        "with --tool nsys or ncu",
+        1,
+    )
 
 
 def test_a_module_that_is_nowhere(here):
-    one_line_error(cli("run", "--", "python", "-m", "nosuchmod.sub", env={"PROFKIT_DB": str(here / "profkit.db")}),
-                   "no module named nosuchmod (for -m nosuchmod.sub)", 2)
+    one_line_error(
+        cli(
+            "run",
+            "--",
+            "python",
+            "-m",
+            "nosuchmod.sub",
+            env={"PROFKIT_DB": str(here / "profkit.db")},
+        ),
+        "no module named nosuchmod (for -m nosuchmod.sub)",
+        2,
+    )
     assert not (here / "profkit.db").exists()

@@ -10,7 +10,9 @@ from collections import Counter
 from .conftest import DATA, cli, one_line_error
 
 STEPS = DATA / "torch" / "profiler_steps.json.gz"  # tests/data/capture/profiler_steps.py made it
-SHAPES = DATA / "nsys" / "autograd_shapes.sqlite.gz"  # benchmarks/program_gpu.sh's nsys_pytorch stage made it
+SHAPES = (
+    DATA / "nsys" / "autograd_shapes.sqlite.gz"
+)  # benchmarks/program_gpu.sh's nsys_pytorch stage made it
 
 
 def test_profiler_steps_are_steps(tmp_path):
@@ -39,7 +41,9 @@ def test_step_range_names_a_users_ranges(tmp_path):
 
 
 def test_step_range_must_name_something(tmp_path):
-    one_line_error(cli("import", STEPS, "--step-range", " ", db=tmp_path / "p.db"), "names a range", 2)
+    one_line_error(
+        cli("import", STEPS, "--step-range", " ", db=tmp_path / "p.db"), "names a range", 2
+    )
     assert not (tmp_path / "p.db").exists()
 
 
@@ -57,7 +61,9 @@ def test_nsys_pytorch_annotation_reads_as_operators_and_shapes(tmp_path):
     wheres = [w.where for f in run.findings() for w in f.where if w.where]
     assert wheres and not [w for w in wheres if "op_id =" in w or "sizes = [" in w]
     syncs = next(f for f in run.findings() if f.title == "host synchronisations inside the step")
-    assert any(w.where and w.where.startswith("aten::copy_ [") for w in syncs.where)  # operator and shapes
+    assert any(
+        w.where and w.where.startswith("aten::copy_ [") for w in syncs.where
+    )  # operator and shapes
 
 
 def test_nsys_pytorch_annotation_is_never_shown_raw(tmp_path):
@@ -68,21 +74,38 @@ def test_nsys_pytorch_annotation_is_never_shown_raw(tmp_path):
     run's ranges are the autograd nodes and record_function ranges, by name and shapes."""
     db = tmp_path / "p.db"
     assert cli("import", SHAPES, "--name", "a", db=db).exit_code == 0
-    shown = [cli(*args, db=db) for args in (("kernels", "a", "--format", "json"), ("kernels", "a", "--wide"),
-                                            ("ranges", "a", "--format", "json"), ("ranges", "a", "--wide"),
-                                            ("summary", "a"))]
+    shown = [
+        cli(*args, db=db)
+        for args in (
+            ("kernels", "a", "--format", "json"),
+            ("kernels", "a", "--wide"),
+            ("ranges", "a", "--format", "json"),
+            ("ranges", "a", "--wide"),
+            ("summary", "a"),
+        )
+    ]
     for r in shown:
         assert r.exit_code == 0, r.output
-        assert not [f for f in ("seq = ", "op_id = ", "sizes = [", "input_op_ids") if f in r.stdout], r.stdout[:2000]
+        assert not [
+            f for f in ("seq = ", "op_id = ", "sizes = [", "input_op_ids") if f in r.stdout
+        ], r.stdout[:2000]
     kernels = json.loads(shown[0].stdout)
     wgrad = [k for k in kernels if k["name"].startswith("sm80_xmma_wgrad_implicit_gemm")]
     assert len(wgrad) == 40 and all(
-        (k["op"], k["shapes"], k["nvtx_range"], k["nvtx_path"]) ==
-        ("aten::convolution_backward", "[16,16,32,32];[16,3,32,32];[16,3,3,3]", "ConvolutionBackward0 [16,16,32,32]",
-         "autograd::engine::evaluate_function: ConvolutionBackward0/ConvolutionBackward0 [16,16,32,32]")
-        for k in wgrad)
+        (k["op"], k["shapes"], k["nvtx_range"], k["nvtx_path"])
+        == (
+            "aten::convolution_backward",
+            "[16,16,32,32];[16,3,32,32];[16,3,3,3]",
+            "ConvolutionBackward0 [16,16,32,32]",
+            "autograd::engine::evaluate_function: ConvolutionBackward0/ConvolutionBackward0 [16,16,32,32]",
+        )
+        for k in wgrad
+    )
     names = Counter(r["name"] for r in json.loads(shown[2].stdout))
-    assert names["Optimizer.step#AdamW.step"] == 20 and names["ConvolutionBackward0 [16,16,32,32]"] == 20
+    assert (
+        names["Optimizer.step#AdamW.step"] == 20
+        and names["ConvolutionBackward0 [16,16,32,32]"] == 20
+    )
     assert not [n for n in names if n.startswith("aten::")]
 
 
@@ -91,8 +114,13 @@ def test_step_range_names_a_range_of_pytorchs_annotation_as_shown(tmp_path):
     step ranges of that capture are steps, each holding its kernels."""
     import profkit
 
-    run = profkit.open_db(tmp_path / "p.db").import_file(SHAPES, step_ranges=["Optimizer.step#AdamW.step"])
+    run = profkit.open_db(tmp_path / "p.db").import_file(
+        SHAPES, step_ranges=["Optimizer.step#AdamW.step"]
+    )
     ranges = run.ranges()
     steps = ranges[ranges.name == "Optimizer.step#AdamW.step"]
     assert len(steps) == 20 and int(steps.kernels.sum()) == 176
-    assert int(run.kernels().nvtx_path.fillna("").str.startswith("Optimizer.step#AdamW.step").sum()) == 176
+    assert (
+        int(run.kernels().nvtx_path.fillna("").str.startswith("Optimizer.step#AdamW.step").sum())
+        == 176
+    )

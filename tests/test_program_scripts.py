@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DATA, needs_torch, processes_mentioning
+from .conftest import DATA, processes_mentioning
 
 PROGRAMS = DATA / "programs"
 EXAMPLES = PROGRAMS / "pytorch-examples"
@@ -29,8 +29,14 @@ pytestmark = pytest.mark.torch
 def profkit(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``profkit ARGS`` as a user types it, in ``cwd``, its database there."""
     env = {**os.environ, "PROFKIT_DB": str(cwd / "profkit.db"), "OMP_NUM_THREADS": "2"}
-    return subprocess.run([sys.executable, "-m", "profkit", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "profkit", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def stored(cwd: Path, name: str | None = None):
@@ -59,9 +65,12 @@ def fake_mnist(root: Path, train: int = 640, test: int = 64) -> None:
     rng = np.random.default_rng(0)
     for prefix, n in (("train", train), ("t10k", test)):
         (raw / f"{prefix}-images-idx3-ubyte").write_bytes(
-            struct.pack(">IIII", 2051, n, 28, 28) + rng.integers(0, 255, (n, 28, 28), dtype=np.uint8).tobytes())
+            struct.pack(">IIII", 2051, n, 28, 28)
+            + rng.integers(0, 255, (n, 28, 28), dtype=np.uint8).tobytes()
+        )
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(
-            struct.pack(">II", 2049, n) + rng.integers(0, 10, n, dtype=np.uint8).tobytes())
+            struct.pack(">II", 2049, n) + rng.integers(0, 10, n, dtype=np.uint8).tobytes()
+        )
 
 
 def corpus(folder: Path) -> Path:
@@ -70,7 +79,9 @@ def corpus(folder: Path) -> Path:
     words = [f"w{i}" for i in range(50)]
     for part, lines in (("train", 400), ("valid", 40), ("test", 40)):
         (folder / f"{part}.txt").write_text(
-            "\n".join(" ".join(words[(i * 7 + j) % 50] for j in range(12)) for i in range(lines)) + "\n")
+            "\n".join(" ".join(words[(i * 7 + j) % 50] for j in range(12)) for i in range(lines))
+            + "\n"
+        )
     return folder
 
 
@@ -84,20 +95,38 @@ def test_amp_dataloader_scheduler_script_stops_after_its_window(tmp_path):
     profiled steps, two step ranges, its operators attributed to modules."""
     shutil.copy(OWN / "amp_train.py", tmp_path)
     t0 = time.monotonic()
-    r = profkit(tmp_path, "run", "--warmup", "3", "--iters", "2", "--attribution", "--no-report",
-                "--", "python", "amp_train.py", "--steps", "10000")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--warmup",
+        "3",
+        "--iters",
+        "2",
+        "--attribution",
+        "--no-report",
+        "--",
+        "python",
+        "amp_train.py",
+        "--steps",
+        "10000",
+    )
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - t0 < 120
     run = stored(tmp_path)
     assert run.name == "amp_train-cpu" and run.status == "ok"
     assert len(step_ranges(run)) == 2
     assert module_share(run) >= 0.9
-    assert "steps: each AdamW.step() (the first optimizer to step); profiled steps 4-5 after 3 warm-up steps" \
+    assert (
+        "steps: each AdamW.step() (the first optimizer to step); profiled steps 4-5 after 3 warm-up steps"
         in r.stderr
+    )
     assert "stopped by profkit after its window" in r.stderr
     assert "step 100" not in r.stderr  # it never got that far
     info = run.info.program
-    assert info["argv"] == ["python", "amp_train.py", "--steps", "10000"] and info["steps"]["by"] == "optimizer"
+    assert (
+        info["argv"] == ["python", "amp_train.py", "--steps", "10000"]
+        and info["steps"]["by"] == "optimizer"
+    )
 
 
 def test_mnist_example_unmodified(tmp_path):
@@ -105,8 +134,24 @@ def test_mnist_example_unmodified(tmp_path):
     after the window; its own output streams to the terminal."""
     work = copy(EXAMPLES / "mnist", tmp_path / "mnist")
     fake_mnist(tmp_path / "data")
-    r = profkit(work, "run", "--warmup", "2", "--iters", "2", "--attribution", "--no-report",
-                "--", "python", "main.py", "--epochs", "1000", "--log-interval", "1", "--no-accel")
+    r = profkit(
+        work,
+        "run",
+        "--warmup",
+        "2",
+        "--iters",
+        "2",
+        "--attribution",
+        "--no-report",
+        "--",
+        "python",
+        "main.py",
+        "--epochs",
+        "1000",
+        "--log-interval",
+        "1",
+        "--no-accel",
+    )
     assert r.returncode == 0, r.stderr
     assert "Train Epoch: 1 [0/640" in r.stderr  # the script's own print, as it printed it
     run = stored(work)
@@ -118,14 +163,34 @@ def test_dcgan_two_optimizers_one_step_per_cycle(tmp_path):
     """pytorch/examples' dcgan/main.py steps two optimizers (D, then G) each iteration: one
     step per cycle, the first optimizer's."""
     work = copy(EXAMPLES / "dcgan", tmp_path / "dcgan")
-    r = profkit(work, "run", "--warmup", "1", "--iters", "2", "--no-report", "--", "main.py", "--dataset", "fake",
-                "--workers", "0", "--batchSize", "4", "--ngf", "8", "--ndf", "8", "--niter", "100",
-                "--outf", str(work / "out"))
+    r = profkit(
+        work,
+        "run",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--no-report",
+        "--",
+        "main.py",
+        "--dataset",
+        "fake",
+        "--workers",
+        "0",
+        "--batchSize",
+        "4",
+        "--ngf",
+        "8",
+        "--ndf",
+        "8",
+        "--niter",
+        "100",
+        "--outf",
+        str(work / "out"),
+    )
     assert r.returncode == 0, r.stderr
     run = stored(work)
     assert run.info.program["steps"]["said"] == "each Adam.step() (the first optimizer to step)"
-    k = run.kernels()
-    steps = k[k.name == "aten::_fused_adam_"] if (k.name == "aten::_fused_adam_").any() else k[k.name.str.contains("adam")]
     assert len(step_ranges(run)) == 2
     # Two optimizers step in each of the two profiled steps.
     opt_ranges = [r for r in run.ranges()["name"] if r.startswith("Optimizer.step#Adam")]
@@ -135,9 +200,32 @@ def test_dcgan_two_optimizers_one_step_per_cycle(tmp_path):
 def test_dcgan_with_dataloader_workers_leaves_nothing_running(tmp_path):
     """num_workers 2: the script's worker processes end with it."""
     work = copy(EXAMPLES / "dcgan", tmp_path / "dcgan-w")
-    r = profkit(work, "run", "--warmup", "1", "--iters", "1", "--no-report", "--", "python", "main.py", "--dataset",
-                "fake", "--workers", "2", "--batchSize", "4", "--ngf", "8", "--ndf", "8", "--niter", "100",
-                "--outf", str(work / "out"))
+    r = profkit(
+        work,
+        "run",
+        "--warmup",
+        "1",
+        "--iters",
+        "1",
+        "--no-report",
+        "--",
+        "python",
+        "main.py",
+        "--dataset",
+        "fake",
+        "--workers",
+        "2",
+        "--batchSize",
+        "4",
+        "--ngf",
+        "8",
+        "--ndf",
+        "8",
+        "--niter",
+        "100",
+        "--outf",
+        str(work / "out"),
+    )
     assert r.returncode == 0, r.stderr
     time.sleep(1)
     assert processes_mentioning(str(work)) == []
@@ -148,9 +236,33 @@ def test_word_language_model_manual_sgd(tmp_path):
     each call of the model is a step."""
     work = copy(EXAMPLES / "word_language_model", tmp_path / "wlm")
     data = corpus(tmp_path / "corpus")
-    r = profkit(work, "run", "--warmup", "2", "--iters", "2", "--attribution", "--no-report", "--", "python",
-                "main.py", "--data", str(data), "--emsize", "16", "--nhid", "16", "--bptt", "8", "--batch_size", "4",
-                "--epochs", "1000", "--log-interval", "1000")
+    r = profkit(
+        work,
+        "run",
+        "--warmup",
+        "2",
+        "--iters",
+        "2",
+        "--attribution",
+        "--no-report",
+        "--",
+        "python",
+        "main.py",
+        "--data",
+        str(data),
+        "--emsize",
+        "16",
+        "--nhid",
+        "16",
+        "--bptt",
+        "8",
+        "--batch_size",
+        "4",
+        "--epochs",
+        "1000",
+        "--log-interval",
+        "1000",
+    )
     assert r.returncode == 0, r.stderr
     run = stored(work)
     assert run.info.program["steps"]["by"] == "forward"
@@ -162,21 +274,70 @@ def test_word_language_model_generate_inference_loop(tmp_path):
     """generate.py, an inference loop under no_grad: each call of the model is a step."""
     work = copy(EXAMPLES / "word_language_model", tmp_path / "wlm-gen")
     data = corpus(tmp_path / "corpus")
-    subprocess.run([sys.executable, "main.py", "--data", str(data), "--emsize", "16", "--nhid", "16", "--epochs", "1",
-                    "--dry-run", "--save", "model.pt"], cwd=work, check=True, capture_output=True, timeout=300)
-    r = profkit(work, "run", "--warmup", "5", "--iters", "3", "--no-report", "--", "python", "generate.py", "--data",
-                str(data), "--checkpoint", "model.pt", "--words", "10000")
+    subprocess.run(
+        [
+            sys.executable,
+            "main.py",
+            "--data",
+            str(data),
+            "--emsize",
+            "16",
+            "--nhid",
+            "16",
+            "--epochs",
+            "1",
+            "--dry-run",
+            "--save",
+            "model.pt",
+        ],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    r = profkit(
+        work,
+        "run",
+        "--warmup",
+        "5",
+        "--iters",
+        "3",
+        "--no-report",
+        "--",
+        "python",
+        "generate.py",
+        "--data",
+        str(data),
+        "--checkpoint",
+        "model.pt",
+        "--words",
+        "10000",
+    )
     assert r.returncode == 0, r.stderr
     run = stored(work)
     assert run.info.program["steps"]["by"] == "forward" and len(step_ranges(run)) == 3
-    assert not (work / "generated.txt").exists() or (work / "generated.txt").read_text().count(" ") < 10000
+    assert (
+        not (work / "generated.txt").exists()
+        or (work / "generated.txt").read_text().count(" ") < 10000
+    )
 
 
 def test_marker_and_run_to_end(tmp_path):
     """profkit.step() marks the steps (the script's two modules and manual update are one step);
     --run-to-end lets the script finish."""
     shutil.copy(OWN / "marked.py", tmp_path)
-    r = profkit(tmp_path, "run", "--warmup", "2", "--iters", "2", "--run-to-end", "--no-report", "--", "marked.py")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--warmup",
+        "2",
+        "--iters",
+        "2",
+        "--run-to-end",
+        "--no-report",
+        "--",
+        "marked.py",
+    )
     assert r.returncode == 0, r.stderr
     run = stored(tmp_path)
     # Profkit stops watching once the window is done: the hooks go, the script runs on without them.
@@ -187,10 +348,23 @@ def test_marker_and_run_to_end(tmp_path):
 def test_script_that_exits_early(tmp_path):
     """Two steps, then sys.exit(3): one line saying how far it got, exit status 3, run failed."""
     shutil.copy(OWN / "exits_early.py", tmp_path)
-    r = profkit(tmp_path, "run", "--warmup", "3", "--iters", "2", "--no-report", "--", "python", "exits_early.py")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--warmup",
+        "3",
+        "--iters",
+        "2",
+        "--no-report",
+        "--",
+        "python",
+        "exits_early.py",
+    )
     assert r.returncode == 3, r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("profkit: error: the script ended (exit status 3) after 2 steps"), r.stderr
+    assert last.startswith("profkit: error: the script ended (exit status 3) after 2 steps"), (
+        r.stderr
+    )
     assert "needs 5" in last
     assert "giving up" in r.stderr  # its own output came through
     import profkit as pk
@@ -206,7 +380,9 @@ def test_script_that_raises(tmp_path):
     r = profkit(tmp_path, "run", "--warmup", "3", "--iters", "2", "--no-report", "--", "raises.py")
     assert r.returncode == 1, r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("profkit: error: the script raised ValueError: the batch was empty after 3 steps"), last
+    assert last.startswith(
+        "profkit: error: the script raised ValueError: the batch was empty after 3 steps"
+    ), last
     log = next((tmp_path / "profkit-runs").glob("*/torch.log")).read_text()
     assert 'raises.py", line 7, in train_step' in log and "runpy" not in log
 
@@ -226,8 +402,20 @@ def test_ddp_program_two_ranks_on_gloo(tmp_path):
     """--nproc-per-node 2 runs the script under torchrun (gloo on the CPU): one run, a rank on
     every row, each rank's window found by its own optimizer steps."""
     shutil.copy(OWN / "ddp_gloo.py", tmp_path)
-    r = profkit(tmp_path, "run", "--nproc-per-node", "2", "--warmup", "2", "--iters", "2", "--no-report", "--",
-                "python", "ddp_gloo.py")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--nproc-per-node",
+        "2",
+        "--warmup",
+        "2",
+        "--iters",
+        "2",
+        "--no-report",
+        "--",
+        "python",
+        "ddp_gloo.py",
+    )
     assert r.returncode == 0, r.stderr
     run = stored(tmp_path)
     k = run.kernels()
@@ -242,8 +430,19 @@ def test_step_names_a_function(tmp_path):
     """--step function:train_step: each return of the script's own function ends a step (the
     function wrapped where the script looks it up, after its first call)."""
     shutil.copy(OWN / "raises.py", tmp_path)
-    r = profkit(tmp_path, "run", "--step", "function:train_step", "--warmup", "1", "--iters", "1", "--no-report",
-                "--", "raises.py")
+    r = profkit(
+        tmp_path,
+        "run",
+        "--step",
+        "function:train_step",
+        "--warmup",
+        "1",
+        "--iters",
+        "1",
+        "--no-report",
+        "--",
+        "raises.py",
+    )
     assert r.returncode == 0, r.stderr
     run = stored(tmp_path)
     assert run.info.program["steps"]["by"] == "function"
@@ -255,8 +454,23 @@ def test_step_names_a_method(tmp_path):
     """--step function:Net.forward, a method of pytorch/examples' mnist script, by its qualified name."""
     work = copy(EXAMPLES / "mnist", tmp_path / "mnist")
     fake_mnist(tmp_path / "data")
-    r = profkit(work, "run", "--step", "function:Net.forward", "--warmup", "2", "--iters", "1", "--no-report", "--",
-                "python", "main.py", "--epochs", "1000", "--no-accel")
+    r = profkit(
+        work,
+        "run",
+        "--step",
+        "function:Net.forward",
+        "--warmup",
+        "2",
+        "--iters",
+        "1",
+        "--no-report",
+        "--",
+        "python",
+        "main.py",
+        "--epochs",
+        "1000",
+        "--no-accel",
+    )
     assert r.returncode == 0, r.stderr
     assert stored(work).info.program["steps"]["said"] == "each return of Net.forward()"
 
@@ -266,10 +480,34 @@ def test_ranks_profiled_inside_torchrun_merge_at_import(tmp_path):
     its rank; `profkit import` of the two traces makes one run with both ranks."""
     shutil.copy(OWN / "ddp_gloo.py", tmp_path)
     env = {**os.environ, "PROFKIT_DB": str(tmp_path / "profkit.db"), "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        "-m", "profkit", "run", "--tool", "torch", "--warmup", "2", "--iters", "2", "--no-report",
-                        "--", "python", "ddp_gloo.py"], cwd=tmp_path, env=env, text=True, capture_output=True,
-                       timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "profkit",
+            "run",
+            "--tool",
+            "torch",
+            "--warmup",
+            "2",
+            "--iters",
+            "2",
+            "--no-report",
+            "--",
+            "python",
+            "ddp_gloo.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     import profkit as pk
 

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from profkit.analyze.ranks import _differences, _intersection, rank_report
-from profkit.classify import classified
 from profkit.ingest import store_capture
 from profkit.parse.kineto import read_kineto
 from profkit.parse.nsys_sqlite import read_nsys_sqlite
@@ -51,8 +50,15 @@ def export(tmp_path_factory) -> Path:
 
 def _store(db: Path, capture, name: str, world_size: int = 2):
     store = Store(db)
-    fields = {"name": name, "source": "run", "workload": "resnet50_ddp_train", "precision": "amp", "mode": "eager",
-              "device": "cuda", "info": {"world_size": world_size}}
+    fields = {
+        "name": name,
+        "source": "run",
+        "workload": "resnet50_ddp_train",
+        "precision": "amp",
+        "mode": "eager",
+        "device": "cuda",
+        "info": {"world_size": world_size},
+    }
     reserved = store.reserve(None, name, fields, status="running")  # type: ignore[arg-type]
     return store, store_capture(store, capture, fields, reserved)  # type: ignore[arg-type]
 
@@ -62,9 +68,10 @@ def _oracle(export: Path) -> dict[int, dict[str, int]]:
     con = sqlite3.connect(export)
     out = {}
     for pid, n, t, nccl in con.execute(
-            "select (k.globalPid >> 24) & 16777215, count(*), sum(k.end - k.start), "
-            "sum(case when s.value like 'nccl%' then k.end - k.start else 0 end) "
-            "from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.shortName group by 1"):
+        "select (k.globalPid >> 24) & 16777215, count(*), sum(k.end - k.start), "
+        "sum(case when s.value like 'nccl%' then k.end - k.start else 0 end) "
+        "from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.shortName group by 1"
+    ):
         out[pid] = {"kernels": n, "time_ns": t, "nccl_ns": nccl}
     con.close()
     return out
@@ -78,7 +85,10 @@ def test_an_nsys_capture_of_every_rank_gets_each_kernel_its_rank(export, db):
     for pid, rank in pids.items():
         mine = streamed[streamed["rank"] == rank]
         kernels = mine[mine["kind"] == "kernel"]
-        assert len(kernels) == oracle[pid]["kernels"] and int(kernels["duration_ns"].sum()) == oracle[pid]["time_ns"]
+        assert (
+            len(kernels) == oracle[pid]["kernels"]
+            and int(kernels["duration_ns"].sum()) == oracle[pid]["time_ns"]
+        )
     assert streamed["rank"].notna().all()
     # nsys stats' own kernel summary of the report: the same kernels and time over both ranks.
     with open(DDP / f"{NSYS}_cuda_gpu_kern_sum.csv") as f:
@@ -93,7 +103,9 @@ def test_an_nsys_capture_of_every_rank_gets_each_kernel_its_rank(export, db):
     assert stored["launch_id"].tolist() == streamed["launch_id"].tolist()
     ranges = store.ranges(run.id)
     iterations = [r for r in ranges if r["name"].endswith(".iter0")]
-    assert sorted(r["rank"] for r in iterations) == [0, 1] and all(r["rank"] is not None for r in ranges)
+    assert sorted(r["rank"] for r in iterations) == [0, 1] and all(
+        r["rank"] is not None for r in ranges
+    )
 
 
 def test_nccl_kernels_are_communication_on_the_cuda_cores(export, db):
@@ -105,7 +117,9 @@ def test_nccl_kernels_are_communication_on_the_cuda_cores(export, db):
     assert set(reduce["precision"]) == {"fp32"}  # AMP's gradients are the parameters' fp32
     assert set(nccl[nccl["name"].str.contains("Broadcast")]["precision"]) == {"unknown"}
     # AMP's all-reduce in fp32 is not a missed cast: the fp32 finding leaves NCCL out.
-    findings = {f.id: f for f in __import__("profkit.analyze.findings", fromlist=["x"]).findings(store, run)}
+    findings = {
+        f.id: f for f in __import__("profkit.analyze.findings", fromlist=["x"]).findings(store, run)
+    }
     fp32 = findings.get("fp32_in_half_run")
     assert fp32 is None or not any(x.name.startswith("nccl") for x in fp32.kernels)
 
@@ -124,8 +138,10 @@ def _overlap_brute(kernels) -> int:
     """Time an NCCL kernel and a compute kernel ran at once on one GPU, by elementary segments."""
     total = 0
     for _, g in kernels.groupby("device"):
-        spans = [(int(s), int(s) + int(d), f == "communication") for s, d, f in
-                 zip(g["start_ns"], g["duration_ns"], g["family"].fillna(""))]
+        spans = [
+            (int(s), int(s) + int(d), f == "communication")
+            for s, d, f in zip(g["start_ns"], g["duration_ns"], g["family"].fillna(""))
+        ]
         points = sorted({p for s, e, _ in spans for p in (s, e)})
         for a, b in zip(points, points[1:]):
             comm = any(s <= a and e >= b for s, e, c in spans if c)
@@ -139,7 +155,9 @@ def test_rank_figures_agree_with_the_kernel_table(export, db):
     pids = _pids(NSYS)
     store, run = _store(db, read_nsys_sqlite(export, ranks=pids), "ddp")
     report = rank_report(store, run)
-    assert report is not None and report.world_size == 2 and [f.rank for f in report.ranks] == [0, 1]
+    assert (
+        report is not None and report.world_size == 2 and [f.rank for f in report.ranks] == [0, 1]
+    )
     k = frame(store.iter_kernels(run.id), classified=True)
     k = k[k["kind"] == "kernel"]
     oracle = _oracle(export)
@@ -147,22 +165,37 @@ def test_rank_figures_agree_with_the_kernel_table(export, db):
         mine = k[k["rank"] == f.rank]
         pid = next(p for p, r in pids.items() if r == f.rank)
         assert f.devices == [f.rank]  # each rank on the GPU of its local rank
-        assert (f.kernels, f.gpu_time_ns, f.comm_time_ns) == (oracle[pid]["kernels"], oracle[pid]["time_ns"],
-                                                              oracle[pid]["nccl_ns"])
+        assert (f.kernels, f.gpu_time_ns, f.comm_time_ns) == (
+            oracle[pid]["kernels"],
+            oracle[pid]["time_ns"],
+            oracle[pid]["nccl_ns"],
+        )
         assert f.compute_time_ns == f.gpu_time_ns - f.comm_time_ns and f.comm_kernels > 0
         assert f.comm_overlap_ns == _overlap_brute(mine) and 0 < f.comm_overlap_ns < f.comm_time_ns
         assert f.comm_overlap_pct == round(100 * f.comm_overlap_ns / f.comm_time_ns, 1)
     # The iteration, from NVTX's own start/end events of each process.
     con = sqlite3.connect(export)
-    spans = {pids[(g >> 24) & 0xFFFFFF]: (s, e) for s, e, g in con.execute(
-        "select start, end, globalTid from NVTX_EVENTS where eventType = 60")}
+    spans = {
+        pids[(g >> 24) & 0xFFFFFF]: (s, e)
+        for s, e, g in con.execute(
+            "select start, end, globalTid from NVTX_EVENTS where eventType = 60"
+        )
+    }
     con.close()
     (it,) = report.iterations
-    assert it.start_skew_ns == abs(spans[0][0] - spans[1][0]) and it.end_skew_ns == abs(spans[0][1] - spans[1][1])
-    assert [(p.rank, p.start_ns, p.wall_ns) for p in it.ranks] == [(r, s, e - s) for r, (s, e) in sorted(spans.items())]
+    assert it.start_skew_ns == abs(spans[0][0] - spans[1][0]) and it.end_skew_ns == abs(
+        spans[0][1] - spans[1][1]
+    )
+    assert [(p.rank, p.start_ns, p.wall_ns) for p in it.ranks] == [
+        (r, s, e - s) for r, (s, e) in sorted(spans.items())
+    ]
     comm = {p.rank: p.comm_time_ns for p in it.ranks}
-    assert it.waited_for == min(comm, key=lambda r: comm[r]) and it.wait_ns == max(comm.values()) - min(comm.values())
-    assert sum(p.kernels for p in it.ranks) == len(k)  # every kernel of the capture is in its rank's iteration
+    assert it.waited_for == min(comm, key=lambda r: comm[r]) and it.wait_ns == max(
+        comm.values()
+    ) - min(comm.values())
+    assert sum(p.kernels for p in it.ranks) == len(
+        k
+    )  # every kernel of the capture is in its rank's iteration
     assert report.same_kernels and report.differences == []
 
 
@@ -175,7 +208,9 @@ def test_torch_profiler_traces_of_each_rank_merge_into_one_run(db, export):
     assert k["launch_id"].tolist() == list(range(len(k)))
     for r, rows in alone.items():
         mine = k[k["rank"] == r]
-        assert mine["name"].tolist() == rows["name"].tolist()  # each rank's rows, in its own launch order
+        assert (
+            mine["name"].tolist() == rows["name"].tolist()
+        )  # each rank's rows, in its own launch order
         assert mine["duration_ns"].tolist() == rows["duration_ns"].tolist()
     ranges = store.ranges(run.id)
     assert sorted(r["rank"] for r in ranges if r["name"].endswith(".iter0")) == [0, 1]
@@ -183,20 +218,33 @@ def test_torch_profiler_traces_of_each_rank_merge_into_one_run(db, export):
     # The same step under nsys: every rank launched the same kernels, as many.
     nsys = frame(read_nsys_sqlite(export, ranks=_pids(NSYS)).rows)
     for r in (0, 1):
-        assert (k[(k["rank"] == r) & (k["kind"] == "kernel")].shape[0]
-                == nsys[(nsys["rank"] == r) & (nsys["kind"] == "kernel")].shape[0])
+        assert (
+            k[(k["rank"] == r) & (k["kind"] == "kernel")].shape[0]
+            == nsys[(nsys["rank"] == r) & (nsys["kind"] == "kernel")].shape[0]
+        )
     report = rank_report(store, run)
     assert report is not None and report.same_kernels and all(f.comm_kernels for f in report.ranks)
 
 
 def test_rank_differences_name_the_kernels_and_precisions():
-    counts = [(0, "gemm_a", "fp16", 4), (0, "gemm_b", "fp16", 2), (0, "add", "fp32", 10),
-              (1, "gemm_a", "fp16", 4), (1, "gemm_b", "fp32", 2), (1, "add", "fp32", 9)]
+    counts = [
+        (0, "gemm_a", "fp16", 4),
+        (0, "gemm_b", "fp16", 2),
+        (0, "add", "fp32", 10),
+        (1, "gemm_a", "fp16", 4),
+        (1, "gemm_b", "fp32", 2),
+        (1, "add", "fp32", 9),
+    ]
     (d,) = _differences(counts)
     assert d.rank == 1 and d.vs == 0
-    assert d.precisions == [PrecisionDifference(name="gemm_b", precisions=["fp32"], vs_precisions=["fp16"])]
+    assert d.precisions == [
+        PrecisionDifference(name="gemm_b", precisions=["fp32"], vs_precisions=["fp16"])
+    ]
     assert {(x.name, x.precision, x.launches, x.vs_launches) for x in d.kernels} == {
-        ("add", "fp32", 9, 10), ("gemm_b", "fp16", 0, 2), ("gemm_b", "fp32", 2, 0)}
+        ("add", "fp32", 9, 10),
+        ("gemm_b", "fp16", 0, 2),
+        ("gemm_b", "fp32", 2, 0),
+    }
     assert _differences([(0, "a", "fp16", 1), (1, "a", "fp16", 1)]) == []
 
 
@@ -237,8 +285,24 @@ def test_what_the_commands_show_of_the_ranks(export, db, tmp_path, page):
 def test_two_gloo_ranks_on_the_cpu_under_torch_profiler(db, tmp_path):
     """The acceptance's CPU test: the DDP workload as two processes (torchrun, gloo) under
     torch.profiler, stored as one run with both ranks."""
-    r = cli("run", "resnet50_ddp_train", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
-            "--batch-size", 1, "--iters", 1, "--warmup", 1, "--no-report", db=db)
+    r = cli(
+        "run",
+        "resnet50_ddp_train",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--nproc-per-node",
+        2,
+        "--batch-size",
+        1,
+        "--iters",
+        1,
+        "--warmup",
+        1,
+        "--no-report",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     name = "resnet50_ddp_train-fp32-eager-cpu-2ranks"
     k = cli_json("kernels", name, db=db)
@@ -250,22 +314,36 @@ def test_two_gloo_ranks_on_the_cpu_under_torch_profiler(db, tmp_path):
     s = cli_json("summary", name, db=db)
     ranks = s["ranks"]
     assert ranks["world_size"] == 2 and [f["rank"] for f in ranks["ranks"]] == [0, 1]
-    assert all(f["comm_kernels"] and f["comm_time_ns"] > 0 for f in ranks["ranks"])  # gloo's all-reduce ranges
+    assert all(
+        f["comm_kernels"] and f["comm_time_ns"] > 0 for f in ranks["ranks"]
+    )  # gloo's all-reduce ranges
     assert len(ranks["iterations"]) == 1 and ranks["iterations"][0]["start_skew_ns"] is not None
     runs = cli_json("runs", db=db)
     assert runs[0]["kernel_count"] == len(k)
     run = Store(db).get_run(name)
-    assert run.info["world_size"] == 2 and [x["rank"] for x in run.info["harness"]["ranks"]] == [0, 1]
+    assert run.info["world_size"] == 2 and [x["rank"] for x in run.info["harness"]["ranks"]] == [
+        0,
+        1,
+    ]
     assert {"kineto-json-rank0", "kineto-json-rank1"} <= set(run.raw_files)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--nproc-per-node", 0), "--nproc-per-node must be"),
-    (("--nproc-per-node", 65, "--device", "cpu"), "--nproc-per-node is at most 64"),
-    (("--nproc-per-node", 2, "--tool", "ncu"), "ncu profiles one process's kernels one by one"),
-    (("--nproc-per-node", 2, "--metrics", "full"), "ncu profiles one process's kernels one by one"),
-    (("--nproc-per-node", 2, "--device", "cpu", "--mode", "torchscript"), "TorchScript cannot trace"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--nproc-per-node", 0), "--nproc-per-node must be"),
+        (("--nproc-per-node", 65, "--device", "cpu"), "--nproc-per-node is at most 64"),
+        (("--nproc-per-node", 2, "--tool", "ncu"), "ncu profiles one process's kernels one by one"),
+        (
+            ("--nproc-per-node", 2, "--metrics", "full"),
+            "ncu profiles one process's kernels one by one",
+        ),
+        (
+            ("--nproc-per-node", 2, "--device", "cpu", "--mode", "torchscript"),
+            "TorchScript cannot trace",
+        ),
+    ],
+)
 def test_bad_rank_requests_are_one_line_and_make_no_database(db, args, message):
     one_line_error(cli("run", "resnet50_ddp_train", *args, db=db), message, code=2)
     assert not db.exists()
@@ -275,8 +353,11 @@ def test_more_ranks_than_gpus_is_refused(db, monkeypatch):
     from profkit import gpu
 
     monkeypatch.setattr(gpu, "count", lambda: 1)
-    one_line_error(cli("run", "resnet50_ddp_train", "--nproc-per-node", 2, "--tool", "torch", db=db),
-                   "runs a rank on each of 2 GPUs, but this machine has 1", code=2)
+    one_line_error(
+        cli("run", "resnet50_ddp_train", "--nproc-per-node", 2, "--tool", "torch", db=db),
+        "runs a rank on each of 2 GPUs, but this machine has 1",
+        code=2,
+    )
     assert not db.exists()
 
 
@@ -289,8 +370,22 @@ def test_on_two_gpus_a_ddp_step_under_nsys_and_torch(tmp_path):
         pytest.skip("needs 2 GPUs")
     db = tmp_path / "gpu.db"
     for tool in ("nsys", "torch"):
-        r = cli("run", "resnet50_ddp_train", "--precision", "amp", "--nproc-per-node", 2, "--tool", tool,
-                "--iters", 2, "--batch-size", 16, "--no-report", db=db)
+        r = cli(
+            "run",
+            "resnet50_ddp_train",
+            "--precision",
+            "amp",
+            "--nproc-per-node",
+            2,
+            "--tool",
+            tool,
+            "--iters",
+            2,
+            "--batch-size",
+            16,
+            "--no-report",
+            db=db,
+        )
         assert r.exit_code == 0, r.output
     counts = {}
     for tool in ("nsys", "torch"):
@@ -312,9 +407,24 @@ def test_a_rank_that_fails_is_named_and_the_others_are_stopped(db, tmp_path):
         "    import torch, torch.distributed as dist\n"
         "    if dist.get_rank() == 1:\n"
         "        raise RuntimeError('rank one cannot build')\n"
-        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
-    r = cli("run", workload, "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2, "--batch-size", 2,
-            "--no-report", "--timeout", 120, db=db)
+        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n"
+    )
+    r = cli(
+        "run",
+        workload,
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--nproc-per-node",
+        2,
+        "--batch-size",
+        2,
+        "--no-report",
+        "--timeout",
+        120,
+        db=db,
+    )
     one_line_error(r, "rank 1: ", code=1)
     assert "rank one cannot build" in r.stderr
     (run,) = Store(db).runs()
@@ -347,18 +457,27 @@ def test_the_ranks_section_in_chromium(export, db, tmp_path):
             assert int(row.get_attribute("data-comm-ns") or 0) == f.comm_time_ns
             assert int(row.get_attribute("data-overlap-ns") or 0) == f.comm_overlap_ns
             cells = row.locator("td").all_inner_texts()
-            assert cells[0] == str(f.rank) and cells[1] == str(f.devices[0]) and f"{f.comm_overlap_pct:.1f}%" in cells[6]
+            assert (
+                cells[0] == str(f.rank)
+                and cells[1] == str(f.devices[0])
+                and f"{f.comm_overlap_pct:.1f}%" in cells[6]
+            )
             bar = row.locator(".rankbar").bounding_box()
             assert bar is not None
-            for cls, ns in (("b-compute", f.compute_time_ns), ("b-overlap", f.comm_overlap_ns),
-                            ("b-exposed", f.comm_time_ns - (f.comm_overlap_ns or 0))):
+            for cls, ns in (
+                ("b-compute", f.compute_time_ns),
+                ("b-overlap", f.comm_overlap_ns),
+                ("b-exposed", f.comm_time_ns - (f.comm_overlap_ns or 0)),
+            ):
                 box = row.locator(f".{cls}").bounding_box()
                 width = box["width"] if box else 0.0
                 assert abs(width - bar["width"] * ns / longest) <= 1.5, (f.rank, cls)
         skew = page.locator("#iteration-skew tbody tr")
         assert skew.count() == 1 and "rank" in skew.nth(0).inner_text()
         assert page.locator("#rank-same").is_visible()
-        lanes = page.evaluate("() => Chart.getChart(document.getElementById('chart-timeline')).data.labels")
+        lanes = page.evaluate(
+            "() => Chart.getChart(document.getElementById('chart-timeline')).data.labels"
+        )
         assert {lane.split(" · ")[0] for lane in lanes} == {"rank 0", "rank 1"}
         page.locator("#ranks").screenshot(path=str(tmp_path / "ranks.png"))
 
@@ -372,7 +491,8 @@ def _stuck_on_rank_1(folder: Path) -> None:
         "    import time, torch, torch.distributed as dist\n"
         "    if dist.get_rank() == 1:\n"
         "        time.sleep(600)\n"
-        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n")
+        "    return torch.nn.Linear(4, 4), (torch.randn(spec.batch_size, 4),)\n"
+    )
     (folder / "deadlock.py").write_text(
         "def build(spec):\n"
         "    import torch, torch.distributed as dist\n"
@@ -381,7 +501,8 @@ def _stuck_on_rank_1(folder: Path) -> None:
         "        calls[0] += 1\n"
         "        if calls[0] > 1:\n"
         "            dist.recv(torch.zeros(1, device=spec.device), src=1 - dist.get_rank())\n"
-        "    return step\n")
+        "    return step\n"
+    )
 
 
 @needs_torch
@@ -396,10 +517,33 @@ def test_ctrl_c_stops_every_rank_and_marks_the_run(tmp_path, workload):
     from .conftest import ctrl_c, processes_mentioning
 
     _stuck_on_rank_1(tmp_path)
-    code, err, took = ctrl_c([sys.executable, "-m", "profkit", "--db", str(tmp_path / "p.db"), "run", workload,
-                              "--device", "cpu", "--tool", "torch", "--nproc-per-node", "2", "--batch-size", "2",
-                              "--no-report"], tmp_path, after_s=8)
-    assert code == 130 and err.strip().splitlines()[-1] == "profkit: interrupted" and "Traceback" not in err, err
+    code, err, took = ctrl_c(
+        [
+            sys.executable,
+            "-m",
+            "profkit",
+            "--db",
+            str(tmp_path / "p.db"),
+            "run",
+            workload,
+            "--device",
+            "cpu",
+            "--tool",
+            "torch",
+            "--nproc-per-node",
+            "2",
+            "--batch-size",
+            "2",
+            "--no-report",
+        ],
+        tmp_path,
+        after_s=8,
+    )
+    assert (
+        code == 130
+        and err.strip().splitlines()[-1] == "profkit: interrupted"
+        and "Traceback" not in err
+    ), err
     assert took < 15
     assert processes_mentioning(str(tmp_path)) == []
     (run,) = Store(tmp_path / "p.db").runs()
@@ -412,8 +556,26 @@ def test_a_timeout_stops_every_rank(tmp_path, db, workload):
     _stuck_on_rank_1(tmp_path)
     from .conftest import processes_mentioning
 
-    r = cli("run", tmp_path / workload, "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
-            "--batch-size", 2, "--warmup", 1, "--iters", 2, "--no-report", "--timeout", 8, db=db)
+    r = cli(
+        "run",
+        tmp_path / workload,
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--nproc-per-node",
+        2,
+        "--batch-size",
+        2,
+        "--warmup",
+        1,
+        "--iters",
+        2,
+        "--no-report",
+        "--timeout",
+        8,
+        db=db,
+    )
     one_line_error(r, "ran past 8 s and was stopped", code=1)
     assert processes_mentioning(str(tmp_path)) == []
     (run,) = Store(db).runs()
@@ -437,20 +599,26 @@ def test_the_iteration_table_keeps_its_columns_when_a_rank_misses_an_iteration(d
     """A rank without an iteration's range: the report's iteration table still has a wall and
     a collectives cell per rank in every row (dashes where the rank has none)."""
     cpu = DDP / "cpu_resnet50_ddp_train_fp32"
-    store, run = _store(db, merge_ranks({r: read_kineto(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}), "cpu")
+    store, run = _store(
+        db, merge_ranks({r: read_kineto(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}), "cpu"
+    )
     con = sqlite3.connect(db)
-    con.execute("delete from ranges where run_id = ? and rank = 0 and name like '%.iter0'", [run.id])
+    con.execute(
+        "delete from ranges where run_id = ? and rank = 0 and name like '%.iter0'", [run.id]
+    )
     con.commit()
     con.close()
     out = tmp_path / "cpu.html"
     assert cli("report", "cpu", "--output", out, db=db).exit_code == 0
     html = out.read_text()
-    table = html[html.index('id="iteration-skew"'):]
-    table = table[:table.index("</table>")]
-    head = table[:table.index("</thead>")]
+    table = html[html.index('id="iteration-skew"') :]
+    table = table[: table.index("</table>")]
+    head = table[: table.index("</thead>")]
     columns = len(re.findall(r"<th[ >]", head))
-    assert columns == 3 + 2 * 2 + 2  # iteration, skews, wall and collectives per rank, waited for, wait
-    rows = table[table.index("<tbody>"):].split("<tr>")[1:]
+    assert (
+        columns == 3 + 2 * 2 + 2
+    )  # iteration, skews, wall and collectives per rank, waited for, wait
+    rows = table[table.index("<tbody>") :].split("<tr>")[1:]
     assert len(rows) == 1 and all(len(re.findall(r"<td[ >]", row)) == columns for row in rows)
 
 
@@ -474,9 +642,24 @@ def test_a_ddp_script_that_joins_the_group_itself_runs(db, tmp_path):
         "    def step():\n"
         "        assert threads == str(max(1, (os.cpu_count() or 1) // 2)), threads\n"
         "        model(x).sum().backward()\n"
-        "    return step\n")
-    r = cli("run", tmp_path / "own_init.py", "--device", "cpu", "--tool", "torch", "--nproc-per-node", 2,
-            "--batch-size", 2, "--warmup", 1, "--no-report", db=db)
+        "    return step\n"
+    )
+    r = cli(
+        "run",
+        tmp_path / "own_init.py",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--nproc-per-node",
+        2,
+        "--batch-size",
+        2,
+        "--warmup",
+        1,
+        "--no-report",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     s = cli_json("summary", "own_init-fp32-eager-cpu-2ranks", db=db)["ranks"]
     assert [f["rank"] for f in s["ranks"]] == [0, 1] and s["same_kernels"]
@@ -487,8 +670,11 @@ def test_ranks_beyond_the_visible_gpus_are_refused(db, monkeypatch):
 
     monkeypatch.setattr(gpu, "count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    one_line_error(cli("run", "resnet50_ddp_train", "--nproc-per-node", 2, "--tool", "torch", db=db),
-                   "CUDA_VISIBLE_DEVICES shows 1 of this machine's 2", code=2)
+    one_line_error(
+        cli("run", "resnet50_ddp_train", "--nproc-per-node", 2, "--tool", "torch", db=db),
+        "CUDA_VISIBLE_DEVICES shows 1 of this machine's 2",
+        code=2,
+    )
     assert not db.exists()
 
 
@@ -500,8 +686,10 @@ def test_every_process_profkit_starts_has_nvlink_multicast_off(tmp_path, monkeyp
     from profkit.tools import runner
 
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
-    code = "import os; print(' '.join(os.environ.get(k, '-') for k in ('NCCL_NVLS_ENABLE', " \
-           "'TORCH_SYMM_MEM_DISABLE_MULTICAST', 'NVSHMEM_DISABLE_NVLS')))"
+    code = (
+        "import os; print(' '.join(os.environ.get(k, '-') for k in ('NCCL_NVLS_ENABLE', "
+        "'TORCH_SYMM_MEM_DISABLE_MULTICAST', 'NVSHMEM_DISABLE_NVLS')))"
+    )
     assert runner.capture([sys.executable, "-c", code]).split() == ["0", "1", "1"]
     lines: list[str] = []
     runner.stream([sys.executable, "-c", code], on_line=lines.append)
@@ -523,8 +711,24 @@ def test_on_two_gpus_a_timeout_under_nsys_leaves_nothing_running(tmp_path, db):
     if gpu.count() < 2:
         pytest.skip("needs 2 GPUs")
     _stuck_on_rank_1(tmp_path)
-    r = cli("run", tmp_path / "deadlock.py", "--tool", "nsys", "--nproc-per-node", 2, "--batch-size", 2,
-            "--warmup", 1, "--iters", 2, "--no-report", "--timeout", 30, db=db)
+    r = cli(
+        "run",
+        tmp_path / "deadlock.py",
+        "--tool",
+        "nsys",
+        "--nproc-per-node",
+        2,
+        "--batch-size",
+        2,
+        "--warmup",
+        1,
+        "--iters",
+        2,
+        "--no-report",
+        "--timeout",
+        30,
+        db=db,
+    )
     assert r.exit_code == 1 and "ran past 30 s" in r.stderr, r.output
     import time
 
@@ -540,8 +744,18 @@ def test_the_rank_tables_fit_a_terminal_and_keep_their_figures(export, db, width
 
     _store(db, read_nsys_sqlite(export, ranks=_pids(NSYS)), f"ddp{width}")
     text = screen("summary", f"ddp{width}", db=db, width=width)
-    for col in ("rank", "kernels", "GPU time", "compute", "NCCL", "overlapped", "start skew", "end skew",
-                "rank 0 wall", "rank 1 wall"):
+    for col in (
+        "rank",
+        "kernels",
+        "GPU time",
+        "compute",
+        "NCCL",
+        "overlapped",
+        "start skew",
+        "end skew",
+        "rank 0 wall",
+        "rank 1 wall",
+    ):
         assert col in text, (width, col)
     s = cli_json("summary", f"ddp{width}", db=db)
     for r in s["ranks"]["ranks"]:

@@ -22,8 +22,13 @@ PROFKIT = [sys.executable, "-m", "profkit"]
 
 
 def start(*args: object, db: Path, cwd: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen([*PROFKIT, "--db", str(db), *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    return subprocess.Popen(
+        [*PROFKIT, "--db", str(db), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
 
 
 def finish(p: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
@@ -36,12 +41,17 @@ def consistent(db: Path) -> dict[str, tuple[str, int]]:
     con = sqlite3.connect(db)
     assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
     out = {}
-    for name, status, count, rid in con.execute("select name, status, kernel_count, id from runs order by id"):
-        rows = con.execute("select count(*) from kernels where run_id = ? and kind in ('kernel', 'cpu_op')",
-                           [rid]).fetchone()[0]
+    for name, status, count, rid in con.execute(
+        "select name, status, kernel_count, id from runs order by id"
+    ):
+        rows = con.execute(
+            "select count(*) from kernels where run_id = ? and kind in ('kernel', 'cpu_op')", [rid]
+        ).fetchone()[0]
         assert rows == (count if status == "ok" else 0), (name, status, count, rows)
         out[name] = (status, count)
-    orphans = con.execute("select count(*) from kernels where run_id not in (select id from runs)").fetchone()[0]
+    orphans = con.execute(
+        "select count(*) from kernels where run_id not in (select id from runs)"
+    ).fetchone()[0]
     assert orphans == 0
     con.close()
     return out
@@ -56,23 +66,28 @@ def test_eight_imports_and_queries_at_once(tmp_path, round_):
     first = start("import", src, "--name", "seed", db=db)
     assert finish(first)[0] == 0
     procs = [start("import", src, db=db) for _ in range(8)]
-    readers = [start("kernels", "seed", "--format", "json", db=db), start("runs", "--format", "json", db=db),
-               start("summary", "seed", db=db)]
+    readers = [
+        start("kernels", "seed", "--format", "json", db=db),
+        start("runs", "--format", "json", db=db),
+        start("summary", "seed", db=db),
+    ]
     results = [finish(p) for p in procs + readers]
-    for rc, out, err in results:
+    for rc, _out, err in results:
         assert rc == 0 and "Traceback" not in err, err
-    names = [r[1].strip().splitlines()[-1].split()[-1] for r in results[:8]]
     runs = consistent(db)
     assert len(runs) == 9 and all(v == ("ok", 162) for v in runs.values())
-    assert sorted(runs) == sorted(["seed", *[f"resnet18_fp16_eager-{i}" if i > 1 else "resnet18_fp16_eager"
-                                             for i in range(1, 9)]])
+    assert sorted(runs) == sorted(
+        [
+            "seed",
+            *[f"resnet18_fp16_eager-{i}" if i > 1 else "resnet18_fp16_eager" for i in range(1, 9)],
+        ]
+    )
     assert len(json.loads(results[8][1])) == 162
 
 
 def test_reader_during_a_long_import_is_not_blocked(tmp_path):
     """A long import holds no lock that readers wait for: `runs` answers at once meanwhile,
     without the unfinished run."""
-    import gzip
     import shutil
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -112,13 +127,30 @@ def test_three_cpu_runs_at_once_keep_their_own_names_and_files(tmp_path):
     """Three `run --device cpu` of one workload, no --name, batch 1, 2, 3: three complete runs,
     each with its own name, raw folder and a job file of its own batch size."""
     db = tmp_path / "p.db"
-    procs = [start("run", "resnet18", "--device", "cpu", "--batch-size", n, "--warmup", "1", "--no-report", db=db)
-             for n in (1, 2, 3)]
+    procs = [
+        start(
+            "run",
+            "resnet18",
+            "--device",
+            "cpu",
+            "--batch-size",
+            n,
+            "--warmup",
+            "1",
+            "--no-report",
+            db=db,
+        )
+        for n in (1, 2, 3)
+    ]
     results = [finish(p, timeout=600) for p in procs]
-    for rc, out, err in results:
+    for rc, _out, err in results:
         assert rc == 0 and "Traceback" not in err, err
     runs = consistent(db)
-    assert sorted(runs) == ["resnet18-fp32-eager-cpu", "resnet18-fp32-eager-cpu-2", "resnet18-fp32-eager-cpu-3"]
+    assert sorted(runs) == [
+        "resnet18-fp32-eager-cpu",
+        "resnet18-fp32-eager-cpu-2",
+        "resnet18-fp32-eager-cpu-3",
+    ]
     stored = profkit.open_db(db)
     for name in runs:
         r = stored.run(name)
@@ -145,8 +177,14 @@ def _wait_for(db: Path, status: str, timeout: float = 120) -> None:
 
 def _children(folder: Path) -> list[int]:
     """The profiled (harness) processes of runs under ``folder``: their job file is there."""
-    out = subprocess.run(["ps", "-e", "-ww", "-o", "pid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if "profkit.harness" in line and str(folder) in line]
+    out = subprocess.run(
+        ["ps", "-e", "-ww", "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout
+    return [
+        int(line.split()[0])
+        for line in out.splitlines()
+        if "profkit.harness" in line and str(folder) in line
+    ]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -159,7 +197,12 @@ def test_signal_during_a_large_import(tmp_path, sig):
     big = tmp_path / "big.sqlite"
     synthesize(big, 200_000)
     db = tmp_path / "p.db"
-    assert finish(start("import", NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "--name", "keep", db=db))[0] == 0
+    assert (
+        finish(
+            start("import", NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", "--name", "keep", db=db)
+        )[0]
+        == 0
+    )
     p = start("import", big, "--name", "big", db=db)
     _wait_for(db, "importing")
     time.sleep(1.0)
@@ -173,16 +216,36 @@ def test_signal_during_a_large_import(tmp_path, sig):
 
 
 @needs_torch
-@pytest.mark.parametrize("sigs", [(signal.SIGINT,), (signal.SIGTERM,), (signal.SIGINT, signal.SIGINT),
-                                  (signal.SIGINT, signal.SIGTERM)], ids=["int", "term", "int-int", "int-term"])
+@pytest.mark.parametrize(
+    "sigs",
+    [
+        (signal.SIGINT,),
+        (signal.SIGTERM,),
+        (signal.SIGINT, signal.SIGINT),
+        (signal.SIGINT, signal.SIGTERM),
+    ],
+    ids=["int", "term", "int-int", "int-term"],
+)
 def test_signal_during_a_cpu_run(tmp_path, sigs):
     """SIGINT or SIGTERM (or two signals 50 ms apart, the second while profkit stops its child)
     to `profkit run --device cpu` while it profiles: no harness process is left, the run is
     recorded interrupted with its raw folder, and the database is consistent."""
     sig = sigs[0]
     db = tmp_path / "p.db"
-    p = start("run", "resnet18", "--device", "cpu", "--batch-size", "8", "--warmup", "50", "--name", "cut",
-              "--no-report", db=db)
+    p = start(
+        "run",
+        "resnet18",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "8",
+        "--warmup",
+        "50",
+        "--name",
+        "cut",
+        "--no-report",
+        db=db,
+    )
     _wait_for(db, "running")
     deadline = time.monotonic() + 60
     while not _children(tmp_path) and time.monotonic() < deadline:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import os
+import re
 from html import unescape
 from pathlib import Path
 
@@ -24,7 +24,9 @@ from profkit.report import model
 from . import chromium
 from .conftest import DATA, NCU_DATA, cli, cli_json, help_words, one_line_error
 
-needs_chromium = pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
+needs_chromium = pytest.mark.skipif(
+    chromium.available() is not None, reason=str(chromium.available())
+)
 XSS = "<script>alert(1)</script>"
 
 
@@ -35,10 +37,17 @@ def _xss_capture(tmp_path: Path) -> Path:
     import csv
     import io
 
-    rows = list(csv.reader(io.StringIO(gzip.decompress((NCU_DATA / "resnet18_fp16_eager.raw.csv.gz").read_bytes())
-                                       .decode())))
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                gzip.decompress((NCU_DATA / "resnet18_fp16_eager.raw.csv.gz").read_bytes()).decode()
+            )
+        )
+    )
     col = rows[0].index("Kernel Name")
-    rows[2][col] = rows[2][col].replace("void ", f"void evil{XSS}\"'&amp;<img src=x onerror=alert(2)>_", 1)
+    rows[2][col] = rows[2][col].replace(
+        "void ", f"void evil{XSS}\"'&amp;<img src=x onerror=alert(2)>_", 1
+    )
     path = tmp_path / "xss.raw.csv"
     with path.open("w", newline="") as f:
         csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
@@ -52,9 +61,12 @@ def reports(tmp_path_factory, diff_dir, report_dir):
     tmp = tmp_path_factory.mktemp("reports")
     db = profkit.open_db(tmp / "r.db")
     files = {
-        "ncu": report_dir / "mnv2_fp16_ncu.raw.csv.gz", "nsys": report_dir / "r50_fp16_b64_nsys.sqlite",
-        "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz", "eager": diff_dir / "r18_fp16_eager_ncu.raw.csv.gz",
-        "ts": diff_dir / "r18_fp16_torchscript_ncu.raw.csv.gz", "xss": _xss_capture(tmp),
+        "ncu": report_dir / "mnv2_fp16_ncu.raw.csv.gz",
+        "nsys": report_dir / "r50_fp16_b64_nsys.sqlite",
+        "cpu": DATA / "torch" / "cpu_resnet18_fp32.json.gz",
+        "eager": diff_dir / "r18_fp16_eager_ncu.raw.csv.gz",
+        "ts": diff_dir / "r18_fp16_torchscript_ncu.raw.csv.gz",
+        "xss": _xss_capture(tmp),
         "zoo": NCU_DATA / "precision_zoo.raw.csv.gz",
     }
     runs = {k: db.import_file(f, name=k) for k, f in files.items()}
@@ -75,8 +87,14 @@ def test_self_contained_and_escaped(reports):
         html = path.read_text()
         # no network: nothing loaded from elsewhere, and the policy forbids it anyway
         assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html), kind
-        csp = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html).group(1))
-        assert csp.startswith("default-src 'none';") and "script-src 'sha256-" in csp and "unsafe-eval" not in csp
+        csp = unescape(
+            re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html).group(1)
+        )
+        assert (
+            csp.startswith("default-src 'none';")
+            and "script-src 'sha256-" in csp
+            and "unsafe-eval" not in csp
+        )
         assert html.count("<script") == html.count("</script>") == (2 if kind == "index" else 3)
     xss = paths["xss"].read_text()
     assert XSS not in xss and "<img src=x" not in xss
@@ -90,7 +108,9 @@ def test_headline_is_the_summary(reports):
         page = model.run_page(runs[name].database.store, runs[name])
         assert page["summary"] == summary
         keys = ("gpu_time_ns", "kernels", "tensor_core_time_pct", "time_by_precision_ns")
-        keys += () if name == "cpu" else ("matrix_work",)  # issue 23: the coverage of matrix work, on GPU runs
+        keys += (
+            () if name == "cpu" else ("matrix_work",)
+        )  # issue 23: the coverage of matrix work, on GPU runs
         assert {h["key"]: h["value"] for h in page["headline"]} == {k: summary[k] for k in keys}
 
 
@@ -100,10 +120,14 @@ def test_kernel_table_groups_launches(reports):
     assert sum(r["launches"] for r in table["rows"]) == runs["nsys"].kernel_count
     assert sum(r["time_ns"] for r in table["rows"]) == runs["nsys"].gpu_time_ns
     bn = table["rows"][0]
-    assert bn["launches"] == 106 and len(bn["inside"]) == model.LAUNCHES_PER_GROUP and bn["tc"] == "no"
+    assert (
+        bn["launches"] == 106 and len(bn["inside"]) == model.LAUNCHES_PER_GROUP and bn["tc"] == "no"
+    )
     assert bn["evidence"] == ["name"] and bn["details"]
     cutlass = next(r for r in table["rows"] if r["name"].startswith("void cutlass::Kernel2<"))
-    assert cutlass["short"].startswith("Kernel2<cutlass_80_tensorop_f16_") and cutlass["tc"] == "yes"
+    assert (
+        cutlass["short"].startswith("Kernel2<cutlass_80_tensorop_f16_") and cutlass["tc"] == "yes"
+    )
 
 
 def test_timeline_of_one_iteration(reports):
@@ -112,7 +136,10 @@ def test_timeline_of_one_iteration(reports):
     assert tl["note"] == "iteration resnet50.fp16.eager.iter0: 370 GPU operations"
     assert {b[0] for b in tl["bars"]} == {"stream 7"} and tl["bars"][0][1] == 0.0
     assert all(b[2] >= b[1] for b in tl["bars"]) and tl["span_us"] < 10_000
-    assert "ncu replays kernels" in model.timeline(runs["ncu"].database.store, runs["ncu"])["note"] and not model.timeline(runs["cpu"].database.store, runs["cpu"])["bars"]
+    assert (
+        "ncu replays kernels" in model.timeline(runs["ncu"].database.store, runs["ncu"])["note"]
+        and not model.timeline(runs["cpu"].database.store, runs["cpu"])["bars"]
+    )
 
 
 def test_throughput_from_counters(reports):
@@ -121,21 +148,37 @@ def test_throughput_from_counters(reports):
     assert t is not None and t.chip is not None and t.chip.name == "H100 SXM"
     tf32 = next(k for k in t.kernels if k.label.startswith("sm80_xmma_fprop_implicit_gemm_tf32"))
     # 2 x 924,844,032 multiply-adds of the 3x3 convolution over its measured duration
-    assert tf32.tensor_ops == 1_849_688_064 and tf32.unit == "TFLOP/s" and tf32.achieved_tflops == pytest.approx(1_849_688_064 / tf32.time_ns / 1e3)
-    assert tf32.peak_tflops == 494.5 and tf32.peak_pct == pytest.approx(100 * tf32.achieved_tflops / 494.5)
+    assert (
+        tf32.tensor_ops == 1_849_688_064
+        and tf32.unit == "TFLOP/s"
+        and tf32.achieved_tflops == pytest.approx(1_849_688_064 / tf32.time_ns / 1e3)
+    )
+    assert tf32.peak_tflops == 494.5 and tf32.peak_pct == pytest.approx(
+        100 * tf32.achieved_tflops / 494.5
+    )
     assert {k.precision for k in t.kernels} == {"fp64", "tf32", "fp16", "bf16", "fp8", "int8"}
     assert {k.unit for k in t.kernels if k.precision == "int8"} == {"TOPS"}
     assert t.run_rate["tf32"] == pytest.approx(t.tensor_ops["tf32"] / runs["zoo"].gpu_time_ns / 1e3)
     assert "--clock-control base" in t.notes[0]
-    assert throughput(runs["nsys"].database.store, runs["nsys"]) is None  # no counters: no figures, no estimates
+    assert (
+        throughput(runs["nsys"].database.store, runs["nsys"]) is None
+    )  # no counters: no figures, no estimates
     assert throughput(runs["cpu"].database.store, runs["cpu"]) is None
 
 
-@pytest.mark.parametrize("gpu, chip", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA A100-SXM4-80GB", "A100"),
-    ("NVIDIA GeForce RTX 4090", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "gpu, chip",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA GeForce RTX 4090", None),
+        (None, None),
+    ],
+)
 def test_chip_peaks(gpu, chip):
     found = chip_of(gpu)
     assert (found.name if found else None) == chip
@@ -144,19 +187,38 @@ def test_chip_peaks(gpu, chip):
 def test_display_names_tell_launchers_apart():
     from profkit.names import display_name
 
-    assert display_name("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::Half>, "
-                        "std::array<char *, (unsigned long)3>>(int, T2, T3)") == "vectorized_elementwise_kernel<CUDAFunctor_add>"
-    assert display_name("void at::elementwise_kernel<128, 4, void at::gpu_kernel_impl_nocast<at::BinaryFunctor<c10::Half, "
-                        "c10::Half, c10::Half, binary_internal::MulFunctor<float>>>(at::TensorIteratorBase &, const T1 &)"
-                        "::[lambda(int) (instance 1)]>(int, T3)") == "elementwise_kernel<MulFunctor>"
-    assert display_name("void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align2>(T1::Params)") \
+    assert (
+        display_name(
+            "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::Half>, "
+            "std::array<char *, (unsigned long)3>>(int, T2, T3)"
+        )
+        == "vectorized_elementwise_kernel<CUDAFunctor_add>"
+    )
+    assert (
+        display_name(
+            "void at::elementwise_kernel<128, 4, void at::gpu_kernel_impl_nocast<at::BinaryFunctor<c10::Half, "
+            "c10::Half, c10::Half, binary_internal::MulFunctor<float>>>(at::TensorIteratorBase &, const T1 &)"
+            "::[lambda(int) (instance 1)]>(int, T3)"
+        )
+        == "elementwise_kernel<MulFunctor>"
+    )
+    assert (
+        display_name(
+            "void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align2>(T1::Params)"
+        )
         == "Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align2>"
-    assert display_name("nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT") == "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT"
+    )
+    assert (
+        display_name("nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT")
+        == "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT"
+    )
 
 
 def test_index_links_every_run(reports):
     db, runs, paths = reports
-    data = json.loads(re.search(r'id="profkit-data">(.*?)</script>', paths["index"].read_text(), re.S).group(1))
+    data = json.loads(
+        re.search(r'id="profkit-data">(.*?)</script>', paths["index"].read_text(), re.S).group(1)
+    )
     assert [r["name"] for r in data["runs"]] == list(runs)
     assert all((paths["index"].parent / r["report"]).exists() for r in data["runs"])
 
@@ -166,7 +228,11 @@ def test_report_command(reports, tmp_path, monkeypatch):
     db, _, _ = reports
     monkeypatch.chdir(tmp_path)
     r = cli("report", "ncu", db=db.path)
-    assert r.exit_code == 0 and r.stdout == "report: reports/ncu.html\n" and (tmp_path / "reports" / "ncu.html").exists()
+    assert (
+        r.exit_code == 0
+        and r.stdout == "report: reports/ncu.html\n"
+        and (tmp_path / "reports" / "ncu.html").exists()
+    )
     r = cli("report", "eager", "--vs", "ts", "--match", "family", db=db.path)
     assert r.stdout == "report: reports/vs/eager+ts.html\n"
     assert '"match": "family"' in (tmp_path / "reports" / "vs" / "eager+ts.html").read_text()
@@ -228,12 +294,24 @@ def test_report_refusals(reports, tmp_path):
         (["report", "nosuch"], 1, "no run 'nosuch'"),
         (["report", "ncu", "--vs", "nosuch"], 1, "no run 'nosuch'"),
         (["report", "ncu", "--index"], 2, "--index writes the index of every run: give it no RUN"),
-        (["report", "ncu", "--match", "exact"], 2, "--match and --threshold shape the diff of a side-by-side report"),
+        (
+            ["report", "ncu", "--match", "exact"],
+            2,
+            "--match and --threshold shape the diff of a side-by-side report",
+        ),
         (["report", "ncu", "--threshold", "5"], 2, "give --vs RUN_B too"),
         (["report", "ncu", "-o", ""], 2, "no path to write the report to"),
         (["report", "ncu", "-o", str(tmp_path)], 2, "it is a folder. Give a file path to --output"),
-        (["report", "ncu", "-o", str(tmp_path / "file" / "x.html")], 2, "file is a file, not a folder"),
-        (["report", "--index", "-o", str(tmp_path / "file" / "x.html")], 2, "file is a file, not a folder"),
+        (
+            ["report", "ncu", "-o", str(tmp_path / "file" / "x.html")],
+            2,
+            "file is a file, not a folder",
+        ),
+        (
+            ["report", "--index", "-o", str(tmp_path / "file" / "x.html")],
+            2,
+            "file is a file, not a folder",
+        ),
         (["report", "cpu", "--vs", "ncu"], 2, "holds CPU operators"),
     ]:
         one_line_error(cli(*args, db=db.path), message, code)
@@ -249,11 +327,15 @@ def test_run_and_compare_offer_no_report():
 
 # ------------------------------------------------------------------ in Chromium
 def _column(page, key):
-    return page.eval_on_selector_all(f'#kernel-table tbody tr.row td[data-key="{key}"]', "els => els.map(e => e.textContent)")
+    return page.eval_on_selector_all(
+        f'#kernel-table tbody tr.row td[data-key="{key}"]', "els => els.map(e => e.textContent)"
+    )
 
 
 def _shown_rows(page):
-    return page.eval_on_selector_all("#kernel-table tbody tr.row", "els => els.map(e => +e.dataset.index)")
+    return page.eval_on_selector_all(
+        "#kernel-table tbody tr.row", "els => els.map(e => +e.dataset.index)"
+    )
 
 
 def _check_headline(page, summary, side=None):
@@ -264,7 +346,9 @@ def _check_headline(page, summary, side=None):
         assert fig.locator(".value").is_visible()
     from profkit.render import fmt_ns
 
-    assert page.locator(sel.format("gpu_time_ns") + " .value").inner_text() == fmt_ns(summary["gpu_time_ns"])
+    assert page.locator(sel.format("gpu_time_ns") + " .value").inner_text() == fmt_ns(
+        summary["gpu_time_ns"]
+    )
     assert page.locator(sel.format("kernels") + " .value").inner_text() == f"{summary['kernels']:,}"
 
 
@@ -285,7 +369,9 @@ def _check_sort_and_filter(page, rows, name_of, text_col="name"):
     page.fill("#kernel-table input.filter-text", word)
     expected = {i for i, r in enumerate(rows) if word in name_of(r).lower()}
     info = f"{len(expected)} of {n} rows match" if len(expected) < n else f"{n} rows"
-    page.wait_for_function("t => document.querySelector('#kernel-table .table-info').textContent === t", arg=info)
+    page.wait_for_function(
+        "t => document.querySelector('#kernel-table .table-info').textContent === t", arg=info
+    )
     shown = _shown_rows(page)
     assert 0 < len(shown) == min(50, len(expected)) and set(shown) <= expected
     page.fill("#kernel-table input.filter-text", "")
@@ -311,17 +397,25 @@ def test_run_report_in_chromium(reports, browser, kind):
     # a group opens on its launches and the evidence of its verdict
     page.click("#kernel-table tbody tr.row >> nth=0")
     details = page.locator("#kernel-table tr.details")
-    assert details.count() == 1 and details.locator("tbody tr").count() == min(len(rows[_shown_rows(page)[0]]["inside"]), 25)
+    assert details.count() == 1 and details.locator("tbody tr").count() == min(
+        len(rows[_shown_rows(page)[0]]["inside"]), 25
+    )
     assert "evidence" in details.inner_text()
-    charts = page.evaluate("() => ['chart-top', 'chart-precision', 'chart-tensor', 'chart-ranges', 'chart-timeline']"
-                           ".filter(id => document.getElementById(id) && Chart.getChart(document.getElementById(id)))")
-    expected = {"ncu": ["chart-top", "chart-precision", "chart-tensor", "chart-ranges"],
-                "nsys": ["chart-top", "chart-precision", "chart-tensor", "chart-ranges", "chart-timeline"],
-                "cpu": ["chart-top", "chart-precision", "chart-ranges"]}[kind]
+    charts = page.evaluate(
+        "() => ['chart-top', 'chart-precision', 'chart-tensor', 'chart-ranges', 'chart-timeline']"
+        ".filter(id => document.getElementById(id) && Chart.getChart(document.getElementById(id)))"
+    )
+    expected = {
+        "ncu": ["chart-top", "chart-precision", "chart-tensor", "chart-ranges"],
+        "nsys": ["chart-top", "chart-precision", "chart-tensor", "chart-ranges", "chart-timeline"],
+        "cpu": ["chart-top", "chart-precision", "chart-ranges"],
+    }[kind]
     assert charts == expected
     if kind == "cpu":
         assert "CPU operator report" in page.locator("h1").inner_text()
-        assert page.locator('.figure[data-key="gpu_time_ns"] .label').inner_text() == "CPU self time"
+        assert (
+            page.locator('.figure[data-key="gpu_time_ns"] .label').inner_text() == "CPU self time"
+        )
     if kind == "ncu":
         assert page.locator(".finding").count() == len(runs["ncu"].findings()) >= 3
         assert page.locator('.finding[data-id="depthwise_convolutions"]').count() == 1
@@ -335,7 +429,9 @@ def test_vs_report_in_chromium(reports, browser):
     _check_headline(page, cli_json("summary", "eager", db=db.path), "a")
     _check_headline(page, cli_json("summary", "ts", db=db.path), "b")
     rows = runs["eager"].diff(runs["ts"]).to_dict()["rows"]
-    _check_sort_and_filter(page, rows, lambda r: r["name"] + " " + " ".join(r["variants_a"] + r["variants_b"]))
+    _check_sort_and_filter(
+        page, rows, lambda r: r["name"] + " " + " ".join(r["variants_a"] + r["variants_b"])
+    )
     status = rows[0]["status"]
     page.select_option('#kernel-table select[data-filter="status"]', status)
     shown = _shown_rows(page)
@@ -348,7 +444,9 @@ def test_vs_report_in_chromium(reports, browser):
 def test_index_in_chromium(reports, browser):
     _, runs, paths = reports
     page = opened(browser, paths["index"])
-    links = page.eval_on_selector_all("#kernel-table tbody a", "els => els.map(e => e.getAttribute('href'))")
+    links = page.eval_on_selector_all(
+        "#kernel-table tbody a", "els => els.map(e => e.getAttribute('href'))"
+    )
     assert sorted(links) == sorted(f"{n}.html" for n in runs)
 
 

@@ -33,9 +33,11 @@ from . import chromium
 from .conftest import DATA
 from .where_data import import_where
 
-needs_chromium = pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
-TREE = "resnet18_train-amp-eager-nsys"   # attribution, a timeline and a module tree
-PAIR = ("heuristic", "autotuned")        # tests/data/diff: the same model, cuDNN's kernels changed
+needs_chromium = pytest.mark.skipif(
+    chromium.available() is not None, reason=str(chromium.available())
+)
+TREE = "resnet18_train-amp-eager-nsys"  # attribution, a timeline and a module tree
+PAIR = ("heuristic", "autotuned")  # tests/data/diff: the same model, cuDNN's kernels changed
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +66,15 @@ def site(tmp_path_factory, diff_dir):
 
 def rgb(hex_colour: str) -> str:
     """A palette colour as getComputedStyle writes it."""
-    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgb({r}, {g}, {b})"
 
 
 def concept_of(colour: str) -> set[str]:
     c = colour.strip().upper()
-    found = {concept for concept, colours in PALETTE.items() for v in colours.values() if v.upper() == c}
+    found = {
+        concept for concept, colours in PALETTE.items() for v in colours.values() if v.upper() == c
+    }
     return found | ({"neutral"} if c in (v.upper() for v in NEUTRAL.values()) else set())
 
 
@@ -87,24 +91,36 @@ def opened(browser, path, width=1400):
 
 def chart_colours(page, chart_id) -> list[tuple[str, str]]:
     """(label, colour) of every bar or slice a chart draws."""
-    return page.evaluate("""id => { const c = Chart.getChart(document.getElementById(id)); const out = [];
+    return page.evaluate(
+        """id => { const c = Chart.getChart(document.getElementById(id)); const out = [];
         c.data.datasets.forEach(d => d.data.forEach((v, i) => {
           const col = Array.isArray(d.backgroundColor) ? d.backgroundColor[i] : d.backgroundColor;
           out.push([c.data.datasets.length > 1 ? d.label : String(c.data.labels[i]), col]); }));
-        return out; }""", chart_id)
+        return out; }""",
+        chart_id,
+    )
 
 
 def legend(page, chart_id) -> dict[str, str]:
-    return dict(page.eval_on_selector_all(f'ul.legend[data-for="{chart_id}"] li',
-                                          "lis => lis.map(li => [li.textContent, getComputedStyle(li.firstChild).backgroundColor])"))
+    return dict(
+        page.eval_on_selector_all(
+            f'ul.legend[data-for="{chart_id}"] li',
+            "lis => lis.map(li => [li.textContent, getComputedStyle(li.firstChild).backgroundColor])",
+        )
+    )
 
 
 # ------------------------------------------------------------------ the palette itself
 def test_the_palette_gives_each_colour_one_meaning():
-    values = [v.upper() for colours in PALETTE.values() for v in colours.values()] + [v.upper() for v in NEUTRAL.values()]
+    values = [v.upper() for colours in PALETTE.values() for v in colours.values()] + [
+        v.upper() for v in NEUTRAL.values()
+    ]
     assert len(values) == len(set(values))  # no colour in two concepts (nor twice in one)
     assert set(PALETTE["precision"]) == set(PRECISIONS)
-    assert {"tensor", "matrix_cuda", "cuda"} <= set(PALETTE["tc"]) and set(PALETTE["change"]) == {"faster", "slower"}
+    assert {"tensor", "matrix_cuda", "cuda"} <= set(PALETTE["tc"]) and set(PALETTE["change"]) == {
+        "faster",
+        "slower",
+    }
     css = css_variables()
     for concept, colours in PALETTE.items():
         for key, value in colours.items():
@@ -115,7 +131,9 @@ def test_kernel_rows_say_whether_they_are_matrix_work(site):
     db, _ = site
     rows = model.kernel_table(db.store, db.run("mnv2"))["rows"]
     assert all(r["matrix"] == (r["family"] in MATRIX_FAMILIES) for r in rows)
-    assert any(r["matrix"] and r["tc"] == "no" for r in rows) and any(not r["matrix"] and r["tc"] == "no" for r in rows)
+    assert any(r["matrix"] and r["tc"] == "no" for r in rows) and any(
+        not r["matrix"] and r["tc"] == "no" for r in rows
+    )
 
 
 # ------------------------------------------------------------------ colours as drawn
@@ -129,7 +147,10 @@ def test_run_page_colours_are_the_palettes(site, browser):
         seen.setdefault(concept, set()).add(colour)
 
     # badges in the kernel table: each precision's and tensor-core use's own colour
-    for cls, bg in page.eval_on_selector_all("#kernel-table .badge", "bs => bs.map(b => [b.className, getComputedStyle(b).backgroundColor])"):
+    for cls, bg in page.eval_on_selector_all(
+        "#kernel-table .badge",
+        "bs => bs.map(b => [b.className, getComputedStyle(b).backgroundColor])",
+    ):
         kind = cls.split()[1]
         prefix, key = kind.split("-", 1)
         concept = {"p": "precision", "tc": "tc", "ev": "evidence", "st": None}[prefix]
@@ -139,26 +160,40 @@ def test_run_page_colours_are_the_palettes(site, browser):
     # charts: top kernels and time by precision in precision colours, tensor-core use in its own
     rows = model.kernel_table(db.store, db.run("mnv2"))["rows"]
     top = sorted(rows, key=lambda r: -r["time_ns"])[:15]
-    assert [c.upper() for _, c in chart_colours(page, "chart-top")] == [PALETTE["precision"][r["precision"]] for r in top]
+    assert [c.upper() for _, c in chart_colours(page, "chart-top")] == [
+        PALETTE["precision"][r["precision"]] for r in top
+    ]
     for label, colour in chart_colours(page, "chart-precision"):
         assert colour.upper() == PALETTE["precision"][label]
         saw("precision", rgb(colour.upper()))
-    tc_keys = {"matrix work on tensor cores": "tensor", "matrix work on CUDA cores": "matrix_cuda",
-               "other kernels (no matrix math)": "cuda", "matrix work, undecided": "unknown",
-               "other kernels, undecided": "unknown", "other kernels on tensor cores": "tensor_other"}
+    tc_keys = {
+        "matrix work on tensor cores": "tensor",
+        "matrix work on CUDA cores": "matrix_cuda",
+        "other kernels (no matrix math)": "cuda",
+        "matrix work, undecided": "unknown",
+        "other kernels, undecided": "unknown",
+        "other kernels on tensor cores": "tensor_other",
+    }
     drawn = chart_colours(page, "chart-tensor")
-    assert {label for label, _ in drawn} >= {"matrix work on tensor cores", "matrix work on CUDA cores",
-                                             "other kernels (no matrix math)"}
+    assert {label for label, _ in drawn} >= {
+        "matrix work on tensor cores",
+        "matrix work on CUDA cores",
+        "other kernels (no matrix math)",
+    }
     for label, colour in drawn:
         assert colour.upper() == PALETTE["tc"][tc_keys[label]], label
         saw("tc", rgb(colour.upper()))
     # a legend names the precisions the top-kernels bars use
-    assert legend(page, "chart-top") == {p: rgb(PALETTE["precision"][p]) for p in dict.fromkeys(r["precision"] for r in top)}
+    assert legend(page, "chart-top") == {
+        p: rgb(PALETTE["precision"][p]) for p in dict.fromkeys(r["precision"] for r in top)
+    }
     # findings in the finding colour; the headline's tensor-core figure in the tensor-core colour
-    borders = page.eval_on_selector_all(".finding", "fs => fs.map(f => getComputedStyle(f).borderLeftColor)")
+    borders = page.eval_on_selector_all(
+        ".finding", "fs => fs.map(f => getComputedStyle(f).borderLeftColor)"
+    )
     assert borders and set(borders) == {rgb(PALETTE["severity"]["finding"])}
     saw("severity", borders[0])
-    lead = page.eval_on_selector('.figure.lead', "f => getComputedStyle(f).borderTopColor")
+    lead = page.eval_on_selector(".figure.lead", "f => getComputedStyle(f).borderTopColor")
     assert lead == rgb(PALETTE["tc"]["tensor"])
     # no colour drawn for two concepts
     every = [c for colours in seen.values() for c in colours]
@@ -172,15 +207,23 @@ def test_run_page_colours_are_the_palettes(site, browser):
 def test_timeline_colours_are_the_palettes(site, browser):
     _, pages = site
     page = opened(browser, pages["tree"])
-    expected = {"tensor cores": PALETTE["tc"]["tensor"], "matrix work on CUDA cores": PALETTE["tc"]["matrix_cuda"],
-                "unknown": PALETTE["tc"]["unknown"], "other kernels (no matrix math)": PALETTE["tc"]["cuda"],
-                "memcpy / memset": NEUTRAL["memory"]}
-    drawn = dict(page.evaluate("""() => Chart.getChart(document.getElementById('chart-timeline')).data.datasets
-                                   .map(d => [d.label, d.backgroundColor])"""))
+    expected = {
+        "tensor cores": PALETTE["tc"]["tensor"],
+        "matrix work on CUDA cores": PALETTE["tc"]["matrix_cuda"],
+        "unknown": PALETTE["tc"]["unknown"],
+        "other kernels (no matrix math)": PALETTE["tc"]["cuda"],
+        "memcpy / memset": NEUTRAL["memory"],
+    }
+    drawn = dict(
+        page.evaluate("""() => Chart.getChart(document.getElementById('chart-timeline')).data.datasets
+                                   .map(d => [d.label, d.backgroundColor])""")
+    )
     assert drawn and {k: v.upper() for k, v in drawn.items()} == {k: expected[k] for k in drawn}
     # the module tree's precision bars: the precisions' colours
-    for p, bg in page.eval_on_selector_all("#module-tree .pbar span",
-                                           "ss => ss.map(s => [s.dataset.precision, getComputedStyle(s).backgroundColor])"):
+    for p, bg in page.eval_on_selector_all(
+        "#module-tree .pbar span",
+        "ss => ss.map(s => [s.dataset.precision, getComputedStyle(s).backgroundColor])",
+    ):
         assert bg == rgb(PALETTE["precision"][p])
 
 
@@ -195,23 +238,46 @@ def test_vs_page_colours_are_the_palettes(site, browser):
     big = sorted(d["rows"], key=lambda r: -abs(r["delta_time_ns"]))[:15]
 
     def key(r):
-        return "same" if r["status"] == "same" or not r["delta_time_ns"] else "faster" if r["delta_time_ns"] < 0 else "slower"
-    colours = {"faster": PALETTE["change"]["faster"], "slower": PALETTE["change"]["slower"], "same": NEUTRAL["quiet"]}
-    assert [c.upper() for _, c in chart_colours(page, "chart-vs-delta")] == [colours[key(r)] for r in big]
+        return (
+            "same"
+            if r["status"] == "same" or not r["delta_time_ns"]
+            else "faster"
+            if r["delta_time_ns"] < 0
+            else "slower"
+        )
+
+    colours = {
+        "faster": PALETTE["change"]["faster"],
+        "slower": PALETTE["change"]["slower"],
+        "same": NEUTRAL["quiet"],
+    }
+    assert [c.upper() for _, c in chart_colours(page, "chart-vs-delta")] == [
+        colours[key(r)] for r in big
+    ]
     assert {"faster", "slower"} <= {key(r) for r in big}
     assert legend(page, "chart-vs-delta") == {
-        "faster in B": rgb(colours["faster"]), "slower in B": rgb(colours["slower"]),
-        f"within {d['threshold_pct']:g}% (the same)": rgb(colours["same"])}
+        "faster in B": rgb(colours["faster"]),
+        "slower in B": rgb(colours["slower"]),
+        f"within {d['threshold_pct']:g}% (the same)": rgb(colours["same"]),
+    }
     # the table's change: Δ in the change colours; the status badge carries no colour
-    for cls, colour in page.eval_on_selector_all("#kernel-table td[data-key=delta_time_ns] span",
-                                                 "ss => ss.map(s => [s.className, getComputedStyle(s).color])"):
+    for cls, colour in page.eval_on_selector_all(
+        "#kernel-table td[data-key=delta_time_ns] span",
+        "ss => ss.map(s => [s.className, getComputedStyle(s).color])",
+    ):
         assert colour == rgb(PALETTE["change"][cls.removeprefix("d-")])
-    for bg in page.eval_on_selector_all("#kernel-table .badge", "bs => bs.map(b => getComputedStyle(b).backgroundColor)"):
+    for bg in page.eval_on_selector_all(
+        "#kernel-table .badge", "bs => bs.map(b => getComputedStyle(b).backgroundColor)"
+    ):
         assert bg == "rgba(0, 0, 0, 0)"
     # none of these colours means anything else
-    drawn = [c for _, c in chart_colours(page, "chart-vs-delta")] + [c for _, c in chart_colours(page, "chart-vs-precision")]
+    drawn = [c for _, c in chart_colours(page, "chart-vs-delta")] + [
+        c for _, c in chart_colours(page, "chart-vs-precision")
+    ]
     assert all(len(concept_of(c)) == 1 for c in drawn)
-    assert PALETTE["precision"]["fp16"] not in {c.upper() for _, c in chart_colours(page, "chart-vs-delta")}
+    assert PALETTE["precision"]["fp16"] not in {
+        c.upper() for _, c in chart_colours(page, "chart-vs-delta")
+    }
 
 
 # ------------------------------------------------------------------ CUDA cores: normal for memory-bound work
@@ -220,9 +286,12 @@ def test_cuda_cores_are_a_warning_for_matrix_work_only(site, browser):
     db, pages = site
     page = opened(browser, pages["run"])
     rows = model.kernel_table(db.store, db.run("mnv2"))["rows"]
-    badges = page.eval_on_selector_all("#kernel-table tbody tr.row", """trs => trs.map(tr => {
+    badges = page.eval_on_selector_all(
+        "#kernel-table tbody tr.row",
+        """trs => trs.map(tr => {
         const b = tr.querySelector('td[data-key=tc] .badge');
-        return [+tr.dataset.index, b.className, b.textContent, b.title, getComputedStyle(b).backgroundColor]; })""")
+        return [+tr.dataset.index, b.className, b.textContent, b.title, getComputedStyle(b).backgroundColor]; })""",
+    )
     assert len(badges) == len(rows)
     kinds = set()
     for i, cls, text, title, bg in badges:
@@ -230,14 +299,18 @@ def test_cuda_cores_are_a_warning_for_matrix_work_only(site, browser):
         if r["tc"] != "no":
             continue
         if r["matrix"]:  # a depthwise convolution, a first convolution: could run on tensor cores
-            assert cls == "badge tc-matrix_cuda" and text == "⚠ CUDA cores" and "matrix work" in title
+            assert (
+                cls == "badge tc-matrix_cuda" and text == "⚠ CUDA cores" and "matrix work" in title
+            )
             assert bg == rgb(PALETTE["tc"]["matrix_cuda"])
         else:  # batch norm, element-wise, layout: where they belong
             assert cls == "badge tc-cuda" and text == "CUDA cores" and "should be" in title
             assert bg == rgb(PALETTE["tc"]["cuda"])
         kinds.add((r["matrix"], r["family"]))
     assert (False, "elementwise") in kinds and (True, "conv") in kinds
-    elementwise = next(b for b in badges if rows[b[0]]["family"] == "elementwise" and rows[b[0]]["tc"] == "no")
+    elementwise = next(
+        b for b in badges if rows[b[0]]["family"] == "elementwise" and rows[b[0]]["tc"] == "no"
+    )
     assert elementwise[1] == "badge tc-cuda"
 
 
@@ -255,19 +328,38 @@ def _in_view(page, host: str, keys: list[str]) -> None:
     """The header cells of ``keys`` are shown and inside the window, without scrolling."""
     for k in keys:
         box = page.locator(f'{host} th[data-key="{k}"]').bounding_box()
-        assert box is not None and box["width"] > 0 and box["x"] >= 0 and box["x"] + box["width"] <= 700, k
+        assert (
+            box is not None
+            and box["width"] > 0
+            and box["x"] >= 0
+            and box["x"] + box["width"] <= 700
+        ), k
 
 
 @needs_chromium
 def test_readable_at_700_px(site, browser):
     db, pages = site
     for kind, keys, low in [
-        ("run", ["name", "precision", "tc", "launches", "time_ns", "pct"], ["evidence", "family", "mean_ns", "max_ns"]),
-        ("tree", ["name", "precision", "tc", "launches", "time_ns", "pct"], ["evidence", "family", "mean_ns", "max_ns"]),
-        ("vs", ["name", "status", "time_b_ns", "delta_time_ns", "delta_pct", "tensor_core_pct_a"],
-         ["kind", "calls_a", "calls_b", "time_a_ns", "precision_a"]),
-        ("index", ["name", "workload", "precision", "time_ns", "matrix_tensor_core_pct"],
-         ["mode", "tool", "gpu_name", "kernels", "tensor_core_time_pct", "date"]),
+        (
+            "run",
+            ["name", "precision", "tc", "launches", "time_ns", "pct"],
+            ["evidence", "family", "mean_ns", "max_ns"],
+        ),
+        (
+            "tree",
+            ["name", "precision", "tc", "launches", "time_ns", "pct"],
+            ["evidence", "family", "mean_ns", "max_ns"],
+        ),
+        (
+            "vs",
+            ["name", "status", "time_b_ns", "delta_time_ns", "delta_pct", "tensor_core_pct_a"],
+            ["kind", "calls_a", "calls_b", "time_a_ns", "precision_a"],
+        ),
+        (
+            "index",
+            ["name", "workload", "precision", "time_ns", "matrix_tensor_core_pct"],
+            ["mode", "tool", "gpu_name", "kernels", "tensor_core_time_pct", "date"],
+        ),
     ]:
         page = opened(browser, pages[kind], width=700)
         _fits(page)
@@ -282,17 +374,31 @@ def test_readable_at_700_px(site, browser):
         if kind in ("run", "tree"):
             # long names cut in the middle, the whole name in the title
             rows = model.kernel_table(db.store, db.run("mnv2" if kind == "run" else TREE))["rows"]
-            cells = page.eval_on_selector_all("#kernel-table tbody tr.row", """trs => trs.map(tr => {
-                const s = tr.querySelector('td[data-key=name] span'); return [+tr.dataset.index, s.textContent, s.title]; })""")
+            cells = page.eval_on_selector_all(
+                "#kernel-table tbody tr.row",
+                """trs => trs.map(tr => {
+                const s = tr.querySelector('td[data-key=name] span'); return [+tr.dataset.index, s.textContent, s.title]; })""",
+            )
             cut = [(rows[i], text, title) for i, text, title in cells if "…" in text]
             assert cut, kind
-            for row, text, title in cut:  # the shown name's start and end, the kernel's whole name on hover
+            for (
+                row,
+                text,
+                title,
+            ) in cut:  # the shown name's start and end, the kernel's whole name on hover
                 # (a label may hold "…" of its own: template arguments its siblings share)
-                assert len(text) <= 44 and any(row["short"].startswith(text[:i]) and row["short"].endswith(text[i + 1:])
-                                               and text[i + 1:] for i, ch in enumerate(text) if ch == "…"), text
+                assert len(text) <= 44 and any(
+                    row["short"].startswith(text[:i])
+                    and row["short"].endswith(text[i + 1 :])
+                    and text[i + 1 :]
+                    for i, ch in enumerate(text)
+                    if ch == "…"
+                ), text
                 assert title == row["name"]
         if kind == "tree":
-            wrap = page.eval_on_selector("#module-tree .table-wrap", "w => [w.scrollWidth, w.clientWidth]")
+            wrap = page.eval_on_selector(
+                "#module-tree .table-wrap", "w => [w.scrollWidth, w.clientWidth]"
+            )
             assert wrap[0] <= wrap[1]
             assert page.locator("#module-tree th", has_text="tensor cores").is_visible()
         shot(page, f"{kind}-700.png")
@@ -308,7 +414,9 @@ def test_the_index_lists_the_side_by_side_pages_of_its_runs(site):
     db, pages = site
     folder = pages["index"].parent
     names = {r.name for r in db.store.runs()}
-    assert side_by_side_pages(db.store, folder, names) == [(PAIR[0], PAIR[1], f"vs/{PAIR[0]}+{PAIR[1]}.html")]
+    assert side_by_side_pages(db.store, folder, names) == [
+        (PAIR[0], PAIR[1], f"vs/{PAIR[0]}+{PAIR[1]}.html")
+    ]
     data = model.index_page(db.store, {}, side_by_side_pages(db.store, folder, names))
     assert data["pairs"] == [{"a": PAIR[0], "b": PAIR[1], "href": f"vs/{PAIR[0]}+{PAIR[1]}.html"}]
     assert side_by_side_pages(db.store, folder / "nowhere", names) == []
@@ -318,11 +426,21 @@ def test_the_index_lists_the_side_by_side_pages_of_its_runs(site):
 def test_index_shows_coverage_and_links_the_side_by_side_pages(site, browser):
     db, pages = site
     page = opened(browser, pages["index"])
-    cells = dict(page.eval_on_selector_all("#kernel-table tbody tr", """trs => trs.map(tr => [
-        tr.querySelector('td[data-key=name]').innerText, tr.querySelector('td[data-key=matrix_tensor_core_pct]').innerText])"""))
+    cells = dict(
+        page.eval_on_selector_all(
+            "#kernel-table tbody tr",
+            """trs => trs.map(tr => [
+        tr.querySelector('td[data-key=name]').innerText, tr.querySelector('td[data-key=matrix_tensor_core_pct]').innerText])""",
+        )
+    )
     assert cells == {r.name: pct_text(of_run(db.store, r)) for r in db.store.runs()}
-    assert page.locator('#kernel-table th[data-key="matrix_tensor_core_pct"]').inner_text() == "tensor cores: of matrix work"
-    links = page.eval_on_selector_all("#pairs a", "as => as.map(a => [a.getAttribute('href'), a.innerText])")
+    assert (
+        page.locator('#kernel-table th[data-key="matrix_tensor_core_pct"]').inner_text()
+        == "tensor cores: of matrix work"
+    )
+    links = page.eval_on_selector_all(
+        "#pairs a", "as => as.map(a => [a.getAttribute('href'), a.innerText])"
+    )
     assert links == [[f"vs/{PAIR[0]}+{PAIR[1]}.html", f"{PAIR[0]} vs {PAIR[1]}"]]
     page.click("#pairs a")  # the link works: the side-by-side page opens and draws
     page.wait_for_selector("body[data-ready]", state="attached")

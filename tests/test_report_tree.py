@@ -9,9 +9,8 @@ it. Set PROFKIT_SHOTS to a folder to keep screenshots of the pages the browser t
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -58,7 +57,9 @@ def test_every_node_adds_up_to_its_children_and_the_top_to_the_run(db, name):
     store, run = db.store, db.run(name)
     groups = store.module_groups(run.id)
     nodes = module_tree(groups)
-    if not any(g.module is not None for g in groups):  # compiled models: kernels traced to operators only
+    if not any(
+        g.module is not None for g in groups
+    ):  # compiled models: kernels traced to operators only
         assert nodes == [] or [n.name for n in nodes] == [NOT_ATTRIBUTED]
         return
     assert sum(n.time_ns for n in nodes) == sum(g.time_ns for g in groups) == run.gpu_time_ns
@@ -74,7 +75,11 @@ def test_every_node_adds_up_to_its_children_and_the_top_to_the_run(db, name):
             assert [c.time_ns for c in kids] == sorted((c.time_ns for c in kids), reverse=True)
             assert [c.name for c in kids].count(OWN) <= 1
             for c in kids:
-                assert c.path == node.path if c.name == OWN else c.path == (f"{node.path}.{c.name}" if node.path else c.name)
+                assert (
+                    c.path == node.path
+                    if c.name == OWN
+                    else c.path == (f"{node.path}.{c.name}" if node.path else c.name)
+                )
     # the whole run's coverage of matrix work is the headline's
     mw = of_run(store, run)
     assert mw is not None
@@ -97,17 +102,38 @@ def test_a_modules_figures_are_its_kernels(db, name):
         assert child.time_ns == sum(k["duration_ns"] or 0 for k in mine)
         assert child.launches == len(mine)
         for p, t in child.precision_ns.items():
-            assert t == sum(k["duration_ns"] or 0 for k in mine if (k["precision"] or "unknown") == p)
-        assert child.phase_ns.get("backward", 0) == sum(k["duration_ns"] or 0 for k in mine if k["phase"] == "backward")
+            assert t == sum(
+                k["duration_ns"] or 0 for k in mine if (k["precision"] or "unknown") == p
+            )
+        assert child.phase_ns.get("backward", 0) == sum(
+            k["duration_ns"] or 0 for k in mine if k["phase"] == "backward"
+        )
 
 
 def test_the_first_levels(db):
     resnet = module_tree(db.store.module_groups(db.run(RESNET).id))
-    assert [n.name for n in resnet] == [MODEL, "(optimizer)", "(outside modules)", "(CrossEntropyLoss)"]
+    assert [n.name for n in resnet] == [
+        MODEL,
+        "(optimizer)",
+        "(outside modules)",
+        "(CrossEntropyLoss)",
+    ]
     root = resnet[0]
-    assert {c.name for c in root.children} == {"conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3",
-                                               "layer4", "avgpool", "fc"}
-    assert root.phase_ns["backward"] and root.phase_ns["forward"] and "optimizer" not in root.phase_ns
+    assert {c.name for c in root.children} == {
+        "conv1",
+        "bn1",
+        "relu",
+        "maxpool",
+        "layer1",
+        "layer2",
+        "layer3",
+        "layer4",
+        "avgpool",
+        "fc",
+    }
+    assert (
+        root.phase_ns["backward"] and root.phase_ns["forward"] and "optimizer" not in root.phase_ns
+    )
     assert resnet[1].phase_ns == {"optimizer": resnet[1].time_ns}
     layer1 = next(c for c in root.children if c.name == "layer1")
     block = next(c for c in layer1.children if c.name == "0")
@@ -127,7 +153,9 @@ def test_a_run_without_attribution_says_so_in_one_line(db):
     for name, why in (("no_attribution", None), (COMPILED, "Inductor")):
         page = model.modules(db.store, db.run(name))
         assert page["nodes"] == [] and "\n" not in page["note"]
-        assert page["note"].startswith("This capture has no module attribution: profkit run records")
+        assert page["note"].startswith(
+            "This capture has no module attribution: profkit run records"
+        )
         assert "--attribution under nsys and torch" in page["note"]
         assert (why in page["note"]) if why else "Here:" not in page["note"]
     assert model.modules(db.store, db.run(RESNET))["note"] is None
@@ -137,7 +165,9 @@ def test_a_run_without_attribution_says_so_in_one_line(db):
 @pytest.fixture(scope="module")
 def pages(db, tmp_path_factory):
     out = tmp_path_factory.mktemp("tree-pages")
-    return {n: db.run(n).report(out / f"{n}.html") for n in (RESNET, LLAMA, COMPILED, "no_attribution")}
+    return {
+        n: db.run(n).report(out / f"{n}.html") for n in (RESNET, LLAMA, COMPILED, "no_attribution")
+    }
 
 
 def shot(page, name: str) -> None:
@@ -152,16 +182,19 @@ def opened(browser, path):
 
 
 def rows(page) -> list[dict]:
-    return page.eval_on_selector_all("#module-tree tr.mnode", """trs => trs.map(tr => ({
+    return page.eval_on_selector_all(
+        "#module-tree tr.mnode",
+        """trs => trs.map(tr => ({
         name: tr.dataset.name, path: tr.dataset.path, depth: Number(tr.dataset.depth), time: Number(tr.dataset.timeNs),
         expanded: tr.querySelector("button.toggle") ? tr.querySelector("button.toggle").getAttribute("aria-expanded") : null,
-        text: tr.innerText}))""")
+        text: tr.innerText}))""",
+    )
 
 
 def children_of(all_rows: list[dict], path: str) -> list[dict]:
     i = next(i for i, r in enumerate(all_rows) if r["path"] == path and r["name"] != OWN)
     depth, kids = all_rows[i]["depth"], []
-    for r in all_rows[i + 1:]:
+    for r in all_rows[i + 1 :]:
         if r["depth"] <= depth:
             break
         if r["depth"] == depth + 1:
@@ -170,7 +203,9 @@ def children_of(all_rows: list[dict], path: str) -> list[dict]:
 
 
 def toggle(page, path: str) -> None:
-    page.locator(f'#module-tree tr.mnode[data-path="{path}"]:not([data-name="{OWN}"]) button.toggle').click()
+    page.locator(
+        f'#module-tree tr.mnode[data-path="{path}"]:not([data-name="{OWN}"]) button.toggle'
+    ).click()
 
 
 @pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
@@ -192,7 +227,9 @@ def test_the_resnet_tree_opens_level_by_level(db, pages, browser):
     toggle(page, "layer1")
     shown = rows(page)
     kids = children_of(shown, "layer1")
-    assert [k["name"] for k in kids] == [c.name for c in next(c for c in tree[0].children if c.name == "layer1").children]
+    assert [k["name"] for k in kids] == [
+        c.name for c in next(c for c in tree[0].children if c.name == "layer1").children
+    ]
     assert sum(k["time"] for k in kids) == next(r["time"] for r in shown if r["path"] == "layer1")
     # keyboard: Enter on a focused block opens it, and the figures of a row read as the tree's
     page.focus('#module-tree tr.mnode[data-path="layer1.0"] button.toggle')
@@ -206,7 +243,12 @@ def test_the_resnet_tree_opens_level_by_level(db, pages, browser):
     # closing layer1 takes every row below it away
     toggle(page, "layer1")
     assert [r["path"] for r in rows(page) if r["path"].startswith("layer1.")] == []
-    assert page.get_attribute('#module-tree tr.mnode[data-path="layer1"] button.toggle', "aria-expanded") == "false"
+    assert (
+        page.get_attribute(
+            '#module-tree tr.mnode[data-path="layer1"] button.toggle', "aria-expanded"
+        )
+        == "false"
+    )
 
 
 @pytest.mark.skipif(chromium.available() is not None, reason=str(chromium.available()))
@@ -215,20 +257,26 @@ def test_a_transformer_layer_opens_to_its_attention_mlp_and_norms(db, pages, bro
     shown = rows(page)
     assert [r["name"] for r in shown if r["depth"] == 0] == [MODEL]
     assert [r["name"] for r in shown if r["depth"] == 1] == ["model", "lm_head"]
-    assert "backward" not in page.inner_text("#module-tree thead")  # an inference run: no backward column
+    assert "backward" not in page.inner_text(
+        "#module-tree thead"
+    )  # an inference run: no backward column
     for path in ("model", "model.layers", "model.layers.0"):
         toggle(page, path)
         shown = rows(page)
         kids = children_of(shown, path)
-        assert kids and sum(k["time"] for k in kids) == next(r["time"] for r in shown if r["path"] == path), path
+        assert kids and sum(k["time"] for k in kids) == next(
+            r["time"] for r in shown if r["path"] == path
+        ), path
     names = [k["name"] for k in children_of(shown, "model.layers.0")]
     assert {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"} <= set(names)
     assert [k["name"] for k in children_of(shown, "model.layers")] == ["0", "1"]
     norm = next(r for r in shown if r["path"] == "model.layers.0.input_layernorm")
     assert "LlamaRMSNorm" in norm["text"] and "fp32" in norm["text"]
     # the precision bar: one segment per precision, widths as the time shares
-    bar = page.eval_on_selector_all('#module-tree tr.mnode[data-path="model.layers.0.input_layernorm"] .pbar span',
-                                    "ss => ss.map(s => [s.dataset.precision, parseFloat(s.style.width)])")
+    bar = page.eval_on_selector_all(
+        '#module-tree tr.mnode[data-path="model.layers.0.input_layernorm"] .pbar span',
+        "ss => ss.map(s => [s.dataset.precision, parseFloat(s.style.width)])",
+    )
     assert bar[0][0] == "fp32" and abs(sum(w for _, w in bar) - 100) < 0.01
     shot(page, "llama-layer-open.png")
 
@@ -252,9 +300,9 @@ def test_findings_where_tables_show_module_and_shapes_where_the_places_carry_the
     finding = next(f for f in data["findings"] if f["where"] and f["id"] != "host_syncs")
 
     def where_table(html: str) -> str:
-        rest = html[html.index(f'data-id="{finding["id"]}"'):]
-        rest = rest[rest.index('class="where"'):]
-        return rest[:rest.index("</details>")]
+        rest = html[html.index(f'data-id="{finding["id"]}"') :]
+        rest = rest[rest.index('class="where"') :]
+        return rest[: rest.index("</details>")]
 
     table = where_table(html_page.render(data))
     # the place: module, operator and shapes in one cell on a run with attribution
@@ -263,5 +311,8 @@ def test_findings_where_tables_show_module_and_shapes_where_the_places_carry_the
     finding["where"][0].update(module="layer1.0.conv1", shapes="[8,64,56,56];[64,64,3,3]")
     table = where_table(html_page.render(data))
     assert "<th>module</th>" in table and "<th>shapes</th>" in table
-    assert "<td class=\"kname\">layer1.0.conv1</td><td class=\"kname\">[8,64,56,56];[64,64,3,3]</td>" in table
-    assert table.count("<td class=\"kname\">-</td>") == 2 * (len(finding["where"]) - 1)
+    assert (
+        '<td class="kname">layer1.0.conv1</td><td class="kname">[8,64,56,56];[64,64,3,3]</td>'
+        in table
+    )
+    assert table.count('<td class="kname">-</td>') == 2 * (len(finding["where"]) - 1)

@@ -14,10 +14,18 @@ from profkit.store.queries import Queries
 
 from .conftest import NCU_DATA
 
-QUERIES = {"totals": rows.KindTotals, "top_names": rows.NameTotal, "kernel_groups": rows.KernelGroup,
-           "name_groups": rows.NameGroup, "first_launches": rows.Launch, "metric_sums": rows.MetricSums,
-           "timeline": rows.TimelineOp, "kernel_paths": rows.PathTotals, "rank_totals": rows.RankTotals,
-           "rank_path_times": rows.RankPathTime}
+QUERIES = {
+    "totals": rows.KindTotals,
+    "top_names": rows.NameTotal,
+    "kernel_groups": rows.KernelGroup,
+    "name_groups": rows.NameGroup,
+    "first_launches": rows.Launch,
+    "metric_sums": rows.MetricSums,
+    "timeline": rows.TimelineOp,
+    "kernel_paths": rows.PathTotals,
+    "rank_totals": rows.RankTotals,
+    "rank_path_times": rows.RankPathTime,
+}
 
 
 def _hints(fn):
@@ -47,21 +55,30 @@ def test_queries_return_their_records_on_a_real_capture(tmp_path, diff_dir):
     groups = store.kernel_groups(run.id)
     assert groups and all(isinstance(g, rows.KernelGroup) for g in groups)
     # one precision per group, a field of its own (the rows' `precisions` key held one value)
-    assert "precision" in {f.name for f in fields(rows.KernelGroup)} and not hasattr(groups[0], "precisions")
+    assert "precision" in {f.name for f in fields(rows.KernelGroup)} and not hasattr(
+        groups[0], "precisions"
+    )
     assert all(isinstance(g.precision, str) for g in groups)
     kernels = [g for g in groups if g.kind == "kernel"]
-    assert sum(g.calls for g in kernels) == run.kernel_count and sum(g.time_ns for g in kernels) == run.gpu_time_ns
+    assert (
+        sum(g.calls for g in kernels) == run.kernel_count
+        and sum(g.time_ns for g in kernels) == run.gpu_time_ns
+    )
     totals = store.totals(run.id, "kernel")
     assert isinstance(totals, rows.KindTotals) and totals.count == run.kernel_count
     assert all(isinstance(r, rows.NameTotal) for r in store.top_names(run.id, "kernel", 5))
     named = store.name_groups(run.id, "kernel")
     assert named and all(isinstance(g, rows.NameGroup) for g in named)
     launches = store.first_launches(run.id, "kernel", 2)
-    assert launches and all(isinstance(r, rows.Launch) and r.tensor_core in (True, False, None) for r in launches)
+    assert launches and all(
+        isinstance(r, rows.Launch) and r.tensor_core in (True, False, None) for r in launches
+    )
     ops, total = store.timeline(run.id, None, None, 10)
     assert total >= len(ops) == 10 and all(isinstance(r, rows.TimelineOp) for r in ops)
     paths = store.kernel_paths(run.id)
-    assert paths and all(isinstance(p, rows.PathTotals) and isinstance(p.gpu_time_ns, int) for p in paths)
+    assert paths and all(
+        isinstance(p, rows.PathTotals) and isinstance(p.gpu_time_ns, int) for p in paths
+    )
 
 
 def test_findings_and_counters_are_typed(tmp_path):
@@ -69,9 +86,17 @@ def test_findings_and_counters_are_typed(tmp_path):
     run = db.import_file(NCU_DATA / "resnet18_fp16_eager.raw.csv.gz", name="r18")
     found = findings(db.store, run)
     with_kernels = [f for f in found if f.kernels]
-    assert with_kernels and all(isinstance(k, FindingKernel) for f in with_kernels for k in f.kernels)
+    assert with_kernels and all(
+        isinstance(k, FindingKernel) for f in with_kernels for k in f.kernels
+    )
     # the JSON keeps its keys and order
-    assert list(with_kernels[0].to_dict()["kernels"][0]) == ["name", "launches", "time_ns", "precision", "family"]
+    assert list(with_kernels[0].to_dict()["kernels"][0]) == [
+        "name",
+        "launches",
+        "time_ns",
+        "precision",
+        "family",
+    ]
     sums = db.store.metric_sums(run.id, run.metrics)
     assert all(isinstance(s, rows.MetricSums) for s in sums)
 

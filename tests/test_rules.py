@@ -26,14 +26,25 @@ def real_names() -> set[str]:
         data = json.loads(f.read_text())
         if isinstance(data, dict):
             names |= {v for r in data.get("rows", []) for v in r["variants_a"] + r["variants_b"]}
-    for f in [*NCU_DATA.glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.csv.gz"), *(DATA / "report").glob("*.raw.csv.gz"), *DIFF_DATA.glob("*.json.gz"),
-              DATA / "torch" / "kineto_resnet18_fp16.json.gz", DATA / "torch" / "torch_run_resnet18_train_amp.json.gz",
-              *(DATA / "steps").glob("*.raw.csv.gz"), *(DATA / "steps").glob("*.json.gz"),
-              *(DATA / "attention").glob("*.raw.csv.gz"), *(DATA / "attention").glob("*.json.gz"),
-              *(DATA / "ddp").glob("torch_*.json.gz"), *(DATA / "ddp").glob("nsys_*.sqlite.gz"),
-              *(DATA / "where").glob("*/report.sqlite.gz"), *(DATA / "where").glob("*/trace.json.gz"),
-              *(DATA / "where").glob("*/raw.csv.gz"),
-              *(DATA / "findings").glob("*/report.sqlite.gz"), *(DATA / "findings").glob("*/trace.json.gz")]:
+    for f in [
+        *NCU_DATA.glob("*.raw.csv.gz"),
+        *DIFF_DATA.glob("*.csv.gz"),
+        *(DATA / "report").glob("*.raw.csv.gz"),
+        *DIFF_DATA.glob("*.json.gz"),
+        DATA / "torch" / "kineto_resnet18_fp16.json.gz",
+        DATA / "torch" / "torch_run_resnet18_train_amp.json.gz",
+        *(DATA / "steps").glob("*.raw.csv.gz"),
+        *(DATA / "steps").glob("*.json.gz"),
+        *(DATA / "attention").glob("*.raw.csv.gz"),
+        *(DATA / "attention").glob("*.json.gz"),
+        *(DATA / "ddp").glob("torch_*.json.gz"),
+        *(DATA / "ddp").glob("nsys_*.sqlite.gz"),
+        *(DATA / "where").glob("*/report.sqlite.gz"),
+        *(DATA / "where").glob("*/trace.json.gz"),
+        *(DATA / "where").glob("*/raw.csv.gz"),
+        *(DATA / "findings").glob("*/report.sqlite.gz"),
+        *(DATA / "findings").glob("*/trace.json.gz"),
+    ]:
         if "kernel_times" in f.name:
             continue
         names |= {r["name"] for r in load(f).rows}
@@ -73,14 +84,22 @@ def test_counter_verdict_beats_the_name():
     counters cannot see, is the name rule's, and the evidence says so (issue 23: the evidence
     is what decided the precision)."""
     name = "void cudnn::nchwToNhwcKernel<__half, __half, float, 0, 1, 0>(cudnn::nchw2nhwc_params_t<T3>, const T1 *, T2 *)"
-    v = classify_one(name, {"sm__ops_path_tensor_src_fp16.sum": 0, "sm__inst_executed_pipe_tensor_op_hmma.sum": 128})
+    v = classify_one(
+        name,
+        {"sm__ops_path_tensor_src_fp16.sum": 0, "sm__inst_executed_pipe_tensor_op_hmma.sum": 128},
+    )
     assert (v.tensor_core, v.evidence, v.precision) == (False, "name", "fp16")
-    assert v.evidence_detail.startswith("tensor-path ops = 0") and "precision from rule" in v.evidence_detail
+    assert (
+        v.evidence_detail.startswith("tensor-path ops = 0")
+        and "precision from rule" in v.evidence_detail
+    )
 
 
 def test_uncounted_type_falls_back_to_the_name():
     # The 'tensor' preset has no fp8 counter: an fp8 GEMM must not be called non-tensor.
-    v = classify_one("nvjet_sm90_qqtst_24x64_128x16_4x2_h_bz_algo2_TNN", {"sm__ops_path_tensor_src_fp16.sum": 0})
+    v = classify_one(
+        "nvjet_sm90_qqtst_24x64_128x16_4x2_h_bz_algo2_TNN", {"sm__ops_path_tensor_src_fp16.sum": 0}
+    )
     assert (v.tensor_core, v.precision, v.evidence) == (True, "fp8", "name")
 
 
@@ -89,7 +108,10 @@ def test_metric_presets():
     label, ms = metric_set("tensor", "9.0")
     assert label == "tensor" and ms[0] == "gpu__time_duration.sum" and len(ms) == 5
     assert metric_set(None, "8.0") == ("time", ["gpu__time_duration.sum"])
-    assert metric_set("sm__pipe_tensor_cycles_active.sum", "9.0")[1] == ["gpu__time_duration.sum", "sm__pipe_tensor_cycles_active.sum"]
+    assert metric_set("sm__pipe_tensor_cycles_active.sum", "9.0")[1] == [
+        "gpu__time_duration.sum",
+        "sm__pipe_tensor_cycles_active.sum",
+    ]
     with pytest.raises(UsageError):
         metric_set("nosuch", "9.0")
 
@@ -119,10 +141,18 @@ def test_tile_variants_share_a_work_key():
     a = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn"
     b = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn"
     assert work_key(a)[0] == work_key(b)[0] == "cuDNN xmma conv fprop"
-    assert work_key("triton_poi_fused_convolution_0")[0] == work_key("triton_poi_fused_convolution_17")[0]
-    assert work_key("bn_fw_tr_1C11_singleread") == ("bn_fw_tr_1C11_singleread", "")  # issue 24: a word's digits stay
+    assert (
+        work_key("triton_poi_fused_convolution_0")[0]
+        == work_key("triton_poi_fused_convolution_17")[0]
+    )
+    assert work_key("bn_fw_tr_1C11_singleread") == (
+        "bn_fw_tr_1C11_singleread",
+        "",
+    )  # issue 24: a word's digits stay
     mangled = "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_Conv2dWgradOutput"
-    demangled = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_f16_s16816wgrad_optimized_f16>(T1::Params)"
+    demangled = (
+        "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_f16_s16816wgrad_optimized_f16>(T1::Params)"
+    )
     assert work_key(mangled)[0] == work_key("Kernel", demangled)[0] == "CUTLASS conv wgrad"
 
 
@@ -148,18 +178,28 @@ def test_every_name_rule_gives_the_counter_verdict_on_the_kernels_it_matches():
     for r in rows:
         v = classify_one(r["name"], r["metrics"])
         precision, tensor, _, p_rule, t_rule = by_name(r["name"])
-        if (tensor is not None and tensor != v.tensor_core) or (v.tensor_core and precision not in (None, v.precision)):
+        if (tensor is not None and tensor != v.tensor_core) or (
+            v.tensor_core and precision not in (None, v.precision)
+        ):
             wrong[r["name"][:100]] = (precision, tensor, p_rule, t_rule, v.precision, v.tensor_core)
     assert not wrong
 
 
 # Timeline captures beside ncu captures of the same workload and precision (tests/data/attention).
-PAIRS = [("attention_zoo_fp16", "fp16"), ("attention_zoo_bf16", "bf16"), ("bert_encoder_fp16", "fp16"),
-         ("bert_encoder_bf16", "bf16"), ("gpt_decoder_fp16_compile", "fp16"), ("resnet18_bf16_compile", "bf16")]
+PAIRS = [
+    ("attention_zoo_fp16", "fp16"),
+    ("attention_zoo_bf16", "bf16"),
+    ("bert_encoder_fp16", "fp16"),
+    ("bert_encoder_bf16", "bf16"),
+    ("gpt_decoder_fp16_compile", "fp16"),
+    ("resnet18_bf16_compile", "bf16"),
+]
 
 
 @pytest.mark.parametrize("name, precision", PAIRS)
-def test_kernels_whose_names_carry_no_type_take_the_launching_operators_and_agree_with_the_counters(name, precision):
+def test_kernels_whose_names_carry_no_type_take_the_launching_operators_and_agree_with_the_counters(
+    name, precision
+):
     """cuDNN's SDPA kernel (named f16 for bf16 too) and torch.compile's Triton kernels: in a
     torch.profiler run their precision comes from the launching operator's input types, and
     the verdict agrees with the counters ncu read for the same kernel in the same workload:
@@ -176,7 +216,9 @@ def test_kernels_whose_names_carry_no_type_take_the_launching_operators_and_agre
         if r["kind"] != "kernel" or not inputs_rule(r["name"]) or r["name"] not in counted:
             continue
         v, c = classify_row("kernel", r["name"], None, r["input_types"]), counted[r["name"]]
-        assert v.evidence == "dtypes" and "input types" in v.evidence_detail  # issue 23: the evidence that decided
+        assert (
+            v.evidence == "dtypes" and "input types" in v.evidence_detail
+        )  # issue 23: the evidence that decided
         assert v.tensor_core == c.tensor_core
         assert v.precision == (c.precision if c.tensor_core else precision), r["name"]
         seen += 1

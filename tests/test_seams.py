@@ -51,10 +51,15 @@ def test_diff_totals_are_a_typed_record(tmp_path, diff_dir):
     assert t.fused_kernels and all(isinstance(x, FusedKernel) for x in t.fused_kernels)
     # one serialisation: the record's to_dict() is the command's JSON, field for field and in order
     out = cli_json("diff", "eager", "compile", "--match", "family", db=db.path)
-    assert list(out["totals"]) == [f.name for f in fields(DiffTotals)] and out["totals"] == t.to_dict()
+    assert (
+        list(out["totals"]) == [f.name for f in fields(DiffTotals)] and out["totals"] == t.to_dict()
+    )
     assert all(not is_dataclass(v) for v in t.to_dict().values())
     # each side's figures by name
-    assert t.side("b").kernels == t.kernels_b and t.side("a").time_by_precision_ns == t.time_by_precision_a_ns
+    assert (
+        t.side("b").kernels == t.kernels_b
+        and t.side("a").time_by_precision_ns == t.time_by_precision_a_ns
+    )
 
 
 def test_run_info_is_a_typed_record(tmp_path):
@@ -64,15 +69,30 @@ def test_run_info_is_a_typed_record(tmp_path):
     db = profkit.open_db(tmp_path / "i.db")
     run = db.import_file(src, name="r18")
     info = run.info
-    assert isinstance(info, RunInfo) and info.imported_from == str(src.resolve()) and info.extra == {}
-    assert info.profkit_version == profkit.__version__ and isinstance(info.notes, list) and info.error is None
+    assert (
+        isinstance(info, RunInfo) and info.imported_from == str(src.resolve()) and info.extra == {}
+    )
+    assert (
+        info.profkit_version == profkit.__version__
+        and isinstance(info.notes, list)
+        and info.error is None
+    )
     # the mapping view and to_dict() are the JSON stored, in its order
     stored = next(db.store.query("select info from runs where id = ?", [run.id]))["info"]
-    assert json.dumps(info.to_dict()) == stored and dict(info) == json.loads(stored) and info["notes"] == info.notes
+    assert (
+        json.dumps(info.to_dict()) == stored
+        and dict(info) == json.loads(stored)
+        and info["notes"] == info.notes
+    )
     # keys it does not know (an older or newer database's) are kept, in place; nulls stay null
     old = RunInfo.from_dict({"zeta": 1, "imported_from": "/x.csv", "error": None, "alpha": [2]})
     assert old.imported_from == "/x.csv" and old.extra == {"zeta": 1, "alpha": [2]}
-    assert list(old.to_dict().items()) == [("zeta", 1), ("imported_from", "/x.csv"), ("error", None), ("alpha", [2])]
+    assert list(old.to_dict().items()) == [
+        ("zeta", 1),
+        ("imported_from", "/x.csv"),
+        ("error", None),
+        ("alpha", [2]),
+    ]
     assert RunRecord(id=1, name="r", info={"world_size": 2}).info.world_size == 2
     # a failed run's error reads by name
     failed = db.store.reserve(None, "broken", {"source": "run"}, status="running")
@@ -87,11 +107,23 @@ def test_precision_kind_and_evidence_are_literal_types(tmp_path, monkeypatch):
     import pytest
 
     from profkit import classify
-    from profkit.parse.schema import (EVIDENCE, KINDS, PRECISIONS, ClassifiedRow, Evidence, Kind, KernelRow,
-                                      Precision)
+    from profkit.parse.schema import (
+        EVIDENCE,
+        KINDS,
+        PRECISIONS,
+        ClassifiedRow,
+        Evidence,
+        KernelRow,
+        Kind,
+        Precision,
+    )
     from profkit.records import TopKernel
 
-    assert get_args(Precision) == PRECISIONS and get_args(Evidence) == EVIDENCE and get_args(Kind) == KINDS
+    assert (
+        get_args(Precision) == PRECISIONS
+        and get_args(Evidence) == EVIDENCE
+        and get_args(Kind) == KINDS
+    )
     assert get_type_hints(KernelRow)["kind"] == Kind
     hints = get_type_hints(ClassifiedRow)
     assert (hints["precision"], hints["evidence"]) == (Precision, Evidence)
@@ -102,8 +134,10 @@ def test_precision_kind_and_evidence_are_literal_types(tmp_path, monkeypatch):
     db = profkit.open_db(tmp_path / "l.db")
     run = db.import_file(NCU_DATA / "precision_zoo.raw.csv.gz", name="zoo")
     rows = list(run.iter_kernels())
-    assert rows and all(r["kind"] in KINDS and r["precision"] in PRECISIONS and r["evidence"] in EVIDENCE
-                        for r in rows)
+    assert rows and all(
+        r["kind"] in KINDS and r["precision"] in PRECISIONS and r["evidence"] in EVIDENCE
+        for r in rows
+    )
     # the rules are a frozen record, and a rules file naming a precision that is not one is refused
     r = classify.rules()
     assert isinstance(r, classify.Rules) and set(r.counters.values()) <= set(PRECISIONS)

@@ -30,7 +30,10 @@ PACKAGE = Path(__file__).parents[1] / "profkit"
 
 def counts(path) -> tuple[int, int, int]:
     con = sqlite3.connect(path)
-    return tuple(con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("runs", "kernels", "ranges"))
+    return tuple(
+        con.execute(f"select count(*) from {t}").fetchone()[0]
+        for t in ("runs", "kernels", "ranges")
+    )
 
 
 def add(store: Store, path, name: str) -> RunRecord:
@@ -41,13 +44,23 @@ def test_add_run_writes_rows_ranges_and_counts(db):
     store = Store(db)
     capture = load(DATA / "torch" / "kineto_resnet18_fp16.json.gz")
     run = store.add_run({"name": "k", "source": "import", "info": {"mine": 1}}, classified(capture))
-    assert isinstance(run, RunRecord) and (run.name, run.activity, run.kernel_count) == ("k", "kernel", 324)
+    assert isinstance(run, RunRecord) and (run.name, run.activity, run.kernel_count) == (
+        "k",
+        "kernel",
+        324,
+    )
     rows = list(store.iter_kernels(run.id))
-    assert [r["launch_id"] for r in rows] == list(range(324)) and list(rows[0]) == list(KERNEL_FIELDS)
+    assert [r["launch_id"] for r in rows] == list(range(324)) and list(rows[0]) == list(
+        KERNEL_FIELDS
+    )
     assert run.gpu_time_ns == sum(r["duration_ns"] for r in rows)
-    assert all(isinstance(r["metrics"], dict) and r["tensor_core"] in (True, False, None) for r in rows)
+    assert all(
+        isinstance(r["metrics"], dict) and r["tensor_core"] in (True, False, None) for r in rows
+    )
     assert [r["kernels"] for r in store.ranges(run.id)] == [162, 162]
-    assert run.info["mine"] == 1 and isinstance(run.info["notes"], list)  # JSON columns come decoded
+    assert run.info["mine"] == 1 and isinstance(
+        run.info["notes"], list
+    )  # JSON columns come decoded
     assert store.count_by_kind(run.id) == {"kernel": 324}
 
 
@@ -56,7 +69,9 @@ def test_streamed_capture_ranges_and_notes_after_rows(db, nsys_dir):
     writes them after the rows, in the same transaction."""
     store = Store(db)
     run = add(store, nsys_dir / "nsys_resnet18_train_amp.sqlite", "t")
-    assert [(r["kernels"], r["gpu_ops"], r["other_thread_kernels"]) for r in store.ranges(run.id)] == [(182, 187, 238)] * 2
+    assert [
+        (r["kernels"], r["gpu_ops"], r["other_thread_kernels"]) for r in store.ranges(run.id)
+    ] == [(182, 187, 238)] * 2
     assert any("nsys export schema" in n for n in run.info["notes"])
     assert store.count_by_kind(run.id) == {"kernel": 2102, "memcpy": 199, "memset": 39}
 
@@ -84,15 +99,30 @@ def _capture(rows) -> Capture:
     return classified(Capture(rows=iter(rows), tool="x", source_format="test"))
 
 
-@pytest.mark.parametrize("rows, error, message", [
-    ([], EmptyCapture, "no kernel launches and no CPU operator calls"),
-    ([kernel_row(0, "kernel", "k", "k", duration_ns=5), kernel_row(0, "kernel", "k", "k", duration_ns=5)],
-     BadExport, "lists a launch twice"),
-    ([kernel_row(0, "kernel", "k", "k", duration_ns=5), kernel_row(1, "cpu_op", "aten::mm", "mm", duration_ns=5)],
-     BadExport, "mixes CPU operators and GPU activities"),
-    ([kernel_row(0, "graph", "k", "k")], BadExport, "unknown kind 'graph'"),
-    ([kernel_row(0, "kernel", "k", "k", duration_ns=-1)], BadExport, "negative duration"),
-])
+@pytest.mark.parametrize(
+    "rows, error, message",
+    [
+        ([], EmptyCapture, "no kernel launches and no CPU operator calls"),
+        (
+            [
+                kernel_row(0, "kernel", "k", "k", duration_ns=5),
+                kernel_row(0, "kernel", "k", "k", duration_ns=5),
+            ],
+            BadExport,
+            "lists a launch twice",
+        ),
+        (
+            [
+                kernel_row(0, "kernel", "k", "k", duration_ns=5),
+                kernel_row(1, "cpu_op", "aten::mm", "mm", duration_ns=5),
+            ],
+            BadExport,
+            "mixes CPU operators and GPU activities",
+        ),
+        ([kernel_row(0, "graph", "k", "k")], BadExport, "unknown kind 'graph'"),
+        ([kernel_row(0, "kernel", "k", "k", duration_ns=-1)], BadExport, "negative duration"),
+    ],
+)
 def test_bad_captures_refused_and_nothing_written(db, rows, error, message):
     store = Store(db)
     add(store, CSV, "keep")
@@ -120,7 +150,9 @@ def test_runs_come_back_typed(db):
     a = import_file(store, CSV, name="a")
     assert store.get_run("a") == store.get_run(a.id) == store.get_run(str(a.id)) == store.runs()[0]
     assert isinstance(a.metrics, list) and "gpu__time_duration.sum" in a.metrics
-    assert {f for f in RunRecord.__dataclass_fields__} == set(RUN_COLUMNS) - {"owner"}  # owner: the writer, internal
+    assert {f for f in RunRecord.__dataclass_fields__} == set(RUN_COLUMNS) - {
+        "owner"
+    }  # owner: the writer, internal
     with pytest.raises(RunNotFound, match="no run 'zz'.*Recent runs: a"):
         store.get_run("zz")
 
@@ -152,8 +184,10 @@ def test_upgrades_a_schema_1_database(db):
     add(store, CSV, "old")
     store.close()
     con = sqlite3.connect(db)
-    con.executescript("drop table ranges; drop table meta; drop table _sqlite_migrations; "
-                      "alter table runs drop column activity;")  # as an earlier profkit left it: no record of steps
+    con.executescript(
+        "drop table ranges; drop table meta; drop table _sqlite_migrations; "
+        "alter table runs drop column activity;"
+    )  # as an earlier profkit left it: no record of steps
     con.commit()
     con.close()
     store = Store(db)
@@ -189,10 +223,21 @@ def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
     schema 10's attribution columns (None)."""
     path = _schema5_copy(tmp_path)
     store = Store(path)
-    tables = {r[0]: r[1] for r in sqlite3.connect(path).execute("select name, type from sqlite_master")}
-    assert tables["kernels"] == "view" and tables["kernel_rows"] == "table" and tables["strings"] == "table"
+    tables = {
+        r[0]: r[1] for r in sqlite3.connect(path).execute("select name, type from sqlite_master")
+    }
+    assert (
+        tables["kernels"] == "view"
+        and tables["kernel_rows"] == "table"
+        and tables["strings"] == "table"
+    )
     for run_name in ("ncu-vgg16", "nsys-r18", "cpu-r18"):
-        old = [_ranked(r) for r in json.loads(gzip.decompress((STORE_DATA / f"schema5_{run_name}.kernels.json.gz").read_bytes()))]
+        old = [
+            _ranked(r)
+            for r in json.loads(
+                gzip.decompress((STORE_DATA / f"schema5_{run_name}.kernels.json.gz").read_bytes())
+            )
+        ]
         run = store.get_run(run_name)
         from_sql = [json.loads(t) for t in store.iter_kernels_json(run.id)]
         from_rows = list(store.iter_kernels(run.id))
@@ -200,13 +245,17 @@ def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
         assert [list(r) for r in from_sql] == [list(r) for r in old]  # key order too
         summary = json.loads((STORE_DATA / f"schema5_{run_name}.summary.json").read_text())
         got = cli_json("summary", run_name, "-f", "json", db=path)
-        matrix = got.pop("matrix_work")  # issue 23 added the coverage of matrix work (None for CPU operators)
+        matrix = got.pop(
+            "matrix_work"
+        )  # issue 23 added the coverage of matrix work (None for CPU operators)
         got.pop("time_by_evidence_ns")  # issue 23: the time each kind of evidence decided
         assert got == {**summary, "ranks": None, "modules": None}, run_name
         assert (matrix is None) == (run_name == "cpu-r18"), run_name
         assert cli_json("kernels", run_name, "-f", "json", db=path) == old, run_name
     ranges = json.loads((STORE_DATA / "schema5_nsys-r18.ranges.json").read_text())
-    assert cli_json("ranges", "nsys-r18", "-f", "json", db=path) == [{**r, "rank": None} for r in ranges]
+    assert cli_json("ranges", "nsys-r18", "-f", "json", db=path) == [
+        {**r, "rank": None} for r in ranges
+    ]
     # A new run goes in beside the migrated ones.
     assert add(store, CSV, "after").kernel_count == 162
 
@@ -219,15 +268,20 @@ def test_migrates_a_schema_7_database_adding_rank(tmp_path):
     path.write_bytes(gzip.decompress((STORE_DATA / "schema7.db.gz").read_bytes()))
     store = Store(path)
     con = sqlite3.connect(path)
-    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(
+        SCHEMA_VERSION
+    )
     view = [r[1] for r in con.execute("pragma table_info(kernels)")]
     assert view[view.index("device") + 1] == "rank"
     assert "rank" in [r[1] for r in con.execute("pragma table_info(ranges)")]
     fresh = Store(tmp_path / "fresh.db")
-    for name, source in (("nsys-r18", DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"),
-                         ("cpu-r18", DATA / "torch" / "cpu_resnet18_fp32.json.gz")):
+    for name, source in (
+        ("nsys-r18", DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"),
+        ("cpu-r18", DATA / "torch" / "cpu_resnet18_fp32.json.gz"),
+    ):
         new = add(fresh, source, name)
         old = store.get_run(name)
+
         # Verdicts are stored as the rules gave them at import: the families rules.toml has
         # changed since (issue 24: implicit-GEMM convolutions are conv, not gemm) are left out.
         def rows(st: Store, run_id: int) -> list[dict]:
@@ -236,15 +290,24 @@ def test_migrates_a_schema_7_database_adding_rank(tmp_path):
         assert rows(store, old.id) == rows(fresh, new.id)
         assert store.ranges(old.id) == fresh.ranges(new.id)
         assert all(r["rank"] is None for r in store.ranges(old.id))
-        was, now = cli_json("summary", name, db=path), cli_json("summary", name, db=tmp_path / "fresh.db")
+        was, now = (
+            cli_json("summary", name, db=path),
+            cli_json("summary", name, db=tmp_path / "fresh.db"),
+        )
         for s in (was, now):
             for key in ("time_by_family_ns", "matrix_work", "modules"):
                 s.pop(key, None)
         assert was == now
     cpu = DATA / "ddp" / "cpu_resnet50_ddp_train_fp32"
-    reserved = store.reserve(None, "ddp", {"name": "ddp", "source": "run", "info": {"world_size": 2}}, status="running")
-    ranked = store_capture(store, merge_ranks({r: load(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}),
-                           {"name": "ddp", "source": "run", "info": {"world_size": 2}}, reserved)
+    reserved = store.reserve(
+        None, "ddp", {"name": "ddp", "source": "run", "info": {"world_size": 2}}, status="running"
+    )
+    ranked = store_capture(
+        store,
+        merge_ranks({r: load(Path(f"{cpu}.rank{r}.json.gz")) for r in (0, 1)}),
+        {"name": "ddp", "source": "run", "info": {"world_size": 2}},
+        reserved,
+    )
     assert {r["rank"] for r in store.iter_kernels(ranked.id)} == {0, 1}
 
 
@@ -255,7 +318,9 @@ def test_texts_are_kept_once(db):
     add(store, DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz", "b")
     con = sqlite3.connect(db)
     distinct = con.execute("select count(distinct name) from kernels").fetchone()[0]
-    names = con.execute("select count(*) from strings where id in (select name_id from kernel_rows)").fetchone()[0]
+    names = con.execute(
+        "select count(*) from strings where id in (select name_id from kernel_rows)"
+    ).fetchone()[0]
     assert names == distinct and con.execute("select count(*) from strings").fetchone()[0] < 200
     assert con.execute("select count(*) from kernel_rows").fetchone()[0] == 2 * 1038
 
@@ -269,12 +334,16 @@ def test_newer_schema_refused(db):
         Store(db)
 
 
-SQL = re.compile(r"\b(select\s+.+\s+from|insert\s+into|create\s+table|delete\s+from|update\s+\w+\s+set|pragma\s+\w+)\b",
-                 re.IGNORECASE)
+SQL = re.compile(
+    r"\b(select\s+.+\s+from|insert\s+into|create\s+table|delete\s+from|update\s+\w+\s+set|pragma\s+\w+)\b",
+    re.IGNORECASE,
+)
 
 
-WRITES = re.compile(r"\b(insert\s+into|create\s+(temp\s+)?(table|index|view)|delete\s+from|update\s+\w+\s+set|attach)\b",
-                    re.IGNORECASE)
+WRITES = re.compile(
+    r"\b(insert\s+into|create\s+(temp\s+)?(table|index|view)|delete\s+from|update\s+\w+\s+set|attach)\b",
+    re.IGNORECASE,
+)
 
 
 def test_sql_lives_in_the_store_alone():
@@ -288,7 +357,11 @@ def test_sql_lives_in_the_store_alone():
         if path.parent.name == "store" or path == reader:
             continue
         text = path.read_text()
-        if re.search(r"^\s*(import sqlite3|from sqlite3 )", text, re.M) or "sqlite_utils" in text or SQL.search(text):
+        if (
+            re.search(r"^\s*(import sqlite3|from sqlite3 )", text, re.M)
+            or "sqlite_utils" in text
+            or SQL.search(text)
+        ):
             offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []
 
@@ -329,6 +402,7 @@ def test_a_new_database_is_made_when_first_used(tmp_path):
     Store(tmp_path / "unused.db").close()
     assert not (tmp_path / "unused.db").exists()
 
+
 def test_migration_keeps_a_users_view_over_kernels(tmp_path):
     path = _schema5_copy(tmp_path)
     con = sqlite3.connect(path)
@@ -353,9 +427,13 @@ def test_metrics_that_are_not_numbers_are_stored_as_null(db):
     """NaN or infinity (a report reader may pass them through) is not JSON: stored as null, so
     both JSON paths print the row."""
     store = Store(db)
-    row = kernel_row(0, "kernel", "k", "k", duration_ns=5, metrics={"a": float("nan"), "b": float("inf"), "c": 2})
-    run = store.add_run({"name": "nan", "source": "import"}, classified(Capture(rows=iter([row]), tool="ncu",
-                                                                               source_format="test")))
+    row = kernel_row(
+        0, "kernel", "k", "k", duration_ns=5, metrics={"a": float("nan"), "b": float("inf"), "c": 2}
+    )
+    run = store.add_run(
+        {"name": "nan", "source": "import"},
+        classified(Capture(rows=iter([row]), tool="ncu", source_format="test")),
+    )
     (text,) = list(store.iter_kernels_json(run.id))
     assert json.loads(text)["metrics"] == {"a": None, "b": None, "c": 2}
     assert next(store.iter_kernels(run.id))["metrics"] == {"a": None, "b": None, "c": 2}

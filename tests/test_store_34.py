@@ -31,7 +31,9 @@ RUN = "r18_fp16_eager_torch"
 OTHER = DATA / "diff" / "r18_fp16_compile_torch.json.gz"
 TINY = str(Path(__file__).parent / "workloads" / "tiny_classifier.py")
 NOBODY = 65534
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="plays another user (nobody) or mounts a disk: needs root")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="plays another user (nobody) or mounts a disk: needs root"
+)
 
 
 def sha(path: Path) -> str:
@@ -40,15 +42,27 @@ def sha(path: Path) -> str:
 
 def reads(out: Path) -> list[tuple[str, ...]]:
     """The commands that only read a database (``report`` writing its page into ``out``)."""
-    return [("runs",), ("kernels", RUN, "--limit", "3"), ("kernels", RUN, "-f", "json"), ("summary", RUN),
-            ("ranges", RUN), ("diff", RUN, RUN), ("check", RUN, "--max-launches", "500"),
-            ("report", RUN, "-o", str(out / "r.html"))]
+    return [
+        ("runs",),
+        ("kernels", RUN, "--limit", "3"),
+        ("kernels", RUN, "-f", "json"),
+        ("summary", RUN),
+        ("ranges", RUN),
+        ("diff", RUN, RUN),
+        ("check", RUN, "--max-launches", "500"),
+        ("report", RUN, "-o", str(out / "r.html")),
+    ]
 
 
 def profkit(*args, db: Path) -> str:
     """``profkit ARGS --db DB`` in a process of its own; its stdout (it must succeed)."""
-    r = subprocess.run([sys.executable, "-m", "profkit", *map(str, args), "--db", str(db)], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    r = subprocess.run(
+        [sys.executable, "-m", "profkit", *map(str, args), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -68,7 +82,13 @@ def as_nobody(commands: list[tuple[str, ...]], db: Path) -> list[list]:
             out = []
             for args in commands:
                 res = cli(*args, db=db)
-                out.append([res.exit_code, res.stdout, res.stderr or (repr(res.exception) if res.exit_code else "")])
+                out.append(
+                    [
+                        res.exit_code,
+                        res.stdout,
+                        res.stderr or (repr(res.exception) if res.exit_code else ""),
+                    ]
+                )
             data = json.dumps(out).encode()
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             data = json.dumps(f"the child failed: {exc!r}").encode()
@@ -131,7 +151,11 @@ def test_a_database_in_a_folder_this_user_cannot_write_is_read(shared, writer_op
     assert len(json.loads(got[2][1])) == 162
     assert (shared / "out" / "r.html").stat().st_uid == NOBODY
     code, out, err = imported
-    assert code == 1 and err.count("\n") == 1 and "this user may not write the file or its folder" in err, err
+    assert (
+        code == 1
+        and err.count("\n") == 1
+        and "this user may not write the file or its folder" in err
+    ), err
     assert after == (before, files)
 
 
@@ -159,8 +183,13 @@ def test_a_wal_holding_changes_is_not_read_past(tmp_path, monkeypatch):
     db = tmp_path / "p.db"
     profkit("import", CAPTURE, db=db)
     Path(f"{db}-wal").write_bytes(b"x" * 100)
-    monkeypatch.setattr(Store, "_connect", lambda self, params="": (_ for _ in ()).throw(
-        sqlite3.OperationalError("unable to open database file")))
+    monkeypatch.setattr(
+        Store,
+        "_connect",
+        lambda self, params="": (_ for _ in ()).throw(
+            sqlite3.OperationalError("unable to open database file")
+        ),
+    )
     with pytest.raises(StoreError, match="cannot open .*unable to open database file"):
         Store(db, create=False)
 
@@ -173,7 +202,9 @@ def small_disk(tmp_path):
         pytest.skip("mounting a tmpfs needs root")
     disk = tmp_path / "disk"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True
+    ).returncode:
         pytest.skip("cannot mount a tmpfs here")
     yield disk
     subprocess.run(["umount", "-l", str(disk)], capture_output=True)
@@ -202,8 +233,13 @@ def test_a_full_disk_is_said_so_and_reading_still_works(small_disk):
         r = cli(*args, db=db)
         assert r.exit_code == 0 and not r.stderr, (args, r.output)
     one_line_error(cli("import", OTHER, db=db), f"the disk is full: cannot write {db}")
-    one_line_error(cli("import", OTHER, db=small_disk / "new.db"), f"the disk is full: cannot write {small_disk / 'new.db'}")
-    assert not [name for name in os.listdir(small_disk) if "new" in name]  # no new.db, no half-made one
+    one_line_error(
+        cli("import", OTHER, db=small_disk / "new.db"),
+        f"the disk is full: cannot write {small_disk / 'new.db'}",
+    )
+    assert not [
+        name for name in os.listdir(small_disk) if "new" in name
+    ]  # no new.db, no half-made one
     (small_disk / "fill").unlink()
     assert cli("runs", "-f", "json", db=db).stdout == before
 
@@ -267,17 +303,38 @@ def test_a_run_that_meets_a_full_disk_ends_failed_saying_so(tmp_path):
     stored: the recovery took it for a killed process). Now the error names the file, and the
     run ends failed with it: noted in its lock file's room, where the database had none."""
     db = tmp_path / "p.db"
-    r = subprocess.run([sys.executable, "-c", FULL_DISK_RUN, "run", TINY, "--device", "cpu", "--tool", "torch",
-                        "--no-report", "--db", str(db)], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FULL_DISK_RUN,
+            "run",
+            TINY,
+            "--device",
+            "cpu",
+            "--tool",
+            "torch",
+            "--no-report",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     folder = tmp_path / "p-runs" / "tiny_classifier-fp32-eager-cpu"
     assert r.returncode == 1, r.stderr
-    assert r.stderr.strip() == (f"profkit: error: the disk is full: cannot write {folder / 'job.json'} (no space "
-                                "left). Free some space on it, or use a database on another disk (--db)."), r.stderr
+    assert r.stderr.strip() == (
+        f"profkit: error: the disk is full: cannot write {folder / 'job.json'} (no space "
+        "left). Free some space on it, or use a database on another disk (--db)."
+    ), r.stderr
     (run,) = json.loads(cli("runs", "-f", "json", db=db).stdout)  # the recovery ends it, as noted
     assert run["status"] == "failed", run
     stored = Store(db, create=False).get_run(run["name"])
-    assert stored.info.error.startswith(f"the disk is full: cannot write {folder / 'job.json'}"), stored.info
+    assert stored.info.error.startswith(f"the disk is full: cannot write {folder / 'job.json'}"), (
+        stored.info
+    )
     assert not list((tmp_path / "p.db-locks").iterdir())  # the recovery removed the lock file
 
 
@@ -299,7 +356,9 @@ def test_a_reader_never_finds_a_database_half_made(tmp_path, monkeypatch):
             seen.append("reading")
             try:
                 reader = Store(db, create=False)
-                seen[-1] = f"read {[r.name for r in reader.runs()]} at schema {migrations.schema_version(reader)}"
+                seen[-1] = (
+                    f"read {[r.name for r in reader.runs()]} at schema {migrations.schema_version(reader)}"
+                )
                 reader.close()
             except StoreError as exc:
                 seen[-1] = str(exc)
@@ -307,9 +366,13 @@ def test_a_reader_never_finds_a_database_half_made(tmp_path, monkeypatch):
     monkeypatch.setattr(migrations, "_apply", apply_and_read)
     Store(db).runs()  # made on first use
     assert len(seen) == 2 * migrations.SCHEMA_VERSION
-    assert set(seen) == {f"no database at {db}. Run or import something first, or choose another `db`."}, seen
+    assert set(seen) == {
+        f"no database at {db}. Run or import something first, or choose another `db`."
+    }, seen
     monkeypatch.undo()
-    assert Store(db, create=False).runs() == [] and not [p for p in os.listdir(tmp_path) if p.endswith(".new")]
+    assert Store(db, create=False).runs() == [] and not [
+        p for p in os.listdir(tmp_path) if p.endswith(".new")
+    ]
 
 
 def test_readers_while_another_process_makes_the_database(tmp_path):
@@ -334,9 +397,13 @@ def test_readers_while_another_process_makes_the_database(tmp_path):
         for n in range(3):
             path = tmp_path / f"db{n}.db"
             db = path
-            r = subprocess.run([sys.executable, "-m", "profkit", "import", str(CAPTURE), "--db", str(path)],
-                               capture_output=True, text=True, timeout=300,
-                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+            r = subprocess.run(
+                [sys.executable, "-m", "profkit", "import", str(CAPTURE), "--db", str(path)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+            )
             assert r.returncode == 0, r.stderr
     finally:
         done.set()
@@ -359,7 +426,9 @@ def test_a_link_another_user_made_is_no_database(shared):
     db = sticky / "p.db"
     db.symlink_to(theirs / "p.db")
     os.lchown(db, NOBODY, NOBODY)
-    one_line_error(cli("import", CAPTURE, db=db), f"{db} is a link another user (user {NOBODY}) made")
+    one_line_error(
+        cli("import", CAPTURE, db=db), f"{db} is a link another user (user {NOBODY}) made"
+    )
     one_line_error(cli("runs", db=db), "is a link another user")
     assert os.listdir(theirs) == [] and sorted(os.listdir(sticky)) == ["p.db"]
 
@@ -374,8 +443,10 @@ def test_a_database_file_another_user_owns_is_read_never_written(shared):
     before = sha(db)
     r = cli("runs", "-f", "json", db=db)
     assert r.exit_code == 0 and [run["name"] for run in json.loads(r.stdout)] == [RUN], r.output
-    one_line_error(cli("import", OTHER, db=db),
-                   f"{db} belongs to user {NOBODY}: profkit writes no run into another user's database")
+    one_line_error(
+        cli("import", OTHER, db=db),
+        f"{db} belongs to user {NOBODY}: profkit writes no run into another user's database",
+    )
     assert sha(db) == before
     assert [run["name"] for run in json.loads(profkit("runs", "-f", "json", db=db))] == [RUN]
 
@@ -391,12 +462,16 @@ def test_a_database_holding_triggers_is_refused(tmp_path):
     gc.collect()  # the import's connection, run in-process, closed: the trigger's is the last and checkpoints
     with sqlite3.connect(db) as conn:
         assert not conn.execute("select 1 from sqlite_master where type = 'trigger'").fetchall()
-        conn.execute("create trigger evil after update on runs begin "
-                     "update kernel_aggs set time_ns = 1 where run_id = new.id; end")
+        conn.execute(
+            "create trigger evil after update on runs begin "
+            "update kernel_aggs set time_ns = 1 where run_id = new.id; end"
+        )
     conn.close()
     before = sha(db)
     for args in (("import", OTHER), ("runs",), ("summary", RUN)):
-        one_line_error(cli(*args, db=db), f"{db} holds triggers: not a profkit database as profkit makes it")
+        one_line_error(
+            cli(*args, db=db), f"{db} holds triggers: not a profkit database as profkit makes it"
+        )
     assert sha(db) == before
 
 
@@ -406,8 +481,13 @@ def test_a_fifo_given_as_the_database_is_refused_at_once(tmp_path, command):
     for good, deaf to SIGTERM."""
     fifo = tmp_path / "ff"
     os.mkfifo(fifo)
-    r = subprocess.run([sys.executable, "-m", "profkit", "--db", str(fifo), *command], capture_output=True,
-                       text=True, timeout=20, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    r = subprocess.run(
+        [sys.executable, "-m", "profkit", "--db", str(fifo), *command],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
@@ -417,11 +497,18 @@ def test_a_fifo_put_in_place_while_the_database_is_made_is_refused(tmp_path):
     process made it first: theirs is opened), it is checked as a given path is: a FIFO there is
     refused, not opened for good."""
     fifo = tmp_path / "ff"
-    code = ("import os, sys\nfrom profkit.store import Store\nfrom profkit.errors import StoreError\n"
-            "Store._make = lambda self: os.mkfifo(self.path)\n"
-            f"try:\n    Store({str(fifo)!r}).conn\nexcept StoreError as exc:\n    sys.exit(str(exc))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    code = (
+        "import os, sys\nfrom profkit.store import Store\nfrom profkit.errors import StoreError\n"
+        "Store._make = lambda self: os.mkfifo(self.path)\n"
+        f"try:\n    Store({str(fifo)!r}).conn\nexcept StoreError as exc:\n    sys.exit(str(exc))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert r.returncode == 1 and f"{fifo} is not a regular file" in r.stderr, r.stderr
 
 

@@ -43,7 +43,17 @@ del sys.modules[__name__]
 importlib.invalidate_caches()
 sys.modules[__name__] = importlib.import_module(__name__)
 """
-MODULES = ("sqlite_utils", "msgpack", "numpy", "torch", "yaml", "tornado", "cloudpickle", "toolz", "psutil")
+MODULES = (
+    "sqlite_utils",
+    "msgpack",
+    "numpy",
+    "torch",
+    "yaml",
+    "tornado",
+    "cloudpickle",
+    "toolz",
+    "psutil",
+)
 PACKAGES = ("profkit", "distributed", "dask", "multiprocessing")
 
 
@@ -96,7 +106,9 @@ def _launcher(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "profkit_cli.py"
-    script.write_text("import sys\nfrom profkit.cli import main\n\nif __name__ == '__main__':\n    sys.exit(main())\n")
+    script.write_text(
+        "import sys\nfrom profkit.cli import main\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
+    )
     return script
 
 
@@ -124,15 +136,38 @@ def test_python_planted_in_dasks_default_scratch_folder_never_runs(tmp_path, sha
     db = tmp_path / "s.db"
     env = {**os.environ, "TMPDIR": str(shared_tmp)}
     env.pop("DASK_TEMPORARY_DIRECTORY", None)
-    p = subprocess.run([sys.executable, str(_launcher(tmp_path)), "--db", str(db), "sweep", "--workloads", TINY,
-                        "--modes", "eager,torchscript", *CPU, "--workers", "2"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(_launcher(tmp_path)),
+            "--db",
+            str(db),
+            "sweep",
+            "--workloads",
+            TINY,
+            "--modes",
+            "eager,torchscript",
+            *CPU,
+            "--workers",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert sorted(p.name for p in marks.iterdir()) == []
     assert p.returncode == 0, p.stderr
-    assert _runs(db) == [("tiny_classifier-fp32-eager-cpu", "ok"), ("tiny_classifier-fp32-torchscript-cpu", "ok")]
+    assert _runs(db) == [
+        ("tiny_classifier-fp32-eager-cpu", "ok"),
+        ("tiny_classifier-fp32-torchscript-cpu", "ok"),
+    ]
     # The sweep made nothing in the shared folder: its scratch was its own, and is gone.
     assert sorted(p.name for p in shared_tmp.iterdir() if "dask" in p.name) == [
-        "dask-scratch-space", f"dask-scratch-space-{os.geteuid()}"]
+        "dask-scratch-space",
+        f"dask-scratch-space-{os.geteuid()}",
+    ]
     assert not list((tmp_path / "s-runs").glob(".sweep-*"))
 
 
@@ -149,12 +184,17 @@ def test_the_local_cluster_keeps_its_scratch_in_a_folder_of_its_own(tmp_path, mo
     scratch.mkdir(mode=0o700)
     path_before = list(sys.path)
     with cluster._client(distributed, None, 1, "cpu", scratch) as (client, _, _):
+
         def where() -> tuple[str, list[str], str | None, str]:
             import dask
             from distributed import get_worker
 
-            return (get_worker().local_directory, list(sys.path), dask.config.get("temporary-directory"),
-                    os.environ.get("PYTHONSAFEPATH", ""))
+            return (
+                get_worker().local_directory,
+                list(sys.path),
+                dask.config.get("temporary-directory"),
+                os.environ.get("PYTHONSAFEPATH", ""),
+            )
 
         local, worker_path, temporary, safe = client.submit(where).result()
         info = client.scheduler_info()
@@ -182,12 +222,31 @@ def test_python_in_the_current_folder_is_never_imported_by_a_sweeps_children(tmp
     start import none of them: every child starts with the current folder off its path."""
     pytest.importorskip("distributed")
     marks = _marks(tmp_path)
-    cwd = shared_tmp / "project"  # another user's folder (a shared project, say), where the sweep is started
+    cwd = (
+        shared_tmp / "project"
+    )  # another user's folder (a shared project, say), where the sweep is started
     _plant(cwd, marks, mode=0o755)
     db = tmp_path / "s.db"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
-    p = subprocess.run([sys.executable, str(_launcher(tmp_path)), "--db", str(db), "sweep", "--workloads", TINY, *CPU,
-                        "--workers", "1"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(_launcher(tmp_path)),
+            "--db",
+            str(db),
+            "sweep",
+            "--workloads",
+            TINY,
+            *CPU,
+            "--workers",
+            "1",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert sorted(p.name for p in marks.iterdir()) == []
     assert p.returncode == 0, p.stderr
     assert _runs(db) == [("tiny_classifier-fp32-eager-cpu", "ok")]
@@ -220,7 +279,9 @@ def test_a_sweeps_job_starts_with_the_current_folder_off_its_path(tmp_path, monk
 
     cluster.run_job(cluster.JobRequest("resnet18", RunOptions(device="cpu"), str(tmp_path)))
     assert seen["argv"][:4] == [sys.executable, "-P", "-m", "profkit.sweep_job"]
-    assert runner.child_env(seen["env"]).get("PYTHONSAFEPATH") == "1"  # what Background starts it with
+    assert (
+        runner.child_env(seen["env"]).get("PYTHONSAFEPATH") == "1"
+    )  # what Background starts it with
 
 
 def test_the_sweeps_own_environment_is_given_back(tmp_path):
@@ -247,29 +308,49 @@ def _certificates(out: Path) -> None:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     valid = (now - datetime.timedelta(days=1), now + datetime.timedelta(days=2))
 
     def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
+        return key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
 
     for ca_name_text in ("ca", "other-ca"):
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name_text)])
-        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-              .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
-              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-              .sign(ca_key, hashes.SHA256()))
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(valid[0])
+            .not_valid_after(valid[1])
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(ca_key, hashes.SHA256())
+        )
         (out / f"{ca_name_text}.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
         for who in ("scheduler", "worker", "client"):
             key = ec.generate_private_key(ec.SECP256R1())
-            cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, who)]))
-                    .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-                    .not_valid_before(valid[0]).not_valid_after(valid[1])
-                    .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                   critical=False)
-                    .sign(ca_key, hashes.SHA256()))
+            cert = (
+                x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, who)]))
+                .issuer_name(ca_name)
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(valid[0])
+                .not_valid_after(valid[1])
+                .add_extension(
+                    x509.SubjectAlternativeName(
+                        [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    ),
+                    critical=False,
+                )
+                .sign(ca_key, hashes.SHA256())
+            )
             prefix = "" if ca_name_text == "ca" else "other-"
             (out / f"{prefix}{who}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
             (out / f"{prefix}{who}.key").write_bytes(pem_key(key))
@@ -288,28 +369,76 @@ def tls_cluster(tmp_path_factory):
     env = {**os.environ, "DASK_TEMPORARY_DIRECTORY": str(certs)}  # their scratch: not /tmp's
 
     def tls(who: str) -> list[str]:
-        return ["--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / f"{who}.pem"),
-                "--tls-key", str(certs / f"{who}.key")]
+        return [
+            "--tls-ca-file",
+            str(certs / "ca.pem"),
+            "--tls-cert",
+            str(certs / f"{who}.pem"),
+            "--tls-key",
+            str(certs / f"{who}.key"),
+        ]
 
     try:
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                       "--port", "0", "--protocol", "tls", "--no-dashboard", "--scheduler-file",
-                                       str(sched_file), *tls("scheduler")], cwd=certs, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--protocol",
+                    "tls",
+                    "--no-dashboard",
+                    "--scheduler-file",
+                    str(sched_file),
+                    *tls("scheduler"),
+                ],
+                cwd=certs,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 60
         while not sched_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(0.5)
         address = json.loads(sched_file.read_text())["address"]
         assert address.startswith("tls://127.0.0.1:")
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                       "--no-dashboard", "--host", "127.0.0.1", *tls("worker")], cwd=certs, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                    *tls("worker"),
+                ],
+                cwd=certs,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         import distributed
         from distributed.security import Security
 
-        security = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "client.pem"),
-                            tls_client_key=str(certs / "client.key"), require_encryption=True)
+        security = Security(
+            tls_ca_file=str(certs / "ca.pem"),
+            tls_client_cert=str(certs / "client.pem"),
+            tls_client_key=str(certs / "client.key"),
+            require_encryption=True,
+        )
         with distributed.Client(address, security=security, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)
         yield address, certs
@@ -323,8 +452,14 @@ def tls_cluster(tmp_path_factory):
 
 
 def _tls_args(certs: Path, who: str = "client", ca: str = "ca.pem") -> list[str]:
-    return ["--tls-ca-file", str(certs / ca), "--tls-cert", str(certs / f"{who}.pem"), "--tls-key",
-            str(certs / f"{who}.key")]
+    return [
+        "--tls-ca-file",
+        str(certs / ca),
+        "--tls-cert",
+        str(certs / f"{who}.pem"),
+        "--tls-key",
+        str(certs / f"{who}.key"),
+    ]
 
 
 @needs_torch
@@ -334,7 +469,18 @@ def test_a_sweep_on_a_tls_scheduler_with_the_users_certificates(tmp_path, tls_cl
     and is stored."""
     address, certs = tls_cluster
     db = tmp_path / "s.db"
-    r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, *_tls_args(certs), "-f", "json", db=db)
+    r = cli(
+        "sweep",
+        "--workloads",
+        TINY,
+        *CPU,
+        "--address",
+        address,
+        *_tls_args(certs),
+        "-f",
+        "json",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["engine"] == f"dask ({address})"
@@ -351,9 +497,13 @@ def test_a_tls_scheduler_with_certificates_from_dasks_own_config(tmp_path, tls_c
 
     address, certs = tls_cluster
     db = tmp_path / "s.db"
-    with dask.config.set({"distributed.comm.tls.ca-file": str(certs / "ca.pem"),
-                          "distributed.comm.tls.client.cert": str(certs / "client.pem"),
-                          "distributed.comm.tls.client.key": str(certs / "client.key")}):
+    with dask.config.set(
+        {
+            "distributed.comm.tls.ca-file": str(certs / "ca.pem"),
+            "distributed.comm.tls.client.cert": str(certs / "client.pem"),
+            "distributed.comm.tls.client.key": str(certs / "client.key"),
+        }
+    ):
         r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db)
     assert r.exit_code == 0, r.output
     assert _runs(db) == [("tiny_classifier-fp32-eager-cpu", "ok")]
@@ -362,26 +512,76 @@ def test_a_tls_scheduler_with_certificates_from_dasks_own_config(tmp_path, tls_c
 def test_a_tls_scheduler_without_certificates_is_one_line(tmp_path, tls_cluster):
     address, certs = tls_cluster
     db = tmp_path / "s.db"
-    one_line_error(cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db),
-                   f"--address {address} is a TLS scheduler, and no CA file or certificate was given", 2)
+    one_line_error(
+        cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db),
+        f"--address {address} is a TLS scheduler, and no CA file or certificate was given",
+        2,
+    )
     r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, db=db)
     assert "--tls-ca-file" in r.stderr and "distributed.comm.tls" in r.stderr
     assert not db.exists()
 
 
 BAD_TLS = {  # what is wrong -> (arguments, message)
-    "missing CA file": (lambda c: ["--tls-ca-file", str(c / "nosuch.pem"), "--tls-cert", str(c / "client.pem"),
-                                   "--tls-key", str(c / "client.key")], "nosuch.pem"),
-    "key that is no key": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem"),
-                                      "--tls-key", str(c / "ca.pem")], "--tls-key"),
-    "certificate not PEM": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "scheduler.json"),
-                                       "--tls-key", str(c / "client.key")], "--tls-cert"),
-    "certificate without its key": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem")],
-                                    "holds no private key, and no --tls-key was given"),
-    "key of another certificate": (lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem"),
-                                              "--tls-key", str(c / "worker.key")], "is not the key of the certificate"),
-    "a pipe": (lambda c: ["--tls-ca-file", "/dev/zero", "--tls-cert", str(c / "client.pem"), "--tls-key",
-                          str(c / "client.key")], "/dev/zero is not a file"),
+    "missing CA file": (
+        lambda c: [
+            "--tls-ca-file",
+            str(c / "nosuch.pem"),
+            "--tls-cert",
+            str(c / "client.pem"),
+            "--tls-key",
+            str(c / "client.key"),
+        ],
+        "nosuch.pem",
+    ),
+    "key that is no key": (
+        lambda c: [
+            "--tls-ca-file",
+            str(c / "ca.pem"),
+            "--tls-cert",
+            str(c / "client.pem"),
+            "--tls-key",
+            str(c / "ca.pem"),
+        ],
+        "--tls-key",
+    ),
+    "certificate not PEM": (
+        lambda c: [
+            "--tls-ca-file",
+            str(c / "ca.pem"),
+            "--tls-cert",
+            str(c / "scheduler.json"),
+            "--tls-key",
+            str(c / "client.key"),
+        ],
+        "--tls-cert",
+    ),
+    "certificate without its key": (
+        lambda c: ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / "client.pem")],
+        "holds no private key, and no --tls-key was given",
+    ),
+    "key of another certificate": (
+        lambda c: [
+            "--tls-ca-file",
+            str(c / "ca.pem"),
+            "--tls-cert",
+            str(c / "client.pem"),
+            "--tls-key",
+            str(c / "worker.key"),
+        ],
+        "is not the key of the certificate",
+    ),
+    "a pipe": (
+        lambda c: [
+            "--tls-ca-file",
+            "/dev/zero",
+            "--tls-cert",
+            str(c / "client.pem"),
+            "--tls-key",
+            str(c / "client.key"),
+        ],
+        "/dev/zero is not a file",
+    ),
 }
 
 
@@ -398,8 +598,16 @@ def test_bad_tls_files_are_one_line_before_anything_is_stored(tmp_path, tls_clus
 def test_a_certificate_the_scheduler_does_not_trust_is_one_line(tmp_path, tls_cluster):
     address, certs = tls_cluster
     db = tmp_path / "s.db"
-    r = cli("sweep", "--workloads", TINY, *CPU, "--address", address, *_tls_args(certs, "other-client", "other-ca.pem"),
-            db=db)
+    r = cli(
+        "sweep",
+        "--workloads",
+        TINY,
+        *CPU,
+        "--address",
+        address,
+        *_tls_args(certs, "other-client", "other-ca.pem"),
+        db=db,
+    )
     one_line_error(r, f"no Dask scheduler answered at {address}", 2)
     assert not db.exists() or _runs(db) == []
 
@@ -407,8 +615,20 @@ def test_a_certificate_the_scheduler_does_not_trust_is_one_line(tmp_path, tls_cl
 def test_tls_files_without_a_tls_address_are_one_line(tmp_path):
     pytest.importorskip("distributed")
     for extra in (["--address", "tcp://127.0.0.1:1"], []):
-        one_line_error(cli("sweep", "--workloads", TINY, *CPU, "--tls-ca-file", str(tmp_path / "ca.pem"), *extra,
-                           db=tmp_path / "s.db"), "--tls-ca-file", 2)
+        one_line_error(
+            cli(
+                "sweep",
+                "--workloads",
+                TINY,
+                *CPU,
+                "--tls-ca-file",
+                str(tmp_path / "ca.pem"),
+                *extra,
+                db=tmp_path / "s.db",
+            ),
+            "--tls-ca-file",
+            2,
+        )
     assert not (tmp_path / "s.db").exists()
 
 
@@ -425,12 +645,38 @@ def test_the_folder_of_a_sigkilled_sweep_is_removed_by_the_next_sweep(tmp_path, 
     db = tmp_path / "s.db"
     work = tmp_path / "work"
     work.mkdir()
-    p = subprocess.Popen([sys.executable, "-m", "profkit", "--db", str(db), "sweep", "--workloads", STUBBORN,
-                          "--device", "cpu", "--tools", "torch", "--batch-size", "2", "--iters", "1", "--workers", "1"],
-                         cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "profkit",
+            "--db",
+            str(db),
+            "sweep",
+            "--workloads",
+            STUBBORN,
+            "--device",
+            "cpu",
+            "--tools",
+            "torch",
+            "--batch-size",
+            "2",
+            "--iters",
+            "1",
+            "--workers",
+            "1",
+        ],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
-        while not list((tmp_path / "s-runs").glob(".sweep-*/*/job.pid")) and time.monotonic() < deadline:
+        while (
+            not list((tmp_path / "s-runs").glob(".sweep-*/*/job.pid"))
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
         left = list((tmp_path / "s-runs").glob(".sweep-*"))
         assert len(left) == 1 and list(left[0].glob("*/job.pid")), "the sweep's job never started"
@@ -455,10 +701,17 @@ def test_the_folder_of_a_sigkilled_sweep_is_removed_by_the_next_sweep(tmp_path, 
 
 def _hold_lock(folder: Path) -> subprocess.Popen:
     """A process that holds ``folder``'s lock as a live sweep does (flock of the folder)."""
-    p = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                          f"fd = os.open({str(folder)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
-                          "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n"],
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(folder)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout is not None and p.stdout.readline().strip() == "held"
     return p
 

@@ -29,10 +29,17 @@ from .where_data import import_where
 
 WIDTHS = (80, 120, 200)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-LLAMA, TRAIN, NCU, NCU_B, CPU, CPU_B = ("hf_llama-bf16-eager-nsys", "resnet18_train-amp-eager-torch",
-                                        "r18_fp16_eager_ncu", "r18_fp16_torchscript_ncu", "cpu_resnet18_fp32",
-                                        "cpu_resnet18_bf16")
-NSYS = "nsys_resnet18_train_amp"  # its backward pass on autograd's thread: the report's ranges caveat
+LLAMA, TRAIN, NCU, NCU_B, CPU, CPU_B = (
+    "hf_llama-bf16-eager-nsys",
+    "resnet18_train-amp-eager-torch",
+    "r18_fp16_eager_ncu",
+    "r18_fp16_torchscript_ncu",
+    "cpu_resnet18_fp32",
+    "cpu_resnet18_bf16",
+)
+NSYS = (
+    "nsys_resnet18_train_amp"  # its backward pass on autograd's thread: the report's ranges caveat
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +48,15 @@ def db(tmp_path_factory, nsys_dir):
     attribution."""
     path = tmp_path_factory.mktemp("tables") / "t.db"
     d = profkit.open_db(path)
-    for name, f in {NCU: DATA / "diff/r18_fp16_eager_ncu.raw.csv.gz",
-                    NCU_B: DATA / "diff/r18_fp16_torchscript_ncu.raw.csv.gz",
-                    CPU: DATA / "torch/cpu_resnet18_fp32.json.gz", CPU_B: DATA / "torch/cpu_resnet18_bf16.json.gz",
-                    "t_eager": DATA / "diff/r18_fp16_eager_torch.json.gz",
-                    "t_compile": DATA / "diff/r18_fp16_compile_torch.json.gz",
-                    NSYS: nsys_dir / "nsys_resnet18_train_amp.sqlite"}.items():
+    for name, f in {
+        NCU: DATA / "diff/r18_fp16_eager_ncu.raw.csv.gz",
+        NCU_B: DATA / "diff/r18_fp16_torchscript_ncu.raw.csv.gz",
+        CPU: DATA / "torch/cpu_resnet18_fp32.json.gz",
+        CPU_B: DATA / "torch/cpu_resnet18_bf16.json.gz",
+        "t_eager": DATA / "diff/r18_fp16_eager_torch.json.gz",
+        "t_compile": DATA / "diff/r18_fp16_compile_torch.json.gz",
+        NSYS: nsys_dir / "nsys_resnet18_train_amp.sqlite",
+    }.items():
         d.import_file(f, name=name)
     store = Store(path)
     for name in (LLAMA, TRAIN):
@@ -55,7 +65,9 @@ def db(tmp_path_factory, nsys_dir):
 
 
 def screen(*args, db, width):
-    r = cli(*args, db=db, env={"COLUMNS": str(width), "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"})
+    r = cli(
+        *args, db=db, env={"COLUMNS": str(width), "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}
+    )
     assert r.exit_code == 0, r.output
     text = ANSI.sub("", r.stdout)
     wider = [ln for ln in text.splitlines() if len(ln) > width]
@@ -65,15 +77,41 @@ def screen(*args, db, width):
 
 COMMANDS = {
     "runs": (("runs",), ["id", "name", "prec", "kernels", "time"]),
-    "kernels": (("kernels", NCU), ["#", "kernel", "duration", "grid", "block", "prec", "TC", "evidence"]),
-    "kernels-where": (("kernels", LLAMA), ["#", "kernel", "duration", "module", "op", "types", "ph", "prec", "TC"]),
-    "summary": (("summary", LLAMA), ["precision", "launches", "share", "kernel", "time", "prec", "TC", "module",
-                                     "TC of matrix", "phase"]),
-    "diff": (("diff", NCU, NCU_B, "--all"), ["status", "kernel", "calls A->B", "time A", "time B", "delta",
-                                             "prec A->B", "TC A->B"]),
-    "diff-family": (("diff", "t_eager", "t_compile", "--match", "family"),
-                    ["status", "work", "calls A->B", "delta", "prec A->B", "TC A->B", "variants A/B"]),
-    "ranges": (("ranges", TRAIN), ["range", "thread", "wall", "kernels", "GPU ops", "GPU time", "other threads"]),
+    "kernels": (
+        ("kernels", NCU),
+        ["#", "kernel", "duration", "grid", "block", "prec", "TC", "evidence"],
+    ),
+    "kernels-where": (
+        ("kernels", LLAMA),
+        ["#", "kernel", "duration", "module", "op", "types", "ph", "prec", "TC"],
+    ),
+    "summary": (
+        ("summary", LLAMA),
+        [
+            "precision",
+            "launches",
+            "share",
+            "kernel",
+            "time",
+            "prec",
+            "TC",
+            "module",
+            "TC of matrix",
+            "phase",
+        ],
+    ),
+    "diff": (
+        ("diff", NCU, NCU_B, "--all"),
+        ["status", "kernel", "calls A->B", "time A", "time B", "delta", "prec A->B", "TC A->B"],
+    ),
+    "diff-family": (
+        ("diff", "t_eager", "t_compile", "--match", "family"),
+        ["status", "work", "calls A->B", "delta", "prec A->B", "TC A->B", "variants A/B"],
+    ),
+    "ranges": (
+        ("ranges", TRAIN),
+        ["range", "thread", "wall", "kernels", "GPU ops", "GPU time", "other threads"],
+    ),
 }
 
 
@@ -87,7 +125,9 @@ def test_every_table_fits_and_keeps_its_figures(db, command, width):
     # numbers whole: no cut cell is a figure (a time, a percentage, a count: `14.444…`, `10…`)
     for ln in text.splitlines():
         for cell in re.findall(r"\S*…\S*", ln):
-            assert not re.fullmatch(r"[\d.,%+\->]*…[\d.,%+\->]*( ?[mun]?s)?", cell) or not re.search(r"\d", cell), (command, width, ln)
+            assert not re.fullmatch(
+                r"[\d.,%+\->]*…[\d.,%+\->]*( ?[mun]?s)?", cell
+            ) or not re.search(r"\d", cell), (command, width, ln)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -102,7 +142,10 @@ def test_figures_and_run_names_are_whole(db, width):
     text = screen("summary", LLAMA, db=db, width=width)
     for p, ns in s["time_by_precision_ns"].items():
         share = f"{100 * ns / s['gpu_time_ns']:.1f}%"
-        assert re.search(rf"^\s*{p}\s+\d+\s+\S+ \S+\s+{re.escape(share)}\s*$", text, re.M), (p, share)
+        assert re.search(rf"^\s*{p}\s+\d+\s+\S+ \S+\s+{re.escape(share)}\s*$", text, re.M), (
+            p,
+            share,
+        )
     top = [k["pct"] for k in s["top_kernels"]]
     for pct in top:
         assert f"{pct:.1f}%" in text
@@ -112,7 +155,9 @@ def test_wide_shows_the_full_names_wrapped(db):
     """--wide: every full kernel name (one line each in a window wide enough, wrapped by Rich in
     80 columns: no line wider, nothing cut)."""
     names = [r["name"] for r in cli_json("kernels", NCU, db=db)]
-    wide = cli("kernels", NCU, "--wide", db=db, env={"COLUMNS": "5000", "TTY_COMPATIBLE": "1"}).stdout
+    wide = cli(
+        "kernels", NCU, "--wide", db=db, env={"COLUMNS": "5000", "TTY_COMPATIBLE": "1"}
+    ).stdout
     assert "…" not in wide and all(n in wide for n in names)
     text = screen("kernels", NCU, "--wide", db=db, width=80)
     assert "…" not in text and max(len(n) for n in names) > 200
@@ -128,14 +173,19 @@ def test_a_table_too_wide_leaves_out_words_never_figures(db):
     assert head[:3] == ["id", "name", "prec"] and "mode" in head and "finished" not in head
     assert "torchscript" in text and "eager" in text
     diff = screen("diff", NCU, NCU_B, "--all", "--match", "exact", db=db, width=80)
-    assert re.search(r"\(not shown at 80 columns: calls A->B, time A(, time B)?; --wide shows every column\)", diff)
+    assert re.search(
+        r"\(not shown at 80 columns: calls A->B, time A(, time B)?; --wide shows every column\)",
+        diff,
+    )
     for col in ("delta", "prec A->B", "TC A->B"):
         assert col in diff.split("(not shown")[0]
 
 
 def test_csv_and_json_keep_whole_names(db):
     rows = cli_json("kernels", NCU, db=db)
-    csv_out = cli("kernels", NCU, "-f", "csv", db=db, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"}).stdout
+    csv_out = cli(
+        "kernels", NCU, "-f", "csv", db=db, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"}
+    ).stdout
     assert "…" not in csv_out and max(len(r["name"]) for r in rows) > 200
     assert all(r["name"] in csv_out or '"' in r["name"] for r in rows)
 
@@ -152,8 +202,9 @@ def test_cut_text():
 GPU_WORDS = ("GPU time", "launches", "tensor-core", "tensor core", "TC")
 
 
-@pytest.mark.parametrize("args", [("summary", CPU), ("kernels", CPU), ("diff", CPU, CPU_B, "--all"),
-                                  ("ranges", CPU)])
+@pytest.mark.parametrize(
+    "args", [("summary", CPU), ("kernels", CPU), ("diff", CPU, CPU_B, "--all"), ("ranges", CPU)]
+)
 def test_cpu_runs_in_cpu_words(db, args):
     for width in (80, 200):
         text = screen(*args, db=db, width=width)
@@ -179,8 +230,10 @@ def test_cpu_compare_in_cpu_words(db, capsys, monkeypatch):
     assert max(len(ln) for ln in text.splitlines()) <= 80
     assert cpu_bf16_in(text)
     gpu = d.run(NCU), d.run(NCU_B)
-    render.compare(Comparison("resnet18", "exact", ["eager", "torchscript"], list(gpu), [gpu[0].diff(gpu[1])]),
-                   "table")
+    render.compare(
+        Comparison("resnet18", "exact", ["eager", "torchscript"], list(gpu), [gpu[0].diff(gpu[1])]),
+        "table",
+    )
     text = ANSI.sub("", capsys.readouterr().out)
     assert "TC of matrix work" in text and "tensor-core share" in text
     assert max(len(ln) for ln in text.splitlines()) <= 80
@@ -237,10 +290,12 @@ MANY = ("frcnn-amp-nsys", "frcnn-fp32-nsys", "bert-amp-ncu", "bert-amp-torch")
 VGG = "vgg16_fp16_eager"
 # How the output is seen: a terminal of 80 or 120 columns (COLUMNS, as a terminal sets it), a pipe
 # with COLUMNS=80, and a pipe where nothing says (COLUMNS unset: 80).
-SIGHTS = {"80": ({"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}, 80),
-          "120": ({"COLUMNS": "120", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}, 120),
-          "piped 80": ({"COLUMNS": "80", "TTY_COMPATIBLE": None, "FORCE_COLOR": None}, 80),
-          "piped": ({"COLUMNS": None, "TTY_COMPATIBLE": None, "FORCE_COLOR": None}, 80)}
+SIGHTS = {
+    "80": ({"COLUMNS": "80", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}, 80),
+    "120": ({"COLUMNS": "120", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}, 120),
+    "piped 80": ({"COLUMNS": "80", "TTY_COMPATIBLE": None, "FORCE_COLOR": None}, 80),
+    "piped": ({"COLUMNS": None, "TTY_COMPATIBLE": None, "FORCE_COLOR": None}, 80),
+}
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +324,7 @@ def cells(text, header, count, column):
     with ``header`` (cells are two or more spaces apart)."""
     lines = text.splitlines()
     at = next(i for i, ln in enumerate(lines) if re.match(rf"\s*{re.escape(header)}\s", ln))
-    return [re.split(r"\s{2,}", ln.strip())[column] for ln in lines[at + 1:at + 1 + count]]
+    return [re.split(r"\s{2,}", ln.strip())[column] for ln in lines[at + 1 : at + 1 + count]]
 
 
 def assert_apart(full, printed):
@@ -302,10 +357,13 @@ def test_kernels_and_summary_fit_and_tell_kernels_apart(many, run, sight):
     assert_apart([k["name"] for k in top], printed)
     for k, label in zip(top, printed):  # the report's short name where it alone tells the kernel
         assert label.split("<")[0].rstrip("…") in k["name"] or "…" in label, (label, k["name"])
-    rows = text[text.index("top kernels by GPU time"):].splitlines()[2:2 + len(top)]
+    rows = text[text.index("top kernels by GPU time") :].splitlines()[2 : 2 + len(top)]
     for k, ln in zip(top, rows):
-        assert ln.split()[-3:] == [f"{k['pct']:.1f}%", k["precision"],
-                                  {True: "yes", False: "no", None: "-"}[k["tensor_core"]]], ln
+        assert ln.split()[-3:] == [
+            f"{k['pct']:.1f}%",
+            k["precision"],
+            {True: "yes", False: "no", None: "-"}[k["tensor_core"]],
+        ], ln
 
 
 def test_labels_are_the_reports_short_names_grown_apart(many):
@@ -314,7 +372,9 @@ def test_labels_are_the_reports_short_names_grown_apart(many):
     width, still apart, each within it."""
     from profkit.names import display_name, table_labels
 
-    names = [r["name"] for run in ("frcnn-amp-nsys", VGG) for r in cli_json("kernels", run, db=many)]
+    names = [
+        r["name"] for run in ("frcnn-amp-nsys", VGG) for r in cli_json("kernels", run, db=many)
+    ]
     names = sorted(set(names))
     labels = table_labels(names)
     shared = {}
@@ -324,10 +384,14 @@ def test_labels_are_the_reports_short_names_grown_apart(many):
         if len(group) == 1:
             assert labels[group[0]] == label
         else:
-            assert all(labels[n].startswith(label.split("<")[0]) and labels[n] != label for n in group), group
+            assert all(
+                labels[n].startswith(label.split("<")[0]) and labels[n] != label for n in group
+            ), group
     adds = [labels[n] for n in shared["vectorized_elementwise_kernel<CUDAFunctor_add>"]]
-    assert sorted(adds) == ["vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, …>",
-                            "vectorized_elementwise_kernel<8, CUDAFunctor_add<Half>, …>"], adds
+    assert sorted(adds) == [
+        "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, …>",
+        "vectorized_elementwise_kernel<8, CUDAFunctor_add<Half>, …>",
+    ], adds
     for width in (8, 12, 20, 30, 44):
         cut = table_labels(names, width)
         assert len(set(cut.values())) == len(names) and max(map(len, cut.values())) <= width
@@ -363,7 +427,7 @@ def test_diff_and_compare_fit_and_tell_kernels_apart(many, sight, monkeypatch, c
     render.compare(Comparison("frcnn", "exact", ["amp", "fp32"], [ra, rb], [ra.diff(rb)]), "table")
     out = ANSI.sub("", capsys.readouterr().out)
     assert not [ln for ln in out.splitlines() if len(ln) > width], out
-    top = out[out.index("what changed most"):].splitlines()[2:]
+    top = out[out.index("what changed most") :].splitlines()[2:]
     printed = [re.split(r"\s{2,}", ln.strip())[0] for ln in top if ln.strip()]
     assert len(printed) == 15 and len(set(printed)) == 15
 
@@ -383,7 +447,15 @@ def test_every_other_table_command_fits(many, sight, tmp_path):
         assert re.search(rf"^{name}\s", catalog, re.MULTILINE)
     seen("ranges", TRAIN, db=many, sight=sight)
     seen("ranges", MANY[0], db=many, sight=sight)
-    seen("check", MANY[0], "--min-tensor-core-coverage", "99", "--no-fp32-matrix", db=many, sight=sight)
+    seen(
+        "check",
+        MANY[0],
+        "--min-tensor-core-coverage",
+        "99",
+        "--no-fp32-matrix",
+        db=many,
+        sight=sight,
+    )
     import gzip
 
     bench_db = tmp_path / "b.db"
@@ -396,8 +468,11 @@ def test_every_other_table_command_fits(many, sight, tmp_path):
 def test_a_pipe_takes_columns_else_80(db):
     """Piped, COLUMNS is honoured (the README's `profkit kernels RUN | head`), and where it is
     unset the width is 80, never unlimited."""
-    for env, width in (({"COLUMNS": "100", "TTY_COMPATIBLE": None}, 100), ({"COLUMNS": None, "TTY_COMPATIBLE": None}, 80),
-                       ({"COLUMNS": "60", "TTY_COMPATIBLE": None}, 60)):
+    for env, width in (
+        ({"COLUMNS": "100", "TTY_COMPATIBLE": None}, 100),
+        ({"COLUMNS": None, "TTY_COMPATIBLE": None}, 80),
+        ({"COLUMNS": "60", "TTY_COMPATIBLE": None}, 60),
+    ):
         text = cli("kernels", NCU, db=db, env=env).stdout
         longest = max(len(ln) for ln in text.splitlines())
         assert width - 10 <= longest <= width, (env, longest)
@@ -417,8 +492,11 @@ def test_run_names_each_file_for_what_it_is(db, capsys):
     from profkit.records import RunInfo
 
     d = profkit.open_db(db)
-    for name, kind, word in ((NCU, "ncu-rep", "ncu capture"), (NSYS, "nsys-rep", "nsys capture"),
-                             ("t_eager", "kineto-json", "torch.profiler trace")):
+    for name, kind, word in (
+        (NCU, "ncu-rep", "ncu capture"),
+        (NSYS, "nsys-rep", "nsys capture"),
+        ("t_eager", "kineto-json", "torch.profiler trace"),
+    ):
         run = d.run(name)
         raw = f"/runs/{name}.{kind}"
         record = replace(run, raw_files={kind: raw}, info=RunInfo(report_bytes=1_500_000))
@@ -430,7 +508,9 @@ def test_run_names_each_file_for_what_it_is(db, capsys):
 
 
 # ---------------------------------------------------------------------------------- a real terminal
-SCREENS = "PROFKIT_SCREENS"  # a folder to keep the screens in for a person to read (else the test's own)
+SCREENS = (
+    "PROFKIT_SCREENS"  # a folder to keep the screens in for a person to read (else the test's own)
+)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -445,11 +525,13 @@ def test_in_a_real_terminal(many, tmp_path):
     keep.mkdir(parents=True, exist_ok=True)
     a, b = MANY[:2]
     env = f"PYTHONPATH={Path(__file__).resolve().parents[1]} PROFKIT_DB={many}"
-    commands = {"kernels": (f"kernels {a} --limit 40", ["prec", "TC", "duration"]),
-                "summary": (f"summary {a}", ["prec", "TC", "share", "launches"]),
-                "diff": (f"diff {a} {b} --match exact", ["prec A->B", "TC A->B", "delta"]),
-                "runs": ("runs", ["mode", "prec", "kernels", "time"]),
-                "workloads": ("workloads", ["precisions", "modes", "description"])}
+    commands = {
+        "kernels": (f"kernels {a} --limit 40", ["prec", "TC", "duration"]),
+        "summary": (f"summary {a}", ["prec", "TC", "share", "launches"]),
+        "diff": (f"diff {a} {b} --match exact", ["prec A->B", "TC A->B", "delta"]),
+        "runs": ("runs", ["mode", "prec", "kernels", "time"]),
+        "workloads": ("workloads", ["precisions", "modes", "description"]),
+    }
     top = [k["name"] for k in cli_json("summary", a, db=many)["top_kernels"]]
     for width in (80, 120):
         for name, (args, must) in commands.items():
@@ -458,15 +540,21 @@ def test_in_a_real_terminal(many, tmp_path):
             tmux = ["tmux", "-L", f"profkit-tables-{tmp_path.name}-{session}"]
             done = tmp_path / f"{session}.done"
             cmd = f"env -u COLUMNS {env} {sys.executable} -m profkit {args}; touch {done}; sleep 30"
-            subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", str(width), "-y", "200", cmd],
-                           check=True)
+            subprocess.run(
+                [*tmux, "new-session", "-d", "-s", session, "-x", str(width), "-y", "200", cmd],
+                check=True,
+            )
             for _ in range(600):
                 if done.exists():
                     break
                 time.sleep(0.1)
             time.sleep(0.3)
-            shot = subprocess.run([*tmux, "capture-pane", "-p", "-t", session, "-S", "-", "-E", "-"], check=True,
-                                  capture_output=True, text=True).stdout
+            shot = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", session, "-S", "-", "-E", "-"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             subprocess.run([*tmux, "kill-server"], check=False)
             (keep / f"{name}-{width}.txt").write_text(shot)
             lines = shot.rstrip("\n").splitlines()
@@ -478,11 +566,22 @@ def test_in_a_real_terminal(many, tmp_path):
                 assert_apart(top, cells(shot, "kernel", len(top), 0))
     for name, (args, _) in commands.items():  # and through a pipe, as `profkit ... | less` shows it
         for label, columns in (("piped-COLUMNS=80", "80"), ("piped", None)):
-            child = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR")}
-            child.update({"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PROFKIT_DB": str(many)},
-                         **({"COLUMNS": columns} if columns else {}))
-            out = subprocess.run([sys.executable, "-m", "profkit", *args.split()], capture_output=True, text=True,
-                                 env=child, check=True).stdout
+            child = {
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR")
+            }
+            child.update(
+                {"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PROFKIT_DB": str(many)},
+                **({"COLUMNS": columns} if columns else {}),
+            )
+            out = subprocess.run(
+                [sys.executable, "-m", "profkit", *args.split()],
+                capture_output=True,
+                text=True,
+                env=child,
+                check=True,
+            ).stdout
             (keep / f"{name}-{label}.txt").write_text(out)
             assert max(len(ln) for ln in out.splitlines()) <= 80, (name, label)
 
@@ -497,7 +596,17 @@ def test_bench_show_keeps_every_figure(tmp_path, width):
     path.write_bytes(gzip.decompress((DATA / "behaviour" / "bench.db.gz").read_bytes()))
     b = cli_json("bench", "--list", db=path)[0]
     text = screen("bench", "--show", b["id"], db=path, width=width)
-    for col in ("median", "±", "min", "max", "items/s", "s/item", "peak MiB", "max abs diff", "top-1"):
+    for col in (
+        "median",
+        "±",
+        "min",
+        "max",
+        "items/s",
+        "s/item",
+        "peak MiB",
+        "max abs diff",
+        "top-1",
+    ):
         assert col in text
     assert "100.0%" in text and "10…" not in text
     for r in cli_json("bench", "--show", b["id"], db=path)["rows"]:

@@ -13,8 +13,13 @@ from .conftest import NCU_DATA
 
 
 def test_profile_argv_is_a_list_with_the_filter():
-    argv = ncu.profile_argv("ncu", Path("/r/report.ncu-rep"), "regex:profkit@a\\.iter[0-9]+/",
-                            ["gpu__time_duration.sum", "x.sum"], ["python", "-m", "profkit.harness", "job.json"])
+    argv = ncu.profile_argv(
+        "ncu",
+        Path("/r/report.ncu-rep"),
+        "regex:profkit@a\\.iter[0-9]+/",
+        ["gpu__time_duration.sum", "x.sum"],
+        ["python", "-m", "profkit.harness", "job.json"],
+    )
     assert argv[:3] == ["ncu", "--target-processes", "all"]
     assert argv[argv.index("--nvtx-include") + 1] == "regex:profkit@a\\.iter[0-9]+/"
     assert argv[argv.index("--metrics") + 1] == "gpu__time_duration.sum,x.sum"
@@ -30,7 +35,7 @@ def test_filter_matches_the_ranges_the_harness_opens():
     # No trailing "/": that would select push/pop ranges; the iterations are start/end ranges,
     # the process's (ncu then profiles every thread's kernels in them: tests/test_steps.py).
     assert filt.startswith("regex:profkit@") and not filt.endswith("/")
-    pattern = re.compile(filt[len("regex:profkit@"):])
+    pattern = re.compile(filt[len("regex:profkit@") :])
     assert pattern.fullmatch(nvtx_ranges.iteration_range(tag, 12))
     assert not pattern.fullmatch(nvtx_ranges.iteration_range("other.fp16.eager", 0))
     assert nvtx_ranges.is_iteration_range(nvtx_ranges.iteration_range(tag, 3))
@@ -38,7 +43,11 @@ def test_filter_matches_the_ranges_the_harness_opens():
 
 
 def test_progress_lines_from_a_real_log():
-    lines = [l for l in (NCU_DATA / "capture.log").read_text().splitlines() if l.startswith("==PROF== Profiling")]
+    lines = [
+        l
+        for l in (NCU_DATA / "capture.log").read_text().splitlines()
+        if l.startswith("==PROF== Profiling")
+    ]
     parsed = [ncu.parse_progress(l) for l in lines]
     assert parsed and all(parsed)
     assert parsed[0][0] == 161 and parsed[0][2] == 8
@@ -59,7 +68,9 @@ def test_cuda_graphs_are_traced_per_node():
     graph's kernels one by one, not one opaque launch."""
     from profkit.tools import nsys
 
-    argv = ncu.profile_argv("ncu", Path("r.ncu-rep"), "regex:x/", ["gpu__time_duration.sum"], ["python"])
+    argv = ncu.profile_argv(
+        "ncu", Path("r.ncu-rep"), "regex:x/", ["gpu__time_duration.sum"], ["python"]
+    )
     assert argv[argv.index("--graph-profiling") + 1] == "node"
     argv = nsys.profile_argv("nsys", Path("/r/report"), ["python"])
     assert argv[argv.index("--cuda-graph-trace") + 1] == "node"

@@ -46,7 +46,9 @@ def test_every_kernel_of_an_eager_model_has_its_operator_and_module(store, name)
 
 
 @pytest.mark.parametrize("name", TRAINING)
-def test_a_training_steps_backward_kernels_belong_to_the_modules_whose_forward_made_them(store, name):
+def test_a_training_steps_backward_kernels_belong_to_the_modules_whose_forward_made_them(
+    store, name
+):
     """Backward kernels (launched from autograd's thread) have the module of the forward that
     created their autograd node: every module with backward work ran forward work too, and the
     backward operators are the forward ones' (convolution -> convolution_backward)."""
@@ -58,7 +60,9 @@ def test_a_training_steps_backward_kernels_belong_to_the_modules_whose_forward_m
     assert bwd - fwd <= {"(outside modules)"} and len(bwd) > 5
     assert {k["module"] for k in rows if k["phase"] == "optimizer"} == {"(optimizer)"}
     if name.startswith("resnet18"):
-        back = {k["op"] for k in rows if k["module"] == "layer1.0.conv1" and k["phase"] == "backward"}
+        back = {
+            k["op"] for k in rows if k["module"] == "layer1.0.conv1" and k["phase"] == "backward"
+        }
         assert "aten::convolution_backward" in back
         assert {k["module_type"] for k in rows if k["module"] == "layer1.0.conv1"} == {"Conv2d"}
 
@@ -69,7 +73,12 @@ def test_the_tools_agree_on_where_each_kernel_came_from(store):
     for model in ("resnet18_train-amp", "hf_gpt2_train-amp", "hf_llama-bf16", "timm_convnext-fp16"):
         counts = []
         for tool in ("ncu", "nsys", "torch"):
-            counts.append(Counter((k["module"], k["op"], k["phase"]) for k in kernels(store, f"{model}-eager-{tool}")))
+            counts.append(
+                Counter(
+                    (k["module"], k["op"], k["phase"])
+                    for k in kernels(store, f"{model}-eager-{tool}")
+                )
+            )
         assert counts[0] == counts[1] == counts[2], model
 
 
@@ -81,10 +90,17 @@ def test_operator_ranges_are_not_ranges_of_the_run(store, name):
     run = store.get_run(name)
     names = [r["name"] for r in store.ranges(run.id)]
     # CUB names its own algorithms' NVTX ranges (nonzero's cub::DeviceSelect::Flagged): the library's, kept
-    assert sum(n.endswith(".iter0") for n in names) == 1 and len([n for n in names if not n.startswith("cub::")]) <= 4
-    assert not any(n.startswith(OP_PREFIX) or ("::" in n and not n.startswith("cub::")) for n in names)
-    assert not any(OP_PREFIX in (k["nvtx_path"] or "") or OP_PREFIX in (k["nvtx_range"] or "")
-                   for k in store.iter_kernels(run.id))
+    assert (
+        sum(n.endswith(".iter0") for n in names) == 1
+        and len([n for n in names if not n.startswith("cub::")]) <= 4
+    )
+    assert not any(
+        n.startswith(OP_PREFIX) or ("::" in n and not n.startswith("cub::")) for n in names
+    )
+    assert not any(
+        OP_PREFIX in (k["nvtx_path"] or "") or OP_PREFIX in (k["nvtx_range"] or "")
+        for k in store.iter_kernels(run.id)
+    )
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -99,10 +115,17 @@ def test_module_totals_add_up_to_the_kernel_total(store, name):
 def test_module_paths_follow_the_models_tree(store):
     """Paths from the model as named_modules gives them: a ModuleList's layers by index."""
     mods = {k["module"] for k in kernels(store, "hf_llama-bf16-eager-nsys")}
-    assert {"model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj", "model.norm", "lm_head"} <= mods
+    assert {
+        "model.layers.0.self_attn.q_proj",
+        "model.layers.1.mlp.down_proj",
+        "model.norm",
+        "lm_head",
+    } <= mods
     assert not any("?" in m for m in mods)
     types = {k["module"]: k["module_type"] for k in kernels(store, "hf_llama-bf16-eager-nsys")}
-    assert types["model.layers.1.mlp.down_proj"] == "Linear" and types["model.norm"] == "LlamaRMSNorm"
+    assert (
+        types["model.layers.1.mlp.down_proj"] == "Linear" and types["model.norm"] == "LlamaRMSNorm"
+    )
 
 
 @pytest.mark.parametrize("name", ["hf_llama-bf16-compile-nsys", "hf_llama-bf16-compile-torch"])
@@ -145,13 +168,20 @@ def test_a_compiled_models_own_operator_calls_are_traced_under_the_nsight_tools(
     name to look up): their operator, shapes and bf16 types, forward."""
     rows = kernels(store, name)
     sdpa = [k for k in rows if k["short_name"].startswith("cudnn_generated_fort_native_sdpa")]
-    assert sdpa and all(k["op"] == "aten::_scaled_dot_product_cudnn_attention" and k["precision"] == "bf16"
-                        and k["shapes"] and k["phase"] == "forward" for k in sdpa)
+    assert sdpa and all(
+        k["op"] == "aten::_scaled_dot_product_cudnn_attention"
+        and k["precision"] == "bf16"
+        and k["shapes"]
+        and k["phase"] == "forward"
+        for k in sdpa
+    )
     assert {k["op"] for k in rows if k["family"] == "gemm"} == {"aten::mm"}
     triton = [k for k in rows if k["short_name"].startswith("triton_")]
     assert triton and all(k["precision"] != "unknown" for k in triton)
     if name.endswith("ncu"):  # types before CUDA-core counters (Triton computes bf16 data in fp32)
-        assert all(k["evidence"] == "dtypes" for k in triton if k["input_types"] == "bfloat16,bfloat16")
+        assert all(
+            k["evidence"] == "dtypes" for k in triton if k["input_types"] == "bfloat16,bfloat16"
+        )
 
 
 def found(store: Store, name: str) -> dict:
@@ -167,8 +197,13 @@ def test_tf32_left_off_fires_on_fp32_matmuls_and_is_quiet_with_tf32_on(store):
     f = found(store, "timm_vit-fp32-eager-nsys")["tf32_left_off"]
     assert f.share_pct > 80
     # the twelve blocks' layers folded into one line each, most time first
-    assert [w.where.split(" ")[0] for w in f.where] == ["blocks.*.mlp.fc2", "blocks.*.mlp.fc1", "blocks.*.attn.qkv",
-                                                        "blocks.*.attn.proj", "head"]
+    assert [w.where.split(" ")[0] for w in f.where] == [
+        "blocks.*.mlp.fc2",
+        "blocks.*.mlp.fc1",
+        "blocks.*.attn.qkv",
+        "blocks.*.attn.proj",
+        "head",
+    ]
     assert all(" aten::linear [8,197," in w.where and w.count == 12 for w in f.where[:4])
     assert "tf32_left_off" not in found(store, "timm_vit_tf32-fp32-eager-nsys")
     fixed = kernels(store, "timm_vit_tf32-fp32-eager-nsys")
@@ -209,18 +244,32 @@ def test_precision_from_the_launching_operators_types_says_so(store):
 
 
 def test_an_operator_range_name_says_everything_and_parses_back():
-    name = op_range("aten::addmm", "bwd", "layers.3.mlp.down_proj", "Linear", "[8,512];[512,64]", "float16,float16")
+    name = op_range(
+        "aten::addmm",
+        "bwd",
+        "layers.3.mlp.down_proj",
+        "Linear",
+        "[8,512];[512,64]",
+        "float16,float16",
+    )
     assert "/" not in name
     lab = op_label(name)
     assert lab is not None and (lab.op, lab.phase, lab.module, lab.module_type) == (
-        "aten::addmm", "backward", "layers.3.mlp.down_proj", "Linear")
+        "aten::addmm",
+        "backward",
+        "layers.3.mlp.down_proj",
+        "Linear",
+    )
     assert op_label(op_range("aten::add_", "fwd", "", "ResNet", "[3]", "int64")).module == ""
     # The range nsys --pytorch=autograd-shapes-nvtx wrote (tests/shared NSIGHT notes, H100): operator and shapes,
     # read by the importers' read_range (profkit.parse.torch_nvtx), not by op_label.
     name = "aten::conv2d, op_id = 28869, sizes = [[8, 3, 224, 224], [64, 3, 7, 7], []], input_op_ids = [(4541,0)]"
     assert op_label(name) is None
     shown, foreign, _ = read_range(name)
-    assert foreign is not None and (foreign.op, foreign.shapes) == ("aten::conv2d", "[8,3,224,224];[64,3,7,7]")
+    assert foreign is not None and (foreign.op, foreign.shapes) == (
+        "aten::conv2d",
+        "[8,3,224,224];[64,3,7,7]",
+    )
     assert shown == "aten::conv2d [8,3,224,224];[64,3,7,7]"
     assert op_label("profkit@resnet18.fp16.eager.iter0") is None
 
@@ -247,18 +296,30 @@ def test_timeline_findings_of_a_run_without_bare_iterations_say_what_they_judged
     ranges too); a host-sync finding says the operator ranges stretched its gaps."""
     from profkit.analyze.findings import NO_BARE, findings
 
-    for name in ("resnet18_train-amp-eager-nsys", "resnet18_train-amp-eager-torch", "resnet18_train-amp-eager-ncu"):
+    for name in (
+        "resnet18_train-amp-eager-nsys",
+        "resnet18_train-amp-eager-torch",
+        "resnet18_train-amp-eager-ncu",
+    ):
         found = {f.id: f for f in findings(store, store.get_run(name))}
         assert "judged on the profiled timeline" in found["launch_bound"].detail, name
-    syncs = {f.id: f for f in findings(store, store.get_run("host_sync_train-fp32-eager-nsys"))}["host_syncs"]
+    syncs = {f.id: f for f in findings(store, store.get_run("host_sync_train-fp32-eager-nsys"))}[
+        "host_syncs"
+    ]
     assert syncs.detail.endswith(NO_BARE)
 
 
 def test_attribution_is_on_by_default_under_ncu_only():
     from profkit.options import RunOptions
 
-    assert [RunOptions().attribution_for(t) for t in ("ncu", "nsys", "torch")] == [True, False, False]
-    assert RunOptions(attribution=True).attribution_for("nsys") and not RunOptions(attribution=False).attribution_for("ncu")
+    assert [RunOptions().attribution_for(t) for t in ("ncu", "nsys", "torch")] == [
+        True,
+        False,
+        False,
+    ]
+    assert RunOptions(attribution=True).attribution_for("nsys") and not RunOptions(
+        attribution=False
+    ).attribution_for("ncu")
 
 
 @pytest.mark.parametrize("tool", ["ncu", "nsys", "torch"])
@@ -291,8 +352,11 @@ def test_the_padded_vocabulary_ran_faster(store):
     before = store.get_run("hf_gpt2_train-amp-eager-nsys").gpu_time_ns
     after = store.get_run("hf_gpt2_train_padded-amp-eager-nsys").gpu_time_ns
     assert after < 0.9 * before
-    head = [k["short_name"] for k in kernels(store, "hf_gpt2_train_padded-amp-eager-nsys")
-            if k["module"] == "lm_head" and k["family"] == "gemm"]
+    head = [
+        k["short_name"]
+        for k in kernels(store, "hf_gpt2_train_padded-amp-eager-nsys")
+        if k["module"] == "lm_head" and k["family"] == "gemm"
+    ]
     assert head and all(n.startswith("nvjet_sm90_hsh") for n in head)
 
 
@@ -312,8 +376,12 @@ def test_cuda_core_counters_decide_only_where_names_and_types_say_nothing(store)
     int64 data counted 270,852) is no half-precision work."""
     from profkit.classify import classify_row
 
-    rows = [k for run in ("hf_llama-bf16-eager-ncu", "timm_convnext-fp16-eager-ncu") for k in kernels(store, run)
-            if any("sass" in m for m in k["metrics"])]
+    rows = [
+        k
+        for run in ("hf_llama-bf16-eager-ncu", "timm_convnext-fp16-eager-ncu")
+        for k in kernels(store, run)
+        if any("sass" in m for m in k["metrics"])
+    ]
     assert rows
     decided = []
     for k in rows:
@@ -326,7 +394,9 @@ def test_cuda_core_counters_decide_only_where_names_and_types_say_nothing(store)
         if half and not plain:  # no counter verdict of half precision
             assert not (v.precision == "fp16" and v.evidence == "metrics"), k["name"]
     assert decided
-    cat = next(k for k in rows if k["op"] == "aten::diff" and k["short_name"] == "CatArrayBatchedCopy")
+    cat = next(
+        k for k in rows if k["op"] == "aten::diff" and k["short_name"] == "CatArrayBatchedCopy"
+    )
     assert classify_row("kernel", cat["name"], cat["metrics"], None).precision == "unknown"
     assert cat["precision"] == "int"  # with attribution: its operator's int64 inputs
 
@@ -337,7 +407,9 @@ def test_a_host_sync_under_nsys_names_the_operator_that_made_it(store):
     from profkit.analyze.findings import findings
 
     for tool in ("nsys", "torch"):
-        f = {x.id: x for x in findings(store, store.get_run(f"resnet18_train-amp-eager-{tool}"))}["host_syncs"]
+        f = {x.id: x for x in findings(store, store.get_run(f"resnet18_train-amp-eager-{tool}"))}[
+            "host_syncs"
+        ]
         assert f.where and f.where[0].where.endswith("aten::_local_scalar_dense"), tool
         assert "pk.op" not in f.detail
 
@@ -354,18 +426,56 @@ def test_attribution_on_the_cpu_and_a_model_it_cannot_follow(tmp_path):
     pytest.importorskip("torch")
     db = tmp_path / "p.db"
     here = Path(__file__).parent / "workloads"
-    r = cli("run", here / "tiny_train_step.py", "--device", "cpu", "--tool", "torch", "--attribution", "--warmup", "1",
-            "--batch-size", "2", "--name", "tiny", db=db)
+    r = cli(
+        "run",
+        here / "tiny_train_step.py",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--attribution",
+        "--warmup",
+        "1",
+        "--batch-size",
+        "2",
+        "--name",
+        "tiny",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
     rows = cli_json("kernels", "tiny", db=db)
     assert {x["phase"] for x in rows} >= {"forward", "backward", "optimizer"}
     assert {"0", "2", "(optimizer)"} <= {x["module"] for x in rows}
-    r = cli("run", here / "no_dispatch_modes.py", "--device", "cpu", "--tool", "torch", "--attribution", "--warmup", "1",
-            "--batch-size", "2", db=db)
+    r = cli(
+        "run",
+        here / "no_dispatch_modes.py",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--attribution",
+        "--warmup",
+        "1",
+        "--batch-size",
+        "2",
+        db=db,
+    )
     one_line_error(r, "a measured iteration failed for no_dispatch_modes in fp32")
     assert "try --no-attribution" in r.stderr
-    r = cli("run", here / "no_dispatch_modes.py", "--device", "cpu", "--tool", "torch", "--no-attribution", "--warmup", "1",
-            "--batch-size", "2", db=db)
+    r = cli(
+        "run",
+        here / "no_dispatch_modes.py",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--no-attribution",
+        "--warmup",
+        "1",
+        "--batch-size",
+        "2",
+        db=db,
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -382,13 +492,20 @@ def test_the_misaligned_shapes_finding_renders_in_chromium(store, tmp_path):
     if chromium.available() is not None:
         pytest.skip(str(chromium.available()))
     shots = Path(os.environ.get("PROFKIT_SHOTS", tmp_path))
-    path = profkit.open_db(store.path, create=False).run("hf_gpt2_train-amp-eager-nsys").report(tmp_path / "gpt2.html")
+    path = (
+        profkit.open_db(store.path, create=False)
+        .run("hf_gpt2_train-amp-eager-nsys")
+        .report(tmp_path / "gpt2.html")
+    )
     with chromium.browser() as b:
         opened = chromium.open_report(b, path)
         assert opened.errors == [] and opened.dialogs == [] and opened.requests == []
         item = opened.page.locator('li.finding[data-id="misaligned_shapes"]')
         assert item.count() == 1 and item.is_visible()
-        assert "50257" in item.inner_text() and "lm_head aten::mm [512,256];[256,50257]" in item.inner_text()
+        assert (
+            "50257" in item.inner_text()
+            and "lm_head aten::mm [512,256];[256,50257]" in item.inner_text()
+        )
         where = item.locator("details.where")
         if where.count():
             where.locator("summary").click()
@@ -398,11 +515,22 @@ def test_the_misaligned_shapes_finding_renders_in_chromium(store, tmp_path):
         item.screenshot(path=str(shots / "gpt2-misaligned_shapes.png"))
 
 
-@pytest.mark.parametrize("name, finding, place", [
-    ("hf_gpt2_fp32_head-amp-eager-nsys", "fp32_matrix_outside_autocast", "lm_head.head aten::mm [512,256];[256,50304]"),
-    ("host_sync_train-fp32-eager-torch", "host_syncs", "aten::_local_scalar_dense"),
-    ("timm_vit-fp32-eager-nsys", "tf32_left_off", "blocks.*.mlp.fc2 aten::linear [8,197,3072];[768,3072];[768]"),
-])
+@pytest.mark.parametrize(
+    "name, finding, place",
+    [
+        (
+            "hf_gpt2_fp32_head-amp-eager-nsys",
+            "fp32_matrix_outside_autocast",
+            "lm_head.head aten::mm [512,256];[256,50304]",
+        ),
+        ("host_sync_train-fp32-eager-torch", "host_syncs", "aten::_local_scalar_dense"),
+        (
+            "timm_vit-fp32-eager-nsys",
+            "tf32_left_off",
+            "blocks.*.mlp.fc2 aten::linear [8,197,3072];[768,3072];[768]",
+        ),
+    ],
+)
 def test_the_new_findings_render_in_chromium_with_where(store, tmp_path, name, finding, place):
     """Each finding in a real browser: its detail says where (module, operator, shapes), its
     where table lists them."""

@@ -22,14 +22,35 @@ ROOT = HERE.parent
 # workload file -> (what the one line says, the user's failing source line, the error's last line)
 CASES = {
     "import_fails.py": ("workload file", 'WIDTH = SETTINGS["width"]', "KeyError: 'width'"),
-    "broken_build.py": ("workload build(spec) failed", 'raise RuntimeError("weights file missing")',
-                        "RuntimeError: weights file missing"),
-    "forward_fails.py": ("the warm-up failed for forward_fails", "return x @ torch.ones(3, 5)", "RuntimeError: mat1"),
-    "fails_in_iteration.py": ("a measured iteration failed for fails_in_iteration",
-                              'raise ValueError(f"cache full after {self.calls - 1} calls")',
-                              "ValueError: cache full after 2 calls"),
+    "broken_build.py": (
+        "workload build(spec) failed",
+        'raise RuntimeError("weights file missing")',
+        "RuntimeError: weights file missing",
+    ),
+    "forward_fails.py": (
+        "the warm-up failed for forward_fails",
+        "return x @ torch.ones(3, 5)",
+        "RuntimeError: mat1",
+    ),
+    "fails_in_iteration.py": (
+        "a measured iteration failed for fails_in_iteration",
+        'raise ValueError(f"cache full after {self.calls - 1} calls")',
+        "ValueError: cache full after 2 calls",
+    ),
 }
-ARGS = ["--device", "cpu", "--tool", "torch", "--warmup", "1", "--iters", "3", "--batch-size", "2", "--no-report"]
+ARGS = [
+    "--device",
+    "cpu",
+    "--tool",
+    "torch",
+    "--warmup",
+    "1",
+    "--iters",
+    "3",
+    "--batch-size",
+    "2",
+    "--no-report",
+]
 
 
 def _line_of(path: Path, source: str) -> int:
@@ -65,7 +86,7 @@ def test_the_kept_log_holds_the_users_traceback(tmp_path, workload):
     frame = _user_frame(path, source)
     assert frame in text, text
     # The frame's next line is the failing source line itself.
-    after = text[text.index(frame):].splitlines()
+    after = text[text.index(frame) :].splitlines()
     assert after[1].strip().startswith(source), after[:3]
     assert last in text
     # The same traceback beside the error file, where profkit reads it for -v.
@@ -75,8 +96,13 @@ def test_the_kept_log_holds_the_users_traceback(tmp_path, workload):
 
 def _profkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "profkit", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "profkit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 @needs_torch
@@ -105,7 +131,15 @@ def test_the_library_error_carries_the_users_traceback(tmp_path):
 
     path = WORKLOADS / "fails_in_iteration.py"
     with pytest.raises(WorkloadError) as info:
-        profkit.profile(str(path), device="cpu", tool="torch", warmup=1, iters=3, batch_size=2, db=tmp_path / "p.db")
+        profkit.profile(
+            str(path),
+            device="cpu",
+            tool="torch",
+            warmup=1,
+            iters=3,
+            batch_size=2,
+            db=tmp_path / "p.db",
+        )
     cause = info.value.__cause__
     assert isinstance(cause, WorkloadTraceback)
     assert _user_frame(path, CASES["fails_in_iteration.py"][1]) in str(cause)

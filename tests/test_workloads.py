@@ -66,11 +66,18 @@ def test_builtins_listed_without_torch():
 @needs_torch
 def test_harness_runs_measured_iterations(tmp_path):
     tag = nvtx_ranges.tag("resnet18", "fp32", "eager")
-    job = {"spec": workloads.Spec(batch_size=1, device="cpu").as_dict(),
-           "workload_path": str(workloads.resolve("resnet18")[1]), "warmup": 3, "iters": 2,
-           "tag": tag, "info_path": str(tmp_path / "info.json")}
+    job = {
+        "spec": workloads.Spec(batch_size=1, device="cpu").as_dict(),
+        "workload_path": str(workloads.resolve("resnet18")[1]),
+        "warmup": 3,
+        "iters": 2,
+        "tag": tag,
+        "info_path": str(tmp_path / "info.json"),
+    }
     (tmp_path / "job.json").write_text(json.dumps(job))
-    subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], check=True
+    )
     info = json.loads((tmp_path / "info.json").read_text())
     assert len(info["iteration_wall_ns"]) == 2 and all(t > 0 for t in info["iteration_wall_ns"])
     # Issue 36: the warm-up steps after the first, each timed (no profiler, no ranges): the bare step.
@@ -80,20 +87,37 @@ def test_harness_runs_measured_iterations(tmp_path):
 
 @needs_torch
 @pytest.mark.parametrize("counting,worker", [(True, False), (True, True), (False, False)])
-def test_only_ncus_counting_harness_ends_at_once_where_nothing_is_left_running(tmp_path, counting, worker):
+def test_only_ncus_counting_harness_ends_at_once_where_nothing_is_left_running(
+    tmp_path, counting, worker
+):
     """The counting process of ncu's per-function plan skips Python's and CUDA's teardown when
     the workload left nothing running; where it left a worker process, the normal exit ends
     it, so that no process outlives the harness holding its output open. Any other harness
     (the timing one, the run's) ends normally: the workload's exit handlers run."""
     marker = tmp_path / "exit.txt"
-    job = {"spec": workloads.Spec(batch_size=2, device="cpu").as_dict(),
-           "workload_path": str(HERE / "workloads" / "leaves_workers.py"), "warmup": 1, "iters": 1,
-           "tag": "leaves_workers.fp32.eager", "info_path": str(tmp_path / "info.json"), "counting": counting}
+    job = {
+        "spec": workloads.Spec(batch_size=2, device="cpu").as_dict(),
+        "workload_path": str(HERE / "workloads" / "leaves_workers.py"),
+        "warmup": 1,
+        "iters": 1,
+        "tag": "leaves_workers.fp32.eager",
+        "info_path": str(tmp_path / "info.json"),
+        "counting": counting,
+    }
     (tmp_path / "job.json").write_text(json.dumps(job))
-    env = {**os.environ, "PROFKIT_TEST_MARKER": str(marker), **({"PROFKIT_TEST_WORKER": "1"} if worker else {})}
+    env = {
+        **os.environ,
+        "PROFKIT_TEST_MARKER": str(marker),
+        **({"PROFKIT_TEST_WORKER": "1"} if worker else {}),
+    }
     # Output to pipes: a worker left alive would hold them open past the harness's exit.
-    p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True,
-                       text=True, env=env, timeout=100)
+    p = subprocess.run(
+        [sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=100,
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "info.json").read_text())["iteration_wall_ns"]
     assert marker.exists() == (worker or not counting)  # Python's own exit ran
@@ -111,26 +135,54 @@ def test_the_counting_harness_ends_at_once_even_with_its_output_closed(tmp_path)
     success, not a traceback."""
     marker = tmp_path / "exit.txt"
     workload = tmp_path / "closes_stdout.py"
-    workload.write_text((HERE / "workloads" / "leaves_workers.py").read_text()
-                        + "\n\nimport sys\nsys.stdout.close()\n")
-    job = {"spec": workloads.Spec(batch_size=2, device="cpu").as_dict(), "workload_path": str(workload),
-           "warmup": 1, "iters": 1, "tag": "closes_stdout.fp32.eager", "info_path": str(tmp_path / "info.json"),
-           "counting": True}
+    workload.write_text(
+        (HERE / "workloads" / "leaves_workers.py").read_text()
+        + "\n\nimport sys\nsys.stdout.close()\n"
+    )
+    job = {
+        "spec": workloads.Spec(batch_size=2, device="cpu").as_dict(),
+        "workload_path": str(workload),
+        "warmup": 1,
+        "iters": 1,
+        "tag": "closes_stdout.fp32.eager",
+        "info_path": str(tmp_path / "info.json"),
+        "counting": True,
+    }
     (tmp_path / "job.json").write_text(json.dumps(job))
-    p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True,
-                       text=True, env={**os.environ, "PROFKIT_TEST_MARKER": str(marker)}, timeout=100)
+    p = subprocess.run(
+        [sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PROFKIT_TEST_MARKER": str(marker)},
+        timeout=100,
+    )
     assert p.returncode == 0 and not marker.exists(), p.stderr
 
 
 @needs_torch
 def test_harness_reports_workload_errors(tmp_path):
-    job = {"spec": workloads.Spec(device="cpu").as_dict(), "workload_path": str(HERE / "workloads" / "broken_build.py"),
-           "warmup": 0, "iters": 1, "tag": "x.fp32.eager", "info_path": str(tmp_path / "info.json")}
+    job = {
+        "spec": workloads.Spec(device="cpu").as_dict(),
+        "workload_path": str(HERE / "workloads" / "broken_build.py"),
+        "warmup": 0,
+        "iters": 1,
+        "tag": "x.fp32.eager",
+        "info_path": str(tmp_path / "info.json"),
+    }
     (tmp_path / "job.json").write_text(json.dumps(job))
-    p = subprocess.run([sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "profkit.harness", str(tmp_path / "job.json")],
+        capture_output=True,
+        text=True,
+    )
     # The workload's traceback first (issue 24: it goes to the run's log), the one line last.
-    assert p.returncode == 3 and p.stderr.strip().splitlines()[-1].startswith("profkit-harness: error:")
-    assert p.stderr.startswith("Traceback (most recent call last):") and "broken_build.py\", line 5" in p.stderr
+    assert p.returncode == 3 and p.stderr.strip().splitlines()[-1].startswith(
+        "profkit-harness: error:"
+    )
+    assert (
+        p.stderr.startswith("Traceback (most recent call last):")
+        and 'broken_build.py", line 5' in p.stderr
+    )
 
 
 # Small inputs for the CPU: each catalog file keeps its input size in a module constant.
@@ -139,9 +191,16 @@ MATRIX = [(w.name, p, m) for w in workloads.catalog() for p in w.precisions for 
 # Each precision and mode once, on the first catalog workload that has it, in the quick tier; the
 # rest of the matrix (~100 CPU runs, half the suite's time) in the slow one, CI's second step.
 _FIRST = {(p, m): (n, p, m) for n, p, m in reversed(MATRIX)}
-CATALOG_RUNS = [pytest.param(*c, marks=() if _FIRST[c[1:]] == c else pytest.mark.slow) for c in MATRIX]
-REFUSED = [(w.name, p, m) for w in workloads.catalog()
-           for p in workloads.PRECISIONS for m in workloads.MODES if p not in w.precisions or m not in w.modes]
+CATALOG_RUNS = [
+    pytest.param(*c, marks=() if _FIRST[c[1:]] == c else pytest.mark.slow) for c in MATRIX
+]
+REFUSED = [
+    (w.name, p, m)
+    for w in workloads.catalog()
+    for p in workloads.PRECISIONS
+    for m in workloads.MODES
+    if p not in w.precisions or m not in w.modes
+]
 
 
 def _small(name: str):
@@ -155,7 +214,9 @@ def _small(name: str):
 
 @needs_torch
 @pytest.mark.parametrize("name, precision, mode", CATALOG_RUNS)
-def test_every_catalog_workload_steps_on_cpu_in_every_precision_and_mode_it_supports(name, precision, mode):
+def test_every_catalog_workload_steps_on_cpu_in_every_precision_and_mode_it_supports(
+    name, precision, mode
+):
     """Every built-in x precision x mode it declares, one step at batch 2 on small inputs: the
     output (a training step's loss) comes out finite, in the precision asked for."""
     import warnings
@@ -169,14 +230,23 @@ def test_every_catalog_workload_steps_on_cpu_in_every_precision_and_mode_it_supp
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracing a transformer warns about its control flow
         out = workloads.prepare(module, spec)()
-    outs = [out] if isinstance(out, torch.Tensor) else [t for t in (out or []) if isinstance(t, torch.Tensor)]
+    outs = (
+        [out]
+        if isinstance(out, torch.Tensor)
+        else [t for t in (out or []) if isinstance(t, torch.Tensor)]
+    )
     if name.endswith("_zoo"):
         return  # reference workloads: their steps run one call per precision or backend, and return nothing
     assert outs and all(bool(o.float().isfinite().all()) for o in outs)
     if name.endswith("_train"):
         assert outs[0].dim() == 0  # the loss
-    elif precision != "amp":  # under autocast the last layer decides (a LayerNorm's output stays fp32)
-        assert outs[0].dtype == {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    elif (
+        precision != "amp"
+    ):  # under autocast the last layer decides (a LayerNorm's output stays fp32)
+        assert (
+            outs[0].dtype
+            == {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+        )
 
 
 @pytest.mark.parametrize("name, precision, mode", REFUSED)
@@ -189,8 +259,10 @@ def test_every_unsupported_combination_is_refused_before_anything_runs(name, pre
         workloads.check_declared(path, spec)
 
 
-@pytest.mark.parametrize("name, precision, mode", [("resnet50_train", "fp16", "eager"),
-                                                   ("bert_encoder_train", "fp32", "torchscript")])
+@pytest.mark.parametrize(
+    "name, precision, mode",
+    [("resnet50_train", "fp16", "eager"), ("bert_encoder_train", "fp32", "torchscript")],
+)
 def test_a_training_step_refuses_what_it_does_not_support(name, precision, mode):
     _, path = workloads.resolve(name)
     spec = workloads.Spec(batch_size=1, precision=precision, mode=mode, device="cpu")
@@ -201,24 +273,45 @@ def test_a_training_step_refuses_what_it_does_not_support(name, precision, mode)
 def test_the_catalog_lists_what_each_workload_supports():
     """`profkit workloads`: every catalog model, with its precisions and modes, read without torch."""
     rows = {r.name: r for r in workloads.catalog()}
-    assert {"vgg16", "resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "bert_encoder", "gpt_decoder",
-            "resnet18_train", "resnet50_train", "bert_encoder_train"} <= set(rows)
-    assert list(rows["resnet50_train"].precisions) == ["fp32", "amp"] and list(rows["resnet50_train"].modes) == ["eager"]
+    assert {
+        "vgg16",
+        "resnet18",
+        "resnet50",
+        "mobilenet_v2",
+        "efficientnet_b0",
+        "bert_encoder",
+        "gpt_decoder",
+        "resnet18_train",
+        "resnet50_train",
+        "bert_encoder_train",
+    } <= set(rows)
+    assert list(rows["resnet50_train"].precisions) == ["fp32", "amp"] and list(
+        rows["resnet50_train"].modes
+    ) == ["eager"]
     assert list(rows["gpt_decoder"].modes) == ["eager", "torchscript", "compile"]
 
 
 @needs_torch
-@pytest.mark.parametrize("name, spec, message", [
-    ("bert_encoder", dict(precision="fp16", keep_bn_fp32=True), "has no BatchNorm layers"),
-    ("precision_zoo", dict(precision="fp16", keep_bn_fp32=True), "builds its own step"),
-    ("precision_zoo", dict(channels_last=True), "does not say that it applies channels-last"),
-    (str(HERE / "workloads" / "tiny_classifier.py"), dict(channels_last=True), "inputs have none"),
-])
+@pytest.mark.parametrize(
+    "name, spec, message",
+    [
+        ("bert_encoder", dict(precision="fp16", keep_bn_fp32=True), "has no BatchNorm layers"),
+        ("precision_zoo", dict(precision="fp16", keep_bn_fp32=True), "builds its own step"),
+        ("precision_zoo", dict(channels_last=True), "does not say that it applies channels-last"),
+        (
+            str(HERE / "workloads" / "tiny_classifier.py"),
+            dict(channels_last=True),
+            "inputs have none",
+        ),
+    ],
+)
 def test_options_that_cannot_apply_fail_when_built(name, spec, message):
     """An option that would silently do nothing is refused when the workload is built."""
     _, path = workloads.resolve(name)
     with pytest.raises(WorkloadError, match=message):
-        workloads.prepare(workloads.load_module(path), workloads.Spec(batch_size=1, device="cpu", **spec))
+        workloads.prepare(
+            workloads.load_module(path), workloads.Spec(batch_size=1, device="cpu", **spec)
+        )
 
 
 @needs_torch
@@ -229,12 +322,16 @@ def test_options_apply_on_the_cpu():
 
     module = workloads.load_module(workloads.resolve("resnet18")[1])
     module.SIZE = 32
-    spec = workloads.Spec(batch_size=2, precision="bf16", device="cpu", keep_bn_fp32=True, channels_last=True)
+    spec = workloads.Spec(
+        batch_size=2, precision="bf16", device="cpu", keep_bn_fp32=True, channels_last=True
+    )
     out = workloads.prepare(module, spec)()
     assert out.dtype == torch.bfloat16 and out.shape == (2, 1000)
     train = workloads.load_module(workloads.resolve("resnet18_train")[1])
     train.SIZE = 32
-    loss = workloads.prepare(train, workloads.Spec(batch_size=2, precision="amp", device="cpu", channels_last=True))()
+    loss = workloads.prepare(
+        train, workloads.Spec(batch_size=2, precision="amp", device="cpu", channels_last=True)
+    )()
     assert loss.dim() == 0 and bool(loss.isfinite())
 
 

@@ -14,12 +14,19 @@ def build(spec):
 
     dev = torch.device(spec.device)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[spec.precision]
-    q, k, v = (torch.randn(spec.batch_size, HEADS, TOKENS, HEAD_DIM, device=dev, dtype=dtype) for _ in range(3))
+    q, k, v = (
+        torch.randn(spec.batch_size, HEADS, TOKENS, HEAD_DIM, device=dev, dtype=dtype)
+        for _ in range(3)
+    )
     # Each backend that takes these inputs on this device (flash and cuDNN take no fp32, and
     # none but math runs on a CPU), causal and not.
     usable = []
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
-                    SDPBackend.MATH):
+    for backend in (
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.MATH,
+    ):
         for causal in (False, True):
             try:
                 with sdpa_kernel(backend), torch.inference_mode():
@@ -28,10 +35,16 @@ def build(spec):
                 continue
             usable.append((backend, causal))
     fp8 = None
-    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (9, 0) and hasattr(torch, "float8_e4m3fn"):
+    if (
+        dev.type == "cuda"
+        and torch.cuda.get_device_capability(dev) >= (9, 0)
+        and hasattr(torch, "float8_e4m3fn")
+    ):
         n = 256
         a8 = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
-        b8 = torch.randn(n, n, device=dev).t().contiguous().to(torch.float8_e4m3fn).t()  # column-major
+        b8 = (
+            torch.randn(n, n, device=dev).t().contiguous().to(torch.float8_e4m3fn).t()
+        )  # column-major
         rows, cols = torch.ones(n, 1, device=dev), torch.ones(1, n, device=dev)
         try:
             torch._scaled_mm(a8, b8, scale_a=rows, scale_b=cols, out_dtype=torch.bfloat16)
@@ -40,9 +53,18 @@ def build(spec):
             fp8 = None
 
     grouped = None  # torch._grouped_mm: a mixture-of-experts style bf16 GEMM per group
-    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (9, 0) and hasattr(torch, "_grouped_mm"):
+    if (
+        dev.type == "cuda"
+        and torch.cuda.get_device_capability(dev) >= (9, 0)
+        and hasattr(torch, "_grouped_mm")
+    ):
         ga = torch.randn(4 * 64, 128, device=dev, dtype=torch.bfloat16)
-        gb = torch.randn(4, 128, 256, device=dev, dtype=torch.bfloat16).transpose(-2, -1).contiguous().transpose(-2, -1)
+        gb = (
+            torch.randn(4, 128, 256, device=dev, dtype=torch.bfloat16)
+            .transpose(-2, -1)
+            .contiguous()
+            .transpose(-2, -1)
+        )
         offs = torch.arange(64, 4 * 64 + 1, 64, device=dev, dtype=torch.int32)
         try:
             torch._grouped_mm(ga, gb, offs=offs)

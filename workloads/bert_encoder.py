@@ -8,7 +8,9 @@ LAYERS, WIDTH, HEADS, FFN, TOKENS = 12, 768, 12, 3072, 128
 def encoder():
     import torch
 
-    layer = torch.nn.TransformerEncoderLayer(WIDTH, HEADS, FFN, dropout=0.0, activation="gelu", batch_first=True)
+    layer = torch.nn.TransformerEncoderLayer(
+        WIDTH, HEADS, FFN, dropout=0.0, activation="gelu", batch_first=True
+    )
     return torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
 
 

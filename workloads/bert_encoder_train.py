@@ -28,5 +28,11 @@ def build(spec):
 
     x = torch.randn(spec.batch_size, TOKENS, bert.WIDTH)
     y = torch.randint(0, 2, (spec.batch_size,))
-    return training_step(Classifier(), spec, (x,), y, lambda params: torch.optim.AdamW(params, lr=1e-4),
-                         torch.nn.CrossEntropyLoss())
+    return training_step(
+        Classifier(),
+        spec,
+        (x,),
+        y,
+        lambda params: torch.optim.AdamW(params, lr=1e-4),
+        torch.nn.CrossEntropyLoss(),
+    )

@@ -7,4 +7,6 @@ def build(spec):
     import torch
     import torchvision
 
-    return torchvision.models.efficientnet_b0(weights=None), (torch.randn(spec.batch_size, 3, SIZE, SIZE),)
+    return torchvision.models.efficientnet_b0(weights=None), (
+        torch.randn(spec.batch_size, 3, SIZE, SIZE),
+    )

@@ -20,7 +20,9 @@ def build(spec):
     conv = torch.nn.Conv2d(64, 64, 3, padding=1).to(dev)
     conv16 = torch.nn.Conv2d(64, 64, 3, padding=1).to(dev).half()
     cuda = dev.type == "cuda"
-    fp8 = cuda and hasattr(torch, "float8_e4m3fn") and torch.cuda.get_device_capability(dev) >= (8, 9)
+    fp8 = (
+        cuda and hasattr(torch, "float8_e4m3fn") and torch.cuda.get_device_capability(dev) >= (8, 9)
+    )
     if fp8:
         a8 = a32.to(torch.float8_e4m3fn)
         b8 = b32.t().contiguous().to(torch.float8_e4m3fn).t()  # column-major second operand

@@ -15,4 +15,6 @@ def build(spec):
 
     from profkit.steps import image_classifier_step
 
-    return image_classifier_step(torchvision.models.resnet50(weights=None), spec, size=SIZE, distributed=True)
+    return image_classifier_step(
+        torchvision.models.resnet50(weights=None), spec, size=SIZE, distributed=True
+    )

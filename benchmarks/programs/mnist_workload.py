@@ -1,6 +1,7 @@
 """pytorch/examples' mnist model as a workload file: its Net (imported from the unmodified
 script), Adadelta, batch 64 of 1x28x28 images; the step the script's training loop runs.
 For benchmarks/program_verdicts.py: the program's window against this workload's run."""
+
 import importlib.util
 from pathlib import Path
 

@@ -32,9 +32,9 @@ key) and/or keyword arguments (:class:`Checks`).
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -84,8 +84,13 @@ class Checks:
         )
 
     def empty(self) -> bool:
-        return (self.min_coverage is None and not self.no_fp32_matrix and not self.max_findings
-                and self.max_slowdown is None and self.max_launches is None)
+        return (
+            self.min_coverage is None
+            and not self.no_fp32_matrix
+            and not self.max_findings
+            and self.max_slowdown is None
+            and self.max_launches is None
+        )
 
     def check(self) -> Checks:
         """These checks, or a UsageError naming the parameter that is wrong."""
@@ -97,11 +102,18 @@ class Checks:
             _percent(f"max_findings[{key!r}]", pct, 100, quoted=False)
         _percent("max_slowdown", self.max_slowdown, 1000)
         _percent("noise_pct", self.noise_pct, 1000)
-        if self.max_launches is not None and (isinstance(self.max_launches, bool)
-                                              or not isinstance(self.max_launches, int) or self.max_launches < 1):
-            raise UsageError(f"`max_launches` must be a whole number of at least 1, not {self.max_launches!r}")
+        if self.max_launches is not None and (
+            isinstance(self.max_launches, bool)
+            or not isinstance(self.max_launches, int)
+            or self.max_launches < 1
+        ):
+            raise UsageError(
+                f"`max_launches` must be a whole number of at least 1, not {self.max_launches!r}"
+            )
         if self.baseline is not None and self.max_slowdown is None:
-            raise UsageError("a `baseline` run is compared against a limit: give `max_slowdown` too")
+            raise UsageError(
+                "a `baseline` run is compared against a limit: give `max_slowdown` too"
+            )
         return self
 
 
@@ -109,8 +121,12 @@ def _percent(name: str, value: object, top: float, quoted: bool = True) -> None:
     if value is None:
         return
     shown = f"`{name}`" if quoted else name
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= top:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= top
+    ):
         raise UsageError(f"{shown} must be a number from 0 to {top:g}, not {value!r}")
 
 
@@ -122,8 +138,10 @@ def finding_id(key: str, where: str) -> str:
         return key
     near = difflib.get_close_matches(key, ids, n=1)
     hint = f"Did you mean {near[0]}? " if near else ""
-    raise UsageError(f"{where} names an unknown finding {key!r}",
-                     f"{hint}The ids are rules.toml's [[finding]] ids: {', '.join(ids)}")
+    raise UsageError(
+        f"{where} names an unknown finding {key!r}",
+        f"{hint}The ids are rules.toml's [[finding]] ids: {', '.join(ids)}",
+    )
 
 
 def parse_finding_limit(text: str) -> tuple[str, float]:
@@ -131,14 +149,18 @@ def parse_finding_limit(text: str) -> tuple[str, float]:
     key, eq, value = text.partition("=")
     key = key.strip()
     if not eq or not key:
-        raise UsageError(f"`max_finding` takes ID=PCT (fusable_kernels=60, or any=50), not {text!r}")
+        raise UsageError(
+            f"`max_finding` takes ID=PCT (fusable_kernels=60, or any=50), not {text!r}"
+        )
     finding_id(key, "`max_finding`")
     try:
         pct = float(value)
     except ValueError:
         pct = math.nan
     if not math.isfinite(pct) or not 0 <= pct <= 100:
-        raise UsageError(f"`max_finding` {key}=... must be a percentage from 0 to 100, not {value.strip()!r}")
+        raise UsageError(
+            f"`max_finding` {key}=... must be a percentage from 0 to 100, not {value.strip()!r}"
+        )
     return key, pct
 
 
@@ -147,8 +169,11 @@ def parse_finding_limit(text: str) -> tuple[str, float]:
 _FILE: dict[str, dict[str, tuple[str, str, float]]] = {
     "tensor_cores": {"min_coverage": ("min_coverage", "pct", 100)},
     "precision": {"no_fp32_matrix": ("no_fp32_matrix", "bool", 0)},
-    "baseline": {"run": ("baseline", "run", 0), "max_slowdown": ("max_slowdown", "pct", 1000),
-                 "noise_pct": ("noise_pct", "pct", 1000)},
+    "baseline": {
+        "run": ("baseline", "run", 0),
+        "max_slowdown": ("max_slowdown", "pct", 1000),
+        "noise_pct": ("noise_pct", "pct", 1000),
+    },
     "launches": {"max_per_iteration": ("max_launches", "int", 0)},
 }
 _TABLES = (*_FILE, "findings")
@@ -182,8 +207,10 @@ def load_checks(path: str | os.PathLike[str]) -> Checks:
     values: dict[str, Any] = {}
     for table, content in data.items():
         if table not in _TABLES:
-            raise UsageError(f"{name}: unknown table [{table}]{_near(table, list(_TABLES))}; the tables are "
-                             + ", ".join(f"[{t}]" for t in _TABLES))
+            raise UsageError(
+                f"{name}: unknown table [{table}]{_near(table, list(_TABLES))}; the tables are "
+                + ", ".join(f"[{t}]" for t in _TABLES)
+            )
         if not isinstance(content, dict):
             raise UsageError(f"{name}: {table} must be a table ([{table}]), not {_shown(content)}")
         if table == "findings":
@@ -191,8 +218,10 @@ def load_checks(path: str | os.PathLike[str]) -> Checks:
             for key, value in content.items():
                 ids = [*finding_rules(), ANY]
                 if key not in ids:
-                    raise UsageError(f"{name}: [findings] {key} is no finding id{_near(key, ids)}; the ids are "
-                                     f"rules.toml's [[finding]] ids and any: {', '.join(ids)}")
+                    raise UsageError(
+                        f"{name}: [findings] {key} is no finding id{_near(key, ids)}; the ids are "
+                        f"rules.toml's [[finding]] ids and any: {', '.join(ids)}"
+                    )
                 _file_pct(name, f"[findings] {key}", value, 100)
                 limits[key] = float(value)
             values["max_findings"] = limits
@@ -200,8 +229,10 @@ def load_checks(path: str | os.PathLike[str]) -> Checks:
         keys = _FILE[table]
         for key, value in content.items():
             if key not in keys:
-                raise UsageError(f"{name}: [{table}] has no key {key}{_near(key, list(keys))}; its keys are "
-                                 + ", ".join(keys))
+                raise UsageError(
+                    f"{name}: [{table}] has no key {key}{_near(key, list(keys))}; its keys are "
+                    + ", ".join(keys)
+                )
             target, kind, top = keys[key]
             where = f"[{table}] {key}"
             if kind == "pct":
@@ -209,20 +240,32 @@ def load_checks(path: str | os.PathLike[str]) -> Checks:
                 value = float(value)
             elif kind == "bool" and not isinstance(value, bool):
                 raise UsageError(f"{name}: {where} must be true or false, not {_shown(value)}")
-            elif kind == "int" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise UsageError(f"{name}: {where} must be a whole number of at least 1, not {_shown(value)}")
-            elif kind == "run" and (not isinstance(value, (str, int)) or isinstance(value, bool) or value == ""):
+            elif kind == "int" and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise UsageError(
+                    f"{name}: {where} must be a whole number of at least 1, not {_shown(value)}"
+                )
+            elif kind == "run" and (
+                not isinstance(value, (str, int)) or isinstance(value, bool) or value == ""
+            ):
                 raise UsageError(f"{name}: {where} must be a run's name or id, not {_shown(value)}")
             values[target] = str(value) if kind == "run" else value
     checks = Checks(**values)
     if checks.baseline is not None and checks.max_slowdown is None:
-        raise UsageError(f"{name}: [baseline] run needs max_slowdown (the largest slowdown allowed, %)")
+        raise UsageError(
+            f"{name}: [baseline] run needs max_slowdown (the largest slowdown allowed, %)"
+        )
     return checks
 
 
 def _file_pct(name: str, where: str, value: object, top: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= top:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= top
+    ):
         raise UsageError(f"{name}: {where} must be a number from 0 to {top:g}, not {_shown(value)}")
 
 
@@ -270,17 +313,34 @@ class CheckReport:
     def headline(self) -> str:
         """``profkit check r50: 3 passed, 1 failed, 1 skipped``"""
         against = f" against {self.baseline}" if self.baseline else ""
-        warned = f", {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}" if self.warnings else ""
-        return (f"profkit check {self.run}{against}: {self.count('pass')} passed, {self.count('fail')} failed, "
-                f"{self.count('skip')} skipped{warned}")
+        warned = (
+            f", {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}"
+            if self.warnings
+            else ""
+        )
+        return (
+            f"profkit check {self.run}{against}: {self.count('pass')} passed, {self.count('fail')} failed, "
+            f"{self.count('skip')} skipped{warned}"
+        )
 
     def lines(self) -> list[str]:
-        return [r.line() for r in self.results] + [f"WARN  {w}" for w in self.warnings] + [self.headline()]
+        return (
+            [r.line() for r in self.results]
+            + [f"WARN  {w}" for w in self.warnings]
+            + [self.headline()]
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "baseline": self.baseline, "ok": self.ok,
-                "passed": self.count("pass"), "failed": self.count("fail"), "skipped": self.count("skip"),
-                "warnings": list(self.warnings), "results": [asdict(r) for r in self.results]}
+        return {
+            "run": self.run,
+            "baseline": self.baseline,
+            "ok": self.ok,
+            "passed": self.count("pass"),
+            "failed": self.count("fail"),
+            "skipped": self.count("skip"),
+            "warnings": list(self.warnings),
+            "results": [asdict(r) for r in self.results],
+        }
 
     def to_junit(self) -> str:
         """JUnit XML: one testsuite, one testcase per assertion; a failure or a skip carries the
@@ -290,38 +350,65 @@ class CheckReport:
         import xml.etree.ElementTree as ET
 
         run = shown(self.run)
-        counts = {"tests": str(len(self.results)), "failures": str(self.count("fail")), "errors": "0",
-                  "skipped": str(self.count("skip"))}
+        counts = {
+            "tests": str(len(self.results)),
+            "failures": str(self.count("fail")),
+            "errors": "0",
+            "skipped": str(self.count("skip")),
+        }
         root = ET.Element("testsuites", {"name": "profkit check", **counts})
-        suite = ET.SubElement(root, "testsuite", {"name": f"profkit check {run}", **counts,
-                                                  "time": "0"})
+        suite = ET.SubElement(
+            root, "testsuite", {"name": f"profkit check {run}", **counts, "time": "0"}
+        )
         if self.baseline or self.warnings:
             props = ET.SubElement(suite, "properties")
             if self.baseline:
-                ET.SubElement(props, "property", {"name": "baseline", "value": shown(self.baseline)})
+                ET.SubElement(
+                    props, "property", {"name": "baseline", "value": shown(self.baseline)}
+                )
             for w in self.warnings:
                 ET.SubElement(props, "property", {"name": "warning", "value": shown(w)})
         for r in self.results:
-            case = ET.SubElement(suite, "testcase", {"name": shown(r.name), "classname": f"profkit.check.{run}",
-                                                     "time": "0"})
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {"name": shown(r.name), "classname": f"profkit.check.{run}", "time": "0"},
+            )
             message = shown(f"{r.title}: {r.measured_text} (limit {r.limit_text}): {r.explanation}")
             if r.status == "fail":
-                ET.SubElement(case, "failure", {"message": message, "type": "CheckFailed"}).text = message
+                ET.SubElement(
+                    case, "failure", {"message": message, "type": "CheckFailed"}
+                ).text = message
             elif r.status == "skip":
                 ET.SubElement(case, "skipped", {"message": message})
             else:
                 ET.SubElement(case, "system-out").text = message
         ET.indent(root)
-        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        return (
+            '<?xml version="1.0" encoding="utf-8"?>\n'
+            + ET.tostring(root, encoding="unicode")
+            + "\n"
+        )
 
 
 def _pct(x: float) -> str:
     return f"{x:.1f}%"
 
 
-def _result(name: str, title: str, status: Status, measured: float | None, limit: float, unit: str,
-            measured_text: str, limit_text: str, explanation: str) -> CheckResult:
-    return CheckResult(name, title, status, measured, limit, unit, measured_text, limit_text, explanation)
+def _result(
+    name: str,
+    title: str,
+    status: Status,
+    measured: float | None,
+    limit: float,
+    unit: str,
+    measured_text: str,
+    limit_text: str,
+    explanation: str,
+) -> CheckResult:
+    return CheckResult(
+        name, title, status, measured, limit, unit, measured_text, limit_text, explanation
+    )
 
 
 def _skip(name: str, title: str, limit: float, unit: str, limit_text: str, why: str) -> CheckResult:
@@ -329,12 +416,17 @@ def _skip(name: str, title: str, limit: float, unit: str, limit_text: str, why: 
 
 
 # ---------------------------------------------------------------------------------- the assertions
-def run_checks(store: Store, run: RunRecord, checks: Checks, baseline: RunRecord | None = None) -> CheckReport:
+def run_checks(
+    store: Store, run: RunRecord, checks: Checks, baseline: RunRecord | None = None
+) -> CheckReport:
     """Evaluate ``checks`` over a stored run (``baseline``: the run the slowdown is measured
     against, required when ``checks.max_slowdown`` is set, else the slowdown is skipped)."""
     checks.check()
     if checks.empty():
-        raise UsageError("nothing to check", "Give a check file or at least one limit (see profkit check --help).")
+        raise UsageError(
+            "nothing to check",
+            "Give a check file or at least one limit (see profkit check --help).",
+        )
     out: list[CheckResult] = []
     groups = [g for g in store.kernel_groups(run.id) if g.kind == run.activity]
     if checks.min_coverage is not None:
@@ -357,11 +449,20 @@ def run_checks(store: Store, run: RunRecord, checks: Checks, baseline: RunRecord
 
 # What a run and its baseline should share for their times to compare: (what, the value of a run).
 _SAME: list[tuple[str, Callable[[RunRecord], object]]] = [
-    ("workload", lambda r: r.workload), ("precision", lambda r: r.precision), ("mode", lambda r: r.mode),
-    ("compile mode", lambda r: r.info.compile_mode), ("batch size", lambda r: r.batch_size),
-    ("device", lambda r: r.device), ("tool", lambda r: r.tool), ("GPU", lambda r: r.gpu_name),
-    ("activity", lambda r: r.activity), ("ranks", lambda r: r.info.world_size),
-    ("options", lambda r: ", ".join(sorted(k for k, on in (r.info.options or {}).items() if on)) or None),
+    ("workload", lambda r: r.workload),
+    ("precision", lambda r: r.precision),
+    ("mode", lambda r: r.mode),
+    ("compile mode", lambda r: r.info.compile_mode),
+    ("batch size", lambda r: r.batch_size),
+    ("device", lambda r: r.device),
+    ("tool", lambda r: r.tool),
+    ("GPU", lambda r: r.gpu_name),
+    ("activity", lambda r: r.activity),
+    ("ranks", lambda r: r.info.world_size),
+    (
+        "options",
+        lambda r: ", ".join(sorted(k for k, on in (r.info.options or {}).items() if on)) or None,
+    ),
 ]
 
 
@@ -378,8 +479,10 @@ def baseline_differences(run: RunRecord, baseline: RunRecord) -> list[str]:
             differ.append(f"{what} {a} (this run: {b})")
     if not differ:
         return []
-    return [f"the baseline {baseline.name} is not the same configuration: {'; '.join(differ)}; the slowdown "
-            "compares different work"]
+    return [
+        f"the baseline {baseline.name} is not the same configuration: {'; '.join(differ)}; the slowdown "
+        "compares different work"
+    ]
 
 
 def _cpu(run: RunRecord) -> bool:
@@ -395,7 +498,9 @@ def _off_tensor_cores(groups: list[KernelGroup], total: int, limit: int = 2) -> 
             entry = off.setdefault(_shown_name(g), [0, g.precision])
             entry[0] += g.time_ns - g.tc_time_ns
     top = sorted(off.items(), key=lambda x: -x[1][0])[:limit]
-    shown = ", ".join(f"{cut_middle(n, 70)} ({p}, {_pct(100 * t / total)} of GPU time)" for n, (t, p) in top)
+    shown = ", ".join(
+        f"{cut_middle(n, 70)} ({p}, {_pct(100 * t / total)} of GPU time)" for n, (t, p) in top
+    )
     more = f", {len(off) - limit} more" if len(off) > limit else ""
     return shown + more
 
@@ -420,21 +525,40 @@ def _shown_name(g: KernelGroup) -> str:
 
 
 def _coverage(store: Store, run: RunRecord, groups: list[KernelGroup], limit: float) -> CheckResult:
-    name, title, limit_text = "tensor_core_coverage", "tensor-core coverage of matrix work", f"at least {limit:g}%"
+    name, title, limit_text = (
+        "tensor_core_coverage",
+        "tensor-core coverage of matrix work",
+        f"at least {limit:g}%",
+    )
     mw = of_run(store, run)
     if mw is None:
-        return _skip(name, title, limit, "%", limit_text, "a CPU run (operators): no tensor cores to cover")
+        return _skip(
+            name, title, limit, "%", limit_text, "a CPU run (operators): no tensor cores to cover"
+        )
     if mw.tensor_core_pct is None:
-        return _skip(name, title, limit, "%", limit_text, f"no {WHAT} kernels in this run: nothing to cover")
+        return _skip(
+            name, title, limit, "%", limit_text, f"no {WHAT} kernels in this run: nothing to cover"
+        )
     total = sum(g.time_ns for g in groups)
-    what = f"{fmt_ns(mw.tensor_core_time_ns)} of {fmt_ns(mw.time_ns)} of {WHAT} time on tensor cores"
+    what = (
+        f"{fmt_ns(mw.tensor_core_time_ns)} of {fmt_ns(mw.time_ns)} of {WHAT} time on tensor cores"
+    )
     if mw.undecided_time_ns:
         what += f", {fmt_ns(mw.undecided_time_ns)} undecided (counted as off)"
     ok = mw.tensor_core_pct >= limit
     if not ok and total:
         what += "; most off them: " + _off_tensor_cores(groups, total)
-    return _result(name, title, "pass" if ok else "fail", mw.tensor_core_pct, limit, "%", _pct(mw.tensor_core_pct),
-                   limit_text, what)
+    return _result(
+        name,
+        title,
+        "pass" if ok else "fail",
+        mw.tensor_core_pct,
+        limit,
+        "%",
+        _pct(mw.tensor_core_pct),
+        limit_text,
+        what,
+    )
 
 
 def _launches_text(n: int, which: str) -> str:
@@ -449,13 +573,26 @@ def _a(word: str) -> str:
 def _fp32_matrix(run: RunRecord, groups: list[KernelGroup]) -> CheckResult:
     name, title, limit_text = "no_fp32_matrix", "fp32 matrix work in a half-precision run", "none"
     if _cpu(run):
-        return _skip(name, title, 0, "%", limit_text, "a CPU run (operators): the check is of GPU matrix kernels")
+        return _skip(
+            name,
+            title,
+            0,
+            "%",
+            limit_text,
+            "a CPU run (operators): the check is of GPU matrix kernels",
+        )
     total = sum(g.time_ns for g in groups)
     if not total:
         return _skip(name, title, 0, "%", limit_text, "the run has no kernel time")
     if not half_precision_run(run, groups):
-        tag = f"{_a(run.precision)} run" if run.precision else "a run mostly in fp32 (no precision tag)"
-        return _skip(name, title, 0, "%", limit_text, f"{tag}: the check applies to fp16, bf16 and amp runs")
+        tag = (
+            f"{_a(run.precision)} run"
+            if run.precision
+            else "a run mostly in fp32 (no precision tag)"
+        )
+        return _skip(
+            name, title, 0, "%", limit_text, f"{tag}: the check applies to fp16, bf16 and amp runs"
+        )
     rule = finding_rules()[FP32_MATRIX]
     families, precisions = set(rule.names("families")), set(rule.names("precisions"))
     chosen = [g for g in groups if g.family in families and g.precision in precisions]
@@ -463,16 +600,36 @@ def _fp32_matrix(run: RunRecord, groups: list[KernelGroup]) -> CheckResult:
     share = round(100 * time / total, 2)
     which = "/".join(sorted(precisions))
     if not chosen:
-        return _result(name, title, "pass", 0.0, 0, "%", "none", limit_text,
-                       f"no {'/'.join(rule.names('families'))} kernel in {which} ({run.precision or 'half'} run)")
+        return _result(
+            name,
+            title,
+            "pass",
+            0.0,
+            0,
+            "%",
+            "none",
+            limit_text,
+            f"no {'/'.join(rule.names('families'))} kernel in {which} ({run.precision or 'half'} run)",
+        )
     kernels: dict[str, int] = {}
     for g in chosen:
         kernels[_shown_name(g)] = kernels.get(_shown_name(g), 0) + g.time_ns
     top = sorted(kernels.items(), key=lambda x: -x[1])
-    shown = ", ".join(cut_middle(n, 70) for n, _ in top[:2]) + (f", {len(top) - 2} more" if len(top) > 2 else "")
-    return _result(name, title, "fail", share, 0, "%", f"{_pct(share)} of GPU time", limit_text,
-                   f"{_launches_text(sum(g.calls for g in chosen), which)} ({fmt_ns(time)}) in "
-                   f"{_a(run.precision or 'half-precision')} run: {shown}")
+    shown = ", ".join(cut_middle(n, 70) for n, _ in top[:2]) + (
+        f", {len(top) - 2} more" if len(top) > 2 else ""
+    )
+    return _result(
+        name,
+        title,
+        "fail",
+        share,
+        0,
+        "%",
+        f"{_pct(share)} of GPU time",
+        limit_text,
+        f"{_launches_text(sum(g.calls for g in chosen), which)} ({fmt_ns(time)}) in "
+        f"{_a(run.precision or 'half-precision')} run: {shown}",
+    )
 
 
 def _finding(run: RunRecord, found: list[Any], key: str, limit: float) -> CheckResult:
@@ -480,36 +637,93 @@ def _finding(run: RunRecord, found: list[Any], key: str, limit: float) -> CheckR
     rules = finding_rules()
     title = "any finding" if key == ANY else f"finding {key}"
     if _cpu(run):
-        return _skip(name, title, limit, "%", limit_text, "a CPU run (operators): the findings are of GPU kernels")
+        return _skip(
+            name,
+            title,
+            limit,
+            "%",
+            limit_text,
+            "a CPU run (operators): the findings are of GPU kernels",
+        )
     if key == ANY:
         shared = [f for f in found if f.share_pct is not None]
         if not shared:
-            return _result(name, title, "pass", 0.0, limit, "%", "none", limit_text,
-                           "no finding with a share of GPU time (timeline findings are checked only by id)")
+            return _result(
+                name,
+                title,
+                "pass",
+                0.0,
+                limit,
+                "%",
+                "none",
+                limit_text,
+                "no finding with a share of GPU time (timeline findings are checked only by id)",
+            )
         worst = max(shared, key=lambda f: f.share_pct or 0.0)
         share = worst.share_pct or 0.0
         over = [f for f in shared if (f.share_pct or 0.0) > limit]
         status: Status = "fail" if over else "pass"
         listed = ", ".join(f"{f.id} {_pct(f.share_pct or 0.0)}" for f in (over or [worst]))
-        return _result(name, title, status, share, limit, "%", f"{_pct(share)} ({worst.id})", limit_text,
-                       (f"over the limit: {listed}" if over else f"the largest: {listed}"))
+        return _result(
+            name,
+            title,
+            status,
+            share,
+            limit,
+            "%",
+            f"{_pct(share)} ({worst.id})",
+            limit_text,
+            (f"over the limit: {listed}" if over else f"the largest: {listed}"),
+        )
     rule = rules[key]
     hit = next((f for f in found if f.id == key), None)
     if hit is None:
         floor = rule.settings.get("min_share_pct")
-        below = f" (it is raised from {floor:g}% of GPU time, rules.toml)" if isinstance(floor, (int, float)) \
-            and not isinstance(floor, bool) else ""
-        return _result(name, title, "pass", 0.0, limit, "%", "not found", limit_text,
-                       f"{rule.title}: not found in this run{below}")
+        below = (
+            f" (it is raised from {floor:g}% of GPU time, rules.toml)"
+            if isinstance(floor, (int, float)) and not isinstance(floor, bool)
+            else ""
+        )
+        return _result(
+            name,
+            title,
+            "pass",
+            0.0,
+            limit,
+            "%",
+            "not found",
+            limit_text,
+            f"{rule.title}: not found in this run{below}",
+        )
     if hit.share_pct is None:  # a timeline finding: idle time, not a share of kernel time
-        return _result(name, title, "fail", None, limit, "%", "found", limit_text,
-                       f"{hit.title}: {hit.detail} (not measured as a share of GPU time: found at all fails)")
+        return _result(
+            name,
+            title,
+            "fail",
+            None,
+            limit,
+            "%",
+            "found",
+            limit_text,
+            f"{hit.title}: {hit.detail} (not measured as a share of GPU time: found at all fails)",
+        )
     status = "fail" if hit.share_pct > limit else "pass"
-    return _result(name, title, status, hit.share_pct, limit, "%", _pct(hit.share_pct), limit_text,
-                   f"{hit.title}: {hit.detail}")
+    return _result(
+        name,
+        title,
+        status,
+        hit.share_pct,
+        limit,
+        "%",
+        _pct(hit.share_pct),
+        limit_text,
+        f"{hit.title}: {hit.detail}",
+    )
 
 
-def _slowdown(store: Store, run: RunRecord, baseline: RunRecord | None, limit: float, noise_pct: float) -> CheckResult:
+def _slowdown(
+    store: Store, run: RunRecord, baseline: RunRecord | None, limit: float, noise_pct: float
+) -> CheckResult:
     name, title = "slowdown", "GPU time per iteration against the baseline"
     limit_text = f"at most {limit:g}% above the baseline's"
     if _cpu(run):
@@ -518,9 +732,15 @@ def _slowdown(store: Store, run: RunRecord, baseline: RunRecord | None, limit: f
         return _skip(name, title, limit, "%", limit_text, "no baseline run given (--baseline RUN)")
     if ncu_timed(run) != ncu_timed(baseline):
         replayed = run if ncu_timed(run) else baseline
-        return _skip(name, title, limit, "%", limit_text,
-                     f"{replayed.name}'s times are ncu's (each kernel replayed alone, clocks locked): they do not "
-                     "compare with times as kernels ran; profile both runs with the same tool")
+        return _skip(
+            name,
+            title,
+            limit,
+            "%",
+            limit_text,
+            f"{replayed.name}'s times are ncu's (each kernel replayed alone, clocks locked): they do not "
+            "compare with times as kernels ran; profile both runs with the same tool",
+        )
     d = diff(store, baseline, run, match="family", threshold_pct=noise_pct)
     t = d.totals
     iters_a, iters_b = t.iterations_a or 1, t.iterations_b or 1
@@ -528,24 +748,40 @@ def _slowdown(store: Store, run: RunRecord, baseline: RunRecord | None, limit: f
     a = t.gpu_time_a_ns / (1 if t.per_iteration else iters_a)
     b = t.gpu_time_b_ns / (1 if t.per_iteration else iters_b)
     if not a:
-        return _skip(name, title, limit, "%", limit_text, f"the baseline {baseline.name} has no time to compare with")
+        return _skip(
+            name,
+            title,
+            limit,
+            "%",
+            limit_text,
+            f"the baseline {baseline.name} has no time to compare with",
+        )
     slowdown = round(100 * (b - a) / a, 2)
-    scale = (1 if t.per_iteration else iters_a)
-    moved = sum(r.delta_time_ns for r in d.rows if r.kind == run.activity and r.status != "same") / scale
+    scale = 1 if t.per_iteration else iters_a
+    moved = (
+        sum(r.delta_time_ns for r in d.rows if r.kind == run.activity and r.status != "same")
+        / scale
+    )
     beyond = round(100 * moved / a, 2)
     # Either fails alone: the total (a slowdown spread over every kernel, each within the
     # noise, is still a slowdown) and the kernels beyond the noise (one that regressed while
     # others got faster).
     status: Status = "fail" if slowdown > limit or beyond > limit else "pass"
-    per = "per iteration" if t.iterations_a and t.iterations_b else "per capture (iterations unknown)"
+    per = (
+        "per iteration" if t.iterations_a and t.iterations_b else "per capture (iterations unknown)"
+    )
     rows = "operators" if _cpu(run) else "kernels"
-    noise = (f"{_signed(beyond)} beyond noise ({rows} whose time moved by more than {noise_pct:g}% and 1 us, or "
-             "whose calls changed: the diff's threshold)")
+    noise = (
+        f"{_signed(beyond)} beyond noise ({rows} whose time moved by more than {noise_pct:g}% and 1 us, or "
+        "whose calls changed: the diff's threshold)"
+    )
     why = f"{fmt_ns(a)} -> {fmt_ns(b)} {per} against {baseline.name}; {noise}"
     if beyond > limit >= slowdown:
         why += f": over the limit, though the total is not (other {rows} got faster)"
     elif slowdown > limit >= beyond:
-        why += f": the total is over the limit, most of it in {rows} that each moved within the noise"
+        why += (
+            f": the total is over the limit, most of it in {rows} that each moved within the noise"
+        )
     return _result(name, title, status, slowdown, limit, "%", _signed(slowdown), limit_text, why)
 
 
@@ -558,13 +794,31 @@ def _launches(store: Store, run: RunRecord, limit: int) -> CheckResult:
     name, title, limit_text = "launches_per_iteration", f"{what} per iteration", f"at most {limit}"
     iters, outside = iterations(store, run)
     if not iters:
-        return _skip(name, title, limit, "launches", limit_text,
-                     "the capture has no measured iterations (profkit's <tag>.iterN ranges): launches per "
-                     "iteration are unknown")
-    calls = sum(g.calls for g in store.kernel_groups(run.id, in_iterations=outside) if g.kind == run.activity)
+        return _skip(
+            name,
+            title,
+            limit,
+            "launches",
+            limit_text,
+            "the capture has no measured iterations (profkit's <tag>.iterN ranges): launches per "
+            "iteration are unknown",
+        )
+    calls = sum(
+        g.calls
+        for g in store.kernel_groups(run.id, in_iterations=outside)
+        if g.kind == run.activity
+    )
     per = round(calls / iters, 2)
     status: Status = "fail" if per > limit else "pass"
     inside = " (the capture's launches outside them, a warm-up, are left out)" if outside else ""
-    return _result(name, title, status, per, limit, "launches", f"{per:g}", limit_text,
-                   f"{calls} {what} in {iters} measured iteration{'s' if iters != 1 else ''}{inside}")
-
+    return _result(
+        name,
+        title,
+        status,
+        per,
+        limit,
+        "launches",
+        f"{per:g}",
+        limit_text,
+        f"{calls} {what} in {iters} measured iteration{'s' if iters != 1 else ''}{inside}",
+    )

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache, cached_property, lru_cache
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..classify import RULES_PATH, operation_of
 from ..formatting import cut_middle, fmt_ns
@@ -90,27 +90,35 @@ class FindingRule:
         """A threshold (a percentage, a count)."""
         value = self.settings.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"rules.toml's finding {self.id!r} needs a number {key!r}, not {value!r}")
+            raise ValueError(
+                f"rules.toml's finding {self.id!r} needs a number {key!r}, not {value!r}"
+            )
         return value
 
     def names(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
         """A list of names (families), ``default`` where the rule gives none."""
         value = self.settings.get(key, default)
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"rules.toml's finding {self.id!r} needs a list of names {key!r}, not {value!r}")
+            raise ValueError(
+                f"rules.toml's finding {self.id!r} needs a list of names {key!r}, not {value!r}"
+            )
         return tuple(value)
 
     def table(self, key: str) -> dict[str, object]:
         """A table of names to values (per precision, per operator)."""
         value = self.settings.get(key)
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ValueError(f"rules.toml's finding {self.id!r} needs a table {key!r}, not {value!r}")
+            raise ValueError(
+                f"rules.toml's finding {self.id!r} needs a table {key!r}, not {value!r}"
+            )
         return dict(value)
 
     def text(self, key: str) -> str:
         value = self.settings.get(key)
         if not isinstance(value, str):
-            raise ValueError(f"rules.toml's finding {self.id!r} needs a text {key!r}, not {value!r}")
+            raise ValueError(
+                f"rules.toml's finding {self.id!r} needs a text {key!r}, not {value!r}"
+            )
         return value
 
 
@@ -120,9 +128,15 @@ def finding_rules() -> dict[str, FindingRule]:
     import tomllib
 
     data = tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
-    return {r["id"]: FindingRule(r["id"], r["title"], r["advice"],
-                                 {k: v for k, v in r.items() if k not in ("id", "title", "advice")})
-            for r in data.get("finding", [])}
+    return {
+        r["id"]: FindingRule(
+            r["id"],
+            r["title"],
+            r["advice"],
+            {k: v for k, v in r.items() if k not in ("id", "title", "advice")},
+        )
+        for r in data.get("finding", [])
+    }
 
 
 def findings(store: Store, run: RunRecord) -> list[Finding]:
@@ -161,15 +175,17 @@ class Stretch:
     finding reads."""
 
     profiled_ns: float  # the measured iterations' mean wall time
-    bare_ns: int        # the fastest bare step's
+    bare_ns: int  # the fastest bare step's
 
     @property
     def ratio(self) -> float:
         return self.profiled_ns / self.bare_ns  # stretch() keeps only a positive bare step
 
     def text(self) -> str:
-        return (f"the profiled iterations ran {self.ratio:.1f}x the bare one ({fmt_ns(int(self.profiled_ns))} against "
-                f"{fmt_ns(self.bare_ns)} with no profiler)")
+        return (
+            f"the profiled iterations ran {self.ratio:.1f}x the bare one ({fmt_ns(int(self.profiled_ns))} against "
+            f"{fmt_ns(self.bare_ns)} with no profiler)"
+        )
 
 
 def stretch(run: RunRecord) -> Stretch | None:
@@ -190,11 +206,18 @@ def _stretched(run: RunRecord, found: Finding) -> Finding:
         return found
     s = stretch(run)
     if s is not None and s.ratio >= finding_rules()["launch_bound"].number("stretched_ratio"):
-        what = ("the GPU's idle time after them was measured on that stretched timeline: without the profiler it is "
-                "shorter" if found.id == "host_syncs" else
-                "the exposed time was measured on that stretched timeline")
+        what = (
+            "the GPU's idle time after them was measured on that stretched timeline: without the profiler it is "
+            "shorter"
+            if found.id == "host_syncs"
+            else "the exposed time was measured on that stretched timeline"
+        )
         return replace(found, detail=found.detail + f"; {s.text()}: {what}")
-    if s is None and (run.info.harness or {}).get("attribution") == "ranges" and run.source == "run":
+    if (
+        s is None
+        and (run.info.harness or {}).get("attribution") == "ranges"
+        and run.source == "run"
+    ):
         return replace(found, detail=found.detail + "; " + NO_BARE)
     return found
 
@@ -246,24 +269,38 @@ class _Context:
         merged: dict[str, FindingKernel] = {}
         for g in chosen:
             k = merged.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
-            merged[g.name] = replace(k, launches=k.launches + g.calls, time_ns=k.time_ns + g.time_ns)
+            merged[g.name] = replace(
+                k, launches=k.launches + g.calls, time_ns=k.time_ns + g.time_ns
+            )
         kernels = sorted(merged.values(), key=lambda k: -k.time_ns)
-        return Finding(rule.id, rule.title, detail, rule.advice, int(time), self.share(chosen), kernels,
-                       self.where(chosen))
+        return Finding(
+            rule.id,
+            rule.title,
+            detail,
+            rule.advice,
+            int(time),
+            self.share(chosen),
+            kernels,
+            self.where(chosen),
+        )
 
     def where(self, chosen: list[KernelGroup]) -> list[FindingWhere]:
         """Where in the model the chosen kernels came from (module, operator, input shapes) on a
         run with attribution, else their operators (:func:`where_of`)."""
         keys = {(g.name, g.precision) for g in chosen}
         families = sorted({g.family for g in chosen if g.family})
-        places = _places((" ".join(x for x in (s.module, s.op, s.shapes) if x), s.launches, s.time_ns)
-                         for s in (self.store.shape_groups(self.run.id, families) if families else [])
-                         if s.module is not None and (s.name, s.precision) in keys)
+        places = _places(
+            (" ".join(x for x in (s.module, s.op, s.shapes) if x), s.launches, s.time_ns)
+            for s in (self.store.shape_groups(self.run.id, families) if families else [])
+            if s.module is not None and (s.name, s.precision) in keys
+        )
         if not places:
             return where_of(chosen)
         if len(places) > WHERE_PLACES:  # the same layer in every block: one line, blocks.*.mlp.fc2
-            places = _places((_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
-                             for w in places)
+            places = _places(
+                (_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
+                for w in places
+            )
         return places
 
     def share(self, chosen: list[KernelGroup]) -> float:
@@ -307,12 +344,22 @@ def _half_missed(ctx: _Context, rule: FindingRule) -> Finding | None:
         return None
     # Depthwise convolutions never use tensor cores: their own finding says so.
     depthwise = _depthwise_pattern()
-    chosen = [g for g in ctx.groups if g.family in ("gemm", "conv", "attention") and g.precision in HALF
-              and not g.tc_time_ns and not depthwise.search(g.name)]
+    chosen = [
+        g
+        for g in ctx.groups
+        if g.family in ("gemm", "conv", "attention")
+        and g.precision in HALF
+        and not g.tc_time_ns
+        and not depthwise.search(g.name)
+    ]
     if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
-    return ctx.finding(rule, f"{sum(g.calls for g in chosen)} half-precision GEMM/convolution/attention launches took "
-                             f"{ctx.share(chosen):.1f}% of GPU time without tensor cores", chosen)
+    return ctx.finding(
+        rule,
+        f"{sum(g.calls for g in chosen)} half-precision GEMM/convolution/attention launches took "
+        f"{ctx.share(chosen):.1f}% of GPU time without tensor cores",
+        chosen,
+    )
 
 
 def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
@@ -325,8 +372,10 @@ def _fp32_in_half(ctx: _Context, rule: FindingRule) -> Finding | None:
     found = ctx.finding(rule, "", chosen)
     # which modules (or, without attribution, operators) keep them: the answer to "find what"
     owners = _places(((w.where or "").split(" ")[0], w.count, w.time_ns) for w in found.where)
-    detail = (f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of GPU time in a "
-              f"half-precision run{where_text(owners, sum(g.time_ns for g in chosen))}")
+    detail = (
+        f"{sum(g.calls for g in chosen)} fp32 launches took {ctx.share(chosen):.1f}% of GPU time in a "
+        f"half-precision run{where_text(owners, sum(g.time_ns for g in chosen))}"
+    )
     return replace(found, detail=detail)
 
 
@@ -341,9 +390,11 @@ def _fp32_matrix_in_amp(ctx: _Context, rule: FindingRule) -> Finding | None:
         return None
     time = sum(g.time_ns for g in chosen)
     found = ctx.finding(rule, "", chosen)
-    detail = (f"{_launches(chosen)} GEMM/convolution/attention launches in fp32 or TF32 took {fmt_ns(time)} "
-              f"({ctx.share(chosen):.1f}% of GPU time) in an AMP run{where_text(found.where, time)}: autocast "
-              "would have run them in half precision")
+    detail = (
+        f"{_launches(chosen)} GEMM/convolution/attention launches in fp32 or TF32 took {fmt_ns(time)} "
+        f"({ctx.share(chosen):.1f}% of GPU time) in an AMP run{where_text(found.where, time)}: autocast "
+        "would have run them in half precision"
+    )
     return replace(found, detail=detail)
 
 
@@ -365,20 +416,35 @@ def _tf32_left_off(ctx: _Context, rule: FindingRule) -> Finding | None:
         return None
     families = set(rule.names("families"))
     matrix = [g for g in ctx.groups if g.family in families]
-    conv = {g.name for g in matrix if operation_of(g.short_name or short_name(g.name), g.name).startswith("conv")}
+    conv = {
+        g.name
+        for g in matrix
+        if operation_of(g.short_name or short_name(g.name), g.name).startswith("conv")
+    }
     conv_tf32 = any(g.name in conv and (g.precision == "tf32" or g.tc_time_ns) for g in matrix)
     depthwise = _depthwise_pattern()
-    chosen = [g for g in matrix if g.precision == "fp32" and not g.tc_time_ns and not depthwise.search(g.name)
-              and not (g.name in conv and conv_tf32)]
+    chosen = [
+        g
+        for g in matrix
+        if g.precision == "fp32"
+        and not g.tc_time_ns
+        and not depthwise.search(g.name)
+        and not (g.name in conv and conv_tf32)
+    ]
     if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
     time = sum(g.time_ns for g in chosen)
     found = ctx.finding(rule, "", chosen)
-    gpu = f"{ctx.run.gpu_name} (compute capability {ctx.run.compute_capability})" if ctx.run.gpu_name else \
-        f"a GPU of compute capability {ctx.run.compute_capability}"
-    detail = (f"{_launches(chosen)} fp32 GEMM/convolution/attention launches took {fmt_ns(time)} "
-              f"({ctx.share(chosen):.1f}% of GPU time) on CUDA cores{where_text(found.where, time)}; {gpu} has "
-              "TF32 tensor cores")
+    gpu = (
+        f"{ctx.run.gpu_name} (compute capability {ctx.run.compute_capability})"
+        if ctx.run.gpu_name
+        else f"a GPU of compute capability {ctx.run.compute_capability}"
+    )
+    detail = (
+        f"{_launches(chosen)} fp32 GEMM/convolution/attention launches took {fmt_ns(time)} "
+        f"({ctx.share(chosen):.1f}% of GPU time) on CUDA cores{where_text(found.where, time)}; {gpu} has "
+        "TF32 tensor cores"
+    )
     return replace(found, detail=detail)
 
 
@@ -403,11 +469,16 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     named = re.compile(rule.text("pattern"))
     groups = ctx.store.shape_groups(ctx.run.id, rule.names("families"))
     row_ops = set(rule.names("row_ops"))
-    rows = {d for g in groups if g.shapes and g.op in row_ops for d in _row_counts(g.shapes, ops.get(g.op or ""))}
+    rows = {
+        d
+        for g in groups
+        if g.shapes and g.op in row_ops
+        for d in _row_counts(g.shapes, ops.get(g.op or ""))
+    }
     channels_last = bool((ctx.run.info.options or {}).get("channels_last"))
     padded: list[tuple[ShapeGroup, list[int]]] = []  # misaligned by shape
-    layout: list[ShapeGroup] = []                     # aligned channels, unaligned kernels: NCHW
-    leads: list[ShapeGroup] = []                      # no shapes: the kernel's name alone
+    layout: list[ShapeGroup] = []  # aligned channels, unaligned kernels: NCHW
+    leads: list[ShapeGroup] = []  # no shapes: the kernel's name alone
     for g in groups:
         need = multiple.get(g.precision)
         if need is None:
@@ -434,32 +505,49 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     # A lead is the layout's where it is a convolution's, or of an unknown operator in an NCHW run;
     # never where its operator is a linear, matrix or recurrent one, nor in a channels-last run.
     nchw = not channels_last and _nchw_run(ctx, groups, ops)
-    led_layout = [g for g in leads if not channels_last and (g.family == "conv" or ops.get(g.op or "") == "conv" or
-                                                            (nchw and not g.op))]
+    led_layout = [
+        g
+        for g in leads
+        if not channels_last
+        and (g.family == "conv" or ops.get(g.op or "") == "conv" or (nchw and not g.op))
+    ]
     parts = []
     dims = {d for _, bad in padded for d in bad}
+
     def needs(of: list[ShapeGroup]) -> str:  # "8 (fp16)": the multiples the groups' precisions need
-        return " or ".join(f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g in of))
+        return " or ".join(
+            f"{n} ({p})" for p, n in multiple.items() if any(g.precision == p for g in of)
+        )
 
     if padded:
         shown = ", ".join(str(d) for d in sorted(dims)[:6])
         mis = [g for g, _ in padded]
         parts.append(f"{_launches_of(mis)} with dimensions {shown} not a multiple of {needs(mis)}")
     if layout:
-        parts.append(f"{_launches_of(layout)} NCHW convolutions whose channel counts are all multiples of "
-                     f"{needs(layout)}, in kernels that load unaligned (align1/align2)")
+        parts.append(
+            f"{_launches_of(layout)} NCHW convolutions whose channel counts are all multiples of "
+            f"{needs(layout)}, in kernels that load unaligned (align1/align2)"
+        )
     if leads:
-        parts.append(f"{_launches_of(leads)} in kernels whose names say they load unaligned (align1/align2); the run "
-                     "recorded no input shapes it can read to say why"
-                     + (" (its convolutions run NCHW: the layout is the likely cause)" if led_layout else ""))
-    where = _places((" ".join(x for x in (g.module, g.op, g.shapes) if x) or None, g.launches, g.time_ns)
-                    for g in chosen)
+        parts.append(
+            f"{_launches_of(leads)} in kernels whose names say they load unaligned (align1/align2); the run "
+            "recorded no input shapes it can read to say why"
+            + (" (its convolutions run NCHW: the layout is the likely cause)" if led_layout else "")
+        )
+    where = _places(
+        (" ".join(x for x in (g.module, g.op, g.shapes) if x) or None, g.launches, g.time_ns)
+        for g in chosen
+    )
     kernels: dict[str, FindingKernel] = {}
     for g in chosen:
         k = kernels.get(g.name) or FindingKernel(g.name, 0, 0, g.precision, g.family)
-        kernels[g.name] = replace(k, launches=k.launches + g.launches, time_ns=k.time_ns + g.time_ns)
-    detail = (f"{_launches_of(chosen)} GEMM/convolution/RNN launches took {fmt_ns(time)} ({share:.1f}% of GPU time): "
-              + "; ".join(parts))
+        kernels[g.name] = replace(
+            k, launches=k.launches + g.launches, time_ns=k.time_ns + g.time_ns
+        )
+    detail = (
+        f"{_launches_of(chosen)} GEMM/convolution/RNN launches took {fmt_ns(time)} ({share:.1f}% of GPU time): "
+        + "; ".join(parts)
+    )
     if where and where[0].where:
         detail += f"; most in {_place_text(where[0].where)} ({100 * where[0].time_ns / time:.0f}%)"
     vocabulary = rule.number("vocabulary")
@@ -468,11 +556,21 @@ def _misaligned(ctx: _Context, rule: FindingRule) -> Finding | None:
     layout_time = sum(g.time_ns for g in layout + led_layout)
     advice = rule.advice
     if layout_time * 2 > time:  # mostly the layout: channels-last first
-        advice = rule.text("layout_advice") + (" " + rule.advice if padded or len(led_layout) < len(leads) else "")
+        advice = rule.text("layout_advice") + (
+            " " + rule.advice if padded or len(led_layout) < len(leads) else ""
+        )
     elif layout_time:
         advice = rule.advice + " " + rule.text("layout_advice")
-    return Finding(rule.id, rule.title, detail, advice, int(time), share,
-                   sorted(kernels.values(), key=lambda k: -k.time_ns), where)
+    return Finding(
+        rule.id,
+        rule.title,
+        detail,
+        advice,
+        int(time),
+        share,
+        sorted(kernels.values(), key=lambda k: -k.time_ns),
+        where,
+    )
 
 
 def _place_text(place: str) -> str:
@@ -518,7 +616,11 @@ def _nchw_run(ctx: _Context, groups: list[ShapeGroup], ops: dict[str, str]) -> b
     layout family) or runs convolution kernels named for NCHW."""
     if any(g.family == "layout" for g in ctx.groups):
         return True
-    return any(_NCHW_NAME.search(g.name) for g in groups if g.family == "conv" or ops.get(g.op or "") == "conv")
+    return any(
+        _NCHW_NAME.search(g.name)
+        for g in groups
+        if g.family == "conv" or ops.get(g.op or "") == "conv"
+    )
 
 
 _NCHW_NAME = re.compile(r"_nchw(?:kcrs)?_")
@@ -538,7 +640,9 @@ def _matrix_dims(shapes: str, kind: str) -> list[int]:
     too where not 1: a depthwise weight has 1); for an "rnn" one (cuDNN's) the last dimension
     of every 3-D tensor: the input's features and the hidden and cell states' size."""
     tensors = _tensors(shapes)
-    if kind == "rnn":  # cuDNN's RNN: the input's features and the hidden state's (every 3-D tensor's last)
+    if (
+        kind == "rnn"
+    ):  # cuDNN's RNN: the input's features and the hidden state's (every 3-D tensor's last)
         return list(dict.fromkeys(t[-1] for t in tensors if len(t) == 3))
     if kind == "linear":
         return [d for t in tensors if len(t) >= 2 for d in (math.prod(t[:-1]), t[-1])]
@@ -563,9 +667,13 @@ def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:
     share = round(100.0 * total / ctx.total, 2)
     if share < rule.number("min_share_pct"):
         return None
-    per_rank = ", ".join(f"rank {f.rank} {fmt_ns(exposed[f.rank])} of {fmt_ns(f.comm_time_ns)}" for f in report.ranks)
-    detail = (f"NCCL kernels ran {fmt_ns(total)} ({share:.1f}% of GPU time) with no compute kernel of their rank beside "
-              f"them on its GPU: {per_rank}")
+    per_rank = ", ".join(
+        f"rank {f.rank} {fmt_ns(exposed[f.rank])} of {fmt_ns(f.comm_time_ns)}" for f in report.ranks
+    )
+    detail = (
+        f"NCCL kernels ran {fmt_ns(total)} ({share:.1f}% of GPU time) with no compute kernel of their rank beside "
+        f"them on its GPU: {per_rank}"
+    )
     chosen = [g for g in ctx.groups if g.family == COMM]
     found = ctx.finding(rule, detail, chosen)
     return Finding(found.id, found.title, detail, found.advice, total, share, found.kernels)
@@ -581,19 +689,30 @@ def _depthwise(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
     tc = 100 * sum(g.tc_time_ns for g in ctx.groups) / ctx.total
-    return ctx.finding(rule, f"{sum(g.calls for g in chosen)} depthwise/grouped convolution launches took "
-                             f"{ctx.share(chosen):.1f}% of GPU time on CUDA cores; the run had {tc:.1f}% of its GPU "
-                             "time on tensor cores", chosen)
+    return ctx.finding(
+        rule,
+        f"{sum(g.calls for g in chosen)} depthwise/grouped convolution launches took "
+        f"{ctx.share(chosen):.1f}% of GPU time on CUDA cores; the run had {tc:.1f}% of its GPU "
+        "time on tensor cores",
+        chosen,
+    )
 
 
-def _by_family(families: tuple[str, ...], what: str) -> Callable[[_Context, FindingRule], Finding | None]:
+def _by_family(
+    families: tuple[str, ...], what: str
+) -> Callable[[_Context, FindingRule], Finding | None]:
     def check(ctx: _Context, rule: FindingRule) -> Finding | None:
         wanted = rule.names("families", families)
         chosen = [g for g in ctx.groups if g.family in wanted]
         if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
             return None
-        return ctx.finding(rule, f"{sum(g.calls for g in chosen)} {what} launches took {ctx.share(chosen):.1f}% "
-                                 "of GPU time", chosen)
+        return ctx.finding(
+            rule,
+            f"{sum(g.calls for g in chosen)} {what} launches took {ctx.share(chosen):.1f}% "
+            "of GPU time",
+            chosen,
+        )
+
     return check
 
 
@@ -614,18 +733,26 @@ def _launch_bound(ctx: _Context, rule: FindingRule) -> Finding | None:
     s = stretch(ctx.run)
     judged = min(float(s.bare_ns), wall) if s is not None else wall  # tops' walls are positive
     busy_pct = min(100.0, 100 * busy / judged)
-    if busy_pct >= rule.number("max_busy_pct") or per_iteration < rule.number("min_kernels_per_iteration"):
+    if busy_pct >= rule.number("max_busy_pct") or per_iteration < rule.number(
+        "min_kernels_per_iteration"
+    ):
         return None
     each = f"{per_iteration:.0f} kernels per iteration, {busy / max(1.0, per_iteration) / 1000:.1f} us each on average"
     if s is not None:
-        detail = (f"the GPU ran kernels {busy_pct:.0f}% of the bare iteration's wall time ({fmt_ns(int(busy))} of "
-                  f"{fmt_ns(s.bare_ns)} with no profiler; {each})")
+        detail = (
+            f"the GPU ran kernels {busy_pct:.0f}% of the bare iteration's wall time ({fmt_ns(int(busy))} of "
+            f"{fmt_ns(s.bare_ns)} with no profiler; {each})"
+        )
         if s.ratio >= rule.number("stretched_ratio"):
             detail += f"; {s.text()}"
     else:
-        detail = (f"the GPU ran kernels {busy_pct:.0f}% of each range's wall time ({each}); judged on the profiled "
-                  "timeline: the run timed no bare iteration, and a profiler stretches the host side of what it records")
-    return Finding(rule.id, rule.title, detail, rule.advice, int(max(0.0, judged - busy) * len(tops)), None, [])
+        detail = (
+            f"the GPU ran kernels {busy_pct:.0f}% of each range's wall time ({each}); judged on the profiled "
+            "timeline: the run timed no bare iteration, and a profiler stretches the host side of what it records"
+        )
+    return Finding(
+        rule.id, rule.title, detail, rule.advice, int(max(0.0, judged - busy) * len(tops)), None, []
+    )
 
 
 def _autograd_thread(ctx: _Context, rule: FindingRule) -> Finding | None:
@@ -633,8 +760,10 @@ def _autograd_thread(ctx: _Context, rule: FindingRule) -> Finding | None:
     others = sum(r["other_thread_kernels"] or 0 for r in tops)
     if others < rule.number("min_kernels"):
         return None
-    detail = (f"{others} kernels were launched by other threads of the process (autograd's backward pass) while "
-              f"the {len(tops)} measured ranges were open; {sum(r['kernels'] for r in tops)} on the ranges' own thread")
+    detail = (
+        f"{others} kernels were launched by other threads of the process (autograd's backward pass) while "
+        f"the {len(tops)} measured ranges were open; {sum(r['kernels'] for r in tops)} on the ranges' own thread"
+    )
     return Finding(rule.id, rule.title, detail, rule.advice, 0, None, [])
 
 
@@ -677,14 +806,23 @@ def _host_syncs(ctx: _Context, rule: FindingRule) -> Finding | None:
     per = f", {len(kept) / len(steps):.3g} per iteration" if steps else ""
     ops = [w for w in where if w.where]
     unplaced = sum(w.count for w in where if not w.where)
-    called = (", from " + ", ".join(f"{w.where} ({w.count})" for w in ops[:3])
-              + (f", {len(ops) - 3} more" if len(ops) > 3 else "")
-              + (f", {unplaced} in no operator's range" if unplaced else "")) if ops else ""
+    called = (
+        (
+            ", from "
+            + ", ".join(f"{w.where} ({w.count})" for w in ops[:3])
+            + (f", {len(ops) - 3} more" if len(ops) > 3 else "")
+            + (f", {unplaced} in no operator's range" if unplaced else "")
+        )
+        if ops
+        else ""
+    )
     wall = sum(r["wall_ns"] or 0 for r in iteration_ranges(run_ranges(ctx.store, ctx.run)))
     share = f" ({100 * idle / wall:.1f}% of the iterations' wall time)" if steps and wall else ""
-    detail = (f"{len(kept)} host synchronisation{'s' if len(kept) != 1 else ''}{per} ({named}){called}; the GPU "
-              f"idled {fmt_ns(idle)} after "
-              f"{'them' if len(kept) != 1 else 'it'}{share} until the next launch reached it")
+    detail = (
+        f"{len(kept)} host synchronisation{'s' if len(kept) != 1 else ''}{per} ({named}){called}; the GPU "
+        f"idled {fmt_ns(idle)} after "
+        f"{'them' if len(kept) != 1 else 'it'}{share} until the next launch reached it"
+    )
     return Finding(rule.id, rule.title, detail, rule.advice, int(idle), None, [], where)
 
 
@@ -724,23 +862,37 @@ def _cpu_slow_fallback(ctx: _Context, rule: FindingRule) -> Finding | None:
         return None
     found = ctx.finding(rule, "", chosen)
     names = ", ".join(k.name for k in found.kernels[:3])
-    return replace(found, detail=f"{_launches(chosen)} {'/'.join(sorted({g.precision for g in chosen}))} calls of "
-                                 f"{names} took {ctx.share(chosen):.1f}% of CPU self time on PyTorch's slow fallback"
-                                 f"{where_text(found.where, found.time_ns)}")
+    return replace(
+        found,
+        detail=f"{_launches(chosen)} {'/'.join(sorted({g.precision for g in chosen}))} calls of "
+        f"{names} took {ctx.share(chosen):.1f}% of CPU self time on PyTorch's slow fallback"
+        f"{where_text(found.where, found.time_ns)}",
+    )
 
 
 def _cpu_layout_conversions(ctx: _Context, rule: FindingRule) -> Finding | None:
     """A CPU run's time converting tensors between layouts: the operators the rule's ``pattern``
     names, and the copies they made (rows whose launching operator it names)."""
     pattern = _pattern(rule)
-    chosen = [g for g in ctx.groups if pattern.search(g.name) or (g.op is not None and pattern.search(g.op))]
+    chosen = [
+        g
+        for g in ctx.groups
+        if pattern.search(g.name) or (g.op is not None and pattern.search(g.op))
+    ]
     if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
     found = ctx.finding(rule, "", chosen)
-    named = [g for g in chosen if pattern.search(g.name)]  # the conversions themselves, not their copies
-    ops = sorted({g.name for g in named}, key=lambda n: -sum(g.time_ns for g in named if g.name == n))
-    return replace(found, detail=f"{_launches(named)} layout conversions ({', '.join(ops[:3]) or 'copies'}) took "
-                                 f"{ctx.share(chosen):.1f}% of CPU self time{where_text(found.where, found.time_ns)}")
+    named = [
+        g for g in chosen if pattern.search(g.name)
+    ]  # the conversions themselves, not their copies
+    ops = sorted(
+        {g.name for g in named}, key=lambda n: -sum(g.time_ns for g in named if g.name == n)
+    )
+    return replace(
+        found,
+        detail=f"{_launches(named)} layout conversions ({', '.join(ops[:3]) or 'copies'}) took "
+        f"{ctx.share(chosen):.1f}% of CPU self time{where_text(found.where, found.time_ns)}",
+    )
 
 
 @cache
@@ -763,8 +915,9 @@ CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
     "exposed_communication": _exposed_communication,
     "depthwise_convolutions": _depthwise,
     "layout_conversions": _by_family(("layout",), "NCHW <-> NHWC layout conversion"),
-    "fusable_kernels": _by_family(("elementwise", "norm", "layout", "memory"),
-                                  "batch-norm, activation, copy and layout"),
+    "fusable_kernels": _by_family(
+        ("elementwise", "norm", "layout", "memory"), "batch-norm, activation, copy and layout"
+    ),
     "launch_bound": _launch_bound,
     "autograd_thread": _autograd_thread,
     "cpu_slow_fallback": _cpu_slow_fallback,

@@ -21,8 +21,9 @@ touches.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Hashable, Iterable, TypeVar
+from typing import Generic, TypeVar
 
 from ..rows import KernelGroup
 from .matrix import MATRIX_FAMILIES
@@ -64,8 +65,11 @@ class GeneratedKernel:
         short = group.short_name or group.name
         listed = tuple(dict.fromkeys(bare(o) for o in (group.op or "").split("+") if "::" in o))
         m = _FUSED_NAME.match(short)
-        return cls(tuple(o for o in listed if o), m.group("ops").strip("_") if m and not listed else "",
-                   group.family is not None and group.family not in MATRIX_FAMILIES)
+        return cls(
+            tuple(o for o in listed if o),
+            m.group("ops").strip("_") if m and not listed else "",
+            group.family is not None and group.family not in MATRIX_FAMILIES,
+        )
 
     def fuses(self, op: str, family: str | None) -> bool:
         """Whether this kernel fused the operator ``op`` that launched a kernel of ``family``."""
@@ -90,9 +94,14 @@ class TakenOver(Generic[K]):
     into: list[K] = field(default_factory=list)
 
 
-def taken_over(groups_a: Iterable[KernelGroup], key_a: Callable[[KernelGroup], K], keys: set[K],
-               groups_b: Iterable[KernelGroup], key_b: Callable[[KernelGroup], K],
-               scale_a: float = 1.0) -> dict[K, TakenOver[K]]:
+def taken_over(
+    groups_a: Iterable[KernelGroup],
+    key_a: Callable[[KernelGroup], K],
+    keys: set[K],
+    groups_b: Iterable[KernelGroup],
+    key_b: Callable[[KernelGroup], K],
+    scale_a: float = 1.0,
+) -> dict[K, TakenOver[K]]:
     """For each of ``keys`` (A's keys without a counterpart in B), what of it B's generated
     kernels fused, by the operators that launched its kernels; ``into`` most B time first.
     Keys with nothing traced are left out."""
@@ -110,7 +119,9 @@ def taken_over(groups_a: Iterable[KernelGroup], key_a: Callable[[KernelGroup], K
         k = key_a(g)
         if k not in keys or not g.op:
             continue
-        ops = g.op.split("+") if "::" in g.op else [g.op]  # a generated kernel of A: its operator list
+        ops = (
+            g.op.split("+") if "::" in g.op else [g.op]
+        )  # a generated kernel of A: its operator list
         into = [kb for kb, gk in generated_b if any(gk.fuses(o, g.family) for o in ops)]
         if not into:
             continue

@@ -38,13 +38,18 @@ def matrix_work(families: Iterable[FamilyTotals], scale: float = 1.0) -> MatrixW
             time += f.time_ns
             tc += f.tensor_core_time_ns
             undecided += f.undecided_time_ns
-    return MatrixWork(time_ns=num(time / scale), tensor_core_time_ns=num(tc / scale),
-                      undecided_time_ns=num(undecided / scale),
-                      tensor_core_pct=round(100 * tc / time, 2) if time else None,
-                      gpu_time_pct=round(100 * time / total, 2) if total else 0.0)
+    return MatrixWork(
+        time_ns=num(time / scale),
+        tensor_core_time_ns=num(tc / scale),
+        undecided_time_ns=num(undecided / scale),
+        tensor_core_pct=round(100 * tc / time, 2) if time else None,
+        gpu_time_pct=round(100 * time / total, 2) if total else 0.0,
+    )
 
 
-def of_run(store: Store, run: RunRecord, in_iterations: bool = False, scale: float = 1.0) -> MatrixWork | None:
+def of_run(
+    store: Store, run: RunRecord, in_iterations: bool = False, scale: float = 1.0
+) -> MatrixWork | None:
     """A stored run's coverage of matrix work (only the rows launched in its measured
     iterations where ``in_iterations``, as a diff compares them); None for CPU operators."""
     if run.activity == "cpu_op":
@@ -100,4 +105,5 @@ def describe_change(a: MatrixWork | None, b: MatrixWork | None) -> str | None:
             return "no matrix work"
         undecided = f", {fmt_ns(mw.undecided_time_ns)} undecided" if mw.undecided_time_ns else ""
         return f"{mw.tensor_core_pct:.1f}% of {fmt_ns(mw.time_ns)}{undecided}"
+
     return f"tensor cores on matrix work ({WHAT}): {side(a)} -> {side(b)}"

@@ -24,24 +24,26 @@ from .modules import NOT_ATTRIBUTED  # noqa: F401  (the tree's entry for kernels
 if TYPE_CHECKING:
     from ..rows import ModuleGroup
 
-MODEL = "(model)"                   # the model's own node (module path "")
-OWN = "(own operators)"             # a module's kernels launched by its own code, not its submodules'
+MODEL = "(model)"  # the model's own node (module path "")
+OWN = "(own operators)"  # a module's kernels launched by its own code, not its submodules'
 
 
 @dataclass
 class ModuleNode:
     """One node of the module tree: its figures summed over its groups and its descendants'."""
 
-    name: str                       # its label at its level: the path's last part, or a top-level entry
-    path: str | None                # the module path ("" the model); None: not attributed
+    name: str  # its label at its level: the path's last part, or a top-level entry
+    path: str | None  # the module path ("" the model); None: not attributed
     module_type: str | None = None  # the module's class, where a kernel of its own says it
     time_ns: int = 0
     launches: int = 0
-    precision_ns: dict[str, int] = field(default_factory=dict)   # time per precision, most first
-    phase_ns: dict[str, int] = field(default_factory=dict)       # time per phase ("unknown" where not told)
-    matrix_ns: int = 0              # time of its GEMM, convolution and attention kernels
-    matrix_tc_ns: int = 0           # of which on tensor cores
-    children: list[ModuleNode] = field(default_factory=list)     # most time first
+    precision_ns: dict[str, int] = field(default_factory=dict)  # time per precision, most first
+    phase_ns: dict[str, int] = field(
+        default_factory=dict
+    )  # time per phase ("unknown" where not told)
+    matrix_ns: int = 0  # time of its GEMM, convolution and attention kernels
+    matrix_tc_ns: int = 0  # of which on tensor cores
+    children: list[ModuleNode] = field(default_factory=list)  # most time first
 
     @property
     def tensor_core_pct(self) -> float | None:
@@ -59,10 +61,19 @@ class ModuleNode:
             self.matrix_tc_ns += g.time_ns if g.tensor_core else 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "type": self.module_type, "time_ns": self.time_ns,
-                "launches": self.launches, "precision_ns": self.precision_ns, "phase_ns": self.phase_ns,
-                "matrix_ns": self.matrix_ns, "matrix_tc_ns": self.matrix_tc_ns,
-                "tensor_core_pct": self.tensor_core_pct, "children": [c.to_dict() for c in self.children]}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "type": self.module_type,
+            "time_ns": self.time_ns,
+            "launches": self.launches,
+            "precision_ns": self.precision_ns,
+            "phase_ns": self.phase_ns,
+            "matrix_ns": self.matrix_ns,
+            "matrix_tc_ns": self.matrix_tc_ns,
+            "tensor_core_pct": self.tensor_core_pct,
+            "children": [c.to_dict() for c in self.children],
+        }
 
 
 def _place(module: str | None) -> tuple[str, list[str]]:
@@ -72,8 +83,8 @@ def _place(module: str | None) -> tuple[str, list[str]]:
     if module.startswith("("):  # (optimizer), (outside modules), (CrossEntropyLoss)[.sub...]
         end = module.find(")")
         if end > 0:
-            rest = module[end + 1:].lstrip(".")
-            return module[:end + 1], rest.split(".") if rest else []
+            rest = module[end + 1 :].lstrip(".")
+            return module[: end + 1], rest.split(".") if rest else []
     return MODEL, module.split(".") if module else []
 
 
@@ -81,15 +92,17 @@ def module_tree(groups: Iterable[ModuleGroup]) -> list[ModuleNode]:
     """The top-level nodes of the module tree of a run's module groups, most time first; their
     times add up to the groups' (the run's kernel time)."""
     top: dict[str, ModuleNode] = {}
-    nested: dict[int, dict[str, ModuleNode]] = {}   # id(node) -> its children by name
-    own: dict[int, ModuleNode] = {}                 # id(node) -> its own kernels' node
+    nested: dict[int, dict[str, ModuleNode]] = {}  # id(node) -> its children by name
+    own: dict[int, ModuleNode] = {}  # id(node) -> its own kernels' node
     for g in groups:
         head, parts = _place(g.module)
         node = top.get(head)
         if node is None:
-            node = top[head] = ModuleNode(head, "" if head == MODEL else None if head == NOT_ATTRIBUTED else head)
+            node = top[head] = ModuleNode(
+                head, "" if head == MODEL else None if head == NOT_ATTRIBUTED else head
+            )
         node.add(g)
-        for i, part in enumerate(parts):
+        for part in parts:
             kids = nested.setdefault(id(node), {})
             child = kids.get(part)
             if child is None:
@@ -111,7 +124,9 @@ def module_tree(groups: Iterable[ModuleGroup]) -> list[ModuleNode]:
             mine.module_type = node.module_type
             node.children.append(mine)
         node.precision_ns = dict(sorted(node.precision_ns.items(), key=lambda kv: (-kv[1], kv[0])))
-        node.children = sorted((finish(c) for c in node.children), key=lambda c: (-c.time_ns, c.name))
+        node.children = sorted(
+            (finish(c) for c in node.children), key=lambda c: (-c.time_ns, c.name)
+        )
         return node
 
     return sorted((finish(n) for n in top.values()), key=lambda n: (-n.time_ns, n.name))

@@ -91,8 +91,9 @@ class _Acc:
                 self.matrix_tc += t
 
 
-def module_rows(groups: Iterable[ModuleGroup], depth: int | None, scale: float = 1.0,
-                tensor_cores: bool = True) -> list[ModuleRow]:
+def module_rows(
+    groups: Iterable[ModuleGroup], depth: int | None, scale: float = 1.0, tensor_cores: bool = True
+) -> list[ModuleRow]:
     """The groups summed per module at ``depth`` (None: whole paths), most time first; times
     divided by ``scale`` (a diff's iteration count). Without ``tensor_cores`` (CPU operators)
     no row has a tensor-core coverage."""
@@ -106,14 +107,26 @@ def module_rows(groups: Iterable[ModuleGroup], depth: int | None, scale: float =
         key = NOT_ATTRIBUTED if g.module is None else level_path(g.module, depth)
         acc.setdefault(key, _Acc()).add(g, scale)
     total = sum(a.time for a in acc.values())
-    rows = [ModuleRow(
-        module=key, module_type=types.get(key), launches=num(a.launches), time_ns=num(a.time),
-        time_pct=round(100 * a.time / total, 2) if total else 0.0,
-        time_by_precision_ns={p: num(t) for p, t in sorted(a.precision.items(), key=lambda x: (-x[1], x[0]))},
-        time_by_phase_ns={p: num(t) for p, t in sorted(a.phase.items(), key=lambda x: _phase_order(x[0]))},
-        matrix_time_ns=num(a.matrix),
-        matrix_tensor_core_pct=round(100 * a.matrix_tc / a.matrix, 2) if a.matrix and tensor_cores else None)
-        for key, a in acc.items()]
+    rows = [
+        ModuleRow(
+            module=key,
+            module_type=types.get(key),
+            launches=num(a.launches),
+            time_ns=num(a.time),
+            time_pct=round(100 * a.time / total, 2) if total else 0.0,
+            time_by_precision_ns={
+                p: num(t) for p, t in sorted(a.precision.items(), key=lambda x: (-x[1], x[0]))
+            },
+            time_by_phase_ns={
+                p: num(t) for p, t in sorted(a.phase.items(), key=lambda x: _phase_order(x[0]))
+            },
+            matrix_time_ns=num(a.matrix),
+            matrix_tensor_core_pct=round(100 * a.matrix_tc / a.matrix, 2)
+            if a.matrix and tensor_cores
+            else None,
+        )
+        for key, a in acc.items()
+    ]
     rows.sort(key=lambda r: (-r.time_ns, r.module))
     return rows
 
@@ -135,7 +148,9 @@ def module_view(store: Store, run: RunRecord, depth: int = DEFAULT_DEPTH) -> Mod
     groups = store.module_groups(run.id, kind=run.activity)
     if not attributed(groups):
         return None
-    return ModuleView(depth=depth, rows=module_rows(groups, depth, tensor_cores=run.activity != "cpu_op"))
+    return ModuleView(
+        depth=depth, rows=module_rows(groups, depth, tensor_cores=run.activity != "cpu_op")
+    )
 
 
 def require_attribution(store: Store, run: RunRecord) -> None:

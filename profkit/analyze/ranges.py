@@ -9,7 +9,7 @@ NVTX stacks (``Store.kernel_paths``), with counts and GPU time only.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..parse.schema import RangeRow
 from ..records import RunRecord
@@ -29,7 +29,9 @@ def iteration_ranges(ranges: Iterable[RangeRow]) -> list[RangeRow]:
 def launches_outside(iterations: list[RangeRow], kernel_count: int) -> int:
     """Launches a run holds beyond those made in its iteration ranges, or by other threads while
     they were open: a warm-up (or other work) the capture holds too."""
-    return max(0, kernel_count - sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in iterations))
+    return max(
+        0, kernel_count - sum(r["kernels"] + (r["other_thread_kernels"] or 0) for r in iterations)
+    )
 
 
 def caveats(store: Store, run: RunRecord) -> dict[str, str]:
@@ -44,18 +46,24 @@ def caveats(store: Store, run: RunRecord) -> dict[str, str]:
     outside = launches_outside(tops, run.kernel_count)
     what = "operator calls" if run.activity == "cpu_op" else "kernel launches"
     if tops and outside:
-        out["headline"] = (f"The capture also holds {outside:,} {what} outside its "
-                           f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
-                           "captured too); these figures count everything, as profkit summary does.")
+        out["headline"] = (
+            f"The capture also holds {outside:,} {what} outside its "
+            f"{len(tops)} measured iteration{'s' if len(tops) != 1 else ''} (a warm-up or other work "
+            "captured too); these figures count everything, as profkit summary does."
+        )
     if run.activity == "kernel" and not any(r["wall_ns"] for r in tops or ranges):
-        out["timeline"] = ("This run has no timeline (its tool measured each kernel on its own: ncu profiling every "
-                           "launch): launch-bound, host synchronisations and exposed communication are not judged "
-                           "here; the default plan, nsys and torch.profiler record them.")
+        out["timeline"] = (
+            "This run has no timeline (its tool measured each kernel on its own: ncu profiling every "
+            "launch): launch-bound, host synchronisations and exposed communication are not judged "
+            "here; the default plan, nsys and torch.profiler record them."
+        )
     others = sum(r["other_thread_kernels"] or 0 for r in ranges if r["depth"] == 0)
     if others:
-        out["ranges"] = (f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "
-                         "launched while the ranges were open (autograd's backward pass, for one) are not in the "
-                         "ranges' figures; profkit ranges lists them.")
+        out["ranges"] = (
+            f"Each range counts the kernels launched on its own thread: {others:,} kernels other threads "
+            "launched while the ranges were open (autograd's backward pass, for one) are not in the "
+            "ranges' figures; profkit ranges lists them."
+        )
     return out
 
 
@@ -67,10 +75,21 @@ def run_ranges(store: Store, run: RunRecord) -> list[RangeRow]:
     for i, g in enumerate(store.kernel_paths(run.id)):
         path = g.nvtx_path
         leaf = path.rsplit("/", 1)[-1]
-        out.append({
-            "range_id": i, "name": g.name if g.name is not None else leaf.split("@", 1)[-1], "domain": leaf.split("@", 1)[0] if "@" in leaf else None,
-            "path": path, "depth": path.count("/"), "thread_id": g.thread_id, "start_ns": None, "wall_ns": None,
-            "kernels": g.kernels, "gpu_ops": g.gpu_ops, "gpu_time_ns": g.gpu_time_ns,
-            "other_thread_kernels": None, "rank": None,
-        })
+        out.append(
+            {
+                "range_id": i,
+                "name": g.name if g.name is not None else leaf.split("@", 1)[-1],
+                "domain": leaf.split("@", 1)[0] if "@" in leaf else None,
+                "path": path,
+                "depth": path.count("/"),
+                "thread_id": g.thread_id,
+                "start_ns": None,
+                "wall_ns": None,
+                "kernels": g.kernels,
+                "gpu_ops": g.gpu_ops,
+                "gpu_time_ns": g.gpu_time_ns,
+                "other_thread_kernels": None,
+                "rank": None,
+            }
+        )
     return out

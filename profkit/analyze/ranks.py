@@ -11,12 +11,20 @@ aggregates in SQL, and one streamed pass over the kernels' start times for the o
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..parse.schema import RangeRow
-from ..records import (IterationSkew, LaunchCountDifference, PrecisionDifference, RankDifference, RankFigures,
-                       RankIteration, RankReport, RunRecord)
+from ..records import (
+    IterationSkew,
+    LaunchCountDifference,
+    PrecisionDifference,
+    RankDifference,
+    RankFigures,
+    RankIteration,
+    RankReport,
+    RunRecord,
+)
 from ..rows import RankPathTime
 from ..store import Store
 from .ranges import iteration_ranges, run_ranges
@@ -43,25 +51,51 @@ def rank_report(store: Store, run: RunRecord) -> RankReport | None:
     cpu_comm = _cpu_collectives(ranges) if activity == "cpu_op" else {}
     figures = []
     for t in totals:
-        comm_n, comm = cpu_comm.get(t.rank, (0, 0)) if activity == "cpu_op" else (t.family_kernels, t.family_ns)
+        comm_n, comm = (
+            cpu_comm.get(t.rank, (0, 0))
+            if activity == "cpu_op"
+            else (t.family_kernels, t.family_ns)
+        )
         over = overlap.get(t.rank)
-        figures.append(RankFigures(
-            rank=t.rank, devices=t.devices, kernels=t.kernels, gpu_time_ns=t.time_ns,
-            comm_kernels=comm_n, comm_time_ns=comm, compute_time_ns=t.time_ns - t.family_ns,
-            comm_overlap_ns=over, comm_overlap_pct=round(100.0 * over / comm, 1) if over is not None and comm else None))
+        figures.append(
+            RankFigures(
+                rank=t.rank,
+                devices=t.devices,
+                kernels=t.kernels,
+                gpu_time_ns=t.time_ns,
+                comm_kernels=comm_n,
+                comm_time_ns=comm,
+                compute_time_ns=t.time_ns - t.family_ns,
+                comm_overlap_ns=over,
+                comm_overlap_pct=round(100.0 * over / comm, 1)
+                if over is not None and comm
+                else None,
+            )
+        )
     notes = []
     seen = {f.rank for f in figures}
     missing = [r for r in range(size) if r not in seen]
     if missing:
-        notes.append(f"no {'kernels' if activity == 'kernel' else 'operators'} from rank "
-                     f"{', '.join(map(str, missing))} of {size}")
+        notes.append(
+            f"no {'kernels' if activity == 'kernel' else 'operators'} from rank "
+            f"{', '.join(map(str, missing))} of {size}"
+        )
     if figures and not any(f.comm_kernels for f in figures):
-        notes.append("no rank launched communication kernels (NCCL) or collective operators: does the workload wrap "
-                     "its model in DistributedDataParallel (profkit.steps.data_parallel)?")
+        notes.append(
+            "no rank launched communication kernels (NCCL) or collective operators: does the workload wrap "
+            "its model in DistributedDataParallel (profkit.steps.data_parallel)?"
+        )
     differences = _differences(store.rank_name_counts(run.id, activity), range(size))
     iterations = _iterations(ranges, path_times, cpu=activity == "cpu_op")
-    return RankReport(world_size=size, activity=activity, ranks=figures, iterations=iterations,
-                      differences=differences, same_kernels=not differences, notes=notes)
+    return RankReport(
+        world_size=size,
+        activity=activity,
+        ranks=figures,
+        iterations=iterations,
+        differences=differences,
+        same_kernels=not differences,
+        notes=notes,
+    )
 
 
 # On the CPU the collectives' work runs on gloo's own threads, inside ranges torch.profiler
@@ -145,8 +179,9 @@ class _Measured:
     comm_ns: int = 0
 
 
-def _iterations(ranges: Sequence[RangeRow], path_times: list[RankPathTime] | None,
-                cpu: bool = False) -> list[IterationSkew]:
+def _iterations(
+    ranges: Sequence[RangeRow], path_times: list[RankPathTime] | None, cpu: bool = False
+) -> list[IterationSkew]:
     """Each measured iteration across the ranks, in start order: from the ranges alone where
     ``path_times`` is None, else with each rank's kernels, time and communication inside it
     (and who waited for whom)."""
@@ -165,8 +200,12 @@ def _iteration_windows(ranges: Sequence[RangeRow]) -> dict[str, dict[int, RangeR
     return out
 
 
-def _measured(ranges: Sequence[RangeRow], windows: dict[str, dict[int, RangeRow]],
-              path_times: list[RankPathTime], cpu: bool) -> dict[tuple[int, str], _Measured]:
+def _measured(
+    ranges: Sequence[RangeRow],
+    windows: dict[str, dict[int, RangeRow]],
+    path_times: list[RankPathTime],
+    cpu: bool,
+) -> dict[tuple[int, str], _Measured]:
     """Per (rank, iteration): the kernels launched in the iteration's NVTX stack, their time,
     and the communication: the communication family's kernel time on GPUs, on the CPU the
     wall time of the collective ranges that started inside the rank's iteration."""
@@ -197,7 +236,9 @@ def _inside(window: RangeRow | None, at: int) -> bool:
     return bool(window and begin is not None and begin <= at < begin + (window["wall_ns"] or 0))
 
 
-def _skew(name: str, rows: dict[int, RangeRow], measured: dict[tuple[int, str], _Measured] | None) -> IterationSkew:
+def _skew(
+    name: str, rows: dict[int, RangeRow], measured: dict[tuple[int, str], _Measured] | None
+) -> IterationSkew:
     """One iteration across the ranks (``rows``: each rank's range of it). Kernel counts and
     times are ``measured``'s where it has the rank's, else the range's own; who waited for
     whom only from ``measured``."""
@@ -207,15 +248,29 @@ def _skew(name: str, rows: dict[int, RangeRow], measured: dict[tuple[int, str], 
         m = measured.get((rank, name)) if measured is not None else None
         if m is None:
             m = _Measured(r["kernels"], r["gpu_time_ns"], 0)
-        parts.append(RankIteration(rank=rank, start_ns=r["start_ns"], wall_ns=r["wall_ns"], kernels=m.kernels,
-                                   gpu_time_ns=m.time_ns, comm_time_ns=m.comm_ns))
+        parts.append(
+            RankIteration(
+                rank=rank,
+                start_ns=r["start_ns"],
+                wall_ns=r["wall_ns"],
+                kernels=m.kernels,
+                gpu_time_ns=m.time_ns,
+                comm_time_ns=m.comm_ns,
+            )
+        )
     starts = [p.start_ns for p in parts if p.start_ns is not None]
-    ends = [p.start_ns + p.wall_ns for p in parts if p.start_ns is not None and p.wall_ns is not None]
+    ends = [
+        p.start_ns + p.wall_ns for p in parts if p.start_ns is not None and p.wall_ns is not None
+    ]
     waited_for, wait = _who_waited(parts) if measured is not None else (None, None)
     return IterationSkew(
-        iteration=name, start_skew_ns=max(starts) - min(starts) if len(starts) > 1 else None,
-        end_skew_ns=max(ends) - min(ends) if len(ends) > 1 else None, waited_for=waited_for, wait_ns=wait,
-        ranks=parts)
+        iteration=name,
+        start_skew_ns=max(starts) - min(starts) if len(starts) > 1 else None,
+        end_skew_ns=max(ends) - min(ends) if len(ends) > 1 else None,
+        waited_for=waited_for,
+        wait_ns=wait,
+        ranks=parts,
+    )
 
 
 def _who_waited(parts: Sequence[RankIteration]) -> tuple[int | None, int | None]:
@@ -239,7 +294,9 @@ def _iteration_of(path: str | None, names: set[str]) -> str | None:
 
 
 # ---------------------------------------------------------------------------------- differences
-def _differences(counts: Iterable[tuple[int, str, str, int]], ranks: Iterable[int] = ()) -> list[RankDifference]:
+def _differences(
+    counts: Iterable[tuple[int, str, str, int]], ranks: Iterable[int] = ()
+) -> list[RankDifference]:
     """How each rank's (name, precision) launch counts differ from the lowest rank's; ``ranks``
     that launched nothing at all differ by everything."""
     per_rank: dict[int, dict[tuple[str, str], int]] = defaultdict(dict)
@@ -256,8 +313,11 @@ def _differences(counts: Iterable[tuple[int, str, str, int]], ranks: Iterable[in
         if rank == base_rank:
             continue
         mine = per_rank[rank]
-        kernels = [LaunchCountDifference(name, p, mine.get((name, p), 0), base.get((name, p), 0))
-                   for name, p in sorted(set(mine) | set(base)) if mine.get((name, p), 0) != base.get((name, p), 0)]
+        kernels = [
+            LaunchCountDifference(name, p, mine.get((name, p), 0), base.get((name, p), 0))
+            for name, p in sorted(set(mine) | set(base))
+            if mine.get((name, p), 0) != base.get((name, p), 0)
+        ]
         precisions = []
         for name in sorted({n for n, _ in mine} & {n for n, _ in base}):
             here = sorted(p for n, p in mine if n == name)
@@ -265,5 +325,7 @@ def _differences(counts: Iterable[tuple[int, str, str, int]], ranks: Iterable[in
             if here != there:
                 precisions.append(PrecisionDifference(name, here, there))
         if kernels or precisions:
-            out.append(RankDifference(rank=rank, vs=base_rank, kernels=kernels, precisions=precisions))
+            out.append(
+                RankDifference(rank=rank, vs=base_rank, kernels=kernels, precisions=precisions)
+            )
     return out

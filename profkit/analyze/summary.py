@@ -25,7 +25,9 @@ from .ranks import rank_report
 MEMORY_KINDS = ("memcpy", "memset")
 
 
-def summarize(store: Store, run: RunRecord, top: int = 10, module_depth: int = DEFAULT_DEPTH) -> Summary:
+def summarize(
+    store: Store, run: RunRecord, top: int = 10, module_depth: int = DEFAULT_DEPTH
+) -> Summary:
     """Summarise a stored run. Times are integer nanoseconds. ``module_depth``: the levels of
     the module tree its by-module view shows (``analyze.modules``)."""
     require_int("top", top, 0)
@@ -37,11 +39,22 @@ def summarize(store: Store, run: RunRecord, top: int = 10, module_depth: int = D
     def pct(ns: int) -> float:
         return round(100.0 * ns / total, 2) if total else 0.0
 
-    groups = store.breakdown(run.id, ("precision", "family", "evidence"), [activity], {"evidence": "none"})
+    groups = store.breakdown(
+        run.id, ("precision", "family", "evidence"), [activity], {"evidence": "none"}
+    )
     by_precision = groups["precision"]
-    top_rows = [TopKernel(name=r.name, launches=r.launches, total_ns=r.total_ns, pct=pct(r.total_ns),
-                          precision=r.precision, tensor_core=r.tensor_core, evidence=r.evidence)
-                for r in store.top_names(run.id, activity, top)]
+    top_rows = [
+        TopKernel(
+            name=r.name,
+            launches=r.launches,
+            total_ns=r.total_ns,
+            pct=pct(r.total_ns),
+            precision=r.precision,
+            tensor_core=r.tensor_core,
+            evidence=r.evidence,
+        )
+        for r in store.top_names(run.id, activity, top)
+    ]
     return Summary(
         run=run.name,
         activity=activity,
@@ -53,13 +66,20 @@ def summarize(store: Store, run: RunRecord, top: int = 10, module_depth: int = D
         unclassified_time_ns=t.unknown_time_ns,
         # the store's texts are the classifier's verdicts (parse.schema's Precision, Evidence)
         time_by_precision_ns={cast(Precision, k): ns for k, _, ns in by_precision},
-        kernels_by_precision={cast(Precision, k): n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))},
+        kernels_by_precision={
+            cast(Precision, k): n for k, n, _ in sorted(by_precision, key=lambda r: (-r[1], r[0]))
+        },
         time_by_family_ns={k: ns for k, _, ns in groups["family"]},
-        evidence={cast(Evidence, k): n for k, n, _ in sorted(groups["evidence"], key=lambda r: (-r[1], r[0]))},
+        evidence={
+            cast(Evidence, k): n
+            for k, n, _ in sorted(groups["evidence"], key=lambda r: (-r[1], r[0]))
+        },
         time_by_evidence_ns={cast(Evidence, k): ns for k, _, ns in groups["evidence"]},
         top_kernels=top_rows,
-        memory_ops={k: MemoryOps(count=n, time_ns=ns)
-                    for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))},
+        memory_ops={
+            k: MemoryOps(count=n, time_ns=ns)
+            for k, n, ns in sorted(store.grouped(run.id, "kind", MEMORY_KINDS))
+        },
         matrix_work=of_run(store, run),
         ranks=rank_report(store, run),
         modules=module_view(store, run, module_depth),

@@ -27,8 +27,10 @@ from ..records import RunRecord, ncu_timed
 from ..store import Store
 
 # ncu's default clock control, which the share's note names (profkit passes none).
-CLOCK_NOTE = ("ncu locks the GPU to its base clock by default (--clock-control base); the datasheet peak "
-              "assumes the boost clock, so the share of peak is a lower bound")
+CLOCK_NOTE = (
+    "ncu locks the GPU to its base clock by default (--clock-control base); the datasheet peak "
+    "assumes the boost clock, so the share of peak is a lower bound"
+)
 
 
 @dataclass(frozen=True)
@@ -45,15 +47,15 @@ class KernelThroughput:
     """One kernel (name, precision)'s tensor work: counted ops over its measured time."""
 
     name: str
-    label: str                  # a readable name (profkit.names.display_name)
-    precision: str              # the counter's input type (fp16, tf32, ...)
+    label: str  # a readable name (profkit.names.display_name)
+    precision: str  # the counter's input type (fp16, tf32, ...)
     launches: int
     time_ns: int
-    tensor_ops: float           # measured: the counters' sum (two per multiply-add)
-    achieved_tflops: float      # measured: tensor_ops / time (TOPS for int8)
-    peak_tflops: float | None   # datasheet, for this precision on this chip
-    peak_pct: float | None      # achieved / peak
-    unit: str                   # "TFLOP/s", or "TOPS" for integer work
+    tensor_ops: float  # measured: the counters' sum (two per multiply-add)
+    achieved_tflops: float  # measured: tensor_ops / time (TOPS for int8)
+    peak_tflops: float | None  # datasheet, for this precision on this chip
+    peak_pct: float | None  # achieved / peak
+    unit: str  # "TFLOP/s", or "TOPS" for integer work
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,9 +67,11 @@ class Throughput:
 
     chip: Chip | None
     kernels: list[KernelThroughput]
-    tensor_ops: dict[str, float]        # all kernels' counted tensor ops, per precision (most first)
-    gpu_time_ns: int                    # the run's GPU time (every kernel)
-    run_rate: dict[str, float]          # tensor_ops over the run's GPU time, per precision (TFLOP/s; TOPS for int8)
+    tensor_ops: dict[str, float]  # all kernels' counted tensor ops, per precision (most first)
+    gpu_time_ns: int  # the run's GPU time (every kernel)
+    run_rate: dict[
+        str, float
+    ]  # tensor_ops over the run's GPU time, per precision (TFLOP/s; TOPS for int8)
     notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,10 +81,20 @@ class Throughput:
 @lru_cache(maxsize=1)
 def _table() -> list[tuple[re.Pattern[str], Chip]]:
     """peaks.toml's chips with their name patterns, most specific first."""
-    data = tomllib.loads(resources.files("profkit").joinpath("peaks.toml").read_text(encoding="utf-8"))
-    return [(re.compile(c["match"], re.IGNORECASE),
-             Chip(c["name"], c["source"], {k: float(v) for k, v in c.items() if k not in ("name", "match", "source")}))
-            for c in data["chip"]]
+    data = tomllib.loads(
+        resources.files("profkit").joinpath("peaks.toml").read_text(encoding="utf-8")
+    )
+    return [
+        (
+            re.compile(c["match"], re.IGNORECASE),
+            Chip(
+                c["name"],
+                c["source"],
+                {k: float(v) for k, v in c.items() if k not in ("name", "match", "source")},
+            ),
+        )
+        for c in data["chip"]
+    ]
 
 
 def chips() -> list[Chip]:
@@ -114,13 +128,26 @@ def throughput(store: Store, run: RunRecord) -> Throughput | None:
                 continue
             achieved = ops / g.time_ns / 1e3  # ops per ns = GFLOP/s; / 1e3 = TFLOP/s
             peak = chip.peaks_tflops.get(precision) if chip else None
-            kernels.append(KernelThroughput(
-                g.name, display_name(g.name, g.short_name), precision, g.calls, g.time_ns, ops,
-                achieved, peak, 100.0 * achieved / peak if peak else None, unit(precision)))
+            kernels.append(
+                KernelThroughput(
+                    g.name,
+                    display_name(g.name, g.short_name),
+                    precision,
+                    g.calls,
+                    g.time_ns,
+                    ops,
+                    achieved,
+                    peak,
+                    100.0 * achieved / peak if peak else None,
+                    unit(precision),
+                )
+            )
     kernels.sort(key=lambda k: -k.tensor_ops)
     notes = [CLOCK_NOTE] if ncu_timed(run) else []
     if chip is None:
-        notes.append(f"peaks.toml lists no peak for {run.gpu_name or 'this GPU'}: achieved figures only")
+        notes.append(
+            f"peaks.toml lists no peak for {run.gpu_name or 'this GPU'}: achieved figures only"
+        )
     ordered = dict(sorted(total_ops.items(), key=lambda kv: -kv[1]))
     rate = {p: ops / run.gpu_time_ns / 1e3 for p, ops in ordered.items()} if run.gpu_time_ns else {}
     return Throughput(chip, kernels, ordered, run.gpu_time_ns, rate, notes)

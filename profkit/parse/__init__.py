@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadExport, ProfkitError
 from .formats import FORMATS, Format, Match, match, unknown_hint
 
-if TYPE_CHECKING:  # imported when first asked for (below): --help reads parse.formats, and needs no schema
+if (
+    TYPE_CHECKING
+):  # imported when first asked for (below): --help reads parse.formats, and needs no schema
     from .schema import Capture, KernelRow
 
 __all__ = ["Capture", "FORMATS", "Format", "detect", "load"]
@@ -28,12 +30,16 @@ def detect(path: Path) -> Match:
     """Which format ``path`` is, by its suffix (``formats.FORMATS``); its reader then checks the content."""
     if not path.exists():
         if path.is_symlink():
-            raise BadExport(f"{path} is a symbolic link that leads nowhere (a loop, or its target is gone)")
+            raise BadExport(
+                f"{path} is a symbolic link that leads nowhere (a loop, or its target is gone)"
+            )
         raise BadExport(f"no such file: {path}")
     if path.is_dir():
         raise BadExport(f"{path} is a folder, not a profiler export")
     if not path.is_file():
-        raise BadExport(f"{path} is not a regular file (a pipe or a device)", "Save the export to a file first.")
+        raise BadExport(
+            f"{path} is not a regular file (a pipe or a device)", "Save the export to a file first."
+        )
     found = match(path.name)
     if found is None:
         raise BadExport(f"don't know how to import {path.name}", unknown_hint())
@@ -124,7 +130,9 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
     if out.is_symlink():  # nsys would write through it
         from ..errors import StoreError
 
-        raise StoreError(f"{out} is a link, and profkit does not write through links", "Remove it and try again.")
+        raise StoreError(
+            f"{out} is a link, and profkit does not write through links", "Remove it and try again."
+        )
     runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")

@@ -11,7 +11,8 @@ rows as they pass, a bulk import's rows in the store once written.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, cast
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
 
 from ..records import CompiledKernel
 from .schema import Capture, ClassifiedRow, KernelRow
@@ -22,7 +23,9 @@ def columns(kernel: CompiledKernel) -> tuple[str | None, str | None]:
     return "+".join(kernel.get("ops") or []) or None, kernel.get("input_types") or None
 
 
-def with_compiled_kernels(capture: Capture[KernelRow], kernels: Mapping[str, CompiledKernel] | None) -> None:
+def with_compiled_kernels(
+    capture: Capture[KernelRow], kernels: Mapping[str, CompiledKernel] | None
+) -> None:
     """Give ``capture``'s rows of generated kernels their fused operators and input types (in
     place: its rows, and its bulk import where it has one)."""
     if not kernels:
@@ -45,12 +48,15 @@ def with_compiled_kernels(capture: Capture[KernelRow], kernels: Mapping[str, Com
     capture.rows = rows(capture.rows)
     bulk = capture.bulk
     if bulk is not None:
+
         def bulk_then_attribute(store: Any, run_id: int) -> tuple[str, int, int]:
             from ..classify import classify_row
 
             result = bulk(store, run_id)
             store.set_kernel_columns(run_id, known)
-            store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
+            store.judge_by_inputs(
+                run_id, lambda name, types: classify_row("kernel", name, None, types)
+            )
             return result
 
         capture.bulk = bulk_then_attribute
@@ -65,6 +71,15 @@ def _judge_again(row: ClassifiedRow, types: str) -> None:
 
     if row["tensor_core"] or not (row["precision"] == "unknown" or row["evidence"] == "metrics"):
         return
-    v = from_inputs(Verdict("unknown", row["tensor_core"], row["family"], row["evidence"], row["evidence_detail"]), types)
+    v = from_inputs(
+        Verdict(
+            "unknown", row["tensor_core"], row["family"], row["evidence"], row["evidence_detail"]
+        ),
+        types,
+    )
     if v.precision != "unknown":
-        row["precision"], row["evidence"], row["evidence_detail"] = v.precision, v.evidence, v.evidence_detail
+        row["precision"], row["evidence"], row["evidence_detail"] = (
+            v.precision,
+            v.evidence,
+            v.evidence_detail,
+        )

@@ -9,9 +9,10 @@ its format is read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 if TYPE_CHECKING:
     from .schema import Capture, KernelRow
@@ -23,14 +24,14 @@ class Format(NamedTuple):
     """One import format (a NamedTuple, not a dataclass: this module is read for every --help,
     and the dataclasses module and its class-making are several times slower to import)."""
 
-    name: str                   # what ``detect`` calls it
-    what: str                   # what a file of it is, for people: "an ncu raw-page CSV export"
-    suffixes: tuple[str, ...]   # its file names' endings, lower case (a name matches in any case)
-    reader: str                 # "module:function" in profkit.parse: Path -> Capture, imported when used
+    name: str  # what ``detect`` calls it
+    what: str  # what a file of it is, for people: "an ncu raw-page CSV export"
+    suffixes: tuple[str, ...]  # its file names' endings, lower case (a name matches in any case)
+    reader: str  # "module:function" in profkit.parse: Path -> Capture, imported when used
     gzipped: tuple[str, ...] = ()  # those of ``suffixes`` also taken gzipped (with ".gz" after)
-    reads_gzip: bool = False    # the reader decompresses a gzipped file as it reads (else it is
-                                # first decompressed into a file: report readers and SQLite need one)
-    needs: str | None = None    # the tool that first converts a file into what the reader reads
+    reads_gzip: bool = False  # the reader decompresses a gzipped file as it reads (else it is
+    # first decompressed into a file: report readers and SQLite need one)
+    needs: str | None = None  # the tool that first converts a file into what the reader reads
 
     @property
     def all_suffixes(self) -> tuple[str, ...]:
@@ -49,17 +50,52 @@ class Format(NamedTuple):
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("ncu-rep", "an Nsight Compute report", (".ncu-rep",), "ncu_rep:read_ncu_rep", gzipped=(".ncu-rep",)),
-    Format("ncu-csv", "an ncu raw-page CSV export", (".csv",), "ncu_csv:read_ncu_csv", gzipped=(".csv",),
-           reads_gzip=True),
-    Format("kineto", "a torch.profiler (Kineto) trace", (".json",), "kineto:read_kineto", gzipped=(".json",),
-           reads_gzip=True),
-    Format("nsys-sqlite", "an Nsight Systems SQLite export", (".sqlite", ".db"), "nsys_sqlite:read_nsys_sqlite",
-           gzipped=(".sqlite",)),
-    Format("nsys-rep", "an Nsight Systems report", (".nsys-rep",), "nsys_sqlite:read_nsys_sqlite",
-           gzipped=(".nsys-rep",), needs="nsys"),  # exported to SQLite by nsys first
-    Format("qdstrm", "a raw Nsight Systems capture", (".qdstrm",), "nsys_sqlite:read_nsys_sqlite",
-           gzipped=(".qdstrm",), needs="nsys"),  # made a report by nsys's QdstrmImporter, then exported
+    Format(
+        "ncu-rep",
+        "an Nsight Compute report",
+        (".ncu-rep",),
+        "ncu_rep:read_ncu_rep",
+        gzipped=(".ncu-rep",),
+    ),
+    Format(
+        "ncu-csv",
+        "an ncu raw-page CSV export",
+        (".csv",),
+        "ncu_csv:read_ncu_csv",
+        gzipped=(".csv",),
+        reads_gzip=True,
+    ),
+    Format(
+        "kineto",
+        "a torch.profiler (Kineto) trace",
+        (".json",),
+        "kineto:read_kineto",
+        gzipped=(".json",),
+        reads_gzip=True,
+    ),
+    Format(
+        "nsys-sqlite",
+        "an Nsight Systems SQLite export",
+        (".sqlite", ".db"),
+        "nsys_sqlite:read_nsys_sqlite",
+        gzipped=(".sqlite",),
+    ),
+    Format(
+        "nsys-rep",
+        "an Nsight Systems report",
+        (".nsys-rep",),
+        "nsys_sqlite:read_nsys_sqlite",
+        gzipped=(".nsys-rep",),
+        needs="nsys",
+    ),  # exported to SQLite by nsys first
+    Format(
+        "qdstrm",
+        "a raw Nsight Systems capture",
+        (".qdstrm",),
+        "nsys_sqlite:read_nsys_sqlite",
+        gzipped=(".qdstrm",),
+        needs="nsys",
+    ),  # made a report by nsys's QdstrmImporter, then exported
 )
 
 # What ncu's raw-page CSV exports are often called ("X.raw.csv"), left out of a run's default name.

@@ -51,9 +51,11 @@ class _Capped(io.RawIOBase):
         n: int = self._f.readinto(b)
         self.total += n
         if self.total > self.limit:
-            raise BadExport(f"{self.path.name} decompresses to more than {self.limit:,} bytes ({MAX_RATIO} times "
-                            f"its size): not a real capture (a gzip bomb?)",
-                            "Decompress it yourself and import the plain file if it is one.")
+            raise BadExport(
+                f"{self.path.name} decompresses to more than {self.limit:,} bytes ({MAX_RATIO} times "
+                f"its size): not a real capture (a gzip bomb?)",
+                "Decompress it yourself and import the plain file if it is one.",
+            )
         return n
 
     def close(self) -> None:

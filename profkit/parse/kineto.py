@@ -30,19 +30,48 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, NoReturn, Optional
+from typing import IO, Any, NoReturn, Optional
 
 from ..errors import BadExport
 from ..names import short_name
 from ..nvtx_ranges import OP_PREFIX, is_iteration_range, op_label
 from .gzipped import GZIP_ERRORS, open_text
-from .ranges import (MAX_DEPTH, POINT, RANGE, LaunchIndex, OpenRange, attribute, kept, merged,
-                     nest_in_process_ranges, place, range_rows)
-from .schema import (COLUMNS, DIM_LIMIT, ID_LIMIT, Capture, HostSyncRow, KernelRow, Kind, RangeRow, gpu_around,
-                     host_sync_call, launch_value_fault)
+from .ranges import (
+    MAX_DEPTH,
+    POINT,
+    RANGE,
+    LaunchIndex,
+    OpenRange,
+    attribute,
+    kept,
+    merged,
+    nest_in_process_ranges,
+    place,
+    range_rows,
+)
+from .schema import (
+    COLUMNS,
+    DIM_LIMIT,
+    ID_LIMIT,
+    Capture,
+    HostSyncRow,
+    KernelRow,
+    Kind,
+    RangeRow,
+    gpu_around,
+    host_sync_call,
+    launch_value_fault,
+)
 
-GPU_KINDS: dict[str, Kind] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+GPU_KINDS: dict[str, Kind] = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 OP_CATS = {"cpu_op", "operator"}
 RANGE_CATS = {"user_annotation"}
@@ -51,8 +80,12 @@ NOT_TENSOR_TYPES = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "No
 
 # What the reader does with an event of each category (its ``cat``, lower case).
 _GPU, _OP, _RANGE, _LAUNCH = 1, 2, 3, 4
-_ROLE: dict[str, int] = {**dict.fromkeys(GPU_KINDS, _GPU), **dict.fromkeys(OP_CATS, _OP),
-                         **dict.fromkeys(RANGE_CATS, _RANGE), **dict.fromkeys(LAUNCH_CATS, _LAUNCH)}
+_ROLE: dict[str, int] = {
+    **dict.fromkeys(GPU_KINDS, _GPU),
+    **dict.fromkeys(OP_CATS, _OP),
+    **dict.fromkeys(RANGE_CATS, _RANGE),
+    **dict.fromkeys(LAUNCH_CATS, _LAUNCH),
+}
 
 # The thread of an event: its (pid, tid), as the trace has them (numbers or names; None where
 # it has none), one tuple shared by all the thread's events.
@@ -60,8 +93,18 @@ Thread = tuple[Any, Any]
 # What the reader keeps of each event it reads (plain tuples: a million of them are made):
 # a GPU activity: (kind, name, start ns, duration ns, correlation, External id, grid (x, y, z),
 # block (x, y, z), stream, device as the trace has it (_ABSENT where it has none)).
-Gpu = tuple[Kind, str, int, int, Optional[int], Optional[int], tuple[Optional[int], ...], tuple[Optional[int], ...],
-            Optional[int], Any]
+Gpu = tuple[
+    Kind,
+    str,
+    int,
+    int,
+    Optional[int],
+    Optional[int],
+    tuple[Optional[int], ...],
+    tuple[Optional[int], ...],
+    Optional[int],
+    Any,
+]
 # a launch call: (thread, start ns), by its correlation id;
 Launch = tuple[Thread, int]
 # and one that blocked the host: (thread, start ns, duration ns, call (HOST_SYNC_CALLS), External id).
@@ -78,7 +121,7 @@ Point = tuple[Thread, int, int, int]
 Placed = tuple[tuple[str, Any], ...]
 
 _ABSENT = object()
-_LIMIT = 2 ** 62
+_LIMIT = 2**62
 
 
 def _ns(us: Any) -> int:
@@ -124,7 +167,7 @@ class _Text:
             return False
         chunk = self.f.read(max(self.CHUNK, at_least))
         self.base += self.pos
-        self.buf, self.pos = self.buf[self.pos:] + chunk, 0
+        self.buf, self.pos = self.buf[self.pos :] + chunk, 0
         self.eof = not chunk
         return not self.eof
 
@@ -144,7 +187,9 @@ class _Text:
     def _too_long(self, pos: int) -> NoReturn:
         """The scanner refused a whole number of more digits than Python converts (its
         ``int_max_str_digits``; no value of a trace has a fraction of that)."""
-        self.fail(f"a number of more than {sys.get_int_max_str_digits():,} digits in the value", pos)
+        self.fail(
+            f"a number of more than {sys.get_int_max_str_digits():,} digits in the value", pos
+        )
 
     def _fail_at_end(self, exc: StopIteration | json.JSONDecodeError) -> None:
         """A value that does not decode: the trace's error once the whole text is read (before,
@@ -219,8 +264,10 @@ class _Text:
                     self.pos += 1
                     if key == "traceEvents" and (self.found or "traceEvents" in self.top):
                         # json.load would keep the last one, the events read from the first
-                        raise BadExport(f"{self.filename} has more than one traceEvents entry",
-                                        "A trace has one list of events.")
+                        raise BadExport(
+                            f"{self.filename} has more than one traceEvents entry",
+                            "A trace has one list of events.",
+                        )
                     if key == "traceEvents" and self._peek() == "[":
                         self.pos += 1
                         self.found = True
@@ -239,8 +286,10 @@ class _Text:
         if self._peek():
             self.fail("Extra data")
         if self.top is None or not self.found:
-            raise BadExport(f"{self.filename} is JSON but not a Chrome/Kineto trace (no traceEvents list)",
-                            "profkit imports traces written by torch.profiler's export_chrome_trace.")
+            raise BadExport(
+                f"{self.filename} is JSON but not a Chrome/Kineto trace (no traceEvents list)",
+                "profkit imports traces written by torch.profiler's export_chrome_trace.",
+            )
 
 
 def _input_types(args: dict[str, Any]) -> str | None:
@@ -263,8 +312,16 @@ def _dims(v: Any) -> tuple[int | None, ...] | None:
     where it is anything but three whole numbers from 0 to 2^31 - 1 (``schema.launch_value_fault``)."""
     if v is None:
         return _NO_DIMS
-    if (type(v) is list and len(v) == 3 and type(v[0]) is int and type(v[1]) is int and type(v[2]) is int
-            and 0 <= v[0] < DIM_LIMIT and 0 <= v[1] < DIM_LIMIT and 0 <= v[2] < DIM_LIMIT):
+    if (
+        type(v) is list
+        and len(v) == 3
+        and type(v[0]) is int
+        and type(v[1]) is int
+        and type(v[2]) is int
+        and 0 <= v[0] < DIM_LIMIT
+        and 0 <= v[1] < DIM_LIMIT
+        and 0 <= v[2] < DIM_LIMIT
+    ):
         return tuple(v)
     return None
 
@@ -295,7 +352,9 @@ class _Trace:
 
     def __init__(self) -> None:
         self.gpu: list[Gpu] = []
-        self.ops: list[Op] = []  # until the first GPU activity: a CPU trace's rows are its operators
+        self.ops: list[
+            Op
+        ] = []  # until the first GPU activity: a CPU trace's rows are its operators
         self.by_ext: dict[Any, OpLabel] | None = None  # from the first GPU activity on
         self.annotations: list[Annotation] = []
         self.launches: dict[int, Launch] = {}
@@ -322,12 +381,22 @@ def read_kineto(path: str | Path) -> Capture[KernelRow]:
     elif trace.ops:
         kernels, ranges, notes = _cpu_rows(trace)
     else:
-        raise BadExport(f"{path.name} holds no GPU kernels and no CPU operators",
-                        "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).")
+        raise BadExport(
+            f"{path.name} holds no GPU kernels and no CPU operators",
+            "Record it with torch.profiler (ProfilerActivity.CUDA for GPU kernels).",
+        )
     gpu_name, cc = _device(trace, path.name)
-    return Capture(rows=kernels, tool="torch", source_format="kineto-json", gpu_name=gpu_name,
-                   compute_capability=cc, notes=notes, ranges=ranges, range_paths=[r["path"] for r in ranges],
-                   host_syncs=syncs)
+    return Capture(
+        rows=kernels,
+        tool="torch",
+        source_format="kineto-json",
+        gpu_name=gpu_name,
+        compute_capability=cc,
+        notes=notes,
+        ranges=ranges,
+        range_paths=[r["path"] for r in ranges],
+        host_syncs=syncs,
+    )
 
 
 def _read(path: Path) -> _Trace:
@@ -356,12 +425,22 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
     are: GPU activities, CPU operators, annotations (ranges), and launch calls by correlation id,
     each as a compact record, its names and threads interned."""
     trace = _Trace()
-    gpu, ops, annotations, launches, syncs = trace.gpu, trace.ops, trace.annotations, trace.launches, trace.syncs
+    gpu, ops, annotations, launches, syncs = (
+        trace.gpu,
+        trace.ops,
+        trace.annotations,
+        trace.launches,
+        trace.syncs,
+    )
     by_ext = trace.by_ext
-    strings: dict[Any, Any] = {}  # names, input types, threads, grids, labels: one object for each value
+    strings: dict[
+        Any, Any
+    ] = {}  # names, input types, threads, grids, labels: one object for each value
     intern: Callable[[Any, Any], Any] = strings.setdefault
     sync_calls: dict[str, str | None] = {}  # launch calls' names: HOST_SYNC_CALLS' name, or None
-    known_types: dict[tuple[Any, ...] | None, str | None] = {}  # operators' input types by their "Input type"
+    known_types: dict[
+        tuple[Any, ...] | None, str | None
+    ] = {}  # operators' input types by their "Input type"
     seen: set[Gpu] = set()  # the GPU activities read: one listed twice is refused
     for n, e in enumerate(events):
         if type(e) is not dict or e.get("ph") != "X":
@@ -389,11 +468,24 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
             stream, device = args.get("stream"), args.get("device")
             if grid is None or block is None or not _id_ok(stream) or not _id_ok(device):
                 _bad_launch(e, n, cat, filename)
-            g: Gpu = (GPU_KINDS[cat], name, start, dur, args.get("correlation"), args.get("External id"),
-                      intern(grid, grid), intern(block, block), stream, device if "device" in args else _ABSENT)
+            g: Gpu = (
+                GPU_KINDS[cat],
+                name,
+                start,
+                dur,
+                args.get("correlation"),
+                args.get("External id"),
+                intern(grid, grid),
+                intern(block, block),
+                stream,
+                device if "device" in args else _ABSENT,
+            )
             if g in seen:
-                raise BadExport(f"{_where(e, n, cat, filename)} repeats an earlier event: the same {g[0]} at the same "
-                                "time on the same stream", "Is it two traces merged? A trace lists each GPU activity once.")
+                raise BadExport(
+                    f"{_where(e, n, cat, filename)} repeats an earlier event: the same {g[0]} at the same "
+                    "time on the same stream",
+                    "Is it two traces merged? A trace lists each GPU activity once.",
+                )
             seen.add(g)
             gpu.append(g)
         elif role == _OP:
@@ -407,7 +499,17 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
                 except TypeError:  # an entry that is no string (a list: unhashable)
                     types = _input_types(args)
                 if by_ext is None:
-                    ops.append((thread, start, dur, name, types, "External id" in args, args.get("External id")))
+                    ops.append(
+                        (
+                            thread,
+                            start,
+                            dur,
+                            name,
+                            types,
+                            "External id" in args,
+                            args.get("External id"),
+                        )
+                    )
                 elif "External id" in args:
                     label = (name or None, types)
                     by_ext[args["External id"]] = intern(label, label)
@@ -417,7 +519,11 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
             corr = args.get("correlation")
             if corr is not None:
                 launches[corr] = (thread, start)
-                call = sync_calls[name] if name in sync_calls else sync_calls.setdefault(name, host_sync_call(name))
+                call = (
+                    sync_calls[name]
+                    if name in sync_calls
+                    else sync_calls.setdefault(name, host_sync_call(name))
+                )
                 if call is not None:
                     syncs[corr] = (thread, start, dur, call, args.get("External id"))
                 elif syncs:
@@ -435,12 +541,16 @@ def _bad_launch(e: dict[str, Any], n: int, cat: str, filename: str) -> NoReturn:
     args = e["args"]
     for key in ("grid", "block"):
         if _dims(args.get(key)) is None:
-            raise BadExport(f"{_where(e, n, cat, filename)}: args.{key} is {_shown(args[key])}, not three "
-                            f"whole numbers from 0 to 2^31 - 1")
+            raise BadExport(
+                f"{_where(e, n, cat, filename)}: args.{key} is {_shown(args[key])}, not three "
+                f"whole numbers from 0 to 2^31 - 1"
+            )
     for key in ("stream", "device"):
         fault = launch_value_fault(key, args.get(key))
         if fault:
-            raise BadExport(f"{_where(e, n, cat, filename)}: args.{key} is {_shown(args[key])}, {fault}")
+            raise BadExport(
+                f"{_where(e, n, cat, filename)}: args.{key} is {_shown(args[key])}, {fault}"
+            )
     raise AssertionError("a launch refused for no fault")
 
 
@@ -455,14 +565,23 @@ def _check(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, int
     or of the wrong type; its start and duration in ns. The common case (float times, integer
     ids, numbers or names for threads) is decided here; anything else by :func:`_checked`."""
     ts, dur = e.get("ts"), e.get("dur")
-    if (type(ts) is float and type(dur) is float and 0.0 <= ts and ts * 1000 < _LIMIT
-            and 0.0 <= dur and dur * 1000 < _LIMIT and type(e.get("name")) is str
-            and type(e.get("pid")) in _THREAD_TYPES and type(e.get("tid")) in _THREAD_TYPES):
+    if (
+        type(ts) is float
+        and type(dur) is float
+        and 0.0 <= ts
+        and ts * 1000 < _LIMIT
+        and 0.0 <= dur
+        and dur * 1000 < _LIMIT
+        and type(e.get("name")) is str
+        and type(e.get("pid")) in _THREAD_TYPES
+        and type(e.get("tid")) in _THREAD_TYPES
+    ):
         args = e.get("args")
         if type(args) is dict:
             corr, ext = args.get("correlation"), args.get("External id")
-            if ((corr is None or (type(corr) is int and 0 <= corr < ID_LIMIT))
-                    and (ext is None or (type(ext) is int and 0 <= ext < ID_LIMIT))):
+            if (corr is None or (type(corr) is int and 0 <= corr < ID_LIMIT)) and (
+                ext is None or (type(ext) is int and 0 <= ext < ID_LIMIT)
+            ):
                 return int(round(ts * 1000)), int(round(dur * 1000))
     return _checked(e, n, cat, filename)
 
@@ -479,31 +598,46 @@ def _checked(e: dict[str, Any], n: int, cat: str, filename: str) -> tuple[int, i
     try:
         start, dur = _ns(e["ts"]), _ns(e["dur"])
     except KeyError as missing:
-        raise BadExport(f"{_where(e, n, cat, filename)} has no {missing.args[0]} "
-                        f"(a complete event needs ts and dur)") from None
+        raise BadExport(
+            f"{_where(e, n, cat, filename)} has no {missing.args[0]} "
+            f"(a complete event needs ts and dur)"
+        ) from None
     except ValueError as exc:
         raise BadExport(f"{_where(e, n, cat, filename)}: ts/dur {exc}") from None
     if dur < 0:
-        raise BadExport(f"{_where(e, n, cat, filename)} has a negative duration ({e.get('dur')!r} us)")
+        raise BadExport(
+            f"{_where(e, n, cat, filename)} has a negative duration ({e.get('dur')!r} us)"
+        )
     if start < 0:  # a trace's times count from the epoch or the trace's start
-        raise BadExport(f"{_where(e, n, cat, filename)} has a negative start (ts {e.get('ts')!r} us)")
+        raise BadExport(
+            f"{_where(e, n, cat, filename)} has a negative start (ts {e.get('ts')!r} us)"
+        )
     for key in ("pid", "tid"):
         if key in e and not isinstance(e[key], (int, str)) or isinstance(e.get(key), bool):
-            raise BadExport(f"{_where(e, n, cat, filename)}: {key} is {e[key]!r}, not a number or a name")
+            raise BadExport(
+                f"{_where(e, n, cat, filename)}: {key} is {e[key]!r}, not a number or a name"
+            )
     args = e.get("args")
     if args is None:
         if "args" in e:
             raise BadExport(f"{_where(e, n, cat, filename)}: args is NoneType, not an object")
         return start, dur
     if type(args) is not dict:
-        raise BadExport(f"{_where(e, n, cat, filename)}: args is {type(args).__name__}, not an object")
+        raise BadExport(
+            f"{_where(e, n, cat, filename)}: args is {type(args).__name__}, not an object"
+        )
     # Ids, as a launch's stream and device are held (``schema.launch_value_fault``): whole numbers
     # from 0 to 2^63 - 1 (what SQLite stores; 10^30 would overflow where one is stored).
-    for key, shown_key in (("correlation", "args.correlation"), ("External id", "args['External id']")):
+    for key, shown_key in (
+        ("correlation", "args.correlation"),
+        ("External id", "args['External id']"),
+    ):
         value = args.get(key)
         if value is not None and not (_int(value) is not None and 0 <= value < ID_LIMIT):
-            raise BadExport(f"{_where(e, n, cat, filename)}: {shown_key} is {_shown(value)}, "
-                            "not a whole number from 0 to 2^63 - 1")
+            raise BadExport(
+                f"{_where(e, n, cat, filename)}: {shown_key} is {_shown(value)}, "
+                "not a whole number from 0 to 2^63 - 1"
+            )
     return start, dur
 
 
@@ -520,19 +654,37 @@ def _device(trace: _Trace, filename: str) -> tuple[str | None, str | None]:
     p = next((p for p in props if p.get("id") == dev), props[0])
     gpu_name = p.get("name")
     if gpu_name is not None and type(gpu_name) is not str:
-        raise BadExport(f"{filename}: deviceProperties[{props.index(p)}].name is {_shown(gpu_name)}, not a string")
+        raise BadExport(
+            f"{filename}: deviceProperties[{props.index(p)}].name is {_shown(gpu_name)}, not a string"
+        )
     gpu_name = _text(gpu_name) if gpu_name is not None else None
-    cc = f"{p['computeMajor']}.{p.get('computeMinor', 0)}" if p.get("computeMajor") is not None else None
+    cc = (
+        f"{p['computeMajor']}.{p.get('computeMinor', 0)}"
+        if p.get("computeMajor") is not None
+        else None
+    )
     return gpu_name, cc
 
 
 def _range(a: Annotation) -> OpenRange:
     (pid, tid), start, dur, name = a
-    return OpenRange(name, None, _int(tid), start, start + dur, process=pid, process_wide=is_iteration_range(name))
+    return OpenRange(
+        name,
+        None,
+        _int(tid),
+        start,
+        start + dur,
+        process=pid,
+        process_wide=is_iteration_range(name),
+    )
 
 
-def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
-           row_of: Callable[[int], dict[str, Any]]) -> tuple[list[OpenRange], dict[int, Placed]]:
+def _place(
+    points: list[Point],
+    annotations: list[Annotation],
+    notes: list[str],
+    row_of: Callable[[int], dict[str, Any]],
+) -> tuple[list[OpenRange], dict[int, Placed]]:
     """Give each point's row the innermost range open for its thread (its own ranges and its
     process's iteration ranges), and count it in every open range: kernels (or CPU operators)
     with their time, and GPU operations of any kind. Ranges nested too deep are left out
@@ -542,7 +694,9 @@ def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
     ranges = [_range(a) for a in annotations]
     own = [(a[0], r.start, RANGE, r) for a, r in zip(annotations, ranges) if not r.process_wide]
     own.sort(key=lambda x: (str(x[0]), x[1], -x[3].end))
-    process = sorted((r for r in ranges if r.process_wide), key=lambda r: (str(r.process), r.start, -r.end))
+    process = sorted(
+        (r for r in ranges if r.process_wide), key=lambda r: (str(r.process), r.start, -r.end)
+    )
     # Paths: the process's ranges among themselves, each thread's among its own, then each
     # thread range under the process ranges open when it began.
     for _ in attribute((r.global_tid, r.start, RANGE, r) for r in process):
@@ -558,8 +712,10 @@ def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
         by_process.setdefault(r.process, []).append(r)
     # Each process's ranges (in start order), their starts, and the latest end among them so
     # far: the ranges open at t are among those begun by t, back to the last whose reach is t.
-    spans = {pid: (rs, [r.start for r in rs], list(itertools.accumulate((r.end for r in rs), max)))
-             for pid, rs in by_process.items()}
+    spans = {
+        pid: (rs, [r.start for r in rs], list(itertools.accumulate((r.end for r in rs), max)))
+        for pid, rs in by_process.items()
+    }
 
     def around(pid: Any, t: int) -> list[OpenRange]:
         if pid not in spans:
@@ -572,9 +728,12 @@ def _place(points: list[Point], annotations: list[Annotation], notes: list[str],
 
     # A point's payload becomes (index, process, time), to find its process's open ranges.
     timeline: list[tuple[Thread, int, int, OpenRange | tuple[int, Any, int]]] = [
-        (thread, t, POINT, (i, thread[0], t)) for thread, t, _, i in points]
+        (thread, t, POINT, (i, thread[0], t)) for thread, t, _, i in points
+    ]
     timeline += own
-    timeline.sort(key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if isinstance(x[3], OpenRange) else 0))
+    timeline.sort(
+        key=lambda x: (str(x[0]), x[1], x[2], -x[3].end if isinstance(x[3], OpenRange) else 0)
+    )
     placed: dict[int, Placed] = {}
     shared: dict[Placed, Placed] = {}
     for (i, pid, t), stack in attribute(timeline, paths=False):
@@ -646,11 +805,27 @@ def _made_gpu_rows(trace: _Trace, placed: dict[int, Placed]) -> Iterator[KernelR
         if short is None:
             short = shorts[name] = short_name(name)
         op, types = by_ext.get(ext, _NO_OP)
-        row = {**_EMPTY, "launch_id": i, "kind": kind, "name": name, "short_name": short, "duration_ns": dur,
-               "start_ns": start, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
-               "block_x": block[0], "block_y": block[1], "block_z": block[2], "stream": stream,
-               "device": device if device is not _ABSENT else None, "thread_id": _int(launch[0][1]) if launch else None,
-               "input_types": types, "op": op, "metrics": {}}
+        row = {
+            **_EMPTY,
+            "launch_id": i,
+            "kind": kind,
+            "name": name,
+            "short_name": short,
+            "duration_ns": dur,
+            "start_ns": start,
+            "grid_x": grid[0],
+            "grid_y": grid[1],
+            "grid_z": grid[2],
+            "block_x": block[0],
+            "block_y": block[1],
+            "block_z": block[2],
+            "stream": stream,
+            "device": device if device is not _ABSENT else None,
+            "thread_id": _int(launch[0][1]) if launch else None,
+            "input_types": types,
+            "op": op,
+            "metrics": {},
+        }
         p = placed.get(i)
         if p:
             row.update(p)
@@ -662,8 +837,11 @@ def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
     with the operator that made it (the one whose External id it carries: ``aten::_local_scalar_dense``
     for ``.item()``), the GPU work around it and the measured iteration it was made in (a trace
     is one process's)."""
-    steps = [(r["start_ns"] or 0, (r["start_ns"] or 0) + (r["wall_ns"] or 0), r["name"]) for r in ranges
-             if is_iteration_range(r["name"])]
+    steps = [
+        (r["start_ns"] or 0, (r["start_ns"] or 0) + (r["wall_ns"] or 0), r["name"])
+        for r in ranges
+        if is_iteration_range(r["name"])
+    ]
     found = sorted(trace.syncs.items(), key=lambda x: (x[1][1], x[0]))
     if not found:
         return []
@@ -674,20 +852,52 @@ def _host_syncs(trace: _Trace, ranges: list[RangeRow]) -> list[HostSyncRow]:
         end = start + dur
         last_end, next_start = around(end)
         step = next((x for x in steps if x[0] <= start < x[1]), None)
-        out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": _int(thread[1]),
-                    "rank": None, "op": by_ext.get(ext, _NO_OP)[0] if ext is not None else None,
-                    "gpu_last_end_ns": last_end, "gpu_next_start_ns": next_start,
-                    "iteration": step[2] if step else None, "iteration_end_ns": step[1] if step else None})
+        out.append(
+            {
+                "sync_id": i,
+                "name": name,
+                "start_ns": start,
+                "end_ns": end,
+                "thread_id": _int(thread[1]),
+                "rank": None,
+                "op": by_ext.get(ext, _NO_OP)[0] if ext is not None else None,
+                "gpu_last_end_ns": last_end,
+                "gpu_next_start_ns": next_start,
+                "iteration": step[2] if step else None,
+                "iteration_end_ns": step[1] if step else None,
+            }
+        )
     return out
 
 
 class _Node:
     """A CPU operator or range in its thread's tree, for self times."""
 
-    __slots__ = ("thread", "start", "dur", "name", "types", "is_op", "parent", "kids", "merged", "children", "inner")
+    __slots__ = (
+        "thread",
+        "start",
+        "dur",
+        "name",
+        "types",
+        "is_op",
+        "parent",
+        "kids",
+        "merged",
+        "children",
+        "inner",
+    )
 
-    def __init__(self, thread: Thread, start: int, dur: int, name: str, types: str | None, is_op: bool):
-        self.thread, self.start, self.dur, self.name, self.types, self.is_op = thread, start, dur, name, types, is_op
+    def __init__(
+        self, thread: Thread, start: int, dur: int, name: str, types: str | None, is_op: bool
+    ):
+        self.thread, self.start, self.dur, self.name, self.types, self.is_op = (
+            thread,
+            start,
+            dur,
+            name,
+            types,
+            is_op,
+        )
         self.parent: _Node | None = None
         self.kids: list[_Node] = []
         self.merged = False
@@ -706,7 +916,11 @@ def _drop_outer_call(e: _Node) -> None:
     if r.is_op or not r.name.startswith(OP_PREFIX) or len(r.kids) != 1:
         return
     inner = r.kids[0]
-    if not inner.is_op or inner.name != e.name or r.name[len(OP_PREFIX):].split("|", 1)[0] != e.name:
+    if (
+        not inner.is_op
+        or inner.name != e.name
+        or r.name[len(OP_PREFIX) :].split("|", 1)[0] != e.name
+    ):
         return
     e.merged = True
     r.parent = e.parent
@@ -720,8 +934,10 @@ def _cpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[
     # table does, an operator whose only child is the same operator (aten::div_ re-dispatching
     # to aten::div_) counts as one call.
     all_ops = [_Node(o[0], o[1], o[2], o[3], o[4], True) for o in trace.ops]
-    nodes = sorted(all_ops + [_Node(a[0], a[1], a[2], a[3], None, False) for a in trace.annotations],
-                   key=lambda e: (str(e.thread), e.start, -e.dur))
+    nodes = sorted(
+        all_ops + [_Node(a[0], a[1], a[2], a[3], None, False) for a in trace.annotations],
+        key=lambda e: (str(e.thread), e.start, -e.dur),
+    )
     stack: list[_Node] = []
     thread = None
     for e in nodes:
@@ -770,7 +986,12 @@ def _cpu_rows(trace: _Trace) -> tuple[Iterator[KernelRow], list[RangeRow], list[
 
     def row_of(i: int) -> dict[str, Any]:
         e = ops[i]
-        return {"kind": "cpu_op", "duration_ns": max(0, e.dur - e.children), "op": None, "input_types": e.types}
+        return {
+            "kind": "cpu_op",
+            "duration_ns": max(0, e.dur - e.children),
+            "op": None,
+            "input_types": e.types,
+        }
 
     notes: list[str] = []
     ranges, placed = _place(timeline, trace.annotations, notes, row_of)
@@ -786,14 +1007,27 @@ def _made_cpu_rows(ops: list[_Node], placed: dict[int, Placed]) -> Iterator[Kern
         short = shorts.get(e.name)
         if short is None:
             short = shorts[e.name] = short_name(e.name)
-        row = {**_EMPTY, "launch_id": i, "kind": "cpu_op", "name": e.name, "short_name": short,
-               "duration_ns": max(0, e.dur - e.children), "start_ns": e.start, "thread_id": _int(e.thread[1]),
-               "input_types": e.types, "metrics": {}}
+        row = {
+            **_EMPTY,
+            "launch_id": i,
+            "kind": "cpu_op",
+            "name": e.name,
+            "short_name": short,
+            "duration_ns": max(0, e.dur - e.children),
+            "start_ns": e.start,
+            "thread_id": _int(e.thread[1]),
+            "input_types": e.types,
+            "metrics": {},
+        }
         p = placed.get(i)
         if p:
             row.update(p)
         if row.get("module") is None and row.get("phase") is None and e.inner is not None:
             label = op_label(e.inner)
             if label is not None:
-                row["module"], row["module_type"], row["phase"] = label.module, label.module_type, label.phase
+                row["module"], row["module_type"], row["phase"] = (
+                    label.module,
+                    label.module_type,
+                    label.phase,
+                )
         yield row  # type: ignore[misc]

@@ -5,21 +5,31 @@ are written."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .ranges import OF_RUN, TORCH_OP, attribute_row, read_range
 from .schema import KernelRow, kernel_row
 
 # ncu's raw page carries every device attribute and profiler bookkeeping value on every row;
 # they describe the GPU, not the kernel, and would bloat each launch.
-_NOT_KERNEL_METRICS = re.compile(r"^(device__attribute_|c2clink__|profiler__|launch__|numa__|nvlink__)")
+_NOT_KERNEL_METRICS = re.compile(
+    r"^(device__attribute_|c2clink__|profiler__|launch__|numa__|nvlink__)"
+)
 _ROLLUP = re.compile(r"^(?P<base>.+)\.(?P<rollup>avg|min|max|sum)$")
 
 TIME_SCALE = {
-    "ns": 1, "nsecond": 1, "nanosecond": 1,
-    "us": 1_000, "usecond": 1_000, "microsecond": 1_000,
-    "ms": 1_000_000, "msecond": 1_000_000, "millisecond": 1_000_000,
-    "s": 1_000_000_000, "second": 1_000_000_000,
+    "ns": 1,
+    "nsecond": 1,
+    "nanosecond": 1,
+    "us": 1_000,
+    "usecond": 1_000,
+    "microsecond": 1_000,
+    "ms": 1_000_000,
+    "msecond": 1_000_000,
+    "millisecond": 1_000_000,
+    "s": 1_000_000_000,
+    "second": 1_000_000_000,
 }
 
 DURATION = "gpu__time_duration.sum"
@@ -57,13 +67,24 @@ def nvtx_columns(ranges: list[tuple[str, str]]) -> dict[str, Any]:
     read = [(d, *read_range(n)) for d, n in ranges]
     kept = [(d, shown) for d, shown, _, role in read if role == OF_RUN]
     labels = [lab for _, _, lab, role in read if lab is not None and role != TORCH_OP]
-    row = kernel_row(0, "kernel", "", "", nvtx_range=kept[-1][1] if kept else None, nvtx_path=nvtx_path(kept))
+    row = kernel_row(
+        0, "kernel", "", "", nvtx_range=kept[-1][1] if kept else None, nvtx_path=nvtx_path(kept)
+    )
     attribute_row(row, labels, next((lab for _, _, lab, role in read if role == TORCH_OP), None))
     return {k: row[k] for k in ATTRIBUTED}  # type: ignore[literal-required]
 
 
 # The columns nvtx_columns gives.
-ATTRIBUTED = ("nvtx_range", "nvtx_path", "op", "module", "module_type", "shapes", "phase", "input_types")
+ATTRIBUTED = (
+    "nvtx_range",
+    "nvtx_path",
+    "op",
+    "module",
+    "module_type",
+    "shapes",
+    "phase",
+    "input_types",
+)
 
 
 def path_list(rows: Iterable[KernelRow]) -> list[str]:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..errors import BadExport
 from ..names import short_name
@@ -30,7 +31,9 @@ REQUIRED = ("ID", "Kernel Name")
 _TRIPLE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _NVTX_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # domain:range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg, where Msg repeats the range.
-_NVTX_FIELDS = re.compile(r"^(?P<domain>[^:]*):(?P<range>.*):[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:(?P=range)$", re.S)
+_NVTX_FIELDS = re.compile(
+    r"^(?P<domain>[^:]*):(?P<range>.*):[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:(?P=range)$", re.S
+)
 
 
 # csv's own bound on a field (128 KiB) raised to this: a long template name or NVTX stack fits,
@@ -45,6 +48,7 @@ def _rows(path: Path) -> Iterator[Iterator[list[str]]]:
     previous = csv.field_size_limit(MAX_FIELD)
     try:
         with open_text(path, encoding="utf-8-sig") as f:
+
             def records() -> Iterator[list[str]]:
                 reader = csv.reader(f)
                 while True:
@@ -56,7 +60,9 @@ def _rows(path: Path) -> Iterator[Iterator[list[str]]]:
                         text = str(exc)
                         if "field larger than field limit" in text:
                             text = f"a field is longer than {MAX_FIELD >> 20} MiB"
-                        raise BadExport(f"{path.name} line {reader.line_num}: not readable as CSV ({text})") from None
+                        raise BadExport(
+                            f"{path.name} line {reader.line_num}: not readable as CSV ({text})"
+                        ) from None
                     except UnicodeDecodeError:
                         raise BadExport(f"{path.name} is not a text CSV file") from None
                     except GZIP_ERRORS as exc:
@@ -96,13 +102,17 @@ def _checked(text: str, field: str, where: str, integer: bool = False) -> float 
         if text.strip().replace(",", "").lower() in ("", "n/a", "-"):
             return None
         raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a number")
-    if not math.isfinite(v) or v < 0 or abs(v) >= 2 ** 63:
-        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a finite non-negative number")
+    if not math.isfinite(v) or v < 0 or abs(v) >= 2**63:
+        raise BadExport(
+            f"{where}: {field} is {text.strip()[:40]!r}, not a finite non-negative number"
+        )
     if integer and isinstance(v, float):
         if not v.is_integer():
             raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not a whole number")
-        if v >= 2 ** 53:  # a float this large is no longer exact
-            raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not written as a whole number")
+        if v >= 2**53:  # a float this large is no longer exact
+            raise BadExport(
+                f"{where}: {field} is {text.strip()[:40]!r}, not written as a whole number"
+            )
         return int(v)
     return v
 
@@ -132,16 +142,22 @@ def parse_nvtx(cell: str) -> tuple[int | None, list[tuple[str, str]]]:
 def parse_start_end(cell: str) -> list[tuple[str, str]]:
     """``' "0:profkit:a.iter0:none:...:a.iter0" '`` -> [("profkit", "a.iter0")]: the start/end
     ranges open at a launch (each entry led by ncu's range id)."""
-    return parse_nvtx(" ".join(f'"{e.split(":", 1)[1]}"' for e in _NVTX_ENTRY.findall(cell) if ":" in e))[1]
+    return parse_nvtx(
+        " ".join(f'"{e.split(":", 1)[1]}"' for e in _NVTX_ENTRY.findall(cell) if ":" in e)
+    )[1]
 
 
-def _triple(text: str, field: str = "", where: str = "") -> tuple[int | None, int | None, int | None]:
+def _triple(
+    text: str, field: str = "", where: str = ""
+) -> tuple[int | None, int | None, int | None]:
     """'(8, 2, 1)' -> (8, 2, 1); blank -> Nones; anything else (negative, huge, text) refused."""
     if not text.strip() or text.strip().lower() == "n/a":
         return (None, None, None)
     m = _TRIPLE.match(text.strip())
     if not m or any(len(g) > 10 or int(g) >= DIM_LIMIT for g in m.groups()):
-        raise BadExport(f"{where}: {field} is {text.strip()[:40]!r}, not three whole numbers (x, y, z)")
+        raise BadExport(
+            f"{where}: {field} is {text.strip()[:40]!r}, not three whole numbers (x, y, z)"
+        )
     return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
 
 
@@ -155,12 +171,12 @@ def read_ncu_csv(path: Path) -> Capture[KernelRow]:
 class _Columns(NamedTuple):
     """What the header and units row say of each record's fields."""
 
-    position: dict[str, int]     # column name -> its position in a record
-    metrics: list[str]           # the kernel metrics kept
-    scale: dict[str, int]        # a time metric -> what its values are multiplied by for ns
-    units: dict[str, str]        # the units row, by column (empty where there is none)
-    nvtx: str | None             # the column of the push/pop ranges
-    start_end: str | None        # the column of the start/end ranges
+    position: dict[str, int]  # column name -> its position in a record
+    metrics: list[str]  # the kernel metrics kept
+    scale: dict[str, int]  # a time metric -> what its values are multiplied by for ns
+    units: dict[str, str]  # the units row, by column (empty where there is none)
+    nvtx: str | None  # the column of the push/pop ranges
+    start_end: str | None  # the column of the start/end ranges
 
 
 def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
@@ -170,23 +186,35 @@ def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
     rows = _non_blank(first, records)
     metric_names = kernel_metric_names([n for n in header if "__" in n])
     if DURATION not in col:
-        raise BadExport(f"{path.name} has no {DURATION} column", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
+        raise BadExport(
+            f"{path.name} has no {DURATION} column",
+            "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).",
+        )
     scale, metric_units = _scales(path, metric_names, units)
-    columns = _Columns(col, metric_names, scale, units,
-                       next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None),
-                       next((n for n in header if n.startswith("Id:Domain:Start/Stop_Range")), None))
+    columns = _Columns(
+        col,
+        metric_names,
+        scale,
+        units,
+        next((n for n in header if n.startswith("thread Domain:Push/Pop_Range")), None),
+        next((n for n in header if n.startswith("Id:Domain:Start/Stop_Range")), None),
+    )
 
     out: list[KernelRow] = []
     seen_ids: set[int] = set()
     gpu_name = cc = None
     for lineno, r in enumerate(rows, start=3 if units else 2):
         if len(r) < len(header):
-            raise BadExport(f"{path.name}: row {lineno} has {len(r)} fields, the header has {len(header)}")
+            raise BadExport(
+                f"{path.name}: row {lineno} has {len(r)} fields, the header has {len(header)}"
+            )
         where = f"{path.name} row {lineno}"
         row = _row(r, columns, where)
         if row["launch_id"] in seen_ids:
-            raise BadExport(f"{path.name} lists the same kernel ID twice ({row['launch_id']}, {where}); "
-                            "is it two exports pasted together?")
+            raise BadExport(
+                f"{path.name} lists the same kernel ID twice ({row['launch_id']}, {where}); "
+                "is it two exports pasted together?"
+            )
         seen_ids.add(row["launch_id"])
         out.append(row)
         if gpu_name is None and "device__attribute_display_name" in col:
@@ -194,10 +222,19 @@ def _read(path: Path, records: Iterator[list[str]]) -> Capture[KernelRow]:
         if cc is None and "CC" in col:
             cc = r[col["CC"]].strip() or None
     if not out:
-        raise BadExport(f"{path.name} holds no kernel rows", "Was the report made with a filter that matched nothing?")
+        raise BadExport(
+            f"{path.name} holds no kernel rows",
+            "Was the report made with a filter that matched nothing?",
+        )
     return Capture(
-        rows=iter(out), tool="ncu", source_format="ncu-csv", gpu_name=gpu_name, compute_capability=cc,
-        metric_names=sorted(metric_names), metric_units=metric_units, range_paths=path_list(out),
+        rows=iter(out),
+        tool="ncu",
+        source_format="ncu-csv",
+        gpu_name=gpu_name,
+        compute_capability=cc,
+        metric_names=sorted(metric_names),
+        metric_units=metric_units,
+        range_paths=path_list(out),
     )
 
 
@@ -218,11 +255,15 @@ def _header(path: Path, records: Iterator[list[str]]) -> list[str]:
         )
     twice = sorted({n for n in header if n and header.count(n) > 1})
     if twice:
-        raise BadExport(f"{path.name} has the column {twice[0]!r} more than once", "Export the raw page again.")
+        raise BadExport(
+            f"{path.name} has the column {twice[0]!r} more than once", "Export the raw page again."
+        )
     return header
 
 
-def _units(path: Path, records: Iterator[list[str]], col: dict[str, int]) -> tuple[dict[str, str], list[str] | None]:
+def _units(
+    path: Path, records: Iterator[list[str]], col: dict[str, int]
+) -> tuple[dict[str, str], list[str] | None]:
     """The units row below the header, by column ({} where the file has no rows), and the first
     record if it is not one; a file with durations and no units row is refused."""
     first = next(records, None)
@@ -231,12 +272,16 @@ def _units(path: Path, records: Iterator[list[str]], col: dict[str, int]) -> tup
     if DURATION in col and first is not None:
         # Without the units row the durations' unit is unknown (ns, us or ms by --print-units):
         # a guess would be off by 1000x.
-        raise BadExport(f"{path.name} has no units row below its header, so its durations' unit is unknown",
-                        "Export the whole raw page: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv")
+        raise BadExport(
+            f"{path.name} has no units row below its header, so its durations' unit is unknown",
+            "Export the whole raw page: ncu --import REPORT.ncu-rep --csv --page raw > FILE.csv",
+        )
     return {}, first
 
 
-def _scales(path: Path, metric_names: list[str], units: dict[str, str]) -> tuple[dict[str, int], dict[str, str]]:
+def _scales(
+    path: Path, metric_names: list[str], units: dict[str, str]
+) -> tuple[dict[str, int], dict[str, str]]:
     """Each time metric's factor to ns, and each metric's unit as stored (times in ns)."""
     metric_units: dict[str, str] = {}
     scale: dict[str, int] = {}
@@ -262,16 +307,35 @@ def _row(r: list[str], columns: _Columns, where: str) -> KernelRow:
     tid, ranges = parse_nvtx(r[col[columns.nvtx]]) if columns.nvtx else (None, [])
     if columns.start_end:
         ranges = parse_start_end(r[col[columns.start_end]]) + ranges
-    gx, gy, gz = _triple(r[col["Grid Size"]], "Grid Size", where) if "Grid Size" in col else (None, None, None)
-    bx, by, bz = _triple(r[col["Block Size"]], "Block Size", where) if "Block Size" in col else (None, None, None)
+    gx, gy, gz = (
+        _triple(r[col["Grid Size"]], "Grid Size", where)
+        if "Grid Size" in col
+        else (None, None, None)
+    )
+    bx, by, bz = (
+        _triple(r[col["Block Size"]], "Block Size", where)
+        if "Block Size" in col
+        else (None, None, None)
+    )
     name = r[col["Kernel Name"]]
     duration = metrics.get(DURATION)
     return kernel_row(
-        int(launch_id), "kernel", name, short_name(name),
+        int(launch_id),
+        "kernel",
+        name,
+        short_name(name),
         duration_ns=int(round(duration)) if duration is not None else None,
-        grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz,
-        stream=_int(r, col, "Stream", where), device=_int(r, col, "Device", where), thread_id=tid,
-        metrics=metrics, **nvtx_columns(ranges),
+        grid_x=gx,
+        grid_y=gy,
+        grid_z=gz,
+        block_x=bx,
+        block_y=by,
+        block_z=bz,
+        stream=_int(r, col, "Stream", where),
+        device=_int(r, col, "Device", where),
+        thread_id=tid,
+        metrics=metrics,
+        **nvtx_columns(ranges),
     )
 
 
@@ -284,9 +348,15 @@ def _metrics(r: list[str], columns: _Columns, where: str) -> dict[str, float | i
         v = _checked(text, m, where)
         if v is not None:
             v = v * columns.scale.get(m, 1)
-            if abs(v) >= 2 ** 63:
-                raise BadExport(f"{where}: {m} is {text.strip()[:40]!r} {columns.units.get(m, '')}, too large")
-            metrics[m] = v if isinstance(v, int) else (int(round(v)) if v.is_integer() or m in columns.scale else v)
+            if abs(v) >= 2**63:
+                raise BadExport(
+                    f"{where}: {m} is {text.strip()[:40]!r} {columns.units.get(m, '')}, too large"
+                )
+            metrics[m] = (
+                v
+                if isinstance(v, int)
+                else (int(round(v)) if v.is_integer() or m in columns.scale else v)
+            )
     return metrics
 
 

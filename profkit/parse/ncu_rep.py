@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import BadExport
 from ..names import short_name
@@ -65,8 +66,11 @@ def _reader_log() -> Iterator[None]:
 
 
 def _damaged(path: Path, what: str) -> BadExport:
-    return BadExport(f"{path.name} is damaged or incomplete ({what}); an ncu run stopped while writing it leaves "
-                     "such a file", "Profile again, or import the report of a run that finished.")
+    return BadExport(
+        f"{path.name} is damaged or incomplete ({what}); an ncu run stopped while writing it leaves "
+        "such a file",
+        "Profile again, or import the report of a run that finished.",
+    )
 
 
 def read_ncu_rep(path: Path) -> Capture[KernelRow]:
@@ -78,7 +82,15 @@ def read_ncu_rep(path: Path) -> Capture[KernelRow]:
             return _read(path, ncu_report)
     except BadExport:
         raise
-    except (AttributeError, TypeError, ValueError, ArithmeticError, LookupError, RuntimeError, MemoryError) as exc:
+    except (
+        AttributeError,
+        TypeError,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        RuntimeError,
+        MemoryError,
+    ) as exc:
         # What NVIDIA's reader does with bytes it cannot make sense of: values of the wrong
         # kind, None where an object was, or its own exceptions.
         raise _damaged(path, f"{type(exc).__name__}: {exc}") from exc
@@ -98,10 +110,19 @@ def _read(path: Path, ncu_report: Any) -> Capture[KernelRow]:
             gpu_name, this_cc = _device(act)
             cc = this_cc or cc
     if DURATION not in metric_units and rows and rows[0]["duration_ns"] is None:
-        raise BadExport(f"{path.name} has no {DURATION} values", "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).")
+        raise BadExport(
+            f"{path.name} has no {DURATION} values",
+            "Profile with ncu metrics that include it (ncu --metrics gpu__time_duration.sum,...).",
+        )
     return Capture(
-        rows=iter(rows), tool="ncu", source_format="ncu-rep", gpu_name=gpu_name, compute_capability=cc,
-        metric_names=sorted(names), metric_units=metric_units, range_paths=path_list(rows),
+        rows=iter(rows),
+        tool="ncu",
+        source_format="ncu-rep",
+        gpu_name=gpu_name,
+        compute_capability=cc,
+        metric_names=sorted(names),
+        metric_units=metric_units,
+        range_paths=path_list(rows),
     )
 
 
@@ -112,9 +133,13 @@ def _load(path: Path, ncu_report: Any) -> Any:
     try:
         ctx = ncu_report.load_report(str(path))
     except Exception as exc:  # the reader raises plain exceptions for damaged files
-        raise BadExport(f"{path.name} could not be read as an Nsight Compute report: {exc}") from exc
+        raise BadExport(
+            f"{path.name} could not be read as an Nsight Compute report: {exc}"
+        ) from exc
     if ctx is None or ctx.num_ranges() == 0:
-        raise BadExport(f"{path.name} could not be read as an Nsight Compute report, or holds no profiled kernels")
+        raise BadExport(
+            f"{path.name} could not be read as an Nsight Compute report, or holds no profiled kernels"
+        )
     return ctx
 
 
@@ -167,7 +192,7 @@ def _nvtx(act: Any) -> list[tuple[str, str]]:
     if state is not None:
         doms = [state.domain_by_id(did) for did in state.domains()]
         for dom in doms:
-            for text in (dom.start_end_ranges() if hasattr(dom, "start_end_ranges") else ()):
+            for text in dom.start_end_ranges() if hasattr(dom, "start_end_ranges") else ():
                 ranges.append((dom.name(), text))
         for dom in doms:
             for text in dom.push_pop_ranges():
@@ -180,13 +205,21 @@ def _row(launch_id: int, act: Any, ncu_report: Any, metrics: dict[str, float | i
     name = act.name(ncu_report.IAction.NameBase_DEMANGLED) or act.name()
     duration = metrics.get(DURATION)
     return kernel_row(
-        launch_id, "kernel", name, act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
+        launch_id,
+        "kernel",
+        name,
+        act.name(ncu_report.IAction.NameBase_FUNCTION) or short_name(name),
         duration_ns=int(round(duration)) if duration is not None else None,
-        grid_x=_launch(act, "launch__grid_dim_x"), grid_y=_launch(act, "launch__grid_dim_y"),
-        grid_z=_launch(act, "launch__grid_dim_z"), block_x=_launch(act, "launch__block_dim_x"),
-        block_y=_launch(act, "launch__block_dim_y"), block_z=_launch(act, "launch__block_dim_z"),
-        stream=_launch(act, "launch__stream_id"), device=_launch(act, "launch__device_id"),
-        metrics=metrics, **nvtx_columns(ranges),
+        grid_x=_launch(act, "launch__grid_dim_x"),
+        grid_y=_launch(act, "launch__grid_dim_y"),
+        grid_z=_launch(act, "launch__grid_dim_z"),
+        block_x=_launch(act, "launch__block_dim_x"),
+        block_y=_launch(act, "launch__block_dim_y"),
+        block_z=_launch(act, "launch__block_dim_z"),
+        stream=_launch(act, "launch__stream_id"),
+        device=_launch(act, "launch__device_id"),
+        metrics=metrics,
+        **nvtx_columns(ranges),
     )
 
 
@@ -194,7 +227,10 @@ def _device(act: Any) -> tuple[str | None, str | None]:
     """The GPU's name and compute capability as a launch records them (None where it does not)."""
     dn = act["device__attribute_display_name"]
     gpu_name = dn.as_string() if dn is not None and dn.has_value() else None
-    major, minor = act["device__attribute_compute_capability_major"], act["device__attribute_compute_capability_minor"]
+    major, minor = (
+        act["device__attribute_compute_capability_major"],
+        act["device__attribute_compute_capability_minor"],
+    )
     if major is None or minor is None or not major.has_value():
         return gpu_name, None
     return gpu_name, f"{int(major.as_uint64())}.{int(minor.as_uint64())}"

@@ -22,9 +22,10 @@ import re
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from ..errors import BadExport
 from ..files import file_uri
@@ -35,29 +36,75 @@ from .schema import DIM_LIMIT, Evidence, Precision, host_sync_call
 # 2025.3 writes; the tables and columns used here are checked one by one as well.
 KNOWN_SCHEMA = {3: 0}
 REQUIRED = {
-    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-                                   "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "demangledName",
+        "shortName",
+        "gridX",
+        "gridY",
+        "gridZ",
+        "blockX",
+        "blockY",
+        "blockZ",
+    ),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "correlationId"),
     "StringIds": ("id", "value"),
 }
 OPTIONAL = {
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "copyKind"),
-    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "copyKind",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+    ),
     "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid", "domainId"),
     "TARGET_INFO_GPU": ("name", "computeMajor", "computeMinor"),
 }
 # Every table read (the enum of copy kinds where there is one): each must be a plain table.
 READ_TABLES = ("META_DATA_EXPORT", *REQUIRED, *OPTIONAL, "ENUM_CUDA_MEMCPY_OPER")
 PUSH_POP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
-START_END = (60,)    # NvtxStartEndRange: a process's range, bound to no thread
-DOMAIN_CREATE = 75   # NvtxDomainCreate: text is the domain's name
+START_END = (60,)  # NvtxStartEndRange: a process's range, bound to no thread
+DOMAIN_CREATE = 75  # NvtxDomainCreate: text is the domain's name
 
 # One GPU operation and its launch call, as gpu_ops() yields it: (kind, start, end, device,
 # stream, correlation, global_pid, name, short_name, grid x, y, z, block x, y, z, launch start,
 # launch global_tid). The launch's columns are None for an operation with no launch call.
 _Dim = int | None
-GpuOp = tuple[Literal["kernel", "memcpy", "memset"], int, int, int | None, int | None, int, int, str | None, str | None,
-              _Dim, _Dim, _Dim, _Dim, _Dim, _Dim, int | None, int | None]
+GpuOp = tuple[
+    Literal["kernel", "memcpy", "memset"],
+    int,
+    int,
+    int | None,
+    int | None,
+    int,
+    int,
+    str | None,
+    str | None,
+    _Dim,
+    _Dim,
+    _Dim,
+    _Dim,
+    _Dim,
+    _Dim,
+    int | None,
+    int | None,
+]
 
 # What the bulk import (``Store.insert_gpu_ops``, ``store/nsys_import.py``) is given, worked out
 # in Python (``nsys_sqlite._bulk``), and what it gives back.
@@ -67,8 +114,27 @@ NameRow = tuple[int, int | None, str, str, Precision, bool | None, str | None, E
 # Per state (the ranges open on a thread at once): see StateRange below.
 # A state's row values: (state index, nvtx_range, nvtx_path, then the attribution columns
 # op, module, module_type, shapes, phase, input_types), texts or None.
-StateRange = tuple[int, str | None, str | None, str | None, str | None, str | None, str | None, str | None, str | None]
-STATE_COLUMNS = ("nvtx_range", "nvtx_path", "op", "module", "module_type", "shapes", "phase", "input_types")
+StateRange = tuple[
+    int,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+]
+STATE_COLUMNS = (
+    "nvtx_range",
+    "nvtx_path",
+    "op",
+    "module",
+    "module_type",
+    "shapes",
+    "phase",
+    "input_types",
+)
 # Per thread: (globalTid, start, state index or None), the thread's state from ``start`` on.
 Segment = tuple[int, int, int | None]
 # An operator call PyTorch's annotation wrote, outermost on its thread: (globalTid, start, end,
@@ -88,17 +154,20 @@ def stage(label: str) -> None:
     import, on stderr (what benchmarks/nsys_scale.py breaks the import's time down by)."""
     if os.environ.get("PROFKIT_TIMINGS"):
         now = [time.monotonic(), time.process_time()]
-        print(f"profkit: {label}: {now[0] - _last[0]:.2f} s ({now[1] - _last[1]:.2f} s CPU)", file=sys.stderr)
+        print(
+            f"profkit: {label}: {now[0] - _last[0]:.2f} s ({now[1] - _last[1]:.2f} s CPU)",
+            file=sys.stderr,
+        )
         _last[:] = now
 
 
 class GpuOpsImport(TypedDict):
     """What the bulk import counted."""
 
-    by_kind: dict[str, tuple[int, int]]         # per kind: (count, summed time)
+    by_kind: dict[str, tuple[int, int]]  # per kind: (count, summed time)
     per_range: list[tuple[int, str, int, int]]  # (state index, kind, count, summed time)
-    launched: dict[int, int]                    # per range index: kernels its process launched in its window
-    unlaunched: int                             # operations with no launch call
+    launched: dict[int, int]  # per range index: kernels its process launched in its window
+    unlaunched: int  # operations with no launch call
 
 
 @dataclass
@@ -160,22 +229,40 @@ class NsysExport:
             if table not in self.schema.columns or (tables is not None and table not in tables):
                 continue
             present = [c for c in columns if c in self.schema.columns[table]]
-            tests = [f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present]
+            tests = [
+                f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present
+            ]
             bounded = [c for c in present if c in _LAUNCH_DIMS]
             tests += [f"{c} < 0 or {c} >= {DIM_LIMIT}" for c in bounded]
             tests += [f"{c} < 0" for c in present if c in _IDS]
             # One scan of the table for all its columns; the column at fault is named after.
-            bad = self.con.execute(f"select rowid, {', '.join(present)} from {table} where {' or '.join(tests)} "
-                                   "limit 1").fetchone() if present else None
+            bad = (
+                self.con.execute(
+                    f"select rowid, {', '.join(present)} from {table} where {' or '.join(tests)} "
+                    "limit 1"
+                ).fetchone()
+                if present
+                else None
+            )
             if bad is not None:
                 rowid, values = bad[0], bad[1:]
-                column, value = next((c, v) for c, v in zip(present, values)
-                                     if not _integer(v, c in _NULLABLE.get(table, ()))
-                                     or (c in _LAUNCH_DIMS and not 0 <= v < DIM_LIMIT)
-                                     or (c in _IDS and v is not None and v < 0))
-                what = ("not an integer" if not _integer(value, False) else
-                        "not a whole number from 0 to 2^31 - 1" if column in _LAUNCH_DIMS else "a negative id")
-                raise BadExport(f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})")
+                column, value = next(
+                    (c, v)
+                    for c, v in zip(present, values)
+                    if not _integer(v, c in _NULLABLE.get(table, ()))
+                    or (c in _LAUNCH_DIMS and not 0 <= v < DIM_LIMIT)
+                    or (c in _IDS and v is not None and v < 0)
+                )
+                what = (
+                    "not an integer"
+                    if not _integer(value, False)
+                    else "not a whole number from 0 to 2^31 - 1"
+                    if column in _LAUNCH_DIMS
+                    else "a negative id"
+                )
+                raise BadExport(
+                    f"{self.path.name}: {table} has {column} = {value!r}, {what} (row {rowid})"
+                )
 
     def _check_once(self) -> None:
         """Refuse an export that lists one launch call, or one GPU operation, twice (two exports
@@ -185,42 +272,67 @@ class NsysExport:
         name = self.path.name
         twice = self.con.execute(
             "select correlationId, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME "
-            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1").fetchone()
+            "group by correlationId, globalTid >> 24 having count(*) > 1 limit 1"
+        ).fetchone()
         if twice:
-            raise BadExport(f"{name}: CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId {twice[0]} "
-                            f"twice (globalTid {twice[1]}); is it two exports merged?")
-        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            raise BadExport(
+                f"{name}: CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId {twice[0]} "
+                f"twice (globalTid {twice[1]}); is it two exports merged?"
+            )
+        for table in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+        ):
             if table not in self.schema.columns:
                 continue
             twice = self.con.execute(
                 f"select correlationId, start, min(rowid), max(rowid) from {table} "
-                "group by globalPid, deviceId, streamId, start, correlationId having count(*) > 1 limit 1").fetchone()
+                "group by globalPid, deviceId, streamId, start, correlationId having count(*) > 1 limit 1"
+            ).fetchone()
             if twice:
-                raise BadExport(f"{name}: {table} lists the same operation twice (rows {twice[2]} and {twice[3]}: "
-                                f"correlationId {twice[0]}, start {twice[1]}); is it two exports merged?")
+                raise BadExport(
+                    f"{name}: {table} lists the same operation twice (rows {twice[2]} and {twice[3]}: "
+                    f"correlationId {twice[0]}, start {twice[1]}); is it two exports merged?"
+                )
 
     def _check_schema(self) -> Schema:
         """Refuse exports whose layout this reader does not know."""
         name = self.path.name
-        found = {r[0]: (r[1], r[2]) for r in self.con.execute(
-            "select name, type, sql from sqlite_master where type in ('table', 'view')")}
+        found = {
+            r[0]: (r[1], r[2])
+            for r in self.con.execute(
+                "select name, type, sql from sqlite_master where type in ('table', 'view')"
+            )
+        }
         tables = set(found)
         self._check_plain(found)
         if "META_DATA_EXPORT" not in tables:
-            raise BadExport(f"{name} is SQLite but not an Nsight Systems export (no META_DATA_EXPORT table)",
-                            "Make one with: nsys export --type sqlite REPORT.nsys-rep")
-        meta = {str(k): str(v) for k, v in self.con.execute("select name, value from META_DATA_EXPORT")}
+            raise BadExport(
+                f"{name} is SQLite but not an Nsight Systems export (no META_DATA_EXPORT table)",
+                "Make one with: nsys export --type sqlite REPORT.nsys-rep",
+            )
+        meta = {
+            str(k): str(v) for k, v in self.con.execute("select name, value from META_DATA_EXPORT")
+        }
         version = meta.get("EXPORT_SCHEMA_VERSION", "?")
         try:
-            major, minor = int(meta["EXPORT_SCHEMA_VERSION_MAJOR"]), int(meta["EXPORT_SCHEMA_VERSION_MINOR"])
+            major, minor = (
+                int(meta["EXPORT_SCHEMA_VERSION_MAJOR"]),
+                int(meta["EXPORT_SCHEMA_VERSION_MINOR"]),
+            )
         except (KeyError, ValueError):
             raise BadExport(f"{name}: the nsys export does not say its schema version") from None
         if major not in KNOWN_SCHEMA or minor < KNOWN_SCHEMA[major]:
-            raise BadExport(f"{name}: nsys export schema {version} is not a layout profkit knows",
-                            "profkit reads schema 3.x (tested with 3.20, nsys 2025.3); export with a matching nsys.")
+            raise BadExport(
+                f"{name}: nsys export schema {version} is not a layout profkit knows",
+                "profkit reads schema 3.x (tested with 3.20, nsys 2025.3); export with a matching nsys.",
+            )
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
-            raise BadExport(f"{name} holds no CUDA kernels (no CUPTI_ACTIVITY_KIND_KERNEL table)",
-                            "Capture with CUDA tracing on: nsys profile -t cuda,nvtx ...")
+            raise BadExport(
+                f"{name} holds no CUDA kernels (no CUPTI_ACTIVITY_KIND_KERNEL table)",
+                "Capture with CUDA tracing on: nsys profile -t cuda,nvtx ...",
+            )
         columns: dict[str, set[str]] = {}
         for table, cols in {**REQUIRED, **OPTIONAL}.items():
             if table not in tables:
@@ -230,8 +342,10 @@ class NsysExport:
             have = {r[1] for r in self.con.execute(f"pragma table_info({table})")}
             missing = [c for c in cols if c not in have]
             if missing:
-                raise BadExport(f"{name}: nsys export schema {version}: {table} lacks {', '.join(missing)}",
-                                "This layout is not one profkit knows.")
+                raise BadExport(
+                    f"{name}: nsys export schema {version}: {table} lacks {', '.join(missing)}",
+                    "This layout is not one profkit knows.",
+                )
             columns[table] = have
         self._check_string_ids()
         return Schema(tables, columns, meta)
@@ -246,13 +360,23 @@ class NsysExport:
             if table.lower() not in by_name:
                 continue
             real, kind, sql = by_name[table.lower()]
-            what = ("a view" if kind == "view" else
-                    "a virtual table" if re.match(r"\s*create\s+virtual\b", sql or "", re.IGNORECASE) else None)
-            if what is None and any(r[-1] not in (0, 1) for r in self.con.execute(f'pragma table_xinfo("{real}")')):
+            what = (
+                "a view"
+                if kind == "view"
+                else "a virtual table"
+                if re.match(r"\s*create\s+virtual\b", sql or "", re.IGNORECASE)
+                else None
+            )
+            if what is None and any(
+                r[-1] not in (0, 1) for r in self.con.execute(f'pragma table_xinfo("{real}")')
+            ):
                 what = "a table with generated columns"
             if what is not None:
-                raise BadExport(f"{self.path.name}: {real} is {what}, not a plain table as nsys writes it; "
-                                "profkit does not read it", "Export the report again with nsys export --type sqlite.")
+                raise BadExport(
+                    f"{self.path.name}: {real} is {what}, not a plain table as nsys writes it; "
+                    "profkit does not read it",
+                    "Export the report again with nsys export --type sqlite.",
+                )
 
     def _check_string_ids(self) -> None:
         """Refuse an export whose StringIds holds an id twice (two exports merged, or an edited
@@ -262,18 +386,26 @@ class NsysExport:
         if [r[1] for r in info if r[5]] == ["id"]:
             return
         for _, index, unique, *_ in self.con.execute("pragma index_list(StringIds)").fetchall():
-            if unique and [r[2] for r in self.con.execute(f'pragma index_info("{index}")')] == ["id"]:
+            if unique and [r[2] for r in self.con.execute(f'pragma index_info("{index}")')] == [
+                "id"
+            ]:
                 return
-        twice = self.con.execute("select id from StringIds group by id having count(*) > 1 limit 1").fetchone()
+        twice = self.con.execute(
+            "select id from StringIds group by id having count(*) > 1 limit 1"
+        ).fetchone()
         if twice:
-            raise BadExport(f"{self.path.name}: the export's StringIds has duplicate ids ({twice[0]!r} more than "
-                            "once), so a name looked up by its id is ambiguous; is it two exports merged?")
+            raise BadExport(
+                f"{self.path.name}: the export's StringIds has duplicate ids ({twice[0]!r} more than "
+                "once), so a name looked up by its id is ambiguous; is it two exports merged?"
+            )
 
     def gpu(self) -> tuple[str | None, str | None]:
         """(name, compute capability) of the first GPU the export describes."""
         if "TARGET_INFO_GPU" not in self.schema.columns:
             return None, None
-        row = self.con.execute("select cast(name as text), computeMajor, computeMinor from TARGET_INFO_GPU order by id limit 1").fetchone()
+        row = self.con.execute(
+            "select cast(name as text), computeMajor, computeMinor from TARGET_INFO_GPU order by id limit 1"
+        ).fetchone()
         if not row:
             return None, None
         return row[0], (f"{row[1]}.{row[2]}" if row[1] is not None else None)
@@ -282,8 +414,11 @@ class NsysExport:
         """(globalTid, domainId, domain name) for each NVTX domain created."""
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
-        return iter(self.con.execute(
-            f"select globalTid, domainId, cast(text as text) from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"))
+        return iter(
+            self.con.execute(
+                f"select globalTid, domainId, cast(text as text) from NVTX_EVENTS where eventType = {DOMAIN_CREATE}"
+            )
+        )
 
     def nvtx_ranges(self) -> Iterator[tuple[int, int, str | None, int, int, int]]:
         """(start, end, text, globalTid, domainId, 1 for a start/end range else 0) of every closed
@@ -291,7 +426,9 @@ class NsysExport:
         that started it). The caller orders them as its walk needs: a sort in SQL costs more."""
         if "NVTX_EVENTS" not in self.schema.columns:
             return iter(())
-        ranges = f"n.eventType in ({', '.join(map(str, PUSH_POP + START_END))}) and n.end is not null"
+        ranges = (
+            f"n.eventType in ({', '.join(map(str, PUSH_POP + START_END))}) and n.end is not null"
+        )
         rows = self.con.execute(f"""
             select n.start, n.end, cast(coalesce(n.text, s.value) as text), n.globalTid, n.domainId,
                    n.eventType in ({", ".join(map(str, START_END))})
@@ -301,10 +438,20 @@ class NsysExport:
         # call has hundreds of thousands); only where one is not are the rows checked one by one,
         # to name it (start is checked with the table's types).
         if not self.con.execute(f"""select exists (select 1 from NVTX_EVENTS n where {ranges} and (
-                typeof(n.end) != 'integer' or typeof(n.globalTid) != 'integer' or n.end < n.start))""").fetchone()[0]:
+                typeof(n.end) != 'integer' or typeof(n.globalTid) != 'integer' or n.end < n.start))""").fetchone()[
+            0
+        ]:
             return iter(rows)
-        return (_checked(r, "NVTX_EVENTS", ((0, "start"), (1, "end"), (3, "globalTid")), self.path, ordered=(0, 1))
-                for r in rows)
+        return (
+            _checked(
+                r,
+                "NVTX_EVENTS",
+                ((0, "start"), (1, "end"), (3, "globalTid")),
+                self.path,
+                ordered=(0, 1),
+            )
+            for r in rows
+        )
 
     def kernel_names(self) -> Iterator[tuple[int | None, int | None, str | None, str | None]]:
         """(demangledName id, shortName id, demangled name, short name) of each pair launched.
@@ -315,26 +462,36 @@ class NsysExport:
                        dn.id is not null, sn.id is not null
                 from (select distinct demangledName, shortName from CUPTI_ACTIVITY_KIND_KERNEL) k
                 left join StringIds dn on dn.id = k.demangledName left join StringIds sn on sn.id = k.shortName"""):
-            for column, i, found in (("demangledName", dn_id, dn_found), ("shortName", sn_id, sn_found)):
+            for column, i, found in (
+                ("demangledName", dn_id, dn_found),
+                ("shortName", sn_id, sn_found),
+            ):
                 if i is not None and not found:
                     self._check_types()  # an id that is no integer is named so
-                    raise BadExport(f"{self.path.name}: CUPTI_ACTIVITY_KIND_KERNEL has {column} = {i!r}, "
-                                    "an id StringIds does not hold: the kernel's name is missing from the export")
+                    raise BadExport(
+                        f"{self.path.name}: CUPTI_ACTIVITY_KIND_KERNEL has {column} = {i!r}, "
+                        "an id StringIds does not hold: the kernel's name is missing from the export"
+                    )
             yield dn_id, sn_id, name, short
 
     def copy_kinds(self) -> Iterator[tuple[int | None, str]]:
         """(copyKind, the copy's name as the rows have it) of each kind of copy made."""
         if "CUPTI_ACTIVITY_KIND_MEMCPY" not in self.schema.columns:
             return iter(())
-        return iter(self.con.execute(f"""
+        return iter(
+            self.con.execute(f"""
             select m.copyKind, {self._copy_name("m")}
-            from (select distinct copyKind from CUPTI_ACTIVITY_KIND_MEMCPY) m"""))
+            from (select distinct copyKind from CUPTI_ACTIVITY_KIND_MEMCPY) m""")
+        )
 
     def _copy_name(self, alias: str) -> str:
         """SQL for a copy's name as the kernel table has it (``[CUDA memcpy Host-to-Device]``),
         from its copyKind through the export's enum where it has one."""
-        label = (f"(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = {alias}.copyKind)"
-                 if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables else f"{alias}.copyKind")
+        label = (
+            f"(select label from ENUM_CUDA_MEMCPY_OPER e where e.id = {alias}.copyKind)"
+            if "ENUM_CUDA_MEMCPY_OPER" in self.schema.tables
+            else f"{alias}.copyKind"
+        )
         return f"'[CUDA memcpy ' || coalesce({label}, 'Unknown') || ']'"
 
     def has_memsets(self) -> bool:
@@ -342,12 +499,14 @@ class NsysExport:
 
     def _gpu_ops_sql(self) -> str:
         """One SELECT over kernels, copies and sets with their launch calls, in launch order."""
-        parts = ["""
+        parts = [
+            """
             select 'kernel' as kind, k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid,
                    cast(dn.value as text) as name, cast(sn.value as text) as short, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ
             from CUPTI_ACTIVITY_KIND_KERNEL k
             left join StringIds dn on dn.id = k.demangledName
-            left join StringIds sn on sn.id = k.shortName"""]
+            left join StringIds sn on sn.id = k.shortName"""
+        ]
         if "CUPTI_ACTIVITY_KIND_MEMCPY" in self.schema.columns:
             parts.append(f"""
             select 'memcpy', m.start, m.end, m.deviceId, m.streamId, m.correlationId, m.globalPid,
@@ -374,19 +533,27 @@ class NsysExport:
         begun at its end or after). One sort of the operations, then a binary search per call."""
         if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
             return []
-        names = {i: base for i, v in self.con.execute(
-                     "select id, cast(value as text) from StringIds where value like 'cu%Synchronize%' "
-                     "or value like 'cu%Memcpy%'")
-                 if (base := host_sync_call(v)) is not None}
+        names = {
+            i: base
+            for i, v in self.con.execute(
+                "select id, cast(value as text) from StringIds where value like 'cu%Synchronize%' "
+                "or value like 'cu%Memcpy%'"
+            )
+            if (base := host_sync_call(v)) is not None
+        }
         if not names:
             return []
         ops = ["select globalPid >> 24 as pid, start, end from CUPTI_ACTIVITY_KIND_KERNEL"]
-        ops += [f"select globalPid >> 24, start, end from {t}" for t in ("CUPTI_ACTIVITY_KIND_MEMCPY",
-                                                                         "CUPTI_ACTIVITY_KIND_MEMSET")
-                if t in self.schema.columns]
+        ops += [
+            f"select globalPid >> 24, start, end from {t}"
+            for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+            if t in self.schema.columns
+        ]
         ids = ", ".join(str(int(i)) for i in names)
-        calls = self.con.execute(f"select nameId, start, end, globalTid, globalTid >> 24, rowid "
-                                 f"from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})").fetchall()
+        calls = self.con.execute(
+            f"select nameId, start, end, globalTid, globalTid >> 24, rowid "
+            f"from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})"
+        ).fetchall()
         if not calls:
             return []
         # Per process, the operations' starts in order and the latest end so far at each: a call
@@ -425,7 +592,9 @@ class NsysExport:
             ks = np.searchsorted(st, ends, side="left")
             n = len(st)
             # Only the calls' neighbours become Python integers (not every operation).
-            last = np.where(ks > 0, tops[np.maximum(ks - 1, 0)], 0).tolist() if n else [0] * len(which)
+            last = (
+                np.where(ks > 0, tops[np.maximum(ks - 1, 0)], 0).tolist() if n else [0] * len(which)
+            )
             nxt = np.where(ks < n, st[np.minimum(ks, n - 1)], 0).tolist() if n else [0] * len(which)
             for i, k, a, b in zip(which, ks.tolist(), last, nxt):
                 nm, s, t, tid, _, rowid = calls[i]
@@ -439,7 +608,9 @@ class NsysExport:
         # is not an integer is named by the type checks now, in one line.
         if not all(type(c[0]) is int and type(c[3]) is int and type(c[4]) is int for c in out):
             self._check_types()
-        return [(i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(out)]
+        return [
+            (i, name, s, t, tid, last, n) for i, (s, _, name, t, tid, last, n) in enumerate(out)
+        ]
 
     def gpu_ops(self, batch: int = 10000) -> Iterator[GpuOp]:
         """Every kernel, memcpy and memset with its launch call, in launch order, streamed.
@@ -453,18 +624,48 @@ class NsysExport:
                 return
             for r in rows:
                 if r[2] < r[1]:
-                    raise BadExport(f"{self.path.name}: CUPTI_ACTIVITY_KIND_{str(r[0]).upper()} has an entry that "
-                                    f"ends before it starts (start {r[1]}, end {r[2]})")
+                    raise BadExport(
+                        f"{self.path.name}: CUPTI_ACTIVITY_KIND_{str(r[0]).upper()} has an entry that "
+                        f"ends before it starts (start {r[1]}, end {r[2]})"
+                    )
                 yield r
 
 
 # Columns that must hold integers in every row (NVTX end may be NULL: a range never closed).
 _INTEGER_COLUMNS = {
-    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId",
-                                   "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY",
-                                   "blockZ"),
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId", "copyKind"),
-    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "globalPid", "deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start",
+        "end",
+        "correlationId",
+        "globalPid",
+        "deviceId",
+        "streamId",
+        "demangledName",
+        "shortName",
+        "gridX",
+        "gridY",
+        "gridZ",
+        "blockX",
+        "blockY",
+        "blockZ",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start",
+        "end",
+        "correlationId",
+        "globalPid",
+        "deviceId",
+        "streamId",
+        "copyKind",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start",
+        "end",
+        "correlationId",
+        "globalPid",
+        "deviceId",
+        "streamId",
+    ),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
     "NVTX_EVENTS": ("start", "eventType"),
 }
@@ -479,9 +680,14 @@ _ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
 def integer_test(table: str, alias: str, columns: set[str]) -> str:
     """SQL true where a row of ``table`` (as ``alias``) passes ``_check_types``' tests of the
     columns it has: the bulk import's cheap test, made as it copies the row."""
-    tests = [f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
-             for c in _INTEGER_COLUMNS[table] if c in columns]
-    tests += [f"{alias}.{c} >= 0 and {alias}.{c} < {DIM_LIMIT}" for c in _LAUNCH_DIMS if c in columns]
+    tests = [
+        f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
+        for c in _INTEGER_COLUMNS[table]
+        if c in columns
+    ]
+    tests += [
+        f"{alias}.{c} >= 0 and {alias}.{c} < {DIM_LIMIT}" for c in _LAUNCH_DIMS if c in columns
+    ]
     tests += [f"coalesce({alias}.{c} >= 0, 1)" for c in _IDS if c in columns]
     return " and ".join(tests) or "1"
 
@@ -498,7 +704,9 @@ _NULLABLE = {
 }
 
 
-def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path, ordered: tuple[int, int]) -> Any:
+def _checked(
+    row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path, ordered: tuple[int, int]
+) -> Any:
     """The row, if its integer columns hold integers and it does not end before it starts;
     else a BadExport naming the table, the column and the value."""
     for i, column in ints:
@@ -507,7 +715,9 @@ def _checked(row: Any, table: str, ints: tuple[tuple[int, str], ...], path: Path
             raise BadExport(f"{path.name}: {table} has {column} = {v!r}, not an integer")
     start, end = row[ordered[0]], row[ordered[1]]
     if end < start:
-        raise BadExport(f"{path.name}: {table} has an entry that ends before it starts (start {start}, end {end})")
+        raise BadExport(
+            f"{path.name}: {table} has an entry that ends before it starts (start {start}, end {end})"
+        )
     return row
 
 

@@ -23,17 +23,43 @@ imports in bounded memory.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..nvtx_ranges import OpLabel, is_iteration_range, is_named_step
 from ..processes import stoppable
-from .nsys_export import (MEMCPY_KEY, MEMSET_KEY, GpuOpsImport, HostSyncCall, NameRow, NsysExport, OperatorCall,
-                          StateRange, stage)
-from .ranges import (MAX_DEPTH, OF_RUN, OWN_OP, RANGE, TORCH_OP, OpenRange, attribute, gc_paused, inner_operator_calls,
-                     kept, merged, nest_in_process_ranges, outer_first, place, range_rows, read_range)
+from .nsys_export import (
+    MEMCPY_KEY,
+    MEMSET_KEY,
+    GpuOpsImport,
+    HostSyncCall,
+    NameRow,
+    NsysExport,
+    OperatorCall,
+    StateRange,
+    stage,
+)
+from .ranges import (
+    MAX_DEPTH,
+    OF_RUN,
+    OWN_OP,
+    RANGE,
+    TORCH_OP,
+    OpenRange,
+    attribute,
+    gc_paused,
+    inner_operator_calls,
+    kept,
+    merged,
+    nest_in_process_ranges,
+    outer_first,
+    place,
+    range_rows,
+    read_range,
+)
 from .schema import Capture, HostSyncRow, KernelRow, kernel_row
 
 TID_MASK = 0xFFFFFF
@@ -48,8 +74,9 @@ def _process_tid(global_tid: int) -> int:
     return global_tid - (global_tid & TID_MASK)
 
 
-def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str],
-            calls: list[HostSyncCall]) -> tuple[list[OpenRange], list[str | None]]:
+def _ranges(
+    export: NsysExport, ranks: dict[int, int], notes: list[str], calls: list[HostSyncCall]
+) -> tuple[list[OpenRange], list[str | None]]:
     """The push/pop and start/end ranges the walks that attribute rows need, sorted by walk key
     (thread, or process for start/end ranges) and start, with their paths and depths; those
     nested too deep left out (a note), and so are the operator calls of PyTorch's annotation
@@ -69,15 +96,25 @@ def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str],
         order.append((_process_tid(gtid) if process_wide else gtid, start, -end, len(read)))
         read.append((start, end, gtid, dom, process_wide, shown, label, role))
     order.sort()
-    inner = inner_operator_calls((key, read[i][0], read[i][1], read[i][7], read[i][4]) for key, _, _, i in order)
+    inner = inner_operator_calls(
+        (key, read[i][0], read[i][1], read[i][7], read[i][4]) for key, _, _, i in order
+    )
     made: list[OpenRange | None] = [None] * len(read)
     walked = []
     for (key, _, _, i), skip in zip(order, inner):
         if skip:
             continue
         begin, finish, thread, domain, wide, shown, label, role = read[i]
-        r = OpenRange(shown, domains.get((_pid(thread), domain)), thread & TID_MASK, begin, finish,
-                      process=_pid(thread), process_wide=wide, read=(shown, label, role))
+        r = OpenRange(
+            shown,
+            domains.get((_pid(thread), domain)),
+            thread & TID_MASK,
+            begin,
+            finish,
+            process=_pid(thread),
+            process_wide=wide,
+            read=(shown, label, role),
+        )
         r.global_tid = key
         r.rank = ranks.get(_pid(thread))
         made[i] = r
@@ -89,8 +126,12 @@ def _ranges(export: NsysExport, ranks: dict[int, int], notes: list[str],
     return walked, _innermost(order, read, made, calls)
 
 
-def _innermost(order: list[tuple[int, int, int, int]], read: list[Any], made: list[OpenRange | None],
-               calls: list[HostSyncCall]) -> list[str | None]:
+def _innermost(
+    order: list[tuple[int, int, int, int]],
+    read: list[Any],
+    made: list[OpenRange | None],
+    calls: list[HostSyncCall],
+) -> list[str | None]:
     """For each call, what names the innermost push/pop range open on its thread when it began
     (:func:`_sync_op`; None outside any): per thread, its ranges (in walk order) and its calls
     (in start order) side by side, with a stack of the ranges begun so far that may still be
@@ -112,10 +153,12 @@ def _innermost(order: list[tuple[int, int, int, int]], read: list[Any], made: li
         if mine:
             stack: list[int] = []
             j = 0
-            for _, start, neg_end, i in order[k:end_k]:
+            for _, start, _neg_end, i in order[k:end_k]:
                 r = made[i]
-                if r is not None and (r.depth >= MAX_DEPTH or  # left out, as the walk leaves it
-                                      (r.role == OF_RUN and is_iteration_range(r.name))):  # a step, not an op
+                if r is not None and (
+                    r.depth >= MAX_DEPTH  # left out, as the walk leaves it
+                    or (r.role == OF_RUN and is_iteration_range(r.name))
+                ):  # a step, not an op
                     continue
                 while j < len(mine) and calls[mine[j]][2] < start:
                     out[mine[j]] = _top(stack, read, calls[mine[j]][2])
@@ -169,9 +212,14 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
                 ranges, innermost = _ranges(export, ranks, notes, calls)
             stage("ranges")
             capture: Capture[KernelRow] = Capture(
-                rows=iter(()), tool="nsys", source_format="nsys-sqlite",
-                tool_version=meta.get("EXPORT_PRODUCT_VERSION"), gpu_name=gpu_name, compute_capability=cc,
-                range_paths=[r.path for r in ranges if not r.attribution_only])
+                rows=iter(()),
+                tool="nsys",
+                source_format="nsys-sqlite",
+                tool_version=meta.get("EXPORT_PRODUCT_VERSION"),
+                gpu_name=gpu_name,
+                compute_capability=cc,
+                range_paths=[r.path for r in ranges if not r.attribution_only],
+            )
             capture.host_syncs = _host_syncs(calls, ranges, innermost, ranks)
     except BaseException:
         if export is not None:
@@ -184,8 +232,12 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
     return capture
 
 
-def _host_syncs(calls: list[HostSyncCall], ranges: list[OpenRange], innermost: list[str | None],
-                ranks: dict[int, int]) -> list[HostSyncRow]:
+def _host_syncs(
+    calls: list[HostSyncCall],
+    ranges: list[OpenRange],
+    innermost: list[str | None],
+    ranks: dict[int, int],
+) -> list[HostSyncRow]:
     """The export's host-blocking calls, each with what names the innermost push/pop range open
     on its thread when it began as its ``op`` (:func:`_innermost`: an operator's range where the
     program pushes them, ``emit_nvtx`` or nsys ``--pytorch``), and the step it was made in."""
@@ -200,10 +252,21 @@ def _host_syncs(calls: list[HostSyncCall], ranges: list[OpenRange], innermost: l
     out: list[HostSyncRow] = []
     for (i, name, start, end, gtid, last_end, next_start), op in zip(calls, innermost):
         step = steps.get(_pid(gtid), none).at(start)
-        out.append({"sync_id": i, "name": name, "start_ns": start, "end_ns": end, "thread_id": gtid & TID_MASK,
-                    "rank": ranks.get(_pid(gtid)), "op": op, "gpu_last_end_ns": last_end,
-                    "gpu_next_start_ns": next_start, "iteration": step.name if step else None,
-                    "iteration_end_ns": step.end if step else None})
+        out.append(
+            {
+                "sync_id": i,
+                "name": name,
+                "start_ns": start,
+                "end_ns": end,
+                "thread_id": gtid & TID_MASK,
+                "rank": ranks.get(_pid(gtid)),
+                "op": op,
+                "gpu_last_end_ns": last_end,
+                "gpu_next_start_ns": next_start,
+                "iteration": step.name if step else None,
+                "iteration_end_ns": step.end if step else None,
+            }
+        )
     stage("host syncs placed")
     return out
 
@@ -225,8 +288,14 @@ class _Steps:
 
 
 @gc_paused()  # it builds a tuple or two for every range, all kept until its end
-def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
-          capture: Capture[KernelRow], ranks: dict[int, int]) -> tuple[str, int, int]:
+def _bulk(
+    store: Any,
+    run_id: int,
+    export: NsysExport,
+    ranges: list[OpenRange],
+    capture: Capture[KernelRow],
+    ranks: dict[int, int],
+) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
     store (``Store.insert_gpu_ops``, the store given): Python computes what is per name (the verdict,
     the short name) and per range (the innermost open range on each thread from each instant
@@ -236,22 +305,58 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
         for key, sn, name, short in export.kernel_names():
             name = name or ""
             v = classify_row("kernel", name, None, None)
-            names.append((key if key is not None else -2, sn, name, short or short_name(name), v.precision,
-                          v.tensor_core, v.family, v.evidence, v.evidence_detail))
+            names.append(
+                (
+                    key if key is not None else -2,
+                    sn,
+                    name,
+                    short or short_name(name),
+                    v.precision,
+                    v.tensor_core,
+                    v.family,
+                    v.evidence,
+                    v.evidence_detail,
+                )
+            )
         for copy_kind, name in export.copy_kinds():
             v = COPY_VERDICT["memcpy"]
-            names.append((MEMCPY_KEY, copy_kind, name, short_name(name), v.precision, v.tensor_core,
-                          v.family, v.evidence, v.evidence_detail))
+            names.append(
+                (
+                    MEMCPY_KEY,
+                    copy_kind,
+                    name,
+                    short_name(name),
+                    v.precision,
+                    v.tensor_core,
+                    v.family,
+                    v.evidence,
+                    v.evidence_detail,
+                )
+            )
         if export.has_memsets():
             v = COPY_VERDICT["memset"]
-            names.append((MEMSET_KEY, None, "[CUDA memset]", short_name("[CUDA memset]"), v.precision, v.tensor_core,
-                          v.family, v.evidence, v.evidence_detail))
+            names.append(
+                (
+                    MEMSET_KEY,
+                    None,
+                    "[CUDA memset]",
+                    short_name("[CUDA memset]"),
+                    v.precision,
+                    v.tensor_core,
+                    v.family,
+                    v.evidence,
+                    v.evidence_detail,
+                )
+            )
         # PyTorch's operator calls (the outermost of each thread's: see _ranges) go to SQL as
         # they are, intervals that never overlap; the walk's states are of the other ranges, so
         # that they change where the run's ranges or profkit's own operator ranges do, not at
         # every call.
-        operators: list[OperatorCall] = [(int(r.global_tid), r.start, r.end, r.op.op, r.op.shapes) for r in ranges
-                                         if r.role == TORCH_OP and r.op is not None and r.end > r.start]
+        operators: list[OperatorCall] = [
+            (int(r.global_tid), r.start, r.end, r.op.op, r.op.shapes)
+            for r in ranges
+            if r.role == TORCH_OP and r.op is not None and r.end > r.start
+        ]
         ranges = [r for r in ranges if r.role != TORCH_OP]
         states, segments = _segments(ranges)
         tops: list[StateRange] = []
@@ -260,17 +365,32 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
             tops.extend(_state_row(k, [ranges[i] for i in states[k]]) for k in used)
             return tops
 
-        result: GpuOpsImport = store.insert_gpu_ops(run_id, export, names, state_rows, segments,
-                                                    [(i, r.process, r.start, r.end) for i, r in enumerate(ranges)
-                                                     if not r.attribution_only], ranks, operators)
+        result: GpuOpsImport = store.insert_gpu_ops(
+            run_id,
+            export,
+            names,
+            state_rows,
+            segments,
+            [
+                (i, r.process, r.start, r.end)
+                for i, r in enumerate(ranges)
+                if not r.attribution_only
+            ],
+            ranks,
+            operators,
+        )
     finally:
         export.close()
     stage("GPU operations written")
-    if any(t[8] for t in tops):  # operators' input types: a precision for kernels whose names give none
+    if any(
+        t[8] for t in tops
+    ):  # operators' input types: a precision for kernels whose names give none
         store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
     stage("judged by inputs")
     for state, kind, n, t in result["per_range"]:
-        for i in states[state]:  # every range open on the launching thread then, as the streamed walk counts
+        for i in states[
+            state
+        ]:  # every range open on the launching thread then, as the streamed walk counts
             r = ranges[i]
             r.gpu_ops += n
             if kind == "kernel":
@@ -278,9 +398,13 @@ def _bulk(store: Any, run_id: int, export: NsysExport, ranges: list[OpenRange],
                 r.gpu_time_ns += t
     launched = result["launched"]
     index = {id(r): i for i, r in enumerate(ranges)}
-    capture.ranges.extend(range_rows(ranges, lambda r: launched.get(index[id(r)], 0) - r.kernels, gpu=True))
+    capture.ranges.extend(
+        range_rows(ranges, lambda r: launched.get(index[id(r)], 0) - r.kernels, gpu=True)
+    )
     if result["unlaunched"]:
-        capture.notes.append(f"{result['unlaunched']} GPU operations have no launch call in the export, so no range")
+        capture.notes.append(
+            f"{result['unlaunched']} GPU operations have no launch call in the export, so no range"
+        )
     count, total = result["by_kind"].get("kernel", (0, 0))
     return "kernel", count, total
 
@@ -290,8 +414,17 @@ def _state_row(k: int, open_: list[OpenRange]) -> StateRange:
     (not one of profkit's operator ranges) and the attribution of the operator ranges."""
     row = kernel_row(0, "kernel", "", "")
     place(row, open_, count=False)
-    return (k, row["nvtx_range"], row["nvtx_path"], row["op"], row["module"], row["module_type"], row["shapes"],
-            row["phase"], row["input_types"])
+    return (
+        k,
+        row["nvtx_range"],
+        row["nvtx_path"],
+        row["op"],
+        row["module"],
+        row["module_type"],
+        row["shapes"],
+        row["phase"],
+        row["input_types"],
+    )
 
 
 def _range_events(ranges: list[OpenRange]) -> list[tuple[int, int, int]]:
@@ -315,7 +448,9 @@ def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int,
     threads_of: dict[int, set[int]] = {}  # per process key, the threads with ranges of their own
     for r in ranges:
         if not r.process_wide:
-            threads_of.setdefault(_process_tid(int(r.global_tid or 0)), set()).add(int(r.global_tid or 0))
+            threads_of.setdefault(_process_tid(int(r.global_tid or 0)), set()).add(
+                int(r.global_tid or 0)
+            )
     events = _range_events(ranges)
 
     def state(g: int) -> int | None:
@@ -357,13 +492,16 @@ def _segments(ranges: list[OpenRange]) -> tuple[list[list[int]], list[tuple[int,
     return states, segments
 
 
-def _merged_ix(ranges: list[OpenRange], process_open: list[int], thread_open: list[int]) -> list[int]:
+def _merged_ix(
+    ranges: list[OpenRange], process_open: list[int], thread_open: list[int]
+) -> list[int]:
     """:func:`merged` over range indexes."""
     return sorted(process_open + thread_open, key=lambda i: outer_first(ranges[i]))
 
 
-def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow],
-                     ranks: dict[int, int]) -> Iterator[KernelRow]:
+def _attributed_rows(
+    export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow], ranks: dict[int, int]
+) -> Iterator[KernelRow]:
     """Walk GPU operations in launch order beside the ranges' starts and ends in time order.
 
     Per thread, the open push/pop ranges form a stack; an operation whose launch call started
@@ -398,20 +536,52 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
     unlaunched = 0
     launch_id = 0
     try:
-        for (kind, start, end, dev, stream, _corr, gpid, name, short, gx, gy, gz, bx, by, bz, l_start,
-             l_tid) in export.gpu_ops():
+        for (
+            kind,
+            start,
+            end,
+            dev,
+            stream,
+            _corr,
+            gpid,
+            name,
+            short,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            l_start,
+            l_tid,
+        ) in export.gpu_ops():
             advance(l_start if l_start is not None else start)
             name = name or ""
             row = kernel_row(
-                launch_id, kind, name, short or short_name(name), duration_ns=end - start, start_ns=start,
-                grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz, stream=stream, device=dev,
+                launch_id,
+                kind,
+                name,
+                short or short_name(name),
+                duration_ns=end - start,
+                start_ns=start,
+                grid_x=gx,
+                grid_y=gy,
+                grid_z=gz,
+                block_x=bx,
+                block_y=by,
+                block_z=bz,
+                stream=stream,
+                device=dev,
                 rank=ranks.get(_pid(gpid)) if gpid is not None else None,
-                thread_id=l_tid & TID_MASK if l_tid is not None else None)
+                thread_id=l_tid & TID_MASK if l_tid is not None else None,
+            )
             launch_id += 1
             if l_tid is None:
                 unlaunched += 1
             else:
-                place(row, merged(open_by_thread.get(_process_tid(l_tid)), open_by_thread.get(l_tid)))
+                place(
+                    row, merged(open_by_thread.get(_process_tid(l_tid)), open_by_thread.get(l_tid))
+                )
                 if kind == "kernel":
                     pid = _pid(l_tid)
                     launched[pid] = launched.get(pid, 0) + 1
@@ -420,6 +590,10 @@ def _attributed_rows(export: NsysExport, ranges: list[OpenRange], capture: Captu
         export.close()
     advance(float("inf"))
     index = {id(r): i for i, r in enumerate(ranges)}
-    capture.ranges.extend(range_rows(ranges, lambda r: others.get(index[id(r)], 0) - r.kernels, gpu=True))
+    capture.ranges.extend(
+        range_rows(ranges, lambda r: others.get(index[id(r)], 0) - r.kernels, gpu=True)
+    )
     if unlaunched:
-        capture.notes.append(f"{unlaunched} GPU operations have no launch call in the export, so no range")
+        capture.notes.append(
+            f"{unlaunched} GPU operations have no launch call in the export, so no range"
+        )

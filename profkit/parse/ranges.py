@@ -22,9 +22,10 @@ from __future__ import annotations
 import bisect
 import gc
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from ..nvtx_ranges import OP_PREFIX, OpLabel, op_label
 from .schema import KernelRow, RangeRow
@@ -74,7 +75,9 @@ def read_range(name: str) -> tuple[str, OpLabel | None, str]:
     * any other: a range, as it is."""
     if name.startswith(OP_PREFIX):
         return name, op_label(name), OWN_OP
-    if " = " not in name and "::" not in name:  # neither annotated nor an operator: most ranges, at once
+    if (
+        " = " not in name and "::" not in name
+    ):  # neither annotated nor an operator: most ranges, at once
         return name, None, OF_RUN
     torch = read_torch_range(name)
     return (name, None, OF_RUN) if torch is None else _torch_range(torch)
@@ -90,12 +93,36 @@ def _torch_range(torch: TorchRange) -> tuple[str, OpLabel | None, str]:
 class OpenRange:
     """A range instance being attributed; becomes a RANGE_COLUMNS row."""
 
-    __slots__ = ("name", "domain", "thread_id", "start", "end", "path", "depth", "kernels", "gpu_ops",
-                 "gpu_time_ns", "process", "global_tid", "process_wide", "rank", "op", "role")
+    __slots__ = (
+        "name",
+        "domain",
+        "thread_id",
+        "start",
+        "end",
+        "path",
+        "depth",
+        "kernels",
+        "gpu_ops",
+        "gpu_time_ns",
+        "process",
+        "global_tid",
+        "process_wide",
+        "rank",
+        "op",
+        "role",
+    )
 
-    def __init__(self, name: str, domain: str | None, thread_id: int | None, start: int, end: int,
-                 process: int | None = None, process_wide: bool = False,
-                 read: tuple[str, OpLabel | None, str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        domain: str | None,
+        thread_id: int | None,
+        start: int,
+        end: int,
+        process: int | None = None,
+        process_wide: bool = False,
+        read: tuple[str, OpLabel | None, str] | None = None,
+    ):
         self.domain, self.thread_id, self.start, self.end = domain, thread_id, start, end
         # Its name as shown, an operator range's attribution and what the range is: read_range
         # (``read``: what it gave the caller already).
@@ -137,7 +164,9 @@ def outer_first(r: OpenRange) -> tuple[int, int]:
     return (r.start, -r.end)
 
 
-def merged(process_open: list[OpenRange] | None, thread_open: list[OpenRange] | None) -> list[OpenRange]:
+def merged(
+    process_open: list[OpenRange] | None, thread_open: list[OpenRange] | None
+) -> list[OpenRange]:
     """The ranges open for a thread: its process's and its own, outermost (earliest) first."""
     if not process_open:
         return thread_open or []
@@ -173,8 +202,11 @@ def place(row: KernelRow, stack: list[OpenRange], count: bool = True) -> None:
     ranges = [r for r in stack if not r.attribution_only]
     if ranges:
         row["nvtx_range"], row["nvtx_path"] = ranges[-1].name, ranges[-1].path
-    attribute_row(row, [r.op for r in stack if r.op is not None and r.role != TORCH_OP],
-                  next((r.op for r in stack if r.role == TORCH_OP), None))
+    attribute_row(
+        row,
+        [r.op for r in stack if r.op is not None and r.role != TORCH_OP],
+        next((r.op for r in stack if r.role == TORCH_OP), None),
+    )
     if count:
         for r in ranges:
             r.count(row["kind"], row["duration_ns"] or 0)
@@ -223,8 +255,9 @@ def inner_operator_calls(ranges: Iterable[tuple[object, int, int, str, bool]]) -
 P = TypeVar("P")
 
 
-def attribute(events: Iterable[tuple[object, int, int, OpenRange | P]],
-              paths: bool = True) -> Iterator[tuple[P, list[OpenRange]]]:
+def attribute(
+    events: Iterable[tuple[object, int, int, OpenRange | P]], paths: bool = True
+) -> Iterator[tuple[P, list[OpenRange]]]:
     """Walk events sorted by (thread, start, RANGE before POINT, longer range first).
 
     Each event is ``(thread, start, RANGE, OpenRange)`` or ``(thread, start, POINT, payload)``,
@@ -267,8 +300,10 @@ def kept(ranges: list[OpenRange], notes: list[str]) -> list[OpenRange]:
     a note saying how many were left out."""
     out = [r for r in ranges if r.depth < MAX_DEPTH]
     if len(out) < len(ranges):
-        notes.append(f"{len(ranges) - len(out)} ranges nested more than {MAX_DEPTH} deep were left out; "
-                     f"their work counts in the ranges around them")
+        notes.append(
+            f"{len(ranges) - len(out)} ranges nested more than {MAX_DEPTH} deep were left out; "
+            f"their work counts in the ranges around them"
+        )
     return out
 
 
@@ -296,18 +331,32 @@ class LaunchIndex:
         def count(xs: list[int]) -> int:
             return bisect.bisect_left(xs, r.end) - bisect.bisect_left(xs, r.start)
 
-        return count(self.by_process.get(r.process, [])) - count(self.by_thread.get((r.process, r.thread_id), []))
+        return count(self.by_process.get(r.process, [])) - count(
+            self.by_thread.get((r.process, r.thread_id), [])
+        )
 
 
-def range_rows(ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRange], int | None],
-               gpu: bool) -> list[RangeRow]:
+def range_rows(
+    ranges: list[OpenRange], other_thread_kernels: Callable[[OpenRange], int | None], gpu: bool
+) -> list[RangeRow]:
     """The capture's range rows, in start order."""
     rows: list[RangeRow] = []
     for i, r in enumerate(sorted((r for r in ranges if not r.attribution_only), key=outer_first)):
-        rows.append({
-            "range_id": i, "name": r.name, "domain": r.domain, "path": r.path, "depth": r.depth,
-            "thread_id": r.thread_id, "start_ns": r.start, "wall_ns": r.end - r.start,
-            "kernels": r.kernels, "gpu_ops": r.gpu_ops if gpu else None, "gpu_time_ns": r.gpu_time_ns,
-            "other_thread_kernels": other_thread_kernels(r), "rank": r.rank,
-        })
+        rows.append(
+            {
+                "range_id": i,
+                "name": r.name,
+                "domain": r.domain,
+                "path": r.path,
+                "depth": r.depth,
+                "thread_id": r.thread_id,
+                "start_ns": r.start,
+                "wall_ns": r.end - r.start,
+                "kernels": r.kernels,
+                "gpu_ops": r.gpu_ops if gpu else None,
+                "gpu_time_ns": r.gpu_time_ns,
+                "other_thread_kernels": other_thread_kernels(r),
+                "rank": r.rank,
+            }
+        )
     return rows

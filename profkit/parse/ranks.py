@@ -9,7 +9,7 @@ monotonic clock in every process of one machine, so the ranks' ranges line up in
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import BadExport
 from .schema import Capture, HostSyncRow, KernelRow, RangeRow
@@ -24,7 +24,9 @@ def merge_ranks(captures: dict[int, Capture[KernelRow]]) -> Capture[KernelRow]:
     first = ordered[0]
     formats = {c.source_format for c in ordered}
     if len(formats) > 1:
-        raise BadExport(f"the ranks' captures are of different formats ({', '.join(sorted(formats))})")
+        raise BadExport(
+            f"the ranks' captures are of different formats ({', '.join(sorted(formats))})"
+        )
     ranges: list[RangeRow] = []
     for rank in sorted(captures):
         for r in captures[rank].ranges:
@@ -35,12 +37,19 @@ def merge_ranks(captures: dict[int, Capture[KernelRow]]) -> Capture[KernelRow]:
             syncs.append({**h, "sync_id": len(syncs), "rank": rank})
     notes = list(dict.fromkeys(n for c in ordered for n in c.notes))
     return Capture(
-        rows=_rows(captures), tool=first.tool, source_format=first.source_format, tool_version=first.tool_version,
-        gpu_name=first.gpu_name, compute_capability=first.compute_capability,
+        rows=_rows(captures),
+        tool=first.tool,
+        source_format=first.source_format,
+        tool_version=first.tool_version,
+        gpu_name=first.gpu_name,
+        compute_capability=first.compute_capability,
         metric_names=list(dict.fromkeys(m for c in ordered for m in c.metric_names)),
         metric_units={k: v for c in ordered for k, v in c.metric_units.items()},
-        notes=notes, ranges=ranges, range_paths=list(dict.fromkeys(p for c in ordered for p in c.range_paths)),
-        host_syncs=syncs)
+        notes=notes,
+        ranges=ranges,
+        range_paths=list(dict.fromkeys(p for c in ordered for p in c.range_paths)),
+        host_syncs=syncs,
+    )
 
 
 def _rows(captures: dict[int, Capture[KernelRow]]) -> Iterator[KernelRow]:

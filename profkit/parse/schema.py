@@ -78,8 +78,17 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Literal, TypedDict, TypeVar, get_args
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    TypedDict,
+    TypeVar,
+    get_args,
+)
 
 from ..errors import BadExport
 
@@ -89,7 +98,9 @@ if TYPE_CHECKING:
 # The values of the table's kind, precision and evidence columns (documented above), as types
 # and as the tuples checked against at run time.
 Kind = Literal["kernel", "memcpy", "memset", "cpu_op"]
-Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int", "mixed", "unknown"]
+Precision = Literal[
+    "fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int", "mixed", "unknown"
+]
 Evidence = Literal["metrics", "name", "dtypes", "none"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)
@@ -190,26 +201,38 @@ def kernel_row(launch_id: int, kind: Kind, name: str, short_name: str, **known: 
 class RangeRow(TypedDict):
     """One NVTX push/pop or record_function range instance of a capture."""
 
-    range_id: int              # 0-based, in start order
-    name: str                  # the range's own text, no domain
-    domain: str | None         # NVTX domain, or None (default domain, record_function)
-    path: str                  # enclosing ranges and this one, as in the kernel table's nvtx_path
-    depth: int                 # 0 for an outermost range
-    thread_id: int | None      # the thread that pushed it
-    start_ns: int | None       # on the capture's clock
-    wall_ns: int | None        # end - start: the range's wall time
-    kernels: int               # kernel launches (or CPU operators) attributed to it, nested ranges included
-    gpu_ops: int | None        # kernels + memcpy + memset attributed to it (None for CPU captures)
-    gpu_time_ns: int           # summed duration of its kernels (CPU self time for CPU captures)
-    other_thread_kernels: int | None  # kernels other threads of the process launched while it was open
-    rank: int | None           # the process's rank in a distributed job, None for one process
+    range_id: int  # 0-based, in start order
+    name: str  # the range's own text, no domain
+    domain: str | None  # NVTX domain, or None (default domain, record_function)
+    path: str  # enclosing ranges and this one, as in the kernel table's nvtx_path
+    depth: int  # 0 for an outermost range
+    thread_id: int | None  # the thread that pushed it
+    start_ns: int | None  # on the capture's clock
+    wall_ns: int | None  # end - start: the range's wall time
+    kernels: int  # kernel launches (or CPU operators) attributed to it, nested ranges included
+    gpu_ops: int | None  # kernels + memcpy + memset attributed to it (None for CPU captures)
+    gpu_time_ns: int  # summed duration of its kernels (CPU self time for CPU captures)
+    other_thread_kernels: (
+        int | None
+    )  # kernels other threads of the process launched while it was open
+    rank: int | None  # the process's rank in a distributed job, None for one process
 
 
 # The ranges' columns and their SQL/JSON types, in RangeRow's order.
 RANGE_COLUMNS: dict[str, str] = {
-    "range_id": "int", "name": "str", "domain": "str", "path": "str", "depth": "int", "thread_id": "int",
-    "start_ns": "int", "wall_ns": "int", "kernels": "int", "gpu_ops": "int", "gpu_time_ns": "int",
-    "other_thread_kernels": "int", "rank": "int",
+    "range_id": "int",
+    "name": "str",
+    "domain": "str",
+    "path": "str",
+    "depth": "int",
+    "thread_id": "int",
+    "start_ns": "int",
+    "wall_ns": "int",
+    "kernels": "int",
+    "gpu_ops": "int",
+    "gpu_time_ns": "int",
+    "other_thread_kernels": "int",
+    "rank": "int",
 }
 # What `profkit ranges` and Run.ranges() give: everything but the stored id.
 RANGE_FIELDS: tuple[str, ...] = tuple(c for c in RANGE_COLUMNS if c != "range_id")
@@ -220,35 +243,65 @@ class HostSyncRow(TypedDict):
     (``HOST_SYNC_CALLS``: a stream, event or device synchronisation, a synchronous copy), with
     the GPU work around it in its process: what the host-sync finding reads."""
 
-    sync_id: int                   # 0-based, in the calls' start order
-    name: str                      # the call (cudaStreamSynchronize), without nsys's _vNNNN suffix
-    start_ns: int                  # the call's start and end, on the capture's clock
+    sync_id: int  # 0-based, in the calls' start order
+    name: str  # the call (cudaStreamSynchronize), without nsys's _vNNNN suffix
+    start_ns: int  # the call's start and end, on the capture's clock
     end_ns: int
-    thread_id: int | None          # the thread that made it
-    rank: int | None               # the process's rank in a distributed job, None for one process
-    op: str | None                 # what called it, where known: torch.profiler's enclosing operator
-                                   # (aten::_local_scalar_dense), or the innermost NVTX range open on
-                                   # the thread (nsys)
-    gpu_last_end_ns: int | None    # the latest end of the GPU operations of its process begun before it returned
-    gpu_next_start_ns: int | None  # the first start of one begun after it returned (None: none followed)
-    iteration: str | None          # the measured iteration (profkit's <tag>.iterN range) of its process it was
-    iteration_end_ns: int | None   # made in, and that range's end; None outside them
+    thread_id: int | None  # the thread that made it
+    rank: int | None  # the process's rank in a distributed job, None for one process
+    op: str | None  # what called it, where known: torch.profiler's enclosing operator
+    # (aten::_local_scalar_dense), or the innermost NVTX range open on
+    # the thread (nsys)
+    gpu_last_end_ns: (
+        int | None
+    )  # the latest end of the GPU operations of its process begun before it returned
+    gpu_next_start_ns: (
+        int | None
+    )  # the first start of one begun after it returned (None: none followed)
+    iteration: (
+        str | None
+    )  # the measured iteration (profkit's <tag>.iterN range) of its process it was
+    iteration_end_ns: int | None  # made in, and that range's end; None outside them
 
 
 # The host-sync table's columns and their SQL/JSON types, in HostSyncRow's order.
 HOST_SYNC_COLUMNS: dict[str, str] = {
-    "sync_id": "int", "name": "str", "start_ns": "int", "end_ns": "int", "thread_id": "int", "rank": "int",
-    "op": "str", "gpu_last_end_ns": "int", "gpu_next_start_ns": "int", "iteration": "str", "iteration_end_ns": "int",
+    "sync_id": "int",
+    "name": "str",
+    "start_ns": "int",
+    "end_ns": "int",
+    "thread_id": "int",
+    "rank": "int",
+    "op": "str",
+    "gpu_last_end_ns": "int",
+    "gpu_next_start_ns": "int",
+    "iteration": "str",
+    "iteration_end_ns": "int",
 }
 # The runtime and driver calls that block the host until the GPU (a stream, an event, the whole
 # device) is done, the synchronous copies among them (a cudaMemcpyAsync to pageable host memory
 # is followed by a cudaStreamSynchronize, which counts). Names as torch.profiler gives them; nsys
 # adds a version suffix (cudaStreamSynchronize_v3020).
-HOST_SYNC_CALLS: frozenset[str] = frozenset({
-    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol", "cudaMemcpyPeer",
-    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy",
-})
+HOST_SYNC_CALLS: frozenset[str] = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cudaMemcpyFromSymbol",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyPeer",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH",
+        "cuMemcpyHtoD",
+        "cuMemcpy",
+    }
+)
 
 
 def host_sync_call(name: str) -> str | None:
@@ -302,7 +355,9 @@ class Capture(Generic[RowT]):
     notes: list[str] = field(default_factory=list)
     ranges: list[RangeRow] = field(default_factory=list)
     range_paths: list[str] = field(default_factory=list)
-    host_syncs: list[HostSyncRow] = field(default_factory=list)  # timeline captures' host-blocking calls
+    host_syncs: list[HostSyncRow] = field(
+        default_factory=list
+    )  # timeline captures' host-blocking calls
     bulk: Callable[[Any, int], tuple[str, int, int]] | None = None
     # ncu's per-function plan: the launch id whose counters this run's ncu read, per kernel
     # function (mangled name), and that launch's configuration (grid and block), for keeping
@@ -311,7 +366,9 @@ class Capture(Generic[RowT]):
     counted_configs: dict[str, str] = field(default_factory=dict)
 
 
-def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool = False) -> "pd.DataFrame":
+def frame(
+    rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool = False
+) -> pd.DataFrame:
     """The kernel table as a DataFrame with the documented dtypes (plus the verdict columns
     when ``classified``), from rows."""
     import pandas as pd
@@ -326,7 +383,7 @@ def frame(rows: Iterable[KernelRow] | Iterable[ClassifiedRow], classified: bool 
     return df
 
 
-MAX_DURATION_NS = 86_400 * 10 ** 9  # no kernel or operator call lasts a day
+MAX_DURATION_NS = 86_400 * 10**9  # no kernel or operator call lasts a day
 
 # What every importer holds a launch's grid and block sizes to (whole numbers from 0 to 2^31 - 1,
 # as CUDA's own limits are), and its stream and device (whole numbers, never negative; the
@@ -335,8 +392,8 @@ MAX_DURATION_NS = 86_400 * 10 ** 9  # no kernel or operator call lasts a day
 # ``check_row`` holds every row to them again.
 LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 LAUNCH_IDS = ("stream", "device")
-DIM_LIMIT = 2 ** 31   # a grid or block size is below this
-ID_LIMIT = 2 ** 63    # a stream or device id is below this
+DIM_LIMIT = 2**31  # a grid or block size is below this
+ID_LIMIT = 2**63  # a stream or device id is below this
 
 
 def launch_value_fault(column: str, value: object) -> str | None:
@@ -358,12 +415,16 @@ def check_row(row: KernelRow) -> None:
     if duration is not None and duration < 0:
         raise BadExport(f"launch {row['launch_id']} has a negative duration ({duration} ns)")
     if duration is not None and duration > MAX_DURATION_NS:
-        raise BadExport(f"launch {row['launch_id']} lasts {duration:,} ns, more than a day: not a real duration")
+        raise BadExport(
+            f"launch {row['launch_id']} lasts {duration:,} ns, more than a day: not a real duration"
+        )
     for column in _LAUNCH_COLUMNS:
         value = row[column]  # type: ignore[literal-required]
         if value is not None and (type(value) is not int or not 0 <= value < _LIMITS[column]):
-            raise BadExport(f"launch {row['launch_id']} has {column} = {value!r}, "
-                            f"{launch_value_fault(column, value)}")
+            raise BadExport(
+                f"launch {row['launch_id']} has {column} = {value!r}, "
+                f"{launch_value_fault(column, value)}"
+            )
 
 
 _LAUNCH_COLUMNS = (*LAUNCH_DIMS, *LAUNCH_IDS)

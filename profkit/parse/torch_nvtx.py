@@ -38,10 +38,12 @@ _OPERATOR = re.compile(r"[A-Za-z_][\w.]*::[\w.]+")
 class TorchRange(NamedTuple):
     """What a range PyTorch's annotation wrote says."""
 
-    name: str             # the RecordFunction's name: aten::conv2d, ReluBackward0, Optimizer.step#AdamW.step
-    shapes: str | None    # its tensor inputs' shapes, ``[8,3,224,224];[64,3,7,7]`` (None: none recorded)
-    operator: bool        # the name is a dispatcher operator's (the kernel table's ``op``)
-    annotated: bool       # the range has PyTorch's fields (else a bare operator's name)
+    name: str  # the RecordFunction's name: aten::conv2d, ReluBackward0, Optimizer.step#AdamW.step
+    shapes: (
+        str | None
+    )  # its tensor inputs' shapes, ``[8,3,224,224];[64,3,7,7]`` (None: none recorded)
+    operator: bool  # the name is a dispatcher operator's (the kernel table's ``op``)
+    annotated: bool  # the range has PyTorch's fields (else a bare operator's name)
 
     @property
     def label(self) -> str:
@@ -72,11 +74,13 @@ def _name_and_sizes(text: str, annotated: bool) -> TorchRange | None:
     """``NAME[, sizes = [...]]`` read (``annotated``: the range had other fields of PyTorch's)."""
     at = text.find(_SIZES)
     if at > 0:
-        sizes = text[at + len(_SIZES):]
+        sizes = text[at + len(_SIZES) :]
         if not _SIZES_VALUE.fullmatch(sizes):
             return None
         text = text[:at]
-        shapes = ";".join(f"[{s.replace(' ', '')}]" for s in _SHAPE.findall(sizes[1:-1]) if s) or None
+        shapes = (
+            ";".join(f"[{s.replace(' ', '')}]" for s in _SHAPE.findall(sizes[1:-1]) if s) or None
+        )
     elif not annotated:
         return TorchRange(text, None, True, False) if _OPERATOR.fullmatch(text) else None
     else:

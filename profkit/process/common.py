@@ -26,7 +26,11 @@ def alone() -> bool:
         return False
     import threading
 
-    return not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread())
+    return not any(
+        t.is_alive() and not t.daemon
+        for t in threading.enumerate()
+        if t is not threading.main_thread()
+    )
 
 
 def leave(rc: int) -> NoReturn:
@@ -51,7 +55,9 @@ def need_cuda(torch: Any) -> None:
     from ..errors import ProfkitError
 
     if not torch.cuda.is_available():
-        raise ProfkitError("no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver.")
+        raise ProfkitError(
+            "no CUDA GPU is visible to PyTorch", "Use `device` cpu, or check the driver."
+        )
 
 
 def machine(torch: Any, spec: Spec) -> HarnessInfo:
@@ -59,7 +65,9 @@ def machine(torch: Any, spec: Spec) -> HarnessInfo:
     info: HarnessInfo = {
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
-        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn_version": torch.backends.cudnn.version()
+        if torch.backends.cudnn.is_available()
+        else None,
         "device": spec.device,
         "python": sys.version.split()[0],
     }
@@ -130,8 +138,9 @@ def code_environment(job: HarnessJob, info: HarnessInfo) -> None:
     from .. import annotate, code_versions
 
     info["native_libraries"] = code_versions.native_libraries()
-    info["workload_sources"] = code_versions.workload_sources(Path(job.workload_path),
-                                                              generated=annotate.output_code_files())
+    info["workload_sources"] = code_versions.workload_sources(
+        Path(job.workload_path), generated=annotate.output_code_files()
+    )
 
 
 def fail(job: HarnessJob, text: str, exc: BaseException | None = None) -> int:

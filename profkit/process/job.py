@@ -24,20 +24,22 @@ class HarnessJob:
     ``python -m profkit.harness JOB.json`` reads: serialised by :meth:`to_json`, read by
     :meth:`read` (fields left out of the file take their defaults)."""
 
-    spec: Spec                      # what the workload is asked to build
+    spec: Spec  # what the workload is asked to build
     workload_path: str
     warmup: int
     iters: int
-    tag: str                        # the run's tag: its iteration ranges' names (nvtx_ranges)
-    info_path: str                  # what the harness learned (JSON), written at the end
-    error_path: str | None = None   # a workload error, one line
-    nproc_per_node: int = 1         # >1: one rank of a distributed job, started by torchrun
-    profiler: Literal["torch", "nsys", "bench"] | None = None  # none: ncu (its plain or per-function plan)
-    trace_path: str | None = None   # torch: the Kineto trace
+    tag: str  # the run's tag: its iteration ranges' names (nvtx_ranges)
+    info_path: str  # what the harness learned (JSON), written at the end
+    error_path: str | None = None  # a workload error, one line
+    nproc_per_node: int = 1  # >1: one rank of a distributed job, started by torchrun
+    profiler: Literal["torch", "nsys", "bench"] | None = (
+        None  # none: ncu (its plain or per-function plan)
+    )
+    trace_path: str | None = None  # torch: the Kineto trace
     output_path: str | None = None  # bench: the last iteration's output tensor
     kernel_times_path: str | None = None  # ncu's per-function plan: CUPTI's kernel times
-    attribution: bool = False       # operator ranges around the measured iterations (profkit.annotate)
-    gpu_lock: str | None = None     # a lock file held from gpu_lock_at until the iterations end
+    attribution: bool = False  # operator ranges around the measured iterations (profkit.annotate)
+    gpu_lock: str | None = None  # a lock file held from gpu_lock_at until the iterations end
     gpu_lock_at: Literal["prepare", "warmup"] = "prepare"
     # ncu's per-function plan: the process that only counts, under ncu, beside (or after) the
     # timing one, which is the run's harness: it ends without the interpreter's teardown.
@@ -112,7 +114,11 @@ def rank_file(path: str, rank: int) -> str:
     return str(p.with_name(f"{stem}.rank{rank}{dot}{rest}"))
 
 
-RANK_FILES: tuple[Literal["info_path", "error_path", "trace_path"], ...] = ("info_path", "error_path", "trace_path")
+RANK_FILES: tuple[Literal["info_path", "error_path", "trace_path"], ...] = (
+    "info_path",
+    "error_path",
+    "trace_path",
+)
 
 
 def rank_of_job(job: HarnessJob) -> dict[str, int] | None:
@@ -120,8 +126,11 @@ def rank_of_job(job: HarnessJob) -> dict[str, int] | None:
     several processes; None otherwise."""
     if job.nproc_per_node <= 1 or "RANK" not in os.environ:
         return None
-    return {"rank": int(os.environ["RANK"]), "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
-            "world_size": int(os.environ.get("WORLD_SIZE", 1))}
+    return {
+        "rank": int(os.environ["RANK"]),
+        "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
+        "world_size": int(os.environ.get("WORLD_SIZE", 1)),
+    }
 
 
 def per_rank_job(job: HarnessJob, rank: int) -> HarnessJob:

@@ -21,8 +21,9 @@ instead (module hooks or a dispatch mode would make Dynamo compile again)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..records import HarnessInfo
 from .common import code_environment, error_line, kernel_timer
@@ -35,7 +36,14 @@ class Recorder:
     """The window's step ranges under ncu's NVTX filter (the base of the others): ``start()``,
     ``open_step(i)`` / ``close_step(i)`` around each step, ``stop()``, then ``write()``."""
 
-    def __init__(self, job: HarnessJob, info: HarnessInfo, cuda: bool, compiled: bool, optimizer_hooks: bool = True):
+    def __init__(
+        self,
+        job: HarnessJob,
+        info: HarnessInfo,
+        cuda: bool,
+        compiled: bool,
+        optimizer_hooks: bool = True,
+    ):
         self.job, self.info, self.cuda, self.compiled = job, info, cuda, compiled
         self.optimizer_hooks = optimizer_hooks
         self.annotator: Any = None
@@ -67,8 +75,11 @@ class Recorder:
 
         try:
             push, pop = backend()
-            annotator = CompiledTracer(push, pop) if self.compiled else \
-                Annotator(push, pop, optimizer_hooks=self.optimizer_hooks)
+            annotator = (
+                CompiledTracer(push, pop)
+                if self.compiled
+                else Annotator(push, pop, optimizer_hooks=self.optimizer_hooks)
+            )
             annotator.__enter__()
         except Exception as exc:  # an older torch without the hooks the annotator needs
             self.info["attribution"] = "off"
@@ -96,7 +107,9 @@ class Recorder:
 
         # A start/end range: the process's, so the kernels other threads launch in the step
         # (autograd's backward) are in it for ncu's filter and for nsys (see nvtx_ranges).
-        self._ranges[i] = nvtx.start_range(nvtx_ranges.iteration_range(self.job.tag, i), domain=nvtx_ranges.DOMAIN)
+        self._ranges[i] = nvtx.start_range(
+            nvtx_ranges.iteration_range(self.job.tag, i), domain=nvtx_ranges.DOMAIN
+        )
 
     def close_step(self, i: int) -> None:
         import nvtx
@@ -125,7 +138,9 @@ class TorchRecorder(Recorder):
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.prof = profile(activities=activities, record_shapes=True)
-        self.prof._profkit = True  # profkit's own (profkit.program refuses a program's own profiler)
+        self.prof._profkit = (
+            True  # profkit's own (profkit.program refuses a program's own profiler)
+        )
         self.prof.start()
         # torch.profiler records a compiled model's operators with their input types anyway.
         if self._attribution() and not self.compiled:
@@ -212,8 +227,14 @@ class TimerRecorder(Recorder):
         lo, hi = marks.get(f"iter{steps - 1}.start", 0), marks.get(f"iter{steps - 1}.end", 0)
         ordered = sorted(timer.kernels, key=lambda k: int(k["correlation"]))
         first = marks.get("iter0.start", 0)
-        return StepLaunches([(str(k["name"]), math.prod(k["grid"])) for k in ordered if lo <= int(k["start"]) <= hi],
-                            {str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi})
+        return StepLaunches(
+            [
+                (str(k["name"]), math.prod(k["grid"]))
+                for k in ordered
+                if lo <= int(k["start"]) <= hi
+            ],
+            {str(k["name"]) for k in ordered if first <= int(k["start"]) <= hi},
+        )
 
     def write(self) -> None:
         job = self.job
@@ -224,7 +245,9 @@ class TimerRecorder(Recorder):
             self.timer.write(Path(job.kernel_times_path), self.log.to_json() if self.log else None)
 
 
-def countable(job: HarnessJob, info: HarnessInfo, launched: StepLaunches | None, earlier: str, after: str) -> bool:
+def countable(
+    job: HarnessJob, info: HarnessInfo, launched: StepLaunches | None, earlier: str, after: str
+) -> bool:
     """Whether what the timer saw launched (``TimerRecorder.stop``) can name the counted
     launches' ranges, before counting starts (a workload's one more step, a program's steps
     after its window). Where not: nothing launched writes counts of nothing to the job's
@@ -239,18 +262,25 @@ def countable(job: HarnessJob, info: HarnessInfo, launched: StepLaunches | None,
     if info.get("kernel_timer_error") or launched is None:
         return False
     if not launched.last:
-        write_new(job.counts_path, json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
-                  replace=True)
+        write_new(
+            job.counts_path,
+            json.dumps({"functions": {}, "passes": 0, "launches": 0, "wall_s": 0.0}),
+            replace=True,
+        )
         return False
     missed = launched.functions - {name for name, _ in launched.last}
     if missed:
-        info["kernel_counter_error"] = (f"{len(missed)} kernel functions of the earlier {earlier} are not in the last "
-                                        f"(first: {min(missed)[:80]}): {after} would not count them")
+        info["kernel_counter_error"] = (
+            f"{len(missed)} kernel functions of the earlier {earlier} are not in the last "
+            f"(first: {min(missed)[:80]}): {after} would not count them"
+        )
         return False
     return True
 
 
-def recorder(job: HarnessJob, info: HarnessInfo, cuda: bool, compiled: bool, optimizer_hooks: bool = True) -> Recorder:
+def recorder(
+    job: HarnessJob, info: HarnessInfo, cuda: bool, compiled: bool, optimizer_hooks: bool = True
+) -> Recorder:
     """The way the job's window is profiled: the one place it is chosen."""
     if job.profiler == "torch":
         cls: type[Recorder] = TorchRecorder

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_DIR", "default_path", "side_by_side_pages", "write_index", "write_report"]
 
 INDEX = "index"  # the index page's name, index.html
-SEPARATOR = "+"  # in no run name (check_run_name): it joins a pair's names, and a run named index to its id
+SEPARATOR = (
+    "+"  # in no run name (check_run_name): it joins a pair's names, and a run named index to its id
+)
 
 
 def default_path(run: RunRecord, vs: RunRecord | None = None, folder: Path = DEFAULT_DIR) -> Path:
@@ -51,15 +53,29 @@ def identity(store: Store, run: RunRecord) -> str:
     return f"{store.path.resolve()}|{run.id}|{run.name}|{run.finished_at}|{__version__}"
 
 
-def write_report(store: Store, run: RunRecord, output: str | Path | None = None, vs: RunRecord | None = None,
-                 match: str = DEFAULT_MATCH.value, threshold_pct: float = 10.0, *, folder: Path = DEFAULT_DIR) -> Path:
+def write_report(
+    store: Store,
+    run: RunRecord,
+    output: str | Path | None = None,
+    vs: RunRecord | None = None,
+    match: str = DEFAULT_MATCH.value,
+    threshold_pct: float = 10.0,
+    *,
+    folder: Path = DEFAULT_DIR,
+) -> Path:
     """Write the report of ``store``'s run (side by side with ``vs``, of the same store, when
     given) at ``output``, or where :func:`default_path` puts it in ``folder`` (a folder of this
     user's only: :func:`page.write_own`); return its path."""
     from . import model, page
 
-    data = model.vs_page(store, run, vs, match, threshold_pct) if vs is not None else model.run_page(store, run)
-    data["identity"] = identity(store, run) if vs is None else f"{identity(store, run)} vs {identity(store, vs)}"
+    data = (
+        model.vs_page(store, run, vs, match, threshold_pct)
+        if vs is not None
+        else model.run_page(store, run)
+    )
+    data["identity"] = (
+        identity(store, run) if vs is None else f"{identity(store, run)} vs {identity(store, vs)}"
+    )
     if output is not None:
         return page.write(page.render(data), Path(output))
     return page.write_own(page.render(data), default_path(run, vs, folder), folder)
@@ -83,7 +99,7 @@ def _head(path: Path) -> str:
         return ""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "r", encoding="utf-8", errors="replace") as f:
+        with open(fd, encoding="utf-8", errors="replace") as f:
             return f.read(4096)
     except OSError:
         return ""
@@ -94,7 +110,10 @@ def _is_page_of(store: Store, path: Path, run: RunRecord) -> bool:
 
     from .page import printable
 
-    return f'<meta name="profkit-report" content="{printable(escape(identity(store, run)))}">' in _head(path)
+    return (
+        f'<meta name="profkit-report" content="{printable(escape(identity(store, run)))}">'
+        in _head(path)
+    )
 
 
 def side_by_side_pages(store: Store, folder: Path, names: set[str]) -> list[tuple[str, str, str]]:
@@ -135,11 +154,16 @@ def write_index(store: Store, output: str | Path | None = None) -> Path:
     folder = index.parent
     runs = [r for r in store.runs() if r.status in (None, "ok")]
     if not runs:
-        raise UsageError(f"{store.path} holds no runs: nothing to index", "Run or import something first.")
+        raise UsageError(
+            f"{store.path} holds no runs: nothing to index", "Run or import something first."
+        )
     paths = {run.name: default_path(run, folder=folder) for run in runs}
     for name, path in paths.items():
         if path.resolve() == index.resolve():
-            raise UsageError(f"the index would overwrite run {name}'s report ({path})", "Give the index another name.")
+            raise UsageError(
+                f"the index would overwrite run {name}'s report ({path})",
+                "Give the index another name.",
+            )
     # The run pages' names are profkit's, in the index's folder: written as default pages are.
     for run in runs:
         if not _is_page_of(store, paths[run.name], run):

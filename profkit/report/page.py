@@ -36,8 +36,13 @@ def _asset(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             loader=jinja2.FunctionLoader(lambda name: _asset(name)))
+    env = jinja2.Environment(
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        loader=jinja2.FunctionLoader(lambda name: _asset(name)),
+    )
     env.filters["ns"] = fmt_ns
     # Keep the data's order (time by precision is largest first); Jinja2 sorts keys by default.
     env.policies["json.dumps_kwargs"] = {"sort_keys": False}
@@ -45,7 +50,11 @@ def _env() -> jinja2.Environment:
 
 
 def _csp_hash(script: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii") + "'"
+    return (
+        "'sha256-"
+        + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+        + "'"
+    )
 
 
 def _shown_all(value: Any) -> Any:
@@ -63,14 +72,21 @@ def _shown_all(value: Any) -> Any:
 def render(model: dict[str, Any]) -> str:
     """The page for a model from ``report.model`` (run, vs or index)."""
     model = _shown_all(model)
-    scripts = [_asset("vendor/chart.umd.min.js"), _asset("report.js")] if model["page"] != "index" else [_asset("report.js")]
+    scripts = (
+        [_asset("vendor/chart.umd.min.js"), _asset("report.js")]
+        if model["page"] != "index"
+        else [_asset("report.js")]
+    )
     for s in scripts:
         if "</script" in s.lower():
             raise ValueError("a bundled script contains '</script': it cannot be inlined")
-    csp = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
-           + " ".join(_csp_hash(s) for s in scripts))
+    csp = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src " + " ".join(
+        _csp_hash(s) for s in scripts
+    )
     template = _env().get_template("template.html")
-    return template.render(m=model, css=css_variables() + "\n" + _asset("report.css"), scripts=scripts, csp=csp)
+    return template.render(
+        m=model, css=css_variables() + "\n" + _asset("report.css"), scripts=scripts, csp=csp
+    )
 
 
 def _check_parents(path: Path) -> None:
@@ -78,8 +94,10 @@ def _check_parents(path: Path) -> None:
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise UsageError(f"cannot write the report to {path}: {parent} is a file, not a folder",
-                                 "Give a file path to `output`.")
+                raise UsageError(
+                    f"cannot write the report to {path}: {parent} is a file, not a folder",
+                    "Give a file path to `output`.",
+                )
             break
 
 
@@ -90,7 +108,9 @@ def printable(text: str) -> str:
 
 
 FOLDER = "reports folder"
-FOLDER_ADVICE = "Remove it (profkit makes its own), or give `output` a path in a folder of your own."
+FOLDER_ADVICE = (
+    "Remove it (profkit makes its own), or give `output` a path in a folder of your own."
+)
 
 
 def write_own(html: str, path: Path, base: Path) -> Path:
@@ -105,15 +125,17 @@ def write_own(html: str, path: Path, base: Path) -> Path:
     data = printable(html).encode("utf-8")
     _check_parents(path)
     below = path.parent.relative_to(base).parts
-    chain = [base, *(base.joinpath(*below[:i + 1]) for i in range(len(below)))]
+    chain = [base, *(base.joinpath(*below[: i + 1]) for i in range(len(below)))]
     for folder in chain[:-1]:
         own_folder(folder, FOLDER, FOLDER_ADVICE)
     fd = open_own_folder(chain[-1], FOLDER, FOLDER_ADVICE)
     try:
         replace_file(fd, path.name, data, path)
     except OSError as exc:
-        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}",
-                         "Check the folder's permissions and the free disk space.") from None
+        raise UsageError(
+            f"cannot write the report to {path}: {exc.strerror or exc}",
+            "Check the folder's permissions and the free disk space.",
+        ) from None
     finally:
         os.close(fd)
     return path
@@ -134,8 +156,10 @@ def write(html: str, path: Path) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}",
-                         "Give a writable file path to `output`.") from None
+        raise UsageError(
+            f"cannot write the report to {path}: {exc.strerror or exc}",
+            "Give a writable file path to `output`.",
+        ) from None
     try:
         write_atomic(path, printable(html), "Give a file path to `output`.", files_only=True)
     except ProfkitError as exc:

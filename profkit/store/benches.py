@@ -24,12 +24,16 @@ class Benches(Connection):
         if not self.path.exists():
             folder = self.path.parent
             if not os.access(folder, os.W_OK | os.X_OK):
-                raise StoreError(f"cannot make {self.path}: folder {folder} is not writable",
-                                 "Choose another `db`, or check the folder's permissions.")
+                raise StoreError(
+                    f"cannot make {self.path}: folder {folder} is not writable",
+                    "Choose another `db`, or check the folder's permissions.",
+                )
             return
         try:
             with self.write():
-                self.execute("delete from bench_rows where 0")  # a write statement that changes nothing
+                self.execute(
+                    "delete from bench_rows where 0"
+                )  # a write statement that changes nothing
         except sqlite3.OperationalError as exc:
             raise unwritable(self.path, exc) from exc
 
@@ -41,9 +45,15 @@ class Benches(Connection):
             with self.write():
                 bench_id = self._insert("benches", head)
                 for seq, r in enumerate(bench.rows):
-                    row = {k: getattr(r, k) for k in BENCH_ROW_COLUMNS if k not in ("bench_id", "seq")}
-                    row.update(bench_id=bench_id, seq=seq, reference_only=int(r.reference_only),
-                               iter_ns=json.dumps(r.iter_ns))
+                    row = {
+                        k: getattr(r, k) for k in BENCH_ROW_COLUMNS if k not in ("bench_id", "seq")
+                    }
+                    row.update(
+                        bench_id=bench_id,
+                        seq=seq,
+                        reference_only=int(r.reference_only),
+                        iter_ns=json.dumps(r.iter_ns),
+                    )
                     self._insert("bench_rows", row)
         except sqlite3.IntegrityError as exc:
             raise UsageError(f"a benchmark has one row per precision and mode ({exc})") from None
@@ -56,24 +66,42 @@ class Benches(Connection):
         rows: dict[int, list[BenchRow]] = {}
         for r in self.query("select * from bench_rows order by bench_id, seq"):
             rows.setdefault(r["bench_id"], []).append(_bench_row(r))
-        return [_bench(b, rows.get(b["id"], [])) for b in self.query("select * from benches order by id")]
+        return [
+            _bench(b, rows.get(b["id"], []))
+            for b in self.query("select * from benches order by id")
+        ]
 
     def get_bench(self, bench_id: int | str) -> BenchRecord:
         """A stored benchmark by id."""
         ref = str(bench_id)
-        row = next(self.query("select * from benches where id = ?", [bid]), None) \
-            if (bid := as_id(ref)) is not None else None
+        row = (
+            next(self.query("select * from benches where id = ?", [bid]), None)
+            if (bid := as_id(ref)) is not None
+            else None
+        )
         if row is None:
-            ids = [str(r["id"]) for r in self.query("select id from benches order by id desc limit 5")]
-            hint = (f"Recent benchmarks: {', '.join(ids)}." if ids else "The database has no benchmarks yet.")
+            ids = [
+                str(r["id"]) for r in self.query("select id from benches order by id desc limit 5")
+            ]
+            hint = (
+                f"Recent benchmarks: {', '.join(ids)}."
+                if ids
+                else "The database has no benchmarks yet."
+            )
             raise BenchNotFound(f"no benchmark {ref!r} in {self.path}", hint)
-        rows = [_bench_row(r) for r in self.query("select * from bench_rows where bench_id = ? order by seq",
-                                                  [row["id"]])]
+        rows = [
+            _bench_row(r)
+            for r in self.query(
+                "select * from bench_rows where bench_id = ? order by seq", [row["id"]]
+            )
+        ]
         return _bench(row, rows)
 
 
 def _bench(row: dict[str, Any], rows: list[BenchRow]) -> BenchRecord:
-    values = {k: json.loads(v) if k in JSON_BENCH_COLUMNS and v is not None else v for k, v in row.items()}
+    values = {
+        k: json.loads(v) if k in JSON_BENCH_COLUMNS and v is not None else v for k, v in row.items()
+    }
     return BenchRecord(**values, rows=rows)
 
 
@@ -82,4 +110,3 @@ def _bench_row(row: dict[str, Any]) -> BenchRow:
     values["reference_only"] = bool(values["reference_only"])
     values["iter_ns"] = json.loads(values["iter_ns"] or "[]")
     return BenchRow(**values)
-

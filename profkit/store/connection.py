@@ -14,9 +14,10 @@ import os
 import secrets
 import sqlite3
 import stat
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from ..errors import StoreError, UsageError
 from ..files import disk_full, file_uri, foreign_link, full_disk, nearly_full
@@ -53,8 +54,11 @@ def busy_timeout() -> float:
     except ValueError:
         value = math.nan
     if not (0 <= value <= MAX_BUSY_TIMEOUT_S):  # also NaN
-        raise UsageError(f"PROFKIT_BUSY_TIMEOUT must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT_S}, "
-                         f"not {text!r}", "Unset it to wait the default 600 s.")
+        raise UsageError(
+            f"PROFKIT_BUSY_TIMEOUT must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT_S}, "
+            f"not {text!r}",
+            "Unset it to wait the default 600 s.",
+        )
     return value
 
 
@@ -72,14 +76,20 @@ def _cause(path: Path, exc: BaseException) -> str | None:
     readonly = code == _SQLITE_READONLY or "readonly" in text
     if "locked" in text or "busy" in text:
         return "locked"
-    if code == _SQLITE_FULL or "disk is full" in text or ((code == _SQLITE_IOERR or readonly) and nearly_full(path)):
+    if (
+        code == _SQLITE_FULL
+        or "disk is full" in text
+        or ((code == _SQLITE_IOERR or readonly) and nearly_full(path))
+    ):
         return "full"
     return "readonly" if readonly else None
 
 
 def _locked(path: Path, exc: BaseException) -> StoreError:
-    return StoreError(f"{path} is locked by another process ({exc}, after waiting {busy_timeout():g} s)",
-                      "Try again once it has finished, or set PROFKIT_BUSY_TIMEOUT to wait longer.")
+    return StoreError(
+        f"{path} is locked by another process ({exc}, after waiting {busy_timeout():g} s)",
+        "Try again once it has finished, or set PROFKIT_BUSY_TIMEOUT to wait longer.",
+    )
 
 
 def unwritable(path: Path, exc: BaseException) -> StoreError:
@@ -92,12 +102,18 @@ def unwritable(path: Path, exc: BaseException) -> StoreError:
     if cause == "full":
         return full_disk(path)
     if cause == "readonly":
-        return StoreError(f"cannot write to {path}: this user may not write the file or its folder ({text})",
-                          "Reading it works; to store runs, use a database in a folder of your own (`db`).")
+        return StoreError(
+            f"cannot write to {path}: this user may not write the file or its folder ({text})",
+            "Reading it works; to store runs, use a database in a folder of your own (`db`).",
+        )
     if "unable to open" in text:
-        return StoreError(f"cannot open {path} ({text})",
-                          "Check the permissions of the file and its folder, and the free disk space.")
-    return StoreError(f"cannot write to {path}: {text}", "Check the file's permissions and the free disk space.")
+        return StoreError(
+            f"cannot open {path} ({text})",
+            "Check the permissions of the file and its folder, and the free disk space.",
+        )
+    return StoreError(
+        f"cannot write to {path}: {text}", "Check the file's permissions and the free disk space."
+    )
 
 
 def read_failure(path: Path, exc: BaseException) -> StoreError:
@@ -107,9 +123,11 @@ def read_failure(path: Path, exc: BaseException) -> StoreError:
     if cause == "locked":
         return _locked(path, exc)
     if cause == "full":
-        return StoreError(f"the disk is full: reading {path} needs room SQLite could not find ({exc})",
-                          "Free some space there, or where SQLite keeps temporary files ($SQLITE_TMPDIR, "
-                          "else /var/tmp or /tmp).")
+        return StoreError(
+            f"the disk is full: reading {path} needs room SQLite could not find ({exc})",
+            "Free some space there, or where SQLite keeps temporary files ($SQLITE_TMPDIR, "
+            "else /var/tmp or /tmp).",
+        )
     return StoreError(f"the database is damaged or unreadable ({path}: {exc})")
 
 
@@ -128,11 +146,14 @@ def _check_file(path: Path) -> int | None:
     me = os.geteuid()
     found = foreign_link(path)  # its own name, or a folder on the way to it
     if found is not None:
-        raise StoreError(f"{found[0]} is a link another user (user {found[1]}) made: profkit opens no database "
-                         "through it", "Remove the link, or use a database in a folder of your own.")
+        raise StoreError(
+            f"{found[0]} is a link another user (user {found[1]}) made: profkit opens no database "
+            "through it",
+            "Remove the link, or use a database in a folder of your own.",
+        )
     _check_companions(path, me)
     try:
-        link = os.lstat(path)
+        os.lstat(path)
     except OSError:
         return None  # nothing there (or unreadable): opening it says what is wrong
     try:
@@ -142,8 +163,10 @@ def _check_file(path: Path) -> int | None:
     if stat.S_ISDIR(st.st_mode):
         raise StoreError(f"{path} is a folder, not a database file", "Choose a file for `db`.")
     if not stat.S_ISREG(st.st_mode):
-        raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not a database file",
-                         "Choose a file for `db`.")
+        raise StoreError(
+            f"{path} is not a regular file (a FIFO, device or socket), not a database file",
+            "Choose a file for `db`.",
+        )
     return st.st_uid if st.st_uid not in (me, 0) else None
 
 
@@ -169,12 +192,20 @@ def _check_companions(path: Path, me: int) -> None:
                 st = os.lstat(companion)
             except OSError:
                 continue
-            why = ("is a link" if stat.S_ISLNK(st.st_mode) else
-                   "is not a regular file" if not stat.S_ISREG(st.st_mode) else
-                   f"belongs to another user (user {st.st_uid})" if st.st_uid not in (me, 0, owner) else None)
+            why = (
+                "is a link"
+                if stat.S_ISLNK(st.st_mode)
+                else "is not a regular file"
+                if not stat.S_ISREG(st.st_mode)
+                else f"belongs to another user (user {st.st_uid})"
+                if st.st_uid not in (me, 0, owner)
+                else None
+            )
             if why:
-                raise StoreError(f"{companion} {why}: SQLite would read it as part of the database {path}",
-                                 "Remove it if it should not be there, or use a database in a folder of your own.")
+                raise StoreError(
+                    f"{companion} {why}: SQLite would read it as part of the database {path}",
+                    "Remove it if it should not be there, or use a database in a folder of your own.",
+                )
 
 
 class Connection:
@@ -195,7 +226,10 @@ class Connection:
         self.foreign_owner = _check_file(self.path)
         existed = self.path.exists()
         if not create and not existed:
-            raise StoreError(f"no database at {self.path}", "Run or import something first, or choose another `db`.")
+            raise StoreError(
+                f"no database at {self.path}",
+                "Run or import something first, or choose another `db`.",
+            )
         if self.path.parent and not self.path.parent.exists():
             raise StoreError(f"folder {self.path.parent} does not exist (for database {self.path})")
         self._create = create
@@ -232,8 +266,11 @@ class Connection:
         return self._conn
 
     def _foreign(self) -> StoreError:
-        return StoreError(f"{self.path} belongs to user {self.foreign_owner}: profkit writes no run into another "
-                          "user's database", "Reading it works; to store runs, use a database of your own (`db`).")
+        return StoreError(
+            f"{self.path} belongs to user {self.foreign_owner}: profkit writes no run into another "
+            "user's database",
+            "Reading it works; to store runs, use a database of your own (`db`).",
+        )
 
     def _unusable(self, exc: sqlite3.DatabaseError) -> StoreError:
         """A file SQLite cannot read as a database (damaged, not SQLite, or a layout this
@@ -285,11 +322,16 @@ class Connection:
         half-made one; where another process made it first, theirs is kept."""
         tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(8)}.new")
         try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
+            os.close(
+                os.open(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+                )
+            )
         except OSError as exc:
             raise disk_full(self.path, exc) or StoreError(
                 f"cannot make the database {self.path}: {exc.strerror or exc}",
-                "Check the folder's permissions, or choose another `db`.") from None
+                "Check the folder's permissions, or choose another `db`.",
+            ) from None
         try:
             try:
                 made = type(self)(tmp)
@@ -345,9 +387,13 @@ class Connection:
         ids = list(ids)
         out: dict[int, str] = {}
         for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            out.update(self.execute(f"select id, text from strings where id in ({', '.join('?' * len(chunk))})",
-                                    chunk).fetchall())
+            chunk = ids[i : i + 500]
+            out.update(
+                self.execute(
+                    f"select id, text from strings where id in ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            )
         return out
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -355,29 +401,42 @@ class Connection:
 
     def _insert(self, table: str, row: dict[str, Any]) -> int:
         cols = list(row)
-        cur = self.conn.execute(f"insert into {table} ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
-                                [row[c] for c in cols])
+        cur = self.conn.execute(
+            f"insert into {table} ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
+            [row[c] for c in cols],
+        )
         return int(cur.lastrowid or 0)
 
-    def _insert_all(self, table: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    def _insert_all(
+        self, table: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]
+    ) -> None:
         """Rows (dicts; a key left out is NULL) into ``columns`` of ``table``, by one prepared
         statement: what a run's every write needs, without sqlite-utils (and the pandas it
         imports: a second of every ``profkit run``)."""
-        self.conn.executemany(f"insert into {table} ({', '.join(columns)}) values ({', '.join('?' * len(columns))})",
-                              ([r.get(c) for c in columns] for r in rows))
+        self.conn.executemany(
+            f"insert into {table} ({', '.join(columns)}) values ({', '.join('?' * len(columns))})",
+            ([r.get(c) for c in columns] for r in rows),
+        )
 
     def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:
         cols = list(values)
-        self.conn.execute(f"update {table} set {', '.join(c + ' = ?' for c in cols)} where id = ?",
-                          [*(values[c] for c in cols), row_id])
+        self.conn.execute(
+            f"update {table} set {', '.join(c + ' = ?' for c in cols)} where id = ?",
+            [*(values[c] for c in cols), row_id],
+        )
 
     def _connect(self, params: str = "") -> sqlite3.Connection:
         """Autocommit connection (transactions are explicit), waiting for other writers;
         ``params`` the URI's (``mode=ro``)."""
         # Opened as a URI so that an export can be ATTACHed read-only by URI (nsys_import) on
         # every SQLite build, not only those that read URIs by default.
-        conn = sqlite3.connect(file_uri(self.path) + (f"?{params}" if params else ""), timeout=busy_timeout(),
-                               isolation_level=None, check_same_thread=False, uri=True)
+        conn = sqlite3.connect(
+            file_uri(self.path) + (f"?{params}" if params else ""),
+            timeout=busy_timeout(),
+            isolation_level=None,
+            check_same_thread=False,
+            uri=True,
+        )
         watch(self, conn)  # a stop signal cuts a long statement short (processes.stoppable)
         return conn
 
@@ -388,11 +447,15 @@ class Connection:
         self._conn.execute("pragma synchronous = normal")
         # profkit makes no triggers: one would change what profkit writes behind its back (a
         # planted ``after insert`` rewriting kernel times), so such a file is not opened.
-        if self._conn.execute("select 1 from sqlite_master where type = 'trigger' limit 1").fetchone():
+        if self._conn.execute(
+            "select 1 from sqlite_master where type = 'trigger' limit 1"
+        ).fetchone():
             self._drop()
-            raise StoreError(f"{self.path} holds triggers: not a profkit database as profkit makes it "
-                             "(a trigger would change its figures behind profkit's back)",
-                             "Use a database profkit made, or drop its triggers.")
+            raise StoreError(
+                f"{self.path} holds triggers: not a profkit database as profkit makes it "
+                "(a trigger would change its figures behind profkit's back)",
+                "Use a database profkit made, or drop its triggers.",
+            )
 
     def _wal(self) -> None:
         """WAL mode (persistent in the file), set once the file is known to be profkit's."""
@@ -426,7 +489,9 @@ class Connection:
             self._conn.close()
 
     def _tables(self) -> set[str]:
-        return {r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")}
+        return {
+            r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")
+        }
 
 
 # Set by profkit's command (``cli._open``): the process is profkit's own, so sqlite-utils may be

@@ -36,17 +36,39 @@ from __future__ import annotations
 import sqlite3
 
 from ..errors import StoreError
+from ..options import MAX_NAME, check_run_name
 from .benches import Benches
+from .connection import (
+    DEFAULT_DB,
+    MAX_BUSY_TIMEOUT_S,
+    MAX_ID,
+    as_id,
+    db_path,
+    is_database_error,
+    read_failure,
+)
 from .counters import Counters
-from .connection import DEFAULT_DB, MAX_BUSY_TIMEOUT_S, MAX_ID, as_id, db_path, is_database_error, read_failure
 from .layout import RUN_COLUMNS
 from .migrations import SCHEMA_VERSION, ensure_schema, newer_profkit
 from .queries import Queries
-from ..options import MAX_NAME, check_run_name
 from .runs import RunFields, Runs, raw_dir
 
-__all__ = ["DEFAULT_DB", "MAX_BUSY_TIMEOUT_S", "MAX_ID", "MAX_NAME", "RUN_COLUMNS", "SCHEMA_VERSION", "RunFields",
-           "Store", "as_id", "check_run_name", "db_path", "is_database_error", "raw_dir", "read_failure"]
+__all__ = [
+    "DEFAULT_DB",
+    "MAX_BUSY_TIMEOUT_S",
+    "MAX_ID",
+    "MAX_NAME",
+    "RUN_COLUMNS",
+    "SCHEMA_VERSION",
+    "RunFields",
+    "Store",
+    "as_id",
+    "check_run_name",
+    "db_path",
+    "is_database_error",
+    "raw_dir",
+    "read_failure",
+]
 
 
 class Store(Runs, Queries, Benches, Counters):

@@ -10,7 +10,15 @@ from typing import Any
 from .connection import Connection
 from .layout import AGG_KEYS
 
-FINE_MEASURES = ("launches", "time_ns", "min_ns", "max_ns", "first_launch", "min_thread", "metric_launches")
+FINE_MEASURES = (
+    "launches",
+    "time_ns",
+    "min_ns",
+    "max_ns",
+    "first_launch",
+    "min_thread",
+    "metric_launches",
+)
 
 
 def fine_keys() -> list[str]:
@@ -34,19 +42,26 @@ def fill_fine_aggregates(s: Connection, table: str, select: str, params: list[An
         return f"{c} = min(coalesce({c}, excluded.{c}), coalesce(excluded.{c}, {c}))"
 
     new_fine_table(s, table)
-    s.execute(f"""insert into {table}
-                  select {', '.join(f'coalesce({c}, {key_sentinel(c)})' for c in fine)}, {', '.join(FINE_MEASURES)}
+    s.execute(
+        f"""insert into {table}
+                  select {", ".join(f"coalesce({c}, {key_sentinel(c)})" for c in fine)}, {", ".join(FINE_MEASURES)}
                   from ({select}) where true
-                  on conflict ({', '.join(fine)}) do update set
-                      launches = launches + excluded.launches, time_ns = time_ns + excluded.time_ns, {least('min_ns')},
+                  on conflict ({", ".join(fine)}) do update set
+                      launches = launches + excluded.launches, time_ns = time_ns + excluded.time_ns, {least("min_ns")},
                       max_ns = max(coalesce(max_ns, excluded.max_ns), coalesce(excluded.max_ns, max_ns)),
-                      first_launch = min(first_launch, excluded.first_launch), {least('min_thread')},
-                      metric_launches = metric_launches + excluded.metric_launches""", params)
+                      first_launch = min(first_launch, excluded.first_launch), {least("min_thread")},
+                      metric_launches = metric_launches + excluded.metric_launches""",
+        params,
+    )
 
 
 def new_fine_table(s: Connection, table: str) -> None:
     """An empty (temporary) ``table`` for ``fill_fine_aggregates``."""
     fine = fine_keys()
     s.execute(f"drop table if exists {table}")
-    s.execute(f"create temp table {table.removeprefix('temp.')} ({', '.join(fine)}, {', '.join(FINE_MEASURES)})")
-    s.execute(f"create unique index {table}_key on {table.removeprefix('temp.')} ({', '.join(fine)})")
+    s.execute(
+        f"create temp table {table.removeprefix('temp.')} ({', '.join(fine)}, {', '.join(FINE_MEASURES)})"
+    )
+    s.execute(
+        f"create unique index {table}_key on {table.removeprefix('temp.')} ({', '.join(fine)})"
+    )

@@ -8,51 +8,128 @@ from __future__ import annotations
 from ..parse.schema import CLASSIFIED, COLUMNS, HOST_SYNC_COLUMNS, RANGE_COLUMNS
 
 RUN_COLUMNS: dict[str, type] = {
-    "id": int, "name": str, "source": str, "status": str, "workload": str, "precision": str, "mode": str,
-    "batch_size": int, "iters": int, "device": str, "tool": str, "tool_version": str, "metric_set": str,
-    "metrics": str, "gpu_name": str, "compute_capability": str, "command": str, "started_at": str,
-    "finished_at": str, "raw_files": str, "source_sha256": str, "activity": str, "kernel_count": int,
-    "gpu_time_ns": int, "profiled_wall_s": float, "info": str, "owner": str, "folder": str,
+    "id": int,
+    "name": str,
+    "source": str,
+    "status": str,
+    "workload": str,
+    "precision": str,
+    "mode": str,
+    "batch_size": int,
+    "iters": int,
+    "device": str,
+    "tool": str,
+    "tool_version": str,
+    "metric_set": str,
+    "metrics": str,
+    "gpu_name": str,
+    "compute_capability": str,
+    "command": str,
+    "started_at": str,
+    "finished_at": str,
+    "raw_files": str,
+    "source_sha256": str,
+    "activity": str,
+    "kernel_count": int,
+    "gpu_time_ns": int,
+    "profiled_wall_s": float,
+    "info": str,
+    "owner": str,
+    "folder": str,
 }  # documented on RunRecord (but owner: "host:pid" of the process writing it, "host:pid+lock" where it holds
 # the run's lock file, see Store._recover); metrics, command, raw_files and info hold JSON
 JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 
 KERNEL_COLUMNS: dict[str, type] = {"run_id": int}
 for _col, _dtype in {**COLUMNS, **CLASSIFIED}.items():
-    KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(_dtype, str)
+    KERNEL_COLUMNS[_col] = {"int64": int, "Int64": int, "boolean": int, "object": str}.get(
+        _dtype, str
+    )
 # Text columns of the kernel table kept once in ``strings`` and referenced by id (column
 # ``<name>_id`` in ``kernel_rows``): a capture repeats the same few thousand names, ranges,
 # operators and verdict texts over millions of launches.
-INTERNED = ("name", "short_name", "nvtx_range", "nvtx_path", "input_types", "op", "module", "module_type", "shapes",
-            "phase", "family", "evidence_detail")
-STORED_COLUMNS: dict[str, type] = {(f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
-                                   for c, t in KERNEL_COLUMNS.items()}
+INTERNED = (
+    "name",
+    "short_name",
+    "nvtx_range",
+    "nvtx_path",
+    "input_types",
+    "op",
+    "module",
+    "module_type",
+    "shapes",
+    "phase",
+    "family",
+    "evidence_detail",
+)
+STORED_COLUMNS: dict[str, type] = {
+    (f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
+    for c, t in KERNEL_COLUMNS.items()
+}
 
 # The kernels view: kernel_rows with each id replaced by its text, the columns and order of
 # the table it replaced (schema 5); metrics '{}' where none were stored (NULL).
-KERNELS_VIEW = "create view kernels as select " + ", ".join(
-    f"s_{c}.text as {c}" if c in INTERNED else ("coalesce(k.metrics, '{}') as metrics" if c == "metrics" else f"k.{c}")
-    for c in KERNEL_COLUMNS) + " from kernel_rows k " + " ".join(
-    f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
-RANGE_TABLE_COLUMNS: dict[str, type] = {"run_id": int, **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()}}
+KERNELS_VIEW = (
+    "create view kernels as select "
+    + ", ".join(
+        f"s_{c}.text as {c}"
+        if c in INTERNED
+        else ("coalesce(k.metrics, '{}') as metrics" if c == "metrics" else f"k.{c}")
+        for c in KERNEL_COLUMNS
+    )
+    + " from kernel_rows k "
+    + " ".join(f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
+)
+RANGE_TABLE_COLUMNS: dict[str, type] = {
+    "run_id": int,
+    **{c: {"int": int}.get(t, str) for c, t in RANGE_COLUMNS.items()},
+}
 # A timeline run's host-blocking runtime calls (schema 10): parse.schema.HostSyncRow, one row each.
-HOST_SYNC_TABLE_COLUMNS: dict[str, type] = {"run_id": int,
-                                            **{c: {"int": int}.get(t, str) for c, t in HOST_SYNC_COLUMNS.items()}}
+HOST_SYNC_TABLE_COLUMNS: dict[str, type] = {
+    "run_id": int,
+    **{c: {"int": int}.get(t, str) for c, t in HOST_SYNC_COLUMNS.items()},
+}
 
 # Benchmarks (``profkit bench``, schema 7): one ``benches`` row each (the fields of
 # records.BenchRecord; precisions, modes and info hold JSON) and one ``bench_rows`` row per
 # combination (records.BenchRow's fields; iter_ns holds JSON, reference_only 0 or 1), in the
 # order ``seq`` the benchmark ran them.
 BENCH_COLUMNS: dict[str, type] = {
-    "id": int, "workload": str, "batch_size": int, "device": str, "iters": int, "warmup": int, "precisions": str,
-    "modes": str, "created_at": str, "gpu_name": str, "torch_version": str, "info": str,
+    "id": int,
+    "workload": str,
+    "batch_size": int,
+    "device": str,
+    "iters": int,
+    "warmup": int,
+    "precisions": str,
+    "modes": str,
+    "created_at": str,
+    "gpu_name": str,
+    "torch_version": str,
+    "info": str,
 }
 JSON_BENCH_COLUMNS = ("precisions", "modes", "info")
 BENCH_ROW_COLUMNS: dict[str, type] = {
-    "bench_id": int, "seq": int, "precision": str, "mode": str, "status": str, "reference_only": int, "error": str,
-    "median_ms": float, "spread_ms": float, "p25_ms": float, "p75_ms": float, "min_ms": float, "max_ms": float,
-    "items_per_s": float, "s_per_item": float, "peak_memory_bytes": int, "max_abs_diff": float,
-    "top1_agreement": float, "note": str, "iter_ns": str,
+    "bench_id": int,
+    "seq": int,
+    "precision": str,
+    "mode": str,
+    "status": str,
+    "reference_only": int,
+    "error": str,
+    "median_ms": float,
+    "spread_ms": float,
+    "p25_ms": float,
+    "p75_ms": float,
+    "min_ms": float,
+    "max_ms": float,
+    "items_per_s": float,
+    "s_per_item": float,
+    "peak_memory_bytes": int,
+    "max_abs_diff": float,
+    "top1_agreement": float,
+    "note": str,
+    "iter_ns": str,
 }
 
 # A run's aggregates (schema 12, ``aggregates``): written once, when its rows are complete, so
@@ -61,9 +138,25 @@ BENCH_ROW_COLUMNS: dict[str, type] = {
 # ``in_iter``: 1 where the launch was made inside a measured-iteration range, ``*.iterN``)
 # with AGG_MEASURES. ``path_aggs``: one row per (NVTX stack, innermost range, kind, rank,
 # family): per-iteration stacks would multiply the main table's groups by the iterations.
-AGG_KEYS = ("kind", "name_id", "short_name_id", "precision", "tensor_core", "family_id", "evidence",
-            "evidence_detail_id", "op_id", "module_id", "module_type_id", "phase_id", "shapes_id", "input_types_id",
-            "rank", "device", "in_iter")
+AGG_KEYS = (
+    "kind",
+    "name_id",
+    "short_name_id",
+    "precision",
+    "tensor_core",
+    "family_id",
+    "evidence",
+    "evidence_detail_id",
+    "op_id",
+    "module_id",
+    "module_type_id",
+    "phase_id",
+    "shapes_id",
+    "input_types_id",
+    "rank",
+    "device",
+    "in_iter",
+)
 AGG_MEASURES = ("launches", "time_ns", "min_ns", "max_ns", "first_launch", "metric_launches")
 PATH_AGG_KEYS = ("nvtx_path_id", "nvtx_range_id", "kind", "rank", "family_id")
 PATH_AGG_MEASURES = ("launches", "time_ns", "first_launch", "min_thread")
@@ -75,8 +168,20 @@ PATH_AGG_MEASURES = ("launches", "time_ns", "first_launch", "min_thread")
 # kernels, whose names repeat across models); ``config`` the counted launch's grid and block.
 # ``metrics`` and ``metric_units`` hold JSON; run_id, run_name and launch_id say which launch they were read from.
 COUNTER_COLUMNS: dict[str, type] = {
-    "gpu": str, "environment": str, "metric_set": str, "signature": str, "scope": str, "mangled": str, "config": str,
-    "name": str, "short_name": str, "metrics": str, "metric_units": str, "run_id": int, "run_name": str,
-    "launch_id": int, "created_at": str,
+    "gpu": str,
+    "environment": str,
+    "metric_set": str,
+    "signature": str,
+    "scope": str,
+    "mangled": str,
+    "config": str,
+    "name": str,
+    "short_name": str,
+    "metrics": str,
+    "metric_units": str,
+    "run_id": int,
+    "run_name": str,
+    "launch_id": int,
+    "created_at": str,
 }
 COUNTER_KEY = ("gpu", "environment", "metric_set", "signature", "scope", "mangled", "config")

@@ -24,14 +24,28 @@ from __future__ import annotations
 
 import datetime
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import StoreError
 from .connection import Connection
-from .layout import (AGG_KEYS, AGG_MEASURES, BENCH_COLUMNS, BENCH_ROW_COLUMNS, COUNTER_COLUMNS, COUNTER_KEY,
-                     HOST_SYNC_TABLE_COLUMNS, INTERNED, KERNEL_COLUMNS, KERNELS_VIEW, PATH_AGG_KEYS, PATH_AGG_MEASURES,
-                     RANGE_TABLE_COLUMNS, RUN_COLUMNS, STORED_COLUMNS)
+from .layout import (
+    AGG_KEYS,
+    AGG_MEASURES,
+    BENCH_COLUMNS,
+    BENCH_ROW_COLUMNS,
+    COUNTER_COLUMNS,
+    COUNTER_KEY,
+    HOST_SYNC_TABLE_COLUMNS,
+    INTERNED,
+    KERNEL_COLUMNS,
+    KERNELS_VIEW,
+    PATH_AGG_KEYS,
+    PATH_AGG_MEASURES,
+    RANGE_TABLE_COLUMNS,
+    RUN_COLUMNS,
+    STORED_COLUMNS,
+)
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
 MIGRATION_SET = "profkit"
@@ -42,7 +56,9 @@ class Step:
     """One change of the layout: ``apply`` makes it, inside the step's write transaction."""
 
     name: str
-    version: int  # the schema version a database has once this step (and those before it) is applied
+    version: (
+        int  # the schema version a database has once this step (and those before it) is applied
+    )
     apply: Callable[[Connection], None]
 
 
@@ -71,8 +87,9 @@ def cpu_runs_and_ranges(s: Connection) -> None:
         s.db.table("runs").add_column("activity", str)
         s.execute("update runs set activity = 'kernel'")
     if "ranges" not in s._tables():
-        s.db.table("ranges").create(RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"),
-                                    foreign_keys=[("run_id", "runs", "id")])
+        s.db.table("ranges").create(
+            RANGE_TABLE_COLUMNS, pk=("run_id", "range_id"), foreign_keys=[("run_id", "runs", "id")]
+        )
 
 
 @step
@@ -110,15 +127,25 @@ def strings_and_kernel_rows(s: Connection) -> None:
     s.execute("create table strings (id integer primary key, text text not null unique)")
     cols = ", ".join(f"{c} {'integer' if t is int else 'text'}" for c, t in STORED_COLUMNS.items())
     # No other index: every query reads one run's rows, which the key clusters.
-    s.execute(f"create table kernel_rows ({cols}, primary key (run_id, launch_id), "
-              "foreign key (run_id) references runs (id)) without rowid")
+    s.execute(
+        f"create table kernel_rows ({cols}, primary key (run_id, launch_id), "
+        "foreign key (run_id) references runs (id)) without rowid"
+    )
     if old:
         for c in INTERNED:
-            s.execute(f"insert or ignore into strings (text) select distinct {c} from kernels where {c} is not null")
-        select = ", ".join(f"(select id from strings where text = o.{c})" if c in INTERNED else
-                           ("nullif(o.metrics, '{}')" if c == "metrics" else f"o.{c}") for c in KERNEL_COLUMNS)
-        s.execute(f"insert into kernel_rows ({', '.join(STORED_COLUMNS)}) select {select} from kernels o "
-                  "order by o.run_id, o.launch_id")
+            s.execute(
+                f"insert or ignore into strings (text) select distinct {c} from kernels where {c} is not null"
+            )
+        select = ", ".join(
+            f"(select id from strings where text = o.{c})"
+            if c in INTERNED
+            else ("nullif(o.metrics, '{}')" if c == "metrics" else f"o.{c}")
+            for c in KERNEL_COLUMNS
+        )
+        s.execute(
+            f"insert into kernel_rows ({', '.join(STORED_COLUMNS)}) select {select} from kernels o "
+            "order by o.run_id, o.launch_id"
+        )
         s.execute("drop table kernels")
     s.execute(KERNELS_VIEW)
 
@@ -128,8 +155,9 @@ def benches(s: Connection) -> None:
     """Schema 7: ``benches`` and ``bench_rows`` (profkit bench), one row per precision and mode."""
     if "benches" not in s._tables():
         s.db.table("benches").create(BENCH_COLUMNS, pk="id", not_null={"workload"})
-        s.db.table("bench_rows").create(BENCH_ROW_COLUMNS, pk=("bench_id", "seq"),
-                                        foreign_keys=[("bench_id", "benches", "id")])
+        s.db.table("bench_rows").create(
+            BENCH_ROW_COLUMNS, pk=("bench_id", "seq"), foreign_keys=[("bench_id", "benches", "id")]
+        )
         s.db.table("bench_rows").create_index(["bench_id", "precision", "mode"], unique=True)
 
 
@@ -156,8 +184,11 @@ def host_syncs(s: Connection) -> None:
     """Schema 10: ``host_syncs``, a timeline run's runtime calls that blocked the host (runs
     imported before it have none recorded)."""
     if "host_syncs" not in s._tables():
-        s.db.table("host_syncs").create(HOST_SYNC_TABLE_COLUMNS, pk=("run_id", "sync_id"),
-                                        foreign_keys=[("run_id", "runs", "id")])
+        s.db.table("host_syncs").create(
+            HOST_SYNC_TABLE_COLUMNS,
+            pk=("run_id", "sync_id"),
+            foreign_keys=[("run_id", "runs", "id")],
+        )
 
 
 @step
@@ -175,13 +206,25 @@ def aggregates(s: Connection) -> None:
     the analyses read instead of every row), made and filled for every run that has rows."""
     if "kernel_aggs" in s._tables():
         return
-    for table, keys, measures in (("kernel_aggs", AGG_KEYS, AGG_MEASURES), ("path_aggs", PATH_AGG_KEYS, PATH_AGG_MEASURES)):
-        cols = ", ".join(f"{c} {'text' if c in ('kind', 'precision', 'evidence') else 'integer'}" for c in keys)
-        s.execute(f"create table {table} (run_id integer not null, {cols}, "
-                  f"{', '.join(f'{m} integer' for m in measures)}, foreign key (run_id) references runs (id))")
+    for table, keys, measures in (
+        ("kernel_aggs", AGG_KEYS, AGG_MEASURES),
+        ("path_aggs", PATH_AGG_KEYS, PATH_AGG_MEASURES),
+    ):
+        cols = ", ".join(
+            f"{c} {'text' if c in ('kind', 'precision', 'evidence') else 'integer'}" for c in keys
+        )
+        s.execute(
+            f"create table {table} (run_id integer not null, {cols}, "
+            f"{', '.join(f'{m} integer' for m in measures)}, foreign key (run_id) references runs (id))"
+        )
         s.execute(f"create index {table}_run on {table} (run_id)")
-    from .writes import write_aggregates  # the writer of a new run's aggregates fills the old runs' too
-    for (run_id,) in s.execute("select id from runs where id in (select distinct run_id from kernel_rows)").fetchall():
+    from .writes import (
+        write_aggregates,  # the writer of a new run's aggregates fills the old runs' too
+    )
+
+    for (run_id,) in s.execute(
+        "select id from runs where id in (select distinct run_id from kernel_rows)"
+    ).fetchall():
         write_aggregates(s, run_id)
 
 
@@ -212,9 +255,11 @@ SCHEMA_VERSION = len(STEPS)
 def set_max_run_id(s: Connection) -> None:
     """Record the highest run id given so far (meta ``max_run_id``): a new run's id is above
     it, so the id of a deleted run is never given again (runs has no AUTOINCREMENT)."""
-    s.execute("insert or replace into meta (key, value) values ('max_run_id', "
-              "(select max(coalesce((select max(id) from runs), 0), "
-              "coalesce((select cast(value as integer) from meta where key = 'max_run_id'), 0))))")
+    s.execute(
+        "insert or replace into meta (key, value) values ('max_run_id', "
+        "(select max(coalesce((select max(id) from runs), 0), "
+        "coalesce((select cast(value as integer) from meta where key = 'max_run_id'), 0))))"
+    )
 
 
 def _columns(s: Connection, table: str) -> set[str]:
@@ -243,20 +288,31 @@ def schema_version(s: Connection) -> int:
     tables = s._tables()
     if "runs" not in tables:
         return 0
-    row = s.execute("select value from meta where key = 'schema_version'").fetchone() if "meta" in tables else None
+    row = (
+        s.execute("select value from meta where key = 'schema_version'").fetchone()
+        if "meta" in tables
+        else None
+    )
     value = row[0] if row else "1"
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise StoreError(f"{s.path} has a schema version profkit does not know ({value!r})") from None
+        raise StoreError(
+            f"{s.path} has a schema version profkit does not know ({value!r})"
+        ) from None
 
 
 def recorded(s: Connection) -> list[str]:
     """The names of the steps the database records as applied, in order (read only)."""
     if MIGRATIONS_TABLE not in s._tables():
         return []
-    return [r[0] for r in s.execute(f"select name from {MIGRATIONS_TABLE} where migration_set = ? order by id",
-                                    [MIGRATION_SET])]
+    return [
+        r[0]
+        for r in s.execute(
+            f"select name from {MIGRATIONS_TABLE} where migration_set = ? order by id",
+            [MIGRATION_SET],
+        )
+    ]
 
 
 def applied(s: Connection) -> set[str]:
@@ -274,8 +330,10 @@ def ensure_schema(s: Connection, create: bool) -> None:
     if tables and "runs" not in tables:
         raise StoreError(f"{s.path} is a SQLite database but not a profkit one (no runs table)")
     if not tables and not create:
-        raise StoreError(f"{s.path} is not a profkit database (it holds no tables)",
-                         "Run or import something first, or choose another `db`.")
+        raise StoreError(
+            f"{s.path} is not a profkit database (it holds no tables)",
+            "Run or import something first, or choose another `db`.",
+        )
     version = schema_version(s)
     if version > SCHEMA_VERSION:
         raise _newer(s, f"schema {version}, this one reads up to {SCHEMA_VERSION}")
@@ -287,18 +345,24 @@ def ensure_schema(s: Connection, create: bool) -> None:
     pending = [st for st in STEPS if st.name not in done]
     if not pending:
         return
-    if tables and MIGRATIONS_TABLE not in tables:  # an earlier profkit's: its kernels are a table or kernel_rows
+    if (
+        tables and MIGRATIONS_TABLE not in tables
+    ):  # an earlier profkit's: its kernels are a table or kernel_rows
         if _kind(s, "kernels") != "table" and _kind(s, "kernel_rows") is None:
-            raise StoreError(f"{s.path} says schema {version} but its kernels are not a table: not a layout "
-                             "profkit wrote")
+            raise StoreError(
+                f"{s.path} says schema {version} but its kernels are not a table: not a layout "
+                "profkit wrote"
+            )
     try:
         for st in pending:
             _apply(s, st)
     except sqlite3.OperationalError as exc:
         if tables and ("readonly" in str(exc) or "read-only" in str(exc)):
-            raise StoreError(f"{s.path} was written by an earlier profkit (schema {version}) and is upgraded "
-                             f"in place the first time it is opened, but it cannot be written ({exc})",
-                             "Open it once where it is writable (or as its owner).") from exc
+            raise StoreError(
+                f"{s.path} was written by an earlier profkit (schema {version}) and is upgraded "
+                f"in place the first time it is opened, but it cannot be written ({exc})",
+                "Open it once where it is writable (or as its owner).",
+            ) from exc
         raise
 
 
@@ -315,7 +379,11 @@ def newer_profkit(s: Connection) -> StoreError | None:
         version = int(s._conn.execute("pragma user_version").fetchone()[0])
     except (sqlite3.Error, TypeError, ValueError):
         return None
-    return _newer(s, f"schema {version}, this one reads up to {SCHEMA_VERSION}") if version > SCHEMA_VERSION else None
+    return (
+        _newer(s, f"schema {version}, this one reads up to {SCHEMA_VERSION}")
+        if version > SCHEMA_VERSION
+        else None
+    )
 
 
 def _apply(s: Connection, st: Step) -> None:
@@ -331,13 +399,20 @@ def _apply(s: Connection, st: Step) -> None:
         version = schema_version(s)
         st.apply(s)
         if MIGRATIONS_TABLE not in s._tables():  # as sqlite-utils' Migrations makes it
-            s.db.table(MIGRATIONS_TABLE).create({"id": int, "migration_set": str, "name": str, "applied_at": str},
-                                                pk="id")
+            s.db.table(MIGRATIONS_TABLE).create(
+                {"id": int, "migration_set": str, "name": str, "applied_at": str}, pk="id"
+            )
             s.db.table(MIGRATIONS_TABLE).create_index(["migration_set", "name"], unique=True)
-        earlier = [(x.name, None) for x in STEPS if x.name in done and x.name not in have]  # no time known
-        now = str(datetime.datetime.now(datetime.timezone.utc))
-        s.conn.executemany(f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values (?, ?, ?)",
-                           [(MIGRATION_SET, name, at) for name, at in [*earlier, (st.name, now)]])
-        s.execute("insert or replace into meta (key, value) values ('schema_version', ?)",
-                  [str(max(version, st.version))])
+        earlier = [
+            (x.name, None) for x in STEPS if x.name in done and x.name not in have
+        ]  # no time known
+        now = str(datetime.datetime.now(datetime.UTC))
+        s.conn.executemany(
+            f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values (?, ?, ?)",
+            [(MIGRATION_SET, name, at) for name, at in [*earlier, (st.name, now)]],
+        )
+        s.execute(
+            "insert or replace into meta (key, value) values ('schema_version', ?)",
+            [str(max(version, st.version))],
+        )
         s.execute(f"pragma user_version = {int(max(version, st.version))}")

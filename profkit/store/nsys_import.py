@@ -6,21 +6,42 @@ worked out once each by ``profkit.parse.nsys_sqlite``. The export's reader is
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BadExport
 from ..files import file_uri
-from ..parse.nsys_export import (MEMCPY_KEY, MEMSET_KEY, STATE_COLUMNS, GpuOpsImport, NameRow, NsysExport,
-                                 OperatorCall, Segment, StateRange, Window, integer_test, stage)
+from ..parse.nsys_export import (
+    MEMCPY_KEY,
+    MEMSET_KEY,
+    STATE_COLUMNS,
+    GpuOpsImport,
+    NameRow,
+    NsysExport,
+    OperatorCall,
+    Segment,
+    StateRange,
+    Window,
+    integer_test,
+    stage,
+)
 from ..parse.schema import MAX_DURATION_NS
-from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
+from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
 
-def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[NameRow],
-                   ranges: Callable[[list[int]], list[StateRange]], segments: list[Segment], windows: list[Window],
-                   ranks: dict[int, int] | None = None, operators: list[OperatorCall] | None = None) -> GpuOpsImport:
+def insert_gpu_ops(
+    store: Any,
+    run_id: int,
+    export: NsysExport,
+    names: list[NameRow],
+    ranges: Callable[[list[int]], list[StateRange]],
+    segments: list[Segment],
+    windows: list[Window],
+    ranks: dict[int, int] | None = None,
+    operators: list[OperatorCall] | None = None,
+) -> GpuOpsImport:
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
 
@@ -47,8 +68,19 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[Name
     small = export.path.stat().st_size <= IN_MEMORY_BYTES
     con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
     try:
-        return _insert_gpu_ops(store, con, run_id, export, ops_sql, names, ranges, segments, windows, ranks or {},
-                               operators or [])
+        return _insert_gpu_ops(
+            store,
+            con,
+            run_id,
+            export,
+            ops_sql,
+            names,
+            ranges,
+            segments,
+            windows,
+            ranks or {},
+            operators or [],
+        )
     finally:
         if con.in_transaction:
             con.execute("rollback")
@@ -57,26 +89,52 @@ def insert_gpu_ops(store: Any, run_id: int, export: NsysExport, names: list[Name
         con.execute("pragma temp_store = default")
 
 
-def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_sql: str, names: list[NameRow],
-                    ranges: Callable[[list[int]], list[StateRange]], segments: list[Segment], windows: list[Window],
-                    ranks: dict[int, int], operators: list[OperatorCall]) -> GpuOpsImport:
+def _insert_gpu_ops(
+    store: Any,
+    con: Any,
+    run_id: int,
+    export: NsysExport,
+    ops_sql: str,
+    names: list[NameRow],
+    ranges: Callable[[list[int]], list[StateRange]],
+    segments: list[Segment],
+    windows: list[Window],
+    ranks: dict[int, int],
+    operators: list[OperatorCall],
+) -> GpuOpsImport:
     with store.write():
-        ids = store.intern({t for row in names for t in (row[2], row[3], row[6], row[8]) if t is not None} |
-                           {t for row in operators for t in row[3:] if t is not None})
+        ids = store.intern(
+            {t for row in names for t in (row[2], row[3], row[6], row[8]) if t is not None}
+            | {t for row in operators for t in row[3:] if t is not None}
+        )
         con.execute("attach database ? as src", [_ro_uri(export.path)])
         try:
-            con.execute("create temp table nm (key integer, sn integer, name_id, short_id, precision, tensor_core, "
-                        "family_id, evidence, detail_id, primary key (key, sn))")
-            con.executemany("insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
-                (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
-                for k, sn, n, sh, p, tc, f, ev, d in names))
-            con.execute("create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))")
+            con.execute(
+                "create temp table nm (key integer, sn integer, name_id, short_id, precision, tensor_core, "
+                "family_id, evidence, detail_id, primary key (key, sn))"
+            )
+            con.executemany(
+                "insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
+                    for k, sn, n, sh, p, tc, f, ev, d in names
+                ),
+            )
+            con.execute(
+                "create temp table seg (gtid integer, start integer, ix integer, primary key (gtid, start))"
+            )
             con.executemany("insert or replace into temp.seg values (?, ?, ?)", segments)
-            con.execute("create temp table oc (ix integer primary key, gtid integer, start integer, end integer, "
-                        "op_id, shapes_id)")
-            con.executemany("insert into temp.oc (gtid, start, end, op_id, shapes_id) values (?, ?, ?, ?, ?)",
-                            ((g, a, b, ids[op], ids.get(sh) if sh is not None else None)
-                             for g, a, b, op, sh in operators))
+            con.execute(
+                "create temp table oc (ix integer primary key, gtid integer, start integer, end integer, "
+                "op_id, shapes_id)"
+            )
+            con.executemany(
+                "insert into temp.oc (gtid, start, end, op_id, shapes_id) values (?, ?, ?, ?, ?)",
+                (
+                    (g, a, b, ids[op], ids.get(sh) if sh is not None else None)
+                    for g, a, b, op, sh in operators
+                ),
+            )
             con.execute("create index temp.oc_at on oc (gtid, start)")
             con.execute("create temp table rk (pid integer primary key, rank integer)")
             con.executemany("insert into temp.rk values (?, ?)", ranks.items())
@@ -86,33 +144,55 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             # The export's launch calls keyed as the join looks them up (by correlation id within a
             # process), which also refuses a call listed twice (the key is unique) and a value
             # that is not an integer (the key is NULL then): the export's checks then name it.
-            con.execute("create temp table rt (corr integer, pid integer, start integer, gtid integer, primary key (corr, pid)) without rowid")
+            con.execute(
+                "create temp table rt (corr integer, pid integer, start integer, gtid integer, primary key (corr, pid)) without rowid"
+            )
             rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
-            _checked(export, con, f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
-                                  f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r")
+            _checked(
+                export,
+                con,
+                f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
+                f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r",
+            )
             stage("launch calls")
             # kind NOT NULL: an operation whose columns are not all integers has none (its cheap test).
-            con.execute(f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})")
+            con.execute(
+                f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})"
+            )
             _checked(export, con, f"insert into temp.ops {ops_sql}")
             stage("ops table")
             _check_once(export, con)
-            bad = con.execute("select kind, start, end from temp.ops where end < start limit 1").fetchone()
+            bad = con.execute(
+                "select kind, start, end from temp.ops where end < start limit 1"
+            ).fetchone()
             if bad:
-                raise BadExport(f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
-                                f"ends before it starts (start {bad[1]}, end {bad[2]})")
-            long = con.execute("select seq, end - start from temp.ops where end - start > ? limit 1",
-                               [MAX_DURATION_NS]).fetchone()
+                raise BadExport(
+                    f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
+                    f"ends before it starts (start {bad[1]}, end {bad[2]})"
+                )
+            long = con.execute(
+                "select seq, end - start from temp.ops where end - start > ? limit 1",
+                [MAX_DURATION_NS],
+            ).fetchone()
             if long:
-                raise BadExport(f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration")
+                raise BadExport(
+                    f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration"
+                )
             stage("ops checked")
             # One pass over the operations groups them by what their rows' aggregates and the
             # counts below group by (an upsert per operation into a small table, no sort): the
             # counts by kind, by state and kind, of operations with no launch, and the run's
             # aggregates (``writes.write_aggregates``) are made from those few groups.
-            low = key_sentinel("sn")  # NULL's sentinel in the key (a unique index holds NULLs apart)
-            con.execute("create temp table opg (kind, key, sn, rix, oix, pid, dev, launches, time_ns, min_ns, max_ns, "
-                        "first_launch, min_thread, unlaunched)")
-            con.execute("create unique index temp.opg_key on opg (kind, key, sn, rix, oix, pid, dev)")
+            low = key_sentinel(
+                "sn"
+            )  # NULL's sentinel in the key (a unique index holds NULLs apart)
+            con.execute(
+                "create temp table opg (kind, key, sn, rix, oix, pid, dev, launches, time_ns, min_ns, max_ns, "
+                "first_launch, min_thread, unlaunched)"
+            )
+            con.execute(
+                "create unique index temp.opg_key on opg (kind, key, sn, rix, oix, pid, dev)"
+            )
             con.execute(f"""insert into temp.opg
                 select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), coalesce(oix, {low}), pid,
                        coalesce(dev, {low}), 1, end - start, end - start, end - start, seq, ltid & {0xFFFFFF},
@@ -125,37 +205,73 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                     min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
                     unlaunched = unlaunched + excluded.unlaunched""")
             # The rows of the states an operation was launched in (the groups' rix), their texts interned.
-            rows = ranges([int(r[0]) for r in con.execute(f"select distinct rix from temp.opg where rix != {low}")])
-            ids.update(store.intern({t for row in rows for t in row[1:] if t is not None and t not in ids}))
-            con.execute(f"create temp table rg (ix integer primary key, {', '.join(c + '_id' for c in STATE_COLUMNS)})")
-            con.executemany(f"insert into temp.rg values (?{', ?' * len(STATE_COLUMNS)})",
-                            ((r[0], *(ids.get(t) if t is not None else None for t in r[1:])) for r in rows))
+            rows = ranges(
+                [
+                    int(r[0])
+                    for r in con.execute(f"select distinct rix from temp.opg where rix != {low}")
+                ]
+            )
+            ids.update(
+                store.intern({t for row in rows for t in row[1:] if t is not None and t not in ids})
+            )
+            con.execute(
+                f"create temp table rg (ix integer primary key, {', '.join(c + '_id' for c in STATE_COLUMNS)})"
+            )
+            con.executemany(
+                f"insert into temp.rg values (?{', ?' * len(STATE_COLUMNS)})",
+                ((r[0], *(ids.get(t) if t is not None else None for t in r[1:])) for r in rows),
+            )
             stage("states")
-            source = {"run_id": "?", "launch_id": "o.seq", "kind": "o.kind", "duration_ns": "o.end - o.start",
-                      "start_ns": "o.start", "grid_x": "o.gx", "grid_y": "o.gy", "grid_z": "o.gz", "block_x": "o.bx",
-                      "block_y": "o.by", "block_z": "o.bz", "stream": "o.stream", "device": "o.dev", "rank": "rk.rank",
-                      "thread_id": f"o.ltid & {0xFFFFFF}", **{c: f"rg.{c}_id" for c in STATE_COLUMNS},
-                      # The operator call around the launch, unless profkit's own operator range
-                      # (which always says the phase) is, and over a range merely named like one.
-                      **{c: f"case when rg.phase_id is null and oc.ix is not null then oc.{c}_id else rg.{c}_id end"
-                         for c in ("op", "shapes")},
-                      "metrics": "null", "precision": "n.precision",
-                      "tensor_core": "n.tensor_core", "family": "n.family_id", "evidence": "n.evidence",
-                      "evidence_detail": "n.detail_id", "name": "n.name_id", "short_name": "n.short_id"}
+            source = {
+                "run_id": "?",
+                "launch_id": "o.seq",
+                "kind": "o.kind",
+                "duration_ns": "o.end - o.start",
+                "start_ns": "o.start",
+                "grid_x": "o.gx",
+                "grid_y": "o.gy",
+                "grid_z": "o.gz",
+                "block_x": "o.bx",
+                "block_y": "o.by",
+                "block_z": "o.bz",
+                "stream": "o.stream",
+                "device": "o.dev",
+                "rank": "rk.rank",
+                "thread_id": f"o.ltid & {0xFFFFFF}",
+                **{c: f"rg.{c}_id" for c in STATE_COLUMNS},
+                # The operator call around the launch, unless profkit's own operator range
+                # (which always says the phase) is, and over a range merely named like one.
+                **{
+                    c: f"case when rg.phase_id is null and oc.ix is not null then oc.{c}_id else rg.{c}_id end"
+                    for c in ("op", "shapes")
+                },
+                "metrics": "null",
+                "precision": "n.precision",
+                "tensor_core": "n.tensor_core",
+                "family": "n.family_id",
+                "evidence": "n.evidence",
+                "evidence_detail": "n.detail_id",
+                "name": "n.name_id",
+                "short_name": "n.short_id",
+            }
             assert set(source) == set(KERNEL_COLUMNS)
             cols = ", ".join(STORED_COLUMNS)
             values = ", ".join(source[c] for c in KERNEL_COLUMNS)
             # cross join: the operations are the outer loop, read in seq order (no sort).
-            con.execute(f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
-                        "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
-                        "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
-                        [run_id])
+            con.execute(
+                f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
+                "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
+                "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
+                [run_id],
+            )
             stage("rows written")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
             unlaunched = 0
-            for i, k, n, t, u in con.execute(f"select nullif(rix, {low}), kind, sum(launches), sum(time_ns), "
-                                             "sum(unlaunched) from temp.opg group by rix, kind"):
+            for i, k, n, t, u in con.execute(
+                f"select nullif(rix, {low}), kind, sum(launches), sum(time_ns), "
+                "sum(unlaunched) from temp.opg group by rix, kind"
+            ):
                 if isinstance(t, float):  # a sum past 2^63 (SQLite goes on in floating point)
                     raise OverflowError("the GPU operations' summed time is past 2^63 ns")
                 n, t = int(n), int(t or 0)
@@ -166,14 +282,19 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
                     per_range.append((int(i), k, n, t))
             # The aggregates' groups: each operation group's row values as the rows have them.
             stored = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
-            fill_fine_aggregates(store, "temp.agg_bulk", f"""
+            fill_fine_aggregates(
+                store,
+                "temp.agg_bulk",
+                f"""
                 select {", ".join(f"{source[stored[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
                        o.min_ns, o.max_ns, o.first_launch, o.min_thread, 0 as metric_launches
                 from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, nullif(oix, {low}) as oix,
                              pid, nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
                       from temp.opg) o
                 cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix
-                left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid""", [])
+                left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid""",
+                [],
+            )
             # Kept in Python until the run's last transaction writes them: a change of temp_store
             # (below) drops temporary tables.
             groups = con.execute("select * from temp.agg_bulk").fetchall()
@@ -184,7 +305,12 @@ def _insert_gpu_ops(store: Any, con: Any, run_id: int, export: NsysExport, ops_s
             for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "oc", "rk"):
                 con.execute(f"drop table if exists temp.{table}")
     store.prepared_aggregates = (run_id, groups)
-    return {"by_kind": by_kind, "per_range": per_range, "launched": launched, "unlaunched": unlaunched}
+    return {
+        "by_kind": by_kind,
+        "per_range": per_range,
+        "launched": launched,
+        "unlaunched": unlaunched,
+    }
 
 
 def _checked(export: NsysExport, con: Any, sql: str) -> None:
@@ -194,7 +320,9 @@ def _checked(export: NsysExport, con: Any, sql: str) -> None:
         con.execute(sql)
     except sqlite3.IntegrityError as exc:
         export.check()
-        raise BadExport(f"{export.path.name}: a row the import copies is not what an export holds ({exc})") from None
+        raise BadExport(
+            f"{export.path.name}: a row the import copies is not what an export holds ({exc})"
+        ) from None
 
 
 def _check_once(export: NsysExport, con: Any) -> None:
@@ -206,10 +334,13 @@ def _check_once(export: NsysExport, con: Any) -> None:
     repeat found there has the export's check name it (``NsysExport.check``)."""
     pairs = """select a.seq as x, b.seq as y from temp.ops a join temp.ops b on b.seq = a.seq + 1
                where coalesce(b.lstart, b.start) = coalesce(a.lstart, a.start)"""
-    if con.execute(f"select exists ({pairs})").fetchone()[0] and con.execute(f"""
+    if (
+        con.execute(f"select exists ({pairs})").fetchone()[0]
+        and con.execute(f"""
             with p as ({pairs})
             select 1 from temp.ops where seq in (select x from p union select y from p)
-            group by kind, pid, dev, stream, start, lstart, ltid having count(*) > 1 limit 1""").fetchone():
+            group by kind, pid, dev, stream, start, lstart, ltid having count(*) > 1 limit 1""").fetchone()
+    ):
         export.check()
 
 
@@ -222,7 +353,9 @@ def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
         return {}
     import numpy as np
 
-    cur = con.execute("select lpid, lstart from temp.ops where kind = 'kernel' and lstart is not null")
+    cur = con.execute(
+        "select lpid, lstart from temp.ops where kind = 'kernel' and lstart is not null"
+    )
     chunks = []
     while batch := cur.fetchmany(262144):
         chunks.append(np.array(batch, dtype=np.int64))
@@ -238,7 +371,9 @@ def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
         lo, hi = bounds.get(pid, (0, 0)) if isinstance(pid, int) else (0, 0)
         starts = launches[lo:hi, 1]
         span = np.array([(s, e) for _, _, s, e in ws], dtype=np.int64).reshape(-1, 2)
-        n = np.searchsorted(starts, span[:, 1], side="left") - np.searchsorted(starts, span[:, 0], side="left")
+        n = np.searchsorted(starts, span[:, 1], side="left") - np.searchsorted(
+            starts, span[:, 0], side="left"
+        )
         out.update(zip((w[0] for w in ws), np.maximum(n, 0).tolist()))
     return out
 
@@ -249,8 +384,28 @@ def _ro_uri(path: Path) -> str:
 
 IN_MEMORY_BYTES = 256 << 20
 # The columns of the operations' working table after seq, as ``_ops_sql`` selects them.
-OPS_COLUMNS = ("kind", "key", "sn", "start", "end", "dev", "stream", "gx", "gy", "gz", "bx", "by", "bz", "lstart",
-               "ltid", "lpid", "pid", "rix", "oix")
+OPS_COLUMNS = (
+    "kind",
+    "key",
+    "sn",
+    "start",
+    "end",
+    "dev",
+    "stream",
+    "gx",
+    "gy",
+    "gz",
+    "bx",
+    "by",
+    "bz",
+    "lstart",
+    "ltid",
+    "lpid",
+    "pid",
+    "rix",
+    "oix",
+)
+
 
 def _ops_sql(export: NsysExport) -> str:
     """The GPU operations with their launch calls, numbered in launch order, each with the
@@ -261,15 +416,19 @@ def _ops_sql(export: NsysExport) -> str:
     if it has not ended)."""
     cols = export.schema.columns
 
-    def kind(name: str, table: str, alias: str) -> str:  # NULL where the row's columns are not all integers
+    def kind(
+        name: str, table: str, alias: str
+    ) -> str:  # NULL where the row's columns are not all integers
         return f"case when {integer_test(table, alias, cols[table])} then '{name}' end"
 
-    parts = [f"""
+    parts = [
+        f"""
         select {kind("kernel", "CUPTI_ACTIVITY_KIND_KERNEL", "k")} as kind, coalesce(k.demangledName, -2) as key, k.shortName as sn, k.start, k.end,
                k.deviceId as dev,
                k.streamId as stream, k.correlationId as corr, k.globalPid as gpid,
                k.gridX as gx, k.gridY as gy, k.gridZ as gz, k.blockX as bx, k.blockY as by, k.blockZ as bz
-        from src.CUPTI_ACTIVITY_KIND_KERNEL k"""]
+        from src.CUPTI_ACTIVITY_KIND_KERNEL k"""
+    ]
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in cols:
         parts.append(f"""
         select {kind("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", "m")}, {MEMCPY_KEY}, m.copyKind, m.start, m.end, m.deviceId, m.streamId, m.correlationId,

@@ -7,16 +7,39 @@ and hold no SQL of their own."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..parse.schema import HOST_SYNC_COLUMNS, KERNEL_FIELDS, RANGE_COLUMNS, ClassifiedRow, HostSyncRow, RangeRow
+from ..parse.schema import (
+    HOST_SYNC_COLUMNS,
+    KERNEL_FIELDS,
+    RANGE_COLUMNS,
+    ClassifiedRow,
+    HostSyncRow,
+    RangeRow,
+)
 from .connection import Connection
 from .layout import INTERNED
 
-if TYPE_CHECKING:  # imported where the rows are made: `profkit runs` and `kernels` need none of them
-    from ..rows import (FamilyTotals, KernelGroup, KindTotals, Launch, MetricSums, ModuleGroup, NameGroup, ShapeGroup, NameTotal, PathTotals, RankPathTime,
-                        RankTotals, TimelineOp)
+if (
+    TYPE_CHECKING
+):  # imported where the rows are made: `profkit runs` and `kernels` need none of them
+    from ..rows import (
+        FamilyTotals,
+        KernelGroup,
+        KindTotals,
+        Launch,
+        MetricSums,
+        ModuleGroup,
+        NameGroup,
+        NameTotal,
+        PathTotals,
+        RankPathTime,
+        RankTotals,
+        ShapeGroup,
+        TimelineOp,
+    )
 
 
 class Queries(Connection):
@@ -26,8 +49,10 @@ class Queries(Connection):
     def iter_kernels(self, run_id: int) -> Iterator[ClassifiedRow]:
         """Kernel rows (KERNEL_FIELDS, in that order) in launch order, streamed, with metrics
         decoded and tensor_core as bool."""
-        cur = self.execute(f"select {', '.join(KERNEL_FIELDS)} from kernels where run_id = ? order by launch_id",
-                              [run_id])
+        cur = self.execute(
+            f"select {', '.join(KERNEL_FIELDS)} from kernels where run_id = ? order by launch_id",
+            [run_id],
+        )
         loads = json.loads
         while batch := cur.fetchmany(5000):
             for values in batch:
@@ -40,20 +65,29 @@ class Queries(Connection):
     def iter_kernels_json(self, run_id: int) -> Iterator[str]:
         """The rows of :meth:`iter_kernels` as JSON objects (one text each, same keys, order and
         values), made by SQLite itself: the fast path of ``kernels --format json``."""
+
         def field(c: str) -> str:
             if c == "tensor_core":
                 return "case tensor_core when 1 then json('true') when 0 then json('false') end"
             return "json(metrics)" if c == "metrics" else c
+
         obj = "json_object(" + ", ".join(f"'{c}', {field(c)}" for c in KERNEL_FIELDS) + ")"
-        cur = self.execute(f"select {obj} from kernels where run_id = ? order by launch_id", [run_id])
+        cur = self.execute(
+            f"select {obj} from kernels where run_id = ? order by launch_id", [run_id]
+        )
         while batch := cur.fetchmany(5000):
             for (text,) in batch:
                 yield text
 
     def count_by_kind(self, run_id: int) -> dict[str, int]:
         """How many rows of each kind (kernel, memcpy, memset, cpu_op) a run has."""
-        return {k: int(n) for k, n in self.execute(
-            "select kind, sum(launches) from kernel_aggs where run_id = ? group by kind order by kind", [run_id])}
+        return {
+            k: int(n)
+            for k, n in self.execute(
+                "select kind, sum(launches) from kernel_aggs where run_id = ? group by kind order by kind",
+                [run_id],
+            )
+        }
 
     def totals(self, run_id: int, kind: str) -> KindTotals:
         """Over a run's rows of one kind: count, summed duration, tensor-core launches and time,
@@ -65,11 +99,20 @@ class Queries(Connection):
             "coalesce(sum(case when tensor_core = 1 then launches else 0 end), 0), "
             "coalesce(sum(case when tensor_core = 1 then time_ns else 0 end), 0), "
             "coalesce(sum(case when tensor_core is null then time_ns else 0 end), 0) "
-            "from kernel_aggs where run_id = ? and kind = ?", [run_id, kind]).fetchone()
-        return KindTotals(count=int(count), time_ns=int(total), tensor_core_count=int(tc_count),
-                          tensor_core_time_ns=int(tc_time), unknown_time_ns=int(unknown_time))
+            "from kernel_aggs where run_id = ? and kind = ?",
+            [run_id, kind],
+        ).fetchone()
+        return KindTotals(
+            count=int(count),
+            time_ns=int(total),
+            tensor_core_count=int(tc_count),
+            tensor_core_time_ns=int(tc_time),
+            unknown_time_ns=int(unknown_time),
+        )
 
-    def family_totals(self, run_id: int, kind: str, in_iterations: bool = False) -> list[FamilyTotals]:
+    def family_totals(
+        self, run_id: int, kind: str, in_iterations: bool = False
+    ) -> list[FamilyTotals]:
         """Per family over a run's rows of one kind (largest time first): launches, summed
         duration, the time on tensor cores and the time whose tensor-core use is unknown.
         ``in_iterations``: only rows launched inside a measured-iteration range, as
@@ -77,14 +120,24 @@ class Queries(Connection):
         from ..rows import FamilyTotals
 
         where, args = self._iterations_filter(in_iterations)
-        rows = self.execute(f"""select family_id, sum(launches), sum(time_ns),
+        rows = self.execute(
+            f"""select family_id, sum(launches), sum(time_ns),
                                        sum(case when tensor_core = 1 then time_ns else 0 end),
                                        sum(case when tensor_core is null then time_ns else 0 end)
                                 from kernel_aggs where run_id = ? and kind = ?{where} group by family_id""",
-                            [run_id, kind, *args]).fetchall()
+            [run_id, kind, *args],
+        ).fetchall()
         texts = self._texts({r[0] for r in rows if r[0] is not None})
-        out = [FamilyTotals(family=texts.get(f) if f is not None else None, count=int(n), time_ns=int(t),
-                            tensor_core_time_ns=int(tc), undecided_time_ns=int(un)) for f, n, t, tc, un in rows]
+        out = [
+            FamilyTotals(
+                family=texts.get(f) if f is not None else None,
+                count=int(n),
+                time_ns=int(t),
+                tensor_core_time_ns=int(tc),
+                undecided_time_ns=int(un),
+            )
+            for f, n, t, tc, un in rows
+        ]
         return sorted(out, key=lambda r: (-r.time_ns, r.family or ""))
 
     def _iterations_filter(self, in_iterations: bool) -> tuple[str, list[Any]]:
@@ -94,13 +147,20 @@ class Queries(Connection):
 
     GROUPABLE = ("precision", "family", "evidence", "kind", "name", "short_name")
 
-    def grouped(self, run_id: int, by: str, kinds: Iterable[str], missing: str = "unknown") -> list[tuple[str, int, int]]:
+    def grouped(
+        self, run_id: int, by: str, kinds: Iterable[str], missing: str = "unknown"
+    ) -> list[tuple[str, int, int]]:
         """(value of ``by``, count, summed duration) over a run's rows of these kinds, largest
         time first; a NULL value counts as ``missing``."""
         return self.breakdown(run_id, (by,), kinds, missing)[by]
 
-    def breakdown(self, run_id: int, bys: Sequence[str], kinds: Iterable[str],
-                  missing: str | dict[str, str] = "unknown") -> dict[str, list[tuple[str, int, int]]]:
+    def breakdown(
+        self,
+        run_id: int,
+        bys: Sequence[str],
+        kinds: Iterable[str],
+        missing: str | dict[str, str] = "unknown",
+    ) -> dict[str, list[tuple[str, int, int]]]:
         """:meth:`grouped` for several columns in one pass over the run's rows (texts by their
         ids, read once each): ``missing`` names a NULL value, for all or per column."""
         bad = [b for b in bys if b not in self.GROUPABLE]
@@ -108,10 +168,12 @@ class Queries(Connection):
             raise ValueError(f"cannot group kernels by {bad[0]!r}")
         kinds = list(kinds)
         cols = [f"{b}_id" if b in INTERNED else b for b in bys]
-        q = f"""select {', '.join(cols)}, sum(launches), sum(time_ns) from kernel_aggs
-                where run_id = ? and kind in ({', '.join('?' * len(kinds))}) group by {', '.join(cols)}"""
+        q = f"""select {", ".join(cols)}, sum(launches), sum(time_ns) from kernel_aggs
+                where run_id = ? and kind in ({", ".join("?" * len(kinds))}) group by {", ".join(cols)}"""
         combos = self.execute(q, [run_id, *kinds]).fetchall()
-        texts = self._texts({v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None})
+        texts = self._texts(
+            {v for row in combos for b, v in zip(bys, row) if b in INTERNED and v is not None}
+        )
         out = {}
         for i, b in enumerate(bys):
             acc: dict[str, list[int]] = {}
@@ -136,10 +198,20 @@ class Queries(Connection):
                from kernel_aggs where run_id = ? and kind = ? group by name_id, precision"""
         groups = self.execute(q, [run_id, kind]).fetchall()
         texts = self._texts({g[0] for g in groups if g[0] is not None})
-        named = sorted(((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0]))[:limit]
-        return [NameTotal(name=name, launches=int(n), total_ns=int(t), precision=precision,
-                          tensor_core=None if tc is None else bool(tc), evidence=ev)
-                for name, _, n, t, precision, tc, ev in named]
+        named = sorted(
+            ((texts.get(g[0], ""), *g[1:]) for g in groups), key=lambda g: (-g[3], g[0])
+        )[:limit]
+        return [
+            NameTotal(
+                name=name,
+                launches=int(n),
+                total_ns=int(t),
+                precision=precision,
+                tensor_core=None if tc is None else bool(tc),
+                evidence=ev,
+            )
+            for name, _, n, t, precision, tc, ev in named
+        ]
 
     def kernel_groups(self, run_id: int, in_iterations: bool = False) -> list[KernelGroup]:
         """A run's rows grouped by (kind, name, launching operator, precision): launches, summed
@@ -163,17 +235,38 @@ class Queries(Connection):
             key = (kind, texts.get(name, ""), texts.get(op), precision)
             seen = merged.get(key)
             if seen is None:
-                merged[key] = (first, KernelGroup(
-                    kind=kind, name=key[1], op=key[2], short_name=texts.get(short), family=texts.get(family),
-                    calls=int(calls), time_ns=int(time_ns), tc_time_ns=int(tc_ns), precision=precision))
+                merged[key] = (
+                    first,
+                    KernelGroup(
+                        kind=kind,
+                        name=key[1],
+                        op=key[2],
+                        short_name=texts.get(short),
+                        family=texts.get(family),
+                        calls=int(calls),
+                        time_ns=int(time_ns),
+                        tc_time_ns=int(tc_ns),
+                        precision=precision,
+                    ),
+                )
                 continue
             was_first, g = seen
-            merged[key] = (min(was_first, first), replace(
-                g, calls=g.calls + calls, time_ns=g.time_ns + time_ns, tc_time_ns=g.tc_time_ns + tc_ns,
-                short_name=_least(g.short_name, texts.get(short)), family=_least(g.family, texts.get(family))))
+            merged[key] = (
+                min(was_first, first),
+                replace(
+                    g,
+                    calls=g.calls + calls,
+                    time_ns=g.time_ns + time_ns,
+                    tc_time_ns=g.tc_time_ns + tc_ns,
+                    short_name=_least(g.short_name, texts.get(short)),
+                    family=_least(g.family, texts.get(family)),
+                ),
+            )
         return [g for _, g in sorted(merged.values(), key=lambda fg: fg[0])]
 
-    def module_groups(self, run_id: int, in_iterations: bool = False, kind: str = "kernel") -> list[ModuleGroup]:
+    def module_groups(
+        self, run_id: int, in_iterations: bool = False, kind: str = "kernel"
+    ) -> list[ModuleGroup]:
         """A run's kernels (``kind`` cpu_op: a CPU run's operator calls) grouped by (module, phase,
         precision, family, tensor-core verdict): launches, summed time, distinct operators, most
         time first. Every kernel is in one group (module None where the capture does not say),
@@ -189,10 +282,20 @@ class Queries(Connection):
                 order by 8 desc"""
         rows = self.execute(q, [run_id, kind, *paths]).fetchall()
         texts = self._texts({i for r in rows for i in (r[0], r[1], r[2], r[4]) if i is not None})
-        return [ModuleGroup(module=texts.get(m) if m is not None else None, module_type=texts.get(mt),
-                            phase=texts.get(ph), precision=prec, family=texts.get(fam),
-                            tensor_core=None if tc is None else bool(tc), launches=int(n), time_ns=int(t), ops=int(ops))
-                for m, mt, ph, prec, fam, tc, n, t, ops in rows]
+        return [
+            ModuleGroup(
+                module=texts.get(m) if m is not None else None,
+                module_type=texts.get(mt),
+                phase=texts.get(ph),
+                precision=prec,
+                family=texts.get(fam),
+                tensor_core=None if tc is None else bool(tc),
+                launches=int(n),
+                time_ns=int(t),
+                ops=int(ops),
+            )
+            for m, mt, ph, prec, fam, tc, n, t, ops in rows
+        ]
 
     def shape_groups(self, run_id: int, families: Sequence[str]) -> list[ShapeGroup]:
         """A run's kernels of ``families`` grouped by (name, operator, input shapes, input
@@ -204,24 +307,39 @@ class Queries(Connection):
             return []
         q = f"""select name_id, min(short_name_id), op_id, shapes_id, input_types_id, module_id,
                        coalesce(precision, 'unknown'), family_id, tensor_core, sum(launches), sum(time_ns)
-                from kernel_aggs where run_id = ? and kind = 'kernel' and family_id in ({', '.join('?' * len(fam))})
+                from kernel_aggs where run_id = ? and kind = 'kernel' and family_id in ({", ".join("?" * len(fam))})
                 group by name_id, op_id, shapes_id, input_types_id, module_id, coalesce(precision, 'unknown'),
                          family_id, tensor_core
                 order by 11 desc"""
         rows = self.execute(q, [run_id, *fam]).fetchall()
         texts = self._texts({i for r in rows for i in (*r[:6], r[7]) if i is not None})
-        return [ShapeGroup(name=texts.get(n, ""), short_name=texts.get(sn), op=texts.get(op), shapes=texts.get(sh),
-                           input_types=texts.get(ty), module=texts.get(m) if m is not None else None, precision=p,
-                           family=texts.get(f), tensor_core=None if tc is None else bool(tc), launches=int(c),
-                           time_ns=int(t))
-                for n, sn, op, sh, ty, m, p, f, tc, c, t in rows]
+        return [
+            ShapeGroup(
+                name=texts.get(n, ""),
+                short_name=texts.get(sn),
+                op=texts.get(op),
+                shapes=texts.get(sh),
+                input_types=texts.get(ty),
+                module=texts.get(m) if m is not None else None,
+                precision=p,
+                family=texts.get(f),
+                tensor_core=None if tc is None else bool(tc),
+                launches=int(c),
+                time_ns=int(t),
+            )
+            for n, sn, op, sh, ty, m, p, f, tc, c, t in rows
+        ]
 
     def _texts_ids(self, texts: Sequence[str]) -> list[int]:
         """The ids in ``strings`` of those of ``texts`` it holds."""
         if not texts:
             return []
-        return [int(r[0]) for r in self.execute(
-            f"select id from strings where text in ({', '.join('?' * len(texts))})", list(texts))]
+        return [
+            int(r[0])
+            for r in self.execute(
+                f"select id from strings where text in ({', '.join('?' * len(texts))})", list(texts)
+            )
+        ]
 
     def name_groups(self, run_id: int, kind: str) -> list[NameGroup]:
         """A run's rows of one kind grouped by (name, precision), most time first: launches,
@@ -243,14 +361,32 @@ class Queries(Connection):
             g = acc.get((r["name"], r["precision"]))
             if g is None:
                 g = acc[(r["name"], r["precision"])] = {
-                    "name": r["name"], "precision": r["precision"], "short_name": None, "family": None, "calls": 0,
-                    "time_ns": 0, "min_ns": None, "max_ns": None, "tc_calls": 0, "cuda_calls": 0, "evidences": [],
-                    "details": [], "op": None, "first": r["first_launch"]}
+                    "name": r["name"],
+                    "precision": r["precision"],
+                    "short_name": None,
+                    "family": None,
+                    "calls": 0,
+                    "time_ns": 0,
+                    "min_ns": None,
+                    "max_ns": None,
+                    "tc_calls": 0,
+                    "cuda_calls": 0,
+                    "evidences": [],
+                    "details": [],
+                    "op": None,
+                    "first": r["first_launch"],
+                }
             g["calls"] += r["launches"]
             g["time_ns"] += r["time_ns"]
             g["tc_calls"] += r["launches"] if r["tensor_core"] == 1 else 0
             g["cuda_calls"] += r["launches"] if r["tensor_core"] == 0 else 0
-            for col, pick in (("short_name", min), ("family", min), ("op", min), ("min_ns", min), ("max_ns", max)):
+            for col, pick in (
+                ("short_name", min),
+                ("family", min),
+                ("op", min),
+                ("min_ns", min),
+                ("max_ns", max),
+            ):
                 v = r[col]
                 if v is not None:
                     g[col] = v if g[col] is None else pick(g[col], v)
@@ -259,8 +395,15 @@ class Queries(Connection):
             if r["detail"] and r["detail"] not in g["details"]:
                 g["details"].append(r["detail"])
         # by time, most first, then name; (name, precision) as SQLite's GROUP BY gave them (NULL first) before that
-        ordered = sorted(acc.values(), key=lambda g: (g["name"] is not None, g["name"] or "",
-                                                       g["precision"] is not None, g["precision"] or ""))
+        ordered = sorted(
+            acc.values(),
+            key=lambda g: (
+                g["name"] is not None,
+                g["name"] or "",
+                g["precision"] is not None,
+                g["precision"] or "",
+            ),
+        )
         ordered.sort(key=lambda g: (-g["time_ns"], g["name"] is not None, g["name"] or ""))
         return [NameGroup(**g) for g in ordered]
 
@@ -277,13 +420,18 @@ class Queries(Connection):
         # launches' columns, each read by its key.
         want: dict[tuple[int | None, str | None], int] = {}
         for name_id, precision, launches in self.execute(
-                "select name_id, precision, sum(launches) from kernel_aggs where run_id = ? and kind = ? "
-                "group by name_id, precision", [run_id, kind]):
+            "select name_id, precision, sum(launches) from kernel_aggs where run_id = ? and kind = ? "
+            "group by name_id, precision",
+            [run_id, kind],
+        ):
             want[(name_id, precision)] = min(int(launches), per_group)
         left = sum(want.values())
         chosen: list[int] = []
-        cur = self.execute("select launch_id, name_id, precision from kernel_rows where run_id = ? and kind = ? "
-                           "order by launch_id", [run_id, kind])
+        cur = self.execute(
+            "select launch_id, name_id, precision from kernel_rows where run_id = ? and kind = ? "
+            "order by launch_id",
+            [run_id, kind],
+        )
         while left and (batch := cur.fetchmany(20000)):
             for launch_id, name_id, precision in batch:
                 n = want.get((name_id, precision))
@@ -297,11 +445,17 @@ class Queries(Connection):
         cols = tuple(f.name for f in fields(Launch))  # the kernel table's columns the record holds
         out: list[Launch] = []
         for i in range(0, len(chosen), 500):
-            chunk = chosen[i:i + 500]
-            q = (f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in "
-                 f"({', '.join('?' * len(chunk))}) order by launch_id")
-            out.extend(Launch(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])})
-                       for r in self.execute(q, [run_id, *chunk]))
+            chunk = chosen[i : i + 500]
+            q = (
+                f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in "
+                f"({', '.join('?' * len(chunk))}) order by launch_id"
+            )
+            out.extend(
+                Launch(
+                    **{**dict(zip(cols, r)), "tensor_core": _verdict(r[cols.index("tensor_core")])}
+                )
+                for r in self.execute(q, [run_id, *chunk])
+            )
         return out
 
     def metric_sums(self, run_id: int, metrics: Sequence[str]) -> list[MetricSums]:
@@ -309,10 +463,18 @@ class Queries(Connection):
         duration of the launches that have the counters, and each metric's sum."""
         from ..rows import MetricSums
 
-        if not metrics or not self.execute("select 1 from kernel_aggs where run_id = ? and kind = 'kernel' "
-                                            "and metric_launches > 0 limit 1", [run_id]).fetchone():
+        if (
+            not metrics
+            or not self.execute(
+                "select 1 from kernel_aggs where run_id = ? and kind = 'kernel' "
+                "and metric_launches > 0 limit 1",
+                [run_id],
+            ).fetchone()
+        ):
             return []  # a timeline capture's millions of launches have no counters
-        sums = ", ".join(f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics)))
+        sums = ", ".join(
+            f"coalesce(sum(json_extract(metrics, ?)), 0) as m{i}" for i in range(len(metrics))
+        )
         q = f"""select name, precision, min(short_name) as short_name, count(*) as calls,
                        coalesce(sum(duration_ns), 0) as time_ns, {sums}
                 from kernels where run_id = ? and kind = 'kernel' and metrics != '{{}}'
@@ -323,11 +485,21 @@ class Queries(Connection):
             name, precision, short, calls, time_ns, *values = row
             found = {m: float(v) for m, v in zip(metrics, values) if v}
             if found:
-                out.append(MetricSums(name=name, precision=precision, short_name=short, calls=int(calls),
-                                      time_ns=int(time_ns), metrics=found))
+                out.append(
+                    MetricSums(
+                        name=name,
+                        precision=precision,
+                        short_name=short,
+                        calls=int(calls),
+                        time_ns=int(time_ns),
+                        metrics=found,
+                    )
+                )
         return out
 
-    def timeline(self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int) -> tuple[list[TimelineOp], int]:
+    def timeline(
+        self, run_id: int, start_ns: int | None, end_ns: int | None, limit: int
+    ) -> tuple[list[TimelineOp], int]:
         """GPU rows that started in [start_ns, end_ns) on the capture's clock (either bound may
         be None: open), launched by any thread, in start order, at most ``limit``; and how many
         there were."""
@@ -341,27 +513,52 @@ class Queries(Connection):
         if end_ns is not None:
             where += " and start_ns < ?"
             args.append(end_ns)
-        cols = ("launch_id", "kind", "name", "short_name", "stream", "device", "rank", "start_ns", "duration_ns",
-                "precision", "tensor_core", "family")
+        cols = (
+            "launch_id",
+            "kind",
+            "name",
+            "short_name",
+            "stream",
+            "device",
+            "rank",
+            "start_ns",
+            "duration_ns",
+            "precision",
+            "tensor_core",
+            "family",
+        )
         # The first ``limit`` chosen on kernel_rows' own columns, then only those named (the view
         # names every row it reads).
-        rows = [TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])}) for r in self.execute(
-            f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in (select launch_id from kernel_rows "
-            f"where {where} order by start_ns, launch_id limit ?) order by start_ns, launch_id", [run_id, *args, limit])]
+        rows = [
+            TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])})
+            for r in self.execute(
+                f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in (select launch_id from kernel_rows "
+                f"where {where} order by start_ns, launch_id limit ?) order by start_ns, launch_id",
+                [run_id, *args, limit],
+            )
+        ]
         if len(rows) < limit:  # all of them: no second pass to count them
             return rows, len(rows)
-        return rows, int(self.execute(f"select count(*) from kernel_rows where {where}", args).fetchone()[0])
+        return rows, int(
+            self.execute(f"select count(*) from kernel_rows where {where}", args).fetchone()[0]
+        )
 
     # ------------------------------------------------------------------ reading ranges
     def ranges(self, run_id: int) -> list[RangeRow]:
         """The ranges a timeline capture recorded, in start order."""
-        return [{k: r[k] for k in RANGE_COLUMNS} for r in  # type: ignore[misc]
-                self.query("select * from ranges where run_id = ? order by range_id", [run_id])]
+        return [
+            {k: r[k] for k in RANGE_COLUMNS}  # type: ignore[misc]
+            for r in self.query("select * from ranges where run_id = ? order by range_id", [run_id])
+        ]
 
     def host_syncs(self, run_id: int) -> list[HostSyncRow]:
         """The runtime calls that blocked the host in a timeline capture, in start order."""
-        return [{k: r[k] for k in HOST_SYNC_COLUMNS} for r in  # type: ignore[misc]
-                self.query("select * from host_syncs where run_id = ? order by sync_id", [run_id])]
+        return [
+            {k: r[k] for k in HOST_SYNC_COLUMNS}  # type: ignore[misc]
+            for r in self.query(
+                "select * from host_syncs where run_id = ? order by sync_id", [run_id]
+            )
+        ]
 
     def kernel_paths(self, run_id: int) -> list[PathTotals]:
         """Per NVTX stack the launches were made in (first launch first): the innermost range's
@@ -377,9 +574,17 @@ class Queries(Connection):
                where run_id = ? and nvtx_path_id is not null group by nvtx_path_id order by first"""
         rows = list(self.query(q, [run_id]))
         texts = self._texts({r["nvtx_path_id"] for r in rows})
-        return [PathTotals(nvtx_path=texts[r["nvtx_path_id"]], name=r["name"], thread_id=r["thread_id"],
-                           kernels=int(r["kernels"]), gpu_ops=int(r["gpu_ops"]), gpu_time_ns=int(r["gpu_time_ns"] or 0))
-                for r in rows]
+        return [
+            PathTotals(
+                nvtx_path=texts[r["nvtx_path_id"]],
+                name=r["name"],
+                thread_id=r["thread_id"],
+                kernels=int(r["kernels"]),
+                gpu_ops=int(r["gpu_ops"]),
+                gpu_time_ns=int(r["gpu_time_ns"] or 0),
+            )
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ reading ranks (distributed runs)
     def _string_id(self, text: str) -> int:
@@ -395,17 +600,30 @@ class Queries(Connection):
         q = """select rank, sum(launches), sum(time_ns), sum(case when family_id = ? then launches else 0 end),
                       sum(case when family_id = ? then time_ns else 0 end), group_concat(distinct device)
                from kernel_aggs where run_id = ? and kind = ? and rank is not null group by rank order by rank"""
-        return [RankTotals(rank=int(r), kernels=int(n), time_ns=int(t), family_kernels=int(fn), family_ns=int(ft),
-                           devices=sorted({int(d) for d in (devs or "").split(",") if d}))
-                for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])]
+        return [
+            RankTotals(
+                rank=int(r),
+                kernels=int(n),
+                time_ns=int(t),
+                family_kernels=int(fn),
+                family_ns=int(ft),
+                devices=sorted({int(d) for d in (devs or "").split(",") if d}),
+            )
+            for r, n, t, fn, ft, devs in self.execute(q, [fid, fid, run_id, kind])
+        ]
 
-    def rank_intervals(self, run_id: int, family: str) -> Iterator[tuple[int, int | None, int, int, bool]]:
+    def rank_intervals(
+        self, run_id: int, family: str
+    ) -> Iterator[tuple[int, int | None, int, int, bool]]:
         """(rank, device, start_ns, duration_ns, of ``family``) of a run's kernels that have a
         start time, ordered by rank, device and start: streamed."""
         fid = self._string_id(family)
-        cur = self.execute("""select rank, device, start_ns, coalesce(duration_ns, 0), family_id = ? from kernel_rows
+        cur = self.execute(
+            """select rank, device, start_ns, coalesce(duration_ns, 0), family_id = ? from kernel_rows
                               where run_id = ? and kind = 'kernel' and rank is not null and start_ns is not null
-                              order by rank, device, start_ns""", [fid, run_id])
+                              order by rank, device, start_ns""",
+            [fid, run_id],
+        )
         while batch := cur.fetchmany(5000):
             for rank, device, start, duration, of_family in batch:
                 yield int(rank), device, int(start), int(duration), bool(of_family)
@@ -416,19 +634,32 @@ class Queries(Connection):
         from ..rows import RankPathTime
 
         fid = self._string_id(family)
-        rows = self.execute("""select rank, nvtx_path_id, sum(launches), sum(time_ns),
+        rows = self.execute(
+            """select rank, nvtx_path_id, sum(launches), sum(time_ns),
                                       sum(case when family_id = ? then time_ns else 0 end)
                                from path_aggs where run_id = ? and kind = ? and rank is not null
-                               group by rank, nvtx_path_id""", [fid, run_id, kind]).fetchall()
+                               group by rank, nvtx_path_id""",
+            [fid, run_id, kind],
+        ).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
-        return [RankPathTime(rank=int(r), nvtx_path=texts.get(p) if p is not None else None, kernels=int(n),
-                             time_ns=int(t), family_ns=int(ft)) for r, p, n, t, ft in rows]
+        return [
+            RankPathTime(
+                rank=int(r),
+                nvtx_path=texts.get(p) if p is not None else None,
+                kernels=int(n),
+                time_ns=int(t),
+                family_ns=int(ft),
+            )
+            for r, p, n, t, ft in rows
+        ]
 
     def rank_name_counts(self, run_id: int, kind: str) -> list[tuple[int, str, str, int]]:
         """(rank, name, precision, launches) of a run's rows of one kind."""
-        rows = self.execute("""select rank, name_id, coalesce(precision, 'unknown'), sum(launches) from kernel_aggs
+        rows = self.execute(
+            """select rank, name_id, coalesce(precision, 'unknown'), sum(launches) from kernel_aggs
                                where run_id = ? and kind = ? and rank is not null group by rank, name_id, precision""",
-                            [run_id, kind]).fetchall()
+            [run_id, kind],
+        ).fetchall()
         texts = self._texts({r[1] for r in rows if r[1] is not None})
         return [(int(r), texts.get(n, ""), p, int(c)) for r, n, p, c in rows]
 

@@ -35,8 +35,8 @@ from .writes import Writes
 # kernels is "failed" or "interrupted".)
 OK, WRITING = "ok", ("running", "importing")
 ENDED_WITHOUT_KERNELS = ("failed", "interrupted")  # a name held by one of these can be used again
-LOCKED = "+lock"     # an owner that holds its run's lock (schema 9 on); without it, an owner of an earlier profkit
-MAX_FOLDERS = 1000   # names a run's raw folder tries (<name>, <name>-2, ...) before it gives up
+LOCKED = "+lock"  # an owner that holds its run's lock (schema 9 on); without it, an owner of an earlier profkit
+MAX_FOLDERS = 1000  # names a run's raw folder tries (<name>, <name>-2, ...) before it gives up
 
 
 class RunFields(TypedDict, total=False):
@@ -64,7 +64,7 @@ class RunFields(TypedDict, total=False):
     raw_files: dict[str, str]
     source_sha256: str
     profiled_wall_s: float
-    info: RunInfo                   # merged into the reserved run's info (its keys first)
+    info: RunInfo  # merged into the reserved run's info (its keys first)
 
 
 def raw_dir(db: Path, run_name: str) -> Path:
@@ -78,8 +78,14 @@ def raw_dir(db: Path, run_name: str) -> Path:
 def _in_runs(db: Path, folder_name: str) -> Path:
     base = db.resolve().parent / f"{db.stem}-runs"
     folder = base / folder_name
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", folder_name) or folder.resolve().parent != base.resolve():
-        raise StoreError(f"the raw folder {folder} leads outside {base}", "Remove that link, or choose another `name`.")
+    if (
+        not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", folder_name)
+        or folder.resolve().parent != base.resolve()
+    ):
+        raise StoreError(
+            f"the raw folder {folder} leads outside {base}",
+            "Remove that link, or choose another `name`.",
+        )
     return folder
 
 
@@ -99,10 +105,17 @@ class Runs(Writes):
     def unique_name(self, base: str) -> str:
         """``base`` made a usable run name, with ``-2``, ``-3``... if taken (read at this moment:
         :meth:`reserve` takes the name under the write lock)."""
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.")[:MAX_NAME - 8].strip("-.") or "run"
+        base = (
+            re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.")[: MAX_NAME - 8].strip("-.") or "run"
+        )
         if base.isdigit():
             base = f"run-{base}"
-        taken = {r["name"] for r in self.query("select name from runs where name = ? or name like ?", [base, base + "-%"])}
+        taken = {
+            r["name"]
+            for r in self.query(
+                "select name from runs where name = ? or name like ?", [base, base + "-%"]
+            )
+        }
         if base not in taken:
             return base
         n = 2
@@ -114,8 +127,17 @@ class Runs(Writes):
         check_run_name(name)
         row = self.execute("select status from runs where name = ?", [name]).fetchone()
         if row:
-            what = "" if row[0] == OK else f" ({row[0]}: being written now)" if row[0] in WRITING else f" ({row[0]})"
-            raise RunExists(f"a run named {name!r} already exists in {self.path}{what}", "Choose another `name`.")
+            what = (
+                ""
+                if row[0] == OK
+                else f" ({row[0]}: being written now)"
+                if row[0] in WRITING
+                else f" ({row[0]})"
+            )
+            raise RunExists(
+                f"a run named {name!r} already exists in {self.path}{what}",
+                "Choose another `name`.",
+            )
 
     def name_status(self, name: str) -> str | None:
         """The status of the run named ``name``, or None where there is none."""
@@ -124,15 +146,30 @@ class Runs(Writes):
 
     def runs_of_file(self, sha256: str) -> list[str]:
         """Names of the complete runs imported from a file with this SHA-256."""
-        return [r["name"] for r in self.query("select name from runs where source_sha256 = ? and status = ? "
-                                                 "order by id", [sha256, OK])]
+        return [
+            r["name"]
+            for r in self.query(
+                "select name from runs where source_sha256 = ? and status = ? order by id",
+                [sha256, OK],
+            )
+        ]
 
     # ------------------------------------------------------------------ writing
-    def reserve(self, name: str | None, base: str, fields: RunFields, status: str = "importing") -> RunRecord:
+    def reserve(
+        self, name: str | None, base: str, fields: RunFields, status: str = "importing"
+    ) -> RunRecord:
         """Take a run name atomically: ``name`` (refused if taken) or the first free one made
         from ``base``; insert the run's row with ``status`` (``running`` or ``importing``) and
         this process as its owner. Nothing else may take the name from now on."""
-        row = _encoded({**fields, "status": status, "owner": _owner() + LOCKED, "kernel_count": 0, "gpu_time_ns": 0})
+        row = _encoded(
+            {
+                **fields,
+                "status": status,
+                "owner": _owner() + LOCKED,
+                "kernel_count": 0,
+                "gpu_time_ns": 0,
+            }
+        )
         row.pop("folder", None)
         run_id = 0
         replaced: RunRecord | None = None
@@ -143,8 +180,11 @@ class Runs(Writes):
                     self.check_name_free(name)
                 row["name"] = name if name is not None else self.unique_name(base)
                 set_max_run_id(self)
-                run_id = row["id"] = int(self.execute(
-                    "select cast(value as integer) + 1 from meta where key = 'max_run_id'").fetchone()[0])
+                run_id = row["id"] = int(
+                    self.execute(
+                        "select cast(value as integer) + 1 from meta where key = 'max_run_id'"
+                    ).fetchone()[0]
+                )
                 # The lock is held before the row can be seen: a reader never finds a new run unlocked.
                 self._lock(run_id)
                 self._insert("runs", row)
@@ -185,19 +225,25 @@ class Runs(Writes):
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise StoreError(f"cannot make the lock file {path}: {exc.strerror}",
-                             "Check the folder's permissions and the free disk space.") from None
+            raise StoreError(
+                f"cannot make the lock file {path}: {exc.strerror}",
+                "Check the folder's permissions and the free disk space.",
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise StoreError(f"cannot lock {path}: {exc.strerror}",
-                             "Another process holds it; check what else uses this database.") from None
+            raise StoreError(
+                f"cannot lock {path}: {exc.strerror}",
+                "Another process holds it; check what else uses this database.",
+            ) from None
         try:
             os.pwrite(fd, b" " * NOTE_BYTES, 0)  # the room for the run's end (see _note_end)
         except OSError as exc:
             os.close(fd)
-            raise disk_full(path, exc) or StoreError(f"cannot write the lock file {path}: {exc.strerror}") from None
+            raise disk_full(path, exc) or StoreError(
+                f"cannot write the lock file {path}: {exc.strerror}"
+            ) from None
         _HELD[str(path)] = fd
 
     def _note_end(self, run_id: int, status: str, error: str) -> None:
@@ -205,7 +251,9 @@ class Runs(Writes):
         recovery to end it so where the database could not take it; best effort."""
         fd = _HELD.get(str(self._lock_path(run_id)))
         if fd is not None:
-            note = json.dumps({"status": status, "error": error[:NOTE_BYTES // 2]}).encode()[:NOTE_BYTES]
+            note = json.dumps({"status": status, "error": error[: NOTE_BYTES // 2]}).encode()[
+                :NOTE_BYTES
+            ]
             try:
                 os.pwrite(fd, note.ljust(NOTE_BYTES), 0)
             except OSError:
@@ -246,7 +294,9 @@ class Runs(Writes):
         """``<db stem>-runs/`` beside the database, made if missing, and refused (a StoreError)
         where it is not this user's to trust (:func:`profkit.files.untrusted`: a link or folder
         another user put there would have the runs' files written elsewhere)."""
-        return own_folder(self.path.resolve().parent / f"{self.path.stem}-runs", "folder of runs' files")
+        return own_folder(
+            self.path.resolve().parent / f"{self.path.stem}-runs", "folder of runs' files"
+        )
 
     def reserve_folder(self, run: RunRecord) -> Path:
         """Make a reserved run's raw folder, as exclusively as its name: ``<db stem>-runs/<name>/``,
@@ -264,11 +314,15 @@ class Runs(Writes):
                     continue
                 break
             else:
-                raise StoreError(f"no free raw folder for run {run.name!r} in {base} ({MAX_FOLDERS} names taken)",
-                                 "Clear out that folder, or use another database.")
+                raise StoreError(
+                    f"no free raw folder for run {run.name!r} in {base} ({MAX_FOLDERS} names taken)",
+                    "Clear out that folder, or use another database.",
+                )
         except OSError as exc:
-            raise StoreError(f"cannot make the raw folder of run {run.name!r} in {base}: {exc.strerror or exc}",
-                             "Check the folder's permissions and the free disk space.") from None
+            raise StoreError(
+                f"cannot make the raw folder of run {run.name!r} in {base}: {exc.strerror or exc}",
+                "Check the folder's permissions and the free disk space.",
+            ) from None
         try:
             with self.write():
                 self._update("runs", run.id, {"folder": folder.name})
@@ -279,7 +333,9 @@ class Runs(Writes):
             raise
         return folder
 
-    def fill_run(self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None) -> RunRecord:
+    def fill_run(
+        self, run: RunRecord, capture: Capture[ClassifiedRow], fields: RunFields | None = None
+    ) -> RunRecord:
         """Write a reserved run's classified rows (streamed, in batches of short transactions),
         then in one last transaction its aggregates (``writes.write_aggregates``), counts, ranges,
         host syncs, notes, ``fields`` and status ``ok``.
@@ -290,24 +346,41 @@ class Runs(Writes):
             if capture.bulk is not None:
                 activity, count, total = capture.bulk(self, run.id)
                 if not count:
-                    raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
+                    raise EmptyCapture(
+                        "the capture holds no kernel launches and no CPU operator calls"
+                    )
             else:
                 activity, count, total = self._insert_kernels(run.id, capture.rows)
             if activity == "kernel":
                 self.judge_by_run(run.id, (fields or {}).get("precision") or run.precision)
             info = {**run.info, **((fields or {}).get("info") or {}), "notes": list(capture.notes)}
-            update = _encoded({**(fields or {}), "activity": activity, "kernel_count": count, "gpu_time_ns": total,
-                               "info": info, "status": OK, "owner": None})
+            update = _encoded(
+                {
+                    **(fields or {}),
+                    "activity": activity,
+                    "kernel_count": count,
+                    "gpu_time_ns": total,
+                    "info": info,
+                    "status": OK,
+                    "owner": None,
+                }
+            )
             if activity == "cpu_op" and not (run.device or update.get("device")):
                 update["device"] = "cpu"  # CPU operators ran on the CPU, whatever the file said
             with self.write():
                 self.write_aggregates(run.id)  # the rows are final: what the analyses read
                 if capture.ranges:
-                    self._insert_all("ranges", list(RANGE_TABLE_COLUMNS),
-                                     ({**r, "run_id": run.id} for r in capture.ranges))
+                    self._insert_all(
+                        "ranges",
+                        list(RANGE_TABLE_COLUMNS),
+                        ({**r, "run_id": run.id} for r in capture.ranges),
+                    )
                 if capture.host_syncs:
-                    self._insert_all("host_syncs", list(HOST_SYNC_TABLE_COLUMNS),
-                                     ({**r, "run_id": run.id} for r in capture.host_syncs))
+                    self._insert_all(
+                        "host_syncs",
+                        list(HOST_SYNC_TABLE_COLUMNS),
+                        ({**r, "run_id": run.id} for r in capture.host_syncs),
+                    )
                 self._update("runs", run.id, update)
         except BaseException as exc:
             self._clear_rows(run.id)
@@ -341,9 +414,13 @@ class Runs(Writes):
         info = {**run.info, "error": error}
         try:
             with self.write():
-                self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
+                self._update(
+                    "runs", run_id, _encoded({"status": status, "owner": None, "info": info})
+                )
         except BaseException as exc:
-            self._note_end(run_id, status, error)  # the lock stays held, the file kept, until this process ends
+            self._note_end(
+                run_id, status, error
+            )  # the lock stays held, the file kept, until this process ends
             if isinstance(exc, sqlite3.OperationalError):
                 raise unwritable(self.path, exc) from exc
             raise
@@ -370,15 +447,21 @@ class Runs(Writes):
         folder = self._own_folder(run)  # checked before anything goes
         try:
             with self.write():
-                row = self.execute("select status, owner from runs where id = ?", [run.id]).fetchone()
+                row = self.execute(
+                    "select status, owner from runs where id = ?", [run.id]
+                ).fetchone()
                 if row is None:
-                    raise RunNotFound(f"no run {str(ref)!r} in {self.path}", "It was deleted meanwhile.")
+                    raise RunNotFound(
+                        f"no run {str(ref)!r} in {self.path}", "It was deleted meanwhile."
+                    )
                 if row[0] in WRITING:
                     owner = (row[1] or "?").removesuffix(LOCKED)
-                    raise StoreError(f"run {run.name!r} is being written now ({row[0]}, by the profkit process "
-                                     f"{owner})",
-                                     "Wait for it to end, or stop that process: a run whose process died is marked "
-                                     "interrupted the next time the database is opened.")
+                    raise StoreError(
+                        f"run {run.name!r} is being written now ({row[0]}, by the profkit process "
+                        f"{owner})",
+                        "Wait for it to end, or stop that process: a run whose process died is marked "
+                        "interrupted the next time the database is opened.",
+                    )
                 self._forget(run.id)
         except sqlite3.OperationalError as exc:
             raise unwritable(self.path, exc) from exc
@@ -404,8 +487,11 @@ class Runs(Writes):
             return None
         why = untrusted(folder.parent) or untrusted(folder)
         if why is not None or folder.is_symlink() or not folder.is_dir():
-            raise StoreError(f"the raw folder {folder} of run {run.name!r} is not one profkit made for it "
-                             f"({why or 'a link or a file'})", "Remove it yourself if it is yours, and try again.")
+            raise StoreError(
+                f"the raw folder {folder} of run {run.name!r} is not one profkit made for it "
+                f"({why or 'a link or a file'})",
+                "Remove it yourself if it is yours, and try again.",
+            )
         return folder
 
     def _remove_folder(self, run: RunRecord) -> None:
@@ -420,8 +506,10 @@ class Runs(Writes):
         try:
             shutil.rmtree(folder)
         except OSError as exc:
-            raise StoreError(f"run {run.name!r} is deleted, but not all of its folder {folder}: {exc.strerror or exc}",
-                             "Remove what is left yourself.") from None
+            raise StoreError(
+                f"run {run.name!r} is deleted, but not all of its folder {folder}: {exc.strerror or exc}",
+                "Remove what is left yourself.",
+            ) from None
 
     def _clear_rows(self, run_id: int) -> None:
         """Remove a run's kernel and range rows, keeping its row; best effort."""
@@ -442,7 +530,9 @@ class Runs(Writes):
         either process runs: a pid is no proof (another namespace's pids are not seen here).
         An owner of an earlier profkit (no lock, no ``+lock`` in ``owner``) is gone when its pid
         is gone on this host, as then."""
-        rows = list(self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING)))
+        rows = list(
+            self.query("select id, status, owner from runs where status in (?, ?)", list(WRITING))
+        )
         for r in rows:
             owner = r["owner"] or ""
             fd = None
@@ -474,7 +564,9 @@ class Runs(Writes):
         its end in the lock file (``noted``: status, error). True once the run is no longer
         ``owner``'s to write (recovered here, or it ended meanwhile)."""
         with self.write():
-            row = self.execute("select status, owner, info from runs where id = ?", [run_id]).fetchone()
+            row = self.execute(
+                "select status, owner, info from runs where id = ?", [run_id]
+            ).fetchone()
             if row is None or row[0] not in WRITING or row[1] != owner:
                 return True  # it ended meanwhile
             self._delete_rows(run_id)
@@ -482,7 +574,9 @@ class Runs(Writes):
                 self.execute("delete from runs where id = ?", [run_id])
                 return True
             status, error = noted or (
-                "interrupted", f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored")
+                "interrupted",
+                f"the profkit process {owner.removesuffix(LOCKED)} ended before the run was stored",
+            )
             info = {**json.loads(row[2] or "{}"), "error": error}
             self._update("runs", run_id, _encoded({"status": status, "owner": None, "info": info}))
         return True
@@ -501,7 +595,11 @@ class Runs(Writes):
             row = next(self.query("select * from runs where name = ?", [ref]), None)
         if row is None:
             everyone = [r["name"] for r in self.query("select name from runs order by id desc")]
-            hint = f"Recent runs: {', '.join(everyone[:5])}." if everyone else "The database has no runs yet."
+            hint = (
+                f"Recent runs: {', '.join(everyone[:5])}."
+                if everyone
+                else "The database has no runs yet."
+            )
             raise RunNotFound(f"no run {ref!r} in {self.path}", did_you_mean(ref, everyone, hint))
         return _run(row)
 
@@ -514,15 +612,23 @@ def _noted_end(fd: int | None) -> tuple[str, str] | None:
         note = json.loads(os.pread(fd, NOTE_BYTES, 0).strip() or b"null")
     except (OSError, ValueError):
         return None
-    if isinstance(note, dict) and note.get("status") in ("failed", "interrupted") and isinstance(note.get("error"), str):
+    if (
+        isinstance(note, dict)
+        and note.get("status") in ("failed", "interrupted")
+        and isinstance(note.get("error"), str)
+    ):
         return note["status"], note["error"]
     return None
 
 
 def _encoded(row: dict[str, Any]) -> dict[str, Any]:
     """A runs row with its JSON columns (metrics, command, raw_files, info) as JSON text."""
-    return {k: json.dumps(v.to_dict() if isinstance(v, RunInfo) else v) if k in JSON_RUN_COLUMNS and v is not None
-            else v for k, v in row.items()}
+    return {
+        k: json.dumps(v.to_dict() if isinstance(v, RunInfo) else v)
+        if k in JSON_RUN_COLUMNS and v is not None
+        else v
+        for k, v in row.items()
+    }
 
 
 def _owner() -> str:
@@ -541,4 +647,3 @@ def _run(row: dict[str, Any]) -> RunRecord:
         if row.get(key) is None:
             row.pop(key, None)
     return RunRecord(**row)
-

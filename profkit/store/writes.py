@@ -30,34 +30,59 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadExport, EmptyCapture
 from ..parse.schema import GPU_KINDS, ClassifiedRow, check_row
 from .connection import Connection
-from .fine_aggregates import FINE_MEASURES, fill_fine_aggregates, fine_keys, key_sentinel, new_fine_table
+from .fine_aggregates import (
+    FINE_MEASURES,
+    fill_fine_aggregates,
+    fine_keys,
+    key_sentinel,
+    new_fine_table,
+)
 from .layout import AGG_KEYS, INTERNED, KERNEL_COLUMNS, PATH_AGG_KEYS, STORED_COLUMNS
 
 if TYPE_CHECKING:
     from ..classify import Verdict
-    from ..parse.nsys_export import GpuOpsImport, NameRow, NsysExport, OperatorCall, Segment, StateRange, Window
+    from ..parse.nsys_export import (
+        GpuOpsImport,
+        NameRow,
+        NsysExport,
+        OperatorCall,
+        Segment,
+        StateRange,
+        Window,
+    )
 
-BATCH_ROWS = 20_000  # kernel rows per write transaction: other writers get their turn between batches
+BATCH_ROWS = (
+    20_000  # kernel rows per write transaction: other writers get their turn between batches
+)
 
 
 class Writes(Connection):
     """Writing kernel rows (the run's row around them is ``runs``')."""
 
-    def insert_gpu_ops(self, run_id: int, export: NsysExport, names: list[NameRow],
-                       ranges: Callable[[list[int]], list[StateRange]], segments: list[Segment], windows: list[Window],
-                       ranks: dict[int, int] | None = None, operators: list[OperatorCall] | None = None
-                       ) -> GpuOpsImport:
+    def insert_gpu_ops(
+        self,
+        run_id: int,
+        export: NsysExport,
+        names: list[NameRow],
+        ranges: Callable[[list[int]], list[StateRange]],
+        segments: list[Segment],
+        windows: list[Window],
+        ranks: dict[int, int] | None = None,
+        operators: list[OperatorCall] | None = None,
+    ) -> GpuOpsImport:
         """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
         file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
         from .nsys_import import insert_gpu_ops
 
-        return insert_gpu_ops(self, run_id, export, names, ranges, segments, windows, ranks, operators)
-
+        return insert_gpu_ops(
+            self, run_id, export, names, ranges, segments, windows, ranks, operators
+        )
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
         """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
@@ -66,11 +91,14 @@ class Writes(Connection):
         the run's activity and the count and summed duration of its rows of that activity: a
         run's rows are CPU operators or GPU work, never both."""
         cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
-        sql = (f"insert into kernel_rows (run_id, {', '.join(c for c in STORED_COLUMNS if c != 'run_id')}) "
-               f"values (?, {', '.join('?' * len(cols))})")
-        text_at = [i + 1 for i, c in enumerate(cols) if c in INTERNED]  # positions in a row's values
+        sql = (
+            f"insert into kernel_rows (run_id, {', '.join(c for c in STORED_COLUMNS if c != 'run_id')}) "
+            f"values (?, {', '.join('?' * len(cols))})"
+        )
+        text_at = [
+            i + 1 for i, c in enumerate(cols) if c in INTERNED
+        ]  # positions in a row's values
         ids: dict[str, int] = {}
-        dumps = json.dumps
         batch: list[list[Any]] = []
         kinds: set[str] = set()
         count = {"kernel": 0, "cpu_op": 0}
@@ -78,8 +106,15 @@ class Writes(Connection):
 
         def flush() -> None:
             with self.write():
-                self._intern(ids, {v for values in batch for i in text_at if (v := values[i]) is not None
-                                   and v not in ids})
+                self._intern(
+                    ids,
+                    {
+                        v
+                        for values in batch
+                        for i in text_at
+                        if (v := values[i]) is not None and v not in ids
+                    },
+                )
                 for values in batch:
                     for i in text_at:
                         if (v := values[i]) is not None:
@@ -117,17 +152,27 @@ class Writes(Connection):
             raise EmptyCapture("the capture holds no kernel launches and no CPU operator calls")
         return activity, count[activity], total[activity]
 
-    def set_kernel_columns(self, run_id: int, by_short_name: dict[str, tuple[str | None, str | None]]) -> int:
+    def set_kernel_columns(
+        self, run_id: int, by_short_name: dict[str, tuple[str | None, str | None]]
+    ) -> int:
         """``op`` and ``input_types`` of ``run_id``'s kernels by their short name (a compiled
         model's generated kernels, ``parse.compiled``), where given. Returns the rows changed."""
         changed = 0
         with self.write():
-            ids = self.intern({t for pair in by_short_name.values() for t in pair if t} | set(by_short_name))
+            ids = self.intern(
+                {t for pair in by_short_name.values() for t in pair if t} | set(by_short_name)
+            )
             for name, (op, types) in by_short_name.items():
                 changed += self.conn.execute(
                     "update kernel_rows set op_id = coalesce(?, op_id), input_types_id = coalesce(?, input_types_id) "
                     "where run_id = ? and short_name_id = ? and kind = 'kernel'",
-                    [ids.get(op) if op else None, ids.get(types) if types else None, run_id, ids[name]]).rowcount
+                    [
+                        ids.get(op) if op else None,
+                        ids.get(types) if types else None,
+                        run_id,
+                        ids[name],
+                    ],
+                ).rowcount
             if changed:
                 forget_prepared_aggregates(self)
         return changed
@@ -139,7 +184,9 @@ class Writes(Connection):
         pairs = self.conn.execute(
             "select distinct k.name_id, k.input_types_id, n.text, t.text from kernel_rows k "
             "join strings n on n.id = k.name_id join strings t on t.id = k.input_types_id "
-            "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'", [run_id]).fetchall()
+            "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'",
+            [run_id],
+        ).fetchall()
         changed = 0
         with self.write():
             for name_id, types_id, name, types in pairs:
@@ -150,7 +197,8 @@ class Writes(Connection):
                 changed += self.conn.execute(
                     "update kernel_rows set precision = ?, evidence = ?, evidence_detail_id = ? where run_id = ? "
                     "and name_id = ? and input_types_id = ? and kind = 'kernel' and precision = 'unknown'",
-                    [v.precision, v.evidence, detail, run_id, name_id, types_id]).rowcount
+                    [v.precision, v.evidence, detail, run_id, name_id, types_id],
+                ).rowcount
             if changed:
                 forget_prepared_aggregates(self)
         return changed
@@ -173,24 +221,33 @@ class Writes(Connection):
             return max(present, key=lambda p: times[p]) if present else None
 
         # An AMP run's parameters (embeddings included) stay fp32: its float type is fp32.
-        run = {RUN_HALF: tag if tag in ("fp16", "bf16") else most(("fp16", "bf16")) or "fp16",
-               RUN_FLOAT: tag if tag in ("fp32", "fp16", "bf16") else "fp32" if tag == "amp" else
-               most(("fp32", "fp16", "bf16")) or "fp32"}
+        run = {
+            RUN_HALF: tag if tag in ("fp16", "bf16") else most(("fp16", "bf16")) or "fp16",
+            RUN_FLOAT: tag
+            if tag in ("fp32", "fp16", "bf16")
+            else "fp32"
+            if tag == "amp"
+            else most(("fp32", "fp16", "bf16")) or "fp32",
+        }
         said = {RUN_HALF: "the run's 2-byte float type", RUN_FLOAT: "the run's float type"}
         changed = 0
         verdicts: dict[int, tuple[str, int]] = {}  # name id -> (precision, evidence detail id)
         with self.write():
             for name_id, (value, rule) in judged:
                 precision = run.get(value, value)
-                detail = (f"rule {rule}: {said[value]} ({precision}), no operator's types recorded" if value in run
-                          else f"rule {rule}: by what its name says (an element type or size), no operator's types "
-                               "recorded")
+                detail = (
+                    f"rule {rule}: {said[value]} ({precision}), no operator's types recorded"
+                    if value in run
+                    else f"rule {rule}: by what its name says (an element type or size), no operator's types "
+                    "recorded"
+                )
                 ids = self.intern([detail])
                 verdicts[name_id] = (precision, ids[detail])
                 changed += self.conn.execute(
                     "update kernel_rows set precision = ?, evidence = 'name', evidence_detail_id = ? where run_id = ? "
                     "and name_id = ? and kind = 'kernel' and precision = 'unknown'",
-                    [precision, ids[detail], run_id, name_id]).rowcount
+                    [precision, ids[detail], run_id, name_id],
+                ).rowcount
             if changed:
                 self._judge_prepared(run_id, verdicts)
         return changed
@@ -203,13 +260,21 @@ class Writes(Connection):
         if prepared is None or prepared[0] != run_id:
             names = self.conn.execute(
                 "select distinct k.name_id, n.text from kernel_rows k join strings n on n.id = k.name_id "
-                "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'", [run_id]).fetchall()
-            return names, dict(self.conn.execute(
-                "select precision, sum(coalesce(duration_ns, 0)) from kernel_rows where run_id = ? and kind = 'kernel' "
-                "group by precision", [run_id]).fetchall())
+                "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'",
+                [run_id],
+            ).fetchall()
+            return names, dict(
+                self.conn.execute(
+                    "select precision, sum(coalesce(duration_ns, 0)) from kernel_rows where run_id = ? and kind = 'kernel' "
+                    "group by precision",
+                    [run_id],
+                ).fetchall()
+            )
         keys = fine_keys()
-        kind, name, prec, time = (*(keys.index(c) for c in ("kind", "name_id", "precision")),
-                                  len(keys) + FINE_MEASURES.index("time_ns"))
+        kind, name, prec, time = (
+            *(keys.index(c) for c in ("kind", "name_id", "precision")),
+            len(keys) + FINE_MEASURES.index("time_ns"),
+        )
         times: dict[str, int] = {}
         ids: set[int] = set()
         for g in prepared[1]:
@@ -228,8 +293,10 @@ class Writes(Connection):
         if prepared is None or prepared[0] != run_id:
             return
         keys = fine_keys()
-        kind, name, prec, ev, detail = (keys.index(c) for c in ("kind", "name_id", "precision", "evidence",
-                                                                 "evidence_detail_id"))
+        kind, name, prec, ev, detail = (
+            keys.index(c)
+            for c in ("kind", "name_id", "precision", "evidence", "evidence_detail_id")
+        )
         groups: list[tuple[Any, ...]] = []
         for g in prepared[1]:
             v = verdicts.get(g[name]) if g[kind] == "kernel" and g[prec] == "unknown" else None
@@ -257,7 +324,9 @@ class Writes(Connection):
         write transaction."""
         if not texts:
             return
-        self.conn.executemany("insert or ignore into strings (text) values (?)", ((t,) for t in texts))
+        self.conn.executemany(
+            "insert or ignore into strings (text) values (?)", ((t,) for t in texts)
+        )
         for t in texts:
             ids[t] = self.execute("select id from strings where text = ?", [t]).fetchone()[0]
 
@@ -275,28 +344,43 @@ def write_aggregates(s: Connection, run_id: int) -> None:
     table = "temp.agg_fine"
     prepared = s.prepared_aggregates
     forget_prepared_aggregates(s)
-    if prepared is not None and prepared[0] == run_id:  # a bulk import's, from its working table (the same groups)
+    if (
+        prepared is not None and prepared[0] == run_id
+    ):  # a bulk import's, from its working table (the same groups)
         new_fine_table(s, table)
-        s.conn.executemany(f"insert into {table} values ({', '.join('?' * (len(fine) + len(FINE_MEASURES)))})",
-                           prepared[1])
+        s.conn.executemany(
+            f"insert into {table} values ({', '.join('?' * (len(fine) + len(FINE_MEASURES)))})",
+            prepared[1],
+        )
     else:
-        fill_fine_aggregates(s, table, f"""
-            select {', '.join(fine)}, 1 as launches, coalesce(duration_ns, 0) as time_ns, duration_ns as min_ns,
+        fill_fine_aggregates(
+            s,
+            table,
+            f"""
+            select {", ".join(fine)}, 1 as launches, coalesce(duration_ns, 0) as time_ns, duration_ns as min_ns,
                    duration_ns as max_ns, launch_id as first_launch, thread_id as min_thread,
                    metrics is not null and metrics != '{{}}' as metric_launches
-            from kernel_rows where run_id = ?""", [run_id])
+            from kernel_rows where run_id = ?""",
+            [run_id],
+        )
     plain = {c: f"nullif({c}, {key_sentinel(c)})" for c in fine}
     in_iter = f"coalesce({plain['nvtx_path_id']} in (select id from strings where text glob '*.iter[0-9]*'), 0)"
-    s.execute(f"""insert into kernel_aggs (run_id, {', '.join(AGG_KEYS)}, launches, time_ns, min_ns, max_ns,
+    s.execute(
+        f"""insert into kernel_aggs (run_id, {", ".join(AGG_KEYS)}, launches, time_ns, min_ns, max_ns,
                                            first_launch, metric_launches)
-                  select ?, {', '.join(plain[c] for c in keys)}, {in_iter}, sum(launches), sum(time_ns), min(min_ns),
+                  select ?, {", ".join(plain[c] for c in keys)}, {in_iter}, sum(launches), sum(time_ns), min(min_ns),
                          max(max_ns), min(first_launch), sum(metric_launches)
-                  from {table} group by {', '.join(keys)}, {in_iter}""", [run_id])
-    s.execute(f"""insert into path_aggs (run_id, {', '.join(PATH_AGG_KEYS)}, launches, time_ns, first_launch,
+                  from {table} group by {", ".join(keys)}, {in_iter}""",
+        [run_id],
+    )
+    s.execute(
+        f"""insert into path_aggs (run_id, {", ".join(PATH_AGG_KEYS)}, launches, time_ns, first_launch,
                                          min_thread)
-                  select ?, {', '.join(plain[c] for c in PATH_AGG_KEYS)}, sum(launches), sum(time_ns),
+                  select ?, {", ".join(plain[c] for c in PATH_AGG_KEYS)}, sum(launches), sum(time_ns),
                          min(first_launch), min(min_thread)
-                  from {table} group by {', '.join(PATH_AGG_KEYS)}""", [run_id])
+                  from {table} group by {", ".join(PATH_AGG_KEYS)}""",
+        [run_id],
+    )
     s.execute(f"drop table {table}")
 
 
@@ -317,5 +401,9 @@ def _metrics_json(metrics: dict[str, Any]) -> str:
     try:
         return json.dumps(metrics, allow_nan=False)
     except ValueError:
-        return json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in metrics.items()})
-
+        return json.dumps(
+            {
+                k: v if not isinstance(v, float) or math.isfinite(v) else None
+                for k, v in metrics.items()
+            }
+        )

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import NoKernelsProfiled, ToolFailed, ToolNotFound
 from . import runner
 
-_PROGRESS = re.compile(r'^==PROF== Profiling "(?P<name>.*)"(?: - (?P<index>\d+))?:(?:.*- (?P<passes>\d+) pass)?')
+_PROGRESS = re.compile(
+    r'^==PROF== Profiling "(?P<name>.*)"(?: - (?P<index>\d+))?:(?:.*- (?P<passes>\d+) pass)?'
+)
 # With --kernel-id, ncu names the kernel by its id (context:stream:name:invocation), no index.
 _KERNEL_ID = re.compile(r"^\d+:\d+:(?P<name>.+):\d+$")
 _VERSION = re.compile(r"Version\s+(\d[\d.]*)")
-SEARCH = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu")
+SEARCH = (
+    "/usr/local/cuda/bin/ncu",
+    "/opt/nvidia/nsight-compute/*/ncu",
+    "/usr/local/NVIDIA-Nsight-Compute*/ncu",
+)
 
 
 def find() -> str:
@@ -50,8 +56,14 @@ def counters_readable(params: Path = DRIVER_PARAMS, euid: int | None = None) -> 
     if m is None:
         return True, f"{params} does not say whether counters are restricted; trying ncu"
     if m.group(1) != "0":
-        return False, "the driver lets only admin users read GPU performance counters (RmProfilingAdminOnly: 1)"
-    return True, "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)"
+        return (
+            False,
+            "the driver lets only admin users read GPU performance counters (RmProfilingAdminOnly: 1)",
+        )
+    return (
+        True,
+        "the driver lets every user read GPU performance counters (RmProfilingAdminOnly: 0)",
+    )
 
 
 def identity(ncu: str) -> str:
@@ -72,20 +84,34 @@ def version(ncu: str) -> str:
 
 
 def profile_argv(
-    ncu: str, report: Path, nvtx_include: str, metrics: list[str], target: list[str],
-    import_sass: bool = False, extra: list[str] | None = None,
+    ncu: str,
+    report: Path,
+    nvtx_include: str,
+    metrics: list[str],
+    target: list[str],
+    import_sass: bool = False,
+    extra: list[str] | None = None,
 ) -> list[str]:
     """``ncu`` command that profiles only the kernels inside the measured NVTX ranges."""
     argv = [
-        ncu, "--target-processes", "all",
-        "--nvtx", "--nvtx-include", nvtx_include,
+        ncu,
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        nvtx_include,
         # Each CUDA graph node as its own kernel (ncu's default, said so that it stays so).
-        "--graph-profiling", "node",
-        "--metrics", ",".join(metrics),
+        "--graph-profiling",
+        "node",
+        "--metrics",
+        ",".join(metrics),
         # The cubins ncu embeds by default make a report of a dozen kernels 33 MB; the
         # kernel table needs none of them.
-        "--import-sass", "1" if import_sass else "0",
-        "--force-overwrite", "--export", str(report),
+        "--import-sass",
+        "1" if import_sass else "0",
+        "--force-overwrite",
+        "--export",
+        str(report),
     ]
     return argv + list(extra or []) + list(target)
 
@@ -99,7 +125,9 @@ COUNTS_ONLY = ["--cache-control", "none", "--clock-control", "none"]
 PER_FUNCTION = ["--kernel-name-base", "mangled", "--kernel-id", "::regex:.:1", *COUNTS_ONLY]
 
 
-MAX_FILTER = 100_000  # characters of names in one argument (Linux takes at most 128 KiB per argument)
+MAX_FILTER = (
+    100_000  # characters of names in one argument (Linux takes at most 128 KiB per argument)
+)
 
 
 def per_function_argv(only: Sequence[str] | None = None) -> list[str]:
@@ -115,8 +143,17 @@ def per_function_argv(only: Sequence[str] | None = None) -> list[str]:
 def export_csv_argv(ncu: str, report: Path, mangled: bool = False) -> list[str]:
     """Raw page, one row per launch, base units (ns) so no unit guessing is needed; with
     ``mangled``, kernel names as the binary has them (what CUPTI reports)."""
-    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
-            *(["--print-kernel-base", "mangled"] if mangled else [])]
+    return [
+        ncu,
+        "--import",
+        str(report),
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        *(["--print-kernel-base", "mangled"] if mangled else []),
+    ]
 
 
 def parse_progress(line: str) -> tuple[int | None, str, int | None] | None:
@@ -136,12 +173,16 @@ def check_result(result: runner.Result, report: Path, kernels_seen: int, nvtx_in
     """Turn ncu's ways of failing into one clear error each."""
     errors = [l.split("==ERROR==", 1)[1].strip() for l in result.tail if "==ERROR==" in l]
     log = f"ncu's log: {result.log_path}" if result.log_path else None
-    if any("No kernels were profiled" in l for l in result.tail) or (result.returncode == 0 and kernels_seen == 0):
+    if any("No kernels were profiled" in l for l in result.tail) or (
+        result.returncode == 0 and kernels_seen == 0
+    ):
         raise NoKernelsProfiled(
             f"ncu profiled no kernels: the NVTX filter {nvtx_include!r} matched no kernel launch",
             "Did the workload run its measured iterations on the GPU? " + (log or ""),
         )
-    if errors and ("ERR_NVGPUCTRPERM" in " ".join(errors) or "permission" in " ".join(errors).lower()):
+    if errors and (
+        "ERR_NVGPUCTRPERM" in " ".join(errors) or "permission" in " ".join(errors).lower()
+    ):
         raise ToolFailed(
             f"ncu may not read the GPU's performance counters here: {errors[0]}",
             "Run as root or allow profiling (NVreg_RestrictProfilingToAdminUsers=0), or use `tool` torch.",

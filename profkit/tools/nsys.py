@@ -38,26 +38,53 @@ def version(nsys: str) -> str:
     return m.group(1) if m else out.strip()
 
 
-def profile_argv(nsys: str, out_base: Path, target: list[str], cpu_sampling: bool = False,
-                 context_switches: bool = False) -> list[str]:
+def profile_argv(
+    nsys: str,
+    out_base: Path,
+    target: list[str],
+    cpu_sampling: bool = False,
+    context_switches: bool = False,
+) -> list[str]:
     """``nsys profile`` of CUDA and NVTX only, capturing between the harness's
     cudaProfilerStart and cudaProfilerStop (the measured iterations). CPU sampling and
     context switches are off unless asked for: with them one capture reached 2.4 GB."""
     return [
-        nsys, "profile", "--trace", "cuda,nvtx",
+        nsys,
+        "profile",
+        "--trace",
+        "cuda,nvtx",
         # A CUDA graph's kernels one by one (torch.compile's reduce-overhead), not one opaque launch.
-        "--cuda-graph-trace", "node",
-        "--sample", "process-tree" if cpu_sampling else "none",
-        "--cpuctxsw", "process-tree" if context_switches else "none",
+        "--cuda-graph-trace",
+        "node",
+        "--sample",
+        "process-tree" if cpu_sampling else "none",
+        "--cpuctxsw",
+        "process-tree" if context_switches else "none",
         *([] if cpu_sampling else ["--backtrace", "none"]),
-        "--capture-range", "cudaProfilerApi", "--capture-range-end", "stop",
-        "--force-overwrite", "true", "--output", str(out_base),
+        "--capture-range",
+        "cudaProfilerApi",
+        "--capture-range-end",
+        "stop",
+        "--force-overwrite",
+        "true",
+        "--output",
+        str(out_base),
         *target,
     ]
 
 
 def export_sqlite_argv(nsys: str, report: Path, out: Path) -> list[str]:
-    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
+    return [
+        nsys,
+        "export",
+        "--type",
+        "sqlite",
+        "--force-overwrite",
+        "true",
+        "--output",
+        str(out),
+        str(report),
+    ]
 
 
 def find_importer(nsys_exe: str | None = None) -> str | None:
@@ -66,7 +93,9 @@ def find_importer(nsys_exe: str | None = None) -> str | None:
     if nsys_exe:
         exe = Path(nsys_exe).resolve()
         roots += [exe.parent, exe.parent.parent]
-    roots += [Path(p) for p in glob.glob("/opt/nvidia/nsight-systems*/*")] + [Path(p) for p in glob.glob("/opt/nvidia/nsight-compute/*")]
+    roots += [Path(p) for p in glob.glob("/opt/nvidia/nsight-systems*/*")] + [
+        Path(p) for p in glob.glob("/opt/nvidia/nsight-compute/*")
+    ]
     for root in roots:
         for pattern in ("QdstrmImporter", "*/QdstrmImporter", "host/*/QdstrmImporter"):
             hits = sorted(root.glob(pattern))

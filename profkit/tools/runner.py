@@ -26,21 +26,24 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
 
 from ..errors import ToolFailed, ToolNotFound
 from ..files import open_new
 from ..processes import GRACE_S as GRACE_S  # here for runner.GRACE_S
 from ..processes import alive as alive  # here for runner.alive
 
-
 # In every environment profkit starts (profiled processes, torchrun's ranks, sweep jobs and
 # workers): NVLink multicast off. A program that uses it can take a shared host's GPUs out of
 # service.
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 # In every environment profkit starts, so that every Python process below it (the harness,
@@ -218,8 +221,16 @@ def probe(argv: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
     ToolFailed when it does not end within ``timeout`` (then its whole group is killed)."""
     try:
         with _starting() as fd:
-            proc = subprocess.Popen(list(argv), env=child_env(None), pass_fds=(fd,), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+            proc = subprocess.Popen(
+                list(argv),
+                env=child_env(None),
+                pass_fds=(fd,),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
     try:
@@ -240,7 +251,9 @@ def capture(argv: Sequence[str], timeout: float = 60) -> str:
     rc, out, err_text = probe(argv, timeout)
     if rc != 0:
         err = (err_text or out).strip().splitlines()
-        raise ToolFailed(f"{' '.join(argv[:3])} failed (exit {rc}): {err[-1] if err else 'no output'}")
+        raise ToolFailed(
+            f"{' '.join(argv[:3])} failed (exit {rc}): {err[-1] if err else 'no output'}"
+        )
     return out
 
 
@@ -258,7 +271,11 @@ def stream(
     argv = [str(a) for a in argv]
     start = time.monotonic()
     tail: list[str] = []
-    log = open_new(log_path, "w", replace=True, encoding="utf-8", errors="replace") if log_path else None
+    log = (
+        open_new(log_path, "w", replace=True, encoding="utf-8", errors="replace")
+        if log_path
+        else None
+    )
     timed_out = threading.Event()
     # While the child runs, a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) does not unwind
     # this process at some random line (a second signal could then skip the cleanup and leave
@@ -280,14 +297,25 @@ def stream(
             _stop_soon(child[0], len(received), kill_timer)
 
     main_thread = threading.current_thread() is threading.main_thread()
-    ignored = {s for s in STOP_SIGNALS if signal.getsignal(s) is signal.SIG_IGN} if main_thread else set()
+    ignored = (
+        {s for s in STOP_SIGNALS if signal.getsignal(s) is signal.SIG_IGN} if main_thread else set()
+    )
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS} if main_thread else {}
     try:
         try:
             with _starting() as fd:
-                proc = subprocess.Popen(argv, env=child_env(env), pass_fds=(fd,), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, cwd=cwd,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    env=child_env(env),
+                    pass_fds=(fd,),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                    bufsize=1,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
         except FileNotFoundError as exc:
             raise ToolNotFound(f"{argv[0]} is not installed or not on PATH") from exc
         child.append(proc)
@@ -343,8 +371,10 @@ def stream(
         if received:
             _stop(proc)  # whatever of its group outlived it
         if timed_out.is_set():
-            raise ToolFailed(f"{Path(argv[0]).name} ran past {timeout:.0f} s and was stopped",
-                             f"Its log is {log_path}." if log_path else None)
+            raise ToolFailed(
+                f"{Path(argv[0]).name} ran past {timeout:.0f} s and was stopped",
+                f"Its log is {log_path}." if log_path else None,
+            )
     finally:
         if log:
             log.close()
@@ -367,13 +397,19 @@ class Background:
         self._log = open_new(log_path, "w", replace=True, encoding="utf-8", errors="replace")
         try:
             with _starting() as fd:
-                self.proc = subprocess.Popen(self.argv, env=child_env(env), pass_fds=(fd,), stdout=self._log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    env=child_env(env),
+                    pass_fds=(fd,),
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         except FileNotFoundError as exc:
             self._log.close()
             raise ToolNotFound(f"{self.argv[0]} is not installed or not on PATH") from exc
 
-    def __enter__(self) -> "Background":
+    def __enter__(self) -> Background:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -387,11 +423,19 @@ class Background:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(self.proc)
-            raise ToolFailed(f"{Path(self.argv[0]).name} ran past its time and was stopped",
-                             f"Its log is {self.log_path}.") from None
+            raise ToolFailed(
+                f"{Path(self.argv[0]).name} ran past its time and was stopped",
+                f"Its log is {self.log_path}.",
+            ) from None
         self._log.flush()
         lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        return Result(self.argv, self.proc.returncode, self.log_path, lines[-keep:], time.monotonic() - self.start)
+        return Result(
+            self.argv,
+            self.proc.returncode,
+            self.log_path,
+            lines[-keep:],
+            time.monotonic() - self.start,
+        )
 
 
 def _stop_soon(proc: AnyPopen, nth: int, timers: list[threading.Timer]) -> None:
