@@ -494,54 +494,70 @@ def handles_errors(fn: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        caught: list[warnings.WarningMessage] = []
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ProfkitWarning)
-                try:
-                    fn(*args, **kwargs)
-                finally:
-                    # A copy: inside catch_warnings(record=True) showwarning appends to `caught`
-                    # itself, so looping over the live list would never end.
-                    for w in list(caught):
-                        if issubclass(w.category, ProfkitWarning):
-                            _err(f"profkit: note: {name_params(str(w.message), flag)}")
-                        else:
-                            _err(
-                                warnings.formatwarning(
-                                    w.message, w.category, w.filename, w.lineno
-                                ).rstrip()
-                            )
-        except ProfkitError as exc:
-            if _state["verbose"]:
-                raise
-            _err(f"profkit: error: {exc.one_line(flag)}")
-            _exit(exc.exit_code)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or Terminated (SIGTERM, SIGHUP, SIGQUIT)
-            _exit(_stopped(exc))
-        except BrokenPipeError:
-            _quiet_pipe()
-            _exit(0)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
-                raise
-            _quiet_pipe()  # Python's own flush at exit would fail again
-            what = exc.filename if isinstance(exc.filename, str) else "the output"
-            full = "the disk is full: " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-            _err(f"profkit: error: {full}cannot write {what}: {exc.strerror}")
-            _exit(1)
-        except Exception as exc:
-            from .store import db_path, is_database_error, read_failure
-
-            if not is_database_error(exc) or _state["verbose"]:
-                raise
-            # A damaged page (or a full disk, a lock) met while reading, after output may have begun.
-            sys.stdout.flush()
-            error = read_failure(db_path(kwargs.get("db") or _state["db"]), exc)
-            _err(f"profkit: error: {error.one_line(flag)}; what was printed is incomplete")
-            _exit(1)
+            _handled(fn, *args, **kwargs)
+        finally:
+            # The databases the command opened are closed when it ends, not when the garbage
+            # collector gets to them: a command run in-process (a notebook, a test) leaves the
+            # file as a finished process would (its WAL checkpointed), whatever still refers to them.
+            while _opened:
+                _opened.pop().close()
 
     return wrapper
+
+
+# The databases the running command has opened (``_open``), closed as it ends.
+_opened: list[Database] = []
+
+
+def _handled(fn: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """``fn`` with the errors and warnings handled as ``handles_errors`` says."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ProfkitWarning)
+            try:
+                fn(*args, **kwargs)
+            finally:
+                # A copy: inside catch_warnings(record=True) showwarning appends to `caught`
+                # itself, so looping over the live list would never end.
+                for w in list(caught):
+                    if issubclass(w.category, ProfkitWarning):
+                        _err(f"profkit: note: {name_params(str(w.message), flag)}")
+                    else:
+                        _err(
+                            warnings.formatwarning(
+                                w.message, w.category, w.filename, w.lineno
+                            ).rstrip()
+                        )
+    except ProfkitError as exc:
+        if _state["verbose"]:
+            raise
+        _err(f"profkit: error: {exc.one_line(flag)}")
+        _exit(exc.exit_code)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or Terminated (SIGTERM, SIGHUP, SIGQUIT)
+        _exit(_stopped(exc))
+    except BrokenPipeError:
+        _quiet_pipe()
+        _exit(0)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
+            raise
+        _quiet_pipe()  # Python's own flush at exit would fail again
+        what = exc.filename if isinstance(exc.filename, str) else "the output"
+        full = "the disk is full: " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        _err(f"profkit: error: {full}cannot write {what}: {exc.strerror}")
+        _exit(1)
+    except Exception as exc:
+        from .store import db_path, is_database_error, read_failure
+
+        if not is_database_error(exc) or _state["verbose"]:
+            raise
+        # A damaged page (or a full disk, a lock) met while reading, after output may have begun.
+        sys.stdout.flush()
+        error = read_failure(db_path(kwargs.get("db") or _state["db"]), exc)
+        _err(f"profkit: error: {error.one_line(flag)}; what was printed is incomplete")
+        _exit(1)
 
 
 def _open(db: Optional[Path], create: bool = False) -> Database:
@@ -549,7 +565,9 @@ def _open(db: Optional[Path], create: bool = False) -> Database:
     from .store import connection
 
     connection.LEAN_IMPORTS = True  # profkit's own process: a new schema need not import pandas
-    return open_db(db or _state["db"], create=create)
+    database = open_db(db or _state["db"], create=create)
+    _opened.append(database)
+    return database
 
 
 def _list(text: str) -> list[str]:

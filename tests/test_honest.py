@@ -327,12 +327,16 @@ def test_a_failed_runs_name_can_be_used_again(tmp_path):
 
 # ------------------------------------------------------------------ the README's notebook cell (item 4)
 def _notebook_cell() -> str:
-    """The README's notebook example: its Python block that shows cards (``display``)."""
+    """The notebook example of the README or the docs (the API page): the Python block that shows
+    cards (``display``)."""
     import re
 
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    blocks = [
+        b for p in pages for b in re.findall(r"```python\n(.*?)```", p.read_text(), re.DOTALL)
+    ]
     cells = [b for b in blocks if "display(" in b and "import_file(" in b]
-    assert len(cells) == 1, "the README's notebook cell moved: point this test at it"
+    assert len(cells) == 1, "the notebook cell moved: point this test at it"
     return cells[0]
 
 

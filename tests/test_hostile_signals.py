@@ -486,9 +486,10 @@ def test_a_stop_signal_during_start_up_is_one_line(monkeypatch, capsys):
     """SIGTERM before a command's own handling is in place (while the CLI starts): one line and
     128 + the signal, not a traceback."""
     from profkit import cli
+    from profkit.processes import Terminated
 
     def stopped() -> None:
-        raise cli.Terminated(signal.SIGTERM)
+        raise Terminated(signal.SIGTERM)
 
     monkeypatch.setattr(cli, "app", stopped)
     with pytest.raises(SystemExit) as exit_:

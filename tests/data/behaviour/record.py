@@ -241,7 +241,7 @@ def invoke(*args: str, db: Path, text: bool = False) -> dict[str, Any]:
     """``profkit ARGS --db DB`` in-process: {"exit": status, "json": what stdout parsed to} (or
     with ``text``, {"exit": status, "stdout": its text}) on success, {"exit": status, "stderr":
     its text} when refused."""
-    from click.testing import CliRunner
+    from typer.testing import CliRunner
 
     from profkit.cli import app
 
