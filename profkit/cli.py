@@ -38,7 +38,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from .choices import DEFAULT_MATCH, CheckFormat, Format, Match
-from .errors import ProfkitError, ProfkitWarning, name_params
+from .errors import MAX_COUNT, ProfkitError, ProfkitWarning, name_params
 from .formatting import shown
 from .options import RunOptions, cli_of, default_for, for_command
 from .parse.formats import import_help
@@ -165,12 +165,6 @@ def flag(param: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------- the app
-def _h(text: str) -> str:
-    """Help text as it is written: Typer's help reads Rich markup, and a ``[section]`` of a
-    check file or ``[ARGS]`` is text here."""
-    return text.replace("[", "\\[")
-
-
 class _Stopped(Exception):
     """Ctrl-C or a stop signal while Typer parsed the command line: carried past Typer, which
     would turn it into a silent exit 130 (the signal's own status and line are profkit's)."""
@@ -261,7 +255,9 @@ class Profkit(TyperGroup):
             if _usage_error(exc):
                 ctx = getattr(exc, "ctx", None)
                 where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-                _err(f"profkit: error: {' '.join(exc.format_message().split())}{where}")  # type: ignore[attr-defined]
+                # Typer converts values through pydantic, whose messages start "Value error, ".
+                text = " ".join(exc.format_message().split()).replace("Value error, ", "")  # type: ignore[attr-defined]
+                _err(f"profkit: error: {text}{where}")
                 sys.exit(exc.exit_code)  # type: ignore[attr-defined]
             import traceback  # --verbose's traceback, or a bug's: printed as _err prints, names escaped
 
@@ -295,7 +291,9 @@ app = typer.Typer(
     cls=Profkit,
     help="Profile PyTorch workloads under Nsight Compute, Nsight Systems or torch.profiler and see, "
     "for every kernel, its precision and whether it ran on the tensor cores.",
-    rich_markup_mode="rich",  # help texts are written plain: _h keeps their brackets
+    # Typer's plain help: it wraps every option's name and text to the terminal and cuts none (its
+    # Rich panels cut long flags at 80 columns), and it reads help texts as written (no markup).
+    rich_markup_mode=None,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -303,13 +301,13 @@ app = typer.Typer(
 
 def command(name: str, **settings: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A command of the app (Typer's ``app.command``), its help the function's docstring, each
-    paragraph as one line that the help wraps to the terminal (Typer's Rich help keeps a
-    docstring's line breaks where they are in the source)."""
+    paragraph as one line that the help wraps to the terminal (a docstring's line breaks are
+    where they fall in the source)."""
 
     def decorate(fn: Callable[..., None]) -> Callable[..., None]:
         doc = inspect.getdoc(fn) or ""
         text = "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
-        return app.command(name, help=_h(text), **settings)(fn)
+        return app.command(name, help=(text), **settings)(fn)
 
     return decorate
 
@@ -382,7 +380,7 @@ def _run_option(command: str, f: Any) -> inspect.Parameter:
     if default is None:
         kind = Optional[kind]
     info = typer.Option(
-        *c.flags, help=_h(c.help_for(command)), show_default=c.show_default and default is not None
+        *c.flags, help=(c.help_for(command)), show_default=c.show_default and default is not None
     )
     return inspect.Parameter(
         f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info]
@@ -732,7 +730,10 @@ def kernels(
     limit: Annotated[
         Optional[int],
         typer.Option(
-            min=0, help="Show at most this many launches (table only).", show_default=False
+            min=0,
+            max=MAX_COUNT,
+            help="Show at most this many launches (table only).",
+            show_default=False,
         ),
     ] = None,
     wide: Wide = False,
@@ -762,11 +763,14 @@ def kernels(
 def summary(
     run_ref: RunRef,
     fmt: Fmt = Format.table,
-    top: Annotated[int, typer.Option(min=0, help="How many kernels to list by time.")] = 10,
+    top: Annotated[
+        int, typer.Option(min=0, max=MAX_COUNT, help="How many kernels to list by time.")
+    ] = 10,
     module_depth: Annotated[
         int,
         typer.Option(
             min=1,
+            max=MAX_COUNT,
             help="Levels of the module tree in the by-module table (a list's index counts with its name: "
             "model.layers.0 is 2); deeper modules' time rolls up into them.",
         ),
@@ -809,7 +813,9 @@ MATCH_HELP = (
 )
 Limit = Annotated[
     Optional[int],
-    typer.Option(min=0, help="Show at most this many rows (table only).", show_default=False),
+    typer.Option(
+        min=0, max=MAX_COUNT, help="Show at most this many rows (table only).", show_default=False
+    ),
 ]
 
 
@@ -1014,7 +1020,7 @@ def check(
             "--config",
             "-c",
             show_default=False,
-            help=_h(
+            help=(
                 "A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, "
                 "[findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options "
                 "given here take precedence."
@@ -1044,7 +1050,7 @@ def check(
             "--max-finding",
             metavar="ID=PCT",
             show_default=False,
-            help=_h(
+            help=(
                 "Fail if the finding ID (rules.toml's [[finding]] ids, or any) takes more than PCT % of GPU time; "
                 "repeatable."
             ),
@@ -1072,6 +1078,7 @@ def check(
         Optional[int],
         typer.Option(
             min=1,
+            max=MAX_COUNT,
             show_default=False,
             help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.",
         ),
@@ -1161,7 +1168,11 @@ def bench(
     show: Annotated[
         Optional[int],
         typer.Option(
-            metavar="ID", min=1, help="Print a stored benchmark again.", show_default=False
+            metavar="ID",
+            min=1,
+            max=MAX_COUNT,
+            help="Print a stored benchmark again.",
+            show_default=False,
         ),
     ] = None,
     wide: Wide = False,

@@ -23,12 +23,20 @@ def name_params(text: str, option: Callable[[str], str | None] | None) -> str:
     return _PARAM.sub(lambda m: option(m.group(1)) or m.group(0), text)
 
 
+# The largest count (iterations, a batch, rows to show) profkit takes: larger ones are a typo,
+# and would not fit the database's integers or Python's slices.
+MAX_COUNT = 2**31 - 1
+
+
 def require_int(param: str, value: object, minimum: int) -> None:
-    """A whole number (not a bool, not a float) of at least ``minimum``, or a UsageError."""
+    """A whole number (not a bool, not a float) of at least ``minimum`` and at most ``MAX_COUNT``,
+    or a UsageError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageError(f"`{param}` must be a whole number, not {value!r}")
     if value < minimum:
         raise UsageError(f"`{param}` must be at least {minimum}, not {value}")
+    if value > MAX_COUNT:
+        raise UsageError(f"`{param}` must be at most {MAX_COUNT}, not {value}")
 
 
 def require_choice(param: str, value: object, choices: tuple[str, ...]) -> None:

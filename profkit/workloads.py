@@ -350,7 +350,8 @@ def import_folder_untrusted(folder: str) -> str | None:
 
 
 def describe(path: Path) -> str:
-    """The first line of a workload file's DESCRIPTION or docstring, without importing torch."""
+    """The first paragraph of a workload file's DESCRIPTION or docstring, as one line (a sentence
+    is not cut where the source breaks its line), without importing torch."""
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -359,9 +360,13 @@ def describe(path: Path) -> str:
             getattr(t, "id", None) == "DESCRIPTION" for t in node.targets
         ):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                return node.value.value.strip().splitlines()[0]
+                return _first_paragraph(node.value.value)
     doc = ast.get_docstring(tree)
-    return doc.strip().splitlines()[0] if doc else ""
+    return _first_paragraph(doc) if doc else ""
+
+
+def _first_paragraph(text: str) -> str:
+    return " ".join(text.strip().split("\n\n")[0].split())
 
 
 def check_supported(module: object, spec: Spec, path: Path) -> None:

@@ -145,6 +145,20 @@ def test_other_bad_inputs(tmp_path, db):
         (["import", str(CSV), "--name", ".."], 2, "--name '..' is not a usable run name"),
         (["summary", "keep", "--top", "-1"], 2, "Invalid value for '--top'"),
         (["kernels", "keep", "--limit", "-3"], 2, "Invalid value for '--limit'"),
+        # A count too large for a slice or the database's integers (issue 37's review: tracebacks)
+        (["kernels", "keep", "--limit", "9" * 23], 2, "Invalid value for '--limit'"),
+        (["run", "resnet18", "--iters", "9" * 23], 2, "--iters must be at most 2147483647"),
+        (
+            ["run", "resnet18", "--batch-size", "9" * 23],
+            2,
+            "--batch-size must be at most 2147483647",
+        ),
+        (["run", "resnet18", "--warmup", "9" * 23], 2, "--warmup must be at most 2147483647"),
+        (
+            ["rm", "keep", "--format", "xml"],
+            2,
+            "Invalid value for '--format' / '-f': 'xml' is not one of",
+        ),
         (
             ["import", str(NCU_DATA / "resnet18_fp32_eager.raw.csv.gz"), "--name", "keep"],
             1,
@@ -154,7 +168,7 @@ def test_other_bad_inputs(tmp_path, db):
         (
             ["run", "resnet18", "--precision", "fp7"],
             2,
-            "Invalid value for '--precision': Value error, 'fp7' is not one of 'fp32'",
+            "Invalid value for '--precision': 'fp7' is not one of 'fp32'",
         ),
         (["run", "resnet18", "--mode", "jit"], 2, "Invalid value for '--mode'"),
         (["run", "resnet18", "--batch-size", "zero"], 2, "Invalid value for '--batch-size'"),

@@ -93,7 +93,7 @@ def test_bad_run_options_before_any_database(tmp_path):
         (["run", "resnet18", "--device", "cpu", "--metrics", "time"], "--tool auto chose torch"),
         (
             ["run", "resnet18", "--tool", "perf"],
-            "Invalid value for '--tool': Value error, 'perf' is not one of 'auto', 'ncu', 'nsys', 'torch'",
+            "Invalid value for '--tool': 'perf' is not one of 'auto', 'ncu', 'nsys', 'torch'",
         ),
         (["run", "resnet18", "--device", "tpu"], "Invalid value for '--device'"),
         (["run", "resnet18", "--iters", "0"], "--iters must be at least 1, not 0"),

@@ -63,6 +63,21 @@ def test_builtins_listed_without_torch():
     assert "VGG16" in workloads.describe(workloads.builtin_path("vgg16"))
 
 
+def test_a_description_is_the_docstrings_whole_first_paragraph():
+    """`profkit workloads` shows each description whole, not cut where the source breaks a line."""
+    import ast
+
+    for name in workloads.builtin_names():
+        path = workloads.builtin_path(name)
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        said = workloads.describe(path)
+        assert "\n" not in said and said.split() == doc.strip().split("\n\n")[0].split(), name
+    zoo = workloads.describe(workloads.builtin_path("precision_zoo"))
+    assert "fp16, bf16, fp8, int8) plus an fp32 and an fp16 convolution" in zoo and zoo.endswith(
+        "."
+    )
+
+
 @needs_torch
 def test_harness_runs_measured_iterations(tmp_path):
     tag = nvtx_ranges.tag("resnet18", "fp32", "eager")

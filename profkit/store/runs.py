@@ -75,17 +75,18 @@ def raw_dir(db: Path, run_name: str) -> Path:
     return _in_runs(db, run_name)
 
 
-def _in_runs(db: Path, folder_name: str) -> Path:
+def _in_runs(
+    db: Path, folder_name: str, hint: str = "Remove that link, or choose another `name`."
+) -> Path:
+    """``<db stem>-runs/<folder_name>``, or a StoreError (with ``hint``) where that would lead
+    elsewhere."""
     base = db.resolve().parent / f"{db.stem}-runs"
     folder = base / folder_name
     if (
         not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", folder_name)
         or folder.resolve().parent != base.resolve()
     ):
-        raise StoreError(
-            f"the raw folder {folder} leads outside {base}",
-            "Remove that link, or choose another `name`.",
-        )
+        raise StoreError(f"the raw folder {folder} leads outside {base}", hint)
     return folder
 
 
@@ -482,7 +483,13 @@ class Runs(Writes):
         have put it there (:func:`profkit.files.untrusted`)."""
         if not run.folder:
             return None
-        folder = _in_runs(self.path, run.folder)  # a plain name, inside the folder of runs
+        # a plain name, inside the folder of runs; else nothing is deleted, the run neither
+        folder = _in_runs(
+            self.path,
+            run.folder,
+            "Nothing was deleted: the run's recorded folder is not one profkit made; remove what is "
+            "there yourself if it is yours.",
+        )
         if not os.path.lexists(folder):
             return None
         why = untrusted(folder.parent) or untrusted(folder)
