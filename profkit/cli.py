@@ -558,6 +558,18 @@ def _handled(fn: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         _exit(1)
 
 
+def _noter(err: Any) -> Callable[[str], None]:
+    """A progress note on stderr (``err``, a Rich console), its library ``param`` marks made this
+    command's flags: one line however long (a terminal wraps it; a log keeps it whole for grep)."""
+
+    def note(text: str) -> None:
+        err.print(
+            f"profkit: {name_params(text, flag)}", markup=False, highlight=False, soft_wrap=True
+        )
+
+    return note
+
+
 def _open(db: Optional[Path], create: bool = False) -> Database:
     from .api import open_db
     from .store import connection
@@ -612,9 +624,7 @@ def run(
         )
     err = render.console(stderr=True)
     with _Stages(err) as stages:
-
-        def on_note(text: str) -> None:
-            err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
+        on_note = _noter(err)
 
         def on_output(text: str) -> None:  # the program's own output, as under plain python
             stages.output(text)
@@ -887,9 +897,7 @@ def compare(
 
     err = render.console(stderr=True)
     with _Stages(err) as stages:
-
-        def on_note(text: str) -> None:
-            err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
+        on_note = _noter(err)
 
         cmp = do_compare(
             workload,
@@ -1205,9 +1213,7 @@ def bench(
 
     err = render.console(stderr=True)
     with _Stages(err) as stages:
-
-        def on_note(text: str) -> None:
-            err.print(f"profkit: {name_params(text, flag)}", markup=False, highlight=False)
+        on_note = _noter(err)
 
         done = do_bench(
             workload,
