@@ -1178,7 +1178,6 @@ def bench(
         typer.Option(
             metavar="ID",
             min=1,
-            max=MAX_COUNT,
             help="Print a stored benchmark again.",
             show_default=False,
         ),

@@ -219,9 +219,9 @@ def test_steps_are_found_in_awkward_scripts(tmp_path, script, args, said):
     assert f"profkit: steps: {said}" in r.stderr
     assert time.monotonic() - t0 < 40  # not held up by the background process
     time.sleep(1.5)
-    assert processes_mentioning(str(tmp_path)) == [] and "sleep 60" not in " ".join(
-        processes_mentioning("sleep 60")
-    )
+    # The script's own processes (its background `sleep 60` among them) run in its folder: none is
+    # left. (Not every `sleep 60` of the machine: a parallel worker's test may run one now.)
+    assert processes_mentioning(str(tmp_path)) == []
 
 
 @pytest.mark.torch

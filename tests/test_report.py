@@ -322,7 +322,7 @@ def test_report_refusals(reports, tmp_path):
 def test_run_and_compare_offer_no_report():
     for command in ("run", "compare"):
         text = " ".join(cli(command, "--help", env={"COLUMNS": "200"}).stdout.split())
-        assert "--report --no-report" in help_words(text) and "Write the HTML report" in text
+        assert "--report / --no-report" in help_words(text) and "Write the HTML report" in text
 
 
 # ------------------------------------------------------------------ in Chromium
