@@ -204,9 +204,8 @@ class Profkit(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (
-            KeyboardInterrupt
-        ) as exc:  # Ctrl-C or a stop signal while the command's options were read
+        # Ctrl-C or a stop signal while the command's options were read
+        except KeyboardInterrupt as exc:
             raise _Stopped(exc) from exc
 
     def main(
@@ -229,9 +228,8 @@ class Profkit(TyperGroup):
             )
             sys.exit(1)
         _printable_output()
-        args = list(sys.argv[1:] if args is None else args) or [
-            "--help"
-        ]  # `profkit` alone: the help
+        # `profkit` alone: the help
+        args = list(sys.argv[1:] if args is None else args) or ["--help"]
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _Stopped as exc:

@@ -431,8 +431,7 @@ class Runs(Writes):
         """Remove a run and everything of it from the database (not its raw files); its id is
         never given again."""
         with self.write():
-            self._delete_rows(run_id)
-            self.execute("delete from runs where id = ?", [run_id])
+            self._forget(run_id)
         self._unlock(run_id)
 
     def remove_run(self, ref: str | int) -> tuple[RunRecord, Path | None]:
