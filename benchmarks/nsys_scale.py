@@ -188,9 +188,8 @@ def main() -> None:
         [*profkit, "import", str(big), "--name", "big", "--db", str(db)],
         env={"PROFKIT_TIMINGS": "1"},
     )
-    result["sql_aggregate_after"] = sql_aggregate(
-        big
-    )  # the same file again, as warm as the import found it
+    # the same file again, as warm as the import found it
+    result["sql_aggregate_after"] = sql_aggregate(big)
     if a.import_only:
         best_sql = min(
             result["sql_aggregate"]["kern_sum_s"], result["sql_aggregate_after"]["kern_sum_s"]

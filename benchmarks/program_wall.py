@@ -143,9 +143,8 @@ def main() -> None:
         for spec in programs:
             name, _, words = spec.partition("=")
             pargv = shlex.split(words)
-            bare(
-                pargv, args.warmup + args.iters, args.cwd
-            )  # once first: files and kernels cached for both
+            # once first: files and kernels cached for both
+            bare(pargv, args.warmup + args.iters, args.cwd)
             base = bare(pargv, args.warmup + args.iters, args.cwd)
             for tool in tools:
                 db = Path(tmp) / f"{name}-{tool or 'auto'}.db"

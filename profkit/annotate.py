@@ -78,9 +78,8 @@ class IntervalLog:
 
     def push(self, name: str) -> None:
         self._push(name)
-        stack = self._open.__dict__.setdefault(
-            "stack", []
-        )  # CUPTI names a thread by its pthread id's low 32 bits
+        # CUPTI names a thread by its pthread id's low 32 bits
+        stack = self._open.__dict__.setdefault("stack", [])
         stack.append((name, self.clock()))
 
     def pop(self) -> None:
@@ -223,9 +222,8 @@ class Annotator:
             ]
             if name != "aten::full":  # arange(True) counts to 1: int64
                 values = [int(v) if isinstance(v, bool) else v for v in values]
-            if (
-                values
-            ):  # as torch.tensor infers a type from Python numbers: arange's and full's rule
+            # as torch.tensor infers a type from Python numbers: arange's and full's rule
+            if values:
                 return [_dtype_name(torch.tensor(values).dtype)]
         elif name in INT64_FACTORIES:
             return ["int64"]

@@ -630,10 +630,11 @@ def compare(
     from .launch import check, plan
 
     variants = _variants(workload, modes, precisions, match, options)
+    # every variant's options first, then the tool: all before anything runs
     for (
         req,
         _,
-    ) in variants:  # every variant's options first, then the tool: all before anything runs
+    ) in variants:
         check(req)
     plan(variants[0][0])
     database = db if isinstance(db, Database) else open_db(db, create=True)
@@ -804,9 +805,8 @@ def _profile(
     from .launch import plan, run
 
     checked = plan(req)
-    database = (
-        db if isinstance(db, Database) else open_db(db, create=True)
-    )  # the file is made when the run is reserved
+    # the file is made when the run is reserved
+    database = db if isinstance(db, Database) else open_db(db, create=True)
     return database._attach(run(database.store, checked, progress))
 
 

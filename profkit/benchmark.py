@@ -238,9 +238,8 @@ def _measure(
 
     try:
         result, _ = job.stream(job.harness_argv(), log)
-    except (
-        ProfkitError
-    ) as exc:  # the workload's error (from the harness's error file), or the timeout
+    # the workload's error (from the harness's error file), or the timeout
+    except ProfkitError as exc:
         return failed(exc.one_line())
     if result.returncode != 0:
         last = next((line.strip() for line in reversed(result.tail) if line.strip()), "no output")

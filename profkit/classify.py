@@ -87,13 +87,11 @@ class Rules:
 
     name_rules: tuple[NameRule, ...]
     counters: dict[str, Precision]
-    core_counters: dict[
-        str, str
-    ]  # ncu metric -> the float width its CUDA-core instructions are (half, fp32, fp64)
+    # ncu metric -> the float width its CUDA-core instructions are (half, fp32, fp64)
+    core_counters: dict[str, str]
     core_min: float  # fewer float instructions than this: no float arithmetic to speak of
-    metric_sets: dict[
-        str, dict[str, Any]
-    ]  # chip (sm_90, other) -> preset -> metric list; "default" -> preset
+    # chip (sm_90, other) -> preset -> metric list; "default" -> preset
+    metric_sets: dict[str, dict[str, Any]]
     ncu_plans: dict[str, str]  # chip -> "per-function" where that is ncu's default plan
     op_rules: tuple[OpRule, ...]
     torch_types: dict[str, Precision]

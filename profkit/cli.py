@@ -438,12 +438,13 @@ def _unusable_stdout() -> str | None:
         return "standard output is closed"
     try:
         flags = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL)
+    # not a real file (tests)
     except (
         OSError,
         ValueError,
         AttributeError,
         io.UnsupportedOperation,
-    ):  # not a real file (tests)
+    ):
         return None
     if flags & os.O_ACCMODE == os.O_RDONLY:
         return "standard output is open for reading only"
@@ -1351,16 +1352,14 @@ def workloads_() -> None:
 def main() -> None:
     try:
         stop_on_signals()
-        if (
-            "PROFKIT_LIFELINE" in os.environ
-        ):  # started by profkit (a sweep's job): it dies with its starter
+        # started by profkit (a sweep's job): it dies with its starter
+        if "PROFKIT_LIFELINE" in os.environ:
             from .tools.runner import watch_lifeline
 
             watch_lifeline(parent_gone)
         app()
-    except (
-        KeyboardInterrupt
-    ) as exc:  # before a command's own handling began (start-up), or after it
+    # before a command's own handling began (start-up), or after it
+    except KeyboardInterrupt as exc:
         sys.exit(_stopped(exc))
 
 

@@ -240,9 +240,8 @@ def run_job(request: JobRequest) -> JobOutcome:
         # `-P` for this one, PYTHONSAFEPATH (runner.child_env) for all it starts.
         argv = runner.python_argv("-m", "profkit.sweep_job", str(job_file))
         with runner.Background(argv, folder / "job.log") as child:  # it dies with this process
-            (folder / JOB_PID).write_text(
-                str(child.proc.pid)
-            )  # for a sweep that ends first to wait on
+            # for a sweep that ends first to wait on
+            (folder / JOB_PID).write_text(str(child.proc.pid))
             done = child.wait()
         status, error, kind = read_outcome(folder / OUTCOME, done.returncode, done.tail)
         for f in (job_file, folder / OUTCOME, folder / JOB_PID):
@@ -425,9 +424,8 @@ def run(
     scratch, held = None, -1
     try:
         remove_dead_scratch(store.runs_base())
-        if (
-            not address
-        ):  # this sweep's own folder (a second sweep beside the same database has another)
+        # this sweep's own folder (a second sweep beside the same database has another)
+        if not address:
             scratch, held = own_scratch(store.runs_base())
         dask = _dask()
         if dask is None:
@@ -598,9 +596,8 @@ def _wait_for_jobs(scratch: Path) -> None:
         pids = [p for p in pids if runner.alive(p)]
         if pids:
             time.sleep(0.1)
-    for (
-        pid
-    ) in pids:  # still there: each job leads its own process group (and its profiler dies with it)
+    # still there: each job leads its own process group (and its profiler dies with it)
+    for pid in pids:
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
@@ -691,9 +688,8 @@ def tls_security(
         "tls_cert": "tls_client_cert",
         "tls_key": "tls_client_key",
     }
-    security: Any = cast(Any, Security)(
-        **{dask_names[k]: v for k, v in given.items()}
-    )  # the others: Dask's config
+    # the others: Dask's config
+    security: Any = cast(Any, Security)(**{dask_names[k]: v for k, v in given.items()})
     config_keys = {
         "tls_ca_file": f"{TLS_CONFIG}.ca-file",
         "tls_cert": f"{TLS_CONFIG}.client.cert",

@@ -90,9 +90,8 @@ def workload_sources(
     keyed by their own source's digest), as a count and a digest of each one's name and
     content (a moved checkout keeps its digest)."""
     installed = {os.path.realpath(p) for p in _installed_paths()}
-    installed.add(
-        os.path.realpath(Path(__file__).parent)
-    )  # profkit: times and counts, launches nothing measured
+    # profkit: times and counts, launches nothing measured
+    installed.add(os.path.realpath(Path(__file__).parent))
     skip = {os.path.realpath(p) for p in generated}
     found = {"<workload>": os.path.realpath(workload)}
     for module in list(sys.modules.values()) if modules is None else modules:
@@ -155,9 +154,8 @@ def packages_digest() -> str:
     each; listing the folders takes a millisecond, reading every package's metadata 0.3 s)."""
     seen: set[str] = set()
     for entry in sys.path:
-        if not entry or not os.path.isabs(
-            entry
-        ):  # the current folder ('' for python -m): not the installation
+        # the current folder ('' for python -m): not the installation
+        if not entry or not os.path.isabs(entry):
             continue
         try:
             names = os.listdir(entry)

@@ -138,9 +138,8 @@ def write_atomic(
         st = None
     except OSError as exc:
         raise _cannot_write(path, exc, False, hint) from None
-    tmp = (
-        target.parent / f".profkit-{secrets.token_hex(8)}.tmp"
-    )  # short: any legal name's file has one
+    # short: any legal name's file has one
+    tmp = target.parent / f".profkit-{secrets.token_hex(8)}.tmp"
     try:
         fd = os.open(tmp, _FLAGS, 0o666)  # the umask applies, as to any new file
     except OSError as exc:
@@ -264,9 +263,8 @@ def _write_stream(path: Path, data: bytes, hint: str | None) -> None:
             ) from None
         raise _cannot_write(path, exc, False, hint) from None
     try:
-        if stat.S_ISREG(
-            os.fstat(fd).st_mode
-        ):  # changed since it was looked at: never written in place
+        # changed since it was looked at: never written in place
+        if stat.S_ISREG(os.fstat(fd).st_mode):
             raise ProfkitError(f"cannot write {path}: it changed while it was opened", hint)
         import fcntl
 

@@ -103,9 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     gpu_lock(job, "warmup")
     stage("gpu_turn")
     t0 = time.perf_counter()
-    bare: list[
-        int
-    ] = []  # the warm-up steps after the first, each to a sync: the unprofiled step's wall time
+    # the warm-up steps after the first, each to a sync: the unprofiled step's wall time
+    bare: list[int] = []
     try:
         for i in range(job.warmup):
             began = time.perf_counter_ns()
@@ -321,9 +320,10 @@ def _bench(job: HarnessJob) -> int:
     try:
         import torch
 
+        # what prepare() is given tells a model from a step function
         def observe(
             module: Any,
-        ) -> None:  # what prepare() is given tells a model from a step function
+        ) -> None:
             build = module.build
 
             def observed_build(s: Spec) -> Any:  # whatever the workload's build returns

@@ -220,9 +220,10 @@ def _import_file(store: Store, path: Path, name: str | None, steps: list[str]) -
         path.name,
     )
     if earlier:
+        # at the caller of Database.import_file
         warnings.warn(
             f"the same file was imported before as {', '.join(earlier)}; this is a new run",
             ProfkitWarning,
             stacklevel=4,
-        )  # at the caller of Database.import_file
+        )
     return done

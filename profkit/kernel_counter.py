@@ -221,9 +221,8 @@ class _FirstLaunches:
                 f"cuptiSubscribe failed ({rc}): another CUPTI subscriber holds the process"
             )
         for domain, cbid in LAUNCH_CALLBACKS.values():
-            lib.cuptiEnableCallback(
-                1, self.handle, domain, cbid
-            )  # an id this CUPTI lacks: its launches go unseen
+            # an id this CUPTI lacks: its launches go unseen
+            lib.cuptiEnableCallback(1, self.handle, domain, cbid)
 
     def unsubscribe(self) -> None:
         if self.handle.value:
@@ -262,9 +261,8 @@ class _FirstLaunches:
                     self.cu("cuptiRangeProfilerPushRange", push)
                     local.open = True
             else:
-                local.depth = max(
-                    0, depth - 1
-                )  # an exit with no enter (a call open at subscribing): none
+                # an exit with no enter (a call open at subscribing): none
+                local.depth = max(0, depth - 1)
                 if depth == 1 and getattr(local, "open", False):
                     local.open = False
                     self.cu("cuptiRangeProfilerPopRange", self.pop)

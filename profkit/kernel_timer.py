@@ -27,9 +27,8 @@ MAX_LIMIT_REACHED = 3  # cuptiActivityGetNextRecord: no more records in the buff
 FLUSH_FORCED = 1
 BUFFER_BYTES = 8 << 20
 
-_RUNTIME = struct.Struct(
-    "<IIQQIIII"
-)  # kind, cbid, start, end, processId, threadId, correlationId, returnValue
+# kind, cbid, start, end, processId, threadId, correlationId, returnValue
+_RUNTIME = struct.Struct("<IIQQIIII")
 
 # The runtime and driver calls that block the host until the GPU is done (the names of
 # ``parse.schema.HOST_SYNC_CALLS``), by CUPTI callback id (cupti_runtime_cbid.h and
@@ -107,9 +106,8 @@ class KernelTimer:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self.kernels: list[dict[str, Any]] = []
         self.launches: dict[int, tuple[int, int]] = {}
-        self.syncs: list[
-            dict[str, Any]
-        ] = []  # the host's waits for the GPU (``SYNC_CALLS``), in record order
+        # the host's waits for the GPU (``SYNC_CALLS``), in record order
+        self.syncs: list[dict[str, Any]] = []
         self.marks: list[tuple[str, int]] = []
         self.runtime = False
         self._request = _REQUEST(self._on_request)

@@ -143,9 +143,8 @@ def plan(req: RunRequest) -> Plan:
     else:
         tool, why = req.options.tool, "chosen with `tool`"
         if tool in GPU_ONLY:
-            {"ncu": ncu, "nsys": nsys}[
-                tool
-            ].find()  # not installed: say so before anything is written
+            # not installed: say so before anything is written
+            {"ncu": ncu, "nsys": nsys}[tool].find()
     return Plan(req, wname, wpath, tool, why)
 
 
@@ -674,9 +673,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
     name = reserved.name
     folder: Path | None = None
     try:
-        folder = store.reserve_folder(
-            reserved
-        )  # made now, for this run alone: nothing of another's is touched
+        # made now, for this run alone: nothing of another's is touched
+        folder = store.reserve_folder(reserved)
         job = harness_job(req, wname, wpath, folder, progress, tool)
         job.store = store
         if req.program is not None:
@@ -696,9 +694,8 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             )
             capture, row = DRIVERS[tool](job)
         info = job.info()
-        if (
-            job.timeline is not None
-        ):  # ncu's per-function plan in two processes: the timing one's iterations
+        # ncu's per-function plan in two processes: the timing one's iterations
+        if job.timeline is not None:
             info.update(
                 cast(HarnessInfo, {k: v for k, v in job.timeline.items() if k in TIMELINE_KEYS})
             )
@@ -799,9 +796,8 @@ def _profile_ncu(
 
     exe = ncu.find()
     with ThreadPoolExecutor(1) as pool:
-        asked = pool.submit(
-            ncu.version, exe
-        )  # ncu takes a while to say its version: meanwhile the run starts
+        # ncu takes a while to say its version: meanwhile the run starts
+        asked = pool.submit(ncu.version, exe)
         gpu_info = gpu.query()
         cc = gpu_info[1] if gpu_info else None
         set_label, metrics = metric_set(job.req.options.metrics, cc)
@@ -997,9 +993,8 @@ def _timed_first(
     timer_argv = job.harness_argv()
     result, wall = job.stream(timer_argv, timer_log)
     info = job.info()
-    if (
-        result.returncode != 0 or not times.exists()
-    ):  # CUPTI could not time (a workload's own error raised above)
+    # CUPTI could not time (a workload's own error raised above)
+    if result.returncode != 0 or not times.exists():
         why = info.get("kernel_timer_error") or next(
             (l for l in reversed(result.tail) if l.strip()), f"exit {result.returncode}"
         )
@@ -1278,9 +1273,8 @@ def _keep_after(
     def keep(run: RunRecord) -> None:
         try:
             counters.keep(run, capture, functions)
-        except (
-            Exception
-        ) as exc:  # the database's own trouble: the run is stored, only the cache missed
+        # the database's own trouble: the run is stored, only the cache missed
+        except Exception as exc:
             why = exc.one_line() if isinstance(exc, ProfkitError) else str(exc)
             job.progress.note(f"could not keep this run's ncu counters for later runs: {why}")
 

@@ -106,10 +106,11 @@ NAME_PARTS = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark"
 
 # profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
 # and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.
+# (batch size, timed iterations, warm-up iterations)
 BENCH_DEFAULTS = {
     "cuda": (8, 20, 5),
     "cpu": (1, 3, 1),
-}  # (batch size, timed iterations, warm-up iterations)
+}
 
 
 def _bench_default(i: int) -> str:

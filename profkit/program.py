@@ -229,9 +229,8 @@ class StepClock:
         self.optimizers_made = 0
         self.pacer: int | None = None  # id() of the optimizer whose steps count
         self.model: int | None = None  # id() of the module whose top-level calls count
-        self.calls: dict[
-            int, int
-        ] = {}  # top-level calls of each module with parameters, until one is the model
+        # top-level calls of each module with parameters, until one is the model
+        self.calls: dict[int, int] = {}
         self.frozen = False  # the window began: the way steps are found no longer changes
         self.annotator: Any = None  # the window's operator ranges (optimizer phase from here)
         self._local = threading.local()
@@ -347,9 +346,8 @@ class StepClock:
         if depth or not self._here():
             return
         if self.by is None and self.optimizers_made and not self.frozen:
-            self._decide(
-                "optimizer", ""
-            )  # its steps will count (gradient accumulation: several calls a step)
+            # its steps will count (gradient accumulation: several calls a step)
+            self._decide("optimizer", "")
             return
         key = id(module)
         if self.model is None:
@@ -830,9 +828,8 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
         window.finish(partial=True)
         write_info()
         return code
-    if (
-        window.started and not window.done
-    ):  # it ended inside the window: the profiler detached quietly
+    # it ended inside the window: the profiler detached quietly
+    if window.started and not window.done:
         try:
             window.finish(partial=True)
         except Exception:

@@ -38,9 +38,8 @@ class NcuPlan(TypedDict, total=False):
     ranges_fallback: str  # why every launch was a range (the launch callbacks could not be had)
     passes: int  # the counter set's passes (steps run again) in the run's process
     counting_fallback: str  # why counting in the run's process failed (ncu counted instead)
-    wall_s: dict[
-        str, float | dict[str, float] | None
-    ]  # profile, export_and_join (s); each harness's stages_s
+    # profile, export_and_join (s); each harness's stages_s
+    wall_s: dict[str, float | dict[str, float] | None]
     counters: CounterUse  # the counters kept across runs: what this run took and added
 
 
@@ -141,10 +140,9 @@ class HarnessInfo(TypedDict, total=False):
     compile_mode: str
     amp_skipped_steps: int  # measured iterations whose AMP loss scaler skipped the optimizer step
     iteration_wall_ns: list[int]
-    bare_iteration_ns: list[
-        int
-    ]  # warm-up steps after the first, each timed to a device sync: no profiler,
+    # warm-up steps after the first, each timed to a device sync: no profiler,
     # no ranges (the timeline findings' unstretched figure)
+    bare_iteration_ns: list[int]
     iteration_ranges: str  # "process": start/end ranges (older runs: push/pop, the main thread's)
     stages_s: dict[str, float]  # seconds since start at each stage (torch_imported, built, ...)
     thread_ids: dict[str, int]  # ncu's per-function plan: Python thread ident -> native id
@@ -155,12 +153,10 @@ class HarnessInfo(TypedDict, total=False):
         str  # "ranges": operator ranges (profkit.annotate); "compiled": Inductor's kernels; "off"
     )
     attribution_note: str  # why a run has none (a compiled model's, a failure to start)
-    compiled_kernels: dict[
-        str, CompiledKernel
-    ]  # torch.compile: generated kernel name -> what it fused
-    generated_kernels: dict[
-        str, str
-    ]  # ncu's timing process, torch.compile: kernel name -> source digest
+    # torch.compile: generated kernel name -> what it fused
+    compiled_kernels: dict[str, CompiledKernel]
+    # ncu's timing process, torch.compile: kernel name -> source digest
+    generated_kernels: dict[str, str]
     native_libraries: str  # ncu's timing process: the native libraries it mapped (code_versions)
     workload_sources: str  # ncu's timing process: the workload's own sources (code_versions)
     # a program run as it is (profkit.program)
@@ -217,9 +213,8 @@ class RunInfo(Mapping[str, Any]):
         None  # a program run as it is: its command line, its steps, how it ended
     )
     extra: dict[str, Any] = field(default_factory=dict)  # keys profkit does not write, kept as read
-    present: tuple[str, ...] = field(
-        default=(), repr=False, compare=False
-    )  # the keys read, in order
+    # the keys read, in order
+    present: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> RunInfo:
@@ -399,9 +394,8 @@ class ModuleRow:
     time_by_precision_ns: dict[str, float]  # precision -> time, largest first
     time_by_phase_ns: dict[str, float]  # forward / backward / optimizer (/ unknown) -> time
     matrix_time_ns: float  # of it, GEMM, conv and attention kernels (analyze.matrix)
-    matrix_tensor_core_pct: (
-        float | None
-    )  # the share of that on tensor cores; None without matrix work
+    # the share of that on tensor cores; None without matrix work
+    matrix_tensor_core_pct: float | None
 
 
 @dataclass(frozen=True)
@@ -434,9 +428,8 @@ class Summary:
     kernels_by_precision: dict[Precision, int]  # most first
     time_by_family_ns: dict[str, int]
     evidence: dict[Evidence, int]  # launches per kind of evidence
-    time_by_evidence_ns: dict[
-        Evidence, int
-    ]  # time whose precision each kind of evidence decided, most first
+    # time whose precision each kind of evidence decided, most first
+    time_by_evidence_ns: dict[Evidence, int]
     top_kernels: list[TopKernel]
     memory_ops: dict[str, MemoryOps]  # memcpy / memset, apart from the kernels
     # tensor-core coverage of the GEMM, conv and attention kernels' time (the headline's
@@ -694,9 +687,8 @@ class BenchRecord:
     rows: list[BenchRow]  # modes outer, precisions inner; the reference last
     gpu_name: str | None = None
     torch_version: str | None = None
-    info: BenchInfo = field(
-        default_factory=lambda: BenchInfo()
-    )  # workload file, python and CUDA versions
+    # workload file, python and CUDA versions
+    info: BenchInfo = field(default_factory=lambda: BenchInfo())
 
     @property
     def ok(self) -> bool:

@@ -247,10 +247,11 @@ def print_table(
     natural = [
         max([cell_len(col.header)] + [cell_len(r[i]) for r in rows]) for i, col in enumerate(cols)
     ]
+    # a kernel's short label is what the column needs, not its full name
     for (
         i,
         make,
-    ) in labels.items():  # a kernel's short label is what the column needs, not its full name
+    ) in labels.items():
         if not wide:
             natural[i] = max(
                 [cell_len(cols[i].header)] + [cell_len(v) for v in make(None).values()]
@@ -263,9 +264,8 @@ def print_table(
         shown_cols, room = _fit(fit, natural, width)
     else:
         shown_cols, room = _fit(cols, natural, width)
-    whole = {
-        i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut
-    }  # wrapped by Rich
+    # wrapped by Rich
+    whole = {i for i in shown_cols if cols[i].cut == "wrap" or wide and cols[i].cut}
     cut = {i: make(room[i]) for i, make in labels.items() if i in shown_cols and i not in whole}
     # Every column's width is fixed here (Rich need not measure each cell again), so a long table
     # is printed in chunks that line up: its first lines come at once (`profkit kernels RUN | head`).
@@ -756,10 +756,11 @@ def summary(
         modules(run, s.modules, c, cpu)
 
 
+# a diff by module's rows, in the table
 MODULE_STATUS = {
     "added": "appeared",
     "removed": "vanished",
-}  # a diff by module's rows, in the table
+}
 MODULE_ROWS = 20  # the by-module table's rows, most time first; the rest summed in one
 
 

@@ -67,9 +67,8 @@ def image_classifier_step(
         import torch.distributed as dist
 
         _join(spec)
-        gen = torch.Generator().manual_seed(
-            1000 + dist.get_rank()
-        )  # the same weights, a batch per rank
+        # the same weights, a batch per rank
+        gen = torch.Generator().manual_seed(1000 + dist.get_rank())
     x = torch.randn(spec.batch_size, 3, size, size, generator=gen)
     y = torch.randint(0, classes, (spec.batch_size,), generator=gen)
     return training_step(

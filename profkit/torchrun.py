@@ -14,9 +14,8 @@ def main() -> None:
     from .tools.runner import die_with_parent, watch_lifeline
 
     die_with_parent(os.getppid(), signal.SIGTERM)
-    watch_lifeline(
-        lambda: os.kill(os.getpid(), signal.SIGTERM)
-    )  # profkit itself gone (nsys may outlive it)
+    # profkit itself gone (nsys may outlive it)
+    watch_lifeline(lambda: os.kill(os.getpid(), signal.SIGTERM))
     from torch.distributed.run import main as torchrun
 
     torchrun()  # its arguments: this command line's

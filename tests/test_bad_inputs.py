@@ -465,9 +465,8 @@ def test_damaged_database_while_streaming_is_one_line(tmp_path, report_dir):
     con.close()
     assert len(leaves) > 10
     with db.open("r+b") as f:
-        for page in leaves[
-            len(leaves) // 2 :
-        ]:  # the page header and cell pointers: never readable as a page
+        # the page header and cell pointers: never readable as a page
+        for page in leaves[len(leaves) // 2 :]:
             f.seek((page - 1) * page_size)
             f.write(b"\xde\xad\xbe\xef" * 200)
     one_line_error(

@@ -203,9 +203,8 @@ def _at(value: Any, where: str) -> Any:
 
 def check(got: Any, want: Any, what: str, command: str) -> None:
     found = first_difference(got, want)
-    while found and (
-        at := _intended(found, want, command)
-    ):  # a change made on purpose: compare the rest without it
+    # a change made on purpose: compare the rest without it
+    while found and (at := _intended(found, want, command)):
         got, want = _without(got, want, at)
         found = first_difference(got, want)
     if found and ".sha256" in found:

@@ -161,9 +161,8 @@ def test_a_failing_combination_is_recorded_and_the_others_go_on(tmp_path):
         == "profkit: error: 1 of 2 combinations failed (stored as benchmark 1)"
     )
     grid = next(l for l in r.stdout.splitlines() if l.split()[:1] == ["eager"]).split()
-    assert (
-        grid[-1] == "failed" and grid[2] == "ms" and len(grid) == 5
-    )  # fp16's cell, bf16's; no fp32 column
+    # fp16's cell, bf16's; no fp32 column
+    assert grid[-1] == "failed" and grid[2] == "ms" and len(grid) == 5
     assert "fp32 eager (reference)" in r.stdout
     rows = stored_rows(db, 1)
     assert [(x["precision"], x["mode"], x["status"], x["reference_only"]) for x in rows] == [
@@ -187,9 +186,8 @@ def test_a_training_step_has_no_agreement_and_no_reference(tmp_path):
     import profkit
 
     b = profkit.bench(TRAIN, device="cpu", batch_size=4, iters=2, warmup=1, db=tmp_path / "p.db")
-    assert (
-        b.ok and b.id == 1 and len(b.rows) == 1
-    )  # no fp32 eager reference run for a step function
+    # no fp32 eager reference run for a step function
+    assert b.ok and b.id == 1 and len(b.rows) == 1
     (row,) = b.rows
     assert row.status == "ok" and row.median_ms > 0 and len(row.iter_ns) == 2
     assert (
@@ -390,10 +388,11 @@ def test_a_schema_6_database_gets_the_bench_tables(tmp_path):
     path = tmp_path / "p.db"
     Store(path).add_bench(_bench())
     con = sqlite3.connect(path)
+    # a schema 6 database
     con.executescript(
         "drop table bench_rows; drop table benches; drop table _sqlite_migrations; "
         "update meta set value = '6' where key = 'schema_version';"
-    )  # a schema 6 database
+    )
     con.close()
     store = Store(path)
     assert store.benches() == [] and SCHEMA_VERSION >= 7

@@ -838,9 +838,8 @@ def test_an_unwritable_junit_file_is_refused(db, tmp_path):
     r = check(
         db, OFF_RUN, "--max-launches", "500", "--junit-xml", tmp_path / "no" / "such" / "check.xml"
     )
-    one_line_error(
-        r, "cannot write", code=2
-    )  # the checks' outcome could not be delivered: not a FAIL
+    # the checks' outcome could not be delivered: not a FAIL
+    one_line_error(r, "cannot write", code=2)
     assert "No such file or directory" in r.stderr
 
 

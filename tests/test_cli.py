@@ -455,9 +455,8 @@ def test_markup_in_names_is_printed_as_it_is(capsys):
         top_kernels=[top],
         memory_ops={},
     )
-    render.summary(
-        run, s, "table", wide=True
-    )  # the kernel's full name (a table's label is its function's: k)
+    # the kernel's full name (a table's label is its function's: k)
+    render.summary(run, s, "table", wide=True)
     out = capsys.readouterr().out
     assert "[red]wl" in out and "GPU [red]X[/red]" in out and "k<[lambda() (instance 3)]>" in out
 

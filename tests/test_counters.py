@@ -134,9 +134,8 @@ def test_a_kept_verdict_equals_the_one_it_stands_for(
     )
     assert written == len(first)
     timed = timed_functions(kernel_times(times))
-    assert {
-        m: timed[m] for m in first
-    } == configs  # the first launch's configuration, as the timed run sees it
+    # the first launch's configuration, as the timed run sees it
+    assert {m: timed[m] for m in first} == configs
     found = store.counted(KEY, [(m, "", config) for m, config in timed.items()])
     kept = {
         m: Counted(f.name, f.short_name, f.metrics, f.metric_units, kept=f)
@@ -146,13 +145,11 @@ def test_a_kept_verdict_equals_the_one_it_stands_for(
     again_capture = read_timed(times, kept, tag, "profkit", ids, process_wide)
     again = list(again_capture.rows)
     assert _verdicts(again) == _verdicts(fresh)
-    assert (
-        again_capture.counted_launches == {}
-    )  # nothing counted by this run's ncu: nothing to keep again
+    # nothing counted by this run's ncu: nothing to keep again
+    assert again_capture.counted_launches == {}
     for a, f in zip(again, fresh):
-        assert (
-            bool(a["metrics"]) == bool(f["metrics"]) and a["metrics"] == f["metrics"]
-        )  # on the same launch
+        # on the same launch
+        assert bool(a["metrics"]) == bool(f["metrics"]) and a["metrics"] == f["metrics"]
         if a["evidence"] == "metrics":
             assert "of run 'earlier-run', kept across runs" in a["evidence_detail"]
             launch = (
@@ -253,9 +250,8 @@ def test_a_repeat_run_shows_its_own_launch_counts_not_those_of_another_workload_
     again = plan("resnet50", 8)
     assert again.strategy == ncu_counters.TIMED_FIRST
     repeat = _run_of(store, again, "r50-again", "resnet50", *r50_files)
-    assert (
-        again.cached == counted.kept > 0 and again.kept == 0
-    )  # every function found again, nothing counted
+    # every function found again, nothing counted
+    assert again.cached == counted.kept > 0 and again.kept == 0
 
     def launches(run):
         return [(k["launch_id"], k["name"], k["metrics"]) for k in store.iter_kernels(run.id)]
@@ -464,9 +460,8 @@ def test_the_filter_names_only_the_functions_never_counted():
         argv[:3] == ["--kernel-name-base", "mangled", "--kernel-id"] and argv[4:] == ncu.COUNTS_ONLY
     )
     assert argv[3] == r"::regex:^(_Z6kernelPf|triton_poi_fused_add_0|_ZN2at6native\.part\.0\$x)$:1"
-    assert (
-        ncu.per_function_argv(["a:b"]) == ncu.PER_FUNCTION
-    )  # a colon would end --kernel-id's name part
+    # a colon would end --kernel-id's name part
+    assert ncu.per_function_argv(["a:b"]) == ncu.PER_FUNCTION
 
 
 def test_a_generated_kernel_is_kept_under_its_source_digest():

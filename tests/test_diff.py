@@ -171,9 +171,8 @@ def test_cuda_graph_kernels_are_traced_one_by_one(runs):
     compiled model's, not one opaque graph launch."""
     db, r = runs
     g = r["graphs"]
-    assert (
-        g.kernel_count == 116 and g.count_by_kind()["kernel"] == 116
-    )  # 58 per iteration, 2 iterations
+    # 58 per iteration, 2 iterations
+    assert g.kernel_count == 116 and g.count_by_kind()["kernel"] == 116
     d = r["heur"].diff(g, match="family")
     assert d.totals.per_iteration and d.totals.kernels_b == 58 and d.totals.fused_kernels
 

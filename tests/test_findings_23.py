@@ -106,11 +106,12 @@ def test_tf32_left_off_quiet_where_fp32_work_ran_tf32_or_the_gpu_has_none(runs):
     # ResNet-18 fp32: its convolutions ran TF32 (cuDNN's default); the one FFMA convolution (3 input
     # channels) is cuDNN's choice beside them, and the classifier's batch-2 GEMV is 0.8% of the time
     assert "tf32_left_off" not in ids(r["r18_fp32"])
+    # half-precision and AMP runs: their own findings
     for name in (
         "r18_fp16_ncu",
         "bert_amp_nsys",
         "zoo32_as_amp",
-    ):  # half-precision and AMP runs: their own findings
+    ):
         assert "tf32_left_off" not in ids(r[name]), name
     # the same capture on a GPU without TF32 (Volta, Turing) says nothing
     store = db.store
@@ -371,9 +372,10 @@ def test_each_ranks_syncs_are_its_own(tmp_path):
             "device": "cuda",
             "info": {"world_size": 2},
         }
+        # type: ignore[arg-type]
         run = store_capture(
             store, capture, fields, store.reserve(None, tool, fields, status="running")
-        )  # type: ignore[arg-type]
+        )
         syncs = store.host_syncs(run.id)
         assert {s["rank"] for s in syncs} == {0, 1} and [s["sync_id"] for s in syncs] == list(
             range(len(syncs))

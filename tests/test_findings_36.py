@@ -65,9 +65,8 @@ def test_integer_and_opaque_kernels_get_a_type_and_the_first_layer_is_a_convolut
     assert by["gather_keep_from_mask"].precision == "int"  # torchvision's NMS: a boolean mask
     assert by["DeviceSelectSweepKernel"].precision == "int"  # nonzero's CUB select
     index = [g for g in kernel_groups(store, "frcnn-amp-nsys") if "OpaqueType<(int)2>" in g.name]
-    assert index and all(
-        g.precision == "fp16" and g.family == "memory" for g in index
-    )  # 2 bytes in an AMP run
+    # 2 bytes in an AMP run
+    assert index and all(g.precision == "fp16" and g.family == "memory" for g in index)
     first = [g for g in kernel_groups(store, "r50-fp16-nsys") if "image_first_layer" in g.name]
     assert first and all(
         (g.precision, g.family, g.tc_time_ns > 0) == ("fp16", "conv", True) for g in first

@@ -31,12 +31,10 @@ def test_each_suffix_is_one_formats_in_any_case():
 
 def test_gzipped_forms_are_read_as_they_are_or_decompressed_first():
     assert match("x.csv.gz").in_place and match("x.json.gz").in_place  # the readers stream them
-    assert (
-        not match("x.sqlite.gz").in_place and match("x.sqlite.gz").unpacked_first
-    )  # SQLite needs a file
-    assert (
-        not match("x.nsys-rep").in_place and not match("x.nsys-rep").unpacked_first
-    )  # nsys exports it
+    # SQLite needs a file
+    assert not match("x.sqlite.gz").in_place and match("x.sqlite.gz").unpacked_first
+    # nsys exports it
+    assert not match("x.nsys-rep").in_place and not match("x.nsys-rep").unpacked_first
     assert match("x.ncu-rep").in_place and match("x.db").in_place
 
 
@@ -47,18 +45,16 @@ def test_every_reader_is_there():
 
 
 def test_help_and_hint_name_every_suffix(tmp_path):
-    help_text = "".join(
-        help_words(cli("import", "--help").stdout).split()
-    )  # a line may wrap after a hyphen
+    # a line may wrap after a hyphen
+    help_text = "".join(help_words(cli("import", "--help").stdout).split())
     assert "".join(import_help().split()) in help_text
     (tmp_path / "notes.txt").write_text("x")
     r = cli("import", tmp_path / "notes.txt", db=tmp_path / "p.db")
     one_line_error(r, "don't know how to import notes.txt")
     assert unknown_hint() in r.stderr
     for s in SUFFIXES:
-        assert f"{s}," in help_text or f"{s})" in help_text or f"{s};" in help_text, (
-            s
-        )  # in the list
+        # in the list
+        assert f"{s}," in help_text or f"{s})" in help_text or f"{s};" in help_text, s
         assert f"{s}," in r.stderr or f"{s})" in r.stderr or f"{s};" in r.stderr, s
     assert not (tmp_path / "p.db").exists()
 

@@ -184,16 +184,14 @@ def test_default_plan_counts_each_function_once_and_times_every_launch(db):
     counted = [k for k in ks if k["metrics"]]
     assert len(counted) == plan["profiled_launches"] == len({k["name"] for k in ks}) < len(ks)
     assert all(k["start_ns"] and k["duration_ns"] for k in ks)
-    assert all(
-        k["evidence"] == "metrics" for k in ks if k["tensor_core"]
-    )  # off them: counters, names or types
+    # off them: counters, names or types
+    assert all(k["evidence"] == "metrics" for k in ks if k["tensor_core"])
     # TorchScript: the operators are the scripted graph's; no module hooks run inside it.
     assert all(k["op"] for k in ks) and {k["module"] for k in ks} <= {"", "(outside modules)"}
     assert sum("counters of launch" in k["evidence_detail"] for k in ks) == len(ks) - len(counted)
     assert all(k["nvtx_range"] == "resnet18.fp16.torchscript.iter0" for k in ks)
-    assert (
-        len({k["thread_id"] for k in ks}) == 1 and ks[0]["thread_id"]
-    )  # CUPTI's thread, as an OS thread id
+    # CUPTI's thread, as an OS thread id
+    assert len({k["thread_id"] for k in ks}) == 1 and ks[0]["thread_id"]
     assert len(run.range_rows()) == 1 and run.range_rows()[0]["kernels"] == len(ks)
 
     r = cli(
@@ -253,9 +251,10 @@ def test_a_repeated_run_takes_the_kept_counters_and_starts_no_ncu(db):
         and (folder / "first" / "kernel_counts.json").exists()
     )
 
+    # ncu's demangling of a name has differed between its runs ("(Params)", "(T1::Params)")
     def verdicts(
         run,
-    ):  # ncu's demangling of a name has differed between its runs ("(Params)", "(T1::Params)")
+    ):
         return [
             (k["short_name"], k["precision"], k["tensor_core"], k["family"], k["evidence"])
             for k in run.iter_kernels()

@@ -275,9 +275,8 @@ def test_diff_totals_side_by_side(runs):
         f"tensor cores on matrix work (GEMM, conv, attention): 100.0% of {fmt_ns(a['time_ns'])} -> "
         f"{b['tensor_core_pct']:.1f}% of {fmt_ns(b['time_ns'])}"
     ) in r.stdout
-    assert (
-        "tensor-core share of GPU time: 26.4% -> 20.4%" in r.stdout
-    )  # the share of all, beside it
+    # the share of all, beside it
+    assert "tensor-core share of GPU time: 26.4% -> 20.4%" in r.stdout
     # CPU against CPU: no tensor cores, no figure
     cpu = cli_json("diff", "cpu", "cpu", db=db.path)["totals"]
     assert cpu["matrix_work_a"] is None and cpu["matrix_work_b"] is None

@@ -174,9 +174,8 @@ def test_a_step_found_when_built_is_refused_there(tmp_path):
 
 
 # ------------------------------------------------------------------ deleting a run (item 4)
-NSYS_GZ = (
-    DATA / "diff" / "r18_fp16_heuristic_nsys.sqlite.gz"
-)  # an H100 nsys export: ranges, host syncs
+# an H100 nsys export: ranges, host syncs
+NSYS_GZ = DATA / "diff" / "r18_fp16_heuristic_nsys.sqlite.gz"
 
 
 def _rows_of(db_path: Path, run_id: int) -> dict[str, int]:
@@ -198,9 +197,8 @@ def _rows_of(db_path: Path, run_id: int) -> dict[str, int]:
     return out
 
 
-@pytest.mark.filterwarnings(
-    "ignore::profkit.errors.ProfkitWarning"
-)  # the same file imported twice, on purpose
+# the same file imported twice, on purpose
+@pytest.mark.filterwarnings("ignore::profkit.errors.ProfkitWarning")
 def test_remove_deletes_a_run_its_rows_in_every_table_and_its_folder(tmp_path):
     from profkit.records import CountedFunction
 
@@ -233,9 +231,8 @@ def test_remove_deletes_a_run_its_rows_in_every_table_and_its_folder(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious.txt").write_text("keep me")
-    (folder / "link").symlink_to(
-        outside
-    )  # a link inside the run's folder is removed, never followed
+    # a link inside the run's folder is removed, never followed
+    (folder / "link").symlink_to(outside)
 
     removed = db.remove("gone")
     assert (removed.run.name, removed.run.id, removed.folder) == ("gone", gone.id, str(folder))
@@ -275,9 +272,8 @@ def test_remove_refuses_a_folder_profkit_did_not_make_before_deleting_anything(t
 
 def test_remove_refuses_a_run_being_written(tmp_path):
     db = profkit.open_db(tmp_path / "p.db")
-    reserved = db.store.reserve(
-        "busy", "busy", {"source": "run"}, status="running"
-    )  # as a live `profkit run` holds it
+    # as a live `profkit run` holds it
+    reserved = db.store.reserve("busy", "busy", {"source": "run"}, status="running")
     with pytest.raises(profkit.StoreError, match="being written now"):
         db.remove("busy")
     assert db.run("busy", complete=False).status == "running"
@@ -405,17 +401,14 @@ def test_a_cpu_diff_of_few_iterations_says_it_is_noise_bound(tmp_path):
 
 
 # ------------------------------------------------------------------ CPU attribution and findings (item 4)
-CPU_FP16_ATTRIBUTED = (
-    DATA / "torch" / "cpu_resnet18_fp16_attribution.json.gz"
-)  # slow fp16 convolutions
-CPU_HEADS = (
-    DATA / "torch" / "cpu_heads_contiguous_attribution.json.gz"
-)  # heads split with .contiguous()
+# slow fp16 convolutions
+CPU_FP16_ATTRIBUTED = DATA / "torch" / "cpu_resnet18_fp16_attribution.json.gz"
+# heads split with .contiguous()
+CPU_HEADS = DATA / "torch" / "cpu_heads_contiguous_attribution.json.gz"
 
 
-@pytest.mark.filterwarnings(
-    "ignore::profkit.errors.ProfkitWarning"
-)  # the same file imported twice, on purpose
+# the same file imported twice, on purpose
+@pytest.mark.filterwarnings("ignore::profkit.errors.ProfkitWarning")
 def test_a_cpu_run_with_attribution_counts_each_operator_once_and_shows_its_modules(tmp_path):
     """A CPU run with --attribution: each operator call once (ResNet-18's 20 convolutions are 20
     calls, not 40, and its calls are those of the capture's operators), and the by-module view

@@ -347,9 +347,8 @@ def test_every_run_and_pair_has_its_own_page(tmp_path, monkeypatch):
     index = tmp_path / cli("report", "--index", db=db).stdout.split(": ", 1)[1].strip()
     everything = [*pages.values(), *vs_pages.values(), index]
     assert len({p.resolve() for p in everything}) == len(everything), everything
-    assert len({str(p.resolve()).lower() for p in everything}) == len(
-        everything
-    )  # also where case is ignored
+    # also where case is ignored
+    assert len({str(p.resolve()).lower() for p in everything}) == len(everything)
     assert all(p.is_file() for p in everything)
     for name, page in pages.items():  # each run's page is that run's (the index kept or rewrote it)
         assert _identity_of(page).split("|")[1:3] == [str(runs[name].id), name]

@@ -26,9 +26,8 @@ from profkit.store import Store
 
 from .conftest import DATA, NCU_DATA, cli, needs_torch, one_line_error
 
-NSYS_GZ = (
-    DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"
-)  # decompressed into the run's folder on import
+# decompressed into the run's folder on import
+NSYS_GZ = DATA / "nsys" / "nsys_resnet18_fp16.sqlite.gz"
 NCU_REP_GZ = NCU_DATA / "resnet18_fp16_eager.ncu-rep.gz"
 TINY = str(Path(__file__).parent / "workloads" / "tiny_classifier.py")
 

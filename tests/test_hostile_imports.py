@@ -31,9 +31,8 @@ from .test_hostile_parsers import refused
 
 PROFKIT = [sys.executable, "-m", "profkit"]
 TRAIN = DATA / "nsys" / "nsys_resnet18_train_amp.sqlite.gz"  # 823 kB unpacked
-TORCH_RUN = (
-    DATA / "torch" / "torch_run_resnet18_train_amp.json.gz"
-)  # kernels, ranges, operators' input types
+# kernels, ranges, operators' input types
+TORCH_RUN = DATA / "torch" / "torch_run_resnet18_train_amp.json.gz"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 
 
@@ -84,6 +83,7 @@ def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
     assert not db.exists()
 
 
+# SQL names are the same in any case
 @pytest.mark.parametrize(
     "statements, message",
     [
@@ -110,7 +110,7 @@ def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
         (
             "alter table CUPTI_ACTIVITY_KIND_RUNTIME rename to R0; create view cupti_activity_kind_runtime as select * from R0;",
             "cupti_activity_kind_runtime is a view",
-        ),  # SQL names are the same in any case
+        ),
         (
             "alter table StringIds rename to S0; create virtual table StringIds using fts5(id, value);"
             "insert into StringIds select id, value from S0;",
@@ -334,9 +334,8 @@ def test_a_gzip_import_on_a_full_disk_blames_the_disk(small_disk):
         and f"The disk holding {small_disk / 'p-runs'}" in r.stderr
     )
     assert "not a readable gzip" not in r.stderr
-    assert not list(
-        (small_disk / "p-runs").iterdir()
-    )  # the run's folder, and its half-written copy, gone
+    # the run's folder, and its half-written copy, gone
+    assert not list((small_disk / "p-runs").iterdir())
     assert cli_json("runs", db=db) == []
 
 

@@ -127,9 +127,8 @@ TERMINALS = {
 def test_names_from_captures_print_escaped(hostile, command, where):
     r = cli(*COMMANDS[command], db=hostile, env=TERMINALS[where])
     assert r.exit_code in (0, 1), r.output  # check fails its assertions: exit 1
-    assert r.exception is None or isinstance(r.exception, SystemExit), (
-        r.exception
-    )  # (rich's MarkupError)
+    # (rich's MarkupError)
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
     for stream in (r.stdout, r.stderr):
         assert not raw_controls(stream, where != "pipe"), (command, where, stream)
 
@@ -215,9 +214,8 @@ def test_report_page_shows_names_escaped(tmp_path):
     html = page.read_text(encoding="utf-8")
     assert not PAGE_UNSAFE.findall(html), sorted(set(PAGE_UNSAFE.findall(html)))
     assert html.count(shown(CLEAR)) >= 1 and "GPU\\u202e[red]X[/red]\\x9b2J" in html
-    assert (
-        "\\\\x1b]52;c;ZXZpbA==\\\\x07" in html
-    )  # the kernel's name, in JSON (its backslashes doubled)
+    # the kernel's name, in JSON (its backslashes doubled)
+    assert "\\\\x1b]52;c;ZXZpbA==\\\\x07" in html
 
 
 def test_import_line_names_the_file_escaped(tmp_path):

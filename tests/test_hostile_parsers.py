@@ -68,9 +68,8 @@ def test_nsys_repeated_launch_call_is_refused(seeded, tmp_path):
     )
     message = "CUPTI_ACTIVITY_KIND_RUNTIME lists the launch call with correlationId"
     refused(seeded, path, message)
-    with pytest.raises(
-        BadExport, match=message
-    ):  # the streamed reader (not only the SQL bulk path), as it reads
+    # the streamed reader (not only the SQL bulk path), as it reads
+    with pytest.raises(BadExport, match=message):
         list(load(path).rows)
 
 
@@ -81,9 +80,8 @@ def test_nsys_duplicated_kernel_row_is_refused(seeded, tmp_path):
         "where rowid = 5",
     )
     refused(seeded, path, "CUPTI_ACTIVITY_KIND_KERNEL lists the same operation twice (rows 5 and")
-    with pytest.raises(
-        BadExport, match="lists the same operation twice"
-    ):  # the streamed reader, as it reads
+    # the streamed reader, as it reads
+    with pytest.raises(BadExport, match="lists the same operation twice"):
         list(load(path).rows)
 
 
@@ -112,9 +110,8 @@ def test_nsys_bad_grid_or_block_is_refused(seeded, tmp_path, column, value, mess
         tmp_path, f"update CUPTI_ACTIVITY_KIND_KERNEL set {column} = {value} where rowid = 3"
     )
     refused(seeded, path, f"CUPTI_ACTIVITY_KIND_KERNEL has {message}")
-    with pytest.raises(
-        BadExport, match="CUPTI_ACTIVITY_KIND_KERNEL has"
-    ):  # the streamed reader, as it reads
+    # the streamed reader, as it reads
+    with pytest.raises(BadExport, match="CUPTI_ACTIVITY_KIND_KERNEL has"):
         list(load(path).rows)
 
 
@@ -261,9 +258,8 @@ def test_deeply_nested_ranges_import_in_bounded_space(tmp_path, n):
     assert cli_json("runs", db=db)[0]["kernel_count"] == 913
     ranges = cli_json("ranges", "deep", db=db)
     deep = [x for x in ranges if x["name"].startswith("deep")]
-    assert (
-        len(deep) == MAX_DEPTH - 1
-    )  # the iteration range is depth 0; depths 1 .. MAX_DEPTH - 1 kept
+    # the iteration range is depth 0; depths 1 .. MAX_DEPTH - 1 kept
+    assert len(deep) == MAX_DEPTH - 1
     assert max(x["depth"] for x in deep) == MAX_DEPTH - 1
     assert {"name", "domain", "path", "depth", "kernels"} <= set(deep[-1])
     assert deep[-1]["path"].count("/") == MAX_DEPTH - 1

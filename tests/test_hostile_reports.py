@@ -146,9 +146,8 @@ def test_a_page_of_ones_own_replaces_a_link_of_ones_own(shared):
     page.chmod(0o640)
     assert cli("report", "r", db=work / "p.db").exit_code == 0
     assert stat.S_IMODE(page.stat().st_mode) == 0o640
-    assert not [
-        p for p in folder.iterdir() if p.name.startswith(".profkit-")
-    ]  # no temporary file left
+    # no temporary file left
+    assert not [p for p in folder.iterdir() if p.name.startswith(".profkit-")]
 
 
 @needs_torch
@@ -246,9 +245,8 @@ def test_junit_xml_and_output_never_write_through_another_users_link(shared):
         drop / "junit.xml",
         db=work / "p.db",
     )
-    one_line_error(
-        r, f"{drop / 'junit.xml'} {said}", code=2
-    )  # check's "could not deliver": not a FAIL
+    # check's "could not deliver": not a FAIL
+    one_line_error(r, f"{drop / 'junit.xml'} {said}", code=2)
     assert untouched(victim)
     r = cli("report", "r", "-o", drop / "page.html", db=work / "p.db")
     one_line_error(r, f"{drop / 'page.html'} {said}", code=2)

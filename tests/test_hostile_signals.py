@@ -496,8 +496,9 @@ def test_a_stop_signal_during_start_up_is_one_line(monkeypatch, capsys):
         cli.main()
     assert exit_.value.code == 143
     assert capsys.readouterr().err == "profkit: terminated (SIGTERM)\n"
+    # main() left them ignored, as a stopped command does
     for sig in (
         signal.SIGINT,
         *cli.TERMINATING,
-    ):  # main() left them ignored, as a stopped command does
+    ):
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)

@@ -157,9 +157,8 @@ def test_op_rule_examples_are_real():
     names: set[str] = set()
     for n in CPU_TRACES:
         names |= {r["name"] for r in load(TORCH / f"{n}.json.gz").rows}
-    for f in (DATA / "ddp").glob(
-        "cpu_*.rank*.json.gz"
-    ):  # a data-parallel step's collectives (gloo)
+    # a data-parallel step's collectives (gloo)
+    for f in (DATA / "ddp").glob("cpu_*.rank*.json.gz"):
         names |= {r["name"] for r in load(f).rows}
     for rule in rules().op_rules:
         assert rule.examples, rule.id

@@ -375,6 +375,5 @@ def test_paths_with_uri_characters(tmp_path):
     r = cli("import", export, "--name", "odd", db=db)
     assert r.exit_code == 0, r.output
     assert cli_json("summary", "odd", db=db)["kernels"] == 913
-    assert not any(
-        "file:" in p.name or "mode=ro" in p.name for p in folder.iterdir()
-    )  # no stray files
+    # no stray files
+    assert not any("file:" in p.name or "mode=ro" in p.name for p in folder.iterdir())

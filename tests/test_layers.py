@@ -108,9 +108,8 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
         else:
             continue
         for t in targets:
-            while (
-                t and t not in known
-            ):  # "import profkit.parse.schema.X" style: the module that exists
+            # "import profkit.parse.schema.X" style: the module that exists
+            while t and t not in known:
                 t = t.rpartition(".")[0]
             if t and t != name:
                 out.add(t)

@@ -114,9 +114,8 @@ def test_a_new_database_records_every_step(db):
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
-    assert [
-        m.name for m in Migrations("profkit").applied(Database(db))
-    ] == NAMES  # sqlite-utils reads the record
+    # sqlite-utils reads the record
+    assert [m.name for m in Migrations("profkit").applied(Database(db))] == NAMES
     assert {
         "table runs",
         "table kernel_rows",

@@ -41,9 +41,8 @@ def test_verdicts_equal_the_7_pass_preset_launch_by_launch(workload, launches, f
     assert [(r["name"], r["precision"], r["tensor_core"]) for r in rows] == [
         (r["name"], r["precision"], r["tensor_core"]) for r in every
     ]
-    assert [r["evidence"] for r in rows] == [
-        r["evidence"] for r in every
-    ]  # counters or, off the tensor cores, a name
+    # counters or, off the tensor cores, a name
+    assert [r["evidence"] for r in rows] == [r["evidence"] for r in every]
     assert {r["evidence"] for r in rows if r["tensor_core"]} == {"metrics"}
     counted = [r for r in rows if r["metrics"]]
     assert len(counted) == functions == len({r["name"] for r in rows})
@@ -60,9 +59,8 @@ def test_times_and_ranges_come_from_cupti():
     capture = per_function("vgg16", thread_ids=None)
     rows = list(capture.rows)
     assert all(r["duration_ns"] and r["start_ns"] for r in rows)
-    assert [r["start_ns"] for r in rows] == sorted(
-        r["start_ns"] for r in rows
-    )  # one stream: launch order
+    # one stream: launch order
+    assert [r["start_ns"] for r in rows] == sorted(r["start_ns"] for r in rows)
     (iteration,) = capture.ranges
     assert iteration["name"] == "vgg16.fp16.eager.iter0" and iteration["kernels"] == 90
     assert iteration["gpu_time_ns"] == sum(r["duration_ns"] for r in rows)
@@ -139,9 +137,8 @@ def test_a_stored_per_function_run_has_a_timeline_and_compares_with_timelines(tm
     assert timeline(db.store, db.run(every.name))["bars"] == []
     d = db.diff("plan", "every")
     assert any("not comparable" in n for n in d.totals.notes)
-    assert {r.status for r in d.rows} == {
-        "same"
-    }  # same kernels, same calls: status from calls alone
+    # same kernels, same calls: status from calls alone
+    assert {r.status for r in d.rows} == {"same"}
 
 
 @pytest.mark.parametrize(

@@ -55,9 +55,8 @@ def here(tmp_path, monkeypatch):
     ],
 )
 def test_bad_program_command_lines(here, argv, message, code):
-    r = cli(
-        "run", *argv, env={"PROFKIT_DB": str(here / "profkit.db")}
-    )  # nothing after the program's words
+    # nothing after the program's words
+    r = cli("run", *argv, env={"PROFKIT_DB": str(here / "profkit.db")})
     one_line_error(r, message, code)
     assert not (here / "profkit.db").exists()  # nothing ran: nothing stored
 

@@ -10,9 +10,8 @@ from collections import Counter
 from .conftest import DATA, cli, one_line_error
 
 STEPS = DATA / "torch" / "profiler_steps.json.gz"  # tests/data/capture/profiler_steps.py made it
-SHAPES = (
-    DATA / "nsys" / "autograd_shapes.sqlite.gz"
-)  # benchmarks/program_gpu.sh's nsys_pytorch stage made it
+# benchmarks/program_gpu.sh's nsys_pytorch stage made it
+SHAPES = DATA / "nsys" / "autograd_shapes.sqlite.gz"
 
 
 def test_profiler_steps_are_steps(tmp_path):
@@ -61,9 +60,8 @@ def test_nsys_pytorch_annotation_reads_as_operators_and_shapes(tmp_path):
     wheres = [w.where for f in run.findings() for w in f.where if w.where]
     assert wheres and not [w for w in wheres if "op_id =" in w or "sizes = [" in w]
     syncs = next(f for f in run.findings() if f.title == "host synchronisations inside the step")
-    assert any(
-        w.where and w.where.startswith("aten::copy_ [") for w in syncs.where
-    )  # operator and shapes
+    # operator and shapes
+    assert any(w.where and w.where.startswith("aten::copy_ [") for w in syncs.where)
 
 
 def test_nsys_pytorch_annotation_is_never_shown_raw(tmp_path):

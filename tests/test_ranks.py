@@ -193,9 +193,8 @@ def test_rank_figures_agree_with_the_kernel_table(export, db):
     assert it.waited_for == min(comm, key=lambda r: comm[r]) and it.wait_ns == max(
         comm.values()
     ) - min(comm.values())
-    assert sum(p.kernels for p in it.ranks) == len(
-        k
-    )  # every kernel of the capture is in its rank's iteration
+    # every kernel of the capture is in its rank's iteration
+    assert sum(p.kernels for p in it.ranks) == len(k)
     assert report.same_kernels and report.differences == []
 
 
@@ -208,9 +207,8 @@ def test_torch_profiler_traces_of_each_rank_merge_into_one_run(db, export):
     assert k["launch_id"].tolist() == list(range(len(k)))
     for r, rows in alone.items():
         mine = k[k["rank"] == r]
-        assert (
-            mine["name"].tolist() == rows["name"].tolist()
-        )  # each rank's rows, in its own launch order
+        # each rank's rows, in its own launch order
+        assert mine["name"].tolist() == rows["name"].tolist()
         assert mine["duration_ns"].tolist() == rows["duration_ns"].tolist()
     ranges = store.ranges(run.id)
     assert sorted(r["rank"] for r in ranges if r["name"].endswith(".iter0")) == [0, 1]
@@ -314,9 +312,8 @@ def test_two_gloo_ranks_on_the_cpu_under_torch_profiler(db, tmp_path):
     s = cli_json("summary", name, db=db)
     ranks = s["ranks"]
     assert ranks["world_size"] == 2 and [f["rank"] for f in ranks["ranks"]] == [0, 1]
-    assert all(
-        f["comm_kernels"] and f["comm_time_ns"] > 0 for f in ranks["ranks"]
-    )  # gloo's all-reduce ranges
+    # gloo's all-reduce ranges
+    assert all(f["comm_kernels"] and f["comm_time_ns"] > 0 for f in ranks["ranks"])
     assert len(ranks["iterations"]) == 1 and ranks["iterations"][0]["start_skew_ns"] is not None
     runs = cli_json("runs", db=db)
     assert runs[0]["kernel_count"] == len(k)
@@ -615,9 +612,8 @@ def test_the_iteration_table_keeps_its_columns_when_a_rank_misses_an_iteration(d
     table = table[: table.index("</table>")]
     head = table[: table.index("</thead>")]
     columns = len(re.findall(r"<th[ >]", head))
-    assert (
-        columns == 3 + 2 * 2 + 2
-    )  # iteration, skews, wall and collectives per rank, waited for, wait
+    # iteration, skews, wall and collectives per rank, waited for, wait
+    assert columns == 3 + 2 * 2 + 2
     rows = table[table.index("<tbody>") :].split("<tr>")[1:]
     assert len(rows) == 1 and all(len(re.findall(r"<td[ >]", row)) == columns for row in rows)
 

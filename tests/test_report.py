@@ -108,9 +108,8 @@ def test_headline_is_the_summary(reports):
         page = model.run_page(runs[name].database.store, runs[name])
         assert page["summary"] == summary
         keys = ("gpu_time_ns", "kernels", "tensor_core_time_pct", "time_by_precision_ns")
-        keys += (
-            () if name == "cpu" else ("matrix_work",)
-        )  # issue 23: the coverage of matrix work, on GPU runs
+        # issue 23: the coverage of matrix work, on GPU runs
+        keys += () if name == "cpu" else ("matrix_work",)
         assert {h["key"]: h["value"] for h in page["headline"]} == {k: summary[k] for k in keys}
 
 
@@ -160,9 +159,8 @@ def test_throughput_from_counters(reports):
     assert {k.unit for k in t.kernels if k.precision == "int8"} == {"TOPS"}
     assert t.run_rate["tf32"] == pytest.approx(t.tensor_ops["tf32"] / runs["zoo"].gpu_time_ns / 1e3)
     assert "--clock-control base" in t.notes[0]
-    assert (
-        throughput(runs["nsys"].database.store, runs["nsys"]) is None
-    )  # no counters: no figures, no estimates
+    # no counters: no figures, no estimates
+    assert throughput(runs["nsys"].database.store, runs["nsys"]) is None
     assert throughput(runs["cpu"].database.store, runs["cpu"]) is None
 
 

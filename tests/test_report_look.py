@@ -381,11 +381,12 @@ def test_readable_at_700_px(site, browser):
             )
             cut = [(rows[i], text, title) for i, text, title in cells if "…" in text]
             assert cut, kind
+            # the shown name's start and end, the kernel's whole name on hover
             for (
                 row,
                 text,
                 title,
-            ) in cut:  # the shown name's start and end, the kernel's whole name on hover
+            ) in cut:
                 # (a label may hold "…" of its own: template arguments its siblings share)
                 assert len(text) <= 44 and any(
                     row["short"].startswith(text[:i])

@@ -57,9 +57,8 @@ def test_every_node_adds_up_to_its_children_and_the_top_to_the_run(db, name):
     store, run = db.store, db.run(name)
     groups = store.module_groups(run.id)
     nodes = module_tree(groups)
-    if not any(
-        g.module is not None for g in groups
-    ):  # compiled models: kernels traced to operators only
+    # compiled models: kernels traced to operators only
+    if not any(g.module is not None for g in groups):
         assert nodes == [] or [n.name for n in nodes] == [NOT_ATTRIBUTED]
         return
     assert sum(n.time_ns for n in nodes) == sum(g.time_ns for g in groups) == run.gpu_time_ns
@@ -257,9 +256,8 @@ def test_a_transformer_layer_opens_to_its_attention_mlp_and_norms(db, pages, bro
     shown = rows(page)
     assert [r["name"] for r in shown if r["depth"] == 0] == [MODEL]
     assert [r["name"] for r in shown if r["depth"] == 1] == ["model", "lm_head"]
-    assert "backward" not in page.inner_text(
-        "#module-tree thead"
-    )  # an inference run: no backward column
+    # an inference run: no backward column
+    assert "backward" not in page.inner_text("#module-tree thead")
     for path in ("model", "model.layers", "model.layers.0"):
         toggle(page, path)
         shown = rows(page)

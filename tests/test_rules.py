@@ -145,10 +145,11 @@ def test_tile_variants_share_a_work_key():
         work_key("triton_poi_fused_convolution_0")[0]
         == work_key("triton_poi_fused_convolution_17")[0]
     )
+    # issue 24: a word's digits stay
     assert work_key("bn_fw_tr_1C11_singleread") == (
         "bn_fw_tr_1C11_singleread",
         "",
-    )  # issue 24: a word's digits stay
+    )
     mangled = "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_Conv2dWgradOutput"
     demangled = (
         "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_f16_s16816wgrad_optimized_f16>(T1::Params)"
@@ -216,9 +217,8 @@ def test_kernels_whose_names_carry_no_type_take_the_launching_operators_and_agre
         if r["kind"] != "kernel" or not inputs_rule(r["name"]) or r["name"] not in counted:
             continue
         v, c = classify_row("kernel", r["name"], None, r["input_types"]), counted[r["name"]]
-        assert (
-            v.evidence == "dtypes" and "input types" in v.evidence_detail
-        )  # issue 23: the evidence that decided
+        # issue 23: the evidence that decided
+        assert v.evidence == "dtypes" and "input types" in v.evidence_detail
         assert v.tensor_core == c.tensor_core
         assert v.precision == (c.precision if c.tensor_core else precision), r["name"]
         seen += 1

@@ -62,9 +62,8 @@ def test_every_tool_counts_every_kernel_of_the_step(workload, tmp_path):
     base = STEPS / f"{workload}_amp"
     export = _plain(Path(f"{base}.nsys.sqlite.gz"), tmp_path)
     oracle = _oracle(export)
-    assert len(oracle) == 2 and all(
-        threads == 2 for _, threads in oracle
-    )  # main thread and autograd's
+    # main thread and autograd's
+    assert len(oracle) == 2 and all(threads == 2 for _, threads in oracle)
     launched = [n for n, _ in oracle]
 
     nsys = read_nsys_sqlite(export)

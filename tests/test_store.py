@@ -58,9 +58,8 @@ def test_add_run_writes_rows_ranges_and_counts(db):
         isinstance(r["metrics"], dict) and r["tensor_core"] in (True, False, None) for r in rows
     )
     assert [r["kernels"] for r in store.ranges(run.id)] == [162, 162]
-    assert run.info["mine"] == 1 and isinstance(
-        run.info["notes"], list
-    )  # JSON columns come decoded
+    # JSON columns come decoded
+    assert run.info["mine"] == 1 and isinstance(run.info["notes"], list)
     assert store.count_by_kind(run.id) == {"kernel": 324}
 
 
@@ -150,9 +149,8 @@ def test_runs_come_back_typed(db):
     a = import_file(store, CSV, name="a")
     assert store.get_run("a") == store.get_run(a.id) == store.get_run(str(a.id)) == store.runs()[0]
     assert isinstance(a.metrics, list) and "gpu__time_duration.sum" in a.metrics
-    assert {f for f in RunRecord.__dataclass_fields__} == set(RUN_COLUMNS) - {
-        "owner"
-    }  # owner: the writer, internal
+    # owner: the writer, internal
+    assert {f for f in RunRecord.__dataclass_fields__} == set(RUN_COLUMNS) - {"owner"}
     with pytest.raises(RunNotFound, match="no run 'zz'.*Recent runs: a"):
         store.get_run("zz")
 
@@ -184,10 +182,11 @@ def test_upgrades_a_schema_1_database(db):
     add(store, CSV, "old")
     store.close()
     con = sqlite3.connect(db)
+    # as an earlier profkit left it: no record of steps
     con.executescript(
         "drop table ranges; drop table meta; drop table _sqlite_migrations; "
         "alter table runs drop column activity;"
-    )  # as an earlier profkit left it: no record of steps
+    )
     con.commit()
     con.close()
     store = Store(db)
@@ -245,9 +244,8 @@ def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
         assert [list(r) for r in from_sql] == [list(r) for r in old]  # key order too
         summary = json.loads((STORE_DATA / f"schema5_{run_name}.summary.json").read_text())
         got = cli_json("summary", run_name, "-f", "json", db=path)
-        matrix = got.pop(
-            "matrix_work"
-        )  # issue 23 added the coverage of matrix work (None for CPU operators)
+        # issue 23 added the coverage of matrix work (None for CPU operators)
+        matrix = got.pop("matrix_work")
         got.pop("time_by_evidence_ns")  # issue 23: the time each kind of evidence decided
         assert got == {**summary, "ranks": None, "modules": None}, run_name
         assert (matrix is None) == (run_name == "cpu-r18"), run_name

@@ -237,9 +237,8 @@ def test_a_full_disk_is_said_so_and_reading_still_works(small_disk):
         cli("import", OTHER, db=small_disk / "new.db"),
         f"the disk is full: cannot write {small_disk / 'new.db'}",
     )
-    assert not [
-        name for name in os.listdir(small_disk) if "new" in name
-    ]  # no new.db, no half-made one
+    # no new.db, no half-made one
+    assert not [name for name in os.listdir(small_disk) if "new" in name]
     (small_disk / "fill").unlink()
     assert cli("runs", "-f", "json", db=db).stdout == before
 

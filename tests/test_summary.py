@@ -13,6 +13,7 @@ from profkit.store import Store
 
 from .conftest import DATA, NCU_DATA
 
+# issue 23: the GPU time by module (None without module attribution)
 CONTRACT = {
     "run",
     "activity",
@@ -32,7 +33,7 @@ CONTRACT = {
     "ranks",
     "matrix_work",  # issue 23: the tensor-core coverage of matrix work
     "modules",
-}  # issue 23: the GPU time by module (None without module attribution)
+}
 
 
 def stored(db, path):

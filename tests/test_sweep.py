@@ -277,9 +277,8 @@ def test_an_address_where_nothing_speaks_dask_is_one_line(tmp_path, monkeypatch)
 
 @needs_torch
 def test_an_auto_cell_that_chooses_a_tool_the_sweep_names_runs_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        cluster, "_dask", lambda: None
-    )  # in turn: the same planning, no cluster to start
+    # in turn: the same planning, no cluster to start
+    monkeypatch.setattr(cluster, "_dask", lambda: None)
     db = tmp_path / "s.db"
     r = cli(
         "sweep",
@@ -519,9 +518,8 @@ def test_an_outcome_never_written_says_how_the_job_ended():
         missing, -9, ["profkit: profiling tiny (fp32, eager) with torch.profiler"]
     )
     assert (status, kind) == ("failed", None)
-    assert (
-        error == "the job's process was killed by SIGKILL before it said how its run ended"
-    )  # no progress line
+    # no progress line
+    assert error == "the job's process was killed by SIGKILL before it said how its run ended"
     _, error, _ = read_outcome(
         missing, 1, ["Traceback (most recent call last):", "MemoryError: out of memory"]
     )

@@ -222,9 +222,8 @@ def test_python_in_the_current_folder_is_never_imported_by_a_sweeps_children(tmp
     start import none of them: every child starts with the current folder off its path."""
     pytest.importorskip("distributed")
     marks = _marks(tmp_path)
-    cwd = (
-        shared_tmp / "project"
-    )  # another user's folder (a shared project, say), where the sweep is started
+    # another user's folder (a shared project, say), where the sweep is started
+    cwd = shared_tmp / "project"
     _plant(cwd, marks, mode=0o755)
     db = tmp_path / "s.db"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
@@ -279,9 +278,8 @@ def test_a_sweeps_job_starts_with_the_current_folder_off_its_path(tmp_path, monk
 
     cluster.run_job(cluster.JobRequest("resnet18", RunOptions(device="cpu"), str(tmp_path)))
     assert seen["argv"][:4] == [sys.executable, "-P", "-m", "profkit.sweep_job"]
-    assert (
-        runner.child_env(seen["env"]).get("PYTHONSAFEPATH") == "1"
-    )  # what Background starts it with
+    # what Background starts it with
+    assert runner.child_env(seen["env"]).get("PYTHONSAFEPATH") == "1"
 
 
 def test_the_sweeps_own_environment_is_given_back(tmp_path):

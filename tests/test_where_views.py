@@ -17,9 +17,8 @@ from profkit.store import Store
 from .conftest import NCU_DATA, cli, cli_json, one_line_error
 from .where_data import RUNS, import_where
 
-WIDE = {
-    "COLUMNS": "250"
-}  # a window wide enough for every column: these tests read what the tables hold
+# a window wide enough for every column: these tests read what the tables hold
+WIDE = {"COLUMNS": "250"}
 
 USED = [
     "resnet18_train-amp-eager-nsys",

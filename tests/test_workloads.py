@@ -255,9 +255,8 @@ def test_every_catalog_workload_steps_on_cpu_in_every_precision_and_mode_it_supp
     assert outs and all(bool(o.float().isfinite().all()) for o in outs)
     if name.endswith("_train"):
         assert outs[0].dim() == 0  # the loss
-    elif (
-        precision != "amp"
-    ):  # under autocast the last layer decides (a LayerNorm's output stays fp32)
+    # under autocast the last layer decides (a LayerNorm's output stays fp32)
+    elif precision != "amp":
         assert (
             outs[0].dtype
             == {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]

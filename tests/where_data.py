@@ -40,14 +40,12 @@ def import_where(store: Store, name: str, base: Path = WHERE) -> RunRecord:
     folder = base / name
     job = json.loads((folder / "job.json").read_text())
     harness = json.loads((folder / "harness.json").read_text())
-    if (
-        folder / "harness-times.json"
-    ).exists():  # the timing process's timeline, as the run keeps it
+    # the timing process's timeline, as the run keeps it
+    if (folder / "harness-times.json").exists():
         timer = json.loads((folder / "harness-times.json").read_text())
         harness.update({k: timer[k] for k in TIMELINE_KEYS if k in timer})
-    if (
-        folder / "kernel_counts.json.gz"
-    ).exists():  # counted in the run's process (findings/: issue 36)
+    # counted in the run's process (findings/: issue 36)
+    if (folder / "kernel_counts.json.gz").exists():
         counted = json.loads(gzip.decompress((folder / "kernel_counts.json.gz").read_bytes()))
         capture = read_timed(
             folder / "kernel_times.json.gz",

@@ -42,9 +42,8 @@ def build(spec):
     ):
         n = 256
         a8 = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
-        b8 = (
-            torch.randn(n, n, device=dev).t().contiguous().to(torch.float8_e4m3fn).t()
-        )  # column-major
+        # column-major
+        b8 = torch.randn(n, n, device=dev).t().contiguous().to(torch.float8_e4m3fn).t()
         rows, cols = torch.ones(n, 1, device=dev), torch.ones(1, n, device=dev)
         try:
             torch._scaled_mm(a8, b8, scale_a=rows, scale_b=cols, out_dtype=torch.bfloat16)

@@ -95,9 +95,8 @@ class DiffRow:
     family: str | None
     variants_a: list[str] = field(default_factory=list)  # kernel names behind the row, per side
     variants_b: list[str] = field(default_factory=list)
-    time_by_precision_a_ns: dict[str, float] = field(
-        default_factory=dict
-    )  # precision -> time, largest first
+    # precision -> time, largest first
+    time_by_precision_a_ns: dict[str, float] = field(default_factory=dict)
     time_by_precision_b_ns: dict[str, float] = field(default_factory=dict)
     # tensor-core coverage of the row's matrix work (its GEMM, conv and attention time;
     # analyze.matrix), per side; None without matrix work
@@ -195,21 +194,18 @@ class DiffTotals:
     tool_a: str | None  # ncu, nsys or torch
     tool_b: str | None
     status: StatusCounts  # rows per status
-    onto_tensor_cores: list[
-        MovedOperation
-    ]  # operations B runs on tensor cores more, most time (B) first
+    # operations B runs on tensor cores more, most time (B) first
+    onto_tensor_cores: list[MovedOperation]
     off_tensor_cores: list[MovedOperation]  # and less, most time (A) first
     fused_kernels: list[FusedKernel]  # B's added Triton kernels
-    replaced_by_fusion: list[
-        ReplacedKernel
-    ]  # every row only A has, most time first (empty unless fused_kernels)
+    # every row only A has, most time first (empty unless fused_kernels)
+    replaced_by_fusion: list[ReplacedKernel]
     per_iteration: bool = False  # the runs' iteration counts differ: figures per iteration
     fusion_traced: bool = (
         True  # A's removed kernels carry their launching operators (else not traceable)
     )
-    notes: list[str] = field(
-        default_factory=list
-    )  # what to know to read the diff (matching, warm-ups, ncu times)
+    # what to know to read the diff (matching, warm-ups, ncu times)
+    notes: list[str] = field(default_factory=list)
     # tensor-core coverage of each side's GEMM, conv and attention time (analyze.matrix), over
     # the compared kernels and per iteration as the rest; None for CPU operators
     matrix_work_a: MatrixWork | None = None
@@ -387,9 +383,8 @@ def iterations(store: Store, run: RunRecord) -> tuple[int | None, bool]:
 def _dialect(run: RunRecord) -> str:
     """Which spelling of kernel names a run's import gave (see profkit.names)."""
     formats = set(run.raw_files) & {"ncu-csv", "ncu-rep", "nsys-sqlite", "nsys-rep", "kineto-json"}
-    if "ncu-csv" in formats or (run.info.get("ncu_plan") or {}).get(
-        "counters"
-    ):  # names ncu's, kept or read now
+    # names ncu's, kept or read now
+    if "ncu-csv" in formats or (run.info.get("ncu_plan") or {}).get("counters"):
         return "ncu-csv"
     if "ncu-rep" in formats:
         return "ncu-rep"

@@ -640,9 +640,8 @@ def _matrix_dims(shapes: str, kind: str) -> list[int]:
     too where not 1: a depthwise weight has 1); for an "rnn" one (cuDNN's) the last dimension
     of every 3-D tensor: the input's features and the hidden and cell states' size."""
     tensors = _tensors(shapes)
-    if (
-        kind == "rnn"
-    ):  # cuDNN's RNN: the input's features and the hidden state's (every 3-D tensor's last)
+    # cuDNN's RNN: the input's features and the hidden state's (every 3-D tensor's last)
+    if kind == "rnn":
         return list(dict.fromkeys(t[-1] for t in tensors if len(t) == 3))
     if kind == "linear":
         return [d for t in tensors if len(t) >= 2 for d in (math.prod(t[:-1]), t[-1])]
@@ -882,9 +881,8 @@ def _cpu_layout_conversions(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not chosen or ctx.share(chosen) < rule.number("min_share_pct"):
         return None
     found = ctx.finding(rule, "", chosen)
-    named = [
-        g for g in chosen if pattern.search(g.name)
-    ]  # the conversions themselves, not their copies
+    # the conversions themselves, not their copies
+    named = [g for g in chosen if pattern.search(g.name)]
     ops = sorted(
         {g.name for g in named}, key=lambda n: -sum(g.time_ns for g in named if g.name == n)
     )

@@ -119,9 +119,8 @@ def taken_over(
         k = key_a(g)
         if k not in keys or not g.op:
             continue
-        ops = (
-            g.op.split("+") if "::" in g.op else [g.op]
-        )  # a generated kernel of A: its operator list
+        # a generated kernel of A: its operator list
+        ops = g.op.split("+") if "::" in g.op else [g.op]
         into = [kb for kb, gk in generated_b if any(gk.fuses(o, g.family) for o in ops)]
         if not into:
             continue

@@ -38,9 +38,8 @@ class ModuleNode:
     time_ns: int = 0
     launches: int = 0
     precision_ns: dict[str, int] = field(default_factory=dict)  # time per precision, most first
-    phase_ns: dict[str, int] = field(
-        default_factory=dict
-    )  # time per phase ("unknown" where not told)
+    # time per phase ("unknown" where not told)
+    phase_ns: dict[str, int] = field(default_factory=dict)
     matrix_ns: int = 0  # time of its GEMM, convolution and attention kernels
     matrix_tc_ns: int = 0  # of which on tensor cores
     children: list[ModuleNode] = field(default_factory=list)  # most time first

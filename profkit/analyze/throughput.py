@@ -69,9 +69,8 @@ class Throughput:
     kernels: list[KernelThroughput]
     tensor_ops: dict[str, float]  # all kernels' counted tensor ops, per precision (most first)
     gpu_time_ns: int  # the run's GPU time (every kernel)
-    run_rate: dict[
-        str, float
-    ]  # tensor_ops over the run's GPU time, per precision (TFLOP/s; TOPS for int8)
+    # tensor_ops over the run's GPU time, per precision (TFLOP/s; TOPS for int8)
+    run_rate: dict[str, float]
     notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:

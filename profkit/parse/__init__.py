@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadExport, ProfkitError
 from .formats import FORMATS, Format, Match, match, unknown_hint
 
-if (
-    TYPE_CHECKING
-):  # imported when first asked for (below): --help reads parse.formats, and needs no schema
+# imported when first asked for (below): --help reads parse.formats, and needs no schema
+if TYPE_CHECKING:
     from .schema import Capture, KernelRow
 
 __all__ = ["Capture", "FORMATS", "Format", "detect", "load"]

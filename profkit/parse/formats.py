@@ -49,6 +49,8 @@ class Format(NamedTuple):
         return f"{self.what} ({', '.join(self.all_suffixes)}{needs})"
 
 
+# exported to SQLite by nsys first
+# made a report by nsys's QdstrmImporter, then exported
 FORMATS: tuple[Format, ...] = (
     Format(
         "ncu-rep",
@@ -87,7 +89,7 @@ FORMATS: tuple[Format, ...] = (
         "nsys_sqlite:read_nsys_sqlite",
         gzipped=(".nsys-rep",),
         needs="nsys",
-    ),  # exported to SQLite by nsys first
+    ),
     Format(
         "qdstrm",
         "a raw Nsight Systems capture",
@@ -95,7 +97,7 @@ FORMATS: tuple[Format, ...] = (
         "nsys_sqlite:read_nsys_sqlite",
         gzipped=(".qdstrm",),
         needs="nsys",
-    ),  # made a report by nsys's QdstrmImporter, then exported
+    ),
 )
 
 # What ncu's raw-page CSV exports are often called ("X.raw.csv"), left out of a run's default name.

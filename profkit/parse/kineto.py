@@ -352,9 +352,8 @@ class _Trace:
 
     def __init__(self) -> None:
         self.gpu: list[Gpu] = []
-        self.ops: list[
-            Op
-        ] = []  # until the first GPU activity: a CPU trace's rows are its operators
+        # until the first GPU activity: a CPU trace's rows are its operators
+        self.ops: list[Op] = []
         self.by_ext: dict[Any, OpLabel] | None = None  # from the first GPU activity on
         self.annotations: list[Annotation] = []
         self.launches: dict[int, Launch] = {}
@@ -433,14 +432,12 @@ def _events(events: Iterator[Any], filename: str) -> _Trace:
         trace.syncs,
     )
     by_ext = trace.by_ext
-    strings: dict[
-        Any, Any
-    ] = {}  # names, input types, threads, grids, labels: one object for each value
+    # names, input types, threads, grids, labels: one object for each value
+    strings: dict[Any, Any] = {}
     intern: Callable[[Any, Any], Any] = strings.setdefault
     sync_calls: dict[str, str | None] = {}  # launch calls' names: HOST_SYNC_CALLS' name, or None
-    known_types: dict[
-        tuple[Any, ...] | None, str | None
-    ] = {}  # operators' input types by their "Input type"
+    # operators' input types by their "Input type"
+    known_types: dict[tuple[Any, ...] | None, str | None] = {}
     seen: set[Gpu] = set()  # the GPU activities read: one listed twice is refused
     for n, e in enumerate(events):
         if type(e) is not dict or e.get("ph") != "X":

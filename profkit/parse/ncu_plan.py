@@ -420,18 +420,16 @@ def _join(
         else:
             v = classify_one(name, None)
             detail = v.evidence_detail
-        if (
-            v.precision == "unknown"
-        ):  # the operator's types, then (a profiled function's) CUDA-core counters
+        # the operator's types, then (a profiled function's) CUDA-core counters
+        if v.precision == "unknown":
             v = last_resorts(
                 v, row["input_types"], ncu_row.metrics if ncu_row is not None else None
             )
             if v.precision != "unknown":
                 detail = v.evidence_detail
                 if v.evidence == "metrics" and ncu_row is not None and ncu_row.kept is not None:
-                    detail = _kept_detail(
-                        ncu_row.kept, detail
-                    )  # CUDA-core counters of an earlier run
+                    # CUDA-core counters of an earlier run
+                    detail = _kept_detail(ncu_row.kept, detail)
         done = cast(ClassifiedRow, row)
         done["precision"], done["tensor_core"], done["family"] = (
             v.precision,

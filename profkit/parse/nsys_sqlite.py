@@ -155,10 +155,11 @@ def _innermost(
             j = 0
             for _, start, _neg_end, i in order[k:end_k]:
                 r = made[i]
+                # a step, not an op
                 if r is not None and (
                     r.depth >= MAX_DEPTH  # left out, as the walk leaves it
                     or (r.role == OF_RUN and is_iteration_range(r.name))
-                ):  # a step, not an op
+                ):
                     continue
                 while j < len(mine) and calls[mine[j]][2] < start:
                     out[mine[j]] = _top(stack, read, calls[mine[j]][2])
@@ -382,15 +383,13 @@ def _bulk(
     finally:
         export.close()
     stage("GPU operations written")
-    if any(
-        t[8] for t in tops
-    ):  # operators' input types: a precision for kernels whose names give none
+    # operators' input types: a precision for kernels whose names give none
+    if any(t[8] for t in tops):
         store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
     stage("judged by inputs")
     for state, kind, n, t in result["per_range"]:
-        for i in states[
-            state
-        ]:  # every range open on the launching thread then, as the streamed walk counts
+        # every range open on the launching thread then, as the streamed walk counts
+        for i in states[state]:
             r = ranges[i]
             r.gpu_ops += n
             if kind == "kernel":

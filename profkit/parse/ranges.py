@@ -75,9 +75,8 @@ def read_range(name: str) -> tuple[str, OpLabel | None, str]:
     * any other: a range, as it is."""
     if name.startswith(OP_PREFIX):
         return name, op_label(name), OWN_OP
-    if (
-        " = " not in name and "::" not in name
-    ):  # neither annotated nor an operator: most ranges, at once
+    # neither annotated nor an operator: most ranges, at once
+    if " = " not in name and "::" not in name:
         return name, None, OF_RUN
     torch = read_torch_range(name)
     return (name, None, OF_RUN) if torch is None else _torch_range(torch)

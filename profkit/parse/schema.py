@@ -212,9 +212,8 @@ class RangeRow(TypedDict):
     kernels: int  # kernel launches (or CPU operators) attributed to it, nested ranges included
     gpu_ops: int | None  # kernels + memcpy + memset attributed to it (None for CPU captures)
     gpu_time_ns: int  # summed duration of its kernels (CPU self time for CPU captures)
-    other_thread_kernels: (
-        int | None
-    )  # kernels other threads of the process launched while it was open
+    # kernels other threads of the process launched while it was open
+    other_thread_kernels: int | None
     rank: int | None  # the process's rank in a distributed job, None for one process
 
 
@@ -252,15 +251,12 @@ class HostSyncRow(TypedDict):
     op: str | None  # what called it, where known: torch.profiler's enclosing operator
     # (aten::_local_scalar_dense), or the innermost NVTX range open on
     # the thread (nsys)
-    gpu_last_end_ns: (
-        int | None
-    )  # the latest end of the GPU operations of its process begun before it returned
-    gpu_next_start_ns: (
-        int | None
-    )  # the first start of one begun after it returned (None: none followed)
-    iteration: (
-        str | None
-    )  # the measured iteration (profkit's <tag>.iterN range) of its process it was
+    # the latest end of the GPU operations of its process begun before it returned
+    gpu_last_end_ns: int | None
+    # the first start of one begun after it returned (None: none followed)
+    gpu_next_start_ns: int | None
+    # the measured iteration (profkit's <tag>.iterN range) of its process it was
+    iteration: str | None
     iteration_end_ns: int | None  # made in, and that range's end; None outside them
 
 
@@ -355,9 +351,8 @@ class Capture(Generic[RowT]):
     notes: list[str] = field(default_factory=list)
     ranges: list[RangeRow] = field(default_factory=list)
     range_paths: list[str] = field(default_factory=list)
-    host_syncs: list[HostSyncRow] = field(
-        default_factory=list
-    )  # timeline captures' host-blocking calls
+    # timeline captures' host-blocking calls
+    host_syncs: list[HostSyncRow] = field(default_factory=list)
     bulk: Callable[[Any, int], tuple[str, int, int]] | None = None
     # ncu's per-function plan: the launch id whose counters this run's ncu read, per kernel
     # function (mangled name), and that launch's configuration (grid and block), for keeping

@@ -39,9 +39,8 @@ class TorchRange(NamedTuple):
     """What a range PyTorch's annotation wrote says."""
 
     name: str  # the RecordFunction's name: aten::conv2d, ReluBackward0, Optimizer.step#AdamW.step
-    shapes: (
-        str | None
-    )  # its tensor inputs' shapes, ``[8,3,224,224];[64,3,7,7]`` (None: none recorded)
+    # its tensor inputs' shapes, ``[8,3,224,224];[64,3,7,7]`` (None: none recorded)
+    shapes: str | None
     operator: bool  # the name is a dispatcher operator's (the kernel table's ``op``)
     annotated: bool  # the range has PyTorch's fields (else a bare operator's name)
 

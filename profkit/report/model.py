@@ -253,9 +253,8 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
     iteration = iterations[0][0] if iterations else None
     start = iterations[0][1][0] if iterations else None
     end = iterations[0][1][1] if iterations else None
-    if (
-        len(iterations) > 1
-    ):  # and up to the next iteration (work queued in this one may run past its end)
+    # and up to the next iteration (work queued in this one may run past its end)
+    if len(iterations) > 1:
         following = iterations[1][1][0]
         end = following if end is None or following is None else max(end, following)
     rows, total = store.timeline(run.id, start, end, TIMELINE_LIMIT)
@@ -295,9 +294,8 @@ def timeline(store: Store, run: RunRecord) -> dict[str, Any]:
         ]
         for r in rows
     ]
-    lane_names = [
-        lane(k) for k in sorted({key(r) for r in rows})
-    ]  # by rank, device, then stream number
+    # by rank, device, then stream number
+    lane_names = [lane(k) for k in sorted({key(r) for r in rows})]
     what = (
         f"iteration {iteration}"
         if iteration
@@ -320,9 +318,8 @@ NO_ATTRIBUTION = (
 def modules(store: Store, run: RunRecord) -> dict[str, Any]:
     """The module tree (``analyze.modules``): its top-level nodes, each with its children, and
     their kernel time; or, for a run without attribution, the line that says so (``note``)."""
-    groups = store.module_groups(
-        run.id, kind=run.activity
-    )  # a CPU run's: its operators' CPU self time
+    # a CPU run's: its operators' CPU self time
+    groups = store.module_groups(run.id, kind=run.activity)
     if not attributed(groups):
         harness = run.info.harness or {}
         why = harness.get("attribution_note")

@@ -31,9 +31,8 @@ class Benches(Connection):
             return
         try:
             with self.write():
-                self.execute(
-                    "delete from bench_rows where 0"
-                )  # a write statement that changes nothing
+                # a write statement that changes nothing
+                self.execute("delete from bench_rows where 0")
         except sqlite3.OperationalError as exc:
             raise unwritable(self.path, exc) from exc
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..parse.schema import CLASSIFIED, COLUMNS, HOST_SYNC_COLUMNS, RANGE_COLUMNS
 
+# documented on RunRecord (but owner: "host:pid" of the process writing it, "host:pid+lock" where it holds
 RUN_COLUMNS: dict[str, type] = {
     "id": int,
     "name": str,
@@ -36,7 +37,7 @@ RUN_COLUMNS: dict[str, type] = {
     "info": str,
     "owner": str,
     "folder": str,
-}  # documented on RunRecord (but owner: "host:pid" of the process writing it, "host:pid+lock" where it holds
+}
 # the run's lock file, see Store._recover); metrics, command, raw_files and info hold JSON
 JSON_RUN_COLUMNS = ("metrics", "command", "raw_files", "info")
 

@@ -345,9 +345,8 @@ def ensure_schema(s: Connection, create: bool) -> None:
     pending = [st for st in STEPS if st.name not in done]
     if not pending:
         return
-    if (
-        tables and MIGRATIONS_TABLE not in tables
-    ):  # an earlier profkit's: its kernels are a table or kernel_rows
+    # an earlier profkit's: its kernels are a table or kernel_rows
+    if tables and MIGRATIONS_TABLE not in tables:
         if _kind(s, "kernels") != "table" and _kind(s, "kernel_rows") is None:
             raise StoreError(
                 f"{s.path} says schema {version} but its kernels are not a table: not a layout "
@@ -403,9 +402,8 @@ def _apply(s: Connection, st: Step) -> None:
                 {"id": int, "migration_set": str, "name": str, "applied_at": str}, pk="id"
             )
             s.db.table(MIGRATIONS_TABLE).create_index(["migration_set", "name"], unique=True)
-        earlier = [
-            (x.name, None) for x in STEPS if x.name in done and x.name not in have
-        ]  # no time known
+        # no time known
+        earlier = [(x.name, None) for x in STEPS if x.name in done and x.name not in have]
         now = str(datetime.datetime.now(datetime.UTC))
         s.conn.executemany(
             f"insert into {MIGRATIONS_TABLE} (migration_set, name, applied_at) values (?, ?, ?)",

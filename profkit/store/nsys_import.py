@@ -183,9 +183,8 @@ def _insert_gpu_ops(
             # counts below group by (an upsert per operation into a small table, no sort): the
             # counts by kind, by state and kind, of operations with no launch, and the run's
             # aggregates (``writes.write_aggregates``) are made from those few groups.
-            low = key_sentinel(
-                "sn"
-            )  # NULL's sentinel in the key (a unique index holds NULLs apart)
+            # NULL's sentinel in the key (a unique index holds NULLs apart)
+            low = key_sentinel("sn")
             con.execute(
                 "create temp table opg (kind, key, sn, rix, oix, pid, dev, launches, time_ns, min_ns, max_ns, "
                 "first_launch, min_thread, unlaunched)"
@@ -416,9 +415,8 @@ def _ops_sql(export: NsysExport) -> str:
     if it has not ended)."""
     cols = export.schema.columns
 
-    def kind(
-        name: str, table: str, alias: str
-    ) -> str:  # NULL where the row's columns are not all integers
+    # NULL where the row's columns are not all integers
+    def kind(name: str, table: str, alias: str) -> str:
         return f"case when {integer_test(table, alias, cols[table])} then '{name}' end"
 
     parts = [

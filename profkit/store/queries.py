@@ -22,9 +22,8 @@ from ..parse.schema import (
 from .connection import Connection
 from .layout import INTERNED
 
-if (
-    TYPE_CHECKING
-):  # imported where the rows are made: `profkit runs` and `kernels` need none of them
+# imported where the rows are made: `profkit runs` and `kernels` need none of them
+if TYPE_CHECKING:
     from ..rows import (
         FamilyTotals,
         KernelGroup,

@@ -419,9 +419,8 @@ class Runs(Writes):
                     "runs", run_id, _encoded({"status": status, "owner": None, "info": info})
                 )
         except BaseException as exc:
-            self._note_end(
-                run_id, status, error
-            )  # the lock stays held, the file kept, until this process ends
+            # the lock stays held, the file kept, until this process ends
+            self._note_end(run_id, status, error)
             if isinstance(exc, sqlite3.OperationalError):
                 raise unwritable(self.path, exc) from exc
             raise

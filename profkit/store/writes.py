@@ -95,9 +95,8 @@ class Writes(Connection):
             f"insert into kernel_rows (run_id, {', '.join(c for c in STORED_COLUMNS if c != 'run_id')}) "
             f"values (?, {', '.join('?' * len(cols))})"
         )
-        text_at = [
-            i + 1 for i, c in enumerate(cols) if c in INTERNED
-        ]  # positions in a row's values
+        # positions in a row's values
+        text_at = [i + 1 for i, c in enumerate(cols) if c in INTERNED]
         ids: dict[str, int] = {}
         batch: list[list[Any]] = []
         kinds: set[str] = set()
@@ -344,9 +343,8 @@ def write_aggregates(s: Connection, run_id: int) -> None:
     table = "temp.agg_fine"
     prepared = s.prepared_aggregates
     forget_prepared_aggregates(s)
-    if (
-        prepared is not None and prepared[0] == run_id
-    ):  # a bulk import's, from its working table (the same groups)
+    # a bulk import's, from its working table (the same groups)
+    if prepared is not None and prepared[0] == run_id:
         new_fine_table(s, table)
         s.conn.executemany(
             f"insert into {table} values ({', '.join('?' * (len(fine) + len(FINE_MEASURES)))})",
