@@ -41,6 +41,9 @@ _EXPORTS = {
     "Progress": "launch",
     "bench": "api",
     "sweep": "api",
+    "tune": "api",
+    "Tuning": "records",
+    "TuneTrial": "records",
     "BenchRecord": "records",
     "BenchRow": "records",
     "BenchNotFound": "errors",
@@ -81,6 +84,7 @@ if TYPE_CHECKING:
         open_db,
         profile,
         sweep,
+        tune,
     )
     from .errors import (
         BadExport,
@@ -115,6 +119,8 @@ if TYPE_CHECKING:
         RunRecord,
         Summary,
         TopKernel,
+        TuneTrial,
+        Tuning,
     )
 
 

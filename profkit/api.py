@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .analyze.findings import Finding
     from .cluster import SweepResult
     from .launch import Progress, RunRequest
-    from .records import BenchRecord
+    from .records import BenchRecord, Tuning
     from .store import Store
 
 __all__ = [
@@ -241,6 +241,32 @@ class Run(RunRecord):
         from .analyze.findings import findings
 
         return findings(self.database.store, self)
+
+    def tune(
+        self,
+        *,
+        workload: str | None = None,
+        iters: int | None = None,
+        warmup: int | None = None,
+        timeout_s: float | None = None,
+        progress: Progress | None = None,
+    ) -> Tuning:
+        """Try the fixes this run's findings and settings call for on its own workload or program,
+        time each against the run's setting, check outputs, rank them and store the tuning with
+        the run (see :mod:`profkit.tuning`). ``iters``/``warmup``: each trial's timed and warm-up
+        steps (default: 20 and 5 on a GPU, 5 and 2 on the CPU); ``workload``: the file a run of a
+        workload file came from (a built-in's run needs none)."""
+        from . import tuning
+
+        store = self.database.store
+        checked = tuning.plan(
+            store, self, workload=workload, iters=iters, warmup=warmup, timeout_s=timeout_s
+        )
+        return tuning.run(store, checked, progress)
+
+    def tunings(self) -> list[Tuning]:
+        """This run's stored tunings (``profkit tune``), oldest first."""
+        return self.database.store.tunings(self.id, self.name)
 
     def check(
         self,
@@ -837,6 +863,53 @@ def bench(
 
     checked = plan(workload, precisions=precisions, modes=modes, **options)
     return run(_writable(db).store, checked, progress)
+
+
+def tune(
+    workload: str | None = None,
+    *,
+    program: Sequence[str] | None = None,
+    run: Run | str | int | None = None,
+    db: Database | str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> Tuning:
+    """What ``profkit tune`` does: profile ``workload`` or ``program`` as :func:`profile` does
+    (or start from a stored ``run``), then try the fixes its findings and settings call for,
+    time each against the run's own setting, check that outputs agree, rank them by the time
+    they save and store the tuning with the run. ``options``: the run options (``precision``,
+    ``mode``, ``batch_size``, ``device``, ``tool``, ...) for the first profile; ``iters`` and
+    ``warmup`` are each trial's timed and warm-up steps, ``timeout_s`` stops the profiler and
+    each trial. Returns a :class:`profkit.records.Tuning` (``.best``: the measured fix that
+    saves most with outputs that agree)."""
+    from . import tuning
+    from .options import TUNE, require_command_options
+
+    require_command_options(TUNE, options)
+    iters, warmup = options.pop("iters", None), options.pop("warmup", None)
+    timeout_s = options.get("timeout_s")
+    if run is not None:
+        if program is not None or options.keys() - {"timeout_s"}:
+            raise UsageError(
+                "`run` starts from a stored run: give no program and no run options but iters, "
+                "warmup and timeout_s"
+            )
+        database = _writable(db)
+        stored = run if isinstance(run, Run) else database.run(run)
+        return stored.tune(
+            workload=workload, iters=iters, warmup=warmup, timeout_s=timeout_s, progress=progress
+        )
+    database = _writable(db)
+    profiled = profile(workload, program=program, db=database, progress=progress, **options)
+    checked = tuning.plan(
+        database.store,
+        profiled,
+        iters=iters,
+        warmup=warmup,
+        timeout_s=timeout_s,
+        workload=workload,
+    )
+    return tuning.run(database.store, checked, progress)
 
 
 def sweep(

@@ -158,7 +158,7 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                 f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of {len(p.requests)}): "
                 f"building, {p.warmup} warm-up and {p.iters} timed iterations"
             )
-            measured.append(_measure(p, req, Path(tmp) / f"{i}", progress))
+            measured.append(measure(p, req, Path(tmp) / f"{i}", progress))
         asked = {(r.precision, r.mode): (r, out) for r, _, out in measured}
         models = [info.get("model") for r, info, _ in measured if r.status == "ok"]
         reference: BenchRow | None = None
@@ -182,7 +182,7 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                     ),
                 )
                 progress.stage(f"{p.workload} in fp32, eager (the reference)")
-                row, ref_info, ref_output = _measure(p, req, Path(tmp) / "reference", progress)
+                row, ref_info, ref_output = measure(p, req, Path(tmp) / "reference", progress)
                 reference = replace(row, reference_only=True)
                 measured.append((reference, ref_info, ref_output))
             else:
@@ -219,16 +219,21 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
     return store.add_bench(record)
 
 
-def _measure(
-    p: BenchPlan, req: RunRequest, folder: Path, progress: Progress
+def measure(
+    p: BenchPlan,
+    req: RunRequest,
+    folder: Path,
+    progress: Progress,
+    fixes: list[str] | None = None,
 ) -> tuple[BenchRow, HarnessInfo, Path | None]:
-    """One combination in its own harness process: its row (timings; failed with the error's
-    one line where it failed), what the harness wrote, and its saved output, if any."""
+    """One combination in its own harness process (a program's, where ``req`` names one:
+    ``fixes`` are the model fixes profkit tune applies to it): its row (timings; failed with
+    the error's one line where it failed), what the process wrote, and its saved output, if any."""
     precision, mode = req.spec.precision, req.spec.mode
     folder.mkdir()
     job = launch.harness_job(req, p.workload, p.path, folder, progress)
     output = folder / "output.pt"
-    job.job = replace(job.job, profiler="bench", output_path=str(output))
+    job.job = replace(job.job, profiler="bench", output_path=str(output), fixes=fixes)
     job.write()
     log = folder / "harness.log"
 
@@ -320,13 +325,14 @@ def _agreement(
         return replace(row, note=why_none)
     if output is None or reference is None:
         return replace(row, note="n/a: the model's output holds no tensor")
-    diff, top1, note = agreement(_load(output), _load(reference))
+    diff, top1, note = agreement(load(output), load(reference))
     if row.reference_only or (row.precision, row.mode) == REFERENCE:
         note = note or "the reference"
     return replace(row, max_abs_diff=diff, top1_agreement=top1, note=note)
 
 
-def _load(path: Path) -> Any:
+def load(path: Path) -> Any:
+    """A saved output tensor."""
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=True)

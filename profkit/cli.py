@@ -1231,6 +1231,96 @@ def bench(
         _exit(1)
 
 
+# ---------------------------------------------------------------------------------- tune
+@command("tune", cls=ProgramCommand)
+@handles_errors
+@run_options("tune")
+def tune(
+    ctx: typer.Context,
+    workload: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="WORKLOAD",
+            help="A built-in workload or a .py file defining build(spec), profiled first; or, after --, your "
+            "own program as it is (profkit tune -- python train.py ARGS).",
+            show_default=False,
+        ),
+    ] = None,
+    from_run: Annotated[
+        Optional[str],
+        typer.Option(
+            "--run",
+            metavar="RUN",
+            help="Start from this stored run's findings instead of profiling first (a run of a workload "
+            "file also needs the file as WORKLOAD).",
+            show_default=False,
+        ),
+    ] = None,
+    options: Any = None,
+    fmt: Fmt = Format.table,
+    wide: Wide = False,
+    db: Db = None,
+) -> None:
+    """Try the fixes the findings name (TF32, channels-last, cuDNN autotuning, autocast, torch.compile,
+    fused optimizers) on your own workload or program, time each against its own setting, check that its
+    outputs still agree, and rank them by the time they save.
+
+    Each trial runs in its own process, timed after its warm-up as profkit bench times (CUDA events on a
+    GPU); fixes that each gain are tried together too; fixes that need your code (padding a dimension,
+    removing a host sync) get an estimate, marked as one. The tuning is stored with the run: summary and
+    the report show it, and check --max-untried-gain-pct can fail a build on it."""
+    from . import render  # here, not at the top: --help need not pay for it
+    from .api import tune as do_tune
+    from .errors import UsageError
+    from .launch import Progress
+
+    program = ctx.meta.get("program")
+    if program is not None and workload is not None and from_run is None:
+        raise UsageError(
+            f"give a workload or a program after --, not both ({workload} and {' '.join(program)})"
+        )
+    if program is None and workload is None and from_run is None:
+        raise UsageError(
+            "nothing to tune",
+            "Give your program after --: profkit tune -- python train.py [ARGS]; a workload: profkit tune "
+            "resnet50; or a stored run: profkit tune --run RUN.",
+        )
+    if from_run is not None:
+        extra = sorted(
+            k
+            for k, v in options.items()
+            if k not in ("iters", "warmup", "timeout_s") and v != _default(k)
+        )
+        if program is not None or extra:
+            raise UsageError(
+                "--run starts from a stored run, profiled already: give no program and no run options but "
+                "--iters, --warmup and --timeout"
+                + (
+                    f" (given: {', '.join('--' + k.replace('_', '-') for k in extra)})"
+                    if extra
+                    else ""
+                )
+            )
+        options = {k: v for k, v in options.items() if k in ("iters", "warmup", "timeout_s")}
+    err = render.console(stderr=True)
+    with _Stages(err) as stages:
+        done = do_tune(
+            workload,
+            program=program,
+            run=from_run,
+            db=db or _state["db"],
+            **options,
+            progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=_noter(err)),
+        )
+    render.tuning(done, fmt.value, wide=wide)
+
+
+def _default(option: str) -> Any:
+    from .options import TUNE, default_for, for_command
+
+    return next(default_for(f, TUNE) for f in for_command(TUNE) if f.name == option)
+
+
 # ---------------------------------------------------------------------------------- doctor
 @command("doctor")
 @handles_errors

@@ -48,13 +48,14 @@ from .process.common import (
     need_cuda,
     release_gpu_lock,
 )
+from .process.fixes import apply_switches, first_tensor
 from .process.job import HarnessJob, start
 from .process.job import StepLaunches as StepLaunches  # here for harness.StepLaunches
 from .process.record import countable, recorder
 from .records import HarnessInfo
 
 if TYPE_CHECKING:
-    import torch as _torch
+    pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,12 +74,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from .errors import ProfkitError
 
+    switched: dict[str, Any] = {}
     try:
         import torch
 
         stage("torch_imported")
         barrier = _join_process_group(torch, job, ranks) if ranks is not None else (lambda: None)
-        spec, step = _build(job)
+        spec, step = _build(job, switched)
         stage("built")
     except ProfkitError as exc:
         return fail(job, exc.one_line(), exc)
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
     info = machine(torch, spec)
+    info.update(switched)  # type: ignore[typeddict-item]
     info["pid"] = os.getpid()
     if ranks is not None:
         info["rank"], info["local_rank"], info["world_size"] = (
@@ -247,10 +250,11 @@ def _join_process_group(torch: Any, job: HarnessJob, ranks: dict[str, int]) -> C
 
 
 def _build(
-    job: HarnessJob, observe: Callable[[Any], None] | None = None
+    job: HarnessJob, switched: dict[str, Any], observe: Callable[[Any], None] | None = None
 ) -> tuple[Spec, Callable[[], Any]]:
     """The job's spec and its workload built for it: the GPU checked, the file loaded and held
-    to what it declares (``observe`` sees the module first), torch seeded, the step prepared."""
+    to what it declares (``observe`` sees the module first), the process switches applied (what
+    they did in ``switched``), torch seeded, the step prepared."""
     import torch
 
     from . import workloads
@@ -264,6 +268,7 @@ def _build(
     if observe is not None:
         observe(module)
     gpu_lock(job, "prepare")
+    apply_switches(torch, spec, switched)
     # The same weights and inputs in every run of a workload, whichever tool (and in every
     # combination of a benchmark): a training step's AMP loss scaler then overflows (and
     # skips the optimizer) in the same steps.
@@ -317,6 +322,7 @@ def _bench(job: HarnessJob) -> int:
     path = Path(job.workload_path)
     began = time.perf_counter()
     built_model: list[bool] = []
+    switched: dict[str, Any] = {}
     try:
         import torch
 
@@ -337,7 +343,7 @@ def _bench(job: HarnessJob) -> int:
 
             module.build = observed_build
 
-        spec, step = _build(job, observe)
+        spec, step = _build(job, switched, observe)
     except ProfkitError as exc:
         return fail(job, exc.one_line(), exc)
     except Exception as exc:  # torch.jit.trace runs the model while it builds
@@ -350,6 +356,7 @@ def _bench(job: HarnessJob) -> int:
 
     cuda = spec.device == "cuda"
     info = machine(torch, spec)
+    info.update(switched)  # type: ignore[typeddict-item]
     info["model"] = bool(built_model and built_model[0])
     iter_ns: list[int] = []
     phase = "warm-up"
@@ -388,31 +395,12 @@ def _bench(job: HarnessJob) -> int:
         )
     info["iter_ns"] = iter_ns
     info["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
-    output = _first_tensor(out, torch) if info["model"] else None
+    output = first_tensor(out, torch) if info["model"] else None
     if output is not None:
         torch.save(output.detach().to("cpu", torch.float32).clone(), job.output_path)
     info["output_saved"] = output is not None
     write_new(job.info_path, json.dumps(info, indent=2), replace=True)
     return 0
-
-
-def _first_tensor(value: object, torch: Any) -> _torch.Tensor | None:
-    """A model's output tensor: itself, or the first tensor in a tuple, list or dict (logits
-    first, as models return them); None if it holds none."""
-    if isinstance(value, torch.Tensor):
-        return value
-    items = (
-        value.values()
-        if isinstance(value, dict)
-        else value
-        if isinstance(value, (list, tuple))
-        else ()
-    )
-    for item in items:
-        found = _first_tensor(item, torch)
-        if found is not None:
-            return found
-    return None
 
 
 if __name__ == "__main__":

@@ -39,9 +39,11 @@ STEP_SOURCES = ("auto", "optimizer", "forward", "backward", "marker", "function"
 
 # The commands that take run options. A sweep takes every option that applies to one job; it
 # names its runs itself, and each of its jobs is one process on one GPU (no `nproc_per_node`).
-RUN, COMPARE, BENCH, SWEEP = "run", "compare", "bench", "sweep"
-ALL = frozenset({RUN, COMPARE, BENCH, SWEEP})
-PROFILED = frozenset({RUN, COMPARE, SWEEP})  # the commands that profile (bench times)
+# profkit tune profiles the target first (a run), then times its fixes: `iters` and `warmup` are
+# its trials' timed and warm-up steps.
+RUN, COMPARE, BENCH, SWEEP, TUNE = "run", "compare", "bench", "sweep", "tune"
+ALL = frozenset({RUN, COMPARE, BENCH, SWEEP, TUNE})
+PROFILED = frozenset({RUN, COMPARE, SWEEP, TUNE})  # the commands that profile (bench times)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,10 @@ class Spec:
     cudnn_benchmark: bool = (
         False  # torch.backends.cudnn.benchmark: cuDNN times its algorithms first
     )
+    tf32: bool = (
+        False  # torch.set_float32_matmul_precision("high"): fp32 matmuls on TF32 tensor cores
+    )
+    fused_optimizer: bool = False  # optimizers the workload makes take fused=True where they can
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,8 +107,19 @@ SWITCHES = {
     "keep_bn_fp32": "BatchNorm fp32",
     "channels_last": "channels-last",
     "cudnn_benchmark": "cuDNN benchmark",
+    "tf32": "TF32 matmuls",
+    "fused_optimizer": "fused optimizer",
 }
-NAME_PARTS = {"keep_bn_fp32": "bnfp32", "channels_last": "cl", "cudnn_benchmark": "cudnnbench"}
+NAME_PARTS = {
+    "keep_bn_fp32": "bnfp32",
+    "channels_last": "cl",
+    "cudnn_benchmark": "cudnnbench",
+    "tf32": "tf32",
+    "fused_optimizer": "fusedopt",
+}
+# Switches profkit applies in the workload's process itself, whatever the workload builds: a
+# workload that builds its own step need not declare them (``workloads.check_step_options``).
+PROCESS_SWITCHES = ("tf32", "fused_optimizer", "cudnn_benchmark")
 
 # profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
 # and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.
@@ -120,6 +137,11 @@ def _bench_default(i: int) -> str:
 KEEP_BN_HELP = "With --precision fp16 or bf16: put BatchNorm layers back in fp32 after the cast (as .half() users do by hand)."
 CHANNELS_LAST_HELP = "Lay the model and its 4-D image inputs out in torch.channels_last."
 CUDNN_BENCH_HELP = "Set torch.backends.cudnn.benchmark: cuDNN times its algorithms in the warm-up and keeps the fastest."
+TF32_HELP = 'Run fp32 matmuls on TF32 tensor cores: torch.set_float32_matmul_precision("high").'
+FUSED_OPT_HELP = (
+    "Make the optimizers the workload creates (Adam, AdamW, SGD, Adagrad) with fused=True, on "
+    "the GPU: one kernel a step instead of one per parameter group."
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +152,7 @@ class RunOptions:
         "auto",
         "--tool",
         choices=Tool,
-        commands=frozenset({RUN, COMPARE}),
+        commands=frozenset({RUN, COMPARE, TUNE}),
         help="auto (ncu where it can read counters, else nsys, else torch), ncu, nsys or torch "
         "(torch.profiler).",
         helps={
@@ -142,14 +164,14 @@ class RunOptions:
         Spec.precision,
         "--precision",
         choices=Precision,
-        commands=frozenset({RUN}),
+        commands=frozenset({RUN, TUNE}),
         help="Precision the workload runs in (amp: torch.autocast).",
     )
     mode: str = _opt(
         Spec.mode,
         "--mode",
         choices=Mode,
-        commands=frozenset({RUN}),
+        commands=frozenset({RUN, TUNE}),
         help="eager, torchscript (torch.jit.trace) or compile (torch.compile, compiled in the warm-up).",
     )
     compile_mode: str = _opt(
@@ -182,8 +204,10 @@ class RunOptions:
             COMPARE: "Measured iterations per variant.",
             SWEEP: "Measured iterations per run.",
             BENCH: "Timed iterations per combination, after the warm-up. " + _bench_default(1),
+            TUNE: "Timed steps per trial, after the warm-up (the first profile takes run's "
+            "default). Default: 20 on a GPU, 5 on the CPU.",
         },
-        defaults={BENCH: None},
+        defaults={BENCH: None, TUNE: None},
     )
     warmup: int = _opt(
         3,
@@ -192,8 +216,10 @@ class RunOptions:
         helps={
             COMPARE: "Unprofiled iterations before the measured ones (compilation happens here).",
             BENCH: "Untimed iterations first (torch.compile compiles here). " + _bench_default(2),
+            TUNE: "Untimed steps before each trial's timed ones (torch.compile compiles here). "
+            "Default: 5 on a GPU, 2 on the CPU.",
         },
-        defaults={BENCH: None},
+        defaults={BENCH: None, TUNE: None},
     )
     device: str = _opt(
         Spec.device,
@@ -221,6 +247,8 @@ class RunOptions:
     )
     channels_last: bool = _opt(Spec.channels_last, "--channels-last", help=CHANNELS_LAST_HELP)
     cudnn_benchmark: bool = _opt(Spec.cudnn_benchmark, "--cudnn-benchmark", help=CUDNN_BENCH_HELP)
+    tf32: bool = _opt(Spec.tf32, "--tf32", help=TF32_HELP)
+    fused_optimizer: bool = _opt(Spec.fused_optimizer, "--fused-optimizer", help=FUSED_OPT_HELP)
     metrics: str | None = _opt(
         None,
         "--metrics",
@@ -258,6 +286,7 @@ class RunOptions:
             SWEEP: "Stop each job's profiler after this many seconds.",
             COMPARE: "Stop each variant's profiler after this many seconds.",
             BENCH: "Stop a combination's process after this many seconds.",
+            TUNE: "Stop the profiler, and each trial's process, after this many seconds.",
         },
     )
     cpu_sampling: bool = _opt(
@@ -293,7 +322,7 @@ class RunOptions:
     step: str = _opt(
         "auto",
         "--step",
-        commands=frozenset({RUN}),
+        commands=frozenset({RUN, TUNE}),
         help="A program's steps (after --): auto (each optimizer step, else each call of the model, else "
         "each backward), optimizer, optimizer:CLASS, forward, forward:CLASS, backward, marker "
         "(profkit.step() in the script), or function:NAME (each return of that function or method).",
@@ -348,6 +377,15 @@ class RunOptions:
         if self.cudnn_benchmark and self.device != "cuda":
             raise UsageError(
                 "`cudnn_benchmark` chooses cuDNN's algorithms, and cuDNN runs only on `device` cuda"
+            )
+        if self.tf32 and self.device != "cuda":
+            raise UsageError(
+                "`tf32` runs fp32 matmuls on a GPU's TF32 tensor cores: it needs `device` cuda"
+            )
+        if self.fused_optimizer and self.device != "cuda":
+            raise UsageError(
+                "`fused_optimizer` makes optimizers with fused=True, which PyTorch runs on a GPU: it "
+                "needs `device` cuda"
             )
         self._check_compile()
         if self.device == "cpu" and self.tool in GPU_ONLY:

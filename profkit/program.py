@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import UsageError
 from .process.common import error_line, fail, gpu_lock, machine, release_gpu_lock
+from .process.fixes import ModelFixes, apply_switches
 from .process.job import HarnessJob, StepLaunches, start
 from .process.record import Recorder, countable, recorder
 
@@ -504,6 +505,7 @@ class Window:
         self._t0 = self._bare_end = 0
         self.rec: Recorder | None = None
         self.clock: StepClock | None = None
+        self.model: ModelFixes | None = None  # profkit tune's trial: the model's fixes
         self.launched: StepLaunches | None = (
             None  # ncu's per-function plan: the last step's launches, to count
         )
@@ -546,6 +548,8 @@ class Window:
         self.rec.start()
         if self.clock is not None and self.rec.annotator is not None and not self.rec.compiled:
             self.clock.annotator = self.rec.annotator
+        if self.model is not None:
+            self.model.capture_next()  # its output in the first measured step
         self._open_step()
 
     def _sync(self) -> None:
@@ -580,6 +584,19 @@ class Window:
         self.info["iteration_wall_ns"] = self.iter_ns
         self.info["bare_iteration_ns"] = self.bare_ns
         self.info["iteration_ranges"] = "process"
+        if self.model is not None:
+            self._keep_output(self.model)
+
+    def _keep_output(self, model: ModelFixes) -> None:
+        """A trial's figures: its steps' times, what was applied to which module, its output."""
+        self.info["iter_ns"] = self.iter_ns
+        self.info["fixes_applied"] = model.applied
+        self.info["fixed_model"] = model.model_name
+        self.info["model"] = model.model is not None
+        saved = model.output is not None and self.job.output_path is not None
+        if saved:
+            self.torch.save(model.output, self.job.output_path)
+        self.info["output_saved"] = saved
 
 
 class Counting:
@@ -784,6 +801,12 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     clock.on_step = (lambda n: None) if job.whole_program else on_window_end
     if job.profiler == "torch":
         _refuse_own_profiler(job, torch)
+    apply_switches(torch, job.spec, info)  # type: ignore[arg-type]
+    if job.profiler == "bench":  # profkit tune's trial: its model's fixes, its output kept
+        model = ModelFixes(torch, list(job.fixes or ()), job.spec.device)
+        model.install()
+        window.model = model
+        _seed(torch)
     gpu_lock(job, "prepare")
     clock.install()
     if job.warmup == 0 or job.whole_program:
@@ -895,6 +918,20 @@ def _refuse_own_profiler(job: HarnessJob, torch: Any) -> None:
         return original(self)
 
     cls.start = start
+
+
+def _seed(torch: Any) -> None:
+    """Every trial of a program starts from the same random state (weights, data order,
+    dropout), as each combination of a benchmark does: their outputs can be compared."""
+    import random
+
+    random.seed(0)
+    torch.manual_seed(0)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(0)
 
 
 def _cpu(job: HarnessJob) -> Any:

@@ -168,6 +168,11 @@ class HarnessInfo(TypedDict, total=False):
     iter_ns: list[int]
     peak_memory_bytes: int | None
     output_saved: bool
+    # --fused-optimizer: each optimizer made, "AdamW" fused or "AdamW (not fused: why)"
+    fused_optimizers: list[str]
+    # profkit tune's trial of a program: the model fixes applied, to which module
+    fixes_applied: list[str]
+    fixed_model: str | None
 
 
 _INFO_INTERNAL = ("extra", "present")
@@ -701,3 +706,75 @@ class BenchRecord:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rows"}
         return {**out, "spread": SPREAD, "rows": [r.to_dict() for r in self.rows]}
+
+
+# ------------------------------------------------------------------------------ profkit tune
+@dataclass(frozen=True)
+class TuneTrial:
+    """One line of a tuning (``profkit tune``): a fix (or fixes together) tried on the run's own
+    workload or program and timed against the run's setting (the baseline, ``fixes`` empty), or
+    a fix profkit cannot apply itself, with its estimate. Times are milliseconds a step, as
+    ``BenchRow``'s (median and spread of the timed steps); savings are the baseline's median
+    less this one's.
+
+    ``verdict``: ``baseline``; ``gain`` (it saves more than both spreads together, and outputs
+    agree); ``no gain``; ``outputs disagree`` (beyond ``tolerance``); ``failed`` (``note`` says
+    why); ``not tried`` (it cannot be applied here: ``note`` says why); ``estimate`` (it needs
+    the user's code: ``estimate_ms`` is an estimate, never a measurement)."""
+
+    fixes: list[str]  # fix ids (rules.toml [[fix]]); [] for the baseline
+    title: str
+    verdict: str
+    findings: list[str] = field(default_factory=list)  # the findings it answers
+    code: list[str] = field(default_factory=list)  # the lines that apply it
+    median_ms: float | None = None
+    spread_ms: float | None = None
+    p25_ms: float | None = None
+    p75_ms: float | None = None
+    saving_ms: float | None = None
+    saving_pct: float | None = None  # of the baseline's median
+    estimate_ms: float | None = None  # verdict estimate: at most this much a step
+    estimate_pct: float | None = None
+    max_abs_diff: float | None = None  # largest |output - baseline output|
+    rel_diff: float | None = None  # max_abs_diff over the baseline output's largest magnitude
+    top1_agreement: float | None = None
+    tolerance: float | None = None  # rel_diff allowed for its precision
+    agreement: str | None = None  # "agree", "disagree", or "n/a: why"
+    note: str | None = None
+    iter_ns: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def measured(self) -> bool:
+        return self.median_ms is not None
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """``profkit tune``'s answer for a run: its baseline and every fix tried or estimated,
+    ranked (measured gains by saving, then estimates, then the rest); stored with the run
+    (``tune_trials``)."""
+
+    run: str
+    run_id: int
+    target: str  # the workload's name, or the program's command line
+    device: str
+    iters: int
+    warmup: int
+    created_at: str
+    baseline: TuneTrial
+    trials: list[TuneTrial]
+
+    @property
+    def best(self) -> TuneTrial | None:
+        """The measured fix that saves most, with outputs that agree; None where none gains."""
+        gains = [t for t in self.trials if t.verdict == "gain"]
+        return gains[0] if gains else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        best = self.best
+        out["best"] = None if best is None else best.to_dict()
+        return out

@@ -43,6 +43,8 @@ from .records import (
     RemovedRun,
     RunRecord,
     Summary,
+    TuneTrial,
+    Tuning,
 )
 
 if TYPE_CHECKING:
@@ -1836,3 +1838,116 @@ def sweep(result: Any, fmt: str, option: Callable[[str], str | None] | None = No
         f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
         f"{result.engine}, {result.wall_s:.0f} s wall"
     )
+
+
+# ---------------------------------------------------------------------------------- tune
+TUNE_CSV_FIELDS = (
+    "fixes",
+    "title",
+    "verdict",
+    "median_ms",
+    "spread_ms",
+    "saving_ms",
+    "saving_pct",
+    "estimate_ms",
+    "estimate_pct",
+    "rel_diff",
+    "tolerance",
+    "agreement",
+    "findings",
+    "code",
+    "note",
+)
+
+
+def _tune_saving(t: TuneTrial) -> str:
+    if t.verdict == "estimate":
+        return "-" if t.estimate_pct is None else f"≤{t.estimate_pct:.0f}% (est.)"
+    if t.saving_pct is None:
+        return "-"
+    return (
+        f"{t.saving_pct:+.1f}%".replace("+", "-", 1)
+        if t.saving_pct > 0
+        else f"+{-t.saving_pct:.1f}%"
+    )
+
+
+def _tune_outputs(t: TuneTrial) -> str:
+    if t.rel_diff is not None:
+        return f"{t.agreement} {t.rel_diff:.0e}"
+    if t.agreement and t.agreement.startswith("n/a"):
+        return "n/a"
+    return t.agreement or "-"
+
+
+def tuning(t: Tuning, fmt: str, wide: bool = False) -> None:
+    """A tuning: the baseline, then each fix ranked (time a step after it, saving, outputs,
+    verdict, the finding it answers), then each fix's code and the notes."""
+    rows = [t.baseline, *t.trials]
+    if fmt == "json":
+        write_json(t.to_dict())
+        return
+    if fmt == "csv":
+        write_csv(
+            (
+                {
+                    **r.to_dict(),
+                    "fixes": "+".join(r.fixes),
+                    "findings": ",".join(r.findings),
+                    "code": "\n".join(r.code),
+                }
+                for r in rows
+            ),
+            TUNE_CSV_FIELDS,
+        )
+        return
+    c = console(wide=wide)
+    where = "CPU" if t.device == "cpu" else "GPU"
+    c.print(
+        Text(
+            f"{t.target} (run {t.run}) on the {where}: {t.iters} timed steps after {t.warmup} warm-up "
+            f"per trial; baseline {_bench_ms(t.baseline.median_ms, t.baseline.spread_ms)} a step"
+        )
+    )
+    cols = [
+        Col("#", "right"),
+        Col("fix", key=True, cut="end", least=14, share=2),
+        Col("step", "right"),
+        Col("saves", "right"),
+        Col("outputs", drop=2),
+        Col("verdict"),
+        Col("answers", cut="end", least=8, drop=1),
+    ]
+    body = []
+    for i, r in enumerate(t.trials, start=1):
+        body.append(
+            [
+                str(i),
+                r.title,
+                _bench_ms(r.median_ms, r.spread_ms) if r.measured else "-",
+                _tune_saving(r),
+                _tune_outputs(r),
+                r.verdict,
+                ", ".join(r.findings) or "settings",
+            ]
+        )
+    print_table(c, cols, body)
+    best = t.best
+    if best is not None:
+        c.print(
+            Text(
+                f"do this first: {best.title}, {best.saving_pct:.0f}% less time a step"
+                + (f", outputs agree to {best.rel_diff:.0e}" if best.rel_diff is not None else "")
+                + ":"
+            )
+        )
+    else:
+        c.print(Text("no fix profkit tried gains beyond the steps' spread"))
+    for i, r in enumerate(t.trials, start=1):
+        if r.verdict in ("gain", "estimate") and r.code:
+            c.print(Text(f"  {i}. {r.title}:"))
+            for code_line in r.code:
+                c.print(Text(f"       {code_line}"))
+    for i, r in enumerate(t.trials, start=1):
+        if r.note and r.verdict != "estimate":
+            hanging(c, f"{i}. {r.title}: ", r.note)

@@ -56,6 +56,8 @@ class HarnessJob:
     step: str = "auto"
     run_to_end: bool = False
     whole_program: bool = False
+    # profkit tune's trial of a program: the model fixes applied to it (process.fixes.MODEL_FIXES)
+    fixes: list[str] | None = None
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, indent=2)

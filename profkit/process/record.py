@@ -127,6 +127,20 @@ class Recorder:
         """The files the profiler's way writes, after the GPU's turn is handed on."""
 
 
+class Timer(Recorder):
+    """No profiler and no ranges: the steps are only timed (``profkit tune``'s trials of a
+    program, whose window the program's own clock times)."""
+
+    def start(self) -> None:
+        return None
+
+    def open_step(self, i: int) -> None:
+        return None
+
+    def close_step(self, i: int) -> None:
+        return None
+
+
 class TorchRecorder(Recorder):
     """torch.profiler, started and stopped in the process; each step also a ``record_function``
     range of its name, which the trace importer takes for the process's."""
@@ -282,8 +296,10 @@ def recorder(
     job: HarnessJob, info: HarnessInfo, cuda: bool, compiled: bool, optimizer_hooks: bool = True
 ) -> Recorder:
     """The way the job's window is profiled: the one place it is chosen."""
-    if job.profiler == "torch":
-        cls: type[Recorder] = TorchRecorder
+    if job.profiler == "bench":
+        cls: type[Recorder] = Timer
+    elif job.profiler == "torch":
+        cls = TorchRecorder
     elif job.profiler == "nsys" and cuda:
         cls = NsysRecorder
     elif job.kernel_times_path:

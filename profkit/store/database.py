@@ -52,6 +52,7 @@ from .layout import RUN_COLUMNS
 from .migrations import SCHEMA_VERSION, ensure_schema, newer_profkit
 from .queries import Queries
 from .runs import RunFields, Runs, raw_dir
+from .tunings import Tunings
 
 __all__ = [
     "DEFAULT_DB",
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 
-class Store(Runs, Queries, Benches, Counters):
+class Store(Runs, Queries, Benches, Counters, Tunings):
     """A profkit database. ``Store(path, create=False)`` refuses a missing file.
 
     Made of one part per concern, each a module of this package: ``connection`` (the file,

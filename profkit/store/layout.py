@@ -110,6 +110,41 @@ BENCH_COLUMNS: dict[str, type] = {
     "info": str,
 }
 JSON_BENCH_COLUMNS = ("precisions", "modes", "info")
+
+# profkit tune (schema 15): a row per trial of a tuning (records.TuneTrial's fields; fixes,
+# findings, code and iter_ns hold JSON), a tuning being the rows of one (run_id, tuning) in the
+# order ``seq`` they are ranked (the baseline first), with the tuning's own figures repeated.
+TUNE_TRIAL_COLUMNS: dict[str, type] = {
+    "run_id": int,
+    "tuning": int,
+    "seq": int,
+    "created_at": str,
+    "target": str,
+    "device": str,
+    "iters": int,
+    "warmup": int,
+    "fixes": str,
+    "title": str,
+    "verdict": str,
+    "findings": str,
+    "code": str,
+    "median_ms": float,
+    "spread_ms": float,
+    "p25_ms": float,
+    "p75_ms": float,
+    "saving_ms": float,
+    "saving_pct": float,
+    "estimate_ms": float,
+    "estimate_pct": float,
+    "max_abs_diff": float,
+    "rel_diff": float,
+    "top1_agreement": float,
+    "tolerance": float,
+    "agreement": str,
+    "note": str,
+    "iter_ns": str,
+}
+JSON_TUNE_COLUMNS = ("fixes", "findings", "code", "iter_ns")
 BENCH_ROW_COLUMNS: dict[str, type] = {
     "bench_id": int,
     "seq": int,

@@ -45,6 +45,7 @@ from .layout import (
     RANGE_TABLE_COLUMNS,
     RUN_COLUMNS,
     STORED_COLUMNS,
+    TUNE_TRIAL_COLUMNS,
 )
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
@@ -246,6 +247,17 @@ def counters_per_launch(s: Connection) -> None:
     if "config" not in _columns(s, "counters"):
         s.execute("drop table counters")
         s.db.table("counters").create(COUNTER_COLUMNS, pk=COUNTER_KEY)
+
+
+@step
+def tune_trials(s: Connection) -> None:
+    """Schema 15: ``tune_trials``, each fix profkit tune tried (or estimated) on a run."""
+    if "tune_trials" not in s._tables():
+        s.db.table("tune_trials").create(
+            TUNE_TRIAL_COLUMNS,
+            pk=("run_id", "tuning", "seq"),
+            foreign_keys=[("run_id", "runs", "id")],
+        )
 
 
 SCHEMA_VERSION = len(STEPS)

@@ -525,7 +525,14 @@ class Runs(Writes):
             pass  # the recovery at the next open removes them
 
     def _delete_rows(self, run_id: int) -> None:
-        for table in ("kernel_rows", "kernel_aggs", "path_aggs", "ranges", "host_syncs"):
+        for table in (
+            "kernel_rows",
+            "kernel_aggs",
+            "path_aggs",
+            "ranges",
+            "host_syncs",
+            "tune_trials",
+        ):
             self.execute(f"delete from {table} where run_id = ?", [run_id])
 
     def _recover(self) -> None:

@@ -1,0 +1,566 @@
+"""``profkit tune``: try the fixes a run's findings and settings call for on the run's own
+workload or program, time each against the run's own setting, check that the outputs still
+agree, and rank them by the time they save.
+
+The fixes are data (``[[fix]]`` in rules.toml): the findings each answers, the settings that
+call for it (``when``), what it needs (``requires``: named checks, :data:`CONDITIONS`), how it is
+applied (``how``), the lines of code that apply it and the precision its outputs are held to.
+
+- **Which** (:func:`candidates`): every fix a finding of the run or its settings call for, whose
+  requirements hold.
+- **How each is timed** (:func:`run`): each trial in a process of its own, as ``profkit bench``
+  times a combination (``benchmark.measure``): ``warmup`` steps, then ``iters`` steps timed one
+  by one (CUDA events on a GPU for a workload, the step's wall time to a device sync for a
+  program, ``perf_counter_ns`` on the CPU), median and spread. The baseline is the run's own
+  setting, timed the same way first. A workload's fix is a run option (``applies``: the same
+  setting ``profkit bench`` measures with that option); a program's is applied from outside
+  its code (``process.fixes``): TF32, fused optimizers and cuDNN's autotuning in its process,
+  channels-last, bf16 autocast and torch.compile on its model (the first module with
+  parameters it calls at the top).
+- **Outputs**: a workload's model output of its last timed step, a program's model output of
+  its first timed step, each against the baseline's (seeded alike), held to the tolerance of
+  the precision the trial computes in (``[tune.tolerance]``).
+- **Verdicts**: a trial gains where it saves more than both spreads together and at least
+  ``min_gain_pct``, with outputs that agree; fixes that each gain are tried together too. A fix
+  that needs the user's code (``how = "code"``) gets an estimate from its finding's time, shown
+  as one, never measured.
+
+The tuning is stored with the run (``tune_trials``) in one transaction at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import benchmark, workloads
+from .classify import RULES_PATH
+from .errors import ProfkitError, UsageError, require_int
+from .ingest import now
+from .launch import Progress, RunRequest
+from .options import RunOptions
+from .records import RunRecord, TuneTrial, Tuning
+from .store import Store
+
+TRIED_HOWS = ("switch", "option")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One ``[[fix]]`` of rules.toml (see the module docstring)."""
+
+    id: str
+    title: str
+    how: str  # switch, option or code
+    code: tuple[str, ...]
+    applies: Mapping[str, Any] = field(default_factory=dict)
+    findings: tuple[str, ...] = ()
+    when: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    program_code: tuple[str, ...] = ()
+    cpu_code: tuple[str, ...] = ()
+    tolerance: str | None = None  # a [tune.tolerance] key, "half", or None: the run's own
+    group: str | None = None
+    estimate_share: float | None = None
+
+    def code_for(self, program: bool, device: str) -> list[str]:
+        if device == "cpu" and self.cpu_code:
+            return list(self.cpu_code)
+        return list(self.program_code if program and self.program_code else self.code)
+
+
+@lru_cache(maxsize=1)
+def _rules() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads(RULES_PATH.read_text(encoding="utf-8"))
+
+
+def fix_rules() -> dict[str, Fix]:
+    """rules.toml's fixes by id, in its order."""
+    out = {}
+    for r in _rules().get("fix", []):
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in r.items()}
+        out[r["id"]] = Fix(**values)
+    return out
+
+
+def settings() -> dict[str, Any]:
+    """rules.toml's ``[tune]``: thresholds, defaults and tolerances."""
+    return dict(_rules()["tune"])
+
+
+# ------------------------------------------------------------------------------ what the run says
+@dataclass(frozen=True)
+class Signals:
+    """What a run says of itself that the fixes' conditions read."""
+
+    device: str
+    program: bool
+    half: bool  # meant to be half precision (profkit's tag, else most kernel time in fp16/bf16)
+    eager: bool
+    options: Mapping[str, bool]
+    matrix_fp32_pct: float
+    conv_pct: float
+    optimizer: bool  # an optimizer steps in the run
+    fused_optimizer: bool  # ... and it is fused already
+    findings: Mapping[str, Any]  # id -> Finding
+
+
+def signals(store: Store, run: RunRecord) -> Signals:
+    """Read a stored run's settings and kernels into the figures the conditions test."""
+    from .analyze.findings import HALF, findings
+
+    cfg = settings()
+    groups = [g for g in store.kernel_groups(run.id) if g.kind == run.activity]
+    total = sum(g.time_ns for g in groups) or 1
+    matrix_fp32 = sum(
+        g.time_ns
+        for g in groups
+        if g.family in ("gemm", "conv", "attention") and g.precision == "fp32" and not g.tc_time_ns
+    )
+    conv = sum(g.time_ns for g in groups if g.family == "conv")
+    program = run.info.program is not None
+    if program or not run.precision or run.precision not in (*workloads.PRECISIONS,):
+        half_time = sum(g.time_ns for g in groups if g.precision in HALF)
+        half = half_time >= 0.5 * total
+    else:
+        half = run.precision in (*HALF, "amp")
+    texts: list[str] = []
+    for g in groups:
+        texts += [g.name, g.op or ""]
+    if run.activity == "kernel":
+        texts += [f"{m.module} {m.phase}" for m in store.module_groups(run.id)]
+    joined = "\n".join(texts)
+    steps = ((run.info.program or {}).get("steps") or {}) if program else {}
+    optimizer = bool(re.search(cfg["optimizer_work"], joined)) or steps.get("by") == "optimizer"
+    fused = bool(re.search(cfg["fused_optimizer_work"], joined))
+    harness = run.info.harness or {}
+    compiled = bool(harness.get("compiled_kernels")) or any(g.family == "fused" for g in groups)
+    return Signals(
+        device=run.device or "cuda",
+        program=program,
+        half=half,
+        eager=(not compiled) if program else run.mode == "eager",
+        options=dict(run.info.options or {}),
+        matrix_fp32_pct=100.0 * matrix_fp32 / total,
+        conv_pct=100.0 * conv / total,
+        optimizer=optimizer,
+        fused_optimizer=fused,
+        findings={f.id: f for f in findings(store, run)},
+    )
+
+
+def _cond(s: Signals, name: str) -> bool:
+    cfg = settings()
+    checks: dict[str, Callable[[], bool]] = {
+        "cuda": lambda: s.device == "cuda",
+        "cpu": lambda: s.device == "cpu",
+        "not_half": lambda: not s.half,
+        "matrix_fp32": lambda: s.matrix_fp32_pct >= cfg["min_matrix_fp32_pct"],
+        "conv": lambda: s.conv_pct >= cfg["min_conv_pct"],
+        "eager": lambda: s.eager,
+        "compiler": lambda: benchmark.compiler(s.device) is not None,
+        "unfused_optimizer": lambda: s.optimizer and not s.fused_optimizer,
+    }
+    if name.startswith("not_") and name[4:] in RUN_SWITCHES:
+        return not s.options.get(name[4:], False)
+    if name not in checks:
+        raise ValueError(f"rules.toml names a condition {name!r} that tuning.py does not check")
+    return checks[name]()
+
+
+RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")
+CONDITIONS = (
+    "cuda",
+    "cpu",
+    "not_half",
+    "matrix_fp32",
+    "conv",
+    "eager",
+    "compiler",
+    "unfused_optimizer",
+    "not_tf32",
+    "not_channels_last",
+    "not_cudnn_benchmark",
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fix the run calls for, and the findings of the run it answers."""
+
+    fix: Fix
+    findings: list[str]
+
+
+def candidates(s: Signals) -> list[Candidate]:
+    """The fixes the run's findings or settings call for and whose requirements hold, in
+    rules.toml's order."""
+    out = []
+    for fix in fix_rules().values():
+        answered = [f for f in fix.findings if f in s.findings]
+        called = bool(answered) or any(_cond(s, c) for c in fix.when)
+        if called and all(_cond(s, c) for c in fix.requires):
+            out.append(Candidate(fix, answered))
+    return out
+
+
+# ------------------------------------------------------------------------------ the plan
+@dataclass(frozen=True)
+class TunePlan:
+    """A checked tuning: the run, what it re-runs (a workload's file or a program), the baseline's
+    options, and the fixes to try."""
+
+    run: RunRecord
+    target: str
+    workload: str
+    path: Path
+    base: RunRequest
+    candidates: list[Candidate]
+    signals: Signals
+
+    @property
+    def program(self) -> bool:
+        return self.base.program is not None
+
+
+def plan(
+    store: Store,
+    run: RunRecord,
+    *,
+    workload: str | None = None,
+    iters: int | None = None,
+    warmup: int | None = None,
+    timeout_s: float | None = None,
+) -> TunePlan:
+    """Check a tuning of a stored run before anything runs: the run (complete, profiled by
+    profkit or naming a built-in), what re-runs it, the machine. ``workload``: the file a run
+    of a workload file came from (its runs record its name only)."""
+    from . import launch
+    from .program import resolve
+
+    if run.status != "ok":
+        raise UsageError(f"run {run.name} is {run.status}: only a complete run can be tuned")
+    if run.activity not in ("kernel", "cpu_op") or not run.kernel_count:
+        raise UsageError(f"run {run.name} has no kernels or operators to find fixes in")
+    device = run.device or "cuda"
+    defaults = settings()["defaults"][device]
+    iters = defaults[0] if iters is None else iters
+    warmup = defaults[1] if warmup is None else warmup
+    require_int("iters", iters, 2)
+    require_int("warmup", warmup, 1)
+    program_info = run.info.program
+    if program_info is not None:
+        argv = program_info.get("argv") or []
+        cwd = program_info.get("cwd")
+        if cwd and Path(cwd).resolve() != Path.cwd().resolve():
+            raise UsageError(
+                f"run {run.name}'s program ran in {cwd}: tune it from there (its paths are that folder's)"
+            )
+        program = resolve(list(argv), Path.cwd())
+        by = ((program_info.get("steps") or {}).get("by")) or "auto"
+        step = by if by in ("optimizer", "forward", "backward", "marker") else "auto"
+        options = RunOptions(
+            device=device, iters=iters, warmup=warmup, step=step, timeout_s=timeout_s
+        )
+        base = RunRequest("", options, program=program)
+        name, path = program.name, Path(program.script or Path.cwd())
+        target = program.shown()
+    else:
+        if run.source != "run" or not run.workload or run.precision not in workloads.PRECISIONS:
+            raise UsageError(
+                f"run {run.name} was imported, not run by profkit: tune re-runs what a run ran",
+                "Profile it with profkit run (or give the workload: profkit tune WORKLOAD).",
+            )
+        ref = workload or run.workload
+        try:
+            name, path = workloads.resolve(ref)
+        except ProfkitError:
+            raise UsageError(
+                f"run {run.name} is of workload {run.workload}, which is no built-in: give its file",
+                f"profkit tune path/to/{run.workload}.py --run {run.name}",
+            ) from None
+        if name != run.workload:
+            raise UsageError(f"run {run.name} is of workload {run.workload}, not {name}")
+        switches: dict[str, Any] = {k: True for k, on in (run.info.options or {}).items() if on}
+        options = RunOptions(
+            precision=run.precision,
+            mode=run.mode or "eager",
+            batch_size=run.batch_size or 8,
+            device=device,
+            compile_mode=run.info.compile_mode or "default",
+            iters=iters,
+            warmup=warmup,
+            timeout_s=timeout_s,
+            **switches,
+        )
+        base = RunRequest(name, options)
+        target = name
+    launch.check(base)
+    launch.require_torch("tune runs the workload under PyTorch")
+    if device == "cuda" and not launch.DRIVER_DIR.exists():
+        from . import gpu
+
+        if gpu.query() is None:
+            raise UsageError(
+                f"run {run.name} ran on a GPU, and no NVIDIA GPU or driver is found here"
+            )
+    found = signals(store, run)
+    return TunePlan(run, target, name, path, base, candidates(found), found)
+
+
+# ------------------------------------------------------------------------------ the trials
+def _trial_request(p: TunePlan, fixes: Sequence[Fix]) -> RunRequest | str:
+    """The request a trial of ``fixes`` runs, or why it cannot be tried here."""
+    o = p.base.options
+    if p.program:
+        changed: dict[str, Any] = {
+            k: v for f in fixes if f.how == "switch" for k, v in f.applies.items()
+        }
+        return replace(p.base, options=replace(o, **changed))
+    changed = {k: v for f in fixes for k, v in f.applies.items()}
+    if changed.get("mode") == "compile" and changed.get("compile_mode") == "reduce-overhead":
+        changed["warmup"] = max(o.warmup, 3)
+    req = replace(p.base, options=replace(o, **changed))
+    from . import launch
+
+    try:
+        launch.check(req)
+        workloads.check_declared(p.path, req.spec)
+    except ProfkitError as exc:
+        return exc.one_line()
+    return req
+
+
+def _tolerance(p: TunePlan, fixes: Sequence[Fix]) -> float:
+    table = settings()["tolerance"]
+    device = p.base.options.device
+    half = "fp16" if device == "cuda" and not p.program else "bf16"
+    names = ["fp32"]
+    if p.signals.half:
+        names.append(half if p.program else (p.run.precision or half))
+    for f in fixes:
+        if f.tolerance:
+            names.append(half if f.tolerance == "half" else f.tolerance)
+    return float(max(table.get(n, table["fp32"]) for n in names))
+
+
+def _measure(
+    p: TunePlan, req: RunRequest, fixes: Sequence[Fix], folder: Path, progress: Progress
+) -> tuple[Any, Any, Path | None]:
+    bench_plan = benchmark.BenchPlan(
+        p.workload, p.path, [req.options.precision], [req.options.mode], [req]
+    )
+    model_fixes = [f.id for f in fixes if f.how == "option"] if p.program else None
+    quiet = replace(progress, on_output=None)
+    return benchmark.measure(bench_plan, req, folder, quiet, fixes=model_fixes)
+
+
+def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> Tuning:
+    """Time the baseline and every candidate (then the gaining ones together), compare outputs,
+    rank, store the tuning with the run and return it."""
+    progress = progress or Progress()
+    p = tune_plan
+    o = p.base.options
+    cfg = settings()
+    todo = [c for c in p.candidates if c.fix.how in TRIED_HOWS]
+    with tempfile.TemporaryDirectory(prefix="profkit-tune-") as tmp:
+        total = len(todo) + 1
+        progress.stage(
+            f"{p.target}: the baseline (1 of {total}), {o.warmup} warm-up and {o.iters} timed steps"
+        )
+        row, info, base_out = _measure(p, p.base, [], Path(tmp) / "baseline", progress)
+        if row.status != "ok":
+            raise UsageError(
+                f"the baseline of {p.target} failed, so nothing can be compared with it: {row.error}"
+            )
+        base_stats = benchmark.stats(row.iter_ns)
+        baseline = TuneTrial(
+            [],
+            "baseline (the run's setting)",
+            "baseline",
+            median_ms=base_stats["median_ms"],
+            spread_ms=base_stats["spread_ms"],
+            p25_ms=base_stats["p25_ms"],
+            p75_ms=base_stats["p75_ms"],
+            iter_ns=list(row.iter_ns),
+            note=_output_note(info, base_out, p),
+        )
+        trials: list[TuneTrial] = []
+
+        def attempt(fixes: list[Fix], answered: list[str], i: int, n: int) -> TuneTrial:
+            title = " + ".join(f.title for f in fixes)
+            code = [line for f in fixes for line in f.code_for(p.program, o.device)]
+            req = _trial_request(p, fixes)
+            base_trial = TuneTrial([f.id for f in fixes], title, "not tried", answered, code)
+            if isinstance(req, str):
+                return replace(base_trial, note=req)
+            progress.stage(f"{p.target}: {title} ({i} of {n})")
+            folder = Path(tmp) / f"trial{i}"
+            r, tinfo, out = _measure(p, req, fixes, folder, progress)
+            if r.status != "ok":
+                return replace(base_trial, verdict="failed", note=r.error)
+            missing = _not_applied(p, fixes, tinfo)
+            if missing:
+                return replace(base_trial, note=missing)
+            s = benchmark.stats(r.iter_ns)
+            saving = round(baseline.median_ms - s["median_ms"], 6)  # type: ignore[operator]
+            pct = round(100.0 * saving / baseline.median_ms, 2) if baseline.median_ms else None
+            trial = replace(
+                base_trial,
+                median_ms=s["median_ms"],
+                spread_ms=s["spread_ms"],
+                p25_ms=s["p25_ms"],
+                p75_ms=s["p75_ms"],
+                saving_ms=saving,
+                saving_pct=pct,
+                iter_ns=list(r.iter_ns),
+                tolerance=_tolerance(p, fixes),
+            )
+            trial = _agree(trial, out, base_out, p)
+            noise = (baseline.spread_ms or 0.0) + s["spread_ms"]
+            if trial.agreement == "disagree":
+                verdict = "outputs disagree"
+            elif saving > noise and (pct or 0.0) >= cfg["min_gain_pct"]:
+                verdict = "gain"
+            else:
+                verdict = "no gain"
+            return replace(trial, verdict=verdict)
+
+        for i, c in enumerate(todo, start=2):
+            trials.append(attempt([c.fix], c.findings, i, total))
+        together = _together(p, todo, trials)
+        if together:
+            fixes = [c.fix for c in together]
+            answered = sorted({f for c in together for f in c.findings})
+            trials.append(attempt(fixes, answered, total + 1, total + 1))
+    trials += _estimates(p, baseline)
+    tuning = Tuning(
+        run=p.run.name,
+        run_id=p.run.id,
+        target=p.target,
+        device=o.device,
+        iters=o.iters,
+        warmup=o.warmup,
+        created_at=now(),
+        baseline=baseline,
+        trials=rank(trials),
+    )
+    progress.stage("storing")
+    return store.add_tuning(tuning)
+
+
+def _together(p: TunePlan, todo: list[Candidate], trials: list[TuneTrial]) -> list[Candidate]:
+    """The fixes that each gained, one of each group (the one that gained most): tried together
+    where there are two or more."""
+    gained = {t.fixes[0]: t for t in trials if t.verdict == "gain" and len(t.fixes) == 1}
+    chosen: dict[str, Candidate] = {}
+    for c in todo:
+        t = gained.get(c.fix.id)
+        if t is None:
+            continue
+        key = c.fix.group or c.fix.id
+        best = chosen.get(key)
+        if best is None or (t.saving_ms or 0) > (gained[best.fix.id].saving_ms or 0):
+            chosen[key] = c
+    return list(chosen.values()) if len(chosen) > 1 else []
+
+
+def _not_applied(p: TunePlan, fixes: Sequence[Fix], info: Mapping[str, Any]) -> str | None:
+    """Why a trial's fix did nothing (a program with no model to fix, no optimizer made), if so."""
+    if p.program and any(f.how == "option" for f in fixes) and not info.get("fixed_model"):
+        return "the program called no module with parameters to apply it to"
+    if any(f.id == "fused_optimizer" for f in fixes):
+        made = info.get("fused_optimizers") or []
+        if not any("(" not in m for m in made):
+            return "no optimizer it can fuse was made" + (
+                f": {', '.join(made)}" if made else " (Adam, AdamW, SGD, Adagrad)"
+            )
+    return None
+
+
+def _output_note(info: Mapping[str, Any], out: Path | None, p: TunePlan) -> str | None:
+    if out is not None:
+        return None
+    if not info.get("model"):
+        return (
+            "no model output to compare: the program called no module with parameters"
+            if p.program
+            else "no model output to compare: the workload builds its own step"
+        )
+    return "no model output to compare: it held no tensor"
+
+
+def _agree(trial: TuneTrial, out: Path | None, base: Path | None, p: TunePlan) -> TuneTrial:
+    if out is None or base is None:
+        return replace(trial, agreement="n/a: no model output to compare")
+    output, reference = benchmark.load(out), benchmark.load(base)
+    diff, top1, note = benchmark.agreement(output, reference)
+    if diff is None:
+        return replace(trial, agreement=(note or "n/a").replace("fp32 eager's", "the baseline's"))
+    scale = float(reference.abs().max())
+    rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+    ok = rel <= (trial.tolerance or 0.0)
+    return replace(
+        trial,
+        max_abs_diff=diff,
+        rel_diff=float(f"{rel:.3g}") if math.isfinite(rel) else None,
+        top1_agreement=top1,
+        agreement="agree" if ok else "disagree",
+    )
+
+
+def _estimates(p: TunePlan, baseline: TuneTrial) -> list[TuneTrial]:
+    """The fixes that need the user's code, with what the findings say they could save; and the
+    fixes called for that could not be tried (their findings' share of the time)."""
+    out = []
+    run = p.run
+    iters = max(1, run.iters or 1) * max(1, run.info.world_size or 1)
+    for fix in fix_rules().values():
+        answered = [p.signals.findings[f] for f in fix.findings if f in p.signals.findings]
+        if fix.how != "code" or not answered:
+            continue
+        per_step_ms = sum(f.time_ns for f in answered) / iters / 1e6 * (fix.estimate_share or 1.0)
+        est = round(min(per_step_ms, baseline.median_ms or per_step_ms), 6)
+        pct = round(100.0 * est / baseline.median_ms, 2) if baseline.median_ms else None
+        out.append(
+            TuneTrial(
+                [fix.id],
+                fix.title,
+                "estimate",
+                [f.id for f in answered],
+                fix.code_for(p.program, p.base.options.device),
+                estimate_ms=est,
+                estimate_pct=pct,
+                note="needs your code: an estimate from the finding's time, not a measurement",
+            )
+        )
+    return out
+
+
+_ORDER = {
+    "gain": 0,
+    "estimate": 1,
+    "no gain": 2,
+    "outputs disagree": 3,
+    "failed": 4,
+    "not tried": 5,
+}
+
+
+def rank(trials: Sequence[TuneTrial]) -> list[TuneTrial]:
+    """Measured gains by time saved, then estimates by their size, then the rest."""
+    return sorted(
+        trials,
+        key=lambda t: (
+            _ORDER.get(t.verdict, 9),
+            -((t.saving_ms if t.verdict == "gain" else t.estimate_ms or t.saving_ms) or 0.0),
+        ),
+    )
