@@ -1865,11 +1865,7 @@ def _tune_saving(t: TuneTrial) -> str:
         return "-" if t.estimate_pct is None else f"≤{t.estimate_pct:.0f}% (est.)"
     if t.saving_pct is None:
         return "-"
-    return (
-        f"{t.saving_pct:+.1f}%".replace("+", "-", 1)
-        if t.saving_pct > 0
-        else f"+{-t.saving_pct:.1f}%"
-    )
+    return f"{t.saving_pct:.1f}%"  # negative: the step took longer
 
 
 def _tune_outputs(t: TuneTrial) -> str:
