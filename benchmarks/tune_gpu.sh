@@ -9,7 +9,7 @@ set -u
 OUT=${1:?out dir}; shift
 ROOT=$(pwd)
 T=$ROOT/benchmarks/tune
-export PROFKIT_DB=$OUT/tune.db COLUMNS=120
+D=$(mktemp -d); export PROFKIT_DB=$D/tune.db COLUMNS=120
 W=$(mktemp -d)
 cd "$W"
 tune() {  # tune NAME ARGS...: the table, then the tuning as JSON
@@ -53,3 +53,4 @@ for stage in "$@"; do
     tune imagenet --tool nsys -- python imagenet_main.py --dummy -a resnet50 -b 64 -j 14 --epochs 1 --print-freq 1000 ;;
   esac
 done
+cp "$PROFKIT_DB" "$OUT/tune.db"

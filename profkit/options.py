@@ -178,11 +178,12 @@ class RunOptions:
         Spec.compile_mode,
         "--compile-mode",
         choices=CompileMode,
-        commands=PROFILED,
+        commands=PROFILED | {BENCH},
         help="torch.compile mode, with --mode compile (reduce-overhead replays CUDA graphs; their "
         "kernels are traced one by one).",
         helps={
             COMPARE: "torch.compile mode for the compile variant.",
+            BENCH: "torch.compile mode for the compile combinations.",
             SWEEP: "torch.compile mode for the compile cells.",
         },
     )

@@ -301,7 +301,7 @@ def plan(
             timeout_s=timeout_s,
             **switches,
         )
-        base = RunRequest(name, options)
+        base = RunRequest(str(path) if workloads.looks_like_path(ref) else name, options)
         target = name
     launch.check(base)
     launch.require_torch("tune runs the workload under PyTorch")

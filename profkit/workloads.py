@@ -284,14 +284,18 @@ def catalog() -> list[WorkloadEntry]:
     ]
 
 
+def looks_like_path(workload: str) -> bool:
+    """Whether a workload is named by a file's path (else a built-in's name)."""
+    return workload.endswith(".py") or "/" in workload or "\\" in workload
+
+
 def resolve(workload: str) -> tuple[str, Path]:
     """Map a built-in name or a path to (workload name, file path)."""
     if not isinstance(workload, str) or not workload:
         raise WorkloadError(
             f"a workload is a built-in's name or a .py file's path, not {workload!r}"
         )
-    looks_like_path = workload.endswith(".py") or "/" in workload or "\\" in workload
-    if looks_like_path:
+    if looks_like_path(workload):
         path = Path(workload).expanduser()
         if not path.is_file():
             raise WorkloadError(f"workload file not found: {workload}")
