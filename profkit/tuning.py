@@ -49,6 +49,7 @@ from .records import RunRecord, TuneTrial, Tuning
 from .store import Store
 
 TRIED_HOWS = ("switch", "option")
+MATRIX = ("gemm", "conv", "attention")  # the kernel families of matrix work
 
 
 @dataclass(frozen=True)
@@ -123,13 +124,17 @@ def signals(store: Store, run: RunRecord) -> Signals:
     matrix_fp32 = sum(
         g.time_ns
         for g in groups
-        if g.family in ("gemm", "conv", "attention") and g.precision == "fp32" and not g.tc_time_ns
+        if g.family in MATRIX and g.precision == "fp32" and not g.tc_time_ns
     )
     conv = sum(g.time_ns for g in groups if g.family == "conv")
     program = run.info.program is not None
     if program or not run.precision or run.precision not in (*workloads.PRECISIONS,):
-        half_time = sum(g.time_ns for g in groups if g.precision in HALF)
-        half = half_time >= 0.5 * total
+        # A script's own precision: where most of its matrix work is (autocast keeps the rest
+        # of a step, elementwise and optimizer work, in fp32 on purpose), else of all its time.
+        matrix = [g for g in groups if g.family in MATRIX]
+        within = matrix if sum(g.time_ns for g in matrix) else groups
+        half_time = sum(g.time_ns for g in within if g.precision in HALF)
+        half = half_time >= 0.5 * max(1, sum(g.time_ns for g in within))
     else:
         half = run.precision in (*HALF, "amp")
     texts: list[str] = []

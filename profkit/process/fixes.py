@@ -9,8 +9,7 @@ script's code knowing: what ``--tf32`` and ``--fused-optimizer`` do in any proce
 - **The model's fixes** (:class:`ModelFixes`, a program's): the program's model is the first
   module with parameters called outside any other module; channels-last (its weights and its
   4-D inputs), bf16 autocast around its calls (no loss scaler needed, so none is added), and
-  ``torch.compile`` (its ``compile()``: the calls after the first run compiled) are applied to
-  it when it is first called. The first call of it after :meth:`ModelFixes.capture_next` saves
+  ``torch.compile`` are applied to it when it is first called, for its calls after that one. The first call of it after :meth:`ModelFixes.capture_next` saves
   its output (the first tensor, as fp32 on the CPU): what ``profkit tune`` compares.
 
 torch is the caller's (imported by the process already); nothing here imports it at module level.
@@ -98,7 +97,14 @@ def _wrap_init(torch: Any, cls: Any, made: list[str]) -> None:
 
 class ModelFixes:
     """A program's model found as it is first called, the model fixes applied to it, and its
-    output on the first call after :meth:`capture_next` kept (see the module docstring)."""
+    output on the first call after :meth:`capture_next` kept (see the module docstring).
+
+    The model is found by a global forward pre-hook (the first module with parameters called
+    outside any other module), which is then removed. From its next call on, the model's calls
+    go through :meth:`_call`, put in the slot ``nn.Module.compile()`` fills
+    (``_compiled_call_impl``, which ``Module.__call__`` calls instead of ``_call_impl``): its
+    inputs laid out channels-last, the call under autocast, compiled where asked, and its output
+    kept, all outside any compiled region (module hooks run inside it, where they are traced)."""
 
     def __init__(self, torch: Any, fixes: list[str], device: str):
         self.torch = torch
@@ -111,9 +117,13 @@ class ModelFixes:
         self._capture = False
         self._local = threading.local()
         self._handles: list[Any] = []
-        self._autocast: list[Any] = []
+        self._inner: Any = None
+        self._pid = 0
 
     def install(self) -> None:
+        import os
+
+        self._pid = os.getpid()
         mod = self.torch.nn.modules.module
         self._handles = [
             mod.register_module_forward_pre_hook(self._pre),
@@ -121,54 +131,40 @@ class ModelFixes:
         ]
 
     def uninstall(self) -> None:
+        # Safe inside a module hook: torch copies the global hooks before calling them.
         for h in self._handles:
             h.remove()
         self._handles = []
 
     def capture_next(self) -> None:
-        """Keep the model's output of its next top-level call."""
+        """Keep the model's output of its next call."""
         self._capture = True
 
-    # ------------------------------------------------------------------ hooks
-    def _pre(self, module: Any, args: Any) -> Any:
-        if self.torch.compiler.is_compiling():
-            return None
+    # ------------------------------------------------------------------ finding the model
+    def _pre(self, module: Any, args: Any) -> None:
+        import os
+
+        if self.torch.compiler.is_compiling() or os.getpid() != self._pid:
+            return
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
-        if depth:
-            return None
-        if self.model is None:
-            if next(module.parameters(), None) is None:
-                return None
-            self._adopt(module)
-        if module is not self.model:
-            return None
-        if "amp" in self.fixes:
-            dtype = self.torch.bfloat16
-            ctx = self.torch.autocast(self.device, dtype=dtype)
-            ctx.__enter__()
-            self._autocast.append(ctx)
-        if "channels_last" in self.fixes:
-            return self._channels_last(args)
-        return None
+        if depth or self.model is not None or next(module.parameters(), None) is None:
+            return
+        self._adopt(module)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if self.torch.compiler.is_compiling():
             return
         self._local.depth = max(0, getattr(self._local, "depth", 1) - 1)
-        if module is not self.model or self._local.depth:
-            return
-        if self._autocast:
-            self._autocast.pop().__exit__(None, None, None)
-        if self._capture:
-            self._capture = False
-            found = first_tensor(output, self.torch)
-            if found is not None:
-                self.output = found.detach().to("cpu", self.torch.float32).clone()
+        if module is self.model and not self._local.depth:
+            self.uninstall()  # found: its calls go through _call from the next one
 
     def _adopt(self, module: Any) -> None:
-        self.model, self.model_name = module, type(module).__name__
         torch = self.torch
+        self.model, self.model_name = module, type(module).__name__
+        if not hasattr(module, "_compiled_call_impl"):
+            return  # a torch without the slot: nothing applied, and the trial says so
+        inner = module._compiled_call_impl or module._call_impl
         if "channels_last" in self.fixes:
             module.to(memory_format=torch.channels_last)
             self.applied.append("channels_last")
@@ -176,18 +172,33 @@ class ModelFixes:
             self.applied.append("amp")
         for fix, mode in (("compile", "default"), ("compile_reduce_overhead", "reduce-overhead")):
             if fix in self.fixes:
-                module.compile(mode=mode)  # its calls after this one run compiled
+                inner = torch.compile(inner, mode=mode)
                 self.applied.append(fix)
+        self._inner = inner
+        module._compiled_call_impl = self._call
 
-    def _channels_last(self, args: Any) -> Any:
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         torch = self.torch
+        if "channels_last" in self.fixes:
+            args = tuple(_channels_last(a, torch) for a in args)
+            kwargs = {k: _channels_last(v, torch) for k, v in kwargs.items()}
+        if "amp" in self.fixes:
+            with torch.autocast(self.device, dtype=torch.bfloat16):
+                output = self._inner(*args, **kwargs)
+        else:
+            output = self._inner(*args, **kwargs)
+        if self._capture:
+            self._capture = False
+            found = first_tensor(output, torch)
+            if found is not None:
+                self.output = found.detach().to("cpu", torch.float32).clone()
+        return output
 
-        def lay(t: Any) -> Any:
-            if isinstance(t, torch.Tensor) and t.dim() == 4 and t.is_floating_point():
-                return t.contiguous(memory_format=torch.channels_last)
-            return t
 
-        return tuple(lay(a) for a in args)
+def _channels_last(t: Any, torch: Any) -> Any:
+    if isinstance(t, torch.Tensor) and t.dim() == 4 and t.is_floating_point():
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
 
 
 def first_tensor(value: object, torch: Any) -> Any:
