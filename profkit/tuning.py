@@ -107,7 +107,7 @@ class Signals:
     half: bool  # meant to be half precision (profkit's tag, else most kernel time in fp16/bf16)
     eager: bool
     options: Mapping[str, bool]
-    matrix_fp32_pct: float
+    matrix_fp32_pct: float  # matrix work in fp32 or TF32: what autocast would run in half
     conv_pct: float
     optimizer: bool  # an optimizer steps in the run
     fused_optimizer: bool  # ... and it is fused already
@@ -124,7 +124,7 @@ def signals(store: Store, run: RunRecord) -> Signals:
     matrix_fp32 = sum(
         g.time_ns
         for g in groups
-        if g.family in MATRIX and g.precision == "fp32" and not g.tc_time_ns
+        if g.family in MATRIX and g.precision in ("fp32", "tf32")
     )
     conv = sum(g.time_ns for g in groups if g.family == "conv")
     program = run.info.program is not None
