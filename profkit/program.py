@@ -548,8 +548,6 @@ class Window:
         self.rec.start()
         if self.clock is not None and self.rec.annotator is not None and not self.rec.compiled:
             self.clock.annotator = self.rec.annotator
-        if self.model is not None:
-            self.model.capture_next()  # its output in the first measured step
         self._open_step()
 
     def _sync(self) -> None:

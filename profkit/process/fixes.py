@@ -9,8 +9,8 @@ script's code knowing: what ``--tf32`` and ``--fused-optimizer`` do in any proce
 - **The model's fixes** (:class:`ModelFixes`, a program's): the program's model is the first
   module with parameters called outside any other module; channels-last (its weights and its
   4-D inputs), bf16 autocast around its calls (no loss scaler needed, so none is added), and
-  ``torch.compile`` are applied to it when it is first called, for its calls after that one. The first call of it after :meth:`ModelFixes.capture_next` saves
-  its output (the first tensor, as fp32 on the CPU): what ``profkit tune`` compares.
+  ``torch.compile`` are applied to it when it is first called. Its output on that first call,
+  in eval mode, is saved (the first tensor, as fp32 on the CPU): what ``profkit tune`` compares.
 
 torch is the caller's (imported by the process already); nothing here imports it at module level.
 """
@@ -97,14 +97,18 @@ def _wrap_init(torch: Any, cls: Any, made: list[str]) -> None:
 
 class ModelFixes:
     """A program's model found as it is first called, the model fixes applied to it, and its
-    output on the first call after :meth:`capture_next` kept (see the module docstring).
+    output on its first call kept (see the module docstring).
 
-    The model is found by a global forward pre-hook (the first module with parameters called
-    outside any other module), which is then removed. From its next call on, the model's calls
-    go through :meth:`_call`, put in the slot ``nn.Module.compile()`` fills
-    (``_compiled_call_impl``, which ``Module.__call__`` calls instead of ``_call_impl``): its
-    inputs laid out channels-last, the call under autocast, compiled where asked, and its output
-    kept, all outside any compiled region (module hooks run inside it, where they are traced)."""
+    Until the model is found, ``nn.Module.__call__`` is wrapped: the first module with
+    parameters called outside any other module is the model, and the wrapper is removed. From
+    then on the model's calls go through :meth:`_call`, put in the slot ``nn.Module.compile()``
+    fills (``_compiled_call_impl``, which ``Module.__call__`` calls instead of ``_call_impl``):
+    its inputs laid out channels-last, the call under autocast, compiled where asked, all
+    outside any compiled region. On that first call the model is also run once more, before
+    it, the fixed way, in eval mode without gradients, the random state forked: its output is
+    what a trial compares with the baseline's, the same weights on the same inputs in every
+    trial, before training has changed them (steps of training amplify any difference, and
+    dropout draws differ in compiled code), and nothing of the program's run changes."""
 
     def __init__(self, torch: Any, fixes: list[str], device: str):
         self.torch = torch
@@ -114,57 +118,44 @@ class ModelFixes:
         self.model_name: str | None = None
         self.output: Any = None
         self.applied: list[str] = []
-        self._capture = False
         self._local = threading.local()
-        self._handles: list[Any] = []
         self._inner: Any = None
-        self._pid = 0
+        self._undo: Any = None
 
     def install(self) -> None:
         import os
 
-        self._pid = os.getpid()
-        mod = self.torch.nn.modules.module
-        self._handles = [
-            mod.register_module_forward_pre_hook(self._pre),
-            mod.register_module_forward_hook(self._post, always_call=True),
-        ]
+        torch, fixes, pid = self.torch, self, os.getpid()
+        module_cls = torch.nn.Module
+        original = module_cls.__call__
+        local = self._local
+
+        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if fixes.model is not None or os.getpid() != pid or torch.compiler.is_compiling():
+                return original(module, *args, **kwargs)
+            depth = getattr(local, "depth", 0)
+            if not depth and next(module.parameters(), None) is not None:
+                fixes._adopt(module)
+                return fixes._first(*args, **kwargs)
+            local.depth = depth + 1
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                local.depth = depth
+
+        module_cls.__call__ = call
+        self._undo = lambda: setattr(module_cls, "__call__", original)
 
     def uninstall(self) -> None:
-        # Safe inside a module hook: torch copies the global hooks before calling them.
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-
-    def capture_next(self) -> None:
-        """Keep the model's output of its next call."""
-        self._capture = True
-
-    # ------------------------------------------------------------------ finding the model
-    def _pre(self, module: Any, args: Any) -> None:
-        import os
-
-        if self.torch.compiler.is_compiling() or os.getpid() != self._pid:
-            return
-        depth = getattr(self._local, "depth", 0)
-        self._local.depth = depth + 1
-        if depth or self.model is not None or next(module.parameters(), None) is None:
-            return
-        self._adopt(module)
-
-    def _post(self, module: Any, args: Any, output: Any) -> None:
-        if self.torch.compiler.is_compiling():
-            return
-        self._local.depth = max(0, getattr(self._local, "depth", 1) - 1)
-        if module is self.model and not self._local.depth:
-            self.uninstall()  # found: its calls go through _call from the next one
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
 
     def _adopt(self, module: Any) -> None:
         torch = self.torch
+        self.uninstall()
         self.model, self.model_name = module, type(module).__name__
-        if not hasattr(module, "_compiled_call_impl"):
-            return  # a torch without the slot: nothing applied, and the trial says so
-        inner = module._compiled_call_impl or module._call_impl
+        inner = getattr(module, "_compiled_call_impl", None) or module._call_impl
         if "channels_last" in self.fixes:
             module.to(memory_format=torch.channels_last)
             self.applied.append("channels_last")
@@ -177,6 +168,23 @@ class ModelFixes:
         self._inner = inner
         module._compiled_call_impl = self._call
 
+    def _first(self, *args: Any, **kwargs: Any) -> Any:
+        """The model's first call: its output kept from a run of it in eval mode first."""
+        torch, model = self.torch, self.model
+        modes = [(m, m.training) for m in model.modules()]
+        cuda = self.device == "cuda" and torch.cuda.is_available()
+        devices = [torch.cuda.current_device()] if cuda else []
+        try:
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                model.eval()
+                found = first_tensor(self._call(*args, **kwargs), torch)
+            if found is not None:
+                self.output = found.detach().to("cpu", torch.float32).clone()
+        finally:
+            for m, training in modes:
+                m.training = training
+        return self._call(*args, **kwargs)
+
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         torch = self.torch
         if "channels_last" in self.fixes:
@@ -184,15 +192,8 @@ class ModelFixes:
             kwargs = {k: _channels_last(v, torch) for k, v in kwargs.items()}
         if "amp" in self.fixes:
             with torch.autocast(self.device, dtype=torch.bfloat16):
-                output = self._inner(*args, **kwargs)
-        else:
-            output = self._inner(*args, **kwargs)
-        if self._capture:
-            self._capture = False
-            found = first_tensor(output, torch)
-            if found is not None:
-                self.output = found.detach().to("cpu", torch.float32).clone()
-        return output
+                return self._inner(*args, **kwargs)
+        return self._inner(*args, **kwargs)
 
 
 def _channels_last(t: Any, torch: Any) -> Any:
