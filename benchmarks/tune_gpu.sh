@@ -4,7 +4,8 @@
 # benchmarks/tune_check.py). Run from the project root: bash benchmarks/tune_gpu.sh OUT STAGE...
 # Stages: vit (timm ViT-B/16 fp32), mobilenet (torchvision MobileNetV3-Small, batch 1),
 # resnet50 (torchvision ResNet-50 fp16, batch 32, NCHW), hf (a Hugging Face BERT training loop
-# as a program), resnet50again (its tuning and bench alternately), imagenet (pytorch/examples' ImageNet training script, --dummy data).
+# as a program), resnet50again (its tuning and bench alternately), dcgan
+# (pytorch/examples' DCGAN training script, its own fake data), imagenet (pytorch/examples' ImageNet training script, --dummy data).
 set -u
 OUT=${1:?out dir}; shift
 ROOT=$(pwd)
@@ -54,6 +55,9 @@ for stage in "$@"; do
       bench resnet50-base$i resnet50 --precision fp16 --batch-size 32 --iters 20 --warmup 5
       bench resnet50-cl$i resnet50 --precision fp16 --batch-size 32 --iters 20 --warmup 5 --channels-last
     done ;;
+  dcgan)  # pytorch/examples' DCGAN, its own fake data
+    cp -r "$ROOT/tests/data/programs/pytorch-examples/dcgan" .
+    (cd dcgan && tune dcgan --tool nsys -- python main.py --dataset fake --accel --workers 4 --niter 100 --outf "$W/dcgan-out") ;;
   imagenet)
     cp "$ROOT/tests/data/programs/pytorch-examples/imagenet/main.py" imagenet_main.py
     tune imagenet --tool nsys -- python imagenet_main.py --dummy -a resnet50 -b 64 -j 14 --epochs 1 --print-freq 1000 ;;
