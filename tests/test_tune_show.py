@@ -108,7 +108,7 @@ def a_tuning(run: profkit.Run, gains: bool = True) -> Tuning:
         device="cuda",
         iters=20,
         warmup=5,
-        created_at="2026-11-28 03:00 UTC",
+        created_at="2026-11-28T03:00:12+00:00",  # as profkit tune stores it
         baseline=TuneTrial(
             [],
             "baseline (the run's setting)",
@@ -154,13 +154,14 @@ def test_the_report_ranks_the_latest_tunings_fixes(tuned):
     html = run.report(tmp / "tuned.html").read_text()
     section = html[html.index('<section id="tuning">') : html.index('<section id="modules">')]
     assert html.index('<section id="findings">') < html.index('<section id="tuning">')
+    assert 'Ranked fixes <span class="sub">profkit tune, 2026-11-28 03:00 UTC</span>' in section
     assert "best measured fix (profkit tune): torch.compile, 35% less time a step (4.80 -&gt; " in (
         section
     )
     # the table: the baseline first, then each trial in its rank, with its figures
     rows = section.split('<tr class="')[1:]
-    assert rows[0].startswith('baseline"') and "4.80 ms ±0.020" in rows[0]
-    assert "torch.compile" in rows[1] and "3.10 ms ±0.030" in rows[1] and "35.4%" in rows[1]
+    assert rows[0].startswith('baseline"') and "4.80 ms ±0.02" in rows[0]
+    assert "torch.compile" in rows[1] and "3.10 ms ±0.03" in rows[1] and "35.4%" in rows[1]
     assert "agree (rel. diff 4e-03, tolerance 1e-02)" in rows[1]
     assert "fusable_kernels, depthwise_convolutions" in rows[1]
     assert "channels-last layout" in rows[2] and "18.8%" in rows[2]
@@ -321,7 +322,7 @@ def test_the_ranked_fixes_in_chromium(tuned, browser, tmp_path):
         "#tuning-table tbody tr",
         "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))",
     )
-    assert cells[0][1] == "baseline (the run's setting)" and cells[0][2] == "4.80 ms ±0.020"
+    assert cells[0][1] == "baseline (the run's setting)" and cells[0][2] == "4.80 ms ±0.02"
     assert [c[0] for c in cells[1:]] == ["1", "2", "3", "4", "5", "6"]
     assert [c[1] for c in cells[1:3]] == ["torch.compile", "channels-last layout"]
     assert cells[3][3] == "≤ 7% (estimate)" and cells[3][2] == "-"

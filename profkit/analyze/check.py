@@ -50,7 +50,7 @@ from ..records import RunRecord, ncu_timed
 from .diff import DEFAULT_THRESHOLD_PCT, diff, iterations
 from .findings import finding_rules, findings, half_precision_run
 from .matrix import MATRIX_FAMILIES, WHAT, of_run
-from .tuned import best_fix_line, gains_over, ms_number
+from .tuned import best_fix_line, gains_over, ms_number, when
 from .tuned import latest as latest_tuning
 
 if TYPE_CHECKING:
@@ -854,7 +854,7 @@ def _untried_gain(store: Store, run: RunRecord, limit: float) -> CheckResult:
             "findings name and stores one)",
         )
     best = tuning.best
-    when = f"tuning of {tuning.created_at}"
+    made = f"tuning of {when(tuning)}"
     if best is None or best.saving_pct is None:
         return _result(
             name,
@@ -865,7 +865,7 @@ def _untried_gain(store: Store, run: RunRecord, limit: float) -> CheckResult:
             "%",
             "no gain",
             limit_text,
-            f"{best_fix_line(tuning)}",
+            best_fix_line(tuning),
         )
     over = gains_over(tuning, limit)
     if not over:
@@ -878,7 +878,7 @@ def _untried_gain(store: Store, run: RunRecord, limit: float) -> CheckResult:
             "%",
             _pct(best.saving_pct),
             limit_text,
-            f"{best_fix_line(tuning)} ({when})",
+            f"{best_fix_line(tuning)} ({made})",
         )
     top = over[0]
     steps = (
@@ -886,9 +886,9 @@ def _untried_gain(store: Store, run: RunRecord, limit: float) -> CheckResult:
         if tuning.baseline.median_ms is not None and top.median_ms is not None
         else ""
     )
-    why = f"a known fix would still gain {top.saving_pct:.0f}%: {top.title}{steps}, {when}"
+    why = f"a known fix would still gain {top.saving_pct:.0f}%: {top.title}{steps}, {made}"
     if top.code:
-        why += f"; apply it: {' '.join(top.code)}"
+        why += "; apply it: " + " | ".join(line.strip() for line in top.code)
     if len(over) > 1:
         why += "; also over the limit: " + ", ".join(
             f"{t.title} {t.saving_pct:.0f}%" for t in over[1:]

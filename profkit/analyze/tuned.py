@@ -21,18 +21,37 @@ def latest(store: Store, run: RunRecord) -> Tuning | None:
     return store.latest_tuning(run.id, run.name)
 
 
+def when(tuning: Tuning) -> str:
+    """When the tuning was made, in minutes: ``2026-11-28 03:00 UTC`` (its stored time as
+    stored where that is no ISO time)."""
+    from datetime import UTC, datetime
+
+    try:
+        t = datetime.fromisoformat(tuning.created_at)
+    except (TypeError, ValueError):
+        return tuning.created_at
+    if t.tzinfo is None:
+        return t.strftime("%Y-%m-%d %H:%M")
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _decimals(ms: float) -> int:
+    return 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
+
+
 def ms_number(ms: float) -> str:
     """Milliseconds with as many decimals as their size calls for: ``30.3``, ``8.60``."""
-    decimals = 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
-    return f"{ms:,.{decimals}f}"
+    return f"{ms:,.{_decimals(ms)}f}"
 
 
 def step_text(trial: TuneTrial) -> str:
-    """A trial's time a step and its spread (``8.60 ms ±0.05``); ``-`` where not measured."""
+    """A trial's time a step and its spread, to the median's decimals (``8.60 ms ±0.05``, as
+    ``profkit bench`` and ``tune`` print them); ``-`` where not measured."""
     if trial.median_ms is None:
         return "-"
-    text = f"{ms_number(trial.median_ms)} ms"
-    return text if trial.spread_ms is None else f"{text} ±{ms_number(trial.spread_ms)}"
+    d = _decimals(trial.median_ms)
+    text = f"{trial.median_ms:,.{d}f} ms"
+    return text if trial.spread_ms is None else f"{text} ±{trial.spread_ms:,.{d}f}"
 
 
 def saving_text(trial: TuneTrial) -> str:
@@ -65,7 +84,7 @@ def best_fix_line(tuning: Tuning) -> str:
         tried = sum(1 for t in tuning.trials if t.median_ms is not None)
         return (
             "profkit tune found no fix that gains beyond the steps' spread "
-            f"({tried} measured, {tuning.created_at})"
+            f"({tried} measured, {when(tuning)})"
         )
     line = (
         f"best measured fix (profkit tune): {best.title}, {best.saving_pct:.0f}% less time a step"
@@ -81,8 +100,9 @@ def best_fix_line(tuning: Tuning) -> str:
 
 def gains_over(tuning: Tuning, limit_pct: float) -> list[TuneTrial]:
     """The tuning's measured gains that save more than ``limit_pct`` % a step, most first."""
-    return [
+    over = [
         t
         for t in tuning.trials
         if t.verdict == GAIN and t.saving_pct is not None and t.saving_pct > limit_pct
     ]
+    return sorted(over, key=lambda t: -(t.saving_pct or 0.0))

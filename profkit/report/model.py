@@ -36,6 +36,7 @@ from ..analyze.tuned import (
     outputs_text,
     saving_text,
     step_text,
+    when,
 )
 from ..analyze.tuned import latest as latest_tuning
 from ..choices import DEFAULT_MATCH
@@ -382,7 +383,7 @@ def tuning(store: Store, run: RunRecord) -> dict[str, Any] | None:
         "device": t.device,
         "iters": t.iters,
         "warmup": t.warmup,
-        "created_at": t.created_at,
+        "created_at": when(t),
         "best": best_fix_line(t),
         "gains": sum(1 for r in t.trials if r.verdict == GAIN),
         "baseline": _trial(None, t.baseline),
