@@ -268,6 +268,10 @@ class Run(RunRecord):
         """This run's stored tunings (``profkit tune``), oldest first."""
         return self.database.store.tunings(self.id, self.name)
 
+    def latest_tuning(self) -> Tuning | None:
+        """This run's latest tuning (``profkit tune``); None where it has none."""
+        return self.database.store.latest_tuning(self.id, self.name)
+
     def check(
         self,
         config: Checks | str | os.PathLike[str] | None = None,
@@ -277,8 +281,9 @@ class Run(RunRecord):
         """Assertions over this run, as ``profkit check`` makes them: ``config`` a check file's
         path or a ``Checks``, ``limits`` its fields over it (``min_coverage=95``,
         ``no_fp32_matrix=True``, ``max_findings={"fusable_kernels": 60}``, ``max_slowdown=5``,
-        ``noise_pct``, ``max_launches=200``); ``baseline`` the run the slowdown is measured
-        against (a Run, or a name or id in this database). See ``profkit.analyze.check``."""
+        ``noise_pct``, ``max_launches=200``, ``max_untried_gain_pct=10``); ``baseline`` the run
+        the slowdown is measured against (a Run, or a name or id in this database). See
+        ``profkit.analyze.check``."""
         from .analyze.check import Checks, load_checks, run_checks
 
         known = [f.name for f in fields(Checks) if f.name != "baseline"]

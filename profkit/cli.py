@@ -792,15 +792,11 @@ def summary(
     from . import render  # here, not at the top: --help need not pay for it
 
     r = _open(db).run(run_ref)
-    render.summary(
-        r,
-        r.summary(top=top, module_depth=module_depth),
-        fmt.value,
-        caveats=r.caveats() if fmt is Format.table else None,
-        wide=wide,
-    )
+    s = r.summary(top=top, module_depth=module_depth)
+    render.summary(r, s, fmt.value, caveats=r.caveats() if fmt is Format.table else None, wide=wide)
     if fmt is Format.table:
         render.findings(r.findings())
+        render.best_fix(s.tuning)
 
 
 # ---------------------------------------------------------------------------------- ranges
@@ -1029,8 +1025,9 @@ def check(
             show_default=False,
             help=(
                 "A check file (TOML) of the assertions: [tensor_cores] min_coverage, [precision] no_fp32_matrix, "
-                "[findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] max_per_iteration. Options "
-                "given here take precedence."
+                "[findings] ID = PCT, [baseline] run, max_slowdown, noise_pct, [launches] "
+                "max_per_iteration, [tune] max_untried_gain_pct. Options given here take "
+                "precedence."
             ),
         ),
     ] = None,
@@ -1090,6 +1087,16 @@ def check(
             help="Fail if the run makes more kernel launches (CPU operator calls) per measured iteration.",
         ),
     ] = None,
+    max_untried_gain_pct: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0,
+            max=100,
+            show_default=False,
+            help="Fail if a fix of the run's latest tuning (profkit tune) was measured to save "
+            "more than this % of its step; a run with no tuning cannot be judged (skipped).",
+        ),
+    ] = None,
     strict: Annotated[
         bool,
         typer.Option(
@@ -1107,7 +1114,8 @@ def check(
     db: Db = None,
 ) -> None:
     """Assert over a run, for CI: tensor-core coverage of matrix work, no fp32 matrix work in a half run,
-    no finding above a share of GPU time, slowdown against a baseline run, launches per iteration. One line
+    no finding above a share of GPU time, slowdown against a baseline run, launches per iteration,
+    the time a known fix (profkit tune) would still save. One line
     per assertion (PASS, FAIL or SKIP, the measured value, the limit); exit 0 if none failed, 1 if any did, 2 if
     it could not check (a bad option or check file, a run or baseline missing or incomplete)."""
     from . import render  # here, not at the top: --help need not pay for it
@@ -1120,6 +1128,7 @@ def check(
         max_findings=dict(parse_finding_limit(t) for t in max_finding or ()),
         max_slowdown=max_slowdown,
         max_launches=max_launches,
+        max_untried_gain_pct=max_untried_gain_pct,
     )
     checks = (load_checks(config) if config is not None else Checks()).merged(given)
     if baseline is not None and checks.max_slowdown is None:

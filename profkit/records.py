@@ -443,9 +443,12 @@ class Summary:
     ranks: RankReport | None = None  # a distributed job's per-rank figures; None for one process
     # GPU time by module (analyze.modules); None where the capture has no module attribution
     modules: ModuleView | None = None
+    tuning: Tuning | None = None  # the run's latest tuning (profkit tune); None where none
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["tuning"] = self.tuning.to_dict() if self.tuning is not None else None
+        return out
 
     # ---- in a notebook: a line, or a card with the headline figures and the top kernels
     def _cpu(self) -> bool:

@@ -653,7 +653,8 @@ def summary(
     wide: bool = False,
 ) -> None:
     """A run's summary; ``caveats`` (``Run.caveats()``, what the report prints beside its
-    figures) each on a line of its own under the headline."""
+    figures) each on a line of its own under the headline. (The line naming the best fix of the
+    run's latest tuning, ``s.tuning``, is :func:`best_fix`.)"""
     if fmt == "json":
         write_json(s.to_dict())
         return
@@ -756,6 +757,15 @@ def summary(
         ranks(s.ranks, c)
     if not cpu or s.modules is not None:  # a CPU run's by module where it has attribution
         modules(run, s.modules, c, cpu)
+
+
+def best_fix(tuning: Tuning | None, c: Console | None = None) -> None:
+    """The line naming a tuning's best measured fix (or that none gains); nothing without one."""
+    if tuning is None:
+        return
+    from .analyze.tuned import best_fix_line
+
+    (c or console()).print(Text(best_fix_line(tuning)))
 
 
 # a diff by module's rows, in the table

@@ -51,6 +51,7 @@ ADDED: dict[str, str] = {
     "fused_into": "issue 36: B's generated kernels that fused them",
     "fusion_traced": "issue 36: whether A's removed kernels carry the operators that launched them",
     "noise_bound": "issue 37: the diff's totals: a CPU run of fewer than 5 measured iterations has noise-bound times",
+    "tuning": "issue 38: summary's latest tuning of the run (profkit tune; null where it has none)",
 }
 # JSON paths whose recorded values changed on purpose since the recording: pattern -> why, or
 # (why, the recorded values the change may come from).

@@ -245,7 +245,7 @@ FLAGS = {
     "--warmup --wide workload",
     "report": "--db --index --match --output -o --threshold --vs run_ref",
     "check": "--baseline --config -c --db --format -f --junit-xml --max-finding --max-launches --max-slowdown "
-    "--min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
+    "--max-untried-gain-pct --min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
     "bench": "--batch-size --channels-last --cudnn-benchmark --db --device --format -f --iters --keep-bn-fp32 --list "
     "--modes --precision --precisions --show --timeout --warmup --wide workload",
     "doctor": "--db --format -f",

@@ -33,6 +33,7 @@ CONTRACT = {
     "ranks",
     "matrix_work",  # issue 23: the tensor-core coverage of matrix work
     "modules",
+    "tuning",  # issue 38: the run's latest tuning (profkit tune), null where it has none
 }
 
 

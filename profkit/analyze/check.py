@@ -16,7 +16,11 @@ job can gate on, each evaluated from the analyses that already exist:
   catch one that regressed while others got faster. A baseline of another workload or other
   options (precision, mode, batch size, tool, device, GPU) is warned about in the report;
 * ``launches_per_iteration``: kernel launches (CPU operator calls) per measured iteration at
-  most ``max_per_iteration``.
+  most ``max_per_iteration``;
+* ``untried_gain``: no fix of the run's latest tuning (``profkit tune``) measured to save more
+  than ``max_untried_gain_pct`` % of its step (a gain: beyond the steps' spread, with outputs
+  that agree); estimates of fixes that need the user's code are not measurements and do not
+  count. A run with no tuning cannot be judged: skipped.
 
 Each yields a :class:`CheckResult`: pass, fail or **skip**. An assertion that cannot be
 evaluated on a run (coverage of a run with no matrix work, tensor cores of a CPU run, fp32
@@ -46,6 +50,8 @@ from ..records import RunRecord, ncu_timed
 from .diff import DEFAULT_THRESHOLD_PCT, diff, iterations
 from .findings import finding_rules, findings, half_precision_run
 from .matrix import MATRIX_FAMILIES, WHAT, of_run
+from .tuned import best_fix_line, gains_over, ms_number, when
+from .tuned import latest as latest_tuning
 
 if TYPE_CHECKING:
     from ..rows import KernelGroup
@@ -70,6 +76,7 @@ class Checks:
     max_slowdown: float | None = None
     noise_pct: float = DEFAULT_THRESHOLD_PCT
     max_launches: int | None = None
+    max_untried_gain_pct: float | None = None
 
     def merged(self, over: Checks) -> Checks:
         """These checks with ``over``'s set values in their place (the command line over a file)."""
@@ -81,6 +88,9 @@ class Checks:
             max_slowdown=over.max_slowdown if over.max_slowdown is not None else self.max_slowdown,
             noise_pct=over.noise_pct if over.noise_pct != DEFAULT_THRESHOLD_PCT else self.noise_pct,
             max_launches=over.max_launches if over.max_launches is not None else self.max_launches,
+            max_untried_gain_pct=over.max_untried_gain_pct
+            if over.max_untried_gain_pct is not None
+            else self.max_untried_gain_pct,
         )
 
     def empty(self) -> bool:
@@ -90,6 +100,7 @@ class Checks:
             and not self.max_findings
             and self.max_slowdown is None
             and self.max_launches is None
+            and self.max_untried_gain_pct is None
         )
 
     def check(self) -> Checks:
@@ -102,6 +113,7 @@ class Checks:
             _percent(f"max_findings[{key!r}]", pct, 100, quoted=False)
         _percent("max_slowdown", self.max_slowdown, 1000)
         _percent("noise_pct", self.noise_pct, 1000)
+        _percent("max_untried_gain_pct", self.max_untried_gain_pct, 100)
         if self.max_launches is not None and (
             isinstance(self.max_launches, bool)
             or not isinstance(self.max_launches, int)
@@ -175,6 +187,7 @@ _FILE: dict[str, dict[str, tuple[str, str, float]]] = {
         "noise_pct": ("noise_pct", "pct", 1000),
     },
     "launches": {"max_per_iteration": ("max_launches", "int", 0)},
+    "tune": {"max_untried_gain_pct": ("max_untried_gain_pct", "pct", 100)},
 }
 _TABLES = (*_FILE, "findings")
 
@@ -444,6 +457,8 @@ def run_checks(
             warned += baseline_differences(run, baseline)
     if checks.max_launches is not None:
         out.append(_launches(store, run, checks.max_launches))
+    if checks.max_untried_gain_pct is not None:
+        out.append(_untried_gain(store, run, checks.max_untried_gain_pct))
     return CheckReport(run.name, baseline.name if baseline is not None else None, out, warned)
 
 
@@ -821,4 +836,71 @@ def _launches(store: Store, run: RunRecord, limit: int) -> CheckResult:
         f"{per:g}",
         limit_text,
         f"{calls} {what} in {iters} measured iteration{'s' if iters != 1 else ''}{inside}",
+    )
+
+
+def _untried_gain(store: Store, run: RunRecord, limit: float) -> CheckResult:
+    name, title = "untried_gain", "time a known fix would still save"
+    limit_text = f"at most {limit:g}% of a step"
+    tuning = latest_tuning(store, run)
+    if tuning is None:
+        return _skip(
+            name,
+            title,
+            limit,
+            "%",
+            limit_text,
+            "cannot be judged: the run has no tuning (profkit tune --run RUN tries the fixes its "
+            "findings name and stores one)",
+        )
+    best = tuning.best
+    made = f"tuning of {when(tuning)}"
+    if best is None or best.saving_pct is None:
+        return _result(
+            name,
+            title,
+            "pass",
+            0.0,
+            limit,
+            "%",
+            "no gain",
+            limit_text,
+            best_fix_line(tuning),
+        )
+    over = gains_over(tuning, limit)
+    if not over:
+        return _result(
+            name,
+            title,
+            "pass",
+            best.saving_pct,
+            limit,
+            "%",
+            _pct(best.saving_pct),
+            limit_text,
+            f"{best_fix_line(tuning)} ({made})",
+        )
+    top = over[0]
+    steps = (
+        f" ({ms_number(tuning.baseline.median_ms)} -> {ms_number(top.median_ms)} ms a step)"
+        if tuning.baseline.median_ms is not None and top.median_ms is not None
+        else ""
+    )
+    why = f"a known fix would still gain {top.saving_pct:.0f}%: {top.title}{steps}, {made}"
+    if top.code:
+        why += "; apply it: " + " | ".join(line.strip() for line in top.code)
+    if len(over) > 1:
+        why += "; also over the limit: " + ", ".join(
+            f"{t.title} {t.saving_pct:.0f}%" for t in over[1:]
+        )
+    return _result(
+        name,
+        title,
+        "fail",
+        top.saving_pct,
+        limit,
+        "%",
+        _pct(top.saving_pct or 0.0),
+        limit_text,
+        why,
     )

@@ -1,7 +1,8 @@
 """One run's summary: launch count, GPU time, the tensor-core share of it and of its matrix work
 (``analyze.matrix``), and where the time
 went by precision, by family, by kernel and by module (``analyze.modules``, where the capture
-has module attribution); for a distributed run (``--nproc-per-node``) the
+has module attribution), and the run's latest tuning (``profkit tune``, where it has one);
+for a distributed run (``--nproc-per-node``) the
 same per rank, with its communication (``analyze.ranks``). For a run of CPU operators (``device`` cpu) the
 same figures are over operator calls and their CPU self time, and ``activity`` says so.
 
@@ -21,6 +22,7 @@ from ..store import Store
 from .matrix import of_run
 from .modules import DEFAULT_DEPTH, module_view
 from .ranks import rank_report
+from .tuned import latest as latest_tuning
 
 MEMORY_KINDS = ("memcpy", "memset")
 
@@ -83,4 +85,5 @@ def summarize(
         matrix_work=of_run(store, run),
         ranks=rank_report(store, run),
         modules=module_view(store, run, module_depth),
+        tuning=latest_tuning(store, run),
     )

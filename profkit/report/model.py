@@ -29,6 +29,16 @@ from ..analyze.modules import attributed
 from ..analyze.ranges import caveats, iteration_ranges, run_ranges
 from ..analyze.summary import summarize
 from ..analyze.throughput import throughput
+from ..analyze.tuned import (
+    ESTIMATE,
+    GAIN,
+    best_fix_line,
+    outputs_text,
+    saving_text,
+    step_text,
+    when,
+)
+from ..analyze.tuned import latest as latest_tuning
 from ..choices import DEFAULT_MATCH
 from ..formatting import fmt_ns
 from ..names import display_name, table_labels
@@ -36,7 +46,7 @@ from ..records import ncu_timed
 from ..workloads import option_labels
 
 if TYPE_CHECKING:
-    from ..records import RunRecord, Summary
+    from ..records import RunRecord, Summary, TuneTrial
     from ..rows import TimelineOp
     from ..store import Store
 
@@ -342,6 +352,47 @@ def _finding_dicts(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     return [f.to_dict() for f in run_findings(store, run)]
 
 
+def _trial(rank: int | None, t: TuneTrial) -> dict[str, Any]:
+    measured = t.median_ms is not None and t.verdict != ESTIMATE
+    return {
+        "rank": rank,
+        "title": t.title,
+        "fixes": t.fixes,
+        "verdict": t.verdict,
+        "step": step_text(t),
+        "saving": saving_text(t) if rank is not None else "",
+        "saving_pct": t.saving_pct if measured else None,
+        "estimate": t.verdict == ESTIMATE,
+        "outputs": outputs_text(t) if rank is not None else "",
+        "findings": t.findings,
+        "code": t.code,
+        "note": t.note,
+    }
+
+
+def tuning(store: Store, run: RunRecord) -> dict[str, Any] | None:
+    """The run's latest tuning (``profkit tune``) as the report's ranked fixes: the baseline,
+    each trial in its rank with its figures in words (an estimate said as one), the code of each
+    gain and estimate, and the line naming the best measured fix; None where it has none."""
+    t = latest_tuning(store, run)
+    if t is None:
+        return None
+    trials = [_trial(i, r) for i, r in enumerate(t.trials, start=1)]
+    return {
+        "target": t.target,
+        "device": t.device,
+        "iters": t.iters,
+        "warmup": t.warmup,
+        "created_at": when(t),
+        "best": best_fix_line(t),
+        "gains": sum(1 for r in t.trials if r.verdict == GAIN),
+        "baseline": _trial(None, t.baseline),
+        "trials": trials,
+        "code": [r for r in trials if r["verdict"] in (GAIN, ESTIMATE) and r["code"]],
+        "notes": [r for r in trials if r["note"]],
+    }
+
+
 def run_page(store: Store, run: RunRecord) -> dict[str, Any]:
     """Everything a single-run report shows."""
     summary = summarize(store, run, top=15)
@@ -358,6 +409,7 @@ def run_page(store: Store, run: RunRecord) -> dict[str, Any]:
             k: {"count": v.count, "time_ns": v.time_ns} for k, v in summary.memory_ops.items()
         },
         "findings": _finding_dicts(store, run),
+        "tuning": tuning(store, run),
         "table": kernel_table(store, run),
         "ranges": range_times(store, run),
         "caveats": caveats(store, run),
