@@ -301,7 +301,8 @@ def plan(
             timeout_s=timeout_s,
             **switches,
         )
-        base = RunRequest(name, options)
+        # A built-in by its name, a workload file by its path (its stem names no built-in).
+        base = RunRequest(name if ref == name else str(path), options)
         target = name
     launch.check(base)
     launch.require_torch("tune runs the workload under PyTorch")
