@@ -360,7 +360,9 @@ def _measure(
         p.workload, p.path, [req.options.precision], [req.options.mode], [req]
     )
     model_fixes = [f.id for f in fixes if f.how == "option"] if p.program else None
-    quiet = replace(progress, on_output=None)
+    # A program's own output, and bench's note of a failed combination ("fp32 eager failed"):
+    # tune says itself what failed, as the trial's row or the baseline's error.
+    quiet = replace(progress, on_output=None, on_note=None)
     return benchmark.measure(bench_plan, req, folder, quiet, fixes=model_fixes)
 
 
