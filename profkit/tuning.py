@@ -314,7 +314,17 @@ def plan(
                 f"run {run.name} ran on a GPU, and no NVIDIA GPU or driver is found here"
             )
     found = signals(store, run)
-    return TunePlan(run, target, name, path, base, candidates(found), found)
+    called = candidates(found)
+    if program_info is not None:
+        # A program's model runs eager at its first call and compiled from its second, which
+        # compiles: that call must be a warm-up step (CUDA graphs: two more), and every trial
+        # warms up alike, so that each compares its outputs at the same step of the program.
+        fixes = [c.fix.applies for c in called if c.fix.applies.get("mode") == "compile"]
+        modes = [a.get("compile_mode", "default") for a in fixes]
+        if modes:
+            need = 4 if "reduce-overhead" in modes else 2
+            base = replace(base, options=replace(base.options, warmup=max(warmup, need)))
+    return TunePlan(run, target, name, path, base, called, found)
 
 
 # ------------------------------------------------------------------------------ the trials

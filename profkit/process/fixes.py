@@ -176,7 +176,10 @@ class ModelFixes:
             self.applied.append("amp")
         for fix, mode in (("compile", "default"), ("compile_reduce_overhead", "reduce-overhead")):
             if fix in self.fixes:
-                module.compile(mode=mode)  # its calls after this one run compiled
+                # Its forward compiled, not the module (``module.compile()``): the hooks here then
+                # run around the compiled code, where autocast and the output's capture happen;
+                # inside a compiled call they are traced away. Its calls after this one run it.
+                module.forward = torch.compile(module.forward, mode=mode)
                 self.applied.append(fix)
 
     def _channels_last(self, args: Any) -> Any:
