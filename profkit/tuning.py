@@ -382,7 +382,6 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
     progress = progress or Progress()
     p = tune_plan
     o = p.base.options
-    cfg = settings()
     todo = [c for c in p.candidates if c.fix.how in TRIED_HOWS]
     with tempfile.TemporaryDirectory(prefix="profkit-tune-") as tmp:
         total = len(todo) + 1
@@ -438,14 +437,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                 tolerance=_tolerance(p, fixes),
             )
             trial = _agree(trial, out, base_out, p)
-            noise = (baseline.spread_ms or 0.0) + s["spread_ms"]
-            if trial.agreement == "disagree":
-                verdict = "outputs disagree"
-            elif saving > noise and (pct or 0.0) >= cfg["min_gain_pct"]:
-                verdict = "gain"
-            else:
-                verdict = "no gain"
-            return replace(trial, verdict=verdict)
+            return replace(trial, verdict=verdict(trial, baseline))
 
         for i, c in enumerate(todo, start=2):
             trials.append(attempt([c.fix], c.findings, i, total))
@@ -468,6 +460,17 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
     )
     progress.stage("storing")
     return store.add_tuning(tuning)
+
+
+def verdict(trial: TuneTrial, baseline: TuneTrial) -> str:
+    """A measured trial's verdict against the baseline: ``outputs disagree`` (beyond its
+    tolerance), ``gain`` (it saves more than both spreads together and at least
+    ``min_gain_pct``), else ``no gain``."""
+    if trial.agreement == "disagree":
+        return "outputs disagree"
+    noise = (baseline.spread_ms or 0.0) + (trial.spread_ms or 0.0)
+    saving, pct = trial.saving_ms or 0.0, trial.saving_pct or 0.0
+    return "gain" if saving > noise and pct >= settings()["min_gain_pct"] else "no gain"
 
 
 def _together(p: TunePlan, todo: list[Candidate], trials: list[TuneTrial]) -> list[Candidate]:
