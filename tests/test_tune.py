@@ -470,6 +470,7 @@ def resnet18_tuned(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tune_resnet18")  # one worker tunes resnet18 once for the three
 @needs_torch
 def test_a_built_in_is_tuned_on_the_cpu(resnet18_tuned):
     db, done, _ = resnet18_tuned
@@ -498,6 +499,7 @@ def test_a_built_in_is_tuned_on_the_cpu(resnet18_tuned):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tune_resnet18")  # one worker tunes resnet18 once for the three
 @needs_torch
 def test_a_built_ins_compile_trial(resnet18_tuned):
     if not compiler():
@@ -508,6 +510,7 @@ def test_a_built_ins_compile_trial(resnet18_tuned):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tune_resnet18")  # one worker tunes resnet18 once for the three
 @needs_torch
 def test_a_tuning_is_stored_with_its_run_and_the_command_ranks_it(resnet18_tuned):
     import profkit
@@ -571,3 +574,38 @@ def test_a_training_script_is_tuned_from_outside_its_code(tmp_path, monkeypatch,
         assert tuned.warmup == 2 and len(tried[("compile",)].iter_ns) == 3
         assert max(tried[("compile",)].iter_ns) < 100 * tuned.baseline.median_ms * 1e6
     assert "python train.py (run" in r.stdout and "autocast (AMP)" in r.stdout
+
+
+# A script with no nn.Module: functional convolutions on raw tensors, an optimizer over them.
+NO_MODULE = """\
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+weight = torch.randn(16, 3, 3, 3, requires_grad=True)
+head = torch.randn(16, 10, requires_grad=True)
+optimizer = torch.optim.SGD([weight, head], lr=0.01)
+for step in range(40):
+    images = torch.randn(8, 3, 32, 32)
+    features = F.relu(F.conv2d(images, weight, padding=1)).mean((2, 3))
+    loss = (features @ head).square().mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@needs_torch
+def test_a_script_with_no_module_gets_its_model_fixes_not_tried(tmp_path, monkeypatch, db):
+    """Channels-last, autocast and torch.compile act on a program's model: a script that calls
+    no module with parameters has none, so each is "not tried", saying why, never a gain."""
+    import profkit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "functional.py").write_text(NO_MODULE, encoding="utf-8")
+    done = profkit.tune(program=["python", "functional.py"], device="cpu", iters=3, warmup=1, db=db)
+    assert done.trials, "a convolution-heavy fp32 eager run calls for fixes"
+    for t in done.trials:
+        assert t.verdict == "not tried" and "called no module with parameters" in t.note, t
+    assert done.best is None
+    assert done.baseline.agreement is None and "no model output" in done.baseline.note
