@@ -316,7 +316,14 @@ def plan(
                 f"run {run.name} ran on a GPU, and no NVIDIA GPU or driver is found here"
             )
     found = signals(store, run)
-    return TunePlan(run, target, name, path, base, candidates(found), found)
+    called = candidates(found)
+    if program_info is not None and any(
+        c.fix.applies.get("compile_mode") == "reduce-overhead" for c in called
+    ):
+        # CUDA graphs record in the program's first calls and replay from the third: those are
+        # warm-up steps, in every trial alike (each compares its outputs at the same call).
+        base = replace(base, options=replace(base.options, warmup=max(warmup, 3)))
+    return TunePlan(run, target, name, path, base, called, found)
 
 
 # ------------------------------------------------------------------------------ the trials
@@ -362,7 +369,9 @@ def _measure(
         p.workload, p.path, [req.options.precision], [req.options.mode], [req]
     )
     model_fixes = [f.id for f in fixes if f.how == "option"] if p.program else None
-    quiet = replace(progress, on_output=None)
+    # A program's own output, and bench's note of a failed combination ("fp32 eager failed"):
+    # tune says itself what failed, as the trial's row or the baseline's error.
+    quiet = replace(progress, on_output=None, on_note=None)
     return benchmark.measure(bench_plan, req, folder, quiet, fixes=model_fixes)
 
 

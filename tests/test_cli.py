@@ -232,7 +232,7 @@ FLAGS = {
     "run": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --fresh-counters --iters --keep-bn-fp32 --metrics --mode "
     "--name --no-report --report --nproc-per-node --precision --run-to-end --step --timeout --tool --warmup "
-    "workload",
+    "workload --tf32 --fused-optimizer",  # the last two: issue 38
     "import": "--db --name --step-range path",
     "runs": "--db --format -f --wide",
     "kernels": "--db --format -f --limit --wide run_ref",
@@ -242,19 +242,23 @@ FLAGS = {
     "compare": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
     "--match --metrics --modes --no-report --report --precision --precisions --threshold --timeout --tool "
-    "--warmup --wide workload",
+    "--warmup --wide workload --tf32 --fused-optimizer",
     "report": "--db --index --match --output -o --threshold --vs run_ref",
     "check": "--baseline --config -c --db --format -f --junit-xml --max-finding --max-launches --max-slowdown "
     "--max-untried-gain-pct --min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
     "bench": "--batch-size --channels-last --cudnn-benchmark --db --device --format -f --iters --keep-bn-fp32 --list "
-    "--modes --precision --precisions --show --timeout --warmup --wide workload",
+    "--modes --precision --precisions --show --timeout --warmup --wide workload --tf32 --fused-optimizer",
     "doctor": "--db --format -f",
     "sweep": "--address --attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
     "--metrics --modes --precisions --timeout --tls-ca-file --tls-cert --tls-key --tools --warmup --workers "
-    "--workloads",
+    "--workloads --tf32 --fused-optimizer",
     "workloads": "",
     "rm": "--db --format -f run_ref",  # issue 37
+    "tune": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
+    "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --fused-optimizer --iters "
+    "--keep-bn-fp32 --metrics --mode --precision --run --step --tf32 --timeout --tool --warmup --wide "
+    "workload",  # issue 38
 }
 
 

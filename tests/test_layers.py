@@ -69,6 +69,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cluster",
             "sweep_job",
             "doctor",
+            "tuning",
             "report",
         ],
     ),

@@ -1,0 +1,612 @@
+"""profkit tune on the CPU (issue 38): the fixes a CPU takes (channels-last, bf16 autocast,
+torch.compile) tried for real on a built-in and on a user's training script applied from
+outside it, each timed, its outputs compared, ranked and stored; bad input (nothing to tune, a
+missing or imported run, a program that cannot be re-run, a failing trial, a finding no fix
+answers) one line, or a trial marked as such, with the stored run left as it was. Unit tests of
+which fixes a run calls for, the verdicts and the ranking."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from .conftest import DATA, cli, needs_torch, one_line_error
+
+CPU = ("--device", "cpu", "--iters", "3", "--warmup", "1")
+VERDICTS = {"gain", "no gain", "outputs disagree", "failed", "not tried", "estimate"}
+
+# A user's training script, nothing profkit-specific in it: a small CNN on random 3x32x32
+# images, AdamW, 40 steps.
+TRAIN = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(
+    nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+    nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+    nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loss_fn = nn.CrossEntropyLoss()
+for step in range(40):
+    images = torch.randn(8, 3, 32, 32)
+    labels = torch.randint(0, 10, (8,))
+    optimizer.zero_grad()
+    loss = loss_fn(model(images), labels)
+    loss.backward()
+    optimizer.step()
+print("done", float(loss))
+"""
+
+# A workload of a small CNN; FAILS_CHANNELS_LAST: its build refuses channels-last.
+CONV = '''\
+"""A small CNN{what}."""
+
+CHANNELS_LAST = True
+MODES = ("eager", "torchscript")
+
+
+def build(spec):
+    import torch
+    from torch import nn
+{refuse}
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
+    )
+    return model, (torch.randn(spec.batch_size, 3, 32, 32),)
+'''
+REFUSE = """
+    if spec.channels_last:
+        raise RuntimeError("this model has no channels-last kernels")
+"""
+
+
+def conv_workload(folder: Path, name: str, refuse: bool = False) -> Path:
+    path = folder / f"{name}.py"
+    what = ", whose build refuses channels-last" if refuse else ""
+    path.write_text(CONV.format(what=what, refuse=REFUSE if refuse else ""), encoding="utf-8")
+    return path
+
+
+def trials_rows(db: Path) -> list[dict]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute("select * from tune_trials order by tuning, seq")]
+    finally:
+        con.close()
+
+
+def state(db: Path) -> tuple:
+    """What a failed tune must leave as it was: every run (id, name, status, kernel count,
+    kernel rows) and the tune_trials rows."""
+    con = sqlite3.connect(db)
+    try:
+        runs = con.execute("select id, name, status, kernel_count from runs order by id").fetchall()
+        kernels = con.execute("select count(*) from kernels").fetchone()[0]
+    finally:
+        con.close()
+    return runs, kernels, len(trials_rows(db))
+
+
+def compiler() -> bool:
+    from profkit import benchmark
+
+    return benchmark.compiler("cpu") is not None
+
+
+# ------------------------------------------------------------------------------ which fixes
+def signals(**changed):
+    from profkit.tuning import Signals
+
+    base = dict(
+        device="cpu",
+        program=False,
+        half=False,
+        eager=True,
+        options={},
+        matrix_fp32_pct=60.0,
+        conv_pct=40.0,
+        optimizer=False,
+        fused_optimizer=False,
+        findings={},
+    )
+    return Signals(**{**base, **changed})
+
+
+def called(s, monkeypatch, has_compiler: bool = True) -> list[str]:
+    from profkit import benchmark, tuning
+
+    monkeypatch.setattr(benchmark, "compiler", lambda device: "cc" if has_compiler else None)
+    return [c.fix.id for c in tuning.candidates(s)]
+
+
+def test_a_cpu_run_calls_for_the_fixes_a_cpu_takes(monkeypatch):
+    assert called(signals(), monkeypatch) == ["amp", "channels_last", "compile"]
+    assert called(signals(), monkeypatch, has_compiler=False) == ["amp", "channels_last"]
+    # Already applied, or nothing for them to act on: not called for.
+    done = signals(half=True, eager=False, options={"channels_last": True})
+    assert called(done, monkeypatch) == []
+    assert called(signals(matrix_fp32_pct=0.0, conv_pct=0.0), monkeypatch) == ["compile"]
+    # GPU-only fixes stay off a CPU, whatever calls for them.
+    cpu = signals(optimizer=True, findings={"tf32_left_off": None, "launch_bound": None})
+    assert not {"tf32", "cudnn_benchmark", "fused_optimizer", "compile_reduce_overhead"} & set(
+        called(cpu, monkeypatch)
+    )
+
+
+def test_a_gpu_run_calls_for_its_fixes_by_findings_and_settings(monkeypatch):
+    from profkit import tuning
+
+    gpu = signals(device="cuda", optimizer=True, findings={"tf32_left_off": None})
+    assert called(gpu, monkeypatch) == [
+        "tf32",
+        "amp",
+        "channels_last",
+        "cudnn_benchmark",
+        "compile",
+        "fused_optimizer",
+    ]
+    by_id = {c.fix.id: c for c in tuning.candidates(gpu)}
+    assert by_id["tf32"].findings == ["tf32_left_off"] and by_id["channels_last"].findings == []
+    # The run's own switches, a fused optimizer already, half precision: not called for again.
+    done = signals(
+        device="cuda",
+        optimizer=True,
+        fused_optimizer=True,
+        half=True,
+        options={"tf32": True, "cudnn_benchmark": True},
+        findings={"tf32_left_off": None},
+    )
+    assert called(done, monkeypatch) == ["channels_last", "compile"]
+    launch_bound = signals(
+        device="cuda", matrix_fp32_pct=0, conv_pct=0, findings={"launch_bound": None}
+    )
+    assert called(launch_bound, monkeypatch) == ["compile", "compile_reduce_overhead"]
+
+
+def test_a_finding_no_fix_answers_calls_for_nothing(monkeypatch):
+    from profkit import tuning
+
+    answered = {f for fix in tuning.fix_rules().values() for f in fix.findings}
+    assert "cpu_slow_fallback" not in answered
+    s = signals(
+        half=True,
+        eager=False,
+        options={"channels_last": True},
+        findings={"cpu_slow_fallback": None},
+    )
+    assert called(s, monkeypatch) == []
+
+
+def test_every_fix_names_conditions_tuning_checks():
+    from profkit import tuning
+
+    fixes = tuning.fix_rules()
+    assert {"tf32", "amp", "channels_last", "compile", "fused_optimizer"} <= set(fixes)
+    for fix in fixes.values():
+        assert set(fix.when) | set(fix.requires) <= set(tuning.CONDITIONS), fix.id
+        assert fix.how in ("switch", "option", "code") and fix.code, fix.id
+        assert (fix.how == "code") == (fix.estimate_share is not None), fix.id
+
+
+# ------------------------------------------------------------------------------ verdicts, rank
+def trial(verdict="no gain", **figures):
+    from profkit.records import TuneTrial
+
+    return TuneTrial(["x"], "x", verdict, **figures)
+
+
+def verdict(t, base, drift=0.0):
+    from profkit.tuning import judge
+
+    return judge(t, base, drift, 1.0).verdict
+
+
+def test_a_gain_is_beyond_both_spreads_with_outputs_that_agree():
+
+    base = trial("baseline", median_ms=10.0, spread_ms=0.2)
+    gain = trial(median_ms=8.0, spread_ms=0.3, saving_ms=2.0, saving_pct=20.0, agreement="agree")
+    assert verdict(gain, base) == "gain"
+    # Within the two spreads together (0.2 + 0.3): no gain, however many per cent.
+    noisy = trial(median_ms=9.6, spread_ms=0.3, saving_ms=0.4, saving_pct=4.0, agreement="agree")
+    assert verdict(noisy, base) == "no gain"
+    slower = trial(median_ms=12.0, spread_ms=0.1, saving_ms=-2.0, saving_pct=-20.0)
+    assert verdict(slower, base) == "no gain"
+    # Below min_gain_pct (1%) though beyond a tiny spread.
+    tight = trial("baseline", median_ms=10.0, spread_ms=0.0)
+    tiny = trial(median_ms=9.95, spread_ms=0.0, saving_ms=0.05, saving_pct=0.5, agreement="agree")
+    assert verdict(tiny, tight) == "no gain"
+    # Faster but with outputs beyond the tolerance: never ranked as a gain.
+    wrong = trial(
+        median_ms=5.0, spread_ms=0.1, saving_ms=5.0, saving_pct=50.0, agreement="disagree"
+    )
+    assert verdict(wrong, base) == "outputs disagree"
+    # Nothing to compare: judged on time alone.
+    na = trial(median_ms=8.0, spread_ms=0.1, saving_ms=2.0, saving_pct=20.0, agreement="n/a: x")
+    assert verdict(na, base) == "gain"
+    # The baseline's drift between its first and last timing counts as noise too.
+    assert verdict(gain, base, drift=1.6) == "no gain"
+    # The saving is the baseline's median less the trial's, whatever the trial said.
+    assert judge_saving(trial(median_ms=7.5, spread_ms=0.1), base) == (2.5, 25.0)
+
+
+def judge_saving(t, base):
+    from profkit.tuning import judge
+
+    judged = judge(t, base, 0.0, 1.0)
+    return judged.saving_ms, judged.saving_pct
+
+
+def test_rank_puts_gains_by_saving_then_estimates_then_the_rest():
+    from profkit.tuning import rank
+
+    trials = [
+        trial("failed", note="boom"),
+        trial("no gain", saving_ms=-1.0),
+        trial("gain", saving_ms=1.0),
+        trial("estimate", estimate_ms=0.5),
+        trial("not tried", note="why"),
+        trial("outputs disagree", saving_ms=5.0),
+        trial("gain", saving_ms=3.0),
+        trial("estimate", estimate_ms=2.0),
+    ]
+    ranked = rank(trials)
+    assert [(t.verdict, t.saving_ms or t.estimate_ms) for t in ranked] == [
+        ("gain", 3.0),
+        ("gain", 1.0),
+        ("estimate", 2.0),
+        ("estimate", 0.5),
+        ("no gain", -1.0),
+        ("outputs disagree", 5.0),
+        ("failed", None),
+        ("not tried", None),
+    ]
+
+
+@needs_torch
+def test_outputs_agree_within_the_tolerance_of_their_precision(tmp_path):
+    import torch
+
+    from profkit.tuning import _agree
+
+    base = torch.linspace(-2.0, 2.0, 40).reshape(4, 10)
+    paths = {}
+    for name, value in {
+        "base": base,
+        "close": base + 1e-4,
+        "far": base + 0.5,
+        "shape": base[:2],
+    }.items():
+        paths[name] = tmp_path / f"{name}.pt"
+        torch.save(value, paths[name])
+    fp32 = trial(tolerance=1e-3)
+    close = _agree(fp32, paths["close"], paths["base"], None)
+    assert close.agreement == "agree" and close.rel_diff == pytest.approx(5e-5, rel=0.05)
+    assert close.top1_agreement == 1.0 and close.max_abs_diff == pytest.approx(1e-4, rel=0.05)
+    assert _agree(fp32, paths["far"], paths["base"], None).agreement == "disagree"
+    assert _agree(trial(tolerance=0.5), paths["far"], paths["base"], None).agreement == "agree"
+    shape = _agree(fp32, paths["shape"], paths["base"], None)
+    assert shape.agreement.startswith("n/a: output shape") and "the baseline's" in shape.agreement
+    assert _agree(fp32, None, paths["base"], None).agreement.startswith("n/a")
+
+
+# ------------------------------------------------------------------------------ bad input
+@pytest.fixture
+def imported(db):
+    """A database holding an imported capture (a CPU resnet18's Kineto trace)."""
+    r = cli("import", DATA / "torch" / "cpu_resnet18_fp32.json.gz", "--name", "imported", db=db)
+    assert r.exit_code == 0, r.output
+    return db
+
+
+def test_nothing_to_tune_is_one_line(imported):
+    before = state(imported)
+    one_line_error(cli("tune", db=imported), "nothing to tune", code=2)
+    assert state(imported) == before
+
+
+def test_a_missing_run_is_one_line(imported):
+    before = state(imported)
+    r = cli("tune", "--run", "nope", db=imported)
+    assert r.exit_code != 0 and "nope" in r.stderr
+    one_line_error(r, "nope", code=r.exit_code)
+    assert state(imported) == before
+
+
+def test_run_options_with_a_stored_run_are_one_line(imported):
+    before = state(imported)
+    r = cli("tune", "--run", "imported", "--precision", "fp16", "--channels-last", db=imported)
+    one_line_error(r, "--run starts from a stored run", code=r.exit_code)
+    assert r.exit_code != 0 and "--precision" in r.stderr and "--channels-last" in r.stderr
+    r = cli("--db", imported, "tune", "--run", "imported", "--", "python", "x.py")
+    one_line_error(r, "give no program", code=r.exit_code)
+    assert r.exit_code != 0
+    assert state(imported) == before
+
+
+@needs_torch
+def test_an_imported_capture_cannot_be_tuned(imported):
+    before = state(imported)
+    r = cli("tune", "--run", "imported", *CPU[2:], db=imported)
+    one_line_error(r, "was imported, not run by profkit", code=r.exit_code)
+    assert r.exit_code != 0
+    assert state(imported) == before
+
+
+RUNS_ONCE = """\
+import os, sys
+import torch
+
+if os.path.exists("started"):
+    sys.exit("this script ran already: remove ./started to run it again")
+open("started", "w").close()
+model = torch.nn.Linear(16, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(20):
+    optimizer.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    optimizer.step()
+"""
+
+
+@needs_torch
+def test_a_program_that_cannot_be_rerun_leaves_its_run_intact(tmp_path, monkeypatch, db):
+    import profkit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "once.py").write_text(RUNS_ONCE, encoding="utf-8")
+    run = profkit.profile(
+        program=["python", "once.py"], device="cpu", iters=2, warmup=1, db=db, name="once"
+    )
+    assert run.kernel_count and (tmp_path / "started").exists()
+    before = state(db)
+    r = cli("tune", "--run", "once", *CPU[2:], db=db)
+    one_line_error(r, "the baseline of python once.py failed", code=r.exit_code)
+    assert r.exit_code != 0 and "exit status 1" in r.stderr
+    assert state(db) == before and trials_rows(db) == []
+    # Its script gone: refused before anything runs.
+    (tmp_path / "once.py").unlink()
+    r = cli("tune", "--run", "once", *CPU[2:], db=db)
+    one_line_error(r, "once.py", code=r.exit_code)
+    assert r.exit_code != 0
+    assert state(db) == before
+    assert profkit.open_db(db).run("once").tunings() == []
+
+
+@needs_torch
+def test_a_run_of_a_workload_file_needs_its_file(tmp_path, db):
+    """A run of a workload file names the workload only: tune --run asks for the file, and with
+    it, tries the fixes (a run whose settings call for none: the baseline alone)."""
+    import profkit
+
+    path = conv_workload(tmp_path, "small_cnn")
+    profkit.profile(
+        str(path),
+        device="cpu",
+        precision="fp32",
+        mode="torchscript",
+        channels_last=True,
+        batch_size=2,
+        iters=2,
+        warmup=1,
+        db=db,
+        name="cnn",
+    )
+    before = state(db)
+    r = cli("tune", "--run", "cnn", *CPU[2:], db=db)
+    one_line_error(r, "which is no built-in: give its file", code=r.exit_code)
+    assert state(db) == before
+    r = cli("tune", "resnet18", "--run", "cnn", *CPU[2:], db=db)
+    one_line_error(r, "is of workload small_cnn, not resnet18", code=r.exit_code)
+    assert state(db) == before
+
+
+@needs_torch
+def test_a_finding_no_fix_answers_gives_a_tuning_not_an_error(tmp_path, db):
+    """fp16 convolutions on a CPU without fp16 kernels take PyTorch's slow fallback
+    (cpu_slow_fallback), which no [[fix]] answers; channels-last on, TorchScript and fp16 leave
+    nothing else to try: the tuning holds the baseline alone."""
+    import profkit
+    from profkit import tuning
+
+    path = conv_workload(tmp_path, "small_cnn")
+    done = profkit.tune(
+        str(path),
+        device="cpu",
+        precision="fp16",
+        mode="torchscript",
+        channels_last=True,
+        batch_size=2,
+        iters=3,
+        warmup=1,
+        db=db,
+    )
+    run = profkit.open_db(db).run(done.run)
+    found = {f.id for f in run.findings()}
+    if "cpu_slow_fallback" not in found:
+        pytest.skip("this CPU has fast fp16 convolutions: no finding without a fix to test")
+    answered = {f for fix in tuning.fix_rules().values() for f in fix.findings}
+    assert found and not found & answered
+    assert done.trials == [] and done.best is None
+    assert done.baseline.verdict == "baseline" and done.baseline.median_ms > 0
+    assert [t.to_dict() for t in run.tunings()] == [done.to_dict()]
+    assert len(trials_rows(db)) == 1
+
+
+@needs_torch
+def test_a_failing_trial_is_shown_failed_while_the_others_go_on(tmp_path, db):
+    path = conv_workload(tmp_path, "no_channels_last", refuse=True)
+    r = cli(
+        "tune",
+        path,
+        "--mode",
+        "torchscript",
+        "--batch-size",
+        "2",
+        *CPU,
+        db=db,
+    )
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    import profkit
+
+    run = profkit.open_db(db).run("no_channels_last-fp32-torchscript-cpu")
+    (tuned,) = run.tunings()
+    by_fix = {tuple(t.fixes): t for t in tuned.trials}
+    failed = by_fix[("channels_last",)]
+    assert failed.verdict == "failed" and failed.median_ms is None
+    assert "this model has no channels-last kernels" in failed.note
+    assert "\n" not in failed.note
+    amp = by_fix[("amp",)]
+    assert amp.measured and amp.verdict in VERDICTS - {"failed", "not tried"}
+    assert amp.agreement in ("agree", "disagree")
+    assert tuned.trials.index(failed) > tuned.trials.index(amp)  # ranked after what was measured
+    lines = r.stdout.splitlines()
+    assert any("channels-last" in line and "failed" in line for line in lines), r.stdout
+    assert "this model has no channels-last kernels" in " ".join(r.stdout.split())
+
+
+# ------------------------------------------------------------------------------ real tunings
+@pytest.mark.slow
+@needs_torch
+def test_a_built_in_is_tuned_on_the_cpu_stored_and_ranked(tmp_path):
+    """resnet18 tuned on the CPU through the library (profiled first), then again from its
+    stored run through the command. One test, so that one process tunes it (about 90 s)."""
+    import profkit
+
+    db = tmp_path / "p.db"
+    done = profkit.tune("resnet18", device="cpu", batch_size=1, iters=3, warmup=1, db=db)
+    assert done.target == "resnet18" and done.device == "cpu"
+    assert (done.iters, done.warmup) == (3, 1)
+    assert done.baseline.verdict == "baseline" and done.baseline.median_ms > 0
+    assert len(done.baseline.iter_ns) == 3
+    tried = {tuple(t.fixes): t for t in done.trials}
+    expected = [("channels_last",), ("amp",)] + ([("compile",)] if compiler() else [])
+    for fixes in expected:
+        t = tried[fixes]
+        assert t.verdict in VERDICTS - {"not tried", "failed", "estimate"}, t
+        assert t.measured and len(t.iter_ns) == 3 and t.spread_ms is not None
+        assert t.saving_ms == pytest.approx(done.baseline.median_ms - t.median_ms, abs=1e-5)
+        # Outputs compared: resnet18's logits, within its precision's tolerance.
+        assert t.agreement == "agree" and t.rel_diff is not None and t.top1_agreement is not None
+        assert t.rel_diff <= t.tolerance and t.code
+    assert tried[("amp",)].tolerance == 5e-2 and tried[("channels_last",)].tolerance == 1e-3
+    assert tried[("amp",)].code[0].startswith('with torch.autocast("cpu", dtype=torch.bfloat16)')
+    assert not {f for t in done.trials for f in t.fixes} & {"tf32", "cudnn_benchmark"}
+    # Ranked: gains first, by saving; best is the first gain.
+    gains = [t for t in done.trials if t.verdict == "gain"]
+    assert done.trials[: len(gains)] == gains
+    assert [t.saving_ms for t in gains] == sorted((t.saving_ms for t in gains), reverse=True)
+    assert done.best == (gains[0] if gains else None)
+
+    # Again from the stored run, through the command: the ranked table.
+    again = cli("tune", "--run", done.run, *CPU[2:], db=db)
+    assert again.exit_code == 0, again.output
+    run = profkit.open_db(db).run(done.run)
+    stored = run.tunings()
+    assert len(stored) == 2 and stored[0].to_dict() == done.to_dict()
+    rows = trials_rows(db)
+    assert [r["tuning"] for r in rows] == [1] * (1 + len(done.trials)) + [2] * (
+        1 + len(stored[1].trials)
+    )
+    assert all(r["run_id"] == run.id for r in rows)
+    assert [r["seq"] for r in rows if r["tuning"] == 1] == list(range(1 + len(done.trials)))
+    out, words = again.stdout, " ".join(again.stdout.split())
+    assert f"resnet18 (run {done.run}) on the CPU: 3 timed steps after 1" in words
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("#"))
+    assert lines[at].split()[:4] == ["#", "fix", "step", "saves"] and "verdict" in lines[at]
+    table = []  # the rows, numbered 1, 2, ... under the header (a wrapped line below is not one)
+    for line in lines[at + 1 :]:
+        if not re.match(rf"{len(table) + 1}\s", line):
+            break
+        table.append(line)
+    assert len(table) == len(stored[1].trials), out
+    for line, t in zip(table, stored[1].trials):
+        assert t.verdict in line, (line, t)
+    best = stored[1].best
+    if best is None:
+        assert "no fix profkit tried gains" in words
+    else:
+        assert f"do this first: {best.title}" in words and best.code[0].strip() in out
+
+    if not compiler():
+        pytest.skip("no C++ compiler: torch.compile cannot run on this CPU, so it was not tried")
+    (t,) = [t for t in done.trials if t.fixes == ["compile"]]
+    assert t.code == ["model = torch.compile(model)"]
+
+
+@pytest.mark.slow
+@needs_torch
+def test_a_training_script_is_tuned_from_outside_its_code(tmp_path, monkeypatch, db):
+    import profkit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    r = cli("--db", db, "tune", *CPU, "--", "python", "train.py")  # --db before the program
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    (run,) = [profkit.open_db(db).run(n) for n in profkit.open_db(db).runs()["name"]]
+    assert run.info.program is not None
+    (tuned,) = run.tunings()
+    assert tuned.target == "python train.py" and tuned.device == "cpu"
+    tried = {tuple(t.fixes): t for t in tuned.trials}
+    expected = [("channels_last",), ("amp",)] + ([("compile",)] if compiler() else [])
+    for fixes in expected:
+        t = tried[fixes]
+        assert t.measured and t.verdict in VERDICTS - {"not tried", "failed", "estimate"}, t
+        # Applied to its model from outside (the first module with parameters it calls), and
+        # its model's output at the first timed step compared with the baseline's.
+        assert not t.note or "called no module" not in t.note, t.note
+        assert t.agreement == "agree", t
+        assert t.code
+    assert tried[("amp",)].rel_diff > 0 and tried[("channels_last",)].rel_diff < 1e-3
+    # On the CPU its AdamW cannot be fused: not tried.
+    assert ("fused_optimizer",) not in tried
+    # torch.compile compiles at the model's second call, in a warm-up step for every trial.
+    if compiler():
+        assert tuned.warmup == 2 and len(tried[("compile",)].iter_ns) == 3
+        assert max(tried[("compile",)].iter_ns) < 100 * tuned.baseline.median_ms * 1e6
+    words = " ".join(r.stdout.split())
+    assert "python train.py (run" in words and "autocast" in words
+
+
+# A script with no nn.Module: functional convolutions on raw tensors, an optimizer over them.
+NO_MODULE = """\
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+weight = torch.randn(16, 3, 3, 3, requires_grad=True)
+head = torch.randn(16, 10, requires_grad=True)
+optimizer = torch.optim.SGD([weight, head], lr=0.01)
+for step in range(40):
+    images = torch.randn(8, 3, 32, 32)
+    features = F.relu(F.conv2d(images, weight, padding=1)).mean((2, 3))
+    loss = (features @ head).square().mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@needs_torch
+def test_a_script_with_no_module_gets_its_model_fixes_not_tried(tmp_path, monkeypatch, db):
+    """Channels-last, autocast and torch.compile act on a program's model: a script that calls
+    no module with parameters has none, so each is "not tried", saying why, never a gain."""
+    import profkit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "functional.py").write_text(NO_MODULE, encoding="utf-8")
+    done = profkit.tune(program=["python", "functional.py"], device="cpu", iters=3, warmup=1, db=db)
+    assert done.trials, "a convolution-heavy fp32 eager run calls for fixes"
+    for t in done.trials:
+        assert t.verdict == "not tried" and "called no module with parameters" in t.note, t
+    assert done.best is None
+    assert done.baseline.agreement is None and "no model output" in done.baseline.note
