@@ -30,6 +30,7 @@ The tuning is stored with the run (``tune_trials``) in one transaction at the en
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import tempfile
@@ -383,7 +384,12 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
     o = p.base.options
     cfg = settings()
     todo = [c for c in p.candidates if c.fix.how in TRIED_HOWS]
-    with tempfile.TemporaryDirectory(prefix="profkit-tune-") as tmp:
+    kept = _trials_folder(store, p.run)
+    with (
+        contextlib.nullcontext(str(kept))
+        if kept is not None
+        else tempfile.TemporaryDirectory(prefix="profkit-tune-")
+    ) as tmp:
         total = len(todo) + 1
         progress.stage(
             f"{p.target}: the baseline (1 of {total}), {o.warmup} warm-up and {o.iters} timed steps"
@@ -463,6 +469,22 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
     )
     progress.stage("storing")
     return store.add_tuning(tuning)
+
+
+def _trials_folder(store: Store, run: RunRecord) -> Path | None:
+    """Where the trials' processes keep their files (job, log, output) for the user to read:
+    ``tune-N`` in the run's own folder, or None (a temporary folder) where it has none."""
+    try:
+        folder = store.run_folder(run)
+        if not folder.is_dir():
+            return None
+        n = 1 + sum(1 for f in folder.iterdir() if f.name.startswith("tune-"))
+        while (folder / f"tune-{n}").exists():
+            n += 1
+        (folder / f"tune-{n}").mkdir()
+        return folder / f"tune-{n}"
+    except (OSError, ProfkitError):
+        return None
 
 
 def judge(trial: TuneTrial, baseline: TuneTrial, drift_ms: float, min_gain_pct: float) -> TuneTrial:

@@ -192,8 +192,24 @@ class ModelFixes:
             kwargs = {k: _channels_last(v, torch) for k, v in kwargs.items()}
         if "amp" in self.fixes:
             with torch.autocast(self.device, dtype=torch.bfloat16):
-                return self._inner(*args, **kwargs)
+                output = self._inner(*args, **kwargs)
+            return _as_float(output, torch)
         return self._inner(*args, **kwargs)
+
+
+def _as_float(output: Any, torch: Any) -> Any:
+    """The model's bf16 outputs made fp32 again, as its caller had them: the code around the
+    model (a loss such as binary_cross_entropy, which autocast would have run in fp32, a
+    comparison with fp32 labels) runs outside the autocast profkit put around the model only."""
+    from torch.utils import _pytree
+
+    def cast(t: Any) -> Any:
+        return t.float() if t.dtype == torch.bfloat16 else t
+
+    try:
+        return _pytree.tree_map_only(torch.Tensor, cast, output)
+    except Exception:  # a structure pytree cannot take apart: as it is
+        return output
 
 
 def _channels_last(t: Any, torch: Any) -> Any:
