@@ -12,15 +12,18 @@ applied (``how``), the lines of code that apply it and the precision its outputs
   times a combination (``benchmark.measure``): ``warmup`` steps, then ``iters`` steps timed one
   by one (CUDA events on a GPU for a workload, the step's wall time to a device sync for a
   program, ``perf_counter_ns`` on the CPU), median and spread. The baseline is the run's own
-  setting, timed the same way first. A workload's fix is a run option (``applies``: the same
+  setting, timed the same way first and again last (how far its two medians are apart counts
+  as noise). A workload's fix is a run option (``applies``: the same
   setting ``profkit bench`` measures with that option); a program's is applied from outside
   its code (``process.fixes``): TF32, fused optimizers and cuDNN's autotuning in its process,
   channels-last, bf16 autocast and torch.compile on its model (the first module with
   parameters it calls at the top).
-- **Outputs**: a workload's model output of its last timed step, a program's model output of
-  its first timed step, each against the baseline's (seeded alike), held to the tolerance of
+- **Outputs**: a workload's model output of its last timed step, a program's model output on
+  its first call (run once more the fixed way, in eval mode: ``process.fixes.ModelFixes``),
+  each against the baseline's (seeded alike), held to the tolerance of
   the precision the trial computes in (``[tune.tolerance]``).
-- **Verdicts**: a trial gains where it saves more than both spreads together and at least
+- **Verdicts** (:func:`judge`): a trial gains where it saves more than both spreads and the
+  baseline's drift together and at least
   ``min_gain_pct``, with outputs that agree; fixes that each gain are tried together too. A fix
   that needs the user's code (``how = "code"``) gets an estimate from its finding's time, shown
   as one, never measured.
