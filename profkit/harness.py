@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .files import write_new
 from .options import Spec
@@ -53,9 +53,6 @@ from .process.job import HarnessJob, start
 from .process.job import StepLaunches as StepLaunches  # here for harness.StepLaunches
 from .process.record import countable, recorder
 from .records import HarnessInfo
-
-if TYPE_CHECKING:
-    pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -518,6 +518,7 @@ def _program_said(
     said: dict[str, object] = {
         "argv": list(req.program.argv),
         "cwd": os.getcwd(),
+        "step": o.step,  # as asked (--step): what a re-run of it (profkit tune) asks again
         "steps": dict(steps),
         "ended": ended,
     }

@@ -117,9 +117,6 @@ NAME_PARTS = {
     "tf32": "tf32",
     "fused_optimizer": "fusedopt",
 }
-# Switches profkit applies in the workload's process itself, whatever the workload builds: a
-# workload that builds its own step need not declare them (``workloads.check_step_options``).
-PROCESS_SWITCHES = ("tf32", "fused_optimizer", "cudnn_benchmark")
 
 # profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
 # and small enough on the CPU that a 3 x 3 grid of a torchvision model takes minutes, not hours.

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import UsageError
 from .process.common import error_line, fail, gpu_lock, machine, release_gpu_lock
-from .process.fixes import ModelFixes, apply_switches
+from .process.fixes import ModelFixes, apply_switches, replaying
 from .process.job import HarnessJob, StepLaunches, start
 from .process.record import Recorder, countable, recorder
 
@@ -340,7 +340,9 @@ class StepClock:
 
     # ------------------------------------------------------------------ modules
     def _fwd_pre(self, module: Any, args: Any) -> None:
-        if self.torch.compiler.is_compiling():  # inside a compiled region: traced as nothing
+        if (
+            self.torch.compiler.is_compiling() or replaying()
+        ):  # traced as nothing; not the program's
             return
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
@@ -376,7 +378,7 @@ class StepClock:
             self._step()  # its call begins a step: the one before has ended
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if self.torch.compiler.is_compiling():
+        if self.torch.compiler.is_compiling() or replaying():
             return
         self._local.depth = max(0, getattr(self._local, "depth", 1) - 1)
 

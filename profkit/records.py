@@ -720,7 +720,7 @@ class TuneTrial:
     ``BenchRow``'s (median and spread of the timed steps); savings are the baseline's median
     less this one's.
 
-    ``verdict``: ``baseline``; ``gain`` (it saves more than both spreads together, and outputs
+    ``verdict``: ``baseline``; ``gain`` (it saves more than both spreads and the baseline's drift together, and outputs
     agree); ``no gain``; ``outputs disagree`` (beyond ``tolerance``); ``failed`` (``note`` says
     why); ``not tried`` (it cannot be applied here: ``note`` says why); ``estimate`` (it needs
     the user's code: ``estimate_ms`` is an estimate, never a measurement)."""

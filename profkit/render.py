@@ -1873,6 +1873,8 @@ TUNE_CSV_FIELDS = (
 def _tune_saving(t: TuneTrial) -> str:
     if t.verdict == "estimate":
         return "-" if t.estimate_pct is None else f"≤{t.estimate_pct:.0f}% (est.)"
+    if t.verdict == "not tried" and t.estimate_pct is not None:
+        return f"({t.estimate_pct:.0f}% of time)"  # what its findings cover: not a saving
     if t.saving_pct is None:
         return "-"
     return f"{t.saving_pct:.1f}%"  # negative: the step took longer
@@ -1939,6 +1941,11 @@ def tuning(t: Tuning, fmt: str, wide: bool = False) -> None:
         )
     print_table(c, cols, body)
     best = t.best
+    others = [
+        (i, r)
+        for i, r in enumerate(t.trials, start=1)
+        if r.verdict in ("gain", "estimate") and r.code and r is not best
+    ]
     if best is not None:
         c.print(
             Text(
@@ -1947,13 +1954,16 @@ def tuning(t: Tuning, fmt: str, wide: bool = False) -> None:
                 + ":"
             )
         )
+        for code_line in best.code:
+            c.print(Text(f"    {code_line}"))
     else:
         c.print(Text("no fix profkit tried gains beyond the steps' spread"))
-    for i, r in enumerate(t.trials, start=1):
-        if r.verdict in ("gain", "estimate") and r.code:
-            c.print(Text(f"  {i}. {r.title}:"))
-            for code_line in r.code:
-                c.print(Text(f"       {code_line}"))
+    if others:
+        c.print(Text("the other gains and estimates:" if best else "the estimates:"))
+    for i, r in others:
+        c.print(Text(f"  {i}. {r.title}:"))
+        for code_line in r.code:
+            c.print(Text(f"       {code_line}"))
     for i, r in enumerate(t.trials, start=1):
         if r.note and r.verdict != "estimate":
             hanging(c, f"{i}. {r.title}: ", r.note)

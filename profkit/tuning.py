@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from . import benchmark, workloads
+from .analyze.matrix import MATRIX_FAMILIES as MATRIX
 from .classify import RULES_PATH
-from .errors import ProfkitError, UsageError, require_int
+from .errors import ProfkitError, UsageError, WorkloadError, require_int
 from .ingest import now
 from .launch import Progress, RunRequest
 from .options import RunOptions
@@ -53,7 +54,6 @@ from .records import RunRecord, TuneTrial, Tuning
 from .store import Store
 
 TRIED_HOWS = ("switch", "option")
-MATRIX = ("gemm", "conv", "attention")  # the kernel families of matrix work
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,7 @@ def _cond(s: Signals, name: str) -> bool:
 
 
 RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")
+PROGRAM_SWITCHES = ("tf32", "fused_optimizer")  # the switches a program's run takes
 CONDITIONS = (
     "cuda",
     "cpu",
@@ -272,10 +273,22 @@ def plan(
                 f"run {run.name}'s program ran in {cwd}: tune it from there (its paths are that folder's)"
             )
         program = resolve(list(argv), Path.cwd())
+        if (run.info.world_size or 1) > 1:
+            raise UsageError(
+                f"run {run.name} ran {run.info.world_size} ranks: tune times one process's steps",
+                "Tune the script run as one process (profkit run -- python train.py ...).",
+            )
+        # The way its steps were asked for (--step), else the way they were found; and the
+        # process switches it ran with (--tf32, --fused-optimizer): its own setting.
         by = ((program_info.get("steps") or {}).get("by")) or "auto"
-        step = by if by in ("optimizer", "forward", "backward", "marker") else "auto"
+        step = program_info.get("step") or (
+            by if by in ("optimizer", "forward", "backward", "marker") else "auto"
+        )
+        own: dict[str, Any] = {
+            k: True for k, on in (run.info.options or {}).items() if on and k in PROGRAM_SWITCHES
+        }
         options = RunOptions(
-            device=device, iters=iters, warmup=warmup, step=step, timeout_s=timeout_s
+            device=device, iters=iters, warmup=warmup, step=step, timeout_s=timeout_s, **own
         )
         base = RunRequest("", options, program=program)
         name, path = program.name, Path(program.script or Path.cwd())
@@ -359,7 +372,12 @@ def _tolerance(p: TunePlan, fixes: Sequence[Fix]) -> float:
     half = "fp16" if device == "cuda" and not p.program else "bf16"
     names = ["fp32"]
     if p.signals.half:
-        names.append(half if p.program else (p.run.precision or half))
+        own = p.run.precision if p.run.precision in ("fp16", "bf16") else half
+        names.append(half if p.program else own)
+    if device == "cuda" and (p.signals.conv_pct > 0 or p.signals.options.get("tf32")):
+        # cuDNN runs fp32 convolutions in TF32 by default: another algorithm or layout of them
+        # differs as TF32 does.
+        names.append("tf32")
     for f in fixes:
         if f.tolerance:
             names.append(half if f.tolerance == "half" else f.tolerance)
@@ -399,7 +417,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
         )
         row, info, base_out = _measure(p, p.base, [], Path(tmp) / "baseline", progress)
         if row.status != "ok":
-            raise UsageError(
+            raise WorkloadError(
                 f"the baseline of {p.target} failed, so nothing can be compared with it: {row.error}"
             )
         base_stats = benchmark.stats(row.iter_ns)
@@ -420,14 +438,28 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             title = " + ".join(f.title for f in fixes)
             code = [line for f in fixes for line in f.code_for(p.program, o.device)]
             req = _trial_request(p, fixes)
-            base_trial = TuneTrial([f.id for f in fixes], title, "not tried", answered, code)
+            # Not tried (it cannot be applied here): the share of the run's time the findings
+            # it answers cover, as what is at stake.
+            shares = [
+                p.signals.findings[f].share_pct
+                for f in answered
+                if p.signals.findings[f].share_pct is not None
+            ]
+            base_trial = TuneTrial(
+                [f.id for f in fixes],
+                title,
+                "not tried",
+                answered,
+                code,
+                estimate_pct=max(shares) if shares else None,
+            )
             if isinstance(req, str):
                 return replace(base_trial, note=req)
             progress.stage(f"{p.target}: {title} ({i} of {n})")
             folder = Path(tmp) / f"trial{i}"
             r, tinfo, out = _measure(p, req, fixes, folder, progress)
             if r.status != "ok":
-                return replace(base_trial, verdict="failed", note=r.error)
+                return replace(base_trial, verdict="failed", note=r.error, estimate_pct=None)
             missing = _not_applied(p, fixes, tinfo)
             if missing:
                 return replace(base_trial, note=missing)
@@ -458,6 +490,11 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             if again.status == "ok":
                 baseline, drift = _both(baseline, row.iter_ns, again.iter_ns)
                 trials = [judge(t, baseline, drift, cfg["min_gain_pct"]) for t in trials]
+            else:
+                text = (
+                    f"its second timing, after the trials, failed ({again.error}): no drift known"
+                )
+                baseline = replace(baseline, note="; ".join(n for n in (baseline.note, text) if n))
     trials += _estimates(p, baseline)
     tuning = Tuning(
         run=p.run.name,
@@ -571,7 +608,24 @@ def _output_note(info: Mapping[str, Any], out: Path | None, p: TunePlan) -> str 
 def _agree(trial: TuneTrial, out: Path | None, base: Path | None, p: TunePlan) -> TuneTrial:
     if out is None or base is None:
         return replace(trial, agreement="n/a: no model output to compare")
-    output, reference = benchmark.load(out), benchmark.load(base)
+    try:
+        output, reference = benchmark.load(out), benchmark.load(base)
+    except Exception as exc:  # a file the trial's process left unreadable
+        return replace(trial, agreement=f"n/a: its output could not be read ({type(exc).__name__})")
+    import torch
+
+    if not bool(torch.isfinite(reference).all()):
+        return replace(trial, agreement="n/a: the baseline's output holds NaN or infinity")
+    if tuple(output.shape) != tuple(reference.shape) or not bool(torch.isfinite(output).all()):
+        # The fix changed what the model computes: never a gain, whatever it saves.
+        what = (
+            f"its output's shape {tuple(output.shape)} is not the baseline's {tuple(reference.shape)}"
+            if tuple(output.shape) != tuple(reference.shape)
+            else "its output holds NaN or infinity where the baseline's does not"
+        )
+        return replace(
+            trial, agreement="disagree", note="; ".join(n for n in (trial.note, what) if n)
+        )
     diff, top1, note = benchmark.agreement(output, reference)
     if diff is None:
         return replace(trial, agreement=(note or "n/a").replace("fp32 eager's", "the baseline's"))
@@ -588,16 +642,22 @@ def _agree(trial: TuneTrial, out: Path | None, base: Path | None, p: TunePlan) -
 
 
 def _estimates(p: TunePlan, baseline: TuneTrial) -> list[TuneTrial]:
-    """The fixes that need the user's code, with what the findings say they could save; and the
-    fixes called for that could not be tried (their findings' share of the time)."""
+    """The fixes that need the user's code, with what the findings say they could save a step:
+    their time per profiled step (a timeline finding's shrunk by how much the profiler stretched
+    the step: ``findings.stretch``) times the fix's ``estimate_share``, at most the step."""
+    from .analyze.findings import TIMELINE, stretch
+
     out = []
     run = p.run
     iters = max(1, run.iters or 1) * max(1, run.info.world_size or 1)
+    stretched = stretch(run)
+    ratio = stretched.ratio if stretched is not None and stretched.ratio > 1 else 1.0
     for fix in fix_rules().values():
         answered = [p.signals.findings[f] for f in fix.findings if f in p.signals.findings]
         if fix.how != "code" or not answered:
             continue
-        per_step_ms = sum(f.time_ns for f in answered) / iters / 1e6 * (fix.estimate_share or 1.0)
+        time_ns = sum(f.time_ns / (ratio if f.id in TIMELINE else 1.0) for f in answered)
+        per_step_ms = time_ns / iters / 1e6 * (fix.estimate_share or 1.0)
         est = round(min(per_step_ms, baseline.median_ms or per_step_ms), 6)
         pct = round(100.0 * est / baseline.median_ms, 2) if baseline.median_ms else None
         out.append(

@@ -25,6 +25,15 @@ from typing import Any
 FUSABLE_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
 # What ModelFixes applies to a program's model (``profkit tune``'s fix ids).
 MODEL_FIXES = ("channels_last", "amp", "compile", "compile_reduce_overhead")
+# Set while ModelFixes runs the model once more for its output: calls that are not the program's.
+REPLAY = threading.local()
+
+
+def replaying() -> bool:
+    """Whether this thread is in ModelFixes' extra call of the model (see ``_first``)."""
+    return getattr(REPLAY, "on", False)
+
+
 # What apply_switches applies to any process (``Spec``'s switches of the same names).
 PROCESS_FIXES = ("tf32", "fused_optimizer", "cudnn_benchmark")
 
@@ -58,9 +67,13 @@ def _wrap_init(torch: Any, cls: Any, made: list[str]) -> None:
     original = cls.__init__
 
     def init(self: Any, params: Any, *args: Any, **kwargs: Any) -> None:
-        if type(self) is not cls or kwargs.get("fused") is not None or kwargs.get("foreach"):
+        if (
+            type(self) is not cls
+            or kwargs.get("fused") is not None
+            or kwargs.get("foreach") is not None
+        ):
             if type(self) is cls and kwargs.get("fused") is None:
-                made.append(f"{cls.__name__} (not fused: it asks for foreach)")
+                made.append(f"{cls.__name__} (not fused: it chose foreach={kwargs['foreach']})")
             original(self, params, *args, **kwargs)
             return
         params = list(params)
@@ -163,7 +176,10 @@ class ModelFixes:
             self.applied.append("amp")
         for fix, mode in (("compile", "default"), ("compile_reduce_overhead", "reduce-overhead")):
             if fix in self.fixes:
-                inner = torch.compile(inner, mode=mode)
+                # Its forward compiled, its call left eager: the hooks around a call (the step
+                # clock's, which finds a program's steps by its model's calls) run outside the
+                # compiled code, where they are seen (inside it they are traced away).
+                module.forward = torch.compile(module.forward, mode=mode)
                 self.applied.append(fix)
         self._inner = inner
         module._compiled_call_impl = self._call
@@ -175,12 +191,14 @@ class ModelFixes:
         cuda = self.device == "cuda" and torch.cuda.is_available()
         devices = [torch.cuda.current_device()] if cuda else []
         try:
+            REPLAY.on = True  # not one of the program's calls: its step clock does not count it
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 model.eval()
                 found = first_tensor(self._call(*args, **kwargs), torch)
             if found is not None:
                 self.output = found.detach().to("cpu", torch.float32).clone()
         finally:
+            REPLAY.on = False
             for m, training in modes:
                 m.training = training
         return self._call(*args, **kwargs)

@@ -46,12 +46,14 @@ class Tunings(Connection):
                         v = getattr(trial, k)
                         row[k] = json.dumps(v) if k in JSON_TUNE_COLUMNS else v
                     self._insert("tune_trials", row)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             raise unwritable(self.path, exc) from exc
         return tuning
 
     def tunings(self, run_id: int, run_name: str) -> list[Tuning]:
-        """A run's tunings, oldest first."""
+        """A run's tunings, oldest first (none in a database from before tunings)."""
+        if "tune_trials" not in self._tables():
+            return []
         by: dict[int, list[dict[str, Any]]] = {}
         for r in self.query(
             "select * from tune_trials where run_id = ? order by tuning, seq", [run_id]
@@ -61,8 +63,6 @@ class Tunings(Connection):
 
     def latest_tuning(self, run_id: int, run_name: str) -> Tuning | None:
         """A run's last tuning, or None where it has none."""
-        if "tune_trials" not in self._tables():
-            return None
         found = self.tunings(run_id, run_name)
         return found[-1] if found else None
 
