@@ -102,9 +102,9 @@ def old_copy(tmp_path: Path, schema: int) -> Path:
 
 
 def test_the_steps_are_named_once_and_numbered_in_order():
-    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 14
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 15
     assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
-    assert NAMES[0] == "runs" and NAMES[-3:] == ["aggregates", "counters", "counters_per_launch"]
+    assert NAMES[0] == "runs" and NAMES[-3:] == ["counters", "counters_per_launch", "tune_trials"]
 
 
 def test_a_new_database_records_every_step(db):
@@ -220,13 +220,15 @@ def test_a_schema_13_database_drops_the_counters_it_kept_per_function(db):
             created_at text, primary key (gpu, environment, metric_set, scope, mangled));
         insert into counters values ('H100', 'e', 'full:x', '', '_Z6kernelv', 'kernel()', 'kernel', '{{"ops": 1}}',
             '{{}}', 2, 'mobilenet_v2-fp16', 0, 'then');
-        delete from {MIGRATIONS_TABLE} where name = 'counters_per_launch';
+        drop table tune_trials;
+        delete from {MIGRATIONS_TABLE} where name in ('counters_per_launch', 'tune_trials');
         update meta set value = '13' where key = 'schema_version';""")
     con.close()
     assert Store(db).runs() == []
-    assert record(db)[-1] == ("profkit", "counters_per_launch", True) and version(db) == str(
-        SCHEMA_VERSION
-    )
+    assert record(db)[-2:] == [
+        ("profkit", "counters_per_launch", True),
+        ("profkit", "tune_trials", True),
+    ] and version(db) == str(SCHEMA_VERSION)
     assert layout(db) == layout(new)
     con = sqlite3.connect(db)
     assert con.execute("select count(*) from counters").fetchone() == (0,)

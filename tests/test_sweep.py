@@ -427,6 +427,8 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
             "keep_bn_fp32",
             "channels_last",
             "cudnn_benchmark",
+            "tf32",
+            "fused_optimizer",
             "metrics",
             "fresh_counters",
             "timeout_s",
