@@ -282,6 +282,8 @@ def test_outputs_agree_within_the_tolerance_of_their_precision(tmp_path):
         "close": base + 1e-4,
         "far": base + 0.5,
         "shape": base[:2],
+        "nan": torch.where(base > 1.5, torch.nan, base),
+        "inf_base": torch.where(base > 1.5, torch.inf, base),
     }.items():
         paths[name] = tmp_path / f"{name}.pt"
         torch.save(value, paths[name])
@@ -291,8 +293,17 @@ def test_outputs_agree_within_the_tolerance_of_their_precision(tmp_path):
     assert close.top1_agreement == 1.0 and close.max_abs_diff == pytest.approx(1e-4, rel=0.05)
     assert _agree(fp32, paths["far"], paths["base"], None).agreement == "disagree"
     assert _agree(trial(tolerance=0.5), paths["far"], paths["base"], None).agreement == "agree"
+    # A fix that changes the output's shape, or makes it NaN/inf where the baseline's is finite,
+    # changed what the model computes: it disagrees (never ranked as a gain), saying how.
     shape = _agree(fp32, paths["shape"], paths["base"], None)
-    assert shape.agreement.startswith("n/a: output shape") and "the baseline's" in shape.agreement
+    assert shape.agreement == "disagree" and "(2, 10) is not the baseline's (4, 10)" in shape.note
+    nan = _agree(trial(tolerance=0.5), paths["nan"], paths["base"], None)
+    assert nan.agreement == "disagree" and "NaN or infinity" in nan.note
+    # A baseline that is not finite itself leaves nothing to compare with.
+    assert _agree(fp32, paths["base"], paths["inf_base"], None).agreement.startswith("n/a: the ")
+    unreadable = tmp_path / "broken.pt"
+    unreadable.write_bytes(b"not a tensor")
+    assert _agree(fp32, unreadable, paths["base"], None).agreement.startswith("n/a: its output")
     assert _agree(fp32, None, paths["base"], None).agreement.startswith("n/a")
 
 
@@ -485,7 +496,8 @@ def test_a_built_in_is_tuned_on_the_cpu_stored_and_ranked(tmp_path):
     assert done.target == "resnet18" and done.device == "cpu"
     assert (done.iters, done.warmup) == (3, 1)
     assert done.baseline.verdict == "baseline" and done.baseline.median_ms > 0
-    assert len(done.baseline.iter_ns) == 3
+    # Timed first and again last: both timings' steps, and the two medians in its note.
+    assert len(done.baseline.iter_ns) == 6 and "timed first and last" in done.baseline.note
     tried = {tuple(t.fixes): t for t in done.trials}
     expected = [("channels_last",), ("amp",)] + ([("compile",)] if compiler() else [])
     for fixes in expected:
