@@ -420,17 +420,11 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             raise WorkloadError(
                 f"the baseline of {p.target} failed, so nothing can be compared with it: {row.error}"
             )
-        base_stats = benchmark.stats(row.iter_ns)
-        baseline = TuneTrial(
-            [],
-            "baseline (the run's setting)",
-            "baseline",
-            median_ms=base_stats["median_ms"],
-            spread_ms=base_stats["spread_ms"],
-            p25_ms=base_stats["p25_ms"],
-            p75_ms=base_stats["p75_ms"],
-            iter_ns=list(row.iter_ns),
-            note=_output_note(info, base_out, p),
+        baseline = timed(
+            TuneTrial(
+                [], "baseline (the run's setting)", "baseline", note=_output_note(info, base_out, p)
+            ),
+            row.iter_ns,
         )
         trials: list[TuneTrial] = []
 
@@ -463,16 +457,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             missing = _not_applied(p, fixes, tinfo)
             if missing:
                 return replace(base_trial, note=missing)
-            s = benchmark.stats(r.iter_ns)
-            trial = replace(
-                base_trial,
-                median_ms=s["median_ms"],
-                spread_ms=s["spread_ms"],
-                p25_ms=s["p25_ms"],
-                p75_ms=s["p75_ms"],
-                iter_ns=list(r.iter_ns),
-                tolerance=_tolerance(p, fixes),
-            )
+            trial = timed(replace(base_trial, tolerance=_tolerance(p, fixes)), r.iter_ns)
             return judge(_agree(trial, out, base_out, p), baseline, 0.0, cfg["min_gain_pct"])
 
         for i, c in enumerate(todo, start=2):
@@ -550,18 +535,24 @@ def _both(first: TuneTrial, before: Sequence[int], after: Sequence[int]) -> tupl
     """The baseline from its two measurements (their steps together), and its drift: how far
     apart the two medians were."""
     m1, m2 = benchmark.stats(before)["median_ms"], benchmark.stats(after)["median_ms"]
-    s = benchmark.stats([*before, *after])
     note = f"timed first and last: {m1:.4g} and {m2:.4g} ms a step (the drift counts as noise)"
-    merged = replace(
-        first,
+    merged = timed(first, [*before, *after])
+    return replace(merged, note="; ".join(n for n in (first.note, note) if n)), round(
+        abs(m1 - m2), 6
+    )
+
+
+def timed(trial: TuneTrial, iter_ns: Sequence[int]) -> TuneTrial:
+    """``trial`` with the figures of its timed steps (``benchmark.stats``)."""
+    s = benchmark.stats(iter_ns)
+    return replace(
+        trial,
         median_ms=s["median_ms"],
         spread_ms=s["spread_ms"],
         p25_ms=s["p25_ms"],
         p75_ms=s["p75_ms"],
-        iter_ns=[*before, *after],
-        note="; ".join(n for n in (first.note, note) if n),
+        iter_ns=list(iter_ns),
     )
-    return merged, round(abs(m1 - m2), 6)
 
 
 def _together(p: TunePlan, todo: list[Candidate], trials: list[TuneTrial]) -> list[Candidate]:
