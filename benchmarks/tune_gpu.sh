@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Issue 38 on the GPU machine: `profkit tune` on models nobody on the team wrote, and `profkit
-# bench` of the best fix's setting alone, in the same command (their savings compared by
-# benchmarks/tune_check.py). Run from the project root: bash benchmarks/tune_gpu.sh OUT STAGE...
+# bench` of the best fix's setting alone, in the same command (each tuning's table and JSON, and
+# each benchmark's rows, in OUT; benchmarks/RESULTS.md compares their savings).
+# Run from the project root: bash benchmarks/tune_gpu.sh OUT STAGE...
 # Stages: vit (timm ViT-B/16 fp32), mobilenet (torchvision MobileNetV3-Small, batch 1),
 # resnet50 (torchvision ResNet-50 fp16, batch 32, NCHW), hf (a Hugging Face BERT training loop
-# as a program), resnet50again (its tuning and bench alternately), dcgan
-# (pytorch/examples' DCGAN training script, its own fake data), imagenet (pytorch/examples' ImageNet training script, --dummy data).
+# as a program), resnet50again (its tuning and bench alternately), dcgan (pytorch/examples'
+# DCGAN training script, its own fake data), imagenet (pytorch/examples' ImageNet training
+# script, --dummy data).
 set -u
 OUT=${1:?out dir}; shift
 ROOT=$(pwd)
