@@ -450,6 +450,7 @@ def test_a_finding_no_fix_answers_gives_a_tuning_not_an_error(tmp_path, db):
     assert len(trials_rows(db)) == 1
 
 
+@pytest.mark.slow  # a program or workload tuned end to end (~15-25 s)
 @needs_torch
 def test_a_failing_trial_is_shown_failed_while_the_others_go_on(tmp_path, db):
     path = conv_workload(tmp_path, "no_channels_last", refuse=True)
@@ -608,6 +609,7 @@ for step in range(40):
 """
 
 
+@pytest.mark.slow  # a program or workload tuned end to end (~15-25 s)
 @needs_torch
 def test_a_script_with_no_module_gets_its_model_fixes_not_tried(tmp_path, monkeypatch, db):
     """Channels-last, autocast and torch.compile act on a program's model: a script that calls
@@ -645,6 +647,7 @@ for step in range(30):
 """
 
 
+@pytest.mark.slow  # a program or workload tuned end to end (~15-25 s)
 @needs_torch
 def test_autocast_from_outside_gives_the_caller_fp32_outputs(tmp_path, monkeypatch, db):
     """bf16 autocast around a program's model hands its outputs back in fp32, as the code around
