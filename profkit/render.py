@@ -1909,17 +1909,19 @@ def tuning(t: Tuning, fmt: str, wide: bool = False) -> None:
             TUNE_CSV_FIELDS,
         )
         return
+    from .analyze.tuned import step_text
+
     c = console(wide=wide)
     where = "CPU" if t.device == "cpu" else "GPU"
     c.print(
         Text(
             f"{t.target} (run {t.run}) on the {where}: {t.iters} timed steps after {t.warmup} warm-up "
-            f"per trial; baseline {_bench_ms(t.baseline.median_ms, t.baseline.spread_ms)} a step"
+            f"per trial; baseline {step_text(t.baseline)} a step"
         )
     )
     cols = [
         Col("#", "right"),
-        Col("fix", key=True, cut="end", least=14, share=2),
+        Col("fix", key=True, cut="end", least=22, share=2),
         Col("step", "right"),
         Col("saves", "right"),
         Col("outputs", drop=2),
@@ -1932,7 +1934,7 @@ def tuning(t: Tuning, fmt: str, wide: bool = False) -> None:
             [
                 str(i),
                 r.title,
-                _bench_ms(r.median_ms, r.spread_ms) if r.measured else "-",
+                step_text(r),
                 _tune_saving(r),
                 _tune_outputs(r),
                 r.verdict,
