@@ -164,40 +164,33 @@ def signals(store: Store, run: RunRecord) -> Signals:
     )
 
 
-def _cond(s: Signals, name: str) -> bool:
-    cfg = settings()
-    checks: dict[str, Callable[[], bool]] = {
-        "cuda": lambda: s.device == "cuda",
-        "cpu": lambda: s.device == "cpu",
-        "not_half": lambda: not s.half,
-        "matrix_fp32": lambda: s.matrix_fp32_pct >= cfg["min_matrix_fp32_pct"],
-        "conv": lambda: s.conv_pct >= cfg["min_conv_pct"],
-        "eager": lambda: s.eager,
-        "compiler": lambda: benchmark.compiler(s.device) is not None,
-        "unfused_optimizer": lambda: s.optimizer and not s.fused_optimizer,
-    }
-    if name.startswith("not_") and name[4:] in RUN_SWITCHES:
-        return not s.options.get(name[4:], False)
-    if name not in checks:
-        raise ValueError(f"rules.toml names a condition {name!r} that tuning.py does not check")
-    return checks[name]()
-
-
-RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")
+RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")  # each a condition not_<switch>
 PROGRAM_SWITCHES = ("tf32", "fused_optimizer")  # the switches a program's run takes
-CONDITIONS = (
-    "cuda",
-    "cpu",
-    "not_half",
-    "matrix_fp32",
-    "conv",
-    "eager",
-    "compiler",
-    "unfused_optimizer",
-    "not_tf32",
-    "not_channels_last",
-    "not_cudnn_benchmark",
-)
+
+
+def _switch_off(switch: str) -> Callable[[Signals, Mapping[str, Any]], bool]:
+    return lambda s, cfg: not s.options.get(switch, False)
+
+
+# The named conditions [[fix]]'s `when` and `requires` use: (signals, [tune] settings) -> bool.
+_CHECKS: dict[str, Callable[[Signals, Mapping[str, Any]], bool]] = {
+    "cuda": lambda s, cfg: s.device == "cuda",
+    "cpu": lambda s, cfg: s.device == "cpu",
+    "not_half": lambda s, cfg: not s.half,
+    "matrix_fp32": lambda s, cfg: s.matrix_fp32_pct >= cfg["min_matrix_fp32_pct"],
+    "conv": lambda s, cfg: s.conv_pct >= cfg["min_conv_pct"],
+    "eager": lambda s, cfg: s.eager,
+    "compiler": lambda s, cfg: benchmark.compiler(s.device) is not None,
+    "unfused_optimizer": lambda s, cfg: s.optimizer and not s.fused_optimizer,
+    **{f"not_{switch}": _switch_off(switch) for switch in RUN_SWITCHES},
+}
+CONDITIONS = tuple(_CHECKS)
+
+
+def _cond(s: Signals, name: str) -> bool:
+    if name not in _CHECKS:
+        raise ValueError(f"rules.toml names a condition {name!r} that tuning.py does not check")
+    return _CHECKS[name](s, settings())
 
 
 @dataclass(frozen=True)
@@ -359,8 +352,7 @@ def _trial_request(p: TunePlan, fixes: Sequence[Fix]) -> RunRequest | str:
     from . import launch
 
     try:
-        launch.check(req)
-        workloads.check_declared(p.path, req.spec)
+        launch.check(req)  # the options, and what the workload's file declares
     except ProfkitError as exc:
         return exc.one_line()
     return req

@@ -34,10 +34,6 @@ def replaying() -> bool:
     return getattr(REPLAY, "on", False)
 
 
-# What apply_switches applies to any process (``Spec``'s switches of the same names).
-PROCESS_FIXES = ("tf32", "fused_optimizer", "cudnn_benchmark")
-
-
 def apply_switches(torch: Any, spec: Any, info: dict[str, Any]) -> None:
     """The spec's process switches, before the workload or the script builds anything."""
     if getattr(spec, "tf32", False):
