@@ -1625,7 +1625,9 @@ def _bench_ms(median: float | None, spread: float | None = None) -> str:
     spread with the same: ``12.3 ms (±0.4)``."""
     if median is None:
         return "-"
-    decimals = 0 if median >= 100 else 1 if median >= 10 else 2 if median >= 1 else 3
+    from .analyze.tuned import decimals as places
+
+    decimals = places(median)
     text = f"{median:,.{decimals}f} ms"
     return text if spread is None else f"{text} (±{spread:,.{decimals}f})"
 

@@ -35,13 +35,14 @@ def when(tuning: Tuning) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _decimals(ms: float) -> int:
+def decimals(ms: float) -> int:
+    """How many decimals a time in milliseconds is shown with (bench's and tune's tables)."""
     return 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
 
 
 def ms_number(ms: float) -> str:
     """Milliseconds with as many decimals as their size calls for: ``30.3``, ``8.60``."""
-    return f"{ms:,.{_decimals(ms)}f}"
+    return f"{ms:,.{decimals(ms)}f}"
 
 
 def step_text(trial: TuneTrial) -> str:
@@ -49,7 +50,7 @@ def step_text(trial: TuneTrial) -> str:
     ``profkit bench`` and ``tune`` print them); ``-`` where not measured."""
     if trial.median_ms is None:
         return "-"
-    d = _decimals(trial.median_ms)
+    d = decimals(trial.median_ms)
     text = f"{trial.median_ms:,.{d}f} ms"
     return text if trial.spread_ms is None else f"{text} ±{trial.spread_ms:,.{d}f}"
 
