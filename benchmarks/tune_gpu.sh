@@ -5,9 +5,13 @@
 # Run from the project root: bash benchmarks/tune_gpu.sh OUT STAGE...
 # Stages: vit (timm ViT-B/16 fp32), mobilenet (torchvision MobileNetV3-Small, batch 1),
 # resnet50 (torchvision ResNet-50 fp16, batch 32, NCHW), hf (a Hugging Face BERT training loop
-# as a program), resnet50again (its tuning and bench alternately), dcgan (pytorch/examples'
+# as a program), dcgan (pytorch/examples'
 # DCGAN training script, its own fake data), imagenet (pytorch/examples' ImageNet training
-# script, --dummy data).
+# script, --dummy data), wlm (pytorch/examples' word_language_model, the README's medium LSTM,
+# on a corpus of wikitext-2's sizes made here), hfxlmr (the HF loop on XLM-RoBERTa-base's
+# config).
+# A workload's stage benches its baseline and its best fix's setting (read from the tuning's
+# record) alternately, twice, after the tuning.
 set -u
 OUT=${1:?out dir}; shift
 ROOT=$(pwd)
@@ -33,33 +37,64 @@ bench() {  # bench NAME ARGS...: profkit bench of one setting, as JSON
   profkit bench "$@" -f json >"$OUT/$n.bench.json" 2>"$OUT/$n.bench.err"; echo "$n: profkit bench $* -> rc=$?"
   python3 -c "import json,sys; b=json.load(open(sys.argv[1])); [print('  ', r['precision'], r['mode'], r['status'], r['median_ms'], r['spread_ms'], r.get('error')) for r in b['rows']]" "$OUT/$n.bench.json"
 }
+best_flags() {  # best_flags NAME: the bench flags of tuning NAME's best fix (its options)
+  python3 - "$OUT/$1.tune.json" <<'PY'
+import json, sys
+from profkit.tuning import fix_rules
+t = json.load(open(sys.argv[1]))
+best, rules, flags = t and t["best"], fix_rules(), []
+for fid in best["fixes"] if best else []:
+    for k, v in rules[fid].applies.items():
+        flags += {"tf32": ["--tf32"], "channels_last": ["--channels-last"],
+                  "cudnn_benchmark": ["--cudnn-benchmark"], "fused_optimizer": ["--fused-optimizer"],
+                  "precision": ["--precision", str(v)], "mode": ["--modes", str(v)],
+                  "compile_mode": ["--compile-mode", str(v)]}[k]
+print(" ".join(flags))
+PY
+}
+corpus() {  # corpus DIR: train/valid/test.txt of wikitext-2's sizes, Zipf-distributed words
+  python3 - "$1" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]; os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(0)
+vocab = np.array([f"w{i}" for i in range(33278)])
+p = 1.0 / np.arange(1, len(vocab) + 1); p /= p.sum()
+for part, n in (("train", 2088628), ("valid", 217646), ("test", 245569)):
+    words = vocab[rng.choice(len(vocab), n, p=p)]
+    lines = np.array_split(words, n // 90)
+    open(f"{d}/{part}.txt", "w").write("\n".join(" ".join(l) for l in lines) + "\n")
+PY
+}
+tunebench() {  # tunebench NAME WORKLOAD ARGS...: tune, then bench baseline and best alternately
+  local n=$1; shift
+  tune "$n" "$@" --tool nsys
+  read -r -a flags <<<"$(best_flags "$n")"
+  echo "$n: best fix as bench flags: ${flags[*]:-none}"
+  for i in 1 2; do
+    bench "$n-base$i" "$@" --iters 20 --warmup 5
+    [ ${#flags[@]} -gt 0 ] && bench "$n-best$i" "$@" --iters 20 --warmup 5 "${flags[@]}"
+  done
+}
 for stage in "$@"; do
   echo "=== $stage $(date -u +%FT%TZ)"
   case $stage in
-  vit)
-    tune vit "$T/vit_b16.py" --batch-size 32 --tool nsys
-    bench vit-base "$T/vit_b16.py" --batch-size 32 --iters 20 --warmup 5
-    bench vit-tf32 "$T/vit_b16.py" --batch-size 32 --iters 20 --warmup 5 --tf32 ;;
-  mobilenet)
-    tune mobilenet "$T/mobilenet_v3_small.py" --batch-size 1 --tool nsys
-    bench mobilenet-base "$T/mobilenet_v3_small.py" --batch-size 1 --iters 20 --warmup 5
-    bench mobilenet-ro "$T/mobilenet_v3_small.py" --batch-size 1 --iters 20 --warmup 5 --modes compile --compile-mode reduce-overhead ;;
-  resnet50)
-    tune resnet50 resnet50 --precision fp16 --batch-size 32 --tool nsys
-    bench resnet50-base resnet50 --precision fp16 --batch-size 32 --iters 20 --warmup 5
-    bench resnet50-cl resnet50 --precision fp16 --batch-size 32 --iters 20 --warmup 5 --channels-last ;;
+  vit) tunebench vit "$T/vit_b16.py" --batch-size 32 ;;
+  mobilenet) tunebench mobilenet "$T/mobilenet_v3_small.py" --batch-size 1 ;;
+  resnet50) tunebench resnet50 resnet50 --precision fp16 --batch-size 32 ;;
   hf)
     cp "$T/hf_bert_train.py" .
     tune hf --tool nsys -- python hf_bert_train.py --steps 60 ;;
-  resnet50again)  # the tuning's baseline and channels-last trial, and bench of each, alternately
-    tune resnet50b resnet50 --precision fp16 --batch-size 32 --tool nsys
-    for i in 1 2; do
-      bench resnet50-base$i resnet50 --precision fp16 --batch-size 32 --iters 20 --warmup 5
-      bench resnet50-cl$i resnet50 --precision fp16 --batch-size 32 --iters 20 --warmup 5 --channels-last
-    done ;;
   dcgan)  # pytorch/examples' DCGAN, its own fake data
     cp -r "$ROOT/tests/data/programs/pytorch-examples/dcgan" .
     (cd dcgan && tune dcgan --tool nsys -- python main.py --dataset fake --accel --workers 4 --niter 100 --outf "$W/dcgan-out") ;;
+  hfxlmr)
+    cp "$T/hf_bert_train.py" .
+    tune hfxlmr --tool nsys --iters 40 --warmup 10 -- python hf_bert_train.py --model xlm-roberta-base --steps 200 ;;
+  wlm)  # the README's medium model (--emsize 650 --nhid 650 --dropout 0.5); 60 timed steps: its step syncs on loss.item()
+    cp -r "$ROOT/tests/data/programs/pytorch-examples/word_language_model" wlm
+    corpus "$W/wikitext-2"
+    (cd wlm && tune wlm --tool nsys --iters 60 --warmup 10 -- python main.py --accel --data "$W/wikitext-2" --emsize 650 --nhid 650 --dropout 0.5 --epochs 1) ;;
   imagenet)
     cp "$ROOT/tests/data/programs/pytorch-examples/imagenet/main.py" imagenet_main.py
     tune imagenet --tool nsys -- python imagenet_main.py --dummy -a resnet50 -b 64 -j 14 --epochs 1 --print-freq 1000 ;;
