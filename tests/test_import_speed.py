@@ -72,6 +72,65 @@ def test_import_is_what_it_was(tmp_path, export):
     assert digests(DATA / export, tmp_path / "p.db") == golden[export]
 
 
+# Exports with host syncs of several kinds: a DDP job, a training step, a step that syncs.
+PARALLEL = (
+    "ddp/nsys_resnet50_ddp_train_amp.sqlite.gz",
+    "steps/bert_encoder_train_amp.nsys.sqlite.gz",
+    "where/host_sync_train-fp32-eager-nsys/report.sqlite.gz",
+)
+
+
+@pytest.mark.parametrize("export", PARALLEL)
+def test_host_syncs_found_in_another_process_are_the_same(tmp_path, export, monkeypatch):
+    """An export large enough (here: any) has its host syncs found by a second process while
+    the import writes its GPU operations: the same rows, ranges, host syncs and notes."""
+    from profkit.parse import nsys_export
+
+    monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(nsys_export.os, "cpu_count", lambda: 2)
+    golden = json.loads(GOLDEN.read_text())
+    assert digests(DATA / export, tmp_path / "p.db") == golden[export]
+
+
+def test_host_syncs_found_here_where_the_other_process_fails(tmp_path):
+    """Where the other process gives no answer, the import finds the host syncs itself (so a
+    bad export's error is the import's own), and the streamed capture has them after its rows."""
+    import gzip
+
+    from profkit.parse import nsys_export, nsys_sqlite
+
+    export = tmp_path / "e.sqlite"
+    export.write_bytes(gzip.decompress((DATA / PARALLEL[2]).read_bytes()))
+    here = nsys_sqlite.read_nsys_sqlite(export)
+    list(here.rows)
+
+    class Gone:  # a process that died without a word
+        returncode, stdout = 1, None
+
+        def wait(self):
+            return 1
+
+        def communicate(self):
+            return b"", b""
+
+        def poll(self):
+            return 1
+
+    def later(exp):
+        out = object.__new__(nsys_export.HostSyncsLater)
+        out.export, out.calls, out.proc = exp, None, Gone()
+        return out
+
+    nsys_sqlite.HostSyncsLater = later  # type: ignore[assignment]
+    try:
+        there = nsys_sqlite.read_nsys_sqlite(export)
+        assert there.host_syncs == []  # not yet: they come with the rows
+        list(there.rows)
+    finally:
+        nsys_sqlite.HostSyncsLater = nsys_export.HostSyncsLater  # type: ignore[misc]
+    assert there.host_syncs == here.host_syncs and len(here.host_syncs) > 0
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     import tempfile
 

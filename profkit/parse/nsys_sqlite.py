@@ -23,7 +23,7 @@ imports in bounded memory.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from .nsys_export import (
     MEMSET_KEY,
     GpuOpsImport,
     HostSyncCall,
+    HostSyncsLater,
     NameRow,
     NsysExport,
     OperatorCall,
@@ -75,14 +76,15 @@ def _process_tid(global_tid: int) -> int:
 
 
 def _ranges(
-    export: NsysExport, ranks: dict[int, int], notes: list[str], calls: list[HostSyncCall]
-) -> tuple[list[OpenRange], list[str | None]]:
+    export: NsysExport, ranks: dict[int, int], notes: list[str]
+) -> tuple[list[OpenRange], Callable[[list[HostSyncCall]], list[str | None]]]:
     """The push/pop and start/end ranges the walks that attribute rows need, sorted by walk key
     (thread, or process for start/end ranges) and start, with their paths and depths; those
     nested too deep left out (a note), and so are the operator calls of PyTorch's annotation
     inside another operator range (:func:`ranges.inner_operator_calls`: several a kernel, and
-    never a row's attribution). And for each of ``calls`` (the host syncs, in start order) what
-    names the innermost push/pop range open on its thread when it began, any of them."""
+    never a row's attribution). And a function that gives, for each of the host syncs (in start
+    order), what names the innermost push/pop range open on its thread when it began, any of
+    them."""
     domains = {(_pid(gtid or 0), dom): text for gtid, dom, text in export.domains()}
     order: list[tuple[int, int, int, int]] = []  # (walk key, start, -end, index), sorted below
     read: list[tuple[int, int, int, int, bool, str, OpLabel | None, str]] = []
@@ -123,7 +125,7 @@ def _ranges(
         pass
     walked = kept(walked, notes)
     nest_in_process_ranges(walked)
-    return walked, _innermost(order, read, made, calls)
+    return walked, lambda calls: _innermost(order, read, made, calls)
 
 
 def _innermost(
@@ -196,21 +198,23 @@ def _sync_op(shown: str, label: OpLabel | None, role: str) -> str:
 
 def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> Capture[KernelRow]:
     """A streamed Capture: its rows come in launch order, and ``capture.ranges`` (with per-range
-    counts) is filled once the last one has been read. ``ranks``: for a capture of a
+    counts) is filled once the last one has been read; ``capture.host_syncs`` then too, for an
+    export large enough that another process finds them meanwhile (``HostSyncsLater``). ``ranks``: for a capture of a
     distributed job (one report of every rank's process), each process's rank by its pid:
     the rows' and ranges' ``rank``."""
     ranks = ranks or {}
     export = None
+    later: HostSyncsLater | None = None
     try:
         with stoppable():  # a stop signal cuts the export's long statements short
             export = NsysExport(Path(path))
             gpu_name, cc = export.gpu()
             meta = export.meta
             notes: list[str] = []
-            calls = export.host_syncs()
-            stage("host syncs (SQL)")
+            later = HostSyncsLater(export)
+            stage("host syncs (SQL), or their process started")
             with gc_paused():
-                ranges, innermost = _ranges(export, ranks, notes, calls)
+                ranges, innermost = _ranges(export, ranks, notes)
             stage("ranges")
             capture: Capture[KernelRow] = Capture(
                 rows=iter(()),
@@ -221,13 +225,24 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
                 compute_capability=cc,
                 range_paths=[r.path for r in ranges if not r.attribution_only],
             )
-            capture.host_syncs = _host_syncs(calls, ranges, innermost, ranks)
+
+            def host_syncs() -> None:  # the capture's, once the other process has them
+                if not capture.host_syncs:
+                    calls = later.result()
+                    capture.host_syncs.extend(_host_syncs(calls, ranges, innermost(calls), ranks))
+
+            if later.calls is not None:
+                host_syncs()
     except BaseException:
         if export is not None:
+            if later is not None:
+                later.cancel()
             export.close()
         raise
-    capture.rows = _attributed_rows(export, ranges, capture, ranks)
-    capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture, ranks)
+    capture.rows = _attributed_rows(export, ranges, capture, ranks, host_syncs, later)
+    capture.bulk = lambda store, run_id: _bulk(
+        store, run_id, export, ranges, capture, ranks, host_syncs, later
+    )
     capture.notes.append(f"nsys export schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
     capture.notes.extend(notes)
     return capture
@@ -296,11 +311,14 @@ def _bulk(
     ranges: list[OpenRange],
     capture: Capture[KernelRow],
     ranks: dict[int, int],
+    host_syncs: Callable[[], None],
+    later: HostSyncsLater,
 ) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
     store (``Store.insert_gpu_ops``, the store given): Python computes what is per name (the verdict,
     the short name) and per range (the innermost open range on each thread from each instant
-    on), SQLite the rest. Sets the ranges' counts and the capture's range rows."""
+    on), SQLite the rest. Sets the ranges' counts and the capture's range rows, and its host
+    syncs (``host_syncs``) where another process found them meanwhile."""
     try:
         names: list[NameRow] = []
         for key, sn, name, short in export.kernel_names():
@@ -380,9 +398,12 @@ def _bulk(
             ranks,
             operators,
         )
+        stage("GPU operations written")
+        host_syncs()
+        stage("host syncs")
     finally:
+        later.cancel()
         export.close()
-    stage("GPU operations written")
     # operators' input types: a precision for kernels whose names give none
     if any(t[8] for t in tops):
         store.judge_by_inputs(run_id, lambda name, types: classify_row("kernel", name, None, types))
@@ -499,9 +520,15 @@ def _merged_ix(
 
 
 def _attributed_rows(
-    export: NsysExport, ranges: list[OpenRange], capture: Capture[KernelRow], ranks: dict[int, int]
+    export: NsysExport,
+    ranges: list[OpenRange],
+    capture: Capture[KernelRow],
+    ranks: dict[int, int],
+    host_syncs: Callable[[], None],
+    later: HostSyncsLater,
 ) -> Iterator[KernelRow]:
-    """Walk GPU operations in launch order beside the ranges' starts and ends in time order.
+    """Walk GPU operations in launch order beside the ranges' starts and ends in time order
+    (and, after the last, set the capture's host syncs where another process found them).
 
     Per thread, the open push/pop ranges form a stack; an operation whose launch call started
     at t on thread T belongs to the ranges open on T at t (start <= t < end), and to the
@@ -585,7 +612,9 @@ def _attributed_rows(
                     pid = _pid(l_tid)
                     launched[pid] = launched.get(pid, 0) + 1
             yield row
+        host_syncs()
     finally:
+        later.cancel()
         export.close()
     advance(float("inf"))
     index = {id(r): i for i, r in enumerate(ranges)}
