@@ -249,18 +249,27 @@ class Run(RunRecord):
         iters: int | None = None,
         warmup: int | None = None,
         timeout_s: float | None = None,
+        rounds: int = 1,
         progress: Progress | None = None,
     ) -> Tuning:
         """Try the fixes this run's findings and settings call for on its own workload or program,
         time each against the run's setting, check outputs, rank them and store the tuning with
         the run (see :mod:`profkit.tuning`). ``iters``/``warmup``: each trial's timed and warm-up
-        steps (default: 20 and 5 on a GPU, 5 and 2 on the CPU); ``workload``: the file a run of a
+        steps (default: 20 and 5 on a GPU, 5 and 2 on the CPU); ``rounds``: the processes the
+        baseline and each fix are timed in, a round of them after another (default 1), so that
+        what changes between processes counts in every spread; ``workload``: the file a run of a
         workload file came from (a built-in's run needs none)."""
         from . import tuning
 
         store = self.database.store
         checked = tuning.plan(
-            store, self, workload=workload, iters=iters, warmup=warmup, timeout_s=timeout_s
+            store,
+            self,
+            workload=workload,
+            iters=iters,
+            warmup=warmup,
+            timeout_s=timeout_s,
+            rounds=rounds,
         )
         return tuning.run(store, checked, progress)
 
@@ -877,6 +886,7 @@ def tune(
     run: Run | str | int | None = None,
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    rounds: int = 1,
     **options: Any,
 ) -> Tuning:
     """What ``profkit tune`` does: profile ``workload`` or ``program`` as :func:`profile` does
@@ -885,7 +895,8 @@ def tune(
     they save and store the tuning with the run. ``options``: the run options (``precision``,
     ``mode``, ``batch_size``, ``device``, ``tool``, ...) for the first profile; ``iters`` and
     ``warmup`` are each trial's timed and warm-up steps, ``timeout_s`` stops the profiler and
-    each trial. Returns a :class:`profkit.records.Tuning` (``.best``: the measured fix that
+    each trial; ``rounds`` (default 1) times the baseline and each fix in that many processes,
+    a round of them after another. Returns a :class:`profkit.records.Tuning` (``.best``: the measured fix that
     saves most with outputs that agree)."""
     from . import tuning
     from .options import TUNE, require_command_options
@@ -902,9 +913,15 @@ def tune(
         database = _writable(db)
         stored = run if isinstance(run, Run) else database.run(run)
         return stored.tune(
-            workload=workload, iters=iters, warmup=warmup, timeout_s=timeout_s, progress=progress
+            workload=workload,
+            iters=iters,
+            warmup=warmup,
+            timeout_s=timeout_s,
+            rounds=rounds,
+            progress=progress,
         )
     database = _writable(db)
+    tuning.check_rounds(rounds)  # before the profile, which takes minutes
     profiled = profile(workload, program=program, db=database, progress=progress, **options)
     checked = tuning.plan(
         database.store,
@@ -913,6 +930,7 @@ def tune(
         warmup=warmup,
         timeout_s=timeout_s,
         workload=workload,
+        rounds=rounds,
     )
     return tuning.run(database.store, checked, progress)
 

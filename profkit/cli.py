@@ -153,6 +153,7 @@ FLAGS = {
             "tls_cert",
             "tls_key",
             "step_range",
+            "rounds",
         )
     },
     "threshold_pct": "--threshold",
@@ -1265,6 +1266,16 @@ def tune(
             show_default=False,
         ),
     ] = None,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            metavar="N",
+            help="Time the baseline and each fix in N processes, a round of them after another: what "
+            "changes between processes (clocks, compiled code, the machine's other work) then counts in "
+            "every spread, and no fix is called a gain by one lucky process.",
+        ),
+    ] = 1,
     options: Any = None,
     fmt: Fmt = Format.table,
     wide: Wide = False,
@@ -1303,7 +1314,7 @@ def tune(
         if program is not None or extra:
             raise UsageError(
                 "--run starts from a stored run, profiled already: give no program and no run options but "
-                "--iters, --warmup and --timeout"
+                "--iters, --warmup, --timeout and --rounds"
                 + (
                     f" (given: {', '.join('--' + k.replace('_', '-') for k in extra)})"
                     if extra
@@ -1318,6 +1329,7 @@ def tune(
             program=program,
             run=from_run,
             db=db or _state["db"],
+            rounds=rounds,
             **options,
             progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=_noter(err)),
         )

@@ -164,6 +164,7 @@ def signals(store: Store, run: RunRecord) -> Signals:
     )
 
 
+MAX_ROUNDS = 20  # a tuning's rounds: each is a process for the baseline and for every fix
 RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")  # each a condition not_<switch>
 PROGRAM_SWITCHES = ("tf32", "fused_optimizer")  # the switches a program's run takes
 
@@ -226,10 +227,18 @@ class TunePlan:
     base: RunRequest
     candidates: list[Candidate]
     signals: Signals
+    rounds: int = 1  # processes a setting is timed in, round by round
 
     @property
     def program(self) -> bool:
         return self.base.program is not None
+
+
+def check_rounds(rounds: object) -> None:
+    """A tuning's ``rounds``: a whole number from 1 to ``MAX_ROUNDS``, or a UsageError."""
+    require_int("rounds", rounds, 1)
+    if rounds > MAX_ROUNDS:  # type: ignore[operator]
+        raise UsageError(f"`rounds` must be at most {MAX_ROUNDS}, not {rounds}")
 
 
 def plan(
@@ -240,10 +249,13 @@ def plan(
     iters: int | None = None,
     warmup: int | None = None,
     timeout_s: float | None = None,
+    rounds: int = 1,
 ) -> TunePlan:
     """Check a tuning of a stored run before anything runs: the run (complete, profiled by
     profkit or naming a built-in), what re-runs it, the machine. ``workload``: the file a run
-    of a workload file came from (its runs record its name only)."""
+    of a workload file came from (its runs record its name only). ``rounds``: how many
+    processes the baseline and each fix are timed in, one round of them after another (1 to
+    ``MAX_ROUNDS``), so that what changes between processes counts in every spread."""
     from . import launch
     from .program import resolve
 
@@ -257,6 +269,7 @@ def plan(
     warmup = defaults[1] if warmup is None else warmup
     require_int("iters", iters, 2)
     require_int("warmup", warmup, 1)
+    check_rounds(rounds)
     program_info = run.info.program
     if program_info is not None:
         argv = program_info.get("argv") or []
@@ -333,7 +346,7 @@ def plan(
         # CUDA graphs record in the program's first calls and replay from the third: those are
         # warm-up steps, in every trial alike (each compares its outputs at the same call).
         base = replace(base, options=replace(base.options, warmup=max(warmup, 3)))
-    return TunePlan(run, target, name, path, base, called, found)
+    return TunePlan(run, target, name, path, base, called, found, rounds)
 
 
 # ------------------------------------------------------------------------------ the trials
@@ -404,21 +417,28 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
         else tempfile.TemporaryDirectory(prefix="profkit-tune-")
     ) as tmp:
         total = len(todo) + 1
+        rounds = p.rounds
+        of = f", round 1 of {rounds}" if rounds > 1 else ""
         progress.stage(
-            f"{p.target}: the baseline (1 of {total}), {o.warmup} warm-up and {o.iters} timed steps"
+            f"{p.target}: the baseline (1 of {total}{of}), {o.warmup} warm-up and {o.iters} timed steps"
         )
         row, info, base_out = _measure(p, p.base, [], Path(tmp) / "baseline", progress)
         if row.status != "ok":
             raise WorkloadError(
                 f"the baseline of {p.target} failed, so nothing can be compared with it: {row.error}"
             )
-        baseline = timed(
-            TuneTrial(
-                [], "baseline (the run's setting)", "baseline", note=_output_note(info, base_out, p)
-            ),
-            row.iter_ns,
+        first = TuneTrial(
+            [], "baseline (the run's setting)", "baseline", note=_output_note(info, base_out, p)
         )
+        # Each timing of the baseline (its steps), and of every measured trial (by its place in
+        # trials): the figures pool them, and the baseline's medians' range is its drift.
+        base_runs: list[list[int]] = [row.iter_ns]
+        runs: dict[int, list[list[int]]] = {}
+        again_for: dict[int, tuple[RunRequest, list[Fix]]] = {}
         trials: list[TuneTrial] = []
+
+        def baseline_so_far() -> tuple[TuneTrial, float]:
+            return _pooled(first, base_runs)
 
         def attempt(fixes: list[Fix], answered: list[str], i: int, n: int) -> TuneTrial:
             title = " + ".join(f.title for f in fixes)
@@ -441,7 +461,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             )
             if isinstance(req, str):
                 return replace(base_trial, note=req)
-            progress.stage(f"{p.target}: {title} ({i} of {n})")
+            progress.stage(f"{p.target}: {title} ({i} of {n}{of})")
             folder = Path(tmp) / f"trial{i}"
             r, tinfo, out = _measure(p, req, fixes, folder, progress)
             if r.status != "ok":
@@ -449,24 +469,66 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             missing = _not_applied(p, fixes, tinfo)
             if missing:
                 return replace(base_trial, note=missing)
+            runs[len(trials)] = [r.iter_ns]
+            again_for[len(trials)] = (req, fixes)
             trial = timed(replace(base_trial, tolerance=_tolerance(p, fixes)), r.iter_ns)
-            return judge(_agree(trial, out, base_out, p), baseline, 0.0, cfg["min_gain_pct"])
+            return judge(
+                _agree(trial, out, base_out, p), baseline_so_far()[0], 0.0, cfg["min_gain_pct"]
+            )
+
+        def more_rounds(which: list[int]) -> None:
+            """Rounds 2 and on: the baseline, then each of ``which`` (trials measured in round
+            1), each in a process of its own; a trial that fails in one is failed."""
+            for k in range(2, rounds + 1):
+                progress.stage(f"{p.target}: the baseline (round {k} of {rounds})")
+                b, _, _ = _measure(p, p.base, [], Path(tmp) / f"baseline-{k}", progress)
+                if b.status == "ok":
+                    base_runs.append(b.iter_ns)
+                for t in which:
+                    if trials[t].verdict == "failed":
+                        continue
+                    req, fixes = again_for[t]
+                    progress.stage(f"{p.target}: {trials[t].title} (round {k} of {rounds})")
+                    r, _, _ = _measure(p, req, fixes, Path(tmp) / f"trial{t + 2}-{k}", progress)
+                    if r.status != "ok":
+                        trials[t] = replace(
+                            trials[t], verdict="failed", note=f"round {k}: {r.error}"
+                        )
+                        continue
+                    runs[t].append(r.iter_ns)
+            for t in which:
+                if trials[t].verdict != "failed" and len(runs[t]) > 1:
+                    trials[t] = _pooled(trials[t], runs[t])[0]
+
+        def judged(drift: float | None = None) -> None:
+            base, spread = baseline_so_far()
+            for t, trial in enumerate(trials):
+                trials[t] = judge(
+                    trial, base, spread if drift is None else drift, cfg["min_gain_pct"]
+                )
 
         for i, c in enumerate(todo, start=2):
             trials.append(attempt([c.fix], c.findings, i, total))
+        singles = [t for t in range(len(trials)) if t in runs]
+        more_rounds(singles)
+        judged()
         together = _together(p, todo, trials)
         if together:
             fixes = [c.fix for c in together]
             answered = sorted({f for c in together for f in c.findings})
             trials.append(attempt(fixes, answered, total + 1, total + 1))
+            if len(trials) - 1 in runs:
+                more_rounds([len(trials) - 1])
+        baseline = baseline_so_far()[0]
         if trials:
             # The baseline again, last: what changed between processes over the trials (clocks,
             # other work on the machine) is counted in every trial's noise.
             progress.stage(f"{p.target}: the baseline again, after the trials")
             again, _, _ = _measure(p, p.base, [], Path(tmp) / "baseline-again", progress)
             if again.status == "ok":
-                baseline, drift = _both(baseline, row.iter_ns, again.iter_ns)
-                trials = [judge(t, baseline, drift, cfg["min_gain_pct"]) for t in trials]
+                base_runs.append(again.iter_ns)
+                baseline, drift = baseline_so_far()
+                judged(drift)
             else:
                 text = (
                     f"its second timing, after the trials, failed ({again.error}): no drift known"
@@ -523,14 +585,21 @@ def judge(trial: TuneTrial, baseline: TuneTrial, drift_ms: float, min_gain_pct: 
     return replace(trial, saving_ms=saving, saving_pct=pct, verdict=verdict)
 
 
-def _both(first: TuneTrial, before: Sequence[int], after: Sequence[int]) -> tuple[TuneTrial, float]:
-    """The baseline from its two measurements (their steps together), and its drift: how far
-    apart the two medians were."""
-    m1, m2 = benchmark.stats(before)["median_ms"], benchmark.stats(after)["median_ms"]
-    note = f"timed first and last: {m1:.4g} and {m2:.4g} ms a step (the drift counts as noise)"
-    merged = timed(first, [*before, *after])
+def _pooled(first: TuneTrial, each: Sequence[Sequence[int]]) -> tuple[TuneTrial, float]:
+    """A setting timed in several processes: its figures from all their steps together, a note
+    of each process's median, and its drift (how far apart those medians were; 0 for one)."""
+    medians = [benchmark.stats(steps)["median_ms"] for steps in each]
+    merged = timed(first, [t for steps in each for t in steps])
+    if len(each) == 1:
+        return merged, 0.0
+    shown = (" and " if len(medians) == 2 else ", ").join(f"{m:.4g}" for m in medians)
+    if first.verdict == "baseline":
+        when = "timed first and last" if len(each) == 2 else f"timed {len(each)} times"
+        note = f"{when}: {shown} ms a step (the drift counts as noise)"
+    else:
+        note = f"timed in {len(each)} processes: {shown} ms a step"
     return replace(merged, note="; ".join(n for n in (first.note, note) if n)), round(
-        abs(m1 - m2), 6
+        max(medians) - min(medians), 6
     )
 
 

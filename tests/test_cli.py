@@ -257,8 +257,8 @@ FLAGS = {
     "rm": "--db --format -f run_ref",  # issue 37
     "tune": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --fused-optimizer --iters "
-    "--keep-bn-fp32 --metrics --mode --precision --run --step --tf32 --timeout --tool --warmup --wide "
-    "workload",  # issue 38
+    "--keep-bn-fp32 --metrics --mode --precision --rounds --run --step --tf32 --timeout --tool --warmup "
+    "--wide workload",  # issue 38
 }
 
 

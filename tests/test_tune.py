@@ -484,6 +484,48 @@ def test_a_failing_trial_is_shown_failed_while_the_others_go_on(tmp_path, db):
     assert "this model has no channels-last kernels" in " ".join(r.stdout.split())
 
 
+@pytest.mark.slow  # a workload tuned end to end in two rounds (~30 s)
+@needs_torch
+def test_rounds_time_each_setting_in_as_many_processes(tmp_path, db):
+    """--rounds 2: the baseline timed in round 1, round 2 and last, each measured fix in two
+    processes, their steps pooled (what changes between processes is in the spread) and each
+    process's median noted; a fix that fails stays failed in one line."""
+    path = conv_workload(tmp_path, "no_channels_last", refuse=True)
+    r = cli(
+        "tune", path, "--mode", "torchscript", "--batch-size", "2", *CPU, "--rounds", "2", db=db
+    )
+    assert r.exit_code == 0, r.output
+    import profkit
+
+    (tuned,) = profkit.open_db(db).run("no_channels_last-fp32-torchscript-cpu").tunings()
+    assert len(tuned.baseline.iter_ns) == 3 * 3 and "timed 3 times: " in tuned.baseline.note
+    measured = [t for t in tuned.trials if t.measured]
+    assert measured
+    for t in measured:
+        assert len(t.iter_ns) == 2 * 3 and "timed in 2 processes: " in t.note, t
+        assert t.verdict in VERDICTS - {"failed", "not tried"} and t.saving_ms is not None
+    failed = next(t for t in tuned.trials if t.fixes == ["channels_last"])
+    assert failed.verdict == "failed" and "\n" not in failed.note
+
+
+@pytest.mark.parametrize("rounds", ["0", "21", "two"])
+def test_bad_rounds_are_one_line_before_anything_runs(imported, rounds):
+    before = state(imported)
+    r = cli("tune", "resnet18", "--device", "cpu", "--rounds", rounds, db=imported)
+    one_line_error(r, "rounds", code=r.exit_code)
+    assert r.exit_code != 0 and state(imported) == before
+
+
+def test_bad_rounds_through_the_library_are_refused_before_the_profile(tmp_path):
+    import profkit
+    from profkit.errors import UsageError
+
+    for rounds in (0, 21, 1.5, True):
+        with pytest.raises(UsageError, match="rounds"):
+            profkit.tune("resnet18", device="cpu", rounds=rounds, db=tmp_path / "p.db")
+    assert not (tmp_path / "p.db").exists() or profkit.open_db(tmp_path / "p.db").runs() == []
+
+
 # ------------------------------------------------------------------------------ real tunings
 @pytest.mark.slow
 @needs_torch
