@@ -2,7 +2,8 @@
 # Issue 38 on the GPU machine: `profkit tune` on models nobody on the team wrote, and `profkit
 # bench` of the best fix's setting alone, in the same command (each tuning's table and JSON, and
 # each benchmark's rows, in OUT; benchmarks/RESULTS.md compares their savings).
-# Run from the project root: bash benchmarks/tune_gpu.sh OUT STAGE...
+# Run from the project root: [ROUNDS=N] bash benchmarks/tune_gpu.sh OUT STAGE... (ROUNDS: tune's
+# --rounds, default 1).
 # Stages: vit (timm ViT-B/16 fp32), mobilenet (torchvision MobileNetV3-Small, batch 1),
 # resnet50 (torchvision ResNet-50 fp16, batch 32, NCHW), hf (a Hugging Face BERT training loop
 # as a program), dcgan (pytorch/examples'
@@ -22,7 +23,8 @@ cd "$W"
 tune() {  # tune NAME ARGS...: the table, then the tuning as JSON
   local n=$1; shift
   local t0=$(date +%s)
-  profkit tune "$@" >"$OUT/$n.tune.txt" 2>"$OUT/$n.tune.err"; echo "$n: profkit tune $* -> rc=$? in $(( $(date +%s) - t0 )) s"
+  profkit tune --rounds "${ROUNDS:-1}" "$@" >"$OUT/$n.tune.txt" 2>"$OUT/$n.tune.err"
+  echo "$n: profkit tune --rounds ${ROUNDS:-1} $* -> rc=$? in $(( $(date +%s) - t0 )) s"
   python3 - "$OUT/$n.tune.json" <<'PY'
 import json, sys, profkit
 db = profkit.open_db()
