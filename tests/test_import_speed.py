@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,20 +82,30 @@ PARALLEL = (
 
 
 @pytest.mark.parametrize("export", PARALLEL)
-def test_host_syncs_found_in_another_process_are_the_same(tmp_path, export, monkeypatch):
-    """An export large enough (here: any) has its host syncs found by a second process while
-    the import writes its GPU operations: the same rows, ranges, host syncs and notes."""
+def test_host_syncs_found_by_another_thread_are_the_same(tmp_path, export, monkeypatch):
+    """An export large enough (here: any) has its host syncs found by a second thread while the
+    import writes its GPU operations: the same rows, ranges, host syncs and notes; and that
+    thread, not the importing one, found them."""
     from profkit.parse import nsys_export
 
+    found_in: list[str] = []
+    search = nsys_export.NsysExport.host_syncs
+
+    def host_syncs(self):
+        found_in.append(threading.current_thread().name)
+        return search(self)
+
     monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(nsys_export.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(nsys_export, "_cores", lambda: 2)
+    monkeypatch.setattr(nsys_export.NsysExport, "host_syncs", host_syncs)
     golden = json.loads(GOLDEN.read_text())
     assert digests(DATA / export, tmp_path / "p.db") == golden[export]
+    assert found_in == ["profkit host syncs"]
 
 
-def test_host_syncs_found_here_where_the_other_process_fails(tmp_path):
-    """Where the other process gives no answer, the import finds the host syncs itself (so a
-    bad export's error is the import's own), and the streamed capture has them after its rows."""
+def test_host_syncs_found_here_where_the_other_thread_fails(tmp_path, monkeypatch):
+    """Where the other thread fails, the import finds the host syncs itself (so a bad export's
+    error is the import's own), and the streamed capture has them after its rows."""
     import gzip
 
     from profkit.parse import nsys_export, nsys_sqlite
@@ -103,31 +114,20 @@ def test_host_syncs_found_here_where_the_other_process_fails(tmp_path):
     export.write_bytes(gzip.decompress((DATA / PARALLEL[2]).read_bytes()))
     here = nsys_sqlite.read_nsys_sqlite(export)
     list(here.rows)
+    search = nsys_export.NsysExport.host_syncs
 
-    class Gone:  # a process that died without a word
-        returncode, stdout = 1, None
+    def host_syncs(self):
+        if threading.current_thread().name == "profkit host syncs":
+            raise RuntimeError("lost")
+        return search(self)
 
-        def wait(self):
-            return 1
-
-        def communicate(self):
-            return b"", b""
-
-        def poll(self):
-            return 1
-
-    def later(exp):
-        out = object.__new__(nsys_export.HostSyncsLater)
-        out.export, out.calls, out.proc = exp, None, Gone()
-        return out
-
-    nsys_sqlite.HostSyncsLater = later  # type: ignore[assignment]
-    try:
-        there = nsys_sqlite.read_nsys_sqlite(export)
-        assert there.host_syncs == []  # not yet: they come with the rows
-        list(there.rows)
-    finally:
-        nsys_sqlite.HostSyncsLater = nsys_export.HostSyncsLater  # type: ignore[misc]
+    monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(nsys_export, "_cores", lambda: 2)
+    monkeypatch.setattr(nsys_export.NsysExport, "host_syncs", host_syncs)
+    there = nsys_sqlite.read_nsys_sqlite(export)
+    rows = there.rows
+    assert there.host_syncs == [] or there.host_syncs == here.host_syncs
+    list(rows)
     assert there.host_syncs == here.host_syncs and len(here.host_syncs) > 0
 
 

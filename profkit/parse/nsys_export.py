@@ -21,6 +21,7 @@ import os
 import re
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -727,74 +728,72 @@ MEMSET_KEY = -1
 MEMCPY_KEY = -1000
 
 
-# An export at least this large has its host syncs found in a second process while this one
-# imports its GPU operations: both read the file, and share nothing else (2.8 s of a 26 s
-# import at two million kernels on a 2-core machine). Below, a process's start costs more than
-# it saves.
+# An export at least this large has its host syncs found by a second thread while the import
+# writes its GPU operations (2.8 s of a 26 s import at two million kernels on a 2-core machine).
+# Below, the thread's own connection and schema checks cost more than they save.
 PARALLEL_BYTES = 64 << 20
 
 
 class HostSyncsLater:
-    """``NsysExport.host_syncs()`` of ``export``: in a Python process of its own (a connection
-    of its own; started with ``sys.executable -m``, so a caller's own script is never run
-    again in it) on a machine of several cores for an export of ``PARALLEL_BYTES`` or more, else
-    here and now. ``result()`` waits for it. Where the other process fails, the calls are found
-    again here, so that a bad export's error is raised as the import always raises it;
-    ``cancel()`` stops the process."""
+    """``NsysExport.host_syncs()`` of ``export``: on a machine this process may run on two or
+    more cores of, for an export of ``PARALLEL_BYTES`` or more, in a thread of its own (with a
+    connection of its own: SQLite's statements and numpy's sort let go of Python's lock, so the
+    import's SQL in this thread goes on meanwhile); else here and now. ``result()`` waits for it.
+    Where the thread fails, the calls are found again here, so that a bad export's error is
+    raised as the import always raises it; ``cancel()`` cuts its statement short."""
 
     def __init__(self, export: NsysExport) -> None:
         self.export = export
         self.calls: list[HostSyncCall] | None = None
-        self.proc: Any = None
-        if (os.cpu_count() or 1) > 1 and export.path.stat().st_size >= PARALLEL_BYTES:
-            import subprocess
-
-            root = str(Path(__file__).resolve().parents[2])  # where this profkit is imported from
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-            }
-            try:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(export.path)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    env=env,
-                )
-            except OSError:  # no interpreter to start (an embedded Python): here, then
-                self.proc = None
-        if self.proc is None:
+        self.thread: threading.Thread | None = None
+        self._found: list[HostSyncCall] | None = None
+        self._con: sqlite3.Connection | None = None
+        self._stop = threading.Event()
+        if _cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES:
+            self.thread = threading.Thread(
+                target=self._find, name="profkit host syncs", daemon=True
+            )
+            self.thread.start()
+        else:
             self.calls = export.host_syncs()
+
+    def _find(self) -> None:
+        try:
+            other = NsysExport(self.export.path)
+            try:
+                self._con = other.con
+                if not self._stop.is_set():
+                    self._found = other.host_syncs()
+            finally:
+                other.close()
+        except BaseException:  # found again by result(), where its error is the import's
+            self._found = None
 
     def result(self) -> list[HostSyncCall]:
         if self.calls is None:
-            import pickle
-
-            try:
-                out, _ = self.proc.communicate()
-                calls = pickle.loads(out) if self.proc.returncode == 0 else None
-            except (OSError, pickle.UnpicklingError, EOFError, ValueError):
-                calls = None
-            self.cancel()
-            self.calls = calls if isinstance(calls, list) else self.export.host_syncs()
+            if self.thread is not None:
+                self.thread.join()
+                self.thread = None
+            found = self._found
+            self.calls = found if found is not None else self.export.host_syncs()
         return self.calls
 
     def cancel(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self.proc = None
+        if self.thread is not None:
+            self._stop.set()
+            con = self._con
+            if con is not None:
+                try:
+                    con.interrupt()  # meant to be called from another thread
+                except sqlite3.ProgrammingError:  # closed already
+                    pass
+            self.thread.join()
+            self.thread = None
 
 
-if __name__ == "__main__":  # HostSyncsLater's other process: the export's host syncs, pickled
-    import pickle
-
-    _export = NsysExport(Path(sys.argv[1]))
+def _cores() -> int:
+    """The cores this process may run on (its affinity, where the platform tells it)."""
     try:
-        sys.stdout.buffer.write(pickle.dumps(_export.host_syncs()))
-    finally:
-        _export.close()
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -199,9 +199,9 @@ def _sync_op(shown: str, label: OpLabel | None, role: str) -> str:
 def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> Capture[KernelRow]:
     """A streamed Capture: its rows come in launch order, and ``capture.ranges`` (with per-range
     counts) is filled once the last one has been read; ``capture.host_syncs`` then too, for an
-    export large enough that another process finds them meanwhile (``HostSyncsLater``). ``ranks``: for a capture of a
-    distributed job (one report of every rank's process), each process's rank by its pid:
-    the rows' and ranges' ``rank``."""
+    export large enough that another thread finds them meanwhile (``HostSyncsLater``).
+    ``ranks``: for a capture of a distributed job (one report of every rank's process), each
+    process's rank by its pid: the rows' and ranges' ``rank``."""
     ranks = ranks or {}
     export = None
     later: HostSyncsLater | None = None
@@ -212,7 +212,7 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
             meta = export.meta
             notes: list[str] = []
             later = HostSyncsLater(export)
-            stage("host syncs (SQL), or their process started")
+            stage("host syncs (SQL), or their thread started")
             with gc_paused():
                 ranges, innermost = _ranges(export, ranks, notes)
             stage("ranges")
@@ -226,10 +226,14 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
                 range_paths=[r.path for r in ranges if not r.attribution_only],
             )
 
-            def host_syncs() -> None:  # the capture's, once the other process has them
-                if not capture.host_syncs:
+            # what places the host syncs in the walk's ranges, dropped once it has
+            pending = [innermost]
+
+            def host_syncs() -> None:  # the capture's, once the other thread has them
+                if pending:
                     calls = later.result()
-                    capture.host_syncs.extend(_host_syncs(calls, ranges, innermost(calls), ranks))
+                    found = pending.pop()(calls)
+                    capture.host_syncs.extend(_host_syncs(calls, ranges, found, ranks))
 
             if later.calls is not None:
                 host_syncs()
@@ -318,7 +322,7 @@ def _bulk(
     store (``Store.insert_gpu_ops``, the store given): Python computes what is per name (the verdict,
     the short name) and per range (the innermost open range on each thread from each instant
     on), SQLite the rest. Sets the ranges' counts and the capture's range rows, and its host
-    syncs (``host_syncs``) where another process found them meanwhile."""
+    syncs (``host_syncs``) where another thread found them meanwhile."""
     try:
         names: list[NameRow] = []
         for key, sn, name, short in export.kernel_names():
@@ -528,7 +532,7 @@ def _attributed_rows(
     later: HostSyncsLater,
 ) -> Iterator[KernelRow]:
     """Walk GPU operations in launch order beside the ranges' starts and ends in time order
-    (and, after the last, set the capture's host syncs where another process found them).
+    (and, after the last, set the capture's host syncs where another thread found them).
 
     Per thread, the open push/pop ranges form a stack; an operation whose launch call started
     at t on thread T belongs to the ranges open on T at t (start <= t < end), and to the
