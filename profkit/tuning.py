@@ -437,8 +437,15 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
         again_for: dict[int, tuple[RunRequest, list[Fix]]] = {}
         trials: list[TuneTrial] = []
 
+        base_failed: list[str] = []  # a later round's baseline that failed
+
         def baseline_so_far() -> tuple[TuneTrial, float]:
-            return _pooled(first, base_runs)
+            pooled, drift = _pooled(first, base_runs, rounds == 1)
+            if base_failed:
+                pooled = replace(
+                    pooled, note="; ".join([*filter(None, [pooled.note]), *base_failed])
+                )
+            return pooled, drift
 
         def attempt(fixes: list[Fix], answered: list[str], i: int, n: int) -> TuneTrial:
             title = " + ".join(f.title for f in fixes)
@@ -484,15 +491,26 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                 b, _, _ = _measure(p, p.base, [], Path(tmp) / f"baseline-{k}", progress)
                 if b.status == "ok":
                     base_runs.append(b.iter_ns)
+                else:
+                    base_failed.append(f"its timing in round {k} failed: {b.error}")
                 for t in which:
                     if trials[t].verdict == "failed":
                         continue
                     req, fixes = again_for[t]
                     progress.stage(f"{p.target}: {trials[t].title} (round {k} of {rounds})")
                     r, _, _ = _measure(p, req, fixes, Path(tmp) / f"trial{t + 2}-{k}", progress)
-                    if r.status != "ok":
+                    if r.status != "ok":  # failed, its figures gone: none is a measurement now
                         trials[t] = replace(
-                            trials[t], verdict="failed", note=f"round {k}: {r.error}"
+                            trials[t],
+                            verdict="failed",
+                            note=f"round {k}: {r.error}",
+                            median_ms=None,
+                            spread_ms=None,
+                            p25_ms=None,
+                            p75_ms=None,
+                            saving_ms=None,
+                            saving_pct=None,
+                            iter_ns=[],
                         )
                         continue
                     runs[t].append(r.iter_ns)
@@ -585,16 +603,19 @@ def judge(trial: TuneTrial, baseline: TuneTrial, drift_ms: float, min_gain_pct: 
     return replace(trial, saving_ms=saving, saving_pct=pct, verdict=verdict)
 
 
-def _pooled(first: TuneTrial, each: Sequence[Sequence[int]]) -> tuple[TuneTrial, float]:
+def _pooled(
+    first: TuneTrial, each: Sequence[Sequence[int]], first_and_last: bool = False
+) -> tuple[TuneTrial, float]:
     """A setting timed in several processes: its figures from all their steps together, a note
-    of each process's median, and its drift (how far apart those medians were; 0 for one)."""
+    of each process's median, and its drift (how far apart those medians were; 0 for one).
+    ``first_and_last``: the baseline's two timings, before and after the trials."""
     medians = [benchmark.stats(steps)["median_ms"] for steps in each]
     merged = timed(first, [t for steps in each for t in steps])
     if len(each) == 1:
         return merged, 0.0
     shown = (" and " if len(medians) == 2 else ", ").join(f"{m:.4g}" for m in medians)
     if first.verdict == "baseline":
-        when = "timed first and last" if len(each) == 2 else f"timed {len(each)} times"
+        when = "timed first and last" if first_and_last else f"timed {len(each)} times"
         note = f"{when}: {shown} ms a step (the drift counts as noise)"
     else:
         note = f"timed in {len(each)} processes: {shown} ms a step"

@@ -508,6 +508,39 @@ def test_rounds_time_each_setting_in_as_many_processes(tmp_path, db):
     assert failed.verdict == "failed" and "\n" not in failed.note
 
 
+ONCE_CHANNELS_LAST = """
+    if spec.channels_last:
+        import os
+
+        if os.path.exists({mark!r}):
+            raise RuntimeError("channels-last refused the second time")
+        open({mark!r}, "w").close()
+"""
+
+
+@pytest.mark.slow  # a workload tuned end to end in two rounds (~30 s)
+@needs_torch
+def test_a_fix_that_fails_in_a_later_round_is_failed_with_no_figures(tmp_path, db):
+    path = tmp_path / "flaky.py"
+    mark = str(tmp_path / "channels-last-once")
+    path.write_text(
+        CONV.format(what=", channels-last once", refuse=ONCE_CHANNELS_LAST.format(mark=mark)),
+        encoding="utf-8",
+    )
+    r = cli(
+        "tune", path, "--mode", "torchscript", "--batch-size", "2", *CPU, "--rounds", "2", db=db
+    )
+    assert r.exit_code == 0, r.output
+    import profkit
+
+    (tuned,) = profkit.open_db(db).run("flaky-fp32-torchscript-cpu").tunings()
+    flaky = next(t for t in tuned.trials if t.fixes == ["channels_last"])
+    assert flaky.verdict == "failed" and flaky.note.startswith("round 2: "), flaky
+    assert "refused the second time" in flaky.note and not flaky.measured
+    assert flaky.saving_ms is None and flaky.iter_ns == []
+    assert tuned.best is None or tuned.best.fixes != ["channels_last"]
+
+
 @pytest.mark.parametrize("rounds", ["0", "21", "two"])
 def test_bad_rounds_are_one_line_before_anything_runs(imported, rounds):
     before = state(imported)
