@@ -10,7 +10,8 @@
 # DCGAN training script, its own fake data), imagenet (pytorch/examples' ImageNet training
 # script, --dummy data), wlm (pytorch/examples' word_language_model, the README's medium LSTM,
 # on a corpus of wikitext-2's sizes made here), hfxlmr (the HF loop on XLM-RoBERTa-base's
-# config).
+# config), deeplab (torchvision DeepLabV3-ResNet50 fp16 at 513x513, batch 4), bertfp32 (HF
+# BERT-base fp32, 512 tokens, batch 16).
 # A workload's stage benches its baseline and its best fix's setting (read from the tuning's
 # record) alternately, twice, after the tuning.
 set -u
@@ -84,6 +85,8 @@ for stage in "$@"; do
   vit) tunebench vit "$T/vit_b16.py" --batch-size 32 ;;
   mobilenet) tunebench mobilenet "$T/mobilenet_v3_small.py" --batch-size 1 ;;
   resnet50) tunebench resnet50 resnet50 --precision fp16 --batch-size 32 ;;
+  deeplab) tunebench deeplab "$T/deeplabv3.py" --precision fp16 --batch-size 4 ;;
+  bertfp32) tunebench bertfp32 "$T/bert_base_fp32.py" --batch-size 16 ;;
   hf)
     cp "$T/hf_bert_train.py" .
     tune hf --tool nsys -- python hf_bert_train.py --steps 60 ;;
