@@ -181,9 +181,12 @@ class Schema:
 
 
 class NsysExport:
-    """An nsys SQLite export, opened read-only and checked. Close it when done."""
+    """An nsys SQLite export, opened read-only and checked. Close it when done. ``watched``: a
+    stop signal cuts its long statements short (processes.stoppable); an export opened in
+    another thread is not (signals are the main thread's), and is interrupted by that thread's
+    owner instead (``HostSyncsLater.cancel``)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, watched: bool = True):
         self.path = path
         try:
             self.con = sqlite3.connect(file_uri(path, read_only=True), uri=True)
@@ -192,7 +195,8 @@ class NsysExport:
             # so that one stored as a BLOB reads as text too).
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             self.con.execute("select count(*) from sqlite_master").fetchone()
-            watch(self, self.con)  # a stop signal cuts a long statement short (processes.stoppable)
+            if watched:
+                watch(self, self.con)  # a stop signal cuts a long statement short
         except sqlite3.DatabaseError as exc:
             raise BadExport(f"{path.name} is not a readable SQLite file: {exc}") from exc
         try:
@@ -759,7 +763,7 @@ class HostSyncsLater:
 
     def _find(self) -> None:
         try:
-            other = NsysExport(self.export.path)
+            other = NsysExport(self.export.path, watched=False)
             try:
                 self._con = other.con
                 if not self._stop.is_set():
