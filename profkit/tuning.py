@@ -13,7 +13,9 @@ applied (``how``), the lines of code that apply it and the precision its outputs
   by one (CUDA events on a GPU for a workload, the step's wall time to a device sync for a
   program, ``perf_counter_ns`` on the CPU), median and spread. The baseline is the run's own
   setting, timed the same way first and again last (how far its two medians are apart counts
-  as noise). A workload's fix is a run option (``applies``: the same
+  as noise). With ``rounds`` N, the baseline and every measured fix are timed in N processes,
+  a round of them after another, their steps pooled (what changes between processes is then
+  in each spread). A workload's fix is a run option (``applies``: the same
   setting ``profkit bench`` measures with that option); a program's is applied from outside
   its code (``process.fixes``): TF32, fused optimizers and cuDNN's autotuning in its process,
   channels-last, bf16 autocast and torch.compile on its model (the first module with
