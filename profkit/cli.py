@@ -572,12 +572,20 @@ def _noter(err: Any) -> Callable[[str], None]:
 
 def _open(db: Optional[Path], create: bool = False) -> Database:
     from .api import open_db
-    from .store import connection
 
-    connection.LEAN_IMPORTS = True  # profkit's own process: a new schema need not import pandas
-    database = open_db(db or _state["db"], create=create)
+    database = open_db(_db(db), create=create)
     _opened.append(database)
     return database
+
+
+def _db(db: Optional[Path]) -> Optional[Path]:
+    """The database a command opens, or hands to the library to open: this process is
+    profkit's own, so a new database's schema is made without importing pandas
+    (``store.connection.LEAN_IMPORTS``; a second of a first ``profkit run`` on the GPU machine)."""
+    from .store import connection
+
+    connection.LEAN_IMPORTS = True
+    return db or _state["db"]
 
 
 def _list(text: str) -> list[str]:
@@ -632,7 +640,7 @@ def run(
         done = profile(
             workload,
             program=program,
-            db=db or _state["db"],
+            db=_db(db),
             **options,
             progress=Progress(
                 on_kernel=stages.kernel, on_stage=stages.stage, on_note=on_note, on_output=on_output
@@ -901,7 +909,7 @@ def compare(
             precisions=_list(precisions),
             match=match.value,
             threshold_pct=threshold,
-            db=db or _state["db"],
+            db=_db(db),
             **options,
             progress=Progress(on_stage=stages.stage, on_note=on_note),
         )
@@ -1227,7 +1235,7 @@ def bench(
             workload,
             precisions=_list(precisions),
             modes=_list(modes),
-            db=db or _state["db"],
+            db=_db(db),
             **options,
             progress=Progress(on_stage=stages.stage, on_note=on_note),
         )
@@ -1328,7 +1336,7 @@ def tune(
             workload,
             program=program,
             run=from_run,
-            db=db or _state["db"],
+            db=_db(db),
             rounds=rounds,
             **options,
             progress=Progress(on_kernel=stages.kernel, on_stage=stages.stage, on_note=_noter(err)),
@@ -1439,7 +1447,7 @@ def sweep(
         tls_ca_file=tls_ca_file,
         tls_cert=tls_cert,
         tls_key=tls_key,
-        db=db or _state["db"],
+        db=_db(db),
         on_result=on_result,
         on_note=on_note,
         **options,

@@ -339,3 +339,26 @@ print(sorted(r for r in sqlite3.connect(sys.argv[1]).execute("select type, name,
         out[how] = p.stdout.splitlines()
     assert out["lean"][0] == "False False" and out["library"][0] == "True True"
     assert out["lean"][1] == out["library"][1] and "kernel_rows" in out["lean"][1]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "no-such-workload"),
+        ("compare", "no-such-workload"),
+        ("bench", "no-such-workload"),
+        ("tune", "--run", "no-such-run"),
+        ("runs",),
+    ],
+)
+def test_every_command_that_opens_a_database_says_its_process_is_profkits(
+    tmp_path, args, monkeypatch
+):
+    """The commands that hand the database to the library (run, compare, bench, tune, sweep)
+    mark the process as profkit's own too, as those that open it themselves do: a first run
+    into a new database makes its schema without importing pandas."""
+    from profkit.store import connection
+
+    monkeypatch.setattr(connection, "LEAN_IMPORTS", False)
+    cli(*args, db=tmp_path / "p.db")
+    assert connection.LEAN_IMPORTS is True
