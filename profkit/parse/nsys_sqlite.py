@@ -226,30 +226,44 @@ def read_nsys_sqlite(path: str | Path, ranks: dict[int, int] | None = None) -> C
                 range_paths=[r.path for r in ranges if not r.attribution_only],
             )
 
-            # what places the host syncs in the walk's ranges, dropped once it has
-            pending = [innermost]
-
-            def host_syncs() -> None:  # the capture's, once the other thread has them
-                if pending:
-                    calls = later.result()
-                    found = pending.pop()(calls)
-                    capture.host_syncs.extend(_host_syncs(calls, ranges, found, ranks))
-
+            syncs = _Syncs(later, capture, ranges, innermost, ranks)
             if later.calls is not None:
-                host_syncs()
+                syncs.place()
     except BaseException:
         if export is not None:
             if later is not None:
                 later.cancel()
             export.close()
         raise
-    capture.rows = _attributed_rows(export, ranges, capture, ranks, host_syncs, later)
-    capture.bulk = lambda store, run_id: _bulk(
-        store, run_id, export, ranges, capture, ranks, host_syncs, later
-    )
+    capture.rows = _attributed_rows(export, ranges, capture, ranks, syncs)
+    capture.bulk = lambda store, run_id: _bulk(store, run_id, export, ranges, capture, ranks, syncs)
     capture.notes.append(f"nsys export schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
     capture.notes.extend(notes)
     return capture
+
+
+class _Syncs:
+    """A capture's host syncs, placed in the walk's ranges (``place``) once the search for them
+    (``HostSyncsLater``: in another thread for a large export) has them, or that search stopped
+    (``cancel``). What places them is dropped once it has."""
+
+    def __init__(
+        self,
+        later: HostSyncsLater,
+        capture: Capture[KernelRow],
+        ranges: list[OpenRange],
+        innermost: Callable[[list[HostSyncCall]], list[str | None]],
+        ranks: dict[int, int],
+    ) -> None:
+        self.later, self.capture = later, capture
+        self._placing = [lambda calls: _host_syncs(calls, ranges, innermost(calls), ranks)]
+
+    def place(self) -> None:
+        if self._placing:
+            self.capture.host_syncs.extend(self._placing.pop()(self.later.result()))
+
+    def cancel(self) -> None:
+        self.later.cancel()
 
 
 def _host_syncs(
@@ -315,14 +329,13 @@ def _bulk(
     ranges: list[OpenRange],
     capture: Capture[KernelRow],
     ranks: dict[int, int],
-    host_syncs: Callable[[], None],
-    later: HostSyncsLater,
+    syncs: _Syncs,
 ) -> tuple[str, int, int]:
     """The rows of ``_attributed_rows``, written by SQL straight from the export into the
     store (``Store.insert_gpu_ops``, the store given): Python computes what is per name (the verdict,
     the short name) and per range (the innermost open range on each thread from each instant
     on), SQLite the rest. Sets the ranges' counts and the capture's range rows, and its host
-    syncs (``host_syncs``) where another thread found them meanwhile."""
+    syncs (``syncs``) where another thread found them meanwhile."""
     try:
         names: list[NameRow] = []
         for key, sn, name, short in export.kernel_names():
@@ -403,10 +416,10 @@ def _bulk(
             operators,
         )
         stage("GPU operations written")
-        host_syncs()
+        syncs.place()
         stage("host syncs")
     finally:
-        later.cancel()
+        syncs.cancel()
         export.close()
     # operators' input types: a precision for kernels whose names give none
     if any(t[8] for t in tops):
@@ -528,8 +541,7 @@ def _attributed_rows(
     ranges: list[OpenRange],
     capture: Capture[KernelRow],
     ranks: dict[int, int],
-    host_syncs: Callable[[], None],
-    later: HostSyncsLater,
+    syncs: _Syncs,
 ) -> Iterator[KernelRow]:
     """Walk GPU operations in launch order beside the ranges' starts and ends in time order
     (and, after the last, set the capture's host syncs where another thread found them).
@@ -616,9 +628,9 @@ def _attributed_rows(
                     pid = _pid(l_tid)
                     launched[pid] = launched.get(pid, 0) + 1
             yield row
-        host_syncs()
+        syncs.place()
     finally:
-        later.cancel()
+        syncs.cancel()
         export.close()
     advance(float("inf"))
     index = {id(r): i for i, r in enumerate(ranges)}
