@@ -1971,3 +1971,5 @@ def tuning(t: Tuning, fmt: str, wide: bool = False) -> None:
     for i, r in enumerate(t.trials, start=1):
         if r.note and r.verdict != "estimate":
             hanging(c, f"{i}. {r.title}: ", r.note)
+    if t.baseline.note:  # its timings (each process's median: the drift) and what failed
+        hanging(c, "baseline: ", t.baseline.note)

@@ -36,6 +36,7 @@ The tuning is stored with the run (``tune_trials``) in one transaction at the en
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import re
 import tempfile
@@ -238,9 +239,9 @@ class TunePlan:
 
 def check_rounds(rounds: object) -> None:
     """A tuning's ``rounds``: a whole number from 1 to ``MAX_ROUNDS``, or a UsageError."""
-    require_int("rounds", rounds, 1)
-    if rounds > MAX_ROUNDS:  # type: ignore[operator]
+    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > MAX_ROUNDS:
         raise UsageError(f"`rounds` must be at most {MAX_ROUNDS}, not {rounds}")
+    require_int("rounds", rounds, 1)
 
 
 def plan(
@@ -485,18 +486,22 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                 _agree(trial, out, base_out, p), baseline_so_far()[0], 0.0, cfg["min_gain_pct"]
             )
 
+        timings = itertools.count(2)  # the baseline's timings after its first: their folders
+
         def more_rounds(which: list[int]) -> None:
             """Rounds 2 and on: the baseline, then each of ``which`` (trials measured in round
-            1), each in a process of its own; a trial that fails in one is failed."""
+            1), each in a process of its own; a trial that fails in one is failed. A trial whose
+            outputs disagreed is not timed again: it can never gain."""
             for k in range(2, rounds + 1):
                 progress.stage(f"{p.target}: the baseline (round {k} of {rounds})")
-                b, _, _ = _measure(p, p.base, [], Path(tmp) / f"baseline-{k}", progress)
+                folder = Path(tmp) / f"baseline-{next(timings)}"
+                b, _, _ = _measure(p, p.base, [], folder, progress)
                 if b.status == "ok":
                     base_runs.append(b.iter_ns)
                 else:
                     base_failed.append(f"its timing in round {k} failed: {b.error}")
                 for t in which:
-                    if trials[t].verdict == "failed":
+                    if trials[t].verdict in ("failed", "outputs disagree"):
                         continue
                     req, fixes = again_for[t]
                     progress.stage(f"{p.target}: {trials[t].title} (round {k} of {rounds})")
@@ -512,12 +517,16 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                             p75_ms=None,
                             saving_ms=None,
                             saving_pct=None,
+                            max_abs_diff=None,
+                            rel_diff=None,
+                            top1_agreement=None,
+                            agreement=None,
                             iter_ns=[],
                         )
                         continue
                     runs[t].append(r.iter_ns)
             for t in which:
-                if trials[t].verdict != "failed" and len(runs[t]) > 1:
+                if trials[t].median_ms is not None and len(runs[t]) > 1:
                     trials[t] = _pooled(trials[t], runs[t])[0]
 
         def judged(drift: float | None = None) -> None:
@@ -550,8 +559,12 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                 baseline, drift = baseline_so_far()
                 judged(drift)
             else:
+                baseline, drift = baseline_so_far()
+                judged(drift)  # against the baseline's timings so far, the drift among them
                 text = (
                     f"its second timing, after the trials, failed ({again.error}): no drift known"
+                    if len(base_runs) == 1
+                    else f"its last timing, after the trials, failed ({again.error})"
                 )
                 baseline = replace(baseline, note="; ".join(n for n in (baseline.note, text) if n))
     trials += _estimates(p, baseline)

@@ -541,6 +541,55 @@ def test_a_fix_that_fails_in_a_later_round_is_failed_with_no_figures(tmp_path, d
     assert tuned.best is None or tuned.best.fixes != ["channels_last"]
 
 
+@needs_torch
+def test_rounds_with_fixes_tried_together_time_everything_in_folders_of_its_own(
+    tmp_path, db, monkeypatch
+):
+    """Two fixes that each gain (timings made up, each process's folder made as bench makes
+    it): with --rounds 2 the fixes tried together get their second round too, each baseline
+    timing in a folder of its own, and the last baseline timing failing leaves every figure
+    judged against the timings the baseline has."""
+    import profkit
+    from profkit import tuning
+    from profkit.records import BenchRow
+
+    path = conv_workload(tmp_path, "small_cnn")
+    run = profkit.profile(
+        str(path), device="cpu", batch_size=2, iters=2, warmup=1, db=db, name="cnn"
+    )
+    store = profkit.open_db(db).store
+    plan = tuning.plan(store, run, workload=str(path), iters=3, warmup=1, rounds=2)
+    ms = {
+        frozenset(): 10.0,
+        frozenset({"channels_last"}): 8.0,
+        frozenset({"amp"}): 7.0,
+        frozenset({"channels_last", "amp"}): 6.0,
+    }
+    seen: list[str] = []
+
+    def measure(p, req, fixes, folder, progress):
+        folder.mkdir()  # as benchmark.measure does: a folder used twice fails
+        seen.append(folder.name)
+        if folder.name == "baseline-again":
+            return BenchRow("fp32", "eager", "failed", error="lost"), {"model": True}, None
+        t = int(ms.get(frozenset(f.id for f in fixes), 9.5) * 1e6)  # 9.5: any other fix
+        return BenchRow("fp32", "eager", "ok", iter_ns=[t, t, t]), {"model": True}, None
+
+    monkeypatch.setattr(tuning, "_measure", measure)
+    monkeypatch.setattr(
+        tuning,
+        "_together",
+        lambda p, todo, trials: [c for c in todo if c.fix.id in ("channels_last", "amp")],
+    )
+    done = tuning.run(store, plan)
+    assert len(seen) == len(set(seen))
+    both = next(t for t in done.trials if len(t.fixes) == 2)
+    assert both.verdict == "gain" and both.median_ms == 6.0 and len(both.iter_ns) == 6
+    assert both.saving_ms == pytest.approx(done.baseline.median_ms - 6.0)
+    assert "its last timing, after the trials, failed (lost)" in done.baseline.note
+    assert len(done.baseline.iter_ns) == 3 * 3  # round 1, round 2, the together's round 2
+
+
 @pytest.mark.parametrize("rounds", ["0", "21", "two"])
 def test_bad_rounds_are_one_line_before_anything_runs(imported, rounds):
     before = state(imported)
@@ -553,9 +602,11 @@ def test_bad_rounds_through_the_library_are_refused_before_the_profile(tmp_path)
     import profkit
     from profkit.errors import UsageError
 
-    for rounds in (0, 21, 1.5, True):
-        with pytest.raises(UsageError, match="rounds"):
+    for rounds in (0, 21, 10**30, 1.5, True):
+        with pytest.raises(UsageError, match="rounds") as raised:
             profkit.tune("resnet18", device="cpu", rounds=rounds, db=tmp_path / "p.db")
+        if isinstance(rounds, int) and rounds > 1:
+            assert "at most 20" in str(raised.value)
     assert not (tmp_path / "p.db").exists() or profkit.open_db(tmp_path / "p.db").runs() == []
 
 
