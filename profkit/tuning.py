@@ -506,22 +506,15 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                     req, fixes = again_for[t]
                     progress.stage(f"{p.target}: {trials[t].title} (round {k} of {rounds})")
                     r, _, _ = _measure(p, req, fixes, Path(tmp) / f"trial{t + 2}-{k}", progress)
-                    if r.status != "ok":  # failed, its figures gone: none is a measurement now
-                        trials[t] = replace(
-                            trials[t],
-                            verdict="failed",
+                    if r.status != "ok":  # failed, as in round 1: no figure is a measurement now
+                        was = trials[t]
+                        trials[t] = TuneTrial(
+                            was.fixes,
+                            was.title,
+                            "failed",
+                            was.findings,
+                            was.code,
                             note=f"round {k}: {r.error}",
-                            median_ms=None,
-                            spread_ms=None,
-                            p25_ms=None,
-                            p75_ms=None,
-                            saving_ms=None,
-                            saving_pct=None,
-                            max_abs_diff=None,
-                            rel_diff=None,
-                            top1_agreement=None,
-                            agreement=None,
-                            iter_ns=[],
                         )
                         continue
                     runs[t].append(r.iter_ns)
@@ -529,12 +522,10 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                 if trials[t].median_ms is not None and len(runs[t]) > 1:
                     trials[t] = _pooled(trials[t], runs[t])[0]
 
-        def judged(drift: float | None = None) -> None:
-            base, spread = baseline_so_far()
+        def judged() -> None:  # every trial, against the baseline's timings so far and their drift
+            base, drift = baseline_so_far()
             for t, trial in enumerate(trials):
-                trials[t] = judge(
-                    trial, base, spread if drift is None else drift, cfg["min_gain_pct"]
-                )
+                trials[t] = judge(trial, base, drift, cfg["min_gain_pct"])
 
         for i, c in enumerate(todo, start=2):
             trials.append(attempt([c.fix], c.findings, i, total))
@@ -556,11 +547,9 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             again, _, _ = _measure(p, p.base, [], Path(tmp) / "baseline-again", progress)
             if again.status == "ok":
                 base_runs.append(again.iter_ns)
-                baseline, drift = baseline_so_far()
-                judged(drift)
-            else:
-                baseline, drift = baseline_so_far()
-                judged(drift)  # against the baseline's timings so far, the drift among them
+            baseline = baseline_so_far()[0]
+            judged()
+            if again.status != "ok":
                 text = (
                     f"its second timing, after the trials, failed ({again.error}): no drift known"
                     if len(base_runs) == 1
