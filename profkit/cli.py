@@ -42,7 +42,7 @@ from .errors import MAX_COUNT, ProfkitError, ProfkitWarning, name_params
 from .formatting import shown
 from .options import RunOptions, cli_of, default_for, for_command
 from .parse.formats import import_help
-from .processes import TERMINATING, parent_gone, stop_on_signals, stopped_by
+from .processes import TERMINATING, parent_gone, stage, stop_on_signals, stopped_by
 
 if TYPE_CHECKING:
     from .api import Database
@@ -650,8 +650,10 @@ def run(
         done, done.summary(), done.report_path, str(done.database.path), caveats=done.caveats()
     )
     render.findings(done.findings())
+    stage("summary and findings shown")
     if report:
         render.report_written(done.report())
+        stage("report written")
 
 
 # ---------------------------------------------------------------------------------- import

@@ -19,9 +19,8 @@ from .errors import EmptyCapture, ProfkitWarning, UsageError
 from .options import check_run_name
 from .parse import detect, load
 from .parse.formats import run_name
-from .parse.nsys_export import stage
 from .parse.schema import Capture, KernelRow
-from .processes import stoppable
+from .processes import stage, stoppable
 from .records import RunInfo, RunRecord
 from .store import Store
 from .store.database import RunFields

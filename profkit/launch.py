@@ -38,7 +38,7 @@ from .options import GPU_ONLY, RunOptions
 from .parse.compiled import with_compiled_kernels
 from .parse.schema import Capture, KernelRow
 from .process.job import HarnessJob, harness_info, rank_file, traceback_file
-from .processes import how_it_ended
+from .processes import how_it_ended, stage
 from .program import Program
 from .records import HarnessInfo, NcuPlan, RankInfo, RunInfo, RunRecord
 from .store import Store
@@ -671,6 +671,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             f"run {req.options.name} {prior} before: this run replaces it (its row and its files)"
         )
     reserved = store.reserve(req.options.name, default_name, base_fields, status="running")
+    stage("run planned and its name reserved")
     name = reserved.name
     folder: Path | None = None
     try:
@@ -715,6 +716,7 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
             capture.gpu_name = info.get("gpu_name")
             capture.compute_capability = info.get("compute_capability")
         progress.stage("classifying and storing")
+        stage("profiled")
         fields: RunFields = {
             **base_fields,
             "name": name,
@@ -763,8 +765,10 @@ def run(store: Store, request: RunRequest | Plan, progress: Progress | None = No
         raise
     # Once the run is stored and ok: what is kept for later runs (a failure here is noted, and an
     # interruption leaves the run as stored).
+    stage("stored")
     for then in job.after:
         then(stored)
+    stage("kept for later runs")
     return stored
 
 
@@ -800,6 +804,7 @@ def _profile_ncu(
         # ncu takes a while to say its version: meanwhile the run starts
         asked = pool.submit(ncu.version, exe)
         gpu_info = gpu.query()
+        stage("nvidia-smi asked")
         cc = gpu_info[1] if gpu_info else None
         set_label, metrics = metric_set(job.req.options.metrics, cc)
         if per_function is None:
@@ -823,6 +828,7 @@ def _profile_ncu(
                 set_label,
                 metrics,
             )
+            stage("counters planned")
             # A program counts in its own process, in the steps after its window (a few steps):
             # cheaper than ncu started again for the functions never counted.
             if counters.strategy == ncu_counters.TIMED_FIRST and job.req.program is None:
@@ -993,6 +999,7 @@ def _timed_first(
     timer_log = job.folder / "harness-times.log"
     timer_argv = job.harness_argv()
     result, wall = job.stream(timer_argv, timer_log)
+    stage("timing harness ended")
     info = job.info()
     # CUPTI could not time (a workload's own error raised above)
     if result.returncode != 0 or not times.exists():
@@ -1005,6 +1012,7 @@ def _timed_first(
     timed = timed_functions(kernel_times(times))
     functions = counters.look_up(timed)
     missing = [m for m in timed if m not in functions]
+    stage("kept counters looked up")
     raw_files = {"kernel-times": str(times), "times-log": str(timer_log)}
     argv = timer_argv
     profiled = 0
@@ -1049,7 +1057,9 @@ def _timed_first(
             counters.counted = len(new)
             gpu_pair = (export.gpu_name or gpu_info[0], export.compute_capability or gpu_info[1])
     capture = _timed_capture(job, times, functions, info, gpu_pair)
+    stage("launches joined to their counters")
     capture.tool_version = asked.result()
+    stage("ncu's version")
     plan: NcuPlan = {
         "launches": (
             "the first launch of each kernel function not counted in an earlier run (ncu --kernel-id, "

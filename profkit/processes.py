@@ -1,18 +1,36 @@
 """Facts about this machine's processes, shared by the subprocess runner (``tools.runner``)
-and the store (whose runs' owners may be gone); and how a profkit process stops on a signal
+and the store (whose runs' owners may be gone); how a profkit process stops on a signal
 (the command, and a sweep's job process, alike), a long SQLite statement included
-(:func:`stoppable`)."""
+(:func:`stoppable`); and where its time goes, with PROFKIT_TIMINGS set (:func:`stage`)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
+
+_last = [time.monotonic(), time.process_time()]
+
+
+def stage(label: str) -> None:
+    """With PROFKIT_TIMINGS set, the wall and CPU seconds since this process's last stage, on
+    stderr: what the benchmarks break an import's or a run's time down by
+    (benchmarks/nsys_scale.py, benchmarks/repeat_run_probe.sh)."""
+    if os.environ.get("PROFKIT_TIMINGS"):
+        now = [time.monotonic(), time.process_time()]
+        print(
+            f"profkit: {label}: {now[0] - _last[0]:.2f} s ({now[1] - _last[1]:.2f} s CPU)",
+            file=sys.stderr,
+        )
+        _last[:] = now
+
 
 GRACE_S = 10.0  # a child told to stop (SIGINT) has this long before its group is killed
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any, Literal, TypedDict
 
 from ..errors import BadExport
 from ..files import file_uri
-from ..processes import watch
+from ..processes import stage, watch
 from .schema import DIM_LIMIT, Evidence, Precision, host_sync_call
 
 # Export schema versions this reader knows (major -> oldest minor). 3.20 is what nsys
@@ -145,21 +143,6 @@ OperatorCall = tuple[int, int, int, str, str | None]
 Window = tuple[int, int | None, int, int]
 # A runtime call that blocked the host, as host_syncs() gives it.
 HostSyncCall = tuple[int, str, int, int, int, int | None, int | None]
-
-
-_last = [time.monotonic(), time.process_time()]
-
-
-def stage(label: str) -> None:
-    """With PROFKIT_TIMINGS set, the wall and CPU seconds since the last stage of an nsys
-    import, on stderr (what benchmarks/nsys_scale.py breaks the import's time down by)."""
-    if os.environ.get("PROFKIT_TIMINGS"):
-        now = [time.monotonic(), time.process_time()]
-        print(
-            f"profkit: {label}: {now[0] - _last[0]:.2f} s ({now[1] - _last[1]:.2f} s CPU)",
-            file=sys.stderr,
-        )
-        _last[:] = now
 
 
 class GpuOpsImport(TypedDict):
