@@ -107,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     bare: list[int] = []
     try:
         for i in range(job.warmup):
-            began = time.perf_counter_ns()
+            step_began = time.perf_counter_ns()
             step()  # torch.compile compiles here, on the first call
             sync()
             if i:
-                bare.append(time.perf_counter_ns() - began)
+                bare.append(time.perf_counter_ns() - step_began)
     except Exception as exc:  # the user's model, or the compiler on it
         what = (
             f"torch.compile ({spec.compile_mode}) failed on"

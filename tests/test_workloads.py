@@ -98,6 +98,17 @@ def test_harness_runs_measured_iterations(tmp_path):
     # Issue 36: the warm-up steps after the first, each timed (no profiler, no ranges): the bare step.
     assert len(info["bare_iteration_ns"]) == 2 and all(t > 0 for t in info["bare_iteration_ns"])
     assert info["torch_version"]
+    # Where the process's time went: seconds since it began, each stage after the one before
+    # (the warm-up's step timer once clobbered the clock they are read from).
+    stages = list(info["stages_s"].values())
+    assert list(info["stages_s"]) == [
+        "torch_imported",
+        "built",
+        "gpu_turn",
+        "warmed_up",
+        "measured",
+    ]
+    assert 0 <= stages[0] and stages == sorted(stages) and stages[-1] < 600
 
 
 @needs_torch
