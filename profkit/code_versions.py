@@ -27,6 +27,12 @@ from types import ModuleType
 # profiler API loads to count): they time and count kernels but hold none of the workload's,
 # and a run that counts in its process maps them where a run that only times does not.
 PROFILER_LIBRARIES = ("libcupti", "libnvperf", "libpcsamplingutil")
+# The driver's own libraries (libcuda, and the libnvidia-* it loads when it needs them): the
+# driver's version is in the key already, and which of them a process maps says what the
+# driver's caches held, not what code ran. libnvidia-ptxjitcompiler loads where PTX is compiled,
+# so a first run on a cold JIT cache maps it and the next runs do not (H200, RESULTS.md issue
+# 39: the repeat run of an LSTM and of BERT found none of the first run's counters).
+DRIVER_LIBRARIES = ("libcuda.", "libnvidia-")
 
 
 def environment(gpu: str, driver: str | None, ncu: str | None) -> dict[str, str]:
@@ -51,7 +57,8 @@ def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
     """Every native library this process has mapped, as a count and a digest of each one's
     path, size and modification time (an in-place rebuild changes the time): the files of its
     executable mappings in ``maps`` (``/proc/self/maps``), but deleted ones (a trampoline's
-    temporary file) and profkit's own profiler libraries (``PROFILER_LIBRARIES``). "unknown"
+    temporary file), profkit's own profiler libraries (``PROFILER_LIBRARIES``) and the
+    driver's (``DRIVER_LIBRARIES``: its version is a part of its own). "unknown"
     where ``maps`` cannot be read (not Linux)."""
     try:
         text = maps.read_text(errors="surrogateescape")
@@ -69,7 +76,7 @@ def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
             files.add(parts[5])
     seen = []
     for path in sorted(files):
-        if os.path.basename(path).startswith(PROFILER_LIBRARIES):
+        if os.path.basename(path).startswith(PROFILER_LIBRARIES + DRIVER_LIBRARIES):
             continue
         try:
             st = os.stat(path)

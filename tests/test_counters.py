@@ -536,12 +536,15 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
     """Issue 34: cuDNN or cuBLAS from conda or LD_LIBRARY_PATH is no Python package: the
     libraries a process mapped (/proc/self/maps) are in the key, each by path, size and time.
     Another library, the same library at another path, or one rebuilt in place changes it; data
-    files, deleted files and profkit's own profiler libraries do not."""
+    files, deleted files, profkit's own profiler libraries and the driver's (its version is
+    in the key) do not."""
     for name in (
         "libcudnn.so.9",
         "libcublasLt.so.12",
         "libcupti.so.12",
         "libnvperf_host.so",
+        "libcuda.so.580.159.04",
+        "libnvidia-ptxjitcompiler.so.580.159.04",
         "weights.bin",
     ):
         (tmp_path / name).write_bytes(b"\x7fELF" + name.encode())
@@ -562,6 +565,9 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
             f"r--p {tmp_path}/weights.bin",
             f"r-xp {tmp_path}/libcupti.so.12",
             f"r-xp {tmp_path}/libnvperf_host.so",
+            # the driver's: a cold JIT cache maps its PTX compiler, a warm one does not
+            f"r-xp {tmp_path}/libcuda.so.580.159.04",
+            f"r-xp {tmp_path}/libnvidia-ptxjitcompiler.so.580.159.04",
             f"r-xp {tmp_path}/gone.so (deleted)",
             "r-xp /dev/zero",
             "r-xp [vdso]",
