@@ -101,6 +101,38 @@ def test_self_contained_and_escaped(reports):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in xss or "\\u003cscript\\u003e" in xss
 
 
+def test_compiled_template_kept_between_processes(reports, tmp_path, monkeypatch):
+    """The template as Jinja2 compiled it is kept in Jinja2's own per-user folder and gives the
+    same page; a damaged file there, or no safe folder, is compiled again, never an error."""
+    import tempfile
+
+    from profkit.report import page
+
+    db, runs, _ = reports
+    data = model.run_page(db.store, runs["ncu"])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"_jinja2-cache-{os.getuid()}"
+
+    def fresh() -> str:
+        page._env.cache_clear()
+        return page.render(data)
+
+    try:
+        first = fresh()
+        kept = list(folder.iterdir())
+        assert len(kept) == 1 and oct(folder.stat().st_mode & 0o777) == "0o700"
+        assert fresh() == first  # read from the file
+        kept[0].write_bytes(b"j2" + os.urandom(64))
+        assert fresh() == first
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+        folder.write_text("not a folder")  # Jinja2 refuses it: no cache at all
+        assert fresh() == first
+    finally:
+        page._env.cache_clear()
+
+
 def test_headline_is_the_summary(reports):
     db, runs, _ = reports
     for name in ("ncu", "nsys", "cpu"):

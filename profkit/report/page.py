@@ -34,6 +34,33 @@ def _asset(name: str) -> str:
     return resources.files("profkit").joinpath("report", name).read_text(encoding="utf-8")
 
 
+class _Compiled(jinja2.FileSystemBytecodeCache):
+    """The page's template as Jinja2 compiled it, kept between processes: compiling it took
+    0.17 s of the 0.34 s a report took to write. Jinja2's own cache, in its own folder (one per
+    user, made ``0700`` and refused where another owns it), keyed by the template's source and
+    Jinja2's and Python's versions, so an edited template or an upgrade compiles it again. A
+    cache that cannot be read or written is no cache: the template is compiled as before."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # a damaged or unreadable file: compile
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:  # a full disk or a folder gone: the next report compiles again
+            pass
+
+
+def _compiled() -> jinja2.BytecodeCache | None:
+    try:
+        return _Compiled()
+    except (OSError, RuntimeError):  # no safe folder of this user's (RuntimeError: Jinja2's)
+        return None
+
+
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -42,6 +69,7 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         loader=jinja2.FunctionLoader(lambda name: _asset(name)),
+        bytecode_cache=_compiled(),
     )
     env.filters["ns"] = fmt_ns
     # Keep the data's order (time by precision is largest first); Jinja2 sorts keys by default.
