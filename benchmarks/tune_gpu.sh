@@ -15,7 +15,7 @@
 # A workload's stage benches its baseline and its best fix's setting (read from the tuning's
 # record) alternately, twice, after the tuning.
 set -u
-OUT=${1:?out dir}; shift
+OUT=${1:?out dir}; shift; mkdir -p "$OUT"
 ROOT=$(pwd)
 T=$ROOT/benchmarks/tune
 D=$(mktemp -d); export PROFKIT_DB=$D/tune.db COLUMNS=120
