@@ -30,7 +30,7 @@ from typing import Any
 from ..classify import COPY_VERDICT, classify_row
 from ..names import short_name
 from ..nvtx_ranges import OpLabel, is_iteration_range, is_named_step
-from ..processes import stoppable
+from ..processes import stage, stoppable
 from .nsys_export import (
     MEMCPY_KEY,
     MEMSET_KEY,
@@ -41,7 +41,6 @@ from .nsys_export import (
     NsysExport,
     OperatorCall,
     StateRange,
-    stage,
 )
 from .ranges import (
     MAX_DEPTH,

@@ -24,9 +24,9 @@ from ..parse.nsys_export import (
     StateRange,
     Window,
     integer_test,
-    stage,
 )
 from ..parse.schema import MAX_DURATION_NS
+from ..processes import stage
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
