@@ -171,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed as dist
 
         dist.destroy_process_group()
-    elif job.counting and spec.mode != "compile" and alone():
-        leave(0)
+    elif (job.counting or job.kernel_times_path) and spec.mode != "compile" and alone():
+        # ncu's counting process, or the per-function plan's timing one (no profiler outside
+        # it: nothing waits for its exit but profkit)
+        leave(0, exit_handlers=not job.counting)
     return 0
 
 

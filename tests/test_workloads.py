@@ -112,14 +112,20 @@ def test_harness_runs_measured_iterations(tmp_path):
 
 
 @needs_torch
-@pytest.mark.parametrize("counting,worker", [(True, False), (True, True), (False, False)])
-def test_only_ncus_counting_harness_ends_at_once_where_nothing_is_left_running(
-    tmp_path, counting, worker
+@pytest.mark.parametrize(
+    "counting,timing,worker",
+    [(True, False, False), (True, False, True), (False, True, False), (False, True, True)]
+    + [(False, False, False)],
+)
+def test_the_per_function_plans_harnesses_end_at_once_where_nothing_is_left_running(
+    tmp_path, counting, timing, worker
 ):
-    """The counting process of ncu's per-function plan skips Python's and CUDA's teardown when
-    the workload left nothing running; where it left a worker process, the normal exit ends
-    it, so that no process outlives the harness holding its output open. Any other harness
-    (the timing one, the run's) ends normally: the workload's exit handlers run."""
+    """The counting process of ncu's per-function plan, and its timing process (the run's
+    harness, which times every launch with CUPTI: a repeated run's only process), skip Python's
+    and CUDA's teardown when the workload left nothing running; the timing one runs the exit
+    handlers first (the workload's are its own). Where the workload left a worker process, the
+    normal exit ends it, so that no process outlives the harness holding its output open. Any
+    other harness (under nsys or torch.profiler, or none) ends normally."""
     marker = tmp_path / "exit.txt"
     job = {
         "spec": workloads.Spec(batch_size=2, device="cpu").as_dict(),
@@ -129,6 +135,8 @@ def test_only_ncus_counting_harness_ends_at_once_where_nothing_is_left_running(
         "tag": "leaves_workers.fp32.eager",
         "info_path": str(tmp_path / "info.json"),
         "counting": counting,
+        # no CUPTI on a CPU: the timer fails in one line (kernel_timer_error), the job is the same
+        "kernel_times_path": str(tmp_path / "times.json") if timing else None,
     }
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = {
@@ -146,7 +154,9 @@ def test_only_ncus_counting_harness_ends_at_once_where_nothing_is_left_running(
     )
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "info.json").read_text())["iteration_wall_ns"]
-    assert marker.exists() == (worker or not counting)  # Python's own exit ran
+    assert marker.exists() == (worker or not counting)  # the exit handlers ran
+    torn_down = Path(f"{marker}.teardown").exists()  # Python's teardown collected the model
+    assert torn_down == (worker or not (counting or timing))
     if worker:
         pid = int((tmp_path / "exit.txt.pid").read_text())
         with pytest.raises(ProcessLookupError):

@@ -4,6 +4,7 @@ start and the code it ran, the error a process reports to profkit, and its end."
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -33,16 +34,20 @@ def alone() -> bool:
     )
 
 
-def leave(rc: int) -> NoReturn:
-    """End the counting process of ncu's per-function plan at once, without Python's and CUDA's
-    teardown, which took 0.4-0.8 s of a first run's critical path on the H100 (the counting
-    process under ncu ends last). Everything it makes is written by then: ncu has each profiled
-    launch's results as it profiles it, and the info file is on disk. It is a second run of the
-    workload: the timing process, the run's harness, ends normally (the workload's exit
-    handlers run there). Only where the workload left nothing running (``alone``): a process or
+def leave(rc: int, exit_handlers: bool = False) -> NoReturn:
+    """End a harness of ncu's per-function plan at once, without Python's and CUDA's teardown,
+    which took 0.4-0.8 s of a first run's critical path on the H100 (the counting process under
+    ncu ends last), and is most of what a repeated run's harness adds to the bare run after its
+    last step. Everything it makes is written by then: ncu has each profiled launch's results as
+    it profiles it, the timing harness's launch times are written, and the info file is on
+    disk. The counting process is a second run of the workload: its exit handlers do not run.
+    The timing process, the run's harness, runs them first (``exit_handlers``: the workload's,
+    and logging's flush). Only where the workload left nothing running (``alone``): a process or
     thread of its own is ended, or waited for, by that teardown. A compiled model's harness
     ends normally too: its compile workers are shut down then, and ncu waits for every process
     of the tree."""
+    if exit_handlers:
+        atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -1,6 +1,7 @@
 """A small model whose build leaves a worker process running (as a DataLoader's workers do)
-when the env says so, and whose atexit handler marks that Python's own exit ran: the harness
-ends at once only where nothing of the workload's is left (profkit.process.common.alone)."""
+when the env says so, whose atexit handler marks that its exit handlers ran, and whose model
+marks that Python's teardown collected it (``.teardown``): the harness ends at once only where
+nothing of the workload's is left (profkit.process.common.alone)."""
 
 import atexit
 import multiprocessing
@@ -22,5 +23,9 @@ def build(spec):
         worker.start()
         with open(marker + ".pid", "w") as f:
             f.write(str(worker.pid))
-    model = torch.nn.Sequential(torch.nn.Linear(16, 16))
+    class Collected(torch.nn.Sequential):
+        def __del__(self):
+            open(marker + ".teardown", "w").write("collected")
+
+    model = Collected(torch.nn.Linear(16, 16))
     return model, (torch.randn(spec.batch_size, 16),)
