@@ -176,7 +176,8 @@ def test_the_report_ranks_the_latest_tunings_fixes(tuned):
         "<pre><code>model = model.to(memory_format=torch.channels_last)\n"
         "images = images.contiguous(memory_format=torch.channels_last)</code></pre>" in section
     )
-    assert "config.vocab_size = (config.vocab_size + 63) // 64 * 64" in section
+    assert "config.vocab_size = (config.vocab_size + 63) // 64 * 64  # a vocabulary" in section
+    assert "width = (width + 7) // 8 * 8  # a layer width, head size or channel count" in section
     assert (
         "torch.compile, CUDA graphs: RuntimeError: &lt;script&gt;alert(1)&lt;/script&gt; &amp; "
         in (section)
