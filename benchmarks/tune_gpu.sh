@@ -3,7 +3,7 @@
 # bench` of the best fix's setting alone, in the same command (each tuning's table and JSON, and
 # each benchmark's rows, in OUT; benchmarks/RESULTS.md compares their savings).
 # Run from the project root: [ROUNDS=N] bash benchmarks/tune_gpu.sh OUT STAGE... (ROUNDS: tune's
-# --rounds, default 1).
+# and bench's --rounds, default 1: both then hold what changes between processes).
 # Stages: vit (timm ViT-B/16 fp32), mobilenet (torchvision MobileNetV3-Small, batch 1),
 # resnet50 (torchvision ResNet-50 fp16, batch 32, NCHW), hf (a Hugging Face BERT training loop
 # as a program), dcgan (pytorch/examples'
@@ -37,7 +37,8 @@ PY
 }
 bench() {  # bench NAME ARGS...: profkit bench of one setting, as JSON
   local n=$1; shift
-  profkit bench "$@" -f json >"$OUT/$n.bench.json" 2>"$OUT/$n.bench.err"; echo "$n: profkit bench $* -> rc=$?"
+  profkit bench --rounds "${ROUNDS:-1}" "$@" -f json >"$OUT/$n.bench.json" 2>"$OUT/$n.bench.err"
+  echo "$n: profkit bench --rounds ${ROUNDS:-1} $* -> rc=$?"
   python3 -c "import json,sys; b=json.load(open(sys.argv[1])); [print('  ', r['precision'], r['mode'], r['status'], r['median_ms'], r['spread_ms'], r.get('error')) for r in b['rows']]" "$OUT/$n.bench.json"
 }
 best_flags() {  # best_flags NAME: the bench flags of tuning NAME's best fix (its options)

@@ -858,6 +858,7 @@ def bench(
     modes: str | Sequence[str] = ("eager",),
     db: Database | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    rounds: int = 1,
     **options: Any,
 ) -> BenchRecord:
     """Time ``workload`` in every combination of ``precisions`` x ``modes``, each in its own
@@ -872,10 +873,13 @@ def bench(
     top-1). The options, the workload, the machine and the database are checked before
     anything runs; a combination that fails at run time is a row with status failed and its
     error (``record.ok`` is then False). Nothing is stored unless every combination has ended.
+    ``rounds`` (default 1) times each combination in that many processes, a round of them after
+    another: its figures pool every process's steps, so that what changes between processes is
+    in its spread (each process's median: ``record.info["round_medians_ms"]``).
     """
     from .benchmark import plan, run
 
-    checked = plan(workload, precisions=precisions, modes=modes, **options)
+    checked = plan(workload, precisions=precisions, modes=modes, rounds=rounds, **options)
     return run(_writable(db).store, checked, progress)
 
 

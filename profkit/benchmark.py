@@ -13,6 +13,12 @@ with fp32 eager's (run as a reference where it was not asked for): the largest a
 difference, and the share of positions whose argmax over the last dimension agrees (top-1).
 A workload that builds its own step (a training step) has no output to compare.
 
+With ``rounds`` N, every combination is timed in N processes, a round of them after another
+(as ``profkit tune --rounds`` times its settings): its figures are those of all its processes'
+steps together, so that what changes between processes (clocks, compiled code, the machine's
+other work) is in its spread; each process's median is kept in the record's ``info``. A
+combination that fails in any round is failed. Outputs are compared on the first round's.
+
 Everything is checked before anything runs; a combination that fails at run time (a compiler
 error) is recorded as failed with its one-line error while the others go on. The benchmark is
 stored in one transaction at the end, so an interrupted one leaves nothing.
@@ -31,7 +37,14 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from . import gpu, launch, workloads
-from .errors import ProfkitError, UsageError, WorkloadError, require_choice, require_values
+from .errors import (
+    ProfkitError,
+    UsageError,
+    WorkloadError,
+    require_choice,
+    require_int,
+    require_values,
+)
 from .ingest import now
 from .launch import Progress, RunRequest
 from .options import BENCH, BENCH_DEFAULTS, RunOptions, require_command_options
@@ -54,6 +67,7 @@ class BenchPlan:
     precisions: list[str]
     modes: list[str]
     requests: list[RunRequest]
+    rounds: int = 1  # processes each combination is timed in, round by round
 
     @property
     def spec(self) -> workloads.Spec:
@@ -80,6 +94,15 @@ def compiler(device: str) -> str | None:
 
 
 DEFAULTS = BENCH_DEFAULTS  # (batch size, timed iterations, warm-up) where not given, per device
+MAX_ROUNDS = 20  # a benchmark's or a tuning's rounds: each round a process per setting
+
+
+def check_rounds(rounds: object) -> None:
+    """``rounds`` of a benchmark or a tuning: a whole number from 1 to ``MAX_ROUNDS``, or a
+    UsageError."""
+    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > MAX_ROUNDS:
+        raise UsageError(f"`rounds` must be at most {MAX_ROUNDS}, not {rounds}")
+    require_int("rounds", rounds, 1)
 
 
 def plan(
@@ -87,6 +110,7 @@ def plan(
     *,
     precisions: str | Sequence[str] = ("fp32",),
     modes: str | Sequence[str] = ("eager",),
+    rounds: int = 1,
     **options: Any,
 ) -> BenchPlan:
     """Check a benchmark's options, the workload and what it supports, and this machine (a GPU
@@ -95,8 +119,10 @@ def plan(
     options ``profkit bench`` takes (``profkit.options``: batch_size, iters, warmup, device,
     timeout_s, keep_bn_fp32, channels_last, cudnn_benchmark); ``batch_size``, ``iters`` and
     ``warmup`` left out (or None) take ``DEFAULTS`` for the device; BatchNorm is kept in fp32
-    in the fp16 and bf16 combinations only."""
+    in the fp16 and bf16 combinations only. ``rounds``: the processes each combination is timed
+    in, one round of them after another (1 to ``MAX_ROUNDS``)."""
     require_command_options(BENCH, options)
+    check_rounds(rounds)
     device = options.get("device", "cuda")
     require_choice("device", device, workloads.DEVICES)
     for key, default in zip(("batch_size", "iters", "warmup"), DEFAULTS[device]):
@@ -143,7 +169,7 @@ def plan(
         raise UsageError(
             "no NVIDIA GPU or driver found here", "Benchmark on the CPU with `device` cpu."
         )
-    return BenchPlan(name, path, precision_list, mode_list, requests)
+    return BenchPlan(name, path, precision_list, mode_list, requests, rounds)
 
 
 def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -> BenchRecord:
@@ -152,13 +178,19 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
     progress = progress or Progress()
     p = bench_plan
     measured: list[tuple[BenchRow, HarnessInfo, Path | None]] = []
+    rounds: list[list[tuple[BenchRow, HarnessInfo, Path | None]]] = [[] for _ in p.requests]
     with tempfile.TemporaryDirectory(prefix="profkit-bench-") as tmp:
-        for i, req in enumerate(p.requests):
-            progress.stage(
-                f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of {len(p.requests)}): "
-                f"building, {p.warmup} warm-up and {p.iters} timed iterations"
-            )
-            measured.append(measure(p, req, Path(tmp) / f"{i}", progress))
+        for r in range(p.rounds):
+            for i, req in enumerate(p.requests):
+                if any(row.status != "ok" for row, _, _ in rounds[i]):
+                    continue  # failed in an earlier round: failed whatever the next would say
+                which = f", round {r + 1} of {p.rounds}" if p.rounds > 1 else ""
+                progress.stage(
+                    f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of "
+                    f"{len(p.requests)}{which}): building, {p.warmup} warm-up and {p.iters} timed iterations"
+                )
+                rounds[i].append(measure(p, req, Path(tmp) / f"{i}-{r}", progress))
+        measured = [_pooled(req, each) for req, each in zip(p.requests, rounds)]
         asked = {(r.precision, r.mode): (r, out) for r, _, out in measured}
         models = [info.get("model") for r, info, _ in measured if r.status == "ok"]
         reference: BenchRow | None = None
@@ -213,6 +245,19 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                 if (options := {k: True for r in p.requests for k in r.spec.options()})
                 else {}
             ),
+            **(
+                {
+                    "rounds": p.rounds,
+                    "round_medians_ms": {
+                        f"{req.spec.precision} {req.spec.mode}": [
+                            row.median_ms for row, _, _ in each if row.median_ms is not None
+                        ]
+                        for req, each in zip(p.requests, rounds)
+                    },
+                }
+                if p.rounds > 1
+                else {}
+            ),
         },
     )
     progress.stage("storing")
@@ -253,20 +298,41 @@ def measure(
     times = info.get("iter_ns")
     if not times or not all(isinstance(t, int) and t >= 0 for t in times):
         return failed("the benchmark process wrote no iteration times")
+    row = _timed_row(req, times, info.get("peak_memory_bytes"))
+    return row, info, output if info.get("output_saved") and output.exists() else None
+
+
+def _timed_row(req: RunRequest, times: Sequence[int], peak: int | None) -> BenchRow:
+    """A combination's row from its timed iterations (one process's, or every round's)."""
     s = stats(times)
     seconds = s["median_ms"] / 1e3
     batch = req.spec.batch_size
-    row = BenchRow(
-        precision,
-        mode,
+    return BenchRow(
+        req.spec.precision,
+        req.spec.mode,
         "ok",
         **s,
         items_per_s=_sig(batch / seconds) if seconds > 0 else None,
         s_per_item=_sig(seconds / batch),
-        peak_memory_bytes=info.get("peak_memory_bytes"),
+        peak_memory_bytes=peak,
         iter_ns=list(times),
     )
-    return row, info, output if info.get("output_saved") and output.exists() else None
+
+
+def _pooled(
+    req: RunRequest, each: Sequence[tuple[BenchRow, HarnessInfo, Path | None]]
+) -> tuple[BenchRow, HarnessInfo, Path | None]:
+    """A combination timed in one process or more (``rounds``): the first failed round's row
+    where one failed; else every round's steps together, the largest peak memory, and the first
+    round's process info and output (what agreement is judged on)."""
+    failed = next((m for m in each if m[0].status != "ok"), None)
+    if failed is not None or len(each) == 1:
+        return failed or each[0]
+    peaks = [row.peak_memory_bytes for row, _, _ in each if row.peak_memory_bytes is not None]
+    row = _timed_row(
+        req, [t for row, _, _ in each for t in row.iter_ns], max(peaks) if peaks else None
+    )
+    return row, each[0][1], each[0][2]
 
 
 class Stats(TypedDict):

@@ -1187,6 +1187,16 @@ def bench(
         str,
         typer.Option(help="Comma-separated modes: eager, torchscript, compile (the grid's rows)."),
     ] = "eager",
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            metavar="N",
+            help="Time each combination in N processes, a round of them after another: what changes "
+            "between processes (clocks, compiled code, the machine's other work) then counts in every "
+            "spread, as profkit tune --rounds times its fixes.",
+        ),
+    ] = 1,
     options: Any = None,
     fmt: Fmt = Format.table,
     list_: Annotated[
@@ -1238,6 +1248,7 @@ def bench(
             precisions=_list(precisions),
             modes=_list(modes),
             db=_db(db),
+            rounds=rounds,
             **options,
             progress=Progress(on_stage=stages.stage, on_note=on_note),
         )

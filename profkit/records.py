@@ -676,6 +676,8 @@ class BenchInfo(TypedDict, total=False):
     python: str
     cuda_version: str | None
     options: dict[str, bool]  # the layout and library options that were on (channels_last, ...)
+    rounds: int  # with --rounds N (N > 1): the processes each combination was timed in
+    round_medians_ms: dict[str, list[float]]  # "fp16 eager": each process's median, in round order
 
 
 @dataclass(frozen=True)

@@ -1670,6 +1670,7 @@ def _bench_heading(b: BenchRecord) -> str:
         f"{b.workload}{options}, batch {b.batch_size}, on {where}"
         + (f", torch {b.torch_version}" if b.torch_version else "")
         + f": {b.iters} timed iteration{'s' if b.iters != 1 else ''} after {b.warmup} warm-up"
+        + (f", in each of {rounds} processes" if (rounds := (b.info or {}).get("rounds")) else "")
         + (f" (benchmark {b.id})" if b.id is not None else "")
     )
 

@@ -167,7 +167,10 @@ def signals(store: Store, run: RunRecord) -> Signals:
     )
 
 
-MAX_ROUNDS = 20  # a tuning's rounds: each is a process for the baseline and for every fix
+MAX_ROUNDS = (
+    benchmark.MAX_ROUNDS
+)  # a tuning's rounds: each a process for the baseline and every fix
+check_rounds = benchmark.check_rounds
 RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")  # each a condition not_<switch>
 PROGRAM_SWITCHES = ("tf32", "fused_optimizer")  # the switches a program's run takes
 
@@ -235,13 +238,6 @@ class TunePlan:
     @property
     def program(self) -> bool:
         return self.base.program is not None
-
-
-def check_rounds(rounds: object) -> None:
-    """A tuning's ``rounds``: a whole number from 1 to ``MAX_ROUNDS``, or a UsageError."""
-    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > MAX_ROUNDS:
-        raise UsageError(f"`rounds` must be at most {MAX_ROUNDS}, not {rounds}")
-    require_int("rounds", rounds, 1)
 
 
 def plan(

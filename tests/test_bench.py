@@ -274,6 +274,9 @@ BAD = {
     "no precision": (["--precisions", ","], "--precisions needs at least one value", 2),
     "batch 0": (["--batch-size", "0"], "--batch-size must be at least 1, not 0", 2),
     "iters 0": (["--iters", "0"], "--iters must be at least 1, not 0", 2),
+    "rounds 0": (["--rounds", "0"], "--rounds must be at least 1, not 0", 2),
+    "rounds 21": (["--rounds", "21"], "--rounds must be at most 20, not 21", 2),
+    "rounds two": (["--rounds", "two"], "Invalid value for '--rounds'", 2),
     "compile without warm-up": (
         ["--modes", "compile", "--warmup", "0"],
         "--warmup must be at least 1",
@@ -487,3 +490,76 @@ def test_layout_and_library_options_apply_to_every_combination(tmp_path):
         2,
     )
     assert not (tmp_path / "c.db").exists()
+
+
+def test_rounds_time_each_combination_in_as_many_processes(tmp_path, monkeypatch):
+    """--rounds 3: every combination timed in 3 processes, a round of them after another; its
+    figures from all their steps together, each process's median in the record's info, the
+    heading says so; a combination that fails in a later round is failed and not run again."""
+    from profkit import benchmark
+
+    calls: list[tuple[str, str]] = []
+    steps = {"fp32": [[10, 11, 12], [20, 21, 22], [30, 31, 32]], "fp16": [[5, 6, 7]]}
+
+    def measure(p, req, folder, progress):
+        precision, mode = req.spec.precision, req.spec.mode
+        calls.append((precision, folder.name))
+        n = sum(1 for c in calls if c[0] == precision)
+        if precision == "fp16" and n == 2:
+            return BenchRow(precision, mode, "failed", error="out of memory in round 2"), {}, None
+        times = [t * 1_000_000 for t in steps[precision][n - 1]]
+        return benchmark._timed_row(req, times, 1000 * n), {"model": "m"}, None
+
+    monkeypatch.setattr(benchmark, "measure", measure)
+    monkeypatch.setattr(benchmark.launch, "require_torch", lambda why: None)
+    import profkit
+
+    record = profkit.bench(
+        TINY, precisions="fp32,fp16", rounds=3, db=tmp_path / "p.db", device="cpu"
+    )
+    # round by round; fp16 failed in round 2 and was not run in round 3
+    assert calls == [
+        ("fp32", "0-0"),
+        ("fp16", "1-0"),
+        ("fp32", "0-1"),
+        ("fp16", "1-1"),
+        ("fp32", "0-2"),
+    ]
+    fp32, fp16 = record.rows[:2]
+    assert fp32.iter_ns == [t * 1_000_000 for r in steps["fp32"] for t in r]
+    assert fp32.median_ms == 21.0 and fp32.peak_memory_bytes == 3000
+    assert fp16.status == "failed" and fp16.error == "out of memory in round 2"
+    assert record.info["rounds"] == 3
+    assert record.info["round_medians_ms"] == {
+        "fp32 eager": [11.0, 21.0, 31.0],
+        "fp16 eager": [6.0],
+    }
+    assert "in each of 3 processes" in render._bench_heading(record)
+    stored = profkit.open_db(tmp_path / "p.db").bench(record.id)
+    assert stored.info["round_medians_ms"]["fp32 eager"] == [11.0, 21.0, 31.0]
+
+
+def test_rounds_are_checked_by_the_library_before_anything_runs(tmp_path):
+    import profkit
+
+    for bad, message in ((0, "at least 1"), (21, "at most 20"), ("2", "whole number")):
+        with pytest.raises(UsageError, match=message):
+            profkit.bench(TINY, rounds=bad, db=tmp_path / "p.db", device="cpu")
+    assert not (tmp_path / "p.db").exists()
+
+
+@needs_torch
+@pytest.mark.slow
+def test_rounds_run_each_combination_in_processes_of_its_own(tmp_path):
+    """--rounds 2 on the CPU, for real: two harness processes, each in its own folder, their
+    steps pooled (3 + 3), each one's median kept, the heading saying so."""
+    db = tmp_path / "p.db"
+    r = cli("bench", TINY, *CPU, "--rounds", "2", "-f", "json", db=db)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (row,) = out["rows"]
+    assert row["status"] == "ok" and len(row["iter_ns"]) == 6
+    medians = out["info"]["round_medians_ms"]["fp32 eager"]
+    assert out["info"]["rounds"] == 2 and len(medians) == 2 and all(m > 0 for m in medians)
+    shown = cli("bench", "--show", "1", db=db, env={"COLUMNS": "200"})
+    assert "3 timed iterations after 1 warm-up, in each of 2 processes" in shown.stdout

@@ -247,7 +247,7 @@ FLAGS = {
     "check": "--baseline --config -c --db --format -f --junit-xml --max-finding --max-launches --max-slowdown "
     "--max-untried-gain-pct --min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
     "bench": "--batch-size --channels-last --compile-mode --cudnn-benchmark --db --device --format -f --iters --keep-bn-fp32 --list "
-    "--modes --precision --precisions --show --timeout --warmup --wide workload --tf32 --fused-optimizer",
+    "--modes --precision --precisions --rounds --show --timeout --warmup --wide workload --tf32 --fused-optimizer",
     "doctor": "--db --format -f",
     "sweep": "--address --attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
