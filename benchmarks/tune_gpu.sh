@@ -11,7 +11,8 @@
 # script, --dummy data), wlm (pytorch/examples' word_language_model, the README's medium LSTM,
 # on a corpus of wikitext-2's sizes made here), hfxlmr (the HF loop on XLM-RoBERTa-base's
 # config), deeplab (torchvision DeepLabV3-ResNet50 fp16 at 513x513, batch 4), bertfp32 (HF
-# BERT-base fp32, 512 tokens, batch 16).
+# BERT-base fp32, 512 tokens, batch 16), r3d (torchvision R3D-18 video fp16, 16x112x112 clips,
+# batch 8: 3-D convolutions).
 # A workload's stage benches its baseline and its best fix's setting (read from the tuning's
 # record) alternately, twice, after the tuning.
 set -u
@@ -88,6 +89,7 @@ for stage in "$@"; do
   resnet50) tunebench resnet50 resnet50 --precision fp16 --batch-size 32 ;;
   deeplab) tunebench deeplab "$T/deeplabv3.py" --precision fp16 --batch-size 4 ;;
   bertfp32) tunebench bertfp32 "$T/bert_base_fp32.py" --batch-size 16 ;;
+  r3d) tunebench r3d "$T/r3d_18.py" --precision fp16 --batch-size 8 ;;
   hf)
     cp "$T/hf_bert_train.py" .
     tune hf --tool nsys -- python hf_bert_train.py --steps 60 ;;
