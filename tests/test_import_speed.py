@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import threading
 from pathlib import Path
@@ -144,8 +143,8 @@ if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
 
 
 def _trimmed(export: Path, out: Path) -> Path:
-    """``export`` decompressed with every table the reader does not read dropped: what
-    ``nsys export --tables`` writes where profkit exports a .nsys-rep itself."""
+    """``export`` decompressed with every table the reader does not read dropped (what
+    ``nsys export --tables`` of those tables writes)."""
     import gzip
     import sqlite3
 
@@ -166,7 +165,9 @@ def _trimmed(export: Path, out: Path) -> Path:
 @pytest.mark.parametrize("export", EXPORTS)
 def test_the_tables_the_reader_reads_are_all_it_needs(tmp_path, export):
     """An export of only ``READ_TABLES`` imports exactly as the whole export does (the golden
-    digests): what lets profkit ask nsys for those tables alone."""
+    digests): the reader reads no other table, so that its check of those tables (plain tables,
+    no views: ``NsysExport``) covers everything it reads, and an export of those tables alone
+    (``nsys export --tables``, Parquet) would be enough."""
     golden = json.loads(GOLDEN.read_text())
     trimmed = _trimmed(DATA / export, tmp_path / Path(export).name.removesuffix(".gz"))
     assert digests(trimmed, tmp_path / "p.db") == golden[export]
@@ -185,55 +186,3 @@ def test_the_tables_the_reader_reads_are_all_it_needs_for_later_exports(tmp_path
     whole.write_bytes(gzip.decompress((DATA / export).read_bytes()))
     trimmed = _trimmed(DATA / export, tmp_path / "trimmed.sqlite")
     assert digests(trimmed, tmp_path / "t.db") == digests(whole, tmp_path / "w.db")
-
-
-FAKE_NSYS = """#!{python}
-# nsys as profkit calls it to export a report: the committed export, with only the tables
-# --tables names (or refusing --tables, as an nsys without it would); each call logged.
-import gzip, os, re, sqlite3, sys
-args = sys.argv[1:]
-with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
-    log.write(" ".join(args) + "\\n")
-if "--tables" in args and os.environ.get("FAKE_NSYS_OLD"):
-    sys.exit("unrecognised option '--tables'")
-out = args[args.index("--output") + 1]
-with open(out, "wb") as f:
-    f.write(gzip.decompress(open(os.environ["FAKE_NSYS_EXPORT"], "rb").read()))
-if "--tables" in args:
-    keep = [re.compile(p) for p in args[args.index("--tables") + 1].split(",")]
-    con = sqlite3.connect(out)
-    for (name,) in con.execute("select name from sqlite_master where type = 'table'").fetchall():
-        if not any(p.search(name) for p in keep):
-            con.execute(f'drop table "{{name}}"')
-    con.commit()
-"""
-
-
-@pytest.mark.parametrize("old", [False, True], ids=["tables", "nsys-without-tables"])
-def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatch, old):
-    """profkit exports a .nsys-rep with only the tables it reads (``nsys export --tables``),
-    and the run is what the whole export gives (the golden digests); an nsys that refuses
-    --tables exports the whole report instead."""
-    export = "nsys/nsys_resnet18_train_amp.sqlite.gz"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "nsys"
-    fake.write_text(FAKE_NSYS.format(python=sys.executable))
-    fake.chmod(0o755)
-    log = tmp_path / "nsys.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
-    monkeypatch.setenv("FAKE_NSYS_EXPORT", str(DATA / export))
-    if old:
-        monkeypatch.setenv("FAKE_NSYS_OLD", "1")
-    report = tmp_path / "train.nsys-rep"
-    report.write_bytes(b"a report nsys would read")
-    golden = json.loads(GOLDEN.read_text())
-    assert digests(report, tmp_path / "p.db") == golden[export]
-    calls = log.read_text().splitlines()
-    assert calls[0].startswith("export --type sqlite --tables ^META_DATA_EXPORT$,")
-    assert "^CUPTI_ACTIVITY_KIND_KERNEL$" in calls[0] and "^StringIds$" in calls[0]
-    if old:
-        assert len(calls) == 2 and "--tables" not in calls[1]
-    else:
-        assert len(calls) == 1

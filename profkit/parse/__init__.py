@@ -109,12 +109,9 @@ def _unwritable(path: Path, folder: Path, exc: OSError, temporary: bool) -> Prof
 
 
 def export_nsys(report: Path, workdir: Path | None = None) -> Path:
-    """.nsys-rep (or .qdstrm) -> SQLite export, through the nsys installed here: the tables
-    profkit reads alone (``nsys export --tables``), or the whole export where this nsys cannot
-    (its error then the whole export's)."""
-    from ..errors import ToolFailed, ToolNotFound
+    """.nsys-rep (or .qdstrm) -> SQLite export, through the nsys installed here."""
+    from ..errors import ToolNotFound
     from ..tools import nsys, runner
-    from .nsys_export import READ_TABLES
 
     try:
         exe = nsys.find()
@@ -135,13 +132,7 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         raise StoreError(
             f"{out} is a link, and profkit does not write through links", "Remove it and try again."
         )
-    # Only the tables profkit reads: the kernel and runtime tables are most of an export, but
-    # not all of its time (H200, 625,003 kernels: 4.54 s against 5.1-6.1 s for the whole).
-    try:
-        runner.capture(nsys.export_sqlite_argv(exe, report, out, READ_TABLES), timeout=3600)
-    except ToolFailed:
-        # an nsys without --tables, or a report it cannot export: then the whole export's error
-        runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
+    runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")
     return out
