@@ -27,12 +27,14 @@ from types import ModuleType
 # profiler API loads to count): they time and count kernels but hold none of the workload's,
 # and a run that counts in its process maps them where a run that only times does not.
 PROFILER_LIBRARIES = ("libcupti", "libnvperf", "libpcsamplingutil")
-# The driver's own libraries (libcuda, and the libnvidia-* it loads when it needs them): the
-# driver's version is in the key already, and which of them a process maps says what the
-# driver's caches held, not what code ran. libnvidia-ptxjitcompiler loads where PTX is compiled,
-# so a first run on a cold JIT cache maps it and the next runs do not (H200, RESULTS.md issue
-# 39: the repeat run of an LSTM and of BERT found none of the first run's counters).
-DRIVER_LIBRARIES = ("libcuda.", "libnvidia-")
+# The compilers that load only where a kernel is compiled at run time, which a cache may spare
+# the next run: the driver's PTX JIT (libnvidia-ptxjitcompiler; its JIT cache) and its NVVM,
+# NVRTC and its builtins (PyTorch's jiterator keeps what it compiled) and nvJitLink. Whether a
+# process mapped them says what the caches held, not what code ran: the kernels they compile
+# are the same, and their versions are the driver's, CUDA's and the packages', all in the key.
+# (H200, RESULTS.md issue 39: a first run on a cold JIT cache mapped the PTX compiler, and the
+# repeat run of an LSTM and of BERT found none of its counters.)
+JIT_LIBRARIES = ("libnvidia-ptxjitcompiler", "libnvidia-nvvm", "libnvrtc", "libnvJitLink")
 
 
 def environment(gpu: str, driver: str | None, ncu: str | None) -> dict[str, str]:
@@ -57,8 +59,8 @@ def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
     """Every native library this process has mapped, as a count and a digest of each one's
     path, size and modification time (an in-place rebuild changes the time): the files of its
     executable mappings in ``maps`` (``/proc/self/maps``), but deleted ones (a trampoline's
-    temporary file), profkit's own profiler libraries (``PROFILER_LIBRARIES``) and the
-    driver's (``DRIVER_LIBRARIES``: its version is a part of its own). "unknown"
+    temporary file), profkit's own profiler libraries (``PROFILER_LIBRARIES``) and the run-time
+    compilers a cache may spare a run (``JIT_LIBRARIES``). "unknown"
     where ``maps`` cannot be read (not Linux)."""
     try:
         text = maps.read_text(errors="surrogateescape")
@@ -76,7 +78,7 @@ def native_libraries(maps: Path = Path("/proc/self/maps")) -> str:
             files.add(parts[5])
     seen = []
     for path in sorted(files):
-        if os.path.basename(path).startswith(PROFILER_LIBRARIES + DRIVER_LIBRARIES):
+        if os.path.basename(path).startswith(PROFILER_LIBRARIES + JIT_LIBRARIES):
             continue
         try:
             st = os.stat(path)

@@ -536,8 +536,8 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
     """Issue 34: cuDNN or cuBLAS from conda or LD_LIBRARY_PATH is no Python package: the
     libraries a process mapped (/proc/self/maps) are in the key, each by path, size and time.
     Another library, the same library at another path, or one rebuilt in place changes it; data
-    files, deleted files, profkit's own profiler libraries and the driver's (its version is
-    in the key) do not."""
+    files, deleted files, profkit's own profiler libraries and the run-time compilers a cache
+    may spare a run (the PTX JIT, NVRTC) do not."""
     for name in (
         "libcudnn.so.9",
         "libcublasLt.so.12",
@@ -545,6 +545,7 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
         "libnvperf_host.so",
         "libcuda.so.580.159.04",
         "libnvidia-ptxjitcompiler.so.580.159.04",
+        "libnvrtc-builtins.so.13.0",
         "weights.bin",
     ):
         (tmp_path / name).write_bytes(b"\x7fELF" + name.encode())
@@ -565,9 +566,9 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
             f"r--p {tmp_path}/weights.bin",
             f"r-xp {tmp_path}/libcupti.so.12",
             f"r-xp {tmp_path}/libnvperf_host.so",
-            # the driver's: a cold JIT cache maps its PTX compiler, a warm one does not
-            f"r-xp {tmp_path}/libcuda.so.580.159.04",
+            # run-time compilers: a cold JIT or jiterator cache maps them, a warm one does not
             f"r-xp {tmp_path}/libnvidia-ptxjitcompiler.so.580.159.04",
+            f"r-xp {tmp_path}/libnvrtc-builtins.so.13.0",
             f"r-xp {tmp_path}/gone.so (deleted)",
             "r-xp /dev/zero",
             "r-xp [vdso]",
@@ -575,6 +576,8 @@ def test_the_native_libraries_are_every_mapped_librarys_path_size_and_time(tmp_p
         == first
     )
     assert digest(*base, f"r-xp {tmp_path}/libcublasLt.so.12").startswith("2 files, ")
+    # the user-mode driver stays (cuda-compat's differs from the kernel driver's version)
+    assert digest(*base, f"r-xp {tmp_path}/libcuda.so.580.159.04").startswith("2 files, ")
     assert digest(f"r-xp {tmp_path}/conda/libcudnn.so.9") != first  # the same bytes found elsewhere
     os.utime(tmp_path / "libcudnn.so.9", ns=(1, 10**18))
     assert digest(*base) != first  # rebuilt in place
