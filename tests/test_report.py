@@ -102,33 +102,57 @@ def test_self_contained_and_escaped(reports):
 
 
 def test_compiled_template_kept_between_processes(reports, tmp_path, monkeypatch):
-    """The template as Jinja2 compiled it is kept in Jinja2's own per-user folder and gives the
-    same page; a damaged file there, or no safe folder, is compiled again, never an error."""
-    import tempfile
+    """The template as Jinja2 compiled it is kept in profkit's folder of the user's cache and
+    read back instead of compiling it again, for the same page; compiled again where the settings
+    or a version differ, or the kept file is damaged; and where the folder is not this user's own
+    (a link, a file), nothing is kept and each report compiles, as before."""
+    import jinja2
 
     from profkit.report import page
 
     db, runs, _ = reports
     data = model.run_page(db.store, runs["ncu"])
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    folder = tmp_path / f"_jinja2-cache-{os.getuid()}"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "profkit" / "templates"
+    compiled: list[str] = []
+    compile_ = jinja2.Environment.compile
 
-    def fresh() -> str:
+    def counting(self, source, name=None, filename=None, raw=False, defer_init=False):
+        compiled.append(name)
+        return compile_(self, source, name, filename, raw, defer_init)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+
+    def fresh() -> tuple[str, int]:
         page._env.cache_clear()
-        return page.render(data)
+        compiled.clear()
+        return page.render(data), len(compiled)
 
     try:
-        first = fresh()
-        kept = list(folder.iterdir())
-        assert len(kept) == 1 and oct(folder.stat().st_mode & 0o777) == "0o700"
-        assert fresh() == first  # read from the file
-        kept[0].write_bytes(b"j2" + os.urandom(64))
-        assert fresh() == first
+        first, n = fresh()
+        assert n == 1 and len(list(folder.iterdir())) == 1
+        assert oct(folder.stat().st_mode & 0o777) == "0o700"
+        assert fresh() == (first, 0)  # read back, not compiled
+        # other settings (autoescaping off would make other code): compiled again
+        monkeypatch.setitem(page.SETTINGS, "trim_blocks", False)
+        assert fresh()[1] == 1
+        monkeypatch.setitem(page.SETTINGS, "trim_blocks", True)  # one entry a template: again
+        assert fresh() == (first, 1) and fresh() == (first, 0)
+        for f in folder.iterdir():  # damaged: compiled again, and kept again
+            f.write_bytes(b"j2" + os.urandom(64))
+        assert fresh() == (first, 1) and fresh() == (first, 0)
+        os.chmod(folder, 0o755)  # this user's, but opened to others: closed again, used
+        assert fresh() == (first, 0) and oct(folder.stat().st_mode & 0o777) == "0o700"
         for f in folder.iterdir():
             f.unlink()
         folder.rmdir()
-        folder.write_text("not a folder")  # Jinja2 refuses it: no cache at all
-        assert fresh() == first
+        (tmp_path / "elsewhere").mkdir()
+        folder.symlink_to(tmp_path / "elsewhere")  # a link: no cache
+        assert fresh() == (first, 1) and fresh() == (first, 1)
+        assert not list((tmp_path / "elsewhere").iterdir())
+        folder.unlink()
+        folder.write_text("not a folder")  # a file: no cache
+        assert fresh() == (first, 1)
     finally:
         page._env.cache_clear()
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import stat
+import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -34,12 +36,29 @@ def _asset(name: str) -> str:
     return resources.files("profkit").joinpath("report", name).read_text(encoding="utf-8")
 
 
+# How the page's template is compiled (and so what its compiled code is).
+SETTINGS: dict[str, Any] = {
+    "autoescape": True,
+    "undefined": jinja2.StrictUndefined,
+    "trim_blocks": True,
+    "lstrip_blocks": True,
+}
+
+
 class _Compiled(jinja2.FileSystemBytecodeCache):
     """The page's template as Jinja2 compiled it, kept between processes: compiling it took
-    0.17 s of the 0.34 s a report took to write. Jinja2's own cache, in its own folder (one per
-    user, made ``0700`` and refused where another owns it), keyed by the template's source and
-    Jinja2's and Python's versions, so an edited template or an upgrade compiles it again. A
+    0.17 s of the 0.34 s a report took to write. Jinja2's own cache, in a folder of profkit's in
+    this user's cache (:func:`_cache_folder`), each entry checked against a digest of the
+    template's source, the settings it was compiled with (:data:`SETTINGS`: autoescaping is
+    one), and profkit's, Jinja2's and Python's versions: anything else compiles it again. A
     cache that cannot be read or written is no cache: the template is compiled as before."""
+
+    def __init__(self, folder: Path, salt: str):
+        super().__init__(str(folder))
+        self.salt = salt
+
+    def get_source_checksum(self, source: str) -> str:
+        return hashlib.sha256(f"{self.salt}\0{source}".encode()).hexdigest()
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
@@ -54,20 +73,42 @@ class _Compiled(jinja2.FileSystemBytecodeCache):
             pass
 
 
-def _compiled() -> jinja2.BytecodeCache | None:
+def _cache_folder() -> Path | None:
+    """Where the compiled template is kept: ``profkit/templates`` in this user's cache
+    ($XDG_CACHE_HOME, else ~/.cache), made ``0700``; None (no cache) where it cannot be made, or
+    is not a folder of this user's (a link is not) that only this user can write to."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
     try:
-        return _Compiled()
-    except (OSError, RuntimeError):  # no safe folder of this user's (RuntimeError: Jinja2's)
+        root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+        folder = root / "profkit" / "templates"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            return None
+        if st.st_mode & 0o077:  # this user's, made by hand or with another umask
+            os.chmod(folder, 0o700)
+    except (OSError, RuntimeError):  # RuntimeError: no home folder
         return None
+    return folder
+
+
+def _compiled() -> jinja2.BytecodeCache | None:
+    folder = _cache_folder()
+    if folder is None:
+        return None
+    from ..version import __version__
+
+    salt = (
+        f"profkit {__version__}; jinja2 {getattr(jinja2, '__version__', '?')}; "
+        f"python {sys.version}; {sorted((k, repr(v)) for k, v in SETTINGS.items())}"
+    )
+    return _Compiled(folder, salt)
 
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
+        **SETTINGS,
         loader=jinja2.FunctionLoader(lambda name: _asset(name)),
         bytecode_cache=_compiled(),
     )
