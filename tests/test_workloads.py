@@ -140,7 +140,7 @@ def test_the_per_function_plans_harnesses_end_at_once_where_nothing_is_left_runn
     }
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},  # C's stdio buffered
         "PROFKIT_TEST_MARKER": str(marker),
         **({"PROFKIT_TEST_WORKER": "1"} if worker else {}),
     }
@@ -157,6 +157,9 @@ def test_the_per_function_plans_harnesses_end_at_once_where_nothing_is_left_runn
     assert marker.exists() == (worker or not counting)  # the exit handlers ran
     torn_down = Path(f"{marker}.teardown").exists()  # Python's teardown collected the model
     assert torn_down == (worker or not (counting or timing))
+    if not counting:  # the run's harness writes out the workload's files and C output either way
+        assert Path(f"{marker}.log").read_text() == "built\n"
+        assert "printed by C" in p.stdout
     if worker:
         pid = int((tmp_path / "exit.txt.pid").read_text())
         with pytest.raises(ProcessLookupError):

@@ -5,6 +5,7 @@ start and the code it ran, the error a process reports to profkit, and its end."
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import sys
 from pathlib import Path
@@ -42,18 +43,50 @@ def leave(rc: int, exit_handlers: bool = False) -> NoReturn:
     it profiles it, the timing harness's launch times are written, and the info file is on
     disk. The counting process is a second run of the workload: its exit handlers do not run.
     The timing process, the run's harness, runs them first (``exit_handlers``: the workload's,
-    and logging's flush). Only where the workload left nothing running (``alone``): a process or
+    and logging's flush), then writes out what the teardown would have: every Python file still
+    open for writing (:func:`_flush_files`) and the C library's buffered output (a library's
+    printf into a pipe). Objects still alive are not finalised: a ``__del__`` does not run.
+    Only where the workload left nothing running (``alone``): a process or
     thread of its own is ended, or waited for, by that teardown. A compiled model's harness
     ends normally too: its compile workers are shut down then, and ncu waits for every process
     of the tree."""
     if exit_handlers:
         atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
-    for stream in (sys.stdout, sys.stderr):
+        _flush_files()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except (OSError, ValueError):  # closed or replaced by the workload: nothing to keep
             pass
+    if exit_handlers:
+        import ctypes
+
+        try:
+            ctypes.CDLL(None).fflush(None)  # every C stdio stream (NULL: all of them)
+        except (OSError, AttributeError):
+            pass
     os._exit(rc)
+
+
+_FILE_TYPES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+
+
+def _flush_files() -> None:
+    """Flush every Python file object still open for writing, as closing it in Python's
+    teardown would: a workload's log it never closed keeps what it wrote. Found among the
+    objects the garbage collector tracks (about 0.1 s for the 335,000 of a process with torch
+    and a torchvision model, on the 2-core machine)."""
+    import gc
+
+    kinds = set(_FILE_TYPES)
+    for obj in gc.get_objects():
+        if type(obj) in kinds:
+            try:
+                if not obj.closed and obj.writable():
+                    obj.flush()
+            except (OSError, ValueError):  # a full disk, a pipe gone: as the teardown would
+                pass
 
 
 def need_cuda(torch: Any) -> None:

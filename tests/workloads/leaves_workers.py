@@ -1,9 +1,11 @@
 """A small model whose build leaves a worker process running (as a DataLoader's workers do)
 when the env says so, whose atexit handler marks that its exit handlers ran, and whose model
 marks that Python's teardown collected it (``.teardown``): the harness ends at once only where
-nothing of the workload's is left (profkit.process.common.alone)."""
+nothing of the workload's is left (profkit.process.common.alone). It also leaves a log file open
+(``.log``) and prints through the C library: both must be written out however it ends."""
 
 import atexit
+import ctypes
 import multiprocessing
 import os
 import time
@@ -28,4 +30,7 @@ def build(spec):
             open(marker + ".teardown", "w").write("collected")
 
     model = Collected(torch.nn.Linear(16, 16))
+    model.log = open(marker + ".log", "w")  # never closed
+    model.log.write("built\n")
+    ctypes.CDLL(None).printf(b"printed by C\n")
     return model, (torch.randn(spec.batch_size, 16),)
