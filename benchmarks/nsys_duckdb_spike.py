@@ -53,6 +53,13 @@ con.execute("""create temp table launched as
   select row_number() over (order by coalesce(r.start, o.start), o.corr) - 1 as seq, o.*, r.start as lstart, r.gtid as ltid
   from ops o left join rt r on r.corr = o.corr and r.pid = (o.gpid >> 24)""")
 stage("joined and numbered")
+# The placement: each launch in the latest range its thread began by then (an ASOF join), as
+# the import's correlated look-ups place it in its thread's state.
+con.execute("""create temp table seg as select globalTid as gtid, start, row_number() over () as ix
+               from src.NVTX_EVENTS where eventType in (59, 70)""")
+con.execute("""create temp table placed as select l.seq, s.ix as rix from launched l
+               asof left join seg s on s.gtid = l.ltid and l.lstart >= s.start""")
+stage("placed in ranges")
 n = con.execute("select count(*) from launched").fetchone()[0]
 g = con.execute("""create temp table grp as select kind, key, sn, (gpid >> 24) as pid, dev, count(*) as launches, sum("end" - start) as t,
     min(seq) as first from launched group by all""")
