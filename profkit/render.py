@@ -1656,6 +1656,12 @@ def bench(b: BenchRecord, fmt: str, wide: bool = False) -> None:
     )
     for note in notes:
         c.print(Text(f"agreement with fp32 eager: {note}"))
+    rounds = (b.info or {}).get("round_medians_ms") or {}
+    if rounds:  # --rounds: how far the processes' medians were apart is the between-process drift
+        c.print(Text("each process's median, round by round (ms):"))
+        for combination, medians in rounds.items():
+            if medians:
+                c.print(Text(f"  {combination}: " + ", ".join(f"{m:.4g}" for m in medians)))
     for r in b.rows:
         if r.status != "ok":
             c.print(Text(f"{_bench_label(r)} failed: {r.error}"))

@@ -492,7 +492,7 @@ def test_layout_and_library_options_apply_to_every_combination(tmp_path):
     assert not (tmp_path / "c.db").exists()
 
 
-def test_rounds_time_each_combination_in_as_many_processes(tmp_path, monkeypatch):
+def test_rounds_time_each_combination_in_as_many_processes(tmp_path, monkeypatch, capsys):
     """--rounds 3: every combination timed in 3 processes, a round of them after another; its
     figures from all their steps together, each process's median in the record's info, the
     heading says so; a combination that fails in a later round is failed and not run again."""
@@ -535,6 +535,9 @@ def test_rounds_time_each_combination_in_as_many_processes(tmp_path, monkeypatch
         "fp16 eager": [6.0],
     }
     assert "in each of 3 processes" in render._bench_heading(record)
+    render.bench(record, "table", wide=True)
+    out = capsys.readouterr().out
+    assert "  fp32 eager: 11, 21, 31\n  fp16 eager: 6\n" in out
     stored = profkit.open_db(tmp_path / "p.db").bench(record.id)
     assert stored.info["round_medians_ms"]["fp32 eager"] == [11.0, 21.0, 31.0]
 
@@ -563,3 +566,6 @@ def test_rounds_run_each_combination_in_processes_of_its_own(tmp_path):
     assert out["info"]["rounds"] == 2 and len(medians) == 2 and all(m > 0 for m in medians)
     shown = cli("bench", "--show", "1", db=db, env={"COLUMNS": "200"})
     assert "3 timed iterations after 1 warm-up, in each of 2 processes" in shown.stdout
+    lines = shown.stdout.splitlines()
+    at = lines.index("each process's median, round by round (ms):")
+    assert lines[at + 1] == "  fp32 eager: " + ", ".join(f"{m:.4g}" for m in medians)
