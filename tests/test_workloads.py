@@ -113,18 +113,21 @@ def test_harness_runs_measured_iterations(tmp_path):
 
 @needs_torch
 @pytest.mark.parametrize(
-    "counting,timing,worker",
-    [(True, False, False), (True, False, True), (False, True, False), (False, True, True)]
-    + [(False, False, False)],
+    "counting,timing,worker,gzipped",
+    [(True, False, False, False), (True, False, True, False), (False, True, False, False)]
+    + [(False, True, True, False), (False, False, False, False)]
+    + [(False, True, False, True), (True, False, False, True)],
 )
 def test_the_per_function_plans_harnesses_end_at_once_where_nothing_is_left_running(
-    tmp_path, counting, timing, worker
+    tmp_path, counting, timing, worker, gzipped
 ):
     """The counting process of ncu's per-function plan, and its timing process (the run's
     harness, which times every launch with CUPTI: a repeated run's only process), skip Python's
     and CUDA's teardown when the workload left nothing running; the timing one runs the exit
     handlers first (the workload's are its own). Where the workload left a worker process, the
-    normal exit ends it, so that no process outlives the harness holding its output open. Any
+    normal exit ends it, so that no process outlives the harness holding its output open. Either
+    fast exit writes out the workload's open files and C's buffered output first; where one is
+    a file that closing writes more to (a gzip file's trailer), the harness ends normally. Any
     other harness (under nsys or torch.profiler, or none) ends normally."""
     marker = tmp_path / "exit.txt"
     job = {
@@ -143,6 +146,7 @@ def test_the_per_function_plans_harnesses_end_at_once_where_nothing_is_left_runn
         **{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},  # C's stdio buffered
         "PROFKIT_TEST_MARKER": str(marker),
         **({"PROFKIT_TEST_WORKER": "1"} if worker else {}),
+        **({"PROFKIT_TEST_GZIP": "1"} if gzipped else {}),
     }
     # Output to pipes: a worker left alive would hold them open past the harness's exit.
     p = subprocess.run(
@@ -154,12 +158,16 @@ def test_the_per_function_plans_harnesses_end_at_once_where_nothing_is_left_runn
     )
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "info.json").read_text())["iteration_wall_ns"]
-    assert marker.exists() == (worker or not counting)  # the exit handlers ran
+    assert marker.exists() == (worker or gzipped or not counting)  # the exit handlers ran
     torn_down = Path(f"{marker}.teardown").exists()  # Python's teardown collected the model
-    assert torn_down == (worker or not (counting or timing))
-    if not counting:  # the run's harness writes out the workload's files and C output either way
-        assert Path(f"{marker}.log").read_text() == "built\n"
-        assert "printed by C" in p.stdout
+    assert torn_down == (worker or gzipped or not (counting or timing))
+    # the workload's files and C output are written out however the harness ended
+    assert Path(f"{marker}.log").read_text() == "built\n"
+    assert "printed by C" in p.stdout
+    if gzipped:
+        import gzip
+
+        assert gzip.decompress(Path(f"{marker}.gz").read_bytes()) == b"built\n"
     if worker:
         pid = int((tmp_path / "exit.txt.pid").read_text())
         with pytest.raises(ProcessLookupError):
@@ -387,3 +395,26 @@ def test_what_a_file_declares_is_read_without_running_it(tmp_path):
         workloads.declared(f)
     f.write_text("from elsewhere import *\n")
     assert workloads.declared(f) == {}  # `build` may come from there: loading it decides
+
+
+def test_a_stream_of_the_workloads_own_kind_takes_the_normal_exit(tmp_path):
+    """A writable stream of a kind profkit does not know (a cloud-storage library's, whose write
+    raises its own error) is left to Python's teardown: the fast exit gives way, and the
+    process ends normally with its status, the stream's error ignored there as always."""
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import io\n"
+        "from profkit.process.common import leave\n"
+        "class Remote(io.RawIOBase):\n"
+        "    def writable(self):\n"
+        "        return True\n"
+        "    def write(self, b):\n"
+        "        raise RuntimeError('the bucket went away')\n"
+        "f = io.BufferedWriter(Remote())\n"
+        "f.write(b'kept in the buffer')\n"
+        "leave(0, exit_handlers=True)\n"
+        "print('ended normally')\n"
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "ended normally\n"

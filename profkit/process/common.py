@@ -9,7 +9,7 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any
 
 from ..files import write_new
 from ..options import Spec
@@ -35,7 +35,7 @@ def alone() -> bool:
     )
 
 
-def leave(rc: int, exit_handlers: bool = False) -> NoReturn:
+def leave(rc: int, exit_handlers: bool = False) -> None:
     """End a harness of ncu's per-function plan at once, without Python's and CUDA's teardown,
     which took 0.4-0.8 s of a first run's critical path on the H100 (the counting process under
     ncu ends last), and is most of what a repeated run's harness adds to the bare run after its
@@ -43,50 +43,75 @@ def leave(rc: int, exit_handlers: bool = False) -> NoReturn:
     it profiles it, the timing harness's launch times are written, and the info file is on
     disk. The counting process is a second run of the workload: its exit handlers do not run.
     The timing process, the run's harness, runs them first (``exit_handlers``: the workload's,
-    and logging's flush), then writes out what the teardown would have: every Python file still
-    open for writing (:func:`_flush_files`) and the C library's buffered output (a library's
-    printf into a pipe). Objects still alive are not finalised: a ``__del__`` does not run.
-    Only where the workload left nothing running (``alone``): a process or
+    and logging's flush). Then what the teardown would write is written: every plain file still
+    open for writing is flushed (:func:`open_files`), and so is the C library's buffered output
+    (a library's printf into a pipe). Objects still alive are not finalised: a ``__del__`` does
+    not run.
+
+    Returns, for the caller to end normally, where a file is open for writing that closing would
+    write more to than a flush (a gzip file's trailer: :func:`open_files`), and otherwise never.
+    Only where the workload left nothing running (``alone``, the caller's check): a process or
     thread of its own is ended, or waited for, by that teardown. A compiled model's harness
     ends normally too: its compile workers are shut down then, and ncu waits for every process
     of the tree."""
+    if open_files() is None:
+        return
     if exit_handlers:
         atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
-        _flush_files()
+    for f in open_files(plain_only=True) or []:
+        try:
+            f.flush()
+        except Exception:  # a full disk, a pipe gone, a wrapped stream's own error: as teardown
+            pass
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             if stream is not None:
                 stream.flush()
-        except (OSError, ValueError):  # closed or replaced by the workload: nothing to keep
+        except Exception:  # closed or replaced by the workload: nothing to keep
             pass
-    if exit_handlers:
+    try:
         import ctypes
 
-        try:
-            ctypes.CDLL(None).fflush(None)  # every C stdio stream (NULL: all of them)
-        except (OSError, AttributeError):
-            pass
+        ctypes.CDLL(None).fflush(None)  # every C stdio stream (NULL: all of them)
+    except Exception:  # no C library to ask (not Linux)
+        pass
     os._exit(rc)
 
 
-_FILE_TYPES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+# Python's file objects whose flush writes out all that closing them would; and those that hold
+# nothing to write out (in memory).
+_PLAIN_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.FileIO)
+_MEMORY_FILES = (io.BytesIO, io.StringIO)
 
 
-def _flush_files() -> None:
-    """Flush every Python file object still open for writing, as closing it in Python's
-    teardown would: a workload's log it never closed keeps what it wrote. Found among the
-    objects the garbage collector tracks (about 0.1 s for the 335,000 of a process with torch
-    and a torchvision model, on the 2-core machine)."""
+def open_files(plain_only: bool = False) -> list[Any] | None:
+    """The Python file objects open for writing, found among the objects the garbage collector
+    tracks (0.08 s for the 335,000 of a process with torch and a torchvision model, on the
+    2-core machine): every one a plain file (:data:`_PLAIN_FILES`, what a flush writes out
+    whole). None where another kind is open for writing (a gzip, bz2 or lzma file, a subclass of
+    a file type): closing it writes more than a flush does, so the process must end normally.
+    ``plain_only``: the plain ones alone, whatever else is open."""
+    import _io  # the C base of every io class (io.IOBase is an ABC: isinstance through it is slow)
     import gc
 
-    kinds = set(_FILE_TYPES)
+    plain, memory = set(_PLAIN_FILES), set(_MEMORY_FILES)
+    found = []
     for obj in gc.get_objects():
-        if type(obj) in kinds:
-            try:
-                if not obj.closed and obj.writable():
-                    obj.flush()
-            except (OSError, ValueError):  # a full disk, a pipe gone: as the teardown would
-                pass
+        if not isinstance(obj, _io._IOBase):
+            continue
+        kind = type(obj)
+        if kind in memory:
+            continue
+        try:
+            if obj.closed or not obj.writable():
+                continue
+        except Exception:  # a half-made or broken object: nothing of it to write
+            continue
+        if kind in plain:
+            found.append(obj)
+        elif not plain_only:
+            return None
+    return found
 
 
 def need_cuda(torch: Any) -> None:

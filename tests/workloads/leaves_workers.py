@@ -32,5 +32,10 @@ def build(spec):
     model = Collected(torch.nn.Linear(16, 16))
     model.log = open(marker + ".log", "w")  # never closed
     model.log.write("built\n")
+    if os.environ.get("PROFKIT_TEST_GZIP"):  # never closed: only closing writes its trailer
+        import gzip
+
+        model.gz = gzip.open(marker + ".gz", "wb")
+        model.gz.write(b"built\n")
     ctypes.CDLL(None).printf(b"printed by C\n")
     return model, (torch.randn(spec.batch_size, 16),)
