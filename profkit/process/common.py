@@ -54,11 +54,12 @@ def leave(rc: int, exit_handlers: bool = False) -> None:
     thread of its own is ended, or waited for, by that teardown. A compiled model's harness
     ends normally too: its compile workers are shut down then, and ncu waits for every process
     of the tree."""
-    if open_files() is None:
+    files = open_files()
+    if files is None:
         return
     if exit_handlers:
         atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
-    for f in open_files(plain_only=True) or []:
+    for f in files:  # those a handler closed say so (ValueError), ignored
         try:
             f.flush()
         except Exception:  # a full disk, a pipe gone, a wrapped stream's own error: as teardown
@@ -84,13 +85,12 @@ _PLAIN_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.FileI
 _MEMORY_FILES = (io.BytesIO, io.StringIO)
 
 
-def open_files(plain_only: bool = False) -> list[Any] | None:
+def open_files() -> list[Any] | None:
     """The Python file objects open for writing, found among the objects the garbage collector
     tracks (0.08 s for the 335,000 of a process with torch and a torchvision model, on the
     2-core machine): every one a plain file (:data:`_PLAIN_FILES`, what a flush writes out
     whole). None where another kind is open for writing (a gzip, bz2 or lzma file, a subclass of
-    a file type): closing it writes more than a flush does, so the process must end normally.
-    ``plain_only``: the plain ones alone, whatever else is open."""
+    a file type): closing it writes more than a flush does, so the process must end normally."""
     import _io  # the C base of every io class (io.IOBase is an ABC: isinstance through it is slow)
     import gc
 
@@ -107,10 +107,9 @@ def open_files(plain_only: bool = False) -> list[Any] | None:
                 continue
         except Exception:  # a half-made or broken object: nothing of it to write
             continue
-        if kind in plain:
-            found.append(obj)
-        elif not plain_only:
+        if kind not in plain:
             return None
+        found.append(obj)
     return found
 
 
