@@ -189,8 +189,15 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                     f"{p.workload} in {req.spec.precision}, {req.spec.mode} ({i + 1} of "
                     f"{len(p.requests)}{which}): building, {p.warmup} warm-up and {p.iters} timed iterations"
                 )
-                rounds[i].append(measure(p, req, Path(tmp) / f"{i}-{r}", progress))
-        measured = [_pooled(req, each) for req, each in zip(p.requests, rounds)]
+                rounds[i].append(
+                    measure(p, req, Path(tmp) / f"{i}-{r}", progress, save_output=r == 0)
+                )
+        measured = [_pooled(req, each, p.rounds) for req, each in zip(p.requests, rounds)]
+        medians = {
+            f"{req.spec.precision} {req.spec.mode}": each
+            for req, each, (row, _, _) in zip(p.requests, rounds, measured)
+            if row.status == "ok"
+        }
         asked = {(r.precision, r.mode): (r, out) for r, _, out in measured}
         models = [info.get("model") for r, info, _ in measured if r.status == "ok"]
         reference: BenchRow | None = None
@@ -213,9 +220,19 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                         keep_bn_fp32=False,
                     ),
                 )
-                progress.stage(f"{p.workload} in fp32, eager (the reference)")
-                row, ref_info, ref_output = measure(p, req, Path(tmp) / "reference", progress)
+                ref_rounds: list[tuple[BenchRow, HarnessInfo, Path | None]] = []
+                for r in range(p.rounds):  # every row's figures are of as many processes
+                    which = f", round {r + 1} of {p.rounds}" if p.rounds > 1 else ""
+                    progress.stage(f"{p.workload} in fp32, eager (the reference{which})")
+                    ref_rounds.append(
+                        measure(p, req, Path(tmp) / f"reference-{r}", progress, save_output=r == 0)
+                    )
+                    if ref_rounds[-1][0].status != "ok":
+                        break
+                row, ref_info, ref_output = _pooled(req, ref_rounds, p.rounds)
                 reference = replace(row, reference_only=True)
+                if row.status == "ok":
+                    medians["fp32 eager (reference)"] = ref_rounds
                 measured.append((reference, ref_info, ref_output))
             else:
                 why_none = "n/a: the workload does not support fp32 eager, the reference"
@@ -249,10 +266,8 @@ def run(store: Store, bench_plan: BenchPlan, progress: Progress | None = None) -
                 {
                     "rounds": p.rounds,
                     "round_medians_ms": {
-                        f"{req.spec.precision} {req.spec.mode}": [
-                            row.median_ms for row, _, _ in each if row.median_ms is not None
-                        ]
-                        for req, each in zip(p.requests, rounds)
+                        combination: [row.median_ms for row, _, _ in each if row.median_ms]
+                        for combination, each in medians.items()
                     },
                 }
                 if p.rounds > 1
@@ -270,15 +285,22 @@ def measure(
     folder: Path,
     progress: Progress,
     fixes: list[str] | None = None,
+    save_output: bool = True,
 ) -> tuple[BenchRow, HarnessInfo, Path | None]:
     """One combination in its own harness process (a program's, where ``req`` names one:
     ``fixes`` are the model fixes profkit tune applies to it): its row (timings; failed with
-    the error's one line where it failed), what the process wrote, and its saved output, if any."""
+    the error's one line where it failed), what the process wrote, and its saved output, if any
+    (``save_output``: a later round's is not compared, and not saved)."""
     precision, mode = req.spec.precision, req.spec.mode
     folder.mkdir()
     job = launch.harness_job(req, p.workload, p.path, folder, progress)
     output = folder / "output.pt"
-    job.job = replace(job.job, profiler="bench", output_path=str(output), fixes=fixes)
+    job.job = replace(
+        job.job,
+        profiler="bench",
+        output_path=str(output) if save_output else None,
+        fixes=fixes,
+    )
     job.write()
     log = folder / "harness.log"
 
@@ -320,14 +342,20 @@ def _timed_row(req: RunRequest, times: Sequence[int], peak: int | None) -> Bench
 
 
 def _pooled(
-    req: RunRequest, each: Sequence[tuple[BenchRow, HarnessInfo, Path | None]]
+    req: RunRequest, each: Sequence[tuple[BenchRow, HarnessInfo, Path | None]], rounds: int = 1
 ) -> tuple[BenchRow, HarnessInfo, Path | None]:
-    """A combination timed in one process or more (``rounds``): the first failed round's row
-    where one failed; else every round's steps together, the largest peak memory, and the first
-    round's process info and output (what agreement is judged on)."""
-    failed = next((m for m in each if m[0].status != "ok"), None)
-    if failed is not None or len(each) == 1:
-        return failed or each[0]
+    """A combination timed in one process or more (``rounds`` asked for): the first failed
+    round's row where one failed (its error saying which round, of more than one); else every
+    round's steps together, the largest peak memory, and the first round's process info and
+    output (what agreement is judged on)."""
+    at = next((k for k, m in enumerate(each) if m[0].status != "ok"), None)
+    if at is not None:
+        row, info, out = each[at]
+        if rounds > 1:
+            row = replace(row, error=f"round {at + 1} of {rounds}: {row.error}")
+        return row, info, out
+    if len(each) == 1:
+        return each[0]
     peaks = [row.peak_memory_bytes for row, _, _ in each if row.peak_memory_bytes is not None]
     row = _timed_row(
         req, [t for row, _, _ in each for t in row.iter_ns], max(peaks) if peaks else None

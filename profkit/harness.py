@@ -394,7 +394,7 @@ def _bench(job: HarnessJob) -> int:
         )
     info["iter_ns"] = iter_ns
     info["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
-    output = first_tensor(out, torch) if info["model"] else None
+    output = first_tensor(out, torch) if info["model"] and job.output_path else None
     if output is not None:
         torch.save(output.detach().to("cpu", torch.float32).clone(), job.output_path)
     info["output_saved"] = output is not None

@@ -495,15 +495,18 @@ def test_layout_and_library_options_apply_to_every_combination(tmp_path):
 def test_rounds_time_each_combination_in_as_many_processes(tmp_path, monkeypatch, capsys):
     """--rounds 3: every combination timed in 3 processes, a round of them after another; its
     figures from all their steps together, each process's median in the record's info, the
-    heading says so; a combination that fails in a later round is failed and not run again."""
+    heading says so, only the first round's output saved; a combination that fails in a later
+    round is failed (saying which round), left out of the medians and not run again."""
     from profkit import benchmark
 
     calls: list[tuple[str, str]] = []
+    saved: list[bool] = []
     steps = {"fp32": [[10, 11, 12], [20, 21, 22], [30, 31, 32]], "fp16": [[5, 6, 7]]}
 
-    def measure(p, req, folder, progress):
+    def measure(p, req, folder, progress, save_output=True):
         precision, mode = req.spec.precision, req.spec.mode
         calls.append((precision, folder.name))
+        saved.append(save_output)
         n = sum(1 for c in calls if c[0] == precision)
         if precision == "fp16" and n == 2:
             return BenchRow(precision, mode, "failed", error="out of memory in round 2"), {}, None
@@ -525,21 +528,47 @@ def test_rounds_time_each_combination_in_as_many_processes(tmp_path, monkeypatch
         ("fp16", "1-1"),
         ("fp32", "0-2"),
     ]
+    assert saved == [True, True, False, False, False]
     fp32, fp16 = record.rows[:2]
     assert fp32.iter_ns == [t * 1_000_000 for r in steps["fp32"] for t in r]
     assert fp32.median_ms == 21.0 and fp32.peak_memory_bytes == 3000
-    assert fp16.status == "failed" and fp16.error == "out of memory in round 2"
+    assert fp16.status == "failed" and fp16.error == "round 2 of 3: out of memory in round 2"
     assert record.info["rounds"] == 3
-    assert record.info["round_medians_ms"] == {
-        "fp32 eager": [11.0, 21.0, 31.0],
-        "fp16 eager": [6.0],
-    }
+    assert record.info["round_medians_ms"] == {"fp32 eager": [11.0, 21.0, 31.0]}
     assert "in each of 3 processes" in render._bench_heading(record)
     render.bench(record, "table", wide=True)
     out = capsys.readouterr().out
-    assert "  fp32 eager: 11, 21, 31\n  fp16 eager: 6\n" in out
+    assert "  fp32 eager: 11, 21, 31\n" in out and "fp16 eager: 6" not in out
+    assert "fp16 eager failed: round 2 of 3: out of memory in round 2" in out
     stored = profkit.open_db(tmp_path / "p.db").bench(record.id)
     assert stored.info["round_medians_ms"]["fp32 eager"] == [11.0, 21.0, 31.0]
+
+
+def test_rounds_time_the_reference_in_as_many_processes(tmp_path, monkeypatch):
+    """The fp32 eager reference a benchmark adds for the outputs is timed in every round too,
+    its figures pooled and its medians kept, its output saved once."""
+    from profkit import benchmark
+
+    calls: list[tuple[str, bool]] = []
+
+    def measure(p, req, folder, progress, save_output=True):
+        calls.append((folder.name, save_output))
+        k = len(calls)
+        row = benchmark._timed_row(req, [k * 1_000_000, k * 1_000_000], None)
+        return row, {"model": "m"}, None
+
+    monkeypatch.setattr(benchmark, "measure", measure)
+    monkeypatch.setattr(benchmark.launch, "require_torch", lambda why: None)
+    import profkit
+
+    record = profkit.bench(TINY, precisions="fp16", rounds=2, db=tmp_path / "p.db", device="cpu")
+    assert calls == [("0-0", True), ("0-1", False), ("reference-0", True), ("reference-1", False)]
+    fp16, reference = record.rows
+    assert reference.reference_only and len(reference.iter_ns) == 4
+    assert record.info["round_medians_ms"] == {
+        "fp16 eager": [1.0, 2.0],
+        "fp32 eager (reference)": [3.0, 4.0],
+    }
 
 
 def test_rounds_are_checked_by_the_library_before_anything_runs(tmp_path):
