@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+import os
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +27,10 @@ _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="profkit-tests-hypothesis-")
 set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 settings.register_profile("profkit", database=None, derandomize=True)
 settings.load_profile("profkit")
+# What profkit keeps in the user's cache (the report's compiled template) goes to a temporary
+# folder too, not the home of whoever runs the tests (each worker process its own).
+_CACHE_HOME = tempfile.mkdtemp(prefix="profkit-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
 
 
 @functools.cache
@@ -142,6 +147,7 @@ def pytest_sessionfinish(session, exitstatus):
     """The suite writes nothing into the checkout: a file that appeared there during the session
     fails it (checked once, by the process that ran the session, not by each parallel worker)."""
     shutil.rmtree(_HYPOTHESIS_HOME, ignore_errors=True)
+    shutil.rmtree(_CACHE_HOME, ignore_errors=True)
     if hasattr(session.config, "workerinput"):
         return
     before = session.config.stash.get(_BEFORE, None)

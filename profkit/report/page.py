@@ -96,11 +96,21 @@ def _compiled() -> jinja2.BytecodeCache | None:
     folder = _cache_folder()
     if folder is None:
         return None
+    from .. import formatting
     from ..version import __version__
 
+    # what the compiled code depends on: the settings, the versions, and the filters' and this
+    # module's own code (a filter's kind is compiled in), each file by its digest
+    sources = hashlib.sha256()
+    for module_file in (__file__, formatting.__file__):
+        try:
+            sources.update(Path(module_file).read_bytes())
+        except OSError:
+            return None
     salt = (
         f"profkit {__version__}; jinja2 {getattr(jinja2, '__version__', '?')}; "
-        f"python {sys.version}; {sorted((k, repr(v)) for k, v in SETTINGS.items())}"
+        f"python {sys.version}; {sorted((k, repr(v)) for k, v in SETTINGS.items())}; "
+        f"code {sources.hexdigest()}"
     )
     return _Compiled(folder, salt)
 
