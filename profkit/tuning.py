@@ -389,8 +389,15 @@ def _tolerance(p: TunePlan, fixes: Sequence[Fix]) -> float:
 
 
 def _measure(
-    p: TunePlan, req: RunRequest, fixes: Sequence[Fix], folder: Path, progress: Progress
+    p: TunePlan,
+    req: RunRequest,
+    fixes: Sequence[Fix],
+    folder: Path,
+    progress: Progress,
+    save_output: bool = True,
 ) -> tuple[Any, Any, Path | None]:
+    """One setting timed in a process of its own (``benchmark.measure``); ``save_output``: its
+    output kept for the comparison (a later timing's is not compared, and not kept)."""
     bench_plan = benchmark.BenchPlan(
         p.workload, p.path, [req.options.precision], [req.options.mode], [req]
     )
@@ -398,7 +405,9 @@ def _measure(
     # A program's own output, and bench's note of a failed combination ("fp32 eager failed"):
     # tune says itself what failed, as the trial's row or the baseline's error.
     quiet = replace(progress, on_output=None, on_note=None)
-    return benchmark.measure(bench_plan, req, folder, quiet, fixes=model_fixes)
+    return benchmark.measure(
+        bench_plan, req, folder, quiet, fixes=model_fixes, save_output=save_output
+    )
 
 
 def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> Tuning:
@@ -491,7 +500,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             for k in range(2, rounds + 1):
                 progress.stage(f"{p.target}: the baseline (round {k} of {rounds})")
                 folder = Path(tmp) / f"baseline-{next(timings)}"
-                b, _, _ = _measure(p, p.base, [], folder, progress)
+                b, _, _ = _measure(p, p.base, [], folder, progress, save_output=False)
                 if b.status == "ok":
                     base_runs.append(b.iter_ns)
                 else:
@@ -501,7 +510,9 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                         continue
                     req, fixes = again_for[t]
                     progress.stage(f"{p.target}: {trials[t].title} (round {k} of {rounds})")
-                    r, _, _ = _measure(p, req, fixes, Path(tmp) / f"trial{t + 2}-{k}", progress)
+                    r, _, _ = _measure(
+                        p, req, fixes, Path(tmp) / f"trial{t + 2}-{k}", progress, save_output=False
+                    )
                     if r.status != "ok":  # failed, as in round 1: no figure is a measurement now
                         was = trials[t]
                         trials[t] = TuneTrial(
@@ -540,7 +551,9 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             # The baseline again, last: what changed between processes over the trials (clocks,
             # other work on the machine) is counted in every trial's noise.
             progress.stage(f"{p.target}: the baseline again, after the trials")
-            again, _, _ = _measure(p, p.base, [], Path(tmp) / "baseline-again", progress)
+            again, _, _ = _measure(
+                p, p.base, [], Path(tmp) / "baseline-again", progress, save_output=False
+            )
             if again.status == "ok":
                 base_runs.append(again.iter_ns)
             baseline = baseline_so_far()[0]
