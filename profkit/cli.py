@@ -1228,6 +1228,26 @@ def bench(
             raise UsageError(
                 "--list and --show read stored benchmarks: give either alone, with no WORKLOAD"
             )
+        # what only a new benchmark takes: refused, not ignored
+        given = [
+            cli_of(f).flags[0]
+            for f in for_command("bench")
+            if options.get(f.name) != default_for(f, "bench")
+        ]
+        given += [
+            flag
+            for flag, value, default in (
+                ("--precisions", precisions, "fp32"),
+                ("--modes", modes, "eager"),
+                ("--rounds", rounds, 1),
+            )
+            if value != default
+        ]
+        if given:
+            raise UsageError(
+                f"--list and --show read stored benchmarks: {', '.join(given)} "
+                f"{'is' if len(given) == 1 else 'are'} for a new one"
+            )
         database = _open(db)
         if list_:
             render.benches(database.benches(), fmt.value, wide=wide)

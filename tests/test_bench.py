@@ -359,6 +359,22 @@ def test_a_database_that_cannot_be_written_is_refused_before_anything_runs(
     assert bench_count(seeded) == 1
 
 
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--list", "--rounds", "3"], "--rounds is"),
+        (["--show", "1", "--iters", "5", "--device", "cpu"], "--iters, --device are"),
+        (["--list", "--precisions", "fp16", "--tf32"], "--tf32, --precisions are"),
+    ],
+)
+def test_list_and_show_refuse_what_only_a_new_benchmark_takes(seeded, args, named):
+    one_line_error(
+        cli("bench", *args, db=seeded),
+        f"--list and --show read stored benchmarks: {named} for a new one",
+        2,
+    )
+
+
 def test_list_and_show(seeded):
     one_line_error(cli("bench", "--show", "7", db=seeded), "no benchmark '7'")
     one_line_error(
