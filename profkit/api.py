@@ -902,7 +902,7 @@ def tune(
     each trial; ``rounds`` (default 1) times the baseline and each fix in that many processes,
     a round of them after another. Returns a :class:`profkit.records.Tuning` (``.best``: the measured fix that
     saves most with outputs that agree)."""
-    from . import tuning
+    from . import benchmark, tuning
     from .options import TUNE, require_command_options
 
     require_command_options(TUNE, options)
@@ -925,7 +925,7 @@ def tune(
             progress=progress,
         )
     database = _writable(db)
-    tuning.check_rounds(rounds)  # before the profile, which takes minutes
+    benchmark.check_rounds(rounds)  # before the profile, which takes minutes
     profiled = profile(workload, program=program, db=database, progress=progress, **options)
     checked = tuning.plan(
         database.store,

@@ -167,10 +167,6 @@ def signals(store: Store, run: RunRecord) -> Signals:
     )
 
 
-MAX_ROUNDS = (
-    benchmark.MAX_ROUNDS
-)  # a tuning's rounds: each a process for the baseline and every fix
-check_rounds = benchmark.check_rounds
 RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")  # each a condition not_<switch>
 PROGRAM_SWITCHES = ("tf32", "fused_optimizer")  # the switches a program's run takes
 
@@ -254,7 +250,7 @@ def plan(
     profkit or naming a built-in), what re-runs it, the machine. ``workload``: the file a run
     of a workload file came from (its runs record its name only). ``rounds``: how many
     processes the baseline and each fix are timed in, one round of them after another (1 to
-    ``MAX_ROUNDS``), so that what changes between processes counts in every spread."""
+    ``benchmark.MAX_ROUNDS``), so that what changes between processes counts in every spread."""
     from . import launch
     from .program import resolve
 
@@ -268,7 +264,7 @@ def plan(
     warmup = defaults[1] if warmup is None else warmup
     require_int("iters", iters, 2)
     require_int("warmup", warmup, 1)
-    check_rounds(rounds)
+    benchmark.check_rounds(rounds)
     program_info = run.info.program
     if program_info is not None:
         argv = program_info.get("argv") or []
