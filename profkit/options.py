@@ -92,6 +92,7 @@ class Spec:
         False  # torch.set_float32_matmul_precision("high"): fp32 matmuls on TF32 tensor cores
     )
     fused_optimizer: bool = False  # optimizers the workload makes take fused=True where they can
+    cudnn_attention: bool = False  # scaled_dot_product_attention tries cuDNN's kernels first
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +110,7 @@ SWITCHES = {
     "cudnn_benchmark": "cuDNN benchmark",
     "tf32": "TF32 matmuls",
     "fused_optimizer": "fused optimizer",
+    "cudnn_attention": "cuDNN attention",
 }
 NAME_PARTS = {
     "keep_bn_fp32": "bnfp32",
@@ -116,6 +118,7 @@ NAME_PARTS = {
     "cudnn_benchmark": "cudnnbench",
     "tf32": "tf32",
     "fused_optimizer": "fusedopt",
+    "cudnn_attention": "cudnnattn",
 }
 
 # profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
@@ -138,6 +141,11 @@ TF32_HELP = 'Run fp32 matmuls on TF32 tensor cores: torch.set_float32_matmul_pre
 FUSED_OPT_HELP = (
     "Make the optimizers the workload creates (Adam, AdamW, SGD, Adagrad) with fused=True, on "
     "the GPU: one kernel a step instead of one per parameter group."
+)
+CUDNN_ATTN_HELP = (
+    "Let scaled_dot_product_attention try cuDNN's fused attention first (PyTorch tries it last): "
+    "its Hopper kernels use the newer tensor-core instructions; a call cuDNN does not take "
+    "falls back to flash or memory-efficient attention as before."
 )
 
 
@@ -247,6 +255,7 @@ class RunOptions:
     cudnn_benchmark: bool = _opt(Spec.cudnn_benchmark, "--cudnn-benchmark", help=CUDNN_BENCH_HELP)
     tf32: bool = _opt(Spec.tf32, "--tf32", help=TF32_HELP)
     fused_optimizer: bool = _opt(Spec.fused_optimizer, "--fused-optimizer", help=FUSED_OPT_HELP)
+    cudnn_attention: bool = _opt(Spec.cudnn_attention, "--cudnn-attention", help=CUDNN_ATTN_HELP)
     metrics: str | None = _opt(
         None,
         "--metrics",
@@ -384,6 +393,11 @@ class RunOptions:
             raise UsageError(
                 "`fused_optimizer` makes optimizers with fused=True, which PyTorch runs on a GPU: it "
                 "needs `device` cuda"
+            )
+        if self.cudnn_attention and self.device != "cuda":
+            raise UsageError(
+                "`cudnn_attention` chooses cuDNN's attention kernels, and cuDNN runs only on "
+                "`device` cuda"
             )
         self._check_compile()
         if self.device == "cpu" and self.tool in GPU_ONLY:

@@ -118,6 +118,8 @@ class Signals:
     conv_pct: float
     optimizer: bool  # an optimizer steps in the run
     fused_optimizer: bool  # ... and it is fused already
+    attention_half_pct: float  # fused attention kernels in fp16/bf16: what cuDNN's could run
+    cudnn_attention: bool  # ... and cuDNN's attention kernels ran already
     findings: Mapping[str, Any]  # id -> Finding
 
 
@@ -132,6 +134,7 @@ def signals(store: Store, run: RunRecord) -> Signals:
         g.time_ns for g in groups if g.family in MATRIX and g.precision in ("fp32", "tf32")
     )
     conv = sum(g.time_ns for g in groups if g.family == "conv")
+    attention = [g for g in groups if g.family == "attention" and g.precision in HALF]
     program = run.info.program is not None
     if program or not run.precision or run.precision not in (*workloads.PRECISIONS,):
         # A script's own precision: where most of its matrix work is (autocast keeps the rest
@@ -151,6 +154,7 @@ def signals(store: Store, run: RunRecord) -> Signals:
     steps = ((run.info.program or {}).get("steps") or {}) if program else {}
     optimizer = bool(re.search(cfg["optimizer_work"], joined)) or steps.get("by") == "optimizer"
     fused = bool(re.search(cfg["fused_optimizer_work"], joined))
+    cudnn_attention = re.compile(cfg["cudnn_attention_work"])
     harness = run.info.harness or {}
     compiled = bool(harness.get("compiled_kernels")) or any(g.family == "fused" for g in groups)
     return Signals(
@@ -163,12 +167,18 @@ def signals(store: Store, run: RunRecord) -> Signals:
         conv_pct=100.0 * conv / total,
         optimizer=optimizer,
         fused_optimizer=fused,
+        attention_half_pct=100.0 * sum(g.time_ns for g in attention) / total,
+        cudnn_attention=any(
+            cudnn_attention.search(g.name) or cudnn_attention.search(g.op or "") for g in attention
+        ),
         findings={f.id: f for f in findings(store, run)},
     )
 
 
-RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark")  # each a condition not_<switch>
-PROGRAM_SWITCHES = ("tf32", "fused_optimizer")  # the switches a program's run takes
+# each a condition not_<switch>
+RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark", "cudnn_attention")
+# the switches a program's run takes
+PROGRAM_SWITCHES = ("tf32", "fused_optimizer", "cudnn_attention")
 
 
 def _switch_off(switch: str) -> Callable[[Signals, Mapping[str, Any]], bool]:
@@ -185,6 +195,9 @@ _CHECKS: dict[str, Callable[[Signals, Mapping[str, Any]], bool]] = {
     "eager": lambda s, cfg: s.eager,
     "compiler": lambda s, cfg: benchmark.compiler(s.device) is not None,
     "unfused_optimizer": lambda s, cfg: s.optimizer and not s.fused_optimizer,
+    "half_attention": lambda s, cfg: (
+        s.attention_half_pct >= cfg["min_attention_pct"] and not s.cudnn_attention
+    ),
     **{f"not_{switch}": _switch_off(switch) for switch in RUN_SWITCHES},
 }
 CONDITIONS = tuple(_CHECKS)

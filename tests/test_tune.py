@@ -114,6 +114,8 @@ def signals(**changed):
         conv_pct=40.0,
         optimizer=False,
         fused_optimizer=False,
+        attention_half_pct=0.0,
+        cudnn_attention=False,
         findings={},
     )
     return Signals(**{**base, **changed})
@@ -168,6 +170,73 @@ def test_a_gpu_run_calls_for_its_fixes_by_findings_and_settings(monkeypatch):
         device="cuda", matrix_fp32_pct=0, conv_pct=0, findings={"launch_bound": None}
     )
     assert called(launch_bound, monkeypatch) == ["compile", "compile_reduce_overhead"]
+
+
+def test_half_fused_attention_calls_for_cudnn_attention_on_a_gpu(monkeypatch):
+    half = dict(half=True, eager=False, matrix_fp32_pct=0.0, conv_pct=0.0)
+    gpu = signals(device="cuda", attention_half_pct=30.0, **half)
+    assert called(gpu, monkeypatch) == ["cudnn_attention"]
+    # Too little of it, cuDNN's kernels already, the switch on already, or a CPU: not called.
+    assert called(signals(device="cuda", attention_half_pct=4.0, **half), monkeypatch) == []
+    ran = signals(device="cuda", attention_half_pct=30.0, cudnn_attention=True, **half)
+    assert called(ran, monkeypatch) == []
+    on = signals(device="cuda", attention_half_pct=30.0, options={"cudnn_attention": True}, **half)
+    assert called(on, monkeypatch) == []
+    assert called(signals(attention_half_pct=30.0, **half), monkeypatch) == []
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        # Flash, memory-efficient and cuDNN attention side by side (each SDPA backend forced).
+        "attention/attention_zoo_fp16.torch.json.gz",
+        # A BERT-base encoder's and HF BERT's AMP steps on an H100: SDPA's own choice, which on
+        # Hopper is cuDNN's already (so the fix is not called for there).
+        "attention/bert_encoder_fp16.torch.json.gz",
+        "findings/bert-amp-torch/trace.json.gz",
+    ],
+)
+def test_signals_read_fused_attention_and_whose_it_is_from_real_captures(tmp_path, capture):
+    import profkit
+    from profkit.tuning import candidates
+    from profkit.tuning import signals as read_signals
+
+    db = tmp_path / "p.db"
+    r = cli("import", DATA / capture, "--name", "a", db=db)
+    assert r.exit_code == 0, r.output
+    opened = profkit.open_db(db)
+    s = read_signals(opened.store, opened.store.get_run("a"))
+    assert s.attention_half_pct > 0 and s.cudnn_attention
+    assert "cudnn_attention" not in [c.fix.id for c in candidates(s)]
+
+
+@needs_torch
+def test_the_cudnn_attention_switch_puts_cudnn_first_and_keeps_the_rest():
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    from profkit.process import fixes
+
+    before = torch._C._get_sdp_priority_order()
+    flags = [torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled()]
+    try:
+        info: dict = {}
+        fixes.apply_switches(torch, type("S", (), {"cudnn_attention": True})(), info)
+        import gc
+
+        gc.collect()  # the context manager held, not closed by collection
+        order = [SDPBackend(i).name for i in torch._C._get_sdp_priority_order()]
+        assert order[:4] == ["CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"]
+        assert info["attention_backends"][0] == "cudnn_attention"
+        assert torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.math_sdp_enabled()
+    finally:
+        while fixes._HELD:
+            fixes._HELD.pop().__exit__(None, None, None)
+    assert torch._C._get_sdp_priority_order() == before
+    assert [
+        torch.backends.cuda.math_sdp_enabled(),
+        torch.backends.cuda.cudnn_sdp_enabled(),
+    ] == flags
 
 
 def test_a_finding_no_fix_answers_calls_for_nothing(monkeypatch):

@@ -1,11 +1,12 @@
 """The fixes profkit applies inside a profiled (or timed) process, without the workload's or the
-script's code knowing: what ``--tf32`` and ``--fused-optimizer`` do in any process, and what
+script's code knowing: what ``--tf32``, ``--fused-optimizer`` and ``--cudnn-attention`` do in any process, and what
 ``profkit tune`` tries on a user's program from outside it.
 
 - **Process switches** (:func:`apply_switches`), before anything is built: TF32 for fp32 matmuls
-  (``torch.set_float32_matmul_precision("high")``), and optimizers made with ``fused=True``
+  (``torch.set_float32_matmul_precision("high")``), optimizers made with ``fused=True``
   (:func:`fuse_optimizers`: Adam, AdamW, SGD and Adagrad made after it, on the GPU, where the
-  caller chose neither ``fused`` nor ``foreach``).
+  caller chose neither ``fused`` nor ``foreach``), and cuDNN's attention tried first by
+  ``scaled_dot_product_attention`` (:func:`cudnn_attention_first`).
 - **The model's fixes** (:class:`ModelFixes`, a program's): the program's model is the first
   module with parameters called outside any other module; channels-last (its weights and its
   4-D inputs), bf16 autocast around its calls (no loss scaler needed, so none is added), and
@@ -43,6 +44,36 @@ def apply_switches(torch: Any, spec: Any, info: dict[str, Any]) -> None:
         torch.backends.cudnn.benchmark = True
     if getattr(spec, "fused_optimizer", False):
         info["fused_optimizers"] = fuse_optimizers(torch)
+    if getattr(spec, "cudnn_attention", False):
+        info["attention_backends"] = cudnn_attention_first(torch)
+
+
+# The scaled_dot_product_attention backends after cuDNN's, in PyTorch's own order: a call cuDNN
+# does not take (fp32, a head size or mask it lacks) goes on to these as it did before.
+_AFTER_CUDNN = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
+# The priority set by cudnn_attention_first, held for the life of the process: the context
+# manager restores the previous order when it is closed, and a generator is closed when collected.
+_HELD: list[Any] = []
+
+
+def cudnn_attention_first(torch: Any) -> list[str]:
+    """Make ``scaled_dot_product_attention`` try cuDNN's fused attention first. PyTorch's default
+    order is flash, memory-efficient, math, then cuDNN, and the math backend takes every call,
+    so cuDNN's kernels (on Hopper, built on its newer tensor-core instructions) never run
+    unless asked for. The backends that are on keep their order after it. Returns the order set,
+    by backend name."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    on = {
+        "FLASH_ATTENTION": torch.backends.cuda.flash_sdp_enabled(),
+        "EFFICIENT_ATTENTION": torch.backends.cuda.mem_efficient_sdp_enabled(),
+        "MATH": torch.backends.cuda.math_sdp_enabled(),
+    }
+    order = ["CUDNN_ATTENTION", *(name for name in _AFTER_CUDNN if on[name])]
+    held = sdpa_kernel([getattr(SDPBackend, name) for name in order], set_priority=True)
+    held.__enter__()
+    _HELD.append(held)
+    return [name.lower() for name in order]
 
 
 def fuse_optimizers(torch: Any) -> list[str]:
