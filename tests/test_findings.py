@@ -105,3 +105,17 @@ def test_summary_table_shows_findings(found):
         and "time in NCHW <-> NHWC layout conversions" in text
         and "channels_last" in text
     )
+
+
+def test_sdpas_math_path_is_attention_computed_by_hand_and_its_fused_kernels_are_not(tmp_path):
+    """attention_zoo (each SDPA backend forced in turn, no modules recorded): the math backend's
+    batched products and softmax are flagged, by their operators alone; a BERT encoder on SDPA's
+    fused kernels is quiet."""
+    db = profkit.open_db(tmp_path / "a.db")
+    zoo = db.import_file(DATA / "attention" / "attention_zoo_fp16.torch.json.gz", name="zoo")
+    f = {x.id: x for x in zoo.findings()}["unfused_attention"]
+    assert {w.where for w in f.where} == {"aten::bmm", "aten::_softmax"}
+    assert sum(k.launches for k in f.kernels) == 6 and f.share_pct > 20
+    assert "2 softmax and 4 batched matrix product calls" in f.detail
+    bert = db.import_file(DATA / "attention" / "bert_encoder_fp16.torch.json.gz", name="bert")
+    assert "unfused_attention" not in {x.id for x in bert.findings()}

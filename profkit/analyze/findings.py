@@ -657,6 +657,56 @@ def _matrix_dims(shapes: str, kind: str) -> list[int]:
     return [d for t in tensors if len(t) >= 2 for d in t[-2:]]
 
 
+def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
+    """Attention computed by hand: a module (the run, where no modules are known) that launched
+    a softmax between batched matrix products, at least ``min_products_per_softmax`` of them per
+    softmax. Needs the launching operators (torch, or nsys and ncu runs with attribution)."""
+    softmax, matmul = set(rule.names("softmax_ops")), set(rule.names("matmul_ops"))
+    groups = ctx.store.shape_groups(ctx.run.id, sorted(softmax | matmul), by="op")
+    per: dict[str | None, list[ShapeGroup]] = {}
+    for g in groups:
+        per.setdefault(g.module, []).append(g)
+    need = rule.number("min_products_per_softmax")
+    chosen: list[ShapeGroup] = []
+    for module_groups in per.values():
+        soft = sum(g.launches for g in module_groups if g.op in softmax)
+        products = sum(g.launches for g in module_groups if g.op in matmul)
+        if soft and products >= need * soft:
+            chosen += module_groups
+    as_kernels = [
+        KernelGroup(
+            kind="kernel",
+            name=g.name,
+            op=g.op,
+            short_name=g.short_name,
+            family=g.family,
+            calls=g.launches,
+            time_ns=g.time_ns,
+            tc_time_ns=g.time_ns if g.tensor_core else 0,
+            precision=g.precision,
+        )
+        for g in chosen
+    ]
+    if not as_kernels or ctx.share(as_kernels) < rule.number("min_share_pct"):
+        return None
+    found = ctx.finding(rule, "", as_kernels)
+    places = _places((g.module, g.launches, g.time_ns) for g in chosen if g.module is not None)
+    if len(places) > WHERE_PLACES:
+        places = _places(
+            (_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
+            for w in places
+        )
+    soft = sum(g.launches for g in chosen if g.op in softmax)
+    products = sum(g.launches for g in chosen if g.op in matmul)
+    return replace(
+        found,
+        where=places or found.where,
+        detail=f"{soft} softmax and {products} batched matrix product calls took "
+        f"{ctx.share(as_kernels):.1f}% of GPU time as attention computed kernel by kernel"
+        f"{where_text(places or found.where, found.time_ns)}",
+    )
+
+
 def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:
     report = rank_report(ctx.store, ctx.run)
     if report is None or not any(f.comm_overlap_ns is not None for f in report.ranks):
@@ -911,6 +961,7 @@ CHECKS: dict[str, Callable[[_Context, FindingRule], Finding | None]] = {
     "misaligned_shapes": _misaligned,
     "host_syncs": _host_syncs,
     "exposed_communication": _exposed_communication,
+    "unfused_attention": _unfused_attention,
     "depthwise_convolutions": _depthwise,
     "layout_conversions": _by_family(("layout",), "NCHW <-> NHWC layout conversion"),
     "fusable_kernels": _by_family(

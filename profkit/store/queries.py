@@ -296,17 +296,21 @@ class Queries(Connection):
             for m, mt, ph, prec, fam, tc, n, t, ops in rows
         ]
 
-    def shape_groups(self, run_id: int, families: Sequence[str]) -> list[ShapeGroup]:
-        """A run's kernels of ``families`` grouped by (name, operator, input shapes, input
-        types, module, precision, tensor-core verdict): launches and summed time, most time first."""
+    def shape_groups(
+        self, run_id: int, families: Sequence[str], by: str = "family"
+    ) -> list[ShapeGroup]:
+        """A run's kernels of ``families`` (``by`` "op": launched by these operators) grouped by
+        (name, operator, input shapes, input types, module, precision, tensor-core verdict):
+        launches and summed time, most time first."""
         from ..rows import ShapeGroup
 
+        column = {"family": "family_id", "op": "op_id"}[by]
         fam = self._texts_ids(families)
         if not fam:
             return []
         q = f"""select name_id, min(short_name_id), op_id, shapes_id, input_types_id, module_id,
                        coalesce(precision, 'unknown'), family_id, tensor_core, sum(launches), sum(time_ns)
-                from kernel_aggs where run_id = ? and kind = 'kernel' and family_id in ({", ".join("?" * len(fam))})
+                from kernel_aggs where run_id = ? and kind = 'kernel' and {column} in ({", ".join("?" * len(fam))})
                 group by name_id, op_id, shapes_id, input_types_id, module_id, coalesce(precision, 'unknown'),
                          family_id, tensor_core
                 order by 11 desc"""
