@@ -429,6 +429,7 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
             "cudnn_benchmark",
             "tf32",
             "fused_optimizer",
+            "cudnn_attention",
             "metrics",
             "fresh_counters",
             "timeout_s",
