@@ -3,7 +3,7 @@
 # Face BERT MLM training step, torchvision's Faster R-CNN, an LSTM language model, timm's ResNet-50
 # in NCHW and channels-last) under the default tool (ncu's per-function plan), nsys and
 # torch.profiler, each as `profkit run` keeps it; the finding fixes beside their problems.
-#   bash benchmarks/findings_gpu.sh OUT [PART...]   (ncu nsys torch extra fixes more; all of them by default)
+#   bash benchmarks/findings_gpu.sh OUT [PART...]   (ncu nsys torch extra fixes more attention; all but attention by default)
 set -u
 OUT=${1:?OUT}
 C=tests/data/capture
@@ -42,6 +42,11 @@ jobs_for() {
     done
     echo "sync-ncu host_sync_train.py ncu --precision fp32 --batch-size 8"
     echo "syncfixed-ncu host_sync_train_fixed.py ncu --precision fp32 --batch-size 8" ;;
+  attention)
+    # HF BERT with its "eager" attention (issue 38's unfused-attention finding), beside bert-amp's SDPA.
+    for t in ncu nsys torch; do
+      echo "bertattn-amp-$t hf_bert_mlm_eager_attention.py $t --precision amp --batch-size 8"
+    done ;;
   more)
     # After the first captures: the compiled step with Inductor's kernel list kept without attribution,
     # and a batch that keeps the GPU busy (launch-bound's fix: quiet on the bare iteration).

@@ -7,6 +7,8 @@ PRECISIONS = ("fp32", "amp")
 MODES = ("eager", "compile")
 TOKENS = 128
 VOCAB = 30522
+# Hugging Face's attention implementation: None, its default (SDPA where the model has it).
+ATTENTION = None
 
 
 def build(spec):
@@ -17,7 +19,8 @@ def build(spec):
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=VOCAB, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=1024, max_position_embeddings=TOKENS)
+                        intermediate_size=1024, max_position_embeddings=TOKENS,
+                        attn_implementation=ATTENTION)
     ids = torch.randint(0, VOCAB, (spec.batch_size, TOKENS))
     labels = ids.clone()
     labels[torch.rand(ids.shape) > 0.15] = -100
