@@ -116,6 +116,6 @@ def test_sdpas_math_path_is_attention_computed_by_hand_and_its_fused_kernels_are
     f = {x.id: x for x in zoo.findings()}["unfused_attention"]
     assert {w.where for w in f.where} == {"aten::bmm", "aten::_softmax"}
     assert sum(k.launches for k in f.kernels) == 6 and f.share_pct > 20
-    assert "2 softmax and 4 batched matrix product calls" in f.detail
+    assert "2 softmax and 4 batched matrix product launches" in f.detail
     bert = db.import_file(DATA / "attention" / "bert_encoder_fp16.torch.json.gz", name="bert")
     assert "unfused_attention" not in {x.id for x in bert.findings()}

@@ -204,6 +204,35 @@ def test_the_aligned_rnn_is_quiet(store, name):
     assert "misaligned_shapes" not in found(store, name)
 
 
+@pytest.mark.parametrize("tool", ["ncu", "torch"])
+def test_attention_computed_by_hand_is_flagged_and_sdpa_is_quiet(store, tool):
+    """HF BERT with its "eager" attention (matmul, softmax, dropout, matmul in each layer's
+    self-attention module, forward and backward): flagged under the default tool, with those
+    modules as where it ran, and under torch.profiler by its operators alone (no modules
+    recorded); the same model on SDPA's fused kernels: quiet."""
+    f = found(store, f"bertattn-amp-{tool}")["unfused_attention"]
+    assert 2 < f.share_pct < 3.5 and {k.family for k in f.kernels} >= {"gemm"}
+    places = {w.where for w in f.where}
+    if tool == "ncu":
+        assert places == {f"bert.encoder.layer.{i}.attention.self" for i in (0, 1)}, places
+    else:
+        assert places == {"aten::bmm", "aten::_softmax", "aten::_softmax_backward_data"}, places
+    assert "24 batched matrix product launches" in f.detail
+    assert "unfused_attention" not in found(store, f"bert-amp-{tool}")
+
+
+def test_attention_by_hand_needs_the_operators_that_launched_it(store):
+    """nsys without --attribution records no operators: nothing says which products surround a
+    softmax, so the finding is not raised (a lead by kernel names alone could not tell attention's
+    batched products from a linear layer's)."""
+    assert "unfused_attention" not in found(store, "bertattn-amp-nsys")
+
+
+def test_no_other_capture_is_said_to_compute_attention_by_hand(store):
+    flagged = [n for n in FINDINGS_RUNS if "unfused_attention" in found(store, n)]
+    assert flagged == ["bertattn-amp-ncu", "bertattn-amp-torch"], flagged
+
+
 # ---------------------------------------------------------------- 3. one answer whatever the tool
 @pytest.mark.parametrize("model", MODELS)
 def test_the_same_findings_under_every_tool(store, model):

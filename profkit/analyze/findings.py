@@ -701,7 +701,7 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
     return replace(
         found,
         where=places or found.where,
-        detail=f"{soft} softmax and {products} batched matrix product calls took "
+        detail=f"{soft} softmax and {products} batched matrix product launches took "
         f"{ctx.share(as_kernels):.1f}% of GPU time as attention computed kernel by kernel"
         f"{where_text(places or found.where, found.time_ns)}",
     )
