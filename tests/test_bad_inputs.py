@@ -547,3 +547,18 @@ def test_huge_kernel_tables_are_cut_with_a_pointer(tmp_path, monkeypatch):
 def test_numeric_options_are_range_checked(seeded, args, message):
     one_line_error(cli(*args, db=seeded), message, 2)
     unchanged(seeded)
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--cudnn-benchmark", "--cudnn-benchmark chooses cuDNN's algorithms"),
+        ("--tf32", "--tf32 runs fp32 matmuls on a GPU's TF32 tensor cores"),
+        ("--fused-optimizer", "--fused-optimizer makes optimizers with fused=True"),
+        ("--cudnn-attention", "--cudnn-attention chooses cuDNN's attention kernels"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_gpu_only_switch_on_the_cpu_is_one_line(seeded, command, flag, message):
+    one_line_error(cli(command, "resnet18", "--device", "cpu", flag, db=seeded), message, 2)
+    unchanged(seeded)
