@@ -93,6 +93,7 @@ class Spec:
     )
     fused_optimizer: bool = False  # optimizers the workload makes take fused=True where they can
     cudnn_attention: bool = False  # scaled_dot_product_attention tries cuDNN's kernels first
+    sdpa_attention: bool = False  # Hugging Face models made with eager attention run SDPA
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +112,7 @@ SWITCHES = {
     "tf32": "TF32 matmuls",
     "fused_optimizer": "fused optimizer",
     "cudnn_attention": "cuDNN attention",
+    "sdpa_attention": "SDPA attention",
 }
 NAME_PARTS = {
     "keep_bn_fp32": "bnfp32",
@@ -119,6 +121,7 @@ NAME_PARTS = {
     "tf32": "tf32",
     "fused_optimizer": "fusedopt",
     "cudnn_attention": "cudnnattn",
+    "sdpa_attention": "sdpa",
 }
 
 # profkit bench, where the batch size, timed iterations or warm-up are not given: what suits a GPU,
@@ -146,6 +149,11 @@ CUDNN_ATTN_HELP = (
     "Let scaled_dot_product_attention try cuDNN's fused attention first (PyTorch tries it last): "
     "its Hopper kernels use the newer tensor-core instructions; a call cuDNN does not take "
     "falls back to flash or memory-efficient attention as before."
+)
+SDPA_ATTN_HELP = (
+    "Make the Hugging Face models the workload or script creates with their eager attention "
+    "(matmul, softmax, matmul) run PyTorch's fused scaled_dot_product_attention instead: "
+    'model.set_attn_implementation("sdpa") as each is made.'
 )
 
 
@@ -256,6 +264,7 @@ class RunOptions:
     tf32: bool = _opt(Spec.tf32, "--tf32", help=TF32_HELP)
     fused_optimizer: bool = _opt(Spec.fused_optimizer, "--fused-optimizer", help=FUSED_OPT_HELP)
     cudnn_attention: bool = _opt(Spec.cudnn_attention, "--cudnn-attention", help=CUDNN_ATTN_HELP)
+    sdpa_attention: bool = _opt(Spec.sdpa_attention, "--sdpa-attention", help=SDPA_ATTN_HELP)
     metrics: str | None = _opt(
         None,
         "--metrics",

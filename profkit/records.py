@@ -170,6 +170,10 @@ class HarnessInfo(TypedDict, total=False):
     output_saved: bool
     # --fused-optimizer: each optimizer made, "AdamW" fused or "AdamW (not fused: why)"
     fused_optimizers: list[str]
+    # --cudnn-attention: SDPA's backends in the order set ("cudnn_attention" first)
+    attention_backends: list[str]
+    # --sdpa-attention: each Hugging Face model switched, "BertModel" or "Name (not switched: why)"
+    sdpa_models: list[str]
     # profkit tune's trial of a program: the model fixes applied, to which module
     fixes_applied: list[str]
     fixed_model: str | None

@@ -176,9 +176,9 @@ def signals(store: Store, run: RunRecord) -> Signals:
 
 
 # each a condition not_<switch>
-RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark", "cudnn_attention")
+RUN_SWITCHES = ("tf32", "channels_last", "cudnn_benchmark", "cudnn_attention", "sdpa_attention")
 # the switches a program's run takes
-PROGRAM_SWITCHES = ("tf32", "fused_optimizer", "cudnn_attention")
+PROGRAM_SWITCHES = ("tf32", "fused_optimizer", "cudnn_attention", "sdpa_attention")
 
 
 def _switch_off(switch: str) -> Callable[[Signals, Mapping[str, Any]], bool]:
@@ -684,6 +684,12 @@ def _not_applied(p: TunePlan, fixes: Sequence[Fix], info: Mapping[str, Any]) -> 
         if not any("(" not in m for m in made):
             return "no optimizer it can fuse was made" + (
                 f": {', '.join(made)}" if made else " (Adam, AdamW, SGD, Adagrad)"
+            )
+    if any(f.id == "sdpa_attention" for f in fixes):
+        switched = info.get("sdpa_models") or []
+        if not any("(" not in m for m in switched):
+            return "no Hugging Face model with eager attention was made" + (
+                f": {', '.join(switched)}" if switched else ""
             )
     return None
 

@@ -232,7 +232,7 @@ FLAGS = {
     "run": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --fresh-counters --iters --keep-bn-fp32 --metrics --mode "
     "--name --no-report --report --nproc-per-node --precision --run-to-end --step --timeout --tool --warmup "
-    "workload --tf32 --fused-optimizer --cudnn-attention",  # the last three: issue 38
+    "workload --tf32 --fused-optimizer --cudnn-attention --sdpa-attention",  # the last four: issue 38
     "import": "--db --name --step-range path",
     "runs": "--db --format -f --wide",
     "kernels": "--db --format -f --limit --wide run_ref",
@@ -242,22 +242,22 @@ FLAGS = {
     "compare": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
     "--match --metrics --modes --no-report --report --precision --precisions --threshold --timeout --tool "
-    "--warmup --wide workload --tf32 --fused-optimizer --cudnn-attention",
+    "--warmup --wide workload --tf32 --fused-optimizer --cudnn-attention --sdpa-attention",
     "report": "--db --index --match --output -o --threshold --vs run_ref",
     "check": "--baseline --config -c --db --format -f --junit-xml --max-finding --max-launches --max-slowdown "
     "--max-untried-gain-pct --min-tensor-core-coverage --no-fp32-matrix --strict run_ref",
     "bench": "--batch-size --channels-last --compile-mode --cudnn-benchmark --db --device --format -f --iters --keep-bn-fp32 --list "
-    "--modes --precision --precisions --rounds --show --timeout --warmup --wide workload --tf32 --fused-optimizer --cudnn-attention",
+    "--modes --precision --precisions --rounds --show --timeout --warmup --wide workload --tf32 --fused-optimizer --cudnn-attention --sdpa-attention",
     "doctor": "--db --format -f",
     "sweep": "--address --attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-benchmark --db --device --format -f --fresh-counters --iters --keep-bn-fp32 "
     "--metrics --modes --precisions --timeout --tls-ca-file --tls-cert --tls-key --tools --warmup --workers "
-    "--workloads --tf32 --fused-optimizer --cudnn-attention",
+    "--workloads --tf32 --fused-optimizer --cudnn-attention --sdpa-attention",
     "workloads": "",
     "rm": "--db --format -f run_ref",  # issue 37
     "tune": "--attribution --no-attribution --batch-size --channels-last --compile-mode --context-switches "
     "--cpu-sampling --cudnn-attention --cudnn-benchmark --db --device --format -f --fresh-counters --fused-optimizer --iters "
-    "--keep-bn-fp32 --metrics --mode --precision --rounds --run --step --tf32 --timeout --tool --warmup "
+    "--keep-bn-fp32 --metrics --mode --precision --rounds --run --sdpa-attention --step --tf32 --timeout --tool --warmup "
     "--wide workload",  # issue 38
 }
 

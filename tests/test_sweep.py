@@ -430,6 +430,7 @@ def test_the_sweep_takes_every_run_option_that_applies_to_a_job():
             "tf32",
             "fused_optimizer",
             "cudnn_attention",
+            "sdpa_attention",
             "metrics",
             "fresh_counters",
             "timeout_s",

@@ -866,3 +866,64 @@ def test_autocast_from_outside_gives_the_caller_fp32_outputs(tmp_path, monkeypat
     assert (
         Path(run.database.store.run_folder(run)) / "tune-1" / "baseline" / "harness.log"
     ).exists()
+
+
+SDPA_PROBE = """
+import json, sys, torch
+from profkit.options import Spec
+from profkit.process import fixes
+info = {}
+fixes.apply_switches(torch, Spec(device="cpu", sdpa_attention=True), info)
+from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+torch.manual_seed(0)
+config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=64, attn_implementation="eager")
+bert = BertForMaskedLM(config).eval()
+own = bert.config._attn_implementation
+ids = torch.randint(0, 64, (2, 16))
+switched = bert(ids).logits
+bert.set_attn_implementation("eager")
+eager = bert(ids).logits
+default = BertForMaskedLM(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64))
+print(json.dumps({"made": info["sdpa_models"], "own": own,
+                  "diff": (switched - eager).abs().max().item(),
+                  "default": default.config._attn_implementation}))
+"""
+
+
+@needs_torch
+def test_hugging_face_models_made_with_eager_attention_run_sdpa_under_the_switch(tmp_path):
+    """--sdpa-attention (a process switch, as --fused-optimizer): a BERT made with its eager
+    attention is switched to SDPA through transformers' own set_attn_implementation as it is
+    made, its outputs the same; a model on SDPA already is left alone and not listed."""
+    pytest.importorskip("transformers")
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", SDPA_PROBE],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["made"] == ["BertModel"] and got["own"] == "sdpa", got
+    assert got["diff"] < 1e-5 and got["default"] == "sdpa"
+
+
+def test_the_sdpa_switch_that_switched_nothing_is_not_tried():
+    from profkit.tuning import _not_applied, fix_rules
+
+    fix = fix_rules()["sdpa_attention"]
+    p = type("P", (), {"program": False})()
+    assert _not_applied(p, [fix], {"sdpa_models": ["BertModel"]}) is None
+    assert _not_applied(p, [fix], {}) == "no Hugging Face model with eager attention was made"
+    why = _not_applied(p, [fix], {"sdpa_models": ["OldModel (not switched: no SDPA)"]})
+    assert (
+        why
+        == "no Hugging Face model with eager attention was made: OldModel (not switched: no SDPA)"
+    )

@@ -1,12 +1,14 @@
 """The fixes profkit applies inside a profiled (or timed) process, without the workload's or the
-script's code knowing: what ``--tf32``, ``--fused-optimizer`` and ``--cudnn-attention`` do in any process, and what
+script's code knowing: what ``--tf32``, ``--fused-optimizer``, ``--cudnn-attention`` and ``--sdpa-attention`` do in any
+process, and what
 ``profkit tune`` tries on a user's program from outside it.
 
 - **Process switches** (:func:`apply_switches`), before anything is built: TF32 for fp32 matmuls
   (``torch.set_float32_matmul_precision("high")``), optimizers made with ``fused=True``
   (:func:`fuse_optimizers`: Adam, AdamW, SGD and Adagrad made after it, on the GPU, where the
-  caller chose neither ``fused`` nor ``foreach``), and cuDNN's attention tried first by
-  ``scaled_dot_product_attention`` (:func:`cudnn_attention_first`).
+  caller chose neither ``fused`` nor ``foreach``), cuDNN's attention tried first by
+  ``scaled_dot_product_attention`` (:func:`cudnn_attention_first`), and Hugging Face models
+  made with their eager attention switched to SDPA (:func:`sdpa_attention`).
 - **The model's fixes** (:class:`ModelFixes`, a program's): the program's model is the first
   module with parameters called outside any other module; channels-last (its weights and its
   4-D inputs), bf16 autocast around its calls (no loss scaler needed, so none is added), and
@@ -46,6 +48,8 @@ def apply_switches(torch: Any, spec: Any, info: dict[str, Any]) -> None:
         info["fused_optimizers"] = fuse_optimizers(torch)
     if getattr(spec, "cudnn_attention", False):
         info["attention_backends"] = cudnn_attention_first(torch)
+    if getattr(spec, "sdpa_attention", False):
+        info["sdpa_models"] = sdpa_attention()
 
 
 # The scaled_dot_product_attention backends after cuDNN's, in PyTorch's own order: a call cuDNN
@@ -74,6 +78,46 @@ def cudnn_attention_first(torch: Any) -> list[str]:
     held.__enter__()
     _HELD.append(held)
     return [name.lower() for name in order]
+
+
+def sdpa_attention() -> list[str]:
+    """Make every Hugging Face model made from now on with its "eager" attention (the scores,
+    softmax and weighted values as separate operators) run PyTorch's fused
+    ``scaled_dot_product_attention`` instead, through transformers' own
+    ``PreTrainedModel.set_attn_implementation("sdpa")`` (its sub-models too) once it is made.
+    Returns the list it appends each switched model's class name to, or ``"Name (not
+    switched: why)"``; nothing where transformers is not installed."""
+    import importlib
+    import importlib.util
+
+    made: list[str] = []
+    if importlib.util.find_spec("transformers") is None:
+        return made
+    # transformers' own class, as published; typed Any (nothing here needs its annotations)
+    cls: Any = importlib.import_module("transformers.modeling_utils").PreTrainedModel
+    original = cls.post_init  # the last step of every model's __init__
+
+    def post_init(self: Any, *args: Any, **kwargs: Any) -> Any:
+        done = original(self, *args, **kwargs)
+        if getattr(getattr(self, "config", None), "_attn_implementation", None) != "eager":
+            return done
+        name = type(self).__name__
+        try:
+            self.set_attn_implementation("sdpa")
+        except Exception as exc:  # a model with no SDPA implementation says why
+            made.append(
+                f"{name} (not switched: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            )
+            return done
+        if self.config._attn_implementation == "sdpa":
+            made.append(name)
+        else:
+            made.append(f"{name} (not switched: it cannot change its attention once made)")
+        return done
+
+    post_init.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.post_init = post_init
+    return made
 
 
 def fuse_optimizers(torch: Any) -> list[str]:
