@@ -3,6 +3,8 @@ by a capture that shows it and not by one that does not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import profkit
@@ -119,3 +121,34 @@ def test_sdpas_math_path_is_attention_computed_by_hand_and_its_fused_kernels_are
     assert "2 softmax and 4 batched matrix product launches" in f.detail
     bert = db.import_file(DATA / "attention" / "bert_encoder_fp16.torch.json.gz", name="bert")
     assert "unfused_attention" not in {x.id for x in bert.findings()}
+
+
+def test_a_softmax_over_two_dimensions_is_no_attention():
+    """A mixture of experts' router (a softmax over (tokens, experts)) beside batched expert
+    products in one module is not attention; the same products around a softmax over
+    (batch, heads, queries, keys) are; with no shapes recorded, the products decide."""
+    from profkit.analyze.findings import _Context, _unfused_attention
+    from profkit.rows import ShapeGroup
+
+    def group(module, op, shapes, time_ns=1000, launches=1):
+        return ShapeGroup(
+            "k", "k", op, shapes, None, module, "fp16", "gemm", True, launches, time_ns
+        )
+
+    def found(groups):
+        store = type("S", (), {"shape_groups": lambda self, run_id, ops, by="family": groups})()
+        run = type("R", (), {"id": 1})()
+        ctx = _Context(run, [], 10_000, store)  # type: ignore[arg-type]
+        return _unfused_attention(ctx, finding_rules()["unfused_attention"])
+
+    router = [
+        group("moe", "aten::_softmax", "[512,8]"),
+        group("moe", "aten::bmm", "[8,64,256];[8,256,512]", launches=2),
+    ]
+    assert found(router) is None
+    attention = [
+        group("attn", "aten::_softmax", "[8,4,128,128]"),
+        group("attn", "aten::bmm", "[32,128,64];[32,64,128]", launches=2),
+    ]
+    assert found(attention) is not None
+    assert found([replace(g, shapes=None) for g in router]) is not None

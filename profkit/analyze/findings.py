@@ -667,8 +667,14 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
     for g in groups:
         per.setdefault(g.module, []).append(g)
     need = rule.number("min_products_per_softmax")
+    dims = rule.number("min_score_dims")
     chosen: list[ShapeGroup] = []
     for module_groups in per.values():
+        # A softmax over a 2-D input (a classifier's, a mixture of experts' router) scores no
+        # attention; where the run recorded no shapes, the products around it decide alone.
+        module_groups = [
+            g for g in module_groups if g.op not in softmax or _score_dims(g.shapes) >= dims
+        ]
         soft = sum(g.launches for g in module_groups if g.op in softmax)
         products = sum(g.launches for g in module_groups if g.op in matmul)
         if soft and products >= need * soft:
@@ -705,6 +711,16 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
         f"{ctx.share(as_kernels):.1f}% of GPU time as attention computed kernel by kernel"
         f"{where_text(places or found.where, found.time_ns)}",
     )
+
+
+def _score_dims(shapes: str | None) -> float:
+    """The dimensions of a softmax's first input (its scores); infinite where not recorded."""
+    if not shapes:
+        return math.inf
+    try:
+        return len(_tensors(shapes)[0])
+    except ValueError:  # a shape that is not a list of integers (a scalar, a nested list)
+        return math.inf
 
 
 def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:
