@@ -146,9 +146,9 @@ FUSED_OPT_HELP = (
     "the GPU: one kernel a step instead of one per parameter group."
 )
 CUDNN_ATTN_HELP = (
-    "Let scaled_dot_product_attention try cuDNN's fused attention first (PyTorch tries it last): "
-    "its Hopper kernels use the newer tensor-core instructions; a call cuDNN does not take "
-    "falls back to flash or memory-efficient attention as before."
+    "Let scaled_dot_product_attention try cuDNN's fused attention first, as recent PyTorch "
+    "does by itself on Hopper and later GPUs only (elsewhere it tries it last); a call cuDNN "
+    "does not take falls back to flash or memory-efficient attention as before. Needs torch 2.6+."
 )
 SDPA_ATTN_HELP = (
     "Make the Hugging Face models the workload or script creates with their eager attention "

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .errors import UsageError
+from .errors import ProfkitError, UsageError
 from .process.common import error_line, fail, gpu_lock, machine, release_gpu_lock
 from .process.fixes import ModelFixes, apply_switches, replaying
 from .process.job import HarnessJob, StepLaunches, start
@@ -801,7 +801,10 @@ def run(job: HarnessJob, ranks: dict[str, int] | None) -> int:
     clock.on_step = (lambda n: None) if job.whole_program else on_window_end
     if job.profiler == "torch":
         _refuse_own_profiler(job, torch)
-    apply_switches(torch, job.spec, info)  # type: ignore[arg-type]
+    try:
+        apply_switches(torch, job.spec, info)  # type: ignore[arg-type]
+    except ProfkitError as exc:  # a switch this process cannot apply: one line, no traceback
+        return fail(job, exc.one_line(), exc)
     if job.profiler == "bench":  # profkit tune's trial: its model's fixes, its output kept
         model = ModelFixes(torch, list(job.fixes or ()), job.spec.device)
         model.install()

@@ -109,18 +109,18 @@ def test_summary_table_shows_findings(found):
     )
 
 
-def test_sdpas_math_path_is_attention_computed_by_hand_and_its_fused_kernels_are_not(tmp_path):
-    """attention_zoo (each SDPA backend forced in turn, no modules recorded): the math backend's
-    batched products and softmax are flagged, by their operators alone; a BERT encoder on SDPA's
-    fused kernels is quiet."""
+def test_a_run_with_neither_modules_nor_shapes_but_fused_attention_is_not_judged(tmp_path):
+    """attention_zoo (each SDPA backend forced in turn, math's included; no modules or shapes
+    recorded): its math path's products and softmax cannot be told from a router's and its
+    experts' beside fused attention, so the run is not judged; a BERT encoder on SDPA's fused
+    kernels is quiet too."""
     db = profkit.open_db(tmp_path / "a.db")
-    zoo = db.import_file(DATA / "attention" / "attention_zoo_fp16.torch.json.gz", name="zoo")
-    f = {x.id: x for x in zoo.findings()}["unfused_attention"]
-    assert {w.where for w in f.where} == {"aten::bmm", "aten::_softmax"}
-    assert sum(k.launches for k in f.kernels) == 6 and f.share_pct > 20
-    assert "2 softmax and 4 batched matrix product launches" in f.detail
-    bert = db.import_file(DATA / "attention" / "bert_encoder_fp16.torch.json.gz", name="bert")
-    assert "unfused_attention" not in {x.id for x in bert.findings()}
+    for name, capture in (
+        ("zoo", "attention_zoo_fp16.torch.json.gz"),
+        ("bert", "bert_encoder_fp16.torch.json.gz"),
+    ):
+        run = db.import_file(DATA / "attention" / capture, name=name)
+        assert "unfused_attention" not in {x.id for x in run.findings()}, name
 
 
 def test_a_softmax_over_two_dimensions_is_no_attention():
@@ -128,17 +128,18 @@ def test_a_softmax_over_two_dimensions_is_no_attention():
     products in one module is not attention; the same products around a softmax over
     (batch, heads, queries, keys) are; with no shapes recorded, the products decide."""
     from profkit.analyze.findings import _Context, _unfused_attention
-    from profkit.rows import ShapeGroup
+    from profkit.rows import KernelGroup, ShapeGroup
 
     def group(module, op, shapes, time_ns=1000, launches=1):
+        name = "softmax_warp_forward" if "softmax" in op else "nvjet_hsh_gemm"
         return ShapeGroup(
-            "k", "k", op, shapes, None, module, "fp16", "gemm", True, launches, time_ns
+            name, name, op, shapes, None, module, "fp16", "gemm", True, launches, time_ns
         )
 
-    def found(groups):
+    def found(groups, kernels=()):
         store = type("S", (), {"shape_groups": lambda self, run_id, ops, by="family": groups})()
         run = type("R", (), {"id": 1})()
-        ctx = _Context(run, [], 10_000, store)  # type: ignore[arg-type]
+        ctx = _Context(run, list(kernels), 10_000, store)  # type: ignore[arg-type]
         return _unfused_attention(ctx, finding_rules()["unfused_attention"])
 
     router = [
@@ -151,4 +152,18 @@ def test_a_softmax_over_two_dimensions_is_no_attention():
         group("attn", "aten::bmm", "[32,128,64];[32,64,128]", launches=2),
     ]
     assert found(attention) is not None
+    # Scores of no product's output in the module (a softmax over something else): not attention.
+    assert found([replace(attention[0], shapes="[8,4,128,77]"), attention[1]]) is None
+    # No shapes: the products decide, unless fused attention ran too and no module is known.
     assert found([replace(g, shapes=None) for g in router]) is not None
+    bare = [replace(g, shapes=None, module=None) for g in router]
+    assert found(bare) is not None
+    fused = [KernelGroup("kernel", "flash_fwd", None, None, "attention", 1, 10, 10, "fp16")]
+    assert found(bare, fused) is None
+    # SDPA's math path under attribution: _safe_softmax launches five kernels, one a softmax.
+    math = [
+        replace(attention[0], op="aten::_safe_softmax", name=n)
+        for n in ("softmax_warp_forward", "isneginf", "reduce_kernel", "fill", "where")
+    ]
+    f = found([*math, attention[1]])
+    assert f is not None and "1 softmax and 2 batched matrix product kernels" in f.detail

@@ -217,7 +217,7 @@ def test_attention_computed_by_hand_is_flagged_and_sdpa_is_quiet(store, tool):
         assert places == {f"bert.encoder.layer.{i}.attention.self" for i in (0, 1)}, places
     else:
         assert places == {"aten::bmm", "aten::_softmax", "aten::_softmax_backward_data"}, places
-    assert "24 batched matrix product launches" in f.detail
+    assert "24 batched matrix product kernels" in f.detail
     assert "unfused_attention" not in found(store, f"bert-amp-{tool}")
 
 

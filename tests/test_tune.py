@@ -874,6 +874,7 @@ from profkit.options import Spec
 from profkit.process import fixes
 info = {}
 fixes.apply_switches(torch, Spec(device="cpu", sdpa_attention=True), info)
+imported_by_switch = "transformers" in sys.modules
 from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 torch.manual_seed(0)
 config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -886,7 +887,7 @@ bert.set_attn_implementation("eager")
 eager = bert(ids).logits
 default = BertForMaskedLM(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=64))
-print(json.dumps({"made": info["sdpa_models"], "own": own,
+print(json.dumps({"made": info["sdpa_models"], "own": own, "early": imported_by_switch,
                   "diff": (switched - eager).abs().max().item(),
                   "default": default.config._attn_implementation}))
 """
@@ -913,6 +914,24 @@ def test_hugging_face_models_made_with_eager_attention_run_sdpa_under_the_switch
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["made"] == ["BertModel"] and got["own"] == "sdpa", got
     assert got["diff"] < 1e-5 and got["default"] == "sdpa"
+    # transformers is imported by the script, not by the switch (its settings read then are
+    # the script's: HF_HOME, offline mode)
+    assert got["early"] is False
+
+
+def test_a_switch_the_process_cannot_apply_is_one_line(monkeypatch):
+    from profkit.errors import WorkloadError
+    from profkit.options import Spec
+    from profkit.process import fixes
+
+    def broken(torch):
+        raise TypeError("sdpa_kernel() got an unexpected keyword argument 'set_priority'")
+
+    monkeypatch.setattr(fixes, "cudnn_attention_first", broken)
+    with pytest.raises(WorkloadError) as got:
+        fixes.apply_switches(object(), Spec(cudnn_attention=True), {})
+    assert got.value.one_line().count("\n") == 0
+    assert "--cudnn-attention could not be applied in this process: TypeError" in str(got.value)
 
 
 def test_the_sdpa_switch_that_switched_nothing_is_not_tried():

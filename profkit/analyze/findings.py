@@ -659,9 +659,14 @@ def _matrix_dims(shapes: str, kind: str) -> list[int]:
 
 def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
     """Attention computed by hand: a module (the run, where no modules are known) that launched
-    a softmax between batched matrix products, at least ``min_products_per_softmax`` of them per
-    softmax. Needs the launching operators (torch, or nsys and ncu runs with attribution)."""
+    a softmax kernel between batched matrix products, at least ``min_products_per_softmax`` of
+    them per softmax kernel. Where shapes are recorded, the softmax's input is the products'
+    scores: ``min_score_dims`` dimensions or more, its last two a product's output. Where
+    neither modules nor shapes are, a run that also ran fused attention is not judged (nothing
+    tells its softmax and products from a router's and its experts'). Needs the launching
+    operators (the default tool, or nsys and torch with attribution); GPU runs only."""
     softmax, matmul = set(rule.names("softmax_ops")), set(rule.names("matmul_ops"))
+    named = _rule_pattern(f"{rule.id}.softmax_kernels", rule.text("softmax_kernels"))
     groups = ctx.store.shape_groups(ctx.run.id, sorted(softmax | matmul), by="op")
     per: dict[str | None, list[ShapeGroup]] = {}
     for g in groups:
@@ -670,15 +675,26 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
     dims = rule.number("min_score_dims")
     chosen: list[ShapeGroup] = []
     for module_groups in per.values():
-        # A softmax over a 2-D input (a classifier's, a mixture of experts' router) scores no
-        # attention; where the run recorded no shapes, the products around it decide alone.
-        module_groups = [
-            g for g in module_groups if g.op not in softmax or _score_dims(g.shapes) >= dims
+        scores = {out for g in module_groups if g.op in matmul for out in _product_out(g.shapes)}
+        # A softmax over fewer dimensions (a classifier's, a router's over its experts), or over
+        # no product's output, scores no attention.
+        kept = [
+            g
+            for g in module_groups
+            if g.op not in softmax or _scores_attention(g.shapes, scores, dims)
         ]
-        soft = sum(g.launches for g in module_groups if g.op in softmax)
-        products = sum(g.launches for g in module_groups if g.op in matmul)
+        # Softmax kernels alone count (a softmax operator launches others: _safe_softmax's
+        # masks, the backward's product), though all of its kernels' time is the finding's.
+        soft = sum(g.launches for g in kept if g.op in softmax and named.search(g.name))
+        products = sum(g.launches for g in kept if g.op in matmul)
         if soft and products >= need * soft:
-            chosen += module_groups
+            chosen += kept
+    if (
+        chosen
+        and all(g.module is None and not g.shapes for g in chosen)
+        and any(g.family == "attention" for g in ctx.groups)
+    ):
+        return None
     as_kernels = [
         KernelGroup(
             kind="kernel",
@@ -702,25 +718,43 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
             (_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
             for w in places
         )
-    soft = sum(g.launches for g in chosen if g.op in softmax)
+    soft = sum(g.launches for g in chosen if g.op in softmax and named.search(g.name))
     products = sum(g.launches for g in chosen if g.op in matmul)
     return replace(
         found,
         where=places or found.where,
-        detail=f"{soft} softmax and {products} batched matrix product launches took "
+        detail=f"{soft} softmax and {products} batched matrix product kernels took "
         f"{ctx.share(as_kernels):.1f}% of GPU time as attention computed kernel by kernel"
         f"{where_text(places or found.where, found.time_ns)}",
     )
 
 
-def _score_dims(shapes: str | None) -> float:
-    """The dimensions of a softmax's first input (its scores); infinite where not recorded."""
+def _shape_list(shapes: str | None) -> list[list[int]] | None:
+    """A row's input shapes, None where not recorded or not a list of integer lists."""
     if not shapes:
-        return math.inf
+        return None
     try:
-        return len(_tensors(shapes)[0])
-    except ValueError:  # a shape that is not a list of integers (a scalar, a nested list)
-        return math.inf
+        return _tensors(shapes)
+    except ValueError:  # a scalar, a nested list
+        return None
+
+
+def _product_out(shapes: str | None) -> list[tuple[int, int]]:
+    """A matrix product's output's last two dimensions, from its first two inputs' shapes."""
+    t = _shape_list(shapes)
+    if not t or len(t) < 2 or len(t[0]) < 2 or len(t[1]) < 2:
+        return []
+    return [(t[0][-2], t[1][-1])]
+
+
+def _scores_attention(shapes: str | None, scores: set[tuple[int, int]], dims: float) -> bool:
+    """Whether a softmax's input can be attention's scores: unknown shapes can; else at least
+    ``dims`` dimensions and, where its module's products' shapes are known, one's output."""
+    t = _shape_list(shapes)
+    if not t:
+        return True
+    first = t[0]
+    return len(first) >= dims and (not scores or (first[-2], first[-1]) in scores)
 
 
 def _exposed_communication(ctx: _Context, rule: FindingRule) -> Finding | None:

@@ -20,9 +20,14 @@ torch is the caller's (imported by the process already); nothing here imports it
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import inspect
+import sys
 import threading
 from typing import Any
+
+from ..errors import WorkloadError
 
 # The optimizers PyTorch has a fused (single-kernel) implementation of, on CUDA.
 FUSABLE_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
@@ -38,18 +43,42 @@ def replaying() -> bool:
 
 
 def apply_switches(torch: Any, spec: Any, info: dict[str, Any]) -> None:
-    """The spec's process switches, before the workload or the script builds anything."""
+    """The spec's process switches, before the workload or the script builds anything. A switch
+    this process cannot apply is a WorkloadError naming it (one line, no traceback)."""
+    switches: list[tuple[str, Any]] = []
     if getattr(spec, "tf32", False):
-        torch.set_float32_matmul_precision("high")
-        torch.backends.cudnn.allow_tf32 = True
+        switches.append(("--tf32", lambda: _tf32(torch)))
     if getattr(spec, "cudnn_benchmark", False):
-        torch.backends.cudnn.benchmark = True
+        switches.append(
+            ("--cudnn-benchmark", lambda: setattr(torch.backends.cudnn, "benchmark", True))
+        )
     if getattr(spec, "fused_optimizer", False):
-        info["fused_optimizers"] = fuse_optimizers(torch)
+        switches.append(
+            ("--fused-optimizer", lambda: info.update(fused_optimizers=fuse_optimizers(torch)))
+        )
     if getattr(spec, "cudnn_attention", False):
-        info["attention_backends"] = cudnn_attention_first(torch)
+        switches.append(
+            (
+                "--cudnn-attention",
+                lambda: info.update(attention_backends=cudnn_attention_first(torch)),
+            )
+        )
     if getattr(spec, "sdpa_attention", False):
-        info["sdpa_models"] = sdpa_attention()
+        switches.append(("--sdpa-attention", lambda: info.update(sdpa_models=sdpa_attention())))
+    for flag, apply in switches:
+        try:
+            apply()
+        except WorkloadError:
+            raise
+        except Exception as exc:
+            raise WorkloadError(
+                f"{flag} could not be applied in this process: {type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _tf32(torch: Any) -> None:
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
 
 
 # The scaled_dot_product_attention backends after cuDNN's, in PyTorch's own order: a call cuDNN
@@ -61,13 +90,19 @@ _HELD: list[Any] = []
 
 
 def cudnn_attention_first(torch: Any) -> list[str]:
-    """Make ``scaled_dot_product_attention`` try cuDNN's fused attention first. PyTorch's default
-    order is flash, memory-efficient, math, then cuDNN, and the math backend takes every call,
-    so cuDNN's kernels (on Hopper, built on its newer tensor-core instructions) never run
-    unless asked for. The backends that are on keep their order after it. Returns the order set,
-    by backend name."""
+    """Make ``scaled_dot_product_attention`` try cuDNN's fused attention first. PyTorch's own
+    order puts flash and memory-efficient attention first, math, then cuDNN's, except where it
+    prefers cuDNN's (Hopper and later, in recent versions); as the math backend takes every
+    call, cuDNN's kernels otherwise run only where asked for. The backends that are on keep
+    their order after it. Returns the order set, by backend name. Needs torch 2.6 or later
+    (``sdpa_kernel``'s ``set_priority``)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    if "set_priority" not in inspect.signature(sdpa_kernel).parameters:
+        raise WorkloadError(
+            f"--cudnn-attention sets the attention backends' order, which torch "
+            f"{torch.__version__} cannot (torch 2.6 or later can)"
+        )
     on = {
         "FLASH_ATTENTION": torch.backends.cuda.flash_sdp_enabled(),
         "EFFICIENT_ATTENTION": torch.backends.cuda.mem_efficient_sdp_enabled(),
@@ -80,22 +115,68 @@ def cudnn_attention_first(torch: Any) -> list[str]:
     return [name.lower() for name in order]
 
 
+# transformers' module that defines PreTrainedModel (whose post_init ends every model's __init__)
+HF_MODELING = "transformers.modeling_utils"
+
+
 def sdpa_attention() -> list[str]:
     """Make every Hugging Face model made from now on with its "eager" attention (the scores,
     softmax and weighted values as separate operators) run PyTorch's fused
     ``scaled_dot_product_attention`` instead, through transformers' own
     ``PreTrainedModel.set_attn_implementation("sdpa")`` (its sub-models too) once it is made.
-    Returns the list it appends each switched model's class name to, or ``"Name (not
-    switched: why)"``; nothing where transformers is not installed."""
-    import importlib
-    import importlib.util
-
+    transformers is not imported here: its model class is wrapped when the workload or script
+    imports it (an import hook), so that what it reads at import (its cache, offline mode) is
+    the script's. Returns the list it appends each switched model's class name to, or ``"Name
+    (not switched: why)"``: empty where no such model is made (or transformers never imported)."""
     made: list[str] = []
-    if importlib.util.find_spec("transformers") is None:
-        return made
-    # transformers' own class, as published; typed Any (nothing here needs its annotations)
-    cls: Any = importlib.import_module("transformers.modeling_utils").PreTrainedModel
-    original = cls.post_init  # the last step of every model's __init__
+    loaded = sys.modules.get(HF_MODELING)
+    if loaded is not None:
+        _wrap_post_init(loaded, made)
+    else:
+        sys.meta_path.insert(
+            0, _AfterImport(HF_MODELING, lambda module: _wrap_post_init(module, made))
+        )
+    return made
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` once the module ``name`` has been executed by its own loader, the
+    first time it is imported; finds nothing itself (the other finders find it) and leaves
+    ``sys.meta_path`` after that first import."""
+
+    def __init__(self, name: str, then: Any) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+        then = self.then
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            then(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # this spec's own loader
+        return spec
+
+
+def _wrap_post_init(module: Any, made: list[str]) -> None:
+    cls: Any = getattr(module, "PreTrainedModel", None)
+    original = getattr(cls, "post_init", None)
+    if original is None:
+        made.append("transformers (not switched: it has no PreTrainedModel.post_init)")
+        return
+    if getattr(original, "_profkit_sdpa", None) is not None:  # wrapped already: one list
+        made.extend(original._profkit_sdpa)
+        original._profkit_sdpa = made
+        return
 
     def post_init(self: Any, *args: Any, **kwargs: Any) -> Any:
         done = original(self, *args, **kwargs)
@@ -105,19 +186,20 @@ def sdpa_attention() -> list[str]:
         try:
             self.set_attn_implementation("sdpa")
         except Exception as exc:  # a model with no SDPA implementation says why
-            made.append(
-                f"{name} (not switched: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-            )
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            post_init._profkit_sdpa.append(f"{name} (not switched: {why})")  # type: ignore[attr-defined]
             return done
         if self.config._attn_implementation == "sdpa":
-            made.append(name)
+            post_init._profkit_sdpa.append(name)  # type: ignore[attr-defined]
         else:
-            made.append(f"{name} (not switched: it cannot change its attention once made)")
+            post_init._profkit_sdpa.append(  # type: ignore[attr-defined]
+                f"{name} (not switched: it cannot change its attention once made)"
+            )
         return done
 
     post_init.__wrapped__ = original  # type: ignore[attr-defined]
+    post_init._profkit_sdpa = made  # type: ignore[attr-defined]
     cls.post_init = post_init
-    return made
 
 
 def fuse_optimizers(torch: Any) -> list[str]:
