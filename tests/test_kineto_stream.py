@@ -31,6 +31,7 @@ GOLDEN = {
     "findings/r50b64-fp16-torch/trace.json.gz": "4cadb5446c199465",
     "findings/bert-amp-compile-torch/trace.json.gz": "e539920dca0953e1",
     "findings/bert-amp-torch/trace.json.gz": "5be2bb6f658d4bd8",
+    "findings/bertattn-amp-torch/trace.json.gz": "a65f4a3aeac66984",  # issue 38: HF BERT's eager attention
     "findings/frcnn-amp-torch/trace.json.gz": "5cf115bbacd1ab71",
     "findings/frcnn-fp32-torch/trace.json.gz": "7719698f0ec13974",
     "findings/lstm-amp-torch/trace.json.gz": "91c67780ff78a764",
