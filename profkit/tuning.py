@@ -543,37 +543,46 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             for t, trial in enumerate(trials):
                 trials[t] = judge(trial, base, drift, cfg["min_gain_pct"])
 
-        for i, c in enumerate(todo, start=2):
-            trials.append(attempt([c.fix], c.findings, i, total))
-        singles = [t for t in range(len(trials)) if t in runs]
-        more_rounds(singles)
-        judged()
-        together = _together(p, todo, trials)
-        if together:
-            fixes = [c.fix for c in together]
-            answered = sorted({f for c in together for f in c.findings})
-            trials.append(attempt(fixes, answered, total + 1, total + 1))
-            if len(trials) - 1 in runs:
-                more_rounds([len(trials) - 1])
-        baseline = baseline_so_far()[0]
-        if trials:
-            # The baseline again, last: what changed between processes over the trials (clocks,
-            # other work on the machine) is counted in every trial's noise.
-            progress.stage(f"{p.target}: the baseline again, after the trials")
-            again, _, _ = _measure(
-                p, p.base, [], Path(tmp) / "baseline-again", progress, save_output=False
-            )
-            if again.status == "ok":
-                base_runs.append(again.iter_ns)
-            baseline = baseline_so_far()[0]
+        try:
+            for i, c in enumerate(todo, start=2):
+                trials.append(attempt([c.fix], c.findings, i, total))
+            singles = [t for t in range(len(trials)) if t in runs]
+            more_rounds(singles)
             judged()
-            if again.status != "ok":
-                text = (
-                    f"its second timing, after the trials, failed ({again.error}): no drift known"
-                    if len(base_runs) == 1
-                    else f"its last timing, after the trials, failed ({again.error})"
+            together = _together(p, todo, trials)
+            if together:
+                fixes = [c.fix for c in together]
+                answered = sorted({f for c in together for f in c.findings})
+                trials.append(attempt(fixes, answered, total + 1, total + 1))
+                if len(trials) - 1 in runs:
+                    more_rounds([len(trials) - 1])
+            baseline = baseline_so_far()[0]
+            if trials:
+                # The baseline again, last: what changed between processes over the trials (clocks,
+                # other work on the machine) is counted in every trial's noise.
+                progress.stage(f"{p.target}: the baseline again, after the trials")
+                again, _, _ = _measure(
+                    p, p.base, [], Path(tmp) / "baseline-again", progress, save_output=False
                 )
-                baseline = replace(baseline, note="; ".join(n for n in (baseline.note, text) if n))
+                if again.status == "ok":
+                    base_runs.append(again.iter_ns)
+                baseline = baseline_so_far()[0]
+                judged()
+                if again.status != "ok":
+                    text = (
+                        f"its second timing, after the trials, failed ({again.error}): no drift known"
+                        if len(base_runs) == 1
+                        else f"its last timing, after the trials, failed ({again.error})"
+                    )
+                    baseline = replace(
+                        baseline, note="; ".join(n for n in (baseline.note, text) if n)
+                    )
+        except KeyboardInterrupt:
+            # Ctrl-C, or Terminated (SIGTERM, SIGHUP, SIGQUIT): nothing is stored, so the
+            # trials timed so far are said before the stop goes on.
+            judged()
+            _say_measured(progress, baseline_so_far()[0], trials)
+            raise
     trials += _estimates(p, baseline)
     tuning = Tuning(
         run=p.run.name,
@@ -588,6 +597,21 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
     )
     progress.stage("storing")
     return store.add_tuning(tuning)
+
+
+def _say_measured(progress: Progress, baseline: TuneTrial, trials: list[TuneTrial]) -> None:
+    """A tuning stopped before its end stores nothing: what it had measured, said as notes so
+    that the user keeps it (each trial judged against the baseline's timings so far)."""
+    done = [t for t in trials if t.median_ms is not None]
+    if not done or baseline.median_ms is None:
+        progress.note("tuning stopped before any fix was timed; nothing is stored")
+        return
+    progress.note(
+        f"tuning stopped: nothing is stored; measured so far (baseline {baseline.median_ms:.3g} ms a step):"
+    )
+    for t in rank(done):
+        saves = f", saves {t.saving_pct:.1f}%" if t.saving_pct is not None else ""
+        progress.note(f"  {t.title}: {t.median_ms:.3g} ms{saves}, {t.verdict}")
 
 
 def _trials_folder(store: Store, run: RunRecord) -> Path | None:

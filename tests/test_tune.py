@@ -946,3 +946,33 @@ def test_the_sdpa_switch_that_switched_nothing_is_not_tried():
         why
         == "no Hugging Face model with eager attention was made: OldModel (not switched: no SDPA)"
     )
+
+
+@needs_torch
+def test_a_tuning_stopped_midway_says_what_it_measured_and_stores_nothing(
+    tmp_path, db, monkeypatch
+):
+    """Ctrl-C (or SIGTERM) after the baseline and one fix were timed: the stop ends the command
+    as any stop does, nothing of the tuning is stored, and the trial already timed is said, so
+    that a long tuning cut short is not all lost."""
+    from profkit import tuning
+
+    path = conv_workload(tmp_path, "stopped")
+    measure, calls = tuning._measure, []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the baseline, the first fix, then the stop
+            raise KeyboardInterrupt
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(tuning, "_measure", stopping)
+    r = cli("tune", path, "--batch-size", "2", *CPU, db=db)
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    said = " ".join(r.stderr.split())
+    assert "tuning stopped: nothing is stored; measured so far (baseline" in said, r.stderr
+    assert "autocast (AMP): " in said and " ms" in said
+    import profkit
+
+    (run,) = profkit.open_db(db).list_runs()
+    assert run.tunings() == []
