@@ -703,19 +703,26 @@ def _not_applied(p: TunePlan, fixes: Sequence[Fix], info: Mapping[str, Any]) -> 
     """Why a trial's fix did nothing (a program with no model to fix, no optimizer made), if so."""
     if p.program and any(f.how == "option" for f in fixes) and not info.get("fixed_model"):
         return "the program called no module with parameters to apply it to"
-    if any(f.id == "fused_optimizer" for f in fixes):
-        made = info.get("fused_optimizers") or []
+    for f in fixes:
+        if f.id not in _MADE:
+            continue
+        key, nothing, otherwise = _MADE[f.id]
+        made = info.get(key) or []  # "Name", or "Name (not ...: why)"
         if not any("(" not in m for m in made):
-            return "no optimizer it can fuse was made" + (
-                f": {', '.join(made)}" if made else " (Adam, AdamW, SGD, Adagrad)"
-            )
-    if any(f.id == "sdpa_attention" for f in fixes):
-        switched = info.get("sdpa_models") or []
-        if not any("(" not in m for m in switched):
-            return "no Hugging Face model with eager attention was made" + (
-                f": {', '.join(switched)}" if switched else ""
-            )
+            return nothing + (f": {', '.join(made)}" if made else otherwise)
     return None
+
+
+# The switches that act on what the process makes: the info key listing it, and what a trial
+# says where none of it was acted on (then with the list, or with this where the list is empty).
+_MADE = {
+    "fused_optimizer": (
+        "fused_optimizers",
+        "no optimizer it can fuse was made",
+        " (Adam, AdamW, SGD, Adagrad)",
+    ),
+    "sdpa_attention": ("sdpa_models", "no Hugging Face model with eager attention was made", ""),
+}
 
 
 def _output_note(info: Mapping[str, Any], out: Path | None, p: TunePlan) -> str | None:

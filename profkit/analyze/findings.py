@@ -296,12 +296,7 @@ class _Context:
         )
         if not places:
             return where_of(chosen)
-        if len(places) > WHERE_PLACES:  # the same layer in every block: one line, blocks.*.mlp.fc2
-            places = _places(
-                (_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
-                for w in places
-            )
-        return places
+        return _folded(places)
 
     def share(self, chosen: list[KernelGroup]) -> float:
         """Percent of the run's time, rounded as Finding.share_pct is (so texts agree)."""
@@ -333,6 +328,17 @@ def where_text(where: list[FindingWhere], total_ns: int, limit: int = 3) -> str:
     shown = ", ".join(f"{w.where} {100 * w.time_ns / total_ns:.0f}%" for w in known[:limit])
     more = f", {len(known) - limit} more" if len(known) > limit else ""
     return f" (in {shown}{more})"
+
+
+def _folded(places: list[FindingWhere]) -> list[FindingWhere]:
+    """Beyond ``WHERE_PLACES`` places, the same layer in every block as one line
+    (``blocks.*.mlp.fc2``)."""
+    if len(places) <= WHERE_PLACES:
+        return places
+    return _places(
+        (_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
+        for w in places
+    )
 
 
 def _launches(chosen: list[KernelGroup]) -> int:
@@ -674,6 +680,7 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
     need = rule.number("min_products_per_softmax")
     dims = rule.number("min_score_dims")
     chosen: list[ShapeGroup] = []
+    soft_total = products_total = 0
     for module_groups in per.values():
         scores = {out for g in module_groups if g.op in matmul for out in _product_out(g.shapes)}
         # A softmax over fewer dimensions (a classifier's, a router's over its experts), or over
@@ -689,6 +696,7 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
         products = sum(g.launches for g in kept if g.op in matmul)
         if soft and products >= need * soft:
             chosen += kept
+            soft_total, products_total = soft_total + soft, products_total + products
     if (
         chosen
         and all(g.module is None and not g.shapes for g in chosen)
@@ -712,18 +720,13 @@ def _unfused_attention(ctx: _Context, rule: FindingRule) -> Finding | None:
     if not as_kernels or ctx.share(as_kernels) < rule.number("min_share_pct"):
         return None
     found = ctx.finding(rule, "", as_kernels)
-    places = _places((g.module, g.launches, g.time_ns) for g in chosen if g.module is not None)
-    if len(places) > WHERE_PLACES:
-        places = _places(
-            (_LAYER_INDEX.sub("*", w.where, count=1) if w.where else "", w.count, w.time_ns)
-            for w in places
-        )
-    soft = sum(g.launches for g in chosen if g.op in softmax and named.search(g.name))
-    products = sum(g.launches for g in chosen if g.op in matmul)
+    places = _folded(
+        _places((g.module, g.launches, g.time_ns) for g in chosen if g.module is not None)
+    )
     return replace(
         found,
         where=places or found.where,
-        detail=f"{soft} softmax and {products} batched matrix product kernels took "
+        detail=f"{soft_total} softmax and {products_total} batched matrix product kernels took "
         f"{ctx.share(as_kernels):.1f}% of GPU time as attention computed kernel by kernel"
         f"{where_text(places or found.where, found.time_ns)}",
     )

@@ -25,6 +25,7 @@ import importlib.util
 import inspect
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import WorkloadError
@@ -44,35 +45,18 @@ def replaying() -> bool:
 
 def apply_switches(torch: Any, spec: Any, info: dict[str, Any]) -> None:
     """The spec's process switches, before the workload or the script builds anything. A switch
-    this process cannot apply is a WorkloadError naming it (one line, no traceback)."""
-    switches: list[tuple[str, Any]] = []
-    if getattr(spec, "tf32", False):
-        switches.append(("--tf32", lambda: _tf32(torch)))
-    if getattr(spec, "cudnn_benchmark", False):
-        switches.append(
-            ("--cudnn-benchmark", lambda: setattr(torch.backends.cudnn, "benchmark", True))
-        )
-    if getattr(spec, "fused_optimizer", False):
-        switches.append(
-            ("--fused-optimizer", lambda: info.update(fused_optimizers=fuse_optimizers(torch)))
-        )
-    if getattr(spec, "cudnn_attention", False):
-        switches.append(
-            (
-                "--cudnn-attention",
-                lambda: info.update(attention_backends=cudnn_attention_first(torch)),
-            )
-        )
-    if getattr(spec, "sdpa_attention", False):
-        switches.append(("--sdpa-attention", lambda: info.update(sdpa_models=sdpa_attention())))
-    for flag, apply in switches:
+    this process cannot apply is a WorkloadError naming its flag (one line, no traceback)."""
+    for name, apply in _SWITCHES.items():
+        if not getattr(spec, name, False):
+            continue
         try:
-            apply()
+            apply(torch, info)
         except WorkloadError:
             raise
         except Exception as exc:
             raise WorkloadError(
-                f"{flag} could not be applied in this process: {type(exc).__name__}: {exc}"
+                f"--{name.replace('_', '-')} could not be applied in this process: "
+                f"{type(exc).__name__}: {exc}"
             ) from exc
 
 
@@ -200,6 +184,19 @@ def _wrap_post_init(module: Any, made: list[str]) -> None:
     post_init.__wrapped__ = original  # type: ignore[attr-defined]
     post_init._profkit_sdpa = made  # type: ignore[attr-defined]
     cls.post_init = post_init
+
+
+# Each process switch (a Spec field, its flag the field's name) and how it is applied: (torch,
+# the process's info) -> None, what it made recorded in the info.
+_SWITCHES: dict[str, Callable[[Any, dict[str, Any]], None]] = {
+    "tf32": lambda torch, info: _tf32(torch),
+    "cudnn_benchmark": lambda torch, info: setattr(torch.backends.cudnn, "benchmark", True),
+    "fused_optimizer": lambda torch, info: info.update(fused_optimizers=fuse_optimizers(torch)),
+    "cudnn_attention": lambda torch, info: info.update(
+        attention_backends=cudnn_attention_first(torch)
+    ),
+    "sdpa_attention": lambda torch, info: info.update(sdpa_models=sdpa_attention()),
+}
 
 
 def fuse_optimizers(torch: Any) -> list[str]:
