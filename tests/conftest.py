@@ -177,6 +177,24 @@ def _progress_held_back(monkeypatch):
     monkeypatch.setattr(cli_module, "QUIET_S", 3600.0)
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept():
+    """A command run in-process that was stopped leaves its stop signals ignored (the exit
+    status is chosen: cli._ignore_signals), which the real command does just before its process
+    ends. In the test process they are put back after each test: an ignored SIGTERM is inherited
+    by every process a later test starts, whose multiprocessing then cannot stop its daemonic
+    workers at exit, and the harness waits for them (a CI run timed out on it)."""
+    import signal
+
+    from profkit.processes import TERMINATING
+
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *TERMINATING)}
+    yield
+    for sig, handler in kept.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+
+
 _runner = CliRunner()
 
 
