@@ -213,16 +213,17 @@ class NsysExport:
     def _check_types(self, tables: tuple[str, ...] | None = None) -> None:
         """Refuse an export whose times, threads or ids are not integers (SQLite stores whatever
         it is given): one line naming the table, the column and the first such value."""
-        for table, columns in _INTEGER_COLUMNS.items():
+        for table, columns in INTEGER_COLUMNS.items():
             if table not in self.schema.columns or (tables is not None and table not in tables):
                 continue
             present = [c for c in columns if c in self.schema.columns[table]]
             tests = [
-                f"typeof({c}) not in {_ALLOWED[c in _NULLABLE.get(table, ())]}" for c in present
+                f"typeof({c}) not in {_ALLOWED[c in NULLABLE_COLUMNS.get(table, ())]}"
+                for c in present
             ]
-            bounded = [c for c in present if c in _LAUNCH_DIMS]
+            bounded = [c for c in present if c in LAUNCH_DIMS]
             tests += [f"{c} < 0 or {c} >= {DIM_LIMIT}" for c in bounded]
-            tests += [f"{c} < 0" for c in present if c in _IDS]
+            tests += [f"{c} < 0" for c in present if c in ID_COLUMNS]
             # One scan of the table for all its columns; the column at fault is named after.
             bad = (
                 self.con.execute(
@@ -237,15 +238,15 @@ class NsysExport:
                 column, value = next(
                     (c, v)
                     for c, v in zip(present, values)
-                    if not _integer(v, c in _NULLABLE.get(table, ()))
-                    or (c in _LAUNCH_DIMS and not 0 <= v < DIM_LIMIT)
-                    or (c in _IDS and v is not None and v < 0)
+                    if not _integer(v, c in NULLABLE_COLUMNS.get(table, ()))
+                    or (c in LAUNCH_DIMS and not 0 <= v < DIM_LIMIT)
+                    or (c in ID_COLUMNS and v is not None and v < 0)
                 )
                 what = (
                     "not an integer"
                     if not _integer(value, False)
                     else "not a whole number from 0 to 2^31 - 1"
-                    if column in _LAUNCH_DIMS
+                    if column in LAUNCH_DIMS
                     else "a negative id"
                 )
                 raise BadExport(
@@ -620,7 +621,7 @@ class NsysExport:
 
 
 # Columns that must hold integers in every row (NVTX end may be NULL: a range never closed).
-_INTEGER_COLUMNS = {
+INTEGER_COLUMNS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": (
         "start",
         "end",
@@ -658,10 +659,10 @@ _INTEGER_COLUMNS = {
     "NVTX_EVENTS": ("start", "eventType"),
 }
 # Of those, the launch's grid and block sizes: also from 0 to 2^31 - 1 (as ncu's CSV reader takes them).
-_LAUNCH_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+LAUNCH_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 # And the ids (of a device, a stream, a name in StringIds, a kind of copy): never negative. The
 # import keys its working tables with negative values of its own (no name, a copy, a set, NULL).
-_IDS = ("deviceId", "streamId", "demangledName", "shortName", "copyKind")
+ID_COLUMNS = ("deviceId", "streamId", "demangledName", "shortName", "copyKind")
 _ALLOWED = {False: "('integer')", True: "('integer', 'null')"}
 
 
@@ -669,14 +670,14 @@ def integer_test(table: str, alias: str, columns: set[str]) -> str:
     """SQL true where a row of ``table`` (as ``alias``) passes ``_check_types``' tests of the
     columns it has: the bulk import's cheap test, made as it copies the row."""
     tests = [
-        f"typeof({alias}.{c}) in {_ALLOWED[c in _NULLABLE.get(table, ())]}"
-        for c in _INTEGER_COLUMNS[table]
+        f"typeof({alias}.{c}) in {_ALLOWED[c in NULLABLE_COLUMNS.get(table, ())]}"
+        for c in INTEGER_COLUMNS[table]
         if c in columns
     ]
     tests += [
-        f"{alias}.{c} >= 0 and {alias}.{c} < {DIM_LIMIT}" for c in _LAUNCH_DIMS if c in columns
+        f"{alias}.{c} >= 0 and {alias}.{c} < {DIM_LIMIT}" for c in LAUNCH_DIMS if c in columns
     ]
-    tests += [f"coalesce({alias}.{c} >= 0, 1)" for c in _IDS if c in columns]
+    tests += [f"coalesce({alias}.{c} >= 0, 1)" for c in ID_COLUMNS if c in columns]
     return " and ".join(tests) or "1"
 
 
@@ -685,7 +686,7 @@ def _integer(value: Any, nullable: bool) -> bool:
 
 
 # Of those, the ones that may also be NULL (a copy or set with no device or stream recorded).
-_NULLABLE = {
+NULLABLE_COLUMNS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("demangledName", "shortName"),
     "CUPTI_ACTIVITY_KIND_MEMCPY": ("deviceId", "streamId", "copyKind"),
     "CUPTI_ACTIVITY_KIND_MEMSET": ("deviceId", "streamId"),

@@ -27,6 +27,7 @@ from ..parse.nsys_export import (
 )
 from ..parse.schema import MAX_DURATION_NS
 from ..processes import stage
+from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
@@ -62,6 +63,11 @@ def insert_gpu_ops(
     launch call. One write transaction: nothing stays if it fails."""
     con = store.conn
     ops_sql = _ops_sql(export)
+
+    ops = nsys_columns.read(export, segments, operators or [])
+    stage("operations read as columns" if ops is not None else "operations left to SQL")
+    folder = nsys_columns.scratch_folder() if ops is not None else None
+    scratch = nsys_columns.Scratch(ops, folder) if ops is not None and folder else None
     # The operations' working table (~250 bytes a row) in memory for an export of up to
     # IN_MEMORY_BYTES (about a million kernels), faster; in a temporary file above, so that
     # memory stays bounded whatever the capture's size.
@@ -80,13 +86,20 @@ def insert_gpu_ops(
             windows,
             ranks or {},
             operators or [],
+            ops,
+            scratch,
         )
     finally:
         if con.in_transaction:
             con.execute("rollback")
-        if any(r[1] == "src" for r in con.execute("pragma database_list")):
-            con.execute("detach database src")
+        for attached in ("src", "scr"):
+            if any(r[1] == attached for r in con.execute("pragma database_list")):
+                con.execute(f"detach database {attached}")
         con.execute("pragma temp_store = default")
+        if folder is not None:
+            if scratch is not None:
+                scratch.wait()
+            nsys_columns.remove(folder)
 
 
 def _insert_gpu_ops(
@@ -101,6 +114,8 @@ def _insert_gpu_ops(
     windows: list[Window],
     ranks: dict[int, int],
     operators: list[OperatorCall],
+    columns: Any = None,
+    scratch: Any = None,
 ) -> GpuOpsImport:
     with store.write():
         ids = store.intern(
@@ -139,46 +154,6 @@ def _insert_gpu_ops(
             con.execute("create temp table rk (pid integer primary key, rank integer)")
             con.executemany("insert into temp.rk values (?, ?)", ranks.items())
             stage("import tables")
-            # seq, the launch order, is the table's rowid: the rows are written in that order (the
-            # window's) and read back in it, so that the copy into kernel_rows sorts nothing.
-            # The export's launch calls keyed as the join looks them up (by correlation id within a
-            # process), which also refuses a call listed twice (the key is unique) and a value
-            # that is not an integer (the key is NULL then): the export's checks then name it.
-            con.execute(
-                "create temp table rt (corr integer, pid integer, start integer, gtid integer, primary key (corr, pid)) without rowid"
-            )
-            rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
-            _checked(
-                export,
-                con,
-                f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
-                f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r",
-            )
-            stage("launch calls")
-            # kind NOT NULL: an operation whose columns are not all integers has none (its cheap test).
-            con.execute(
-                f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})"
-            )
-            _checked(export, con, f"insert into temp.ops {ops_sql}")
-            stage("ops table")
-            _check_once(export, con)
-            bad = con.execute(
-                "select kind, start, end from temp.ops where end < start limit 1"
-            ).fetchone()
-            if bad:
-                raise BadExport(
-                    f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
-                    f"ends before it starts (start {bad[1]}, end {bad[2]})"
-                )
-            long = con.execute(
-                "select seq, end - start from temp.ops where end - start > ? limit 1",
-                [MAX_DURATION_NS],
-            ).fetchone()
-            if long:
-                raise BadExport(
-                    f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration"
-                )
-            stage("ops checked")
             # One pass over the operations groups them by what their rows' aggregates and the
             # counts below group by (an upsert per operation into a small table, no sort): the
             # counts by kind, by state and kind, of operations with no launch, and the run's
@@ -192,17 +167,66 @@ def _insert_gpu_ops(
             con.execute(
                 "create unique index temp.opg_key on opg (kind, key, sn, rix, oix, pid, dev)"
             )
-            con.execute(f"""insert into temp.opg
-                select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), coalesce(oix, {low}), pid,
-                       coalesce(dev, {low}), 1, end - start, end - start, end - start, seq, ltid & {0xFFFFFF},
-                       ltid is null
-                from temp.ops where true
-                on conflict (kind, key, sn, rix, oix, pid, dev) do update set
-                    launches = launches + 1, time_ns = time_ns + excluded.time_ns,
-                    min_ns = min(min_ns, excluded.min_ns), max_ns = max(max_ns, excluded.max_ns),
-                    first_launch = min(first_launch, excluded.first_launch),
-                    min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
-                    unlaunched = unlaunched + excluded.unlaunched""")
+            if columns is None:
+                # seq, the launch order, is the table's rowid: the rows are written in that order (the
+                # window's) and read back in it, so that the copy into kernel_rows sorts nothing.
+                # The export's launch calls keyed as the join looks them up (by correlation id within a
+                # process), which also refuses a call listed twice (the key is unique) and a value
+                # that is not an integer (the key is NULL then): the export's checks then name it.
+                con.execute(
+                    "create temp table rt (corr integer, pid integer, start integer, gtid integer, primary key (corr, pid)) without rowid"
+                )
+                rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+                _checked(
+                    export,
+                    con,
+                    f"insert into temp.rt select case when {integer_test(rt, 'r', export.schema.columns[rt])} "
+                    f"then r.correlationId end, r.globalTid >> 24, r.start, r.globalTid from src.{rt} r",
+                )
+                stage("launch calls")
+                # kind NOT NULL: an operation whose columns are not all integers has none (its cheap test).
+                con.execute(
+                    f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})"
+                )
+                _checked(export, con, f"insert into temp.ops {ops_sql}")
+                stage("ops table")
+                _check_once(export, con)
+                bad = con.execute(
+                    "select kind, start, end from temp.ops where end < start limit 1"
+                ).fetchone()
+                if bad:
+                    raise BadExport(
+                        f"{export.path.name}: CUPTI_ACTIVITY_KIND_{str(bad[0]).upper()} has an entry that "
+                        f"ends before it starts (start {bad[1]}, end {bad[2]})"
+                    )
+                long = con.execute(
+                    "select seq, end - start from temp.ops where end - start > ? limit 1",
+                    [MAX_DURATION_NS],
+                ).fetchone()
+                if long:
+                    raise BadExport(
+                        f"launch {long[0]} lasts {long[1]:,} ns, more than a day: not a real duration"
+                    )
+                stage("ops checked")
+                con.execute(f"""insert into temp.opg
+                    select kind, key, coalesce(sn, {low}), coalesce(rix, {low}), coalesce(oix, {low}), pid,
+                           coalesce(dev, {low}), 1, end - start, end - start, end - start, seq, ltid & {0xFFFFFF},
+                           ltid is null
+                    from temp.ops where true
+                    on conflict (kind, key, sn, rix, oix, pid, dev) do update set
+                        launches = launches + 1, time_ns = time_ns + excluded.time_ns,
+                        min_ns = min(min_ns, excluded.min_ns), max_ns = max(max_ns, excluded.max_ns),
+                        first_launch = min(first_launch, excluded.first_launch),
+                        min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
+                        unlaunched = unlaunched + excluded.unlaunched""")
+                ops_table = "temp.ops"
+            else:
+                con.executemany(
+                    f"insert into temp.opg values ({', '.join('?' * 14)})",
+                    nsys_columns.groups(columns),
+                )
+                stage("operations grouped")
+                ops_table = "scr.ops"
             # The rows of the states an operation was launched in (the groups' rix), their texts interned.
             rows = ranges(
                 [
@@ -257,8 +281,10 @@ def _insert_gpu_ops(
             cols = ", ".join(STORED_COLUMNS)
             values = ", ".join(source[c] for c in KERNEL_COLUMNS)
             # cross join: the operations are the outer loop, read in seq order (no sort).
+            if scratch is not None:
+                con.execute("attach database ? as scr", [_ro_uri(scratch.done())])
             con.execute(
-                f"insert into kernel_rows ({cols}) select {values} from temp.ops o "
+                f"insert into kernel_rows ({cols}) select {values} from {ops_table} o "
                 "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
                 "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
                 [run_id],
@@ -298,7 +324,14 @@ def _insert_gpu_ops(
             # (below) drops temporary tables.
             groups = con.execute("select * from temp.agg_bulk").fetchall()
             stage("sums")
-            launched = _launched(con, windows)
+            launched = _launched(
+                lambda: (
+                    nsys_columns.kernel_launches(columns)
+                    if columns is not None
+                    else _kernel_launches(con)
+                ),
+                windows,
+            )
             stage("launched per range")
         finally:
             for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "oc", "rk"):
@@ -343,13 +376,8 @@ def _check_once(export: NsysExport, con: Any) -> None:
         export.check()
 
 
-def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
-    """Per range, the kernels its process launched in its window [start, end): the kernels'
-    launch starts read once, sorted per process, and two binary searches per range (numpy:
-    a capture of PyTorch's annotation has several ranges a kernel, and a query or two per
-    range cost more than the rest of the import)."""
-    if not windows:
-        return {}
+def _kernel_launches(con: Any) -> Any:
+    """The kernels' launching processes and launch starts, (n, 2), from ``temp.ops``."""
     import numpy as np
 
     cur = con.execute(
@@ -358,7 +386,19 @@ def _launched(con: Any, windows: list[Window]) -> dict[int, int]:
     chunks = []
     while batch := cur.fetchmany(262144):
         chunks.append(np.array(batch, dtype=np.int64))
-    launches = np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+    return np.concatenate(chunks) if chunks else np.empty((0, 2), dtype=np.int64)
+
+
+def _launched(kernel_launches: Callable[[], Any], windows: list[Window]) -> dict[int, int]:
+    """Per range, the kernels its process launched in its window [start, end): the kernels'
+    launch starts read once, sorted per process, and two binary searches per range (numpy:
+    a capture of PyTorch's annotation has several ranges a kernel, and a query or two per
+    range cost more than the rest of the import)."""
+    if not windows:
+        return {}
+    import numpy as np
+
+    launches = kernel_launches()
     launches = launches[np.lexsort((launches[:, 1], launches[:, 0]))]
     pids, firsts = np.unique(launches[:, 0], return_index=True)
     bounds = dict(zip(pids.tolist(), zip(firsts.tolist(), [*firsts[1:].tolist(), len(launches)])))

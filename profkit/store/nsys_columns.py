@@ -1,0 +1,564 @@
+"""The bulk import's columnar path: an Nsight Systems export's GPU operations and launch calls
+read as columns (Arrow, through ADBC's SQLite driver, two tables at once on two threads), then
+joined, numbered in launch order, placed in their ranges and operator calls, checked and grouped
+with numpy and pandas, where ``nsys_import``'s SQL does the same one row at a time on one core
+(issue 39: 9 s of a 2-million-kernel import's 25 s on two cores were the SQL's launch-call key
+and its sort). The rows are then written by that module's own SQL, from a scratch file of the
+operations in launch order.
+
+It gives exactly what the SQL path gives, or nothing: an export whose rows the SQL path would
+check or refuse (a value that is not an integer, a launch call listed twice, an operation that
+ends before it starts or lasts a day, one listed twice), whose numbers do not fit the columnar
+keys, or that the driver cannot read, is left to the SQL path, which names the row at fault."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..files import file_uri
+from ..parse.nsys_export import (
+    ID_COLUMNS,
+    INTEGER_COLUMNS,
+    LAUNCH_DIMS,
+    MEMCPY_KEY,
+    MEMSET_KEY,
+    NULLABLE_COLUMNS,
+    NsysExport,
+    OperatorCall,
+    Segment,
+)
+from ..parse.schema import DIM_LIMIT, MAX_DURATION_NS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+KINDS = ("kernel", "memcpy", "memset")  # the kind codes' names, in the SQL's union order
+DIMS = ("gx", "gy", "gz", "bx", "by", "bz")
+# The scratch file's operations: the SQL path's working table ``temp.ops``, its columns.
+SCRATCH_COLUMNS = (
+    "seq",
+    "kind",
+    "key",
+    "sn",
+    "start",
+    "end",
+    "dev",
+    "stream",
+    *DIMS,
+    "lstart",
+    "ltid",
+    "lpid",
+    "pid",
+    "rix",
+    "oix",
+)
+LOW = -(2**63)  # a key's NULL in the groups, as ``fine_aggregates.key_sentinel`` writes it
+CORR_BITS = 40  # a launch call's key: its process's code above its correlation id
+
+
+class Column:
+    """An integer column: its values, and where they are NULL (None: nowhere)."""
+
+    __slots__ = ("values", "null")
+
+    def __init__(self, values: np.ndarray, null: np.ndarray | None = None):
+        self.values = values
+        self.null = null if null is not None and null.any() else None
+
+    def take(self, order: np.ndarray) -> Column:
+        return Column(self.values[order], None if self.null is None else self.null[order])
+
+    def keyed(self) -> np.ndarray:
+        """The values with NULL as ``LOW`` (a group key)."""
+        import numpy as np
+
+        return self.values if self.null is None else np.where(self.null, LOW, self.values)
+
+
+@dataclass
+class Ops:
+    """The export's GPU operations in launch order (``seq`` is the position), as the SQL path's
+    ``temp.ops`` holds them."""
+
+    kind: np.ndarray  # int8: an index of KINDS
+    cols: dict[str, Column]  # SCRATCH_COLUMNS but seq and kind
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def read(export: NsysExport, segments: list[Segment], operators: list[OperatorCall]) -> Ops | None:
+    """The export's operations, launched, numbered, placed and checked; None where the SQL path
+    is to do it (see the module's doc), or where pyarrow or ADBC's SQLite driver is missing."""
+    try:
+        import adbc_driver_sqlite.dbapi  # noqa: F401
+        import numpy  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return None
+    columns = export.schema.columns
+    if KERNEL not in columns or RUNTIME not in columns:
+        return None
+    tables = {
+        t: tuple(c for c in INTEGER_COLUMNS[t] if c in columns[t])
+        for t in (KERNEL, MEMCPY, MEMSET, RUNTIME)
+        if t in columns
+    }
+    needed = {
+        KERNEL: {"start", "end", "correlationId", "globalPid", "deviceId", "streamId"}
+        | {"demangledName", "shortName", *LAUNCH_DIMS},
+        MEMCPY: {"start", "end", "correlationId", "globalPid", "deviceId", "streamId", "copyKind"},
+        MEMSET: {"start", "end", "correlationId", "globalPid", "deviceId", "streamId"},
+        RUNTIME: {"start", "correlationId", "globalTid"},
+    }
+    if any(not needed[t] <= set(cs) for t, cs in tables.items()):
+        return None  # a column the SQL path reads is missing: it says so
+    read_tables = _read_tables(export.path, tables)
+    if read_tables is None:
+        return None
+    return _ops(read_tables, segments, operators)
+
+
+def _read_tables(
+    path: Path, tables: dict[str, tuple[str, ...]]
+) -> dict[str, dict[str, Column]] | None:
+    """Each table's columns, on two threads (the runtime calls on one, the operations on the
+    other: the driver lets go of Python's lock as it reads); None where one is not all integers
+    where the SQL path's cheap test wants them (``integer_test``), or cannot be read."""
+    out: dict[str, dict[str, Column] | None] = {}
+
+    def read_some(names: list[str]) -> None:
+        for t in names:
+            try:
+                out[t] = _read_table(path, t, tables[t])
+            except Exception:  # the driver's own errors (a value of another type): the SQL path's
+                out[t] = None
+            if out[t] is None:
+                return
+
+    ops = [t for t in (KERNEL, MEMCPY, MEMSET) if t in tables]
+    other = threading.Thread(target=read_some, args=([RUNTIME],), daemon=True)
+    other.start()
+    read_some(ops)
+    other.join()
+    if any(out.get(t) is None for t in tables):
+        return None
+    return {t: v for t, v in out.items() if v is not None}
+
+
+def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Column] | None:
+    """The integer columns ``names`` of ``table``, each as ``integer_test`` wants it (NULL only
+    where NULLABLE_COLUMNS allows, launch sizes in range, ids not negative); None otherwise. Read
+    in batches into arrays made at the table's size (Arrow's own buffers are let go of batch by
+    batch: memory stays near one copy); of the runtime calls, only the columns the join reads
+    are kept (the others are checked)."""
+    import adbc_driver_sqlite.dbapi as adbc
+    import numpy as np
+    import pyarrow as pa
+
+    nullable = NULLABLE_COLUMNS.get(table, ())
+    kept = [c for c in names if table != RUNTIME or c in RUNTIME_READ]
+    with adbc.connect(file_uri(path, read_only=True)) as con, con.cursor() as cur:
+        cur.execute(f"select count(*) from {table}")
+        rows = int(cur.fetchone()[0])
+        values = {c: np.empty(rows, np.int64) for c in kept}
+        nulls: dict[str, np.ndarray] = {}
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        cur.execute(f"select {', '.join(names)} from {table}")
+        at = 0
+        for batch in cur.fetch_record_batch():
+            n = batch.num_rows
+            if at + n > rows:
+                return None  # the file changed while read
+            for name in names:
+                arr = batch.column(name)
+                if arr.null_count:
+                    if name not in nullable:
+                        return None
+                    if name in values:
+                        nulls.setdefault(name, np.zeros(rows, bool))[at : at + n] = (
+                            arr.is_null().to_numpy(zero_copy_only=False)
+                        )
+                    if pa.types.is_null(arr.type):
+                        continue
+                    arr = arr.fill_null(0)
+                if arr.type != pa.int64():
+                    return None
+                if name in values:
+                    values[name][at : at + n] = arr.to_numpy()
+            at += n
+    if at != rows:
+        return None
+    cols: dict[str, Column] = {}
+    for name in kept:
+        col = Column(values.pop(name), nulls.pop(name, None))
+        present = col.values if col.null is None else col.values[~col.null]
+        if (
+            len(present)
+            and name in LAUNCH_DIMS
+            and not 0 <= present.min() <= present.max() < DIM_LIMIT
+        ):
+            return None
+        if len(present) and name in ID_COLUMNS and present.min() < 0:
+            return None
+        cols[name] = col
+    return cols
+
+
+BATCH_ROWS = 65536  # rows a batch read by the driver (its default, 1,024, makes 2,000 a table)
+RUNTIME_READ = ("correlationId", "globalTid", "start")
+
+
+def _ops(
+    tables: dict[str, dict[str, Column]],
+    segments: list[Segment],
+    operators: list[OperatorCall],
+) -> Ops | None:
+    """The operations of ``tables`` (emptied as they are used: memory stays near one copy of
+    the columns), launched, numbered, checked and placed; None where the SQL path is to do it."""
+    import numpy as np
+
+    # The union of the three tables, in the SQL's order (kernels, copies, sets; each in its
+    # rowid order).
+    parts = [(i, tables.pop(t)) for i, t in enumerate((KERNEL, MEMCPY, MEMSET)) if t in tables]
+    sizes = [len(c["start"].values) for _, c in parts]
+
+    def gather(names: tuple[str | None, str | None, str | None], dtype: Any = np.int64) -> Column:
+        """One column of the union, each table's ``names[kind]`` (None: NULL), the tables'
+        own columns let go of."""
+        got = []
+        for (i, c), n in zip(parts, sizes):
+            name = names[i]
+            col = c.pop(name) if name else Column(np.zeros(n, dtype), np.ones(n, bool))
+            if name == "demangledName" and col.null is not None:  # -2: a kernel with no name
+                col = Column(np.where(col.null, -2, col.values))
+            elif name is None and names == KEYS:
+                col = Column(np.full(n, MEMCPY_KEY if i == 1 else MEMSET_KEY, dtype))
+            got.append(col)
+        values = np.concatenate([g.values for g in got]).astype(dtype, copy=False)
+        if all(g.null is None for g in got):
+            return Column(values)
+        nulls = [g.null if g.null is not None else np.zeros(len(g.values), bool) for g in got]
+        return Column(values, np.concatenate(nulls))
+
+    kind = np.concatenate([np.full(n, i, dtype=np.int8) for (i, _), n in zip(parts, sizes)])
+    start = gather(("start",) * 3).values
+    end = gather(("end",) * 3).values
+    if len(kind) and ((end < start).any() or (end - start > MAX_DURATION_NS).any()):
+        return None  # the SQL path's checks name the operation
+    if len(kind) and float(np.sum((end - start).astype(np.float64))) >= 2.0**62:
+        return None  # a sum past 2^63: the SQL path says so
+    corr = gather(("correlationId",) * 3).values
+    gpid = gather(("globalPid",) * 3).values
+    launched = _launch_calls(tables.pop(RUNTIME), corr, gpid)
+    if launched is None:
+        return None
+    lstart, ltid = launched
+    # Launch order: by the launch call's start (the operation's own without one), then the
+    # correlation id; ties in the union's order.
+    at = lstart.values if lstart.null is None else np.where(lstart.null, start, lstart.values)
+    order = np.lexsort((corr, at))
+    del at, corr
+    kind = kind[order]
+    cols = {"start": Column(start[order]), "end": Column(end[order])}
+    del start, end
+    cols["pid"] = Column((gpid[order] >> 24) & 0xFFFFFF)
+    del gpid
+    lstart, ltid = lstart.take(order), ltid.take(order)
+    cols["lstart"], cols["ltid"] = lstart, ltid
+    cols["lpid"] = Column((ltid.values >> 24) & 0xFFFFFF, ltid.null)
+    for name, sources, dtype in (
+        ("key", KEYS, np.int64),
+        ("sn", ("shortName", "copyKind", None), np.int64),
+        ("dev", ("deviceId",) * 3, np.int64),
+        ("stream", ("streamId",) * 3, np.int64),
+        *((short, (long, None, None), np.int32) for short, long in zip(DIMS, LAUNCH_DIMS)),
+    ):
+        cols[name] = gather(sources, dtype).take(order)
+    ops = Ops(kind, cols)
+    if _listed_twice(ops):
+        return None
+    ops.cols["rix"] = _states(segments, ltid, lstart)
+    ops.cols["oix"] = _operator_calls(operators, ltid, lstart)
+    return ops
+
+
+KEYS = ("demangledName", None, None)  # a kernel's name id; a copy's and a set's keys of their own
+
+
+def _launch_calls(
+    runtime: dict[str, Column], corr: np.ndarray, gpid: np.ndarray
+) -> tuple[Column, Column] | None:
+    """Each operation's launch call's start and thread (NULL where it has none): the runtime
+    call of its correlation id in its process. None where a call is listed twice (the SQL path's
+    key refuses it) or the ids do not fit the key."""
+    import numpy as np
+
+    rcorr, rgtid, rstart = (runtime[c].values for c in ("correlationId", "globalTid", "start"))
+    n = len(corr)
+    none = Column(np.zeros(n, np.int64), np.ones(n, bool))
+    if len(rcorr) == 0:
+        return none, Column(np.zeros(n, np.int64), np.ones(n, bool))
+    rpid, opid = rgtid >> 24, gpid >> 24
+    pids = np.unique(rpid)
+    limit = 1 << CORR_BITS
+    if (
+        len(pids) >= 1 << (62 - CORR_BITS)
+        or rcorr.min() < 0
+        or rcorr.max() >= limit
+        or (n and (corr.min() < 0 or corr.max() >= limit))
+    ):
+        return None
+    rkey = (np.searchsorted(pids, rpid).astype(np.int64) << CORR_BITS) | rcorr
+    by = np.argsort(rkey, kind="stable")
+    rkey = rkey[by]
+    if (rkey[1:] == rkey[:-1]).any():
+        return None  # a launch call listed twice: the SQL path's key refuses it
+    code = np.searchsorted(pids, opid)
+    known = (code < len(pids)) & (pids[np.minimum(code, len(pids) - 1)] == opid)
+    okey = (code.astype(np.int64) << CORR_BITS) | corr
+    at = np.minimum(np.searchsorted(rkey, okey), len(rkey) - 1)
+    hit = known & (rkey[at] == okey)
+    call = by[at]
+    return (
+        Column(np.where(hit, rstart[call], 0), ~hit),
+        Column(np.where(hit, rgtid[call], 0), ~hit),
+    )
+
+
+def _listed_twice(ops: Ops) -> bool:
+    """Whether an operation may be listed twice, as the SQL path's ``_check_once`` asks it
+    (neighbours in launch order at one launch start, grouped by what a copy repeats): where so,
+    the SQL path runs the export's checks."""
+    import numpy as np
+    import pandas as pd
+
+    lstart, start = ops.cols["lstart"], ops.cols["start"].values
+    at = lstart.values if lstart.null is None else np.where(lstart.null, start, lstart.values)
+    same = at[1:] == at[:-1]
+    if not same.any():
+        return False
+    rows = np.zeros(len(at), bool)
+    rows[1:] |= same
+    rows[:-1] |= same
+    keys = {"kind": ops.kind[rows]}
+    for c in ("pid", "dev", "stream", "start", "lstart", "ltid"):
+        keys[c] = ops.cols[c].keyed()[rows]
+    return bool(pd.DataFrame(keys).duplicated().any())
+
+
+def _latest(
+    at_g: np.ndarray, at_t: np.ndarray, q_g: np.ndarray, q_t: np.ndarray, q: np.ndarray
+) -> np.ndarray:
+    """For each query ``q`` (indices into ``q_g``/``q_t``), the index of the entry of its
+    ``g`` latest at or before its ``t`` (the last of those at one ``t``), or -1."""
+    import numpy as np
+
+    out = np.full(len(q), -1, dtype=np.int64)
+    if not len(at_g) or not len(q):
+        return out
+    by = np.lexsort((np.arange(len(at_g)), at_t, at_g))
+    sg, st = at_g[by], at_t[by]
+    qo = np.argsort(q_g[q], kind="stable")
+    qg = q_g[q][qo]
+    bounds = np.flatnonzero(np.diff(sg)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(sg)]):
+        g = sg[lo]
+        a, b = np.searchsorted(qg, g, "left"), np.searchsorted(qg, g, "right")
+        if a == b:
+            continue
+        which = qo[a:b]
+        i = np.searchsorted(st[lo:hi], q_t[q][which], "right") - 1
+        out[which] = np.where(i >= 0, by[lo + np.maximum(i, 0)], -1)
+    return out
+
+
+def _states(segments: list[Segment], ltid: Column, lstart: Column) -> Column:
+    """Each launch's state (``temp.seg``'s lookup): its thread's state then, where that has one,
+    else its process's (the thread part zero); NULL for an operation with no launch call."""
+    import numpy as np
+
+    n = len(ltid.values)
+    if not segments or n == 0:
+        return Column(np.zeros(n, np.int64), np.ones(n, bool))
+    # insert or replace: of a thread's segments at one start, the last
+    last = {(g, s): ix for g, s, ix in segments}
+    g = np.fromiter((k[0] for k in last), np.int64, len(last))
+    t = np.fromiter((k[1] for k in last), np.int64, len(last))
+    ix_null = np.fromiter((v is None for v in last.values()), bool, len(last))
+    ix = np.fromiter((0 if v is None else v for v in last.values()), np.int64, len(last))
+    launched = np.flatnonzero(~ltid.null) if ltid.null is not None else np.arange(n)
+    value = np.zeros(n, np.int64)
+    null = np.ones(n, bool)
+    for q_g in (ltid.values, ltid.values - (ltid.values & 0xFFFFFF)):
+        q = launched[null[launched]]
+        found = _latest(g, t, q_g, lstart.values, q)
+        ok = found >= 0
+        ok[ok] &= ~ix_null[found[ok]]
+        value[q[ok]] = ix[found[ok]]
+        null[q[ok]] = False
+    return Column(value, null)
+
+
+def _operator_calls(operators: list[OperatorCall], ltid: Column, lstart: Column) -> Column:
+    """Each launch's operator call (``temp.oc``'s lookup, its 1-based position): the latest its
+    thread began by the launch, if it has not ended; NULL otherwise."""
+    import numpy as np
+
+    n = len(ltid.values)
+    if not operators or n == 0:
+        return Column(np.zeros(n, np.int64), np.ones(n, bool))
+    g = np.fromiter((o[0] for o in operators), np.int64, len(operators))
+    t = np.fromiter((o[1] for o in operators), np.int64, len(operators))
+    e = np.fromiter((o[2] for o in operators), np.int64, len(operators))
+    launched = np.flatnonzero(~ltid.null) if ltid.null is not None else np.arange(n)
+    found = _latest(g, t, ltid.values, lstart.values, launched)
+    ok = found >= 0
+    ok[ok] &= e[found[ok]] > lstart.values[launched[ok]]
+    value = np.zeros(n, np.int64)
+    null = np.ones(n, bool)
+    value[launched[ok]] = found[ok] + 1
+    null[launched[ok]] = False
+    return Column(value, null)
+
+
+def groups(ops: Ops) -> list[tuple[Any, ...]] | None:
+    """The SQL path's ``temp.opg`` rows, in the order it makes them (each group where its first
+    operation is in launch order): (kind, key, sn, rix, oix, pid, dev, launches, time_ns,
+    min_ns, max_ns, first_launch, min_thread, unlaunched), NULL keys as ``LOW``."""
+    import numpy as np
+    import pandas as pd
+
+    c = ops.cols
+    ltid = c["ltid"]
+    unlaunched = ltid.null if ltid.null is not None else np.zeros(len(ops), bool)
+    frame = pd.DataFrame(
+        {
+            "kind": ops.kind,
+            "key": c["key"].values,
+            "sn": c["sn"].keyed(),
+            "rix": c["rix"].keyed(),
+            "oix": c["oix"].keyed(),
+            "pid": c["pid"].values,
+            "dev": c["dev"].keyed(),
+            "d": c["end"].values - c["start"].values,
+            "seq": np.arange(len(ops), dtype=np.int64),
+            # the launching thread, the unlaunched ones above any (a thread id is 24 bits)
+            "thread": np.where(unlaunched, 1 << 40, ltid.values & 0xFFFFFF),
+            "unl": unlaunched.astype(np.int64),
+        }
+    )
+    g = frame.groupby(["kind", "key", "sn", "rix", "oix", "pid", "dev"], sort=False).agg(
+        launches=("d", "size"),
+        time_ns=("d", "sum"),
+        min_ns=("d", "min"),
+        max_ns=("d", "max"),
+        first_launch=("seq", "min"),
+        min_thread=("thread", "min"),
+        unlaunched=("unl", "sum"),
+    )
+    g = g.sort_values("first_launch", kind="stable").reset_index()
+    out = []
+    for row in g.itertuples(index=False):
+        out.append(
+            (
+                KINDS[row.kind],
+                int(row.key),
+                int(row.sn),
+                int(row.rix),
+                int(row.oix),
+                int(row.pid),
+                int(row.dev),
+                int(row.launches),
+                int(row.time_ns),
+                int(row.min_ns),
+                int(row.max_ns),
+                int(row.first_launch),
+                None if row.min_thread >= 1 << 40 else int(row.min_thread),
+                int(row.unlaunched),
+            )
+        )
+    return out
+
+
+def kernel_launches(ops: Ops) -> np.ndarray:
+    """The kernels' launching processes and launch starts, (n, 2), for ``_launched``."""
+    import numpy as np
+
+    c = ops.cols
+    keep = ops.kind == 0
+    if c["lstart"].null is not None:
+        keep &= ~c["lstart"].null
+    return np.stack([c["lpid"].values[keep], c["lstart"].values[keep]], axis=1)
+
+
+class Scratch:
+    """The operations written in launch order into a scratch SQLite file (``ops``, ``seq`` its
+    rowid), by ADBC's bulk ingest on a thread of its own while the import goes on; attached to
+    the import's connection when its rows are written, and removed after."""
+
+    def __init__(self, ops: Ops, folder: Path):
+        self.path = folder / "ops.sqlite"
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._write, args=(ops,), daemon=True)
+        self._thread.start()
+
+    def _write(self, ops: Ops) -> None:
+        try:
+            import sqlite3
+
+            import adbc_driver_sqlite.dbapi as adbc
+            import numpy as np
+            import pyarrow as pa
+
+            con = sqlite3.connect(self.path)
+            con.execute(
+                f"create table ops (seq integer primary key, {', '.join(SCRATCH_COLUMNS[1:])})"
+            )
+            con.commit()
+            con.close()
+            arrays = {
+                "seq": pa.array(np.arange(len(ops), dtype=np.int64)),
+                "kind": pa.DictionaryArray.from_arrays(
+                    pa.array(ops.kind.astype(np.int32)), pa.array(list(KINDS))
+                ).cast(pa.string()),
+            }
+            for name in SCRATCH_COLUMNS[2:]:
+                col = ops.cols[name]
+                arrays[name] = pa.array(col.values, mask=col.null)
+            with adbc.connect(str(self.path)) as out, out.cursor() as cur:
+                cur.adbc_ingest("ops", pa.table(arrays), mode="append")
+                out.commit()
+        except BaseException as exc:  # noqa: BLE001 (given to the import's thread)
+            self.error = exc
+
+    def wait(self) -> None:
+        """Until the writer has ended (the folder is then removed)."""
+        self._thread.join()
+
+    def done(self) -> Path:
+        """The file, once written; the writer's error raised where it failed."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.path
+
+
+def scratch_folder() -> Path:
+    """A private folder (0700) for the scratch file, in the system's temporary folder."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="profkit-import-"))
+
+
+def remove(folder: Path) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
