@@ -199,9 +199,10 @@ def test_sigterm_cuts_a_long_import_statement_short(tmp_path):
         env={**os.environ, "PROFKIT_TIMINGS": "1"},
     )
     try:
-        # The stage before the copy of every operation into the import's working table.
+        # The stage before the rows' long statements: the copy of every operation into the
+        # import's working table (SQL), or the rows written from the columns read.
         for line in p.stderr:  # type: ignore[union-attr]
-            if line.startswith("profkit: launch calls:"):
+            if line.startswith(("profkit: launch calls:", "profkit: states:")):
                 break
         else:
             raise AssertionError(f"the import never reached its copy: {p.communicate()}")

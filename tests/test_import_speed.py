@@ -81,26 +81,33 @@ PARALLEL = (
 )
 
 
+@pytest.mark.parametrize("read_as", ["columns", "sql"])
 @pytest.mark.parametrize("export", PARALLEL)
-def test_host_syncs_found_by_another_thread_are_the_same(tmp_path, export, monkeypatch):
-    """An export large enough (here: any) has its host syncs found by a second thread while the
-    import writes its GPU operations: the same rows, ranges, host syncs and notes; and that
-    thread, not the importing one, found them."""
+def test_host_syncs_found_by_another_thread_are_the_same(tmp_path, export, read_as, monkeypatch):
+    """An export large enough (here: any) has its host syncs found beside the import: from the
+    operations the columnar path read (in the importing thread, no second thread competing
+    with its readers), or, where SQL imports them, by a second thread while the import writes
+    them: the same rows, ranges, host syncs and notes either way."""
     from profkit.parse import nsys_export
 
-    found_in: list[str] = []
+    found_in: list[tuple[str, bool]] = []
     search = nsys_export.NsysExport.host_syncs
 
-    def host_syncs(self):
-        found_in.append(threading.current_thread().name)
-        return search(self)
+    def host_syncs(self, operations=None):
+        found_in.append((threading.current_thread().name, operations is not None))
+        return search(self, operations)
 
     monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(nsys_export, "_cores", lambda: 2)
     monkeypatch.setattr(nsys_export.NsysExport, "host_syncs", host_syncs)
+    if read_as == "sql":
+        monkeypatch.setattr("profkit.store.nsys_columns.read", lambda *a, **k: None)
     golden = json.loads(GOLDEN.read_text())
     assert digests(DATA / export, tmp_path / "p.db") == golden[export]
-    assert found_in == ["profkit host syncs"]
+    if read_as == "sql":
+        assert found_in == [("profkit host syncs", False)]
+    else:
+        assert found_in == [("MainThread", True)]
 
 
 def test_host_syncs_found_here_where_the_other_thread_fails(tmp_path, monkeypatch):

@@ -515,11 +515,14 @@ class NsysExport:
               on r.correlationId = ops.correlationId and (r.globalTid >> 24) = (ops.globalPid >> 24)
             order by coalesce(r.start, ops.start), ops.correlationId"""
 
-    def host_syncs(self) -> list[HostSyncCall]:
+    def host_syncs(self, operations: Any = None) -> list[HostSyncCall]:
         """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
         (call name without its version suffix, start, end, globalTid, the latest end of the
         GPU operations of its process begun before the call returned, the first start of one
-        begun at its end or after). One sort of the operations, then a binary search per call."""
+        begun at its end or after). One sort of the operations, then a binary search per call.
+        ``operations``: every GPU operation's (globalPid >> 24, start, end), an (n, 3) integer
+        array sorted by process and start, where the caller has read them already (the bulk
+        import's columns); else they are read here."""
         if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
             return []
         names = {
@@ -554,16 +557,19 @@ class NsysExport:
         # import's own copy of the operations, which tests every column it reads.
         import numpy as np
 
-        cur = self.con.execute(" union all ".join(ops))
-        chunks = []
-        try:
-            while batch := cur.fetchmany(262144):
-                chunks.append(np.array(batch, dtype=np.int64))
-        except (TypeError, ValueError, OverflowError):
-            self._check_types()
-            raise
-        table = np.concatenate(chunks) if chunks else np.empty((0, 3), dtype=np.int64)
-        table = table[np.lexsort((table[:, 1], table[:, 0]))]
+        if operations is not None:
+            table = operations
+        else:
+            cur = self.con.execute(" union all ".join(ops))
+            chunks = []
+            try:
+                while batch := cur.fetchmany(262144):
+                    chunks.append(np.array(batch, dtype=np.int64))
+            except (TypeError, ValueError, OverflowError):
+                self._check_types()
+                raise
+            table = np.concatenate(chunks) if chunks else np.empty((0, 3), dtype=np.int64)
+            table = table[np.lexsort((table[:, 1], table[:, 0]))]
         pids, firsts = np.unique(table[:, 0], return_index=True)
         bounds = dict(zip(pids.tolist(), zip(firsts.tolist(), [*firsts[1:].tolist(), len(table)])))
         by_pid: dict[int, list[int]] = {}
@@ -737,13 +743,26 @@ class HostSyncsLater:
         self._found: list[HostSyncCall] | None = None
         self._con: sqlite3.Connection | None = None
         self._stop = threading.Event()
-        if _cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES:
+        if not (_cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES):
+            self.calls = export.host_syncs()
+
+    def start(self) -> None:
+        """Start the thread (a large export's, where nothing has found the calls yet): the
+        streamed rows' walk and the bulk import's SQL path start it; the bulk import's columns
+        give the calls instead (``from_operations``), without a thread beside the columns'
+        own."""
+        if self.calls is None and self.thread is None:
             self.thread = threading.Thread(
                 target=self._find, name="profkit host syncs", daemon=True
             )
             self.thread.start()
-        else:
-            self.calls = export.host_syncs()
+
+    def from_operations(self, operations: Any) -> None:
+        """The calls, found here and now from every GPU operation's (globalPid >> 24, start,
+        end) the caller has read (``NsysExport.host_syncs``)."""
+        if self.calls is None:
+            self.cancel()
+            self.calls = self.export.host_syncs(operations)
 
     def _find(self) -> None:
         try:

@@ -261,6 +261,15 @@ class _Syncs:
         if self._placing:
             self.capture.host_syncs.extend(self._placing.pop()(self.later.result()))
 
+    def operations_read(self, operations: Any) -> None:
+        """The bulk import has read the GPU operations (``Store.insert_gpu_ops``): with their
+        (globalPid >> 24, start, end) the calls are found from them; without (its SQL path)
+        the thread searches meanwhile."""
+        if operations is None:
+            self.later.start()
+        else:
+            self.later.from_operations(operations)
+
     def cancel(self) -> None:
         self.later.cancel()
 
@@ -413,6 +422,7 @@ def _bulk(
             ],
             ranks,
             operators,
+            syncs.operations_read,
         )
         stage("GPU operations written")
         syncs.place()
@@ -551,6 +561,7 @@ def _attributed_rows(
     a running count of kernel launches gives, at each range's end, how many kernels the whole
     process launched while it was open; less the range's own, that is other_thread_kernels.
     """
+    syncs.later.start()  # a large export's host syncs: found by another thread meanwhile
     events = _range_events(ranges)
     ev = 0
     open_by_thread: dict[int | None, list[OpenRange]] = {}

@@ -89,6 +89,7 @@ class Ops:
 
     kind: np.ndarray  # int8: an index of KINDS
     cols: dict[str, Column]  # SCRATCH_COLUMNS but seq and kind
+    procs: np.ndarray  # globalPid >> 24 (the host syncs' process, not masked to 24 bits)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -167,8 +168,9 @@ def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Col
     kept = [c for c in names if table != RUNTIME or c in RUNTIME_READ]
     with adbc.connect(file_uri(path, read_only=True)) as con, con.cursor() as cur:
         cur.execute(f"select count(*) from {table}")
-        rows = int(cur.fetchone()[0])
-        values = {c: np.empty(rows, np.int64) for c in kept}
+        counted = cur.fetchone()
+        rows = int(counted[0]) if counted else 0
+        values = {c: np.empty(rows, np.int32 if c in LAUNCH_DIMS else np.int64) for c in kept}
         nulls: dict[str, np.ndarray] = {}
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
         cur.execute(f"select {', '.join(names)} from {table}")
@@ -269,8 +271,9 @@ def _ops(
     kind = kind[order]
     cols = {"start": Column(start[order]), "end": Column(end[order])}
     del start, end
-    cols["pid"] = Column((gpid[order] >> 24) & 0xFFFFFF)
+    procs = gpid[order] >> 24
     del gpid
+    cols["pid"] = Column(procs & 0xFFFFFF)
     lstart, ltid = lstart.take(order), ltid.take(order)
     cols["lstart"], cols["ltid"] = lstart, ltid
     cols["lpid"] = Column((ltid.values >> 24) & 0xFFFFFF, ltid.null)
@@ -282,7 +285,7 @@ def _ops(
         *((short, (long, None, None), np.int32) for short, long in zip(DIMS, LAUNCH_DIMS)),
     ):
         cols[name] = gather(sources, dtype).take(order)
-    ops = Ops(kind, cols)
+    ops = Ops(kind, cols, procs)
     if _listed_twice(ops):
         return None
     ops.cols["rix"] = _states(segments, ltid, lstart)
@@ -306,8 +309,9 @@ def _launch_calls(
     none = Column(np.zeros(n, np.int64), np.ones(n, bool))
     if len(rcorr) == 0:
         return none, Column(np.zeros(n, np.int64), np.ones(n, bool))
-    rpid, opid = rgtid >> 24, gpid >> 24
-    pids = np.unique(rpid)
+    opid = gpid >> 24
+    rkey = rgtid >> 24
+    pids = np.unique(rkey)
     limit = 1 << CORR_BITS
     if (
         len(pids) >= 1 << (62 - CORR_BITS)
@@ -316,7 +320,12 @@ def _launch_calls(
         or (n and (corr.min() < 0 or corr.max() >= limit))
     ):
         return None
-    rkey = (np.searchsorted(pids, rpid).astype(np.int64) << CORR_BITS) | rcorr
+    # the key made in place (the calls are most of the import's memory)
+    rkey[:] = np.searchsorted(pids, rkey)
+    rkey <<= CORR_BITS
+    rkey |= rcorr
+    del rcorr
+    runtime.pop("correlationId")
     by = np.argsort(rkey, kind="stable")
     rkey = rkey[by]
     if (rkey[1:] == rkey[:-1]).any():
@@ -429,63 +438,62 @@ def _operator_calls(operators: list[OperatorCall], ltid: Column, lstart: Column)
     return Column(value, null)
 
 
-def groups(ops: Ops) -> list[tuple[Any, ...]] | None:
+def groups(ops: Ops) -> list[tuple[Any, ...]]:
     """The SQL path's ``temp.opg`` rows, in the order it makes them (each group where its first
     operation is in launch order): (kind, key, sn, rix, oix, pid, dev, launches, time_ns,
-    min_ns, max_ns, first_launch, min_thread, unlaunched), NULL keys as ``LOW``."""
+    min_ns, max_ns, first_launch, min_thread, unlaunched), NULL keys as ``LOW``. Each key is
+    numbered in order of appearance and the numbers combined into one group number (no copy of
+    the operations as a frame: memory stays near the columns'), then one stable sort by it."""
     import numpy as np
     import pandas as pd
 
+    n = len(ops)
+    if n == 0:
+        return []
     c = ops.cols
+    keys = [ops.kind, c["key"].values, c["sn"].keyed(), c["rix"].keyed(), c["oix"].keyed()]
+    keys += [c["pid"].values, c["dev"].keyed()]
+    group = np.zeros(n, np.int64)
+    for key in keys:
+        codes, uniques = pd.factorize(key)
+        if len(uniques) and (int(group.max()) + 1) * len(uniques) >= 1 << 62:
+            group, _ = pd.factorize(group)  # renumbered densely before it would overflow
+        group *= len(uniques)
+        group += codes
+    group, _ = pd.factorize(group)  # in order of first appearance: launch order
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    first = order[starts]  # each group's first operation in launch order (its first_launch)
+    d = (c["end"].values - c["start"].values)[order]
     ltid = c["ltid"]
-    unlaunched = ltid.null if ltid.null is not None else np.zeros(len(ops), bool)
-    frame = pd.DataFrame(
-        {
-            "kind": ops.kind,
-            "key": c["key"].values,
-            "sn": c["sn"].keyed(),
-            "rix": c["rix"].keyed(),
-            "oix": c["oix"].keyed(),
-            "pid": c["pid"].values,
-            "dev": c["dev"].keyed(),
-            "d": c["end"].values - c["start"].values,
-            "seq": np.arange(len(ops), dtype=np.int64),
-            # the launching thread, the unlaunched ones above any (a thread id is 24 bits)
-            "thread": np.where(unlaunched, 1 << 40, ltid.values & 0xFFFFFF),
-            "unl": unlaunched.astype(np.int64),
-        }
-    )
-    g = frame.groupby(["kind", "key", "sn", "rix", "oix", "pid", "dev"], sort=False).agg(
-        launches=("d", "size"),
-        time_ns=("d", "sum"),
-        min_ns=("d", "min"),
-        max_ns=("d", "max"),
-        first_launch=("seq", "min"),
-        min_thread=("thread", "min"),
-        unlaunched=("unl", "sum"),
-    )
-    g = g.sort_values("first_launch", kind="stable").reset_index()
-    out = []
-    for row in g.itertuples(index=False):
-        out.append(
-            (
-                KINDS[row.kind],
-                int(row.key),
-                int(row.sn),
-                int(row.rix),
-                int(row.oix),
-                int(row.pid),
-                int(row.dev),
-                int(row.launches),
-                int(row.time_ns),
-                int(row.min_ns),
-                int(row.max_ns),
-                int(row.first_launch),
-                None if row.min_thread >= 1 << 40 else int(row.min_thread),
-                int(row.unlaunched),
-            )
-        )
-    return out
+    # the launching thread, the unlaunched ones above any (a thread id is 24 bits)
+    thread = (ltid.values & 0xFFFFFF)[order]
+    unlaunched = np.zeros(n, np.int64)
+    if ltid.null is not None:
+        thread[ltid.null[order]] = 1 << 40
+        unlaunched = ltid.null[order].astype(np.int64)
+    columns = [k[first] for k in keys]
+    columns += [np.diff(np.r_[starts, n]), np.add.reduceat(d, starts)]
+    columns += [np.minimum.reduceat(d, starts), np.maximum.reduceat(d, starts), first]
+    columns += [np.minimum.reduceat(thread, starts), np.add.reduceat(unlaunched, starts)]
+    values: list[list[int]] = [np.asarray(col, dtype=np.int64).tolist() for col in columns]
+    return [
+        (KINDS[row[0]], *row[1:12], None if row[12] >= 1 << 40 else row[12], row[13])
+        for row in zip(*values)
+    ]
+
+
+def host_operations(ops: Ops) -> np.ndarray:
+    """Every operation's (globalPid >> 24, start, end), (n, 3), sorted by process and start:
+    the host syncs' search (``NsysExport.host_syncs``)."""
+    import numpy as np
+
+    start = ops.cols["start"].values
+    order = np.lexsort((start, ops.procs))
+    table = np.empty((len(order), 3), dtype=np.int64)
+    for i, col in enumerate((ops.procs, start, ops.cols["end"].values)):
+        np.take(col, order, out=table[:, i])
+    return table
 
 
 def kernel_launches(ops: Ops) -> np.ndarray:
@@ -500,12 +508,24 @@ def kernel_launches(ops: Ops) -> np.ndarray:
 
 
 class Scratch:
-    """The operations written in launch order into a scratch SQLite file (``ops``, ``seq`` its
-    rowid), by ADBC's bulk ingest on a thread of its own while the import goes on; attached to
-    the import's connection when its rows are written, and removed after."""
+    """The operations written in launch order into scratch SQLite files (``ops``, ``seq`` its
+    rowid), a part a file, by ADBC's bulk ingest on a thread of its own while the import goes
+    on: each part is attached to the import's connection and its rows written as soon as it is
+    ready, while the next is written (the ingest and the rows' SQL each take about half the
+    time). The folder is removed after."""
 
     def __init__(self, ops: Ops, folder: Path):
-        self.path = folder / "ops.sqlite"
+        import numpy as np
+
+        n = len(ops)
+        count = max(1, min(SCRATCH_PARTS, -(-n // SCRATCH_PART_ROWS)))
+        bounds = np.linspace(0, n, count + 1).astype(np.int64).tolist()
+        self.parts = [
+            (folder / f"ops{i}.sqlite", lo, hi)
+            for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))
+        ]
+        self._ready = [threading.Event() for _ in self.parts]
+        self._stop = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._write, args=(ops,), daemon=True)
         self._thread.start()
@@ -518,37 +538,52 @@ class Scratch:
             import numpy as np
             import pyarrow as pa
 
-            con = sqlite3.connect(self.path)
-            con.execute(
-                f"create table ops (seq integer primary key, {', '.join(SCRATCH_COLUMNS[1:])})"
-            )
-            con.commit()
-            con.close()
-            arrays = {
-                "seq": pa.array(np.arange(len(ops), dtype=np.int64)),
-                "kind": pa.DictionaryArray.from_arrays(
-                    pa.array(ops.kind.astype(np.int32)), pa.array(list(KINDS))
-                ).cast(pa.string()),
-            }
-            for name in SCRATCH_COLUMNS[2:]:
-                col = ops.cols[name]
-                arrays[name] = pa.array(col.values, mask=col.null)
-            with adbc.connect(str(self.path)) as out, out.cursor() as cur:
-                cur.adbc_ingest("ops", pa.table(arrays), mode="append")
-                out.commit()
-        except BaseException as exc:  # noqa: BLE001 (given to the import's thread)
+            kinds = pa.array(list(KINDS))
+            for (path, lo, hi), ready in zip(self.parts, self._ready):
+                if self._stop.is_set():
+                    return
+                con = sqlite3.connect(path)
+                con.execute(
+                    f"create table ops (seq integer primary key, {', '.join(SCRATCH_COLUMNS[1:])})"
+                )
+                con.commit()
+                con.close()
+                arrays = {
+                    "seq": pa.array(np.arange(lo, hi, dtype=np.int64)),
+                    "kind": pa.DictionaryArray.from_arrays(
+                        pa.array(ops.kind[lo:hi].astype(np.int32)), kinds
+                    ).cast(pa.string()),
+                }
+                for name in SCRATCH_COLUMNS[2:]:
+                    col = ops.cols[name]
+                    null = None if col.null is None else col.null[lo:hi]
+                    arrays[name] = pa.array(col.values[lo:hi], mask=null)
+                with adbc.connect(str(path)) as out, out.cursor() as cur:
+                    cur.adbc_ingest("ops", pa.table(arrays), mode="append")
+                    out.commit()
+                ready.set()
+        except BaseException as exc:  # noqa: BLE001 (raised in the import's thread by part())
             self.error = exc
+        finally:
+            for ready in self._ready:
+                ready.set()
 
-    def wait(self) -> None:
-        """Until the writer has ended (the folder is then removed)."""
-        self._thread.join()
-
-    def done(self) -> Path:
-        """The file, once written; the writer's error raised where it failed."""
-        self._thread.join()
+    def part(self, i: int) -> Path:
+        """Part ``i``'s file, once written; the writer's error raised where it failed."""
+        self._ready[i].wait()
         if self.error is not None:
             raise self.error
-        return self.path
+        return self.parts[i][0]
+
+    def cancel(self) -> None:
+        """No part after the one being written (the import has them all, or has stopped: a
+        stop signal is not kept waiting for the part being written, whose file is removed
+        under it; the thread, a daemon, ends with it or with the process)."""
+        self._stop.set()
+
+
+SCRATCH_PARTS = 4  # at most (each is attached: SQLite attaches 10 at most)
+SCRATCH_PART_ROWS = 250_000  # at least, but for the last
 
 
 def scratch_folder() -> Path:

@@ -42,6 +42,7 @@ def insert_gpu_ops(
     windows: list[Window],
     ranks: dict[int, int] | None = None,
     operators: list[OperatorCall] | None = None,
+    operations_read: Callable[[Any], None] | None = None,
 ) -> GpuOpsImport:
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
@@ -57,7 +58,7 @@ def insert_gpu_ops(
     the operator calls PyTorch's annotation wrote, outermost on their thread (none overlap): a
     launch in one has its operator and shapes, unless its state has profkit's own operator range
     (which says more), and over any range merely named like an operator. ``windows``: (range index, process, start,
-    end). ``ranks``: the rank of each process (pid) of a distributed job, for the rows' ``rank``.
+    end). ``operations_read``: called once the operations are read, with every operation's (globalPid >> 24, start, end) as an (n, 3) array where the columns read them, or None where SQL is to (the host syncs' search uses them). ``ranks``: the rank of each process (pid) of a distributed job, for the rows' ``rank``.
     Returns the operations counted by kind (count, time), per state and kind (count,
     time), the kernels each range's process launched in its window, and the operations with no
     launch call. One write transaction: nothing stays if it fails."""
@@ -66,6 +67,8 @@ def insert_gpu_ops(
 
     ops = nsys_columns.read(export, segments, operators or [])
     stage("operations read as columns" if ops is not None else "operations left to SQL")
+    if operations_read is not None:
+        operations_read(nsys_columns.host_operations(ops) if ops is not None else None)
     folder = nsys_columns.scratch_folder() if ops is not None else None
     scratch = nsys_columns.Scratch(ops, folder) if ops is not None and folder else None
     # The operations' working table (~250 bytes a row) in memory for an export of up to
@@ -92,13 +95,13 @@ def insert_gpu_ops(
     finally:
         if con.in_transaction:
             con.execute("rollback")
-        for attached in ("src", "scr"):
-            if any(r[1] == attached for r in con.execute("pragma database_list")):
+        for attached in [r[1] for r in con.execute("pragma database_list")]:
+            if attached == "src" or attached.startswith(SCRATCH):
                 con.execute(f"detach database {attached}")
         con.execute("pragma temp_store = default")
         if folder is not None:
             if scratch is not None:
-                scratch.wait()
+                scratch.cancel()
             nsys_columns.remove(folder)
 
 
@@ -226,7 +229,7 @@ def _insert_gpu_ops(
                     nsys_columns.groups(columns),
                 )
                 stage("operations grouped")
-                ops_table = "scr.ops"
+                ops_table = SCRATCH
             # The rows of the states an operation was launched in (the groups' rix), their texts interned.
             rows = ranges(
                 [
@@ -281,14 +284,18 @@ def _insert_gpu_ops(
             cols = ", ".join(STORED_COLUMNS)
             values = ", ".join(source[c] for c in KERNEL_COLUMNS)
             # cross join: the operations are the outer loop, read in seq order (no sort).
-            if scratch is not None:
-                con.execute("attach database ? as scr", [_ro_uri(scratch.done())])
-            con.execute(
-                f"insert into kernel_rows ({cols}) select {values} from {ops_table} o "
-                "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
-                "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
-                [run_id],
-            )
+            tables = [ops_table]
+            if scratch is not None:  # each part as soon as it is written, the next meanwhile
+                tables = [f"{ops_table}{i}.ops" for i in range(len(scratch.parts))]
+            for i, table in enumerate(tables):
+                if scratch is not None:
+                    con.execute(f"attach database ? as {ops_table}{i}", [_ro_uri(scratch.part(i))])
+                con.execute(
+                    f"insert into kernel_rows ({cols}) select {values} from {table} o "
+                    "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
+                    "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
+                    [run_id],
+                )
             stage("rows written")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
@@ -422,6 +429,7 @@ def _ro_uri(path: Path) -> str:
 
 
 IN_MEMORY_BYTES = 256 << 20
+SCRATCH = "profkit_scratch"  # the scratch files' names as attached: profkit_scratch0, ...
 # The columns of the operations' working table after seq, as ``_ops_sql`` selects them.
 OPS_COLUMNS = (
     "kind",

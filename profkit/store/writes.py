@@ -75,13 +75,23 @@ class Writes(Connection):
         windows: list[Window],
         ranks: dict[int, int] | None = None,
         operators: list[OperatorCall] | None = None,
+        operations_read: Callable[[Any], None] | None = None,
     ) -> GpuOpsImport:
         """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
         file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
         from .nsys_import import insert_gpu_ops
 
         return insert_gpu_ops(
-            self, run_id, export, names, ranges, segments, windows, ranks, operators
+            self,
+            run_id,
+            export,
+            names,
+            ranges,
+            segments,
+            windows,
+            ranks,
+            operators,
+            operations_read,
         )
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
