@@ -194,7 +194,11 @@ def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Col
                 if arr.type != pa.int64():
                     return None
                 if name in values:
-                    values[name][at : at + n] = arr.to_numpy()
+                    got = arr.to_numpy()
+                    # a launch size's range checked before it is narrowed to 32 bits
+                    if name in LAUNCH_DIMS and n and not 0 <= got.min() <= got.max() < DIM_LIMIT:
+                        return None
+                    values[name][at : at + n] = got
             at += n
     if at != rows:
         return None
@@ -202,12 +206,6 @@ def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Col
     for name in kept:
         col = Column(values.pop(name), nulls.pop(name, None))
         present = col.values if col.null is None else col.values[~col.null]
-        if (
-            len(present)
-            and name in LAUNCH_DIMS
-            and not 0 <= present.min() <= present.max() < DIM_LIMIT
-        ):
-            return None
         if len(present) and name in ID_COLUMNS and present.min() < 0:
             return None
         cols[name] = col
@@ -253,10 +251,13 @@ def _ops(
     kind = np.concatenate([np.full(n, i, dtype=np.int8) for (i, _), n in zip(parts, sizes)])
     start = gather(("start",) * 3).values
     end = gather(("end",) * 3).values
-    if len(kind) and ((end < start).any() or (end - start > MAX_DURATION_NS).any()):
-        return None  # the SQL path's checks name the operation
-    if len(kind) and float(np.sum((end - start).astype(np.float64))) >= 2.0**62:
-        return None  # a sum past 2^63: the SQL path says so
+    if len(kind):
+        took = end - start  # wraps past 2^63: negative where end >= start, refused too
+        if (end < start).any() or (took < 0).any() or (took > MAX_DURATION_NS).any():
+            return None  # the SQL path's checks name the operation
+        if float(np.sum(took.astype(np.float64))) >= 2.0**62:
+            return None  # a sum past 2^63: the SQL path says so
+        del took
     corr = gather(("correlationId",) * 3).values
     gpid = gather(("globalPid",) * 3).values
     launched = _launch_calls(tables.pop(RUNTIME), corr, gpid)
