@@ -41,9 +41,8 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 KINDS = ("kernel", "memcpy", "memset")  # the kind codes' names, in the SQL's union order
 DIMS = ("gx", "gy", "gz", "bx", "by", "bz")
-# The scratch file's operations: the SQL path's working table ``temp.ops``, its columns.
-SCRATCH_COLUMNS = (
-    "seq",
+# The columns of the operations' working table after seq, as ``_ops_sql`` selects them.
+OPS_COLUMNS = (
     "kind",
     "key",
     "sn",
@@ -51,7 +50,12 @@ SCRATCH_COLUMNS = (
     "end",
     "dev",
     "stream",
-    *DIMS,
+    "gx",
+    "gy",
+    "gz",
+    "bx",
+    "by",
+    "bz",
     "lstart",
     "ltid",
     "lpid",
@@ -59,6 +63,8 @@ SCRATCH_COLUMNS = (
     "rix",
     "oix",
 )
+# The scratch files' operations: the SQL path's working table ``temp.ops``, its columns.
+SCRATCH_COLUMNS = ("seq", *OPS_COLUMNS)
 LOW = -(2**63)  # a key's NULL in the groups, as ``fine_aggregates.key_sentinel`` writes it
 CORR_BITS = 40  # a launch call's key: its process's code above its correlation id
 

@@ -30,6 +30,7 @@ from ..processes import stage
 from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
+from .nsys_columns import OPS_COLUMNS
 
 
 def insert_gpu_ops(
@@ -430,28 +431,6 @@ def _ro_uri(path: Path) -> str:
 
 IN_MEMORY_BYTES = 256 << 20
 SCRATCH = "profkit_scratch"  # the scratch files' names as attached: profkit_scratch0, ...
-# The columns of the operations' working table after seq, as ``_ops_sql`` selects them.
-OPS_COLUMNS = (
-    "kind",
-    "key",
-    "sn",
-    "start",
-    "end",
-    "dev",
-    "stream",
-    "gx",
-    "gy",
-    "gz",
-    "bx",
-    "by",
-    "bz",
-    "lstart",
-    "ltid",
-    "lpid",
-    "pid",
-    "rix",
-    "oix",
-)
 
 
 def _ops_sql(export: NsysExport) -> str:
