@@ -650,3 +650,45 @@ def test_host_syncs_found_from_the_columns(tmp_path, monkeypatch, case):
             assert columnar["stored"]["host_syncs"][1]
     else:
         assert columnar["read"] == [None]
+
+
+def test_an_export_past_the_memory_budget_is_imported_by_sql(tmp_path, monkeypatch):
+    """The columns' memory is bounded: an export whose columns would need more than the
+    budget (here made tiny) is imported by the SQL path, whose working tables go to temporary
+    files, with the same result."""
+    export = unpacked(tmp_path, R18)
+    monkeypatch.setattr(nsys_columns, "memory_budget", lambda: 1000)
+    columnar, sql = both(tmp_path, monkeypatch, export)
+    assert columnar["read"] == [None]  # the real read() gave way to SQL
+    assert_same(columnar, sql)
+
+
+def test_a_scratch_file_that_cannot_be_written_is_one_line_and_stores_nothing(
+    tmp_path, monkeypatch
+):
+    """Where the scratch files cannot be written (a full disk: SQLite's own error), the import
+    fails in one line naming the file and why, and the database holds nothing of it."""
+    import tempfile
+
+    export = unpacked(tmp_path, R18)
+    full = tmp_path / "full"
+    full.mkdir()
+
+    def disk_full(self: Any, ops: Any) -> None:
+        self.error = sqlite3.OperationalError("database or disk is full")
+        for ready in self._ready:
+            ready.set()
+
+    monkeypatch.setattr(nsys_columns.Scratch, "_write", disk_full)
+    monkeypatch.setattr(tempfile, "tempdir", str(full))
+    db = tmp_path / "p.db"
+    r = cli("import", export, "--name", "run", db=db)
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1, r.stderr
+    assert "could not write the import's scratch file" in lines[0]
+    assert str(full) in lines[0] and "database or disk is full" in lines[0]
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from runs").fetchone()[0] == 0
+    assert con.execute("select count(*) from kernel_rows").fetchone()[0] == 0
+    con.close()
+    assert list(full.iterdir()) == []  # the scratch folder removed

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import StoreError
 from ..files import file_uri
 from ..parse.nsys_export import (
     ID_COLUMNS,
@@ -127,10 +128,39 @@ def read(export: NsysExport, segments: list[Segment], operators: list[OperatorCa
     }
     if any(not needed[t] <= set(cs) for t, cs in tables.items()):
         return None  # a column the SQL path reads is missing: it says so
+    if _memory_needed(export, tables) > memory_budget():
+        return None  # the SQL path's memory is bounded whatever the export's size
     read_tables = _read_tables(export.path, tables)
     if read_tables is None:
         return None
     return _ops(read_tables, segments, operators)
+
+
+# Bytes the columnar path holds at its peak, per GPU operation and per runtime call (measured:
+# about 700 MB at 2.2 million operations and 6.7 million calls, with the process's own ~150 MB).
+BYTES_PER_OPERATION = 200
+BYTES_PER_CALL = 32
+MAX_MEMORY_BYTES = 4 << 30  # the columns' peak at most (and at most half the memory available)
+
+
+def _memory_needed(export: NsysExport, tables: dict[str, tuple[str, ...]]) -> int:
+    """The columnar path's peak for this export, from its tables' row counts."""
+    rows = {t: int(export.con.execute(f"select count(*) from {t}").fetchone()[0]) for t in tables}
+    operations = sum(n for t, n in rows.items() if t != RUNTIME)
+    return operations * BYTES_PER_OPERATION + rows[RUNTIME] * BYTES_PER_CALL
+
+
+def memory_budget() -> int:
+    """What the columnar path may hold: MAX_MEMORY_BYTES, and at most half the memory this
+    machine has available now (where the platform says); above it the SQL path, whose working
+    tables go to temporary files, imports the export."""
+    import os
+
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return MAX_MEMORY_BYTES
+    return min(MAX_MEMORY_BYTES, available // 2)
 
 
 def _read_tables(
@@ -576,10 +606,16 @@ class Scratch:
                 ready.set()
 
     def part(self, i: int) -> Path:
-        """Part ``i``'s file, once written; the writer's error raised where it failed."""
+        """Part ``i``'s file, once written; where the writer failed (a full disk), a
+        StoreError naming the file and why (nothing of the import is kept)."""
         self._ready[i].wait()
         if self.error is not None:
-            raise self.error
+            why = str(self.error).strip().splitlines()
+            raise StoreError(
+                f"could not write the import's scratch file {self.parts[i][0]}: "
+                f"{why[-1] if why else type(self.error).__name__} (its folder is the system's "
+                "temporary folder: TMPDIR names another)"
+            ) from None
         return self.parts[i][0]
 
     def cancel(self) -> None:
