@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import sqlite3
 from collections.abc import Callable
@@ -43,6 +44,12 @@ EXPORTS = [R18, RUN18, SHAPES, GRAPHS, DDP, SYNC, GPT2, COMPILED]
 
 # The run record's columns that differ between two imports of one file (when, who, where).
 VOLATILE_RUN_COLUMNS = {"id", "started_at", "finished_at", "owner", "folder", "profiled_wall_s"}
+
+
+@pytest.fixture(autouse=True)
+def _every_export_read_as_columns(monkeypatch):
+    """The columnar path is taken for exports of 64 MB or more; here for every export."""
+    monkeypatch.setattr(nsys_columns, "MIN_EXPORT_BYTES", 0)
 
 
 # ------------------------------------------------------------------ the edits
@@ -692,3 +699,49 @@ def test_a_scratch_file_that_cannot_be_written_is_one_line_and_stores_nothing(
     assert con.execute("select count(*) from kernel_rows").fetchone()[0] == 0
     con.close()
     assert list(full.iterdir()) == []  # the scratch folder removed
+
+
+def test_small_exports_are_imported_by_sql(tmp_path, monkeypatch):
+    """Below MIN_EXPORT_BYTES the SQL path imports (in memory, as quick there): no columns
+    read, no scratch files."""
+    monkeypatch.setattr(nsys_columns, "MIN_EXPORT_BYTES", 64 << 20)
+    columnar = imported(tmp_path / "small", unpacked(tmp_path, R18), monkeypatch, columnar=True)
+    assert columnar["exit"] == 0 and columnar["read"] == [None]
+
+
+def test_scratch_folders_of_processes_gone_are_removed(tmp_path, monkeypatch):
+    """A killed import leaves its scratch folder; the next import's removes the folders of
+    processes that are gone, and no other."""
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = tmp_path / f"{nsys_columns.SCRATCH_PREFIX}{gone.stdout.strip()}-abc"
+    (stale / "ops0.sqlite").parent.mkdir()
+    (stale / "ops0.sqlite").write_bytes(b"x")
+    live = tmp_path / f"{nsys_columns.SCRATCH_PREFIX}1-abc"  # init: alive
+    live.mkdir()
+    other = tmp_path / f"{nsys_columns.SCRATCH_PREFIX}x-abc"  # not one of ours
+    other.mkdir()
+    made = nsys_columns.scratch_folder()
+    assert not stale.exists() and live.exists() and other.exists()
+    assert made.is_dir() and made.name.startswith(f"{nsys_columns.SCRATCH_PREFIX}{os.getpid()}-")
+    nsys_columns.remove(made)
+
+
+def test_the_drivers_errors_read_in_one_line():
+    """ADBC's errors carry a status and the statement: the line says what went wrong."""
+    why = nsys_columns._why(
+        OSError(
+            "INTERNAL: failed to execute: disk I/O error\nquery was: INSERT INTO ops VALUES (?)"
+        )
+    )
+    assert why == "disk I/O error"
+    assert nsys_columns._why(OSError("")) == "OSError"

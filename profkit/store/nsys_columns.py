@@ -13,7 +13,9 @@ keys, or that the driver cannot read, is left to the SQL path, which names the r
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,8 +68,22 @@ OPS_COLUMNS = (
 )
 # The scratch files' operations: the SQL path's working table ``temp.ops``, its columns.
 SCRATCH_COLUMNS = ("seq", *OPS_COLUMNS)
+MIN_EXPORT_BYTES = 64 << 20  # smaller exports: the SQL path (as quick there; no scratch files)
+GROUP_BATCH = 65536  # groups made Python tuples at a time (``groups``)
 LOW = -(2**63)  # a key's NULL in the groups, as ``fine_aggregates.key_sentinel`` writes it
 CORR_BITS = 40  # a launch call's key: its process's code above its correlation id
+# Bytes the columnar path holds at its peak, per GPU operation and per runtime call (measured:
+# about 700 MB at 2.2 million operations and 6.7 million calls, with the process's own ~150 MB;
+# and up to 112 bytes an operation more for the groups, where there is about one an operation).
+BYTES_PER_OPERATION = 320
+BYTES_PER_CALL = 32
+MAX_MEMORY_BYTES = 4 << 30  # the columns' peak at most (and at most half the memory available)
+BATCH_ROWS = 65536  # rows a batch read by the driver (its default, 1,024, makes 2,000 a table)
+RUNTIME_READ = ("correlationId", "globalTid", "start")  # the runtime calls' columns kept
+KEYS = ("demangledName", None, None)  # a kernel's name id; a copy's and a set's keys of their own
+SCRATCH_PARTS = 4  # at most (each is attached: SQLite attaches 10 at most)
+SCRATCH_PART_ROWS = 250_000  # at least, but for the last
+SCRATCH_PREFIX = "profkit-import-"  # then the process id: a folder of a process gone is stale
 
 
 class Column:
@@ -114,6 +130,8 @@ def read(export: NsysExport, segments: list[Segment], operators: list[OperatorCa
     columns = export.schema.columns
     if KERNEL not in columns or RUNTIME not in columns:
         return None
+    if export.path.stat().st_size < MIN_EXPORT_BYTES:
+        return None  # a small export: SQL in memory is as quick, and needs no scratch files
     tables = {
         t: tuple(c for c in INTEGER_COLUMNS[t] if c in columns[t])
         for t in (KERNEL, MEMCPY, MEMSET, RUNTIME)
@@ -136,13 +154,6 @@ def read(export: NsysExport, segments: list[Segment], operators: list[OperatorCa
     return _ops(read_tables, segments, operators)
 
 
-# Bytes the columnar path holds at its peak, per GPU operation and per runtime call (measured:
-# about 700 MB at 2.2 million operations and 6.7 million calls, with the process's own ~150 MB).
-BYTES_PER_OPERATION = 200
-BYTES_PER_CALL = 32
-MAX_MEMORY_BYTES = 4 << 30  # the columns' peak at most (and at most half the memory available)
-
-
 def _memory_needed(export: NsysExport, tables: dict[str, tuple[str, ...]]) -> int:
     """The columnar path's peak for this export, from its tables' row counts."""
     rows = {t: int(export.con.execute(f"select count(*) from {t}").fetchone()[0]) for t in tables}
@@ -152,15 +163,24 @@ def _memory_needed(export: NsysExport, tables: dict[str, tuple[str, ...]]) -> in
 
 def memory_budget() -> int:
     """What the columnar path may hold: MAX_MEMORY_BYTES, and at most half the memory this
-    machine has available now (where the platform says); above it the SQL path, whose working
-    tables go to temporary files, imports the export."""
-    import os
-
+    machine has available now (Linux's MemAvailable, and what its cgroup, a container's limit,
+    leaves); above it the SQL path, whose working tables go to temporary files, imports the
+    export. Where neither can be read, MAX_MEMORY_BYTES."""
+    available = [MAX_MEMORY_BYTES * 2]
     try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return MAX_MEMORY_BYTES
-    return min(MAX_MEMORY_BYTES, available // 2)
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        cgroup = Path("/sys/fs/cgroup")
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit != "max":
+            available.append(int(limit) - int((cgroup / "memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(available)) // 2
 
 
 def _read_tables(
@@ -175,7 +195,8 @@ def _read_tables(
         for t in names:
             try:
                 out[t] = _read_table(path, t, tables[t])
-            except Exception:  # the driver's own errors (a value of another type): the SQL path's
+            except (OSError, adbc_error(), pyarrow_error()):
+                # the driver's own (a value of another type in a later batch): the SQL path's
                 out[t] = None
             if out[t] is None:
                 return
@@ -246,10 +267,6 @@ def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Col
             return None
         cols[name] = col
     return cols
-
-
-BATCH_ROWS = 65536  # rows a batch read by the driver (its default, 1,024, makes 2,000 a table)
-RUNTIME_READ = ("correlationId", "globalTid", "start")
 
 
 def _ops(
@@ -328,9 +345,6 @@ def _ops(
     ops.cols["rix"] = _states(segments, ltid, lstart)
     ops.cols["oix"] = _operator_calls(operators, ltid, lstart)
     return ops
-
-
-KEYS = ("demangledName", None, None)  # a kernel's name id; a copy's and a set's keys of their own
 
 
 def _launch_calls(
@@ -475,18 +489,20 @@ def _operator_calls(operators: list[OperatorCall], ltid: Column, lstart: Column)
     return Column(value, null)
 
 
-def groups(ops: Ops) -> list[tuple[Any, ...]]:
+def groups(ops: Ops) -> Iterator[tuple[Any, ...]]:
     """The SQL path's ``temp.opg`` rows, in the order it makes them (each group where its first
     operation is in launch order): (kind, key, sn, rix, oix, pid, dev, launches, time_ns,
     min_ns, max_ns, first_launch, min_thread, unlaunched), NULL keys as ``LOW``. Each key is
     numbered in order of appearance and the numbers combined into one group number (no copy of
-    the operations as a frame: memory stays near the columns'), then one stable sort by it."""
+    the operations as a frame: memory stays near the columns'), then one stable sort by it.
+    Given as Python tuples GROUP_BATCH at a time: with a range around every operator call
+    there is about a group an operation."""
     import numpy as np
     import pandas as pd
 
     n = len(ops)
     if n == 0:
-        return []
+        return
     c = ops.cols
     keys = [ops.kind, c["key"].values, c["sn"].keyed(), c["rix"].keyed(), c["oix"].keyed()]
     keys += [c["pid"].values, c["dev"].keyed()]
@@ -513,11 +529,11 @@ def groups(ops: Ops) -> list[tuple[Any, ...]]:
     columns += [np.diff(np.r_[starts, n]), np.add.reduceat(d, starts)]
     columns += [np.minimum.reduceat(d, starts), np.maximum.reduceat(d, starts), first]
     columns += [np.minimum.reduceat(thread, starts), np.add.reduceat(unlaunched, starts)]
-    values: list[list[int]] = [np.asarray(col, dtype=np.int64).tolist() for col in columns]
-    return [
-        (KINDS[row[0]], *row[1:12], None if row[12] >= 1 << 40 else row[12], row[13])
-        for row in zip(*values)
-    ]
+    columns = [np.asarray(col, dtype=np.int64) for col in columns]
+    for lo in range(0, len(first), GROUP_BATCH):
+        values: list[list[int]] = [col[lo : lo + GROUP_BATCH].tolist() for col in columns]
+        for row in zip(*values):
+            yield (KINDS[row[0]], *row[1:12], None if row[12] >= 1 << 40 else row[12], row[13])
 
 
 def host_operations(ops: Ops) -> np.ndarray:
@@ -549,11 +565,15 @@ class Scratch:
     rowid), a part a file, by ADBC's bulk ingest on a thread of its own while the import goes
     on: each part is attached to the import's connection and its rows written as soon as it is
     ready, while the next is written (the ingest and the rows' SQL each take about half the
-    time). The folder is removed after."""
+    time), and its file removed once they are. The folder (``scratch_folder``) is removed by
+    ``close``, or by the writer where it was stopped; one a killed import left is removed by the
+    next import."""
 
-    def __init__(self, ops: Ops, folder: Path):
+    def __init__(self, ops: Ops):
         import numpy as np
 
+        folder = scratch_folder()
+        self.folder = folder
         n = len(ops)
         count = max(1, min(SCRATCH_PARTS, -(-n // SCRATCH_PART_ROWS)))
         bounds = np.linspace(0, n, count + 1).astype(np.int64).tolist()
@@ -578,7 +598,7 @@ class Scratch:
             kinds = pa.array(list(KINDS))
             for (path, lo, hi), ready in zip(self.parts, self._ready):
                 if self._stop.is_set():
-                    return
+                    break
                 con = sqlite3.connect(path)
                 con.execute(
                     f"create table ops (seq integer primary key, {', '.join(SCRATCH_COLUMNS[1:])})"
@@ -604,39 +624,83 @@ class Scratch:
         finally:
             for ready in self._ready:
                 ready.set()
+            if self._stop.is_set():
+                remove(self.folder)  # whatever the writer made after close() removed the folder
 
     def part(self, i: int) -> Path:
-        """Part ``i``'s file, once written; where the writer failed (a full disk), a
-        StoreError naming the file and why (nothing of the import is kept)."""
+        """Part ``i``'s file, once written. Where the writer failed on the file (a full disk,
+        TMPDIR not writable), a StoreError naming the file and why (nothing of the import is
+        kept); any other failure is a bug, raised as it is."""
         self._ready[i].wait()
-        if self.error is not None:
-            why = str(self.error).strip().splitlines()
+        error = self.error
+        if error is None:
+            return self.parts[i][0]
+        if isinstance(error, (OSError, adbc_error())) or type(error).__module__ == "sqlite3":
             raise StoreError(
-                f"could not write the import's scratch file {self.parts[i][0]}: "
-                f"{why[-1] if why else type(self.error).__name__} (its folder is the system's "
-                "temporary folder: TMPDIR names another)"
+                f"could not write the import's scratch file {self.parts[i][0]}: {_why(error)} "
+                "(in the system's temporary folder: TMPDIR names another)"
             ) from None
-        return self.parts[i][0]
+        raise error
 
-    def cancel(self) -> None:
-        """No part after the one being written (the import has them all, or has stopped: a
-        stop signal is not kept waiting for the part being written, whose file is removed
-        under it; the thread, a daemon, ends with it or with the process)."""
+    def done_with(self, i: int) -> None:
+        """Part ``i``'s rows are written: its file is removed (the attached copy reads on until
+        it is detached), so that the scratch files take one part's room at most."""
+        self.parts[i][0].unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """No part after the one being written, and the folder removed (the import has every
+        part, or has stopped: a stop signal is not kept waiting for the part being written,
+        whose file goes from under it; the writer, a daemon thread, ends with that part or with
+        the process, and removes what it made after this)."""
         self._stop.set()
-
-
-SCRATCH_PARTS = 4  # at most (each is attached: SQLite attaches 10 at most)
-SCRATCH_PART_ROWS = 250_000  # at least, but for the last
+        remove(self.folder)
 
 
 def scratch_folder() -> Path:
-    """A private folder (0700) for the scratch file, in the system's temporary folder."""
+    """A private folder (0700) for the scratch files, in the system's temporary folder, named
+    with this process's id; the folders of processes that are gone (a killed import's) are
+    removed first."""
     import tempfile
 
-    return Path(tempfile.mkdtemp(prefix="profkit-import-"))
+    from ..processes import alive
+
+    base = Path(tempfile.gettempdir())
+    try:
+        for old in base.glob(f"{SCRATCH_PREFIX}*"):
+            pid = old.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)) and old.is_dir():
+                remove(old)
+    except OSError:  # a temporary folder that cannot be listed: the new folder says so, if any
+        pass
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
 
 
 def remove(folder: Path) -> None:
     import shutil
 
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _why(error: BaseException) -> str:
+    """An error's first line, less ADBC's status prefix (``INTERNAL: failed to execute: ``)."""
+    import re
+
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return re.sub(r"^[A-Z_]+: (failed to \w+: )?", "", first) or type(error).__name__
+
+
+def adbc_error() -> type[BaseException]:
+    """ADBC's base error (the driver's errors: a type mismatch, a full disk)."""
+    try:
+        from adbc_driver_manager import Error
+    except ImportError:
+        return OSError
+    return Error
+
+
+def pyarrow_error() -> type[BaseException]:
+    try:
+        from pyarrow import ArrowException
+    except ImportError:
+        return OSError
+    return ArrowException  # type: ignore[no-any-return]

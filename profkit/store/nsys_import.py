@@ -30,7 +30,6 @@ from ..processes import stage
 from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
-from .nsys_columns import OPS_COLUMNS
 
 
 def insert_gpu_ops(
@@ -58,8 +57,11 @@ def insert_gpu_ops(
     around every operator call (PyTorch's annotation) most states hold no operation. ``operators``:
     the operator calls PyTorch's annotation wrote, outermost on their thread (none overlap): a
     launch in one has its operator and shapes, unless its state has profkit's own operator range
-    (which says more), and over any range merely named like an operator. ``windows``: (range index, process, start,
-    end). ``operations_read``: called once the operations are read, with every operation's (globalPid >> 24, start, end) as an (n, 3) array where the columns read them, or None where SQL is to (the host syncs' search uses them). ``ranks``: the rank of each process (pid) of a distributed job, for the rows' ``rank``.
+    (which says more), and over any range merely named like an operator. ``windows``: (range
+    index, process, start, end). ``ranks``: the rank of each process (pid) of a distributed job,
+    for the rows' ``rank``. ``operations_read``: called once the operations are read, with every
+    operation's (globalPid >> 24, start, end) as an (n, 3) array where the columnar path read
+    them (``nsys_columns``), or None where SQL is to (the host syncs' search uses them).
     Returns the operations counted by kind (count, time), per state and kind (count,
     time), the kernels each range's process launched in its window, and the operations with no
     launch call. One write transaction: nothing stays if it fails."""
@@ -70,14 +72,15 @@ def insert_gpu_ops(
     stage("operations read as columns" if ops is not None else "operations left to SQL")
     if operations_read is not None:
         operations_read(nsys_columns.host_operations(ops) if ops is not None else None)
-    folder = nsys_columns.scratch_folder() if ops is not None else None
-    scratch = nsys_columns.Scratch(ops, folder) if ops is not None and folder else None
-    # The operations' working table (~250 bytes a row) in memory for an export of up to
-    # IN_MEMORY_BYTES (about a million kernels), faster; in a temporary file above, so that
-    # memory stays bounded whatever the capture's size.
-    small = export.path.stat().st_size <= IN_MEMORY_BYTES
-    con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
+    scratch: nsys_columns.Scratch | None = None
     try:
+        if ops is not None:
+            scratch = nsys_columns.Scratch(ops)
+        # The operations' working table (~250 bytes a row) in memory for an export of up to
+        # IN_MEMORY_BYTES (about a million kernels), faster; in a temporary file above, so that
+        # memory stays bounded whatever the capture's size.
+        small = export.path.stat().st_size <= IN_MEMORY_BYTES
+        con.execute(f"pragma temp_store = {'memory' if small else 'file'}")
         return _insert_gpu_ops(
             store,
             con,
@@ -100,10 +103,8 @@ def insert_gpu_ops(
             if attached == "src" or attached.startswith(SCRATCH):
                 con.execute(f"detach database {attached}")
         con.execute("pragma temp_store = default")
-        if folder is not None:
-            if scratch is not None:
-                scratch.cancel()
-            nsys_columns.remove(folder)
+        if scratch is not None:
+            scratch.close()
 
 
 def _insert_gpu_ops(
@@ -118,8 +119,8 @@ def _insert_gpu_ops(
     windows: list[Window],
     ranks: dict[int, int],
     operators: list[OperatorCall],
-    columns: Any = None,
-    scratch: Any = None,
+    columns: nsys_columns.Ops | None = None,
+    scratch: nsys_columns.Scratch | None = None,
 ) -> GpuOpsImport:
     with store.write():
         ids = store.intern(
@@ -190,7 +191,7 @@ def _insert_gpu_ops(
                 stage("launch calls")
                 # kind NOT NULL: an operation whose columns are not all integers has none (its cheap test).
                 con.execute(
-                    f"create temp table ops (seq integer primary key, kind not null, {', '.join(OPS_COLUMNS[1:])})"
+                    f"create temp table ops (seq integer primary key, kind not null, {', '.join(nsys_columns.OPS_COLUMNS[1:])})"
                 )
                 _checked(export, con, f"insert into temp.ops {ops_sql}")
                 stage("ops table")
@@ -225,6 +226,7 @@ def _insert_gpu_ops(
                         unlaunched = unlaunched + excluded.unlaunched""")
                 ops_table = "temp.ops"
             else:
+                # in batches: with a range around every operator call, about a group an operation
                 con.executemany(
                     f"insert into temp.opg values ({', '.join('?' * 14)})",
                     nsys_columns.groups(columns),
@@ -297,6 +299,8 @@ def _insert_gpu_ops(
                     "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
                     [run_id],
                 )
+                if scratch is not None:
+                    scratch.done_with(i)  # its file goes now (the attached one reads on)
             stage("rows written")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
