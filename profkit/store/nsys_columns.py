@@ -242,9 +242,9 @@ def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Col
                     if name not in nullable:
                         return None
                     if name in values:
-                        nulls.setdefault(name, np.zeros(rows, bool))[at : at + n] = (
-                            arr.is_null().to_numpy(zero_copy_only=False)
-                        )
+                        if name not in nulls:
+                            nulls[name] = np.zeros(rows, bool)
+                        nulls[name][at : at + n] = arr.is_null().to_numpy(zero_copy_only=False)
                     if pa.types.is_null(arr.type):
                         continue
                     arr = arr.fill_null(0)
