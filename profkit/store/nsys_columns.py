@@ -66,8 +66,9 @@ OPS_COLUMNS = (
     "rix",
     "oix",
 )
-# The scratch files' operations: the SQL path's working table ``temp.ops``, its columns.
-SCRATCH_COLUMNS = ("seq", *OPS_COLUMNS)
+# The scratch files' operations: the SQL path's working table ``temp.ops``, its columns but
+# those only the import's numpy reads (the launch's start and process: ``kernel_launches``).
+SCRATCH_COLUMNS = ("seq", *(c for c in OPS_COLUMNS if c not in ("lstart", "lpid")))
 MIN_EXPORT_BYTES = 64 << 20  # smaller exports: the SQL path (as quick there; no scratch files)
 GROUP_BATCH = 65536  # groups made Python tuples at a time (``groups``)
 LOW = -(2**63)  # a key's NULL in the groups, as ``fine_aggregates.key_sentinel`` writes it
@@ -81,8 +82,8 @@ MAX_MEMORY_BYTES = 4 << 30  # the columns' peak at most (and at most half the me
 BATCH_ROWS = 65536  # rows a batch read by the driver (its default, 1,024, makes 2,000 a table)
 RUNTIME_READ = ("correlationId", "globalTid", "start")  # the runtime calls' columns kept
 KEYS = ("demangledName", None, None)  # a kernel's name id; a copy's and a set's keys of their own
-SCRATCH_PARTS = 4  # at most (each is attached: SQLite attaches 10 at most)
-SCRATCH_PART_ROWS = 250_000  # at least, but for the last
+SCRATCH_PARTS = 6  # at most (each is attached: SQLite attaches 10 at most)
+SCRATCH_PART_ROWS = 200_000  # at least, but for the last
 SCRATCH_PREFIX = "profkit-import-"  # then the process id: a folder of a process gone is stale
 
 
@@ -111,7 +112,7 @@ class Ops:
     ``temp.ops`` holds them."""
 
     kind: np.ndarray  # int8: an index of KINDS
-    cols: dict[str, Column]  # SCRATCH_COLUMNS but seq and kind
+    cols: dict[str, Column]  # OPS_COLUMNS but kind
     procs: np.ndarray  # globalPid >> 24 (the host syncs' process, not masked to 24 bits)
 
     def __len__(self) -> int:
@@ -146,17 +147,17 @@ def read(export: NsysExport, segments: list[Segment], operators: list[OperatorCa
     }
     if any(not needed[t] <= set(cs) for t, cs in tables.items()):
         return None  # a column the SQL path reads is missing: it says so
-    if _memory_needed(export, tables) > memory_budget():
+    rows = {t: int(export.con.execute(f"select count(*) from {t}").fetchone()[0]) for t in tables}
+    if _memory_needed(rows) > memory_budget():
         return None  # the SQL path's memory is bounded whatever the export's size
-    read_tables = _read_tables(export.path, tables)
+    read_tables = _read_tables(export.path, tables, rows)
     if read_tables is None:
         return None
     return _ops(read_tables, segments, operators)
 
 
-def _memory_needed(export: NsysExport, tables: dict[str, tuple[str, ...]]) -> int:
-    """The columnar path's peak for this export, from its tables' row counts."""
-    rows = {t: int(export.con.execute(f"select count(*) from {t}").fetchone()[0]) for t in tables}
+def _memory_needed(rows: dict[str, int]) -> int:
+    """The columnar path's peak for an export whose tables have ``rows``."""
     operations = sum(n for t, n in rows.items() if t != RUNTIME)
     return operations * BYTES_PER_OPERATION + rows[RUNTIME] * BYTES_PER_CALL
 
@@ -184,7 +185,7 @@ def memory_budget() -> int:
 
 
 def _read_tables(
-    path: Path, tables: dict[str, tuple[str, ...]]
+    path: Path, tables: dict[str, tuple[str, ...]], rows: dict[str, int]
 ) -> dict[str, dict[str, Column]] | None:
     """Each table's columns, on two threads (the runtime calls on one, the operations on the
     other: the driver lets go of Python's lock as it reads); None where one is not all integers
@@ -194,7 +195,7 @@ def _read_tables(
     def read_some(names: list[str]) -> None:
         for t in names:
             try:
-                out[t] = _read_table(path, t, tables[t])
+                out[t] = _read_table(path, t, tables[t], rows[t])
             except (OSError, adbc_error(), pyarrow_error()):
                 # the driver's own (a value of another type in a later batch): the SQL path's
                 out[t] = None
@@ -211,8 +212,11 @@ def _read_tables(
     return {t: v for t, v in out.items() if v is not None}
 
 
-def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Column] | None:
-    """The integer columns ``names`` of ``table``, each as ``integer_test`` wants it (NULL only
+def _read_table(
+    path: Path, table: str, names: tuple[str, ...], rows: int
+) -> dict[str, Column] | None:
+    """The integer columns ``names`` of ``table`` (``rows`` of them, as counted; a file that
+    changed meanwhile gives None), each as ``integer_test`` wants it (NULL only
     where NULLABLE_COLUMNS allows, launch sizes in range, ids not negative); None otherwise. Read
     in batches into arrays made at the table's size (Arrow's own buffers are let go of batch by
     batch: memory stays near one copy); of the runtime calls, only the columns the join reads
@@ -224,9 +228,6 @@ def _read_table(path: Path, table: str, names: tuple[str, ...]) -> dict[str, Col
     nullable = NULLABLE_COLUMNS.get(table, ())
     kept = [c for c in names if table != RUNTIME or c in RUNTIME_READ]
     with adbc.connect(file_uri(path, read_only=True)) as con, con.cursor() as cur:
-        cur.execute(f"select count(*) from {table}")
-        counted = cur.fetchone()
-        rows = int(counted[0]) if counted else 0
         values = {c: np.empty(rows, np.int32 if c in LAUNCH_DIMS else np.int64) for c in kept}
         nulls: dict[str, np.ndarray] = {}
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
