@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from profkit.parse.nsys_export import NULLABLE_COLUMNS
 from profkit.store import nsys_columns
 
 from .conftest import DATA, cli
@@ -75,6 +76,9 @@ def nullable(table: str, *columns: str) -> Callable[[sqlite3.Connection], None]:
 
     return edit
 
+
+# Every column the reader takes NULL in (nsys_export.NULLABLE_COLUMNS) made nullable.
+ALL_NULLABLE = tuple(nullable(t, *cs) for t, cs in NULLABLE_COLUMNS.items())
 
 # Runtime rows whose correlationId some operations use (one process per export here).
 UNLAUNCH = (
@@ -137,9 +141,7 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], Any]] = {
     "null names and copy ids": (
         R18,
         (
-            nullable(K, "demangledName", "shortName"),
-            nullable(MC, "deviceId", "streamId", "copyKind"),
-            nullable(MS, "deviceId", "streamId"),
+            *ALL_NULLABLE,
             f"update {K} set demangledName = null where rowid in (5, 6, 300)",
             f"update {K} set shortName = null where rowid in (6, 7, 301)",
             f"update {MC} set deviceId = null where rowid = 2",
@@ -152,9 +154,7 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], Any]] = {
     "null names in the tables' first rows": (
         R18,
         (
-            nullable(K, "demangledName", "shortName"),
-            nullable(MC, "deviceId", "streamId", "copyKind"),
-            nullable(MS, "deviceId", "streamId"),
+            *ALL_NULLABLE,
             f"update {K} set demangledName = null, shortName = null where rowid in (1, 2)",
             f"update {MC} set deviceId = null, streamId = null, copyKind = null where rowid = 1",
             f"update {MS} set deviceId = null, streamId = null where rowid = 1",

@@ -535,12 +535,6 @@ class NsysExport:
         }
         if not names:
             return []
-        ops = ["select globalPid >> 24 as pid, start, end from CUPTI_ACTIVITY_KIND_KERNEL"]
-        ops += [
-            f"select globalPid >> 24, start, end from {t}"
-            for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-            if t in self.schema.columns
-        ]
         ids = ", ".join(str(int(i)) for i in names)
         calls = self.con.execute(
             f"select nameId, start, end, globalTid, globalTid >> 24, rowid "
@@ -560,6 +554,12 @@ class NsysExport:
         if operations is not None:
             table = operations
         else:
+            ops = ["select globalPid >> 24 as pid, start, end from CUPTI_ACTIVITY_KIND_KERNEL"]
+            ops += [
+                f"select globalPid >> 24, start, end from {t}"
+                for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                if t in self.schema.columns
+            ]
             cur = self.con.execute(" union all ".join(ops))
             chunks = []
             try:
@@ -730,9 +730,11 @@ PARALLEL_BYTES = 64 << 20
 
 class HostSyncsLater:
     """``NsysExport.host_syncs()`` of ``export``: on a machine this process may run on two or
-    more cores of, for an export of ``PARALLEL_BYTES`` or more, in a thread of its own (with a
-    connection of its own: SQLite's statements and numpy's sort let go of Python's lock, so the
-    import's SQL in this thread goes on meanwhile); else here and now. ``result()`` waits for it.
+    more cores of, for an export of ``PARALLEL_BYTES`` or more, later: in a thread of its own
+    once ``start()`` is called (with a connection of its own: SQLite's statements and numpy's
+    sort let go of Python's lock, so the import's SQL in this thread goes on meanwhile), or from
+    the operations the bulk import read (``from_operations``); else here and now. ``result()``
+    waits for it (or finds the calls itself, where neither was asked for).
     Where the thread fails, the calls are found again here, so that a bad export's error is
     raised as the import always raises it; ``cancel()`` cuts its statement short."""
 

@@ -96,6 +96,13 @@ class Column:
         self.values = values
         self.null = null if null is not None and null.any() else None
 
+    @classmethod
+    def null_column(cls, n: int, dtype: Any = None) -> Column:
+        """``n`` rows, every one NULL."""
+        import numpy as np
+
+        return cls(np.zeros(n, dtype or np.int64), np.ones(n, bool))
+
     def take(self, order: np.ndarray) -> Column:
         return Column(self.values[order], None if self.null is None else self.null[order])
 
@@ -290,7 +297,7 @@ def _ops(
         got = []
         for (i, c), n in zip(parts, sizes):
             name = names[i]
-            col = c.pop(name) if name else Column(np.zeros(n, dtype), np.ones(n, bool))
+            col = c.pop(name) if name else Column.null_column(n, dtype)
             if name == "demangledName" and col.null is not None:  # -2: a kernel with no name
                 col = Column(np.where(col.null, -2, col.values))
             elif name is None and names == KEYS:
@@ -322,7 +329,8 @@ def _ops(
     # correlation id; ties in the union's order.
     at = lstart.values if lstart.null is None else np.where(lstart.null, start, lstart.values)
     order = np.lexsort((corr, at))
-    del at, corr
+    at = at[order]  # each operation's launch start (its own without one), in launch order
+    del corr
     kind = kind[order]
     cols = {"start": Column(start[order]), "end": Column(end[order])}
     del start, end
@@ -341,8 +349,9 @@ def _ops(
     ):
         cols[name] = gather(sources, dtype).take(order)
     ops = Ops(kind, cols, procs)
-    if _listed_twice(ops):
+    if _listed_twice(ops, at):
         return None
+    del at
     ops.cols["rix"] = _states(segments, ltid, lstart)
     ops.cols["oix"] = _operator_calls(operators, ltid, lstart)
     return ops
@@ -358,9 +367,8 @@ def _launch_calls(
 
     rcorr, rgtid, rstart = (runtime[c].values for c in ("correlationId", "globalTid", "start"))
     n = len(corr)
-    none = Column(np.zeros(n, np.int64), np.ones(n, bool))
     if len(rcorr) == 0:
-        return none, Column(np.zeros(n, np.int64), np.ones(n, bool))
+        return Column.null_column(n), Column.null_column(n)
     opid = gpid >> 24
     rkey = rgtid >> 24
     pids = np.unique(rkey)
@@ -394,15 +402,13 @@ def _launch_calls(
     )
 
 
-def _listed_twice(ops: Ops) -> bool:
+def _listed_twice(ops: Ops, at: np.ndarray) -> bool:
     """Whether an operation may be listed twice, as the SQL path's ``_check_once`` asks it
-    (neighbours in launch order at one launch start, grouped by what a copy repeats): where so,
-    the SQL path runs the export's checks."""
+    (neighbours in launch order at one launch start ``at``, the launch call's or its own,
+    grouped by what a copy repeats): where so, the SQL path runs the export's checks."""
     import numpy as np
     import pandas as pd
 
-    lstart, start = ops.cols["lstart"], ops.cols["start"].values
-    at = lstart.values if lstart.null is None else np.where(lstart.null, start, lstart.values)
     same = at[1:] == at[:-1]
     if not same.any():
         return False
@@ -448,7 +454,7 @@ def _states(segments: list[Segment], ltid: Column, lstart: Column) -> Column:
 
     n = len(ltid.values)
     if not segments or n == 0:
-        return Column(np.zeros(n, np.int64), np.ones(n, bool))
+        return Column.null_column(n)
     # insert or replace: of a thread's segments at one start, the last
     last = {(g, s): ix for g, s, ix in segments}
     g = np.fromiter((k[0] for k in last), np.int64, len(last))
@@ -475,7 +481,7 @@ def _operator_calls(operators: list[OperatorCall], ltid: Column, lstart: Column)
 
     n = len(ltid.values)
     if not operators or n == 0:
-        return Column(np.zeros(n, np.int64), np.ones(n, bool))
+        return Column.null_column(n)
     g = np.fromiter((o[0] for o in operators), np.int64, len(operators))
     t = np.fromiter((o[1] for o in operators), np.int64, len(operators))
     e = np.fromiter((o[2] for o in operators), np.int64, len(operators))
