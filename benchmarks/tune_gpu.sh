@@ -12,7 +12,8 @@
 # on a corpus of wikitext-2's sizes made here), hfxlmr (the HF loop on XLM-RoBERTa-base's
 # config), deeplab (torchvision DeepLabV3-ResNet50 fp16 at 513x513, batch 4), bertfp32 (HF
 # BERT-base fp32, 512 tokens, batch 16), r3d (torchvision R3D-18 video fp16, 16x112x112 clips,
-# batch 8: 3-D convolutions).
+# batch 8: 3-D convolutions), attention (a Hugging Face BERT MLM with its "eager" attention, amp,
+# batch 8: the unfused attention finding).
 # A workload's stage benches its baseline and its best fix's setting (read from the tuning's
 # record) alternately, twice, after the tuning.
 set -u
@@ -53,7 +54,8 @@ for fid in best["fixes"] if best else []:
         flags += {"tf32": ["--tf32"], "channels_last": ["--channels-last"],
                   "cudnn_benchmark": ["--cudnn-benchmark"], "fused_optimizer": ["--fused-optimizer"],
                   "precision": ["--precision", str(v)], "mode": ["--modes", str(v)],
-                  "compile_mode": ["--compile-mode", str(v)]}[k]
+                  "compile_mode": ["--compile-mode", str(v)], "sdpa_attention": ["--sdpa-attention"],
+                  "cudnn_attention": ["--cudnn-attention"]}[k]
 print(" ".join(flags))
 PY
 }
@@ -90,6 +92,7 @@ for stage in "$@"; do
   deeplab) tunebench deeplab "$T/deeplabv3.py" --precision fp16 --batch-size 4 ;;
   bertfp32) tunebench bertfp32 "$T/bert_base_fp32.py" --batch-size 16 ;;
   r3d) tunebench r3d "$T/r3d_18.py" --precision fp16 --batch-size 8 ;;
+  attention) tunebench attention "$ROOT/tests/data/capture/hf_bert_mlm_eager_attention.py" --precision amp --batch-size 8 ;;
   hf)
     cp "$T/hf_bert_train.py" .
     tune hf --tool nsys -- python hf_bert_train.py --steps 60 ;;

@@ -85,20 +85,22 @@ PARALLEL = (
 @pytest.mark.parametrize("export", PARALLEL)
 def test_host_syncs_found_by_another_thread_are_the_same(tmp_path, export, read_as, monkeypatch):
     """An export large enough (here: any) has its host syncs found beside the import: from the
-    operations the columnar path read (in the importing thread, no second thread competing
-    with its readers), or, where SQL imports them, by a second thread while the import writes
+    operations and the blocking calls the columnar path read (in the importing thread, no second
+    thread competing with its readers, no second scan of the runtime calls), or, where SQL imports them, by a second thread while the import writes
     them: the same rows, ranges, host syncs and notes either way."""
     from profkit.parse import nsys_export
 
-    found_in: list[tuple[str, bool]] = []
+    found_in: list[tuple[str, bool, bool]] = []
     search = nsys_export.NsysExport.host_syncs
 
-    def host_syncs(self, operations=None):
-        found_in.append((threading.current_thread().name, operations is not None))
-        return search(self, operations)
+    def host_syncs(self, operations=None, calls=None):
+        found_in.append(
+            (threading.current_thread().name, operations is not None, calls is not None)
+        )
+        return search(self, operations, calls)
 
     monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(nsys_export, "_cores", lambda: 2)
+    monkeypatch.setattr(nsys_export, "cores", lambda: 2)
     monkeypatch.setattr(nsys_export.NsysExport, "host_syncs", host_syncs)
     if read_as == "sql":
         monkeypatch.setattr("profkit.store.nsys_columns.read", lambda *a, **k: None)
@@ -107,9 +109,9 @@ def test_host_syncs_found_by_another_thread_are_the_same(tmp_path, export, read_
     golden = json.loads(GOLDEN.read_text())
     assert digests(DATA / export, tmp_path / "p.db") == golden[export]
     if read_as == "sql":
-        assert found_in == [("profkit host syncs", False)]
-    else:
-        assert found_in == [("MainThread", True)]
+        assert found_in == [("profkit host syncs", False, False)]
+    else:  # the blocking calls read with the runtime calls' columns: no second search
+        assert found_in == [("MainThread", True, True)]
 
 
 def test_host_syncs_found_here_where_the_other_thread_fails(tmp_path, monkeypatch):
@@ -131,7 +133,7 @@ def test_host_syncs_found_here_where_the_other_thread_fails(tmp_path, monkeypatc
         return search(self)
 
     monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(nsys_export, "_cores", lambda: 2)
+    monkeypatch.setattr(nsys_export, "cores", lambda: 2)
     monkeypatch.setattr(nsys_export.NsysExport, "host_syncs", host_syncs)
     there = nsys_sqlite.read_nsys_sqlite(export)
     rows = there.rows

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ UNLAUNCH_COPIES = (
     f"union select correlationId from {MS} where rowid = 1)"
 )
 # The runtime calls that blocked the host (the host syncs, read before the bulk import).
+SYNC_CALL = "nameId in (select id from StringIds where value like 'cu%Synchronize%' or value like 'cu%Memcpy%')"
 NO_SYNCS = (
     f"delete from {RT} where nameId in (select id from StringIds where value like "
     "'cu%Synchronize%' or value like 'cu%Memcpy%')"
@@ -351,6 +353,17 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], Any]] = {
     ),
     # 7. no launch calls at all
     "runtime table empty": (R18, (f"delete from {RT}",), "columnar"),
+    # the blocking calls, found by a reader beside the columns' readers (in pieces: see
+    # test_read_in_pieces_on_many_threads), by the SQL path's own statement: a name of another
+    # type than an integer is no blocking call's there either
+    "blocking calls, as captured": (SYNC, (), "columnar"),
+    "a blocking call's name text": (
+        SYNC,
+        (
+            f"update {RT} set nameId = 'x' where rowid = (select max(rowid) from {RT} where {SYNC_CALL})",
+        ),
+        "columnar",
+    ),
     "runtime table empty, operator calls": (SHAPES, (f"delete from {RT}",), "columnar"),
     # an operation listed twice (the columnar path leaves the check to the SQL path)
     "kernel twice": (
@@ -604,6 +617,7 @@ def test_the_edits_hit_what_they_mean(tmp_path):
         "kernel start real",
         "kernel correlationId text, last row",
         "runtime correlationId text",
+        "a blocking call's name text",
     ],
 )
 def test_read_in_small_batches(tmp_path, monkeypatch, case):
@@ -614,6 +628,49 @@ def test_read_in_small_batches(tmp_path, monkeypatch, case):
     columnar, sql = both(tmp_path, monkeypatch, unpacked(tmp_path, export, *edits))
     if expected == "columnar":
         assert_columnar_taken(columnar)
+    else:
+        assert columnar["read"] == [None]
+    assert_same(columnar, sql)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "no launch call, graphs",  # runtime rows deleted: rowids with gaps, the table one piece
+        "no launch call, ranges and syncs",  # rowids with gaps too
+        "blocking calls, as captured",
+        "kernels sharing a launch, rows reversed",
+        "null names in the tables' first rows",
+        "null in every row of a column",
+        "kernel correlationId text, last row",
+        "runtime correlationId text",
+    ],
+)
+def test_read_in_pieces_on_many_threads(tmp_path, monkeypatch, case):
+    """Each table read in pieces (ranges of rowids) by four threads at once, in batches of a
+    few rows: the same as the SQL path, and as one reader; a table whose rowids have gaps is
+    read whole."""
+    monkeypatch.setattr(nsys_columns, "BATCH_ROWS", 64)
+    monkeypatch.setattr(nsys_columns, "PIECE_VALUES", 1)
+    monkeypatch.setattr(nsys_columns, "READERS", 4)
+    monkeypatch.setattr(nsys_columns, "cores", lambda: 4)
+    pieces: list[tuple[str, int | None]] = []
+    read_piece = nsys_columns._read_piece
+
+    def spy(con, piece, got, failed):
+        pieces.append((piece.table, piece.first))
+        return read_piece(con, piece, got, failed)
+
+    monkeypatch.setattr(nsys_columns, "_read_piece", spy)
+    export, edits, expected = CASES[case]
+    columnar, sql = both(tmp_path, monkeypatch, unpacked(tmp_path, export, *edits))
+    if expected == "columnar":
+        assert_columnar_taken(columnar)
+        by_table = Counter(t for t, _ in pieces)
+        assert by_table[nsys_columns.KERNEL] > 1
+        gaps = case.startswith("no launch call")  # runtime calls deleted
+        assert (by_table[nsys_columns.RUNTIME] == 1) == gaps
+        assert ((nsys_columns.RUNTIME, None) in pieces) == gaps
     else:
         assert columnar["read"] == [None]
     assert_same(columnar, sql)
@@ -647,7 +704,7 @@ def test_host_syncs_found_from_the_columns(tmp_path, monkeypatch, case):
     from profkit.parse import nsys_export
 
     monkeypatch.setattr(nsys_export, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(nsys_export, "_cores", lambda: 2)
+    monkeypatch.setattr(nsys_export, "cores", lambda: 2)
     export, edits, expected = CASES[case] if case else (SYNC, (), "columnar")
     columnar, sql = both(tmp_path, monkeypatch, unpacked(tmp_path, export, *edits))
     assert_same(columnar, sql)

@@ -4,6 +4,8 @@ formats' registry (``formats.FORMATS``)."""
 
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +110,31 @@ def _unwritable(path: Path, folder: Path, exc: OSError, temporary: bool) -> Prof
     return StoreError(f"cannot decompress {path.name} into {where}: {exc.strerror or exc}", hint)
 
 
+# What reading an nsys export imports (the columnar path's driver, Arrow and numpy, a quarter
+# of a second): imported while nsys exports, in its own process, rather than after.
+EXPORT_READERS = (
+    "adbc_driver_sqlite.dbapi",
+    "profkit.store.nsys_columns",
+    "profkit.store.nsys_import",
+    "profkit.parse.nsys_sqlite",
+)
+
+
+def _warm_imports() -> threading.Thread:
+    """A thread importing EXPORT_READERS (one missing is left to its reader)."""
+
+    def load() -> None:
+        for name in EXPORT_READERS:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+
+    thread = threading.Thread(target=load, name="profkit-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def export_nsys(report: Path, workdir: Path | None = None) -> Path:
     """.nsys-rep (or .qdstrm) -> SQLite export, through the nsys installed here."""
     from ..errors import ToolNotFound
@@ -132,7 +159,11 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         raise StoreError(
             f"{out} is a link, and profkit does not write through links", "Remove it and try again."
         )
-    runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
+    warming = _warm_imports()
+    try:
+        runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
+    finally:
+        warming.join()
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")
     return out

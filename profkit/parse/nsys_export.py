@@ -515,17 +515,13 @@ class NsysExport:
               on r.correlationId = ops.correlationId and (r.globalTid >> 24) = (ops.globalPid >> 24)
             order by coalesce(r.start, ops.start), ops.correlationId"""
 
-    def host_syncs(self, operations: Any = None) -> list[HostSyncCall]:
-        """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
-        (call name without its version suffix, start, end, globalTid, the latest end of the
-        GPU operations of its process begun before the call returned, the first start of one
-        begun at its end or after). One sort of the operations, then a binary search per call.
-        ``operations``: every GPU operation's (globalPid >> 24, start, end), an (n, 3) integer
-        array sorted by process and start, where the caller has read them already (the bulk
-        import's columns); else they are read here."""
+    def sync_call_names(self) -> dict[int, str]:
+        """The StringIds ids of the runtime calls that block the host (``schema.HOST_SYNC_CALLS``),
+        each with its call's name without its version suffix; none where the runtime calls have
+        no names."""
         if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
-            return []
-        names = {
+            return {}
+        return {
             i: base
             for i, v in self.con.execute(
                 "select id, cast(value as text) from StringIds where value like 'cu%Synchronize%' "
@@ -533,13 +529,44 @@ class NsysExport:
             )
             if (base := host_sync_call(v)) is not None
         }
+
+    def sync_calls(
+        self, names: dict[int, str], own_connection: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """The runtime calls named ``names`` (``sync_call_names``), as ``host_syncs`` takes them:
+        (nameId, start, end, globalTid, globalTid >> 24, rowid), in the table's order. One scan
+        of the runtime calls, on a connection of its own with ``own_connection`` (another
+        thread's: this export's connection is its opener's)."""
+        ids = ", ".join(str(int(i)) for i in names)
+        sql = (
+            "select nameId, start, end, globalTid, globalTid >> 24, rowid "
+            f"from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})"
+        )
+        if not own_connection:
+            return self.con.execute(sql).fetchall()
+        con = sqlite3.connect(file_uri(self.path, read_only=True), uri=True)
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.close()
+
+    def host_syncs(
+        self, operations: Any = None, calls: list[tuple[Any, ...]] | None = None
+    ) -> list[HostSyncCall]:
+        """The runtime calls that blocked the host (``schema.HOST_SYNC_CALLS``), in start order:
+        (call name without its version suffix, start, end, globalTid, the latest end of the
+        GPU operations of its process begun before the call returned, the first start of one
+        begun at its end or after). One sort of the operations, then a binary search per call.
+        ``operations``: every GPU operation's (globalPid >> 24, start, end), an (n, 3) integer
+        array sorted by process and start, where the caller has read them already (the bulk
+        import's columns); else they are read here. ``calls``: ``sync_calls``' rows, where the
+        caller has found them already (the bulk import's readers, beside its columns); else
+        they are found here."""
+        names = self.sync_call_names()
         if not names:
             return []
-        ids = ", ".join(str(int(i)) for i in names)
-        calls = self.con.execute(
-            f"select nameId, start, end, globalTid, globalTid >> 24, rowid "
-            f"from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in ({ids})"
-        ).fetchall()
+        if calls is None:
+            calls = self.sync_calls(names)
         if not calls:
             return []
         # Per process, the operations' starts in order and the latest end so far at each: a call
@@ -745,7 +772,7 @@ class HostSyncsLater:
         self._found: list[HostSyncCall] | None = None
         self._con: sqlite3.Connection | None = None
         self._stop = threading.Event()
-        if not (_cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES):
+        if not (cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES):
             self.calls = export.host_syncs()
 
     def start(self) -> None:
@@ -759,12 +786,12 @@ class HostSyncsLater:
             )
             self.thread.start()
 
-    def from_operations(self, operations: Any) -> None:
+    def from_operations(self, operations: Any, calls: list[tuple[Any, ...]] | None) -> None:
         """The calls, found here and now from every GPU operation's (globalPid >> 24, start,
-        end) the caller has read (``NsysExport.host_syncs``)."""
+        end) and the blocking runtime calls the caller has read (``NsysExport.host_syncs``)."""
         if self.calls is None:
             self.cancel()
-            self.calls = self.export.host_syncs(operations)
+            self.calls = self.export.host_syncs(operations, calls)
 
     def _find(self) -> None:
         try:
@@ -800,7 +827,7 @@ class HostSyncsLater:
             self.thread = None
 
 
-def _cores() -> int:
+def cores() -> int:
     """The cores this process may run on (its affinity, where the platform tells it)."""
     try:
         return len(os.sched_getaffinity(0))

@@ -261,14 +261,14 @@ class _Syncs:
         if self._placing:
             self.capture.host_syncs.extend(self._placing.pop()(self.later.result()))
 
-    def operations_read(self, operations: Any) -> None:
+    def operations_read(self, operations: Any, calls: list[tuple[Any, ...]] | None) -> None:
         """The bulk import has read the GPU operations (``Store.insert_gpu_ops``): with their
-        (globalPid >> 24, start, end) the calls are found from them; without (its SQL path)
-        the thread searches meanwhile."""
+        (globalPid >> 24, start, end), and the blocking calls read with the runtime calls, the
+        calls are found from them; without (its SQL path) the thread searches meanwhile."""
         if operations is None:
             self.later.start()
         else:
-            self.later.from_operations(operations)
+            self.later.from_operations(operations, calls)
 
     def cancel(self) -> None:
         self.later.cancel()

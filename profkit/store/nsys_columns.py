@@ -14,6 +14,7 @@ keys, or that the driver cannot read, is left to the SQL path, which names the r
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ..parse.nsys_export import (
     NsysExport,
     OperatorCall,
     Segment,
+    cores,
 )
 from ..parse.schema import DIM_LIMIT, MAX_DURATION_NS
 
@@ -80,6 +82,8 @@ BYTES_PER_OPERATION = 320
 BYTES_PER_CALL = 32
 MAX_MEMORY_BYTES = 4 << 30  # the columns' peak at most (and at most half the memory available)
 BATCH_ROWS = 65536  # rows a batch read by the driver (its default, 1,024, makes 2,000 a table)
+READERS = 8  # threads reading the tables at most (and no more than the cores this process has)
+PIECE_VALUES = 1 << 20  # values (rows times columns) a reader's piece of a table at least
 RUNTIME_READ = ("correlationId", "globalTid", "start")  # the runtime calls' columns kept
 KEYS = ("demangledName", None, None)  # a kernel's name id; a copy's and a set's keys of their own
 SCRATCH_PARTS = 6  # at most (each is attached: SQLite attaches 10 at most)
@@ -121,6 +125,9 @@ class Ops:
     kind: np.ndarray  # int8: an index of KINDS
     cols: dict[str, Column]  # OPS_COLUMNS but kind
     procs: np.ndarray  # globalPid >> 24 (the host syncs' process, not masked to 24 bits)
+    # the runtime calls that block the host, as ``NsysExport.host_syncs`` takes them (found by
+    # a reader beside the columns' reading)
+    sync_calls: list[tuple[Any, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -157,10 +164,14 @@ def read(export: NsysExport, segments: list[Segment], operators: list[OperatorCa
     rows = {t: int(export.con.execute(f"select count(*) from {t}").fetchone()[0]) for t in tables}
     if _memory_needed(rows) > memory_budget():
         return None  # the SQL path's memory is bounded whatever the export's size
-    read_tables = _read_tables(export.path, tables, rows)
-    if read_tables is None:
+    got = _read_tables(export, tables, rows)
+    if got is None:
         return None
-    return _ops(read_tables, segments, operators)
+    read_tables, calls = got
+    ops = _ops(read_tables, segments, operators)
+    if ops is not None:
+        ops.sync_calls = calls
+    return ops
 
 
 def _memory_needed(rows: dict[str, int]) -> int:
@@ -192,89 +203,168 @@ def memory_budget() -> int:
 
 
 def _read_tables(
-    path: Path, tables: dict[str, tuple[str, ...]], rows: dict[str, int]
-) -> dict[str, dict[str, Column]] | None:
-    """Each table's columns, on two threads (the runtime calls on one, the operations on the
-    other: the driver lets go of Python's lock as it reads); None where one is not all integers
-    where the SQL path's cheap test wants them (``integer_test``), or cannot be read."""
-    out: dict[str, dict[str, Column] | None] = {}
-
-    def read_some(names: list[str]) -> None:
-        for t in names:
-            try:
-                out[t] = _read_table(path, t, tables[t], rows[t])
-            except (OSError, adbc_error(), pyarrow_error()):
-                # the driver's own (a value of another type in a later batch): the SQL path's
-                out[t] = None
-            if out[t] is None:
-                return
-
-    ops = [t for t in (KERNEL, MEMCPY, MEMSET) if t in tables]
-    other = threading.Thread(target=read_some, args=([RUNTIME],), daemon=True)
-    other.start()
-    read_some(ops)
-    other.join()
-    if any(out.get(t) is None for t in tables):
-        return None
-    return {t: v for t, v in out.items() if v is not None}
-
-
-def _read_table(
-    path: Path, table: str, names: tuple[str, ...], rows: int
-) -> dict[str, Column] | None:
-    """The integer columns ``names`` of ``table`` (``rows`` of them, as counted; a file that
-    changed meanwhile gives None), each as ``integer_test`` wants it (NULL only
-    where NULLABLE_COLUMNS allows, launch sizes in range, ids not negative); None otherwise. Read
-    in batches into arrays made at the table's size (Arrow's own buffers are let go of batch by
-    batch: memory stays near one copy); of the runtime calls, only the columns the join reads
-    are kept (the others are checked)."""
-    import adbc_driver_sqlite.dbapi as adbc
+    export: NsysExport, tables: dict[str, tuple[str, ...]], rows: dict[str, int]
+) -> tuple[dict[str, dict[str, Column]], list[tuple[Any, ...]] | None] | None:
+    """Each table's columns, read in pieces (ranges of rowids) on up to READERS threads, one
+    connection each: the driver lets go of Python's lock as it reads, so the pieces go at once
+    on as many cores. The first reader first finds the runtime calls that block the host
+    (``NsysExport.sync_calls``: a scan of the runtime calls that would otherwise run after the
+    reading, alone). None where a column is not all integers where the SQL path's cheap test
+    wants them (``integer_test``), or cannot be read."""
     import numpy as np
+
+    arrays: dict[str, _Arrays] = {}
+    pieces: list[_Piece] = []
+    # A piece's work: its rows times the columns read (a kernel's 14, a runtime call's 4).
+    total = sum(rows[t] * len(names) for t, names in tables.items())
+    readers = max(1, min(READERS, cores()))
+    # Pieces of about half a reader's share (so that readers finishing early take more), and
+    # not smaller than PIECE_VALUES.
+    share = max(PIECE_VALUES, -(-total // (2 * readers)))
+    for t, names in tables.items():
+        n = rows[t]
+        size = max(1, share // len(names))
+        kept = [c for c in names if t != RUNTIME or c in RUNTIME_READ]
+        nullable = [c for c in kept if c in NULLABLE_COLUMNS.get(t, ())]
+        arrays[t] = _Arrays(
+            {c: np.empty(n, np.int32 if c in LAUNCH_DIMS else np.int64) for c in kept},
+            {c: np.zeros(n, bool) for c in nullable},
+        )
+        # (one of min and max a query: SQLite reads either off the table's b-tree, both a scan)
+        try:
+            low, high = (
+                export.con.execute(f"select {f}(rowid) from {t}").fetchone()[0]
+                for f in ("min", "max")
+            )
+        except sqlite3.DatabaseError:  # a table without rowids
+            low = high = None
+        if (
+            n and low is not None and high - low + 1 == n
+        ):  # rowids 1..n, as nsys writes them: a piece is a range
+            pieces += [
+                _Piece(t, names, low + at, min(n, at + size) - at, at) for at in range(0, n, size)
+            ]
+        else:  # rowids with gaps (an edited export): the table in one piece
+            pieces.append(_Piece(t, names, None, n, 0))
+    pieces.sort(key=lambda p: -p.rows * len(p.names))
+    calls: list[list[tuple[Any, ...]]] = []
+    sync_names = export.sync_call_names()
+    search = [sync_names] if sync_names else []  # the blocking calls' search: a reader's first task
+    work = iter(pieces)
+    lock = threading.Lock()
+    failed = threading.Event()
+    raised: list[BaseException] = []
+
+    def reader() -> None:
+        import adbc_driver_sqlite.dbapi as adbc
+
+        try:
+            with adbc.connect(file_uri(export.path, read_only=True)) as con:
+                while not failed.is_set():
+                    with lock:
+                        searching = search.pop() if search else None
+                        piece = None if searching else next(work, None)
+                    if searching:
+                        calls.append(export.sync_calls(searching, own_connection=True))
+                    elif piece is None:
+                        return
+                    elif not _read_piece(con, piece, arrays[piece.table], failed):
+                        failed.set()
+        except (OSError, sqlite3.Error, adbc_error(), pyarrow_error()):
+            # the driver's own (a value of another type in a later batch): the SQL path's
+            failed.set()
+        except BaseException as exc:  # any other (an interrupt): raised once all have stopped
+            raised.append(exc)
+            failed.set()
+
+    threads = [threading.Thread(target=reader, daemon=True) for _ in range(readers - 1)]
+    for th in threads:
+        th.start()
+    reader()
+    for th in threads:
+        th.join()
+    if raised:
+        raise raised[0]
+    if failed.is_set():
+        return None
+    out: dict[str, dict[str, Column]] = {}
+    for t, got in arrays.items():
+        cols: dict[str, Column] = {}
+        for name in list(got.values):
+            col = Column(got.values.pop(name), got.nulls.pop(name, None))
+            present = col.values if col.null is None else col.values[~col.null]
+            if len(present) and name in ID_COLUMNS and present.min() < 0:
+                return None
+            cols[name] = col
+        out[t] = cols
+    return out, calls[0] if calls else ([] if not sync_names else None)
+
+
+@dataclass
+class _Arrays:
+    """A table's columns as read: arrays made at its size, each piece written into its rows."""
+
+    values: dict[str, np.ndarray]
+    nulls: dict[str, np.ndarray]  # of the nullable columns kept
+
+
+@dataclass
+class _Piece:
+    """Rows of one table to read: ``rows`` rowids from ``first`` on (None: the whole table),
+    going at ``at`` in its arrays."""
+
+    table: str
+    names: tuple[str, ...]
+    first: int | None
+    rows: int
+    at: int
+
+
+def _read_piece(con: Any, piece: _Piece, got: _Arrays, failed: threading.Event) -> bool:
+    """Read ``piece`` into ``got``, each column as ``integer_test`` wants it (NULL only where
+    NULLABLE_COLUMNS allows, launch sizes in range); False otherwise, or where the rows are not
+    those counted (the file changed meanwhile). Read in batches: Arrow's own buffers are let
+    go of batch by batch, so memory stays near one copy. Of the runtime calls, only the columns
+    the join reads are kept (the others are checked)."""
     import pyarrow as pa
 
+    table, names = piece.table, piece.names
     nullable = NULLABLE_COLUMNS.get(table, ())
-    kept = [c for c in names if table != RUNTIME or c in RUNTIME_READ]
-    with adbc.connect(file_uri(path, read_only=True)) as con, con.cursor() as cur:
-        values = {c: np.empty(rows, np.int32 if c in LAUNCH_DIMS else np.int64) for c in kept}
-        nulls: dict[str, np.ndarray] = {}
+    sql = f"select {', '.join(names)} from {table}"
+    if piece.first is not None:
+        sql += f" where rowid between {piece.first} and {piece.first + piece.rows - 1}"
+    at, end = piece.at, piece.at + piece.rows
+    with con.cursor() as cur:
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-        cur.execute(f"select {', '.join(names)} from {table}")
-        at = 0
+        cur.execute(sql)
         for batch in cur.fetch_record_batch():
             n = batch.num_rows
-            if at + n > rows:
-                return None  # the file changed while read
+            if at + n > end or failed.is_set():
+                return False
             for name in names:
                 arr = batch.column(name)
                 if arr.null_count:
                     if name not in nullable:
-                        return None
-                    if name in values:
-                        if name not in nulls:
-                            nulls[name] = np.zeros(rows, bool)
-                        nulls[name][at : at + n] = arr.is_null().to_numpy(zero_copy_only=False)
+                        return False
+                    if name in got.nulls:
+                        got.nulls[name][at : at + n] = arr.is_null().to_numpy(zero_copy_only=False)
                     if pa.types.is_null(arr.type):
                         continue
                     arr = arr.fill_null(0)
                 if arr.type != pa.int64():
-                    return None
-                if name in values:
-                    got = arr.to_numpy()
+                    return False
+                if name in got.values:
+                    values = arr.to_numpy()
                     # a launch size's range checked before it is narrowed to 32 bits
-                    if name in LAUNCH_DIMS and n and not 0 <= got.min() <= got.max() < DIM_LIMIT:
-                        return None
-                    values[name][at : at + n] = got
+                    if (
+                        name in LAUNCH_DIMS
+                        and n
+                        and not 0 <= values.min() <= values.max() < DIM_LIMIT
+                    ):
+                        return False
+                    got.values[name][at : at + n] = values
             at += n
-    if at != rows:
-        return None
-    cols: dict[str, Column] = {}
-    for name in kept:
-        col = Column(values.pop(name), nulls.pop(name, None))
-        present = col.values if col.null is None else col.values[~col.null]
-        if len(present) and name in ID_COLUMNS and present.min() < 0:
-            return None
-        cols[name] = col
-    return cols
+    return at == end
 
 
 def _ops(

@@ -42,7 +42,7 @@ def insert_gpu_ops(
     windows: list[Window],
     ranks: dict[int, int] | None = None,
     operators: list[OperatorCall] | None = None,
-    operations_read: Callable[[Any], None] | None = None,
+    operations_read: Callable[[Any, Any], None] | None = None,
 ) -> GpuOpsImport:
     """Write the export's GPU operations as ``run_id``'s kernel rows in SQL, straight from the
     file: what ``parse.nsys_sqlite`` streams row by row, without a Python object per row.
@@ -60,8 +60,9 @@ def insert_gpu_ops(
     (which says more), and over any range merely named like an operator. ``windows``: (range
     index, process, start, end). ``ranks``: the rank of each process (pid) of a distributed job,
     for the rows' ``rank``. ``operations_read``: called once the operations are read, with every
-    operation's (globalPid >> 24, start, end) as an (n, 3) array where the columnar path read
-    them (``nsys_columns``), or None where SQL is to (the host syncs' search uses them).
+    operation's (globalPid >> 24, start, end) as an (n, 3) array and the blocking runtime calls
+    (``NsysExport.host_syncs``' ``calls``) where the columnar path read them (``nsys_columns``),
+    or None and None where SQL is to (the host syncs' search uses them).
     Returns the operations counted by kind (count, time), per state and kind (count,
     time), the kernels each range's process launched in its window, and the operations with no
     launch call. One write transaction: nothing stays if it fails."""
@@ -71,7 +72,10 @@ def insert_gpu_ops(
     ops = nsys_columns.read(export, segments, operators or [])
     stage("operations read as columns" if ops is not None else "operations left to SQL")
     if operations_read is not None:
-        operations_read(nsys_columns.host_operations(ops) if ops is not None else None)
+        if ops is not None:
+            operations_read(nsys_columns.host_operations(ops), ops.sync_calls)
+        else:
+            operations_read(None, None)
     scratch: nsys_columns.Scratch | None = None
     try:
         if ops is not None:

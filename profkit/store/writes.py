@@ -75,7 +75,7 @@ class Writes(Connection):
         windows: list[Window],
         ranks: dict[int, int] | None = None,
         operators: list[OperatorCall] | None = None,
-        operations_read: Callable[[Any], None] | None = None,
+        operations_read: Callable[[Any, Any], None] | None = None,
     ) -> GpuOpsImport:
         """An nsys export's GPU operations as ``run_id``'s kernel rows, by SQL straight from the
         file: the bulk import a capture's ``bulk`` calls (see ``nsys_import.insert_gpu_ops``)."""
