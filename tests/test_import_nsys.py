@@ -377,3 +377,41 @@ def test_paths_with_uri_characters(tmp_path):
     assert cli_json("summary", "odd", db=db)["kernels"] == 913
     # no stray files
     assert not any("file:" in p.name or "mode=ro" in p.name for p in folder.iterdir())
+
+
+def test_the_readers_modules_are_imported_while_nsys_exports(tmp_path, monkeypatch):
+    """While nsys exports a report (its own process), the export's readers' modules are
+    imported on a thread beside it; that thread has ended when the export is read (two
+    threads importing pyarrow and numpy at once can each see the other's half made). The tool
+    stands in here for nsys, writing one of the committed exports where nsys would."""
+    import sys
+    import threading
+
+    from profkit import parse
+    from profkit.tools import nsys, runner
+
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "profkit_slow_reader.py").write_text("import time\ntime.sleep(0.3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    monkeypatch.setattr(parse, "EXPORT_READERS", ("profkit_slow_reader", "no_such_module_x"))
+    monkeypatch.delitem(sys.modules, "profkit_slow_reader", raising=False)
+    during: list[bool] = []
+
+    def exporting(argv, timeout=60):
+        during.append(
+            any(t.name == "profkit-imports" and t.is_alive() for t in threading.enumerate())
+        )
+        out = argv[argv.index("--output") + 1]
+        with open(out, "wb") as f:
+            f.write(gzip.decompress((NSYS_DATA / "nsys_resnet18_train_amp.sqlite.gz").read_bytes()))
+        return ""
+
+    monkeypatch.setattr(nsys, "find", lambda: "/x/nsys")
+    monkeypatch.setattr(runner, "capture", exporting)
+    report = tmp_path / "r.nsys-rep"
+    report.write_bytes(b"a report")
+    export = parse.export_nsys(report, tmp_path / "run")
+    assert during == [True]
+    assert not any(t.name == "profkit-imports" and t.is_alive() for t in threading.enumerate())
+    assert "profkit_slow_reader" in sys.modules  # and a module that is missing is its reader's
+    assert load(export).rows is not None
