@@ -461,7 +461,8 @@ def _launch_calls(
         return Column.null_column(n), Column.null_column(n)
     opid = gpid >> 24
     rkey = rgtid >> 24
-    pids = np.unique(rkey)
+    # the processes (a few; each one's calls in long runs): unique over the runs' first calls
+    pids = np.unique(rkey[np.flatnonzero(np.r_[True, rkey[1:] != rkey[:-1]])])
     limit = 1 << CORR_BITS
     if (
         len(pids) >= 1 << (62 - CORR_BITS)
@@ -471,21 +472,26 @@ def _launch_calls(
     ):
         return None
     # the key made in place (the calls are most of the import's memory)
-    rkey[:] = np.searchsorted(pids, rkey)
+    if len(pids) == 1:  # one process (most captures): its code is 0
+        rkey.fill(0)
+    else:
+        rkey[:] = np.searchsorted(pids, rkey)
     rkey <<= CORR_BITS
     rkey |= rcorr
     del rcorr
     runtime.pop("correlationId")
-    by = np.argsort(rkey, kind="stable")
-    rkey = rkey[by]
-    if (rkey[1:] == rkey[:-1]).any():
-        return None  # a launch call listed twice: the SQL path's key refuses it
+    # in key order already where each process's calls are in one run, as nsys writes them
+    by = None if (rkey[1:] > rkey[:-1]).all() else np.argsort(rkey, kind="stable")
+    if by is not None:
+        rkey = rkey[by]
+        if (rkey[1:] == rkey[:-1]).any():
+            return None  # a launch call listed twice: the SQL path's key refuses it
     code = np.searchsorted(pids, opid)
     known = (code < len(pids)) & (pids[np.minimum(code, len(pids) - 1)] == opid)
     okey = (code.astype(np.int64) << CORR_BITS) | corr
     at = np.minimum(np.searchsorted(rkey, okey), len(rkey) - 1)
     hit = known & (rkey[at] == okey)
-    call = by[at]
+    call = at if by is None else by[at]
     return (
         Column(np.where(hit, rstart[call], 0), ~hit),
         Column(np.where(hit, rgtid[call], 0), ~hit),
