@@ -238,9 +238,8 @@ def _read_tables(
             )
         except sqlite3.DatabaseError:  # a table without rowids
             low = high = None
-        if (
-            n and low is not None and high - low + 1 == n
-        ):  # rowids 1..n, as nsys writes them: a piece is a range
+        if n and low is not None and high - low + 1 == n:
+            # rowids without gaps (nsys writes 1..n): a piece is a range of them
             pieces += [
                 _Piece(t, names, low + at, min(n, at + size) - at, at) for at in range(0, n, size)
             ]
@@ -297,7 +296,8 @@ def _read_tables(
                 return None
             cols[name] = col
         out[t] = cols
-    return out, calls[0] if calls else ([] if not sync_names else None)
+    # (the search ran where there were names to search for: else the readers failed, above)
+    return out, calls[0] if sync_names else []
 
 
 @dataclass
