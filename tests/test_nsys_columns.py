@@ -353,6 +353,28 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], Any]] = {
     ),
     # 7. no launch calls at all
     "runtime table empty": (R18, (f"delete from {RT}",), "columnar"),
+    # copies tied in launch order (one launch call), in a table SQLite reads in another order
+    # than its rowids': through an index holding every column read, or with a column named
+    # rowid hiding them (read whole then, not in ranges of rowids)
+    "copies read through a covering index": (
+        R18,
+        (
+            f"update {MC} set correlationId = {launch_of(K, 300)} where rowid between 10 and 20",
+            f"create index mc_cover on {MC} (end desc, start, correlationId, globalPid, deviceId, "
+            "streamId, copyKind)",
+        ),
+        "columnar",
+    ),
+    "copies with a column named rowid": (
+        R18,
+        (
+            f"update {MC} set correlationId = {launch_of(K, 300)} where rowid between 10 and 20",
+            f"update {MC} set correlationId = {launch_of(K, 300)} where rowid in (60, 100)",
+            f"alter table {MC} add column rowid integer",
+            f"update {MC} set rowid = 124 - oid",
+        ),
+        "columnar",
+    ),
     # the blocking calls, found by a reader beside the columns' readers (in pieces: see
     # test_read_in_pieces_on_many_threads), by the SQL path's own statement: a name of another
     # type than an integer is no blocking call's there either
@@ -638,6 +660,8 @@ def test_read_in_small_batches(tmp_path, monkeypatch, case):
     [
         "no launch call, graphs",  # runtime rows deleted: rowids with gaps, the table one piece
         "no launch call, ranges and syncs",  # rowids with gaps too
+        "copies read through a covering index",  # the copies read whole
+        "copies with a column named rowid",  # the copies read whole
         "blocking calls, as captured",
         "kernels sharing a launch, rows reversed",
         "null names in the tables' first rows",
@@ -671,6 +695,8 @@ def test_read_in_pieces_on_many_threads(tmp_path, monkeypatch, case):
         gaps = case.startswith("no launch call")  # runtime calls deleted
         assert (by_table[nsys_columns.RUNTIME] == 1) == gaps
         assert ((nsys_columns.RUNTIME, None) in pieces) == gaps
+        # read whole where SQLite would not scan the table in rowid order
+        assert ((nsys_columns.MEMCPY, None) in pieces) == case.startswith("copies")
     else:
         assert columnar["read"] == [None]
     assert_same(columnar, sql)

@@ -122,7 +122,7 @@ EXPORT_READERS = (
 
 
 def _warm_imports() -> threading.Thread:
-    """A thread importing EXPORT_READERS (one missing is left to its reader) while nsys
+    """A thread importing EXPORT_READERS (one missing, or failing, is left to its reader) while nsys
     exports. Joined before anything reads the export: two threads importing packages that
     import each other (pyarrow and numpy) at once can each see the other's half made."""
 
@@ -130,7 +130,7 @@ def _warm_imports() -> threading.Thread:
         for name in EXPORT_READERS:
             try:
                 importlib.import_module(name)
-            except ImportError:
+            except Exception:  # noqa: BLE001 (its reader imports it again, and says what fails)
                 pass
 
     thread = threading.Thread(target=load, name="profkit-imports", daemon=True)

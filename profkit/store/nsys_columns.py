@@ -230,15 +230,8 @@ def _read_tables(
             {c: np.empty(n, np.int32 if c in LAUNCH_DIMS else np.int64) for c in kept},
             {c: np.zeros(n, bool) for c in nullable},
         )
-        # (one of min and max a query: SQLite reads either off the table's b-tree, both a scan)
-        try:
-            low, high = (
-                export.con.execute(f"select {f}(rowid) from {t}").fetchone()[0]
-                for f in ("min", "max")
-            )
-        except sqlite3.DatabaseError:  # a table without rowids
-            low = high = None
-        if n and low is not None and high - low + 1 == n:
+        low, high = _rowids(export, t, names) if n else (None, None)
+        if low is not None and high is not None and high - low + 1 == n:
             # rowids without gaps (nsys writes 1..n): a piece is a range of them
             pieces += [
                 _Piece(t, names, low + at, min(n, at + size) - at, at) for at in range(0, n, size)
@@ -298,6 +291,34 @@ def _read_tables(
         out[t] = cols
     # (the search ran where there were names to search for: else the readers failed, above)
     return out, calls[0] if sync_names else []
+
+
+ROWID_NAMES = {"rowid", "oid", "_rowid_"}
+
+
+def _rowids(export: NsysExport, table: str, names: tuple[str, ...]) -> tuple[Any, Any]:
+    """The first and last rowid of ``table``, where reading ``names`` of it whole scans it in
+    rowid order (so that ranges of rowids read the same rows in the same order): else, a table
+    that SQLite would read through an index holding those columns, one whose column is named
+    like its rowid, or one without rowids, (None, None)."""
+    if ROWID_NAMES & {c.lower() for c in export.schema.columns[table]}:
+        return None, None
+    try:
+        plan = export.con.execute(
+            f"explain query plan select {', '.join(names)} from {table}"
+        ).fetchall()
+        if [str(row[-1]).split() for row in plan] not in (
+            [["SCAN", table]],
+            [["SCAN", "TABLE", table]],
+        ):
+            return None, None
+        # (one of min and max a query: SQLite reads either off the table's b-tree, both a scan)
+        return tuple(
+            export.con.execute(f"select {f}(rowid) from {table}").fetchone()[0]
+            for f in ("min", "max")
+        )
+    except sqlite3.DatabaseError:  # a table without rowids
+        return None, None
 
 
 @dataclass
