@@ -121,6 +121,14 @@ def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
             "big as (printf('%.*c', 100000000, 'x')));  insert into StringIds (id, value) select id, value from S0;",
             "StringIds is a table with generated columns",
         ),
+        (
+            "alter table CUPTI_ACTIVITY_KIND_RUNTIME rename to R0; create table CUPTI_ACTIVITY_KIND_RUNTIME "
+            "(start integer not null, end integer not null, eventClass integer not null, globalTid integer, "
+            "correlationId integer, nameId integer not null, returnValue integer not null, callchainId integer, "
+            "primary key (start, end, eventClass, globalTid, correlationId, nameId)) Without  RowID ;"
+            "insert into CUPTI_ACTIVITY_KIND_RUNTIME select * from R0;",
+            "CUPTI_ACTIVITY_KIND_RUNTIME is a table without rowids",
+        ),
     ],
     ids=[
         "stringids",
@@ -131,6 +139,7 @@ def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
         "runtime-lower-case",
         "virtual",
         "generated",
+        "without-rowid",
     ],
 )
 def test_a_table_read_that_is_a_view_or_virtual_is_refused(seeded, tmp_path, statements, message):

@@ -341,9 +341,9 @@ class NsysExport:
 
     def _check_plain(self, found: dict[str, tuple[str, str | None]]) -> None:
         """Refuse an export in which a table this reader reads (``READ_TABLES``) is a view, a
-        virtual table or has generated columns: nsys writes plain tables, and SQLite would run
-        whatever the definition says at every read (a recursive view never ends, and fills the
-        disk with its temporary results)."""
+        virtual table, has generated columns or no rowids: nsys writes plain tables, and SQLite
+        would run whatever the definition says at every read (a recursive view never ends, and
+        fills the disk with its temporary results); the readers read rows by their rowids."""
         by_name = {n.lower(): (n, kind, sql) for n, (kind, sql) in found.items()}
         for table in READ_TABLES:
             if table.lower() not in by_name:
@@ -354,6 +354,8 @@ class NsysExport:
                 if kind == "view"
                 else "a virtual table"
                 if re.match(r"\s*create\s+virtual\b", sql or "", re.IGNORECASE)
+                else "a table without rowids"
+                if re.search(r"\)\s*without\s+rowid\s*;?\s*$", sql or "", re.IGNORECASE)
                 else None
             )
             if what is None and any(
