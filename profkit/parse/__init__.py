@@ -110,15 +110,11 @@ def _unwritable(path: Path, folder: Path, exc: OSError, temporary: bool) -> Prof
     return StoreError(f"cannot decompress {path.name} into {where}: {exc.strerror or exc}", hint)
 
 
-# What reading an nsys export imports (the columnar path's driver, Arrow, numpy and pandas: 0.3 s
-# on the 2-core machine, 0.8 s and several cores busy on the GPU machine): imported while nsys
-# exports, in its own process, rather than after.
-EXPORT_READERS = (
-    "adbc_driver_sqlite.dbapi",
-    "profkit.store.nsys_columns",
-    "profkit.store.nsys_import",
-    "profkit.parse.nsys_sqlite",
-)
+# What reading an nsys export imports (the columnar path's driver, with Arrow, numpy and pandas:
+# 0.3 s on the 2-core machine, 0.8 s and several cores busy on the GPU machine): imported while
+# nsys exports, in its own process, rather than after. (The store's own modules of the import
+# take milliseconds, and are the store's to import.)
+EXPORT_READERS = ("adbc_driver_sqlite.dbapi", "profkit.parse.nsys_sqlite")
 
 
 def _warm_imports() -> threading.Thread:

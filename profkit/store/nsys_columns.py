@@ -317,7 +317,7 @@ def _rowids(export: NsysExport, table: str, names: tuple[str, ...]) -> tuple[Any
             export.con.execute(f"select {f}(rowid) from {table}").fetchone()[0]
             for f in ("min", "max")
         )
-    except sqlite3.DatabaseError:  # a table without rowids
+    except sqlite3.DatabaseError:  # no rowids, in a form the export's check did not refuse
         return None, None
 
 
