@@ -110,7 +110,7 @@ if [ "$PART" = all ] || [ "$PART" = fixes ]; then
   bench $C/hf_gpt2_train_padded.py --precisions amp --batch-size 4
 fi
 if [ "$PART" = nsysfix ] || [ "$PART" = catalog-compile ]; then
-  # The nsys exports of the fixes' captures (nsys keeps them as report.sqlite).
+  # The nsys exports of the fixes' captures (profkit keeps them as report.profkit.sqlite).
   if [ "$PART" = nsysfix ]; then
     run $C/hf_llama.py --precision bf16 --mode compile --tool nsys --batch-size 4 --iters 1 --attribution
     run $C/timm_vit_tf32.py --precision fp32 --tool nsys --batch-size 8 --iters 1 --attribution
@@ -126,5 +126,7 @@ if [ "$PART" = nsysfix ] || [ "$PART" = catalog-compile ]; then
   fi
 fi
 # The raw files in one archive (what comes back from the GPU machine), reports left out.
+# profkit's exports (the tables it reads: report.profkit.sqlite) kept as report.sqlite.gz, the fixtures' name
+find "$OUT" -name report.profkit.sqlite -execdir mv {} report.sqlite \;
 find "$OUT" -name report.sqlite -exec gzip -9 {} \;
 (cd "$OUT" && tar -czf raw.tgz --exclude='*.ncu-rep' --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='*.lock' *-runs 2>/dev/null)

@@ -61,6 +61,8 @@ for p in ${@:-ncu nsys torch extra fixes more}; do
   jobs_for $p
 done | xargs -P 1 -L 1 bash -c 'run "$@"' _
 # What comes back: each run's kept folder (reports left out) and its database, compressed.
+# profkit's exports (the tables it reads: report.profkit.sqlite) kept as report.sqlite.gz, the fixtures' name
+find "$OUT" -name report.profkit.sqlite -execdir mv {} report.sqlite \;
 find "$OUT" -name report.sqlite -exec gzip -9 {} \;
 (cd "$OUT" && tar -czf "raw-$(date +%s).tgz" --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='*.lock' \
   --exclude='*.db-wal' --exclude='*.db-shm' *-runs *.db *.log 2>/dev/null)

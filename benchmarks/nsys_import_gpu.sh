@@ -7,15 +7,15 @@
 #         45 s of it captured by `nsys profile --duration 45`.
 # Per round: nsys's path (`nsys export --type sqlite` then `nsys stats --report
 # cuda_gpu_kern_sum` on that export), then profkit's (`profkit import X.nsys-rep`, its export
-# included, into a fresh database). Then, once each, the export's variants profkit could use:
-# SQLite with only the tables profkit reads (`--tables`), and `--type parquetdir`.
+# included, into a fresh database; profkit exports only the tables it reads), then `nsys export
+# --tables` of those tables alone, to see what that part of profkit's export takes.
 # Run from the project root: bash benchmarks/nsys_import_gpu.sh OUT [many|real]...
 set -u
 OUT=${1:?out dir}; shift
 ROOT=$(pwd)
 NSYS=$(command -v nsys || echo nsys)
 W=$(mktemp -d)
-TABLES='^CUPTI_ACTIVITY_KIND_KERNEL$,^CUPTI_ACTIVITY_KIND_RUNTIME$,^CUPTI_ACTIVITY_KIND_MEMCPY$,^CUPTI_ACTIVITY_KIND_MEMSET$,^NVTX_EVENTS$,^StringIds$,^META_DATA_EXPORT$,^TARGET_INFO_GPU$,^ENUM_CUDA_MEMCPY_OPER$'
+TABLES=$(python3 -c "from pathlib import Path; from profkit.parse.nsys_export import READ_TABLES; from profkit.tools.nsys import export_sqlite_argv as a; x = a('', Path(), Path(), READ_TABLES); print(x[x.index('--tables') + 1])")  # what profkit exports
 secs() { python3 -c "import sys; print(f'{(int(sys.argv[2]) - int(sys.argv[1])) / 1e9:.2f}')" "$1" "$(date +%s%N)"; }
 timed() {  # timed LABEL CMD...: one line "LABEL: S s rc=N", the command's output in OUT/LABEL.log
   local label=$1; shift
@@ -42,6 +42,8 @@ for name in "$@"; do
     timed "$name-nsys-export-$i" "$NSYS" export --type sqlite --force-overwrite true -o "$W/$name.sqlite" "$rep"
     timed "$name-nsys-stats-$i" "$NSYS" stats --report cuda_gpu_kern_sum --format csv -o - "$W/$name.sqlite"
     timed "$name-profkit-import-$i" profkit import "$rep" --name "$name$i" --db "$W/db$i.db"
+    timed "$name-export-tables-$i" "$NSYS" export --type sqlite --tables "$TABLES" --force-overwrite true \
+      -o "$W/$name-tables.sqlite" "$rep"
   done
   python3 - "$W/$name.sqlite" <<'PY' | tee -a "$OUT/times.txt"
 import sqlite3, sys
@@ -50,11 +52,7 @@ print("kernels", con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").
       "runtime calls", con.execute("select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0],
       "tables", con.execute("select count(*) from sqlite_master where type = 'table'").fetchone()[0])
 PY
-  timed "$name-export-tables" "$NSYS" export --type sqlite --tables "$TABLES" --force-overwrite true \
-    -o "$W/$name-tables.sqlite" "$rep"
-  timed "$name-export-parquetdir" "$NSYS" export --type parquetdir --force-overwrite true \
-    -o "$W/$name-pq" "$rep"
-  du -sh "$W/$name.sqlite" "$W/$name-tables.sqlite" "$W"/"$name"-pq* 2>/dev/null | tee -a "$OUT/times.txt"
+  du -sh "$W/$name.sqlite" "$W/$name-tables.sqlite" 2>/dev/null | tee -a "$OUT/times.txt"
   PROFKIT_TIMINGS=1 profkit import "$W/$name.sqlite" --name "$name-stages" --db "$W/stages.db" \
     >"$OUT/$name-stages.log" 2>&1
   rm -rf "$W"/db*.db "$W/stages.db"

@@ -14,7 +14,7 @@ python3 benchmarks/bare_run.py resnet50 fp16 8 3 | tee -a "$res"
 prof r50-nsys resnet50 --tool nsys --precision fp16 --iters 3
 profkit ranges r50-nsys --db "$DB" >>"$res" 2>&1
 ls -la "$RUNS/r50-nsys" >>"$res"
-nsys stats --report cuda_gpu_kern_sum,nvtx_gpu_proj_sum --format csv -o "$OUTDIR/r50" "$RUNS/r50-nsys/report.sqlite" >/dev/null 2>&1
+nsys stats --report cuda_gpu_kern_sum,nvtx_gpu_proj_sum --format csv -o "$OUTDIR/r50" "$RUNS/r50-nsys/report.nsys-rep" >/dev/null 2>&1
 profkit run resnet18 --precision fp16 --iters 1 --batch-size 2 --name r18-auto --db "$DB" 2>&1 | grep -m1 "tool:" | tee -a "$res"
 prof r18-torch resnet18 --tool torch --precision fp16 --iters 2 --batch-size 2
 prof r18train-torch resnet18_train --tool torch --precision amp --iters 1 --batch-size 2

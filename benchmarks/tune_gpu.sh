@@ -2,8 +2,9 @@
 # Issue 38 on the GPU machine: `profkit tune` on models nobody on the team wrote, and `profkit
 # bench` of the best fix's setting alone, in the same command (each tuning's table and JSON, and
 # each benchmark's rows, in OUT; benchmarks/RESULTS.md compares their savings).
-# Run from the project root: [ROUNDS=N] bash benchmarks/tune_gpu.sh OUT STAGE... (ROUNDS: tune's
-# and bench's --rounds, default 1: both then hold what changes between processes).
+# Run from the project root: [ROUNDS=N] [TOOL=T] bash benchmarks/tune_gpu.sh OUT STAGE... (ROUNDS:
+# tune's and bench's --rounds, default 1: both then hold what changes between processes; TOOL: the
+# tool a workload's stage tunes under, default nsys, "default" for profkit's own default tool).
 # Stages: vit (timm ViT-B/16 fp32), mobilenet (torchvision MobileNetV3-Small, batch 1),
 # resnet50 (torchvision ResNet-50 fp16, batch 32, NCHW), hf (a Hugging Face BERT training loop
 # as a program), dcgan (pytorch/examples'
@@ -75,7 +76,7 @@ PY
 }
 tunebench() {  # tunebench NAME WORKLOAD ARGS...: tune, then bench baseline and best alternately
   local n=$1; shift
-  tune "$n" "$@" --tool nsys
+  if [ "${TOOL:-nsys}" = default ]; then tune "$n" "$@"; else tune "$n" "$@" --tool "${TOOL:-nsys}"; fi
   read -r -a flags <<<"$(best_flags "$n")"
   echo "$n: best fix as bench flags: ${flags[*]:-none}"
   for i in 1 2; do

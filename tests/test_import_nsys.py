@@ -9,7 +9,9 @@ import gzip
 import json
 import shutil
 import sqlite3
+import subprocess
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -233,7 +235,7 @@ def test_bad_nsys_inputs_one_line_each(nsys_dir, tmp_path, db):
 
 
 @needs_gpu_nsys
-def test_run_under_nsys(db):
+def test_run_under_nsys(db, tmp_path):
     """A training step under nsys: profkit's iteration ranges are start/end ranges, the
     process's, so each holds the whole step, the backward kernels autograd's thread launched
     included; the capture (cudaProfilerStart/Stop) holds nothing else."""
@@ -263,6 +265,32 @@ def test_run_under_nsys(db):
     kernels = [k for k in ks if k["kind"] == "kernel"]
     assert all(k["nvtx_range"] for k in kernels) and len(kernels) == sum(x["kernels"] for x in rs)
     assert len({k["thread_id"] for k in kernels}) == 2  # the main thread and autograd's
+    # The run's export holds the tables profkit reads alone (nsys export --tables), named apart
+    # from the whole export nsys stats makes beside the report; it imports as the whole does.
+    import profkit
+
+    raw = profkit.open_db(db).run("tr").raw_files
+    report, export = Path(raw["nsys-rep"]), Path(raw["nsys-sqlite"])
+    assert export.name == "report.profkit.sqlite" and not (report.parent / "report.sqlite").exists()
+    whole = tmp_path / "whole.sqlite"
+    subprocess.run(
+        ["nsys", "export", "--type", "sqlite", "--output", str(whole), str(report)],
+        check=True,
+        capture_output=True,
+    )
+    with sqlite3.connect(export) as a, sqlite3.connect(whole) as b:
+        tables = "select name from sqlite_master where type = 'table'"
+        assert {r[0] for r in a.execute(tables)} < {r[0] for r in b.execute(tables)}
+    imported = []
+    for i, path in enumerate((export, whole)):
+        assert cli("import", str(path), "--name", "x", db=tmp_path / f"{i}.db").exit_code == 0
+        imported.append(
+            [
+                cli(what, "x", "-f", "json", db=tmp_path / f"{i}.db").stdout
+                for what in ("kernels", "ranges")
+            ]
+        )
+    assert imported[0] == imported[1]
 
 
 def test_names_that_are_not_utf8_text_import_as_text(nsys_dir, tmp_path):

@@ -197,3 +197,54 @@ def test_the_tables_the_reader_reads_are_all_it_needs_for_later_exports(tmp_path
     whole.write_bytes(gzip.decompress((DATA / export).read_bytes()))
     trimmed = _trimmed(DATA / export, tmp_path / "trimmed.sqlite")
     assert digests(trimmed, tmp_path / "t.db") == digests(whole, tmp_path / "w.db")
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["tables", "nsys-without-tables"])
+def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatch, old):
+    """profkit exports a .nsys-rep with only the tables it reads (``nsys export --tables``, each
+    name matched whole), into ``<stem>.profkit.sqlite``: never ``<stem>.sqlite``, the whole
+    export ``nsys stats`` makes and reuses. The run is what the whole export gives (the golden
+    digests). An nsys that refuses --tables exports the whole report instead. The tool stands
+    in here for nsys, writing the committed export with the tables --tables names."""
+    import gzip
+    import re
+    import sqlite3
+
+    from profkit.errors import ToolFailed
+    from profkit.tools import nsys, runner
+
+    export = "nsys/nsys_resnet18_train_amp.sqlite.gz"
+    calls: list[list[str]] = []
+
+    def exporting(argv, timeout=60):
+        calls.append(argv[1:])
+        if "--tables" in argv and old:
+            raise ToolFailed("nsys failed (exit 1): unrecognised option '--tables'")
+        out = argv[argv.index("--output") + 1]
+        with open(out, "wb") as f:
+            f.write(gzip.decompress((DATA / export).read_bytes()))
+        if "--tables" in argv:
+            keep = [re.compile(p) for p in argv[argv.index("--tables") + 1].split(",")]
+            con = sqlite3.connect(out)
+            tables = con.execute("select name from sqlite_master where type = 'table'").fetchall()
+            for (name,) in tables:
+                if not any(p.search(name) for p in keep):
+                    con.execute(f'drop table "{name}"')
+            con.commit()
+            con.close()
+        return ""
+
+    monkeypatch.setattr(nsys, "find", lambda: "/x/nsys")
+    monkeypatch.setattr(runner, "capture", exporting)
+    report = tmp_path / "train.nsys-rep"
+    report.write_bytes(b"a report nsys would read")
+    golden = json.loads(GOLDEN.read_text())
+    assert digests(report, tmp_path / "p.db") == golden[export]
+    assert calls[0][:4] == ["export", "--type", "sqlite", "--tables"]
+    assert calls[0][4].startswith("^META_DATA_EXPORT$,")
+    assert "^CUPTI_ACTIVITY_KIND_KERNEL$" in calls[0][4] and "^StringIds$" in calls[0][4]
+    assert len(calls) == (2 if old else 1)
+    assert "--tables" not in calls[-1] if old else True
+    outputs = {Path(c[c.index("--output") + 1]).name for c in calls}
+    assert outputs == {"train.profkit.sqlite"}
+    assert not list(tmp_path.rglob("train.sqlite"))

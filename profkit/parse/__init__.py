@@ -134,10 +134,19 @@ def _warm_imports() -> threading.Thread:
     return thread
 
 
+# The export profkit makes of a report, beside it (or in the run's folder): named apart from
+# ``<stem>.sqlite``, the whole export that ``nsys stats`` makes and reuses, since it holds only
+# the tables profkit reads.
+EXPORT_SUFFIX = ".profkit.sqlite"
+
+
 def export_nsys(report: Path, workdir: Path | None = None) -> Path:
-    """.nsys-rep (or .qdstrm) -> SQLite export, through the nsys installed here."""
-    from ..errors import ToolNotFound
+    """.nsys-rep (or .qdstrm) -> SQLite export, through the nsys installed here: the tables
+    profkit reads alone (``nsys export --tables``), or the whole report where this nsys cannot
+    export it so (its error then the whole export's), into ``<stem>.profkit.sqlite``."""
+    from ..errors import ToolFailed, ToolNotFound
     from ..tools import nsys, runner
+    from .nsys_export import READ_TABLES
 
     try:
         exe = nsys.find()
@@ -150,7 +159,7 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         raise BadExport(f"{report} is empty")
     if report.name.endswith(".qdstrm"):
         report = nsys.import_qdstrm(report, exe)
-    out = (workdir or report.parent) / (report.name.removesuffix(".nsys-rep") + ".sqlite")
+    out = (workdir or report.parent) / (report.name.removesuffix(".nsys-rep") + EXPORT_SUFFIX)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.is_symlink():  # nsys would write through it
         from ..errors import StoreError
@@ -160,7 +169,13 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         )
     warming = _warm_imports()
     try:
-        runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
+        # Only the tables profkit reads: nsys then works out none of the others (the CPU's
+        # samples, the OS runtime's calls, ...).
+        try:
+            runner.capture(nsys.export_sqlite_argv(exe, report, out, READ_TABLES), timeout=3600)
+        except ToolFailed:
+            # an nsys without --tables, or a report it cannot export: then the whole export's error
+            runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
     finally:
         warming.join()
     if not out.exists():

@@ -14,7 +14,7 @@ import os
 import secrets
 import sqlite3
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -408,14 +408,23 @@ class Connection:
         return int(cur.lastrowid or 0)
 
     def _insert_all(
-        self, table: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Iterable[Mapping[str, Any]],
+        fixed: dict[str, Any] | None = None,
     ) -> None:
         """Rows (dicts; a key left out is NULL) into ``columns`` of ``table``, by one prepared
         statement: what a run's every write needs, without sqlite-utils (and the pandas it
-        imports: a second of every ``profkit run``)."""
+        imports: a second of every ``profkit run``). ``fixed``: columns with one value for
+        every row (a run's id), taken over the rows' own."""
+        fixed = fixed or {}
+        varying = [c for c in columns if c not in fixed]
+        head = tuple(fixed.values())
+        names = [*fixed, *varying]
         self.conn.executemany(
-            f"insert into {table} ({', '.join(columns)}) values ({', '.join('?' * len(columns))})",
-            ([r.get(c) for c in columns] for r in rows),
+            f"insert into {table} ({', '.join(names)}) values ({', '.join('?' * len(names))})",
+            (head + tuple(map(r.get, varying)) for r in rows),
         )
 
     def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:

@@ -374,13 +374,15 @@ class Runs(Writes):
                     self._insert_all(
                         "ranges",
                         list(RANGE_TABLE_COLUMNS),
-                        ({**r, "run_id": run.id} for r in capture.ranges),
+                        capture.ranges,
+                        {"run_id": run.id},
                     )
                 if capture.host_syncs:
                     self._insert_all(
                         "host_syncs",
                         list(HOST_SYNC_TABLE_COLUMNS),
-                        ({**r, "run_id": run.id} for r in capture.host_syncs),
+                        capture.host_syncs,
+                        {"run_id": run.id},
                     )
                 self._update("runs", run.id, update)
         except BaseException as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ToolFailed, ToolNotFound
@@ -73,12 +74,18 @@ def profile_argv(
     ]
 
 
-def export_sqlite_argv(nsys: str, report: Path, out: Path) -> list[str]:
+def export_sqlite_argv(
+    nsys: str, report: Path, out: Path, tables: Sequence[str] | None = None
+) -> list[str]:
+    """``nsys export`` to SQLite; with ``tables``, those tables alone (each matched whole:
+    ``--tables`` takes regular expressions)."""
+    only = ["--tables", ",".join(f"^{re.escape(t)}$" for t in tables)] if tables else []
     return [
         nsys,
         "export",
         "--type",
         "sqlite",
+        *only,
         "--force-overwrite",
         "true",
         "--output",
