@@ -355,7 +355,8 @@ def write_aggregates(s: Connection, run_id: int) -> None:
     forget_prepared_aggregates(s)
     # a bulk import's, from its working table (the same groups)
     if prepared is not None and prepared[0] == run_id:
-        new_fine_table(s, table)
+        # groups already: summed again below, a key in two of them (a verdict given since) alike
+        new_fine_table(s, table, unique=False)
         s.conn.executemany(
             f"insert into {table} values ({', '.join('?' * (len(fine) + len(FINE_MEASURES)))})",
             prepared[1],
