@@ -167,7 +167,7 @@ def test_the_report_ranks_the_latest_tunings_fixes(tuned):
     assert "channels-last layout" in rows[2] and "18.8%" in rows[2]
     # an estimate reads as one, never as a measurement: no step time, "≤ N% (estimate)"
     est = rows[3]
-    assert 'data-verdict="estimate"' in est and "≤ 7% (estimate)" in est
+    assert 'data-verdict="estimate"' in est and "≤ 8% (estimate)" in est
     assert '<td class="num">-</td>' in est and "7.3%" not in est
     assert "outputs disagree" in rows[5] and "disagree (rel. diff 2e-01" in rows[5]
     # each gain's and the estimate's code, in a code block; the notes escaped
@@ -326,7 +326,7 @@ def test_the_ranked_fixes_in_chromium(tuned, browser, tmp_path):
     assert cells[0][1] == "baseline (the run's setting)" and cells[0][2] == "4.80 ms ±0.02"
     assert [c[0] for c in cells[1:]] == ["1", "2", "3", "4", "5", "6"]
     assert [c[1] for c in cells[1:3]] == ["torch.compile", "channels-last layout"]
-    assert cells[3][3] == "≤ 7% (estimate)" and cells[3][2] == "-"
+    assert cells[3][3] == "≤ 8% (estimate)" and cells[3][2] == "-"
     # an estimate's row is set apart (italic), a gain's saving in the "faster" colour
     assert (
         page.eval_on_selector(
@@ -343,3 +343,12 @@ def test_the_ranked_fixes_in_chromium(tuned, browser, tmp_path):
     assert shot.stat().st_size > 10_000
     if SHOTS.is_dir():  # for a person to look at (the lead's folder, where there is one)
         shutil.copy(shot, SHOTS / "tune-report.png")
+
+
+def test_an_estimate_is_an_upper_bound_rounded_up():
+    """An estimate's share is an upper bound: rounded up to whole percent, so a small one reads
+    ``≤1%``, never ``≤0%``; a share of time too small to round to 1% reads ``<1%``."""
+    from profkit.analyze.tuned import bound_pct, share_pct
+
+    assert [bound_pct(p) for p in (0.0, 0.3, 7.0, 7.29, 99.99)] == ["0%", "1%", "7%", "8%", "100%"]
+    assert [share_pct(p) for p in (0.0, 0.3, 0.6, 12.4)] == ["0%", "<1%", "1%", "12%"]

@@ -6,6 +6,7 @@ what it places in HTML, the command prints through ``formatting.shown``."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,13 +56,24 @@ def step_text(trial: TuneTrial) -> str:
     return text if trial.spread_ms is None else f"{text} ±{trial.spread_ms:,.{d}f}"
 
 
+def bound_pct(pct: float) -> str:
+    """An estimate's share, an upper bound, in whole percent rounded up (``0.3`` -> ``1%``,
+    never ``0%`` for a share that is not nothing)."""
+    return f"{math.ceil(round(pct, 6)):.0f}%"
+
+
+def share_pct(pct: float) -> str:
+    """A share of time in whole percent, ``<1%`` for one that is not nothing but rounds to 0."""
+    return "<1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+
+
 def saving_text(trial: TuneTrial) -> str:
     """What a trial saves of the baseline's step: measured (``71.6%``, negative where the step
     took longer), or an estimate, said as one (``≤ 12% (estimate)``)."""
     if trial.verdict == ESTIMATE:
         if trial.estimate_pct is None:
             return "- (estimate)"
-        return f"≤ {trial.estimate_pct:.0f}% (estimate)"
+        return f"≤ {bound_pct(trial.estimate_pct)} (estimate)"
     if trial.saving_pct is None:
         return "-"
     return f"{trial.saving_pct:.1f}%"
