@@ -50,7 +50,7 @@ VOLATILE_RUN_COLUMNS = {"id", "started_at", "finished_at", "owner", "folder", "p
 
 @pytest.fixture(autouse=True)
 def _every_export_read_as_columns(monkeypatch):
-    """The columnar path is taken for exports of 64 MB or more; here for every export."""
+    """The columnar path is taken for exports of 4 MB or more; here for every export."""
     monkeypatch.setattr(nsys_columns, "MIN_EXPORT_BYTES", 0)
 
 
@@ -784,10 +784,14 @@ def test_a_scratch_file_that_cannot_be_written_is_one_line_and_stores_nothing(
     assert list(full.iterdir()) == []  # the scratch folder removed
 
 
+MIN_EXPORT_BYTES = nsys_columns.MIN_EXPORT_BYTES  # as the module has it (every test here sets 0)
+
+
 def test_small_exports_are_imported_by_sql(tmp_path, monkeypatch):
     """Below MIN_EXPORT_BYTES the SQL path imports (in memory, as quick there): no columns
     read, no scratch files."""
-    monkeypatch.setattr(nsys_columns, "MIN_EXPORT_BYTES", 64 << 20)
+    monkeypatch.setattr(nsys_columns, "MIN_EXPORT_BYTES", MIN_EXPORT_BYTES)
+    assert unpacked(tmp_path, R18).stat().st_size < MIN_EXPORT_BYTES
     columnar = imported(tmp_path / "small", unpacked(tmp_path, R18), monkeypatch, columnar=True)
     assert columnar["exit"] == 0 and columnar["read"] == [None]
 
