@@ -31,6 +31,10 @@ from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
+NO_SHORT_NAME = (
+    nsys_columns.LOW
+)  # the names' key where an operation has no short name (copies, sets)
+
 
 def insert_gpu_ops(
     store: Any,
@@ -133,14 +137,26 @@ def _insert_gpu_ops(
         )
         con.execute("attach database ? as src", [_ro_uri(export.path)])
         try:
+            # Keyed without rowids (one search a launch, not two); a copy's or set's missing
+            # short name is NO_SHORT_NAME there (a key holds no NULL).
             con.execute(
-                "create temp table nm (key integer, sn integer, name_id, short_id, precision, tensor_core, "
-                "family_id, evidence, detail_id, primary key (key, sn))"
+                "create temp table nm (key integer not null, sn integer not null, name_id, short_id, precision, "
+                "tensor_core, family_id, evidence, detail_id, primary key (key, sn)) without rowid"
             )
             con.executemany(
-                "insert into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "insert or ignore into temp.nm values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    (k, sn, ids.get(n), ids.get(sh), p, tc, ids.get(f), ev, ids.get(d))
+                    (
+                        k,
+                        NO_SHORT_NAME if sn is None else sn,
+                        ids.get(n),
+                        ids.get(sh),
+                        p,
+                        tc,
+                        ids.get(f),
+                        ev,
+                        ids.get(d),
+                    )
                     for k, sn, n, sh, p, tc, f, ev, d in names
                 ),
             )
@@ -299,7 +315,7 @@ def _insert_gpu_ops(
                     con.execute(f"attach database ? as {ops_table}{i}", [_ro_uri(scratch.part(i))])
                 con.execute(
                     f"insert into kernel_rows ({cols}) select {values} from {table} o "
-                    "cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix "
+                    f"cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) left join temp.rg rg on rg.ix = o.rix "
                     "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
                     [run_id],
                 )
@@ -332,7 +348,7 @@ def _insert_gpu_ops(
                 from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, nullif(oix, {low}) as oix,
                              pid, nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
                       from temp.opg) o
-                cross join temp.nm n on n.key = o.key and n.sn is o.sn left join temp.rg rg on rg.ix = o.rix
+                cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) left join temp.rg rg on rg.ix = o.rix
                 left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid""",
                 [],
                 merge=False,  # the operations' groups, as good as the fine ones (summed again)
