@@ -351,3 +351,48 @@ def browser():
         pytest.skip(chromium.available())
     with chromium.browser() as b:
         yield b
+
+
+# nsys as profkit calls it to export a report: a committed export (FAKE_NSYS_EXPORT, gzipped)
+# written where --output says, with only the tables --tables names; each call logged (one line
+# of its arguments) to FAKE_NSYS_LOG. FAKE_NSYS_REFUSE: a regular expression; a call whose
+# arguments match it exits 1, as an nsys that lacks an option or cannot export would.
+FAKE_NSYS = """#!{python}
+import gzip, os, re, sqlite3, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
+    log.write(" ".join(args) + "\\n")
+if os.environ.get("FAKE_NSYS_REFUSE") and re.search(os.environ["FAKE_NSYS_REFUSE"], " ".join(args)):
+    sys.exit("nsys: cannot do " + " ".join(args[:4]))
+out = args[args.index("--output") + 1]
+with open(out, "wb") as f:
+    f.write(gzip.decompress(open(os.environ["FAKE_NSYS_EXPORT"], "rb").read()))
+if "--tables" in args:
+    keep = [re.compile(p) for p in args[args.index("--tables") + 1].split(",")]
+    con = sqlite3.connect(out)
+    tables = con.execute("select name from sqlite_master where type = 'table'").fetchall()
+    for (name,) in tables:
+        if not any(p.search(name) for p in keep):
+            con.execute(f'drop table "{{name}}"')
+    con.commit()
+    con.execute("vacuum")
+    con.close()
+"""
+
+
+def fake_nsys(folder: Path, monkeypatch, export: Path, refuse: str = "") -> Path:
+    """An ``nsys`` on PATH that stands in for Nsight Systems' export (FAKE_NSYS): it writes
+    ``export`` (a committed .sqlite.gz) as nsys would, trimmed to --tables. Returns its log."""
+    import sys
+
+    bin_dir = folder / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "nsys"
+    fake.write_text(FAKE_NSYS.format(python=sys.executable))
+    fake.chmod(0o755)
+    log = folder / "fake-nsys.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
+    monkeypatch.setenv("FAKE_NSYS_EXPORT", str(export))
+    monkeypatch.setenv("FAKE_NSYS_REFUSE", refuse)
+    return log

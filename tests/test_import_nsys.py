@@ -18,7 +18,15 @@ import pytest
 from profkit.errors import BadExport
 from profkit.parse import load
 
-from .conftest import NSYS_DATA, cli, cli_json, has_nsys, needs_gpu_nsys, one_line_error
+from .conftest import (
+    NSYS_DATA,
+    cli,
+    cli_json,
+    fake_nsys,
+    has_nsys,
+    needs_gpu_nsys,
+    one_line_error,
+)
 
 CAPTURES = ["nsys_resnet18_fp16", "nsys_resnet18_train_amp", "nsys_run_resnet18_train_amp"]
 
@@ -281,6 +289,14 @@ def test_run_under_nsys(db, tmp_path):
     with sqlite3.connect(export) as a, sqlite3.connect(whole) as b:
         tables = "select name from sqlite_master where type = 'table'"
         assert {r[0] for r in a.execute(tables)} < {r[0] for r in b.execute(tables)}
+        # the runtime calls (exported by a second nsys at once) name the same strings
+        for q in (
+            "select r.rowid, r.start, r.end, r.correlationId, s.value from CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "join StringIds s on s.id = r.nameId order by r.rowid",
+            "select k.rowid, k.start, k.correlationId, s.value from CUPTI_ACTIVITY_KIND_KERNEL k "
+            "join StringIds s on s.id = k.demangledName order by k.rowid",
+        ):
+            assert a.execute(q).fetchall() == b.execute(q).fetchall()
     imported = []
     for i, path in enumerate((export, whole)):
         assert cli("import", str(path), "--name", "x", db=tmp_path / f"{i}.db").exit_code == 0
@@ -411,12 +427,12 @@ def test_the_readers_modules_are_imported_while_nsys_exports(tmp_path, monkeypat
     """While nsys exports a report (its own process), the export's readers' modules are
     imported on a thread beside it; that thread has ended when the export is read (two
     threads importing pyarrow and numpy at once can each see the other's half made). The tool
-    stands in here for nsys, writing one of the committed exports where nsys would."""
+    stands in here for nsys, writing one of the committed exports where nsys would (FAKE_NSYS)."""
     import sys
     import threading
 
     from profkit import parse
-    from profkit.tools import nsys, runner
+    from profkit.tools import runner
 
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "profkit_slow_reader.py").write_text("import time\ntime.sleep(0.3)\n")
@@ -425,16 +441,15 @@ def test_the_readers_modules_are_imported_while_nsys_exports(tmp_path, monkeypat
     monkeypatch.delitem(sys.modules, "profkit_slow_reader", raising=False)
     during: list[bool] = []
 
+    capture = runner.capture
+
     def exporting(argv, timeout=60):
         during.append(
             any(t.name == "profkit-imports" and t.is_alive() for t in threading.enumerate())
         )
-        out = argv[argv.index("--output") + 1]
-        with open(out, "wb") as f:
-            f.write(gzip.decompress((NSYS_DATA / "nsys_resnet18_train_amp.sqlite.gz").read_bytes()))
-        return ""
+        return capture(argv, timeout)
 
-    monkeypatch.setattr(nsys, "find", lambda: "/x/nsys")
+    fake_nsys(tmp_path, monkeypatch, NSYS_DATA / "nsys_resnet18_train_amp.sqlite.gz")
     monkeypatch.setattr(runner, "capture", exporting)
     report = tmp_path / "r.nsys-rep"
     report.write_bytes(b"a report")

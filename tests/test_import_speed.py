@@ -199,52 +199,48 @@ def test_the_tables_the_reader_reads_are_all_it_needs_for_later_exports(tmp_path
     assert digests(trimmed, tmp_path / "t.db") == digests(whole, tmp_path / "w.db")
 
 
-@pytest.mark.parametrize("old", [False, True], ids=["tables", "nsys-without-tables"])
-def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatch, old):
+@pytest.mark.parametrize(
+    "refuse",
+    ["", "--tables", r"--tables \^CUPTI_ACTIVITY_KIND_RUNTIME\$ "],
+    ids=["tables", "nsys-without-tables", "runtime-export-fails"],
+)
+def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatch, refuse):
     """profkit exports a .nsys-rep with only the tables it reads (``nsys export --tables``, each
-    name matched whole), into ``<stem>.profkit.sqlite``: never ``<stem>.sqlite``, the whole
-    export ``nsys stats`` makes and reuses. The run is what the whole export gives (the golden
-    digests). An nsys that refuses --tables exports the whole report instead. The tool stands
-    in here for nsys, writing the committed export with the tables --tables names."""
+    name matched whole), the runtime calls by a second nsys at the same time into a file of
+    their own, copied in after, as nsys declared them; into ``<stem>.profkit.sqlite``, never
+    ``<stem>.sqlite`` (the whole export ``nsys stats`` makes and reuses). The run is what the
+    whole export gives (the golden digests). Where nsys refuses --tables, or the second export
+    fails, the whole report is exported instead. Nothing else is left beside the export."""
     import gzip
-    import re
     import sqlite3
 
-    from profkit.errors import ToolFailed
-    from profkit.tools import nsys, runner
+    from conftest import fake_nsys
 
     export = "nsys/nsys_resnet18_train_amp.sqlite.gz"
-    calls: list[list[str]] = []
-
-    def exporting(argv, timeout=60):
-        calls.append(argv[1:])
-        if "--tables" in argv and old:
-            raise ToolFailed("nsys failed (exit 1): unrecognised option '--tables'")
-        out = argv[argv.index("--output") + 1]
-        with open(out, "wb") as f:
-            f.write(gzip.decompress((DATA / export).read_bytes()))
-        if "--tables" in argv:
-            keep = [re.compile(p) for p in argv[argv.index("--tables") + 1].split(",")]
-            con = sqlite3.connect(out)
-            tables = con.execute("select name from sqlite_master where type = 'table'").fetchall()
-            for (name,) in tables:
-                if not any(p.search(name) for p in keep):
-                    con.execute(f'drop table "{name}"')
-            con.commit()
-            con.close()
-        return ""
-
-    monkeypatch.setattr(nsys, "find", lambda: "/x/nsys")
-    monkeypatch.setattr(runner, "capture", exporting)
+    log = fake_nsys(tmp_path, monkeypatch, DATA / export, refuse)
     report = tmp_path / "train.nsys-rep"
     report.write_bytes(b"a report nsys would read")
     golden = json.loads(GOLDEN.read_text())
     assert digests(report, tmp_path / "p.db") == golden[export]
-    assert calls[0][:4] == ["export", "--type", "sqlite", "--tables"]
-    assert calls[0][4].startswith("^META_DATA_EXPORT$,")
-    assert "^CUPTI_ACTIVITY_KIND_KERNEL$" in calls[0][4] and "^StringIds$" in calls[0][4]
-    assert len(calls) == (2 if old else 1)
-    assert "--tables" not in calls[-1] if old else True
-    outputs = {Path(c[c.index("--output") + 1]).name for c in calls}
-    assert outputs == {"train.profkit.sqlite"}
-    assert not list(tmp_path.rglob("train.sqlite"))
+    calls = [line.split() for line in log.read_text().splitlines()]
+    tables = sorted(c[4] for c in calls if c[3] == "--tables")
+    assert tables == [
+        "^CUPTI_ACTIVITY_KIND_RUNTIME$",
+        "^META_DATA_EXPORT$,^CUPTI_ACTIVITY_KIND_KERNEL$,^StringIds$,^CUPTI_ACTIVITY_KIND_MEMCPY$,"
+        "^CUPTI_ACTIVITY_KIND_MEMSET$,^NVTX_EVENTS$,^TARGET_INFO_GPU$,^ENUM_CUDA_MEMCPY_OPER$",
+    ]
+    assert len(calls) == (3 if refuse else 2) and ("--tables" not in calls[-1]) == bool(refuse)
+    assert {Path(c[c.index("--output") + 1]).name for c in calls} == {
+        "train.profkit.sqlite",
+        "train.profkit-runtime.sqlite",
+    }
+    (made,) = tmp_path.rglob("train.profkit.sqlite")
+    assert sorted(p.name for p in made.parent.iterdir()) == ["train.profkit.sqlite"]
+    whole = tmp_path / "whole.sqlite"
+    whole.write_bytes(gzip.decompress((DATA / export).read_bytes()))
+    with sqlite3.connect(made) as a, sqlite3.connect(whole) as b:
+        for q in (
+            "select type, name, sql from sqlite_master where tbl_name = 'CUPTI_ACTIVITY_KIND_RUNTIME'",
+            "select rowid, * from CUPTI_ACTIVITY_KIND_RUNTIME order by rowid",
+        ):
+            assert a.execute(q).fetchall() == b.execute(q).fetchall()
