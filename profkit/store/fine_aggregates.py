@@ -31,26 +31,12 @@ def key_sentinel(c: str) -> str:
     return "char(0)" if c in ("kind", "precision", "evidence") else "-9223372036854775808"
 
 
-def fill_fine_aggregates(
-    s: Connection, table: str, select: str, params: list[Any], merge: bool = True
-) -> None:
+def fill_fine_aggregates(s: Connection, table: str, select: str, params: list[Any]) -> None:
     """Make ``table`` (temporary), the launches grouped by ``fine_keys()`` (NULLs as their
     sentinel) with ``FINE_MEASURES``, from ``select``: rows of those keys (raw) and measures,
     a row being one launch or a group of launches already summed. An upsert per row into a
-    small table keyed by the group (a GROUP BY would sort millions of rows, three times slower).
-    ``merge=False`` where ``select``'s rows are groups already, nearly all of them apart: they
-    are copied as they are, a key maybe in two rows, which the aggregate tables' sums (made by
-    GROUP BY from this table, ``writes.write_aggregates``) add up alike."""
+    small table keyed by the group (a GROUP BY would sort millions of rows, three times slower)."""
     fine = fine_keys()
-    if not merge:
-        new_fine_table(s, table, unique=False)
-        s.execute(
-            f"""insert into {table}
-                      select {", ".join(f"coalesce({c}, {key_sentinel(c)})" for c in fine)}, {", ".join(FINE_MEASURES)}
-                      from ({select})""",
-            params,
-        )
-        return
 
     def least(c: str) -> str:  # the least of the kept and the new value, NULL only where both are
         return f"{c} = min(coalesce({c}, excluded.{c}), coalesce(excluded.{c}, {c}))"

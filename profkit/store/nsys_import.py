@@ -351,7 +351,6 @@ def _insert_gpu_ops(
                 cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) left join temp.rg rg on rg.ix = o.rix
                 left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid""",
                 [],
-                merge=False,  # the operations' groups, as good as the fine ones (summed again)
             )
             # Kept in Python until the run's last transaction writes them: a change of temp_store
             # (below) drops temporary tables.
