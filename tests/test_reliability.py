@@ -195,7 +195,7 @@ def test_signal_during_a_large_import(tmp_path, sig):
     from nsys_scale import synthesize
 
     big = tmp_path / "big.sqlite"
-    synthesize(big, 200_000)
+    synthesize(big, 600_000)  # about 3 s to import on two cores
     db = tmp_path / "p.db"
     assert (
         finish(
@@ -205,7 +205,7 @@ def test_signal_during_a_large_import(tmp_path, sig):
     )
     p = start("import", big, "--name", "big", db=db)
     _wait_for(db, "importing")
-    time.sleep(1.0)
+    time.sleep(0.5)
     p.send_signal(sig)
     rc, out, err = finish(p)
     assert rc == (130 if sig == signal.SIGINT else 143), err
@@ -271,7 +271,7 @@ def test_killed_import_is_recovered_at_the_next_open(tmp_path):
     from nsys_scale import synthesize
 
     big = tmp_path / "big.sqlite"
-    synthesize(big, 200_000)
+    synthesize(big, 600_000)  # about 3 s to import on two cores
     db = tmp_path / "p.db"
     p = subprocess.Popen(
         [*PROFKIT, "--db", str(db), "import", str(big), "--name", "big"],

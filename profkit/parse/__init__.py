@@ -146,6 +146,7 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
     export it so (its error then the whole export's), into ``<stem>.profkit.sqlite``."""
     from ..errors import ToolFailed, ToolNotFound
     from ..tools import nsys, runner
+    from . import nsys_assemble
 
     try:
         exe = nsys.find()
@@ -160,11 +161,11 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         report = nsys.import_qdstrm(report, exe)
     out = (workdir or report.parent) / (report.name.removesuffix(".nsys-rep") + EXPORT_SUFFIX)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _not_a_link(out)
+    nsys_assemble.not_a_link(out)
     warming = _warm_imports()
     try:
         try:
-            _export_tables(exe, report, out)
+            nsys_assemble.export_tables(exe, report, out)
         except ToolFailed:
             # an nsys without --tables, or a report it cannot export: then the whole export's error
             runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
@@ -173,95 +174,3 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")
     return out
-
-
-# The table exported by a second nsys at once, into a file of its own, then copied into the
-# export: nsys exports one report's tables one after another, on about one core, and the
-# runtime calls take about as long as everything else profkit reads but the kernels (H200, a
-# 625,000-kernel report: the kernels alone 3.5-4.1 s, the runtime calls alone 1.7-2.4 s, all
-# profkit's tables 4.9-6.0 s in one process, 3.5-4.3 s in two at once).
-SPLIT_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
-
-
-def _export_tables(exe: str, report: Path, out: Path) -> None:
-    """Only the tables profkit reads (``nsys export --tables``; nsys then works out none of the
-    others: the CPU's samples, the OS runtime's calls, ...) into ``out``: SPLIT_TABLE by a second
-    nsys at the same time, into a file beside it, then copied in. ToolFailed where either nsys
-    fails (nothing of the second left)."""
-    from ..errors import ToolFailed
-    from ..tools import nsys, runner
-    from .nsys_export import READ_TABLES
-
-    side = out.with_name(out.name.removesuffix(".sqlite") + "-runtime.sqlite")
-    log = side.with_name(side.name + ".log")
-    for path in (side, log):
-        _not_a_link(path)
-    rest = [t for t in READ_TABLES if t != SPLIT_TABLE]
-    try:
-        with runner.Background(
-            nsys.export_sqlite_argv(exe, report, side, [SPLIT_TABLE]), log
-        ) as other:
-            runner.capture(nsys.export_sqlite_argv(exe, report, out, rest), timeout=3600)
-            done = other.wait(timeout=3600)
-        if done.returncode != 0:
-            last = next((line for line in reversed(done.tail) if line.strip()), "no output")
-            raise ToolFailed(f"nsys export failed (exit {done.returncode}): {last}")
-        _take_table(out, side, SPLIT_TABLE)
-    finally:
-        side.unlink(missing_ok=True)
-        log.unlink(missing_ok=True)
-
-
-def _take_table(out: Path, side: Path, table: str) -> None:
-    """Copy ``table`` from the export ``side`` into the export ``out``, as nsys declared it
-    (its indexes too), where ``side`` has it and ``out`` has not (a report without runtime
-    calls has none; an nsys that exported more than it was asked, both)."""
-    import sqlite3
-
-    if not side.exists():
-        return
-    con = sqlite3.connect(out, isolation_level=None)
-    try:
-        con.execute("pragma synchronous = off")  # profkit's own copy: made again if lost
-        con.execute("attach database ? as side", [str(side)])
-        if con.execute(
-            "select 1 from main.sqlite_master where name = ? collate nocase", [table]
-        ).fetchone():
-            return
-        made = con.execute(
-            "select sql from side.sqlite_master where tbl_name = ? and sql is not null "
-            "order by type = 'index'",
-            [table],
-        ).fetchall()
-        declared = [sql for (sql,) in made if _creates(sql)]
-        if not declared:
-            return
-        con.execute("begin")
-        con.execute(declared[0])
-        con.execute(f'insert into main."{table}" select * from side."{table}"')
-        for sql in declared[1:]:
-            con.execute(sql)
-        con.execute("commit")
-    except sqlite3.Error as exc:
-        raise BadExport(f"could not copy {table} into {out.name}: {exc}") from None
-    finally:
-        con.close()
-
-
-def _creates(sql: str) -> bool:
-    """A plain CREATE TABLE or CREATE INDEX statement, as nsys declares its tables (nothing
-    else of a file's schema is run)."""
-    import re
-
-    return bool(re.match(r"\s*create\s+(table|(unique\s+)?index)\s", sql, re.IGNORECASE))
-
-
-def _not_a_link(path: Path) -> None:
-    """Refuse to have nsys write ``path`` where it is a link (nsys would write through it)."""
-    if path.is_symlink():
-        from ..errors import StoreError
-
-        raise StoreError(
-            f"{path} is a link, and profkit does not write through links",
-            "Remove it and try again.",
-        )
