@@ -129,6 +129,11 @@ def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
             "insert into CUPTI_ACTIVITY_KIND_RUNTIME select * from R0;",
             "CUPTI_ACTIVITY_KIND_RUNTIME is a table without rowids",
         ),
+        (
+            "alter table StringIds rename to S0; create table StringIds (id integer primary key, value text) "
+            "strict, /* the strings */ without rowid; insert into StringIds select id, value from S0;",
+            "StringIds is a table without rowids",
+        ),
     ],
     ids=[
         "stringids",
@@ -140,6 +145,7 @@ def test_a_kernel_table_that_is_a_recursive_view_is_refused_at_once(tmp_path):
         "virtual",
         "generated",
         "without-rowid",
+        "strict-without-rowid",
     ],
 )
 def test_a_table_read_that_is_a_view_or_virtual_is_refused(seeded, tmp_path, statements, message):

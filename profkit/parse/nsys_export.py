@@ -345,6 +345,7 @@ class NsysExport:
         would run whatever the definition says at every read (a recursive view never ends, and
         fills the disk with its temporary results); the readers read rows by their rowids."""
         by_name = {n.lower(): (n, kind, sql) for n, (kind, sql) in found.items()}
+        without_rowid = self._without_rowid()
         for table in READ_TABLES:
             if table.lower() not in by_name:
                 continue
@@ -355,7 +356,11 @@ class NsysExport:
                 else "a virtual table"
                 if re.match(r"\s*create\s+virtual\b", sql or "", re.IGNORECASE)
                 else "a table without rowids"
-                if re.search(r"\)\s*without\s+rowid\s*;?\s*$", sql or "", re.IGNORECASE)
+                if (
+                    real.lower() in without_rowid
+                    if without_rowid is not None
+                    else re.search(r"\bwithout\s+rowid\b", sql or "", re.IGNORECASE)
+                )
                 else None
             )
             if what is None and any(
@@ -368,6 +373,16 @@ class NsysExport:
                     "profkit does not read it",
                     "Export the report again with nsys export --type sqlite.",
                 )
+
+    def _without_rowid(self) -> set[str] | None:
+        """The export's tables declared WITHOUT ROWID (lower case), as SQLite itself says
+        (``pragma table_list``, SQLite 3.37 and later: whatever else the declaration holds,
+        STRICT or comments); None where this SQLite lacks that pragma (the declaration is read)."""
+        try:
+            rows = self.con.execute("pragma main.table_list").fetchall()
+        except sqlite3.Error:
+            return None
+        return {str(r[1]).lower() for r in rows if r[4]}
 
     def _check_string_ids(self) -> None:
         """Refuse an export whose StringIds holds an id twice (two exports merged, or an edited
