@@ -140,9 +140,10 @@ def finding_rules() -> dict[str, FindingRule]:
 
 
 def findings(store: Store, run: RunRecord) -> list[Finding]:
-    """The findings that hold for a stored run, in the order rules.toml lists them: a GPU run's
-    over its kernels, a CPU run's (``activity`` cpu_op) over its operators' CPU self time, each
-    rule on the runs of its ``activity`` (kernel unless it says)."""
+    """The findings that hold for a stored run, the most time first (where two cover as much,
+    in the order rules.toml lists them): a GPU run's over its kernels, a CPU run's (``activity``
+    cpu_op) over its operators' CPU self time, each rule on the runs of its ``activity`` (kernel
+    unless it says)."""
     if run.activity not in ("kernel", "cpu_op"):
         return []
     groups = [g for g in store.kernel_groups(run.id) if g.kind == run.activity]
@@ -160,7 +161,7 @@ def findings(store: Store, run: RunRecord) -> list[Finding]:
         found = check(ctx, rule)
         if found is not None:
             out.append(_stretched(run, found))
-    return out
+    return sorted(out, key=lambda f: -f.time_ns)
 
 
 # Findings read from the host side of a timeline: the gaps between kernels, what blocked the host.
