@@ -171,6 +171,7 @@ class NsysExport:
 
     def __init__(self, path: Path, watched: bool = True):
         self.path = path
+        self._sync_names: dict[int, str] | None = None  # sync_call_names', once found
         try:
             self.con = sqlite3.connect(file_uri(path, read_only=True), uri=True)
             # Names and NVTX texts are the program's own strings: bytes that are not UTF-8 are
@@ -535,17 +536,21 @@ class NsysExport:
     def sync_call_names(self) -> dict[int, str]:
         """The StringIds ids of the runtime calls that block the host (``schema.HOST_SYNC_CALLS``),
         each with its call's name without its version suffix; none where the runtime calls have
-        no names."""
-        if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
-            return {}
-        return {
-            i: base
-            for i, v in self.con.execute(
-                "select id, cast(value as text) from StringIds where value like 'cu%Synchronize%' "
-                "or value like 'cu%Memcpy%'"
-            )
-            if (base := host_sync_call(v)) is not None
-        }
+        no names. Found once (a scan of the strings), by the bulk import's readers or by
+        ``host_syncs``, whichever asks first."""
+        if self._sync_names is None:
+            if "nameId" not in self.schema.columns["CUPTI_ACTIVITY_KIND_RUNTIME"]:
+                self._sync_names = {}
+            else:
+                self._sync_names = {
+                    i: base
+                    for i, v in self.con.execute(
+                        "select id, cast(value as text) from StringIds where value like 'cu%Synchronize%' "
+                        "or value like 'cu%Memcpy%'"
+                    )
+                    if (base := host_sync_call(v)) is not None
+                }
+        return dict(self._sync_names)
 
     def sync_calls(
         self, names: dict[int, str], own_connection: bool = False
