@@ -1883,9 +1883,11 @@ def _tune_saving(t: TuneTrial) -> str:
     from .analyze.tuned import bound_pct, share_pct
 
     if t.verdict == "estimate":
-        return "-" if t.estimate_pct is None else f"≤{bound_pct(t.estimate_pct)} (est.)"
+        return (
+            "-" if t.estimate_pct is None else f"≤{bound_pct(t.estimate_pct, t.estimate_ms)} (est.)"
+        )
     if t.verdict == "not tried" and t.estimate_pct is not None:
-        return f"({share_pct(t.estimate_pct)} of time)"  # what its findings cover: not a saving
+        return f"({share_pct(t.estimate_pct, t.estimate_ms)} of time)"  # what its findings cover: not a saving
     if t.saving_pct is None:
         return "-"
     return f"{t.saving_pct:.1f}%"  # negative: the step took longer

@@ -355,15 +355,23 @@ def browser():
 
 # nsys as profkit calls it to export a report: a committed export (FAKE_NSYS_EXPORT, gzipped)
 # written where --output says, with only the tables --tables names; each call logged (one line
-# of its arguments) to FAKE_NSYS_LOG. FAKE_NSYS_REFUSE: a regular expression; a call whose
-# arguments match it exits 1, as an nsys that lacks an option or cannot export would.
+# of its arguments) to FAKE_NSYS_LOG. Regular expressions over a call's arguments: one matching
+# FAKE_NSYS_REFUSE exits 1 (an nsys that lacks an option or cannot export), FAKE_NSYS_EMPTY
+# exits 0 having written nothing, FAKE_NSYS_STALL first sleeps a minute ignoring SIGINT.
 FAKE_NSYS = """#!{python}
-import gzip, os, re, sqlite3, sys
+import gzip, os, re, signal, sqlite3, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
     log.write(" ".join(args) + "\\n")
-if os.environ.get("FAKE_NSYS_REFUSE") and re.search(os.environ["FAKE_NSYS_REFUSE"], " ".join(args)):
+def matches(name):
+    return os.environ.get(name) and re.search(os.environ[name], " ".join(args))
+if matches("FAKE_NSYS_REFUSE"):
     sys.exit("nsys: cannot do " + " ".join(args[:4]))
+if matches("FAKE_NSYS_EMPTY"):
+    sys.exit(0)
+if matches("FAKE_NSYS_STALL"):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(60)
 out = args[args.index("--output") + 1]
 with open(out, "wb") as f:
     f.write(gzip.decompress(open(os.environ["FAKE_NSYS_EXPORT"], "rb").read()))
@@ -380,9 +388,12 @@ if "--tables" in args:
 """
 
 
-def fake_nsys(folder: Path, monkeypatch, export: Path, refuse: str = "") -> Path:
+def fake_nsys(
+    folder: Path, monkeypatch, export: Path, refuse: str = "", empty: str = "", stall: str = ""
+) -> Path:
     """An ``nsys`` on PATH that stands in for Nsight Systems' export (FAKE_NSYS): it writes
-    ``export`` (a committed .sqlite.gz) as nsys would, trimmed to --tables. Returns its log."""
+    ``export`` (a committed .sqlite.gz) as nsys would, trimmed to --tables; ``refuse``,
+    ``empty`` and ``stall`` as FAKE_NSYS_REFUSE, _EMPTY and _STALL. Returns its log."""
     import sys
 
     bin_dir = folder / "fake-bin"
@@ -395,4 +406,6 @@ def fake_nsys(folder: Path, monkeypatch, export: Path, refuse: str = "") -> Path
     monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
     monkeypatch.setenv("FAKE_NSYS_EXPORT", str(export))
     monkeypatch.setenv("FAKE_NSYS_REFUSE", refuse)
+    monkeypatch.setenv("FAKE_NSYS_EMPTY", empty)
+    monkeypatch.setenv("FAKE_NSYS_STALL", stall)
     return log

@@ -199,25 +199,32 @@ def test_the_tables_the_reader_reads_are_all_it_needs_for_later_exports(tmp_path
     assert digests(trimmed, tmp_path / "t.db") == digests(whole, tmp_path / "w.db")
 
 
+RUNTIME_CALL = r"--tables \^CUPTI_ACTIVITY_KIND_RUNTIME\$ "  # the second nsys's call
+
+
 @pytest.mark.parametrize(
-    "refuse",
-    ["", "--tables", r"--tables \^CUPTI_ACTIVITY_KIND_RUNTIME\$ "],
-    ids=["tables", "nsys-without-tables", "runtime-export-fails"],
+    ("refuse", "empty"),
+    [("", ""), ("--tables", ""), (RUNTIME_CALL, ""), ("", RUNTIME_CALL)],
+    ids=["tables", "nsys-without-tables", "runtime-export-fails", "runtime-export-writes-nothing"],
 )
-def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatch, refuse):
+def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatch, refuse, empty):
     """profkit exports a .nsys-rep with only the tables it reads (``nsys export --tables``, each
-    name matched whole), the runtime calls by a second nsys at the same time into a file of
-    their own, copied in after, as nsys declared them; into ``<stem>.profkit.sqlite``, never
-    ``<stem>.sqlite`` (the whole export ``nsys stats`` makes and reuses). The run is what the
-    whole export gives (the golden digests). Where nsys refuses --tables, or the second export
-    fails, the whole report is exported instead. Nothing else is left beside the export."""
+    name matched whole), the runtime calls by a second nsys at the same time into a private
+    temporary folder, copied in after as nsys declared them; into ``<stem>.profkit.sqlite``,
+    never ``<stem>.sqlite`` (the whole export ``nsys stats`` makes and reuses). The run is what
+    the whole export gives (the golden digests). Where nsys refuses --tables, or the second
+    export fails or writes no runtime calls, the whole report is exported instead. Nothing else
+    is left, beside the export or in the temporary folder."""
     import gzip
     import sqlite3
+    import tempfile
 
     from conftest import fake_nsys
 
     export = "nsys/nsys_resnet18_train_amp.sqlite.gz"
-    log = fake_nsys(tmp_path, monkeypatch, DATA / export, refuse)
+    log = fake_nsys(tmp_path, monkeypatch, DATA / export, refuse, empty)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     report = tmp_path / "train.nsys-rep"
     report.write_bytes(b"a report nsys would read")
     golden = json.loads(GOLDEN.read_text())
@@ -229,13 +236,13 @@ def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatc
         "^META_DATA_EXPORT$,^CUPTI_ACTIVITY_KIND_KERNEL$,^StringIds$,^CUPTI_ACTIVITY_KIND_MEMCPY$,"
         "^CUPTI_ACTIVITY_KIND_MEMSET$,^NVTX_EVENTS$,^TARGET_INFO_GPU$,^ENUM_CUDA_MEMCPY_OPER$",
     ]
-    assert len(calls) == (3 if refuse else 2) and ("--tables" not in calls[-1]) == bool(refuse)
-    assert {Path(c[c.index("--output") + 1]).name for c in calls} == {
-        "train.profkit.sqlite",
-        "train.profkit-runtime.sqlite",
-    }
+    fell_back = bool(refuse or empty)
+    assert len(calls) == (3 if fell_back else 2) and ("--tables" not in calls[-1]) == fell_back
+    outputs = {Path(c[c.index("--output") + 1]) for c in calls}
+    assert {p.name for p in outputs} == {"train.profkit.sqlite", "runtime.sqlite"}
     (made,) = tmp_path.rglob("train.profkit.sqlite")
     assert sorted(p.name for p in made.parent.iterdir()) == ["train.profkit.sqlite"]
+    assert not list((tmp_path / "tmp").iterdir())  # the second export's folder is gone
     whole = tmp_path / "whole.sqlite"
     whole.write_bytes(gzip.decompress((DATA / export).read_bytes()))
     with sqlite3.connect(made) as a, sqlite3.connect(whole) as b:
@@ -244,3 +251,54 @@ def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatc
             "select rowid, * from CUPTI_ACTIVITY_KIND_RUNTIME order by rowid",
         ):
             assert a.execute(q).fetchall() == b.execute(q).fetchall()
+
+
+def test_a_report_nsys_cannot_export_leaves_no_export(tmp_path, monkeypatch):
+    """Where every export fails (the tables', then the whole report's), the import says nsys's
+    error in one line and leaves no part of profkit's export beside the report."""
+    from conftest import fake_nsys, one_line_error
+
+    fake_nsys(tmp_path, monkeypatch, DATA / "nsys/nsys_resnet18_train_amp.sqlite.gz", "export")
+    report = tmp_path / "train.nsys-rep"
+    report.write_bytes(b"a report nsys cannot read")
+    one_line_error(cli("import", report, db=tmp_path / "p.db"), "nsys: cannot do export")
+    from profkit.errors import ToolFailed
+    from profkit.parse import export_nsys
+
+    with pytest.raises(ToolFailed):
+        export_nsys(report)
+    assert sorted(p.name for p in tmp_path.iterdir() if "train" in p.name) == ["train.nsys-rep"]
+
+
+def test_a_stop_during_the_export_ends_the_second_nsys_at_once(tmp_path, monkeypatch):
+    """Ctrl-C while the tables are exported: the second nsys (the runtime calls'), which has
+    nothing to save, is killed at once, even one that ignores SIGINT (a second Ctrl-C while it
+    was given its grace would have left it running), and nothing of it is left."""
+    import tempfile
+    import time
+
+    from conftest import fake_nsys, processes_mentioning
+
+    from profkit.parse import export_nsys
+    from profkit.tools import runner
+
+    fake_nsys(
+        tmp_path, monkeypatch, DATA / "nsys/nsys_resnet18_train_amp.sqlite.gz", stall=RUNTIME_CALL
+    )
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+    def interrupted(argv, timeout=60):
+        time.sleep(0.5)  # the second nsys is running (and ignoring SIGINT) by now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "capture", interrupted)
+    report = tmp_path / "train.nsys-rep"
+    report.write_bytes(b"a report")
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        export_nsys(report)
+    assert time.monotonic() - t0 < runner.GRACE_S / 2  # killed, not given its grace
+    assert processes_mentioning(str(tmp_path / "tmp")) == []
+    assert not list((tmp_path / "tmp").iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir() if "train" in p.name) == ["train.nsys-rep"]

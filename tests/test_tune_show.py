@@ -352,3 +352,6 @@ def test_an_estimate_is_an_upper_bound_rounded_up():
 
     assert [bound_pct(p) for p in (0.0, 0.3, 7.0, 7.29, 99.99)] == ["0%", "1%", "7%", "8%", "100%"]
     assert [share_pct(p) for p in (0.0, 0.3, 0.6, 12.4)] == ["0%", "<1%", "1%", "12%"]
+    # a share stored as 0.00 (two decimals) of a time that is not nothing
+    assert (bound_pct(0.0, 0.0004), share_pct(0.0, 0.0004)) == ("1%", "<1%")
+    assert (bound_pct(0.0, 0.0), share_pct(0.0, None)) == ("0%", "0%")

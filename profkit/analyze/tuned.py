@@ -56,15 +56,17 @@ def step_text(trial: TuneTrial) -> str:
     return text if trial.spread_ms is None else f"{text} ±{trial.spread_ms:,.{d}f}"
 
 
-def bound_pct(pct: float) -> str:
-    """An estimate's share, an upper bound, in whole percent rounded up (``0.3`` -> ``1%``,
-    never ``0%`` for a share that is not nothing)."""
-    return f"{math.ceil(round(pct, 6)):.0f}%"
+def bound_pct(pct: float, ms: float | None = None) -> str:
+    """An estimate's share, an upper bound, in whole percent rounded up (``0.3`` -> ``1%``),
+    never ``0%`` for one that is not nothing (``ms``, its time, more than 0: the stored share
+    has two decimals)."""
+    return f"{max(math.ceil(round(pct, 6)), 1 if (ms or 0) > 0 else 0):.0f}%"
 
 
-def share_pct(pct: float) -> str:
-    """A share of time in whole percent, ``<1%`` for one that is not nothing but rounds to 0."""
-    return "<1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+def share_pct(pct: float, ms: float | None = None) -> str:
+    """A share of time in whole percent, ``<1%`` for one that is not nothing (``pct`` or its
+    time ``ms`` more than 0) but rounds to 0."""
+    return "<1%" if (pct > 0 or (ms or 0) > 0) and pct < 0.5 else f"{pct:.0f}%"
 
 
 def saving_text(trial: TuneTrial) -> str:
@@ -73,7 +75,7 @@ def saving_text(trial: TuneTrial) -> str:
     if trial.verdict == ESTIMATE:
         if trial.estimate_pct is None:
             return "- (estimate)"
-        return f"≤ {bound_pct(trial.estimate_pct)} (estimate)"
+        return f"≤ {bound_pct(trial.estimate_pct, trial.estimate_ms)} (estimate)"
     if trial.saving_pct is None:
         return "-"
     return f"{trial.saving_pct:.1f}%"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadExport, ProfkitError
-from .formats import FORMATS, Format, Match, match, unknown_hint
+from .formats import FORMATS, OWN_EXPORT, Format, Match, match, unknown_hint
 
 # imported when first asked for (below): --help reads parse.formats, and needs no schema
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _warm_imports() -> threading.Thread:
 # The export profkit makes of a report, beside it (or in the run's folder): named apart from
 # ``<stem>.sqlite``, the whole export that ``nsys stats`` makes and reuses, since it holds only
 # the tables profkit reads.
-EXPORT_SUFFIX = ".profkit.sqlite"
+EXPORT_SUFFIX = OWN_EXPORT + ".sqlite"
 
 
 def export_nsys(report: Path, workdir: Path | None = None) -> Path:
@@ -169,6 +169,9 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         except ToolFailed:
             # an nsys without --tables, or a report it cannot export: then the whole export's error
             runner.capture(nsys.export_sqlite_argv(exe, report, out), timeout=3600)
+    except BaseException:
+        out.unlink(missing_ok=True)  # profkit's own file, half made: never left to be imported
+        raise
     finally:
         warming.join()
     if not out.exists():

@@ -102,6 +102,9 @@ FORMATS: tuple[Format, ...] = (
 
 # What ncu's raw-page CSV exports are often called ("X.raw.csv"), left out of a run's default name.
 RAW = ".raw"
+# profkit's own export of an Nsight Systems report is ``<report>.profkit.sqlite``: its run is
+# named after the report (``parse.export_nsys``).
+OWN_EXPORT = ".profkit"
 
 
 class Match(NamedTuple):
@@ -129,9 +132,12 @@ def match(name: str) -> Match | None:
 
 
 def run_name(name: str) -> str:
-    """A file's default run name: its name less its format's suffix (and a ``.raw`` before it)."""
+    """A file's default run name: its name less its format's suffix (and a ``.raw`` before it,
+    or the ``.profkit`` of profkit's own export of a report)."""
     found = match(name)
     base = name[: -len(found.suffix)] if found else name
+    if found and found.format.name == "nsys-sqlite" and base.lower().endswith(OWN_EXPORT):
+        return base[: -len(OWN_EXPORT)] or base
     return base[: -len(RAW)] if base.lower().endswith(RAW) else base
 
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import BadExport, ToolFailed
+from ..files import file_uri
 
 # The table exported by a second nsys at once, into a file of its own, then copied into the
 # export: nsys exports one report's tables one after another, on about one core, and the
@@ -22,45 +23,48 @@ SPLIT_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 def export_tables(exe: str, report: Path, out: Path) -> None:
     """Only the tables profkit reads (``nsys export --tables``; nsys then works out none of the
     others: the CPU's samples, the OS runtime's calls, ...) into ``out``: SPLIT_TABLE by a second
-    nsys at the same time, into a file beside it, then copied in. ToolFailed where either nsys
-    fails (nothing of the second left)."""
+    nsys at the same time, into a private temporary folder, then copied in. ToolFailed where
+    either nsys fails or the second writes no such table (the caller then exports the whole
+    report); on any error or a stop signal the second nsys is ended at once, and nothing of it
+    is left."""
+    import shutil
+    import tempfile
+
     from ..tools import nsys, runner
     from .nsys_export import READ_TABLES
 
-    side = out.with_name(out.name.removesuffix(".sqlite") + "-runtime.sqlite")
-    log = side.with_name(side.name + ".log")
-    for path in (side, log):
-        not_a_link(path)
     rest = [t for t in READ_TABLES if t != SPLIT_TABLE]
+    folder = Path(tempfile.mkdtemp(prefix="profkit-export-"))
+    side = folder / "runtime.sqlite"
     try:
         with runner.Background(
-            nsys.export_sqlite_argv(exe, report, side, [SPLIT_TABLE]), log
+            nsys.export_sqlite_argv(exe, report, side, [SPLIT_TABLE]), folder / "nsys.log"
         ) as other:
-            runner.capture(nsys.export_sqlite_argv(exe, report, out, rest), timeout=3600)
-            done = other.wait(timeout=3600)
+            try:
+                runner.capture(nsys.export_sqlite_argv(exe, report, out, rest), timeout=3600)
+                done = other.wait(timeout=3600)
+            except BaseException:
+                other.kill()  # nothing to save: a second Ctrl-C must not leave it running
+                raise
         if done.returncode != 0:
             last = next((line for line in reversed(done.tail) if line.strip()), "no output")
             raise ToolFailed(f"nsys export failed (exit {done.returncode}): {last}")
-        _take_table(out, side, SPLIT_TABLE)
+        if not _take_table(out, side, SPLIT_TABLE):
+            raise ToolFailed(f"nsys export wrote no {SPLIT_TABLE} for {report.name}")
     finally:
-        side.unlink(missing_ok=True)
-        log.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-def _take_table(out: Path, side: Path, table: str) -> None:
+def _take_table(out: Path, side: Path, table: str) -> bool:
     """Copy ``table`` from the export ``side`` into the export ``out``, as nsys declared it
-    (its indexes too), where ``side`` has it and ``out`` has not (a report without runtime
-    calls has none; an nsys that exported more than it was asked, both)."""
+    (its indexes too), where ``out`` has it not (an nsys that exported more than it was asked
+    has it there already). False where ``side`` holds no such table."""
     if not side.exists():
-        return
-    con = sqlite3.connect(out, isolation_level=None)
+        return False
+    con = sqlite3.connect(file_uri(out), uri=True, isolation_level=None)
     try:
         con.execute("pragma synchronous = off")  # profkit's own copy: made again if lost
-        con.execute("attach database ? as side", [str(side)])
-        if con.execute(
-            "select 1 from main.sqlite_master where name = ? collate nocase", [table]
-        ).fetchone():
-            return
+        con.execute("attach database ? as side", [file_uri(side, read_only=True)])
         made = con.execute(
             "select sql from side.sqlite_master where tbl_name = ? and sql is not null "
             "order by type = 'index'",
@@ -68,13 +72,18 @@ def _take_table(out: Path, side: Path, table: str) -> None:
         ).fetchall()
         declared = [sql for (sql,) in made if _creates(sql)]
         if not declared:
-            return
+            return False
+        if con.execute(
+            "select 1 from main.sqlite_master where name = ? collate nocase", [table]
+        ).fetchone():
+            return True
         con.execute("begin")
         con.execute(declared[0])
         con.execute(f'insert into main."{table}" select * from side."{table}"')
         for sql in declared[1:]:
             con.execute(sql)
         con.execute("commit")
+        return True
     except sqlite3.Error as exc:
         raise BadExport(f"could not copy {table} into {out.name}: {exc}") from None
     finally:

@@ -417,6 +417,12 @@ class Background:
             _stop(self.proc)
         self._log.close()
 
+    def kill(self) -> None:
+        """End the child's whole group at once (SIGKILL): a child with nothing to save (an
+        export whose file is thrown away), where the caller stops on an error or a signal."""
+        _signal_group(self.proc, signal.SIGKILL)
+        self.proc.wait()
+
     def wait(self, timeout: float | None = None, keep: int = 40) -> Result:
         """Wait for the child (at most ``timeout`` s, then stop it: ToolFailed)."""
         try:
