@@ -361,7 +361,7 @@ def browser():
 FAKE_NSYS = """#!{python}
 import gzip, os, re, signal, sqlite3, sys, time
 args = sys.argv[1:]
-with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
+with open(os.environ["FAKE_NSYS_LOG"], "a", errors="surrogateescape") as log:
     log.write(" ".join(args) + "\\n")
 def matches(name):
     return os.environ.get(name) and re.search(os.environ[name], " ".join(args))
