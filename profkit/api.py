@@ -899,7 +899,8 @@ def tune(
     they save and store the tuning with the run. ``options``: the run options (``precision``,
     ``mode``, ``batch_size``, ``device``, ``tool``, ...) for the first profile; ``iters`` and
     ``warmup`` are each trial's timed and warm-up steps, ``timeout_s`` stops the profiler and
-    each trial; ``rounds`` (default 1) times the baseline and each fix in that many processes,
+    each trial; the profile records attribution under every tool unless ``attribution=False``;
+    ``rounds`` (default 1) times the baseline and each fix in that many processes,
     a round of them after another. Returns a :class:`profkit.records.Tuning` (``.best``: the measured fix that
     saves most with outputs that agree)."""
     from . import benchmark, tuning
@@ -926,6 +927,11 @@ def tune(
         )
     database = _writable(db)
     benchmark.check_rounds(rounds)  # before the profile, which takes minutes
+    # Attribution whatever the tool, unless asked otherwise: the findings that name operators
+    # and shapes (unfused attention, misaligned shapes) call for fixes, and tune times each fix
+    # in processes of its own, which the ranges' host cost never reaches.
+    if options.get("attribution") is None:
+        options["attribution"] = True
     profiled = profile(workload, program=program, db=database, progress=progress, **options)
     checked = tuning.plan(
         database.store,

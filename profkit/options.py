@@ -324,9 +324,9 @@ class RunOptions:
         show_default=False,
         help="Trace each kernel to the module, operator and input shapes that launched it. "
         "Default: on under ncu (its kernels are measured one by one, so the operator "
-        "ranges cost nothing there), off under nsys and torch, whose timelines the "
-        "ranges' host cost would stretch (4-5x per iteration on ResNet-50, H100). A "
-        "compiled model's kernels are traced from Inductor's code.",
+        "ranges cost nothing there) and for tune's profile, off under nsys and torch, whose "
+        "timelines the ranges' host cost would stretch (4-5x per iteration on ResNet-50, "
+        "H100). A compiled model's kernels are traced from Inductor's code.",
     )
     nproc_per_node: int = _opt(
         1,

@@ -976,3 +976,25 @@ def test_a_tuning_stopped_midway_says_what_it_measured_and_stores_nothing(
 
     (run,) = profkit.open_db(db).list_runs()
     assert run.tunings() == []
+
+
+@pytest.mark.parametrize(("given", "profiled"), [({}, True), ({"attribution": False}, False)])
+def test_tunes_profile_records_attribution_under_every_tool(tmp_path, monkeypatch, given, profiled):
+    """tune's first profile records attribution whatever the tool (the findings that name
+    operators and shapes call for fixes), unless the caller says --no-attribution."""
+    import profkit
+    from profkit import api
+
+    seen: list[dict] = []
+
+    class Profiled(Exception):
+        pass
+
+    def profile(workload, **options):
+        seen.append(options)
+        raise Profiled
+
+    monkeypatch.setattr(api, "profile", profile)
+    with pytest.raises(Profiled):
+        profkit.tune("resnet18", tool="nsys", db=tmp_path / "p.db", **given)
+    assert seen[0]["attribution"] is profiled and seen[0]["tool"] == "nsys"
