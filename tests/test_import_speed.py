@@ -302,3 +302,20 @@ def test_a_stop_during_the_export_ends_the_second_nsys_at_once(tmp_path, monkeyp
     assert processes_mentioning(str(tmp_path / "tmp")) == []
     assert not list((tmp_path / "tmp").iterdir())
     assert sorted(p.name for p in tmp_path.iterdir() if "train" in p.name) == ["train.nsys-rep"]
+
+
+def test_no_temporary_folder_for_the_second_export_exports_the_whole_report(tmp_path, monkeypatch):
+    """Where the temporary folder cannot be written (TMPDIR gone), the runtime calls' export has
+    nowhere to go: the whole report is exported instead, and imports as it should."""
+    import tempfile
+
+    from conftest import fake_nsys
+
+    export = "nsys/nsys_resnet18_train_amp.sqlite.gz"
+    log = fake_nsys(tmp_path, monkeypatch, DATA / export)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no such folder"))
+    report = tmp_path / "train.nsys-rep"
+    report.write_bytes(b"a report nsys would read")
+    assert digests(report, tmp_path / "p.db") == json.loads(GOLDEN.read_text())[export]
+    calls = log.read_text().splitlines()
+    assert len(calls) == 1 and "--tables" not in calls[0]

@@ -34,7 +34,10 @@ def export_tables(exe: str, report: Path, out: Path) -> None:
     from .nsys_export import READ_TABLES
 
     rest = [t for t in READ_TABLES if t != SPLIT_TABLE]
-    folder = Path(tempfile.mkdtemp(prefix="profkit-export-"))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="profkit-export-"))
+    except OSError as exc:  # no temporary folder to write in: the whole export needs none
+        raise ToolFailed(f"no temporary folder for the runtime calls' export: {exc}") from None
     side = folder / "runtime.sqlite"
     try:
         with runner.Background(
@@ -71,7 +74,7 @@ def _take_table(out: Path, side: Path, table: str) -> bool:
             [table],
         ).fetchall()
         declared = [sql for (sql,) in made if _creates(sql)]
-        if not declared:
+        if not declared or not re.match(r"\s*create\s+table\s", declared[0], re.IGNORECASE):
             return False
         if con.execute(
             "select 1 from main.sqlite_master where name = ? collate nocase", [table]
