@@ -31,9 +31,9 @@ from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import KERNEL_COLUMNS, STORED_COLUMNS
 
-NO_SHORT_NAME = (
-    nsys_columns.LOW
-)  # the names' key where an operation has no short name (copies, sets)
+# The names' key where an operation has no short name (copies, sets): the sentinel the
+# operations' groups hold for it too (``key_sentinel("sn")``).
+NO_SHORT_NAME = nsys_columns.LOW
 
 
 def insert_gpu_ops(
@@ -345,10 +345,10 @@ def _insert_gpu_ops(
                 f"""
                 select {", ".join(f"{source[stored[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
                        o.min_ns, o.max_ns, o.first_launch, o.min_thread, 0 as metric_launches
-                from (select kind, key, nullif(sn, {low}) as sn, nullif(rix, {low}) as rix, nullif(oix, {low}) as oix,
+                from (select kind, key, sn, nullif(rix, {low}) as rix, nullif(oix, {low}) as oix,
                              pid, nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread
                       from temp.opg) o
-                cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) left join temp.rg rg on rg.ix = o.rix
+                cross join temp.nm n on n.key = o.key and n.sn = o.sn left join temp.rg rg on rg.ix = o.rix
                 left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid""",
                 [],
             )
