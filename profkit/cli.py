@@ -1502,6 +1502,11 @@ def workloads_() -> None:
 
 
 def main() -> None:
+    """The ``profkit`` command (``python -m profkit`` too): the app, run as this process's
+    program. Once a command has ended, the process ends at once (``processes.leave``): its exit
+    handlers run and its output is flushed, but Python's teardown, which frees everything an
+    import read, is skipped. A program of its own calls ``app`` (as Typer's CliRunner does), or
+    the library."""
     try:
         stop_on_signals()
         # started by profkit (a sweep's job): it dies with its starter
@@ -1513,6 +1518,17 @@ def main() -> None:
     # before a command's own handling began (start-up), or after it
     except KeyboardInterrupt as exc:
         sys.exit(_stopped(exc))
+    except SystemExit as exc:  # how Typer ends every command, its exit status in it
+        if isinstance(exc.code, int | None):
+            from .processes import alone, leave
+
+            # Everything the command writes is written and its database closed: Python's
+            # teardown (freeing what an import read, unloading pandas and Arrow) is skipped,
+            # but under a profiler, debugger or coverage's tracer, which write what they
+            # found after the program returns.
+            if sys.gettrace() is None and sys.getprofile() is None and alone():
+                leave(exc.code or 0, exit_handlers=True)
+        raise
 
 
 if __name__ == "__main__":

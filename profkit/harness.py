@@ -39,11 +39,9 @@ from typing import Any
 from .files import write_new
 from .options import Spec
 from .process.common import (
-    alone,
     error_line,
     fail,
     gpu_lock,
-    leave,
     machine,
     need_cuda,
     release_gpu_lock,
@@ -52,6 +50,7 @@ from .process.fixes import apply_switches, first_tensor
 from .process.job import HarnessJob, start
 from .process.job import StepLaunches as StepLaunches  # here for harness.StepLaunches
 from .process.record import countable, recorder
+from .processes import alone, leave
 from .records import HarnessInfo
 
 

@@ -404,7 +404,7 @@ def test_a_stream_of_the_workloads_own_kind_takes_the_normal_exit(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text(
         "import io\n"
-        "from profkit.process.common import leave\n"
+        "from profkit.processes import leave\n"
         "class Remote(io.RawIOBase):\n"
         "    def writable(self):\n"
         "        return True\n"

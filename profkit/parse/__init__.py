@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadExport, ProfkitError
+from ..processes import stage
 from .formats import FORMATS, OWN_EXPORT, Format, Match, match, unknown_hint
 
 # imported when first asked for (below): --help reads parse.formats, and needs no schema
@@ -174,6 +175,7 @@ def export_nsys(report: Path, workdir: Path | None = None) -> Path:
         raise
     finally:
         warming.join()
+        stage("export's readers imported")
     if not out.exists():
         raise BadExport(f"nsys export wrote no {out.name} for {report.name}")
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import BadExport, ToolFailed
 from ..files import file_uri
+from ..processes import stage
 
 # The table exported by a second nsys at once, into a file of its own, then copied into the
 # export: nsys exports one report's tables one after another, on about one core, and the
@@ -49,11 +50,13 @@ def export_tables(exe: str, report: Path, out: Path) -> None:
             except BaseException:
                 other.kill()  # nothing to save: a second Ctrl-C must not leave it running
                 raise
+        stage("nsys exported (two processes)")
         if done.returncode != 0:
             last = next((line for line in reversed(done.tail) if line.strip()), "no output")
             raise ToolFailed(f"nsys export failed (exit {done.returncode}): {last}")
         if not _take_table(out, side, SPLIT_TABLE):
             raise ToolFailed(f"nsys export wrote no {SPLIT_TABLE} for {report.name}")
+        stage("runtime calls copied in")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -1,12 +1,10 @@
 """What both kinds of profiled process share (a workload file's harness and a user's program):
 the machine's description, the GPU's turn when two processes take turns, the CUPTI timer's
-start and the code it ran, the error a process reports to profkit, and its end."""
+start and the code it ran, and the error a process reports to profkit (its quick end is
+``processes.leave``, which a command's process shares)."""
 
 from __future__ import annotations
 
-import atexit
-import io
-import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -18,99 +16,6 @@ from .job import HarnessJob, traceback_file
 
 if TYPE_CHECKING:
     from ..kernel_timer import KernelTimer
-
-
-def alone() -> bool:
-    """Whether nothing the workload started is still running: no child process of
-    multiprocessing's (a DataLoader's workers) and no thread that Python would wait for."""
-    mp = sys.modules.get("multiprocessing")
-    if mp is not None and mp.active_children():
-        return False
-    import threading
-
-    return not any(
-        t.is_alive() and not t.daemon
-        for t in threading.enumerate()
-        if t is not threading.main_thread()
-    )
-
-
-def leave(rc: int, exit_handlers: bool = False) -> None:
-    """End a harness of ncu's per-function plan at once, without Python's and CUDA's teardown,
-    which took 0.4-0.8 s of a first run's critical path on the H100 (the counting process under
-    ncu ends last), and is most of what a repeated run's harness adds to the bare run after its
-    last step. Everything it makes is written by then: ncu has each profiled launch's results as
-    it profiles it, the timing harness's launch times are written, and the info file is on
-    disk. The counting process is a second run of the workload: its exit handlers do not run.
-    The timing process, the run's harness, runs them first (``exit_handlers``: the workload's,
-    and logging's flush). Then what the teardown would write is written: every plain file still
-    open for writing is flushed (:func:`open_files`), and so is the C library's buffered output
-    (a library's printf into a pipe). Objects still alive are not finalised: a ``__del__`` does
-    not run.
-
-    Returns, for the caller to end normally, where a file is open for writing that closing would
-    write more to than a flush (a gzip file's trailer: :func:`open_files`), and otherwise never.
-    Only where the workload left nothing running (``alone``, the caller's check): a process or
-    thread of its own is ended, or waited for, by that teardown. A compiled model's harness
-    ends normally too: its compile workers are shut down then, and ncu waits for every process
-    of the tree."""
-    files = open_files()
-    if files is None:
-        return
-    if exit_handlers:
-        atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
-    for f in files:  # those a handler closed say so (ValueError), ignored
-        try:
-            f.flush()
-        except Exception:  # a full disk, a pipe gone, a wrapped stream's own error: as teardown
-            pass
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except Exception:  # closed or replaced by the workload: nothing to keep
-            pass
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).fflush(None)  # every C stdio stream (NULL: all of them)
-    except Exception:  # no C library to ask (not Linux)
-        pass
-    os._exit(rc)
-
-
-# Python's file objects whose flush writes out all that closing them would; and those that hold
-# nothing to write out (in memory).
-_PLAIN_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.FileIO)
-_MEMORY_FILES = (io.BytesIO, io.StringIO)
-
-
-def open_files() -> list[Any] | None:
-    """The Python file objects open for writing, found among the objects the garbage collector
-    tracks (0.08 s for the 335,000 of a process with torch and a torchvision model, on the
-    2-core machine): every one a plain file (:data:`_PLAIN_FILES`, what a flush writes out
-    whole). None where another kind is open for writing (a gzip, bz2 or lzma file, a subclass of
-    a file type): closing it writes more than a flush does, so the process must end normally."""
-    import _io  # the C base of every io class (io.IOBase is an ABC: isinstance through it is slow)
-    import gc
-
-    plain, memory = set(_PLAIN_FILES), set(_MEMORY_FILES)
-    found = []
-    for obj in gc.get_objects():
-        if not isinstance(obj, _io._IOBase):
-            continue
-        kind = type(obj)
-        if kind in memory:
-            continue
-        try:
-            if obj.closed or not obj.writable():
-                continue
-        except Exception:  # a half-made or broken object: nothing of it to write
-            continue
-        if kind not in plain:
-            return None
-        found.append(obj)
-    return found
 
 
 def need_cuda(torch: Any) -> None:
