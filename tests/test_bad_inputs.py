@@ -463,7 +463,7 @@ def test_damaged_database_while_streaming_is_one_line(tmp_path, report_dir):
         )
     ]
     con.close()
-    assert len(leaves) > 10
+    assert len(leaves) >= 4  # (16 KiB pages: PAGE_SIZE)
     with db.open("r+b") as f:
         # the page header and cell pointers: never readable as a page
         for page in leaves[len(leaves) // 2 :]:

@@ -259,6 +259,22 @@ def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
     assert add(store, CSV, "after").kernel_count == 162
 
 
+def test_a_new_database_has_large_pages_and_an_earlier_one_keeps_its_own(tmp_path):
+    """A database profkit makes has PAGE_SIZE-byte pages (a large import's rows written 10-15%
+    quicker); one made with SQLite's default 4 KiB pages (an earlier profkit's) keeps them, and
+    takes new runs."""
+    from profkit.store.connection import PAGE_SIZE
+
+    new = Store(tmp_path / "new.db")
+    assert add(new, CSV, "r").kernel_count == 162
+    assert new.execute("pragma page_size").fetchone()[0] == PAGE_SIZE == 16384
+    path = _schema5_copy(tmp_path)
+    assert sqlite3.connect(path).execute("pragma page_size").fetchone()[0] == 4096
+    old = Store(path)
+    assert add(old, CSV, "after").kernel_count == 162
+    assert old.execute("pragma page_size").fetchone()[0] == 4096
+
+
 def test_migrates_a_schema_7_database_adding_rank(tmp_path):
     """A database written before distributed runs (schema 7, profkit 0a4521b) gets ``rank`` in
     kernel_rows (the kernels view after ``device``) and in ranges, in place; its runs read back

