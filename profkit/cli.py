@@ -250,6 +250,10 @@ class Profkit(TyperGroup):
         except typer.Abort:
             _err("profkit: interrupted")
             sys.exit(130)
+        except OSError as exc:  # the help, or a usage error's text, not written (> /dev/full)
+            if not _unwritten(exc):
+                raise
+            sys.exit(1)
         except Exception as exc:
             if _usage_error(exc):
                 ctx = getattr(exc, "ctx", None)
@@ -267,6 +271,10 @@ class Profkit(TyperGroup):
         except BrokenPipeError:
             _quiet_pipe()
             code = 0
+        except OSError as exc:
+            if not _unwritten(exc):
+                raise
+            code = 1
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -422,6 +430,18 @@ def run_options(command: str) -> Callable[[Callable[..., None]], Callable[..., N
     return decorate
 
 
+def _unwritten(exc: OSError) -> bool:
+    """Where ``exc`` says a file or the output could not be written (a full disk, an I/O
+    error, a closed descriptor): said in one line, the output sent to /dev/null, True."""
+    if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
+        return False
+    _quiet_pipe()  # Python's own flush at exit would fail again
+    what = exc.filename if isinstance(exc.filename, str) else "the output"
+    full = "the disk is full: " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    _err(f"profkit: error: {full}cannot write {what}: {exc.strerror}")
+    return True
+
+
 def _quiet_pipe() -> None:
     """Output's reader went away (``| head``): send what is left to /dev/null, so that
     Python's own flush at exit does not complain either."""
@@ -539,12 +559,8 @@ def _handled(fn: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         _quiet_pipe()
         _exit(0)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF):
+        if not _unwritten(exc):
             raise
-        _quiet_pipe()  # Python's own flush at exit would fail again
-        what = exc.filename if isinstance(exc.filename, str) else "the output"
-        full = "the disk is full: " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-        _err(f"profkit: error: {full}cannot write {what}: {exc.strerror}")
         _exit(1)
     except Exception as exc:
         from .store import db_path, is_database_error, read_failure
@@ -1527,6 +1543,11 @@ def main() -> None:
             # but under a profiler, debugger or coverage's tracer, which write what they
             # found after the program returns.
             if sys.gettrace() is None and sys.getprofile() is None and alone():
+                # A stop signal from here on ends the process as it would have ended in Python's
+                # teardown (by that signal), not through profkit's handlers mid-way.
+                for sig in (signal.SIGINT, *TERMINATING):
+                    if signal.getsignal(sig) is not signal.SIG_IGN:
+                        signal.signal(sig, signal.SIG_DFL)
                 leave(exc.code or 0, exit_handlers=True)
         raise
 

@@ -122,6 +122,8 @@ class Progressing(Protocol):
 
     def set_progress_handler(self, handler: Callable[[], int] | None, n: int, /) -> None: ...
 
+    def close(self) -> None: ...
+
 
 # The SQLite connections whose statements a stop signal may cut short (:func:`watch`), by their
 # owner (an export's reader, the store's connection): an entry goes with its owner.
@@ -151,6 +153,19 @@ def watch(owner: object, con: Progressing) -> None:
     _watched[owner] = con
     if _depth[0]:
         _set_progress(con, True)
+
+
+def close_databases() -> None:
+    """Close every SQLite connection still watched (:func:`watch`: every store and export this
+    process opened), as Python's teardown would: a store a library call opened and left to the
+    garbage collector is closed, and closing the last connection to a WAL database checkpoints
+    it into the file and removes its ``-wal`` and ``-shm`` files. One that cannot be closed
+    here (another thread's) is left as it is; SQLite keeps its WAL for the next opener."""
+    for con in list(_watched.values()):
+        try:
+            con.close()
+        except Exception:  # sqlite3.ProgrammingError: of another thread
+            pass
 
 
 def _recording(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
@@ -231,7 +246,8 @@ def leave(rc: int, exit_handlers: bool = False) -> None:
     run's critical path on the H100 in a harness of ncu's per-function plan (CUDA's teardown
     too). ``exit_handlers``: the exit handlers run first (a command's, a workload's, logging's
     flush; a harness's counting process, a second run of the workload, runs none). Then what
-    the teardown would write is written: every plain file still open for writing is flushed
+    the teardown would write is written: the databases still open are closed
+    (:func:`close_databases`), every plain file still open for writing is flushed
     (:func:`open_files`), standard output and error, and the C library's buffered output (a
     library's printf into a pipe). Objects still alive are not finalised: a ``__del__`` does
     not run.
@@ -245,6 +261,7 @@ def leave(rc: int, exit_handlers: bool = False) -> None:
         return
     if exit_handlers:
         atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
+    close_databases()
     for f in files:  # those a handler closed say so (ValueError), ignored
         try:
             f.flush()

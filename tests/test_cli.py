@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -392,20 +393,28 @@ def test_closed_pipe_ends_quietly(db):
 
 
 def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
-    """Its exit handlers run, its output and database are whole and its exit status kept; what
-    Python's teardown would free is not finalised (0.15-0.3 s of a large import). Where a thread
-    of the command's is still running, or a profiler watches, the process ends normally."""
+    """Its exit handlers run, its output and databases are whole (one a library call opened
+    too: checkpointed into its file, no -wal left) and its exit status kept; what Python's
+    teardown would free is not finalised (0.15-0.3 s of a large import). A stop signal then
+    ends it by that signal, never through a traceback. Where a thread of the command's is still
+    running, or a profiler watches, the process ends normally."""
     db = tmp_path / "p.db"
     script = (
-        "import atexit, sys, threading, time\n"
+        "import atexit, os, signal, sys, threading\n"
         "from profkit.cli import main\n"
         "class Left:\n"
         "    def __del__(self):\n"
         "        print('finalised', file=sys.stderr)\n"
         "left = Left()\n"
         "atexit.register(lambda: print('exit handler', file=sys.stderr))\n"
-        "if sys.argv[1] == 'thread':\n"
-        "    threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()\n"
+        "if sys.argv[1] == 'thread':  # ends after the main thread has\n"
+        "    threading.Thread(target=lambda: (threading.main_thread().join(), print('thread done'))).start()\n"
+        "if sys.argv[1] == 'library':  # a store opened by the library, left to the teardown\n"
+        "    import profkit\n"
+        "    kept = profkit.open_db(sys.argv[3])\n"
+        "    kept.import_file(sys.argv[5], name='library')\n"
+        "if sys.argv[1] == 'stopped':  # a stop signal once the command has ended\n"
+        "    atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
         "sys.argv = ['profkit', *sys.argv[2:]]\n"
         "main()\n"
     )
@@ -416,19 +425,28 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
             [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env
         )
 
+    def files():
+        return sorted(f.name for f in tmp_path.iterdir() if f.name.startswith("p.db"))
+
     p = run("-", "--db", str(db), "import", str(CSV), "--name", "r")
     assert p.returncode == 0, p.stderr
     assert p.stdout == "r\n" and p.stderr.startswith("imported 162 kernel launches")
     assert "exit handler" in p.stderr and "finalised" not in p.stderr
-    assert sorted(f.name for f in tmp_path.iterdir() if f.name.startswith("p.db")) == [
-        "p.db",
-        "p.db-locks",
-    ]
+    assert files() == ["p.db", "p.db-locks"]
+    p = run("library", "--db", str(db), "import", str(CSV), "--name", "cli")
+    assert p.returncode == 0 and "finalised" not in p.stderr, p.stderr
+    assert files() == ["p.db", "p.db-locks"]
+    alone = tmp_path / "copy.db"  # the file by itself holds every run
+    alone.write_bytes(db.read_bytes())
+    names = {r for (r,) in sqlite3.connect(alone).execute("select name from runs")}
+    assert names == {"r", "library", "cli"}
     p = run("-", "--db", str(db), "runs", "-f", "json")
-    assert p.returncode == 0 and [r["name"] for r in json.loads(p.stdout)] == ["r"]
+    assert p.returncode == 0 and {r["name"] for r in json.loads(p.stdout)} == names
     p = run("-", "--db", str(db), "summary", "nosuch")
     assert p.returncode == 1 and p.stderr.startswith("profkit: error: ")
     assert "exit handler" in p.stderr and "finalised" not in p.stderr
+    p = run("stopped", "--db", str(db), "runs")
+    assert p.returncode == -signal.SIGTERM and "Traceback" not in p.stderr, p.stderr
     p = run("thread", "--db", str(db), "runs")
     assert p.returncode == 0 and p.stdout.endswith("thread done\n")
     assert "finalised" in p.stderr  # the normal end
@@ -452,6 +470,26 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
         env=env,
     )
     assert p.returncode == 0 and stats.stat().st_size > 0, p.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_help_that_cannot_be_written_is_one_line(tmp_path):
+    """`profkit --help > /dev/full` (and a command's help, and `profkit` alone): one line on
+    stderr and exit 1, never a traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "PROFKIT_DB"}
+    for args in (["--help"], ["runs", "--help"], []):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run(
+                [sys.executable, "-m", "profkit", *args],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        assert p.returncode == 1, (args, p.stderr)
+        assert p.stderr == (
+            "profkit: error: the disk is full: cannot write the output: No space left on device\n"
+        ), args
 
 
 def test_failed_commands_leave_no_database(tmp_path):
