@@ -122,8 +122,6 @@ class Progressing(Protocol):
 
     def set_progress_handler(self, handler: Callable[[], int] | None, n: int, /) -> None: ...
 
-    def close(self) -> None: ...
-
 
 # The SQLite connections whose statements a stop signal may cut short (:func:`watch`), by their
 # owner (an export's reader, the store's connection): an entry goes with its owner.
@@ -153,19 +151,6 @@ def watch(owner: object, con: Progressing) -> None:
     _watched[owner] = con
     if _depth[0]:
         _set_progress(con, True)
-
-
-def close_databases() -> None:
-    """Close every SQLite connection still watched (:func:`watch`: every store and export this
-    process opened), as Python's teardown would: a store a library call opened and left to the
-    garbage collector is closed, and closing the last connection to a WAL database checkpoints
-    it into the file and removes its ``-wal`` and ``-shm`` files. One that cannot be closed
-    here (another thread's) is left as it is; SQLite keeps its WAL for the next opener."""
-    for con in list(_watched.values()):
-        try:
-            con.close()
-        except Exception:  # sqlite3.ProgrammingError: of another thread
-            pass
 
 
 def _recording(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
@@ -246,9 +231,10 @@ def leave(rc: int, exit_handlers: bool = False) -> None:
     run's critical path on the H100 in a harness of ncu's per-function plan (CUDA's teardown
     too). ``exit_handlers``: the exit handlers run first (a command's, a workload's, logging's
     flush; a harness's counting process, a second run of the workload, runs none). Then what
-    the teardown would write is written: the databases still open are closed
-    (:func:`close_databases`), every plain file still open for writing is flushed
-    (:func:`open_files`), standard output and error, and the C library's buffered output (a
+    the teardown would write is written: the SQLite connections still open are closed (closing
+    the last one to a WAL database checkpoints it into the file and removes its ``-wal`` and
+    ``-shm``), every plain file still open for writing is flushed (:func:`open_files`),
+    standard output and error, and the C library's buffered output (a
     library's printf into a pipe). Objects still alive are not finalised: a ``__del__`` does
     not run.
 
@@ -256,12 +242,17 @@ def leave(rc: int, exit_handlers: bool = False) -> None:
     write more to than a flush (a gzip file's trailer: :func:`open_files`), and otherwise never.
     Only where nothing else of the process's is running (``alone``, the caller's check): a
     child process or a thread is ended, or waited for, by that teardown."""
-    files = open_files()
-    if files is None:
+    found = open_files()
+    if found is None:
         return
+    files, databases = found
     if exit_handlers:
         atexit._run_exitfuncs()  # each handler's error is printed, as at a normal exit
-    close_databases()
+    for con in databases:  # closed as their teardown would (the last one checkpoints a WAL)
+        try:
+            con.close()
+        except Exception:  # already unusable: nothing of it to keep
+            pass
     for f in files:  # those a handler closed say so (ValueError), ignored
         try:
             f.flush()
@@ -288,18 +279,25 @@ _PLAIN_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.FileI
 _MEMORY_FILES = (io.BytesIO, io.StringIO)
 
 
-def open_files() -> list[Any] | None:
-    """The Python file objects open for writing, found among the objects the garbage collector
-    tracks (0.08 s for the 335,000 of a process with torch and a torchvision model, on the
-    2-core machine): every one a plain file (:data:`_PLAIN_FILES`, what a flush writes out
-    whole). None where another kind is open for writing (a gzip, bz2 or lzma file, a subclass of
-    a file type): closing it writes more than a flush does, so the process must end normally."""
+def open_files() -> tuple[list[Any], list[Any]] | None:
+    """The Python file objects open for writing, and the SQLite connections (closed or not),
+    found among the objects the garbage collector tracks (0.08 s for the 335,000 of a process
+    with torch and a torchvision model, on the 2-core machine): every file a plain one
+    (:data:`_PLAIN_FILES`, what a flush writes out whole). None where another kind is open for
+    writing (a gzip, bz2 or lzma file, a subclass of a file type): closing it writes more than
+    a flush does, so the process must end normally."""
     import _io  # the C base of every io class (io.IOBase is an ABC: isinstance through it is slow)
     import gc
 
+    sqlite3 = sys.modules.get("sqlite3")
+    connection = sqlite3.Connection if sqlite3 is not None else ()
     plain, memory = set(_PLAIN_FILES), set(_MEMORY_FILES)
-    found = []
+    found: list[Any] = []
+    databases: list[Any] = []
     for obj in gc.get_objects():
+        if isinstance(obj, connection):
+            databases.append(obj)
+            continue
         if not isinstance(obj, _io._IOBase):
             continue
         kind = type(obj)
@@ -313,4 +311,4 @@ def open_files() -> list[Any] | None:
         if kind not in plain:
             return None
         found.append(obj)
-    return found
+    return found, databases

@@ -413,6 +413,11 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
         "    import profkit\n"
         "    kept = profkit.open_db(sys.argv[3])\n"
         "    kept.import_file(sys.argv[5], name='library')\n"
+        "if sys.argv[1] == 'held':  # a connection whose owner is gone, left to the teardown\n"
+        "    import sqlite3\n"
+        "    held = sqlite3.connect(sys.argv[3])\n"
+        "    held.execute('insert into strings (text) values (?)', ['held'])\n"
+        "    held.commit()\n"
         "if sys.argv[1] == 'stopped':  # a stop signal once the command has ended\n"
         "    atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
         "sys.argv = ['profkit', *sys.argv[2:]]\n"
@@ -436,10 +441,31 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
     p = run("library", "--db", str(db), "import", str(CSV), "--name", "cli")
     assert p.returncode == 0 and "finalised" not in p.stderr, p.stderr
     assert files() == ["p.db", "p.db-locks"]
-    alone = tmp_path / "copy.db"  # the file by itself holds every run
+    p = run("held", "--db", str(db), "runs")
+    assert p.returncode == 0 and files() == ["p.db", "p.db-locks"], p.stderr
+    # run, whose library call opens the store itself
+    p = run(
+        "-",
+        "--db",
+        str(db),
+        "run",
+        "precision_zoo",
+        "--device",
+        "cpu",
+        "--tool",
+        "torch",
+        "--batch-size",
+        "2",
+        "--no-report",
+        "--name",
+        "ran",
+    )
+    assert p.returncode == 0 and files() == ["p.db", "p.db-locks"], p.stderr
+    alone = tmp_path / "copy.db"  # the file by itself holds every run and text
     alone.write_bytes(db.read_bytes())
     names = {r for (r,) in sqlite3.connect(alone).execute("select name from runs")}
-    assert names == {"r", "library", "cli"}
+    assert names == {"r", "library", "cli", "ran"}
+    assert sqlite3.connect(alone).execute("select 1 from strings where text = 'held'").fetchone()
     p = run("-", "--db", str(db), "runs", "-f", "json")
     assert p.returncode == 0 and {r["name"] for r in json.loads(p.stdout)} == names
     p = run("-", "--db", str(db), "summary", "nosuch")
