@@ -1536,18 +1536,18 @@ def main() -> None:
         sys.exit(_stopped(exc))
     except SystemExit as exc:  # how Typer ends every command, its exit status in it
         if isinstance(exc.code, int | None):
+            # A stop signal from here on ends the process by that signal, not through
+            # profkit's handlers half-way through its end.
+            for sig in (signal.SIGINT, *TERMINATING):
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    signal.signal(sig, signal.SIG_DFL)
             from .processes import alone, leave
 
-            # Everything the command writes is written and its database closed: Python's
-            # teardown (freeing what an import read, unloading pandas and Arrow) is skipped,
-            # but under a profiler, debugger or coverage's tracer, which write what they
-            # found after the program returns.
+            # Everything the command writes is written: Python's teardown (freeing what an
+            # import read, unloading pandas and Arrow) is skipped, but under a profiler,
+            # debugger or coverage's tracer, which write what they found after the program
+            # returns.
             if sys.gettrace() is None and sys.getprofile() is None and alone():
-                # A stop signal from here on ends the process as it would have ended in Python's
-                # teardown (by that signal), not through profkit's handlers mid-way.
-                for sig in (signal.SIGINT, *TERMINATING):
-                    if signal.getsignal(sig) is not signal.SIG_IGN:
-                        signal.signal(sig, signal.SIG_DFL)
                 leave(exc.code or 0, exit_handlers=True)
         raise
 

@@ -290,18 +290,17 @@ def open_files() -> tuple[list[Any], list[Any]] | None:
     import gc
 
     sqlite3 = sys.modules.get("sqlite3")
-    connection = sqlite3.Connection if sqlite3 is not None else ()
+    connection: Any = sqlite3.Connection if sqlite3 is not None else ()
     plain, memory = set(_PLAIN_FILES), set(_MEMORY_FILES)
     found: list[Any] = []
     databases: list[Any] = []
     for obj in gc.get_objects():
-        if isinstance(obj, connection):
+        # by its type: isinstance reads a proxy's __class__ (torch's deprecated objects warn then)
+        kind = type(obj)
+        if issubclass(kind, connection):
             databases.append(obj)
             continue
-        if not isinstance(obj, _io._IOBase):
-            continue
-        kind = type(obj)
-        if kind in memory:
+        if not issubclass(kind, _io._IOBase) or kind in memory:
             continue
         try:
             if obj.closed or not obj.writable():

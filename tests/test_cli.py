@@ -418,6 +418,15 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
         "    held = sqlite3.connect(sys.argv[3])\n"
         "    held.execute('insert into strings (text) values (?)', ['held'])\n"
         "    held.commit()\n"
+        "if sys.argv[1] == 'proxy':  # an object whose __class__ warns (torch's deprecated ones)\n"
+        "    import warnings\n"
+        "    class Proxy:\n"
+        "        @property\n"
+        "        def __class__(self):\n"
+        "            warnings.warn('read', FutureWarning)\n"
+        "            return Proxy\n"
+        "    proxy = Proxy()\n"
+        "    warnings.simplefilter('error', FutureWarning)\n"
         "if sys.argv[1] == 'stopped':  # a stop signal once the command has ended\n"
         "    atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
         "sys.argv = ['profkit', *sys.argv[2:]]\n"
@@ -471,6 +480,8 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
     p = run("-", "--db", str(db), "summary", "nosuch")
     assert p.returncode == 1 and p.stderr.startswith("profkit: error: ")
     assert "exit handler" in p.stderr and "finalised" not in p.stderr
+    p = run("proxy", "--db", str(db), "runs")
+    assert p.returncode == 0 and p.stderr == "exit handler\n", p.stderr
     p = run("stopped", "--db", str(db), "runs")
     assert p.returncode == -signal.SIGTERM and "Traceback" not in p.stderr, p.stderr
     p = run("thread", "--db", str(db), "runs")
