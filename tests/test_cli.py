@@ -453,22 +453,8 @@ def test_a_command_ends_without_pythons_teardown_once_all_is_written(tmp_path):
     p = run("held", "--db", str(db), "runs")
     assert p.returncode == 0 and files() == ["p.db", "p.db-locks"], p.stderr
     # run, whose library call opens the store itself
-    p = run(
-        "-",
-        "--db",
-        str(db),
-        "run",
-        "precision_zoo",
-        "--device",
-        "cpu",
-        "--tool",
-        "torch",
-        "--batch-size",
-        "2",
-        "--no-report",
-        "--name",
-        "ran",
-    )
+    argv = "run precision_zoo --device cpu --tool torch --batch-size 2 --no-report --name ran"
+    p = run("-", "--db", str(db), *argv.split())
     assert p.returncode == 0 and files() == ["p.db", "p.db-locks"], p.stderr
     alone = tmp_path / "copy.db"  # the file by itself holds every run and text
     alone.write_bytes(db.read_bytes())
