@@ -464,7 +464,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
                 )
             return pooled, drift
 
-        def attempt(fixes: list[Fix], answered: list[str], i: int, n: int) -> TuneTrial:
+        def attempt(fixes: list[Fix], answered: list[str], i: int, place: str) -> TuneTrial:
             title = " + ".join(f.title for f in fixes)
             code = [line for f in fixes for line in f.code_for(p.program, o.device)]
             req = _trial_request(p, fixes)
@@ -485,7 +485,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             )
             if isinstance(req, str):
                 return replace(base_trial, note=req)
-            progress.stage(f"{p.target}: {title} ({i} of {n}{of})")
+            progress.stage(f"{p.target}: {title} ({place}{of})")
             folder = Path(tmp) / f"trial{i}"
             r, tinfo, out = _measure(p, req, fixes, folder, progress)
             if r.status != "ok":
@@ -545,7 +545,7 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
 
         try:
             for i, c in enumerate(todo, start=2):
-                trials.append(attempt([c.fix], c.findings, i, total))
+                trials.append(attempt([c.fix], c.findings, i, f"{i} of {total}"))
             singles = [t for t in range(len(trials)) if t in runs]
             more_rounds(singles)
             judged()
@@ -553,7 +553,10 @@ def run(store: Store, tune_plan: TunePlan, progress: Progress | None = None) -> 
             if together:
                 fixes = [c.fix for c in together]
                 answered = sorted({f for c in together for f in c.findings})
-                trials.append(attempt(fixes, answered, total + 1, total + 1))
+                # one trial more than counted: which fixes gain is known only now
+                trials.append(
+                    attempt(fixes, answered, total + 1, "the fixes that gained, together")
+                )
                 if len(trials) - 1 in runs:
                     more_rounds([len(trials) - 1])
             baseline = baseline_so_far()[0]

@@ -653,8 +653,19 @@ def test_rounds_with_fixes_tried_together_time_everything_in_folders_of_its_own(
         "_together",
         lambda p, todo, trials: [c for c in todo if c.fix.id in ("channels_last", "amp")],
     )
-    done = tuning.run(store, plan)
+    from profkit.launch import Progress
+
+    said: list[str] = []
+    done = tuning.run(store, plan, Progress(on_stage=said.append))
     assert len(seen) == len(set(seen))
+    # counted among the trials as planned; the fixes that gained, tried together after, apart
+    counted = [s for s in said if "round 1 of 2)" in s]
+    places = [tuple(map(int, re.search(r"\((\d+) of (\d+)", s).groups())) for s in counted[:-1]]
+    total = places[0][1]  # a fix that cannot be applied here is counted, not announced
+    assert len(places) >= 3 and {n for _, n in places} == {total}, said
+    assert [i for i, _ in places] == sorted({i for i, _ in places}) and places[0][0] == 1, said
+    assert places[-1][0] <= total, said
+    assert counted[-1].endswith("(the fixes that gained, together, round 1 of 2)"), said
     both = next(t for t in done.trials if len(t.fixes) == 2)
     assert both.verdict == "gain" and both.median_ms == 6.0 and len(both.iter_ns) == 6
     assert both.saving_ms == pytest.approx(done.baseline.median_ms - 6.0)
