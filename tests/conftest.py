@@ -313,10 +313,14 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def ctrl_c(argv: list[str], cwd, after_s: float, timeout: float = 90.0):
+def ctrl_c(
+    argv: list[str], cwd, after_s: float, timeout: float = 90.0, after_line: str | None = None
+):
     """Start ``argv`` as a terminal would (a process group of its own, SIGINT not ignored),
-    then press Ctrl-C: SIGINT to the whole group after ``after_s``. Returns (exit status,
-    stderr, seconds it took to end after the signal)."""
+    then press Ctrl-C: SIGINT to the whole group after ``after_s``, or, with ``after_line``,
+    once a line of its stderr holds that text (however long that takes: a quick machine's
+    command is still running then). Returns (exit status, stderr, seconds it took to end after
+    the signal)."""
     import os
     import signal
     import subprocess
@@ -331,7 +335,15 @@ def ctrl_c(argv: list[str], cwd, after_s: float, timeout: float = 90.0):
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    time.sleep(after_s)
+    said = ""
+    if after_line is None:
+        time.sleep(after_s)
+    else:
+        assert proc.stderr is not None
+        while line := proc.stderr.readline():
+            said += line
+            if after_line in line:
+                break
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     try:
@@ -339,7 +351,7 @@ def ctrl_c(argv: list[str], cwd, after_s: float, timeout: float = 90.0):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
-    return proc.returncode, err, time.monotonic() - t0
+    return proc.returncode, said + err, time.monotonic() - t0
 
 
 @pytest.fixture(scope="module")
