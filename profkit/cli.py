@@ -42,7 +42,15 @@ from .errors import MAX_COUNT, ProfkitError, ProfkitWarning, name_params
 from .formatting import shown
 from .options import RunOptions, cli_of, default_for, for_command
 from .parse.formats import import_help
-from .processes import TERMINATING, parent_gone, stage, stop_on_signals, stopped_by
+from .processes import (
+    TERMINATING,
+    alone,
+    leave,
+    parent_gone,
+    stage,
+    stop_on_signals,
+    stopped_by,
+)
 
 if TYPE_CHECKING:
     from .api import Database
@@ -1520,8 +1528,8 @@ def workloads_() -> None:
 def main() -> None:
     """The ``profkit`` command (``python -m profkit`` too): the app, run as this process's
     program. Once a command has ended, the process ends at once (``processes.leave``): its exit
-    handlers run and its output is flushed, but Python's teardown, which frees everything an
-    import read, is skipped. A program of its own calls ``app`` (as Typer's CliRunner does), or
+    handlers run, its SQLite connections are closed and its output is flushed, but Python's
+    teardown, which frees everything an import read, is skipped. A program of its own calls ``app`` (as Typer's CliRunner does), or
     the library."""
     try:
         stop_on_signals()
@@ -1541,8 +1549,6 @@ def main() -> None:
             for sig in (signal.SIGINT, *TERMINATING):
                 if signal.getsignal(sig) is not signal.SIG_IGN:
                     signal.signal(sig, signal.SIG_DFL)
-            from .processes import alone, leave
-
             # Everything the command writes is written: Python's teardown (freeing what an
             # import read, unloading pandas and Arrow) is skipped, but under a profiler,
             # debugger or coverage's tracer, which write what they found after the program

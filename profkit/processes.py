@@ -233,16 +233,16 @@ def leave(rc: int, exit_handlers: bool = False) -> None:
     flush; a harness's counting process, a second run of the workload, runs none). Then what
     the teardown would write is written: the SQLite connections still open are closed (closing
     the last one to a WAL database checkpoints it into the file and removes its ``-wal`` and
-    ``-shm``), every plain file still open for writing is flushed (:func:`open_files`),
+    ``-shm``), every plain file still open for writing is flushed (:func:`left_open`),
     standard output and error, and the C library's buffered output (a
     library's printf into a pipe). Objects still alive are not finalised: a ``__del__`` does
     not run.
 
     Returns, for the caller to end normally, where a file is open for writing that closing would
-    write more to than a flush (a gzip file's trailer: :func:`open_files`), and otherwise never.
+    write more to than a flush (a gzip file's trailer: :func:`left_open`), and otherwise never.
     Only where nothing else of the process's is running (``alone``, the caller's check): a
     child process or a thread is ended, or waited for, by that teardown."""
-    found = open_files()
+    found = left_open()
     if found is None:
         return
     files, databases = found
@@ -279,7 +279,7 @@ _PLAIN_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.FileI
 _MEMORY_FILES = (io.BytesIO, io.StringIO)
 
 
-def open_files() -> tuple[list[Any], list[Any]] | None:
+def left_open() -> tuple[list[Any], list[Any]] | None:
     """The Python file objects open for writing, and the SQLite connections (closed or not),
     found among the objects the garbage collector tracks (0.08 s for the 335,000 of a process
     with torch and a torchvision model, on the 2-core machine): every file a plain one

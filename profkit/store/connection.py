@@ -457,10 +457,9 @@ class Connection:
         header and close it)."""
         self._conn = self._connect(params) if params else self._connect()
         self._conn.execute("pragma synchronous = normal")
+        # a new file's pages, set before its first table
         if not params and not self._conn.execute("pragma page_count").fetchone()[0]:
-            self._conn.execute(
-                f"pragma page_size = {PAGE_SIZE}"
-            )  # a new file, before its first table
+            self._conn.execute(f"pragma page_size = {PAGE_SIZE}")
         # profkit makes no triggers: one would change what profkit writes behind its back (a
         # planted ``after insert`` rewriting kernel times), so such a file is not opened.
         if self._conn.execute(
