@@ -12,6 +12,7 @@
 # Run from the project root: bash benchmarks/nsys_import_gpu.sh OUT [many|real]...
 set -u
 OUT=${1:?out dir}; shift
+mkdir -p "$OUT"
 ROOT=$(pwd)
 NSYS=$(command -v nsys || echo nsys)
 W=$(mktemp -d)
@@ -19,9 +20,10 @@ TABLES=$(python3 -c "from pathlib import Path; from profkit.parse.nsys_export im
 secs() { python3 -c "import sys; print(f'{(int(sys.argv[2]) - int(sys.argv[1])) / 1e9:.2f}')" "$1" "$(date +%s%N)"; }
 timed() {  # timed LABEL CMD...: one line "LABEL: S s rc=N", the command's output in OUT/LABEL.log
   local label=$1; shift
-  local t=$(date +%s%N)
+  local t=$(date +%s%N) rc
   "$@" >"$OUT/$label.log" 2>&1
-  echo "$label: $(secs "$t") s rc=$?" | tee -a "$OUT/times.txt"
+  rc=$?
+  echo "$label: $(secs "$t") s rc=$rc" | tee -a "$OUT/times.txt"
 }
 capture() {  # capture NAME: W/NAME.nsys-rep
   case $1 in

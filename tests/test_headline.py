@@ -49,6 +49,33 @@ GPU_RUNS = ("r50", "mnv2", "r18fp32", "bert", "nomatrix", "undecided")
 
 
 # ------------------------------------------------------------------ captures
+def _without_tensor_core_verdict(con: sqlite3.Connection, run_id: int, launches: list[int]) -> None:
+    """Those launches of the run lose their tensor-core verdict, the others of their launch
+    group keep it: each moves to a copy of its group (``kernel_groups``) with none."""
+    from profkit.store.layout import GROUP_COLUMNS
+
+    cols = ", ".join(GROUP_COLUMNS)
+    copied: dict[int, int] = {}
+    for launch in launches:
+        (group,) = con.execute(
+            "select group_id from launches where run_id = ? and launch_id = ?", [run_id, launch]
+        ).fetchone()
+        if group not in copied:
+            (new,) = con.execute(
+                "select max(id) + 1 from kernel_groups where run_id = ?", [run_id]
+            ).fetchone()
+            con.execute(
+                f"insert into kernel_groups (run_id, id, {cols}) select run_id, ?, "
+                f"{cols.replace('tensor_core', 'null')} from kernel_groups where run_id = ? and id = ?",
+                [new, run_id, group],
+            )
+            copied[group] = new
+        con.execute(
+            "update launches set group_id = ? where run_id = ? and launch_id = ?",
+            [copied[group], run_id, launch],
+        )
+
+
 def _without_matrix_kernels(src: Path, out: Path, matrix_names: set[str]) -> Path:
     """The ncu raw-page CSV ``src`` with every launch of a matrix kernel taken out: a real
     capture of a run that did no matrix work."""
@@ -94,10 +121,7 @@ def runs(tmp_path_factory, report_dir):
     db.close()
     con = sqlite3.connect(tmp / "h.db")
     with con:
-        con.executemany(
-            "update kernel_rows set tensor_core = null where run_id = ? and launch_id = ?",
-            [(undecided_id, i) for i in gemms],
-        )
+        _without_tensor_core_verdict(con, undecided_id, gemms)
     con.close()
     # The run's aggregates (issue 25: what the analyses read) written again from its rows as edited,
     # as an importer writes them once its rows are final.

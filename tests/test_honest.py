@@ -216,10 +216,20 @@ def test_remove_deletes_a_run_its_rows_in_every_table_and_its_folder(tmp_path):
     )
     before = _rows_of(path, gone.id)
     assert all(
-        before[t] for t in ("runs", "kernel_rows", "kernel_aggs", "path_aggs", "ranges", "counters")
+        before[t]
+        for t in (
+            "runs",
+            "launches",
+            "kernel_groups",
+            "kernel_aggs",
+            "path_aggs",
+            "ranges",
+            "counters",
+        )
     ), before
     assert set(before) >= {
-        "kernel_rows",
+        "launches",
+        "kernel_groups",
         "kernel_aggs",
         "path_aggs",
         "ranges",
@@ -239,7 +249,7 @@ def test_remove_deletes_a_run_its_rows_in_every_table_and_its_folder(tmp_path):
     assert not any(_rows_of(path, gone.id).values())
     assert not folder.exists() and (outside / "precious.txt").read_text() == "keep me"
     assert _rows_of(path, kept.id) == _rows_of(path, kept.id) and all(
-        _rows_of(path, kept.id)[t] for t in ("runs", "kernel_rows", "ranges", "counters")
+        _rows_of(path, kept.id)[t] for t in ("runs", "launches", "ranges", "counters")
     )
     assert db.run("kept").summary().kernels == kept.kernel_count
     with pytest.raises(RunNotFound):

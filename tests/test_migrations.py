@@ -17,6 +17,7 @@ import pytest
 from profkit.errors import StoreError
 from profkit.ingest import import_file
 from profkit.store import Store
+from profkit.store.layout import STORED_COLUMNS
 from profkit.store.migrations import MIGRATIONS_TABLE, SCHEMA_VERSION, STEPS
 
 from .conftest import DATA, NCU_DATA, cli, cli_json, one_line_error
@@ -102,9 +103,13 @@ def old_copy(tmp_path: Path, schema: int) -> Path:
 
 
 def test_the_steps_are_named_once_and_numbered_in_order():
-    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 15
+    assert len(set(NAMES)) == len(NAMES) == SCHEMA_VERSION == 16
     assert [st.version for st in STEPS] == list(range(1, SCHEMA_VERSION + 1))
-    assert NAMES[0] == "runs" and NAMES[-3:] == ["counters", "counters_per_launch", "tune_trials"]
+    assert NAMES[0] == "runs" and NAMES[-3:] == [
+        "counters_per_launch",
+        "tune_trials",
+        "launch_groups",
+    ]
 
 
 def test_a_new_database_records_every_step(db):
@@ -118,7 +123,9 @@ def test_a_new_database_records_every_step(db):
     assert [m.name for m in Migrations("profkit").applied(Database(db))] == NAMES
     assert {
         "table runs",
-        "table kernel_rows",
+        "table launches",
+        "table kernel_groups",
+        "view kernel_rows",
         "view kernels",
         "table strings",
         "table ranges",
@@ -221,13 +228,18 @@ def test_a_schema_13_database_drops_the_counters_it_kept_per_function(db):
         insert into counters values ('H100', 'e', 'full:x', '', '_Z6kernelv', 'kernel()', 'kernel', '{{"ops": 1}}',
             '{{}}', 2, 'mobilenet_v2-fp16', 0, 'then');
         drop table tune_trials;
-        delete from {MIGRATIONS_TABLE} where name in ('counters_per_launch', 'tune_trials');
+        drop view kernel_rows;
+        drop table launches;
+        drop table kernel_groups;
+        create table kernel_rows ({", ".join(STORED_COLUMNS)}, primary key (run_id, launch_id)) without rowid;
+        delete from {MIGRATIONS_TABLE} where name in ('counters_per_launch', 'tune_trials', 'launch_groups');
         update meta set value = '13' where key = 'schema_version';""")
     con.close()
     assert Store(db).runs() == []
-    assert record(db)[-2:] == [
+    assert record(db)[-3:] == [
         ("profkit", "counters_per_launch", True),
         ("profkit", "tune_trials", True),
+        ("profkit", "launch_groups", True),
     ] and version(db) == str(SCHEMA_VERSION)
     assert layout(db) == layout(new)
     con = sqlite3.connect(db)

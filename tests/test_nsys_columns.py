@@ -590,6 +590,28 @@ def test_committed_exports_import_alike(tmp_path, monkeypatch, export):
     assert_same(columnar, sql)
 
 
+@pytest.mark.parametrize("export", EXPORTS)
+def test_launches_share_their_groups_as_the_sql_path_finds_them(tmp_path, monkeypatch, export):
+    """Schema 16: each launch is stored once in ``launches`` and what a run's launches share
+    once per group in ``kernel_groups``. The columnar path numbers the groups by what they hold
+    (not by the range instance or operator call a launch was in), into as many groups as the
+    SQL path's DISTINCT finds, each used, and fewer than the launches."""
+    path = unpacked(tmp_path, export)
+    counts = {}
+    for columnar in (True, False):
+        folder = tmp_path / ("columnar" if columnar else "sql")
+        assert imported(folder, path, monkeypatch, columnar)["exit"] == 0
+        con = sqlite3.connect(folder / "p.db")
+        counts[columnar] = con.execute(
+            "select (select count(*) from launches), (select count(*) from kernel_groups), "
+            "(select count(distinct group_id) from launches)"
+        ).fetchone()
+        con.close()
+    assert counts[True] == counts[False], counts
+    launches, groups, used = counts[True]
+    assert groups == used and groups < launches, counts
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_edited_exports_import_alike(tmp_path, monkeypatch, case):
     export, edits, expected = CASES[case]

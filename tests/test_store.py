@@ -227,7 +227,8 @@ def test_migrates_a_schema_5_database_and_prints_the_same(tmp_path):
     }
     assert (
         tables["kernels"] == "view"
-        and tables["kernel_rows"] == "table"
+        and tables["kernel_rows"] == "view"
+        and tables["launches"] == "table"
         and tables["strings"] == "table"
     )
     for run_name in ("ncu-vgg16", "nsys-r18", "cpu-r18"):

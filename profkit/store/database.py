@@ -1,9 +1,10 @@
 """profkit's SQLite database, written through sqlite-utils: one ``runs`` row per run or import,
 one ``kernels`` row per launch (or CPU operator call), and one ``ranges`` row per NVTX or
-record_function range instance. ``kernels`` is a view: launches are stored in ``kernel_rows``
-with their texts (kernel names, ranges, operators, families, verdict details) kept once in
-``strings`` and referenced by id, so a database is no larger than the capture it came from;
-the view joins them back into the documented kernel table. A benchmark (``profkit bench``) is
+record_function range instance. ``kernels`` is a view: launches are stored in ``launches`` (each
+launch's own values) and ``kernel_groups`` (what a run's launches share, once per combination),
+joined by the ``kernel_rows`` view, with their texts (kernel names, ranges, operators, families,
+verdict details) kept once in ``strings`` and referenced by id, so a database is smaller than
+the capture it came from; the view joins them back into the documented kernel table. A benchmark (``profkit bench``) is
 one ``benches`` row and a ``bench_rows`` row per (precision, mode) combination, written in one
 transaction. Plain tables, views and JSON columns: ``sqlite-utils`` and ``datasette`` browse it
 as it is.

@@ -1,5 +1,6 @@
-"""The layout of profkit's tables as stored: the columns of ``runs``, ``kernel_rows`` (the
-kernel table, its texts interned in ``strings``) and the ``kernels`` view over it, ``ranges``,
+"""The layout of profkit's tables as stored: the columns of ``runs``, ``launches`` and
+``kernel_groups`` (the kernel table, its texts interned in ``strings``), the ``kernel_rows`` view
+joining them and the ``kernels`` view over that, ``ranges``,
 ``benches`` and ``bench_rows``. Shared by ``migrations`` (which makes them), the writers and
 readers of each table, and ``nsys_import`` (the bulk import of an nsys export)."""
 
@@ -67,6 +68,53 @@ STORED_COLUMNS: dict[str, type] = {
     (f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
     for c, t in KERNEL_COLUMNS.items()
 }
+
+# Schema 16: a launch's own columns in ``launches`` (LAUNCH_COLUMNS); the columns its run's
+# launches share (kernel, launch configuration, stream, thread, operator, module, verdict...)
+# once per distinct combination in ``kernel_groups`` (GROUP_COLUMNS, keyed by run and group,
+# ``id`` numbered from 0 within a run). A launch is written as 8 values, not 31: the kernel
+# table's write, an import's largest, is about 2.3 times quicker, and its database about 2.8
+# times smaller (issue 39, benchmarks/rows_layout_spike.py). ``kernel_rows`` is a view over
+# both with schema 15's columns, launches the outer loop (CROSS JOIN: each launch's group found
+# by its key, in launch order).
+LAUNCH_OWN = ("launch_id", "duration_ns", "start_ns", "nvtx_range_id", "nvtx_path_id", "metrics")
+GROUP_COLUMNS: tuple[str, ...] = tuple(
+    c for c in STORED_COLUMNS if c not in ("run_id", *LAUNCH_OWN)
+)
+LAUNCH_COLUMNS: tuple[str, ...] = ("run_id", "launch_id", "group_id", *LAUNCH_OWN[1:])
+KERNEL_ROWS_VIEW = (
+    "create view kernel_rows as select "
+    + ", ".join(("l." if c in ("run_id", *LAUNCH_OWN) else "g.") + c for c in STORED_COLUMNS)
+    + " from launches l cross join kernel_groups g on g.run_id = l.run_id and g.id = l.group_id"
+)
+
+
+def split_statements(source: str) -> list[str]:
+    """SQL that writes the rows of ``source`` (a table or query with ``STORED_COLUMNS``, one row
+    a launch, any number of runs) into ``kernel_groups`` and ``launches``: each run's distinct
+    combinations of GROUP_COLUMNS numbered from 0 (NULLs alike), each launch given its group's
+    number. Uses and drops ``temp.split_groups``."""
+    cols = ", ".join(GROUP_COLUMNS)
+    return [
+        "drop table if exists temp.split_groups",
+        f"create temp table split_groups as select run_id, row_number() over "
+        f"(partition by run_id order by {cols}) - 1 as id, {cols} "
+        f"from (select distinct run_id, {cols} from {source})",
+        f"create index temp.split_groups_key on split_groups (run_id, {cols})",
+        f"insert into kernel_groups (run_id, id, {cols}) select run_id, id, {cols} "
+        "from temp.split_groups order by run_id, id",
+        f"insert into launches ({', '.join(LAUNCH_COLUMNS)}) select k.run_id, k.launch_id, g.id, "
+        f"{', '.join('k.' + c for c in LAUNCH_COLUMNS[3:])} from {source} k join temp.split_groups g "
+        f"on g.run_id = k.run_id and {' and '.join(f'g.{c} is k.{c}' for c in GROUP_COLUMNS)} "
+        "order by k.run_id, k.launch_id",
+        "drop table temp.split_groups",
+    ]
+
+
+def stored_type(c: str) -> str:
+    """A stored kernel column's SQL type."""
+    return "integer" if STORED_COLUMNS.get(c, int) is int else "text"
+
 
 # The kernels view: kernel_rows with each id replaced by its text, the columns and order of
 # the table it replaced (schema 5); metrics '{}' where none were stored (NULL).

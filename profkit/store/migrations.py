@@ -36,16 +36,21 @@ from .layout import (
     BENCH_ROW_COLUMNS,
     COUNTER_COLUMNS,
     COUNTER_KEY,
+    GROUP_COLUMNS,
     HOST_SYNC_TABLE_COLUMNS,
     INTERNED,
     KERNEL_COLUMNS,
+    KERNEL_ROWS_VIEW,
     KERNELS_VIEW,
+    LAUNCH_COLUMNS,
     PATH_AGG_KEYS,
     PATH_AGG_MEASURES,
     RANGE_TABLE_COLUMNS,
     RUN_COLUMNS,
     STORED_COLUMNS,
     TUNE_TRIAL_COLUMNS,
+    split_statements,
+    stored_type,
 )
 
 MIGRATIONS_TABLE = "_sqlite_migrations"
@@ -120,8 +125,8 @@ def strings_and_kernel_rows(s: Connection) -> None:
     over them. A ``kernels`` table of an earlier profkit is copied in (in launch order; the
     columns it lacks are added first), dropped and the view put in its place (a user's own
     views over ``kernels`` read the view from then on)."""
-    if _kind(s, "kernel_rows") == "table":
-        return
+    if _kind(s, "kernel_rows") == "table" or _kind(s, "launches") == "table":
+        return  # done, or schema 16's layout already (a new database's, recorded as older)
     old = _kind(s, "kernels") == "table"
     if old:
         _add_columns(s, "kernels", KERNEL_COLUMNS)
@@ -258,6 +263,34 @@ def tune_trials(s: Connection) -> None:
             pk=("run_id", "tuning", "seq"),
             foreign_keys=[("run_id", "runs", "id")],
         )
+
+
+@step
+def launch_groups(s: Connection) -> None:
+    """Schema 16: a launch's own columns in ``launches``, what its run's launches share once per
+    distinct combination in ``kernel_groups`` (``layout``), ``kernel_rows`` a view over both
+    with the columns it had. Schema 15's table is split: each run's distinct combinations
+    numbered (NULLs alike), each launch given its group's number, the table dropped and the
+    view put in its place (the ``kernels`` view, and a user's own views, read it from then on)."""
+    if _kind(s, "launches") == "table":
+        return
+    types = {c: stored_type(c) for c in STORED_COLUMNS}
+    s.execute(
+        f"create table kernel_groups (run_id integer not null, id integer not null, "
+        f"{', '.join(f'{c} {types[c]}' for c in GROUP_COLUMNS)}, primary key (run_id, id), "
+        "foreign key (run_id) references runs (id)) without rowid"
+    )
+    # No other index: every query reads one run's launches, which the key clusters.
+    s.execute(
+        f"create table launches (run_id integer not null, launch_id integer not null, group_id integer not null, "
+        f"{', '.join(f'{c} {types[c]}' for c in LAUNCH_COLUMNS[3:])}, primary key (run_id, launch_id), "
+        "foreign key (run_id) references runs (id)) without rowid"
+    )
+    if _kind(s, "kernel_rows") == "table":
+        for sql in split_statements("kernel_rows"):
+            s.execute(sql)
+        s.execute("drop table kernel_rows")
+    s.execute(KERNEL_ROWS_VIEW)
 
 
 SCHEMA_VERSION = len(STEPS)

@@ -68,9 +68,12 @@ OPS_COLUMNS = (
     "rix",
     "oix",
 )
-# The scratch files' operations: the SQL path's working table ``temp.ops``, its columns but
-# those only the import's numpy reads (the launch's start and process: ``kernel_launches``).
-SCRATCH_COLUMNS = ("seq", *(c for c in OPS_COLUMNS if c not in ("lstart", "lpid")))
+# The scratch files' operations: what a launch's own row is written from (``launches``): its
+# group's number (``launch_groups``; the group's columns are written from its first operation),
+# its start and end, its state (the innermost range and the range path).
+SCRATCH_COLUMNS = ("seq", "grp", "start", "end", "rix")
+# The columns of a group's first operation that its group's row is written from (``temp.reps``).
+GROUP_SOURCE = ("kind", "key", "sn", *DIMS, "stream", "dev", "pid", "ltid", "rix", "oix")
 # Smaller exports: the SQL path (as quick there; no scratch files). On the 2-core machine the
 # columnar path was as quick at 2,000 kernels (0.8 MB) and quicker from 25,000 (5.6 MB: 0.86
 # against 0.95 s); an export of only the tables profkit reads (``nsys export --tables``) holds
@@ -664,6 +667,109 @@ def groups(ops: Ops) -> Iterator[tuple[Any, ...]]:
             yield (KINDS[row[0]], *row[1:12], None if row[12] >= 1 << 40 else row[12], row[13])
 
 
+def states_launched_in(ops: Ops) -> list[int]:
+    """The states some operation was launched in (``rix``), ascending."""
+    import numpy as np
+
+    rix = ops.cols["rix"]
+    values = rix.values if rix.null is None else rix.values[~rix.null]
+    return [int(v) for v in np.unique(values)]
+
+
+def launch_groups(
+    ops: Ops,
+    state_ix: np.ndarray,
+    state_rest: np.ndarray,
+    state_call: np.ndarray,
+    state_own_call: np.ndarray,
+    operator_call: np.ndarray,
+    ranks: dict[int, int],
+) -> np.ndarray:
+    """Number each operation's launch group (``kernel_groups``), in order of first appearance,
+    and put it in ``ops.cols["grp"]``; returns each group's first operation. Operations of one
+    group have every group column alike (they may be split where they need not be: a group is
+    written from its first operation): the same kind, name, configuration, stream, device,
+    process, thread, and the same attribution from their state and operator call, compared by
+    content, not by which range instance or call gave it (a range around every operator call
+    would make a state of nearly every launch), by the rank of their process (``ranks``, by
+    process id), not the process. Per state (``state_ix``, sorted): ``state_rest`` the code of
+    its input types, module, module type and phase; ``state_call`` of its operator and shapes;
+    ``state_own_call`` whether those stand (its phase is known: profkit's own operator range)
+    over the launch's operator call, whose operator and shapes' code is ``operator_call[oix -
+    1]``, in the same codes as ``state_call``. Code 0 is all of them unknown, as for a launch
+    in no state and no call."""
+    import numpy as np
+    import pandas as pd
+
+    n = len(ops)
+    c = ops.cols
+    rix = c["rix"]
+    pos = np.searchsorted(state_ix, rix.values)
+    placed = pos < len(state_ix)
+    placed[placed] = state_ix[pos[placed]] == rix.values[placed]
+    if rix.null is not None:
+        placed &= ~rix.null
+    pos = np.where(placed, pos, 0)
+    empty = np.zeros(n, np.int64)
+    rest = np.where(placed, state_rest[pos], empty) if len(state_ix) else empty
+    call = np.where(placed, state_call[pos], empty) if len(state_ix) else empty
+    own = np.where(placed, state_own_call[pos], False) if len(state_ix) else np.zeros(n, bool)
+    oix = c["oix"]
+    if len(operator_call):
+        called = ~own if oix.null is None else ~own & ~oix.null
+        idx = np.clip(oix.values - 1, 0, len(operator_call) - 1)
+        call = np.where(called, operator_call[idx], call)
+    keys = [ops.kind, c["key"].values, c["sn"].keyed(), *(c[d].keyed() for d in DIMS)]
+    pid = c["pid"].values
+    rank = np.full(n, LOW, np.int64)
+    for p, r in ranks.items():
+        rank[pid == p] = r
+    ltid = c["ltid"]
+    thread = ltid.values & 0xFFFFFF
+    if ltid.null is not None:
+        thread = np.where(ltid.null, LOW, thread)
+    keys += [c["stream"].keyed(), c["dev"].keyed(), rank, thread, rest, call]
+    group = np.zeros(n, np.int64)
+    bound = 1  # the group numbers so far are below it
+    for key in keys:
+        if n == 0:
+            break
+        lo, hi = int(key.min()), int(key.max())
+        if hi - lo < 1 << 20:  # a narrow key (a kind, a dimension, a code): its offset is its code
+            codes, size = key.astype(np.int64) - lo, hi - lo + 1
+        else:
+            codes, uniques = pd.factorize(key)
+            size = len(uniques)
+        if bound * size >= 1 << 62:
+            group, uniques = pd.factorize(group)  # renumbered densely before it would overflow
+            bound = len(uniques)
+        group *= size
+        group += codes
+        bound *= size
+    group, _ = pd.factorize(group)  # in order of first appearance: launch order
+    c["grp"] = Column(group.astype(np.int64, copy=False))
+    if n == 0:
+        return np.zeros(0, np.int64)
+    # numbered in order of first appearance: a group's first operation is where the number
+    # first exceeds every one before it
+    seen = np.maximum.accumulate(group)
+    return np.flatnonzero(np.r_[True, group[1:] > seen[:-1]])
+
+
+def group_sources(ops: Ops, first: np.ndarray) -> Iterator[tuple[Any, ...]]:
+    """Each group's number and its first operation's GROUP_SOURCE columns (``temp.reps``)."""
+    c = ops.cols
+    columns: list[list[Any]] = [list(range(len(first)))]
+    columns.append([KINDS[k] for k in ops.kind[first].tolist()])
+    for name in GROUP_SOURCE[1:]:
+        col = c[name]
+        values = col.values[first].tolist()
+        if col.null is not None:
+            values = [None if z else v for v, z in zip(values, col.null[first].tolist())]
+        columns.append(values)
+    return zip(*columns)
+
+
 def host_operations(ops: Ops) -> np.ndarray:
     """Every operation's (globalPid >> 24, start, end), (n, 3), sorted by process and start:
     the host syncs' search (``NsysExport.host_syncs``)."""
@@ -723,7 +829,6 @@ class Scratch:
             import numpy as np
             import pyarrow as pa
 
-            kinds = pa.array(list(KINDS))
             for (path, lo, hi), ready in zip(self.parts, self._ready):
                 if self._stop.is_set():
                     break
@@ -733,13 +838,8 @@ class Scratch:
                 )
                 con.commit()
                 con.close()
-                arrays = {
-                    "seq": pa.array(np.arange(lo, hi, dtype=np.int64)),
-                    "kind": pa.DictionaryArray.from_arrays(
-                        pa.array(ops.kind[lo:hi].astype(np.int32)), kinds
-                    ).cast(pa.string()),
-                }
-                for name in SCRATCH_COLUMNS[2:]:
+                arrays = {"seq": pa.array(np.arange(lo, hi, dtype=np.int64))}
+                for name in SCRATCH_COLUMNS[1:]:
                     col = ops.cols[name]
                     null = None if col.null is None else col.null[lo:hi]
                     arrays[name] = pa.array(col.values[lo:hi], mask=null)

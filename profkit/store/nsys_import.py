@@ -29,7 +29,13 @@ from ..parse.schema import MAX_DURATION_NS
 from ..processes import stage
 from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
-from .layout import KERNEL_COLUMNS, STORED_COLUMNS
+from .layout import (
+    GROUP_COLUMNS,
+    KERNEL_COLUMNS,
+    LAUNCH_COLUMNS,
+    STORED_COLUMNS,
+    split_statements,
+)
 
 # The names' key where an operation has no short name (copies, sets): the sentinel the
 # operations' groups hold for it too (``key_sentinel("sn")``).
@@ -80,10 +86,8 @@ def insert_gpu_ops(
             operations_read(nsys_columns.host_operations(ops), ops.sync_calls)
         else:
             operations_read(None, None)
-    scratch: nsys_columns.Scratch | None = None
+    made: list[nsys_columns.Scratch] = []  # the scratch files, once the groups are numbered
     try:
-        if ops is not None:
-            scratch = nsys_columns.Scratch(ops)
         # The operations' working table (~250 bytes a row) in memory for an export of up to
         # IN_MEMORY_BYTES (about a million kernels), faster; in a temporary file above, so that
         # memory stays bounded whatever the capture's size.
@@ -102,7 +106,7 @@ def insert_gpu_ops(
             ranks or {},
             operators or [],
             ops,
-            scratch,
+            made,
         )
     finally:
         if con.in_transaction:
@@ -111,7 +115,7 @@ def insert_gpu_ops(
             if attached == "src" or attached.startswith(SCRATCH):
                 con.execute(f"detach database {attached}")
         con.execute("pragma temp_store = default")
-        if scratch is not None:
+        for scratch in made:
             scratch.close()
 
 
@@ -127,8 +131,8 @@ def _insert_gpu_ops(
     windows: list[Window],
     ranks: dict[int, int],
     operators: list[OperatorCall],
-    columns: nsys_columns.Ops | None = None,
-    scratch: nsys_columns.Scratch | None = None,
+    columns: nsys_columns.Ops | None,
+    made: list[nsys_columns.Scratch],
 ) -> GpuOpsImport:
     with store.write():
         ids = store.intern(
@@ -244,21 +248,14 @@ def _insert_gpu_ops(
                         first_launch = min(first_launch, excluded.first_launch),
                         min_thread = min(coalesce(min_thread, excluded.min_thread), coalesce(excluded.min_thread, min_thread)),
                         unlaunched = unlaunched + excluded.unlaunched""")
-                ops_table = "temp.ops"
-            else:
-                # in batches: with a range around every operator call, about a group an operation
-                con.executemany(
-                    f"insert into temp.opg values ({', '.join('?' * 14)})",
-                    nsys_columns.groups(columns),
-                )
-                stage("operations grouped")
-                ops_table = SCRATCH
-            # The rows of the states an operation was launched in (the groups' rix), their texts interned.
+            # The rows of the states an operation was launched in, their texts interned.
             rows = ranges(
                 [
                     int(r[0])
                     for r in con.execute(f"select distinct rix from temp.opg where rix != {low}")
                 ]
+                if columns is None
+                else nsys_columns.states_launched_in(columns)
             )
             ids.update(
                 store.intern({t for row in rows for t in row[1:] if t is not None and t not in ids})
@@ -271,6 +268,19 @@ def _insert_gpu_ops(
                 ((r[0], *(ids.get(t) if t is not None else None for t in r[1:])) for r in rows),
             )
             stage("states")
+            if columns is not None:
+                # Each operation's launch group numbered, then the scratch files written on a
+                # thread of their own while the operations are grouped (below) and the groups
+                # written.
+                first = nsys_columns.launch_groups(columns, *_state_codes(rows, operators), ranks)
+                made.append(nsys_columns.Scratch(columns))
+                stage("launch groups numbered")
+                # in batches: with a range around every operator call, about a group an operation
+                con.executemany(
+                    f"insert into temp.opg values ({', '.join('?' * 14)})",
+                    nsys_columns.groups(columns),
+                )
+                stage("operations grouped")
             source = {
                 "run_id": "?",
                 "launch_id": "o.seq",
@@ -304,23 +314,50 @@ def _insert_gpu_ops(
                 "short_name": "n.short_id",
             }
             assert set(source) == set(KERNEL_COLUMNS)
-            cols = ", ".join(STORED_COLUMNS)
-            values = ", ".join(source[c] for c in KERNEL_COLUMNS)
-            # cross join: the operations are the outer loop, read in seq order (no sort).
-            tables = [ops_table]
-            if scratch is not None:  # each part as soon as it is written, the next meanwhile
-                tables = [f"{ops_table}{i}.ops" for i in range(len(scratch.parts))]
-            for i, table in enumerate(tables):
-                if scratch is not None:
-                    con.execute(f"attach database ? as {ops_table}{i}", [_ro_uri(scratch.part(i))])
+            stored = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
+            joins = (
+                f"cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) "
+                "left join temp.rg rg on rg.ix = o.rix left join temp.oc oc on oc.ix = o.oix "
+                "left join temp.rk rk on rk.pid = o.pid"
+            )
+            if columns is not None:
+                # Each launch group's row from its first operation, then each launch's own row
+                # from the scratch files (8 values; no look-up but its state's range names).
                 con.execute(
-                    f"insert into kernel_rows ({cols}) select {values} from {table} o "
-                    f"cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) left join temp.rg rg on rg.ix = o.rix "
-                    "left join temp.oc oc on oc.ix = o.oix left join temp.rk rk on rk.pid = o.pid order by o.seq",
+                    f"create temp table reps (grp integer primary key, {', '.join(nsys_columns.GROUP_SOURCE)})"
+                )
+                con.executemany(
+                    f"insert into temp.reps values (?{', ?' * len(nsys_columns.GROUP_SOURCE)})",
+                    nsys_columns.group_sources(columns, first),
+                )
+                con.execute(
+                    f"insert into kernel_groups (run_id, id, {', '.join(GROUP_COLUMNS)}) select ?, o.grp, "
+                    f"{', '.join(source[stored[c]] for c in GROUP_COLUMNS)} from temp.reps o {joins} order by o.grp",
                     [run_id],
                 )
-                if scratch is not None:
+                stage("launch groups written")
+                scratch = made[-1]
+                # cross join: the operations are the outer loop, read in seq order (no sort).
+                for i in range(len(scratch.parts)):  # each part once written, the next meanwhile
+                    part = f"{SCRATCH}{i}"
+                    con.execute(f"attach database ? as {part}", [_ro_uri(scratch.part(i))])
+                    con.execute(
+                        f"insert into launches ({', '.join(LAUNCH_COLUMNS)}) select ?, o.seq, o.grp, "
+                        f"o.end - o.start, o.start, rg.nvtx_range_id, rg.nvtx_path_id, null from {part}.ops o "
+                        "left join temp.rg rg on rg.ix = o.rix order by o.seq",
+                        [run_id],
+                    )
                     scratch.done_with(i)  # its file goes now (the attached one reads on)
+            else:
+                # Every launch's row as schema 15 stored it, then split (a small export's path).
+                con.execute(f"create temp table kr ({', '.join(STORED_COLUMNS)})")
+                con.execute(
+                    f"insert into temp.kr select {', '.join(source[c] for c in KERNEL_COLUMNS)} "
+                    f"from temp.ops o {joins} order by o.seq",
+                    [run_id],
+                )
+                for sql in split_statements("temp.kr"):
+                    con.execute(sql)
             stage("rows written")
             by_kind: dict[str, tuple[int, int]] = {}
             per_range: list[tuple[int, str, int, int]] = []
@@ -338,7 +375,6 @@ def _insert_gpu_ops(
                 if i is not None:
                     per_range.append((int(i), k, n, t))
             # The aggregates' groups: each operation group's row values as the rows have them.
-            stored = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
             fill_fine_aggregates(
                 store,
                 "temp.agg_bulk",
@@ -366,7 +402,19 @@ def _insert_gpu_ops(
             )
             stage("launched per range")
         finally:
-            for table in ("ops", "opg", "agg_bulk", "rt", "nm", "rg", "seg", "oc", "rk"):
+            for table in (
+                "ops",
+                "opg",
+                "agg_bulk",
+                "rt",
+                "nm",
+                "rg",
+                "seg",
+                "oc",
+                "rk",
+                "reps",
+                "kr",
+            ):
                 con.execute(f"drop table if exists temp.{table}")
     store.prepared_aggregates = (run_id, groups)
     return {
@@ -375,6 +423,42 @@ def _insert_gpu_ops(
         "launched": launched,
         "unlaunched": unlaunched,
     }
+
+
+def _state_codes(
+    rows: list[StateRange], operators: list[OperatorCall]
+) -> tuple[Any, Any, Any, Any, Any]:
+    """What ``nsys_columns.launch_groups`` compares the operations' attribution by: the states
+    (``rows``, by index) and operator calls (``operators``, in order) coded by content."""
+    import numpy as np
+
+    # code 0: nothing known (a launch in no state and no operator call is coded so too)
+    rest: dict[tuple[Any, ...], int] = {(None, None, None, None): 0}
+    call: dict[tuple[Any, ...], int] = {(None, None): 0}
+    at = {c: i + 1 for i, c in enumerate(STATE_COLUMNS)}  # a row's text positions
+    by_ix = sorted(rows, key=lambda r: r[0])
+    ix = np.fromiter((r[0] for r in by_ix), np.int64, len(by_ix))
+    rests = np.fromiter(
+        (
+            rest.setdefault(
+                tuple(r[at[c]] for c in ("input_types", "module", "module_type", "phase")),
+                len(rest),
+            )
+            for r in by_ix
+        ),
+        np.int64,
+        len(by_ix),
+    )
+    calls = np.fromiter(
+        (call.setdefault((r[at["op"]], r[at["shapes"]]), len(call)) for r in by_ix),
+        np.int64,
+        len(by_ix),
+    )
+    own = np.fromiter((r[at["phase"]] is not None for r in by_ix), bool, len(by_ix))
+    operator = np.fromiter(
+        (call.setdefault((o[3], o[4]), len(call)) for o in operators), np.int64, len(operators)
+    )
+    return ix, rests, calls, own, operator
 
 
 def _checked(export: NsysExport, con: Any, sql: str) -> None:

@@ -528,7 +528,8 @@ class Runs(Writes):
 
     def _delete_rows(self, run_id: int) -> None:
         for table in (
-            "kernel_rows",
+            "launches",
+            "kernel_groups",
             "kernel_aggs",
             "path_aggs",
             "ranges",

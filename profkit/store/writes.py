@@ -43,7 +43,18 @@ from .fine_aggregates import (
     key_sentinel,
     new_fine_table,
 )
-from .layout import AGG_KEYS, INTERNED, KERNEL_COLUMNS, PATH_AGG_KEYS, STORED_COLUMNS
+from .layout import (
+    AGG_KEYS,
+    GROUP_COLUMNS,
+    INTERNED,
+    KERNEL_COLUMNS,
+    LAUNCH_COLUMNS,
+    PATH_AGG_KEYS,
+    STORED_COLUMNS,
+)
+
+# a stored column (``name_id``) -> its kernel table column (``name``)
+KERNEL_COLUMNS_OF = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
 
 if TYPE_CHECKING:
     from ..classify import Verdict
@@ -95,19 +106,30 @@ class Writes(Connection):
         )
 
     def _insert_kernels(self, run_id: int, rows: Iterable[ClassifiedRow]) -> tuple[str, int, int]:
-        """Bulk insert through one prepared statement (sqlite-utils' insert_all re-checks every
+        """Bulk insert through prepared statements (sqlite-utils' insert_all re-checks every
         value of every row, which made a 2-million-kernel import three times slower), one
-        transaction per BATCH_ROWS rows, texts replaced by their ids in ``strings``. Returns
-        the run's activity and the count and summed duration of its rows of that activity: a
-        run's rows are CPU operators or GPU work, never both."""
+        transaction per BATCH_ROWS rows, texts replaced by their ids in ``strings``, each row's
+        shared columns by its group's number (``kernel_groups``, a new group written with the
+        batch that first has it). Returns the run's activity and the count and summed duration
+        of its rows of that activity: a run's rows are CPU operators or GPU work, never both."""
         cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
-        sql = (
-            f"insert into kernel_rows (run_id, {', '.join(c for c in STORED_COLUMNS if c != 'run_id')}) "
-            f"values (?, {', '.join('?' * len(cols))})"
+        stored = [c for c in STORED_COLUMNS if c != "run_id"]
+        own = [cols.index(KERNEL_COLUMNS_OF[c]) for c in LAUNCH_COLUMNS[3:]]
+        shared = [cols.index(KERNEL_COLUMNS_OF[c]) for c in GROUP_COLUMNS]
+        launch_at = cols.index("launch_id")
+        groups_sql = (
+            f"insert into kernel_groups (run_id, id, {', '.join(GROUP_COLUMNS)}) "
+            f"values (?, ?, {', '.join('?' * len(GROUP_COLUMNS))})"
         )
+        launches_sql = (
+            f"insert into launches ({', '.join(LAUNCH_COLUMNS)}) "
+            f"values (?, ?, ?, {', '.join('?' * len(own))})"
+        )
+        assert len(stored) == len(cols)
         # positions in a row's values
-        text_at = [i + 1 for i, c in enumerate(cols) if c in INTERNED]
+        text_at = [i for i, c in enumerate(cols) if c in INTERNED]
         ids: dict[str, int] = {}
+        group_ids: dict[tuple[Any, ...], int] = {}
         batch: list[list[Any]] = []
         kinds: set[str] = set()
         count = {"kernel": 0, "cpu_op": 0}
@@ -124,11 +146,20 @@ class Writes(Connection):
                         if (v := values[i]) is not None and v not in ids
                     },
                 )
+                new_groups: list[tuple[Any, ...]] = []
+                launches: list[tuple[Any, ...]] = []
                 for values in batch:
                     for i in text_at:
                         if (v := values[i]) is not None:
                             values[i] = ids[v]
-                self.conn.executemany(sql, batch)
+                    key = tuple(values[i] for i in shared)
+                    group = group_ids.get(key)
+                    if group is None:
+                        group = group_ids[key] = len(group_ids)
+                        new_groups.append((run_id, group, *key))
+                    launches.append((run_id, values[launch_at], group, *(values[i] for i in own)))
+                self.conn.executemany(groups_sql, new_groups)
+                self.conn.executemany(launches_sql, launches)
 
         try:
             for r in rows:
@@ -138,7 +169,7 @@ class Writes(Connection):
                 if kind in count:
                     count[kind] += 1
                     total[kind] += r["duration_ns"] or 0
-                values: list[Any] = [run_id]
+                values: list[Any] = []
                 for c in cols:
                     v = r[c]  # type: ignore[literal-required]
                     if c == "metrics":
@@ -165,7 +196,8 @@ class Writes(Connection):
         self, run_id: int, by_short_name: dict[str, tuple[str | None, str | None]]
     ) -> int:
         """``op`` and ``input_types`` of ``run_id``'s kernels by their short name (a compiled
-        model's generated kernels, ``parse.compiled``), where given. Returns the rows changed."""
+        model's generated kernels, ``parse.compiled``), where given. Returns the
+        launch groups changed (``kernel_groups``: 0 where none was)."""
         changed = 0
         with self.write():
             ids = self.intern(
@@ -173,7 +205,7 @@ class Writes(Connection):
             )
             for name, (op, types) in by_short_name.items():
                 changed += self.conn.execute(
-                    "update kernel_rows set op_id = coalesce(?, op_id), input_types_id = coalesce(?, input_types_id) "
+                    "update kernel_groups set op_id = coalesce(?, op_id), input_types_id = coalesce(?, input_types_id) "
                     "where run_id = ? and short_name_id = ? and kind = 'kernel'",
                     [
                         ids.get(op) if op else None,
@@ -189,9 +221,9 @@ class Writes(Connection):
     def judge_by_inputs(self, run_id: int, judge: Callable[[str, str], Verdict]) -> int:
         """Kernels of ``run_id`` with no precision yet and their launching operator's input
         types (a bulk import's, judged by name alone): ``judge(name, input_types)`` once per
-        distinct pair, its verdict written where it gives a precision. Returns the rows changed."""
+        distinct pair, its verdict written where it gives a precision. Returns the launch groups changed."""
         pairs = self.conn.execute(
-            "select distinct k.name_id, k.input_types_id, n.text, t.text from kernel_rows k "
+            "select distinct k.name_id, k.input_types_id, n.text, t.text from kernel_groups k "
             "join strings n on n.id = k.name_id join strings t on t.id = k.input_types_id "
             "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'",
             [run_id],
@@ -204,7 +236,7 @@ class Writes(Connection):
                     continue
                 detail = self.intern([v.evidence_detail])[v.evidence_detail]
                 changed += self.conn.execute(
-                    "update kernel_rows set precision = ?, evidence = ?, evidence_detail_id = ? where run_id = ? "
+                    "update kernel_groups set precision = ?, evidence = ?, evidence_detail_id = ? where run_id = ? "
                     "and name_id = ? and input_types_id = ? and kind = 'kernel' and precision = 'unknown'",
                     [v.precision, v.evidence, detail, run_id, name_id, types_id],
                 ).rowcount
@@ -217,7 +249,7 @@ class Writes(Connection):
         reads (``classify.name_else``: a type in the name where no operator's types were recorded,
         an opaque copy's element size), judged so; the run's own types stand for RUN_HALF and
         RUN_FLOAT: its tag (``tag``: fp16, bf16, fp32, amp), else its kernels' time by precision.
-        Returns the rows changed."""
+        Returns the launch groups changed."""
         from ..classify import RUN_FLOAT, RUN_HALF, name_else
 
         unknown, times = self._unknown_names_and_times(run_id)
@@ -253,7 +285,7 @@ class Writes(Connection):
                 ids = self.intern([detail])
                 verdicts[name_id] = (precision, ids[detail])
                 changed += self.conn.execute(
-                    "update kernel_rows set precision = ?, evidence = 'name', evidence_detail_id = ? where run_id = ? "
+                    "update kernel_groups set precision = ?, evidence = 'name', evidence_detail_id = ? where run_id = ? "
                     "and name_id = ? and kind = 'kernel' and precision = 'unknown'",
                     [precision, ids[detail], run_id, name_id],
                 ).rowcount
@@ -268,7 +300,7 @@ class Writes(Connection):
         prepared = self.prepared_aggregates
         if prepared is None or prepared[0] != run_id:
             names = self.conn.execute(
-                "select distinct k.name_id, n.text from kernel_rows k join strings n on n.id = k.name_id "
+                "select distinct k.name_id, n.text from kernel_groups k join strings n on n.id = k.name_id "
                 "where k.run_id = ? and k.kind = 'kernel' and k.precision = 'unknown'",
                 [run_id],
             ).fetchall()
