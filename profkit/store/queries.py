@@ -508,8 +508,20 @@ class Queries(Connection):
         there were."""
         from ..rows import TimelineOp
 
-        where = "run_id = ? and start_ns is not null and kind != 'cpu_op'"
+        # On the launches' own table: no group looked up per launch. Their groups chosen first
+        # (a few), where the run has CPU operators' rows too.
+        cpu, gpu = self.execute(
+            "select count(*) filter (where kind = 'cpu_op'), count(*) filter (where kind != 'cpu_op') "
+            "from kernel_groups where run_id = ?",
+            [run_id],
+        ).fetchone()
+        if not gpu:
+            return [], 0
+        where = "run_id = ? and start_ns is not null"
         args: list[Any] = [run_id]
+        if cpu:
+            where += " and group_id in (select id from kernel_groups where run_id = ? and kind != 'cpu_op')"
+            args.append(run_id)
         if start_ns is not None:
             where += " and start_ns >= ?"
             args.append(start_ns)
@@ -530,12 +542,12 @@ class Queries(Connection):
             "tensor_core",
             "family",
         )
-        # The first ``limit`` chosen on kernel_rows' own columns, then only those named (the view
-        # names every row it reads).
+        # The first ``limit`` chosen on the launches' own columns, then only those named (the
+        # view names every row it reads).
         rows = [
             TimelineOp(**{**dict(zip(cols, r)), "tensor_core": _verdict(r[-2])})
             for r in self.execute(
-                f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in (select launch_id from kernel_rows "
+                f"select {', '.join(cols)} from kernels where run_id = ? and launch_id in (select launch_id from launches "
                 f"where {where} order by start_ns, launch_id limit ?) order by start_ns, launch_id",
                 [run_id, *args, limit],
             )
@@ -543,7 +555,7 @@ class Queries(Connection):
         if len(rows) < limit:  # all of them: no second pass to count them
             return rows, len(rows)
         return rows, int(
-            self.execute(f"select count(*) from kernel_rows where {where}", args).fetchone()[0]
+            self.execute(f"select count(*) from launches where {where}", args).fetchone()[0]
         )
 
     # ------------------------------------------------------------------ reading ranges
