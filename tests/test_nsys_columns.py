@@ -612,6 +612,20 @@ def test_launches_share_their_groups_as_the_sql_path_finds_them(tmp_path, monkey
     assert groups == used and groups < launches, counts
 
 
+def test_a_narrow_column_keyed_holds_its_null_apart():
+    """A launch's dimensions are read as 32-bit integers; as a group key their NULL (a copy's, a
+    set's) is ``LOW``, which only a 64-bit integer holds: never wrapped into a dimension, nor
+    refused (the H200's numpy refused it: a real capture with copies did not import)."""
+    import numpy as np
+
+    column = nsys_columns.Column(
+        np.array([0, 7, 2**31 - 1], np.int32), np.array([True, False, False])
+    )
+    keyed = column.keyed()
+    assert keyed.dtype == np.int64
+    assert keyed.tolist() == [nsys_columns.LOW, 7, 2**31 - 1]
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_edited_exports_import_alike(tmp_path, monkeypatch, case):
     export, edits, expected = CASES[case]

@@ -118,10 +118,12 @@ class Column:
         return Column(self.values[order], None if self.null is None else self.null[order])
 
     def keyed(self) -> np.ndarray:
-        """The values with NULL as ``LOW`` (a group key)."""
+        """The values as 64-bit integers with NULL as ``LOW`` (a group key; a narrower column,
+        a launch's dimensions, cannot hold it)."""
         import numpy as np
 
-        return self.values if self.null is None else np.where(self.null, LOW, self.values)
+        values = self.values.astype(np.int64, copy=False)
+        return values if self.null is None else np.where(self.null, LOW, values)
 
 
 @dataclass
