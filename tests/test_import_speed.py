@@ -231,15 +231,21 @@ def test_a_report_is_exported_with_the_tables_profkit_reads(tmp_path, monkeypatc
     assert digests(report, tmp_path / "p.db") == golden[export]
     calls = [line.split() for line in log.read_text().splitlines()]
     tables = sorted(c[4] for c in calls if c[3] == "--tables")
-    assert tables == [
-        "^CUPTI_ACTIVITY_KIND_RUNTIME$",
+    rest = (
         "^META_DATA_EXPORT$,^CUPTI_ACTIVITY_KIND_KERNEL$,^StringIds$,^CUPTI_ACTIVITY_KIND_MEMCPY$,"
-        "^CUPTI_ACTIVITY_KIND_MEMSET$,^NVTX_EVENTS$,^TARGET_INFO_GPU$,^ENUM_CUDA_MEMCPY_OPER$",
-    ]
+        "^CUPTI_ACTIVITY_KIND_MEMSET$,^NVTX_EVENTS$,^TARGET_INFO_GPU$,^ENUM_CUDA_MEMCPY_OPER$"
+    )
+    # Where nsys refuses --tables, the second nsys is killed as soon as the first has failed:
+    # on a busy machine before it began, and wrote its call to the log.
+    began = tables[0] == "^CUPTI_ACTIVITY_KIND_RUNTIME$"
+    assert tables == (["^CUPTI_ACTIVITY_KIND_RUNTIME$", rest] if began else [rest])
+    assert began or refuse == "--tables"
     fell_back = bool(refuse or empty)
-    assert len(calls) == (3 if fell_back else 2) and ("--tables" not in calls[-1]) == fell_back
+    assert len(calls) == len(tables) + fell_back and ("--tables" not in calls[-1]) == fell_back
     outputs = {Path(c[c.index("--output") + 1]) for c in calls}
-    assert {p.name for p in outputs} == {"train.profkit.sqlite", "runtime.sqlite"}
+    assert {p.name for p in outputs} == {"train.profkit.sqlite", "runtime.sqlite"} - (
+        set() if began else {"runtime.sqlite"}
+    )
     (made,) = tmp_path.rglob("train.profkit.sqlite")
     assert sorted(p.name for p in made.parent.iterdir()) == ["train.profkit.sqlite"]
     assert not list((tmp_path / "tmp").iterdir())  # the second export's folder is gone

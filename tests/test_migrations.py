@@ -247,6 +247,27 @@ def test_a_schema_13_database_drops_the_counters_it_kept_per_function(db):
     con.close()
 
 
+@pytest.mark.parametrize("kind", ["view", "table"])
+@pytest.mark.parametrize("name", ["launches", "kernel_groups"])
+def test_a_users_own_object_under_schema_16s_names_is_refused_in_one_line(tmp_path, kind, name):
+    """An earlier database where the user made a view or table named ``launches`` or
+    ``kernel_groups``: schema 16 needs the name, so opening it says so in one line (not as a
+    file that cannot be written), changes nothing, and opens once the user's object is renamed."""
+    path = old_copy(tmp_path, 7)
+    con = sqlite3.connect(path)
+    con.execute(f"create {kind} {name} as select run_id, count(*) as n from kernels group by 1")
+    con.commit()
+    con.close()
+    before = sha256(path)
+    one_line_error(cli("runs", db=path), f"holds a {kind} named {name} that profkit did not make")
+    assert sha256(path) == before
+    con = sqlite3.connect(path)
+    con.execute(f"alter table {name} rename to mine" if kind == "table" else f"drop view {name}")
+    con.commit()
+    con.close()
+    assert cli("runs", db=path).exit_code == 0 and version(path) == str(SCHEMA_VERSION)
+
+
 def test_an_old_database_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
     path = old_copy(tmp_path, 7)
     before = sha256(path)

@@ -778,12 +778,14 @@ PARALLEL_BYTES = 64 << 20
 
 
 class HostSyncsLater:
-    """``NsysExport.host_syncs()`` of ``export``: on a machine this process may run on two or
-    more cores of, for an export of ``PARALLEL_BYTES`` or more, later: in a thread of its own
-    once ``start()`` is called (with a connection of its own: SQLite's statements and numpy's
-    sort let go of Python's lock, so the import's SQL in this thread goes on meanwhile), or from
-    the operations the bulk import read (``from_operations``); else here and now. ``result()``
-    waits for it (or finds the calls itself, where neither was asked for).
+    """``NsysExport.host_syncs()`` of ``export``, later: from the operations the bulk import
+    read as columns (``from_operations``), or, on a machine this process may run on two or more
+    cores of, for an export of ``PARALLEL_BYTES`` or more, in a thread of its own once
+    ``start()`` is called (with a connection of its own: SQLite's statements and numpy's sort
+    let go of Python's lock, so the import's SQL in this thread goes on meanwhile). ``result()``
+    waits for it, or finds the calls itself where neither was done (never before the columns
+    are read: a 59 MB export's calls took 0.6-0.9 s of SQL on the H200 that its columns give in
+    a few milliseconds).
     Where the thread fails, the calls are found again here, so that a bad export's error is
     raised as the import always raises it; ``cancel()`` cuts its statement short."""
 
@@ -794,15 +796,14 @@ class HostSyncsLater:
         self._found: list[HostSyncCall] | None = None
         self._con: sqlite3.Connection | None = None
         self._stop = threading.Event()
-        if not (cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES):
-            self.calls = export.host_syncs()
+        self._parallel = cores() > 1 and export.path.stat().st_size >= PARALLEL_BYTES
 
     def start(self) -> None:
         """Start the thread (a large export's, where nothing has found the calls yet): the
         streamed rows' walk and the bulk import's SQL path start it; the bulk import's columns
         give the calls instead (``from_operations``), without a thread beside the columns'
         own."""
-        if self.calls is None and self.thread is None:
+        if self.calls is None and self.thread is None and self._parallel:
             self.thread = threading.Thread(
                 target=self._find, name="profkit host syncs", daemon=True
             )

@@ -125,8 +125,8 @@ def strings_and_kernel_rows(s: Connection) -> None:
     over them. A ``kernels`` table of an earlier profkit is copied in (in launch order; the
     columns it lacks are added first), dropped and the view put in its place (a user's own
     views over ``kernels`` read the view from then on)."""
-    if _kind(s, "kernel_rows") == "table" or _kind(s, "launches") == "table":
-        return  # done, or schema 16's layout already (a new database's, recorded as older)
+    if _kind(s, "kernel_rows") is not None:
+        return  # done (a view: schema 16's layout already, a new database's recorded as older)
     old = _kind(s, "kernels") == "table"
     if old:
         _add_columns(s, "kernels", KERNEL_COLUMNS)
@@ -272,8 +272,20 @@ def launch_groups(s: Connection) -> None:
     with the columns it had. Schema 15's table is split: each run's distinct combinations
     numbered (NULLs alike), each launch given its group's number, the table dropped and the
     view put in its place (the ``kernels`` view, and a user's own views, read it from then on)."""
-    if _kind(s, "launches") == "table":
+    if (_kind(s, "kernel_rows"), _kind(s, "launches"), _kind(s, "kernel_groups")) == (
+        "view",
+        "table",
+        "table",
+    ):
         return
+    for name in ("launches", "kernel_groups"):
+        if (kind := _kind(s, name)) is not None:  # the user's own: a view or table of that name
+            raise StoreError(
+                f"{s.path} holds a {kind} named {name} that profkit did not make, and this "
+                f"profkit stores its launches under that name",
+                f"Rename or drop that {kind} (sqlite3 {s.path.name} 'drop {kind} {name}'), "
+                "then open the database again.",
+            )
     types = {c: stored_type(c) for c in STORED_COLUMNS}
     s.execute(
         f"create table kernel_groups (run_id integer not null, id integer not null, "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -705,48 +705,74 @@ def launch_groups(
 
     n = len(ops)
     c = ops.cols
-    rix = c["rix"]
-    pos = np.searchsorted(state_ix, rix.values)
-    placed = pos < len(state_ix)
-    placed[placed] = state_ix[pos[placed]] == rix.values[placed]
-    if rix.null is not None:
-        placed &= ~rix.null
-    pos = np.where(placed, pos, 0)
-    empty = np.zeros(n, np.int64)
-    rest = np.where(placed, state_rest[pos], empty) if len(state_ix) else empty
-    call = np.where(placed, state_call[pos], empty) if len(state_ix) else empty
-    own = np.where(placed, state_own_call[pos], False) if len(state_ix) else np.zeros(n, bool)
-    oix = c["oix"]
-    if len(operator_call):
-        called = ~own if oix.null is None else ~own & ~oix.null
-        idx = np.clip(oix.values - 1, 0, len(operator_call) - 1)
-        call = np.where(called, operator_call[idx], call)
-    keys = [ops.kind, c["key"].values, c["sn"].keyed(), *(c[d].keyed() for d in DIMS)]
-    pid = c["pid"].values
-    rank = np.full(n, LOW, np.int64)
-    for p, r in ranks.items():
-        rank[pid == p] = r
-    ltid = c["ltid"]
-    thread = ltid.values & 0xFFFFFF
-    if ltid.null is not None:
-        thread = np.where(ltid.null, LOW, thread)
-    keys += [c["stream"].keyed(), c["dev"].keyed(), rank, thread, rest, call]
+
+    def attribution() -> tuple[np.ndarray, np.ndarray]:
+        """Each operation's state's (rest, call) code, its operator call's where that stands."""
+        rix = c["rix"]
+        if not len(state_ix):
+            rest, call, own = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+        else:
+            pos = np.searchsorted(state_ix, rix.values)
+            placed = pos < len(state_ix)
+            placed[placed] = state_ix[pos[placed]] == rix.values[placed]
+            if rix.null is not None:
+                placed &= ~rix.null
+            pos[~placed] = 0
+            rest = np.where(placed, state_rest[pos], 0)
+            call = np.where(placed, state_call[pos], 0)
+            own = placed & state_own_call[pos]
+            del pos, placed
+        oix = c["oix"]
+        if len(operator_call):
+            called = ~own if oix.null is None else ~own & ~oix.null
+            idx = np.clip(oix.values - 1, 0, len(operator_call) - 1)
+            call = np.where(called, operator_call[idx], call)
+        return rest, call
+
+    def rank() -> np.ndarray:
+        pid = c["pid"].values
+        out = np.full(n, LOW, np.int64)
+        for p, r in ranks.items():
+            out[pid == p] = r
+        return out
+
+    def thread() -> np.ndarray:
+        ltid = c["ltid"]
+        out = ltid.values & 0xFFFFFF
+        return out if ltid.null is None else np.where(ltid.null, LOW, out)
+
+    found = dict(zip(("rest", "call"), attribution()))
+    # Each key made when it is folded in, and let go of then: memory stays near two columns'
+    # worth above the operations' own (2 million operations: 16 MB a column).
+    keys: list[Callable[[], np.ndarray]] = [
+        lambda: ops.kind,
+        lambda: c["key"].values,
+        lambda: c["sn"].keyed(),
+        *((lambda d=d: c[d].keyed()) for d in DIMS),
+        lambda: c["stream"].keyed(),
+        lambda: c["dev"].keyed(),
+        rank,
+        thread,
+        lambda: found.pop("rest"),
+        lambda: found.pop("call"),
+    ]
     group = np.zeros(n, np.int64)
     bound = 1  # the group numbers so far are below it
-    for key in keys:
-        if n == 0:
-            break
+    for make in keys if n else []:
+        key = make()
         lo, hi = int(key.min()), int(key.max())
         if hi - lo < 1 << 20:  # a narrow key (a kind, a dimension, a code): its offset is its code
             codes, size = key.astype(np.int64) - lo, hi - lo + 1
         else:
             codes, uniques = pd.factorize(key)
             size = len(uniques)
+        del key
         if bound * size >= 1 << 62:
             group, uniques = pd.factorize(group)  # renumbered densely before it would overflow
             bound = len(uniques)
         group *= size
         group += codes
+        del codes
         bound *= size
     group, _ = pd.factorize(group)  # in order of first appearance: launch order
     c["grp"] = Column(group.astype(np.int64, copy=False))
