@@ -58,7 +58,11 @@ def read_all(con: sqlite3.Connection, view: str) -> float:
 def main() -> None:
     db = sys.argv[1]
     src = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    run = int(sys.argv[2]) if len(sys.argv) > 2 else src.execute("select min(id) from runs").fetchone()[0]
+    run = (
+        int(sys.argv[2])
+        if len(sys.argv) > 2
+        else src.execute("select min(id) from runs").fetchone()[0]
+    )
     cols = list(STORED_COLUMNS)
     with tempfile.TemporaryDirectory(prefix="rows-layout-") as folder:
         # the scratch rows: the run's rows in launch order, each with its group's number
@@ -78,14 +82,16 @@ def main() -> None:
         n = scratch.execute("select count(*) from rows").fetchone()[0]
         groups = scratch.execute("select count(distinct grp) from rows").fetchone()[0]
         scratch.close()
-        print(f"run {run}: {n:,} launches, {groups:,} groups ({n / max(groups, 1):.1f} launches a group)")
+        print(
+            f"run {run}: {n:,} launches, {groups:,} groups ({n / max(groups, 1):.1f} launches a group)"
+        )
         view_cols = ", ".join(
-            f"s_{c.removesuffix('_id')}.text as {c.removesuffix('_id')}" if c.removesuffix("_id") in INTERNED else c
+            f"s_{c.removesuffix('_id')}.text as {c.removesuffix('_id')}"
+            if c.removesuffix("_id") in INTERNED
+            else c
             for c in cols
         )
-        joins = " ".join(
-            f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED
-        )
+        joins = " ".join(f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
         for attempt in range(int(os.environ.get("ROUNDS", "3"))):
             # as now
             a = fresh(folder, f"now{attempt}.db")
@@ -97,7 +103,9 @@ def main() -> None:
             )
             a.execute(f"create view kernels as select {view_cols} from kernel_rows k {joins}")
             ins, commit = timed(
-                a, f"insert into kernel_rows select ?, {', '.join(cols[1:])} from s.rows order by launch_id", [1]
+                a,
+                f"insert into kernel_rows select ?, {', '.join(cols[1:])} from s.rows order by launch_id",
+                [1],
             )
             a.execute("detach database s")
             a.execute("pragma wal_checkpoint(truncate)")
