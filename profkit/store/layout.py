@@ -68,6 +68,8 @@ STORED_COLUMNS: dict[str, type] = {
     (f"{c}_id" if c in INTERNED else c): (int if c in INTERNED else t)
     for c, t in KERNEL_COLUMNS.items()
 }
+# a stored column (``name_id``) -> its kernel table column (``name``)
+KERNEL_COLUMN_OF: dict[str, str] = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
 
 # Schema 16: a launch's own columns in ``launches`` (LAUNCH_COLUMNS); the columns its run's
 # launches share (kernel, launch configuration, stream, thread, operator, module, verdict...)

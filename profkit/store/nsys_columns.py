@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -631,7 +631,6 @@ def groups(ops: Ops) -> Iterator[tuple[Any, ...]]:
     Given as Python tuples GROUP_BATCH at a time: with a range around every operator call
     there is about a group an operation."""
     import numpy as np
-    import pandas as pd
 
     n = len(ops)
     if n == 0:
@@ -639,14 +638,7 @@ def groups(ops: Ops) -> Iterator[tuple[Any, ...]]:
     c = ops.cols
     keys = [ops.kind, c["key"].values, c["sn"].keyed(), c["rix"].keyed(), c["oix"].keyed()]
     keys += [c["pid"].values, c["dev"].keyed()]
-    group = np.zeros(n, np.int64)
-    for key in keys:
-        codes, uniques = pd.factorize(key)
-        if len(uniques) and (int(group.max()) + 1) * len(uniques) >= 1 << 62:
-            group, _ = pd.factorize(group)  # renumbered densely before it would overflow
-        group *= len(uniques)
-        group += codes
-    group, _ = pd.factorize(group)  # in order of first appearance: launch order
+    group = _numbered(keys, n)
     order = np.argsort(group, kind="stable")
     starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
     first = order[starts]  # each group's first operation in launch order (its first_launch)
@@ -667,6 +659,36 @@ def groups(ops: Ops) -> Iterator[tuple[Any, ...]]:
         values: list[list[int]] = [col[lo : lo + GROUP_BATCH].tolist() for col in columns]
         for row in zip(*values):
             yield (KINDS[row[0]], *row[1:12], None if row[12] >= 1 << 40 else row[12], row[13])
+
+
+def _numbered(keys: Sequence[np.ndarray | Callable[[], np.ndarray]], n: int) -> np.ndarray:
+    """The ``n`` operations' groups by ``keys`` (each a column, or made when it is folded in and
+    let go of then), numbered from 0 in order of first appearance: launch order. Each key is coded (a
+    narrow one by its offset, another by ``pd.factorize``) and the codes combined into one
+    number (no copy of the operations as a frame: memory stays near the columns')."""
+    import numpy as np
+    import pandas as pd
+
+    group = np.zeros(n, np.int64)
+    bound = 1  # the group numbers so far are below it
+    for make in keys if n else []:
+        key = make() if callable(make) else make
+        lo, hi = int(key.min()), int(key.max())
+        if hi - lo < 1 << 20:  # a narrow key (a kind, a dimension, a code): its offset is its code
+            codes, size = key.astype(np.int64) - lo, hi - lo + 1
+        else:
+            codes, uniques = pd.factorize(key)
+            size = len(uniques)
+        del key
+        if bound * size >= 1 << 62:
+            group, uniques = pd.factorize(group)  # renumbered densely before it would overflow
+            bound = len(uniques)
+        group *= size
+        group += codes
+        del codes
+        bound *= size
+    group, _ = pd.factorize(group)
+    return group.astype(np.int64, copy=False)
 
 
 def states_launched_in(ops: Ops) -> list[int]:
@@ -701,7 +723,6 @@ def launch_groups(
     1]``, in the same codes as ``state_call``. Code 0 is all of them unknown, as for a launch
     in no state and no call."""
     import numpy as np
-    import pandas as pd
 
     n = len(ops)
     c = ops.cols
@@ -756,26 +777,8 @@ def launch_groups(
         lambda: found.pop("rest"),
         lambda: found.pop("call"),
     ]
-    group = np.zeros(n, np.int64)
-    bound = 1  # the group numbers so far are below it
-    for make in keys if n else []:
-        key = make()
-        lo, hi = int(key.min()), int(key.max())
-        if hi - lo < 1 << 20:  # a narrow key (a kind, a dimension, a code): its offset is its code
-            codes, size = key.astype(np.int64) - lo, hi - lo + 1
-        else:
-            codes, uniques = pd.factorize(key)
-            size = len(uniques)
-        del key
-        if bound * size >= 1 << 62:
-            group, uniques = pd.factorize(group)  # renumbered densely before it would overflow
-            bound = len(uniques)
-        group *= size
-        group += codes
-        del codes
-        bound *= size
-    group, _ = pd.factorize(group)  # in order of first appearance: launch order
-    c["grp"] = Column(group.astype(np.int64, copy=False))
+    group = _numbered(keys, n)
+    c["grp"] = Column(group)
     if n == 0:
         return np.zeros(0, np.int64)
     # numbered in order of first appearance: a group's first operation is where the number

@@ -31,6 +31,7 @@ from . import nsys_columns
 from .fine_aggregates import fill_fine_aggregates, fine_keys, key_sentinel
 from .layout import (
     GROUP_COLUMNS,
+    KERNEL_COLUMN_OF,
     KERNEL_COLUMNS,
     LAUNCH_COLUMNS,
     STORED_COLUMNS,
@@ -314,7 +315,6 @@ def _insert_gpu_ops(
                 "short_name": "n.short_id",
             }
             assert set(source) == set(KERNEL_COLUMNS)
-            stored = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
             joins = (
                 f"cross join temp.nm n on n.key = o.key and n.sn = coalesce(o.sn, {NO_SHORT_NAME}) "
                 "left join temp.rg rg on rg.ix = o.rix left join temp.oc oc on oc.ix = o.oix "
@@ -332,7 +332,7 @@ def _insert_gpu_ops(
                 )
                 con.execute(
                     f"insert into kernel_groups (run_id, id, {', '.join(GROUP_COLUMNS)}) select ?, o.grp, "
-                    f"{', '.join(source[stored[c]] for c in GROUP_COLUMNS)} from temp.reps o {joins} order by o.grp",
+                    f"{', '.join(source[KERNEL_COLUMN_OF[c]] for c in GROUP_COLUMNS)} from temp.reps o {joins} order by o.grp",
                     [run_id],
                 )
                 stage("launch groups written")
@@ -379,7 +379,7 @@ def _insert_gpu_ops(
                 store,
                 "temp.agg_bulk",
                 f"""
-                select {", ".join(f"{source[stored[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
+                select {", ".join(f"{source[KERNEL_COLUMN_OF[c]]} as {c}" for c in fine_keys())}, o.launches, o.time_ns,
                        o.min_ns, o.max_ns, o.first_launch, o.min_thread, 0 as metric_launches
                 from (select kind, key, sn, nullif(rix, {low}) as rix, nullif(oix, {low}) as oix,
                              pid, nullif(dev, {low}) as dev, launches, time_ns, min_ns, max_ns, first_launch, min_thread

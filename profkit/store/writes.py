@@ -47,14 +47,11 @@ from .layout import (
     AGG_KEYS,
     GROUP_COLUMNS,
     INTERNED,
+    KERNEL_COLUMN_OF,
     KERNEL_COLUMNS,
     LAUNCH_COLUMNS,
     PATH_AGG_KEYS,
-    STORED_COLUMNS,
 )
-
-# a stored column (``name_id``) -> its kernel table column (``name``)
-KERNEL_COLUMNS_OF = dict(zip(STORED_COLUMNS, KERNEL_COLUMNS))
 
 if TYPE_CHECKING:
     from ..classify import Verdict
@@ -113,9 +110,8 @@ class Writes(Connection):
         batch that first has it). Returns the run's activity and the count and summed duration
         of its rows of that activity: a run's rows are CPU operators or GPU work, never both."""
         cols = [c for c in KERNEL_COLUMNS if c != "run_id"]
-        stored = [c for c in STORED_COLUMNS if c != "run_id"]
-        own = [cols.index(KERNEL_COLUMNS_OF[c]) for c in LAUNCH_COLUMNS[3:]]
-        shared = [cols.index(KERNEL_COLUMNS_OF[c]) for c in GROUP_COLUMNS]
+        own = [cols.index(KERNEL_COLUMN_OF[c]) for c in LAUNCH_COLUMNS[3:]]
+        shared = [cols.index(KERNEL_COLUMN_OF[c]) for c in GROUP_COLUMNS]
         launch_at = cols.index("launch_id")
         groups_sql = (
             f"insert into kernel_groups (run_id, id, {', '.join(GROUP_COLUMNS)}) "
@@ -125,7 +121,6 @@ class Writes(Connection):
             f"insert into launches ({', '.join(LAUNCH_COLUMNS)}) "
             f"values (?, ?, ?, {', '.join('?' * len(own))})"
         )
-        assert len(stored) == len(cols)
         # positions in a row's values
         text_at = [i for i, c in enumerate(cols) if c in INTERNED]
         ids: dict[str, int] = {}
