@@ -9,8 +9,8 @@ import is done.
 
 Per layout, into a fresh database (16 KiB pages, WAL, as profkit makes them), timed apart: the
 launches' insert of one statement from a scratch table in launch order, its commit, the file's
-size once checkpointed, and reading every row back through a view with the ``kernels`` view's
-columns (as ``profkit kernels`` reads).
+size once checkpointed, and reading every row back through profkit's own ``kernels`` view (and,
+for schema 16, its ``kernel_rows`` view), as ``profkit kernels`` reads them.
 
     python benchmarks/rows_layout_spike.py DB [RUN]   # a profkit database, its first run by default
 """
@@ -23,10 +23,13 @@ import sys
 import tempfile
 import time
 
-from profkit.store.layout import INTERNED, STORED_COLUMNS
-
-OWN = ("launch_id", "duration_ns", "start_ns", "nvtx_range_id", "nvtx_path_id", "metrics")
-GROUPED = [c for c in STORED_COLUMNS if c not in ("run_id", *OWN)]
+from profkit.store.layout import (
+    GROUP_COLUMNS,
+    KERNEL_ROWS_VIEW,
+    KERNELS_VIEW,
+    LAUNCH_COLUMNS,
+    STORED_COLUMNS,
+)
 
 
 def fresh(folder: str, name: str) -> sqlite3.Connection:
@@ -47,12 +50,31 @@ def timed(con: sqlite3.Connection, sql: str, args: list[int]) -> tuple[float, fl
     return t1 - t, time.perf_counter() - t1
 
 
-def read_all(con: sqlite3.Connection, view: str) -> float:
+def layout_db(folder: str, name: str) -> sqlite3.Connection:
+    """A fresh database of one layout, the scratch rows attached as ``s`` and their texts in."""
+    con = fresh(folder, name)
+    con.execute(f"attach database '{os.path.join(folder, 'scratch.db')}' as s")
+    con.execute("create table strings (id integer primary key, text)")
+    con.execute("insert into strings select * from s.strings")
+    return con
+
+
+def finish(con: sqlite3.Connection, folder: str, name: str) -> tuple[float, float]:
+    """The database's size once checkpointed, and the time to read every row of ``kernels``;
+    the database closed and removed."""
+    con.execute("detach database s")
+    con.execute("pragma wal_checkpoint(truncate)")
+    size = os.path.getsize(os.path.join(folder, name))
     t = time.perf_counter()
-    n = 0
-    for _ in con.execute(f"select * from {view} where run_id = 1"):
-        n += 1
-    return time.perf_counter() - t
+    for _ in con.execute("select * from kernels where run_id = 1"):
+        pass
+    read = time.perf_counter() - t
+    con.close()
+    for suffix in ("", "-wal", "-shm"):
+        path = os.path.join(folder, name + suffix)
+        if os.path.exists(path):
+            os.remove(path)
+    return size, read
 
 
 def main() -> None:
@@ -73,7 +95,7 @@ def main() -> None:
         )
         scratch.execute(
             f"insert into rows select {', '.join(cols)}, "
-            f"dense_rank() over (order by {', '.join(f'{c} is null, {c}' for c in GROUPED)}) - 1 as grp "
+            f"dense_rank() over (order by {', '.join(f'{c} is null, {c}' for c in GROUP_COLUMNS)}) - 1 as grp "
             f"from src.kernel_rows where run_id = ? order by launch_id",
             [run],
         )
@@ -85,54 +107,34 @@ def main() -> None:
         print(
             f"run {run}: {n:,} launches, {groups:,} groups ({n / max(groups, 1):.1f} launches a group)"
         )
-        view_cols = ", ".join(
-            f"s_{c.removesuffix('_id')}.text as {c.removesuffix('_id')}"
-            if c.removesuffix("_id") in INTERNED
-            else c
-            for c in cols
-        )
-        joins = " ".join(f"left join strings s_{c} on s_{c}.id = k.{c}_id" for c in INTERNED)
+        own = ", ".join(LAUNCH_COLUMNS[3:])
         for attempt in range(int(os.environ.get("ROUNDS", "3"))):
-            # as now
-            a = fresh(folder, f"now{attempt}.db")
-            a.execute(f"attach database '{os.path.join(folder, 'scratch.db')}' as s")
-            a.execute("create table strings (id integer primary key, text)")
-            a.execute("insert into strings select * from s.strings")
+            # schema 15: one table
+            a = layout_db(folder, f"now{attempt}.db")
             a.execute(
                 f"create table kernel_rows ({', '.join(cols)}, primary key (run_id, launch_id)) without rowid"
             )
-            a.execute(f"create view kernels as select {view_cols} from kernel_rows k {joins}")
+            a.execute(KERNELS_VIEW)
             ins, commit = timed(
                 a,
                 f"insert into kernel_rows select ?, {', '.join(cols[1:])} from s.rows order by launch_id",
                 [1],
             )
-            a.execute("detach database s")
-            a.execute("pragma wal_checkpoint(truncate)")
-            size = os.path.getsize(os.path.join(folder, f"now{attempt}.db"))
-            read = read_all(a, "kernels")
-            a.close()
-            # normalised
-            b = fresh(folder, f"norm{attempt}.db")
-            b.execute(f"attach database '{os.path.join(folder, 'scratch.db')}' as s")
-            b.execute("create table strings (id integer primary key, text)")
-            b.execute("insert into strings select * from s.strings")
+            size, read = finish(a, folder, f"now{attempt}.db")
+            # schema 16: the launches and their groups, the views profkit makes over them
+            b = layout_db(folder, f"norm{attempt}.db")
             b.execute(
-                f"create table kernel_groups (run_id, id, {', '.join(GROUPED)}, primary key (run_id, id)) without rowid"
+                f"create table kernel_groups (run_id, id, {', '.join(GROUP_COLUMNS)}, primary key (run_id, id)) without rowid"
             )
             b.execute(
-                f"create table launches (run_id, launch_id, group_id, {', '.join(c for c in OWN if c != 'launch_id')}, "
-                "primary key (run_id, launch_id)) without rowid"
+                f"create table launches ({', '.join(LAUNCH_COLUMNS)}, primary key (run_id, launch_id)) without rowid"
             )
-            b.execute(
-                f"create view kernel_rows as select {', '.join('l.' + c if c in ('run_id', *OWN) else 'g.' + c for c in cols)} "
-                "from launches l join kernel_groups g on g.run_id = l.run_id and g.id = l.group_id"
-            )
-            b.execute(f"create view kernels as select {view_cols} from kernel_rows k {joins}")
+            b.execute(KERNEL_ROWS_VIEW)
+            b.execute(KERNELS_VIEW)
             t = time.perf_counter()
             b.execute("begin")
             b.execute(
-                f"insert into kernel_groups select ?, grp, {', '.join(GROUPED)} from s.rows "
+                f"insert into kernel_groups select ?, grp, {', '.join(GROUP_COLUMNS)} from s.rows "
                 "where launch_id in (select min(launch_id) from s.rows group by grp) order by grp",
                 [1],
             )
@@ -140,15 +142,10 @@ def main() -> None:
             g_ins = time.perf_counter() - t
             l_ins, l_commit = timed(
                 b,
-                f"insert into launches select ?, launch_id, grp, {', '.join(c for c in OWN if c != 'launch_id')} "
-                "from s.rows order by launch_id",
+                f"insert into launches select ?, launch_id, grp, {own} from s.rows order by launch_id",
                 [1],
             )
-            b.execute("detach database s")
-            b.execute("pragma wal_checkpoint(truncate)")
-            nsize = os.path.getsize(os.path.join(folder, f"norm{attempt}.db"))
-            nread = read_all(b, "kernels")
-            b.close()
+            nsize, nread = finish(b, folder, f"norm{attempt}.db")
             print(
                 f"round {attempt + 1}: schema 15: insert {ins:.2f} s, commit {commit:.2f} s, {size / 1e6:.0f} MB, "
                 f"read {read:.2f} s | schema 16: groups {g_ins:.2f} s (not what an import pays: "
@@ -156,11 +153,6 @@ def main() -> None:
                 f"{nsize / 1e6:.0f} MB, read {nread:.2f} s",
                 flush=True,
             )
-            for name in (f"now{attempt}.db", f"norm{attempt}.db"):
-                for suffix in ("", "-wal", "-shm"):
-                    p = os.path.join(folder, name + suffix)
-                    if os.path.exists(p):
-                        os.remove(p)
 
 
 if __name__ == "__main__":
